@@ -1,0 +1,79 @@
+"""Sessions of torchbisect: each one installs the package and calls one `torchbisect` command.
+
+Sessions see the base interpreter's site-packages so that the `preinstalled` cell and the `probe`
+session test the torch that is already installed (e.g. the one in an NGC image).
+"""
+
+import nox
+
+nox.options.sessions = ["tests", "lint"]
+nox.options.reuse_existing_virtualenvs = True
+
+SYSTEM_SITE = ["--system-site-packages"]
+
+
+def _tool(session: nox.Session, command: str) -> None:
+    session.install("-e", ".")
+    session.run("python", "-m", "torchbisect", command, *session.posargs)
+
+
+@nox.session(venv_params=SYSTEM_SITE)
+def matrix(session: nox.Session) -> None:
+    """Install and probe every build in matrix.yaml, store results, render reports/."""
+    _tool(session, "matrix")
+
+
+@nox.session(venv_params=SYSTEM_SITE)
+def probe(session: nox.Session) -> None:
+    """Probe one cell by identifier (default: the interpreter's own torch)."""
+    _tool(session, "probe")
+
+
+@nox.session(venv_params=SYSTEM_SITE)
+def plan(session: nox.Session) -> None:
+    """Resolve matrix.yaml into wheels (URL + sha256), update the lock, print the plan."""
+    _tool(session, "plan")
+
+
+@nox.session
+def report(session: nox.Session) -> None:
+    """Render the affected-versions page and its Markdown, JSON and OSV twins."""
+    _tool(session, "report")
+
+
+@nox.session
+def merge(session: nox.Session) -> None:
+    """Merge result stores from shards: nox -s merge -- OUT.sqlite A.sqlite B.sqlite …"""
+    _tool(session, "merge")
+
+
+@nox.session(venv_params=SYSTEM_SITE)
+def bisect(session: nox.Session) -> None:
+    """Find the first bad (or --find-fix: first fixed) nightly and the commit range."""
+    _tool(session, "bisect")
+
+
+@nox.session(venv_params=SYSTEM_SITE)
+def bench(session: nox.Session) -> None:
+    """Measure tool overhead and the workaround's cost; writes reports/bench/."""
+    _tool(session, "bench")
+
+
+@nox.session
+def schema(session: nox.Session) -> None:
+    """Regenerate matrix.schema.json from the config model."""
+    _tool(session, "schema")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the test suite (Docker and Chromium tests run when available, and always under CI)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Ruff over the package, tests and noxfile; the probes are checked as Python 3.8 by a test."""
+    session.install("ruff")
+    session.run("ruff", "check", "src", "tests", "noxfile.py")

@@ -1,0 +1,3 @@
+from torchbisect.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,56 @@
+"""Command line: `python -m torchbisect <command>`; the nox sessions are thin wrappers around it.
+
+Each command lives in its own module here with `configure(parser)` and `run(args) -> int`; only the
+chosen command's module is imported, so `plan` never pays for the Docker SDK.
+`main` is the one place that turns a TorchbisectError into a one-sentence message and exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from ..errors import TorchbisectError
+
+# command name (also its module under torchbisect.cli) -> one-line help
+COMMANDS = {
+    "plan": "Resolve matrix.yaml into cells (wheel URL + sha256) and update the lock file.",
+    "matrix": "Install and probe every cell of the plan, store results, render the report.",
+    "probe": "Run the probe for one cell, chosen by its identifier.",
+    "report": "Render index.html, results.json, summary.md and affected.json from the store.",
+    "merge": "Merge result stores (SQLite or JSON exports) from shards into one store.",
+    "bisect": "Find the first bad (or first fixed) nightly and its upstream commit range.",
+    "schema": "Write the JSON Schema of matrix.yaml (for editors).",
+    "bench": "Measure tool overhead and the workaround's cost; write reports/bench/.",
+}
+
+
+def _parser(chosen: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="torchbisect",
+        description="Test PyTorch builds for the lazy-clone / CUDA Graph stale-data bug.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, help_text in COMMANDS.items():
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:
+            module = importlib.import_module(f"{__name__}.{name}")
+            module.configure(cmd)
+            cmd.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((a for a in argv if a in COMMANDS), None)
+    args = _parser(chosen).parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except TorchbisectError as err:
+        print(f"torchbisect {args.command}: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print(f"torchbisect {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,62 @@
+"""Errors a user can cause or meet, each with its own exit code and a message that says what to do.
+
+The CLI (`torchbisect.cli.main`) is the one place that turns these into one printed sentence and an
+exit status; nothing else prints tracebacks for them.
+"""
+
+from __future__ import annotations
+
+
+class TorchbisectError(Exception):
+    """Base class: `str(err)` is the one sentence shown to the user."""
+
+    exit_code = 1
+
+
+class ConfigError(TorchbisectError):
+    """A bad matrix.yaml, lock file or command-line flag."""
+
+    exit_code = 2
+
+
+class ResolveError(TorchbisectError):
+    """A requested build does not exist on its index (e.g. an unknown stable version)."""
+
+    exit_code = 2
+
+
+class InfraError(TorchbisectError):
+    """Infrastructure failed: cells could not be installed or probed. Never a verdict."""
+
+    exit_code = 3
+
+
+class IndexUnreachable(TorchbisectError):
+    """A wheel index did not answer after retries; nothing is concluded from a partial answer."""
+
+    exit_code = 4
+
+
+class BackendUnavailable(TorchbisectError):
+    """The requested backend cannot run here (no Docker engine, no uv, no interpreter torch)."""
+
+    exit_code = 5
+
+
+class CommandFailed(InfraError):
+    """A subprocess exited non-zero; carries its exit status and the tail of its output."""
+
+    def __init__(self, argv: list[str], returncode: int, output: str, *, timed_out: bool = False):
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.output = output
+        self.timed_out = timed_out
+        what = "timed out" if timed_out else f"exited with status {returncode}"
+        tail = output.strip().splitlines()[-1:] if output.strip() else []
+        suffix = f": {tail[0]}" if tail else ""
+        super().__init__(f"`{_short(argv)}` {what}{suffix}")
+
+
+def _short(argv: list[str], limit: int = 120) -> str:
+    text = " ".join(argv)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

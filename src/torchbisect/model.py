@@ -1,0 +1,204 @@
+"""The vocabulary every stage shares: channels, verdicts, cells, probe results and cell runs.
+
+Config → plan → run → store → report all speak in these frozen types; nothing passes dicts of
+dicts between stages.  The probe scripts cannot import this module (they run inside arbitrary
+containers), so `ProbeResult.from_json` is the one place that reads their JSON document.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PROBE_SCHEMA = 1
+
+
+class Channel(str, enum.Enum):
+    """Where a build comes from; also the first word of a cell identifier."""
+
+    STABLE = "stable"
+    TEST = "test"  # release candidates, on the …/whl/test/ index
+    NIGHTLY = "nightly"
+    DEV = "dev"  # a local or https wheel named in matrix.yaml
+    PREINSTALLED = "preinstalled"  # the torch already in the image or interpreter
+
+
+class Verdict(str, enum.Enum):
+    """What a probe concluded about one case, or about a whole run."""
+
+    AFFECTED = "affected"
+    NOT_AFFECTED = "not_affected"
+    REFUSED = "refused"  # capture raised a clear error about the lazy copy: a fix
+    NOT_APPLICABLE = "not_applicable"
+    INCONCLUSIVE = "inconclusive"  # a control misbehaved: nothing here is trustworthy
+    ERROR = "error"
+    CRASHED = "crashed"
+    TIMEOUT = "timeout"
+    SKIPPED = "skipped"  # no CUDA device
+
+    @property
+    def is_safe(self) -> bool:
+        """True for the verdicts that tell a user their build does not give stale data."""
+        return self in (Verdict.NOT_AFFECTED, Verdict.REFUSED)
+
+    @property
+    def exit_code(self) -> int:
+        """`git bisect run` convention: 0 good, 1 bad, 125 cannot tell."""
+        if self is Verdict.AFFECTED:
+            return 1
+        return 0 if self.is_safe else 125
+
+
+class RunStatus(str, enum.Enum):
+    """Whether the probe produced a verdict, or the infrastructure failed before it could."""
+
+    OK = "ok"
+    INFRA_FAILURE = "infra_failure"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    """One build to test: the unit of work, keyed by `id` everywhere (plan, store, logs, HTML)."""
+
+    id: str
+    channel: Channel
+    version: str  # torch version string as published, e.g. "2.10.0.dev20250801+cu128"
+    cuda: str  # cuda tag ("cu130", "cpu") or "" when unknown (preinstalled)
+    python: str  # "3.12"
+    url: str | None = None  # wheel URL or local path; None for preinstalled
+    sha256: str | None = None
+    date: str | None = None  # nightly date YYYY-MM-DD
+    probe: str = "stale_replay"
+    cases: tuple[str, ...] = ()  # empty: the probe's default set
+    trials: int | None = None
+    timeout: float = 900.0  # per cell, seconds
+    env: tuple[tuple[str, str], ...] = ()
+    base_image: str | None = None  # docker backend: the image for this cell's CUDA tag
+    overlay: bool = False  # install torch --no-deps over an environment that has CUDA libraries
+    index_url: str | None = None  # where nightly dependencies (pytorch-triton) come from
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["channel"] = self.channel.value
+        data["cases"] = list(self.cases)
+        data["env"] = dict(self.env)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Cell:
+        values = dict(data)
+        values["channel"] = Channel(values["channel"])
+        values["cases"] = tuple(values.get("cases") or ())
+        values["env"] = tuple(sorted((values.get("env") or {}).items()))
+        return cls(**values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MissingBuild:
+    """A requested build the index does not have (reported, not fatal for nightlies)."""
+
+    channel: Channel
+    what: str  # a date or a version
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    cells: tuple[Cell, ...]
+    missing: tuple[MissingBuild, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cells": [c.to_json() for c in self.cells],
+            "missing": [
+                {"channel": m.channel.value, "what": m.what, "reason": m.reason}
+                for m in self.missing
+            ],
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseResult:
+    name: str
+    verdict: Verdict
+    detail: str = ""
+    seconds: float = 0.0
+    stale_trials: int | None = None
+    trials: int | None = None
+
+    @property
+    def flaky(self) -> bool:
+        """Stale on some trials but not all: a race, reported with its rate."""
+        return bool(self.trials) and 0 < (self.stale_trials or 0) < (self.trials or 0)
+
+    @property
+    def stale_fraction(self) -> float | None:
+        if not self.trials or self.stale_trials is None:
+            return None
+        return self.stale_trials / self.trials
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeResult:
+    """The probe's JSON document, parsed."""
+
+    verdict: Verdict
+    cases: tuple[CaseResult, ...]
+    env: dict[str, Any] = field(default_factory=dict)
+    probe: str = "stale_replay"
+    probe_version: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | str) -> ProbeResult:
+        doc = json.loads(data) if isinstance(data, str) else data
+        if doc.get("schema") != PROBE_SCHEMA:
+            raise ValueError(f"unsupported probe schema {doc.get('schema')!r}")
+        cases = tuple(
+            CaseResult(
+                name=name,
+                verdict=Verdict(c["verdict"]),
+                detail=str(c.get("detail", "")),
+                seconds=float(c.get("seconds", 0.0)),
+                stale_trials=c.get("stale_trials"),
+                trials=c.get("trials"),
+            )
+            for name, c in doc.get("cases", {}).items()
+        )
+        return cls(
+            verdict=Verdict(doc["verdict"]),
+            cases=cases,
+            env=dict(doc.get("env", {})),
+            probe=str(doc.get("probe", "stale_replay")),
+            probe_version=str(doc.get("probe_version", "")),
+            raw=doc,
+        )
+
+    def case(self, name: str) -> CaseResult | None:
+        return next((c for c in self.cases if c.name == name), None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellRun:
+    """One stored run of one cell: a verdict, or an infrastructure failure with its reason."""
+
+    cell: Cell
+    status: RunStatus
+    result: ProbeResult | None = None  # set when status is OK
+    reason: str = ""  # set when status is INFRA_FAILURE
+    wheel_sha256: str = ""
+    probe_version: str = ""
+    gpu: str = ""  # "NVIDIA H200" or "none"
+    driver: str = ""
+    backend: str = ""
+    started: str = ""  # ISO 8601 UTC
+    seconds_install: float = 0.0
+    seconds_probe: float = 0.0
+    log_excerpt: str = ""
+    run_id: int | None = None
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return self.result.verdict if self.result else None
