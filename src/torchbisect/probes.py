@@ -1,0 +1,40 @@
+"""Where the probe scripts live and which version of them a result came from.
+
+The scripts in the repository's `probes/` folder are standalone (they run in containers that do not
+have this package), so the package only locates them and fingerprints them: a stored result is
+reused only while the script that produced it is byte-for-byte the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from functools import cache
+from pathlib import Path
+
+from .errors import ConfigError
+
+DEFAULT_PROBE = "stale_replay"
+
+
+def probes_dir() -> Path:
+    """`$TORCHBISECT_PROBES`, else the checkout's `probes/` (the package is installed editable)."""
+    env = os.environ.get("TORCHBISECT_PROBES")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "probes"
+
+
+def probe_path(name: str = DEFAULT_PROBE) -> Path:
+    path = probes_dir() / f"{name}.py"
+    if not path.is_file():
+        raise ConfigError(f"probe {name!r} not found: expected {path}")
+    return path
+
+
+@cache
+def probe_version(name: str = DEFAULT_PROBE) -> str:
+    """`<declared PROBE_VERSION>+<first 12 hex of the script's sha256>`."""
+    text = probe_path(name).read_bytes()
+    match = re.search(rb'^PROBE_VERSION\s*=\s*["\']([^"\']+)["\']', text, re.MULTILINE)
+    declared = match.group(1).decode() if match else "0"
+    return f"{declared}+{hashlib.sha256(text).hexdigest()[:12]}"
