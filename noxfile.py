@@ -65,7 +65,7 @@ def schema(session: nox.Session) -> None:
     _tool(session, "schema")
 
 
-@nox.session
+@nox.session(venv_params=SYSTEM_SITE)
 def tests(session: nox.Session) -> None:
     """Run the test suite (Docker and Chromium tests run when available, and always under CI)."""
     session.install("-e", ".[test]")
