@@ -158,3 +158,24 @@ def test_property_probe_bound_without_unknowns(case):
     result = first_bad(len(seen), lambda i: seen[i])
     assert result.exact and result.first_bad == boundary
     assert result.probes <= math.ceil(math.log2(len(seen))) + 2
+
+
+@given(monotone_with_unknowns(), st.data())
+def test_property_stored_verdicts_only_narrow_the_search(case, data):
+    """Resuming: indexes with stored verdicts are free; the answer stays the same and the
+    indexes that must really be probed still respect the bound."""
+    seen, boundary, hidden = case
+    cheap = data.draw(st.sets(st.integers(min_value=0, max_value=len(seen) - 1)))
+    plain = first_bad(len(seen), lambda i: seen[i])
+    resumed = first_bad(len(seen), lambda i: seen[i], cheap=cheap)
+    assert (resumed.last_good, resumed.first_bad) == (plain.last_good, plain.first_bad)
+    if not hidden:
+        costly = [i for i, _ in resumed.asked if i not in cheap]
+        assert len(costly) <= math.ceil(math.log2(len(seen))) + 2
+
+
+def test_stored_verdicts_are_asked_first():
+    verdict_of, asked = table("GGGGGGGGBBBBBBBB")
+    result = first_bad(16, verdict_of, cheap={3, 11})
+    assert asked[:4] == [0, 15, 3, 11]  # ends first, then what is already known
+    assert (result.last_good, result.first_bad) == (7, 8)

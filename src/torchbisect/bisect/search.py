@@ -12,7 +12,7 @@ only unknowns separate a good from a bad index, reports them as the range the ch
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from ..errors import TorchbisectError
@@ -89,10 +89,13 @@ class SearchHandler:
 
 
 def first_bad(n: int, verdict_of: Callable[[int], Outcome], *,
-              handler: SearchHandler | None = None) -> SearchResult:
+              handler: SearchHandler | None = None,
+              cheap: Collection[int] = ()) -> SearchResult:
     """Find adjacent known-good and known-bad indexes in 0..n-1 (index 0 GOOD, n-1 BAD).
 
-    Each index is asked at most once.  Without unknowns it asks at most ceil(log2 n) + 2 times.
+    Each index is asked at most once.  Without unknowns it asks at most ceil(log2 n) + 2 indexes
+    that are not `cheap`.  `cheap` indexes (verdicts already stored by an earlier, interrupted
+    run) are asked first whenever they lie between the known ends: they can only narrow the range.
     Raises EndsError when an end has the wrong verdict (UNKNOWN included).
     """
     if n < 2:
@@ -107,13 +110,15 @@ def first_bad(n: int, verdict_of: Callable[[int], Outcome], *,
         handler.probed(index, outcome, lo=lo, hi=hi)
         return outcome
 
-    mid = _next(0, n - 1, {0, n - 1})
+    cheap = frozenset(cheap)
+    mid = _next(0, n - 1, {0, n - 1}, cheap)
     _check_end(0, ask(0, None, None, (n - 1, mid)), Outcome.GOOD)
     _check_end(n - 1, ask(n - 1, 0, None, (mid,)), Outcome.BAD)
     lo, hi = 0, n - 1
-    while (index := _next(lo, hi, asked)) is not None:
+    while (index := _next(lo, hi, asked, cheap)) is not None:
         tested = {*asked, index}
-        outcome = ask(index, lo, hi, (_next(index, hi, tested), _next(lo, index, tested)))
+        then = (_next(index, hi, tested, cheap), _next(lo, index, tested, cheap))
+        outcome = ask(index, lo, hi, then)
         if outcome is Outcome.GOOD:
             lo = index
         elif outcome is Outcome.BAD:
@@ -128,8 +133,11 @@ def _check_end(index: int, got: Outcome, expected: Outcome) -> None:
         raise EndsError(index=index, expected=expected, got=got)
 
 
-def _next(lo: int, hi: int, tested) -> int | None:
-    """The untested index strictly between lo and hi nearest their midpoint (lower on a tie)."""
+def _next(lo: int, hi: int, tested: Collection[int], cheap: frozenset[int]) -> int | None:
+    """The untested index strictly between lo and hi nearest their midpoint (lower on a tie),
+    taking a cheap one first when there is any."""
     mid = (lo + hi) // 2
     open_ = [i for i in range(lo + 1, hi) if i not in tested]
-    return min(open_, key=lambda i: (abs(i - mid), i)) if open_ else None
+    free = [i for i in open_ if i in cheap]
+    pool = free or open_
+    return min(pool, key=lambda i: (abs(i - mid), i)) if pool else None

@@ -1,0 +1,145 @@
+"""The ordered list of nightlies a bisection searches: one per date between the two given ends.
+
+Pure: it takes wheels already read from the index (and filtered for CUDA tag, Python and platform)
+and the `--good`/`--bad` flags, and returns candidates in date order plus notes for the user.
+An end whose date has no nightly widens to the nearest date that has one, and says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from ..errors import ConfigError
+from ..model import Cell, Channel
+
+_DATE = re.compile(r"^(\d{4})-?(\d{2})-?(\d{2})$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Candidate:
+    """One nightly the search may probe: its date, version, wheel and the cell that tests it."""
+
+    date: str  # YYYY-MM-DD
+    version: str
+    wheel: Any  # torchbisect.index.Wheel
+    cell: Cell
+
+
+@dataclass(frozen=True, kw_only=True)
+class CandidateList:
+    candidates: tuple[Candidate, ...]
+    notes: tuple[str, ...] = ()  # widened ends, dropped duplicate versions
+    missing: tuple[str, ...] = ()  # dates inside the range with no nightly on the index
+
+
+def parse_end(text: str, flag: str) -> str:
+    """YYYY-MM-DD from `2025-08-01`, `20250801`, `3 days ago` or `2.10.0.dev20250801+cu128`."""
+    text = text.strip()
+    match = _DATE.match(text) or _DATE.match(_relative(text) or _nightly_stamp(text))
+    if not match:
+        raise ConfigError(f"{flag} {text!r} is neither a date (YYYY-MM-DD or YYYYMMDD) nor a "
+                          "nightly version such as 2.10.0.dev20250801")
+    try:
+        return date(*(int(g) for g in match.groups())).isoformat()
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r} is not a valid calendar date") from None
+
+
+def _relative(text: str, today: date | None = None) -> str:
+    """"today", "yesterday" or "N days ago" (UTC), as the scheduled workflow passes them."""
+    today = today or datetime.now(timezone.utc).date()
+    words = text.lower().split()
+    if words == ["today"]:
+        return today.isoformat()
+    if words == ["yesterday"]:
+        return (today - timedelta(days=1)).isoformat()
+    if len(words) == 3 and words[0].isdigit() and words[1] in ("day", "days") and words[2] == "ago":
+        return (today - timedelta(days=int(words[0]))).isoformat()
+    return ""
+
+
+def _nightly_stamp(text: str) -> str:
+    try:
+        dev = Version(text).dev
+    except InvalidVersion:
+        return ""
+    return str(dev) if dev is not None else ""
+
+
+def cell_id(day: str, cuda: str, python: str) -> str:
+    return f"nightly-{day.replace('-', '')}-{cuda}-cp{python.replace('.', '')}"
+
+
+def build_candidates(wheels: Iterable[Any], *, older: str, newer: str, older_flag: str,
+                     newer_flag: str, cell_template: Cell) -> CandidateList:
+    """Candidates from `older` to `newer` (YYYY-MM-DD), widening ends that have no nightly."""
+    if older >= newer:
+        raise ConfigError(f"{older_flag} ({older}) must be an earlier date than {newer_flag} "
+                          f"({newer}); use --find-fix to look for the nightly that fixed it")
+    by_date, notes = _one_per_date(wheels)
+    if not by_date:
+        raise ConfigError("the index lists no nightly for this CUDA tag, Python and platform; "
+                          "check --cuda, --python and --index-url")
+    days = sorted(by_date)
+    first, note_a = _widen(days, older, older_flag, outward=-1, limit=newer)
+    last, note_b = _widen(days, newer, newer_flag, outward=+1, limit=older)
+    chosen = [d for d in days if first <= d <= last]
+    if len(chosen) < 2:
+        raise ConfigError(f"the index has fewer than two nightlies between {older} and {newer}; "
+                          "widen --good/--bad")
+    cands = tuple(_candidate(by_date[d], d, cell_template) for d in chosen)
+    missing = tuple(d for d in _calendar(first, last) if d not in by_date)
+    return CandidateList(candidates=cands, notes=(*notes, *filter(None, (note_a, note_b))),
+                         missing=missing)
+
+
+def _one_per_date(wheels: Iterable[Any]) -> tuple[dict[str, Any], list[str]]:
+    """Around a version bump a date can have two nightlies: keep the newer version, say so."""
+    by_date: dict[str, Any] = {}
+    notes = []
+    for wheel in wheels:
+        day = wheel.nightly_date
+        if not day:
+            continue
+        kept = by_date.get(day)
+        if kept is None or Version(wheel.version) > Version(kept.version):
+            by_date[day] = wheel
+        if kept is not None and kept.version != wheel.version:
+            dropped = min((kept, wheel), key=lambda w: Version(w.version))
+            notes.append(f"{day} has two nightlies; using {by_date[day].version}, "
+                         f"not {dropped.version}")
+    return by_date, notes
+
+
+def _widen(days: Sequence[str], want: str, flag: str, *, outward: int,
+           limit: str) -> tuple[str, str | None]:
+    if want in days:
+        return want, None
+    out = [d for d in days if (d < want if outward < 0 else d > want)]
+    inward = [d for d in days if (want < d < limit if outward < 0 else limit < d < want)]
+    if out:
+        got = out[-1] if outward < 0 else out[0]
+    elif inward:
+        got = inward[0] if outward < 0 else inward[-1]
+    else:
+        raise ConfigError(f"no nightly on the index near {flag} {want}")
+    return got, f"no nightly on {want} ({flag}): using the nearest one, {got}"
+
+
+def _candidate(wheel: Any, day: str, template: Cell) -> Candidate:
+    cell = dataclasses.replace(
+        template, id=cell_id(day, template.cuda, template.python), channel=Channel.NIGHTLY,
+        version=wheel.version, url=wheel.url, sha256=wheel.sha256, date=day)
+    return Candidate(date=day, version=wheel.version, wheel=wheel, cell=cell)
+
+
+def _calendar(first: str, last: str) -> list[str]:
+    start, end = date.fromisoformat(first), date.fromisoformat(last)
+    return [(start + timedelta(days=i)).isoformat() for i in range((end - start).days + 1)]

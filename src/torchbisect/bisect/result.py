@@ -1,0 +1,75 @@
+"""From a finished search to a `BisectResult`: the pair, its commits, the evidence, the rerun line.
+
+The main-branch shas are looked up only for the two nightlies of the pair; a failed lookup leaves
+them empty and the caller is told why (through `notes`), never a guessed sha.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+
+from ..model import BisectResult, Direction, NightlyPoint
+from .candidates import CandidateList
+from .commits import CommitLookup, compare_url
+from .search import SearchResult
+
+
+@dataclass(frozen=True, kw_only=True)
+class Context:
+    """What the result states besides the search: the settings, to report and to rerun."""
+
+    direction: Direction
+    case: str
+    cuda: str
+    python: str
+    rule: str
+    rerun_flags: tuple[str, ...] = ()  # the flags after --good/--bad that reproduce the verdicts
+
+
+def build_result(search: SearchResult, points: dict[int, NightlyPoint], cands: CandidateList,
+                 ctx: Context, lookup: CommitLookup) -> tuple[BisectResult, list[str]]:
+    notes: list[str] = []
+    before = _with_main_sha(points[search.last_good], lookup, notes)
+    after = _with_main_sha(points[search.first_bad], lookup, notes)
+    url = compare_url(before.main_sha, after.main_sha) if before.main_sha and after.main_sha else ""
+    if not url:
+        notes.append("no compare URL: the main-branch sha of an end is unknown")
+    known = dict(points)
+    known[search.last_good], known[search.first_bad] = before, after
+    result = BisectResult(
+        direction=ctx.direction, case=ctx.case, cuda=ctx.cuda, python=ctx.python,
+        before=before, after=after, probes=search.probes,
+        points=tuple(known[i] for i in sorted(known)),
+        skipped=_skipped(search, points, cands, before.date, after.date),
+        compare_url=url,
+        commits=lookup.commits_between(before.main_sha, after.main_sha),
+        rule=ctx.rule,
+        reproduce=reproduce_line(before.date, after.date, ctx),
+        finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+    return result, notes
+
+
+def reproduce_line(before: str, after: str, ctx: Context) -> str:
+    """The command that re-judges exactly the two nightlies of the pair."""
+    good, bad = (before, after) if ctx.direction is Direction.REGRESSION else (after, before)
+    fix = ("--find-fix",) if ctx.direction is Direction.FIX else ()
+    argv = ["torchbisect", "bisect", "--good", good, "--bad", bad, *fix, *ctx.rerun_flags]
+    return shlex.join(argv)
+
+
+def _with_main_sha(point: NightlyPoint, lookup: CommitLookup, notes: list[str]) -> NightlyPoint:
+    found = lookup.main_sha(point.git_version)
+    if not found.sha:
+        notes.append(f"main-branch sha of the {point.date} nightly unknown: {found.note}")
+    return replace(point, main_sha=found.sha)
+
+
+def _skipped(search: SearchResult, points: dict[int, NightlyPoint], cands: CandidateList,
+             first: str, last: str) -> tuple[str, ...]:
+    """Dates that gave "unknown", plus dates inside the pair with no nightly on the index."""
+    unknown = {points[i].date for i in search.unknown}
+    missing = {d for d in cands.missing if first < d < last}
+    return tuple(sorted(unknown | missing))

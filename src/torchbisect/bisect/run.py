@@ -1,0 +1,145 @@
+"""`torchbisect bisect` end to end: options → candidates → search → result → store.
+
+This is the wiring: it reads the nightly index, picks the backend, opens the store, turns an end
+with the wrong verdict into one sentence, and hands the finished result to the store.  The parts it
+wires (candidates, driver, search, result, commits) are each usable and tested on their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..gpus import Gpu, list_gpus
+from ..model import BisectResult, Cell, Channel, Direction
+from .candidates import CandidateList, build_candidates, parse_end
+from .commits import CommitLookup
+from .driver import Bisector, Progress, check_script_backend
+from .result import Context, build_result
+from .search import EndsError, Outcome
+from .verdicts import DEFAULT_CASE, Rule
+
+
+@dataclass(frozen=True, kw_only=True)
+class BisectOptions:
+    good: str
+    bad: str
+    direction: Direction = Direction.REGRESSION
+    cuda: str = "cu130"
+    python: str = "3.12"
+    platform: str | None = None
+    case: str = DEFAULT_CASE
+    script: str | None = None
+    trials: int | None = None
+    min_stale: int = 1
+    index_url: str | None = None
+    backend: str | None = None
+    store: Path = Path("reports/results.sqlite")
+    logs: Path | None = None
+    repo: Path | None = None
+    github: bool = True
+    timeout: float = 900.0
+
+    @property
+    def rule(self) -> Rule:
+        return Rule(case=self.case, trials=self.trials, min_stale=self.min_stale,
+                    script=self.script)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bisection:
+    result: BisectResult
+    new_runs: int  # probe (or script) runs made now; the rest came from the store
+    notes: tuple[str, ...] = ()
+
+
+def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisection:
+    progress = progress or Progress()
+    lookup = CommitLookup(options.repo, github=options.github)  # checks --repo before any work
+    cands = candidates(options)
+    for note in cands.notes:
+        progress.note(note)
+    from ..backends import choose_backend
+    from ..store import Store
+
+    backend = choose_backend(options.backend)
+    check_script_backend(backend, options.script)
+    backend.check()
+    with Store(options.store) as store:
+        bisector = Bisector(
+            backend=backend, store=store, rule=options.rule, direction=options.direction,
+            logs=options.logs or options.store.parent / "logs", gpu=_first_gpu(),
+            progress=progress)
+        try:
+            search = bisector.search(cands)
+        except EndsError as err:
+            raise ConfigError(_ends_sentence(err, cands, bisector, options)) from None
+        result, notes = build_result(search, bisector.points, cands, _context(options), lookup)
+        for note in notes:
+            progress.note(note)
+        store.add_bisection(result)
+    return Bisection(result=result, new_runs=bisector.new_runs, notes=(*cands.notes, *notes))
+
+
+def candidates(options: BisectOptions) -> CandidateList:
+    from .. import index, resolve
+
+    index_url = options.index_url or index.default_index(Channel.NIGHTLY.value, options.cuda)
+    good, bad = parse_end(options.good, "--good"), parse_end(options.bad, "--bad")
+    wheels = resolve.nightly_builds(index_url, cuda=options.cuda, python=options.python,
+                                    platform=options.platform)
+    ends = ((good, "--good"), (bad, "--bad"))
+    (older, older_flag), (newer, newer_flag) = (
+        ends if options.direction is Direction.REGRESSION else ends[::-1])
+    template = Cell(
+        id="", channel=Channel.NIGHTLY, version="", cuda=options.cuda, python=options.python,
+        probe=options.rule.probe_name, cases=(options.case,) if options.script is None else (),
+        trials=options.trials, timeout=options.timeout, index_url=index_url)
+    return build_candidates(wheels, older=older, newer=newer, older_flag=older_flag,
+                            newer_flag=newer_flag, cell_template=template)
+
+
+def _first_gpu() -> Gpu | None:
+    """Bisection probes run one at a time, on the first visible GPU (none: CPU-only checks)."""
+    gpus = list_gpus()
+    return gpus[0] if gpus else None
+
+
+def _context(options: BisectOptions) -> Context:
+    flags = ["--cuda", options.cuda, "--python", options.python]
+    if options.script is not None:
+        flags += ["--script", options.script]
+    else:
+        flags += ["--case", options.case]
+        if options.trials:
+            flags += ["--trials", str(options.trials)]
+        if options.min_stale != 1:
+            flags += ["--min-stale", str(options.min_stale)]
+    if options.index_url:
+        flags += ["--index-url", options.index_url]
+    if options.backend:
+        flags += ["--backend", options.backend]
+    return Context(direction=options.direction, case=options.rule.case_name, cuda=options.cuda,
+                   python=options.python, rule=options.rule.describe(),
+                   rerun_flags=tuple(flags))
+
+
+def _ends_sentence(err: EndsError, cands: CandidateList, bisector: Bisector,
+                   options: BisectOptions) -> str:
+    cand = cands.candidates[err.index]
+    point = bisector.points.get(err.index)
+    at_start = err.index == 0
+    flag = {(True, Direction.REGRESSION): "--good", (False, Direction.REGRESSION): "--bad",
+            (True, Direction.FIX): "--bad", (False, Direction.FIX): "--good"}[
+        (at_start, options.direction)]
+    expected = flag[2:]
+    where = f"the {flag} end, the {cand.date} nightly ({cand.version}),"
+    if err.got is Outcome.UNKNOWN:
+        why = point.reason if point else "no verdict"
+        return f"{where} could not be judged ({why}): pick another {flag} date"
+    side = "an older" if at_start else "a newer"
+    hint = "" if options.direction is Direction.FIX or not at_start else (
+        ", or use --find-fix to look for the nightly that fixed it")
+    return f"{where} is not {expected} but {'bad' if expected == 'good' else 'good'}: pick " \
+           f"{side} {flag}{hint}"

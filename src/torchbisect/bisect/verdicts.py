@@ -1,0 +1,101 @@
+"""How one stored run becomes good / bad / unknown for a bisection: the stated rule.
+
+Probe mode reads one case of the probe's result.  A case with trials (the side-stream race passes
+now and then) is bad when it was stale on at least `min_stale` trials, good when it was stale on
+none, and unknown in between.  Script mode follows `git bisect run`: exit 0 good, 125 skip,
+1–127 bad, anything else aborts.  Infrastructure failures and inconclusive runs are always unknown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from ..errors import TorchbisectError
+from ..model import CellRun, RunStatus, Verdict
+from ..probes import DEFAULT_PROBE
+
+DEFAULT_CASE = "capture_data_ptr"
+SCRIPT_CASE = "script"
+
+
+class ScriptAborted(TorchbisectError):
+    """The --script command asked to stop the bisection (exit status above 127)."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Judged:
+    verdict: str  # "good" | "bad" | "unknown", in the user's terms (bad = affected)
+    stale_fraction: float | None = None
+    reason: str = ""
+    git_version: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rule:
+    case: str = DEFAULT_CASE  # ignored with a script
+    trials: int | None = None  # None: the probe's default
+    min_stale: int = 1
+    script: str | None = None
+
+    @property
+    def case_name(self) -> str:
+        """The case that decides: the probe's `case`, or the script's own."""
+        return SCRIPT_CASE if self.script is not None else self.case
+
+    @property
+    def probe_name(self) -> str:
+        """The probe a run was made with: "stale_replay", or "script:<sha256 of CMD, 12 hex>"."""
+        if self.script is None:
+            return DEFAULT_PROBE
+        return "script:" + hashlib.sha256(self.script.encode()).hexdigest()[:12]
+
+    def describe(self) -> str:
+        if self.script is not None:
+            return (f"script `{self.script}`: exit 0 good, 125 skip, 1-127 bad, "
+                    ">127 aborts the bisection")
+        trials = f"{self.trials}" if self.trials else "the probe's default number of"
+        return (f"case {self.case}: bad when the probe reports it affected (for cases run in "
+                f"trials: stale on at least {self.min_stale} of {trials} trials), good when "
+                "not affected or refused (stale on no trial); anything else is unknown")
+
+    def judge(self, run: CellRun) -> Judged:
+        if run.status is not RunStatus.OK or run.result is None:
+            return Judged(verdict="unknown", reason=run.reason or "infrastructure failure")
+        git_version = str(run.result.env.get("git_version") or "")
+        case = run.result.case(self.case_name)
+        if run.result.verdict is Verdict.INCONCLUSIVE or case is None:
+            why = (f"case {self.case_name} was not run" if case is None
+                   else "inconclusive: a control misbehaved")
+            return Judged(verdict="unknown", reason=why, git_version=git_version)
+        verdict, reason = self._case_verdict(case)
+        return Judged(verdict=verdict, stale_fraction=case.stale_fraction,
+                      reason=reason, git_version=git_version)
+
+    def _case_verdict(self, case) -> tuple[str, str]:
+        if case.trials and case.stale_trials is not None:
+            stale = f"stale on {case.stale_trials} of {case.trials} trials"
+            if case.stale_trials >= self.min_stale:
+                return "bad", stale
+            if case.stale_trials == 0 and case.verdict.is_safe:
+                return "good", stale
+            return "unknown", f"{stale} ({case.verdict.value}; --min-stale is {self.min_stale})"
+        if case.verdict is Verdict.AFFECTED:
+            return "bad", case.detail
+        if case.verdict.is_safe:
+            return "good", case.verdict.value if case.verdict is Verdict.REFUSED else case.detail
+        return "unknown", f"{case.verdict.value}: {case.detail}".rstrip(": ")
+
+
+def script_verdict(returncode: int, command: str) -> Verdict:
+    """`git bisect run` exit codes; a status above 127 (or a signal) aborts the bisection."""
+    if returncode == 0:
+        return Verdict.NOT_AFFECTED
+    if returncode == 125:
+        return Verdict.INCONCLUSIVE
+    if 1 <= returncode <= 127:
+        return Verdict.AFFECTED
+    raise ScriptAborted(f"--script `{command}` exited with status {returncode} (above 127), "
+                        "which stops the bisection; exit 125 to skip a nightly instead")

@@ -1,0 +1,152 @@
+"""`torchbisect bisect`: find the first bad (or, with --find-fix, first fixed) nightly.
+
+Flags become `BisectOptions`; progress goes to stderr as it happens; the result is printed as a
+short report and written as JSON (`--json`) and Markdown (`--markdown`, e.g. a CI job summary).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from ..bisect.candidates import Candidate, CandidateList
+from ..bisect.driver import Progress
+from ..bisect.run import Bisection, BisectOptions, bisect
+from ..bisect.verdicts import DEFAULT_CASE
+from ..errors import ConfigError
+from ..model import BisectResult, Direction, NightlyPoint
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--good", required=True, metavar="DATE|VERSION",
+        help="a nightly without the bug: 2025-08-01, 20250801, '3 days ago' or 2.10.0.dev20250801")
+    add("--bad", required=True, metavar="DATE|VERSION", help="a nightly with the bug")
+    add("--find-fix", action="store_true",
+        help="find the first good nightly after a bad one (--bad is then the older end)")
+    add("--cuda", default="cu130", metavar="TAG", help="CUDA tag of the wheels (default cu130)")
+    add("--python", default=f"{sys.version_info.major}.{sys.version_info.minor}",
+        help="Python of the wheels and venvs (default: this interpreter's)")
+    add("--platform", default=None, help="wheel platform (default: this machine's)")
+    add("--case", default=None, help=f"probe case that decides (default {DEFAULT_CASE})")
+    add("--trials", type=int, default=None, metavar="N",
+        help="trials per nightly for racy cases such as side_stream")
+    add("--min-stale", type=int, default=1, metavar="K",
+        help="a racy case is bad when stale on at least K of N trials (default 1)")
+    add("--script", default=None, metavar="CMD",
+        help="decide with CMD instead of the probe: exit 0 good, 125 skip, 1-127 bad, >127 abort")
+    add("--index-url", default=None, metavar="URL", help="nightly index (default: pytorch's)")
+    add("--backend", default=None, help="venv, current or docker (default: chosen for this host)")
+    add("--store", type=Path, default=Path("reports/results.sqlite"), metavar="PATH",
+        help="SQLite store shared with the matrix; reruns reuse its verdicts")
+    add("--repo", type=Path, default=None, metavar="PATH",
+        help="a pytorch clone with the nightly branch, for main shas and `git log`")
+    add("--no-github", action="store_true", help="do not ask the GitHub API for main shas")
+    add("--timeout", type=float, default=900.0, metavar="SECONDS", help="per nightly (default 900)")
+    add("--json", type=Path, default=None, metavar="OUT", help="write the result as JSON")
+    add("--markdown", type=Path, default=None, metavar="OUT", help="append the result as Markdown")
+
+
+def run(args: argparse.Namespace) -> int:
+    options = _options(args)
+    done = bisect(options, _Console())
+    print(render_text(done))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(done.result.to_json(), indent=2) + "\n")
+    if args.markdown:
+        with args.markdown.open("a", encoding="utf-8") as fh:
+            fh.write(render_markdown(done.result) + "\n")
+    return 0
+
+
+def _options(args: argparse.Namespace) -> BisectOptions:
+    if args.script is not None and (args.case or args.trials):
+        raise ConfigError("--script decides on its own: drop --case and --trials")
+    if args.trials is not None and args.trials < 1:
+        raise ConfigError("--trials must be at least 1")
+    if args.min_stale < 1 or (args.trials and args.min_stale > args.trials):
+        raise ConfigError("--min-stale must be between 1 and --trials")
+    return BisectOptions(
+        good=args.good, bad=args.bad,
+        direction=Direction.FIX if args.find_fix else Direction.REGRESSION,
+        cuda=args.cuda, python=args.python, platform=args.platform,
+        case=args.case or DEFAULT_CASE, script=args.script, trials=args.trials,
+        min_stale=args.min_stale, index_url=args.index_url, backend=args.backend,
+        store=args.store, repo=args.repo, github=not args.no_github, timeout=args.timeout)
+
+
+class _Console(Progress):
+    def _say(self, text: str) -> None:
+        print(f"bisect: {text}", file=sys.stderr, flush=True)
+
+    def note(self, text):
+        self._say(text)
+
+    def start(self, cands: CandidateList, *, rule, stored):
+        first, last = cands.candidates[0].date, cands.candidates[-1].date
+        bound = math.ceil(math.log2(len(cands.candidates))) + 2
+        self._say(f"{len(cands.candidates)} nightlies from {first} to {last} "
+                  f"({len(cands.missing)} dates have none); at most {bound} probes; "
+                  f"{stored} already judged in the store")
+        self._say(f"rule: {rule}")
+
+    def probing(self, cand: Candidate, *, left):
+        self._say(f"judging {cand.date} ({cand.version}); {left} nightlies still open")
+
+    def judged(self, cand, point: NightlyPoint, *, reused):
+        how = "from the store" if reused else "probed"
+        why = f" — {point.reason}" if point.reason else ""
+        self._say(f"{cand.date} is {point.verdict.upper()} ({how}){why}")
+
+
+def _pair_names(result: BisectResult) -> tuple[str, str]:
+    if result.direction is Direction.REGRESSION:
+        return "last good", "first bad"
+    return "last bad", "first good"
+
+
+def _line(name: str, p: NightlyPoint | None) -> str:
+    if p is None:
+        return f"{name}: -"
+    main = p.main_sha[:12] or "unknown"
+    return f"{name + ':':11} {p.date}  {p.version}  git {p.git_version[:12] or '?'}  main {main}"
+
+
+def render_text(done: Bisection) -> str:
+    r = done.result
+    names = _pair_names(r)
+    lines = [_line(names[0], r.before), _line(names[1], r.after)]
+    between = [p for p in r.points
+               if r.before and r.after and r.before.date < p.date < r.after.date]
+    if between:
+        lines.append(f"not pinned to one nightly: {len(between)} unknown between them")
+    lines.append(f"compare:    {r.compare_url or 'unavailable (main sha unknown)'}")
+    if r.commits:
+        lines.append(f"commits:    {len(r.commits)}")
+        lines += [f"  {c}" for c in r.commits[:30]]
+    lines.append(f"probes:     {r.probes} ({done.new_runs} run now, "
+                 f"{r.probes - done.new_runs} from the store)")
+    lines.append(f"skipped:    {', '.join(r.skipped) or 'none'}")
+    lines.append(f"rule:       {r.rule}")
+    lines.append(f"reproduce:  {r.reproduce}")
+    return "\n".join(lines)
+
+
+def render_markdown(r: BisectResult) -> str:
+    names = _pair_names(r)
+    rows = ["| | date | version | git_version | main sha |", "|---|---|---|---|---|"]
+    for name, p in zip(names, (r.before, r.after), strict=True):
+        if p:
+            rows.append(f"| {name} | {p.date} | `{p.version}` | `{p.git_version[:12]}` | "
+                        f"`{p.main_sha[:12]}` |")
+    compare = f"[compare]({r.compare_url})" if r.compare_url else "compare URL unavailable"
+    return "\n".join([
+        f"### Bisection ({r.direction.value}) of `{r.case}`, {r.cuda}, Python {r.python}", "",
+        *rows, "",
+        f"{compare} · {r.probes} probes · skipped: {', '.join(r.skipped) or 'none'}", "",
+        f"Rule: {r.rule}", "", f"Reproduce with: `{r.reproduce}`",
+    ])
