@@ -19,6 +19,7 @@ from torchbisect.bisect.search import EndsError
 from torchbisect.bisect.verdicts import Rule, ScriptAborted
 from torchbisect.errors import InfraError
 from torchbisect.model import Cell, Channel, Direction, RunStatus, Verdict
+from torchbisect.store import run_from_json, run_to_json
 
 DATES = [f"2025-08-{d:02d}" for d in (1, 2, 3, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 18, 19)]
 
@@ -96,11 +97,14 @@ class FakeBackend(Backend):
 
 
 class FakeStore:
+    """Keeps runs as the real store does: through their JSON form, so nothing survives that
+    the store would lose."""
+
     def __init__(self):
         self.rows = []
 
     def add(self, run):
-        self.rows.append(run)
+        self.rows.append(run_from_json(json.loads(json.dumps(run_to_json(run)))))
 
     def runs(self):
         return list(self.rows)

@@ -19,7 +19,15 @@ from .. import execute, proc
 from ..backends.base import Backend, Prepared
 from ..errors import CommandFailed, ConfigError
 from ..gpus import Gpu
-from ..model import CaseResult, CellRun, Direction, NightlyPoint, ProbeResult, RunStatus, Verdict
+from ..model import (
+    PROBE_SCHEMA,
+    CellRun,
+    Direction,
+    NightlyPoint,
+    ProbeResult,
+    RunStatus,
+    Verdict,
+)
 from .candidates import Candidate, CandidateList
 from .search import Outcome, SearchHandler, SearchResult, first_bad, flip
 from .verdicts import SCRIPT_CASE, Judged, Rule, script_verdict
@@ -143,10 +151,13 @@ class Bisector:
         else:
             verdict = script_verdict(done.returncode, command)
             detail, seconds, excerpt = f"exit {done.returncode}", done.seconds, done.output
-        case = CaseResult(name=SCRIPT_CASE, verdict=verdict, detail=detail, seconds=seconds)
-        result = ProbeResult(verdict=verdict, cases=(case,), probe=cand.cell.probe,
-                             probe_version=self.probe_version,
-                             env={"git_version": git_version, "torch_version": cand.version})
+        # The same document shape as the probe's, so the store keeps it whole and reads it back.
+        doc = {"schema": PROBE_SCHEMA, "probe": cand.cell.probe, "verdict": verdict.value,
+               "probe_version": self.probe_version,
+               "cases": {SCRIPT_CASE: {"verdict": verdict.value, "detail": detail,
+                                       "seconds": seconds}},
+               "env": {"git_version": git_version, "torch_version": cand.version}}
+        result = ProbeResult.from_json(doc)
         return self._cell_run(cand, prepared, started, result=result, seconds=seconds,
                               log_excerpt=excerpt[-2000:])
 

@@ -36,7 +36,8 @@ class BisectOptions:
     index_url: str | None = None
     backend: str | None = None
     store: Path = Path("reports/results.sqlite")
-    logs: Path | None = None
+    logs: Path | None = None  # default: logs/ beside the store, one file per cell id
+    workdir: Path = Path(".torchbisect")  # venvs and downloads of the venv backend
     repo: Path | None = None
     github: bool = True
     timeout: float = 900.0
@@ -63,9 +64,8 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
     from ..backends import choose_backend
     from ..store import Store
 
-    backend = choose_backend(options.backend)
+    backend = choose_backend(options.backend, say=progress.note, workdir=options.workdir)
     check_script_backend(backend, options.script)
-    backend.check()
     with Store(options.store) as store:
         bisector = Bisector(
             backend=backend, store=store, rule=options.rule, direction=options.direction,
@@ -82,13 +82,21 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
     return Bisection(result=result, new_runs=bisector.new_runs, notes=(*cands.notes, *notes))
 
 
+def nightly_wheels(index_url: str, *, cuda: str, python: str, platform: str | None) -> list:
+    """The index's nightly torch wheels for this CUDA tag, Python and platform."""
+    from .. import index
+
+    wheels = index.compatible(index.fetch_wheels(index_url), python=python, platform=platform)
+    return [w for w in wheels if w.nightly_date and w.local == cuda]
+
+
 def candidates(options: BisectOptions) -> CandidateList:
-    from .. import index, resolve
+    from .. import index
 
     index_url = options.index_url or index.default_index(Channel.NIGHTLY.value, options.cuda)
     good, bad = parse_end(options.good, "--good"), parse_end(options.bad, "--bad")
-    wheels = resolve.nightly_builds(index_url, cuda=options.cuda, python=options.python,
-                                    platform=options.platform)
+    wheels = nightly_wheels(index_url, cuda=options.cuda, python=options.python,
+                            platform=options.platform)
     ends = ((good, "--good"), (bad, "--bad"))
     (older, older_flag), (newer, newer_flag) = (
         ends if options.direction is Direction.REGRESSION else ends[::-1])

@@ -66,10 +66,12 @@ class Rule:
             return Judged(verdict="unknown", reason=run.reason or "infrastructure failure")
         git_version = str(run.result.env.get("git_version") or "")
         case = run.result.case(self.case_name)
-        if run.result.verdict is Verdict.INCONCLUSIVE or case is None:
-            why = (f"case {self.case_name} was not run" if case is None
-                   else "inconclusive: a control misbehaved")
-            return Judged(verdict="unknown", reason=why, git_version=git_version)
+        if case is None:
+            return Judged(verdict="unknown", reason=f"case {self.case_name} was not run",
+                          git_version=git_version)
+        if run.result.verdict is Verdict.INCONCLUSIVE and self.script is None:
+            return Judged(verdict="unknown", reason="inconclusive: a control misbehaved",
+                          git_version=git_version)
         verdict, reason = self._case_verdict(case)
         return Judged(verdict=verdict, stale_fraction=case.stale_fraction,
                       reason=reason, git_version=git_version)

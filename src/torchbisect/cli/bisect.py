@@ -42,6 +42,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--backend", default=None, help="venv, current or docker (default: chosen for this host)")
     add("--store", type=Path, default=Path("reports/results.sqlite"), metavar="PATH",
         help="SQLite store shared with the matrix; reruns reuse its verdicts")
+    add("--workdir", type=Path, default=Path(".torchbisect"), metavar="DIR",
+        help="where the venv backend keeps its venvs and downloads (default .torchbisect)")
     add("--repo", type=Path, default=None, metavar="PATH",
         help="a pytorch clone with the nightly branch, for main shas and `git log`")
     add("--no-github", action="store_true", help="do not ask the GitHub API for main shas")
@@ -76,7 +78,8 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         cuda=args.cuda, python=args.python, platform=args.platform,
         case=args.case or DEFAULT_CASE, script=args.script, trials=args.trials,
         min_stale=args.min_stale, index_url=args.index_url, backend=args.backend,
-        store=args.store, repo=args.repo, github=not args.no_github, timeout=args.timeout)
+        store=args.store, workdir=args.workdir, repo=args.repo, github=not args.no_github,
+        timeout=args.timeout)
 
 
 class _Console(Progress):

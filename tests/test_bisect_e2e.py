@@ -1,0 +1,219 @@
+"""End to end: `python -m torchbisect bisect --script …` against a local PEP 503 index over HTTP.
+
+The index holds small stand-in `torch` wheels, one per nightly date (some dates missing, a version
+bump from 2.10.0.dev to 2.11.0.dev mid-range, and one date with both), each with a
+`torch.version.git_version` naming a commit on the `nightly` branch of a stand-in pytorch clone.
+The venv backend installs them with uv; the script decides by the installed version.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import json
+import math
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+
+import pytest
+from test_bisect_commits import make_pytorch_clone
+
+pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
+MISSING = {3, 9, 10, 17, 25}
+DATES = [f"2025-08-{d:02d}" for d in range(1, 32) if d not in MISSING]
+FIRST_BAD = "2025-08-14"
+# bad when the installed torch is a nightly of 2025-08-14 or later: decided by the version itself
+SCRIPT = ("python -c \"import sys, torch; d = torch.__version__.split('dev')[1][:8]; "
+          "sys.exit(1 if d >= '20250814' else 0)\"")
+
+
+def version_of(day: str, bump: bool | None = None) -> str:
+    bump = day >= "2025-08-20" if bump is None else bump
+    return f"{'2.11.0' if bump else '2.10.0'}.dev{day.replace('-', '')}+cpu"
+
+
+def standin_wheel(folder: Path, version: str, git_version: str) -> Path:
+    """A minimal valid wheel: torch/__init__.py, torch/version.py and the dist-info files."""
+    name = f"torch-{version}-{TAG}-{TAG}-manylinux_2_28_x86_64.whl"
+    info = f"torch-{version}.dist-info"
+    files = {
+        "torch/__init__.py": f"from . import version\n__version__ = {version!r}\n",
+        "torch/version.py": f"__version__ = {version!r}\ngit_version = {git_version!r}\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n",
+        f"{info}/WHEEL": ("Wheel-Version: 1.0\nGenerator: torchbisect-tests\n"
+                          f"Root-Is-Purelib: false\nTag: {TAG}-{TAG}-manylinux_2_28_x86_64\n"),
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    with zipfile.ZipFile(folder / name, "w") as whl:
+        for path, text in files.items():
+            whl.writestr(path, text)
+    return folder / name
+
+
+def build_index(root: Path, shas: dict[str, tuple[str, str]]) -> None:
+    """<root>/torch/index.html in download.pytorch.org's shape, wheels under <root>/wheels/."""
+    (root / "torch").mkdir(parents=True)
+    (root / "wheels").mkdir()
+    versions = [version_of(d) for d in DATES] + [version_of("2025-08-20", bump=False)]
+    links = []
+    for version in versions:
+        day = f"{version.split('dev')[1][:4]}-{version.split('dev')[1][4:6]}-" \
+              f"{version.split('dev')[1][6:8]}"
+        whl = standin_wheel(root / "wheels", version, shas[day][0])
+        href = "../wheels/" + whl.name.replace("+", "%2B")
+        links.append(f'<a href="{href}" data-dist-info-metadata="sha256=00">{whl.name}</a><br/>')
+    (root / "torch" / "index.html").write_text(
+        "<!DOCTYPE html>\n<html><body>\n<h1>Links for torch</h1>\n" + "\n".join(links)
+        + "\n</body></html>\n")
+
+
+@contextmanager
+def serve(directory: Path):
+    handler = partial(_Quiet, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """The clone, the index on HTTP, and a function that runs the CLI in a work folder."""
+    base = tmp_path_factory.mktemp("bisect-e2e")
+    shas = make_pytorch_clone(base / "pytorch", DATES, commits_per_day=1)
+    build_index(base / "index", shas)
+    with serve(base / "index") as url:
+        yield base, shas, url
+
+
+def cli_args(base: Path, url: str, work: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "torchbisect", "bisect", "--good", "2025-08-01",
+            "--bad", "20250831", "--cuda", "cpu", "--python", PY, "--index-url", url,
+            "--backend", "venv", "--store", str(work / "results.sqlite"),
+            "--workdir", str(base / "venvs"), "--repo", str(base / "pytorch"), "--no-github",
+            "--json", str(work / "bisect.json"), *extra]
+
+
+def env() -> dict[str, str]:
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+
+
+def stored_runs(work: Path) -> int:
+    if not (work / "results.sqlite").exists():
+        return 0
+    with sqlite3.connect(work / "results.sqlite") as db:
+        try:
+            return db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        except sqlite3.OperationalError:
+            return 0
+
+
+def bound() -> int:
+    return math.ceil(math.log2(len(DATES))) + 2
+
+
+def test_script_bisection_finds_the_boundary_with_commits(world, tmp_path):
+    base, shas, url = world
+    done = subprocess.run(cli_args(base, url, tmp_path, "--script", SCRIPT), env=env(),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "bisect.json").read_text())
+    assert result["last_good"]["date"] == "2025-08-13"
+    assert result["first_bad"]["date"] == FIRST_BAD
+    assert result["first_bad"]["version"] == "2.10.0.dev20250814+cpu"
+    assert result["first_bad"]["git_version"] == shas[FIRST_BAD][0]
+    assert result["first_bad"]["main_sha"] == shas[FIRST_BAD][1]
+    assert result["compare_url"] == (f"https://github.com/pytorch/pytorch/compare/"
+                                     f"{shas['2025-08-13'][1]}...{shas[FIRST_BAD][1]}")
+    assert [c.split(" ", 1)[1] for c in result["commits"]] == ["change 0 of 2025-08-14"]
+    assert result["probes"] <= bound()
+    assert result["skipped"] == []
+    assert "exit 0 good, 125 skip" in result["rule"]
+    assert result["reproduce"].startswith("torchbisect bisect --good 2025-08-13 --bad 2025-08-14")
+    assert stored_runs(tmp_path) == result["probes"]
+    assert "first bad:  2025-08-14" in done.stdout
+    assert "2025-08-20 has two nightlies; using 2.11.0.dev20250820+cpu" in done.stderr
+
+
+def test_killed_bisection_resumes_with_the_same_answer(world, tmp_path):
+    base, _, url = world
+    slow = f"sleep 0.3; {SCRIPT}"  # room to kill it between probes
+    args = cli_args(base, url, tmp_path, "--script", slow)
+    first = subprocess.Popen(args, env=env(), cwd=tmp_path, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while stored_runs(tmp_path) < 3 and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    before = stored_runs(tmp_path)
+    assert first.returncode == -signal.SIGKILL and 3 <= before < bound()
+    assert not (tmp_path / "bisect.json").exists()
+
+    done = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "bisect.json").read_text())
+    assert (result["last_good"]["date"], result["first_bad"]["date"]) == ("2025-08-13",
+                                                                          FIRST_BAD)
+    new = stored_runs(tmp_path) - before
+    assert new < result["probes"] <= bound()
+    assert f"{new} run now, {result['probes'] - new} from the store" in done.stdout
+
+
+def test_wrong_ends_are_one_sentence_and_exit_2(world, tmp_path):
+    base, _, url = world
+    args = cli_args(base, url, tmp_path, "--script", SCRIPT)
+    args[args.index("--good") + 1] = "2025-08-15"  # already bad
+    done = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 2
+    error = done.stderr.strip().splitlines()[-1]
+    assert error == ("torchbisect bisect: error: the --good end, the 2025-08-15 nightly "
+                     "(2.10.0.dev20250815+cpu), is not good but bad: pick an older --good, or "
+                     "use --find-fix to look for the nightly that fixed it")
+    assert "Traceback" not in done.stderr
+
+
+def test_find_fix_with_a_missing_end_date(world, tmp_path):
+    base, _, url = world
+    fixed = SCRIPT.replace("1 if d >= '20250814' else 0", "0 if d >= '20250822' else 1")
+    args = cli_args(base, url, tmp_path, "--script", fixed, "--find-fix")
+    args[args.index("--good") + 1] = "2025-08-25"  # no nightly that day: widens to 08-26
+    args[args.index("--bad") + 1] = "2.10.0.dev20250801"
+    done = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "bisect.json").read_text())
+    assert (result["last_bad"]["date"], result["first_good"]["date"]) == ("2025-08-21",
+                                                                          "2025-08-22")
+    assert "no nightly on 2025-08-25 (--good): using the nearest one, 2025-08-26" in done.stderr
+    assert result["probes"] <= math.ceil(math.log2(DATES.index("2025-08-26") + 1)) + 2
