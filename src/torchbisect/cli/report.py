@@ -1,0 +1,44 @@
+"""`torchbisect report`: render index.html, results.json, summary.md and affected.json.
+
+From the result store by default; `--probe-json` renders probe documents recorded by hand (this is
+how reports/sample/ is made from the real H200 results in tests/data/probe/).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import ConfigError
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", type=Path, default=Path("reports/results.sqlite"),
+                        help="result store to read (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=Path("reports"),
+                        help="folder to write the four files into (default: %(default)s/)")
+    parser.add_argument("--probe-json", type=Path, nargs="+", metavar="FILE",
+                        help="render these probe JSON documents instead of the store")
+    parser.add_argument("--bisection", type=Path, action="append", default=[], metavar="FILE",
+                        help="with --probe-json: a bisection result JSON to draw (repeatable)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..report import render
+    from ..report.probe_files import DocumentSource
+
+    if args.probe_json:
+        paths = render(DocumentSource(args.probe_json, args.bisection), args.out)
+    elif args.bisection:
+        raise ConfigError("--bisection needs --probe-json; stored bisections are drawn already")
+    elif not args.store.is_file():
+        raise ConfigError(f"no result store at {args.store}: run `nox -s matrix` first, "
+                          "or pass --store PATH (or --probe-json FILE …)")
+    else:
+        from ..store import Store
+
+        with Store(args.store) as store:
+            paths = render(store, args.out)
+    for path in paths:
+        print(path)
+    return 0

@@ -1,0 +1,156 @@
+"""The sentence a maintainer reads first: which releases are affected, since and until which
+nightly.
+
+The release range is computed from stable rows only (release candidates, nightlies and local builds
+are not releases).  Nightly edges come from a bisection when there is one, else from the tested
+nightlies themselves, and then they are bounds, said as such.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from packaging.version import InvalidVersion, Version
+
+from ..model import BisectResult, CellRun, Channel, Direction
+from .marks import Mark, mark_for_run
+
+
+def public_version(version: str) -> str:
+    """`2.15.0+cu132` → `2.15.0`; strings that are not PEP 440 versions stay as they are."""
+    try:
+        return Version(version).public
+    except InvalidVersion:
+        return version.split("+", 1)[0]
+
+
+def version_key(version: str) -> tuple:
+    try:
+        return (0, Version(version), version)
+    except InvalidVersion:
+        return (1, version, version)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NightlyEdge:
+    """Where the verdict changes between two nightlies: `date` is the first one on the new side."""
+
+    date: str
+    version: str
+    previous: str = ""  # the last date on the old side, when one was tested
+    bisected: bool = False
+    case: str = ""
+    compare_url: str = ""
+
+    @property
+    def text(self) -> str:
+        how = f"bisected on {self.case}" if self.bisected else "not bisected"
+        if self.previous:
+            return f"{self.date} ({how}, previous tested nightly {self.previous})"
+        return f"{self.date} ({how}: the first nightly tested)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Headline:
+    gpu: str
+    tested: tuple[str, ...]  # stable public versions that got a verdict, ascending
+    affected_ranges: tuple[tuple[str, str], ...]
+    first_affected: NightlyEdge | None = None
+    first_fixed: NightlyEdge | None = None
+    newest_run: str = ""
+
+    @property
+    def text(self) -> str:
+        where = f"on {self.gpu}"
+        if not self.tested:
+            return f"No stable release tested {where}"
+        if not self.affected_ranges:
+            return f"No tested stable release is affected {where} ({_span(self.tested)} tested)"
+        ranges = " and ".join(a if a == b else f"{a} – {b}" for a, b in self.affected_ranges)
+        return f"{ranges} affected {where}"
+
+
+def _span(versions: tuple[str, ...]) -> str:
+    return versions[0] if len(versions) == 1 else f"{versions[0]} – {versions[-1]}"
+
+
+def marks_by(runs: list[CellRun], key) -> list[tuple[str, list[Mark]]]:
+    """Run marks grouped by `key(run)`; infrastructure failures say nothing and are left out."""
+    groups: dict[str, list[Mark]] = {}
+    for run in runs:
+        mark = mark_for_run(run)
+        if mark.kind != "infra":
+            groups.setdefault(key(run), []).append(mark)
+    return list(groups.items())
+
+
+def state_of(marks: list[Mark]) -> str:
+    """One build tested in several CUDA variants: affected if any is, safe only if all are."""
+    if any(m.is_affected for m in marks):
+        return "bad"
+    return "good" if all(m.is_safe for m in marks) else "unknown"
+
+
+def release_states(stable: list[CellRun]) -> list[tuple[str, str]]:
+    """(public version, good/bad/unknown) for each tested release, ascending."""
+    by_version = marks_by(stable, lambda r: public_version(r.cell.version))
+    states = [(v, state_of(m)) for v, m in by_version]
+    return sorted(states, key=lambda item: version_key(item[0]))
+
+
+def affected_ranges(stable: list[CellRun]) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """Tested versions and maximal runs of consecutive affected ones; an unclear one ends a run."""
+    states = release_states(stable)
+    ranges: list[tuple[str, str]] = []
+    start = end = None
+    for version, state in states:
+        if state == "bad":
+            start, end = start or version, version
+            continue
+        if start:
+            ranges.append((start, end))
+        start = end = None
+    if start:
+        ranges.append((start, end))
+    return tuple(v for v, _ in states), tuple(ranges)
+
+
+def nightly_edges(nightly: list[CellRun]) -> tuple[NightlyEdge | None, NightlyEdge | None]:
+    """First good→bad and first bad→good change among tested nightlies (bounds, not bisected)."""
+    versions = {r.cell.date: r.cell.version for r in nightly if r.cell.date}
+    series = sorted((d, state_of(m)) for d, m in marks_by(
+        [r for r in nightly if r.cell.date], lambda r: r.cell.date))
+    first_bad = first_good = None
+    last: tuple[str, str] | None = None
+    for date, state in series:
+        if state == "unknown":
+            continue
+        if first_bad is None and state == "bad":
+            first_bad = NightlyEdge(date=date, version=versions[date],
+                                    previous=last[0] if last else "")
+        elif first_bad is not None and first_good is None and state == "good":
+            first_good = NightlyEdge(date=date, version=versions[date], previous=last[0])
+        last = (date, state)
+    return first_bad, first_good
+
+
+def _from_bisection(bisection: BisectResult) -> NightlyEdge | None:
+    if bisection.after is None:
+        return None
+    return NightlyEdge(date=bisection.after.date, version=bisection.after.version,
+                       previous=bisection.before.date if bisection.before else "",
+                       bisected=True, case=bisection.case, compare_url=bisection.compare_url)
+
+
+def build_headline(gpu: str, runs: list[CellRun], bisections: list[BisectResult]) -> Headline:
+    tested, ranges = affected_ranges([r for r in runs if r.cell.channel is Channel.STABLE])
+    first_bad, first_good = nightly_edges([r for r in runs if r.cell.channel is Channel.NIGHTLY])
+    for bisection in bisections:
+        edge = _from_bisection(bisection)
+        if edge and bisection.direction is Direction.REGRESSION:
+            first_bad = edge
+        elif edge:
+            first_good = edge
+    newest = max((r.started for r in runs if r.started), default="")
+    return Headline(gpu=gpu, tested=tested, affected_ranges=ranges, first_affected=first_bad,
+                    first_fixed=first_good, newest_run=newest[:10])

@@ -1,0 +1,99 @@
+"""summary.md: the headline and a compact table that paste cleanly into a GitHub issue.
+
+Nightlies with the same verdicts on consecutive tested dates fold into one row, so a year of
+nightlies stays a few lines.  Untrusted text is escaped for GitHub's Markdown: no pipes to break
+the table, no raw HTML.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from .marks import Mark
+from .view import PageView, Row, Section
+
+_CHANNEL = {"stable": "stable", "test": "rc", "nightly": "nightly", "dev": "dev",
+            "preinstalled": "preinstalled"}
+_SHORT = {"ok": "ok", "refused": "refused", "ctl": "as expected", "na": "n/a", "none": "—"}
+
+
+def md_text(text: str) -> str:
+    """One table cell's worth of untrusted text: one line, no table breaks, no HTML."""
+    text = " ".join(text.split())
+    for raw, escaped in (("\\", "\\\\"), ("|", "\\|"), ("&", "&amp;"), ("<", "&lt;"),
+                         (">", "&gt;"), ("`", "\\`")):
+        text = text.replace(raw, escaped)
+    return text
+
+
+def md_url(url: str) -> str:
+    """An https URL inside `(…)`: characters that would end the link are percent-encoded."""
+    for raw, escaped in (("(", "%28"), (")", "%29"), (" ", "%20"), ("<", "%3C"), (">", "%3E")):
+        url = url.replace(raw, escaped)
+    return url
+
+
+@cache  # a handful of distinct marks recur thousands of times
+def md_mark(mark: Mark) -> str:
+    if mark.kind == "flaky":
+        word = f"flaky {mark.note.removeprefix('stale ')}"
+    elif mark.kind == "infra":
+        word = f"infra failure: {mark.note}" if mark.note else "infra failure"
+    else:
+        word = _SHORT.get(mark.kind, mark.word)
+    return md_text(f"{mark.icon.rstrip(chr(0xFE0E))} {word}")
+
+
+def _cells(row: Row) -> list[str]:
+    return [md_mark(row.mark)] + [md_mark(c.mark) for c in row.cases]
+
+
+def _table_rows(section: Section, ncols: int) -> list[str]:
+    """One line per build; consecutive nightlies with identical cells fold into one line."""
+    lines: list[str] = []
+    for group in section.groups:
+        streak: list[Row] = []
+        cells: list[str] = []
+        for row in group.rows:
+            mine = _cells(row)
+            if group.channel == "nightly" and streak and mine == cells:
+                streak.append(row)
+                continue
+            if streak:
+                lines.append(_line(_CHANNEL[group.channel], streak, cells, ncols))
+            streak, cells = [row], mine
+        if streak:
+            lines.append(_line(_CHANNEL[group.channel], streak, cells, ncols))
+    return lines
+
+
+def _line(channel: str, rows: list[Row], cells: list[str], ncols: int) -> str:
+    first, last = rows[0], rows[-1]
+    build = first.label if len(rows) == 1 else f"{first.label} … {last.label} ({len(rows)} builds)"
+    padded = cells + [""] * (ncols + 1 - len(cells))
+    return "| " + " | ".join([md_text(build), md_text(channel)] + padded) + " |"
+
+
+def render_markdown(page: PageView) -> str:
+    out = [f"## torch._lazy_clone stale data: {md_text(page.title)}", ""]
+    head = ["build", "channel", "verdict"] + [c.title for c in page.columns]
+    for section in page.sections:
+        h = section.headline
+        out += [f"### {md_text(section.gpu)}", "", f"**{md_text(h.text)}**", ""]
+        if h.first_affected:
+            out.append(f"- first affected nightly: {md_text(h.first_affected.text)}")
+        if h.first_fixed:
+            out.append(f"- first fixed nightly: {md_text(h.first_fixed.text)}")
+        envs = "; ".join(f"{e.gpu}, driver {e.driver or '?'}, CUDA {e.cuda_runtime or '?'}"
+                         for e in section.environments)
+        out += [f"- newest run: {h.newest_run or 'date not recorded'}",
+                f"- environment: {md_text(envs)}", ""]
+        out.append("| " + " | ".join(md_text(x) for x in head) + " |")
+        out.append("|" + "---|" * len(head))
+        out += _table_rows(section, len(page.columns))
+        out.append("")
+    for b in page.bisections:
+        link = f" ([compare]({md_url(b.compare_url)}))" if b.compare_url else ""
+        out.append(f"- {md_text(b.title)}{link}")
+    out += ["", f"<sub>Generated {page.generated} by torchbisect.</sub>", ""]
+    return "\n".join(out)

@@ -1,0 +1,93 @@
+"""How a verdict is drawn: a colour class, an icon and a word, so no reader depends on colour alone.
+
+Every cell of the page, the Markdown table and the timeline goes through `mark_for_case`,
+`mark_for_run` or `INFRA`; the legend is generated from the same table, so it cannot drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model import CaseResult, CellRun, RunStatus, Verdict
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mark:
+    kind: str  # CSS class: aff, flaky, ok, refused, ctl, na, doubt, err, infra, none
+    icon: str
+    word: str
+    note: str = ""  # a short second line, e.g. "stale 7/20"
+
+    @property
+    def label(self) -> str:
+        return f"{self.icon} {self.word}"
+
+    @property
+    def is_affected(self) -> bool:
+        return self.kind in ("aff", "flaky")
+
+    @property
+    def is_safe(self) -> bool:
+        return self.kind in ("ok", "refused")
+
+
+# "\ufe0e" asks for the text (not emoji) form of the warning sign, so it takes the cell's colour.
+_BY_VERDICT = {
+    Verdict.AFFECTED: Mark(kind="aff", icon="✗", word="affected"),
+    Verdict.NOT_AFFECTED: Mark(kind="ok", icon="✓", word="not affected"),
+    Verdict.REFUSED: Mark(kind="refused", icon="⊘", word="refused", note="(error at capture)"),
+    Verdict.NOT_APPLICABLE: Mark(kind="na", icon="–", word="not applicable"),
+    Verdict.INCONCLUSIVE: Mark(kind="doubt", icon="?", word="inconclusive"),
+    Verdict.ERROR: Mark(kind="err", icon="!", word="error"),
+    Verdict.CRASHED: Mark(kind="err", icon="!", word="crashed"),
+    Verdict.TIMEOUT: Mark(kind="err", icon="!", word="timeout"),
+    Verdict.SKIPPED: Mark(kind="na", icon="–", word="skipped", note="(no GPU)"),
+}
+INFRA = Mark(kind="infra", icon="⚠\ufe0e", word="infra failure")
+NOT_RUN = Mark(kind="none", icon="·", word="not run")
+FLAKY = Mark(kind="flaky", icon="◐", word="flaky")
+CONTROL_OK = Mark(kind="ctl", icon="✓", word="as expected")
+# What each control must show (the probe's CONTROLS): a control that shows it is drawn neutral,
+# never red, since a stale positive control is the harness working, not the build being affected.
+CONTROLS = {"control_clone": Verdict.NOT_AFFECTED, "control_stale": Verdict.AFFECTED}
+
+# The legend, in the order a reader meets the kinds: (mark, what it means).
+LEGEND: tuple[tuple[Mark, str], ...] = (
+    (_BY_VERDICT[Verdict.AFFECTED], "stale data seen on every trial"),
+    (FLAKY, "stale on some trials only: a race, with its rate"),
+    (_BY_VERDICT[Verdict.NOT_AFFECTED], "correct results"),
+    (_BY_VERDICT[Verdict.REFUSED], "not affected: the build raises a clear error instead"),
+    (_BY_VERDICT[Verdict.NOT_APPLICABLE], "API absent (no lazy clone, compile or Triton)"),
+    (CONTROL_OK, "a control showed what it must (correct clone, detected stale copy)"),
+    (_BY_VERDICT[Verdict.INCONCLUSIVE], "a control misbehaved: no verdict"),
+    (_BY_VERDICT[Verdict.ERROR], "error, crash or timeout inside the probe"),
+    (INFRA, "install or container failed: no verdict, retried next run"),
+)
+
+
+def stale_note(case: CaseResult) -> str:
+    if case.trials and case.stale_trials is not None:
+        return f"stale {case.stale_trials}/{case.trials}"
+    return ""
+
+
+def mark_for_verdict(verdict: Verdict) -> Mark:
+    return _BY_VERDICT[verdict]
+
+
+def mark_for_case(case: CaseResult | None) -> Mark:
+    if case is None:
+        return NOT_RUN
+    if CONTROLS.get(case.name) is case.verdict:
+        return CONTROL_OK
+    if case.verdict is Verdict.AFFECTED and case.flaky:
+        return Mark(kind=FLAKY.kind, icon=FLAKY.icon, word=FLAKY.word, note=stale_note(case))
+    base = _BY_VERDICT[case.verdict]
+    note = stale_note(case) if case.verdict is Verdict.AFFECTED else ""
+    return Mark(kind=base.kind, icon=base.icon, word=base.word, note=note) if note else base
+
+
+def mark_for_run(run: CellRun) -> Mark:
+    if run.status is RunStatus.INFRA_FAILURE or run.result is None:
+        return Mark(kind=INFRA.kind, icon=INFRA.icon, word=INFRA.word, note=run.reason)
+    return _BY_VERDICT[run.result.verdict]

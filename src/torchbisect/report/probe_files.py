@@ -1,0 +1,69 @@
+"""Runs from probe JSON documents on disk, for a page without a store (`report --probe-json`).
+
+A probe run by hand (or recorded for the tests) has no cell: the cell is inferred from the probe's
+own `env`: channel from the version string, CUDA tag from its local label, date from
+`.devYYYYMMDD`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..model import BisectResult, Cell, CellRun, Channel, ProbeResult, RunStatus
+
+_DEV = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
+_CUDA = re.compile(r"\+(cu\d+|cpu|rocm[\d.]+|xpu)\b")
+
+
+def cell_for(version: str, python: str) -> Cell:
+    """`2.15.0+cu132` → stable-2.15.0-cu132-cp312; `2.11.0a0+git…` (an NGC image) → preinstalled."""
+    py = ".".join(python.split(".")[:2])
+    tag = "cp" + py.replace(".", "")
+    cuda = (m.group(1) if (m := _CUDA.search(version)) else "")
+    if m := _DEV.search(version):
+        date = "-".join(m.groups())
+        return Cell(id=f"nightly-{''.join(m.groups())}-{cuda or 'unknown'}-{tag}",
+                    channel=Channel.NIGHTLY, version=version, cuda=cuda, python=py, date=date)
+    base = version.split("+", 1)[0]
+    if cuda and re.fullmatch(r"\d+(\.\d+)*", base):
+        return Cell(id=f"stable-{base}-{cuda}-{tag}", channel=Channel.STABLE, version=version,
+                    cuda=cuda, python=py)
+    return Cell(id=f"preinstalled-{re.sub(r'[^A-Za-z0-9.]+', '-', version)}-{tag}",
+                channel=Channel.PREINSTALLED, version=version, cuda=cuda, python=py)
+
+
+def run_from_document(path: Path) -> CellRun:
+    try:
+        result = ProbeResult.from_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError) as err:
+        raise ConfigError(f"{path}: not a probe JSON document ({err})") from err
+    env = result.env
+    return CellRun(cell=cell_for(str(env.get("torch", "unknown")), str(env.get("python", "?"))),
+                   status=RunStatus.OK, result=result, probe_version=result.probe_version,
+                   gpu=str(env.get("gpu", "")), driver=str(env.get("driver", "")),
+                   backend="recorded probe JSON", seconds_probe=float(result.raw.get("seconds", 0)),
+                   started=str(result.raw.get("finished") or result.raw.get("started") or ""))
+
+
+def bisection_from_document(path: Path) -> BisectResult:
+    try:
+        return BisectResult.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ConfigError(f"{path}: not a bisection result JSON document ({err})") from err
+
+
+class DocumentSource:
+    """Stands in for the store: `latest()` and `bisections()` read from JSON files."""
+
+    def __init__(self, probe_files: list[Path], bisection_files: list[Path] = ()):
+        self._probe_files = sorted(probe_files)
+        self._bisection_files = list(bisection_files)
+
+    def latest(self) -> list[CellRun]:
+        return [run_from_document(p) for p in self._probe_files]
+
+    def bisections(self) -> list[BisectResult]:
+        return [bisection_from_document(p) for p in self._bisection_files]

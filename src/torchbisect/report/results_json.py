@@ -1,0 +1,77 @@
+"""results.json: every run the page shows, its verdicts per case, and the headline, as JSON.
+
+A machine reads this instead of scraping the page: same rows, same order, raw strings.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from ..model import BisectResult, Cell, CellRun
+from .headline import Headline, NightlyEdge
+from .view import PageView, gpu_of
+
+RESULTS_SCHEMA = 1
+
+
+def _cell_json(cell: Cell) -> dict[str, Any]:
+    """The build, not the plan's knobs (timeouts, images): `Cell.to_json` is deep and slow."""
+    return {"id": cell.id, "channel": cell.channel.value, "version": cell.version,
+            "cuda": cell.cuda, "python": cell.python, "date": cell.date, "url": cell.url,
+            "sha256": cell.sha256, "probe": cell.probe}
+
+
+def run_json(run: CellRun) -> dict[str, Any]:
+    result = run.result
+    return {
+        "cell": _cell_json(run.cell),
+        "gpu": gpu_of(run),
+        "driver": run.driver,
+        "status": run.status.value,
+        "reason": run.reason,
+        "verdict": run.verdict.value if run.verdict else None,
+        "cases": {} if result is None else {
+            c.name: {"verdict": c.verdict.value, "detail": c.detail, "seconds": c.seconds,
+                     "stale_trials": c.stale_trials, "trials": c.trials, "flaky": c.flaky}
+            for c in result.cases},
+        "env": result.env if result else {},
+        "probe": result.probe if result else "",
+        "probe_version": run.probe_version or (result.probe_version if result else ""),
+        "wheel_sha256": run.wheel_sha256,
+        "backend": run.backend,
+        "started": run.started,
+        "seconds_install": run.seconds_install,
+        "seconds_probe": run.seconds_probe,
+        "log_excerpt": run.log_excerpt,
+    }
+
+
+def _edge(edge: NightlyEdge | None) -> dict[str, Any] | None:
+    if edge is None:
+        return None
+    return {"date": edge.date, "version": edge.version, "previous": edge.previous,
+            "bisected": edge.bisected, "case": edge.case, "compare_url": edge.compare_url}
+
+
+def _headline(h: Headline) -> dict[str, Any]:
+    return {"gpu": h.gpu, "text": h.text, "tested": list(h.tested),
+            "affected_ranges": [list(r) for r in h.affected_ranges],
+            "first_affected_nightly": _edge(h.first_affected),
+            "first_fixed_nightly": _edge(h.first_fixed), "newest_run": h.newest_run}
+
+
+def results_document(page: PageView, runs: list[CellRun], bisections: list[BisectResult], *,
+                     generated: dt.datetime) -> dict[str, Any]:
+    """Runs in page order (GPU, channel, version or date), so diffs between renders stay small."""
+    order = {(s.gpu, r.cell_id): i for i, (s, r) in enumerate(
+        (s, r) for s in page.sections for g in s.groups for r in g.rows)}
+    ordered = sorted(runs, key=lambda r: order.get((gpu_of(r), r.cell.id), len(order)))
+    return {
+        "schema": RESULTS_SCHEMA,
+        "generated": generated.astimezone(dt.timezone.utc).isoformat(timespec="seconds"),
+        "headlines": [_headline(s.headline) for s in page.sections],
+        "cases": [c.name for c in page.columns],
+        "runs": [run_json(r) for r in ordered],
+        "bisections": [b.to_json() for b in bisections],
+    }

@@ -1,0 +1,78 @@
+"""Made-up runs for benchmarks and tests: one builder for a single run, one for a large store.
+
+`synthetic_runs(n)` looks like a real matrix: a year of nightlies in two CUDA variants, flaky
+side-stream races, refusals after a "fix", and some infrastructure failures.  Nothing here is
+ever shown as a result: the sample page is rendered from recorded probe documents.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from typing import Any
+
+from ..model import PROBE_SCHEMA, CellRun, Channel, ProbeResult, RunStatus, Verdict
+from .marks import CONTROLS
+from .probe_files import cell_for
+from .view import CASE_ORDER
+
+Outcome = Verdict | tuple[int, int]  # a verdict, or (stale_trials, trials) of a comparison
+
+
+def _case(outcome: Outcome, detail: str) -> dict[str, Any]:
+    """One case of the probe's JSON document."""
+    if isinstance(outcome, tuple):
+        stale, trials = outcome
+        verdict = Verdict.AFFECTED if stale else Verdict.NOT_AFFECTED
+        return {"verdict": verdict.value, "detail": detail or f"stale on {stale}/{trials}",
+                "seconds": 0.4, "stale_trials": stale, "trials": trials}
+    return {"verdict": outcome.value, "detail": detail, "seconds": 0.4}
+
+
+def _roll_up(cases: dict[str, dict[str, Any]]) -> Verdict:
+    measured = [Verdict(c["verdict"]) for n, c in cases.items() if n not in CONTROLS]
+    for verdict in (Verdict.AFFECTED, Verdict.ERROR, Verdict.REFUSED, Verdict.NOT_AFFECTED):
+        if verdict in measured:
+            return verdict
+    return measured[0] if measured else Verdict.NOT_APPLICABLE
+
+
+def synthetic_run(version: str, outcomes: dict[str, Outcome] | None = None, *,
+                  channel: Channel | None = None, gpu: str = "NVIDIA H200",
+                  driver: str = "580.159.04", started: str = "", detail: str = "",
+                  infra: str = "", log: str = "", cell_id: str = "") -> CellRun:
+    """One run of `version`; controls behave unless `outcomes` says otherwise; `infra` = reason."""
+    cell = cell_for(version, "3.12")
+    cell = dataclasses.replace(cell, channel=channel or cell.channel, id=cell_id or cell.id)
+    common = dict(cell=cell, gpu=gpu, driver=driver, started=started, log_excerpt=log)
+    if infra:
+        return CellRun(status=RunStatus.INFRA_FAILURE, reason=infra, **common)
+    chosen = {"control_clone": (0, 5), "control_stale": (5, 5), **(outcomes or {})}
+    cases = {n: _case(chosen[n], detail) for n in CASE_ORDER if n in chosen}
+    env = {"torch": version, "git_version": "0123456789abcdef" * 2 + "01234567",
+           "cuda_runtime": "13.0", "driver": driver, "gpu": gpu, "capability": "9.0",
+           "python": "3.12.3"}
+    doc = {"schema": PROBE_SCHEMA, "probe": "stale_replay", "probe_version": "1",
+           "verdict": _roll_up(cases).value, "cases": cases, "env": env}
+    return CellRun(status=RunStatus.OK, result=ProbeResult.from_json(doc), probe_version="1",
+                   **common)
+
+
+def synthetic_runs(n_cells: int) -> list[CellRun]:
+    start = dt.date(2025, 1, 1)
+    runs = []
+    for i in range(n_cells):
+        day = start + dt.timedelta(days=i // 2)
+        version = f"2.{10 + i // 730}.0.dev{day:%Y%m%d}+{('cu128', 'cu130')[i % 2]}"
+        stamp = f"{day}T08:00:00Z"
+        if i % 97 == 13:
+            runs.append(synthetic_run(version, started=stamp, infra="wheel download: HTTP 503"))
+            continue
+        bad: Outcome = Verdict.REFUSED if i > n_cells * 0.8 else (5, 5)
+        outcomes = {"capture_data_ptr": bad, "capture_write": bad, "raw_pointer_triton": bad,
+                    "side_stream": (0 if bad is Verdict.REFUSED else (i * 7) % 21, 20),
+                    "compile_reduce_overhead": (0, 6)}
+        runs.append(synthetic_run(version, outcomes, started=stamp,
+                                  detail="max abs error nan <script>x</script>",
+                                  log="probe: 7 cases\nok"))
+    return runs

@@ -1,0 +1,143 @@
+"""The nightly strip: one slot per calendar date from the first to the last nightly, so a date
+without a result is a visible gap, with the bisected range drawn over it.
+
+Only geometry is computed here (pure, tested without a browser); the template draws the SVG.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+from ..model import BisectResult, CellRun, Direction, Verdict
+from .marks import Mark, mark_for_run, mark_for_verdict
+
+_DEV_DATE = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
+# Which mark a date shows when several builds (CUDA variants) share it: the most alarming one.
+_PRIORITY = ("aff", "flaky", "err", "doubt", "infra", "na", "refused", "ok")
+_HEIGHT = {"aff": 1.0, "flaky": 1.0, "ok": 0.4, "refused": 0.4}  # shape, not only colour, tells
+_POINT = {"good": Verdict.NOT_AFFECTED, "bad": Verdict.AFFECTED, "unknown": Verdict.INCONCLUSIVE}
+BAR = 30.0  # px height of a full mark
+TOP = 6.0  # the bisected band shows above the tallest mark
+SAFE_URL = "https://"
+
+
+def nightly_date(run: CellRun) -> str:
+    if run.cell.date:
+        return run.cell.date
+    match = _DEV_DATE.search(run.cell.version)
+    return "-".join(match.groups()) if match else ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Slot:
+    x: float
+    y: float
+    h: float
+    kind: str  # a Mark kind, or "gap" for a date without any result
+    title: str  # tooltip: date, version, verdict
+
+
+@dataclass(frozen=True, kw_only=True)
+class Band:
+    x: float
+    w: float
+    label: str
+    compare_url: str  # only https URLs; "" otherwise
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tick:
+    x: float
+    label: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timeline:
+    width: float
+    height: float
+    slot: float
+    first: str
+    last: str
+    slots: tuple[Slot, ...]
+    bands: tuple[Band, ...]
+    ticks: tuple[Tick, ...]  # month labels
+    days: tuple[Tick, ...]  # day-of-month labels, when the slots are wide enough to hold them
+    tested: int
+    gaps: int
+
+
+def safe_url(url: str) -> str:
+    """Links are made only from https URLs; anything else (javascript:, data:, relative) is text."""
+    return url if url.startswith(SAFE_URL) else ""
+
+
+def _worst(marks: list[tuple[Mark, str]]) -> tuple[Mark, str]:
+    return min(marks, key=lambda m: _PRIORITY.index(m[0].kind) if m[0].kind in _PRIORITY else 99)
+
+
+def _marks_by_date(runs: list[CellRun],
+                   bisections: list[BisectResult]) -> dict[str, tuple[Mark, str]]:
+    found: dict[str, list[tuple[Mark, str]]] = {}
+    for run in runs:
+        date = nightly_date(run)
+        if date:
+            found.setdefault(date, []).append((mark_for_run(run), run.cell.version))
+    for bisection in bisections:  # a date the bisection probed but the matrix did not
+        for point in (bisection.before, bisection.after, *bisection.points):
+            if point and point.date not in found:
+                found[point.date] = [(mark_for_verdict(_POINT.get(point.verdict,
+                                                                  Verdict.INCONCLUSIVE)),
+                                      f"{point.version} (bisection)")]
+    return {date: _worst(marks) for date, marks in found.items()}
+
+
+def build_timeline(runs: list[CellRun], bisections: list[BisectResult]) -> Timeline | None:
+    marks = _marks_by_date(runs, bisections)
+    if not marks:
+        return None
+    first, last = dt.date.fromisoformat(min(marks)), dt.date.fromisoformat(max(marks))
+    days = [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+    slot = max(3.0, min(28.0, 1100.0 / len(days)))
+    slots, ticks, numbers = [], [], []
+    for i, day in enumerate(days):
+        iso = day.isoformat()
+        if day.day == 1 or i == 0:
+            ticks.append(Tick(x=round(i * slot, 2), label=day.strftime("%b %Y")))
+        if slot >= 14:
+            numbers.append(Tick(x=round(i * slot + slot * 0.36, 2), label=str(day.day)))
+        if iso not in marks:
+            slots.append(Slot(x=round(i * slot, 2), y=TOP + BAR - 2, h=2, kind="gap",
+                              title=f"{iso}: no result"))
+            continue
+        mark, version = marks[iso]
+        h = BAR * _HEIGHT.get(mark.kind, 0.7)
+        word = f"{mark.word}: {mark.note}" if mark.note else mark.word
+        slots.append(Slot(x=round(i * slot, 2), y=round(TOP + BAR - h, 2), h=round(h, 2),
+                          kind=mark.kind,
+                          title=f"{iso} {version}: {word}"))
+    bands = tuple(_band(b, first, slot) for b in bisections if b.before and b.after)
+    return Timeline(width=round(len(days) * slot, 2), height=TOP + BAR + 30, slot=slot,
+                    first=first.isoformat(), last=last.isoformat(), slots=tuple(slots),
+                    bands=bands, ticks=_thin(ticks), days=tuple(numbers), tested=len(marks),
+                    gaps=len(days) - len(marks))
+
+
+def _thin(ticks: list[Tick]) -> tuple[Tick, ...]:
+    """Drop month labels that would overlap their left neighbour (about 60 px per label)."""
+    kept: list[Tick] = []
+    for tick in ticks:
+        if not kept or tick.x - kept[-1].x >= 60:
+            kept.append(tick)
+    return tuple(kept)
+
+
+def _band(bisection: BisectResult, first: dt.date, slot: float) -> Band:
+    x0 = (dt.date.fromisoformat(bisection.before.date) - first).days * slot
+    x1 = (dt.date.fromisoformat(bisection.after.date) - first).days * slot + slot
+    what = "regression" if bisection.direction is Direction.REGRESSION else "fix"
+    label = (f"{what} ({bisection.case}): between {bisection.before.date} "
+             f"and {bisection.after.date}")
+    return Band(x=round(x0, 2), w=round(x1 - x0, 2), label=label,
+                compare_url=safe_url(bisection.compare_url))

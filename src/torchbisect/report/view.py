@@ -1,0 +1,277 @@
+"""The page as data: `build_view(runs, bisections)` turns stored runs into sections, rows and cells.
+
+Everything the templates show is decided here, as plain strings and numbers, so the templates stay
+dumb and the logic (grouping, order, flaky display, infra failures, GPU separation) is unit-tested
+without a browser.  Strings from probes and logs stay raw here; escaping is the template's job.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from ..model import BisectResult, CaseResult, CellRun, Channel, Direction, RunStatus
+from .headline import Headline, build_headline, version_key
+from .marks import LEGEND, NOT_RUN, Mark, mark_for_case, mark_for_run
+from .timeline import Timeline, build_timeline, nightly_date, safe_url
+
+CHANNEL_TITLES = {
+    Channel.STABLE: "Stable releases",
+    Channel.TEST: "Release candidates",
+    Channel.NIGHTLY: "Nightlies",
+    Channel.DEV: "Development builds",
+    Channel.PREINSTALLED: "Preinstalled",
+}
+CASE_ORDER = ("capture_data_ptr", "capture_write", "side_stream", "compile_reduce_overhead",
+              "raw_pointer_triton", "control_clone", "control_stale")
+CASE_TITLES = {
+    "capture_data_ptr": "capture + data_ptr()",
+    "capture_write": "capture + write",
+    "side_stream": "side-stream race",
+    "compile_reduce_overhead": "compile (reduce-overhead)",
+    "raw_pointer_triton": "raw pointer → Triton",
+    "control_clone": "control: clone()",
+    "control_stale": "control: stale copy",
+}
+CASE_NOTES = {
+    "control_clone": "negative control, must be correct",
+    "control_stale": "positive control, must be detected",
+}
+Fact = tuple[str, str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Column:
+    name: str
+    title: str
+    note: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseCell:
+    mark: Mark
+    stale: str  # "flaky: stale 7/20 trials (35%)", or ""
+    time: str
+    detail: str  # untrusted: the probe's message
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    cell_id: str
+    label: str
+    sub: str
+    mark: Mark
+    cases: tuple[CaseCell, ...]  # one per page column; empty for an infrastructure failure
+    run_line: str  # GPU · driver · torch git, repeated in every case cell's details
+    facts: tuple[Fact, ...]
+    log_excerpt: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Group:
+    channel: str
+    title: str
+    rows: tuple[Row, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment:
+    gpu: str
+    driver: str
+    cuda_runtime: str
+    capability: str
+    runs: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class BisectView:
+    title: str
+    facts: tuple[Fact, ...]
+    compare_url: str  # https only, else ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Section:
+    gpu: str
+    anchor: str
+    headline: Headline
+    groups: tuple[Group, ...]
+    timeline: Timeline | None
+    environments: tuple[Environment, ...]
+    tally: tuple[tuple[Mark, int], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PageView:
+    title: str
+    generated: str
+    newest_run: str
+    columns: tuple[Column, ...]
+    sections: tuple[Section, ...]
+    bisections: tuple[BisectView, ...]
+    bisection_timeline: Timeline | None  # when several GPUs: bisections are drawn on their own
+    legend: tuple[tuple[Mark, str], ...]
+    runs: int
+
+
+def gpu_of(run: CellRun) -> str:
+    gpu = run.gpu or (run.result.env.get("gpu", "") if run.result else "")
+    return gpu if gpu and gpu != "none" else "no GPU"
+
+
+def columns_for(runs: list[CellRun]) -> tuple[Column, ...]:
+    seen = {c.name for r in runs if r.result for c in r.result.cases}
+    names = [n for n in CASE_ORDER if n in seen] + sorted(seen - set(CASE_ORDER))
+    return tuple(Column(name=n, title=CASE_TITLES.get(n, n), note=CASE_NOTES.get(n, ""))
+                 for n in names)
+
+
+def row_key(run: CellRun) -> tuple:
+    order = list(Channel).index(run.cell.channel)
+    when = nightly_date(run) if run.cell.channel is Channel.NIGHTLY else ""
+    return (order, when, version_key(run.cell.version), run.cell.cuda, run.cell.python,
+            run.cell.id)
+
+
+def _env(run: CellRun) -> dict:
+    return run.result.env if run.result else {}
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.2f} s" if value < 10 else f"{value:.0f} s"
+
+
+_NOT_RUN = CaseCell(mark=NOT_RUN, stale="", time="", detail="this case is not in the run")
+
+
+def _case_cell(case: CaseResult | None) -> CaseCell:
+    if case is None:
+        return _NOT_RUN
+    stale = ""
+    if case.stale_fraction is not None:
+        stale = (f"{'flaky: ' if case.flaky else ''}stale {case.stale_trials}/{case.trials} "
+                 f"trials ({case.stale_fraction:.0%})")
+    return CaseCell(mark=mark_for_case(case), stale=stale, time=_seconds(case.seconds),
+                    detail=case.detail)
+
+
+def _run_facts(run: CellRun) -> tuple[Fact, ...]:
+    env = _env(run)
+    pairs = [
+        ("cell", run.cell.id), ("torch", env.get("torch") or run.cell.version),
+        ("git_version", env.get("git_version", "")), ("CUDA tag", run.cell.cuda),
+        ("CUDA runtime", env.get("cuda_runtime", "")), ("cuDNN", str(env.get("cudnn", "") or "")),
+        ("GPU", f"{gpu_of(run)} {_capability(env)}".strip()), ("driver", run.driver
+                                                                or env.get("driver", "")),
+        ("Python", env.get("python") or run.cell.python), ("backend", run.backend),
+        ("started", run.started), ("install", _seconds(run.seconds_install)
+                                   if run.seconds_install else ""),
+        ("probe", _seconds(run.seconds_probe) if run.seconds_probe else ""),
+        ("wheel sha256", run.wheel_sha256), ("probe version", run.probe_version),
+        ("wheel", run.cell.url or ""),
+    ]
+    if run.status is RunStatus.INFRA_FAILURE:
+        pairs.insert(0, ("infra failure", run.reason or "no reason recorded"))
+    return tuple((k, str(v)) for k, v in pairs if v)
+
+
+def _capability(env: dict) -> str:
+    cap = env.get("capability")
+    if isinstance(cap, (list, tuple)):
+        cap = ".".join(str(c) for c in cap)
+    return f"(sm {cap})" if cap else ""
+
+
+def _label(run: CellRun) -> tuple[str, str]:
+    cell = run.cell
+    if cell.channel is Channel.NIGHTLY:
+        return nightly_date(run) or cell.version, f"{cell.version} · py{cell.python}"
+    return cell.version, f"{cell.cuda or 'cuda ?'} · py{cell.python}"
+
+
+def build_row(run: CellRun, columns: tuple[Column, ...]) -> Row:
+    env = _env(run)
+    git = str(env.get("git_version", ""))[:12]
+    run_line = " · ".join(x for x in (gpu_of(run), f"driver {run.driver or env.get('driver', '?')}",
+                                      f"torch git {git}" if git else "") if x)
+    by_name = {c.name: c for c in run.result.cases} if run.result else {}
+    cases = () if run.result is None else tuple(_case_cell(by_name.get(c.name)) for c in columns)
+    label, sub = _label(run)
+    return Row(cell_id=run.cell.id, label=label, sub=sub, mark=mark_for_run(run), cases=cases,
+               run_line=run_line, facts=_run_facts(run), log_excerpt=run.log_excerpt)
+
+
+def _groups(runs: list[CellRun], columns: tuple[Column, ...]) -> tuple[Group, ...]:
+    by_channel: dict[Channel, list[Row]] = {}
+    for run in sorted(runs, key=row_key):
+        by_channel.setdefault(run.cell.channel, []).append(build_row(run, columns))
+    return tuple(Group(channel=ch.value, title=CHANNEL_TITLES[ch], rows=tuple(rows))
+                 for ch, rows in by_channel.items())
+
+
+def _environments(runs: list[CellRun]) -> tuple[Environment, ...]:
+    """Where the verdicts came from; an infrastructure failure ran nothing, so it is not counted."""
+    counts = Counter((gpu_of(r), r.driver or _env(r).get("driver", ""),
+                      str(_env(r).get("cuda_runtime", "")), _capability(_env(r)))
+                     for r in runs if r.result is not None)
+    return tuple(Environment(gpu=g, driver=d, cuda_runtime=c, capability=cap, runs=n)
+                 for (g, d, c, cap), n in sorted(counts.items()))
+
+
+def _tally(rows: list[Row]) -> tuple[tuple[Mark, int], ...]:
+    counts = Counter(r.mark.word for r in rows)
+    marks = {r.mark.word: r.mark for r in rows}
+    return tuple((marks[w], n) for w, n in counts.most_common())
+
+
+def anchor(text: str) -> str:
+    return "gpu-" + (re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown")
+
+
+def _section(gpu: str, runs: list[CellRun], bisections: list[BisectResult],
+             columns: tuple[Column, ...]) -> Section:
+    groups = _groups(runs, columns)
+    nightly = [r for r in runs if r.cell.channel is Channel.NIGHTLY]
+    return Section(gpu=gpu, anchor=anchor(gpu), headline=build_headline(gpu, runs, bisections),
+                   groups=groups, timeline=build_timeline(nightly, bisections),
+                   environments=_environments(runs),
+                   tally=_tally([row for g in groups for row in g.rows]))
+
+
+def bisect_view(b: BisectResult) -> BisectView:
+    regression = b.direction is Direction.REGRESSION
+    what = "First affected nightly" if regression else "First fixed nightly"
+    after = b.after.date if b.after else "not found"
+    before = ("last good " if b.direction is Direction.REGRESSION else "last bad ") + (
+        b.before.date if b.before else "—")
+    facts = [("range", f"{before} → {after}"),
+             ("commits", f"{b.before.main_sha if b.before else '?'} … "
+                         f"{b.after.main_sha if b.after else '?'}"),
+             ("builds", f"{b.cuda} · py{b.python}"), ("probes run", str(b.probes)),
+             ("skipped dates", ", ".join(b.skipped)), ("flaky rule", b.rule),
+             ("reproduce", b.reproduce), ("finished", b.finished)]
+    if b.compare_url and not safe_url(b.compare_url):
+        facts.append(("compare (not an https URL, not linked)", b.compare_url))
+    return BisectView(title=f"{what} for {b.case}: {after}",
+                      facts=tuple((k, v) for k, v in facts if v and v.strip("?… ")),
+                      compare_url=safe_url(b.compare_url))
+
+
+def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
+               generated: dt.datetime) -> PageView:
+    columns = columns_for(runs)
+    by_gpu: dict[str, list[CellRun]] = {}
+    for run in runs:
+        by_gpu.setdefault(gpu_of(run), []).append(run)
+    # A bisection does not record its GPU: draw it in the GPU's strip only when there is one GPU.
+    own = bisections if len(by_gpu) == 1 else []
+    sections = tuple(_section(g, rs, own, columns) for g, rs in sorted(by_gpu.items()))
+    newest = max((s.headline.newest_run for s in sections), default="")
+    title = "; ".join(s.headline.text for s in sections) or "No results yet"
+    return PageView(title=title, generated=generated.strftime("%Y-%m-%d %H:%M UTC"),
+                    newest_run=newest, columns=columns, sections=sections,
+                    bisections=tuple(bisect_view(b) for b in bisections),
+                    bisection_timeline=None if own else build_timeline([], list(bisections)),
+                    legend=LEGEND, runs=len(runs))

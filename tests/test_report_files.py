@@ -1,0 +1,134 @@
+"""The four files: OSV ranges, the Markdown table, results.json, and the `report` command."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from torchbisect.cli import main
+from torchbisect.model import BisectResult, Direction, NightlyPoint, Verdict
+from torchbisect.report import bench_render, build_view, render_runs
+from torchbisect.report.markdown import md_text, render_markdown
+from torchbisect.report.osv import osv_document
+from torchbisect.report.synthetic import synthetic_run as run
+
+NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
+BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5)}
+GOOD = {"capture_data_ptr": (0, 5), "capture_write": (0, 5)}
+
+
+def _events(runs, bisections=()):
+    doc = osv_document(runs, list(bisections), generated=NOW)
+    return {r["type"]: r["events"] for r in doc["affected"][0]["ranges"]}
+
+
+def test_osv_range_opens_at_first_affected_release_and_closes_at_the_fix():
+    runs = [run("2.2.0+cu121", GOOD), run("2.3.0+cu121", BAD), run("2.11.0+cu130", BAD),
+            run("2.16.0+cu132", {"capture_data_ptr": Verdict.REFUSED})]
+    assert _events(runs)["ECOSYSTEM"] == [{"introduced": "2.3.0"}, {"fixed": "2.16.0"}]
+
+
+def test_osv_without_a_fixed_release_names_the_last_affected_one():
+    runs = [run("2.11.0+cu130", BAD), run("2.15.0+cu132", BAD),
+            run("2.16.0.dev20260301+cu132", GOOD)]  # a nightly is not a release
+    doc = osv_document(runs, [], generated=NOW)
+    assert _events(runs)["ECOSYSTEM"] == [{"introduced": "2.11.0"}, {"last_affected": "2.15.0"}]
+    assert doc["affected"][0]["versions"] == ["2.11.0", "2.15.0"]
+    assert doc["affected"][0]["package"] == {"ecosystem": "PyPI", "name": "torch",
+                                             "purl": "pkg:pypi/torch"}
+    assert doc["id"] == "TORCHBISECT-lazy-clone-cuda-graph" and doc["summary"]
+
+
+def test_osv_git_range_comes_from_bisected_upstream_commits():
+    def bisect(direction, sha):
+        after = NightlyPoint(date="2026-03-05", version="v", verdict="bad", main_sha=sha)
+        return BisectResult(direction=direction, case="capture_data_ptr", cuda="cu132",
+                            python="3.12", before=None, after=after, probes=3,
+                            compare_url="https://github.com/pytorch/pytorch/compare/x...y")
+    bisections = [bisect(Direction.REGRESSION, "a" * 40), bisect(Direction.FIX, "b" * 40)]
+    doc = osv_document([run("2.11.0+cu130", BAD)], bisections, generated=NOW)
+    git = next(r for r in doc["affected"][0]["ranges"] if r["type"] == "GIT")
+    assert git == {"type": "GIT", "repo": "https://github.com/pytorch/pytorch",
+                   "events": [{"introduced": "a" * 40}, {"fixed": "b" * 40}]}
+    assert doc["references"] == [{"type": "WEB",
+                                  "url": "https://github.com/pytorch/pytorch/compare/x...y"}]
+
+
+def test_markdown_has_the_headline_and_one_table_line_per_build():
+    runs = [run("2.11.0+cu130", {**BAD, "side_stream": (7, 20)}), run("2.15.0+cu132", BAD),
+            run("2.12.0+cu130", infra="docker: image build failed")]
+    text = render_markdown(build_view(runs, [], generated=NOW))
+    assert "**2.11.0 – 2.15.0 affected on NVIDIA H200**" in text
+    table = [line for line in text.splitlines() if line.startswith("|")]
+    assert table[0].startswith("| build | channel | verdict | capture + data_ptr() |")
+    assert table[2] == ("| 2.11.0+cu130 | stable | ✗ affected | ✗ affected | ✗ affected "
+                        "| ◐ flaky 7/20 | ✓ as expected | ✓ as expected |")
+    assert table[3].startswith("| 2.12.0+cu130 | stable | ⚠ infra failure: docker: image build")
+    assert all(line.count("|") == table[0].count("|") for line in table)
+
+
+def test_markdown_folds_consecutive_identical_nightlies():
+    runs = [run(f"2.16.0.dev202603{d:02d}+cu132", BAD) for d in (1, 2, 3)]
+    runs.append(run("2.16.0.dev20260304+cu132", GOOD))
+    text = render_markdown(build_view(runs, [], generated=NOW))
+    assert "| 2026-03-01 … 2026-03-03 (3 builds) | nightly | ✗ affected |" in text
+    assert "| 2026-03-04 | nightly | ✓ ok |" in text
+
+
+def test_markdown_escapes_untrusted_text():
+    assert md_text("a|b <img src=x onerror=alert(1)>\nnext") == (
+        "a\\|b &lt;img src=x onerror=alert(1)&gt; next")
+
+
+def test_results_json_lists_every_run_in_page_order_with_raw_strings(tmp_path):
+    runs = [run("2.15.0+cu132", BAD, detail="<b>raw</b>"), run("2.11.0+cu130", BAD),
+            run("2.12.0+cu130", infra="OOM")]
+    paths = render_runs(runs, [], tmp_path, generated=NOW)
+    assert [p.name for p in paths] == ["index.html", "results.json", "summary.md", "affected.json"]
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert [r["cell"]["id"] for r in doc["runs"]] == [
+        "stable-2.11.0-cu130-cp312", "stable-2.12.0-cu130-cp312", "stable-2.15.0-cu132-cp312"]
+    assert doc["runs"][1]["status"] == "infra_failure" and doc["runs"][1]["verdict"] is None
+    assert doc["runs"][2]["cases"]["capture_data_ptr"]["detail"] == "<b>raw</b>"
+    assert doc["headlines"][0]["affected_ranges"] == [["2.11.0", "2.15.0"]]
+    assert json.loads((tmp_path / "affected.json").read_text())["affected"]
+
+
+def test_report_command_renders_recorded_probe_documents(data_dir, tmp_path, capsys):
+    files = sorted(str(p) for p in (data_dir / "report").glob("synthetic-h200-*.json"))
+    assert main(["report", "--probe-json", *files, "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "index.html").is_file()
+    assert str(tmp_path / "summary.md") in capsys.readouterr().out
+    assert "affected on NVIDIA H200" in (tmp_path / "summary.md").read_text()
+
+
+def test_report_command_without_a_store_says_what_to_do(tmp_path, capsys):
+    assert main(["report", "--store", str(tmp_path / "none.sqlite")]) == 2
+    err = capsys.readouterr().err
+    assert "no result store at" in err and "nox -s matrix" in err
+
+
+def test_report_command_rejects_a_file_that_is_not_a_probe_document(tmp_path, capsys):
+    bad = tmp_path / "x.json"
+    bad.write_text('{"schema": 99}')
+    assert main(["report", "--probe-json", str(bad), "--out", str(tmp_path)]) == 2
+    assert "not a probe JSON document" in capsys.readouterr().err
+
+
+def test_bench_render_reports_seconds_and_sizes():
+    result = bench_render(50)
+    assert result["cells"] == 50 and result["seconds"] > 0
+    assert set(result["bytes"]) == {"index.html", "results.json", "summary.md", "affected.json"}
+
+
+def test_report_command_renders_the_newest_run_per_cell_from_the_store(tmp_path, capsys):
+    store_module = pytest.importorskip("torchbisect.store")
+    path = tmp_path / "results.sqlite"
+    with store_module.Store(path) as store:
+        store.add(run("2.11.0+cu130", GOOD, started="2026-03-01T00:00:00Z"))
+        store.add(run("2.11.0+cu130", BAD, started="2026-03-02T00:00:00Z"))
+    assert main(["report", "--store", str(path), "--out", str(tmp_path / "out")]) == 0
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "**2.11.0 affected on NVIDIA H200**" in summary and "newest run: 2026-03-02" in summary

@@ -1,0 +1,165 @@
+"""The page as data: headline, grouping and order, flaky and refused cells, infra failures, GPUs,
+the nightly strip.  No browser: `build_view` is a pure function of the runs."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from torchbisect.model import BisectResult, Channel, Direction, NightlyPoint, Verdict
+from torchbisect.report import build_view
+from torchbisect.report.headline import build_headline
+from torchbisect.report.probe_files import cell_for
+from torchbisect.report.synthetic import synthetic_run as run
+from torchbisect.report.timeline import build_timeline
+
+NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
+BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5)}
+GOOD = {"capture_data_ptr": (0, 5), "capture_write": (0, 5)}
+REFUSED = {"capture_data_ptr": Verdict.REFUSED, "capture_write": Verdict.REFUSED}
+
+
+def _rows(page, gpu="NVIDIA H200"):
+    section = next(s for s in page.sections if s.gpu == gpu)
+    return [(g.channel, r.label) for g in section.groups for r in g.rows]
+
+
+def _bisection(before: str, after: str, direction=Direction.REGRESSION, url="") -> BisectResult:
+    point = lambda d, v: NightlyPoint(date=d, version=f"2.16.0.dev{d.replace('-', '')}+cu132",  # noqa: E731
+                                      verdict=v, main_sha=d.replace("-", "") * 5)
+    good, bad = ("good", "bad") if direction is Direction.REGRESSION else ("bad", "good")
+    return BisectResult(direction=direction, case="capture_data_ptr", cuda="cu132", python="3.12",
+                        before=point(before, good), after=point(after, bad), probes=5,
+                        compare_url=url)
+
+
+def test_headline_is_the_range_of_affected_stable_releases():
+    runs = [run("2.15.0+cu132", BAD), run("2.11.0+cu130", BAD), run("2.13.0+cu130", BAD),
+            run("2.10.0+cu128", GOOD), run("2.16.0.dev20260301+cu132", GOOD),
+            run("2.9.0+cu128", BAD, channel=Channel.TEST)]  # rc and nightly do not count
+    assert build_headline("NVIDIA H200", runs, []).text == "2.11.0 – 2.15.0 affected on NVIDIA H200"
+
+
+def test_headline_splits_ranges_at_a_release_that_is_not_affected():
+    runs = [run("2.3.0+cu121", BAD), run("2.4.0+cu121", GOOD), run("2.5.0+cu124", BAD)]
+    assert build_headline("H200", runs, []).text == "2.3.0 and 2.5.0 affected on H200"
+
+
+def test_headline_counts_refused_as_not_affected_and_says_what_was_tested():
+    runs = [run("2.16.0+cu132", REFUSED), run("2.17.0+cu132", GOOD)]
+    text = build_headline("H200", runs, []).text
+    assert text == "No tested stable release is affected on H200 (2.16.0 – 2.17.0 tested)"
+
+
+def test_headline_ignores_infrastructure_failures():
+    runs = [run("2.11.0+cu130", BAD), run("2.15.0+cu132", infra="pip: no space left on device")]
+    headline = build_headline("H200", runs, [])
+    assert headline.text == "2.11.0 affected on H200"
+    assert headline.tested == ("2.11.0",)
+
+
+def test_one_affected_cuda_variant_makes_the_release_affected():
+    runs = [run("2.11.0+cu126", GOOD), run("2.11.0+cu130", BAD)]
+    assert build_headline("H200", runs, []).affected_ranges == (("2.11.0", "2.11.0"),)
+
+
+def test_nightly_edges_come_from_tested_nightlies_as_bounds():
+    runs = [run(f"2.16.0.dev202603{d:02d}+cu132", o) for d, o in
+            ((1, GOOD), (3, BAD), (5, BAD), (9, REFUSED))]
+    headline = build_headline("H200", runs, [])
+    assert (headline.first_affected.date, headline.first_affected.previous) == ("2026-03-03",
+                                                                               "2026-03-01")
+    assert headline.first_fixed.date == "2026-03-09" and not headline.first_fixed.bisected
+    assert "not bisected" in headline.first_affected.text
+
+
+def test_a_bisection_gives_the_exact_nightly_and_its_compare_link():
+    url = "https://github.com/pytorch/pytorch/compare/a...b"
+    runs = [run("2.16.0.dev20260301+cu132", GOOD), run("2.16.0.dev20260309+cu132", BAD)]
+    headline = build_headline("H200", runs, [_bisection("2026-03-04", "2026-03-05", url=url)])
+    assert headline.first_affected.date == "2026-03-05"
+    assert headline.first_affected.bisected and headline.first_affected.compare_url == url
+
+
+def test_rows_are_grouped_by_channel_in_version_and_date_order():
+    runs = [run("2.16.0.dev20260310+cu132", BAD), run("2.15.0+cu132", BAD),
+            run("2.10.0+cu128", BAD), run("2.9.1+cu128", BAD),
+            run("2.16.0.dev20260302+cu132", BAD), run("2.11.0a0+gitabc", BAD),
+            run("2.16.0+cu132", BAD, channel=Channel.TEST),
+            run("2.16.0+cu132", BAD, channel=Channel.DEV, cell_id="dev-my-fix")]
+    assert _rows(build_view(runs, [], generated=NOW)) == [
+        ("stable", "2.9.1+cu128"), ("stable", "2.10.0+cu128"), ("stable", "2.15.0+cu132"),
+        ("test", "2.16.0+cu132"), ("nightly", "2026-03-02"), ("nightly", "2026-03-10"),
+        ("dev", "2.16.0+cu132"), ("preinstalled", "2.11.0a0+gitabc")]
+
+
+def test_a_flaky_case_shows_its_stale_fraction():
+    page = build_view([run("2.11.0+cu130", {"side_stream": (7, 20)})], [], generated=NOW)
+    (cell,) = [c for c in page.sections[0].groups[0].rows[0].cases if c.mark.kind == "flaky"]
+    assert (cell.mark.word, cell.mark.note) == ("flaky", "stale 7/20")
+    assert cell.stale == "flaky: stale 7/20 trials (35%)"
+
+
+def test_refused_reads_as_the_kind_of_fix_it_is():
+    page = build_view([run("2.17.0+cu132", REFUSED)], [], generated=NOW)
+    row = page.sections[0].groups[0].rows[0]
+    assert row.mark.is_safe
+    assert f"{row.mark.word} {row.mark.note}" == "refused (error at capture)"
+
+
+def test_controls_that_behave_are_not_drawn_as_affected():
+    page = build_view([run("2.11.0+cu130", BAD)], [], generated=NOW)
+    cells = zip(page.columns, page.sections[0].groups[0].rows[0].cases, strict=True)
+    controls = [cell for column, cell in cells if column.name.startswith("control")]
+    assert [c.mark.word for c in controls] == ["as expected", "as expected"]
+
+
+def test_an_infrastructure_failure_is_shown_with_its_reason_and_no_verdict():
+    page = build_view([run("2.12.0+cu130", infra="uv: wheel download failed (HTTP 503)"),
+                       run("2.11.0+cu130", BAD)], [], generated=NOW)
+    row = next(r for r in page.sections[0].groups[0].rows if r.label == "2.12.0+cu130")
+    assert (row.mark.kind, row.mark.word) == ("infra", "infra failure")
+    assert row.mark.note == "uv: wheel download failed (HTTP 503)"
+    assert row.cases == () and not row.mark.is_affected and not row.mark.is_safe
+
+
+def test_results_from_several_gpus_get_separate_sections_and_headlines():
+    runs = [run("2.15.0+cu132", BAD, gpu="NVIDIA H200"),
+            run("2.15.0+cu132", GOOD, gpu="NVIDIA A100-SXM4-80GB", driver="575.57.08")]
+    page = build_view(runs, [], generated=NOW)
+    assert [(s.gpu, s.headline.text) for s in page.sections] == [
+        ("NVIDIA A100-SXM4-80GB",
+         "No tested stable release is affected on NVIDIA A100-SXM4-80GB (2.15.0 tested)"),
+        ("NVIDIA H200", "2.15.0 affected on NVIDIA H200")]
+    assert [e.driver for s in page.sections for e in s.environments] == ["575.57.08", "580.159.04"]
+
+
+def test_newest_run_date_is_in_the_headline():
+    runs = [run("2.15.0+cu132", BAD, started="2026-03-02T07:00:00Z"),
+            run("2.11.0+cu130", BAD, started="2026-03-19T23:10:00Z")]
+    assert build_view(runs, [], generated=NOW).newest_run == "2026-03-19"
+
+
+def test_timeline_has_one_slot_per_date_and_shows_missing_dates_as_gaps():
+    runs = [run(f"2.16.0.dev202603{d:02d}+cu132", BAD) for d in (1, 2, 5)]
+    strip = build_timeline(runs, [])
+    assert [s.kind for s in strip.slots] == ["aff", "aff", "gap", "gap", "aff"]
+    assert (strip.tested, strip.gaps, strip.first, strip.last) == (3, 2, "2026-03-01", "2026-03-05")
+
+
+def test_timeline_marks_the_bisected_range_and_links_only_https():
+    runs = [run("2.16.0.dev20260301+cu132", GOOD), run("2.16.0.dev20260310+cu132", BAD)]
+    good = _bisection("2026-03-04", "2026-03-05", url="https://github.com/pytorch/pytorch/compare/a...b")
+    evil = _bisection("2026-03-04", "2026-03-05", url="javascript:alert(1)")
+    strip = build_timeline(runs, [good, evil])
+    assert [b.compare_url for b in strip.bands] == [good.compare_url, ""]
+    band = strip.bands[0]
+    assert band.x == 3 * strip.slot and band.w == 2 * strip.slot  # covers the 4th and 5th
+    # dates the bisection probed fill their slots; the rest of the range stays a gap
+    assert [s.kind for s in strip.slots][:6] == ["ok", "gap", "gap", "ok", "aff", "gap"]
+
+
+def test_cells_of_recorded_probe_documents_are_inferred_from_the_version():
+    assert cell_for("2.15.0+cu132", "3.12.3").id == "stable-2.15.0-cu132-cp312"
+    nightly = cell_for("2.16.0.dev20260301+cu132", "3.12.3")
+    assert (nightly.id, nightly.date) == ("nightly-20260301-cu132-cp312", "2026-03-01")
+    assert cell_for("2.11.0a0+ea0fca7b9c.nv26.01", "3.12.3").channel is Channel.PREINSTALLED
