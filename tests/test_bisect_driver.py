@@ -222,7 +222,7 @@ def test_flaky_rule(stale, min_stale, verdict):
     judged = Rule(case="side_stream", trials=5, min_stale=min_stale).judge(run)
     assert judged.verdict == verdict
     assert judged.stale_fraction == stale / 5
-    assert f"at least {min_stale} of 5 trials" in Rule(case="side_stream", trials=5,
+    assert f"stale on at least {min_stale} of 5 trials" in Rule(case="side_stream", trials=5,
                                                        min_stale=min_stale).describe()
 
 

@@ -64,7 +64,9 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
     from ..backends import choose_backend
     from ..store import Store
 
-    backend = choose_backend(options.backend, say=progress.note, workdir=options.workdir)
+    # A script runs on this host, so it needs a host-side environment: venv unless told otherwise.
+    name = options.backend or ("venv" if options.script is not None else None)
+    backend = choose_backend(name, say=progress.note, workdir=options.workdir)
     check_script_backend(backend, options.script)
     with Store(options.store) as store:
         bisector = Bisector(

@@ -17,6 +17,7 @@ from ..probes import DEFAULT_PROBE
 
 DEFAULT_CASE = "capture_data_ptr"
 SCRIPT_CASE = "script"
+RACY_CASES = ("side_stream",)  # timing dependent: judged over trials
 
 
 class ScriptAborted(TorchbisectError):
@@ -56,10 +57,13 @@ class Rule:
         if self.script is not None:
             return (f"script `{self.script}`: exit 0 good, 125 skip, 1-127 bad, "
                     ">127 aborts the bisection")
-        trials = f"{self.trials}" if self.trials else "the probe's default number of"
-        return (f"case {self.case}: bad when the probe reports it affected (for cases run in "
-                f"trials: stale on at least {self.min_stale} of {trials} trials), good when "
-                "not affected or refused (stale on no trial); anything else is unknown")
+        rule = (f"case {self.case}: bad when affected, good when not affected or refused, "
+                "unknown otherwise")
+        if self.trials or self.min_stale != 1 or self.case in RACY_CASES:
+            of = f"{self.trials}" if self.trials else "the probe's default number of"
+            rule += (f"; a case run in trials is bad when stale on at least {self.min_stale} of "
+                     f"{of} trials, good when stale on none, unknown in between")
+        return rule
 
     def judge(self, run: CellRun) -> Judged:
         if run.status is not RunStatus.OK or run.result is None:

@@ -1,0 +1,118 @@
+"""The verdict rule as a table, the flags' one-sentence errors, and the printed/Markdown result."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchbisect.bisect.run import Bisection
+from torchbisect.bisect.verdicts import Rule, ScriptAborted, script_verdict
+from torchbisect.cli import main
+from torchbisect.cli.bisect import render_markdown, render_text
+from torchbisect.model import (
+    BisectResult,
+    Cell,
+    CellRun,
+    Channel,
+    Direction,
+    NightlyPoint,
+    ProbeResult,
+    RunStatus,
+    Verdict,
+)
+
+CELL = Cell(id="nightly-20250801-cu130-cp312", channel=Channel.NIGHTLY,
+            version="2.10.0.dev20250801+cu130", cuda="cu130", python="3.12")
+
+
+def run_with(verdict: str | None, case_verdict: str | None = None, *, case="capture_data_ptr"):
+    if verdict is None:
+        return CellRun(cell=CELL, status=RunStatus.INFRA_FAILURE, reason="install: HTTP 404")
+    cases = {case: {"verdict": case_verdict or verdict, "detail": "d"}} if case else {}
+    doc = {"schema": 1, "verdict": verdict, "cases": cases, "env": {"git_version": "abc"}}
+    return CellRun(cell=CELL, status=RunStatus.OK, result=ProbeResult.from_json(doc))
+
+
+@pytest.mark.parametrize(("run", "expected"), [
+    (run_with("affected"), "bad"),
+    (run_with("not_affected"), "good"),
+    (run_with("refused"), "good"),  # a clear error at capture is a fix
+    (run_with("affected", "not_affected"), "good"),  # only the chosen case decides
+    (run_with("inconclusive", "affected"), "unknown"),  # a broken control spoils everything
+    (run_with("error"), "unknown"),
+    (run_with("crashed"), "unknown"),
+    (run_with("timeout"), "unknown"),
+    (run_with("skipped"), "unknown"),  # no CUDA device
+    (run_with("not_applicable"), "unknown"),
+    (run_with("affected", case=None), "unknown"),  # the case did not run
+    (run_with(None), "unknown"),  # infrastructure failure
+])
+def test_probe_rule_table(run, expected):
+    assert Rule().judge(run).verdict == expected
+
+
+def test_infra_failure_reason_is_kept():
+    assert Rule().judge(run_with(None)).reason == "install: HTTP 404"
+
+
+@pytest.mark.parametrize(("code", "verdict"), [
+    (0, Verdict.NOT_AFFECTED), (1, Verdict.AFFECTED), (2, Verdict.AFFECTED),
+    (125, Verdict.INCONCLUSIVE), (126, Verdict.AFFECTED), (127, Verdict.AFFECTED),
+])
+def test_git_bisect_run_exit_codes(code, verdict):
+    assert script_verdict(code, "cmd") is verdict
+
+
+@pytest.mark.parametrize("code", [128, 200, 255, -9])
+def test_exit_codes_that_abort(code):
+    with pytest.raises(ScriptAborted, match="stops the bisection"):
+        script_verdict(code, "cmd")
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--script", "true", "--case", "side_stream"], "--script decides on its own"),
+    (["--trials", "3", "--min-stale", "4"], "--min-stale must be between 1 and --trials"),
+    (["--trials", "0"], "--trials must be at least 1"),
+    (["--good", "2.9.0"], "--good '2.9.0' is neither a date"),
+    (["--repo", "/nonexistent"], "is not a git clone"),
+])
+def test_flag_errors_are_one_sentence_and_exit_2(flags, message, capsys, tmp_path):
+    argv = ["bisect", "--good", "2025-08-01", "--bad", "2025-08-09",
+            "--index-url", str(tmp_path), "--store", str(tmp_path / "s.sqlite"), *flags]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
+def _result(direction=Direction.REGRESSION) -> BisectResult:
+    good = NightlyPoint(date="2025-08-13", version="2.10.0.dev20250813+cu130", verdict="good",
+                        git_version="a" * 40, main_sha="b" * 40)
+    bad = NightlyPoint(date="2025-08-15", version="2.10.0.dev20250815+cu130", verdict="bad",
+                       git_version="c" * 40, main_sha="", stale_fraction=0.5)
+    skipped = NightlyPoint(date="2025-08-14", version="2.10.0.dev20250814+cu130",
+                           verdict="unknown", reason="install: HTTP 404")
+    return BisectResult(direction=direction, case="side_stream", cuda="cu130", python="3.12",
+                        before=good, after=bad, probes=6, points=(good, skipped, bad),
+                        skipped=("2025-08-14",), rule="r", reproduce="torchbisect bisect …")
+
+
+def test_text_report_names_the_pair_the_gap_and_the_counts():
+    text = render_text(Bisection(result=_result(), new_runs=4))
+    assert "last good:  2025-08-13  2.10.0.dev20250813+cu130  git aaaaaaaaaaaa  main bbbbbbbbbbbb" \
+        in text
+    assert "main unknown" in text
+    assert "not pinned to one nightly: 1 unknown between them" in text
+    assert "probes:     6 (4 run now, 2 from the store)" in text
+    assert "skipped:    2025-08-14" in text
+    assert "compare:    unavailable (main sha unknown)" in text
+
+
+def test_markdown_for_a_fix():
+    md = render_markdown(_result(Direction.FIX))
+    assert "| last bad | 2025-08-13 |" in md and "| first good | 2025-08-15 |" in md
+    assert "Reproduce with: `torchbisect bisect …`" in md
+
+
+def test_json_keys_follow_the_direction():
+    assert {"last_good", "first_bad", "probes", "skipped", "compare_url"} <= set(
+        _result().to_json())
+    assert {"last_bad", "first_good"} <= set(_result(Direction.FIX).to_json())
