@@ -61,6 +61,12 @@ def test_candidates_in_date_order_with_cells_and_missing_dates():
     assert not got.notes
 
 
+def test_script_runs_get_their_own_cell_id():
+    assert cell_id("2025-08-02", "cu130", "3.12", "script:be87e4feef96") == \
+        "nightly-20250802-cu130-cp312-script-be87e4feef96"
+    assert cell_id("2025-08-02", "cu130", "3.12", "stale_replay") == "nightly-20250802-cu130-cp312"
+
+
 def test_missing_ends_widen_outward_and_say_so():
     got = build(days(1, 2, 4, 7, 9), "2025-08-03", "2025-08-08")
     assert (got.candidates[0].date, got.candidates[-1].date) == ("2025-08-02", "2025-08-09")

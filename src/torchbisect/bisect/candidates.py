@@ -73,8 +73,14 @@ def _nightly_stamp(text: str) -> str:
     return str(dev) if dev is not None else ""
 
 
-def cell_id(day: str, cuda: str, python: str) -> str:
-    return f"nightly-{day.replace('-', '')}-{cuda}-cp{python.replace('.', '')}"
+def cell_id(day: str, cuda: str, python: str, probe: str = "") -> str:
+    """`nightly-20250801-cu130-cp312`, the matrix's identifier of that build.
+
+    A `--script` run is not a probe run of that cell: its id carries the script's fingerprint
+    (`…-cp312-script-<sha>`), so it never stands in for the probe's verdict on the page.
+    """
+    base = f"nightly-{day.replace('-', '')}-{cuda}-cp{python.replace('.', '')}"
+    return f"{base}-{probe.replace(':', '-')}" if probe.startswith("script:") else base
 
 
 def build_candidates(wheels: Iterable[Any], *, older: str, newer: str, older_flag: str,
@@ -135,7 +141,8 @@ def _widen(days: Sequence[str], want: str, flag: str, *, outward: int,
 
 def _candidate(wheel: Any, day: str, template: Cell) -> Candidate:
     cell = dataclasses.replace(
-        template, id=cell_id(day, template.cuda, template.python), channel=Channel.NIGHTLY,
+        template, id=cell_id(day, template.cuda, template.python, template.probe),
+        channel=Channel.NIGHTLY,
         version=wheel.version, url=wheel.url, sha256=wheel.sha256, date=day)
     return Candidate(date=day, version=wheel.version, wheel=wheel, cell=cell)
 
