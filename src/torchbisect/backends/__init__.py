@@ -1,0 +1,73 @@
+"""Backends: where a cell's torch gets installed and its probe runs.
+
+`BACKENDS` maps each `--backend` name to its class, imported on first use so that the venv backend
+never pays for the Docker SDK.  `choose_backend` is what commands call: with no name it takes docker
+when an engine answers and venv otherwise, and says which in one line.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import BackendUnavailable, ConfigError
+from .base import Backend, Prepared, ProbeOutput
+
+# name -> (module under torchbisect.backends, class name)
+BACKENDS: dict[str, tuple[str, str]] = {
+    "docker": ("docker", "DockerBackend"),
+    "venv": ("venv", "VenvBackend"),
+    "current": ("current", "CurrentBackend"),
+}
+
+__all__ = ["BACKENDS", "Backend", "Prepared", "ProbeOutput", "backend_class", "choose_backend",
+           "docker_answers"]
+
+
+def backend_class(name: str) -> type[Backend]:
+    if name not in BACKENDS:
+        raise ConfigError(f"unknown backend {name!r}: choose one of {', '.join(BACKENDS)}")
+    module, cls = BACKENDS[name]
+    try:
+        return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+    except ImportError as err:
+        raise BackendUnavailable(f"the {name} backend cannot be loaded ({err}); "
+                                 "choose another --backend") from None
+
+
+def choose_backend(name: str | None, *, say: Callable[[str], None] = print,
+                   **options: Any) -> Backend:
+    """The backend called `name` (None: docker when an engine answers, else venv), checked.
+
+    `options` (workdir, overlay, python, on_phase …) go to the class; an option a backend does not
+    take is left out, e.g. docker has no `python`.  Raises BackendUnavailable when it cannot run.
+    """
+    if name is None:
+        name, why = ("docker", "a Docker engine answers") if docker_answers() else (
+            "venv", "no Docker engine answers")
+        say(f"backend: {name} ({why}; choose with --backend)")
+    cls = backend_class(name)
+    backend = cls(**_accepted(cls, options))
+    backend.check()
+    return backend
+
+
+def docker_answers(timeout: float = 5.0) -> bool:
+    """True when the docker backend is installed and an engine answers a ping."""
+    try:
+        backend_class("docker")
+        import docker
+
+        docker.from_env(timeout=timeout).ping()
+        return True
+    except Exception:  # noqa: BLE001 - any failure means "no engine here"
+        return False
+
+
+def _accepted(cls: type, options: dict[str, Any]) -> dict[str, Any]:
+    params = inspect.signature(cls).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return options
+    return {k: v for k, v in options.items() if k in params}

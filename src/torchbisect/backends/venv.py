@@ -1,0 +1,272 @@
+"""The `venv` backend: one uv virtual environment per cell, on this host.
+
+Under the work directory (default `.torchbisect/`):
+  venvs/<cell id>/   the cell's venv, reused while its ready-marker names the same wheel sha256
+  downloads/         wheels of https URLs whose sha256 the plan does not know (hashed, then deleted)
+  probe-json/        one JSON document per probe run, read back and deleted
+
+Full install: `uv venv --python <cell python>`, then `uv pip install "torch @ <url>#sha256=<sha>"`:
+uv downloads through its cache, which every venv and process on the host shares (set UV_CACHE_DIR
+to move it), and refuses a wheel whose sha256 is not the cell's.  Nightly and test builds add
+their index as an extra index, for pytorch-triton; `--torch-backend` is never used, since it only
+knows the stable indexes.  Overlay: the venv sees the site-packages of the interpreter that has
+the CUDA libraries (`--system-site-packages`) and only the torch wheel goes in (`--no-deps`).
+The preinstalled cell needs no venv: it runs that interpreter as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+from .. import proc
+from ..errors import BackendUnavailable, InfraError
+from ..model import Cell, Channel
+from ..probes import probe_path
+from .base import Backend, Prepared, ProbeOutput
+
+DEFAULT_WORKDIR = Path(".torchbisect")
+PYTORCH_INDEX = "https://download.pytorch.org/whl"
+_MARKER = ".torchbisect-ready.json"
+_CHUNK = 1 << 20
+_TAIL_LINES = 40
+
+PhaseHook = Callable[[Cell, str], None]
+
+
+class VenvBackend(Backend):
+    name = "venv"
+
+    def __init__(self, *, workdir: str | Path = DEFAULT_WORKDIR, overlay: bool = False,
+                 python: str | None = None, on_phase: PhaseHook | None = None,
+                 install_timeout: float = 3600.0):
+        self.workdir = Path(workdir).absolute()
+        self.overlay = overlay
+        self.python = python or sys.executable  # the preinstalled torch; the overlay's base
+        self.on_phase = on_phase
+        self.install_timeout = install_timeout
+
+    def check(self) -> None:
+        uv_binary()
+
+    def fingerprint(self, cell: Cell) -> str | None:
+        """What `Prepared.wheel_sha256` will be, when it is known without installing."""
+        if cell.channel is Channel.PREINSTALLED:
+            from .current import torch_fingerprint
+
+            return torch_fingerprint(self.python)
+        if cell.sha256:
+            return cell.sha256
+        path = _local_path(cell)
+        return sha256_file(path) if path and path.is_file() else None
+
+    def prepare(self, cell: Cell, *, log: Path) -> Prepared:
+        start = time.monotonic()
+        if cell.channel is Channel.PREINSTALLED:
+            from .current import torch_fingerprint
+
+            return Prepared(cell=cell, python=self.python, env=dict(cell.env),
+                            wheel_sha256=torch_fingerprint(self.python))
+        overlay = self.overlay or cell.overlay
+        location, sha, downloaded = self._wheel(cell, log)
+        venv = self.workdir / "venvs" / cell.id
+        marker = {"sha256": sha, "overlay": overlay,
+                  "base": self.python if overlay else (cell.python or self.python)}
+        if _read_marker(venv) != marker:
+            self._create(venv, cell, overlay=overlay, log=log)
+            self._install(venv, cell, location, overlay=overlay, log=log)
+            _write_marker(venv, marker)
+        if downloaded:
+            downloaded.unlink(missing_ok=True)  # uv's cache and the venv hold it now
+        env = {**dict(cell.env), "PYTHONNOUSERSITE": "1"}
+        return Prepared(cell=cell, python=str(venv_python(venv)), wheel_sha256=sha, env=env,
+                        seconds_install=time.monotonic() - start, handle=venv)
+
+    def probe(self, prepared: Prepared, *, gpu: int | None, probe_args: list[str],
+              log: Path) -> ProbeOutput:
+        cell = prepared.cell
+        out_dir = self.workdir / "probe-json"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        # A fresh name per run: a probe orphaned by a killed run must not answer for this one.
+        doc = out_dir / f"{cell.id}.{uuid.uuid4().hex}.json"
+        argv = [prepared.python, str(probe_path(cell.probe)), *probe_args, "--json", str(doc)]
+        try:
+            done = proc.run(argv, env={**prepared.env, **gpu_env(gpu)}, timeout=cell.timeout,
+                            log=log, check=False)
+            text = doc.read_text(encoding="utf-8", errors="replace") if doc.exists() else ""
+        finally:
+            doc.unlink(missing_ok=True)
+        tail = "\n".join(done.output.splitlines()[-_TAIL_LINES:])
+        return ProbeOutput(json_text=text, exit_code=done.returncode, seconds=done.seconds,
+                           log_tail=tail)
+
+    # -- install steps ---------------------------------------------------------------------------
+
+    def _wheel(self, cell: Cell, log: Path) -> tuple[str, str, Path | None]:
+        """(location for uv, wheel sha256, our download to delete after install or None)."""
+        if not cell.url:
+            raise InfraError(f"cell {cell.id} has no wheel URL to install")
+        local = _local_path(cell)
+        if local is not None:
+            if not local.is_file():
+                raise InfraError(f"wheel {local} does not exist (cell {cell.id})")
+            if cell.sha256:  # uv hashes the file and refuses it when the sha256 differs
+                return f"{local.resolve().as_uri()}#sha256={cell.sha256}", cell.sha256, None
+            return local.resolve().as_uri(), sha256_file(local), None
+        url = cell.url.split("#", 1)[0]
+        if cell.sha256:
+            return f"{url}#sha256={cell.sha256}", cell.sha256, None
+        if self.on_phase:
+            self.on_phase(cell, "download")
+        path, sha = download(url, self.workdir / "downloads", log=log)
+        if self.on_phase:
+            self.on_phase(cell, "install")
+        return path.as_uri(), sha, path
+
+    def _create(self, venv: Path, cell: Cell, *, overlay: bool, log: Path) -> None:
+        if overlay:
+            _check_python(self.python, cell)
+        # Start from nothing: a run killed halfway may have left a venv uv no longer recognises.
+        shutil.rmtree(venv, ignore_errors=True)
+        python = self.python if overlay else (cell.python or self.python)
+        argv = [uv_binary(), "venv", "--no-project", "--python", python]
+        if overlay:
+            argv.append("--system-site-packages")
+        proc.run([*argv, str(venv)], log=log, timeout=600)
+
+    def _install(self, venv: Path, cell: Cell, location: str, *, overlay: bool,
+                 log: Path) -> None:
+        argv = [uv_binary(), "pip", "install", "--python", str(venv_python(venv)),
+                # A torch in the base's site-packages must not count as already installed.
+                "--reinstall-package", "torch"]
+        if overlay:
+            argv.append("--no-deps")
+        index = extra_index(cell)
+        if index and not overlay:
+            argv += ["--extra-index-url", index]
+        proc.run([*argv, f"torch @ {location}"], log=log, timeout=self.install_timeout)
+
+
+def extra_index(cell: Cell) -> str | None:
+    """The index that has a nightly's or release candidate's dependencies (pytorch-triton)."""
+    if cell.index_url:
+        return cell.index_url
+    sub = {Channel.NIGHTLY: "nightly/", Channel.TEST: "test/"}.get(cell.channel)
+    if sub is None or not cell.cuda:
+        return None
+    return f"{PYTORCH_INDEX}/{sub}{cell.cuda}"
+
+
+def gpu_env(gpu: int | None) -> dict[str, str]:
+    """Pin the probe to one GPU; nvidia-smi's numbering, which PCI_BUS_ID order makes CUDA's too."""
+    if gpu is None:
+        return {}
+    return {"CUDA_VISIBLE_DEVICES": str(gpu), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+
+def venv_python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+@cache
+def uv_binary() -> str:
+    found = shutil.which("uv")
+    if found:
+        return found
+    try:
+        import uv  # the PyPI package ships the binary
+
+        return uv.find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        raise BackendUnavailable(
+            "uv is not installed: `pip install uv`, or choose --backend current") from None
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def download(url: str, folder: Path, *, log: Path, attempts: int = 3) -> tuple[Path, str]:
+    """Fetch `url` into `folder` (atomically: a partial file never has the final name)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    name = urllib.parse.unquote(Path(urllib.parse.urlparse(url).path).name)
+    dest = folder / name
+    part = folder / f"{name}.{os.getpid()}.part"
+    for attempt in range(1, attempts + 1):
+        try:
+            sha = _fetch(url, part)
+            part.replace(dest)
+            _note(log, f"downloaded {url} (sha256 {sha})")
+            return dest, sha
+        except OSError as err:
+            part.unlink(missing_ok=True)
+            _note(log, f"download attempt {attempt} of {url} failed: {err}")
+            if attempt == attempts:
+                raise InfraError(f"download of {url} failed after {attempts} attempts: "
+                                 f"{err}") from None
+            time.sleep(2 * attempt)
+    raise AssertionError("unreachable")
+
+
+def _fetch(url: str, part: Path) -> str:
+    digest = hashlib.sha256()
+    with urllib.request.urlopen(url, timeout=60) as resp, part.open("wb") as fh:
+        while chunk := resp.read(_CHUNK):
+            digest.update(chunk)
+            fh.write(chunk)
+    return digest.hexdigest()
+
+
+def _local_path(cell: Cell) -> Path | None:
+    url = cell.url or ""
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme in ("http", "https"):
+        return None
+    if parsed.scheme == "file":
+        return Path(urllib.parse.unquote(parsed.path))
+    return Path(url).expanduser()
+
+
+@cache
+def _python_version(python: str) -> str:
+    code = "import sys; print('%d.%d' % sys.version_info[:2])"
+    return proc.run([python, "-c", code], timeout=60).output.strip()
+
+
+def _check_python(python: str, cell: Cell) -> None:
+    if cell.python and _python_version(python) != cell.python:
+        raise InfraError(
+            f"overlay needs a Python {cell.python} interpreter for {cell.id}, but {python} is "
+            f"Python {_python_version(python)}: run torchbisect with that interpreter")
+
+
+def _read_marker(venv: Path) -> dict | None:
+    try:
+        return json.loads((venv / _MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _write_marker(venv: Path, marker: dict) -> None:
+    tmp = venv / f"{_MARKER}.tmp"
+    tmp.write_text(json.dumps(marker, sort_keys=True), encoding="utf-8")
+    tmp.replace(venv / _MARKER)
+
+
+def _note(log: Path, line: str) -> None:
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(f"# torchbisect: {line}\n")

@@ -1,0 +1,207 @@
+"""Turns one cell into one `CellRun`: prepare, probe, and map whatever happened to a status.
+
+This module is THE place where exceptions and exit statuses become statuses.  A backend failure, a
+crash, a hang, a missing or unreadable JSON document, or an exit status that disagrees with the
+document all give `RunStatus.INFRA_FAILURE` with a one-line reason: never affected, never not
+affected.  Only a probe that exited 0, 1 or 125 and wrote a valid document matching that status
+gives `RunStatus.OK` with its verdict.
+"""
+
+from __future__ import annotations
+
+import signal
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .backends.base import Backend, Prepared, ProbeOutput
+from .errors import CommandFailed, TorchbisectError
+from .gpus import Gpu
+from .model import Cell, CellRun, ProbeResult, RunStatus
+from .probes import probe_version
+
+PhaseHook = Callable[[Cell, str], None]  # (cell, "install" | "probe")
+PROBE_EXITS = (0, 1, 125)  # the probe's contract: good, bad, cannot tell
+_EXCERPT_LINES = 40
+
+
+@dataclass(frozen=True, kw_only=True)
+class Staged:
+    """A prepared cell waiting for a GPU, and when its run started (the start of its install)."""
+
+    prepared: Prepared
+    started: str
+
+    @property
+    def cell(self) -> Cell:
+        return self.prepared.cell
+
+
+def log_path(logs_dir: Path, cell: Cell) -> Path:
+    return Path(logs_dir) / f"{cell.id}.log"
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def probe_args(cell: Cell) -> list[str]:
+    """The probe's command-line options for this cell (the backend adds --json)."""
+    args: list[str] = []
+    if cell.cases:
+        args += ["--cases", ",".join(cell.cases)]
+    if cell.trials is not None:
+        args += ["--trials", str(cell.trials)]
+    return args
+
+
+def prepare(backend: Backend, cell: Cell, *, log: Path, gpu: Gpu | None,
+            on_phase: PhaseHook | None = None) -> Staged | CellRun:
+    """Install the cell's torch; an infrastructure failure comes back as a stored-ready CellRun.
+
+    Truncates the cell's log: it always holds the latest run.  `gpu` only labels a failure.
+    """
+    started = now()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"# torchbisect: {cell.id} started {started} backend={backend.name}\n",
+                   encoding="utf-8")
+    if on_phase:
+        on_phase(cell, "install")
+    try:
+        prepared = backend.prepare(cell, log=log)
+    except Exception as err:  # noqa: BLE001 - every failure of a backend is an infra failure
+        return _failure(cell, backend, gpu, started, log, f"install: {_describe(err, cell, log)}")
+    return Staged(prepared=prepared, started=started)
+
+
+def probe(backend: Backend, staged: Staged, *, gpu: Gpu | None, log: Path,
+          on_phase: PhaseHook | None = None) -> CellRun:
+    """Run the probe on `gpu` and turn its output (or its failure) into a CellRun."""
+    prepared, cell, started = staged.prepared, staged.cell, staged.started
+    if on_phase:
+        on_phase(cell, "probe")
+    try:
+        output = backend.probe(prepared, gpu=gpu.index if gpu else None,
+                               probe_args=probe_args(cell), log=log)
+    except Exception as err:  # noqa: BLE001
+        return _failure(cell, backend, gpu, started, log, f"probe: {_describe(err, cell, log)}",
+                        prepared=prepared)
+    status, result, reason = interpret(output)
+    return CellRun(
+        cell=cell, status=status, result=result, reason=reason,
+        wheel_sha256=prepared.wheel_sha256, probe_version=probe_version(cell.probe),
+        gpu=gpu_name(gpu), driver=gpu.driver if gpu else "", backend=backend.name,
+        started=started, seconds_install=prepared.seconds_install, seconds_probe=output.seconds,
+        log_excerpt=excerpt(log) or output.log_tail,
+    )
+
+
+def release(backend: Backend, prepared: Prepared, *, log: Path) -> None:
+    """Free what `prepare` made; a failure here is written to the log and changes no status."""
+    try:
+        backend.release(prepared)
+    except Exception as err:  # noqa: BLE001
+        _append(log, f"# torchbisect: release failed: {err!r}\n")
+
+
+def run_cell(backend: Backend, cell: Cell, *, gpu: Gpu | None, logs_dir: Path,
+             on_phase: PhaseHook | None = None) -> CellRun:
+    """Prepare, probe and release one cell, in this thread."""
+    log = log_path(logs_dir, cell)
+    staged = prepare(backend, cell, log=log, gpu=gpu, on_phase=on_phase)
+    if isinstance(staged, CellRun):
+        return staged
+    try:
+        return probe(backend, staged, gpu=gpu, log=log, on_phase=on_phase)
+    finally:
+        release(backend, staged.prepared, log=log)
+
+
+def interpret(output: ProbeOutput) -> tuple[RunStatus, ProbeResult | None, str]:
+    """(status, result, reason) for what the probe printed and how it exited."""
+    code = output.exit_code
+    if code < 0:
+        return _infra(f"probe killed by signal {_signal_name(-code)}")
+    if code not in PROBE_EXITS:
+        return _infra(f"probe exited with status {code} (expected 0, 1 or 125)"
+                      f"{_last_line(output.log_tail)}")
+    if not output.json_text.strip():
+        return _infra(f"probe wrote no JSON document (exit status {code})"
+                      f"{_last_line(output.log_tail)}")
+    try:
+        result = ProbeResult.from_json(output.json_text)
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        return _infra(f"probe JSON unreadable: {type(err).__name__}: {err}")
+    if result.verdict.exit_code != code:
+        return _infra(f"probe exit status {code} disagrees with its verdict "
+                      f"{result.verdict.value!r} (expected {result.verdict.exit_code})")
+    return RunStatus.OK, result, ""
+
+
+def gpu_name(gpu: Gpu | None) -> str:
+    return gpu.name if gpu else "none"
+
+
+def excerpt(log: Path, lines: int = _EXCERPT_LINES) -> str:
+    """The last lines of a cell's log, for the store (the whole log stays on disk)."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _failure(cell: Cell, backend: Backend, gpu: Gpu | None, started: str, log: Path,
+             reason: str, *, prepared: Prepared | None = None) -> CellRun:
+    _append(log, f"# torchbisect: infrastructure failure: {reason}\n")
+    return CellRun(
+        cell=cell, status=RunStatus.INFRA_FAILURE, reason=reason,
+        wheel_sha256=prepared.wheel_sha256 if prepared else (cell.sha256 or ""),
+        probe_version=_probe_version_or_empty(cell), gpu=gpu_name(gpu),
+        driver=gpu.driver if gpu else "", backend=backend.name, started=started,
+        seconds_install=prepared.seconds_install if prepared else 0.0,
+        log_excerpt=excerpt(log),
+    )
+
+
+def _describe(err: Exception, cell: Cell, log: Path) -> str:
+    if isinstance(err, CommandFailed) and err.timed_out:
+        return f"timed out after {cell.timeout:g} s: {err}"
+    if isinstance(err, TorchbisectError):
+        return str(err)
+    # A bug, not a known failure: keep the traceback in the log for whoever reads it.
+    _append(log, "".join(traceback.format_exception(err)))
+    return f"{type(err).__name__}: {err}"
+
+
+def _probe_version_or_empty(cell: Cell) -> str:
+    try:
+        return probe_version(cell.probe)
+    except TorchbisectError:
+        return ""
+
+
+def _infra(reason: str) -> tuple[RunStatus, None, str]:
+    return RunStatus.INFRA_FAILURE, None, reason
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return f": {lines[-1].strip()[:200]}" if lines else ""
+
+
+def _append(log: Path, text: str) -> None:
+    try:
+        with log.open("a", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError:
+        pass

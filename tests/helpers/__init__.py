@@ -1,0 +1,153 @@
+"""Builders shared by the run/store tests: cells, probe documents, runs, a scripted backend and a
+tiny stand-in torch wheel (installs in a blink, so the real venv code path stays fast)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+import time
+import zipfile
+from collections import defaultdict
+from pathlib import Path
+
+from torchbisect.backends.base import Backend, Prepared, ProbeOutput
+from torchbisect.model import Cell, CellRun, Channel, ProbeResult, RunStatus
+
+HELPERS = Path(__file__).resolve().parent
+FAKE_PROBES = HELPERS / "probes"
+CASES = ("capture_data_ptr", "control_clone")
+
+
+def make_cell(cell_id: str = "dev-a", **kw) -> Cell:
+    values = dict(id=cell_id, channel=Channel.DEV, version="2.99.0+cpu", cuda="cpu",
+                  python="3.11", url=f"/wheels/{cell_id}.whl", sha256=_hex(cell_id))
+    values.update(kw)
+    return Cell(**values)
+
+
+def probe_doc(verdict: str = "skipped", cases: dict[str, str] | None = None, **extra) -> dict:
+    cases = cases or {name: verdict for name in CASES}
+    return {"schema": 1, "probe": "stale_replay", "probe_version": "1", "verdict": verdict,
+            "cases": {n: {"verdict": v, "detail": f"{n} {v}"} for n, v in cases.items()},
+            "env": {"torch_version": "2.99.0+cpu"}, **extra}
+
+
+def make_run(cell: Cell | None = None, *, status: RunStatus = RunStatus.OK,
+             verdict: str = "skipped",
+             started: str = "2026-11-29T10:00:00.000000+00:00", gpu: str = "NVIDIA H200",
+             driver: str = "580.159.04", probe_version: str = "1+abc", **kw) -> CellRun:
+    cell = cell or make_cell()
+    result = ProbeResult.from_json(probe_doc(verdict)) if status is RunStatus.OK else None
+    values = dict(cell=cell, status=status, result=result, wheel_sha256=cell.sha256 or "",
+                  probe_version=probe_version, gpu=gpu, driver=driver, backend="venv",
+                  started=started, seconds_install=1.5, seconds_probe=2.5,
+                  reason="" if status is RunStatus.OK else "install: boom")
+    values.update(kw)
+    return CellRun(**values)
+
+
+def ok_output(verdict: str = "skipped", seconds: float = 0.01) -> ProbeOutput:
+    code = {"affected": 1, "not_affected": 0, "refused": 0}.get(verdict, 125)
+    return ProbeOutput(json_text=json.dumps(probe_doc(verdict)), exit_code=code, seconds=seconds)
+
+
+class ScriptedBackend(Backend):
+    """Answers from tables keyed by cell id; records overlap so tests can check the scheduling.
+
+    `installs[id]` / `probes[id]`: an exception to raise, or (for probes) a ProbeOutput to return.
+    """
+
+    name = "scripted"
+
+    def __init__(self, *, install_s: float = 0.0, probe_s: float = 0.0, installs=None,
+                 probes=None):
+        self.install_s, self.probe_s = install_s, probe_s
+        self.installs = dict(installs or {})
+        self.probes = dict(probes or {})
+        self.lock = threading.Lock()
+        self.events: list[tuple[float, str, str]] = []
+        self.active_probes: dict[int | None, int] = defaultdict(int)
+        self.max_per_gpu = 0
+        self.overlap = False  # an install ran while some probe ran
+        self.probing = 0
+        self.released: list[str] = []
+        self.gpus_used: list[int | None] = []
+
+    def check(self) -> None:
+        pass
+
+    def fingerprint(self, cell: Cell) -> str | None:
+        return cell.sha256
+
+    def prepare(self, cell: Cell, *, log: Path) -> Prepared:
+        self._event("install", cell.id)
+        with self.lock:
+            self.overlap |= self.probing > 0
+        time.sleep(self.install_s)
+        outcome = self.installs.get(cell.id)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return Prepared(cell=cell, python="python", wheel_sha256=cell.sha256 or "", handle=cell.id,
+                        seconds_install=self.install_s)
+
+    def probe(self, prepared: Prepared, *, gpu, probe_args, log) -> ProbeOutput:
+        with self.lock:
+            self.active_probes[gpu] += 1
+            self.max_per_gpu = max(self.max_per_gpu, self.active_probes[gpu])
+            self.probing += 1
+            self.gpus_used.append(gpu)
+        self._event("probe", prepared.cell.id)
+        try:
+            time.sleep(self.probe_s)
+            outcome = self.probes.get(prepared.cell.id, ok_output())
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome
+        finally:
+            with self.lock:
+                self.active_probes[gpu] -= 1
+                self.probing -= 1
+
+    def release(self, prepared: Prepared) -> None:
+        with self.lock:
+            self.released.append(prepared.cell.id)
+
+    def _event(self, what: str, cell_id: str) -> None:
+        with self.lock:
+            self.events.append((time.monotonic(), what, cell_id))
+
+
+def fake_torch_wheel(folder: Path, version: str = "2.99.0+cpu") -> Path:
+    """A pure-Python wheel named torch: `import torch` works and reports no CUDA device."""
+    folder.mkdir(parents=True, exist_ok=True)
+    dist = f"torch-{version}.dist-info"
+    files = {
+        "torch/__init__.py": (f"__version__ = {version!r}\n"
+                              "class cuda:\n    @staticmethod\n"
+                              "    def is_available():\n        return False\n"),
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\n"
+                         "Tag: py3-none-any\n",
+    }
+    record = [f"{name},sha256={_b64(text)},{len(text.encode())}" for name, text in files.items()]
+    files[f"{dist}/RECORD"] = "\n".join([*record, f"{dist}/RECORD,,"]) + "\n"
+    path = folder / f"torch-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    return path
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _b64(text: str) -> str:
+    digest = hashlib.sha256(text.encode()).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def _hex(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()

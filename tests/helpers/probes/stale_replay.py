@@ -1,0 +1,61 @@
+"""Stand-in for probes/stale_replay.py in tests: the same command line and JSON document, no GPU.
+
+TB_FAKE_SLEEP (seconds before answering) and TB_FAKE_MODE choose the behaviour: ok (default),
+crash, hang, badjson, nojson, exit3, mismatch, write_then_crash.  TB_FAKE_RECORD names a file that
+gets the argv, the interesting environment variables and which torch was imported.
+"""
+
+PROBE_VERSION = "test"
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cases", default="capture_data_ptr,control_clone")
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    mode = os.environ.get("TB_FAKE_MODE", "ok")
+    time.sleep(float(os.environ.get("TB_FAKE_SLEEP", "0")))
+    import torch
+
+    if os.environ.get("TB_FAKE_RECORD"):
+        keep = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TB_ENTRY_VAR", "PYTHONNOUSERSITE")
+        with open(os.environ["TB_FAKE_RECORD"], "w") as fh:
+            json.dump({"argv": sys.argv[1:], "env": {k: os.environ.get(k) for k in keep},
+                       "torch": torch.__file__, "version": torch.__version__}, fh)
+    sys.stderr.write("fake probe: mode %s\n" % mode)
+    if mode == "hang":
+        time.sleep(3600)
+    if mode == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if mode == "exit3":
+        sys.stderr.write("Traceback: something broke\n")
+        return 3
+    if mode == "nojson":
+        return 125
+    cases = [c for c in args.cases.split(",") if c]
+    doc = {"schema": 1, "probe": "stale_replay", "probe_version": PROBE_VERSION,
+           "verdict": "not_affected" if mode == "mismatch" else "skipped",
+           "cases": {c: {"verdict": "skipped", "detail": "no CUDA device"} for c in cases},
+           "env": {"torch_version": torch.__version__}}
+    text = "{not json" if mode == "badjson" else json.dumps(doc)
+    if args.json:
+        with open(args.json, "w") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text + "\n")
+    if mode == "write_then_crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return 125
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""The venv and current backends with real uv and real subprocesses, on a stand-in torch wheel
+(pure Python, installs in a blink): venv per cell, hash check, reuse, overlay, the entry's
+environment and the GPU pin reach the probe, and crashes and hangs come back as failures."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from helpers import FAKE_PROBES, fake_torch_wheel, make_cell, sha256_of
+
+from torchbisect import execute
+from torchbisect.backends import BACKENDS, backend_class, choose_backend
+from torchbisect.backends.current import CurrentBackend, torch_fingerprint
+from torchbisect.backends.venv import VenvBackend, extra_index
+from torchbisect.errors import BackendUnavailable, ConfigError
+from torchbisect.model import Channel, RunStatus, Verdict
+from torchbisect.probes import probe_version
+
+PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
+needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
+
+
+@pytest.fixture(autouse=True)
+def fake_probes(monkeypatch):
+    monkeypatch.setenv("TORCHBISECT_PROBES", str(FAKE_PROBES))
+    probe_version.cache_clear()
+    yield
+    probe_version.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    return fake_torch_wheel(tmp_path_factory.mktemp("wheels"))
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("work")
+
+
+def dev_cell(wheel: Path, cell_id: str = "dev-fake", **kw):
+    values = dict(url=str(wheel), sha256=sha256_of(wheel), python=PY,
+                  env=(("TB_ENTRY_VAR", "from-the-entry"),))
+    return make_cell(cell_id, **{**values, **kw})
+
+
+def run(backend, cell, tmp_path, *, gpu=None, **env):
+    """execute.run_cell with TB_FAKE_* variables for the stand-in probe."""
+    import os
+
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return execute.run_cell(backend, cell, gpu=gpu, logs_dir=tmp_path / "logs")
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@needs_uv
+def test_overlay_installs_torch_into_the_cells_venv_and_probes_it(wheel, workdir, tmp_path):
+    from torchbisect.gpus import Gpu
+
+    record = tmp_path / "record.json"
+    backend = VenvBackend(workdir=workdir, overlay=True)
+    gpu = Gpu(index=3, name="NVIDIA H200", driver="580.159.04")
+    result = run(backend, dev_cell(wheel), tmp_path, gpu=gpu, TB_FAKE_RECORD=str(record))
+    assert result.status is RunStatus.OK, result.reason
+    assert result.verdict is Verdict.SKIPPED
+    assert result.wheel_sha256 == sha256_of(wheel)
+    seen = json.loads(record.read_text())
+    assert seen["version"] == "2.99.0+cpu"
+    assert seen["torch"].startswith(str(workdir / "venvs" / "dev-fake"))
+    assert seen["env"] == {"CUDA_VISIBLE_DEVICES": "3", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                           "TB_ENTRY_VAR": "from-the-entry", "PYTHONNOUSERSITE": "1"}
+    log = (tmp_path / "logs" / "dev-fake.log").read_text()
+    assert "--system-site-packages" in log and "--no-deps" in log
+    assert "--torch-backend" not in log
+
+
+@needs_uv
+def test_a_prepared_venv_is_reused_while_the_wheel_is_the_same(wheel, workdir, tmp_path):
+    backend = VenvBackend(workdir=workdir, overlay=True)
+    cell = dev_cell(wheel, "dev-reuse")
+    backend.prepare(cell, log=tmp_path / "first.log")
+    backend.prepare(cell, log=tmp_path / "second.log")
+    assert "uv" in (tmp_path / "first.log").read_text()
+    assert not (tmp_path / "second.log").exists()  # no command ran
+
+
+@needs_uv
+def test_a_full_install_makes_a_venv_of_the_cells_python(wheel, workdir, tmp_path):
+    backend = VenvBackend(workdir=workdir)
+    result = run(backend, dev_cell(wheel, "dev-full"), tmp_path)
+    assert result.status is RunStatus.OK, result.reason
+    cfg = (workdir / "venvs" / "dev-full" / "pyvenv.cfg").read_text()
+    assert "include-system-site-packages = false" in cfg
+    assert f"version_info = {PY}" in cfg
+
+
+@needs_uv
+def test_a_wheel_whose_sha256_differs_is_refused(wheel, workdir, tmp_path):
+    cell = dev_cell(wheel, "dev-tampered", sha256="0" * 64)
+    result = run(VenvBackend(workdir=workdir, overlay=True), cell, tmp_path)
+    assert result.status is RunStatus.INFRA_FAILURE and result.verdict is None
+    assert result.reason.startswith("install: `")
+    assert "hash" in (tmp_path / "logs" / "dev-tampered.log").read_text().lower()
+
+
+def test_a_missing_wheel_is_an_infrastructure_failure(workdir, tmp_path):
+    cell = make_cell("dev-gone", url=str(tmp_path / "nope.whl"), sha256=None)
+    result = run(VenvBackend(workdir=workdir), cell, tmp_path)
+    assert result.status is RunStatus.INFRA_FAILURE
+    assert "does not exist" in result.reason
+
+
+@needs_uv
+def test_a_remote_wheel_without_sha256_is_downloaded_hashed_and_installed(wheel, workdir,
+                                                                         tmp_path, monkeypatch):
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=wheel.parent)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/{wheel.name.replace('+', '%2B')}"
+        cell = dev_cell(wheel, "dev-remote", url=url, sha256=None)
+        result = run(VenvBackend(workdir=workdir, overlay=True), cell, tmp_path)
+    finally:
+        server.shutdown()
+    assert result.status is RunStatus.OK, result.reason
+    assert result.wheel_sha256 == sha256_of(wheel)
+    assert not list((workdir / "downloads").glob("*.whl"))  # deleted once installed
+
+
+@needs_uv
+@pytest.mark.parametrize(("mode", "reason"), [
+    ("crash", "probe killed by signal SIGSEGV"),
+    ("write_then_crash", "probe killed by signal SIGSEGV"),
+    ("exit3", "status 3 (expected 0, 1 or 125): Traceback: something broke"),
+    ("nojson", "probe wrote no JSON document"),
+    ("badjson", "probe JSON unreadable"),
+    ("mismatch", "disagrees with its verdict 'not_affected'"),
+])
+def test_a_misbehaving_probe_is_never_a_verdict(wheel, workdir, tmp_path, mode, reason):
+    result = run(VenvBackend(workdir=workdir, overlay=True), dev_cell(wheel), tmp_path,
+                 TB_FAKE_MODE=mode)
+    assert result.status is RunStatus.INFRA_FAILURE and result.verdict is None
+    assert reason in result.reason
+
+
+@needs_uv
+def test_a_hanging_probe_is_stopped_at_the_cells_timeout(wheel, workdir, tmp_path):
+    cell = dev_cell(wheel, timeout=2.0)
+    result = run(VenvBackend(workdir=workdir, overlay=True), cell, tmp_path, TB_FAKE_MODE="hang")
+    assert result.status is RunStatus.INFRA_FAILURE
+    assert result.reason.startswith("probe: timed out after 2 s")
+
+
+def test_the_preinstalled_fingerprint_does_not_import_torch():
+    code = ("import sys; from torchbisect.backends.current import torch_fingerprint as f;"
+            "print(f()); assert 'torch' not in sys.modules")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if "has no torch" in out.stderr:
+        pytest.skip("this interpreter has no torch")
+    assert out.returncode == 0, out.stderr
+    fingerprint = out.stdout.strip()
+    assert fingerprint.startswith("preinstalled:") and len(fingerprint.split(":")[2]) == 64
+
+
+@needs_uv
+def test_another_interpreters_torch_is_fingerprinted_through_that_interpreter(wheel, workdir,
+                                                                             tmp_path):
+    backend = VenvBackend(workdir=workdir, overlay=True)
+    prepared = backend.prepare(dev_cell(wheel, "dev-fp"), log=tmp_path / "log")
+    assert torch_fingerprint(prepared.python).startswith("preinstalled:2.99.0+cpu:")
+
+
+@needs_uv
+def test_the_current_backend_probes_its_interpreters_torch(wheel, workdir, tmp_path):
+    backend = VenvBackend(workdir=workdir, overlay=True)
+    venv_python = backend.prepare(dev_cell(wheel, "dev-base"), log=tmp_path / "log").python
+    current = CurrentBackend(workdir=workdir, python=venv_python)
+    cell = make_cell("preinstalled", channel=Channel.PREINSTALLED, url=None, sha256=None)
+    assert current.fingerprint(cell) == torch_fingerprint(venv_python)
+    result = run(current, cell, tmp_path)
+    assert result.status is RunStatus.OK, result.reason
+    assert result.wheel_sha256.startswith("preinstalled:2.99.0+cpu:")
+    assert result.seconds_install == 0.0
+
+
+def test_the_current_backend_says_when_its_interpreter_has_no_torch(tmp_path):
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    with pytest.raises(BackendUnavailable, match="has no torch"):
+        CurrentBackend(python=str(bare / "bin" / "python")).check()
+
+
+def test_extra_index_for_nightly_and_test_never_torch_backend():
+    nightly = make_cell(channel=Channel.NIGHTLY, cuda="cu130")
+    assert extra_index(nightly) == "https://download.pytorch.org/whl/nightly/cu130"
+    assert extra_index(make_cell(channel=Channel.TEST, cuda="cu128")) == (
+        "https://download.pytorch.org/whl/test/cu128")
+    assert extra_index(make_cell(channel=Channel.STABLE, cuda="cu130")) is None
+    mirror = make_cell(channel=Channel.NIGHTLY, index_url="https://mirror/whl/nightly/cu130")
+    assert extra_index(mirror) == "https://mirror/whl/nightly/cu130"
+
+
+def test_the_registry_names_the_three_backends_and_refuses_others():
+    assert set(BACKENDS) == {"docker", "venv", "current"}
+    assert backend_class("venv") is VenvBackend
+    with pytest.raises(ConfigError, match="unknown backend 'podman'"):
+        backend_class("podman")
+
+
+def test_choosing_without_a_name_says_which_and_why(monkeypatch, tmp_path):
+    import torchbisect.backends as backends
+
+    said = []
+    monkeypatch.setattr(backends, "docker_answers", lambda timeout=5.0: False)
+    backend = choose_backend(None, say=said.append, workdir=tmp_path, no_such_option=1)
+    assert backend.name == "venv"
+    assert said == ["backend: venv (no Docker engine answers; choose with --backend)"]

@@ -1,0 +1,145 @@
+"""Scheduling: shards partition the plan, the skip key reuses verdicts (never infra failures),
+every GPU is used with one cell each at a time, installs run ahead of the probes within the
+lookahead, and Ctrl-C stores nothing half-done and releases everything prepared."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+from helpers import FAKE_PROBES, ScriptedBackend, make_cell, make_run
+from hypothesis import given
+from hypothesis import strategies as st
+
+from torchbisect import schedule
+from torchbisect.errors import ConfigError, InfraError
+from torchbisect.gpus import Gpu
+from torchbisect.model import RunStatus
+from torchbisect.probes import probe_version
+from torchbisect.store import Store
+
+GPUS = (Gpu(index=0, name="NVIDIA H200", driver="580.159.04"),
+        Gpu(index=1, name="NVIDIA H200", driver="580.159.04"))
+
+
+@pytest.fixture(autouse=True)
+def fake_probes(monkeypatch):
+    monkeypatch.setenv("TORCHBISECT_PROBES", str(FAKE_PROBES))
+    probe_version.cache_clear()
+    yield
+    probe_version.cache_clear()
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store(tmp_path / "results.sqlite") as s:
+        yield s
+
+
+ids = st.lists(st.from_regex(r"[a-z0-9.+-]{1,30}", fullmatch=True), unique=True, max_size=40)
+
+
+@given(ids=ids, n=st.integers(1, 8))
+def test_shards_hold_every_cell_exactly_once(ids, n):
+    cells = [make_cell(i) for i in ids]
+    shards = [schedule.shard(cells, f"{i}/{n}") for i in range(1, n + 1)]
+    seen = [c.id for part in shards for c in part]
+    assert sorted(seen) == sorted(ids)
+    # a cell's shard depends on its id alone, not on which other cells the plan holds
+    for i, part in enumerate(shards, start=1):
+        assert all(schedule.shard([c], f"{i}/{n}") == (c,) for c in part)
+
+
+def test_shards_are_balanced_enough_on_a_realistic_plan():
+    cells = [make_cell(f"nightly-202610{d:02d}-cu130-cp312") for d in range(1, 31)]
+    sizes = [len(schedule.shard(cells, f"{i}/3")) for i in (1, 2, 3)]
+    assert sum(sizes) == 30 and min(sizes) >= 5
+
+
+@pytest.mark.parametrize("spec", ["0/3", "4/3", "1", "a/b", "1/0", "2/3/4"])
+def test_a_bad_shard_is_a_config_error(spec):
+    with pytest.raises(ConfigError, match="--shard"):
+        schedule.parse_shard(spec)
+
+
+def _stored(store, cell, **kw):
+    run = make_run(cell, probe_version=probe_version(cell.probe), **kw)
+    store.add(run)
+    return run
+
+
+def test_select_reuses_verdicts_and_retries_infrastructure_failures(store):
+    a, b, c = make_cell("dev-a"), make_cell("dev-b"), make_cell("dev-c")
+    _stored(store, a)
+    _stored(store, b, status=RunStatus.INFRA_FAILURE)
+    _stored(store, c, driver="570.1")  # another driver: the verdict may not hold here
+    picked = schedule.select([a, b, c], store, backend=ScriptedBackend(), gpu=GPUS[0])
+    assert [x.id for x in picked.to_run] == ["dev-b", "dev-c"]
+    assert [r.cell.id for r in picked.reused] == ["dev-a"]
+    forced = schedule.select([a, b, c], store, backend=ScriptedBackend(), gpu=GPUS[0],
+                             force=True)
+    assert len(forced.to_run) == 3
+
+
+def test_the_same_wheel_under_another_id_is_reused_and_stored_under_that_id(store):
+    a = make_cell("dev-a")
+    _stored(store, a)
+    twin = make_cell("stable-2.99.0-cpu-cp311", sha256=a.sha256)
+    picked = schedule.select([twin], store, backend=ScriptedBackend(), gpu=GPUS[0])
+    assert picked.to_run == () and picked.reused[0].cell == twin
+    assert store.has_result(twin.id)
+
+
+def test_every_gpu_probes_one_cell_at_a_time_while_installs_run_ahead(tmp_path, store):
+    cells = [make_cell(f"dev-{i}") for i in range(8)]
+    backend = ScriptedBackend(install_s=0.05, probe_s=0.15)
+    began = time.monotonic()
+    runs = schedule.run_cells(cells, backend, store=store, gpus=GPUS, logs_dir=tmp_path)
+    took = time.monotonic() - began
+    assert sorted(r.cell.id for r in runs) == sorted(c.id for c in cells)
+    assert sorted(r.cell.id for r in store.runs()) == sorted(c.id for c in cells)
+    assert backend.max_per_gpu == 1
+    assert set(backend.gpus_used) == {0, 1}
+    assert backend.overlap  # installs ran while probes ran
+    assert took < 8 * (0.05 + 0.15) * 0.75  # well under one cell after another
+    assert sorted(backend.released) == sorted(c.id for c in cells)
+
+
+def test_installs_never_run_more_than_the_lookahead_ahead(tmp_path, store):
+    cells = [make_cell(f"dev-{i}") for i in range(10)]
+    backend = ScriptedBackend(install_s=0.0, probe_s=0.05)
+    schedule.run_cells(cells, backend, store=store, gpus=[None], logs_dir=tmp_path, lookahead=3)
+    installs = probes = 0
+    for _, what, _ in sorted(backend.events):
+        installs += what == "install"
+        probes += what == "probe"
+        assert installs - probes <= 3
+
+
+def test_an_install_failure_is_stored_and_the_rest_goes_on(tmp_path, store):
+    cells = [make_cell(f"dev-{i}") for i in range(4)]
+    backend = ScriptedBackend(installs={"dev-1": InfraError("no space left on device")})
+    runs = {r.cell.id: r for r in schedule.run_cells(cells, backend, store=store, gpus=GPUS,
+                                                     logs_dir=tmp_path)}
+    assert runs["dev-1"].status is RunStatus.INFRA_FAILURE
+    assert runs["dev-1"].gpu == "NVIDIA H200"
+    assert all(runs[f"dev-{i}"].status is RunStatus.OK for i in (0, 2, 3))
+
+
+def test_ctrl_c_stores_nothing_half_done_and_releases_everything(tmp_path, store):
+    cells = [make_cell(f"dev-{i}") for i in range(12)]
+    backend = ScriptedBackend(install_s=0.02, probe_s=0.3)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        schedule.run_cells(cells, backend, store=store, gpus=GPUS, logs_dir=tmp_path)
+    timer.join()
+    stored = [r.cell.id for r in store.runs()]
+    probed = {cell for _, what, cell in backend.events if what == "probe"}
+    assert 0 < len(stored) < len(cells)
+    assert set(stored) <= probed
+    installed = {cell for _, what, cell in backend.events if what == "install"}
+    assert set(backend.released) == installed  # every prepared cell was released
