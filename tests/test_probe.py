@@ -1,0 +1,371 @@
+"""The stale_replay probe: a standalone Python 3.8 script, its verdict logic, what it prints on a
+CPU-only torch, and what the documents recorded on real H200s say.
+
+The verdict functions are imported from the script's path (it is no package module); loading it
+imports no torch, so these tests need none except the end-to-end run, which uses this interpreter's
+torch (torch 2.13.0+cpu here) and is skipped with a reason where there is none.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchbisect.model import ProbeResult, Verdict
+from torchbisect.probes import probe_version
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "probes" / "stale_replay.py"
+DATA = Path(__file__).resolve().parent / "data" / "probe"
+RECORDED = sorted(DATA.glob("h200-*.json"))
+# Releases measured stale by an independent probe (shared BACKGROUND.md): their capture cases must
+# be affected in any recording; others are checked for consistency only.
+KNOWN_AFFECTED = ("2.11.0", "2.15.0")
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("stale_replay_probe", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+probe = _load()
+CONTROLS_OK = {
+    "control_clone": probe.compared(0, 5),
+    "control_stale": probe.compared(5, 5),
+}
+
+
+def _case(verdict: str, **extra) -> dict:
+    return {"verdict": verdict, "detail": "", **extra}
+
+
+def _run(*cases: tuple[str, dict]) -> str:
+    """The run verdict of raw case results plus the two well-behaved controls."""
+    raw = {**dict(cases), **CONTROLS_OK}
+    return probe.roll_up(probe.settle(raw))
+
+
+# --- a standalone script ------------------------------------------------------------------------
+
+
+def test_script_parses_as_python_38():
+    ast.parse(SCRIPT.read_text(), filename=str(SCRIPT), feature_version=(3, 8))
+
+
+def test_script_imports_only_the_standard_library_and_torch():
+    tree = ast.parse(SCRIPT.read_text())
+    names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+             for alias in node.names}
+    names |= {node.module.split(".")[0] for node in ast.walk(tree)
+              if isinstance(node, ast.ImportFrom) and node.module}
+    assert names - sys.stdlib_module_names <= {"torch", "triton"}
+    assert "torchbisect" not in names
+
+
+def test_loading_the_script_imports_no_torch():
+    code = ("import importlib.util, sys\n"
+            f"spec = importlib.util.spec_from_file_location('p', {str(SCRIPT)!r})\n"
+            "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+            "print('torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_declared_version_is_what_the_package_fingerprints():
+    assert probe_version().startswith(probe.PROBE_VERSION + "+")
+    assert len(probe_version().split("+")[1]) == 12
+
+
+def test_readme_lists_every_case():
+    readme = (REPO / "probes" / "README.md").read_text()
+    for name in probe.CASES:
+        assert f"| `{name}` |" in readme
+
+
+# --- verdict logic --------------------------------------------------------------------------------
+
+
+def test_probe_and_package_agree_on_verdicts_and_exit_codes():
+    assert set(probe.VERDICTS) == {v.value for v in Verdict}
+    for verdict in Verdict:
+        assert probe.exit_code(verdict.value) == verdict.exit_code
+
+
+@pytest.mark.parametrize(("cases", "expected"), [
+    ({"capture_data_ptr": _case("affected"), "side_stream": _case("not_affected")}, "affected"),
+    ({"capture_data_ptr": _case("affected"), "compile_reduce_overhead": _case("timeout")},
+     "affected"),
+    ({"capture_data_ptr": _case("not_affected"), "side_stream": _case("not_affected")},
+     "not_affected"),
+    ({"capture_data_ptr": _case("refused"), "side_stream": _case("not_affected")}, "refused"),
+    ({"capture_data_ptr": _case("not_affected"), "raw_pointer_triton": _case("not_applicable")},
+     "not_affected"),
+    ({"capture_data_ptr": _case("not_affected"), "side_stream": _case("error")}, "error"),
+    ({"capture_data_ptr": _case("refused"), "side_stream": _case("timeout")}, "timeout"),
+    ({"capture_data_ptr": _case("crashed"), "side_stream": _case("timeout")}, "crashed"),
+    ({"capture_data_ptr": _case("timeout"), "side_stream": _case("error"),
+      "capture_write": _case("crashed")}, "error"),
+    ({"capture_data_ptr": _case("not_applicable"), "side_stream": _case("not_applicable")},
+     "not_applicable"),
+    ({}, "not_applicable"),  # the controls alone: the positive one's "affected" never counts
+])
+def test_roll_up_precedence_with_behaving_controls(cases, expected):
+    assert _run(*cases.items()) == expected
+
+
+def test_every_case_skipped_rolls_up_to_skipped():
+    cases = {name: _case("skipped") for name in probe.CASES}
+    assert probe.roll_up(probe.settle(cases)) == "skipped"
+    assert probe.exit_code("skipped") == 125
+
+
+@pytest.mark.parametrize(("control", "result"), [
+    ("control_clone", probe.compared(1, 5)),  # the regular clone came out stale
+    ("control_stale", probe.compared(0, 5)),  # the outside copy was not seen as stale
+    ("control_stale", probe.compared(3, 5)),  # seen on some replays only
+    ("control_clone", _case("crashed")),
+    ("control_stale", _case("refused")),
+    ("control_clone", None),  # not run at all
+])
+def test_a_misbehaving_control_makes_every_comparison_inconclusive(control, result):
+    raw = {"capture_data_ptr": probe.compared(5, 5), "side_stream": probe.compared(0, 20),
+           "raw_pointer_triton": _case("not_applicable"), **CONTROLS_OK, control: result}
+    if result is None:
+        del raw[control]
+    settled = probe.settle(raw)
+    assert probe.roll_up(settled) == "inconclusive"
+    assert settled["capture_data_ptr"]["verdict"] == "inconclusive"
+    assert settled["side_stream"]["verdict"] == "inconclusive"
+    assert settled["raw_pointer_triton"]["verdict"] == "not_applicable"
+    if result is not None and result["verdict"] in ("affected", "not_affected"):
+        assert settled[control]["verdict"] == "inconclusive"
+        assert "control misbehaved" in settled[control]["detail"]
+    elif result is not None:
+        assert settled[control]["verdict"] == result["verdict"]  # the failure itself stays visible
+
+
+def test_behaving_controls_keep_their_verdicts():
+    settled = probe.settle({"capture_write": probe.compared(5, 5), **CONTROLS_OK})
+    assert settled["control_clone"]["verdict"] == "not_affected"
+    assert settled["control_stale"]["verdict"] == "affected"
+    assert settled["capture_write"]["verdict"] == "affected"
+
+
+@pytest.mark.parametrize(("stale", "trials", "verdict", "flaky"), [
+    (0, 20, "not_affected", False),
+    (3, 20, "affected", True),
+    (20, 20, "affected", False),
+])
+def test_comparisons_report_their_stale_fraction(stale, trials, verdict, flaky):
+    result = probe.compared(stale, trials, unit="trials")
+    assert result["verdict"] == verdict
+    assert ("flaky" in result["detail"]) is flaky
+    document = {"schema": 1, "verdict": verdict, "cases": {"side_stream": result}}
+    case = ProbeResult.from_json(document).case("side_stream")
+    assert case.flaky is flaky
+    assert case.stale_fraction == stale / trials
+
+
+def _variant(outcome: str, detail: str = "") -> dict:
+    return {"outcome": outcome, "detail": detail or outcome}
+
+
+@pytest.mark.parametrize(("outcomes", "verdict"), [
+    (["correct", "stale", "error"], "affected"),
+    (["correct", "error"], "error"),
+    (["correct", "refused"], "refused"),
+    (["correct", "not_applicable"], "not_affected"),
+    (["not_applicable"], "not_applicable"),
+])
+def test_compile_case_verdict_from_its_variants(outcomes, verdict):
+    variants = {f"v{i}": _variant(o) for i, o in enumerate(outcomes)}
+    assert probe.compile_outcome(variants)["verdict"] == verdict
+
+
+def test_compile_case_says_honestly_when_nothing_reproduced():
+    variants = {"inline_inplace": _variant("correct", "correct on 6/6 calls"),
+                "custom_op_data_ptr": _variant("correct", "correct on 6/6 calls")}
+    detail = probe.compile_outcome(variants)["detail"]
+    assert detail.startswith("no staleness reproduced through torch.compile (variants tried: ")
+    assert "inline_inplace" in detail and "custom_op_data_ptr" in detail
+
+
+REFUSAL = ("Cannot write to this tensor (or take its data_ptr()) during graph capture: "
+           "it shares memory with a lazy copy")
+
+
+def _raised_over(inner: Exception, outer: Exception) -> Exception:
+    try:
+        try:
+            raise inner
+        except Exception:
+            raise outer  # noqa: B904 - keeps __context__, as torch.cuda.graph's capture_end does
+    except Exception as exc:
+        return exc
+
+
+@pytest.mark.parametrize(("exc", "verdict"), [
+    (RuntimeError(REFUSAL), "refused"),
+    (_raised_over(RuntimeError(REFUSAL),
+                  RuntimeError("CUDA error: operation failed due to a previous error during "
+                               "capture")), "refused"),
+    (RuntimeError("Materializing a copy-on-write tensor is not allowed while capturing"),
+     "refused"),
+    (RuntimeError("Could not run 'aten::_lazy_clone' with arguments from the 'CUDA' backend"),
+     "error"),
+    (RuntimeError("CUDA error: operation not permitted when stream is capturing"), "error"),
+    (ValueError("x" * 5000), "error"),
+])
+def test_exceptions_become_refused_only_when_they_name_capture_and_the_lazy_copy(exc, verdict):
+    got, detail = probe.exception_verdict(exc)
+    assert got == verdict
+    assert len(detail) <= probe.DETAIL_LIMIT
+
+
+# --- child processes: crashes, hangs and results --------------------------------------------------
+
+
+def _python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_a_child_killed_by_a_signal_is_crashed_with_the_signal_name():
+    result = probe.run_child(_python("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"),
+                             timeout=60)
+    assert result["verdict"] == "crashed"
+    assert result["signal"] == "SIGSEGV"
+    assert "SIGSEGV" in result["detail"]
+
+
+def test_a_hanging_child_is_a_timeout_and_is_killed():
+    result = probe.run_child(_python("import time; time.sleep(60)"), timeout=0.5)
+    assert result["verdict"] == "timeout"
+    assert result["wall_seconds"] < 30
+
+
+def test_a_child_result_line_is_found_among_other_output():
+    line = json.dumps({"verdict": "affected", "detail": "stale on 5/5 replays"})
+    result = probe.run_child(_python(f"print('noise {{}}'); print({line!r})"), timeout=60)
+    assert result["verdict"] == "affected"
+    assert result["detail"] == "stale on 5/5 replays"
+
+
+def test_a_child_that_fails_without_a_result_is_an_error_with_its_message():
+    result = probe.run_child(_python("raise SystemExit('torch went away')"), timeout=60)
+    assert result["verdict"] == "error"
+    assert "torch went away" in result["detail"]
+
+
+def test_a_result_survives_a_crash_at_exit():
+    outcome = probe.child_outcome(-11, '{"verdict": "not_affected", "detail": "correct"}\n', "",
+                                  timed_out=False, timeout=60)
+    assert outcome["verdict"] == "not_affected"
+    assert "SIGSEGV" in outcome["detail"]
+
+
+# --- end to end on a machine without a GPU --------------------------------------------------------
+
+
+def _probe(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # a GPU machine must say "skipped" too
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300)
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="this interpreter has no torch: pip install torch")
+def test_without_cuda_every_case_is_skipped_with_exit_125(tmp_path):
+    done = _probe(tmp_path=tmp_path)
+    assert done.returncode == 125, done.stderr
+    result = ProbeResult.from_json(done.stdout)
+    assert result.verdict is Verdict.SKIPPED
+    assert [c.name for c in result.cases] == list(probe.CASES)
+    assert {c.verdict for c in result.cases} == {Verdict.SKIPPED}
+    assert result.probe == "stale_replay" and result.probe_version == probe.PROBE_VERSION
+    assert result.env["torch"] and result.env["cuda_available"] is False
+    assert result.raw["exit_code"] == 125
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="this interpreter has no torch: pip install torch")
+def test_json_option_writes_the_document_and_adds_the_controls(tmp_path):
+    path = tmp_path / "doc.json"
+    done = _probe("--cases", "side_stream", "--json", str(path), tmp_path=tmp_path)
+    assert done.returncode == 125, done.stderr
+    assert done.stdout == ""  # progress lines go to stderr only
+    names = [c.name for c in ProbeResult.from_json(path.read_text()).cases]
+    assert names == ["side_stream", "control_clone", "control_stale"]
+
+
+def test_a_bad_case_name_is_one_sentence_and_aborts_git_bisect(tmp_path):
+    done = subprocess.run([sys.executable, str(SCRIPT), "--cases", "capture_data_pointer"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 128
+    assert "unknown case capture_data_pointer in --cases" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+# --- documents recorded on a real H200 ------------------------------------------------------------
+
+
+def test_recorded_documents_exist():
+    assert any(p.name == "h200-torch-2.11.0.json" for p in RECORDED)
+
+
+@pytest.fixture(params=RECORDED, ids=[p.name for p in RECORDED])
+def recorded(request) -> ProbeResult:
+    return ProbeResult.from_json(request.param.read_text())
+
+
+def test_recorded_verdict_follows_from_its_cases(recorded):
+    cases = recorded.raw["cases"]
+    assert recorded.verdict.value == probe.roll_up(cases)
+    assert recorded.raw["exit_code"] == recorded.verdict.exit_code
+    assert recorded.env["gpu"] == "NVIDIA H200" and recorded.env["capability"] == "9.0"
+
+
+def test_recorded_controls_behaved(recorded):
+    clone, stale = recorded.case("control_clone"), recorded.case("control_stale")
+    assert clone.verdict is Verdict.NOT_AFFECTED and clone.stale_trials == 0
+    assert stale.verdict is Verdict.AFFECTED and stale.stale_trials == stale.trials >= 3
+
+
+def test_recorded_side_stream_reports_a_fraction(recorded):
+    side = recorded.case("side_stream")
+    assert side.trials >= 20
+    assert side.stale_fraction is not None and 0.0 <= side.stale_fraction <= 1.0
+
+
+def test_recorded_times_meet_the_budget(recorded):
+    without_compile = sum(c.seconds for c in recorded.cases if c.name != "compile_reduce_overhead")
+    assert without_compile < 10.0  # after `import torch`, in each child
+    assert recorded.case("compile_reduce_overhead").seconds < 90.0
+
+
+def test_known_affected_releases_are_stale_under_capture(recorded):
+    release = recorded.env["torch"].split("+")[0]
+    if release not in KNOWN_AFFECTED:
+        pytest.skip(f"{release} was not measured independently")
+    for name in ("capture_data_ptr", "capture_write", "raw_pointer_triton"):
+        case = recorded.case(name)
+        assert case.verdict is Verdict.AFFECTED, (name, case.detail)
+        assert case.stale_trials == case.trials
+    assert recorded.case("side_stream").stale_fraction > 0
+
+
+def test_torch_2_11_is_stale_through_compile_only_behind_a_custom_op():
+    document = json.loads((DATA / "h200-torch-2.11.0.json").read_text())
+    compiled = document["cases"]["compile_reduce_overhead"]
+    outcomes = {name: v["outcome"] for name, v in compiled["variants"].items()}
+    assert compiled["verdict"] == "affected"
+    assert outcomes.pop("custom_op_data_ptr") == "stale"
+    assert set(outcomes.values()) == {"correct"}
+    assert document["cases"]["side_stream"]["stale_trials"] == 20
