@@ -57,6 +57,15 @@ def test_headline_ignores_infrastructure_failures():
     assert headline.tested == ("2.11.0",)
 
 
+def test_skipped_probes_without_a_gpu_are_no_verdict_at_all():
+    skipped = {name: Verdict.SKIPPED for name in ("capture_data_ptr", "control_clone",
+                                                  "control_stale")}
+    headline = build_view([run("2.13.0+cpu", skipped, gpu="none")], [],
+                          generated=NOW).sections[0].headline
+    assert headline.text == "No verdict for stable releases without a GPU (2.13.0 probed)"
+    assert headline.tested == () and headline.unclear == ("2.13.0",)
+
+
 def test_one_affected_cuda_variant_makes_the_release_affected():
     runs = [run("2.11.0+cu126", GOOD), run("2.11.0+cu130", BAD)]
     assert build_headline("H200", runs, []).affected_ranges == (("2.11.0", "2.11.0"),)

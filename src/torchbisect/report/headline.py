@@ -8,12 +8,29 @@ nightlies themselves, and then they are bounds, said as such.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
 from ..model import BisectResult, CellRun, Channel, Direction
 from .marks import Mark, mark_for_run
+
+NO_GPU = "no GPU"
+_DEV_DATE = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
+
+
+def gpu_of(run: CellRun) -> str:
+    """The GPU model a run's verdict belongs to: results of different models are never merged."""
+    gpu = run.gpu or (run.result.env.get("gpu", "") if run.result else "")
+    return gpu if gpu and gpu != "none" else NO_GPU
+
+
+def nightly_date(run: CellRun) -> str:
+    if run.cell.date:
+        return run.cell.date
+    match = _DEV_DATE.search(run.cell.version)
+    return "-".join(match.groups()) if match else ""
 
 
 def public_version(version: str) -> str:
@@ -53,7 +70,8 @@ class NightlyEdge:
 @dataclass(frozen=True, kw_only=True)
 class Headline:
     gpu: str
-    tested: tuple[str, ...]  # stable public versions that got a verdict, ascending
+    tested: tuple[str, ...]  # stable public versions with a verdict (affected or not), ascending
+    unclear: tuple[str, ...]  # stable versions probed without a verdict (skipped, error, …)
     affected_ranges: tuple[tuple[str, str], ...]
     first_affected: NightlyEdge | None = None
     first_fixed: NightlyEdge | None = None
@@ -61,13 +79,15 @@ class Headline:
 
     @property
     def text(self) -> str:
-        where = f"on {self.gpu}"
-        if not self.tested:
-            return f"No stable release tested {where}"
-        if not self.affected_ranges:
+        where = "without a GPU" if self.gpu == NO_GPU else f"on {self.gpu}"
+        if self.affected_ranges:
+            ranges = " and ".join(a if a == b else f"{a} – {b}" for a, b in self.affected_ranges)
+            return f"{ranges} affected {where}"
+        if self.tested:
             return f"No tested stable release is affected {where} ({_span(self.tested)} tested)"
-        ranges = " and ".join(a if a == b else f"{a} – {b}" for a, b in self.affected_ranges)
-        return f"{ranges} affected {where}"
+        if self.unclear:
+            return f"No verdict for stable releases {where} ({', '.join(self.unclear)} probed)"
+        return f"No stable release tested {where}"
 
 
 def _span(versions: tuple[str, ...]) -> str:
@@ -98,9 +118,8 @@ def release_states(stable: list[CellRun]) -> list[tuple[str, str]]:
     return sorted(states, key=lambda item: version_key(item[0]))
 
 
-def affected_ranges(stable: list[CellRun]) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
-    """Tested versions and maximal runs of consecutive affected ones; an unclear one ends a run."""
-    states = release_states(stable)
+def affected_ranges(states: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """Maximal runs of consecutive affected releases; a release without a verdict ends a run."""
     ranges: list[tuple[str, str]] = []
     start = end = None
     for version, state in states:
@@ -112,14 +131,14 @@ def affected_ranges(stable: list[CellRun]) -> tuple[tuple[str, ...], tuple[tuple
         start = end = None
     if start:
         ranges.append((start, end))
-    return tuple(v for v, _ in states), tuple(ranges)
+    return tuple(ranges)
 
 
 def nightly_edges(nightly: list[CellRun]) -> tuple[NightlyEdge | None, NightlyEdge | None]:
     """First good→bad and first bad→good change among tested nightlies (bounds, not bisected)."""
-    versions = {r.cell.date: r.cell.version for r in nightly if r.cell.date}
-    series = sorted((d, state_of(m)) for d, m in marks_by(
-        [r for r in nightly if r.cell.date], lambda r: r.cell.date))
+    dated = [r for r in nightly if nightly_date(r)]
+    versions = {nightly_date(r): r.cell.version for r in dated}
+    series = sorted((d, state_of(m)) for d, m in marks_by(dated, nightly_date))
     first_bad = first_good = None
     last: tuple[str, str] | None = None
     for date, state in series:
@@ -143,7 +162,7 @@ def _from_bisection(bisection: BisectResult) -> NightlyEdge | None:
 
 
 def build_headline(gpu: str, runs: list[CellRun], bisections: list[BisectResult]) -> Headline:
-    tested, ranges = affected_ranges([r for r in runs if r.cell.channel is Channel.STABLE])
+    states = release_states([r for r in runs if r.cell.channel is Channel.STABLE])
     first_bad, first_good = nightly_edges([r for r in runs if r.cell.channel is Channel.NIGHTLY])
     for bisection in bisections:
         edge = _from_bisection(bisection)
@@ -152,5 +171,7 @@ def build_headline(gpu: str, runs: list[CellRun], bisections: list[BisectResult]
         elif edge:
             first_good = edge
     newest = max((r.started for r in runs if r.started), default="")
-    return Headline(gpu=gpu, tested=tested, affected_ranges=ranges, first_affected=first_bad,
+    return Headline(gpu=gpu, tested=tuple(v for v, s in states if s != "unknown"),
+                    unclear=tuple(v for v, s in states if s == "unknown"),
+                    affected_ranges=affected_ranges(states), first_affected=first_bad,
                     first_fixed=first_good, newest_run=newest[:10])

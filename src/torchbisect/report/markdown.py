@@ -80,6 +80,8 @@ def render_markdown(page: PageView) -> str:
     for section in page.sections:
         h = section.headline
         out += [f"### {md_text(section.gpu)}", "", f"**{md_text(h.text)}**", ""]
+        if h.unclear:
+            out.append(f"- probed without a verdict: {md_text(', '.join(h.unclear))}")
         if h.first_affected:
             out.append(f"- first affected nightly: {md_text(h.first_affected.text)}")
         if h.first_fixed:

@@ -7,6 +7,7 @@ Every cell of the page, the Markdown table and the timeline goes through `mark_f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..model import CaseResult, CellRun, RunStatus, Verdict
 
@@ -18,7 +19,7 @@ class Mark:
     word: str
     note: str = ""  # a short second line, e.g. "stale 7/20"
 
-    @property
+    @cached_property  # marks are shared constants, read thousands of times per page
     def label(self) -> str:
         return f"{self.icon} {self.word}"
 

@@ -13,9 +13,8 @@ import datetime as dt
 from typing import Any
 
 from ..model import BisectResult, CellRun, Channel, Direction
-from .headline import release_states
+from .headline import gpu_of, release_states
 from .timeline import safe_url
-from .view import gpu_of
 
 OSV_ID = "TORCHBISECT-lazy-clone-cuda-graph"
 REPO = "https://github.com/pytorch/pytorch"

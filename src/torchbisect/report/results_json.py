@@ -9,8 +9,8 @@ import datetime as dt
 from typing import Any
 
 from ..model import BisectResult, Cell, CellRun
-from .headline import Headline, NightlyEdge
-from .view import PageView, gpu_of
+from .headline import Headline, NightlyEdge, gpu_of
+from .view import PageView
 
 RESULTS_SCHEMA = 1
 
@@ -55,7 +55,7 @@ def _edge(edge: NightlyEdge | None) -> dict[str, Any] | None:
 
 
 def _headline(h: Headline) -> dict[str, Any]:
-    return {"gpu": h.gpu, "text": h.text, "tested": list(h.tested),
+    return {"gpu": h.gpu, "text": h.text, "tested": list(h.tested), "unclear": list(h.unclear),
             "affected_ranges": [list(r) for r in h.affected_ranges],
             "first_affected_nightly": _edge(h.first_affected),
             "first_fixed_nightly": _edge(h.first_fixed), "newest_run": h.newest_run}

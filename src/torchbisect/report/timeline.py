@@ -7,13 +7,12 @@ Only geometry is computed here (pure, tested without a browser); the template dr
 from __future__ import annotations
 
 import datetime as dt
-import re
 from dataclasses import dataclass
 
 from ..model import BisectResult, CellRun, Direction, Verdict
+from .headline import nightly_date
 from .marks import Mark, mark_for_run, mark_for_verdict
 
-_DEV_DATE = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
 # Which mark a date shows when several builds (CUDA variants) share it: the most alarming one.
 _PRIORITY = ("aff", "flaky", "err", "doubt", "infra", "na", "refused", "ok")
 _HEIGHT = {"aff": 1.0, "flaky": 1.0, "ok": 0.4, "refused": 0.4}  # shape, not only colour, tells
@@ -21,13 +20,6 @@ _POINT = {"good": Verdict.NOT_AFFECTED, "bad": Verdict.AFFECTED, "unknown": Verd
 BAR = 30.0  # px height of a full mark
 TOP = 6.0  # the bisected band shows above the tallest mark
 SAFE_URL = "https://"
-
-
-def nightly_date(run: CellRun) -> str:
-    if run.cell.date:
-        return run.cell.date
-    match = _DEV_DATE.search(run.cell.version)
-    return "-".join(match.groups()) if match else ""
 
 
 @dataclass(frozen=True, kw_only=True)

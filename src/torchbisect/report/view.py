@@ -13,9 +13,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..model import BisectResult, CaseResult, CellRun, Channel, Direction, RunStatus
-from .headline import Headline, build_headline, version_key
+from .headline import Headline, build_headline, gpu_of, nightly_date, version_key
 from .marks import LEGEND, NOT_RUN, Mark, mark_for_case, mark_for_run
-from .timeline import Timeline, build_timeline, nightly_date, safe_url
+from .timeline import Timeline, build_timeline, safe_url
 
 CHANNEL_TITLES = {
     Channel.STABLE: "Stable releases",
@@ -116,11 +116,6 @@ class PageView:
     runs: int
 
 
-def gpu_of(run: CellRun) -> str:
-    gpu = run.gpu or (run.result.env.get("gpu", "") if run.result else "")
-    return gpu if gpu and gpu != "none" else "no GPU"
-
-
 def columns_for(runs: list[CellRun]) -> tuple[Column, ...]:
     seen = {c.name for r in runs if r.result for c in r.result.cases}
     names = [n for n in CASE_ORDER if n in seen] + sorted(seen - set(CASE_ORDER))
@@ -158,22 +153,27 @@ def _case_cell(case: CaseResult | None) -> CaseCell:
 
 
 def _run_facts(run: CellRun) -> tuple[Fact, ...]:
+    """The build's details (shown when its label is clicked); empty values are left out."""
     env = _env(run)
     pairs = [
-        ("cell", run.cell.id), ("torch", env.get("torch") or run.cell.version),
-        ("git_version", env.get("git_version", "")), ("CUDA tag", run.cell.cuda),
-        ("CUDA runtime", env.get("cuda_runtime", "")), ("cuDNN", str(env.get("cudnn", "") or "")),
-        ("GPU", f"{gpu_of(run)} {_capability(env)}".strip()), ("driver", run.driver
-                                                                or env.get("driver", "")),
-        ("Python", env.get("python") or run.cell.python), ("backend", run.backend),
-        ("started", run.started), ("install", _seconds(run.seconds_install)
-                                   if run.seconds_install else ""),
-        ("probe", _seconds(run.seconds_probe) if run.seconds_probe else ""),
-        ("wheel sha256", run.wheel_sha256), ("probe version", run.probe_version),
-        ("wheel", run.cell.url or ""),
+        ("infra failure", run.reason if run.status is RunStatus.INFRA_FAILURE else ""),
+        ("cell", run.cell.id),
+        ("torch", env.get("torch") or run.cell.version),
+        ("git_version", env.get("git_version")),
+        ("CUDA tag", run.cell.cuda),
+        ("CUDA runtime", env.get("cuda_runtime")),
+        ("cuDNN", env.get("cudnn")),
+        ("GPU", f"{gpu_of(run)} {_capability(env)}".strip()),
+        ("driver", run.driver or env.get("driver")),
+        ("Python", env.get("python") or run.cell.python),
+        ("backend", run.backend),
+        ("started", run.started),
+        ("install", run.seconds_install and _seconds(run.seconds_install)),
+        ("probe", run.seconds_probe and _seconds(run.seconds_probe)),
+        ("wheel", run.cell.url),
+        ("wheel sha256", run.wheel_sha256),
+        ("probe version", run.probe_version),
     ]
-    if run.status is RunStatus.INFRA_FAILURE:
-        pairs.insert(0, ("infra failure", run.reason or "no reason recorded"))
     return tuple((k, str(v)) for k, v in pairs if v)
 
 
@@ -244,8 +244,7 @@ def bisect_view(b: BisectResult) -> BisectView:
     regression = b.direction is Direction.REGRESSION
     what = "First affected nightly" if regression else "First fixed nightly"
     after = b.after.date if b.after else "not found"
-    before = ("last good " if b.direction is Direction.REGRESSION else "last bad ") + (
-        b.before.date if b.before else "—")
+    before = ("last good " if regression else "last bad ") + (b.before.date if b.before else "—")
     facts = [("range", f"{before} → {after}"),
              ("commits", f"{b.before.main_sha if b.before else '?'} … "
                          f"{b.after.main_sha if b.after else '?'}"),
@@ -270,7 +269,8 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
     sections = tuple(_section(g, rs, own, columns) for g, rs in sorted(by_gpu.items()))
     newest = max((s.headline.newest_run for s in sections), default="")
     title = "; ".join(s.headline.text for s in sections) or "No results yet"
-    return PageView(title=title, generated=generated.strftime("%Y-%m-%d %H:%M UTC"),
+    stamp = generated.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return PageView(title=title, generated=stamp,
                     newest_run=newest, columns=columns, sections=sections,
                     bisections=tuple(bisect_view(b) for b in bisections),
                     bisection_timeline=None if own else build_timeline([], list(bisections)),
