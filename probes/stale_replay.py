@@ -81,7 +81,7 @@ CASES = ("capture_data_ptr", "capture_write", "side_stream", "compile_reduce_ove
 CONTROLS = {"control_clone": NOT_AFFECTED, "control_stale": AFFECTED}
 
 DEFAULT_TRIALS = 20
-DEFAULT_TIMEOUT = 240.0
+DEFAULT_TIMEOUT = 120.0  # x 7 cases stays inside torchbisect's default 900 s per cell
 REPLAYS = 5
 COMPILE_CALLS = 6
 NUMEL = 1 << 20
