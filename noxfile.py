@@ -74,6 +74,8 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Ruff over the package, tests and noxfile; the probes are checked as Python 3.8 by a test."""
+    """Ruff over the package, tests and noxfile, and over the probes as Python 3.8 scripts."""
     session.install("ruff")
     session.run("ruff", "check", "src", "tests", "noxfile.py")
+    session.run("ruff", "check", "--isolated", "--target-version", "py38", "--line-length", "100",
+                "--select", "E,F,W,B,SIM,UP,I", "probes")
