@@ -13,6 +13,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..gpus import Gpu, list_gpus
 from ..model import BisectResult, Cell, Channel, Direction
+from ..store import Store
 from .candidates import CandidateList, build_candidates, parse_end
 from .commits import CommitLookup
 from .driver import Bisector, Progress, check_script_backend
@@ -61,8 +62,7 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
     cands = candidates(options)
     for note in cands.notes:
         progress.note(note)
-    from ..backends import choose_backend
-    from ..store import Store
+    from ..backends import choose_backend  # imported late: the docker SDK is slow to import
 
     # A script runs on this host, so it needs a host-side environment: venv unless told otherwise.
     name = options.backend or ("venv" if options.script is not None else None)
