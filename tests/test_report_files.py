@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 
 import pytest
 
@@ -12,6 +13,7 @@ from torchbisect.model import BisectResult, Direction, NightlyPoint, Verdict
 from torchbisect.report import bench_render, build_view, render_runs
 from torchbisect.report.markdown import md_text, render_markdown
 from torchbisect.report.osv import osv_document
+from torchbisect.report.probe_files import DocumentSource
 from torchbisect.report.synthetic import synthetic_run as run
 
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
@@ -132,3 +134,29 @@ def test_report_command_renders_the_newest_run_per_cell_from_the_store(tmp_path,
     assert main(["report", "--store", str(path), "--out", str(tmp_path / "out")]) == 0
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "**2.11.0 affected on NVIDIA H200**" in summary and "newest run: 2026-03-02" in summary
+
+
+def test_rendered_files_are_readable_by_others_like_any_published_file(tmp_path):
+    umask = os.umask(0o022)
+    try:
+        paths = render_runs([run("2.11.0+cu130", BAD)], [], tmp_path, generated=NOW)
+    finally:
+        os.umask(umask)
+    assert all(p.stat().st_mode & 0o777 == 0o644 for p in paths)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "affected.json", "index.html", "results.json", "summary.md"]  # no temporary left over
+
+
+def test_committed_sample_matches_the_recorded_probe_documents(repo, data_dir):
+    """reports/sample/ is the README's example: it must say what tests/data/probe/ says."""
+    sample = repo / "reports" / "sample" / "results.json"
+    recorded = sorted((data_dir / "probe").glob("h200-torch-*.json"))
+    if not sample.is_file() or not recorded:
+        pytest.skip("no committed sample or no recorded probe documents")
+    fresh = [(r.cell.id, r.verdict.value, {c.name: c.verdict.value for c in r.result.cases})
+             for r in DocumentSource(recorded).latest()]
+    committed = [(r["cell"]["id"], r["verdict"], {n: c["verdict"] for n, c in r["cases"].items()})
+                 for r in json.loads(sample.read_text())["runs"]]
+    assert sorted(committed) == sorted(fresh), (
+        "reports/sample/ is stale: python -m torchbisect report --probe-json "
+        "tests/data/probe/h200-torch-*.json --out reports/sample (then retake screenshot.png)")

@@ -54,7 +54,7 @@ CONTROLS = {"control_clone": Verdict.NOT_AFFECTED, "control_stale": Verdict.AFFE
 
 # The legend, in the order a reader meets the kinds: (mark, what it means).
 LEGEND: tuple[tuple[Mark, str], ...] = (
-    (_BY_VERDICT[Verdict.AFFECTED], "stale data seen on every trial"),
+    (_BY_VERDICT[Verdict.AFFECTED], "stale data seen (on every trial, when counted)"),
     (FLAKY, "stale on some trials only: a race, with its rate"),
     (_BY_VERDICT[Verdict.NOT_AFFECTED], "correct results"),
     (_BY_VERDICT[Verdict.REFUSED], "not affected: the build raises a clear error instead"),
