@@ -84,21 +84,13 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
     return Bisection(result=result, new_runs=bisector.new_runs, notes=(*cands.notes, *notes))
 
 
-def nightly_wheels(index_url: str, *, cuda: str, python: str, platform: str | None) -> list:
-    """The index's nightly torch wheels for this CUDA tag, Python and platform."""
-    from .. import index
-
-    wheels = index.compatible(index.fetch_wheels(index_url), python=python, platform=platform)
-    return [w for w in wheels if w.nightly_date and w.local == cuda]
-
-
 def candidates(options: BisectOptions) -> CandidateList:
-    from .. import index
+    from .. import index, resolve
 
     index_url = options.index_url or index.default_index(Channel.NIGHTLY.value, options.cuda)
     good, bad = parse_end(options.good, "--good"), parse_end(options.bad, "--bad")
-    wheels = nightly_wheels(index_url, cuda=options.cuda, python=options.python,
-                            platform=options.platform)
+    wheels = resolve.nightly_builds(index_url, cuda=options.cuda, python=options.python,
+                                    platform=options.platform)
     ends = ((good, "--good"), (bad, "--bad"))
     (older, older_flag), (newer, newer_flag) = (
         ends if options.direction is Direction.REGRESSION else ends[::-1])
