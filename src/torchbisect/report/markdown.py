@@ -35,8 +35,8 @@ def md_url(url: str) -> str:
 
 @cache  # a handful of distinct marks recur thousands of times
 def md_mark(mark: Mark) -> str:
-    if mark.kind == "flaky":
-        word = f"flaky {mark.note.removeprefix('stale ')}"
+    if mark.kind in ("aff", "flaky") and mark.note:
+        word = f"{mark.word} {mark.note.removeprefix('stale ')}"
     elif mark.kind == "infra":
         word = f"infra failure: {mark.note}" if mark.note else "infra failure"
     else:
@@ -79,7 +79,9 @@ def render_markdown(page: PageView) -> str:
     head = ["build", "channel", "verdict"] + [c.title for c in page.columns]
     for section in page.sections:
         h = section.headline
-        out += [f"### {md_text(section.gpu)}", "", f"**{md_text(h.text)}**", ""]
+        out += [f"### {md_text(section.gpu)}", ""]
+        if len(page.sections) > 1:  # with one GPU the title already is this headline
+            out += [f"**{md_text(h.text)}**", ""]
         if h.unclear:
             out.append(f"- probed without a verdict: {md_text(', '.join(h.unclear))}")
         if h.first_affected:
@@ -88,7 +90,7 @@ def render_markdown(page: PageView) -> str:
             out.append(f"- first fixed nightly: {md_text(h.first_fixed.text)}")
         envs = "; ".join(f"{e.gpu}, driver {e.driver or '?'}, CUDA {e.cuda_runtime or '?'}"
                          for e in section.environments)
-        out += [f"- newest run: {h.newest_run or 'date not recorded'}",
+        out += [f"- newest run: {md_text(h.newest_run) or 'date not recorded'}",
                 f"- environment: {md_text(envs)}", ""]
         out.append("| " + " | ".join(md_text(x) for x in head) + " |")
         out.append("|" + "---|" * len(head))
