@@ -114,19 +114,17 @@ def _finished_line(run: CellRun) -> Text:
 
 def summary_table(runs: Sequence[CellRun], *, stored: Iterable[str] = (),
                   title: str | None = None) -> Table:
-    """One row per run: cell id, verdict, one column per case, seconds; `stored` ids are marked
-    as verdicts taken from the store rather than probed now."""
+    """One row per run: cell id, verdict, its cases grouped by verdict, seconds, and a note
+    (the reason of an infrastructure failure, or when a verdict taken from the store was made)."""
     stored = set(stored)
-    cases = _case_names(runs)
     table = Table(title=title, title_justify="left")
     table.add_column("cell", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
-    for name in cases:
-        table.add_column(name)
-    table.add_column("seconds", justify="right")
+    table.add_column("cases")
+    table.add_column("seconds", justify="right", no_wrap=True)
     table.add_column("note")
     for run in sorted(runs, key=lambda r: r.cell.id):
-        table.add_row(run.cell.id, _verdict_text(run), *(_case_text(run, n) for n in cases),
+        table.add_row(run.cell.id, _verdict_text(run), cases_text(run),
                       _seconds(run, run.cell.id in stored), _note(run, run.cell.id in stored))
     return table
 
@@ -136,28 +134,32 @@ def print_summary(runs: Sequence[CellRun], *, stored: Iterable[str] = (),
     (console or Console()).print(summary_table(runs, stored=stored, title=title))
 
 
-def _case_names(runs: Sequence[CellRun]) -> list[str]:
-    names: dict[str, None] = {}
-    for run in runs:
-        for case in run.result.cases if run.result else ():
-            names.setdefault(case.name, None)
-    return list(names)
+def cases_text(run: CellRun) -> Text:
+    """The cases grouped by verdict ("all 7 skipped" when they agree), stale rates included:
+    one short cell whatever the number of cases, so the table fits a CI log's 80 columns."""
+    cases = run.result.cases if run.result else ()
+    groups: dict[Verdict, list[str]] = {}
+    for case in cases:
+        label = case.name
+        if case.verdict is Verdict.AFFECTED and case.trials:
+            label += f" {case.stale_trials}/{case.trials}"
+        groups.setdefault(case.verdict, []).append(label)
+    if len(groups) == 1 and len(cases) > 1:
+        (verdict,) = groups
+        return Text(f"all {len(cases)} {verdict.value}", style=_STYLES.get(verdict, "yellow"))
+    text = Text()
+    for verdict, names in groups.items():
+        if text:
+            text.append("; ")
+        text.append(verdict.value, style=_STYLES.get(verdict, "yellow"))
+        text.append(": " + ", ".join(names))
+    return text
 
 
 def _verdict_text(run: CellRun) -> Text:
     if run.status is RunStatus.INFRA_FAILURE or run.verdict is None:
         return Text(INFRA_LABEL, style="red")
     return Text(run.verdict.value, style=_STYLES.get(run.verdict, "yellow"))
-
-
-def _case_text(run: CellRun, name: str) -> Text:
-    case = run.result.case(name) if run.result else None
-    if case is None:
-        return Text("")
-    label = case.verdict.value
-    if case.verdict is Verdict.AFFECTED and case.trials:
-        label += f" {case.stale_trials}/{case.trials}"
-    return Text(label, style=_STYLES.get(case.verdict, "yellow"))
 
 
 def _seconds(run: CellRun, stored: bool) -> str:

@@ -151,3 +151,44 @@ def _b64(text: str) -> str:
 
 def _hex(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def find_test_wheel(pattern: str = "torch-2.13.0+cpu-cp311-*.whl") -> Path | None:
+    """The real torch 2.13.0+cpu wheel: $TORCHBISECT_TEST_WHEEL, else pip's find-links folders."""
+    import os
+    import subprocess
+    import sys
+
+    given = os.environ.get("TORCHBISECT_TEST_WHEEL")
+    folders = [Path(given)] if given else []
+    if given and Path(given).is_file():
+        return Path(given)
+    listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
+                             capture_output=True, text=True).stdout
+    for line in listing.splitlines():
+        key, _, value = line.partition("=")
+        if key.endswith("find-links"):
+            folders += [Path(v) for v in value.strip("'\"").split()]
+    for folder in folders:
+        found = sorted(folder.glob(pattern)) if folder.is_dir() else []
+        if found:
+            return found[0]
+    return None
+
+
+def python_with_torch(version: str) -> str | None:
+    """An interpreter of Python `version` that has torch and its pure-Python dependencies."""
+    import shutil
+    import subprocess
+    import sys
+
+    code = ("import sys, importlib.metadata as m; m.distribution('torch');"
+            "import sympy, networkx, jinja2, fsspec, filelock, typing_extensions;"
+            "print('%d.%d' % sys.version_info[:2])")
+    for python in (sys.executable, shutil.which("python3"), shutil.which(f"python{version}")):
+        if not python:
+            continue
+        out = subprocess.run([python, "-c", code], capture_output=True, text=True)
+        if out.returncode == 0 and out.stdout.strip() == version:
+            return python
+    return None

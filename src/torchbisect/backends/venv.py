@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -64,7 +65,7 @@ class VenvBackend(Backend):
         if cell.channel is Channel.PREINSTALLED:
             from .current import torch_fingerprint
 
-            return torch_fingerprint(self.python)
+            return torch_fingerprint(interpreter_of(cell, self.python))
         if cell.sha256:
             return cell.sha256
         path = _local_path(cell)
@@ -75,8 +76,9 @@ class VenvBackend(Backend):
         if cell.channel is Channel.PREINSTALLED:
             from .current import torch_fingerprint
 
-            return Prepared(cell=cell, python=self.python, env=dict(cell.env),
-                            wheel_sha256=torch_fingerprint(self.python))
+            python = interpreter_of(cell, self.python)
+            return Prepared(cell=cell, python=python, env=dict(cell.env),
+                            wheel_sha256=torch_fingerprint(python))
         overlay = self.overlay or cell.overlay
         location, sha, downloaded = self._wheel(cell, log)
         venv = self.workdir / "venvs" / cell.id
@@ -148,13 +150,26 @@ class VenvBackend(Backend):
                  log: Path) -> None:
         argv = [uv_binary(), "pip", "install", "--python", str(venv_python(venv)),
                 # A torch in the base's site-packages must not count as already installed.
-                "--reinstall-package", "torch"]
+                "--reinstall-package", "torch",
+                # Once here, in parallel, rather than in every probe child that imports torch.
+                "--compile-bytecode"]
         if overlay:
             argv.append("--no-deps")
         index = extra_index(cell)
         if index and not overlay:
             argv += ["--extra-index-url", index]
         proc.run([*argv, f"torch @ {location}"], log=log, timeout=self.install_timeout)
+
+
+def interpreter_of(cell: Cell, default: str) -> str:
+    """The interpreter whose torch a preinstalled cell tests.
+
+    The plan puts matrix.yaml's `preinstalled.interpreter` in `python` ("" means `default`, the
+    interpreter running torchbisect); a plain version such as "3.12" also means `default`.
+    """
+    if cell.python and not re.fullmatch(r"\d+\.\d+t?", cell.python):
+        return shutil.which(cell.python) or cell.python
+    return default
 
 
 def extra_index(cell: Cell) -> str | None:
