@@ -1,0 +1,314 @@
+"""The docker backend against a real engine: real images, real containers, the real torch wheel.
+
+Needs what .ci/docker-setup.sh makes: a Docker engine, the offline base image
+`torchbisect/base:bookworm` and its `-torch` twin (the base plus torch 2.13.0+cpu in the system
+python, standing in for an NGC image).  torch's dependencies come from PyPI through the host's CA
+bundle; the shared uv cache volume makes every install after the first a local copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import IN_CI
+
+from torchbisect.backends.base import Prepared
+from torchbisect.backends.docker import LABEL, OWNER_LABEL, DockerBackend
+from torchbisect.errors import BackendUnavailable, ConfigError, InfraError
+from torchbisect.model import Cell, Channel, ProbeResult, Verdict
+
+BASE = "torchbisect/base:bookworm"
+TORCH_BASE = "torchbisect/base:bookworm-torch"
+
+# Stand-ins for probes/stale_replay.py: the same command line and JSON contract, fewer cases.
+SKIPPING_PROBE = """
+    import argparse, json, torch
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json")
+    args, _ = parser.parse_known_args()
+    case = {"verdict": "skipped", "detail": "no CUDA device"}
+    doc = {"schema": 1, "probe": "stale_replay", "probe_version": "0", "verdict": "skipped",
+           "cases": {"capture_data_ptr": case, "side_stream_race": case},
+           "env": {"torch": torch.__version__, "torch_file": torch.__file__,
+                   "cuda_available": torch.cuda.is_available()}}
+    with open(args.json, "w") as fh:
+        json.dump(doc, fh)
+"""
+HANGING_PROBE = "import time; time.sleep(600)"
+CRASHING_PROBE = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+
+
+def _torch_wheel() -> Path:
+    found = os.environ.get("TORCH_WHEEL") or next(
+        iter(glob.glob("/opt/wheels/torch-2.13.0+cpu-cp311-*.whl")), None)
+    if not found:
+        (pytest.fail if IN_CI else pytest.skip)("no torch 2.13.0+cpu cp311 wheel (TORCH_WHEEL)")
+    return Path(found)
+
+
+def _probes(folder: Path, source: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "stale_replay.py").write_text(textwrap.dedent(source))
+    return folder
+
+
+def _dev_cell(wheel: Path, **changes) -> Cell:
+    cell = Cell(id="dev-2.13.0-cpu-cp311", channel=Channel.DEV, version="2.13.0+cpu", cuda="cpu",
+                python="3.11", url=str(wheel), base_image=BASE, timeout=120)
+    return dataclasses.replace(cell, **changes)
+
+
+def _leftovers(client, cell: Cell) -> list:
+    return client.containers.list(all=True, filters={"label": f"{LABEL}={cell.id}"})
+
+
+@pytest.fixture(scope="module")
+def client():
+    import docker
+
+    engine = docker.from_env()
+    for image in (BASE, TORCH_BASE):
+        if not engine.images.list(name=image):
+            pytest.fail(f"image {image} is missing: run .ci/docker-setup.sh")
+    return engine
+
+
+@pytest.fixture(scope="module")
+def backend(client, tmp_path_factory) -> DockerBackend:
+    backend = DockerBackend(workdir=tmp_path_factory.mktemp("work"), client=client)
+    backend.check()
+    return backend
+
+
+@pytest.fixture(scope="module")
+def skipping_probes(tmp_path_factory) -> Path:
+    return _probes(tmp_path_factory.mktemp("probes"), SKIPPING_PROBE)
+
+
+@pytest.fixture
+def use_probes(monkeypatch):
+    def use(folder: Path) -> None:
+        monkeypatch.setenv("TORCHBISECT_PROBES", str(folder))
+
+    return use
+
+
+@pytest.fixture(scope="module")
+def prepared(backend, tmp_path_factory) -> Prepared:
+    """The real torch wheel installed as a dev cell, deps from PyPI (reused by later tests)."""
+    log = tmp_path_factory.mktemp("logs") / "dev.log"
+    return backend.prepare(_dev_cell(_torch_wheel()), log=log)
+
+
+@pytest.mark.docker
+def test_a_dev_wheel_installs_and_the_probe_reports_skipped_without_a_gpu(
+        backend, prepared, skipping_probes, use_probes, tmp_path):
+    use_probes(skipping_probes)
+    wheel = _torch_wheel()
+    assert prepared.wheel_sha256 == hashlib.sha256(wheel.read_bytes()).hexdigest()
+
+    out = backend.probe(prepared, gpu=None, probe_args=[], log=tmp_path / "probe.log")
+
+    assert out.exit_code == 0
+    result = ProbeResult.from_json(out.json_text)
+    assert result.verdict is Verdict.SKIPPED
+    assert {c.verdict for c in result.cases} == {Verdict.SKIPPED}
+    assert result.env["torch"] == "2.13.0+cpu"
+    assert result.env["cuda_available"] is False
+
+
+@pytest.mark.docker
+def test_the_repository_probe_reports_skipped_without_a_gpu(backend, prepared, tmp_path, repo):
+    if not (repo / "probes" / "stale_replay.py").is_file():
+        pytest.skip("probes/stale_replay.py is not written yet")
+    out = backend.probe(prepared, gpu=None, probe_args=[], log=tmp_path / "probe.log")
+    result = ProbeResult.from_json(out.json_text)
+    assert result.cases and {c.verdict for c in result.cases} == {Verdict.SKIPPED}
+
+
+@pytest.mark.docker
+def test_preparing_the_same_cell_again_reuses_its_venv(backend, prepared, tmp_path):
+    log = tmp_path / "again.log"
+    again = backend.prepare(prepared.cell, log=log)
+    assert again.python == prepared.python
+    assert again.wheel_sha256 == prepared.wheel_sha256
+    assert not log.exists() or "[install" not in log.read_text()
+
+
+@pytest.mark.docker
+def test_a_hanging_probe_is_killed_at_the_cell_timeout_and_its_container_removed(
+        backend, client, prepared, use_probes, tmp_path):
+    use_probes(_probes(tmp_path / "probes", HANGING_PROBE))
+    quick = dataclasses.replace(prepared, cell=dataclasses.replace(prepared.cell, timeout=3))
+
+    with pytest.raises(InfraError, match="timed out after 3 s"):
+        backend.probe(quick, gpu=None, probe_args=[], log=tmp_path / "probe.log")
+
+    assert _leftovers(client, quick.cell) == []
+
+
+@pytest.mark.docker
+def test_ctrl_c_during_a_probe_still_removes_the_container(
+        backend, client, prepared, use_probes, tmp_path):
+    use_probes(_probes(tmp_path / "probes", HANGING_PROBE))
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.alarm(3)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            backend.probe(prepared, gpu=None, probe_args=[], log=tmp_path / "probe.log")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+    assert _leftovers(client, prepared.cell) == []
+
+
+@pytest.mark.docker
+def test_release_from_another_thread_stops_a_running_probe(
+        backend, client, prepared, use_probes, tmp_path):
+    use_probes(_probes(tmp_path / "probes", HANGING_PROBE))
+    outcome: list[BaseException] = []
+
+    def probe() -> None:
+        try:
+            backend.probe(prepared, gpu=None, probe_args=[], log=tmp_path / "probe.log")
+        except BaseException as err:  # noqa: BLE001 - handed to the test thread
+            outcome.append(err)
+
+    worker = threading.Thread(target=probe)
+    worker.start()
+    deadline = time.monotonic() + 30
+    while not _leftovers(client, prepared.cell) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    backend.release(prepared)  # what the scheduler does on Ctrl-C
+    worker.join(30)
+
+    assert not worker.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], InfraError)
+    assert _leftovers(client, prepared.cell) == []
+
+
+@pytest.mark.docker
+def test_check_removes_containers_left_by_a_killed_run(backend, client):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    owner = f"{socket.gethostname()}:{dead.pid}"
+    box = client.containers.create(BASE, ["sleep", "600"],
+                                   labels={LABEL: "orphan", OWNER_LABEL: owner})
+    box.start()
+
+    backend.check()
+
+    assert client.containers.list(all=True, filters={"label": f"{LABEL}=orphan"}) == []
+
+
+@pytest.mark.docker
+def test_a_probe_that_segfaults_is_an_infrastructure_failure(
+        backend, prepared, use_probes, tmp_path):
+    use_probes(_probes(tmp_path / "probes", CRASHING_PROBE))
+    with pytest.raises(InfraError, match="SIGSEGV"):
+        backend.probe(prepared, gpu=None, probe_args=[], log=tmp_path / "probe.log")
+
+
+@pytest.mark.docker
+def test_a_missing_wheel_is_an_infrastructure_failure(backend, tmp_path):
+    cell = _dev_cell(tmp_path / "torch-2.13.0-cp311-cp311-linux_x86_64.whl", id="dev-missing")
+    with pytest.raises(InfraError, match="does not exist"):
+        backend.prepare(cell, log=tmp_path / "prepare.log")
+
+
+@pytest.mark.docker
+def test_a_wheel_whose_sha256_differs_from_the_plan_is_not_installed(backend, tmp_path):
+    cell = _dev_cell(_torch_wheel(), id="dev-bad-sha", sha256="0" * 64)
+    with pytest.raises(InfraError, match="sha256 mismatch"):
+        backend.prepare(cell, log=tmp_path / "prepare.log")
+    assert not (backend.cells_dir / cell.id / "venv").exists()
+
+
+@pytest.mark.docker
+def test_a_wheel_that_uv_cannot_install_names_the_reason_and_the_log(backend, client, tmp_path):
+    broken = tmp_path / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    broken.write_bytes(b"not a zip file")
+    cell = _dev_cell(broken, id="dev-broken")
+    log = tmp_path / "prepare.log"
+
+    with pytest.raises(InfraError, match=r"installing dev-broken failed \(exit \d+\): .+") as err:
+        backend.prepare(cell, log=log)
+
+    assert str(log) in str(err.value)
+    assert _leftovers(client, cell) == []
+
+
+@pytest.mark.docker
+def test_a_preinstalled_cell_probes_the_torch_in_its_image(
+        backend, skipping_probes, use_probes, tmp_path):
+    use_probes(skipping_probes)
+    cell = Cell(id="preinstalled-bookworm", channel=Channel.PREINSTALLED, version="", cuda="",
+                python="3.11", base_image=TORCH_BASE, timeout=120)
+
+    prepared = backend.prepare(cell, log=tmp_path / "prepare.log")
+    out = backend.probe(prepared, gpu=None, probe_args=[], log=tmp_path / "probe.log")
+
+    assert prepared.python == "/usr/bin/python3"
+    assert prepared.wheel_sha256.startswith("preinstalled:2.13.0+cpu:")
+    assert backend.fingerprint(cell) == prepared.wheel_sha256
+    result = ProbeResult.from_json(out.json_text)
+    assert result.verdict is Verdict.SKIPPED
+    assert result.env["torch_file"].startswith("/usr/local/lib/python3.11/")
+
+
+@pytest.mark.docker
+def test_a_preinstalled_cell_needs_an_image_with_torch(backend, tmp_path):
+    bare = Cell(id="preinstalled-bare", channel=Channel.PREINSTALLED, version="", cuda="",
+                python="3.11", base_image=BASE)
+    with pytest.raises(InfraError, match="has no torch"):
+        backend.prepare(bare, log=tmp_path / "prepare.log")
+    with pytest.raises(ConfigError, match="images:"):
+        backend.prepare(dataclasses.replace(bare, base_image=None), log=tmp_path / "p.log")
+
+
+@pytest.mark.docker
+def test_an_overlay_cell_shadows_the_image_torch_without_installing_dependencies(
+        backend, skipping_probes, use_probes, tmp_path):
+    use_probes(skipping_probes)
+    cell = _dev_cell(_torch_wheel(), id="dev-overlay", base_image=TORCH_BASE, overlay=True)
+    log = tmp_path / "prepare.log"
+
+    prepared = backend.prepare(cell, log=log)
+    out = backend.probe(prepared, gpu=None, probe_args=[], log=tmp_path / "probe.log")
+
+    assert "--no-deps" in log.read_text()
+    torch_file = ProbeResult.from_json(out.json_text).env["torch_file"]
+    assert torch_file.startswith(str(backend.cells_dir / cell.id / "venv"))
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this host has GPUs")
+def test_asking_for_a_gpu_where_the_engine_has_none_is_an_infrastructure_failure(
+        backend, client, prepared, skipping_probes, use_probes, tmp_path):
+    use_probes(skipping_probes)
+    with pytest.raises(InfraError, match="cannot start the probe container"):
+        backend.probe(prepared, gpu=0, probe_args=[], log=tmp_path / "probe.log")
+    assert _leftovers(client, prepared.cell) == []
+
+
+def test_without_an_engine_check_says_what_to_do(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(BackendUnavailable, match="unix:///nonexistent/docker.sock.*--backend venv"):
+        DockerBackend(ca_bundle=None).check()
