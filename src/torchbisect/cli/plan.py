@@ -1,0 +1,107 @@
+"""`torchbisect plan`: resolve matrix.yaml into cells, update the lock, print and export it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..config import load_matrix
+from ..index import host_platform, sha256_of
+from ..lock import Lock
+from ..model import Plan
+from ..resolve import build_plan
+
+_COLUMNS = ("id", "channel", "version", "cuda", "source", "stored")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--matrix", type=Path, default=Path("matrix.yaml"),
+                        help="the matrix file (default: matrix.yaml)")
+    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the plan as JSON")
+    parser.add_argument("--lock", type=Path, metavar="PATH",
+                        help="lock file (default: <matrix>.lock.json next to the matrix file)")
+    parser.add_argument("--store", type=Path, default=Path("reports/results.sqlite"),
+                        help="result store, to show which cells already have a result")
+    parser.add_argument("--offline", action="store_true",
+                        help="resolve from the lock alone; no index is contacted")
+    parser.add_argument("--hash", action="store_true",
+                        help="download wheels whose index publishes no sha256 and lock their hash")
+    parser.add_argument("--python", metavar="X.Y",
+                        help="Python for entries that name none (default: this interpreter's)")
+    parser.add_argument("--platform", metavar="TAG",
+                        help="wheel platform, e.g. linux_x86_64 or linux_aarch64 (default: this "
+                             "machine's)")
+    parser.add_argument("--driver", metavar="VERSION",
+                        help="NVIDIA driver that `cuda: auto` plans for (default: nvidia-smi's)")
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_matrix(args.matrix)
+    lock_path = args.lock or Lock.default_path(args.matrix)
+    notes: list[str] = []
+    plan = build_plan(
+        config, lock=Lock.load(lock_path),
+        python=args.python or f"{sys.version_info.major}.{sys.version_info.minor}",
+        platform=args.platform or host_platform(), driver=args.driver or _driver(),
+        today=datetime.now(timezone.utc).date(), offline=args.offline, note=notes.append,
+        hasher=sha256_of if args.hash else None)
+    changed = Lock.from_plan(plan).save(lock_path)
+    _print_table(plan, _stored(args.store, plan))
+    for m in plan.missing:
+        print(f"missing {m.channel.value} {m.what}: {m.reason}")
+    for note in notes:
+        print(f"note: {note}")
+    print(f"{len(plan.cells)} cells, {len(plan.missing)} requested builds missing; "
+          f"lock {'written to' if changed else 'unchanged:'} {lock_path}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def _driver() -> str | None:
+    from ..gpus import driver_version
+
+    return driver_version()
+
+
+def _stored(store: Path, plan: Plan) -> dict[str, str]:
+    """"yes"/"no" per cell id; "unknown" when the store cannot be read by this install."""
+    if not store.is_file():
+        return {c.id: "no" for c in plan.cells}
+    try:
+        from ..store import Store
+    except ImportError:
+        return {c.id: "unknown" for c in plan.cells}
+    with Store(store) as opened:
+        return {c.id: "yes" if opened.has_result(c.id) else "no" for c in plan.cells}
+
+
+def _rows(plan: Plan, stored: dict[str, str]) -> list[tuple[str, ...]]:
+    return [(c.id, c.channel.value, c.version or "-", c.cuda or "-",
+             c.url or c.python or "(this interpreter)", stored[c.id]) for c in plan.cells]
+
+
+def _print_table(plan: Plan, stored: dict[str, str]) -> None:
+    rows = _rows(plan, stored)
+    if sys.stdout.isatty():
+        try:
+            from rich.console import Console
+            from rich.table import Table
+        except ImportError:
+            pass
+        else:
+            table = Table()
+            for name in _COLUMNS:  # ids stay whole; long URLs wrap
+                table.add_column(name, no_wrap=name != "source", overflow="fold",
+                                 min_width=40 if name == "source" else None)
+            for row in rows:
+                table.add_row(*row)
+            Console().print(table)
+            return
+    widths = [max(len(r[i]) for r in [_COLUMNS, *rows]) for i in range(len(_COLUMNS))]
+    for row in [_COLUMNS, *rows]:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())

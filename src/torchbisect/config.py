@@ -1,0 +1,620 @@
+"""matrix.yaml: the pydantic model of which builds to test, and the one loader that validates it.
+
+Every mistake in the file ends in ONE ConfigError sentence that names the file, the line, the key
+and what was expected (the YAML node tree supplies the line of each key pydantic complains about).
+The JSON Schema that editors use (matrix.schema.json) is generated from the same models.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import types
+import typing
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from annotated_types import Ge, Gt
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from .errors import ConfigError
+
+DEFAULT_CUDA_TAGS = ("cu118", "cu121", "cu124", "cu126", "cu128", "cu129", "cu130", "cu132",
+                     "cu134")
+# `last: N` windows count steps from this Monday, so the same dates come back day after day
+# (stored results are reused) instead of shifting with every run.
+STEP_EPOCH = date(2000, 1, 3)
+
+
+def _expected(what: str, value: Any, hint: str = "") -> PydanticCustomError:
+    return PydanticCustomError("expected", "expected {what}, got {got}{hint}",
+                               {"what": what, "got": _show(value), "hint": hint})
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, str)):
+        return repr(value)
+    if value == [] or value == {}:
+        return "an empty list" if value == [] else "an empty mapping"
+    return {list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+
+
+def _whole(one: str, many: str) -> BeforeValidator:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _expected(f"a whole number of {many}", value)
+        if value < 1:
+            raise _expected(f"at least 1 {one}", value)
+        return value
+    return BeforeValidator(check)
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _expected("a number of seconds", value)
+    if value <= 0:
+        raise _expected("more than 0 seconds", value)
+    return float(value)
+
+
+def _matching(regex: str, what: str) -> Any:
+    """A text type checked against `regex`, with the pattern also in the JSON Schema."""
+    compiled = re.compile(regex)
+
+    def check(value: Any) -> str:
+        if isinstance(value, int) and not isinstance(value, bool) and compiled.fullmatch(
+                str(value)):
+            raise _expected(what, value, " (put it in quotes: YAML reads it as a number)")
+        if not isinstance(value, str) or not compiled.fullmatch(value):
+            raise _expected(what, value)
+        return value
+    return Annotated[str, StringConstraints(pattern=f"^(?:{regex})$"), BeforeValidator(check)]
+
+
+def _python(value: Any) -> str:
+    if isinstance(value, float):
+        raise _expected('a Python version in quotes such as "3.12"', value,
+                        " (YAML reads an unquoted 3.10 as the number 3.1)")
+    if not isinstance(value, str) or not re.fullmatch(r"3\.\d{1,2}t?", value):
+        raise _expected('a Python version such as "3.12" or "3.13t"', value)
+    return value
+
+
+def _day(value: Any) -> date:
+    if isinstance(value, date):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\d", value):
+        try:
+            return date.fromisoformat(value)
+        except ValueError:
+            pass
+    raise _expected("a date such as 2026-10-01", value)
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _expected("true or false", value)
+    return value
+
+
+def _env_value(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise _expected("a text or number value", value)
+    return str(value)
+
+
+def _version(value: Any) -> str:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(value)
+        return value
+    except (InvalidVersion, TypeError):
+        raise _expected("a torch version such as 2.15.0", value) from None
+
+
+_RANGE = re.compile(r"all(?: from (\S+?)(?: to (\S+))?)?")
+
+
+def _stable_versions(value: Any) -> str | list[str]:
+    if isinstance(value, list):
+        if not value:
+            raise _expected("at least one version", value)
+        return [_version(v) for v in value]
+    match = _RANGE.fullmatch(value) if isinstance(value, str) else None
+    if not match or not all(_valid(v) for v in match.groups() if v):
+        raise _expected("a list of versions or 'all from X' (optionally 'to Y')", value)
+    return value
+
+
+def _test_versions(value: Any) -> str | list[str]:
+    if value == "current":
+        return value
+    if isinstance(value, list) and value:
+        return [_version(v) for v in value]
+    raise _expected("'current' or a list of versions", value)
+
+
+def _valid(text: str) -> bool:
+    try:
+        _version(text)
+        return True
+    except PydanticCustomError:
+        return False
+
+
+def _wheel_ref(value: Any, info: ValidationInfo) -> str:
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    what = "a local path or an https:// URL of a .whl file"
+    if not isinstance(value, str) or re.match(r"^(?!https://|file://)\w+://", value):
+        raise _expected(what, value)
+    try:
+        parse_wheel_filename(value.rsplit("/", 1)[-1].replace("%2B", "+"))
+    except InvalidWheelFilename:
+        raise _expected(what + " (named like torch-<version>-<python>-<abi>-<platform>.whl)",
+                        value) from None
+    return _resolve_path(value, info)
+
+
+def _index_ref(value: Any, info: ValidationInfo) -> str:
+    if not isinstance(value, str) or re.search(r"\{(?!cuda\})", value) or not value:
+        raise _expected("an index URL or folder, with {cuda} where the CUDA tag goes", value)
+    return _resolve_path(value, info)
+
+
+def _resolve_path(value: str, info: ValidationInfo) -> str:
+    """Relative paths are relative to matrix.yaml, not to wherever torchbisect runs."""
+    base = (info.context or {}).get("base")
+    if "://" in value or base is None or Path(value).is_absolute():
+        return value
+    return str((Path(base) / value).resolve())
+
+
+def _as_list(value: Any) -> list[Any]:
+    """A channel is one entry (a mapping) or a list of entries; validate both as a list."""
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+        return value
+    odd = next((v for v in value if not isinstance(v, dict)), None) if isinstance(value, list) \
+        else None
+    hint = f" holding {_show(odd)}" if isinstance(value, list) else ""
+    raise _expected("a mapping or a list of mappings", value, hint)
+
+
+def _preinstalled(value: Any) -> Any:
+    if value is True:
+        return {}
+    if value is False:
+        return None
+    if not isinstance(value, dict):
+        raise _expected("true, false or a mapping", value)
+    return value
+
+
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+CudaTag = _matching(r"cu\d{3}|cpu|auto", "a CUDA tag such as cu130, cpu or auto")
+ConcreteTag = _matching(r"cu\d{3}|cpu", "a CUDA tag such as cu130 or cpu")
+ImageKey = _matching(r"cu\d{3}|cpu|default", "a CUDA tag such as cu130, or default")
+Name = _matching(_NAME, "a name of letters, digits, '.', '_' or '-'")
+EnvName = _matching(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name")
+Sha256 = _matching(r"[0-9a-fA-F]{64}", "a sha256 of 64 hex digits")
+ImageRef = _matching(r"\S+", "a container image such as nvidia/cuda:13.0.1-base-ubuntu24.04")
+EnvValue = Annotated[str, BeforeValidator(_env_value)]
+Python = Annotated[str, StringConstraints(pattern=r"^3\.\d{1,2}t?$"), BeforeValidator(_python)]
+Day = Annotated[date, BeforeValidator(_day)]
+Days = Annotated[int, Ge(1), _whole("day", "days")]
+Trials = Annotated[int, Ge(1), _whole("trial", "trials")]
+Seconds = Annotated[float, Gt(0), BeforeValidator(_seconds)]
+Flag = Annotated[bool, BeforeValidator(_boolean)]
+WheelRef = Annotated[str, BeforeValidator(_wheel_ref)]
+IndexRef = Annotated[str, BeforeValidator(_index_ref)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunOptions(_Strict):
+    """How a cell is probed; set in `defaults` and overridden per entry."""
+
+    probe: Name | None = Field(None, description="Probe script in probes/ (without .py).")
+    cases: list[Name] | None = Field(None, description="Cases to run; empty: the probe's own.")
+    trials: Trials | None = Field(None, description="Repetitions of timing-dependent cases.")
+    timeout: Seconds | None = Field(None, description="Seconds per cell before it is stopped.")
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict,
+                                         description="Extra environment variables for the probe.")
+
+
+class Options(RunOptions):
+    cuda: CudaTag | None = Field(None, description=(
+        "cu126 … cu134, cpu, or auto: per release, the newest tag it was built for that the "
+        "runner's driver supports."))
+    python: Python | None = Field(None, description='Python version, quoted: "3.12", "3.13t".')
+    overlay: Flag | None = Field(None, description=(
+        "Install torch --no-deps over an image that already has the CUDA libraries."))
+
+
+class StableEntry(Options):
+    versions: Annotated[str | list[str], BeforeValidator(_stable_versions)] = Field(
+        description="A list of versions, or 'all from 2.3' (optionally 'all from 2.3 to 2.15').",
+        examples=["all from 2.3", ["2.11.0", "2.15.0"]])
+
+
+class TestEntry(Options):
+    __test__ = False  # not a pytest class
+
+    versions: Annotated[str | list[str], BeforeValidator(_test_versions)] = Field(
+        "current", description="'current': release candidates newer than the newest stable "
+                               "release; or a list of versions.")
+
+
+class NightlyEntry(Options):
+    dates: list[Day] | None = Field(None, description="Explicit dates, YYYY-MM-DD.")
+    start: Day | None = Field(None, alias="from", description="First date of a range.")
+    end: Day | None = Field(None, alias="to", description="Last date of a range (default today).")
+    last: Days | None = Field(None, description="The last N days, ending today.")
+    step: Days | None = Field(None, description=(
+        "Take every step-th day of the range (from `from`), or of `last` (counted on a fixed "
+        "calendar, so the same dates come back every day)."))
+
+    @field_validator("end")
+    @classmethod
+    def _after_start(cls, end: date | None, info: ValidationInfo) -> date | None:
+        start = info.data.get("start")
+        if end and start and end < start:
+            raise _expected(f"a date on or after `from` ({start})", end.isoformat())
+        return end
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> NightlyEntry:
+        given = [k for k, v in (("dates", self.dates), ("from", self.start), ("last", self.last))
+                 if v is not None]
+        if len(given) != 1:
+            raise PydanticCustomError("expected", "expected exactly one of `dates`, `from` or "
+                                      "`last` to say which nightlies, got {got}",
+                                      {"got": " and ".join(f"`{g}`" for g in given) or "none"})
+        if self.end is not None and self.start is None:
+            raise PydanticCustomError("expected", "`to` needs a `from`")
+        if self.step is not None and self.dates is not None:
+            raise PydanticCustomError("expected", "`step` applies to `from` or `last`, not to "
+                                      "a list of `dates`")
+        return self
+
+    def days(self, today: date) -> list[date]:
+        """The requested dates, oldest first."""
+        if self.dates is not None:
+            return sorted(set(self.dates))
+        step = self.step or 1
+        if self.start is not None:
+            end = self.end or today
+            return [self.start + timedelta(days=i) for i in range(0, (end - self.start).days + 1,
+                                                                   step)]
+        first = today - timedelta(days=self.last - 1)
+        return [first + timedelta(days=i) for i in range(self.last)
+                if (first + timedelta(days=i) - STEP_EPOCH).days % step == 0]
+
+
+class DevEntry(Options):
+    wheel: WheelRef = Field(description="Local path (relative to matrix.yaml) or https:// URL.")
+    sha256: Sha256 | None = Field(None, description="Expected sha256; computed when absent.")
+    name: Name | None = Field(None, description="Cell id becomes dev-<name>; default from the "
+                                                "wheel's version.")
+    index: IndexRef | None = Field(None, description=(
+        "Index for its dependencies (e.g. the nightly index for pytorch-triton)."))
+
+    @property
+    def filename(self) -> str:
+        return self.wheel.rsplit("/", 1)[-1].replace("%2B", "+")
+
+    @property
+    def cell_name(self) -> str:
+        """`name`, or the wheel's version with characters unsafe in an id replaced."""
+        if self.name:
+            return self.name
+        return re.sub(r"[^A-Za-z0-9_.-]", "-", self.filename.split("-")[1])
+
+
+class Preinstalled(RunOptions):
+    interpreter: str | None = Field(None, description=(
+        "Python whose torch to test; default: the image's python3 or the running interpreter."))
+    image: ImageRef | None = Field(None, description=(
+        "Docker backend: the image whose torch to test, e.g. an NGC PyTorch image."))
+
+
+class Indexes(_Strict):
+    """Index URL overrides per channel (mirrors, air-gapped runners); {cuda} is the tag."""
+
+    stable: IndexRef | None = Field(None, examples=["https://mirror.example/whl/{cuda}/"])
+    test: IndexRef | None = None
+    nightly: IndexRef | None = None
+
+
+StableList = Annotated[list[StableEntry], BeforeValidator(_as_list)]
+TestList = Annotated[list[TestEntry], BeforeValidator(_as_list)]
+NightlyList = Annotated[list[NightlyEntry], BeforeValidator(_as_list)]
+DevList = Annotated[list[DevEntry], BeforeValidator(_as_list)]
+
+
+class MatrixConfig(_Strict):
+    """The whole of matrix.yaml."""
+
+    defaults: Options = Field(default_factory=Options, description="Settings every entry inherits.")
+    cuda_tags: list[ConcreteTag] = Field(list(DEFAULT_CUDA_TAGS), description=(
+        "The CUDA tags `cuda: auto` chooses among."))
+    images: dict[ImageKey, ImageRef] = Field(default_factory=dict, description=(
+        "Container base image per CUDA tag; `default` for the others."))
+    indexes: Indexes = Field(default_factory=Indexes)
+    stable: StableList = Field(default_factory=list, description="Releases.")
+    test: TestList = Field(default_factory=list, description="Release candidates.")
+    nightly: NightlyList = Field(default_factory=list, description="Nightly builds.")
+    dev: DevList = Field(default_factory=list, description="Wheels you built.")
+    preinstalled: Annotated[Preinstalled | None, BeforeValidator(_preinstalled)] = Field(
+        None, description="The torch already installed in the image or interpreter.")
+
+    def settings(self, entry: RunOptions) -> Settings:
+        """The entry's options, with `defaults` (then built-in defaults) filling the gaps."""
+        def pick(name: str, fallback: Any) -> Any:
+            for source in (entry, self.defaults):
+                value = getattr(source, name, None)
+                if value is not None:
+                    return value
+            return fallback
+        env = {**self.defaults.env, **entry.env}
+        return Settings(cuda=pick("cuda", "auto"), python=pick("python", None),
+                        probe=pick("probe", "stale_replay"), cases=tuple(pick("cases", ())),
+                        trials=pick("trials", None), timeout=pick("timeout", 900.0),
+                        env=tuple(sorted(env.items())), overlay=pick("overlay", False))
+
+    def image(self, cuda: str) -> str | None:
+        return self.images.get(cuda) or self.images.get("default")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """One entry's effective options."""
+
+    cuda: str
+    python: str | None  # None: the runner's Python
+    probe: str
+    cases: tuple[str, ...]
+    trials: int | None
+    timeout: float
+    env: tuple[tuple[str, str], ...]
+    overlay: bool
+
+
+def load_matrix(path: Path) -> MatrixConfig:
+    """Read and validate matrix.yaml; any problem raises ConfigError with one sentence."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path} does not exist: pass --matrix PATH") from None
+    except UnicodeDecodeError as err:
+        line = err.object[:err.start].count(b"\n") + 1
+        raise ConfigError(f"{path}, line {line}: not UTF-8 text; save the file as UTF-8") \
+            from None
+    root, data = _parse_yaml(path, text)
+    try:
+        config = MatrixConfig.model_validate(data, context={"base": path.parent})
+    except ValidationError as err:
+        raise ConfigError(_sentence(path, root, err.errors())) from None
+    problems = _semantic_problems(config)
+    if problems:
+        raise ConfigError(_sentence(path, root, problems))
+    return config
+
+
+def matrix_schema() -> dict[str, Any]:
+    """JSON Schema of matrix.yaml, adjusted for what the validators accept beyond the types."""
+    schema = MatrixConfig.model_json_schema()
+    for name in ("stable", "test", "nightly", "dev"):  # one mapping or a list of them
+        prop = schema["properties"][name]
+        items = prop.pop("items")
+        prop.pop("type")
+        prop["anyOf"] = [items, {"type": "array", "items": items}]
+    schema["properties"]["preinstalled"]["anyOf"].insert(0, {"type": "boolean"})
+    schema["properties"]["images"]["additionalProperties"] = False
+    for definition in schema["$defs"].values():
+        env = definition.get("properties", {}).get("env")
+        if env:  # numbers become text
+            env["patternProperties"] = {k: {"type": ["string", "number"]}
+                                        for k in env["patternProperties"]}
+            env["additionalProperties"] = False
+    schema["title"] = "torchbisect matrix.yaml"
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def schema_text() -> str:
+    return json.dumps(matrix_schema(), indent=2) + "\n"
+
+
+def write_schema(path: Path) -> None:
+    Path(path).write_text(schema_text(), encoding="utf-8")
+
+
+class _Loader(yaml.SafeLoader):
+    """safe_load's loader, except that dates stay text so pydantic reports bad ones by line."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+
+
+def _parse_yaml(path: Path, text: str) -> tuple[yaml.Node, Any]:
+    loader = _Loader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            raise ConfigError(f"{path}: the file is empty; expected at least one of `stable`, "
+                              "`test`, `nightly`, `dev` or `preinstalled`")
+        _no_duplicate_keys(path, root)
+        return root, loader.construct_document(root)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        line = f", line {mark.line + 1}" if mark else ""
+        context = err.context
+        if context and err.context_mark and mark and err.context_mark.line != mark.line:
+            context += f" on line {err.context_mark.line + 1}"
+        what = ", ".join(filter(None, (context, err.problem)))
+        raise ConfigError(f"{path}{line}: not valid YAML ({what})") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML ({err})") from None
+    finally:
+        loader.dispose()
+
+
+def _no_duplicate_keys(path: Path, node: yaml.Node, trail: str = "") -> None:
+    if isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _no_duplicate_keys(path, item, f"{trail}[{i}]")
+    if not isinstance(node, yaml.MappingNode):
+        return
+    seen: dict[str, int] = {}
+    for key, value in node.value:
+        name = f"{trail}.{key.value}" if trail else str(key.value)
+        line = key.start_mark.line + 1
+        if key.value in seen:
+            raise ConfigError(f"{path}, line {line}, key `{name}`: appears twice (first on line "
+                              f"{seen[key.value]}); keep one")
+        seen[key.value] = line
+        _no_duplicate_keys(path, value, name)
+
+
+_GENERIC = {
+    "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping",
+    "model_attributes_type": "a mapping", "string_type": "text", "bool_type": "true or false",
+    "bool_parsing": "true or false", "int_type": "a whole number", "int_parsing": "a whole number",
+    "float_type": "a number", "float_parsing": "a number",
+}
+
+
+def _sentence(path: Path, root: yaml.Node, errors: list[dict[str, Any]]) -> str:
+    """The first problem (by line) as one sentence; how many more there are, if any."""
+    found = []
+    for err in errors:
+        loc = tuple(err["loc"])
+        if err["type"] == "missing":
+            line, key = _locate(root, loc[:-1])
+            message = f"missing the required key `{loc[-1]}`"
+        else:
+            line, key = _locate(root, loc)
+            message = _message(err, loc)
+        where = f"{path}, line {line}" + (f", key `{key}`" if key else "")
+        found.append((line, f"{where}: {message}"))
+    found.sort(key=lambda f: f[0])
+    more = len(found) - 1
+    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return found[0][1] + suffix
+
+
+def _message(err: dict[str, Any], loc: tuple) -> str:
+    kind = err["type"]
+    if kind == "expected":
+        return err["msg"]
+    if kind == "extra_forbidden":
+        allowed = _fields_at(loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f"did you mean `{close[0]}`?" if close else "expected one of " + ", ".join(
+            f"`{a}`" for a in allowed)
+        return f"unknown key; {hint}"
+    if not loc and kind == "model_type":
+        got = _show(err["input"])
+        return f"expected a mapping of keys such as `stable` and `nightly`, got {got}"
+    what = _GENERIC.get(kind)
+    if what:
+        return f"expected {what}, got {_show(err.get('input'))}"
+    return err["msg"][:1].lower() + err["msg"][1:]
+
+
+def _locate(root: yaml.Node, loc: tuple) -> tuple[int, str]:
+    """The line of the deepest key of `loc` that exists in the file, and the dotted key path."""
+    node: yaml.Node | None = root
+    line, parts = root.start_mark.line + 1, []
+    for part in loc:
+        if isinstance(node, yaml.MappingNode) and isinstance(part, int):
+            continue  # one mapping written for a list of one
+        if part == "[key]":
+            continue
+        if isinstance(part, int):
+            parts[-1:] = [f"{parts[-1] if parts else ''}[{part}]"]
+        else:
+            parts.append(str(part))
+        node, at = _child(node, part)
+        if at:
+            line = at
+    return line, ".".join(parts)
+
+
+def _child(node: yaml.Node | None, part: Any) -> tuple[yaml.Node | None, int | None]:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if key.value == str(part):
+                return value, key.start_mark.line + 1
+    if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+        item = node.value[part]
+        return item, item.start_mark.line + 1
+    return None, None
+
+
+def _fields_at(loc: tuple) -> list[str]:
+    """The keys allowed at `loc`, for "did you mean …" on an unknown key."""
+    model: Any = MatrixConfig
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
+        model = _model_in(field.annotation) if field else None
+        if model is None:
+            return []
+    return [f.alias or n for n, f in model.model_fields.items()]
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (list, typing.Union, types.UnionType, Annotated):
+        for arg in typing.get_args(annotation):
+            found = _model_in(arg)
+            if found:
+                return found
+    return None
+
+
+def _semantic_problems(config: MatrixConfig) -> list[dict[str, Any]]:
+    """Rules across entries, in pydantic's error shape so they are reported the same way."""
+    problems = []
+    if not (config.stable or config.test or config.nightly or config.dev or config.preinstalled):
+        problems.append({"type": "expected", "loc": (), "msg": (
+            "nothing to test; add at least one of `stable`, `test`, `nightly`, `dev` or "
+            "`preinstalled`")})
+    names: dict[str, int] = {}
+    for i, entry in enumerate(config.dev):
+        name = entry.cell_name
+        if name in names:
+            problems.append({"type": "expected", "loc": ("dev", i, "name" if entry.name else
+                                                         "wheel"),
+                             "msg": f"another dev wheel is already named {name!r}; give this "
+                                    "one a different `name`"})
+        names[name] = i
+    return problems

@@ -1,0 +1,171 @@
+"""Test helpers: serve a folder over HTTP on 127.0.0.1, and write PyTorch-format wheel indexes.
+
+`serve(directory)` is a context manager yielding the base URL (a str that also records the paths
+requested, in `.hits`).  A folder holding `index.json` next to `index.html` answers PEP 691 JSON
+to clients that ask for it.  `fail_first` / `fail_always` answer 503 to test retries;
+`truncate_first` cuts bodies short (the Content-Length promises more): a partial page is an error.
+
+`make_release_index` and `make_nightly_index` write pages shaped like download.pytorch.org's:
+`%2B` in hrefs, data-dist-info-metadata / data-core-metadata, `#sha256=` on releases but not on
+nightlies, several Pythons and platforms per version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import date, timedelta
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+PYTHONS = ("cp310", "cp311", "cp312", "cp313", "cp313t")
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64", "win_amd64")
+PEP691 = "application/vnd.pypi.simple.v1+json"
+
+
+class Served(str):
+    """The base URL; `.hits` lists the request paths in order."""
+
+    hits: list[str]
+
+
+@contextmanager
+def serve(directory: str | Path, *, fail_first: int = 0, fail_always: bool = False,
+          truncate_first: int = 0) -> Iterator[Served]:
+    state = {"failures": fail_first, "truncations": truncate_first}
+    hits: list[str] = []
+
+    class Handler(SimpleHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            hits.append(self.path)
+            if fail_always or state["failures"] > 0:
+                state["failures"] -= 1
+                self.send_error(503, "Service Unavailable")
+                return
+            page = Path(self.translate_path(self.path))
+            if page.is_dir() and self.path.endswith("/") and (page / "index.json").is_file() \
+                    and PEP691 in self.headers.get("Accept", ""):
+                self._send((page / "index.json").read_bytes(), PEP691)
+                return
+            if page.is_dir() and self.path.endswith("/") and (page / "index.html").is_file():
+                self._send((page / "index.html").read_bytes(), "text/html")
+                return
+            super().do_GET()
+
+        def _send(self, body: bytes, content_type: str) -> None:
+            cut = state["truncations"] > 0
+            state["truncations"] -= 1
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[: len(body) // 2] if cut else body)
+            if cut:
+                self.close_connection = True
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 partial(Handler, directory=str(directory)))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
+                              daemon=True)
+    thread.start()
+    try:
+        url = Served(f"http://127.0.0.1:{server.server_address[1]}")
+        url.hits = hits
+        yield url
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def fake_wheel(filename: str) -> bytes:
+    """The bytes of a stand-in wheel: small, and different for every file name."""
+    return f"not really a wheel: {filename}\n".encode()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def make_release_index(root: Path, versions: dict[str, Iterable[str]], *, channel: str = "",
+                       pythons: Iterable[str] = PYTHONS, platforms: Iterable[str] = PLATFORMS,
+                       with_sha: bool = True, write_wheels: bool = False,
+                       json_too: bool = False) -> Path:
+    """`root/whl/[channel/]<tag>/torch/index.html` for each tag → versions; returns `root/whl`."""
+    for tag, tag_versions in versions.items():
+        folder = f"{channel}/{tag}" if channel else tag
+        names = [_name(f"{v}+{tag}", py, plat) for v in tag_versions for py in pythons
+                 for plat in platforms if _exists(v, py)]
+        _write_page(root, folder, names, with_sha=with_sha, write_wheels=write_wheels,
+                    json_too=json_too)
+    return root / "whl"
+
+
+def make_nightly_index(root: Path, dates: Iterable[date], *, cuda: str = "cu130",
+                       version: str = "2.17.0", bump: tuple[date, str] | None = None,
+                       pythons: Iterable[str] = PYTHONS, platforms: Iterable[str] = PLATFORMS,
+                       write_wheels: bool = False, json_too: bool = False) -> Path:
+    """`root/whl/nightly/<cuda>/torch/index.html` with one nightly per date (two on `bump`'s date).
+
+    `bump = (day, new_version)`: from `day` on, nightlies carry `new_version`; `day` itself has
+    both, as happens around a version bump.  Returns `root/whl/nightly`.
+    """
+    names = []
+    for day in dates:
+        stamps = [version] if bump is None or day < bump[0] else (
+            [version, bump[1]] if day == bump[0] else [bump[1]])
+        for v in stamps:
+            names += [_name(f"{v}.dev{day:%Y%m%d}+{cuda}", py, plat) for py in pythons
+                      for plat in platforms]
+    _write_page(root, f"nightly/{cuda}", names, with_sha=False, write_wheels=write_wheels,
+                json_too=json_too)
+    return root / "whl" / "nightly"
+
+
+def daily(first: date, count: int, *, skip: Iterable[date] = ()) -> list[date]:
+    """`count` consecutive dates from `first`, leaving out `skip` (the gaps)."""
+    gaps = set(skip)
+    return [d for d in (first + timedelta(days=i) for i in range(count)) if d not in gaps]
+
+
+def _exists(version: str, python: str) -> bool:
+    return python != "cp313t" or tuple(int(p) for p in version.split(".")[:2]) >= (2, 6)
+
+
+def _name(version: str, python: str, platform: str) -> str:
+    abi = python
+    python = python.rstrip("t")
+    return f"torch-{version}-{python}-{abi}-{platform}.whl"
+
+
+def _write_page(root: Path, folder: str, names: list[str], *, with_sha: bool,
+                write_wheels: bool, json_too: bool) -> None:
+    page = root / "whl" / folder / "torch"
+    page.mkdir(parents=True, exist_ok=True)
+    links, files = [], []
+    for name in names:
+        href = f"/whl/{folder}/{name.replace('+', '%2B')}"
+        data = fake_wheel(name)
+        meta = sha256(b"METADATA " + data)
+        fragment = f"#sha256={sha256(data)}" if with_sha else ""
+        links.append(f'    <a href="{href}{fragment}" data-dist-info-metadata="sha256={meta}" '
+                     f'data-core-metadata="sha256={meta}">{html.escape(name)}</a><br/>')
+        files.append({"filename": name, "url": href,
+                      "hashes": {"sha256": sha256(data)} if with_sha else {},
+                      "core-metadata": {"sha256": meta}, "dist-info-metadata": {"sha256": meta}})
+        if write_wheels:
+            (root / "whl" / folder / name).write_bytes(data)
+    body = "\n".join(["<!DOCTYPE html>", "<html>", "  <body>", "    <h1>Links for torch</h1>",
+                      *links, "  </body>", "</html>", ""])
+    (page / "index.html").write_text(body, encoding="utf-8")
+    if json_too:
+        doc = {"meta": {"api-version": "1.1"}, "name": "torch", "files": files}
+        (page / "index.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
