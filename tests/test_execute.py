@@ -143,3 +143,11 @@ def test_probe_args_carry_the_cells_cases_and_trials():
     assert execute.probe_args(cell) == ["--cases", "capture_data_ptr,side_stream",
                                         "--trials", "7"]
     assert execute.probe_args(make_cell()) == []
+
+
+def test_a_configuration_mistake_is_not_stored_as_infrastructure(tmp_path):
+    from torchbisect.errors import ConfigError
+
+    backend = ScriptedBackend(installs={"dev-a": ConfigError("name an image under `images:`")})
+    with pytest.raises(ConfigError):
+        execute.run_cell(backend, make_cell("dev-a"), gpu=GPU, logs_dir=tmp_path)

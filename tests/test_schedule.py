@@ -143,3 +143,13 @@ def test_ctrl_c_stores_nothing_half_done_and_releases_everything(tmp_path, store
     assert set(stored) <= probed
     installed = {cell for _, what, cell in backend.events if what == "install"}
     assert set(backend.released) == installed  # every prepared cell was released
+
+
+def test_a_configuration_mistake_stops_the_run_and_releases_what_was_prepared(tmp_path, store):
+    cells = [make_cell(f"dev-{i}") for i in range(4)]
+    backend = ScriptedBackend(installs={"dev-2": ConfigError("no image for preinstalled")},
+                              probe_s=0.05)
+    with pytest.raises(ConfigError, match="no image"):
+        schedule.run_cells(cells, backend, store=store, gpus=[None], logs_dir=tmp_path)
+    installed = {c for _, what, c in backend.events if what == "install"} - {"dev-2"}
+    assert set(backend.released) == installed

@@ -1,10 +1,12 @@
 """Turns one cell into one `CellRun`: prepare, probe, and map whatever happened to a status.
 
-This module is THE place where exceptions and exit statuses become statuses.  A backend failure, a
-crash, a hang, a missing or unreadable JSON document, or an exit status that disagrees with the
-document all give `RunStatus.INFRA_FAILURE` with a one-line reason: never affected, never not
-affected.  Only a probe that exited 0, 1 or 125 and wrote a valid document matching that status
-gives `RunStatus.OK` with its verdict.
+This module is THE place where exceptions and exit statuses become statuses.  Only a probe that
+exited 0, 1 or 125 and wrote a valid document matching that status gives `RunStatus.OK` with its
+verdict.  A backend failure, a crash, a hang, a missing or unreadable JSON document, or an exit
+status that disagrees with the document all give `RunStatus.INFRA_FAILURE` with a one-line
+reason: never affected, never not affected.  The one exception that passes through is
+ConfigError: a mistake in matrix.yaml (say, a preinstalled cell on docker without an image) stops
+the run with its sentence and exit status 2.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .backends.base import Backend, Prepared, ProbeOutput
-from .errors import CommandFailed, TorchbisectError
+from .errors import CommandFailed, ConfigError, TorchbisectError
 from .gpus import Gpu
 from .model import Cell, CellRun, ProbeResult, RunStatus
 from .probes import probe_version
@@ -71,7 +73,9 @@ def prepare(backend: Backend, cell: Cell, *, log: Path, gpu: Gpu | None,
         on_phase(cell, "install")
     try:
         prepared = backend.prepare(cell, log=log)
-    except Exception as err:  # noqa: BLE001 - every failure of a backend is an infra failure
+    except ConfigError:
+        raise  # a mistake in matrix.yaml stops the run with its sentence; it is not infra
+    except Exception as err:  # noqa: BLE001 - every other failure of a backend is infra
         return _failure(cell, backend, gpu, started, log, f"install: {_describe(err, cell, log)}")
     return Staged(prepared=prepared, started=started)
 
@@ -85,6 +89,8 @@ def probe(backend: Backend, staged: Staged, *, gpu: Gpu | None, log: Path,
     try:
         output = backend.probe(prepared, gpu=gpu.index if gpu else None,
                                probe_args=probe_args(cell), log=log)
+    except ConfigError:
+        raise
     except Exception as err:  # noqa: BLE001
         return _failure(cell, backend, gpu, started, log, f"probe: {_describe(err, cell, log)}",
                         prepared=prepared)

@@ -1,0 +1,125 @@
+"""Benchmarks of the run stage, as functions returning plain dicts of numbers (`nox -s bench`).
+
+* `cell_overhead`: one cell through the whole scheduler (fingerprint, skip check, thread pools,
+  log, store write) against the bare probe script run by hand in the same environment, on a warm
+  cache (the cell's environment already prepared).  Goal: tool / bare ≤ 1.2.
+* `rerun_unchanged`: `torchbisect matrix` over an unchanged 20-cell matrix whose verdicts are all
+  stored: nothing may be re-run, and the whole command (plan, skip checks, summary, report) should
+  take ≤ 2 s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import execute
+from .backends.base import Backend
+from .gpus import Gpu, list_gpus
+from .model import Cell, CellRun, Channel, ProbeResult, RunStatus
+from .probes import probe_path, probe_version
+from .store import Store
+
+
+def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
+                  repeats: int = 3) -> dict:
+    """Median wall seconds of the bare probe and of the tool for one cell, and their ratio.
+
+    Default: the preinstalled cell on the `current` backend (this interpreter's torch).
+    """
+    from .backends.current import CurrentBackend
+    from .cli.matrix import preinstalled_cell
+    from .schedule import run_cells
+
+    backend = backend or CurrentBackend()
+    cell = cell or preinstalled_cell()
+    gpus = list_gpus()
+    gpu = gpus[0] if gpus else None
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        staged = execute.prepare(backend, cell, log=tmp_path / "warm.log", gpu=gpu)  # warm cache
+        if isinstance(staged, CellRun):
+            raise RuntimeError(f"cannot prepare {cell.id}: {staged.reason}")
+        bare, tool = [], []
+        _bare_probe(staged.prepared.python, cell, gpu, tmp_path / "warm.json",
+                    env=staged.prepared.env)  # page cache and bytecode warm for both sides
+        with Store(tmp_path / "bench.sqlite") as store:
+            for i in range(repeats):
+                bare.append(_bare_probe(staged.prepared.python, cell, gpu, tmp_path / f"{i}.json",
+                                        env=staged.prepared.env))
+                began = time.monotonic()
+                (run,) = run_cells([cell], backend, store=store, gpus=[gpu],
+                                   logs_dir=tmp_path / "logs")
+                tool.append(time.monotonic() - began)
+        bare_s, tool_s = statistics.median(bare), statistics.median(tool)
+    return {"cell": cell.id, "backend": backend.name, "gpu": execute.gpu_name(gpu),
+            "repeats": repeats, "bare_seconds": round(bare_s, 3), "tool_seconds": round(tool_s, 3),
+            "overhead_seconds": round(tool_s - bare_s, 3), "ratio": round(tool_s / bare_s, 3),
+            "goal_ratio": 1.2, "ok": tool_s / bare_s <= 1.2, "verdict": _verdict(run)}
+
+
+def rerun_unchanged(n_cells: int = 20) -> dict:
+    """Seconds for `torchbisect matrix` over `n_cells` cells that all have a stored verdict."""
+    gpus = list_gpus()
+    gpu = gpus[0] if gpus else None
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        cells = _synthetic_matrix(tmp_path / "matrix.yaml", n_cells)
+        with Store(tmp_path / "results.sqlite") as store:
+            store.add_many(_stored_verdict(c, gpu) for c in cells)
+        argv = [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
+                "--offline", "--allow-no-gpu", "--backend", "venv", "--store", "results.sqlite",
+                "--out", "reports", "--workdir", "work"]
+        began = time.monotonic()
+        done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True)
+        seconds = time.monotonic() - began
+        with Store(tmp_path / "results.sqlite") as store:
+            rerun = len(store.runs()) - n_cells
+    if done.returncode != 0:
+        raise RuntimeError(f"matrix exited {done.returncode}: {done.stderr[-2000:]}")
+    return {"cells": n_cells, "seconds": round(seconds, 3), "rerun_cells": rerun,
+            "goal_seconds": 2.0, "ok": rerun == 0 and seconds <= 2.0}
+
+
+def _bare_probe(python: str, cell: Cell, gpu: Gpu | None, out: Path, *,
+                env: dict[str, str]) -> float:
+    from . import proc
+    from .backends.venv import gpu_env
+
+    argv = [python, str(probe_path(cell.probe)), *execute.probe_args(cell), "--json", str(out)]
+    began = time.monotonic()
+    proc.run(argv, env={**env, **gpu_env(gpu.index if gpu else None)}, check=False,
+             timeout=cell.timeout)
+    return time.monotonic() - began
+
+
+def _synthetic_matrix(path: Path, n: int) -> list[Cell]:
+    """A matrix of `n` dev wheels with known sha256s (nothing to download or hash to plan it)."""
+    lines = ["dev:"]
+    cells = []
+    for i in range(n):
+        name, sha = f"bench{i:02d}", hashlib.sha256(f"bench{i}".encode()).hexdigest()
+        url = f"https://wheels.invalid/torch-2.99.{i}%2Bcpu-py3-none-any.whl"
+        lines += [f"  - wheel: {url}", f"    sha256: {sha}", f"    name: {name}"]
+        cells.append(Cell(id=f"dev-{name}", channel=Channel.DEV, version=f"2.99.{i}+cpu",
+                          cuda="cpu", python="3", url=url, sha256=sha))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return cells
+
+
+def _stored_verdict(cell: Cell, gpu: Gpu | None) -> CellRun:
+    doc = {"schema": 1, "probe": cell.probe, "verdict": "skipped",
+           "cases": {"capture_data_ptr": {"verdict": "skipped"}}}
+    return CellRun(cell=cell, status=RunStatus.OK, result=ProbeResult.from_json(doc),
+                   wheel_sha256=cell.sha256 or "", probe_version=probe_version(cell.probe),
+                   gpu=execute.gpu_name(gpu), driver=gpu.driver if gpu else "", backend="venv",
+                   started=execute.now())
+
+
+def _verdict(run: CellRun) -> str:
+    return run.verdict.value if run.verdict else f"infra failure: {run.reason}"

@@ -1,0 +1,240 @@
+"""`torchbisect matrix`: plan → install and probe each cell on the GPUs → store → report.
+
+The steps, each a small function: resolve the plan (and keep the lock up to date), pick this
+shard's cells, choose the backend, skip the cells whose verdict is already stored, run the rest
+(`schedule.run_cells`), print the summary table, render the report.  Without a GPU only this
+interpreter's torch is probed, unless `--allow-no-gpu`.
+
+Exit status: 0 when every cell has a verdict, 3 when some cell ended as an infrastructure
+failure (it is retried on the next run), 2 for configuration errors, 5 when the backend cannot run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import signal
+import sys
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rich.console import Console
+
+from ..errors import ConfigError, InfraError
+from ..model import Cell, CellRun, Channel, Plan, RunStatus
+
+DEFAULT_STORE = Path("reports/results.sqlite")
+PREINSTALLED_ID = "preinstalled"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--matrix", type=Path, default=Path("matrix.yaml"),
+        help="matrix file (default: %(default)s)")
+    add("--lock", type=Path, metavar="PATH",
+        help="lock file (default: <matrix>.lock.json next to the matrix file)")
+    add("--offline", action="store_true", help="plan from the lock alone; no index is contacted")
+    add("--backend", choices=("docker", "venv", "current"),
+        help="where cells are installed (default: docker when an engine answers, else venv)")
+    add("--overlay", action="store_true",
+        help="install only the torch wheel (--no-deps) over an environment that has the CUDA "
+             "libraries, for every cell")
+    add("--store", type=Path, default=DEFAULT_STORE, help="result store (default: %(default)s)")
+    add("--shard", metavar="I/N", help="run only shard I of N (cells split by a hash of their id)")
+    add("--cells", metavar="ID,ID", help="run only these cells")
+    add("--force", action="store_true", help="probe cells even when a verdict is stored")
+    add("--allow-no-gpu", action="store_true",
+        help="without a GPU, still install and probe every cell (the probe reports `skipped`)")
+    add("--python", metavar="PATH",
+        help="interpreter that has the CUDA libraries: overlays install over it and the "
+             "preinstalled cell tests its torch (default: the one running torchbisect)")
+    add("--workdir", type=Path, metavar="DIR",
+        help="venvs, downloads and probe output (default: .torchbisect/)")
+    add("--out", type=Path, default=Path("reports"),
+        help="report folder; cell logs go to OUT/logs/ (default: %(default)s/)")
+    add("--no-report", action="store_true", help="store results but render no report")
+    add("--jobs", type=int, metavar="N",
+        help="cells installed ahead of the probes (default: two per GPU)")
+
+
+def run(args: argparse.Namespace) -> int:
+    _sigterm_stops_like_ctrl_c()
+    console = Console()
+    plan = resolve_plan(args, console)
+    cells = _pick(plan.cells, args)
+    from ..gpus import list_gpus
+
+    gpus = list_gpus()
+    backend_name = args.backend
+    if not gpus and not args.allow_no_gpu:
+        cells, backend_name = _no_gpu_cells(cells, console, python=_python(args)), "current"
+    slots = list(gpus) or [None]
+    from ..store import Store
+
+    with Store(args.store) as store:
+        new, reused = _probe(cells, backend_name, store, slots, args, console) if cells else (
+            [], [])
+        _pin_hashes(new, _lock_path(args))
+        _summary(new, reused, console, logs=args.out / "logs")
+        if not args.no_report:
+            _render(store, args.out, console)
+    failed = [r for r in new if r.status is RunStatus.INFRA_FAILURE]
+    if failed:
+        console.print(f"{len(failed)} cell(s) failed for infrastructure reasons (see the note "
+                      f"column and {args.out / 'logs'}/); they are retried on the next run")
+        return InfraError.exit_code
+    return 0
+
+
+def resolve_plan(args: argparse.Namespace, console: Console) -> Plan:
+    from ..config import load_matrix
+    from ..gpus import driver_version
+    from ..index import host_platform
+    from ..lock import Lock
+    from ..resolve import build_plan
+
+    config = load_matrix(args.matrix)
+    lock_path = _lock_path(args)
+    plan = build_plan(
+        config, lock=Lock.load(lock_path),
+        python=f"{sys.version_info.major}.{sys.version_info.minor}", platform=host_platform(),
+        driver=driver_version(), today=datetime.now(timezone.utc).date(), offline=args.offline,
+        note=lambda text: console.print(f"note: {text}", highlight=False))
+    for missing in plan.missing:
+        console.print(f"missing {missing.channel.value} {missing.what}: {missing.reason}",
+                      highlight=False)
+    Lock.from_plan(plan).save(lock_path)
+    return plan
+
+
+def _lock_path(args: argparse.Namespace) -> Path:
+    from ..lock import Lock
+
+    return args.lock or Lock.default_path(args.matrix)
+
+
+def _pick(cells: tuple[Cell, ...], args: argparse.Namespace) -> tuple[Cell, ...]:
+    """--cells, then --shard, then --overlay."""
+    from ..schedule import shard
+
+    if args.cells:
+        wanted = [c.strip() for c in args.cells.split(",") if c.strip()]
+        known = {c.id for c in cells}
+        unknown = [w for w in wanted if w not in known]
+        if unknown:
+            raise ConfigError(f"--cells: no cell {', '.join(unknown)} in the plan of "
+                              f"{args.matrix}; `torchbisect plan` lists them")
+        cells = tuple(c for c in cells if c.id in wanted)
+    cells = shard(cells, args.shard)
+    if args.overlay:
+        cells = tuple(dataclasses.replace(c, overlay=True) if c.url else c for c in cells)
+    return cells
+
+
+def _python(args: argparse.Namespace) -> str:
+    return args.python or sys.executable
+
+
+def _no_gpu_cells(cells: tuple[Cell, ...], console: Console, *, python: str) -> tuple[Cell, ...]:
+    """Without a GPU: only this interpreter's torch, with one sentence saying so."""
+    from ..backends.current import torch_version
+    from ..backends.venv import interpreter_of
+
+    mine = [c for c in cells if c.channel is Channel.PREINSTALLED] or [preinstalled_cell()]
+    if torch_version(interpreter_of(mine[0], python)) is None:
+        console.print("No GPU is visible (nvidia-smi lists none) and this interpreter has no "
+                      "torch, so nothing is probed; pass --allow-no-gpu to run every cell anyway.")
+        return ()
+    console.print("No GPU is visible (nvidia-smi lists none), so only this interpreter's torch "
+                  "is probed; pass --allow-no-gpu to run every cell anyway.")
+    return tuple(mine[:1])
+
+
+def preinstalled_cell(**fields) -> Cell:
+    """The interpreter's own torch, for when the plan has no `preinstalled` entry."""
+    return Cell(id=PREINSTALLED_ID, channel=Channel.PREINSTALLED, version="", cuda="", python="",
+                **fields)
+
+
+def with_torch_version(cell: Cell, *, python: str) -> Cell:
+    """A preinstalled cell with the version (and CUDA tag) of the torch it names, read without
+    importing torch, so the store and the report can say which torch it was."""
+    if cell.channel is not Channel.PREINSTALLED or cell.version:
+        return cell
+    from ..backends.current import torch_version
+    from ..backends.venv import interpreter_of
+
+    version = torch_version(interpreter_of(cell, python)) or ""
+    local = version.partition("+")[2]
+    cuda = local if re.fullmatch(r"cu\d{3}|cpu|rocm[\d.]+", local) else cell.cuda
+    return dataclasses.replace(cell, version=version, cuda=cuda)
+
+
+def _probe(cells, backend_name, store, slots, args, console) -> tuple[list[CellRun],
+                                                                      list[CellRun]]:
+    from ..backends import choose_backend
+    from ..progress import RichHandler
+    from ..schedule import run_cells, select
+
+    handler = RichHandler()
+    options = backend_options(args, on_phase=handler.phase)
+    backend = choose_backend(backend_name, say=console.print, **options)
+    cells = tuple(with_torch_version(c, python=_python(args)) for c in cells)
+    picked = select(cells, store, backend=backend, gpu=slots[0], force=args.force)
+    handler.start(to_run=len(picked.to_run), reused=len(picked.reused))
+    with handler:
+        new = run_cells(picked.to_run, backend, store=store, gpus=slots,
+                        logs_dir=args.out / "logs", lookahead=args.jobs, handler=handler)
+    return new, list(picked.reused)
+
+
+def backend_options(args: argparse.Namespace, **options) -> dict:
+    """Constructor options from the command line (choose_backend drops those a class lacks)."""
+    if args.python:
+        options["python"] = args.python
+    if args.workdir:
+        options.update(workdir=args.workdir, work_root=args.workdir / "docker")
+    return options
+
+
+def _pin_hashes(runs: list[CellRun], lock_path: Path) -> None:
+    """Record in the lock the sha256 of wheels the plan did not know and the installer hashed."""
+    from ..lock import pin_sha256
+
+    for run in runs:
+        if run.cell.url and not run.cell.sha256 and re.fullmatch(r"[0-9a-f]{64}",
+                                                                 run.wheel_sha256):
+            pin_sha256(lock_path, run.cell.id, run.wheel_sha256)
+
+
+def _summary(new: list[CellRun], reused: list[CellRun], console: Console, *, logs: Path) -> None:
+    from ..progress import print_summary
+
+    if not new and not reused:
+        return
+    title = f"{len(new) + len(reused)} cells: {len(new)} probed now, {len(reused)} from the store"
+    print_summary([*new, *reused], stored=[r.cell.id for r in reused], console=console,
+                  title=title)
+    if new:
+        console.print(f"cell logs: {logs}/<cell id>.log", highlight=False)
+
+
+def _render(store, out: Path, console: Console) -> None:
+    try:
+        from ..report import render
+    except ImportError:
+        return  # a build without the report stage: the summary table above is the output
+    for path in render(store, out):
+        console.print(f"wrote {path}", highlight=False)
+
+
+def _sigterm_stops_like_ctrl_c() -> None:
+    """A cancelled CI job sends SIGTERM: stop as cleanly as on Ctrl-C, releasing everything."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt

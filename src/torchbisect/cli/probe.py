@@ -1,0 +1,124 @@
+"""`torchbisect probe [CELL]`: install and probe one cell of the plan, print its cases, store it.
+
+The default cell, `preinstalled`, is this interpreter's torch on the `current` backend: it needs
+no matrix.yaml and installs nothing.  Any other identifier comes from the plan of `--matrix`.
+The cell is always probed (no skip key): asking for one cell means asking for a fresh verdict.
+
+Exit status: 0 when the probe gave a verdict (whatever it is), 3 for an infrastructure failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import ConfigError, InfraError
+from ..model import Cell, CellRun, Channel, RunStatus
+from .matrix import (
+    DEFAULT_STORE,
+    PREINSTALLED_ID,
+    backend_options,
+    preinstalled_cell,
+    with_torch_version,
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("cell", nargs="?", default=PREINSTALLED_ID,
+        help="cell identifier from `torchbisect plan` (default: %(default)s, this interpreter's "
+             "torch)")
+    add("--matrix", type=Path, default=Path("matrix.yaml"),
+        help="matrix file the cell comes from (default: %(default)s)")
+    add("--lock", type=Path, metavar="PATH", help="lock file (default: next to the matrix file)")
+    add("--offline", action="store_true", help="plan from the lock alone")
+    add("--backend", choices=("docker", "venv", "current"),
+        help="default: current for preinstalled; else docker when an engine answers, else venv")
+    add("--overlay", action="store_true", help="install only the torch wheel (--no-deps)")
+    add("--gpu", type=int, metavar="INDEX", help="GPU to use (default: the first visible one)")
+    add("--cases", metavar="A,B", help="only these cases (the controls always run)")
+    add("--trials", type=int, metavar="N", help="trials of the timing-dependent cases")
+    add("--store", type=Path, default=DEFAULT_STORE, help="result store (default: %(default)s)")
+    add("--python", metavar="PATH",
+        help="interpreter whose torch `preinstalled` tests and over which overlays install")
+    add("--workdir", type=Path, metavar="DIR", help="venvs and downloads (default: .torchbisect/)")
+    add("--out", type=Path, default=Path("reports"), help="the log goes to OUT/logs/<cell>.log")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import execute
+    from ..backends import choose_backend
+    from ..store import Store
+
+    console = Console()
+    cell = with_torch_version(_overrides(_find(args), args), python=args.python or sys.executable)
+    name = args.backend or ("current" if cell.channel is Channel.PREINSTALLED else None)
+    backend = choose_backend(name, say=console.print, **backend_options(args))
+    gpu = _gpu(args.gpu)
+    console.print(f"probing {cell.id} on {execute.gpu_name(gpu)} with the {backend.name} backend",
+                  highlight=False)
+    result = execute.run_cell(backend, cell, gpu=gpu, logs_dir=args.out / "logs")
+    with Store(args.store) as store:
+        run_id = store.add(result)
+    _print(result, console)
+    console.print(f"stored as run {run_id} in {args.store}; log: "
+                  f"{execute.log_path(args.out / 'logs', cell)}", highlight=False)
+    return InfraError.exit_code if result.status is RunStatus.INFRA_FAILURE else 0
+
+
+def _find(args: argparse.Namespace) -> Cell:
+    if args.cell == PREINSTALLED_ID and not args.matrix.is_file():
+        return preinstalled_cell()
+    from .matrix import resolve_plan
+
+    cells = {c.id: c for c in resolve_plan(args, Console(stderr=True)).cells}
+    if args.cell in cells:
+        return cells[args.cell]
+    if args.cell == PREINSTALLED_ID:
+        return preinstalled_cell()
+    import difflib
+
+    close = difflib.get_close_matches(args.cell, list(cells), n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; `torchbisect plan` lists them"
+    raise ConfigError(f"no cell {args.cell!r} in the plan of {args.matrix}{hint}")
+
+
+def _overrides(cell: Cell, args: argparse.Namespace) -> Cell:
+    changes: dict = {}
+    if args.cases:
+        changes["cases"] = tuple(c.strip() for c in args.cases.split(",") if c.strip())
+    if args.trials is not None:
+        changes["trials"] = args.trials
+    if args.overlay and cell.url:
+        changes["overlay"] = True
+    return dataclasses.replace(cell, **changes) if changes else cell
+
+
+def _gpu(index: int | None):
+    from ..gpus import list_gpus
+
+    gpus = list_gpus()
+    if index is None:
+        return gpus[0] if gpus else None
+    for gpu in gpus:
+        if gpu.index == index:
+            return gpu
+    raise ConfigError(f"--gpu {index}: no such GPU here (visible: "
+                      f"{', '.join(str(g.index) for g in gpus) or 'none'})")
+
+
+def _print(run: CellRun, console: Console) -> None:
+    if run.status is RunStatus.INFRA_FAILURE or run.result is None:
+        console.print(f"[red]infrastructure failure[/]: {run.reason}", highlight=False)
+        return
+    table = Table(title=f"{run.cell.id}: {run.verdict.value}", title_justify="left")
+    for column in ("case", "verdict", "detail", "seconds"):
+        table.add_column(column, justify="right" if column == "seconds" else "left")
+    for case in run.result.cases:
+        table.add_row(case.name, case.verdict.value, case.detail, f"{case.seconds:.1f}")
+    console.print(table)

@@ -1,0 +1,184 @@
+"""End to end with the venv backend and the real torch 2.13.0+cpu wheel: `torchbisect matrix`
+installs it into a real uv venv (overlay over an interpreter that has torch's dependencies),
+probes it and the preinstalled torch with the real probe, stores the `skipped` verdicts (no GPU
+here), renders the report; a second run re-runs nothing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from helpers import find_test_wheel, python_with_torch, sha256_of
+
+from torchbisect.model import RunStatus, Verdict
+from torchbisect.store import Store
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _need(what, why: str):
+    if what is None:
+        (pytest.fail if IN_CI else pytest.skip)(why)
+    return what
+
+
+@pytest.fixture(scope="module")
+def wheel():
+    return _need(find_test_wheel(), "no torch 2.13.0+cpu cp311 wheel (set TORCHBISECT_TEST_WHEEL "
+                                    "or pip's find-links)")
+
+
+@pytest.fixture(scope="module")
+def base_python():
+    return _need(python_with_torch("3.11"), "no Python 3.11 with torch and its dependencies")
+
+
+def matrix(tmp_path, base_python, *extra):
+    argv = [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
+            "--offline", "--allow-no-gpu", "--backend", "venv", "--python", base_python,
+            "--store", "results.sqlite", "--out", "reports", "--workdir", "work", *extra]
+    began = time.monotonic()
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    return done, time.monotonic() - began
+
+
+@pytest.mark.slow
+def test_matrix_with_the_venv_backend_stores_verdicts_then_reruns_nothing(tmp_path, wheel,
+                                                                          base_python):
+    (tmp_path / "matrix.yaml").write_text(
+        f"defaults:\n  timeout: 600\n"
+        f"dev:\n  - wheel: {wheel}\n    overlay: true\n"
+        f"preinstalled: {{}}\n")
+    first, _ = matrix(tmp_path, base_python)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "2 cell(s) to probe" in first.stdout + first.stderr
+
+    with Store(tmp_path / "results.sqlite") as store:
+        runs = {r.cell.id: r for r in store.runs()}
+    assert set(runs) == {"dev-2.13.0-cpu", "preinstalled"}
+    for run in runs.values():
+        assert run.status is RunStatus.OK, run.reason
+        assert run.verdict is Verdict.SKIPPED
+        assert run.result.cases and all(c.verdict is Verdict.SKIPPED for c in run.result.cases)
+        assert (run.backend, run.gpu) == ("venv", "none")
+        assert (tmp_path / "reports" / "logs" / f"{run.cell.id}.log").is_file()
+    assert runs["dev-2.13.0-cpu"].wheel_sha256 == sha256_of(wheel)
+    for run in runs.values():  # the probe really ran under that torch
+        assert run.result.env["torch"] == "2.13.0+cpu"
+        assert run.result.env["cuda_available"] is False
+    assert runs["preinstalled"].wheel_sha256.startswith("preinstalled:2.13.0+cpu:")
+    assert runs["preinstalled"].cell.version == "2.13.0+cpu"
+    venv_torch = tmp_path / "work" / "venvs" / "dev-2.13.0-cpu" / "lib" / "python3.11" / \
+        "site-packages" / "torch"
+    assert venv_torch.is_dir()  # the wheel went into the cell's own venv
+    assert (tmp_path / "reports" / "index.html").is_file()
+
+    second, seconds = matrix(tmp_path, base_python)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "0 cell(s) to probe; 2 already have a verdict" in second.stdout + second.stderr
+    with Store(tmp_path / "results.sqlite") as store:
+        assert len(store.runs()) == 2
+    print(f"re-run of the unchanged matrix: {seconds:.1f} s")
+
+
+@pytest.mark.slow
+def test_rerunning_an_unchanged_matrix_probes_nothing():
+    from torchbisect.benchmarks import rerun_unchanged
+
+    result = rerun_unchanged(n_cells=5)
+    assert result["rerun_cells"] == 0
+
+
+# -- the commands on stand-in wheels and the stand-in probe (seconds, not minutes) ----------------
+
+@pytest.fixture
+def stand_in(tmp_path, monkeypatch):
+    """A work folder with two stand-in wheels, the stand-in probe, and no GPU."""
+    from helpers import FAKE_PROBES, fake_torch_wheel
+
+    import torchbisect.gpus
+    from torchbisect.probes import probe_version
+
+    if shutil.which("uv") is None:
+        pytest.skip("uv is not installed")
+    monkeypatch.setenv("TORCHBISECT_PROBES", str(FAKE_PROBES))
+    monkeypatch.setattr(torchbisect.gpus, "list_gpus", lambda: ())
+    probe_version.cache_clear()
+    monkeypatch.chdir(tmp_path)
+    wheels = [fake_torch_wheel(tmp_path / "wheels", f"2.99.{i}+cpu") for i in range(2)]
+    entries = "".join(f"  - wheel: {w}\n    name: w{i}\n    overlay: true\n"
+                      for i, w in enumerate(wheels))
+    (tmp_path / "matrix.yaml").write_text(f"dev:\n{entries}preinstalled: {{}}\n")
+    yield tmp_path
+    probe_version.cache_clear()
+
+
+def cli(*argv: str) -> int:
+    from torchbisect.cli import main
+
+    return main(list(argv))
+
+
+MATRIX = ("matrix", "--offline", "--no-report", "--backend", "venv", "--workdir", "work")
+
+
+def test_an_infrastructure_failure_exits_3_and_is_retried_next_run(stand_in, monkeypatch,
+                                                                     capsys):
+    monkeypatch.setenv("TB_FAKE_MODE", "crash")
+    assert cli(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1") == 3
+    out = capsys.readouterr().out
+    assert "infra failure" in out and "probe killed by signal SIGSEGV" in out
+    monkeypatch.delenv("TB_FAKE_MODE")
+    assert cli(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1") == 0
+    with Store("reports/results.sqlite") as store:
+        latest = store.latest()
+        assert [r.status for r in store.runs()].count(RunStatus.INFRA_FAILURE) == 2
+    assert {r.cell.id: r.verdict for r in latest} == {"dev-w0": Verdict.SKIPPED,
+                                                      "dev-w1": Verdict.SKIPPED}
+
+
+def test_shards_of_the_matrix_probe_each_cell_once(stand_in, capsys):
+    for i in (1, 2, 3):
+        assert cli(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1", "--shard", f"{i}/3",
+                   "--store", f"shard{i}.sqlite") == 0
+    assert cli("merge", "all.sqlite", "shard1.sqlite", "shard2.sqlite", "shard3.sqlite",
+               "missing.sqlite") == 0
+    assert "missing.sqlite: does not exist, skipped" in capsys.readouterr().out
+    with Store("all.sqlite") as store:
+        assert sorted(r.cell.id for r in store.runs()) == ["dev-w0", "dev-w1"]
+
+
+def test_without_a_gpu_only_the_interpreters_torch_is_probed(stand_in, capsys):
+    from torchbisect.backends.current import torch_version
+
+    code = cli(*MATRIX)
+    out = capsys.readouterr().out
+    with Store("reports/results.sqlite") as store:
+        probed = [r.cell.id for r in store.runs()]
+    assert "No GPU is visible" in out and "--allow-no-gpu" in out
+    if torch_version() is None:  # e.g. a test venv that does not see the system's torch
+        assert (code, probed) == (0, [])
+    else:
+        assert (code, probed) == (0, ["preinstalled"])
+    assert not (stand_in / "work" / "venvs").exists()  # no wheel was installed
+
+
+def test_probe_runs_one_cell_prints_its_cases_and_stores_it(stand_in, capsys):
+    assert cli("probe", "dev-w1", "--offline", "--backend", "venv", "--workdir", "work") == 0
+    out = capsys.readouterr().out
+    assert "dev-w1: skipped" in out and "capture_data_ptr" in out
+    with Store("reports/results.sqlite") as store:
+        (run,) = store.runs()
+    assert run.cell.id == "dev-w1" and run.result.env["torch_version"] == "2.99.1+cpu"
+
+
+def test_configuration_mistakes_are_one_sentence_and_exit_2(stand_in, capsys):
+    assert cli(*MATRIX, "--cells", "dev-nope") == 2
+    assert "--cells: no cell dev-nope in the plan" in capsys.readouterr().err
+    assert cli(*MATRIX, "--shard", "4/3") == 2
+    assert cli("probe", "dev-w", "--offline") == 2
+    assert "; did you mean dev-w" in capsys.readouterr().err
