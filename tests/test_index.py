@@ -55,6 +55,9 @@ def test_nightly_page_has_dates_gaps_and_two_builds_on_the_bump_date(pytorch):
     assert dates[0] == "2026-09-25" and dates[-1] == "2026-10-04"
     on_bump = {w.public_version for w in wheels if w.nightly_date == "2026-10-01"}
     assert on_bump == {"2.17.0.dev20261001", "2.18.0.dev20261001"}
+    newest = next(w for w in wheels if w.filename == "torch-2.18.0.dev20261004+cu130-cp312-cp312-"
+                  "manylinux_2_28_x86_64.whl")
+    assert sha256_of(newest.url) == sha256(fake_wheel(newest.filename))  # hashed by download
 
 
 def test_pep691_json_is_used_when_the_server_offers_it(tmp_path):
@@ -171,6 +174,16 @@ def test_html_that_stops_before_its_end_is_an_error(tmp_path):
     (page / "index.html").write_text(text[: len(text) // 2])
     with serve(tmp_path) as url, pytest.raises(IndexUnreachable, match="ends before </html>"):
         fetch_wheels(f"{url}/whl/cu130/", retries=1)
+
+
+def test_a_page_that_is_not_an_index_is_an_error_not_an_empty_listing(tmp_path):
+    page = tmp_path / "whl" / "cu130" / "torch"
+    page.mkdir(parents=True)
+    (page / "index.html").write_text("<html><body><a href='/login'>Sign in</a></body></html>")
+    with serve(tmp_path) as url, pytest.raises(IndexUnreachable, match="not a simple-index page"):
+        fetch_wheels(f"{url}/whl/cu130/", retries=0)
+    (page / "index.html").write_text("<html><body><h1>Links for torch</h1></body></html>")
+    assert fetch_wheels(str(tmp_path / "whl" / "cu130")) == []  # empty, but an index page
 
 
 def test_garbled_json_is_an_error(tmp_path):

@@ -247,7 +247,10 @@ def _parse(body: bytes, content_type: str, base: str, package: str) -> list[Whee
         raise _Garbled("the page is not UTF-8 text") from None
     if content_type in _JSON_TYPES:
         return _from_json(text, base, package)
-    return _from_html(text, base, package)
+    wheels = _from_html(text, base, package)
+    if not wheels and package.lower() not in text.lower():  # a proxy's login page, say
+        raise _Garbled(f"the page is not a simple-index page for {package}")
+    return wheels
 
 
 def _from_html(text: str, base: str, package: str) -> list[Wheel]:
@@ -296,16 +299,23 @@ def _from_json(text: str, base: str, package: str) -> list[Wheel]:
 def _wheel(url: str, package: str, *, filename: str | None = None, sha256: str | None,
            metadata_sha256: str | None) -> Wheel | None:
     """A Wheel for `package`, or None for other files (sdists, other projects, odd names)."""
-    filename = filename or unquote(url.rsplit("/", 1)[-1].partition("?")[0])
-    if not filename.endswith(".whl"):
+    if filename is None:
+        filename = url.rsplit("/", 1)[-1].partition("?")[0]
+        if "%" in filename:  # PyTorch escapes only "+"; the fast path matters on huge pages
+            filename = filename.replace("%2B", "+")
+            filename = unquote(filename) if "%" in filename else filename
+    if not filename.endswith(".whl") or _project(filename.split("-", 1)[0]) != _project(package):
         return None
     try:
-        wheel = Wheel.parse(filename, url, sha256=_hex(sha256),
-                            metadata_sha256=_hex(metadata_sha256))
+        return Wheel.parse(filename, url, sha256=_hex(sha256),
+                           metadata_sha256=_hex(metadata_sha256))
     except InvalidWheelFilename:
         return None
-    name = canonicalize_name(filename.split("-", 1)[0])
-    return wheel if name == canonicalize_name(package) else None
+
+
+@cache
+def _project(name: str) -> str:
+    return canonicalize_name(name)
 
 
 def _read_folder(folder: Path, package: str) -> list[Wheel]:
@@ -333,7 +343,9 @@ def _hash_value(text: str) -> str | None:
 
 
 def _hex(value: str | None) -> str | None:
-    value = (value or "").strip().lower()
+    if not value:
+        return None
+    value = value.strip().lower()
     return value if _SHA256.match(value) else None
 
 
