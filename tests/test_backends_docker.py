@@ -19,6 +19,7 @@ import subprocess
 import textwrap
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ from torchbisect.model import Cell, Channel, ProbeResult, Verdict
 
 BASE = "torchbisect/base:bookworm"
 TORCH_BASE = "torchbisect/base:bookworm-torch"
+RUN = uuid.uuid4().hex[:8]
 
 # Stand-ins for probes/stale_replay.py: the same command line and JSON contract, fewer cases.
 SKIPPING_PROBE = """
@@ -58,6 +60,11 @@ def _torch_wheel() -> Path:
     return Path(found)
 
 
+def _id(name: str) -> str:
+    """A cell id of this test run: another run on the same engine must not see our containers."""
+    return f"{name}-{RUN}"
+
+
 def _probes(folder: Path, source: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "stale_replay.py").write_text(textwrap.dedent(source))
@@ -65,8 +72,8 @@ def _probes(folder: Path, source: str) -> Path:
 
 
 def _dev_cell(wheel: Path, **changes) -> Cell:
-    cell = Cell(id="dev-2.13.0-cpu-cp311", channel=Channel.DEV, version="2.13.0+cpu", cuda="cpu",
-                python="3.11", url=str(wheel), base_image=BASE, timeout=120)
+    cell = Cell(id=_id("dev-2.13.0-cpu-cp311"), channel=Channel.DEV, version="2.13.0+cpu",
+                cuda="cpu", python="3.11", url=str(wheel), base_image=BASE, timeout=120)
     return dataclasses.replace(cell, **changes)
 
 
@@ -210,12 +217,12 @@ def test_check_removes_containers_left_by_a_killed_run(backend, client):
     dead.wait()
     owner = f"{socket.gethostname()}:{dead.pid}"
     box = client.containers.create(BASE, ["sleep", "600"],
-                                   labels={LABEL: "orphan", OWNER_LABEL: owner})
+                                   labels={LABEL: _id("orphan"), OWNER_LABEL: owner})
     box.start()
 
     backend.check()
 
-    assert client.containers.list(all=True, filters={"label": f"{LABEL}=orphan"}) == []
+    assert client.containers.list(all=True, filters={"label": f"{LABEL}={_id('orphan')}"}) == []
 
 
 @pytest.mark.docker
@@ -228,14 +235,14 @@ def test_a_probe_that_segfaults_is_an_infrastructure_failure(
 
 @pytest.mark.docker
 def test_a_missing_wheel_is_an_infrastructure_failure(backend, tmp_path):
-    cell = _dev_cell(tmp_path / "torch-2.13.0-cp311-cp311-linux_x86_64.whl", id="dev-missing")
+    cell = _dev_cell(tmp_path / "torch-2.13.0-cp311-cp311-linux_x86_64.whl", id=_id("dev-missing"))
     with pytest.raises(InfraError, match="does not exist"):
         backend.prepare(cell, log=tmp_path / "prepare.log")
 
 
 @pytest.mark.docker
 def test_a_wheel_whose_sha256_differs_from_the_plan_is_not_installed(backend, tmp_path):
-    cell = _dev_cell(_torch_wheel(), id="dev-bad-sha", sha256="0" * 64)
+    cell = _dev_cell(_torch_wheel(), id=_id("dev-bad-sha"), sha256="0" * 64)
     with pytest.raises(InfraError, match="sha256 mismatch"):
         backend.prepare(cell, log=tmp_path / "prepare.log")
     assert not (backend.cells_dir / cell.id / "venv").exists()
@@ -245,10 +252,11 @@ def test_a_wheel_whose_sha256_differs_from_the_plan_is_not_installed(backend, tm
 def test_a_wheel_that_uv_cannot_install_names_the_reason_and_the_log(backend, client, tmp_path):
     broken = tmp_path / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl"
     broken.write_bytes(b"not a zip file")
-    cell = _dev_cell(broken, id="dev-broken")
+    cell = _dev_cell(broken, id=_id("dev-broken"))
     log = tmp_path / "prepare.log"
 
-    with pytest.raises(InfraError, match=r"installing dev-broken failed \(exit \d+\): .+") as err:
+    reason = r"installing dev-broken-\w+ failed \(exit \d+\): ."
+    with pytest.raises(InfraError, match=reason) as err:
         backend.prepare(cell, log=log)
 
     assert str(log) in str(err.value)
@@ -259,7 +267,7 @@ def test_a_wheel_that_uv_cannot_install_names_the_reason_and_the_log(backend, cl
 def test_a_preinstalled_cell_probes_the_torch_in_its_image(
         backend, skipping_probes, use_probes, tmp_path):
     use_probes(skipping_probes)
-    cell = Cell(id="preinstalled-bookworm", channel=Channel.PREINSTALLED, version="", cuda="",
+    cell = Cell(id=_id("preinstalled-bookworm"), channel=Channel.PREINSTALLED, version="", cuda="",
                 python="3.11", base_image=TORCH_BASE, timeout=120)
 
     prepared = backend.prepare(cell, log=tmp_path / "prepare.log")
@@ -275,7 +283,7 @@ def test_a_preinstalled_cell_probes_the_torch_in_its_image(
 
 @pytest.mark.docker
 def test_a_preinstalled_cell_needs_an_image_with_torch(backend, tmp_path):
-    bare = Cell(id="preinstalled-bare", channel=Channel.PREINSTALLED, version="", cuda="",
+    bare = Cell(id=_id("preinstalled-bare"), channel=Channel.PREINSTALLED, version="", cuda="",
                 python="3.11", base_image=BASE)
     with pytest.raises(InfraError, match="has no torch"):
         backend.prepare(bare, log=tmp_path / "prepare.log")
@@ -287,7 +295,7 @@ def test_a_preinstalled_cell_needs_an_image_with_torch(backend, tmp_path):
 def test_an_overlay_cell_shadows_the_image_torch_without_installing_dependencies(
         backend, skipping_probes, use_probes, tmp_path):
     use_probes(skipping_probes)
-    cell = _dev_cell(_torch_wheel(), id="dev-overlay", base_image=TORCH_BASE, overlay=True)
+    cell = _dev_cell(_torch_wheel(), id=_id("dev-overlay"), base_image=TORCH_BASE, overlay=True)
     log = tmp_path / "prepare.log"
 
     prepared = backend.prepare(cell, log=log)
