@@ -75,7 +75,8 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """Ruff over the package, tests and noxfile, and over the probes as Python 3.8 scripts."""
-    session.install("ruff")
+    session.install("-e", ".", "ruff")
     session.run("ruff", "check", "src", "tests", "noxfile.py")
+    session.run("python", "-m", "torchbisect", "schema", "--check")
     session.run("ruff", "check", "--isolated", "--target-version", "py38", "--line-length", "100",
                 "--select", "E,F,W,B,SIM,UP,I", "probes")
