@@ -344,12 +344,6 @@ def test_recorded_side_stream_reports_a_fraction(recorded):
     assert side.stale_fraction is not None and 0.0 <= side.stale_fraction <= 1.0
 
 
-def test_recorded_times_meet_the_budget(recorded):
-    without_compile = sum(c.seconds for c in recorded.cases if c.name != "compile_reduce_overhead")
-    assert without_compile < 10.0  # after `import torch`, in each child
-    assert recorded.case("compile_reduce_overhead").seconds < 90.0
-
-
 def test_known_affected_releases_are_stale_under_capture(recorded):
     release = recorded.env["torch"].split("+")[0]
     if release not in KNOWN_AFFECTED:
