@@ -6,19 +6,20 @@
 #   2. dockerd in the background, when no engine answers; wait until it does.
 #   3. IMAGE (default torchbisect/base:bookworm): no registry is reachable here, so the base image is
 #      a debootstrapped Debian bookworm (python3.11 with venv and pip) imported with `docker import`.
-#   4. TORCH_IMAGE (IMAGE with "-torch" appended to its tag): IMAGE plus TORCH_WHEEL pip-installed
-#      into the system python, a stand-in for an NGC image in `preinstalled` and overlay cells.
-#      Skipped when TORCH_WHEEL (default: the torch 2.13.0+cpu cp311 wheel in /opt/wheels) is absent.
+#   4. TORCH_IMAGE (IMAGE with "-torch" appended to its tag): IMAGE plus the torch 2.13.0+cpu cp311
+#      wheel pip-installed into its system python, a stand-in for an NGC image in `preinstalled`
+#      and overlay cells.  The wheel: $TORCHBISECT_TEST_WHEEL, else pip's find-links folders (as
+#      the tests look for it); skipped when there is none.  Dependencies come from PyPI.
 #
 # Usage: .ci/docker-setup.sh [IMAGE]
-# Env:   DOCKERD_LOG (default /var/log/dockerd.log), TORCH_WHEEL, CA_BUNDLE (default: pip's `cert`)
+# Env:   DOCKERD_LOG (default /var/log/dockerd.log);
+#        CA_BUNDLE for pip in step 4 (default: $SSL_CERT_FILE, else pip's `cert`)
 set -euo pipefail
 
 IMAGE=${1:-torchbisect/base:bookworm}
 TORCH_IMAGE=${IMAGE}-torch
 SUITE=bookworm
 DOCKERD_LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
-TORCH_WHEEL=${TORCH_WHEEL:-$(ls /opt/wheels/torch-2.13.0+cpu-cp311-*.whl 2>/dev/null | head -n 1)}
 
 say() { printf 'docker-setup: %s\n' "$*"; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -79,6 +80,20 @@ build_base_image() {
     say "image $IMAGE is ready ($(docker run --rm "$IMAGE" python3 --version))"
 }
 
+torch_wheel() {
+    if [ -f "${TORCHBISECT_TEST_WHEEL:-}" ]; then
+        printf '%s' "$TORCHBISECT_TEST_WHEEL"
+        return
+    fi
+    local folders
+    folders=$(python3 -m pip config list 2>/dev/null | sed -n "s/^[^=]*find-links='\(.*\)'$/\1/p")
+    for folder in $folders; do
+        for wheel in "$folder"/torch-2.13.0+cpu-cp311-*.whl; do
+            [ -f "$wheel" ] && { printf '%s' "$wheel"; return; }
+        done
+    done
+}
+
 ca_bundle() {
     local cert=${CA_BUNDLE:-${SSL_CERT_FILE:-}}
     [ -n "$cert" ] || cert=$(python3 -m pip config get global.cert 2>/dev/null || true)
@@ -91,18 +106,19 @@ build_torch_image() {
         say "image $TORCH_IMAGE exists"
         return
     fi
-    if [ ! -f "$TORCH_WHEEL" ]; then
-        say "no torch wheel (TORCH_WHEEL): not building $TORCH_IMAGE"
+    local box=torchbisect-setup-$$ wheel name cert
+    wheel=$(torch_wheel)
+    if [ -z "$wheel" ]; then
+        say "no torch 2.13.0+cpu wheel (TORCHBISECT_TEST_WHEEL, pip's find-links): not building $TORCH_IMAGE"
         return
     fi
-    local box=torchbisect-setup-$$ name cert
-    name=$(basename "$TORCH_WHEEL")
+    name=$(basename "$wheel")
     cert=$(ca_bundle)
     trap 'docker rm -f "$box" >/dev/null 2>&1; trap - RETURN' RETURN
     say "installing $name into $TORCH_IMAGE (dependencies from PyPI; CA bundle $cert)"
     # --no-compile, then one import: byte-compiles what an import needs, not all of torch.
     docker run --name "$box" \
-        -v "$TORCH_WHEEL:/tmp/$name:ro" -v "$cert:/etc/torchbisect/ca-bundle.crt:ro" \
+        -v "$wheel:/tmp/$name:ro" -v "$cert:/etc/torchbisect/ca-bundle.crt:ro" \
         -e PIP_CERT=/etc/torchbisect/ca-bundle.crt "$IMAGE" sh -c "
             python3 -m pip install -q --no-cache-dir --no-compile --break-system-packages \
                 --root-user-action=ignore --disable-pip-version-check /tmp/$name &&

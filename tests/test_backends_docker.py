@@ -9,9 +9,6 @@ bundle; the shared uv cache volume makes every install after the first a local c
 from __future__ import annotations
 
 import dataclasses
-import glob
-import hashlib
-import os
 import shutil
 import signal
 import socket
@@ -24,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import IN_CI
+from helpers import find_test_wheel, sha256_of
 
 from torchbisect.backends.base import Prepared
 from torchbisect.backends.docker import LABEL, OWNER_LABEL, DockerBackend
@@ -34,7 +32,8 @@ BASE = "torchbisect/base:bookworm"
 TORCH_BASE = "torchbisect/base:bookworm-torch"
 RUN = uuid.uuid4().hex[:8]
 
-# Stand-ins for probes/stale_replay.py: the same command line and JSON contract, fewer cases.
+# Stand-ins for probes/stale_replay.py: its command line and JSON document; this one also says
+# which torch it imported.
 SKIPPING_PROBE = """
     import argparse, json, torch
     parser = argparse.ArgumentParser()
@@ -53,11 +52,11 @@ CRASHING_PROBE = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
 
 
 def _torch_wheel() -> Path:
-    found = os.environ.get("TORCH_WHEEL") or next(
-        iter(glob.glob("/opt/wheels/torch-2.13.0+cpu-cp311-*.whl")), None)
-    if not found:
-        (pytest.fail if IN_CI else pytest.skip)("no torch 2.13.0+cpu cp311 wheel (TORCH_WHEEL)")
-    return Path(found)
+    found = find_test_wheel()
+    if found is None:
+        (pytest.fail if IN_CI else pytest.skip)("no torch 2.13.0+cpu cp311 wheel "
+                                                "(TORCHBISECT_TEST_WHEEL or pip's find-links)")
+    return found
 
 
 def _id(name: str) -> str:
@@ -121,28 +120,17 @@ def prepared(backend, tmp_path_factory) -> Prepared:
 
 @pytest.mark.docker
 def test_a_dev_wheel_installs_and_the_probe_reports_skipped_without_a_gpu(
-        backend, prepared, skipping_probes, use_probes, tmp_path):
-    use_probes(skipping_probes)
-    wheel = _torch_wheel()
-    assert prepared.wheel_sha256 == hashlib.sha256(wheel.read_bytes()).hexdigest()
+        backend, prepared, tmp_path):
+    assert prepared.wheel_sha256 == sha256_of(_torch_wheel())
 
     out = backend.probe(prepared, gpu=None, probe_args=[], log=tmp_path / "probe.log")
 
-    assert out.exit_code == 0
-    result = ProbeResult.from_json(out.json_text)
+    result = ProbeResult.from_json(out.json_text)  # the repository's probes/stale_replay.py
+    assert out.exit_code == Verdict.SKIPPED.exit_code
     assert result.verdict is Verdict.SKIPPED
-    assert {c.verdict for c in result.cases} == {Verdict.SKIPPED}
+    assert result.cases and {c.verdict for c in result.cases} == {Verdict.SKIPPED}
     assert result.env["torch"] == "2.13.0+cpu"
     assert result.env["cuda_available"] is False
-
-
-@pytest.mark.docker
-def test_the_repository_probe_reports_skipped_without_a_gpu(backend, prepared, tmp_path, repo):
-    if not (repo / "probes" / "stale_replay.py").is_file():
-        pytest.skip("probes/stale_replay.py is not written yet")
-    out = backend.probe(prepared, gpu=None, probe_args=[], log=tmp_path / "probe.log")
-    result = ProbeResult.from_json(out.json_text)
-    assert result.cases and {c.verdict for c in result.cases} == {Verdict.SKIPPED}
 
 
 @pytest.mark.docker
@@ -150,7 +138,7 @@ def test_preparing_the_same_cell_again_reuses_its_venv(backend, prepared, tmp_pa
     log = tmp_path / "again.log"
     again = backend.prepare(prepared.cell, log=log)
     assert again.python == prepared.python
-    assert again.wheel_sha256 == prepared.wheel_sha256
+    assert again.wheel_sha256 == prepared.wheel_sha256 == backend.fingerprint(prepared.cell)
     assert not log.exists() or "[install" not in log.read_text()
 
 
@@ -287,7 +275,7 @@ def test_a_preinstalled_cell_needs_an_image_with_torch(backend, tmp_path):
                 python="3.11", base_image=BASE)
     with pytest.raises(InfraError, match="has no torch"):
         backend.prepare(bare, log=tmp_path / "prepare.log")
-    with pytest.raises(ConfigError, match="images:"):
+    with pytest.raises(ConfigError, match="preinstalled: {image"):
         backend.prepare(dataclasses.replace(bare, base_image=None), log=tmp_path / "p.log")
 
 

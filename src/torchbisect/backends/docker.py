@@ -39,7 +39,7 @@ from typing import Any
 
 from ..errors import BackendUnavailable, ConfigError, InfraError
 from ..model import Cell, Channel
-from ..probes import probe_path, probes_dir
+from ..probes import probe_path
 from ..proc import run as run_command
 from .base import Backend, Prepared, ProbeOutput
 from .current import FINGERPRINT_SNIPPET
@@ -136,7 +136,12 @@ class DockerBackend(Backend):
         if cell.sha256:
             return cell.sha256
         path = _local_path(cell.url)
-        return sha256_file(path) if path and path.is_file() else None
+        if path is None or not path.is_file():
+            return None
+        old = _read_json(self.cells_dir / cell.id / "prepared.json") or {}
+        if old.get("url") == cell.url and old.get("wheel_stat") == _stat(cell.url):
+            return old["wheel_sha256"]  # hashed when installed, and not rebuilt since
+        return sha256_file(path)
 
     def prepare(self, cell: Cell, *, log: Path) -> Prepared:
         started = time.monotonic()
@@ -176,7 +181,7 @@ class DockerBackend(Backend):
         # A fresh name per run: a container orphaned by a killed run must not answer for this one.
         doc = handle.workdir / f"result-{uuid.uuid4().hex}.json"
         command = [prepared.python, f"/probes/{script.name}", *probe_args, "--json", str(doc)]
-        probes = _bind(probes_dir(), "/probes", read_only=True)
+        probes = _bind(script.parent, "/probes", read_only=True)
         try:
             done = self._run(cell, "probe", handle.image, command, workdir=handle.workdir,
                              mounts=[probes], log=log, timeout=cell.timeout, gpu=gpu,
@@ -210,7 +215,7 @@ class DockerBackend(Backend):
         if not cell.base_image:
             raise ConfigError(f"cell {cell.id}: on the docker backend a preinstalled cell needs "
                               "an image whose python has torch: name one (an NGC image, say) "
-                              "under `images:` in matrix.yaml")
+                              "as `preinstalled: {image: …}` in matrix.yaml")
         # The plan puts `preinstalled.interpreter` in `python`; a bare version means "python3".
         wanted = "" if re.fullmatch(r"[\d.]*t?", cell.python) else cell.python
         key = (self._ensure_image(cell.base_image, log).id, wanted)
