@@ -30,7 +30,8 @@ def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
                   repeats: int = 3) -> dict:
     """Median wall seconds of the bare probe and of the tool for one cell, and their ratio.
 
-    Default: the preinstalled cell on the `current` backend (this interpreter's torch).
+    Default: the preinstalled cell on the `current` backend (this interpreter's torch).  When the
+    cell cannot be prepared the dict says why under "skipped" and holds no timings.
     """
     from .backends.current import CurrentBackend
     from .cli.matrix import preinstalled_cell
@@ -43,8 +44,8 @@ def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         staged = execute.prepare(backend, cell, log=tmp_path / "warm.log", gpu=gpu)  # warm cache
-        if isinstance(staged, CellRun):
-            raise RuntimeError(f"cannot prepare {cell.id}: {staged.reason}")
+        if isinstance(staged, CellRun):  # e.g. no torch in this interpreter
+            return {"cell": cell.id, "skipped": staged.reason}
         bare, tool = [], []
         _bare_probe(staged.prepared.python, cell, gpu, tmp_path / "warm.json",
                     env=staged.prepared.env)  # page cache and bytecode warm for both sides

@@ -7,6 +7,7 @@ lines elsewhere (CI logs), where a redrawn display would be noise.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -53,7 +54,7 @@ class Handler:
 class RichHandler(Handler):
     def __init__(self, console: Console | None = None):
         self.console = console or Console(stderr=True)
-        self.live = self.console.is_terminal
+        self.live = _really_a_terminal(self.console)
         self._lock = threading.Lock()
         self._tasks: dict[str, TaskID] = {}
         self._t0 = time.monotonic()
@@ -100,6 +101,16 @@ class RichHandler(Handler):
 
     def _count(self) -> str:
         return f"[bold]{self._done}/{self._total} cells done"
+
+
+def _really_a_terminal(console: Console) -> bool:
+    # FORCE_COLOR (set by the workflows for coloured tables) makes rich call any output a
+    # terminal; redrawn rows would then pile up in a CI log, so ask the file itself.
+    try:
+        tty = console.file.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return tty and console.is_terminal and not os.environ.get("CI")
 
 
 def _finished_line(run: CellRun) -> Text:

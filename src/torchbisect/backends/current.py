@@ -86,7 +86,10 @@ def _other_fingerprint(python: str) -> str:
         if err.returncode == _NO_TORCH:
             raise BackendUnavailable(_no_torch(python)) from None
         raise BackendUnavailable(f"cannot read the torch of {python}: {err}") from None
-    return out.strip().splitlines()[-1]
+    lines = [line for line in out.splitlines() if line.startswith("preinstalled:")]
+    if not lines:
+        raise BackendUnavailable(f"cannot read the torch of {python}: it printed no fingerprint")
+    return lines[-1].strip()
 
 
 def _no_torch(python: str) -> str:

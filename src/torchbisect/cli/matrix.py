@@ -183,8 +183,8 @@ def _probe(cells, backend_name, store, slots, args, console) -> tuple[list[CellR
     backend = choose_backend(backend_name, say=console.print, **options)
     cells = tuple(with_torch_version(c, python=_python(args)) for c in cells)
     picked = select(cells, store, backend=backend, gpu=slots[0], force=args.force)
-    handler.start(to_run=len(picked.to_run), reused=len(picked.reused))
     with handler:
+        handler.start(to_run=len(picked.to_run), reused=len(picked.reused))
         new = run_cells(picked.to_run, backend, store=store, gpus=slots,
                         logs_dir=args.out / "logs", lookahead=args.jobs, handler=handler)
     return new, list(picked.reused)
