@@ -252,6 +252,26 @@ def test_a_wheel_that_uv_cannot_install_names_the_reason_and_the_log(backend, cl
 
 
 @pytest.mark.docker
+def test_a_runner_image_that_fails_to_build_is_an_infrastructure_failure(
+        client, monkeypatch, tmp_path):
+    (tmp_path / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN exit 7\n")
+    monkeypatch.setenv("TORCHBISECT_CONTAINERS", str(tmp_path))
+    backend = DockerBackend(workdir=tmp_path / "work", client=client, ca_bundle=None)
+    with pytest.raises(InfraError, match=f"building the runner image on {BASE} failed"):
+        backend.prepare(_dev_cell(_torch_wheel(), id=_id("dev-no-image")),
+                        log=tmp_path / "prepare.log")
+
+
+@pytest.mark.docker
+def test_a_base_image_that_is_not_here_and_cannot_be_pulled_is_an_infrastructure_failure(
+        backend, tmp_path):
+    cell = _dev_cell(_torch_wheel(), id=_id("dev-no-base"),
+                     base_image="torchbisect/no-such-image:1")
+    with pytest.raises(InfraError, match="torchbisect/no-such-image:1 is not here and cannot"):
+        backend.prepare(cell, log=tmp_path / "prepare.log")
+
+
+@pytest.mark.docker
 def test_a_preinstalled_cell_probes_the_torch_in_its_image(
         backend, skipping_probes, use_probes, tmp_path):
     use_probes(skipping_probes)

@@ -264,10 +264,11 @@ class DockerBackend(Backend):
             create += [cell.python]
         install = ["uv", "pip", "install", "--python", str(venv / "bin" / "python"),
                    "--reinstall-package", "torch"]  # a base torch must not count as installed
+        index = extra_index(cell)  # nightlies' pytorch-triton; uv ranks extra indexes first
         if overlay:
             install.append("--no-deps")
-        elif extra_index(cell):  # nightlies' pytorch-triton; uv ranks extra indexes first
-            install += ["--extra-index-url", extra_index(cell)]
+        elif index:
+            install += ["--extra-index-url", index]
         script = f"{shlex.join([*create, str(venv)])} && {shlex.join([*install, target])}"
         done = self._run(cell, "install", image, ["sh", "-c", script], workdir=venv.parent,
                          mounts=[_bind(wheel, target, read_only=True)], log=log,
@@ -298,6 +299,8 @@ class DockerBackend(Backend):
             return self._runners[base]
 
     def _build_runner(self, base: str, log: Path) -> str:
+        import docker
+
         base_id = self._ensure_image(base, log).id
         dockerfile = (containers_dir() / "Dockerfile").read_bytes()
         uv = _linux_uv(self.client)
@@ -312,16 +315,19 @@ class DockerBackend(Backend):
             (Path(ctx) / "uv").write_bytes(uv.read_bytes() if uv else b"")
             (Path(ctx) / "ca-bundle.crt").write_bytes(
                 self.ca_bundle.read_bytes() if self.ca_bundle else b"")
-            stream = self.client.api.build(
-                path=ctx, tag=tag, buildargs={"BASE_IMAGE": base}, rm=True, forcerm=True,
-                pull=False, decode=True, timeout=self.install_timeout,
-                labels={"torchbisect.base": base})
-            with log.open("a", encoding="utf-8") as out:
-                for chunk in stream:
-                    out.write(chunk.get("stream", ""))
-                    if "error" in chunk:
-                        raise InfraError(f"building the runner image on {base} failed: "
-                                         f"{chunk['error'].strip()}; see {log}")
+            try:
+                stream = self.client.api.build(
+                    path=ctx, tag=tag, buildargs={"BASE_IMAGE": base}, rm=True, forcerm=True,
+                    pull=False, decode=True, timeout=self.install_timeout,
+                    labels={"torchbisect.base": base})
+                with log.open("a", encoding="utf-8") as out:
+                    for chunk in stream:
+                        out.write(chunk.get("stream", ""))
+                        if "error" in chunk:
+                            raise InfraError(chunk["error"].strip())
+            except (InfraError, docker.errors.APIError) as exc:
+                raise InfraError(f"building the runner image on {base} failed: {exc}; "
+                                 f"see {log}") from None
         return tag
 
     # -- running one container ------------------------------------------------------------------
