@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from helpers import find_test_wheel, python_with_torch, sha256_of
+from helpers import find_test_wheel, python_with_torch, sha256_of, wheel_python
 
 from torchbisect.model import RunStatus, Verdict
 from torchbisect.store import Store
@@ -28,13 +28,15 @@ def _need(what, why: str):
 
 @pytest.fixture(scope="module")
 def wheel():
-    return _need(find_test_wheel(), "no torch 2.13.0+cpu cp311 wheel (set TORCHBISECT_TEST_WHEEL "
+    return _need(find_test_wheel(), "no torch 2.13.0+cpu wheel (set TORCHBISECT_TEST_WHEEL "
                                     "or pip's find-links)")
 
 
 @pytest.fixture(scope="module")
-def base_python():
-    return _need(python_with_torch("3.11"), "no Python 3.11 with torch and its dependencies")
+def base_python(wheel):
+    version = wheel_python(wheel)
+    return _need(python_with_torch(version), f"no Python {version} with torch and its "
+                                             "dependencies to overlay the wheel on")
 
 
 def matrix(tmp_path, base_python, *extra):
@@ -72,8 +74,8 @@ def test_matrix_with_the_venv_backend_stores_verdicts_then_reruns_nothing(tmp_pa
         assert run.result.env["cuda_available"] is False
     assert runs["preinstalled"].wheel_sha256.startswith("preinstalled:2.13.0+cpu:")
     assert runs["preinstalled"].cell.version == "2.13.0+cpu"
-    venv_torch = tmp_path / "work" / "venvs" / "dev-2.13.0-cpu" / "lib" / "python3.11" / \
-        "site-packages" / "torch"
+    venv_torch = tmp_path / "work" / "venvs" / "dev-2.13.0-cpu" / "lib" / \
+        f"python{wheel_python(wheel)}" / "site-packages" / "torch"
     assert venv_torch.is_dir()  # the wheel went into the cell's own venv
     assert (tmp_path / "reports" / "index.html").is_file()
 

@@ -153,7 +153,7 @@ def _hex(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def find_test_wheel(pattern: str = "torch-2.13.0+cpu-cp311-*.whl") -> Path | None:
+def find_test_wheel(pattern: str = "torch-2.13.0+cpu-cp3*-*.whl") -> Path | None:
     """The real torch 2.13.0+cpu wheel: $TORCHBISECT_TEST_WHEEL, else pip's find-links folders."""
     import os
     import subprocess
@@ -185,10 +185,19 @@ def python_with_torch(version: str) -> str | None:
     code = ("import sys, importlib.metadata as m; m.distribution('torch');"
             "import sympy, networkx, jinja2, fsspec, filelock, typing_extensions;"
             "print('%d.%d' % sys.version_info[:2])")
-    for python in (sys.executable, shutil.which("python3"), shutil.which(f"python{version}")):
+    # In a nox session, python3 on PATH is the session's venv; its base may have torch.
+    candidates = (sys.executable, getattr(sys, "_base_executable", None),
+                  shutil.which("python3"), shutil.which(f"python{version}"))
+    for python in candidates:
         if not python:
             continue
         out = subprocess.run([python, "-c", code], capture_output=True, text=True)
         if out.returncode == 0 and out.stdout.strip() == version:
             return python
     return None
+
+
+def wheel_python(wheel: Path) -> str:
+    """"3.11" for a cp311 wheel."""
+    tag = wheel.name.split("-")[2]  # torch-2.13.0+cpu-cp311-cp311-…
+    return f"{tag[2]}.{tag[3:]}"
