@@ -392,8 +392,20 @@ class NotApplicable(Exception):
     """The build lacks an API this case needs."""
 
 
+def _die_with_parent():
+    """Linux: SIGKILL this child when the probe that started it dies (even by SIGKILL), so a
+    stopped matrix run leaves no case running on the GPU."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _child_main(case, trials):
     started = imported = time.perf_counter()
+    _die_with_parent()
     if case == "compile_reduce_overhead":  # tiny kernels compile faster in-process than in a pool
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     try:

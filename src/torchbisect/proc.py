@@ -1,10 +1,18 @@
-"""The one helper that runs subprocesses: echoes the command, captures output, raises a typed error."""
+"""The one helper that runs subprocesses: echoes the command, captures output, raises a typed error.
+
+Each command runs in its own process group, so a timeout or a stop ends the whole tree (the
+probe's per-case children, uv's workers), not only the process we started.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import subprocess
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +44,6 @@ def run(
 
     `env` entries are added to the current environment, not substituted for it.
     """
-    import time
-
     argv = [str(a) for a in argv]
     line = shlex.join(argv)
     if echo:
@@ -45,35 +51,56 @@ def run(
     full_env = {**os.environ, **env} if env else None
     start = time.monotonic()
     try:
-        proc = subprocess.run(
-            argv,
-            env=full_env,
-            cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            timeout=timeout,
-            text=True,
-            errors="replace",
-        )
-    except subprocess.TimeoutExpired as exc:
-        out = _text(exc.output)
-        _append(log, line, out)
-        raise CommandFailed(argv, -1, out, timed_out=True) from None
+        child = subprocess.Popen(argv, env=full_env, cwd=cwd, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                                 errors="replace", start_new_session=True)
     except FileNotFoundError:
         raise CommandFailed(argv, 127, f"{argv[0]}: command not found") from None
+    with _LOCK:
+        _LIVE.add(child)
+    try:
+        output, _ = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _signal_group(child, signal.SIGKILL)
+        output, _ = child.communicate()
+        _append(log, line, output)
+        raise CommandFailed(argv, -1, output, timed_out=True) from None
+    except BaseException:  # KeyboardInterrupt: leave nothing running behind us
+        _signal_group(child, signal.SIGKILL)
+        child.wait()
+        raise
+    finally:
+        with _LOCK:
+            _LIVE.discard(child)
     seconds = time.monotonic() - start
-    _append(log, line, proc.stdout)
-    if check and proc.returncode != 0:
-        raise CommandFailed(argv, proc.returncode, proc.stdout)
-    return Completed(argv=tuple(argv), returncode=proc.returncode, output=proc.stdout,
+    _append(log, line, output)
+    if check and child.returncode != 0:
+        raise CommandFailed(argv, child.returncode, output)
+    return Completed(argv=tuple(argv), returncode=child.returncode, output=output,
                      seconds=seconds)
 
 
-def _text(data: bytes | str | None) -> str:
-    if data is None:
-        return ""
-    return data.decode(errors="replace") if isinstance(data, bytes) else data
+_LIVE: set[subprocess.Popen] = set()
+_LOCK = threading.Lock()
+
+
+def live_count() -> int:
+    """How many commands started by `run` are still running (in any thread)."""
+    with _LOCK:
+        return len(_LIVE)
+
+
+def signal_all(sig: int) -> None:
+    """Send `sig` to the process group of every running command (a stop from another thread)."""
+    with _LOCK:
+        children = list(_LIVE)
+    for child in children:
+        _signal_group(child, sig)
+
+
+def _signal_group(child: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, sig)
 
 
 def _append(log: Path | None, line: str, output: str) -> None:

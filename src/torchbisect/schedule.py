@@ -17,9 +17,7 @@ A host is taken to have one GPU model: the skip key and install failures use the
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import signal
 import time
 from collections import deque
@@ -28,7 +26,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import execute
+from . import execute, proc
 from .backends.base import Backend
 from .errors import ConfigError, TorchbisectError
 from .gpus import Gpu
@@ -201,45 +199,17 @@ class _Runner:
 
 
 def _interrupt_children(running: Sequence[Future], grace: float = _STOP_GRACE) -> None:
-    """SIGINT to this process's children (uv, probes), then SIGKILL to those still there.
+    """SIGINT to every running command's process group (uv, probes), then SIGKILL.
 
-    A Ctrl-C at a terminal reaches them already; a SIGINT or SIGTERM sent to this process alone
-    does not, and the worker threads cannot return before their subprocess does.
+    Commands run in their own process groups, so a Ctrl-C at the terminal does not reach them:
+    this does, and the worker threads cannot return before their subprocess does.
     """
     if not running:
         return
-    _signal_children(signal.SIGINT)
+    proc.signal_all(signal.SIGINT)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and not all(f.done() for f in running):
         time.sleep(0.1)
     if not all(f.done() for f in running):
-        _signal_children(signal.SIGKILL)
+        proc.signal_all(signal.SIGKILL)
         wait(running, timeout=grace)
-
-
-def _signal_children(sig: int) -> None:
-    for pid in _child_pids():
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
-
-
-def _child_pids() -> list[int]:
-    """Direct children of this process, from /proc (Linux); none elsewhere."""
-    me, pids = os.getpid(), []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        # Fields after the command name, which is in parentheses and may contain spaces.
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 1 and fields[1] == str(me):
-            pids.append(int(entry))
-    return pids
