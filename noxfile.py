@@ -4,6 +4,9 @@ Sessions see the base interpreter's site-packages so that the `preinstalled` cel
 session test the torch that is already installed (e.g. the one in an NGC image).
 """
 
+import os
+import sys
+
 import nox
 
 nox.options.sessions = ["tests", "lint"]
@@ -14,7 +17,11 @@ SYSTEM_SITE = ["--system-site-packages"]
 
 def _tool(session: nox.Session, command: str) -> None:
     session.install("-e", ".")
-    session.run("python", "-m", "torchbisect", command, *session.posargs)
+    # "preinstalled" means the torch of the interpreter running nox, which a session venv built
+    # on another venv would not see through --system-site-packages alone.
+    host = os.environ.get("TORCHBISECT_HOST_PYTHON", sys.executable)
+    session.run("python", "-m", "torchbisect", command, *session.posargs,
+                env={"TORCHBISECT_HOST_PYTHON": host})
 
 
 @nox.session(venv_params=SYSTEM_SITE)

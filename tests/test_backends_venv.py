@@ -90,6 +90,23 @@ def test_overlay_installs_torch_into_the_cells_venv_and_probes_it(wheel, workdir
 
 
 @needs_uv
+def test_an_overlay_over_a_venv_sees_that_venvs_packages_but_its_own_torch(wheel, tmp_path):
+    """GPU runners' interpreters are often venvs themselves (the CUDA libraries live there)."""
+    base = tmp_path / "base"
+    subprocess.run([sys.executable, "-m", "venv", str(base)], check=True)
+    site = next((base / "lib").glob("python3*/site-packages"))
+    (site / "cuda_libs_stand_in.py").write_text("WHERE = 'base venv'\n")
+    older = fake_torch_wheel(tmp_path / "older", version="2.0.0+cpu")
+    subprocess.run([shutil.which("uv"), "pip", "install", "--python", str(base / "bin/python"),
+                    "--no-deps", str(older)], check=True, capture_output=True)
+    backend = VenvBackend(workdir=tmp_path / "work", overlay=True, python=str(base / "bin/python"))
+    prepared = backend.prepare(dev_cell(wheel), log=tmp_path / "overlay.log")
+    code = "import cuda_libs_stand_in as c, torch; print(c.WHERE, torch.__version__)"
+    out = subprocess.run([prepared.python, "-c", code], capture_output=True, text=True)
+    assert out.stdout.split() == ["base", "venv", "2.99.0+cpu"], out.stderr
+
+
+@needs_uv
 def test_a_prepared_venv_is_reused_while_the_wheel_is_the_same(wheel, workdir, tmp_path):
     backend = VenvBackend(workdir=workdir, overlay=True)
     cell = dev_cell(wheel, "dev-reuse")

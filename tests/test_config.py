@@ -64,7 +64,7 @@ def test_the_default_matrix_says_what_the_issue_asks_for(repo):
     assert (nightly.last, nightly.step) == (60, 7)
     assert cfg.preinstalled is not None
     s = cfg.settings(cfg.stable[0])
-    assert (s.cuda, s.python, s.probe, s.trials, s.timeout) == ("auto", "3.12", "stale_replay", 3,
+    assert (s.cuda, s.python, s.probe, s.trials, s.timeout) == ("auto", "3.12", "stale_replay", 20,
                                                                  900.0)
     assert cfg.image("cu130").startswith("nvidia/cuda:13") and cfg.image("cu121")
     first = (repo / "matrix.yaml").read_text().splitlines()[0]

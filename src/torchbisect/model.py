@@ -229,7 +229,7 @@ class NightlyPoint:
 class BisectResult:
     """The outcome of a bisection: the boundary pair, the evidence and how to reproduce it.
 
-    For a regression the pair is (last good, first bad); with --find-fix it is (last bad, first good).
+    For a regression the pair is (last good, first bad); with --find-fix, (last bad, first good).
     `before`/`after` are the two neighbouring nightlies around the change, in date order.
     """
 

@@ -8,11 +8,22 @@ failure of their own; they never decide a verdict.
 from __future__ import annotations
 
 import abc
+import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ..model import Cell
+
+
+def host_python() -> str:
+    """The interpreter whose torch is "preinstalled" and which overlays build on.
+
+    `$TORCHBISECT_HOST_PYTHON` (the nox sessions set it to the interpreter that runs nox, since a
+    session's own venv may not see a torch installed in another venv), else this interpreter.
+    """
+    return os.environ.get("TORCHBISECT_HOST_PYTHON") or sys.executable
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,5 +64,9 @@ class Backend(abc.ABC):
               log: Path) -> ProbeOutput:
         """Run the cell's probe script on one GPU (None: no GPU) and return its output."""
 
-    def release(self, prepared: Prepared) -> None:
+    def fingerprint(self, cell: Cell) -> str | None:
+        """What `Prepared.wheel_sha256` will be, when known without installing (skip checks)."""
+        return cell.sha256
+
+    def release(self, prepared: Prepared) -> None:  # noqa: B027 - optional hook
         """Free what `prepare` made (venv dirs are kept for reuse; containers are removed)."""

@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -34,7 +33,7 @@ from .. import proc
 from ..errors import BackendUnavailable, InfraError
 from ..model import Cell, Channel
 from ..probes import probe_path
-from .base import Backend, Prepared, ProbeOutput
+from .base import Backend, Prepared, ProbeOutput, host_python
 
 DEFAULT_WORKDIR = Path(".torchbisect")
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
@@ -53,7 +52,7 @@ class VenvBackend(Backend):
                  install_timeout: float = 3600.0):
         self.workdir = Path(workdir).absolute()
         self.overlay = overlay
-        self.python = python or sys.executable  # the preinstalled torch; the overlay's base
+        self.python = python or host_python()  # the preinstalled torch; the overlay's base
         self.on_phase = on_phase
         self.install_timeout = install_timeout
 
@@ -145,6 +144,8 @@ class VenvBackend(Backend):
         if overlay:
             argv.append("--system-site-packages")
         proc.run([*argv, str(venv)], log=log, timeout=600)
+        if overlay:
+            _see_base_packages(venv, python, log=log)
 
     def _install(self, venv: Path, cell: Cell, location: str, *, overlay: bool,
                  log: Path) -> None:
@@ -267,6 +268,27 @@ def _check_python(python: str, cell: Cell) -> None:
         raise InfraError(
             f"overlay needs a Python {cell.python} interpreter for {cell.id}, but {python} is "
             f"Python {_python_version(python)}: run torchbisect with that interpreter")
+
+
+def _see_base_packages(venv: Path, base: str, *, log: Path) -> None:
+    """Make the overlay see the base environment's packages (its CUDA libraries) after its own.
+
+    `--system-site-packages` is not enough when the base is itself a venv (the interpreter of an
+    NGC image or a GPU runner often is): the new venv would see the base's *base* interpreter.
+    A .pth file appends the base's site-packages after the overlay's, so the overlay's torch
+    still wins.
+    """
+    code = ("import json, site, sys; "
+            "print(json.dumps([p for p in sys.path if p.endswith(('site-packages', "
+            "'dist-packages'))]))")
+    dirs = json.loads(proc.run([base, "-c", code], log=log, timeout=120).output.strip()
+                      .splitlines()[-1])
+    own = proc.run([str(venv_python(venv)), "-c", "import sysconfig; "
+                    "print(sysconfig.get_paths()['purelib'])"], log=log, timeout=120)
+    site_dir = Path(own.output.strip().splitlines()[-1])
+    (site_dir / "_torchbisect_overlay_base.pth").write_text(
+        "".join(f"{d}\n" for d in dirs), encoding="utf-8")
+    _note(log, f"overlay sees the packages of {base}: {', '.join(dirs)}")
 
 
 def _read_marker(venv: Path) -> dict | None:

@@ -20,6 +20,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from .. import bench_plots, proc
+from ..backends.base import host_python
 from ..errors import ConfigError
 
 PARTS = ("workaround", "overhead", "rerun", "plan", "render", "gpus")
@@ -30,7 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="folder for the JSON and SVG files (default: %(default)s)")
     parser.add_argument("--parts", default="workaround,overhead,rerun,plan,render",
                         help=f"comma list of {', '.join(PARTS)} (default: %(default)s)")
-    parser.add_argument("--python", default=sys.executable,
+    parser.add_argument("--python", default=host_python(),
                         help="interpreter whose torch the workaround cost is measured with")
     parser.add_argument("--sizes-mib", default="1,4,16,64,256,1024")
     parser.add_argument("--gpu-matrix", type=Path,

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from ..backends.base import host_python
 from ..errors import ConfigError, InfraError
 from ..model import Cell, CellRun, Channel, Plan, RunStatus
 
@@ -134,7 +135,7 @@ def _pick(cells: tuple[Cell, ...], args: argparse.Namespace) -> tuple[Cell, ...]
 
 
 def _python(args: argparse.Namespace) -> str:
-    return args.python or sys.executable
+    return args.python or host_python()
 
 
 def _no_gpu_cells(cells: tuple[Cell, ...], console: Console, *, python: str) -> tuple[Cell, ...]:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from ..backends.base import host_python
 from ..errors import ConfigError, InfraError
 from ..model import Cell, CellRun, Channel, RunStatus
 from .matrix import (
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from ..store import Store
 
     console = Console()
-    cell = with_torch_version(_overrides(_find(args), args), python=args.python or sys.executable)
+    cell = with_torch_version(_overrides(_find(args), args), python=args.python or host_python())
     name = args.backend or ("current" if cell.channel is Channel.PREINSTALLED else None)
     backend = choose_backend(name, say=console.print, **backend_options(args))
     gpu = _gpu(args.gpu)
