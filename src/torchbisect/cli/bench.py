@@ -37,6 +37,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-matrix", type=Path,
                         help="matrix file for the 'gpus' part: run on one GPU, then on all")
     parser.add_argument("--backend", default="venv", help="backend for the 'gpus' part")
+    parser.add_argument("--overhead-cases", default="",
+                        help="probe cases for the 'overhead' part (default: all of them)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,8 +86,10 @@ def _workaround(args: argparse.Namespace) -> None:
 
 def _overhead(args: argparse.Namespace) -> dict:
     from ..benchmarks import cell_overhead
+    from .matrix import preinstalled_cell
 
-    return cell_overhead()
+    cases = tuple(c for c in args.overhead_cases.split(",") if c)
+    return cell_overhead(cell=preinstalled_cell(cases=cases))
 
 
 def _rerun(args: argparse.Namespace) -> dict:
