@@ -186,3 +186,25 @@ def test_plan_with_a_broken_lock_is_one_line_exit_2(served, capsys):
     (matrix.parent / "matrix.lock.json").write_text("{")
     assert plan_cli(matrix) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_a_previous_runs_lock_keeps_a_pruned_nightly_installable(served, tmp_path, capsys):
+    """The scheduled job months later: the index no longer lists a nightly the old lock pinned."""
+    url, matrix = served
+    assert plan_cli(matrix) == 0
+    kept = tmp_path / "previous.lock.json"
+    (matrix.parent / "matrix.lock.json").rename(kept)
+    matrix.write_text(matrix.read_text().replace(url, "http://127.0.0.1:9"))  # index gone
+    assert plan_cli(matrix, "--offline") == 2  # no lock, no index: cannot resolve
+    assert plan_cli(matrix, "--offline", "--previous-lock", str(kept)) == 0
+    builds = json.loads((matrix.parent / "matrix.lock.json").read_text())["builds"]
+    assert builds["nightly-20261001-cu130-cp312"]["url"].startswith(url)
+
+
+def test_plan_lists_shards_for_a_github_job_matrix(served, tmp_path):
+    _, matrix = served
+    out = tmp_path / "github_output"
+    out.write_text("earlier=1\n")
+    assert plan_cli(matrix, "--shards", "3", "--github-output", str(out)) == 0
+    assert out.read_text().splitlines() == [
+        "earlier=1", 'shards=["1/3", "2/3", "3/3"]', "cells=5"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 import subprocess
 from pathlib import Path
 
@@ -83,7 +84,7 @@ def test_publish_job_has_pages_permissions_and_environment():
 
 @pytest.mark.parametrize("name", ["matrix.yml", "tests.yml", "bisect.yml"])
 def test_every_run_step_is_a_nox_session_or_an_install(name):
-    allowed = re.compile(r"^(nox -s \w+|(python3 -m )?pip install |sudo (apt-get|bash \.ci/)"
+    allowed = re.compile(r"^(nox -s \w+|(python3 -m )?pip (install|download) |sudo (apt-get|bash \.ci/)"
                          r"|sudo --preserve-env=\S+ nox -s )")
     for job, run in _run_steps(_load(name)):
         for line in run.strip().splitlines():
@@ -96,3 +97,17 @@ def test_bisect_workflow_posts_markdown_to_job_summary():
     assert {"good", "bad"} <= set(doc["on"]["workflow_dispatch"]["inputs"])
     runs = [run for _, run in _run_steps(doc)]
     assert any("nox -s bisect" in r and "$GITHUB_STEP_SUMMARY" in r for r in runs)
+
+
+@pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
+def test_every_flag_a_workflow_passes_exists_in_its_session(name):
+    """The workflows and the CLI must not drift apart: each --flag is in the command's --help."""
+    for _job, run in _run_steps(_load(name)):
+        match = re.match(r"nox -s (\w+) -- (.*)", run.strip())
+        if not match:
+            continue
+        session, args = match.groups()
+        help_text = subprocess.run([sys.executable, "-m", "torchbisect", session, "--help"],
+                                   capture_output=True, text=True, check=True).stdout
+        for flag in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", args):
+            assert flag in help_text, f"{name}: `{session}` has no {flag}"

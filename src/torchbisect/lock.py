@@ -75,6 +75,11 @@ class Lock:
     def get(self, cell_id: str) -> LockedBuild | None:
         return self.builds.get(cell_id)
 
+    def over(self, older: Lock) -> Lock:
+        """This lock, with `older`'s pins for the cells this one does not have (e.g. the lock a
+        previous CI run kept: its nightlies stay installable after the index pruned them)."""
+        return Lock(builds={**older.builds, **self.builds})
+
     def pinned(self, cell_id: str, sha256: str) -> Lock:
         """A copy with `sha256` recorded for `cell_id` (after the installer hashed the download)."""
         builds = dict(self.builds)

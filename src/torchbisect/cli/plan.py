@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..config import load_matrix
+from ..errors import ConfigError
 from ..index import host_platform, sha256_of
 from ..lock import Lock
 from ..model import Plan
@@ -36,14 +37,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "machine's)")
     parser.add_argument("--driver", metavar="VERSION",
                         help="NVIDIA driver that `cuda: auto` plans for (default: nvidia-smi's)")
+    parser.add_argument("--previous-lock", type=Path, metavar="PATH",
+                        help="an older lock (e.g. from the last CI run) whose pins are kept for "
+                             "cells the current lock lacks; a missing file is ignored")
+    parser.add_argument("--shards", type=int, metavar="N",
+                        help="with --github-output: list shards 1/N … N/N for a job matrix")
+    parser.add_argument("--github-output", type=Path, metavar="FILE",
+                        help="append `shards=[…]` and `cells=N` to this file ($GITHUB_OUTPUT)")
 
 
 def run(args: argparse.Namespace) -> int:
     config = load_matrix(args.matrix)
     lock_path = args.lock or Lock.default_path(args.matrix)
+    lock = Lock.load(lock_path)
+    if args.previous_lock and args.previous_lock.is_file():
+        lock = lock.over(Lock.load(args.previous_lock))
+    if args.shards is not None and args.shards < 1:
+        raise ConfigError(f"--shards must be 1 or more, got {args.shards}")
     notes: list[str] = []
     plan = build_plan(
-        config, lock=Lock.load(lock_path),
+        config, lock=lock,
         python=args.python or f"{sys.version_info.major}.{sys.version_info.minor}",
         platform=args.platform or host_platform(), driver=args.driver or _driver(),
         today=datetime.now(timezone.utc).date(), offline=args.offline, note=notes.append,
@@ -59,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
+    if args.github_output:
+        shards = [f"{i}/{args.shards or 1}" for i in range(1, (args.shards or 1) + 1)]
+        with args.github_output.open("a", encoding="utf-8") as out:
+            out.write(f"shards={json.dumps(shards)}\ncells={len(plan.cells)}\n")
     return 0
 
 
