@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -84,8 +84,8 @@ def test_publish_job_has_pages_permissions_and_environment():
 
 @pytest.mark.parametrize("name", ["matrix.yml", "tests.yml", "bisect.yml"])
 def test_every_run_step_is_a_nox_session_or_an_install(name):
-    allowed = re.compile(r"^(nox -s \w+|(python3 -m )?pip (install|download) |sudo (apt-get|bash \.ci/)"
-                         r"|sudo --preserve-env=\S+ nox -s )")
+    allowed = re.compile(r"^(nox -s \w+|(python3 -m )?pip (install|download) "
+                         r"|sudo (apt-get|bash \.ci/)|sudo --preserve-env=\S+ nox -s )")
     for job, run in _run_steps(_load(name)):
         for line in run.strip().splitlines():
             assert allowed.match(line.strip()), f"{name}:{job}: logic in a workflow: {line}"
