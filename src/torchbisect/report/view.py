@@ -186,9 +186,20 @@ def _capability(env: dict) -> str:
 
 def _label(run: CellRun) -> tuple[str, str]:
     cell = run.cell
+    python = cell.python or _probed_python(run)
     if cell.channel is Channel.NIGHTLY:
-        return nightly_date(run) or cell.version, f"{cell.version} · py{cell.python}"
-    return cell.version, f"{cell.cuda or 'cuda ?'} · py{cell.python}"
+        return nightly_date(run) or cell.version, f"{cell.version} · py{python}"
+    return cell.version, f"{cell.cuda or _probed_cuda(run)} · py{python}"
+
+
+def _probed_cuda(run: CellRun) -> str:
+    """A preinstalled torch's CUDA build, as the probe saw it ("cu130" from "2.11.0+cu130")."""
+    local = str(_env(run).get("torch", "")).partition("+")[2]
+    return local or "cuda ?"
+
+
+def _probed_python(run: CellRun) -> str:
+    return ".".join(str(_env(run).get("python", "?")).split(".")[:2])
 
 
 def build_row(run: CellRun, columns: tuple[Column, ...]) -> Row:
