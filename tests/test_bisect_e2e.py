@@ -217,3 +217,34 @@ def test_find_fix_with_a_missing_end_date(world, tmp_path):
                                                                           "2025-08-22")
     assert "no nightly on 2025-08-25 (--good): using the nearest one, 2025-08-26" in done.stderr
     assert result["probes"] <= math.ceil(math.log2(DATES.index("2025-08-26") + 1)) + 2
+
+
+RELEASES = ["2.9.0", "2.9.1", "2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.0", "2.14.1"]
+
+
+def test_release_ends_bisect_the_releases_in_between(tmp_path):
+    """`--good 2.9.0 --bad 2.14.1`: which release first had it, over a flat folder of wheels
+    (an air-gapped mirror), with a release candidate and a nightly there that must be ignored."""
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    for i, version in enumerate(RELEASES):
+        standin_wheel(folder, version, f"{i:040x}")
+    standin_wheel(folder, "2.15.0rc1", "f" * 40)
+    standin_wheel(folder, "2.16.0.dev20251001", "e" * 40)
+    script = ("python -c \"import sys, torch; "
+              "v = tuple(map(int, torch.__version__.split('.')[:2])); "
+              "sys.exit(1 if v >= (2, 12) else 0)\"")
+    argv = [sys.executable, "-m", "torchbisect", "bisect", "--good", "2.9.0", "--bad", "2.14.1",
+            "--cuda", "cpu", "--python", PY, "--index-url", str(folder), "--backend", "venv",
+            "--store", str(tmp_path / "results.sqlite"), "--workdir", str(tmp_path / "venvs"),
+            "--no-github", "--json", str(tmp_path / "bisect.json"), "--script", script]
+    done = subprocess.run(argv, env=env(), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "bisect.json").read_text())
+    assert (result["last_good"]["version"], result["first_bad"]["version"]) == ("2.11.0", "2.12.0")
+    assert result["first_bad"]["git_version"] == f"{4:040x}"
+    assert result["compare_url"] == ("https://github.com/pytorch/pytorch/compare/"
+                                     f"{3:040x}...{4:040x}")
+    assert result["probes"] <= math.ceil(math.log2(len(RELEASES))) + 2
+    assert result["reproduce"].startswith("torchbisect bisect --good 2.11.0 --bad 2.12.0")

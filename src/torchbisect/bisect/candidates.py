@@ -1,7 +1,9 @@
-"""The ordered list of nightlies a bisection searches: one per date between the two given ends.
+"""The ordered list of builds a bisection searches: one nightly per date between the two given
+ends, or, when both ends are release versions (`--good 2.12.0 --bad 2.15.0`), every release
+between them ("which release first had it?").
 
 Pure: it takes wheels already read from the index (and filtered for CUDA tag, Python and platform)
-and the `--good`/`--bad` flags, and returns candidates in date order plus notes for the user.
+and the `--good`/`--bad` flags, and returns candidates in order plus notes for the user.
 An end whose date has no nightly widens to the nearest date that has one, and says so.
 """
 
@@ -26,10 +28,20 @@ _DATE = re.compile(r"^(\d{4})-?(\d{2})-?(\d{2})$")
 class Candidate:
     """One nightly the search may probe: its date, version, wheel and the cell that tests it."""
 
-    date: str  # YYYY-MM-DD
+    date: str  # YYYY-MM-DD; "" for a release
     version: str
     wheel: Any  # torchbisect.index.Wheel
     cell: Cell
+
+    @property
+    def key(self) -> str:
+        """What the user calls it: its date for a nightly, its version for a release."""
+        return self.date or self.version
+
+    @property
+    def label(self) -> str:
+        return f"the {self.date} nightly ({self.version})" if self.date else \
+            f"release {self.version}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +62,48 @@ def parse_end(text: str, flag: str) -> str:
         return date(*(int(g) for g in match.groups())).isoformat()
     except ValueError:
         raise ConfigError(f"{flag} {text!r} is not a valid calendar date") from None
+
+
+def release_of(text: str) -> str | None:
+    """"2.12.0" for a final release version (a local label such as +cu130 is dropped)."""
+    try:
+        version = Version(text.strip())
+    except InvalidVersion:
+        return None
+    if version.is_prerelease or version.is_devrelease or len(version.release) < 2:
+        return None
+    return version.public
+
+
+def build_release_candidates(wheels: Iterable[Any], *, older: str, newer: str, older_flag: str,
+                             newer_flag: str, cell_template: Cell) -> CandidateList:
+    """Every final release from `older` to `newer` that the index has for this build."""
+    if Version(older) >= Version(newer):
+        raise ConfigError(f"{older_flag} ({older}) must be an older release than {newer_flag} "
+                          f"({newer}); use --find-fix to look for the release that fixed it")
+    by_version = {}
+    for wheel in wheels:
+        public = release_of(wheel.version)
+        if public and (not wheel.local or wheel.local == cell_template.cuda):
+            by_version.setdefault(public, wheel)
+    for end, flag in ((older, older_flag), (newer, newer_flag)):
+        if end not in by_version:
+            near = ", ".join(sorted(by_version, key=Version)[-5:]) or "none"
+            raise ConfigError(f"{flag} {end} is not on the index for {cell_template.cuda} / "
+                              f"Python {cell_template.python}; releases there include {near}")
+    chosen = sorted((v for v in by_version if Version(older) <= Version(v) <= Version(newer)),
+                    key=Version)
+    cands = tuple(_release_candidate(by_version[v], v, cell_template) for v in chosen)
+    return CandidateList(candidates=cands)
+
+
+def _release_candidate(wheel: Any, version: str, template: Cell) -> Candidate:
+    base = f"stable-{version}-{template.cuda}-cp{template.python.replace('.', '')}"
+    probe = template.probe
+    cell = dataclasses.replace(
+        template, id=f"{base}-{probe.replace(':', '-')}" if probe.startswith("script:") else base,
+        channel=Channel.STABLE, version=wheel.version, url=wheel.url, sha256=wheel.sha256)
+    return Candidate(date="", version=wheel.version, wheel=wheel, cell=cell)
 
 
 def _relative(text: str, today: date | None = None) -> str:

@@ -33,6 +33,7 @@ def build_result(search: SearchResult, points: dict[int, NightlyPoint], cands: C
     notes: list[str] = []
     before = _with_main_sha(points[search.last_good], lookup, notes)
     after = _with_main_sha(points[search.first_bad], lookup, notes)
+    first, last = before.date or before.version, after.date or after.version
     url = compare_url(before.main_sha, after.main_sha) if before.main_sha and after.main_sha else ""
     if not url:
         notes.append("no compare URL: the main-branch sha of an end is unknown")
@@ -42,11 +43,11 @@ def build_result(search: SearchResult, points: dict[int, NightlyPoint], cands: C
         direction=ctx.direction, case=ctx.case, cuda=ctx.cuda, python=ctx.python,
         before=before, after=after, probes=search.probes,
         points=tuple(known[i] for i in sorted(known)),
-        skipped=_skipped(search, points, cands, before.date, after.date),
+        skipped=_skipped(search, points, cands, first, last),
         compare_url=url,
         commits=lookup.commits_between(before.main_sha, after.main_sha),
         rule=ctx.rule,
-        reproduce=reproduce_line(before.date, after.date, ctx),
+        reproduce=reproduce_line(first, last, ctx),
         finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
     return result, notes
@@ -61,6 +62,8 @@ def reproduce_line(before: str, after: str, ctx: Context) -> str:
 
 
 def _with_main_sha(point: NightlyPoint, lookup: CommitLookup, notes: list[str]) -> NightlyPoint:
+    if not point.date:  # a release: its git_version is a commit of pytorch/pytorch already
+        return replace(point, main_sha=point.git_version)
     found = lookup.main_sha(point.git_version)
     if not found.sha:
         notes.append(f"main-branch sha of the {point.date} nightly unknown: {found.note}")
@@ -70,6 +73,6 @@ def _with_main_sha(point: NightlyPoint, lookup: CommitLookup, notes: list[str]) 
 def _skipped(search: SearchResult, points: dict[int, NightlyPoint], cands: CandidateList,
              first: str, last: str) -> tuple[str, ...]:
     """Dates that gave "unknown", plus dates inside the pair with no nightly on the index."""
-    unknown = {points[i].date for i in search.unknown}
+    unknown = {points[i].date or points[i].version for i in search.unknown}
     missing = {d for d in cands.missing if first < d < last}
     return tuple(sorted(unknown | missing))

@@ -14,7 +14,13 @@ from ..errors import ConfigError
 from ..gpus import Gpu, list_gpus
 from ..model import BisectResult, Cell, Channel, Direction
 from ..store import Store
-from .candidates import CandidateList, build_candidates, parse_end
+from .candidates import (
+    CandidateList,
+    build_candidates,
+    build_release_candidates,
+    parse_end,
+    release_of,
+)
 from .commits import CommitLookup
 from .driver import Bisector, Progress, check_script_backend
 from .result import Context, build_result
@@ -42,6 +48,7 @@ class BisectOptions:
     repo: Path | None = None
     github: bool = True
     timeout: float = 900.0
+    overlay: bool = False
 
     @property
     def rule(self) -> Rule:
@@ -66,7 +73,8 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
 
     # A script runs on this host, so it needs a host-side environment: venv unless told otherwise.
     name = options.backend or ("venv" if options.script is not None else None)
-    backend = choose_backend(name, say=progress.note, workdir=options.workdir)
+    backend = choose_backend(name, say=progress.note, workdir=options.workdir,
+                             overlay=options.overlay)
     check_script_backend(backend, options.script)
     with Store(options.store) as store:
         bisector = Bisector(
@@ -87,10 +95,17 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
 def candidates(options: BisectOptions) -> CandidateList:
     from .. import index, resolve
 
-    index_url = options.index_url or index.default_index(Channel.NIGHTLY.value, options.cuda)
-    good, bad = parse_end(options.good, "--good"), parse_end(options.bad, "--bad")
-    wheels = resolve.nightly_builds(index_url, cuda=options.cuda, python=options.python,
-                                    platform=options.platform)
+    releases = release_of(options.good), release_of(options.bad)
+    channel = Channel.STABLE if all(releases) else Channel.NIGHTLY
+    index_url = options.index_url or index.default_index(channel.value, options.cuda)
+    if channel is Channel.STABLE:
+        good, bad = releases
+        wheels = index.compatible(index.fetch_wheels(index_url), python=options.python,
+                                  platform=options.platform)
+    else:
+        good, bad = parse_end(options.good, "--good"), parse_end(options.bad, "--bad")
+        wheels = resolve.nightly_builds(index_url, cuda=options.cuda, python=options.python,
+                                        platform=options.platform)
     ends = ((good, "--good"), (bad, "--bad"))
     (older, older_flag), (newer, newer_flag) = (
         ends if options.direction is Direction.REGRESSION else ends[::-1])
@@ -98,8 +113,9 @@ def candidates(options: BisectOptions) -> CandidateList:
         id="", channel=Channel.NIGHTLY, version="", cuda=options.cuda, python=options.python,
         probe=options.rule.probe_name, cases=(options.case,) if options.script is None else (),
         trials=options.trials, timeout=options.timeout, index_url=index_url)
-    return build_candidates(wheels, older=older, newer=newer, older_flag=older_flag,
-                            newer_flag=newer_flag, cell_template=template)
+    build = build_release_candidates if channel is Channel.STABLE else build_candidates
+    return build(wheels, older=older, newer=newer, older_flag=older_flag, newer_flag=newer_flag,
+                 cell_template=template)
 
 
 def _first_gpu() -> Gpu | None:
@@ -136,10 +152,10 @@ def _ends_sentence(err: EndsError, cands: CandidateList, bisector: Bisector,
             (True, Direction.FIX): "--bad", (False, Direction.FIX): "--good"}[
         (at_start, options.direction)]
     expected = flag[2:]
-    where = f"the {flag} end, the {cand.date} nightly ({cand.version}),"
+    where = f"the {flag} end, {cand.label},"
     if err.got is Outcome.UNKNOWN:
         why = point.reason if point else "no verdict"
-        return f"{where} could not be judged ({why}): pick another {flag} date"
+        return f"{where} could not be judged ({why}): pick another {flag}"
     side = "an older" if at_start else "a newer"
     hint = "" if options.direction is Direction.FIX or not at_start else (
         ", or use --find-fix to look for the nightly that fixed it")

@@ -38,8 +38,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a racy case is bad when stale on at least K of N trials (default 1)")
     add("--script", default=None, metavar="CMD",
         help="decide with CMD instead of the probe: exit 0 good, 125 skip, 1-127 bad, >127 abort")
-    add("--index-url", default=None, metavar="URL", help="nightly index (default: pytorch's)")
+    add("--index-url", default=None, metavar="URL",
+        help="wheel index, file:// URL or folder (default: pytorch's nightly index, or its "
+             "release index when both ends are release versions)")
     add("--backend", default=None, help="venv, current or docker (default: chosen for this host)")
+    add("--overlay", action="store_true",
+        help="install only the torch wheel (--no-deps) over this interpreter's packages, as "
+             "`matrix --overlay` does (runners without network, NGC images)")
     add("--store", type=Path, default=Path("reports/results.sqlite"), metavar="PATH",
         help="SQLite store shared with the matrix; reruns reuse its verdicts")
     add("--workdir", type=Path, default=Path(".torchbisect"), metavar="DIR",
@@ -79,7 +84,7 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         case=args.case or DEFAULT_CASE, script=args.script, trials=args.trials,
         min_stale=args.min_stale, index_url=args.index_url, backend=args.backend,
         store=args.store, workdir=args.workdir, repo=args.repo, github=not args.no_github,
-        timeout=args.timeout)
+        timeout=args.timeout, overlay=args.overlay)
 
 
 class _Console(Progress):
@@ -90,20 +95,24 @@ class _Console(Progress):
         self._say(text)
 
     def start(self, cands: CandidateList, *, rule, stored):
-        first, last = cands.candidates[0].date, cands.candidates[-1].date
+        first, last = cands.candidates[0], cands.candidates[-1]
         bound = math.ceil(math.log2(len(cands.candidates))) + 2
-        self._say(f"{len(cands.candidates)} nightlies from {first} to {last} "
-                  f"({len(cands.missing)} dates have none); at most {bound} probes; "
-                  f"{stored} already judged in the store")
+        gaps = f" ({len(cands.missing)} dates have none)" if first.date else ""
+        self._say(f"{len(cands.candidates)} {_kind(first)} from {first.key} to {last.key}{gaps}; "
+                  f"at most {bound} probes; {stored} already judged in the store")
         self._say(f"rule: {rule}")
 
     def probing(self, cand: Candidate, *, left):
-        self._say(f"judging {cand.date} ({cand.version}); {left} nightlies still open")
+        self._say(f"judging {cand.label}; {left} {_kind(cand)} still open")
 
     def judged(self, cand, point: NightlyPoint, *, reused):
         how = "from the store" if reused else "probed"
         why = f" — {point.reason}" if point.reason else ""
-        self._say(f"{cand.date} is {point.verdict.upper()} ({how}){why}")
+        self._say(f"{cand.key} is {point.verdict.upper()} ({how}){why}")
+
+
+def _kind(cand: Candidate) -> str:
+    return "nightlies" if cand.date else "releases"
 
 
 def _pair_names(result: BisectResult) -> tuple[str, str]:
@@ -116,7 +125,8 @@ def _line(name: str, p: NightlyPoint | None) -> str:
     if p is None:
         return f"{name}: -"
     main = p.main_sha[:12] or "unknown"
-    return f"{name + ':':11} {p.date}  {p.version}  git {p.git_version[:12] or '?'}  main {main}"
+    when = p.date or "release"
+    return f"{name + ':':11} {when}  {p.version}  git {p.git_version[:12] or '?'}  main {main}"
 
 
 def render_text(done: Bisection) -> str:
@@ -144,8 +154,8 @@ def render_markdown(r: BisectResult) -> str:
     rows = ["| | date | version | git_version | main sha |", "|---|---|---|---|---|"]
     for name, p in zip(names, (r.before, r.after), strict=True):
         if p:
-            rows.append(f"| {name} | {p.date} | `{p.version}` | `{p.git_version[:12]}` | "
-                        f"`{p.main_sha[:12]}` |")
+            rows.append(f"| {name} | {p.date or 'release'} | `{p.version}` | "
+                        f"`{p.git_version[:12]}` | `{p.main_sha[:12]}` |")
     compare = f"[compare]({r.compare_url})" if r.compare_url else "compare URL unavailable"
     return "\n".join([
         f"### Bisection ({r.direction.value}) of `{r.case}`, {r.cuda}, Python {r.python}", "",

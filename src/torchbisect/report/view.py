@@ -253,9 +253,11 @@ def _section(gpu: str, runs: list[CellRun], bisections: list[BisectResult],
 
 def bisect_view(b: BisectResult) -> BisectView:
     regression = b.direction is Direction.REGRESSION
-    what = "First affected nightly" if regression else "First fixed nightly"
-    after = b.after.date if b.after else "not found"
-    before = ("last good " if regression else "last bad ") + (b.before.date if b.before else "—")
+    kind = "nightly" if (b.after or b.before) and (b.after or b.before).date else "release"
+    what = f"First affected {kind}" if regression else f"First fixed {kind}"
+    after = (b.after.date or b.after.version) if b.after else "not found"
+    before = ("last good " if regression else "last bad ") + (
+        (b.before.date or b.before.version) if b.before else "—")
     facts = [("range", f"{before} → {after}"),
              ("commits", f"{b.before.main_sha if b.before else '?'} … "
                          f"{b.after.main_sha if b.after else '?'}"),
@@ -271,12 +273,16 @@ def bisect_view(b: BisectResult) -> BisectView:
 
 def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
                generated: dt.datetime) -> PageView:
+    # `bisect --script` verdicts come from the user's command, not the probe: not on the page.
+    runs = [r for r in runs if not r.cell.probe.startswith("script:")]
     columns = columns_for(runs)
     by_gpu: dict[str, list[CellRun]] = {}
     for run in runs:
         by_gpu.setdefault(gpu_of(run), []).append(run)
     # A bisection does not record its GPU: draw it in the GPU's strip only when there is one GPU.
-    own = bisections if len(by_gpu) == 1 else []
+    # Release bisections have no dates: they are listed, not drawn on the nightly strip.
+    dated = [b for b in bisections if b.before and b.before.date]
+    own = dated if len(by_gpu) == 1 else []
     sections = tuple(_section(g, rs, own, columns) for g, rs in sorted(by_gpu.items()))
     newest = max((s.headline.newest_run for s in sections), default="")
     title = "; ".join(s.headline.text for s in sections) or "No results yet"
@@ -284,5 +290,5 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
     return PageView(title=title, generated=stamp,
                     newest_run=newest, columns=columns, sections=sections,
                     bisections=tuple(bisect_view(b) for b in bisections),
-                    bisection_timeline=None if own else build_timeline([], list(bisections)),
+                    bisection_timeline=None if own or not dated else build_timeline([], dated),
                     legend=LEGEND, runs=len(runs))
