@@ -199,7 +199,7 @@ def test_wrong_ends_are_one_sentence_and_exit_2(world, tmp_path):
     error = done.stderr.strip().splitlines()[-1]
     assert error == ("torchbisect bisect: error: the --good end, the 2025-08-15 nightly "
                      "(2.10.0.dev20250815+cpu), is not good but bad: pick an older --good, or "
-                     "use --find-fix to look for the nightly that fixed it")
+                     "use --find-fix to look for the build that fixed it")
     assert "Traceback" not in done.stderr
 
 

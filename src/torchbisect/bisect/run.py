@@ -138,6 +138,8 @@ def _context(options: BisectOptions) -> Context:
         flags += ["--index-url", options.index_url]
     if options.backend:
         flags += ["--backend", options.backend]
+    if options.overlay:
+        flags.append("--overlay")
     return Context(direction=options.direction, case=options.rule.case_name, cuda=options.cuda,
                    python=options.python, rule=options.rule.describe(),
                    rerun_flags=tuple(flags))
@@ -158,6 +160,6 @@ def _ends_sentence(err: EndsError, cands: CandidateList, bisector: Bisector,
         return f"{where} could not be judged ({why}): pick another {flag}"
     side = "an older" if at_start else "a newer"
     hint = "" if options.direction is Direction.FIX or not at_start else (
-        ", or use --find-fix to look for the nightly that fixed it")
+        ", or use --find-fix to look for the build that fixed it")
     return f"{where} is not {expected} but {'bad' if expected == 'good' else 'good'}: pick " \
            f"{side} {flag}{hint}"
