@@ -184,3 +184,33 @@ def test_configuration_mistakes_are_one_sentence_and_exit_2(stand_in, capsys):
     assert cli(*MATRIX, "--shard", "4/3") == 2
     assert cli("probe", "dev-w", "--offline") == 2
     assert "; did you mean dev-w" in capsys.readouterr().err
+
+
+def test_sharded_rehearsal_renders_the_same_page_as_one_run(stand_in, capsys):
+    """The scheduled workflow's shape: shards 1/3 … 3/3 over one matrix, merged, rendered — the
+    page must say what a single unsharded run says."""
+    from helpers import fake_torch_wheel
+
+    wheels = [fake_torch_wheel(stand_in / "more", f"2.98.{i}+cpu") for i in range(5)]
+    extra = "".join(f"  - wheel: {w}\n    name: x{i}\n    overlay: true\n"
+                    for i, w in enumerate(wheels))
+    text = (stand_in / "matrix.yaml").read_text().replace("dev:\n", "dev:\n" + extra)
+    (stand_in / "matrix.yaml").write_text(text)
+    run = ("matrix", "--offline", "--backend", "venv", "--workdir", "work", "--allow-no-gpu")
+    for i in (1, 2, 3):
+        assert cli(*run, "--no-report", "--shard", f"{i}/3", "--store", f"s{i}.sqlite") == 0
+    assert cli("merge", "merged.sqlite", "s1.sqlite", "s2.sqlite", "s3.sqlite") == 0
+    assert cli("report", "--store", "merged.sqlite", "--out", "sharded") == 0
+    assert cli(*run, "--store", "single.sqlite", "--out", "single") == 0
+    capsys.readouterr()
+    with Store("merged.sqlite") as merged, Store("single.sqlite") as single:
+        ids = sorted(r.cell.id for r in merged.runs())
+        assert ids == sorted(r.cell.id for r in single.runs())
+        assert len(ids) == len(set(ids)) == 8  # 7 dev wheels + preinstalled, each once
+
+    def page(folder: str) -> list[str]:
+        lines = (stand_in / folder / "summary.md").read_text().splitlines()
+        return [line for line in lines if not line.startswith("<sub>Generated")]
+
+    assert page("sharded") == page("single")
+    assert len([line for line in page("single") if line.startswith("| ")]) >= 8
