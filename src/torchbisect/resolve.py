@@ -70,6 +70,15 @@ def build_plan(config: MatrixConfig, *, lock: Lock | None, python: str, platform
     return Plan(cells=tuple(cells), missing=tuple(missing))
 
 
+def preinstalled_plan(config: MatrixConfig, *, python: str, platform: str, today: date) -> Plan:
+    """Only the matrix's preinstalled cell, with no index contacted (a host without a GPU)."""
+    if config.preinstalled is None:
+        return Plan(cells=())
+    r = _Resolver(config, Lock(), python=python, platform=platform, driver=None, today=today,
+                  offline=True, note=lambda _: None, fetch=fetch_wheels)
+    return Plan(cells=(r.preinstalled(),))
+
+
 def nightly_builds(index_url: str, *, cuda: str, python: str,
                    platform: str | None = None) -> list[Wheel]:
     """Every nightly on `index_url` installable here, sorted by date then version."""

@@ -63,14 +63,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     _sigterm_stops_like_ctrl_c()
     console = Console()
-    plan = resolve_plan(args, console)
-    cells = _pick(plan.cells, args)
     from ..gpus import list_gpus
 
     gpus = list_gpus()
     backend_name = args.backend
     if not gpus and not args.allow_no_gpu:
-        cells, backend_name = _no_gpu_cells(cells, console, python=_python(args)), "current"
+        # Nothing but the interpreter's torch will run: no index to ask, no wheel to fetch.
+        plan = resolve_plan(args, console, preinstalled_only=True)
+        cells, backend_name = _no_gpu_cells(plan.cells, console, python=_python(args)), "current"
+    else:
+        cells = _pick(resolve_plan(args, console).cells, args)
     slots = list(gpus) or [None]
     from ..store import Store
 
@@ -89,14 +91,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def resolve_plan(args: argparse.Namespace, console: Console) -> Plan:
+def resolve_plan(args: argparse.Namespace, console: Console, *,
+                 preinstalled_only: bool = False) -> Plan:
     from ..config import load_matrix
     from ..gpus import driver_version
     from ..index import host_platform
     from ..lock import Lock
-    from ..resolve import build_plan
+    from ..resolve import build_plan, preinstalled_plan
 
     config = load_matrix(args.matrix)
+    if preinstalled_only:
+        return preinstalled_plan(
+            config, python=f"{sys.version_info.major}.{sys.version_info.minor}",
+            platform=host_platform(), today=datetime.now(timezone.utc).date())
     lock_path = _lock_path(args)
     plan = build_plan(
         config, lock=Lock.load(lock_path),
