@@ -68,9 +68,12 @@ def run(args: argparse.Namespace) -> int:
     gpus = list_gpus()
     backend_name = args.backend
     if not gpus and not args.allow_no_gpu:
-        # Nothing but the interpreter's torch will run: no index to ask, no wheel to fetch.
-        plan = resolve_plan(args, console, preinstalled_only=True)
-        cells, backend_name = _no_gpu_cells(plan.cells, console, python=_python(args)), "current"
+        # Nothing but the interpreter's torch will run: no index to ask, no wheel to fetch
+        # (unless --cells/--shard name cells, which only the full plan can check).
+        picked = args.cells or args.shard
+        plan = resolve_plan(args, console, preinstalled_only=not picked)
+        cells = _pick(plan.cells, args) if picked else plan.cells
+        cells, backend_name = _no_gpu_cells(cells, console, python=_python(args)), "current"
     else:
         cells = _pick(resolve_plan(args, console).cells, args)
     slots = list(gpus) or [None]
