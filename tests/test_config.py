@@ -14,7 +14,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from torchbisect import config
+from torchbisect import config, config_errors
 from torchbisect.cli import main
 from torchbisect.config import STEP_EPOCH, NightlyEntry, load_matrix, schema_text
 from torchbisect.errors import ConfigError
@@ -127,7 +127,7 @@ def test_the_schema_accepts_the_good_files_and_rejects_mistakes(repo):
     validator = jsonschema.Draft202012Validator(json.loads(schema_text()))
 
     def errors(path: Path) -> list[str]:
-        doc = yaml.load(path.read_text(), Loader=config._Loader)  # dates stay text, as editors see
+        doc = yaml.load(path.read_text(), Loader=config_errors.Loader)  # dates stay text, as editors see
         return [e.message for e in validator.iter_errors(doc)]
     for good in (repo / "matrix.yaml", DATA / "good" / "full.yaml", DATA / "good" / "single.yaml"):
         assert errors(good) == [], good

@@ -2,22 +2,19 @@
 
 Every mistake in the file ends in ONE ConfigError sentence that names the file, the line, the key
 and what was expected (the YAML node tree supplies the line of each key pydantic complains about).
-The JSON Schema that editors use (matrix.schema.json) is generated from the same models.
+The JSON Schema that editors use (matrix.schema.json) is generated from the same models; how a
+pydantic error becomes that sentence lives in config_errors.py.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
-import types
-import typing
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from annotated_types import Ge, Gt
 from pydantic import (
     BaseModel,
@@ -32,6 +29,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from .config_errors import parse_yaml, sentence, show
 from .errors import ConfigError
 
 DEFAULT_CUDA_TAGS = ("cu118", "cu121", "cu124", "cu126", "cu128", "cu129", "cu130", "cu132",
@@ -43,19 +41,7 @@ STEP_EPOCH = date(2000, 1, 3)
 
 def _expected(what: str, value: Any, hint: str = "") -> PydanticCustomError:
     return PydanticCustomError("expected", "expected {what}, got {got}{hint}",
-                               {"what": what, "got": _show(value), "hint": hint})
-
-
-def _show(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float, str)):
-        return repr(value)
-    if value == [] or value == {}:
-        return "an empty list" if value == [] else "an empty mapping"
-    return {list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+                               {"what": what, "got": show(value), "hint": hint})
 
 
 def _whole(one: str, many: str) -> BeforeValidator:
@@ -198,7 +184,7 @@ def _as_list(value: Any) -> list[Any]:
         return value
     odd = next((v for v in value if not isinstance(v, dict)), None) if isinstance(value, list) \
         else None
-    hint = f" holding {_show(odd)}" if isinstance(value, list) else ""
+    hint = f" holding {show(odd)}" if isinstance(value, list) else ""
     raise _expected("a mapping or a list of mappings", value, hint)
 
 
@@ -415,14 +401,14 @@ def load_matrix(path: Path) -> MatrixConfig:
         line = err.object[:err.start].count(b"\n") + 1
         raise ConfigError(f"{path}, line {line}: not UTF-8 text; save the file as UTF-8") \
             from None
-    root, data = _parse_yaml(path, text)
+    root, data = parse_yaml(path, text)
     try:
         config = MatrixConfig.model_validate(data, context={"base": path.parent})
     except ValidationError as err:
-        raise ConfigError(_sentence(path, root, err.errors())) from None
+        raise ConfigError(sentence(path, root, err.errors(), MatrixConfig)) from None
     problems = _semantic_problems(config)
     if problems:
-        raise ConfigError(_sentence(path, root, problems))
+        raise ConfigError(sentence(path, root, problems, MatrixConfig))
     return config
 
 
@@ -452,153 +438,6 @@ def schema_text() -> str:
 
 def write_schema(path: Path) -> None:
     Path(path).write_text(schema_text(), encoding="utf-8")
-
-
-class _Loader(yaml.SafeLoader):
-    """safe_load's loader, except that dates stay text so pydantic reports bad ones by line."""
-
-
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
-
-
-def _parse_yaml(path: Path, text: str) -> tuple[yaml.Node, Any]:
-    loader = _Loader(text)
-    try:
-        root = loader.get_single_node()
-        if root is None:
-            raise ConfigError(f"{path}: the file is empty; expected at least one of `stable`, "
-                              "`test`, `nightly`, `dev` or `preinstalled`")
-        _no_duplicate_keys(path, root)
-        return root, loader.construct_document(root)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        line = f", line {mark.line + 1}" if mark else ""
-        context = err.context
-        if context and err.context_mark and mark and err.context_mark.line != mark.line:
-            context += f" on line {err.context_mark.line + 1}"
-        what = ", ".join(filter(None, (context, err.problem)))
-        raise ConfigError(f"{path}{line}: not valid YAML ({what})") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML ({err})") from None
-    finally:
-        loader.dispose()
-
-
-def _no_duplicate_keys(path: Path, node: yaml.Node, trail: str = "") -> None:
-    if isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _no_duplicate_keys(path, item, f"{trail}[{i}]")
-    if not isinstance(node, yaml.MappingNode):
-        return
-    seen: dict[str, int] = {}
-    for key, value in node.value:
-        name = f"{trail}.{key.value}" if trail else str(key.value)
-        line = key.start_mark.line + 1
-        if key.value in seen:
-            raise ConfigError(f"{path}, line {line}, key `{name}`: appears twice (first on line "
-                              f"{seen[key.value]}); keep one")
-        seen[key.value] = line
-        _no_duplicate_keys(path, value, name)
-
-
-_GENERIC = {
-    "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping",
-    "model_attributes_type": "a mapping", "string_type": "text", "bool_type": "true or false",
-    "bool_parsing": "true or false", "int_type": "a whole number", "int_parsing": "a whole number",
-    "float_type": "a number", "float_parsing": "a number",
-}
-
-
-def _sentence(path: Path, root: yaml.Node, errors: list[dict[str, Any]]) -> str:
-    """The first problem (by line) as one sentence; how many more there are, if any."""
-    found = []
-    for err in errors:
-        loc = tuple(err["loc"])
-        if err["type"] == "missing":
-            line, key = _locate(root, loc[:-1])
-            message = f"missing the required key `{loc[-1]}`"
-        else:
-            line, key = _locate(root, loc)
-            message = _message(err, loc)
-        where = f"{path}, line {line}" + (f", key `{key}`" if key else "")
-        found.append((line, f"{where}: {message}"))
-    found.sort(key=lambda f: f[0])
-    more = len(found) - 1
-    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-    return found[0][1] + suffix
-
-
-def _message(err: dict[str, Any], loc: tuple) -> str:
-    kind = err["type"]
-    if kind == "expected":
-        return err["msg"]
-    if kind == "extra_forbidden":
-        allowed = _fields_at(loc[:-1])
-        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        hint = f"did you mean `{close[0]}`?" if close else "expected one of " + ", ".join(
-            f"`{a}`" for a in allowed)
-        return f"unknown key; {hint}"
-    if not loc and kind == "model_type":
-        got = _show(err["input"])
-        return f"expected a mapping of keys such as `stable` and `nightly`, got {got}"
-    what = _GENERIC.get(kind)
-    if what:
-        return f"expected {what}, got {_show(err.get('input'))}"
-    return err["msg"][:1].lower() + err["msg"][1:]
-
-
-def _locate(root: yaml.Node, loc: tuple) -> tuple[int, str]:
-    """The line of the deepest key of `loc` that exists in the file, and the dotted key path."""
-    node: yaml.Node | None = root
-    line, parts = root.start_mark.line + 1, []
-    for part in loc:
-        if isinstance(node, yaml.MappingNode) and isinstance(part, int):
-            continue  # one mapping written for a list of one
-        if part == "[key]":
-            continue
-        if isinstance(part, int):
-            parts[-1:] = [f"{parts[-1] if parts else ''}[{part}]"]
-        else:
-            parts.append(str(part))
-        node, at = _child(node, part)
-        if at:
-            line = at
-    return line, ".".join(parts)
-
-
-def _child(node: yaml.Node | None, part: Any) -> tuple[yaml.Node | None, int | None]:
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            if key.value == str(part):
-                return value, key.start_mark.line + 1
-    if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-        item = node.value[part]
-        return item, item.start_mark.line + 1
-    return None, None
-
-
-def _fields_at(loc: tuple) -> list[str]:
-    """The keys allowed at `loc`, for "did you mean …" on an unknown key."""
-    model: Any = MatrixConfig
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
-        model = _model_in(field.annotation) if field else None
-        if model is None:
-            return []
-    return [f.alias or n for n, f in model.model_fields.items()]
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if typing.get_origin(annotation) in (list, typing.Union, types.UnionType, Annotated):
-        for arg in typing.get_args(annotation):
-            found = _model_in(arg)
-            if found:
-                return found
-    return None
 
 
 def _semantic_problems(config: MatrixConfig) -> list[dict[str, Any]]:
