@@ -14,7 +14,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from torchbisect import config, config_errors
+from torchbisect import config_errors
 from torchbisect.cli import main
 from torchbisect.config import STEP_EPOCH, NightlyEntry, load_matrix, schema_text
 from torchbisect.errors import ConfigError
