@@ -127,7 +127,8 @@ def test_the_schema_accepts_the_good_files_and_rejects_mistakes(repo):
     validator = jsonschema.Draft202012Validator(json.loads(schema_text()))
 
     def errors(path: Path) -> list[str]:
-        doc = yaml.load(path.read_text(), Loader=config_errors.Loader)  # dates stay text, as editors see
+        # dates stay text, as editors see them
+        doc = yaml.load(path.read_text(), Loader=config_errors.Loader)
         return [e.message for e in validator.iter_errors(doc)]
     for good in (repo / "matrix.yaml", DATA / "good" / "full.yaml", DATA / "good" / "single.yaml"):
         assert errors(good) == [], good
