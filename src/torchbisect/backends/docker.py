@@ -1,4 +1,5 @@
-"""The docker backend: one container per cell step, from a runner image built once per base image.
+"""The docker backend: one container per cell step, from a runner image built once per base image
+(docker_image.py).
 
 `prepare` runs one container that creates the cell's venv with uv and installs its wheel; `probe`
 runs a second one that runs the probe with that venv's python.  The venv lives on the host, in
@@ -18,16 +19,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import hashlib
 import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import socket
-import sys
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -40,9 +37,9 @@ from typing import Any
 from ..errors import BackendUnavailable, ConfigError, InfraError
 from ..model import Cell, Channel
 from ..probes import probe_path
-from ..proc import run as run_command
 from .base import Backend, Prepared, ProbeOutput
 from .current import FINGERPRINT_SNIPPET
+from .docker_image import RunnerImages, default_base_image, host_ca_bundle, note
 from .venv import DEFAULT_WORKDIR, PhaseHook, download, extra_index, sha256_file
 
 LABEL = "torchbisect.cell"  # `docker ps -a --filter label=torchbisect.cell`
@@ -50,37 +47,8 @@ OWNER_LABEL = "torchbisect.owner"  # "<hostname>:<pid>" of the run that made the
 UV_CACHE_VOLUME = "torchbisect-uv-cache"
 UV_CACHE = "/var/cache/torchbisect-uv"
 CA_PATH = "/etc/torchbisect/ca-bundle.crt"
-RUNNER_REPO = "torchbisect/runner"
 _TAIL_LINES = 60
 _POLL = 2.0  # seconds between checks that the run is still alive while a container runs
-
-
-def containers_dir() -> Path:
-    """`$TORCHBISECT_CONTAINERS`, else the checkout's `containers/` (an editable install)."""
-    env = os.environ.get("TORCHBISECT_CONTAINERS")
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "containers"
-
-
-def default_base_image(cuda: str) -> str:
-    """The `nvidia/cuda` base image for a CUDA tag; X.Y.0 asks the least of the host driver."""
-    if not cuda.startswith("cu") or not cuda[2:].isdigit():
-        return "ubuntu:24.04"  # cpu wheels, or an unknown tag: nothing CUDA-specific is needed
-    major, minor = int(cuda[2:-1]), int(cuda[-1])
-    ubuntu = "24.04" if (major, minor) >= (12, 5) else "22.04"
-    return f"nvidia/cuda:{major}.{minor}.0-base-ubuntu{ubuntu}"
-
-
-def host_ca_bundle() -> Path | None:
-    """The CA bundle this host's tools are told to trust (a TLS-intercepting proxy needs it)."""
-    for var in ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE"):
-        if os.environ.get(var) and Path(os.environ[var]).is_file():
-            return Path(os.environ[var])
-    listing = run_command([sys.executable, "-m", "pip", "config", "list"], check=False).output
-    for line in listing.splitlines():
-        key, _, value = line.partition("=")
-        if key.endswith(".cert") and Path(value.strip("'\"")).is_file():
-            return Path(value.strip("'\""))
-    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,7 +81,8 @@ class DockerBackend(Backend):
         self.install_timeout = install_timeout
         self._client = client
         self._owner = f"{socket.gethostname()}:{os.getpid()}"
-        self._runners: dict[str, str] = {}  # base image → runner tag
+        self.images = RunnerImages(lambda: self.client, ca_bundle=self.ca_bundle,
+                                   timeout=install_timeout)
         self._images: dict[tuple[str, str], tuple[str, str]] = {}  # → (python, fingerprint)
         self._lock = threading.Lock()
 
@@ -152,7 +121,7 @@ class DockerBackend(Backend):
             return Prepared(cell=cell, python=python, wheel_sha256=fingerprint,
                             seconds_install=time.monotonic() - started, env=dict(cell.env),
                             handle=_Handle(image=cell.base_image or "", workdir=workdir))
-        image = self._runner(cell.base_image or default_base_image(cell.cuda), log)
+        image = self.images.runner(cell.base_image or default_base_image(cell.cuda), log)
         venv, marker = workdir / "venv", workdir / "prepared.json"
         want = {"image": image, "url": cell.url, "wheel_stat": _stat(cell.url),
                 "overlay": self.overlay or cell.overlay, "python": cell.python,
@@ -218,7 +187,7 @@ class DockerBackend(Backend):
                               "as `preinstalled: {image: …}` in matrix.yaml")
         # The plan puts `preinstalled.interpreter` in `python`; a bare version means "python3".
         wanted = "" if re.fullmatch(r"[\d.]*t?", cell.python) else cell.python
-        key = (self._ensure_image(cell.base_image, log).id, wanted)
+        key = (self.images.ensure(cell.base_image, log).id, wanted)
         if key not in self._images:
             pick = ('py=$(command -v "${1:-python3}" || command -v python) && '
                     '"$py" -c "$0" && echo "$py"')
@@ -277,59 +246,6 @@ class DockerBackend(Backend):
             raise InfraError(f"installing {cell.id} failed (exit {done.code}): "
                              f"{_last_line(done.tail)}; see {log}")
 
-    def _ensure_image(self, image: str, log: Path | None) -> Any:
-        import docker
-
-        try:
-            return self.client.images.get(image)
-        except docker.errors.ImageNotFound:
-            pass
-        if log:
-            _note(log, f"pulling {image}")
-        try:
-            return self.client.images.pull(image)
-        except docker.errors.APIError as exc:
-            raise InfraError(f"the image {image} is not here and cannot be pulled "
-                             f"({exc.explanation or exc}): pull or build it first") from None
-
-    def _runner(self, base: str, log: Path) -> str:
-        with self._lock:  # cells prepared in parallel share one build
-            if base not in self._runners:
-                self._runners[base] = self._build_runner(base, log)
-            return self._runners[base]
-
-    def _build_runner(self, base: str, log: Path) -> str:
-        import docker
-
-        base_id = self._ensure_image(base, log).id
-        dockerfile = (containers_dir() / "Dockerfile").read_bytes()
-        uv = _linux_uv(self.client)
-        key = hashlib.sha256(dockerfile + f"\n{base}\n{base_id}\n".encode())
-        key.update(sha256_file(uv).encode() if uv else b"pip")
-        tag = f"{RUNNER_REPO}:{key.hexdigest()[:16]}"
-        if self.client.images.list(name=tag):
-            return tag
-        _note(log, f"building {tag} from {base}")
-        with tempfile.TemporaryDirectory(prefix="torchbisect-build-") as ctx:
-            (Path(ctx) / "Dockerfile").write_bytes(dockerfile)
-            (Path(ctx) / "uv").write_bytes(uv.read_bytes() if uv else b"")
-            (Path(ctx) / "ca-bundle.crt").write_bytes(
-                self.ca_bundle.read_bytes() if self.ca_bundle else b"")
-            try:
-                stream = self.client.api.build(
-                    path=ctx, tag=tag, buildargs={"BASE_IMAGE": base}, rm=True, forcerm=True,
-                    pull=False, decode=True, timeout=self.install_timeout,
-                    labels={"torchbisect.base": base})
-                with log.open("a", encoding="utf-8") as out:
-                    for chunk in stream:
-                        out.write(chunk.get("stream", ""))
-                        if "error" in chunk:
-                            raise InfraError(chunk["error"].strip())
-            except (InfraError, docker.errors.APIError) as exc:
-                raise InfraError(f"building the runner image on {base} failed: {exc}; "
-                                 f"see {log}") from None
-        return tag
-
     # -- running one container ------------------------------------------------------------------
 
     def _run(self, cell: Cell, step: str, image: str, command: list[str], *, workdir: Path,
@@ -337,7 +253,7 @@ class DockerBackend(Backend):
              gpu: int | None = None, env: dict[str, str] | None = None) -> _Exit:
         """Run one container to its end; InfraError for a timeout, a signal or the OOM killer."""
         on = "" if gpu is None else f" on GPU {gpu}"
-        _note(log, f"[{step} in {image}{on}] {shlex.join(command)}")
+        note(log, f"[{step} in {image}{on}] {shlex.join(command)}")
         with self._container(cell, step, image, command, workdir=workdir,
                              mounts=[*self._mounts(workdir), *mounts],
                              env=self._environment(env or {}, gpu), gpu=gpu,
@@ -470,23 +386,6 @@ def _raise_if_killed(done: _Exit, what: str, log: Path) -> None:
         raise InfraError(f"{what} died of {name} (exit {done.code}{hint}); see {log}")
 
 
-def _linux_uv(client: Any) -> Path | None:
-    """A uv binary from this host that runs in the engine's containers, if there is one."""
-    if sys.platform != "linux" or client.info().get("Architecture") != os.uname().machine:
-        return None
-    candidates = [shutil.which("uv")]
-    with contextlib.suppress(ImportError, FileNotFoundError):
-        import uv
-
-        candidates.insert(0, uv.find_uv_bin())
-    for found in filter(None, candidates):
-        path = Path(found).resolve()
-        with path.open("rb") as fh:
-            if fh.read(4) == b"\x7fELF":  # not a shell shim (pyenv, asdf …)
-                return path
-    return None
-
-
 def _local_path(url: str | None) -> Path | None:
     """The file a wheel `url` names on this host, or None for an http(s) URL."""
     parsed = urllib.parse.urlparse(url or "")
@@ -536,9 +435,3 @@ def _safe(text: str) -> str:
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1][:300] if lines else "no output"
-
-
-def _note(log: Path, line: str) -> None:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a", encoding="utf-8") as out:
-        out.write(f"# torchbisect: {line}\n")
