@@ -76,7 +76,10 @@ def _find(args: argparse.Namespace) -> Cell:
         return preinstalled_cell()
     from .matrix import resolve_plan
 
-    cells = {c.id: c for c in resolve_plan(args, Console(stderr=True)).cells}
+    # The interpreter's own torch needs no index: only the matrix's settings for it.
+    only_mine = args.cell == PREINSTALLED_ID
+    cells = {c.id: c for c in resolve_plan(args, Console(stderr=True),
+                                           preinstalled_only=only_mine).cells}
     if args.cell in cells:
         return cells[args.cell]
     if args.cell == PREINSTALLED_ID:
