@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import http.server
 import json
 import math
 import os
@@ -19,14 +18,12 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 import zipfile
-from contextlib import contextmanager
-from functools import partial
 from pathlib import Path
 
 import pytest
+from indexserver import serve
 from test_bisect_commits import make_pytorch_clone
 
 pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
@@ -85,24 +82,6 @@ def build_index(root: Path, shas: dict[str, tuple[str, str]]) -> None:
         + "\n</body></html>\n")
 
 
-@contextmanager
-def serve(directory: Path):
-    handler = partial(_Quiet, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """The clone, the index on HTTP, and a function that runs the CLI in a work folder."""
@@ -110,7 +89,7 @@ def world(tmp_path_factory):
     shas = make_pytorch_clone(base / "pytorch", DATES, commits_per_day=1)
     build_index(base / "index", shas)
     with serve(base / "index") as url:
-        yield base, shas, url
+        yield base, shas, f"{url}/"
 
 
 def cli_args(base: Path, url: str, work: Path, *extra: str) -> list[str]:

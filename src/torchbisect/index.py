@@ -198,7 +198,7 @@ def local_path(url: str) -> Path | None:
         return Path(url2pathname(urlparse(url).path))
     if "://" in url:
         return None
-    return Path(url)
+    return Path(url).expanduser()
 
 
 def _accepted_pairs(python: str) -> set[tuple[str, str]]:

@@ -27,7 +27,6 @@ import signal
 import socket
 import threading
 import time
-import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,12 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendUnavailable, ConfigError, InfraError
+from ..index import local_path
 from ..model import Cell, Channel
 from ..probes import probe_path
 from .base import Backend, Prepared, ProbeOutput
 from .current import FINGERPRINT_SNIPPET
 from .docker_image import RunnerImages, default_base_image, host_ca_bundle, note
-from .venv import DEFAULT_WORKDIR, PhaseHook, download, extra_index, sha256_file
+from .venv import DEFAULT_WORKDIR, PhaseHook, download, extra_index, local_wheel, sha256_file
 
 LABEL = "torchbisect.cell"  # `docker ps -a --filter label=torchbisect.cell`
 OWNER_LABEL = "torchbisect.owner"  # "<hostname>:<pid>" of the run that made the container
@@ -104,7 +104,7 @@ class DockerBackend(Backend):
             return self._inspect(cell, log=None)[1]
         if cell.sha256:
             return cell.sha256
-        path = _local_path(cell.url)
+        path = local_wheel(cell)
         if path is None or not path.is_file():
             return None
         old = _read_json(self.cells_dir / cell.id / "prepared.json") or {}
@@ -207,7 +207,7 @@ class DockerBackend(Backend):
         """(local wheel, its sha256, whether we downloaded it), checked against the plan."""
         if not cell.url:
             raise ConfigError(f"cell {cell.id} names no wheel (url)")
-        path = _local_path(cell.url)
+        path = local_wheel(cell)
         if path is None:
             if self.on_phase:
                 self.on_phase(cell, "download")
@@ -386,17 +386,9 @@ def _raise_if_killed(done: _Exit, what: str, log: Path) -> None:
         raise InfraError(f"{what} died of {name} (exit {done.code}{hint}); see {log}")
 
 
-def _local_path(url: str | None) -> Path | None:
-    """The file a wheel `url` names on this host, or None for an http(s) URL."""
-    parsed = urllib.parse.urlparse(url or "")
-    if not url or parsed.scheme in ("http", "https"):
-        return None
-    return Path(urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else url)
-
-
 def _stat(url: str | None) -> list[int] | None:
     """Size and mtime of a local wheel: a rebuilt dev wheel at the same path is reinstalled."""
-    path = _local_path(url)
+    path = local_path(url) if url else None
     with contextlib.suppress(OSError):
         if path is not None:
             info = path.stat()

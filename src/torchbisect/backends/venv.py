@@ -31,6 +31,7 @@ from pathlib import Path
 
 from .. import proc
 from ..errors import BackendUnavailable, InfraError
+from ..index import local_path
 from ..model import Cell, Channel
 from ..probes import probe_path
 from .base import Backend, Prepared, ProbeOutput, host_python
@@ -67,7 +68,7 @@ class VenvBackend(Backend):
             return torch_fingerprint(interpreter_of(cell, self.python))
         if cell.sha256:
             return cell.sha256
-        path = _local_path(cell)
+        path = local_wheel(cell)
         return sha256_file(path) if path and path.is_file() else None
 
     def prepare(self, cell: Cell, *, log: Path) -> Prepared:
@@ -117,7 +118,7 @@ class VenvBackend(Backend):
         """(location for uv, wheel sha256, our download to delete after install or None)."""
         if not cell.url:
             raise InfraError(f"cell {cell.id} has no wheel URL to install")
-        local = _local_path(cell)
+        local = local_wheel(cell)
         if local is not None:
             if not local.is_file():
                 raise InfraError(f"wheel {local} does not exist (cell {cell.id})")
@@ -247,14 +248,9 @@ def _fetch(url: str, part: Path) -> str:
     return digest.hexdigest()
 
 
-def _local_path(cell: Cell) -> Path | None:
-    url = cell.url or ""
-    parsed = urllib.parse.urlparse(url)
-    if parsed.scheme in ("http", "https"):
-        return None
-    if parsed.scheme == "file":
-        return Path(urllib.parse.unquote(parsed.path))
-    return Path(url).expanduser()
+def local_wheel(cell: Cell) -> Path | None:
+    """The wheel file a cell names on this host; None for an http(s) URL."""
+    return local_path(cell.url) if cell.url else None
 
 
 @cache
