@@ -76,7 +76,7 @@ def schema(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Run the test suite (Docker and Chromium tests run when available, and always under CI)."""
     session.install("-e", ".[test]")
-    session.run("pytest", *session.posargs)
+    session.run("python", "-m", "pytest", *session.posargs)
 
 
 @nox.session
