@@ -351,6 +351,10 @@ class MatrixConfig(_Strict):
     images: dict[ImageKey, ImageRef] = Field(default_factory=dict, description=(
         "Container base image per CUDA tag; `default` for the others."))
     indexes: Indexes = Field(default_factory=Indexes)
+    allow_links_to: list[Annotated[str, StringConstraints(min_length=1)]] = Field(
+        default_factory=list, description=(
+            "Hosts (or `file`) a remote index may link wheels to although they are private, "
+            "link-local or loopback addresses; by default such links are ignored."))
     stable: StableList = Field(default_factory=list, description="Releases.")
     test: TestList = Field(default_factory=list, description="Release candidates.")
     nightly: NightlyList = Field(default_factory=list, description="Nightly builds.")

@@ -13,20 +13,24 @@ import html
 import http.client
 import json
 import re
+import sys
 import sysconfig
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from functools import cache, cached_property
 from pathlib import Path
-from urllib.parse import unquote, urljoin, urlparse
+from urllib.parse import urljoin, urlparse
 from urllib.request import url2pathname
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from . import links
 from .errors import IndexUnreachable, ResolveError
+from .links import wheel_name
 
 PYTORCH_INDEX = "https://download.pytorch.org/whl/"
 _ACCEPT = ("application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, "
@@ -119,15 +123,29 @@ def fetch_wheels(index_url: str, package: str = "torch", *, retries: int = 4,
     last = ""
     for attempt in range(retries + 1):
         if attempt:
-            _sleep(backoff * 2 ** (attempt - 1))
+            delay = backoff * 2 ** (attempt - 1)
+            # No silent waits: a run that stalls on an unreachable index says so, and until when.
+            print(f"note: {page} did not answer ({last}); try {attempt + 1} of {retries + 1} "
+                  f"in {delay:.1f} s", file=sys.stderr, flush=True)
+            _sleep(delay)
         try:
             body, content_type, final_url = _get(page, timeout)
             return _parse(body, content_type, final_url, package)
         except (OSError, http.client.HTTPException, _Garbled) as err:
             last = _describe(err)
     raise IndexUnreachable(f"the wheel index {page} did not give a usable answer after "
-                           f"{retries + 1} attempts ({last}); check the network, or point "
-                           f"`indexes` in matrix.yaml at a mirror")
+                           f"{retries + 1} attempts ({last}); check the network")
+
+
+def reachable(wheels: Iterable[Wheel], index_url: str, *, allow: Collection[str] = (),
+              note: Callable[[str], None] | None = None) -> tuple[Wheel, ...]:
+    """The wheels whose link an index at `index_url` may send a cell to (see `links.allowed`)."""
+    kept, refused = [], []
+    for wheel in wheels:
+        (kept if links.allowed(wheel.url, index_url, allow) else refused).append(wheel)
+    if refused and note:
+        note(f"ignored {len(refused)} link(s): {links.refusal(refused[0].url, index_url)}")
+    return tuple(kept)
 
 
 def compatible(wheels: list[Wheel], *, python: str, platform: str | None = None) -> list[Wheel]:
@@ -299,13 +317,13 @@ def _from_json(text: str, base: str, package: str) -> list[Wheel]:
 def _wheel(url: str, package: str, *, filename: str | None = None, sha256: str | None,
            metadata_sha256: str | None) -> Wheel | None:
     """A Wheel for `package`, or None for other files (sdists, other projects, odd names)."""
-    if filename is None:
-        filename = url.rsplit("/", 1)[-1].partition("?")[0]
-        if "%" in filename:  # PyTorch escapes only "+"; the fast path matters on huge pages
-            filename = filename.replace("%2B", "+")
-            filename = unquote(filename) if "%" in filename else filename
-    if not filename.endswith(".whl") or _project(filename.split("-", 1)[0]) != _project(package):
+    # The name is the decoded end of the URL's *path* (never of a query): the download is saved
+    # under it, so anything that could leave the download folder is not a candidate.
+    named = wheel_name(url.partition("#")[0])
+    if named is None or filename not in (None, named) \
+            or _project(named.split("-", 1)[0]) != _project(package):
         return None
+    filename = named
     try:
         return Wheel.parse(filename, url, sha256=_hex(sha256),
                            metadata_sha256=_hex(metadata_sha256))

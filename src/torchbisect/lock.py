@@ -10,13 +10,18 @@ locked with `sha256: null` until `plan --hash` or the installer pins them (`pin_
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from packaging.utils import InvalidWheelFilename
+
 from .errors import ConfigError
+from .links import wheel_name
 from .model import Plan
 
 LOCK_FORMAT = 1
@@ -100,9 +105,13 @@ class Lock:
                 return False
         except (OSError, UnicodeDecodeError):
             pass
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)  # atomic: a crash never leaves half a lock
+        # A name of our own: two runs saving at once must not rename each other's file away.
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(path)  # atomic: a crash never leaves half a lock
+        finally:
+            tmp.unlink(missing_ok=True)
         return True
 
 
@@ -128,7 +137,20 @@ def _builds(path: Path, doc: Any) -> dict[str, LockedBuild]:
             out[cell_id] = LockedBuild(**entry)
         except TypeError:
             raise ConfigError(_bad(path, f"entry {cell_id!r} has unknown keys")) from None
+        if not _is_wheel(entry["url"]):  # resolve and the backends use it as a file name
+            raise ConfigError(_bad(path, f"the url of entry {cell_id!r} does not end in a wheel "
+                                         "file name"))
     return out
+
+
+def _is_wheel(url: str) -> bool:
+    from .index import Wheel  # resolve reads the entry with Wheel.parse: it must agree
+
+    name = wheel_name(url)
+    try:
+        return name is not None and bool(Wheel.parse(name, url))
+    except InvalidWheelFilename:
+        return False
 
 
 def _bad(path: Path, why: str) -> str:

@@ -32,6 +32,7 @@ from .index import (
     fetch_wheels,
     local_path,
     python_tag,
+    reachable,
     sha256_of,
 )
 from .lock import Lock
@@ -82,7 +83,8 @@ def preinstalled_plan(config: MatrixConfig, *, python: str, platform: str, today
 def nightly_builds(index_url: str, *, cuda: str, python: str,
                    platform: str | None = None) -> list[Wheel]:
     """Every nightly on `index_url` installable here, sorted by date then version."""
-    wheels = [w for w in compatible(fetch_wheels(index_url), python=python, platform=platform)
+    listed = list(reachable(fetch_wheels(index_url), index_url))
+    wheels = [w for w in compatible(listed, python=python, platform=platform)
               if w.nightly_date and w.local in (cuda, "")]
     return sorted(_one_per_version(wheels, cuda),
                   key=lambda w: (w.nightly_date, w.parsed_version))
@@ -157,7 +159,8 @@ class _Resolver:
     def _page(self, url: str) -> tuple[Wheel, ...] | PageMissing:
         if url not in self._pages:
             try:
-                self._pages[url] = tuple(self.fetch(url))
+                self._pages[url] = reachable(self.fetch(url), url,
+                                             allow=self.config.allow_links_to, note=self.note)
             except PageMissing as err:
                 self._pages[url] = err
         return self._pages[url]

@@ -40,7 +40,8 @@ from ..probes import probe_path
 from .base import Backend, Prepared, ProbeOutput
 from .current import FINGERPRINT_SNIPPET
 from .docker_image import RunnerImages, default_base_image, host_ca_bundle, note
-from .venv import DEFAULT_WORKDIR, PhaseHook, download, extra_index, local_wheel, sha256_file
+from .venv import DEFAULT_WORKDIR, PhaseHook, extra_index, local_wheel
+from .wheels import discard, download, sha256_file
 
 LABEL = "torchbisect.cell"  # `docker ps -a --filter label=torchbisect.cell`
 OWNER_LABEL = "torchbisect.owner"  # "<hostname>:<pid>" of the run that made the container
@@ -137,7 +138,7 @@ class DockerBackend(Backend):
                 self._install(cell, image, wheel, venv, overlay=want["overlay"], log=log)
             finally:
                 if downloaded:
-                    wheel.unlink(missing_ok=True)  # uv's cache and the venv hold it now
+                    discard(wheel)  # uv's cache and the venv hold it now
             marker.write_text(json.dumps({**want, "wheel_sha256": sha}))
         return Prepared(cell=cell, python=str(venv / "bin" / "python"), wheel_sha256=sha,
                         seconds_install=time.monotonic() - started, env=dict(cell.env),
@@ -208,10 +209,12 @@ class DockerBackend(Backend):
         if not cell.url:
             raise ConfigError(f"cell {cell.id} names no wheel (url)")
         path = local_wheel(cell)
+        downloaded = path is None
         if path is None:
             if self.on_phase:
                 self.on_phase(cell, "download")
-            path, sha = download(cell.url.split("#", 1)[0], workdir, log=log)
+            # a folder of its own under workdir, named by the link's validated wheel name
+            path, sha = download(cell.url.split("#", 1)[0], workdir / "downloads", log=log)
             if self.on_phase:
                 self.on_phase(cell, "install")
         elif path.is_file():
@@ -219,9 +222,11 @@ class DockerBackend(Backend):
         else:
             raise InfraError(f"cell {cell.id}: the wheel {path} does not exist")
         if cell.sha256 and sha != cell.sha256.lower():
+            if downloaded:
+                discard(path)
             raise InfraError(f"cell {cell.id}: sha256 mismatch for {path.name}: "
                              f"expected {cell.sha256}, got {sha}")
-        return path.resolve(), sha, path.parent == workdir
+        return path.resolve(), sha, downloaded
 
     def _install(self, cell: Cell, image: str, wheel: Path, venv: Path, *, overlay: bool,
                  log: Path) -> None:

@@ -16,16 +16,14 @@ The preinstalled cell needs no venv: it runs that interpreter as it is.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+import fcntl
 import json
-import os
 import re
 import shutil
 import time
-import urllib.parse
-import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 
@@ -35,11 +33,11 @@ from ..index import local_path
 from ..model import Cell, Channel
 from ..probes import probe_path
 from .base import Backend, Prepared, ProbeOutput, host_python
+from .wheels import discard, download, sha256_file
 
 DEFAULT_WORKDIR = Path(".torchbisect")
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
 _MARKER = ".torchbisect-ready.json"
-_CHUNK = 1 << 20
 _TAIL_LINES = 40
 
 PhaseHook = Callable[[Cell, str], None]
@@ -84,12 +82,17 @@ class VenvBackend(Backend):
         venv = self.workdir / "venvs" / cell.id
         marker = {"sha256": sha, "overlay": overlay,
                   "base": self.python if overlay else (cell.python or self.python)}
-        if _read_marker(venv) != marker:
-            self._create(venv, cell, overlay=overlay, log=log)
-            self._install(venv, cell, location, overlay=overlay, log=log)
-            _write_marker(venv, marker)
-        if downloaded:
-            downloaded.unlink(missing_ok=True)  # uv's cache and the venv hold it now
+        try:
+            # Another run sharing this work directory may be building the same venv: wait for
+            # it, then reuse what it built instead of deleting it under its feet.
+            with _locked(venv.with_name(f"{cell.id}.lock")):
+                if _read_marker(venv) != marker:
+                    self._create(venv, cell, overlay=overlay, log=log)
+                    self._install(venv, cell, location, overlay=overlay, log=log)
+                    _write_marker(venv, marker)
+        finally:
+            if downloaded:
+                discard(downloaded)  # uv's cache and the venv hold it now
         env = {**dict(cell.env), "PYTHONNOUSERSITE": "1"}
         return Prepared(cell=cell, python=str(venv_python(venv)), wheel_sha256=sha, env=env,
                         seconds_install=time.monotonic() - start, handle=venv)
@@ -209,45 +212,6 @@ def uv_binary() -> str:
             "uv is not installed: `pip install uv`, or choose --backend current") from None
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def download(url: str, folder: Path, *, log: Path, attempts: int = 3) -> tuple[Path, str]:
-    """Fetch `url` into `folder` (atomically: a partial file never has the final name)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    name = urllib.parse.unquote(Path(urllib.parse.urlparse(url).path).name)
-    dest = folder / name
-    part = folder / f"{name}.{os.getpid()}.part"
-    for attempt in range(1, attempts + 1):
-        try:
-            sha = _fetch(url, part)
-            part.replace(dest)
-            _note(log, f"downloaded {url} (sha256 {sha})")
-            return dest, sha
-        except OSError as err:
-            part.unlink(missing_ok=True)
-            _note(log, f"download attempt {attempt} of {url} failed: {err}")
-            if attempt == attempts:
-                raise InfraError(f"download of {url} failed after {attempts} attempts: "
-                                 f"{err}") from None
-            time.sleep(2 * attempt)
-    raise AssertionError("unreachable")
-
-
-def _fetch(url: str, part: Path) -> str:
-    digest = hashlib.sha256()
-    with urllib.request.urlopen(url, timeout=60) as resp, part.open("wb") as fh:
-        while chunk := resp.read(_CHUNK):
-            digest.update(chunk)
-            fh.write(chunk)
-    return digest.hexdigest()
-
-
 def local_wheel(cell: Cell) -> Path | None:
     """The wheel file a cell names on this host; None for an http(s) URL."""
     return local_path(cell.url) if cell.url else None
@@ -285,6 +249,14 @@ def _see_base_packages(venv: Path, base: str, *, log: Path) -> None:
     (site_dir / "_torchbisect_overlay_base.pth").write_text(
         "".join(f"{d}\n" for d in dirs), encoding="utf-8")
     _note(log, f"overlay sees the packages of {base}: {', '.join(dirs)}")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        yield
 
 
 def _read_marker(venv: Path) -> dict | None:

@@ -100,8 +100,8 @@ def candidates(options: BisectOptions) -> CandidateList:
     index_url = options.index_url or index.default_index(channel.value, options.cuda)
     if channel is Channel.STABLE:
         good, bad = releases
-        wheels = index.compatible(index.fetch_wheels(index_url), python=options.python,
-                                  platform=options.platform)
+        listed = index.reachable(index.fetch_wheels(index_url), index_url)
+        wheels = index.compatible(list(listed), python=options.python, platform=options.platform)
     else:
         good, bad = parse_end(options.good, "--good"), parse_end(options.bad, "--bad")
         wheels = resolve.nightly_builds(index_url, cuda=options.cuda, python=options.python,

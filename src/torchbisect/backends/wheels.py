@@ -1,0 +1,189 @@
+"""Downloading a wheel for the venv and docker backends: safely named, resumable, polite.
+
+* The local name is the link's validated wheel file name (`links.wheel_name`), in a folder of
+  its own per download, so neither a hostile link nor a second process sharing the work directory
+  can make one download land on another's path.
+* A dropped connection resumes where it stopped with an HTTP `Range` request (a multi-GB wheel is
+  not fetched from byte 0 again); a server that ignores the range sends the whole file again.
+* 429 and 503 answers wait for `Retry-After` (capped at `max_wait`), other failures back off
+  exponentially; both with jitter, so shards started together do not retry in step.
+* On a terminal, the bytes received and the rate are shown as the download goes; the log gets
+  one line with both at the end.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import http.client
+import random
+import shutil
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import InfraError
+from ..links import wheel_name
+
+Progress = Callable[[int, int | None, float], None]  # (bytes so far, total or None, bytes/s)
+_CHUNK = 1 << 20
+_RETRY_STATUS = (429, 500, 502, 503, 504)
+_sleep = time.sleep  # tests replace it to see the waits without taking them
+
+
+def download(url: str, folder: Path, *, log: Path, attempts: int = 6, max_wait: float = 120.0,
+             progress: Progress | None = None) -> tuple[Path, str]:
+    """Fetch the wheel at `url` into a new folder under `folder`; (its path, its sha256).
+
+    The file only gets its final name once complete.  `discard(path)` removes it and its folder.
+    """
+    name = wheel_name(url)
+    if name is None or not url.startswith(("http://", "https://")):
+        raise InfraError(f"refusing to download {url}: a wheel link must be http(s) and end in "
+                         "a wheel file name")
+    own = Path(folder) / uuid.uuid4().hex
+    own.mkdir(parents=True)
+    part, dest = own / f"{name}.part", own / name
+    show = progress or (_terminal(name) if sys.stderr.isatty() else None)
+    last = ""
+    for attempt in range(1, attempts + 1):
+        try:
+            size, seconds = _fetch(url, part, show)
+            part.replace(dest)
+            sha = sha256_file(dest)
+            _note(log, f"downloaded {url}: {size} bytes in {seconds:.1f} s "
+                       f"({_rate(size, seconds)}), sha256 {sha}")
+            return dest, sha
+        except _Retry as err:
+            last, wait = str(err), 2.0 ** attempt if err.wait is None else err.wait
+        except (OSError, http.client.HTTPException) as err:
+            last, wait = _describe(err), 2.0 ** attempt
+        if attempt < attempts:
+            wait = min(wait, max_wait) * random.uniform(0.8, 1.2)
+            _note(log, f"download of {url} stopped at {_size(part)} bytes ({last}); attempt "
+                       f"{attempt + 1} of {attempts} in {wait:.1f} s")
+            _sleep(wait)
+    discard(dest)
+    raise InfraError(f"download of {url} failed after {attempts} attempts ({last})")
+
+
+def discard(path: Path) -> None:
+    """Remove a download and the folder `download` made for it."""
+    shutil.rmtree(Path(path).parent, ignore_errors=True)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class _Retry(Exception):
+    def __init__(self, message: str, wait: float | None):
+        super().__init__(message)
+        self.wait = wait
+
+
+def _fetch(url: str, part: Path, show: Progress | None) -> tuple[int, float]:
+    """Continue `part` from its current size; (total bytes, seconds this attempt)."""
+    have = _size(part)
+    headers = {"User-Agent": _agent(), "Accept-Encoding": "identity"}
+    if have:
+        headers["Range"] = f"bytes={have}-"
+    start = time.monotonic()
+    try:
+        resp = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60)
+    except urllib.error.HTTPError as err:
+        if err.code == 416 and have:  # asked past the end: the part is already whole
+            return have, 0.0
+        if err.code in _RETRY_STATUS:
+            raise _Retry(f"HTTP {err.code}", _retry_after(err.headers.get("Retry-After"))) \
+                from None
+        raise InfraError(f"download of {url} refused: HTTP {err.code} {err.reason}") from None
+    with resp:
+        if have and resp.status != 206:
+            have = 0  # the server ignored the range: it sends the whole file
+        total = _total(resp, have)
+        got = _copy(resp, part, have, total, show, start)
+    if total is not None and got < total:
+        raise http.client.IncompleteRead(b"", total - got)
+    return got, time.monotonic() - start
+
+
+def _copy(resp, part: Path, have: int, total: int | None, show: Progress | None,
+          start: float) -> int:
+    got, shown = have, 0.0
+    with part.open("ab" if have else "wb") as fh:
+        while chunk := resp.read(_CHUNK):
+            fh.write(chunk)
+            got += len(chunk)
+            now = time.monotonic()
+            if show and (now - shown > 0.5 or got == total):
+                show(got, total, (got - have) / max(now - start, 1e-6))
+                shown = now
+    return got
+
+
+def _total(resp, have: int) -> int | None:
+    length = resp.headers.get("Content-Length")
+    return have + int(length) if length and length.isdigit() else None
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (a number, or an HTTP date); None without one."""
+    if not value:
+        return None
+    if value.strip().isdigit():
+        return float(value.strip())
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _terminal(name: str) -> Progress:
+    def show(got: int, total: int | None, rate: float) -> None:
+        of = f" of {_mb(total)}" if total else ""
+        end = "\n" if got == total else ""
+        sys.stderr.write(f"\r{name}: {_mb(got)}{of}, {_mb(rate)}/s   {end}")
+        sys.stderr.flush()
+    return show
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def _rate(size: int, seconds: float) -> str:
+    return f"{_mb(size / seconds)}/s" if seconds > 0 else "cached"
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _describe(err: BaseException) -> str:
+    if isinstance(err, urllib.error.URLError):
+        return str(err.reason)
+    return str(err) or type(err).__name__
+
+
+def _note(log: Path, line: str) -> None:
+    with Path(log).open("a", encoding="utf-8") as fh:
+        fh.write(f"# torchbisect: {line}\n")
+
+
+def _agent() -> str:
+    from .. import __version__
+
+    return f"torchbisect/{__version__}"

@@ -1,0 +1,115 @@
+"""What a wheel link may name: a file name that is a wheel and nothing else, and a target that is
+no more internal than the index that listed it.
+
+An index is untrusted input.  Two rules keep it from reaching past the wheel it describes:
+
+* the local name of a download is the link's decoded last path segment, and only when that parses
+  as a wheel file name with no separator, no `..` and no control character left after decoding
+  (`%2F`, `%5C`, `%00` …) — so bytes never land outside the download folder;
+* a link's target ranks public < private < link-local < loopback < file, and may not rank above
+  its index: a remote index cannot send a cell to `file://`, to 127.0.0.1 or to
+  169.254.169.254, unless `allow_links_to` in matrix.yaml names that host (or `file`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Collection
+from functools import cache
+from urllib.parse import unquote, urlparse
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+PUBLIC, PRIVATE, LINK_LOCAL, LOOPBACK, LOCAL_FILE = range(5)
+_NAMES = {PUBLIC: "a public address", PRIVATE: "a private address",
+          LINK_LOCAL: "a link-local address", LOOPBACK: "this host (loopback)",
+          LOCAL_FILE: "a local file"}
+
+
+def wheel_name(url: str) -> str | None:
+    """The decoded wheel file name a URL (or path) ends in, or None when it is not a safe one."""
+    is_url = "://" in url
+    raw = (urlparse(url).path if is_url else url).rsplit("/", 1)[-1]
+    name = unquote(raw) if is_url else raw
+    if not safe_wheel_name(name):
+        return None
+    return name
+
+
+def safe_wheel_name(name: str) -> bool:
+    """True for a bare wheel file name: parses as one, and cannot leave the folder it lands in."""
+    if (not name or name in (".", "..") or ".." in name or any(c in name for c in "/\\\0")
+            or any(ord(c) < 32 or ord(c) == 127 for c in name) or not name.endswith(".whl")):
+        return False
+    try:
+        parse_wheel_filename(name)
+    except (InvalidWheelFilename, ValueError):
+        return False
+    return True
+
+
+def rank(url: str) -> int:
+    """How internal a URL's target is (PUBLIC … LOCAL_FILE); a plain path is a local file."""
+    if url.startswith("file:") or "://" not in url:
+        return LOCAL_FILE
+    host = (urlparse(url).hostname or "").lower()
+    return host_rank(host)
+
+
+def allowed(url: str, index_url: str, allow: Collection[str] = ()) -> bool:
+    """May an index at `index_url` send a cell to `url`?  `allow` lists hosts (or "file")."""
+    if "://" in url and "://" in index_url and not url.startswith("file:") and \
+            urlparse(url).hostname == urlparse(index_url).hostname:
+        return True  # the index's own host (every link of a PyTorch page): nothing to resolve
+    target = rank(url)
+    return target == PUBLIC or _allowed_by_name(url, allow) or target <= rank(index_url)
+
+
+def refusal(url: str, index_url: str) -> str:
+    """Why `allowed` said no, as the end of a sentence."""
+    return (f"{index_url} is {_NAMES[rank(index_url)]} but links to {url}, which is "
+            f"{_NAMES[rank(url)]}; add its host (or `file`) to `allow_links_to` in matrix.yaml "
+            "if that is meant")
+
+
+@cache
+def host_rank(host: str) -> int:
+    if host in ("localhost", "localhost.localdomain") or host.endswith(".localhost"):
+        return LOOPBACK
+    try:
+        addresses = [ipaddress.ip_address(host.strip("[]"))]
+    except ValueError:
+        addresses = _resolve(host)
+    return max((_address_rank(a) for a in addresses), default=PUBLIC)
+
+
+def _address_rank(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> int:
+    mapped = getattr(address, "ipv4_mapped", None)
+    address = mapped or address
+    if address.is_loopback or address.is_unspecified:
+        return LOOPBACK
+    if address.is_link_local:
+        return LINK_LOCAL
+    if address.is_private or address.is_reserved or address.is_multicast:
+        return PRIVATE
+    return PUBLIC
+
+
+def _resolve(host: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The addresses a name resolves to; none when it does not (the download will say so)."""
+    if not host:
+        return []
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return []
+    return [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
+
+
+def _allowed_by_name(url: str, allow: Collection[str]) -> bool:
+    if not allow:
+        return False
+    if rank(url) == LOCAL_FILE:
+        return "file" in allow
+    return (urlparse(url).hostname or "").lower() in {a.lower() for a in allow}
