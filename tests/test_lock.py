@@ -178,7 +178,11 @@ def test_plan_with_an_unreachable_index_is_one_line_exit_4(served, capsys, monke
     matrix.write_text(matrix.read_text().replace(url, "http://127.0.0.1:9"))  # nothing listens
     assert plan_cli(matrix) == 4
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "did not give a usable answer after 5 attempts" in err
+    *retries, last = err.splitlines()
+    assert "did not give a usable answer after 5 attempts" in last and "at a mirror" in last
+    # No silent waits: each retry says what failed and when the next try comes.
+    assert len(retries) == 4 and all("did not answer" in r and " in " in r for r in retries)
+    assert retries[0].endswith("try 2 of 5 in 0.5 s")
 
 
 def test_plan_with_a_broken_lock_is_one_line_exit_2(served, capsys):

@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .model import Cell, CellRun, RunStatus, Verdict
+from .words import count
 
 _STYLES = {
     Verdict.AFFECTED: "bold red",
@@ -67,7 +68,7 @@ class RichHandler(Handler):
 
     def start(self, *, to_run: int, reused: int) -> None:
         note = f"{reused} already have a verdict in the store" if reused else "none stored yet"
-        self.console.print(f"{to_run} cell(s) to probe; {note}")
+        self.console.print(f"{count(to_run, 'cell')} to probe; {note}")
         self._total = to_run
         if self.live and to_run:
             self._progress.start()

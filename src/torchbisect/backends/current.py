@@ -73,7 +73,7 @@ def _own_fingerprint() -> str:
     try:
         dist = importlib.metadata.distribution("torch")
     except importlib.metadata.PackageNotFoundError:
-        raise BackendUnavailable(_no_torch(sys.executable)) from None
+        raise BackendUnavailable(no_torch_message(sys.executable)) from None
     text = dist.read_text("RECORD") or dist.read_text("METADATA") or ""
     return f"preinstalled:{dist.version}:{hashlib.sha256(text.encode('utf-8')).hexdigest()}"
 
@@ -84,7 +84,7 @@ def _other_fingerprint(python: str) -> str:
         out = proc.run([python, "-c", FINGERPRINT_SNIPPET], timeout=60).output
     except CommandFailed as err:
         if err.returncode == _NO_TORCH:
-            raise BackendUnavailable(_no_torch(python)) from None
+            raise BackendUnavailable(no_torch_message(python)) from None
         raise BackendUnavailable(f"cannot read the torch of {python}: {err}") from None
     lines = [line for line in out.splitlines() if line.startswith("preinstalled:")]
     if not lines:
@@ -92,9 +92,10 @@ def _other_fingerprint(python: str) -> str:
     return lines[-1].strip()
 
 
-def _no_torch(python: str) -> str:
-    return (f"the interpreter {python} has no torch: install one, or choose --backend venv to "
-            "install each cell's wheel")
+def no_torch_message(python: str) -> str:
+    return (f"the interpreter {python} has no torch: install torch into it, pass --python with "
+            "an interpreter that has one, or name a cell of the plan that installs a wheel "
+            "(`torchbisect plan` lists them)")
 
 
 def _same_interpreter(python: str) -> bool:

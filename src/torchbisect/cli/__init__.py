@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from ..errors import TorchbisectError
+from ..errors import IndexUnreachable, TorchbisectError
 
 # command name (also its module under torchbisect.cli) -> one-line help
 COMMANDS = {
@@ -25,6 +25,12 @@ COMMANDS = {
     "schema": "Write the JSON Schema of matrix.yaml (for editors).",
     "bench": "Measure tool overhead and the workaround's cost; write reports/bench/.",
 }
+
+# What to do about an index that does not answer, in the terms of the command that asked it.
+_INDEX_ADVICE = {
+    "bisect": "or pass --index-url with a mirror (a PEP 503 index URL, file:// URL or folder)",
+}
+_MATRIX_INDEX_ADVICE = "or point `indexes` in the matrix file (--matrix) at a mirror"
 
 
 def _parser(chosen: str | None) -> argparse.ArgumentParser:
@@ -49,8 +55,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except TorchbisectError as err:
-        print(f"torchbisect {args.command}: error: {err}", file=sys.stderr)
+        print(f"torchbisect {args.command}: error: {_with_advice(err, args.command)}",
+              file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         print(f"torchbisect {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _with_advice(err: TorchbisectError, command: str) -> str:
+    if isinstance(err, IndexUnreachable):
+        return f"{err}, {_INDEX_ADVICE.get(command, _MATRIX_INDEX_ADVICE)}"
+    return str(err)

@@ -25,6 +25,8 @@ from rich.console import Console
 from ..backends.base import host_python
 from ..errors import ConfigError, InfraError
 from ..model import Cell, CellRun, Channel, Plan, RunStatus
+from ..words import count
+from .plan import add_driver_option, require_lock_when_offline
 
 DEFAULT_STORE = Path("reports/results.sqlite")
 PREINSTALLED_ID = "preinstalled"
@@ -37,6 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--lock", type=Path, metavar="PATH",
         help="lock file (default: <matrix>.lock.json next to the matrix file)")
     add("--offline", action="store_true", help="plan from the lock alone; no index is contacted")
+    add_driver_option(parser)
     add("--backend", choices=("docker", "venv", "current"),
         help="where cells are installed (default: docker when an engine answers, else venv)")
     add("--overlay", action="store_true",
@@ -67,13 +70,18 @@ def run(args: argparse.Namespace) -> int:
 
     gpus = list_gpus()
     backend_name = args.backend
+    why_nothing = ""
     if not gpus and not args.allow_no_gpu:
         # Nothing but the interpreter's torch will run: no index to ask, no wheel to fetch
         # (unless --cells/--shard name cells, which only the full plan can check).
         picked = args.cells or args.shard
         plan = resolve_plan(args, console, preinstalled_only=not picked)
         cells = _pick(plan.cells, args) if picked else plan.cells
-        cells, backend_name = _no_gpu_cells(cells, console, python=_python(args)), "current"
+        cells, backend_name = _no_gpu_cells(cells, console, python=_python(args),
+                                            backend=backend_name)
+        if not cells:
+            why_nothing = ("No GPU is visible on the machine that ran `nox -s matrix`, and its "
+                           "interpreter has no torch, so nothing was probed.")
     else:
         cells = _pick(resolve_plan(args, console).cells, args)
     slots = list(gpus) or [None]
@@ -85,11 +93,11 @@ def run(args: argparse.Namespace) -> int:
         _pin_hashes(new, _lock_path(args))
         _summary(new, reused, console, logs=args.out / "logs")
         if not args.no_report:
-            _render(store, args.out, console)
+            _render(store, args.out, console, empty_reason=why_nothing)
     failed = [r for r in new if r.status is RunStatus.INFRA_FAILURE]
     if failed:
-        console.print(f"{len(failed)} cell(s) failed for infrastructure reasons (see the note "
-                      f"column and {args.out / 'logs'}/); they are retried on the next run")
+        console.print(f"{count(len(failed), 'cell')} failed for infrastructure reasons (see the "
+                      f"note column and {args.out / 'logs'}/); they are retried on the next run")
         return InfraError.exit_code
     return 0
 
@@ -108,10 +116,12 @@ def resolve_plan(args: argparse.Namespace, console: Console, *,
             config, python=f"{sys.version_info.major}.{sys.version_info.minor}",
             platform=host_platform(), today=datetime.now(timezone.utc).date())
     lock_path = _lock_path(args)
+    require_lock_when_offline(args.offline, lock_path)
     plan = build_plan(
         config, lock=Lock.load(lock_path),
         python=f"{sys.version_info.major}.{sys.version_info.minor}", platform=host_platform(),
-        driver=driver_version(), today=datetime.now(timezone.utc).date(), offline=args.offline,
+        driver=args.driver or driver_version(), today=datetime.now(timezone.utc).date(),
+        offline=args.offline,
         note=lambda text: console.print(f"note: {text}", highlight=False))
     for missing in plan.missing:
         console.print(f"missing {missing.channel.value} {missing.what}: {missing.reason}",
@@ -148,19 +158,27 @@ def _python(args: argparse.Namespace) -> str:
     return args.python or host_python()
 
 
-def _no_gpu_cells(cells: tuple[Cell, ...], console: Console, *, python: str) -> tuple[Cell, ...]:
-    """Without a GPU: only this interpreter's torch, with one sentence saying so."""
+def _no_gpu_cells(cells: tuple[Cell, ...], console: Console, *, python: str,
+                  backend: str | None) -> tuple[tuple[Cell, ...], str | None]:
+    """Without a GPU: only the preinstalled torch (the interpreter's, or an image's under the
+    docker backend), with one sentence saying so; and the backend that runs it."""
     from ..backends.current import torch_version
     from ..backends.venv import interpreter_of
 
-    mine = [c for c in cells if c.channel is Channel.PREINSTALLED] or [preinstalled_cell()]
-    if torch_version(interpreter_of(mine[0], python)) is None:
-        console.print("No GPU is visible (nvidia-smi lists none) and this interpreter has no "
-                      "torch, so nothing is probed; pass --allow-no-gpu to run every cell anyway.")
-        return ()
-    console.print("No GPU is visible (nvidia-smi lists none), so only this interpreter's torch "
-                  "is probed; pass --allow-no-gpu to run every cell anyway.")
-    return tuple(mine[:1])
+    mine = ([c for c in cells if c.channel is Channel.PREINSTALLED] or [preinstalled_cell()])[0]
+    again = "pass --allow-no-gpu to run every cell anyway."
+    if mine.base_image and backend in (None, "docker"):
+        console.print(f"No GPU is visible (nvidia-smi lists none), so only the torch in image "
+                      f"{mine.base_image} is probed; {again}", highlight=False)
+        return (mine,), backend
+    interpreter = interpreter_of(mine, python)
+    if torch_version(interpreter) is None:
+        console.print(f"No GPU is visible (nvidia-smi lists none) and {interpreter} has no "
+                      f"torch, so nothing is probed; {again}", highlight=False)
+        return (), "current"
+    console.print(f"No GPU is visible (nvidia-smi lists none), so only the torch of {interpreter} "
+                  f"is probed; {again}", highlight=False)
+    return (dataclasses.replace(mine, base_image=None),), "current"
 
 
 def preinstalled_cell(**fields) -> Cell:
@@ -225,19 +243,20 @@ def _summary(new: list[CellRun], reused: list[CellRun], console: Console, *, log
 
     if not new and not reused:
         return
-    title = f"{len(new) + len(reused)} cells: {len(new)} probed now, {len(reused)} from the store"
+    title = (f"{count(len(new) + len(reused), 'cell')}: {len(new)} probed now, "
+             f"{len(reused)} from the store")
     print_summary([*new, *reused], stored=[r.cell.id for r in reused], console=console,
                   title=title)
     if new:
         console.print(f"cell logs: {logs}/<cell id>.log", highlight=False)
 
 
-def _render(store, out: Path, console: Console) -> None:
+def _render(store, out: Path, console: Console, *, empty_reason: str = "") -> None:
     try:
         from ..report import render
     except ImportError:
         return  # a build without the report stage: the summary table above is the output
-    for path in render(store, out):
+    for path in render(store, out, empty_reason=empty_reason):
         console.print(f"wrote {path}", highlight=False)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,8 +13,9 @@ from ..config import load_matrix
 from ..errors import ConfigError
 from ..index import host_platform, sha256_of
 from ..lock import Lock
-from ..model import Plan
+from ..model import Cell, Channel, Plan
 from ..resolve import build_plan
+from ..words import count
 
 _COLUMNS = ("id", "channel", "version", "cuda", "source", "stored")
 
@@ -35,8 +37,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", metavar="TAG",
                         help="wheel platform, e.g. linux_x86_64 or linux_aarch64 (default: this "
                              "machine's)")
-    parser.add_argument("--driver", metavar="VERSION",
-                        help="NVIDIA driver that `cuda: auto` plans for (default: nvidia-smi's)")
+    add_driver_option(parser)
     parser.add_argument("--previous-lock", type=Path, metavar="PATH",
                         help="an older lock (e.g. from the last CI run) whose pins are kept for "
                              "cells the current lock lacks; a missing file is ignored")
@@ -46,12 +47,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="append `shards=[…]` and `cells=N` to this file ($GITHUB_OUTPUT)")
 
 
+def add_driver_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--driver", metavar="VERSION",
+                        help="NVIDIA driver that `cuda: auto` plans for (default: nvidia-smi's)")
+
+
 def run(args: argparse.Namespace) -> int:
     config = load_matrix(args.matrix)
     lock_path = args.lock or Lock.default_path(args.matrix)
+    previous = args.previous_lock if args.previous_lock and args.previous_lock.is_file() else None
+    require_lock_when_offline(args.offline and previous is None, lock_path)
     lock = Lock.load(lock_path)
-    if args.previous_lock and args.previous_lock.is_file():
-        lock = lock.over(Lock.load(args.previous_lock))
+    if previous:
+        lock = lock.over(Lock.load(previous))
     if args.shards is not None and args.shards < 1:
         raise ConfigError(f"--shards must be 1 or more, got {args.shards}")
     notes: list[str] = []
@@ -67,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"missing {m.channel.value} {m.what}: {m.reason}")
     for note in notes:
         print(f"note: {note}")
-    print(f"{len(plan.cells)} cells, {len(plan.missing)} requested builds missing; "
+    print(f"{count(len(plan.cells), 'cell')}, {count(len(plan.missing), 'requested build')} "
+          "missing; "
           f"lock {'written to' if changed else 'unchanged:'} {lock_path}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -77,6 +86,14 @@ def run(args: argparse.Namespace) -> int:
         with args.github_output.open("a", encoding="utf-8") as out:
             out.write(f"shards={json.dumps(shards)}\ncells={len(plan.cells)}\n")
     return 0
+
+
+def require_lock_when_offline(offline: bool, lock_path: Path) -> None:
+    """--offline plans from the lock alone: without one there is nothing to plan from."""
+    if offline and not lock_path.is_file():
+        raise ConfigError(f"--offline plans from the lock file alone, and there is none at "
+                          f"{lock_path}: run `torchbisect plan` once with network access to write "
+                          f"it, or pass --lock PATH")
 
 
 def _driver() -> str | None:
@@ -98,8 +115,19 @@ def _stored(store: Path, plan: Plan) -> dict[str, str]:
 
 
 def _rows(plan: Plan, stored: dict[str, str]) -> list[tuple[str, ...]]:
-    return [(c.id, c.channel.value, c.version or "-", c.cuda or "-",
-             c.url or c.python or "(this interpreter)", stored[c.id]) for c in plan.cells]
+    return [(c.id, c.channel.value, c.version or "-", c.cuda or "-", source_of(c), stored[c.id])
+            for c in plan.cells]
+
+
+def source_of(cell: Cell) -> str:
+    """Where a cell's torch comes from, in the words a user would look for."""
+    if cell.url:
+        return cell.url
+    if cell.channel is Channel.PREINSTALLED and cell.base_image:
+        return f"the torch in image {cell.base_image}"
+    if cell.python and not re.fullmatch(r"\d+\.\d+t?", cell.python):
+        return f"the torch of {cell.python}"
+    return "the torch of the interpreter running torchbisect"
 
 
 def _print_table(plan: Plan, stored: dict[str, str]) -> None:

@@ -22,6 +22,7 @@ from ..model import Cell, CellRun, Channel, RunStatus
 from .matrix import (
     DEFAULT_STORE,
     PREINSTALLED_ID,
+    add_driver_option,
     backend_options,
     preinstalled_cell,
     with_torch_version,
@@ -37,6 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="matrix file the cell comes from (default: %(default)s)")
     add("--lock", type=Path, metavar="PATH", help="lock file (default: next to the matrix file)")
     add("--offline", action="store_true", help="plan from the lock alone")
+    add_driver_option(parser)
     add("--backend", choices=("docker", "venv", "current"),
         help="default: current for preinstalled; else docker when an engine answers, else venv")
     add("--overlay", action="store_true", help="install only the torch wheel (--no-deps)")
@@ -57,11 +59,12 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console()
     cell = with_torch_version(_overrides(_find(args), args), python=args.python or host_python())
+    _require_torch(cell, args)
     name = args.backend or ("current" if cell.channel is Channel.PREINSTALLED else None)
     backend = choose_backend(name, say=console.print, **backend_options(args))
     gpu = _gpu(args.gpu)
-    console.print(f"probing {cell.id} on {execute.gpu_name(gpu)} with the {backend.name} backend",
-                  highlight=False)
+    where = f"on {gpu.name}" if gpu else "without a GPU (every case will read skipped)"
+    console.print(f"probing {cell.id} {where} with the {backend.name} backend", highlight=False)
     result = execute.run_cell(backend, cell, gpu=gpu, logs_dir=args.out / "logs")
     with Store(args.store) as store:
         run_id = store.add(result)
@@ -78,8 +81,11 @@ def _find(args: argparse.Namespace) -> Cell:
 
     # The interpreter's own torch needs no index: only the matrix's settings for it.
     only_mine = args.cell == PREINSTALLED_ID
-    cells = {c.id: c for c in resolve_plan(args, Console(stderr=True),
-                                           preinstalled_only=only_mine).cells}
+    try:
+        plan = resolve_plan(args, Console(stderr=True), preinstalled_only=only_mine)
+    except ConfigError as err:
+        raise ConfigError(f"cannot look up cell {args.cell!r}: {err}") from None
+    cells = {c.id: c for c in plan.cells}
     if args.cell in cells:
         return cells[args.cell]
     if args.cell == PREINSTALLED_ID:
@@ -89,6 +95,17 @@ def _find(args: argparse.Namespace) -> Cell:
     close = difflib.get_close_matches(args.cell, list(cells), n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else "; `torchbisect plan` lists them"
     raise ConfigError(f"no cell {args.cell!r} in the plan of {args.matrix}{hint}")
+
+
+def _require_torch(cell: Cell, args: argparse.Namespace) -> None:
+    """Probing an interpreter that has no torch is a usage mistake, not an infrastructure failure:
+    say so before anything is run or stored."""
+    if cell.channel is not Channel.PREINSTALLED or cell.base_image or cell.version:
+        return
+    from ..backends.current import no_torch_message
+    from ..backends.venv import interpreter_of
+
+    raise ConfigError(no_torch_message(interpreter_of(cell, args.python or host_python())))
 
 
 def _overrides(cell: Cell, args: argparse.Namespace) -> Cell:

@@ -7,15 +7,17 @@ name and renamed, so a reader never sees half a page.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
 from typing import Protocol
 
-from ..model import BisectResult, CellRun
+from ..model import BisectResult, CellRun, Channel
 from .html import render_html
 from .markdown import render_markdown
 from .osv import osv_document
@@ -30,15 +32,22 @@ class RunSource(Protocol):
     def bisections(self) -> list[BisectResult]: ...
 
 
-def render(store: RunSource, out_dir: Path) -> list[Path]:
+# The committed pages rendered from real H200 results, for a reader whose own store is empty.
+_EXAMPLES = (("sample page (probe documents)", "sample/index.html"),
+             ("evidence page (the H200 matrix run)", "evidence/index.html"))
+
+
+def render(store: RunSource, out_dir: Path, *, empty_reason: str = "") -> list[Path]:
     return render_runs(store.latest(), store.bisections(), Path(out_dir),
-                       generated=dt.datetime.now(dt.timezone.utc))
+                       generated=dt.datetime.now(dt.timezone.utc), empty_reason=empty_reason)
 
 
 def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Path, *,
-                generated: dt.datetime) -> list[Path]:
+                generated: dt.datetime, empty_reason: str = "") -> list[Path]:
     """Write the four files into `out_dir` and return their paths."""
-    page = build_view(runs, bisections, generated=generated)
+    runs = [with_probed_version(r) for r in runs]
+    page = build_view(runs, bisections, generated=generated, empty_reason=empty_reason,
+                      examples=() if runs else example_links(Path(out_dir)))
     files = {
         "index.html": render_html(page),
         "results.json": _json(results_document(page, runs, bisections, generated=generated)),
@@ -48,6 +57,30 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     return [_write(out_dir / name, text) for name, text in files.items()]
+
+
+def example_links(out_dir: Path) -> tuple[tuple[str, str], ...]:
+    """Links, relative to `out_dir`, to the committed example pages of a checkout: beside the
+    page (out_dir is the checkout's reports/) or under ./reports/ (any other --out)."""
+    links = []
+    for title, rel in _EXAMPLES:
+        for base in (out_dir, Path("reports")):
+            if (base / rel).is_file():
+                links.append((title, Path(os.path.relpath(base / rel, out_dir)).as_posix()))
+                break
+    return tuple(links)
+
+
+def with_probed_version(run: CellRun) -> CellRun:
+    """A preinstalled cell whose torch was read only by the probe (an image's, say) gets that
+    version and CUDA tag, so the page, results.json and summary.md name the torch they tested."""
+    cell = run.cell
+    torch = run.result.env.get("torch") if run.result else None
+    if cell.channel is not Channel.PREINSTALLED or cell.version or not isinstance(torch, str):
+        return run
+    local = torch.partition("+")[2]
+    cuda = cell.cuda or (local if re.fullmatch(r"cu\d+|cpu|rocm[\d.]+|xpu", local) else "")
+    return dataclasses.replace(run, cell=dataclasses.replace(cell, version=torch, cuda=cuda))
 
 
 def _json(doc: dict) -> str:

@@ -39,6 +39,8 @@ def md_mark(mark: Mark) -> str:
         word = f"{mark.word} {mark.note.removeprefix('stale ')}"
     elif mark.kind == "infra":
         word = f"infra failure: {mark.note}" if mark.note else "infra failure"
+    elif mark.word == "skipped":
+        word = f"skipped {mark.note}".strip()  # "skipped (no GPU)": not the legend's "n/a"
     else:
         word = _SHORT.get(mark.kind, mark.word)
     return md_text(f"{mark.icon.rstrip(chr(0xFE0E))} {word}")
@@ -77,6 +79,8 @@ def _line(channel: str, rows: list[Row], cells: list[str], ncols: int) -> str:
 def render_markdown(page: PageView) -> str:
     out = [f"## torch._lazy_clone stale data: {md_text(page.title)}", ""]
     head = ["build", "channel", "verdict"] + [c.title for c in page.columns]
+    if not page.sections:
+        out += [md_text(page.empty_reason), ""]
     for section in page.sections:
         h = section.headline
         out += [f"### {md_text(section.gpu)}", ""]
@@ -88,7 +92,8 @@ def render_markdown(page: PageView) -> str:
             out.append(f"- first affected nightly: {md_text(h.first_affected.text)}")
         if h.first_fixed:
             out.append(f"- first fixed nightly: {md_text(h.first_fixed.text)}")
-        envs = "; ".join(f"{e.gpu}, driver {e.driver or '?'}, CUDA {e.cuda_runtime or '?'}"
+        envs = "; ".join(f"{e.gpu}, driver {e.driver or '?'}, "
+                         f"{'CUDA ' + e.cuda_runtime if e.cuda_runtime else 'no CUDA runtime'}"
                          for e in section.environments)
         out += [f"- newest run: {md_text(h.newest_run) or 'date not recorded'}",
                 f"- environment: {md_text(envs)}", ""]

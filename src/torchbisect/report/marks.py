@@ -59,6 +59,7 @@ LEGEND: tuple[tuple[Mark, str], ...] = (
     (_BY_VERDICT[Verdict.NOT_AFFECTED], "correct results"),
     (_BY_VERDICT[Verdict.REFUSED], "not affected: the build raises a clear error instead"),
     (_BY_VERDICT[Verdict.NOT_APPLICABLE], "API absent (no lazy clone, compile or Triton)"),
+    (_BY_VERDICT[Verdict.SKIPPED], "the probe ran where no CUDA GPU was visible: no verdict"),
     (CONTROL_OK, "a control showed what it must (correct clone, detected stale copy)"),
     (_BY_VERDICT[Verdict.INCONCLUSIVE], "a control misbehaved: no verdict"),
     (_BY_VERDICT[Verdict.ERROR], "error, crash or timeout inside the probe"),

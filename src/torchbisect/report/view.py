@@ -114,6 +114,9 @@ class PageView:
     bisection_timeline: Timeline | None  # when several GPUs: bisections are drawn on their own
     legend: tuple[tuple[Mark, str], ...]
     runs: int
+    # For a page with no results: why there are none, and pages with real results to look at.
+    empty_reason: str = ""
+    examples: tuple[tuple[str, str], ...] = ()
 
 
 def columns_for(runs: list[CellRun]) -> tuple[Column, ...]:
@@ -205,7 +208,8 @@ def _probed_python(run: CellRun) -> str:
 def build_row(run: CellRun, columns: tuple[Column, ...]) -> Row:
     env = _env(run)
     git = str(env.get("git_version", ""))[:12]
-    run_line = " · ".join(x for x in (gpu_of(run), f"driver {run.driver or env.get('driver', '?')}",
+    driver = run.driver or env.get("driver")
+    run_line = " · ".join(x for x in (gpu_of(run), f"driver {driver}" if driver else "",
                                       f"torch git {git}" if git else "") if x)
     by_name = {c.name: c for c in run.result.cases} if run.result else {}
     cases = () if run.result is None else tuple(_case_cell(by_name.get(c.name)) for c in columns)
@@ -224,8 +228,9 @@ def _groups(runs: list[CellRun], columns: tuple[Column, ...]) -> tuple[Group, ..
 
 def _environments(runs: list[CellRun]) -> tuple[Environment, ...]:
     """Where the verdicts came from; an infrastructure failure ran nothing, so it is not counted."""
-    counts = Counter((gpu_of(r), r.driver or _env(r).get("driver", ""),
-                      str(_env(r).get("cuda_runtime", "")), _capability(_env(r)))
+    # `or ""`: a CPU-only torch reports cuda_runtime None, which must not read "CUDA None".
+    counts = Counter((gpu_of(r), str(r.driver or _env(r).get("driver") or ""),
+                      str(_env(r).get("cuda_runtime") or ""), _capability(_env(r)))
                      for r in runs if r.result is not None)
     return tuple(Environment(gpu=g, driver=d, cuda_runtime=c, capability=cap, runs=n)
                  for (g, d, c, cap), n in sorted(counts.items()))
@@ -271,8 +276,13 @@ def bisect_view(b: BisectResult) -> BisectView:
                       compare_url=safe_url(b.compare_url))
 
 
+NO_RUNS = ("Nothing has been probed into this store yet: `nox -s matrix` on a machine with an "
+           "NVIDIA GPU installs each build and fills it.")
+
+
 def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
-               generated: dt.datetime) -> PageView:
+               generated: dt.datetime, empty_reason: str = "",
+               examples: tuple[tuple[str, str], ...] = ()) -> PageView:
     # `bisect --script` verdicts come from the user's command, not the probe: not on the page.
     runs = [r for r in runs if not r.cell.probe.startswith("script:")]
     columns = columns_for(runs)
@@ -291,4 +301,5 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
                     newest_run=newest, columns=columns, sections=sections,
                     bisections=tuple(bisect_view(b) for b in bisections),
                     bisection_timeline=None if own or not dated else build_timeline([], dated),
-                    legend=LEGEND, runs=len(runs))
+                    legend=LEGEND, runs=len(runs), empty_reason=empty_reason or NO_RUNS,
+                    examples=examples)
