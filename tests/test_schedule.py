@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 
 import pytest
 from helpers import FAKE_PROBES, ScriptedBackend, make_cell, make_run
@@ -96,15 +95,15 @@ def test_the_same_wheel_under_another_id_is_reused_and_stored_under_that_id(stor
 def test_every_gpu_probes_one_cell_at_a_time_while_installs_run_ahead(tmp_path, store):
     cells = [make_cell(f"dev-{i}") for i in range(8)]
     backend = ScriptedBackend(install_s=0.05, probe_s=0.15)
-    began = time.monotonic()
     runs = schedule.run_cells(cells, backend, store=store, gpus=GPUS, logs_dir=tmp_path)
-    took = time.monotonic() - began
     assert sorted(r.cell.id for r in runs) == sorted(c.id for c in cells)
     assert sorted(r.cell.id for r in store.runs()) == sorted(c.id for c in cells)
     assert backend.max_per_gpu == 1
     assert set(backend.gpus_used) == {0, 1}
     assert backend.overlap  # installs ran while probes ran
-    assert took < 8 * (0.05 + 0.15) * 0.75  # well under one cell after another
+    # Both GPUs worked at the same time (not one cell after another); how much faster that is
+    # is the benchmark's business, not an assert's.
+    assert backend.max_probing == len(GPUS)
     assert sorted(backend.released) == sorted(c.id for c in cells)
 
 

@@ -72,6 +72,7 @@ class ScriptedBackend(Backend):
         self.max_per_gpu = 0
         self.overlap = False  # an install ran while some probe ran
         self.probing = 0
+        self.max_probing = 0  # probes running at once, over all GPUs
         self.released: list[str] = []
         self.gpus_used: list[int | None] = []
 
@@ -97,6 +98,7 @@ class ScriptedBackend(Backend):
             self.active_probes[gpu] += 1
             self.max_per_gpu = max(self.max_per_gpu, self.active_probes[gpu])
             self.probing += 1
+            self.max_probing = max(self.max_probing, self.probing)
             self.gpus_used.append(gpu)
         self._event("probe", prepared.cell.id)
         try:
