@@ -70,6 +70,12 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session
+def notify(session: nox.Session) -> None:
+    """Open or update the status issue when a verdict or the fix status changed (CI)."""
+    _tool(session, "notify")
+
+
+@nox.session
 def schema(session: nox.Session) -> None:
     """Regenerate matrix.schema.json from the config model."""
     _tool(session, "schema")
@@ -84,9 +90,10 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Ruff over the package, tests and noxfile, and over the probes as Python 3.8 scripts."""
-    session.install("-e", ".", "ruff")
+    """Ruff over the package, tests, noxfile and probes (as Python 3.8); zizmor over .github."""
+    session.install("-e", ".", "ruff", "zizmor")
     session.run("ruff", "check", "src", "tests", "noxfile.py")
+    session.run("zizmor", "--offline", "--min-severity", "high", ".github")
     session.run("python", "-m", "torchbisect", "schema", "--check")
     session.run("ruff", "check", "--isolated", "--target-version", "py38", "--line-length", "100",
                 "--select", "E,F,W,B,SIM,UP,I", "probes")

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-WORKFLOWS = Path(__file__).resolve().parent.parent / ".github" / "workflows"
+REPO = Path(__file__).resolve().parent.parent
+WORKFLOWS = REPO / ".github" / "workflows"
+ACTIONS = REPO / ".github" / "actions"
 
 
 def _load(name: str) -> dict:
@@ -51,41 +53,149 @@ def test_actionlint_catches_a_broken_workflow(tmp_path):
     assert "undefined variable" in proc.stdout
 
 
-def test_matrix_workflow_graph_is_plan_then_shards_then_publish():
+def test_matrix_workflow_graph_is_plan_then_shards_then_build_then_deploy():
     doc = _load("matrix.yml")
     assert "schedule" in doc["on"] and "workflow_dispatch" in doc["on"]
     assert set(doc["on"]["workflow_dispatch"]["inputs"]) == {"matrix", "shards", "force"}
     jobs = doc["jobs"]
-    assert set(jobs) == {"plan", "probe", "publish"}
+    assert set(jobs) == {"plan", "probe", "build", "deploy"}
     assert jobs["probe"]["needs"] == "plan"
-    assert set(jobs["publish"]["needs"]) == {"plan", "probe"}
-    assert jobs["publish"]["if"].startswith("always()")
+    assert set(jobs["build"]["needs"]) == {"plan", "probe"}
+    # a failed shard still publishes; a cancelled run does not
+    assert "!cancelled()" in jobs["build"]["if"] and "always()" not in jobs["build"]["if"]
+    assert jobs["deploy"]["needs"] == "build"
     strategy = jobs["probe"]["strategy"]
     assert strategy["fail-fast"] is False
     assert "needs.plan.outputs.shards" in strategy["matrix"]["shard"]
-    assert '"self-hosted", "linux", "x64", "gpu"' in jobs["probe"]["runs-on"]
+    for gpu_job in ("plan", "probe"):  # plan too: `cuda: auto` needs the GPU runners' driver
+        assert '"self-hosted", "linux", "x64", "gpu"' in jobs[gpu_job]["runs-on"]
 
 
-def test_publish_job_has_pages_permissions_and_environment():
-    publish = _load("matrix.yml")["jobs"]["publish"]
-    assert publish["permissions"]["pages"] == "write"
-    assert publish["permissions"]["id-token"] == "write"
-    assert publish["environment"]["name"] == "github-pages"
-    uses = [s.get("uses", "") for s in publish["steps"]]
-    assert any(u.startswith("actions/upload-pages-artifact@") for u in uses)
-    assert any(u.startswith("actions/deploy-pages@") for u in uses)
-    # the merged store is kept, and the previous one is fetched before merging
-    names = [s.get("with", {}).get("name") for s in publish["steps"]]
-    assert "results-store" in names
-    runs = [s.get("run", "") for s in publish["steps"]]
-    merge_at = next(i for i, run in enumerate(runs) if run.startswith("nox -s merge"))
-    assert uses.index("dawidd6/action-download-artifact@v6") < merge_at
+@pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
+def test_only_the_deploy_job_holds_pages_write_and_runs_nothing_but_deploy_pages(name):
+    jobs = _load(name)["jobs"]
+    holders = [j for j, job in jobs.items()
+               if {"pages", "id-token"} & set(job.get("permissions", {}))]
+    assert holders == ["deploy"]
+    deploy = jobs["deploy"]
+    assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
+    assert deploy["environment"]["name"] == "github-pages"
+    assert [s["uses"].split("@")[0] for s in deploy["steps"]] == ["actions/deploy-pages"]
+    assert _load(name)["permissions"] == {}  # nothing by default; each job asks for its own
+
+
+@pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
+def test_the_published_site_carries_the_store_chain(name):
+    """The next run starts from what was last deployed, whatever the last run's conclusion."""
+    build = _load(name)["jobs"]["build"]
+    uses = [s.get("uses", "") for s in build["steps"]]
+    runs = [s.get("run", "") for s in build["steps"]]
+    fetch = uses.index("./.github/actions/previous-site")
+    merge = next(i for i, r in enumerate(runs) if r.startswith("nox -s merge -- site/data/"))
+    pages = next(i for i, u in enumerate(uses) if u.startswith("actions/upload-pages-artifact@"))
+    assert fetch < merge < pages
+    assert "dawidd6" not in (WORKFLOWS / name).read_text()
+
+
+def test_custom_matrix_files_use_one_lock_name_from_plan_to_shards():
+    jobs = _load("matrix.yml")["jobs"]
+    plan = next(r for _, r in _run_steps({"jobs": {"plan": jobs["plan"]}}) if "nox -s plan" in r)
+    probe = next(r for _, r in _run_steps({"jobs": {"p": jobs["probe"]}}) if "-s matrix" in r)
+    assert '--matrix "$MATRIX_FILE" --lock matrix.lock.json' in plan
+    assert '--matrix "$MATRIX_FILE" --lock matrix.lock.json --offline' in probe
+    upload = next(s for s in jobs["plan"]["steps"] if s.get("uses", "").startswith(
+        "actions/upload-artifact@"))
+    assert "matrix.lock.json" in upload["with"]["path"]
+
+
+def _workflow_and_action_files() -> list[Path]:
+    return [*sorted(WORKFLOWS.glob("*.yml")), *sorted(ACTIONS.glob("*/action.yml"))]
+
+
+def test_every_uses_is_a_local_action_or_a_full_sha_with_its_tag():
+    pinned = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+$")
+    seen = 0
+    for path in _workflow_and_action_files():
+        for line in path.read_text().splitlines():
+            match = re.search(r"uses: (.*)$", line)
+            if match and not match.group(1).startswith("./"):
+                seen += 1
+                assert pinned.match(match.group(1)), f"{path.name}: {line.strip()}"
+    assert seen >= 10
+
+
+def test_pins_are_the_real_commits_of_their_tags():
+    pins_md = REPO / ".." / "shared" / "actions" / "PINS.md"
+    if not pins_md.is_file():
+        pytest.skip(f"{pins_md} is absent (CI has ../shared beside the clone)")
+    known = set(re.findall(r"\| (\S+) \| (v[\d.]+) \| ([0-9a-f]{40}) \|", pins_md.read_text()))
+    for path in _workflow_and_action_files():
+        for action, sha, tag in re.findall(r"uses: ([\w.-]+/[\w.-]+)@([0-9a-f]{40}) # (\S+)",
+                                           path.read_text()):
+            assert (action, tag, sha) in known, f"{path.name}: {action}@{sha} is not {tag}"
+
+
+def test_dependabot_keeps_the_action_pins_current():
+    config = yaml.safe_load((WORKFLOWS.parent / "dependabot.yml").read_text())
+    [update] = config["updates"]
+    assert update["package-ecosystem"] == "github-actions"
+    assert "/" in update["directories"] and "/.github/actions/*" in update["directories"]
+
+
+@pytest.mark.parametrize("name", ["matrix.yml", "tests.yml", "bisect.yml"])
+def test_jobs_are_bounded_and_checkouts_keep_no_credentials(name):
+    doc = _load(name)
+    assert "concurrency" in doc
+    for job_name, job in doc["jobs"].items():
+        assert "timeout-minutes" in job, f"{name}:{job_name} has no timeout"
+        for step in job.get("steps", []):
+            if step.get("uses", "").startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False, f"{name}:{job_name}"
+            # expressions go through env:, never spliced into a shell script
+            assert "${{" not in step.get("run", ""), f"{name}:{job_name}: {step['run']}"
+
+
+@pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
+def test_gpu_jobs_get_their_tools_without_touching_the_system_python(name):
+    """A stock runner's python3 is externally managed (PEP 668): tools come from setup-tools."""
+    for job_name, job in _load(name)["jobs"].items():
+        steps = job.get("steps", [])
+        uses = [s.get("uses", "") for s in steps]
+        nox_at = [i for i, s in enumerate(steps) if s.get("run", "").startswith("nox ")]
+        if nox_at:
+            assert uses.index("./.github/actions/setup-tools") < nox_at[0], job_name
+            assert steps[-1]["run"] == "uv cache prune --ci" and steps[-1]["if"] == "always()"
+        assert not any("pip install" in s.get("run", "") for s in steps), job_name
+    setup = (ACTIONS / "setup-tools" / "action.yml").read_text()
+    assert 'python3 -m venv "$RUNNER_TEMP/tools"' in setup
+
+
+def test_zizmor_finds_no_high_severity_problem():
+    exe = shutil.which("zizmor")
+    if exe is None:
+        pytest.fail("zizmor is not installed: pip install -e '.[test]'")
+    proc = subprocess.run([exe, "--offline", "--min-severity", "high", str(WORKFLOWS.parent)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_zizmor_catches_a_tag_pinned_action_and_template_injection(tmp_path):
+    """Guards the test above against a checker that accepts anything."""
+    bad = tmp_path / ".github" / "workflows" / "bad.yml"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("on: issues\npermissions: {}\njobs:\n  a:\n    runs-on: ubuntu-latest\n"
+                   "    steps:\n      - uses: actions/checkout@v4\n"
+                   "      - run: echo ${{ github.event.issue.title }}\n")
+    proc = subprocess.run([shutil.which("zizmor") or "zizmor", "--offline", "--min-severity",
+                           "high", str(bad.parent.parent)], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "template-injection" in proc.stdout and "unpinned-uses" in proc.stdout
 
 
 @pytest.mark.parametrize("name", ["matrix.yml", "tests.yml", "bisect.yml"])
 def test_every_run_step_is_a_nox_session_or_an_install(name):
-    allowed = re.compile(r"^(nox -s \w+|(python3 -m )?pip (install|download) "
-                         r"|sudo (apt-get|bash \.ci/)|sudo --preserve-env=\S+ nox -s )")
+    allowed = re.compile(r"^(nox -s \w+|pip (install|download) |uv cache prune --ci$"
+                         r"|cp \S+ \S+$|sudo (apt-get|bash \.ci/)|sudo --preserve-env=\S+ nox -s )")
     for job, run in _run_steps(_load(name)):
         for line in run.strip().splitlines():
             assert allowed.match(line.strip()), f"{name}:{job}: logic in a workflow: {line}"
@@ -111,3 +221,13 @@ def test_every_flag_a_workflow_passes_exists_in_its_session(name):
                                    capture_output=True, text=True, check=True).stdout
         for flag in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", args):
             assert flag in help_text, f"{name}: `{session}` has no {flag}"
+
+
+def test_plan_never_lists_more_shards_than_cells(tmp_path):
+    """`--shards 2` with one cell: one GPU job, not a second one with nothing to probe."""
+    (tmp_path / "m.yaml").write_text("preinstalled: true\n")
+    out = tmp_path / "github_output"
+    subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--matrix", "m.yaml",
+                    "--lock", "m.lock.json", "--shards", "2", "--github-output", str(out),
+                    "--store", "none.sqlite"], cwd=tmp_path, check=True, capture_output=True)
+    assert out.read_text().splitlines() == ['shards=["1/1"]', "cells=1"]

@@ -24,6 +24,7 @@ COMMANDS = {
     "bisect": "Find the first bad (or first fixed) nightly and its upstream commit range.",
     "schema": "Write the JSON Schema of matrix.yaml (for editors).",
     "bench": "Measure tool overhead and the workaround's cost; write reports/bench/.",
+    "notify": "Open or update the status issue when a verdict or the fix status changed.",
 }
 
 # What to do about an index that does not answer, in the terms of the command that asked it.

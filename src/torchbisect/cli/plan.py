@@ -82,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
     if args.github_output:
-        shards = [f"{i}/{args.shards or 1}" for i in range(1, (args.shards or 1) + 1)]
+        # never more shards than cells: a GPU runner with nothing to probe is a wasted job
+        total = min(args.shards or 1, max(len(plan.cells), 1))
+        shards = [f"{i}/{total}" for i in range(1, total + 1)]
         with args.github_output.open("a", encoding="utf-8") as out:
             out.write(f"shards={json.dumps(shards)}\ncells={len(plan.cells)}\n")
     return 0

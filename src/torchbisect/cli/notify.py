@@ -1,0 +1,89 @@
+"""`torchbisect notify`: say what changed, in the job summary and in the one status issue.
+
+After a matrix run: each build's verdict from the store, the issue's body from `--summary`
+(summary.md).  With `--fix`, after the weekly fix search: "no fix yet: newest nightly … still
+affected" or the fix found, from that search's own store; a search that could tell neither exits
+3 after saying so, so the job is red instead of silently green.  The issue is opened or updated
+through the REST API with `$GITHUB_TOKEN` only when something changed (see torchbisect.notify).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from ..errors import ConfigError, InfraError
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--store", type=Path, default=Path("reports/results.sqlite"),
+        help="result store to read (default: %(default)s)")
+    add("--summary", type=Path, metavar="MD",
+        help="Markdown for the issue (summary.md of `report`); required without --fix")
+    add("--fix", action="store_true",
+        help="report the fix status of a `bisect --find-fix` store instead of the verdicts")
+    add("--summary-out", type=Path, metavar="FILE",
+        help="append what was found and told here (e.g. $GITHUB_STEP_SUMMARY)")
+    add("--repo", default=os.environ.get("GITHUB_REPOSITORY"), metavar="OWNER/NAME",
+        help="repository of the issue (default: $GITHUB_REPOSITORY)")
+    add("--api-url", default=os.environ.get("GITHUB_API_URL") or "https://api.github.com",
+        metavar="URL", help="GitHub REST API (default: $GITHUB_API_URL or api.github.com)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..notify import fix_status, tell, verdicts_of
+    from ..store import Store
+
+    if not args.fix and args.summary is None:
+        raise ConfigError("--summary MD is required (the summary.md that `report` wrote), "
+                          "or pass --fix")
+    if not args.store.is_file():
+        raise ConfigError(f"no result store at {args.store}: pass --store PATH")
+    with Store(args.store) as store:
+        runs, bisections = store.latest(), store.bisections()
+    if args.fix:
+        fix = fix_status(runs, bisections)
+        markdown, verdicts = f"### Fix check\n\n{fix.text}\n", None
+    else:
+        fix, verdicts = None, verdicts_of(runs)
+        markdown = _read(args.summary)
+    said = fix.text if fix else f"{len(verdicts)} builds with a verdict"
+    api = _api(args)
+    if api is None:
+        told = "not told: no GITHUB_TOKEN or --repo, so no issue was opened or updated"
+    elif fix is not None and not fix.decided:
+        told = "the status issue is left as it is"
+    else:
+        done = tell(api, section="fix" if args.fix else "matrix", markdown=markdown,
+                    verdicts=verdicts, fix=fix)
+        told = f"status issue #{done.number}: {done.action}" + "".join(
+            f"\n- {c}" for c in done.changes)
+    print(f"{said}\n{told}")
+    if args.summary_out:
+        with args.summary_out.open("a", encoding="utf-8") as out:
+            out.write(f"{markdown if args.fix else ''}\n{told}\n")
+    if fix is not None and not fix.decided:
+        raise InfraError(fix.text)
+    return 0
+
+
+def _api(args: argparse.Namespace):
+    from ..github_api import GitHubApi
+
+    token = os.environ.get("GITHUB_TOKEN", "")
+    if token and args.repo:
+        return GitHubApi(repo=args.repo, token=token, base_url=args.api_url)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        raise ConfigError("GITHUB_TOKEN is not set: give the step "
+                          "`env: GITHUB_TOKEN: ${{ github.token }}` and the job "
+                          "`permissions: issues: write`")
+    return None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"cannot read --summary {path}: {err.strerror}") from None

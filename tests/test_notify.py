@@ -1,0 +1,138 @@
+"""`torchbisect notify` against a local stand-in of GitHub's REST API that records each request:
+the status issue is opened once, updated (body and a comment) only when a verdict or the fix
+status changed, and the weekly check's summary says "no fix yet" in so many words."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from act.github_standin import github_standin
+from helpers import make_cell, make_run
+
+from torchbisect.model import BisectResult, Channel, Direction, NightlyPoint, RunStatus
+from torchbisect.notify import changes, fix_status
+from torchbisect.store import Store
+
+SUMMARY = "## torchbisect\n\n| build | verdict |\n|---|---|\n| 2.15.0 | affected |\n"
+
+
+def nightly(day: str, verdict: str, status: RunStatus = RunStatus.OK):
+    cell = make_cell(f"nightly-{day.replace('-', '')}-cu130-cp312", channel=Channel.NIGHTLY,
+                     date=day, version=f"2.16.0.dev{day.replace('-', '')}+cu130")
+    return make_run(cell, verdict=verdict, status=status)
+
+
+def store_of(path: Path, *runs, bisections=()) -> Path:
+    with Store(path) as store:
+        store.add_many(runs)
+        for b in bisections:
+            store.add_bisection(b)
+    return path
+
+
+@pytest.fixture
+def hub(tmp_path):
+    with github_standin(tmp_path / "git", tmp_path / "pages") as server:
+        yield server
+
+
+def notify(hub, tmp_path, *args, token="t0ken"):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    env.update(GITHUB_API_URL=f"{hub.url}/api", GITHUB_REPOSITORY="owner/repo")
+    if token:
+        env["GITHUB_TOKEN"] = token
+    (tmp_path / "summary.md").write_text(SUMMARY)
+    return subprocess.run([sys.executable, "-m", "torchbisect", "notify", *args],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+
+
+def writes(hub):
+    return [r for r in hub.requests if r.method != "GET"]
+
+
+def test_a_build_whose_verdict_changes_updates_the_one_issue_and_nothing_else_writes(hub,
+                                                                                      tmp_path):
+    first = store_of(tmp_path / "a.sqlite", nightly("2026-11-29", "affected"))
+    done = notify(hub, tmp_path, "--store", str(first), "--summary", "summary.md")
+    assert done.returncode == 0, done.stderr
+    assert "status issue #1: opened" in done.stdout
+    [opened] = writes(hub)
+    assert opened.method == "POST" and opened.path == "/api/repos/owner/repo/issues"
+    assert opened.token and opened.body["labels"] == ["torchbisect"]
+    assert SUMMARY.strip() in opened.body["body"]
+
+    again = notify(hub, tmp_path, "--store", str(first), "--summary", "summary.md")
+    assert "status issue #1: unchanged" in again.stdout
+    assert len(writes(hub)) == 1  # nothing changed: no write at all
+
+    fixed = store_of(tmp_path / "b.sqlite", nightly("2026-11-29", "affected"),
+                     nightly("2026-11-30", "not_affected"))
+    third = notify(hub, tmp_path, "--store", str(fixed), "--summary", "summary.md")
+    assert "status issue #1: updated" in third.stdout
+    patch, comment = writes(hub)[1:]
+    assert (patch.method, patch.path) == ("PATCH", "/api/repos/owner/repo/issues/1")
+    assert comment.path == "/api/repos/owner/repo/issues/1/comments"
+    assert "`nightly-20261130-cu130-cp312`: not_affected (the build before it, " \
+           "`nightly-20261129-cu130-cp312`, was affected)" in comment.body["body"]
+    assert len(hub.issues) == 1
+
+
+def test_weekly_check_without_a_fix_says_so_in_its_summary_and_the_issue(hub, tmp_path):
+    store_of(tmp_path / "matrix.sqlite", nightly("2026-11-29", "affected"))
+    notify(hub, tmp_path, "--store", "matrix.sqlite", "--summary", "summary.md")
+    fix_store = store_of(tmp_path / "fix.sqlite", nightly("2026-10-03", "affected"),
+                         nightly("2026-11-30", "affected"))
+    out = tmp_path / "step-summary.md"
+    done = notify(hub, tmp_path, "--fix", "--store", str(fix_store), "--summary-out", str(out))
+    assert done.returncode == 0, done.stderr
+    said = "no fix yet: newest nightly 2026-11-30 (2.16.0.dev20261130+cu130) still affected"
+    assert said in out.read_text()
+    body = hub.issues[1]["body"]
+    assert said in body and SUMMARY.strip() in body  # the matrix's section is kept
+    assert f"fix status: {said}" in hub.comments[-1][1]
+
+
+def test_a_fix_search_that_could_not_tell_fails_and_writes_nothing(hub, tmp_path):
+    broken = store_of(tmp_path / "fix.sqlite",
+                      nightly("2026-11-30", "affected", status=RunStatus.INFRA_FAILURE))
+    out = tmp_path / "step-summary.md"
+    done = notify(hub, tmp_path, "--fix", "--store", str(broken), "--summary-out", str(out))
+    assert done.returncode == 3
+    assert "could not tell" in out.read_text() and "Traceback" not in done.stderr
+    assert writes(hub) == []
+
+
+def test_an_unreachable_api_is_one_sentence_and_exit_3(tmp_path):
+    store_of(tmp_path / "a.sqlite", nightly("2026-11-29", "affected"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    env.update(GITHUB_API_URL="http://127.0.0.1:9/api", GITHUB_REPOSITORY="o/r",
+               GITHUB_TOKEN="x")
+    (tmp_path / "s.md").write_text(SUMMARY)
+    done = subprocess.run([sys.executable, "-m", "torchbisect", "notify", "--store", "a.sqlite",
+                           "--summary", "s.md"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 3
+    assert done.stderr.startswith("torchbisect notify: error: cannot reach the GitHub API")
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_fix_status_prefers_a_found_fix():
+    point = NightlyPoint(date="2026-11-20", version="2.16.0.dev20261120+cu130", verdict="good")
+    result = BisectResult(direction=Direction.FIX, case="capture_data_ptr", cuda="cu130",
+                          python="3.12", before=None, after=point, probes=5)
+    status = fix_status([nightly("2026-11-30", "not_affected")], [result])
+    assert status.key == "fixed:2026-11-20" and "2.16.0.dev20261120" in status.text
+
+
+def test_changes_compare_a_new_build_with_its_predecessor_in_the_same_lane():
+    old = {"stable-2.9.0-cu128-cp312": "affected", "stable-2.15.0-cu132-cp312": "affected"}
+    assert changes(old, {**old, "stable-2.16.0-cu132-cp312": "affected"}) == []
+    moved = changes(old, {**old, "stable-2.16.0-cu132-cp312": "refused"})
+    assert moved == ["`stable-2.16.0-cu132-cp312`: refused (the build before it, "
+                     "`stable-2.15.0-cu132-cp312`, was affected)"]
+    assert changes(old, {**old, "stable-2.9.0-cu128-cp312": "not_affected"}) == [
+        "`stable-2.9.0-cu128-cp312`: affected → not_affected"]
