@@ -1,4 +1,4 @@
-"""The four files: OSV ranges, the Markdown table, results.json, and the `report` command."""
+"""The four files: the Markdown table, results.json, and the `report` command."""
 
 from __future__ import annotations
 
@@ -9,53 +9,14 @@ import os
 import pytest
 
 from torchbisect.cli import main
-from torchbisect.model import BisectResult, Direction, NightlyPoint, Verdict
 from torchbisect.report import bench_render, build_view, render_runs
 from torchbisect.report.markdown import md_text, render_markdown
-from torchbisect.report.osv import osv_document
 from torchbisect.report.probe_files import DocumentSource
 from torchbisect.report.synthetic import synthetic_run as run
 
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
 BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5)}
 GOOD = {"capture_data_ptr": (0, 5), "capture_write": (0, 5)}
-
-
-def _events(runs, bisections=()):
-    doc = osv_document(runs, list(bisections), generated=NOW)
-    return {r["type"]: r["events"] for r in doc["affected"][0]["ranges"]}
-
-
-def test_osv_range_opens_at_first_affected_release_and_closes_at_the_fix():
-    runs = [run("2.2.0+cu121", GOOD), run("2.3.0+cu121", BAD), run("2.11.0+cu130", BAD),
-            run("2.16.0+cu132", {"capture_data_ptr": Verdict.REFUSED})]
-    assert _events(runs)["ECOSYSTEM"] == [{"introduced": "2.3.0"}, {"fixed": "2.16.0"}]
-
-
-def test_osv_without_a_fixed_release_names_the_last_affected_one():
-    runs = [run("2.11.0+cu130", BAD), run("2.15.0+cu132", BAD),
-            run("2.16.0.dev20260301+cu132", GOOD)]  # a nightly is not a release
-    doc = osv_document(runs, [], generated=NOW)
-    assert _events(runs)["ECOSYSTEM"] == [{"introduced": "2.11.0"}, {"last_affected": "2.15.0"}]
-    assert doc["affected"][0]["versions"] == ["2.11.0", "2.15.0"]
-    assert doc["affected"][0]["package"] == {"ecosystem": "PyPI", "name": "torch",
-                                             "purl": "pkg:pypi/torch"}
-    assert doc["id"] == "TORCHBISECT-lazy-clone-cuda-graph" and doc["summary"]
-
-
-def test_osv_git_range_comes_from_bisected_upstream_commits():
-    def bisect(direction, sha):
-        after = NightlyPoint(date="2026-03-05", version="v", verdict="bad", main_sha=sha)
-        return BisectResult(direction=direction, case="capture_data_ptr", cuda="cu132",
-                            python="3.12", before=None, after=after, probes=3,
-                            compare_url="https://github.com/pytorch/pytorch/compare/x...y")
-    bisections = [bisect(Direction.REGRESSION, "a" * 40), bisect(Direction.FIX, "b" * 40)]
-    doc = osv_document([run("2.11.0+cu130", BAD)], bisections, generated=NOW)
-    git = next(r for r in doc["affected"][0]["ranges"] if r["type"] == "GIT")
-    assert git == {"type": "GIT", "repo": "https://github.com/pytorch/pytorch",
-                   "events": [{"introduced": "a" * 40}, {"fixed": "b" * 40}]}
-    assert doc["references"] == [{"type": "WEB",
-                                  "url": "https://github.com/pytorch/pytorch/compare/x...y"}]
 
 
 def test_markdown_has_the_headline_and_one_table_line_per_build():

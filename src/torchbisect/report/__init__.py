@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Protocol
 
 from ..model import BisectResult, CellRun, Channel
+from .advice import Links
 from .html import render_html
 from .markdown import render_markdown
 from .osv import osv_document
 from .results_json import results_document
 from .view import PageView, build_view
 
-__all__ = ["PageView", "build_view", "render", "render_runs", "bench_render"]
+__all__ = ["Links", "PageView", "build_view", "render", "render_runs", "bench_render"]
 
 
 class RunSource(Protocol):
@@ -37,23 +38,30 @@ _EXAMPLES = (("sample page (probe documents)", "sample/index.html"),
              ("evidence page (the H200 matrix run)", "evidence/index.html"))
 
 
-def render(store: RunSource, out_dir: Path, *, empty_reason: str = "") -> list[Path]:
+def render(store: RunSource, out_dir: Path, *, empty_reason: str = "",
+           links: Links | None = None) -> list[Path]:
     return render_runs(store.latest(), store.bisections(), Path(out_dir),
-                       generated=dt.datetime.now(dt.timezone.utc), empty_reason=empty_reason)
+                       generated=dt.datetime.now(dt.timezone.utc), empty_reason=empty_reason,
+                       links=links)
 
 
 def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Path, *,
-                generated: dt.datetime, empty_reason: str = "") -> list[Path]:
+                generated: dt.datetime, empty_reason: str = "",
+                links: Links | None = None) -> list[Path]:
     """Write the four files into `out_dir` and return their paths."""
+    out_dir = Path(out_dir)
     runs = [with_probed_version(r) for r in runs]
     page = build_view(runs, bisections, generated=generated, empty_reason=empty_reason,
-                      examples=() if runs else example_links(Path(out_dir)))
+                      examples=() if runs else example_links(out_dir), links=links,
+                      bench=workaround_bench(out_dir))
+    osv = osv_document(runs, bisections, generated=generated,
+                       headlines=tuple(s.headline for s in page.sections), links=links,
+                       previous=_previous(out_dir))
     files = {
         "index.html": render_html(page),
         "results.json": _json(results_document(page, runs, bisections, generated=generated)),
         "summary.md": render_markdown(page),
-        "affected.json": json.dumps(osv_document(runs, bisections, generated=generated),
-                                    indent=2, ensure_ascii=False) + "\n",
+        "affected.json": json.dumps(osv, indent=2, ensure_ascii=False) + "\n",
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     return [_write(out_dir / name, text) for name, text in files.items()]
@@ -69,6 +77,31 @@ def example_links(out_dir: Path) -> tuple[tuple[str, str], ...]:
                 links.append((title, Path(os.path.relpath(base / rel, out_dir)).as_posix()))
                 break
     return tuple(links)
+
+
+def workaround_bench(out_dir: Path) -> dict | None:
+    """The workaround's measured cost (`nox -s bench`: reports/bench/workaround.json), linked
+    when the page is published beside it (reports/ or reports/<page>/), else only quoted."""
+    for base in (out_dir, out_dir.parent, Path("reports")):
+        found = base / "bench" / "workaround.json"
+        try:
+            data = json.loads(found.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        plot = found.with_suffix(".svg") if found.with_suffix(".svg").is_file() else found
+        beside = base in (out_dir, out_dir.parent)
+        return {"data": data, "href": Path(os.path.relpath(plot, out_dir)).as_posix()
+                if beside else ""}
+    return None
+
+
+def _previous(out_dir: Path) -> dict | None:
+    """The OSV record this render replaces, whose `published` (and `modified`) it keeps."""
+    try:
+        doc = json.loads((out_dir / "affected.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def with_probed_version(run: CellRun) -> CellRun:

@@ -1,9 +1,10 @@
 """The sentence a maintainer reads first: which releases are affected, since and until which
 nightly.
 
-The release range is computed from stable rows only (release candidates, nightlies and local builds
-are not releases).  Nightly edges come from a bisection when there is one, else from the tested
-nightlies themselves, and then they are bounds, said as such.
+The release range is computed from releases only: stable rows, and a preinstalled torch whose
+version is a final release (release candidates, nightlies and local builds are not releases).
+Nightly edges come from a bisection when there is one, else from the tested nightlies themselves,
+and then they are bounds, said as such.
 """
 
 from __future__ import annotations
@@ -41,6 +42,21 @@ def public_version(version: str) -> str:
         return version.split("+", 1)[0]
 
 
+def is_release(run: CellRun) -> bool:
+    """A stable row, or a preinstalled torch whose version is a final release (`2.11.0+cu130`):
+    it was measured, so it counts as that release; `2.11.0a0+git…` (an NGC build) does not."""
+    if run.cell.channel is Channel.STABLE:
+        return True
+    if run.cell.channel is not Channel.PREINSTALLED:
+        return False
+    try:
+        version = Version(run.cell.version)
+    except InvalidVersion:
+        return False
+    local = version.local or "cpu"
+    return not version.is_prerelease and bool(re.fullmatch(r"cu\d+|cpu|rocm[\d.]+|xpu", local))
+
+
 def version_key(version: str) -> tuple:
     try:
         return (0, Version(version), version)
@@ -73,6 +89,7 @@ class Headline:
     tested: tuple[str, ...]  # stable public versions with a verdict (affected or not), ascending
     unclear: tuple[str, ...]  # stable versions probed without a verdict (skipped, error, …)
     affected_ranges: tuple[tuple[str, str], ...]
+    affected: tuple[str, ...] = ()  # every affected release, ascending
     first_affected: NightlyEdge | None = None
     first_fixed: NightlyEdge | None = None
     newest_run: str = ""
@@ -162,7 +179,7 @@ def _from_bisection(bisection: BisectResult) -> NightlyEdge | None:
 
 
 def build_headline(gpu: str, runs: list[CellRun], bisections: list[BisectResult]) -> Headline:
-    states = release_states([r for r in runs if r.cell.channel is Channel.STABLE])
+    states = release_states([r for r in runs if is_release(r)])
     first_bad, first_good = nightly_edges([r for r in runs if r.cell.channel is Channel.NIGHTLY])
     for bisection in bisections:
         edge = _from_bisection(bisection)
@@ -173,5 +190,6 @@ def build_headline(gpu: str, runs: list[CellRun], bisections: list[BisectResult]
     newest = max((r.started for r in runs if r.started), default="")
     return Headline(gpu=gpu, tested=tuple(v for v, s in states if s != "unknown"),
                     unclear=tuple(v for v, s in states if s == "unknown"),
-                    affected_ranges=affected_ranges(states), first_affected=first_bad,
+                    affected_ranges=affected_ranges(states),
+                    affected=tuple(v for v, s in states if s == "bad"), first_affected=first_bad,
                     first_fixed=first_good, newest_run=newest[:10])

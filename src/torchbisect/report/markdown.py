@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from .advice import Advice
 from .marks import Mark
 from .view import PageView, Row, Section
 
@@ -81,6 +82,8 @@ def render_markdown(page: PageView) -> str:
     head = ["build", "channel", "verdict"] + [c.title for c in page.columns]
     if not page.sections:
         out += [md_text(page.empty_reason), ""]
+    if page.advice:
+        out += advice_lines(page.advice)
     for section in page.sections:
         h = section.headline
         out += [f"### {md_text(section.gpu)}", ""]
@@ -106,3 +109,15 @@ def render_markdown(page: PageView) -> str:
         out.append(f"- {md_text(b.title)}{link}")
     out += ["", f"<sub>Generated {page.generated} by torchbisect.</sub>", ""]
     return "\n".join(out)
+
+
+def advice_lines(a: Advice) -> list[str]:
+    """The page's "What to do", as a short list."""
+    cost = f" {md_text(a.cost)}" if a.cost else ""
+    bench = f" ([benchmark]({md_url(a.cost_href)}))" if a.cost_href else ""
+    fixes = " ".join(f"{md_text(line)}." for line in a.fixes)
+    return ["### What to do", "",
+            f"- **Workaround:** {md_text(a.workaround)}{cost}{bench}",
+            f"- **Fixed builds:** {fixes}",
+            f"- **Check your own torch:** `{a.check}` {md_text(a.check_meaning)}",
+            f"- **Upstream report:** {md_url(a.upstream)}", ""]

@@ -1,10 +1,14 @@
-"""affected.json: the findings as an OSV record, so scanners and advisories can consume them.
+"""affected.json: the findings as an OSV record that validates against the official schema.
 
-PyPI ranges are computed over released (stable) versions only, from all GPUs together (the GPUs are
-named in `details` and `database_specific`).  A range opens at the first affected tested release
-(a bound: older, untested releases may be affected too), closes with `fixed` at the next tested
-release that is not affected, or with `last_affected` when none is.  GIT ranges come from
-bisections, with the upstream commits of the boundary nightlies.
+The id carries the `x_` prefix the schema reserves for databases not registered with OSV.  PyPI
+ranges are over measured releases (stable rows, and a preinstalled final release), from all GPU
+models together; each model's own findings, the same ones its headline shows, are in
+`database_specific.per_gpu`.  When the oldest tested release is affected the range opens at "0":
+a scanner must not call older, untested releases safe.  A range closes with `fixed` at the next
+tested release that is not affected, or with `last_affected`.  GIT ranges come from bisections.
+
+`published` is the first time the record said anything (kept from the previous record, else the
+earliest affected run); `modified` moves only when the content changes.
 """
 
 from __future__ import annotations
@@ -12,11 +16,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ..model import BisectResult, CellRun, Channel, Direction
-from .headline import gpu_of, release_states
+from ..model import BisectResult, CellRun, Direction
+from .advice import Links
+from .headline import Headline, gpu_of, is_release, release_states
 from .timeline import safe_url
 
-OSV_ID = "TORCHBISECT-lazy-clone-cuda-graph"
+OSV_ID = "x_TORCHBISECT-lazy-clone-cuda-graph"
 REPO = "https://github.com/pytorch/pytorch"
 SUMMARY = ("torch._lazy_clone copies can hand stale data to kernels under CUDA Graph replay "
            "and race with side streams")
@@ -28,21 +33,21 @@ DETAILS = (
     "tensor.clone(). A fixed build either copies in stream order or refuses at capture with a "
     "clear error. Ranges below are over the releases torchbisect tested"
 )
+_STAMPS = ("modified", "published")
 
 
-def pypi_events(stable: list[CellRun]) -> tuple[list[dict[str, str]], list[str], list[str]]:
+def pypi_events(releases: list[CellRun]) -> tuple[list[dict[str, str]], list[str], list[str]]:
     """OSV events over tested releases, the affected versions and all tested versions."""
-    states = release_states(stable)
+    states = [(v, s) for v, s in release_states(releases) if s != "unknown"]
     events: list[dict[str, str]] = []
-    affected: list[str] = []
+    affected = [v for v, s in states if s == "bad"]
     last_bad = None
-    for version, state in states:
+    for i, (version, state) in enumerate(states):
         if state == "bad":
-            if last_bad is None:
-                events.append({"introduced": version})
+            if last_bad is None:  # the oldest tested release affected: so may be all before it
+                events.append({"introduced": "0" if i == 0 else version})
             last_bad = version
-            affected.append(version)
-        elif state == "good" and last_bad is not None:
+        elif last_bad is not None:
             events.append({"fixed": version})
             last_bad = None
     if last_bad is not None:
@@ -65,22 +70,36 @@ def git_events(bisections: list[BisectResult]) -> list[dict[str, str]]:
         [{"fixed": found["fixed"]}] if "fixed" in found else [])
 
 
-def osv_document(runs: list[CellRun], bisections: list[BisectResult], *,
-                 generated: dt.datetime) -> dict[str, Any]:
-    stable = [r for r in runs if r.cell.channel is Channel.STABLE]
-    events, affected, tested = pypi_events(stable)
-    gpus = sorted({gpu_of(r) for r in stable})
+def _per_gpu(h: Headline) -> dict[str, Any]:
+    edge = lambda e: e.date if e else None  # noqa: E731
+    return {"affected_versions": list(h.affected), "tested_versions": list(h.tested),
+            "first_affected_nightly": edge(h.first_affected),
+            "first_fixed_nightly": edge(h.first_fixed)}
+
+
+def references(links: Links, bisections: list[BisectResult]) -> list[dict[str, str]]:
+    refs = [{"type": "EVIDENCE", "url": safe_url(links.page)},
+            {"type": "REPORT", "url": safe_url(links.upstream)}]
+    refs += [{"type": "WEB", "url": url}
+             for url in sorted({safe_url(b.compare_url) for b in bisections} - {""})]
+    return [r for r in refs if r["url"]]
+
+
+def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generated: dt.datetime,
+                 headlines: tuple[Headline, ...] = (), links: Links | None = None,
+                 previous: dict | None = None) -> dict[str, Any]:
+    """The record; `headlines` (the page's, one per GPU model) fill `per_gpu`; `previous` is the
+    record this one replaces."""
+    releases = [r for r in runs if is_release(r)]
+    events, affected, tested = pypi_events(releases)
     ranges: list[dict[str, Any]] = [{"type": "ECOSYSTEM", "events": events}] if events else []
-    commits = git_events(bisections)
-    if commits:
+    if commits := git_events(bisections):
         ranges.append({"type": "GIT", "repo": REPO, "events": commits})
-    stamp = generated.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    gpus = sorted({gpu_of(r) for r in releases})
     tested_on = ", ".join(gpus) or "no GPU"
-    return {
+    doc = {
         "schema_version": "1.6.0",
         "id": OSV_ID,
-        "modified": stamp,
-        "published": stamp,
         "summary": SUMMARY,
         "details": f"{DETAILS} ({', '.join(tested) or 'none'}) on {tested_on}.",
         "affected": [{
@@ -88,8 +107,32 @@ def osv_document(runs: list[CellRun], bisections: list[BisectResult], *,
             "ranges": ranges,
             "versions": affected,
             "database_specific": {"tested_versions": tested, "gpus": gpus,
+                                  "per_gpu": {h.gpu: _per_gpu(h) for h in headlines},
                                   "source": "torchbisect"},
         }],
-        "references": [{"type": "WEB", "url": url} for url in sorted(
-            {safe_url(b.compare_url) for b in bisections} - {""})],
+        "references": references(links or Links(), bisections),
     }
+    head = {k: doc.pop(k) for k in ("schema_version", "id")}
+    return {**head, **_stamps({**head, **doc}, previous or {}, runs, generated), **doc}
+
+
+def _stamps(doc: dict[str, Any], previous: dict, runs: list[CellRun],
+            generated: dt.datetime) -> dict[str, str]:
+    now = _stamp(generated)
+    same = previous and {k: v for k, v in previous.items() if k not in _STAMPS} == doc
+    first = min((s for r in runs if r.verdict and r.verdict.value == "affected"
+                 if (s := _stamp_of(r.started))), default=now)
+    return {"modified": previous.get("modified", now) if same else now,
+            "published": previous.get("published") or first}
+
+
+def _stamp(when: dt.datetime) -> str:
+    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _stamp_of(text: str) -> str:
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return ""
+    return _stamp(when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc))

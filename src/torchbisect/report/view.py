@@ -12,10 +12,13 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from ..model import BisectResult, CaseResult, CellRun, Channel, Direction, RunStatus
+from ..model import BisectResult, CaseResult, CellRun, Channel, RunStatus
+from .advice import Advice, Links, build_advice
+from .bisections import BisectView, bisect_view, gpu_of_bisection
+from .folding import Fold, fold_rows
 from .headline import Headline, build_headline, gpu_of, nightly_date, version_key
 from .marks import LEGEND, NOT_RUN, Mark, mark_for_case, mark_for_run
-from .timeline import Timeline, build_timeline, safe_url
+from .timeline import Timeline, build_timeline
 
 CHANNEL_TITLES = {
     Channel.STABLE: "Stable releases",
@@ -74,6 +77,7 @@ class Group:
     channel: str
     title: str
     rows: tuple[Row, ...]
+    folds: tuple[Fold, ...] = ()  # the rows again, long runs of identical nightlies folded
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,13 +87,6 @@ class Environment:
     cuda_runtime: str
     capability: str
     runs: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class BisectView:
-    title: str
-    facts: tuple[Fact, ...]
-    compare_url: str  # https only, else ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,6 +111,7 @@ class PageView:
     bisection_timeline: Timeline | None  # when several GPUs: bisections are drawn on their own
     legend: tuple[tuple[Mark, str], ...]
     runs: int
+    advice: Advice | None = None  # "What to do"; None on a page without results
     # For a page with no results: why there are none, and pages with real results to look at.
     empty_reason: str = ""
     examples: tuple[tuple[str, str], ...] = ()
@@ -222,7 +220,8 @@ def _groups(runs: list[CellRun], columns: tuple[Column, ...]) -> tuple[Group, ..
     by_channel: dict[Channel, list[Row]] = {}
     for run in sorted(runs, key=row_key):
         by_channel.setdefault(run.cell.channel, []).append(build_row(run, columns))
-    return tuple(Group(channel=ch.value, title=CHANNEL_TITLES[ch], rows=tuple(rows))
+    return tuple(Group(channel=ch.value, title=CHANNEL_TITLES[ch], rows=tuple(rows),
+                       folds=fold_rows(rows, fold=ch is Channel.NIGHTLY))
                  for ch, rows in by_channel.items())
 
 
@@ -256,50 +255,36 @@ def _section(gpu: str, runs: list[CellRun], bisections: list[BisectResult],
                    tally=_tally([row for g in groups for row in g.rows]))
 
 
-def bisect_view(b: BisectResult) -> BisectView:
-    regression = b.direction is Direction.REGRESSION
-    kind = "nightly" if (b.after or b.before) and (b.after or b.before).date else "release"
-    what = f"First affected {kind}" if regression else f"First fixed {kind}"
-    after = (b.after.date or b.after.version) if b.after else "not found"
-    before = ("last good " if regression else "last bad ") + (
-        (b.before.date or b.before.version) if b.before else "—")
-    facts = [("range", f"{before} → {after}"),
-             ("commits", f"{b.before.main_sha if b.before else '?'} … "
-                         f"{b.after.main_sha if b.after else '?'}"),
-             ("builds", f"{b.cuda} · py{b.python}"), ("probes run", str(b.probes)),
-             ("skipped dates", ", ".join(b.skipped)), ("flaky rule", b.rule),
-             ("reproduce", b.reproduce), ("finished", b.finished)]
-    if b.compare_url and not safe_url(b.compare_url):
-        facts.append(("compare (not an https URL, not linked)", b.compare_url))
-    return BisectView(title=f"{what} for {b.case}: {after}",
-                      facts=tuple((k, v) for k, v in facts if v and v.strip("?… ")),
-                      compare_url=safe_url(b.compare_url))
-
-
 NO_RUNS = ("Nothing has been probed into this store yet: `nox -s matrix` on a machine with an "
            "NVIDIA GPU installs each build and fills it.")
 
 
 def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
                generated: dt.datetime, empty_reason: str = "",
-               examples: tuple[tuple[str, str], ...] = ()) -> PageView:
+               examples: tuple[tuple[str, str], ...] = (), links: Links | None = None,
+               bench: dict | None = None) -> PageView:
     # `bisect --script` verdicts come from the user's command, not the probe: not on the page.
     runs = [r for r in runs if not r.cell.probe.startswith("script:")]
     columns = columns_for(runs)
     by_gpu: dict[str, list[CellRun]] = {}
     for run in runs:
         by_gpu.setdefault(gpu_of(run), []).append(run)
-    # A bisection does not record its GPU: draw it in the GPU's strip only when there is one GPU.
-    # Release bisections have no dates: they are listed, not drawn on the nightly strip.
-    dated = [b for b in bisections if b.before and b.before.date]
-    own = dated if len(by_gpu) == 1 else []
-    sections = tuple(_section(g, rs, own, columns) for g, rs in sorted(by_gpu.items()))
+    # Each bisection goes to the GPU model its builds ran on; release bisections have no dates:
+    # they are listed, not drawn on the nightly strip.
+    owner = [gpu_of_bisection(b, runs, sorted(by_gpu)) for b in bisections]
+    sections = tuple(_section(g, rs, [b for b, o in zip(bisections, owner, strict=True)
+                                      if o == g and b.before and b.before.date], columns)
+                     for g, rs in sorted(by_gpu.items()))
+    loose = [b for b, o in zip(bisections, owner, strict=True)
+             if not o and b.before and b.before.date]
     newest = max((s.headline.newest_run for s in sections), default="")
     title = "; ".join(s.headline.text for s in sections) or "No results yet"
     stamp = generated.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return PageView(title=title, generated=stamp,
                     newest_run=newest, columns=columns, sections=sections,
-                    bisections=tuple(bisect_view(b) for b in bisections),
-                    bisection_timeline=None if own or not dated else build_timeline([], dated),
+                    bisections=tuple(bisect_view(b, o, several_gpus=len(by_gpu) > 1)
+                                     for b, o in zip(bisections, owner, strict=True)),
+                    bisection_timeline=build_timeline([], loose) if loose else None,
                     legend=LEGEND, runs=len(runs), empty_reason=empty_reason or NO_RUNS,
-                    examples=examples)
+                    examples=examples,
+                    advice=build_advice(sections, links or Links(), bench) if sections else None)

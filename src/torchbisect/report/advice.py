@@ -1,0 +1,94 @@
+""""What to do": the answer to an affected user's second question, built from the same headlines.
+
+The workaround (a real `clone()`) with its cost as measured by `nox -s bench`, the first fixed
+release and nightly per GPU model when known, a one-line self-check, and the upstream report.
+The upstream link comes from `references:` in matrix.yaml; by default it is a search of
+pytorch/pytorch's issues, since the bug had no issue of record when this was written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .headline import Headline, version_key
+
+if TYPE_CHECKING:
+    from .view import Section
+
+UPSTREAM_SEARCH = ("https://github.com/pytorch/pytorch/issues?q=is%3Aissue+"
+                   "_lazy_clone+%22CUDA+graph%22+stale")
+WORKAROUND = ("Use a real copy, x.clone(), instead of torch._lazy_clone(x): it is captured into "
+              "the graph and ordered on the current stream. Or materialize the lazy clone before "
+              "capture (write to it once, after synchronizing the stream that produced x); the "
+              "graph then reads that one copy, which is right only if x does not change between "
+              "replays.")
+CHECK = "torchbisect probe"
+CHECK_MEANING = ("probes this interpreter's torch on the first GPU; exit status 0 = not affected, "
+                 "1 = affected, 125 = cannot tell (no GPU, or a control misbehaved). Without "
+                 "torchbisect: python probes/stale_replay.py, same statuses.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Links:
+    """Where the record points: the upstream report and the published page (when known)."""
+
+    upstream: str = UPSTREAM_SEARCH
+    page: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Advice:
+    workaround: str
+    cost: str  # the measured cost of the workaround, "" when no benchmark is at hand
+    cost_href: str  # the benchmark's plot, relative to the page
+    fixes: tuple[str, ...]  # one line per GPU model: first fixed release and nightly
+    check: str
+    check_meaning: str
+    upstream: str
+
+
+def first_fixed_release(h: Headline) -> str:
+    """The first tested release after the newest affected one that is not affected, or ""."""
+    if not h.affected:
+        return ""
+    newest_bad = max(h.affected, key=version_key)
+    later = [v for v in h.tested if version_key(v) > version_key(newest_bad)]
+    return min(later, key=version_key) if later else ""
+
+
+def fix_line(h: Headline) -> str:
+    if not h.affected:
+        release = "no tested release is affected"
+    elif fixed := first_fixed_release(h):
+        release = f"first fixed release {fixed}"
+    else:
+        newest = max(h.affected, key=version_key)
+        release = f"no fixed release yet (every tested release up to {newest} is affected)"
+    nightly = (f"first fixed nightly {h.first_fixed.text}" if h.first_fixed
+               else "no fixed nightly found" if h.first_affected else "")
+    return "; ".join(x for x in (release, nightly) if x)
+
+
+def cost_sentence(doc: dict[str, Any]) -> str:
+    """The clone node's cost per graph replay at the smallest and largest size measured."""
+    rows = sorted(doc.get("rows") or [], key=lambda r: r.get("size_mib", 0))
+    rows = [r for r in rows if isinstance(r.get("graph_clone_node_ms"), (int, float))]
+    if not rows:
+        return ""
+    small, big = rows[0], rows[-1]
+    where = f"{doc.get('gpu', 'the benchmark GPU')} (torch {doc.get('torch', '?')})"
+    return (f"Measured on {where}: the clone adds {small['graph_clone_node_ms']:.2g} ms to a "
+            f"graph replay at {small['size_mib']} MiB and {big['graph_clone_node_ms']:.2g} ms "
+            f"at {big['size_mib']} MiB.")
+
+
+def build_advice(sections: tuple[Section, ...], links: Links,
+                 bench: dict[str, Any] | None) -> Advice:
+    several = len(sections) > 1
+    fixes = tuple(f"{s.gpu}: {fix_line(s.headline)}" if several else fix_line(s.headline)
+                  for s in sections)
+    bench = bench or {}
+    return Advice(workaround=WORKAROUND, cost=cost_sentence(bench.get("data") or {}),
+                  cost_href=bench.get("href", ""), fixes=fixes, check=CHECK,
+                  check_meaning=CHECK_MEANING, upstream=links.upstream or UPSTREAM_SEARCH)

@@ -1,0 +1,56 @@
+"""Bisections on the page: which GPU model each one belongs to, and how it is listed.
+
+A bisection result records no GPU, but the nightlies it probed are stored runs, and those do.  A
+bisection is attributed to the GPU model whose runs hold its boundary builds, so the headline of
+that GPU's section, the bisection's own entry and the OSV record give the same dates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model import BisectResult, CellRun, Direction
+from .headline import gpu_of
+from .timeline import safe_url
+
+Fact = tuple[str, str]
+UNATTRIBUTED = "not recorded (the store holds several GPU models)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BisectView:
+    title: str
+    facts: tuple[Fact, ...]
+    compare_url: str  # https only, else ""
+    gpu: str = ""  # the GPU model its boundary builds ran on, "" when that is not known
+
+
+def gpu_of_bisection(bisection: BisectResult, runs: list[CellRun], gpus: list[str]) -> str:
+    """The one GPU model the bisection ran on, or "" when the runs cannot tell."""
+    if len(gpus) == 1:
+        return gpus[0]
+    ends = {p.version for p in (bisection.before, bisection.after) if p and p.version}
+    found = {gpu_of(r) for r in runs if r.cell.version in ends}
+    return found.pop() if len(found) == 1 else ""
+
+
+def bisect_view(b: BisectResult, gpu: str = "", *, several_gpus: bool = False) -> BisectView:
+    regression = b.direction is Direction.REGRESSION
+    kind = "nightly" if (b.after or b.before) and (b.after or b.before).date else "release"
+    what = f"First affected {kind}" if regression else f"First fixed {kind}"
+    after = (b.after.date or b.after.version) if b.after else "not found"
+    before = ("last good " if regression else "last bad ") + (
+        (b.before.date or b.before.version) if b.before else "—")
+    facts = [("GPU", gpu or (UNATTRIBUTED if several_gpus else "")),
+             ("range", f"{before} → {after}"),
+             ("commits", f"{b.before.main_sha if b.before else '?'} … "
+                         f"{b.after.main_sha if b.after else '?'}"),
+             ("builds", f"{b.cuda} · py{b.python}"), ("probes run", str(b.probes)),
+             ("skipped dates", ", ".join(b.skipped)), ("flaky rule", b.rule),
+             ("reproduce", b.reproduce), ("finished", b.finished)]
+    if b.compare_url and not safe_url(b.compare_url):
+        facts.append(("compare (not an https URL, not linked)", b.compare_url))
+    on = f" on {gpu}" if gpu and several_gpus else ""
+    return BisectView(title=f"{what} for {b.case}{on}: {after}",
+                      facts=tuple((k, v) for k, v in facts if v and v.strip("?… ")),
+                      compare_url=safe_url(b.compare_url), gpu=gpu)
