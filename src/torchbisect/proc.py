@@ -1,7 +1,14 @@
 """The one helper that runs subprocesses: echoes the command, captures output, raises a typed error.
 
-Each command runs in its own process group, so a timeout or a stop ends the whole tree (the
-probe's per-case children, uv's workers), not only the process we started.
+Nothing a command starts may outlive it, hang us, or outlive torchbisect:
+
+* each command runs in its own process group and carries a token in its environment
+  (`TORCHBISECT_RUN`), which its descendants inherit even when they start sessions of their own;
+* output is read by a thread, so the deadline holds even when a daemon keeps the pipe open: when
+  the command exits (or its time is up) we wait `grace` seconds for the pipe, then end the group
+  and every process that carries the token, and judge the command by its own exit status;
+* a watchdog process (`_watchdog`) learns each group and the token of this torchbisect process
+  (`TORCHBISECT_OWNER`); when we die — even by kill -9 — its stdin reaches EOF and it kills them.
 """
 
 from __future__ import annotations
@@ -11,8 +18,10 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +29,9 @@ from pathlib import Path
 from .errors import CommandFailed
 
 Echo = Callable[[str], None]
+OWNER_VAR, RUN_VAR = "TORCHBISECT_OWNER", "TORCHBISECT_RUN"
+_OWNER = uuid.uuid4().hex  # this torchbisect process; children of children still carry it
+GRACE = 2.0  # seconds the pipe may stay open after the command exited
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,16 +42,9 @@ class Completed:
     seconds: float
 
 
-def run(
-    argv: Sequence[str],
-    *,
-    env: Mapping[str, str] | None = None,
-    cwd: str | Path | None = None,
-    timeout: float | None = None,
-    log: Path | None = None,
-    echo: Echo | None = None,
-    check: bool = True,
-) -> Completed:
+def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None, timeout: float | None = None, log: Path | None = None,
+        echo: Echo | None = None, check: bool = True, grace: float = GRACE) -> Completed:
     """Run `argv`, appending its output to `log`; raise CommandFailed on failure when `check`.
 
     `env` entries are added to the current environment, not substituted for it.
@@ -48,39 +53,82 @@ def run(
     line = shlex.join(argv)
     if echo:
         echo(f"$ {line}")
-    full_env = {**os.environ, **env} if env else None
+    token = uuid.uuid4().hex
+    full_env = {**os.environ, **(env or {}), OWNER_VAR: _OWNER, RUN_VAR: token}
     start = time.monotonic()
     try:
         child = subprocess.Popen(argv, env=full_env, cwd=cwd, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                                 errors="replace", start_new_session=True)
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 start_new_session=True)
     except FileNotFoundError:
         raise CommandFailed(argv, 127, f"{argv[0]}: command not found") from None
-    with _LOCK:
-        _LIVE.add(child)
+    running = _Running(child, token)
     try:
-        output, _ = child.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _signal_group(child, signal.SIGKILL)
-        output, _ = child.communicate()
-        _append(log, line, output)
-        raise CommandFailed(argv, -1, output, timed_out=True) from None
+        timed_out = running.wait(timeout, grace)
     except BaseException:  # KeyboardInterrupt: leave nothing running behind us
-        _signal_group(child, signal.SIGKILL)
-        child.wait()
+        running.end(signal.SIGKILL)
         raise
     finally:
-        with _LOCK:
-            _LIVE.discard(child)
-    seconds = time.monotonic() - start
+        running.forget()
+    output = running.output()
     _append(log, line, output)
+    if timed_out:
+        raise CommandFailed(argv, -1, output, timed_out=True)
+    seconds = time.monotonic() - start
     if check and child.returncode != 0:
         raise CommandFailed(argv, child.returncode, output)
     return Completed(argv=tuple(argv), returncode=child.returncode, output=output,
                      seconds=seconds)
 
 
-_LIVE: set[subprocess.Popen] = set()
+class _Running:
+    """A started command: its group, its token, and the thread that drains its output."""
+
+    def __init__(self, child: subprocess.Popen, token: str):
+        self.child, self.token, self._chunks = child, token, []
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+        _watchdog_say(f"+{child.pid}")
+        with _LOCK:
+            _LIVE.add(self)
+
+    def wait(self, timeout: float | None, grace: float) -> bool:
+        """Wait for the command (and its pipe, up to `grace` more); True when time ran out."""
+        try:
+            self.child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.end(signal.SIGKILL)
+            self.child.wait()
+            self._reader.join(grace)
+            return True
+        self._reader.join(grace)
+        self.end(signal.SIGKILL)  # whatever it left behind: a daemon, a stuck worker
+        self._reader.join(grace)
+        return False
+
+    def end(self, sig: int) -> None:
+        _signal_group(self.child.pid, sig)
+        for pid in holders(RUN_VAR, self.token):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+    def forget(self) -> None:
+        with _LOCK:
+            _LIVE.discard(self)
+        _watchdog_say(f"-{self.child.pid}")
+
+    def output(self) -> str:
+        text = b"".join(self._chunks).decode("utf-8", errors="replace")
+        return text.replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
+
+    def _drain(self) -> None:
+        fd = self.child.stdout.fileno()
+        with contextlib.suppress(OSError):
+            while chunk := os.read(fd, 1 << 16):
+                self._chunks.append(chunk)
+
+
+_LIVE: set[_Running] = set()
 _LOCK = threading.Lock()
 
 
@@ -91,16 +139,90 @@ def live_count() -> int:
 
 
 def signal_all(sig: int) -> None:
-    """Send `sig` to the process group of every running command (a stop from another thread)."""
+    """Send `sig` to every running command and what it started (a stop from another thread)."""
     with _LOCK:
-        children = list(_LIVE)
-    for child in children:
-        _signal_group(child, sig)
+        running = list(_LIVE)
+    for each in running:
+        each.end(sig)
 
 
-def _signal_group(child: subprocess.Popen, sig: int) -> None:
+def holders(var: str, value: str) -> list[int]:
+    """The processes of this user whose environment has `var=value` (read from /proc)."""
+    needle, found = f"{var}={value}".encode(), []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                    if needle in fh.read().split(b"\0"):
+                        found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _signal_group(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(child.pid, sig)
+        os.killpg(pid, sig)
+
+
+# -- the watchdog: ends what we started when we die, even by SIGKILL -------------------------------
+
+_WATCHDOG = r"""
+import os, signal, sys
+owner, groups = sys.argv[1], set()
+for line in sys.stdin:
+    line = line.strip()
+    if line[:1] == "+": groups.add(int(line[1:]))
+    elif line[:1] == "-": groups.discard(int(line[1:]))
+needle = ("%s=%s" % (sys.argv[2], owner)).encode()
+for group in groups:
+    try: os.killpg(group, signal.SIGKILL)
+    except OSError: pass
+for name in os.listdir("/proc"):
+    if name.isdigit() and int(name) != os.getpid():
+        try:
+            with open("/proc/%s/environ" % name, "rb") as fh:
+                if needle in fh.read().split(b"\0"): os.kill(int(name), signal.SIGKILL)
+        except OSError: pass
+"""
+_watch: subprocess.Popen | None = None
+_WATCH_LOCK = threading.Lock()
+
+
+def _watchdog_say(line: str) -> None:
+    """Tell the watchdog (started on first use, in a session of its own) about a group."""
+    global _watch
+    with _WATCH_LOCK:
+        if _watch is None or _watch.poll() is not None or os.getpid() != _watch_pid:
+            _start_watchdog()
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            _watch.stdin.write(f"{line}\n".encode())
+            _watch.stdin.flush()
+
+
+_watch_pid = 0
+
+
+def _start_watchdog() -> None:
+    global _watch, _watch_pid
+    env = {k: v for k, v in os.environ.items() if k not in (OWNER_VAR, RUN_VAR)}
+    _watch_pid = os.getpid()
+    try:
+        _watch = subprocess.Popen([sys.executable, "-c", _WATCHDOG, _OWNER, OWNER_VAR],
+                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+    except OSError:
+        _watch = None  # the commands still end with their timeouts; only kill -9 is unguarded
+
+
+def _after_fork() -> None:
+    """A forked child is another torchbisect: its own token, its own watchdog."""
+    global _OWNER, _watch
+    _OWNER, _watch = uuid.uuid4().hex, None
+    _LIVE.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def _append(log: Path | None, line: str, output: str) -> None:

@@ -1,0 +1,119 @@
+"""D2, D7: timeouts hold whatever children do, SIGTERM and kill -9 leave nothing running, and the
+rerun succeeds over a half-written venv.  Real processes, a real uv venv, a stand-in torch."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from runaway import environment, left, project, wait_until
+
+from torchbisect import proc
+from torchbisect.errors import CommandFailed
+
+DAEMON = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
+          "'import time; time.sleep(300)'], start_new_session=True); print('started'); {rest}")
+needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
+
+
+def _mark() -> tuple[dict[str, str], str]:
+    mark = uuid.uuid4().hex
+    return {"TB_MARK": mark}, mark
+
+
+def test_a_command_that_exits_is_judged_by_its_exit_although_a_daemon_holds_the_pipe():
+    env, mark = _mark()
+    begin = time.monotonic()
+    done = proc.run([sys.executable, "-c", DAEMON.format(rest="sys.exit(0)")], env=env,
+                    timeout=60, grace=0.5)
+    assert time.monotonic() - begin < 10
+    assert done.returncode == 0 and "started" in done.output
+    assert wait_until(lambda: not left(mark), 5)
+
+
+def test_a_timeout_holds_when_a_daemon_holds_the_pipe():
+    env, mark = _mark()
+    begin = time.monotonic()
+    with pytest.raises(CommandFailed) as caught:
+        proc.run([sys.executable, "-c", DAEMON.format(rest="time.sleep(300)")], env=env,
+                 timeout=1, grace=0.5)
+    assert caught.value.timed_out and "started" in caught.value.output
+    assert time.monotonic() - begin < 10
+    assert wait_until(lambda: not left(mark), 5)
+
+
+def _runs(store) -> list[tuple[str, str, str]]:
+    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT cell_id, status, reason FROM runs ORDER BY id").fetchall()
+    finally:
+        db.close()
+
+
+@needs_uv
+def test_a_probe_that_leaves_a_daemon_gets_its_verdict_and_a_hung_one_times_out(tmp_path):
+    argv = project(tmp_path, timeout=10)
+    env, mark = environment(tmp_path, "daemon")
+    begin = time.monotonic()
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert time.monotonic() - begin < 60
+    assert _runs(tmp_path / "results.sqlite") == [("dev-k0", "ok", "")]
+    assert wait_until(lambda: not left(mark), 5)
+
+    env, mark = environment(tmp_path, "hang")
+    begin = time.monotonic()
+    done = subprocess.run([*argv, "--force"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert time.monotonic() - begin < 40  # timeout: 10, plus install and grace
+    cell, status, reason = _runs(tmp_path / "results.sqlite")[-1]
+    assert status == "infra_failure" and "timed out after 10 s" in reason
+    assert wait_until(lambda: not left(mark), 5)
+
+
+def _start_hung_run(tmp_path):
+    argv = project(tmp_path)
+    env, mark = environment(tmp_path, "hang")
+    child = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    started = tmp_path / "probe-started"
+    assert wait_until(started.exists, 60), "the probe never started"
+    assert len(left(mark)) >= 3  # the matrix process, the probe and its daemon
+    return argv, env, child, mark
+
+
+@needs_uv
+def test_kill_9_of_matrix_leaves_nothing_running_and_the_rerun_rebuilds_a_broken_venv(tmp_path):
+    argv, env, child, mark = _start_hung_run(tmp_path)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert wait_until(lambda: not left(mark), 5), f"still running: {left(mark)}"
+
+    venv = tmp_path / "work" / "venvs" / "dev-k0"  # as a killed uv would leave it: half there
+    (venv / ".torchbisect-ready.json").unlink()
+    shutil.rmtree(venv / "lib")
+    (venv / "bin" / "python").unlink()
+    (venv / "bin" / "python").write_text("#!/bin/sh\nexit 99\n")
+    env["TB_MODE"] = "daemon"
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _runs(tmp_path / "results.sqlite") == [("dev-k0", "ok", "")]
+
+
+@needs_uv
+def test_sigterm_ends_a_run_within_seconds(tmp_path):
+    _, _, child, mark = _start_hung_run(tmp_path)
+    begin = time.monotonic()
+    child.send_signal(signal.SIGTERM)
+    child.wait(timeout=30)
+    assert time.monotonic() - begin < 10
+    assert wait_until(lambda: not left(mark), 5), f"still running: {left(mark)}"
