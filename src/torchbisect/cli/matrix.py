@@ -26,7 +26,7 @@ from ..backends.base import host_python
 from ..errors import ConfigError, InfraError
 from ..model import Cell, CellRun, Channel, Plan, RunStatus
 from ..words import count
-from .plan import add_driver_option, require_lock_when_offline
+from .plan import add_driver_option, lock_needed_offline
 
 DEFAULT_STORE = Path("reports/results.sqlite")
 PREINSTALLED_ID = "preinstalled"
@@ -116,13 +116,13 @@ def resolve_plan(args: argparse.Namespace, console: Console, *,
             config, python=f"{sys.version_info.major}.{sys.version_info.minor}",
             platform=host_platform(), today=datetime.now(timezone.utc).date())
     lock_path = _lock_path(args)
-    require_lock_when_offline(args.offline, lock_path)
-    plan = build_plan(
-        config, lock=Lock.load(lock_path),
-        python=f"{sys.version_info.major}.{sys.version_info.minor}", platform=host_platform(),
-        driver=args.driver or driver_version(), today=datetime.now(timezone.utc).date(),
-        offline=args.offline,
-        note=lambda text: console.print(f"note: {text}", highlight=False))
+    with lock_needed_offline(args.offline, lock_path):
+        plan = build_plan(
+            config, lock=Lock.load(lock_path),
+            python=f"{sys.version_info.major}.{sys.version_info.minor}", platform=host_platform(),
+            driver=args.driver or driver_version(), today=datetime.now(timezone.utc).date(),
+            offline=args.offline,
+            note=lambda text: console.print(f"note: {text}", highlight=False))
     for missing in plan.missing:
         console.print(f"missing {missing.channel.value} {missing.what}: {missing.reason}",
                       highlight=False)

@@ -6,11 +6,13 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ..config import load_matrix
-from ..errors import ConfigError
+from ..errors import ConfigError, ResolveError
 from ..index import host_platform, sha256_of
 from ..lock import Lock
 from ..model import Cell, Channel, Plan
@@ -56,19 +58,19 @@ def run(args: argparse.Namespace) -> int:
     config = load_matrix(args.matrix)
     lock_path = args.lock or Lock.default_path(args.matrix)
     previous = args.previous_lock if args.previous_lock and args.previous_lock.is_file() else None
-    require_lock_when_offline(args.offline and previous is None, lock_path)
     lock = Lock.load(lock_path)
     if previous:
         lock = lock.over(Lock.load(previous))
     if args.shards is not None and args.shards < 1:
         raise ConfigError(f"--shards must be 1 or more, got {args.shards}")
     notes: list[str] = []
-    plan = build_plan(
-        config, lock=lock,
-        python=args.python or f"{sys.version_info.major}.{sys.version_info.minor}",
-        platform=args.platform or host_platform(), driver=args.driver or _driver(),
-        today=datetime.now(timezone.utc).date(), offline=args.offline, note=notes.append,
-        hasher=sha256_of if args.hash else None)
+    with lock_needed_offline(args.offline and previous is None, lock_path):
+        plan = build_plan(
+            config, lock=lock,
+            python=args.python or f"{sys.version_info.major}.{sys.version_info.minor}",
+            platform=args.platform or host_platform(), driver=args.driver or _driver(),
+            today=datetime.now(timezone.utc).date(), offline=args.offline, note=notes.append,
+            hasher=sha256_of if args.hash else None)
     changed = Lock.from_plan(plan).save(lock_path)
     _print_table(plan, _stored(args.store, plan))
     for m in plan.missing:
@@ -90,12 +92,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def require_lock_when_offline(offline: bool, lock_path: Path) -> None:
-    """--offline plans from the lock alone: without one there is nothing to plan from."""
-    if offline and not lock_path.is_file():
-        raise ConfigError(f"--offline plans from the lock file alone, and there is none at "
-                          f"{lock_path}: run `torchbisect plan` once with network access to write "
-                          f"it, or pass --lock PATH")
+@contextmanager
+def lock_needed_offline(offline: bool, lock_path: Path) -> Iterator[None]:
+    """--offline resolves index builds from the lock alone (dev wheels and the preinstalled torch
+    need none): when that fails for want of a lock file, say that instead of "no such release"."""
+    try:
+        yield
+    except ResolveError:
+        if offline and not lock_path.is_file():
+            raise ConfigError(f"--offline plans from the lock file alone, and there is none at "
+                              f"{lock_path}: run `torchbisect plan` once with network access to "
+                              f"write it, or pass --lock PATH") from None
+        raise
 
 
 def _driver() -> str | None:
