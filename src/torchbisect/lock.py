@@ -40,6 +40,7 @@ class LockedBuild:
     sha256: str | None = None
     date: str | None = None  # nightly date YYYY-MM-DD
     index: str | None = None  # the index it was listed on (where its dependencies come from)
+    size: int | None = None  # bytes, from a HEAD request (`cost.with_sizes`); omitted if unknown
 
     @property
     def filename(self) -> str:
@@ -93,7 +94,7 @@ class Lock:
 
     def dumps(self) -> str:
         doc = {"format": LOCK_FORMAT, "comment": _COMMENT,
-               "builds": {k: asdict(b) for k, b in self.builds.items()}}
+               "builds": {k: _entry(b) for k, b in self.builds.items()}}
         return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
 
     def save(self, path: Path) -> bool:
@@ -123,6 +124,14 @@ def pin_sha256(path: Path, cell_id: str, sha256: str) -> None:
         lock.pinned(cell_id, sha256).save(path)
 
 
+def _entry(build: LockedBuild) -> dict[str, Any]:
+    # Without a size the entry reads as before sizes were recorded: older locks stay unchanged.
+    entry = asdict(build)
+    if entry["size"] is None:
+        del entry["size"]
+    return entry
+
+
 def _builds(path: Path, doc: Any) -> dict[str, LockedBuild]:
     if not isinstance(doc, dict) or doc.get("format") != LOCK_FORMAT:
         raise ConfigError(_bad(path, f"expected format {LOCK_FORMAT}"))
@@ -137,6 +146,8 @@ def _builds(path: Path, doc: Any) -> dict[str, LockedBuild]:
             out[cell_id] = LockedBuild(**entry)
         except TypeError:
             raise ConfigError(_bad(path, f"entry {cell_id!r} has unknown keys")) from None
+        if not isinstance(entry.get("size", 0), int | None):
+            raise ConfigError(_bad(path, f"the size of entry {cell_id!r} is not a whole number"))
         if not _is_wheel(entry["url"]):  # resolve and the backends use it as a file name
             raise ConfigError(_bad(path, f"the url of entry {cell_id!r} does not end in a wheel "
                                          "file name"))

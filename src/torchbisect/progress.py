@@ -1,8 +1,10 @@
 """What a matrix run shows its user: a live line per cell (phase, elapsed) and the final table.
 
 The scheduler only calls a `Handler`; all printing lives here.  `RichHandler` draws live rows
-(cell, phase: download / install / probe, elapsed) on a terminal and prints plain timestamped
-lines elsewhere (CI logs), where a redrawn display would be noise.
+(cell, phase: download / install / probe, elapsed; bytes, rate and time left while torchbisect
+downloads a wheel) under an overall "cells done, time left" row on a terminal, and prints plain
+timestamped lines elsewhere (CI logs), where a redrawn display would be noise.  Time left comes
+from this run's pace once a cell is done, before that from the stored timings (`cost`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElaps
 from rich.table import Table
 from rich.text import Text
 
+from .cost import Cost, describe, duration
 from .model import Cell, CellRun, RunStatus, Verdict
 from .words import count
 
@@ -33,11 +36,14 @@ INFRA_LABEL = "infra failure"
 class Handler:
     """Callbacks of a matrix run; the default stays silent.  `phase` comes from worker threads."""
 
-    def start(self, *, to_run: int, reused: int) -> None:
+    def start(self, *, to_run: int, reused: int, cost: Cost | None = None) -> None:
         """`to_run` cells will be installed and probed; `reused` already have a verdict."""
 
     def phase(self, cell: Cell, phase: str) -> None:
         """`cell` entered `phase` ("download", "install" or "probe")."""
+
+    def download(self, cell: Cell, got: int, total: int | None, rate: float) -> None:
+        """`got` bytes of `cell`'s wheel (of `total`, when known) are in, at `rate` bytes/s."""
 
     def finished(self, run: CellRun) -> None:
         """`run` is stored."""
@@ -65,14 +71,24 @@ class RichHandler(Handler):
             console=self.console, transient=True)
         self._overall: TaskID | None = None
         self._done = self._total = 0
+        self._per_cell: float | None = None  # stored seconds per cell over the GPUs
+        self._shown: dict[str, float] = {}  # when a CI log last got a download line, per cell
 
-    def start(self, *, to_run: int, reused: int) -> None:
-        note = f"{reused} already have a verdict in the store" if reused else "none stored yet"
-        self.console.print(f"{count(to_run, 'cell')} to probe; {note}")
+    def start(self, *, to_run: int, reused: int, cost: Cost | None = None) -> None:
+        self._t0 = time.monotonic()
+        if cost is not None:
+            self.console.print(describe(cost), highlight=False)
+            if cost.seconds_per_cell is not None:
+                self._per_cell = cost.seconds_per_cell / max(cost.gpus, 1)
+        else:
+            note = f"{reused} already have a verdict in the store" if reused else \
+                "none stored yet"
+            self.console.print(f"{count(to_run, 'cell')} to probe; {note}")
         self._total = to_run
         if self.live and to_run:
             self._progress.start()
-            self._overall = self._progress.add_task(self._count(), total=None, phase="")
+            self._overall = self._progress.add_task(f"[bold]{self._count()}", total=None,
+                                                    phase="")
 
     def phase(self, cell: Cell, phase: str) -> None:
         with self._lock:
@@ -86,6 +102,18 @@ class RichHandler(Handler):
             else:
                 self._progress.update(task, phase=phase)
 
+    def download(self, cell: Cell, got: int, total: int | None, rate: float) -> None:
+        left = f", {duration((total - got) / rate)} left" if total and rate > 0 else ""
+        text = f"download {_mb(got)}{f' of {_mb(total)}' if total else ''}, {_mb(rate)}/s{left}"
+        with self._lock:
+            now = time.monotonic()
+            if self.live and cell.id in self._tasks:
+                self._progress.update(self._tasks[cell.id], phase=text)
+            elif not self.live and (got == total or now - self._shown.get(cell.id, 0) >= 15):
+                self._shown[cell.id] = now  # a line every 15 s keeps a CI log readable
+                self.console.print(f"[{now - self._t0:7.1f}s] {cell.id}: {text}",
+                                   highlight=False)
+
     def finished(self, run: CellRun) -> None:
         with self._lock:
             task = self._tasks.pop(run.cell.id, None)
@@ -93,15 +121,30 @@ class RichHandler(Handler):
                 self._progress.remove_task(task)
             self._done += 1
             if self._overall is not None:
-                self._progress.update(self._overall, description=self._count())
-            self.console.print(_finished_line(run), highlight=False)
+                self._progress.update(self._overall, description=f"[bold]{self._count()}")
+            line = _finished_line(run)
+            if not self.live and self._done < self._total:
+                line.append(f"  [{self._count()}]", style="dim")
+            self.console.print(line, highlight=False)
 
     def close(self) -> None:
         if self._progress.live.is_started:
             self._progress.stop()
 
     def _count(self) -> str:
-        return f"[bold]{self._done}/{self._total} cells done"
+        left = self._seconds_left()
+        about = f", about {duration(left)} left" if left is not None else ""
+        return f"{self._done}/{self._total} cells done{about}"
+
+    def _seconds_left(self) -> float | None:
+        """This run's pace once a cell is done (installs overlap probes, GPUs run side by
+        side: elapsed time per finished cell measures both); before that, the stored timings."""
+        remaining = self._total - self._done
+        if not remaining:
+            return None
+        if self._done:
+            return remaining * (time.monotonic() - self._t0) / self._done
+        return remaining * self._per_cell if self._per_cell is not None else None
 
 
 def _really_a_terminal(console: Console) -> bool:
@@ -112,6 +155,10 @@ def _really_a_terminal(console: Console) -> bool:
     except (AttributeError, ValueError):
         tty = False
     return tty and console.is_terminal and not os.environ.get("CI")
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:,.0f} MB" if n >= 1e7 else f"{n / 1e6:.1f} MB"
 
 
 def _finished_line(run: CellRun) -> Text:

@@ -28,8 +28,10 @@ from pathlib import Path
 
 from ..errors import InfraError
 from ..links import wheel_name
+from ..model import Cell
 
 Progress = Callable[[int, int | None, float], None]  # (bytes so far, total or None, bytes/s)
+DownloadHook = Callable[[Cell, int, int | None, float], None]  # Progress, for a matrix cell
 _CHUNK = 1 << 20
 _RETRY_STATUS = (429, 500, 502, 503, 504)
 _sleep = time.sleep  # tests replace it to see the waits without taking them
@@ -69,6 +71,11 @@ def download(url: str, folder: Path, *, log: Path, attempts: int = 6, max_wait: 
             _sleep(wait)
     discard(dest)
     raise InfraError(f"download of {url} failed after {attempts} attempts ({last})")
+
+
+def progress_of(cell: Cell, hook: DownloadHook | None) -> Progress | None:
+    """`download`'s progress callback for `cell`, reported to a matrix run's `hook`."""
+    return None if hook is None else lambda got, total, rate: hook(cell, got, total, rate)
 
 
 def discard(path: Path) -> None:

@@ -12,10 +12,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..config import load_matrix
+from ..cost import describe, estimate, with_sizes
 from ..errors import ConfigError, ResolveError
 from ..index import host_platform, sha256_of
 from ..lock import Lock
-from ..model import Cell, Channel, Plan
+from ..model import Cell, CellRun, Channel, Plan
 from ..resolve import build_plan
 from ..words import count
 
@@ -71,8 +72,10 @@ def run(args: argparse.Namespace) -> int:
             platform=args.platform or host_platform(), driver=args.driver or _driver(),
             today=datetime.now(timezone.utc).date(), offline=args.offline, note=notes.append,
             hasher=sha256_of if args.hash else None)
-    changed = Lock.from_plan(plan).save(lock_path)
-    _print_table(plan, _stored(args.store, plan))
+    new_lock = with_sizes(Lock.from_plan(plan), known=lock, offline=args.offline)
+    changed = new_lock.save(lock_path)
+    stored = _stored(args.store, plan)
+    _print_table(plan, stored)
     for m in plan.missing:
         print(f"missing {m.channel.value} {m.what}: {m.reason}")
     for note in notes:
@@ -80,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{count(len(plan.cells), 'cell')}, {count(len(plan.missing), 'requested build')} "
           "missing; "
           f"lock {'written to' if changed else 'unchanged:'} {lock_path}")
+    print(describe(estimate(plan.cells, stored=[c for c, s in stored.items() if s == "yes"],
+                            lock=new_lock, runs=_stored_runs(args.store), gpus=_gpu_count())))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
@@ -122,6 +127,24 @@ def _stored(store: Path, plan: Plan) -> dict[str, str]:
         return {c.id: "unknown" for c in plan.cells}
     with Store(store) as opened:
         return {c.id: "yes" if opened.has_result(c.id) else "no" for c in plan.cells}
+
+
+def _stored_runs(store: Path) -> list[CellRun]:
+    """The runs whose timings estimate the time; none when the store cannot be read."""
+    if not store.is_file():
+        return []
+    try:
+        from ..store import Store
+    except ImportError:
+        return []
+    with Store(store) as opened:
+        return opened.runs()
+
+
+def _gpu_count() -> int:
+    from ..gpus import list_gpus
+
+    return len(list_gpus()) or 1
 
 
 def _rows(plan: Plan, stored: dict[str, str]) -> list[tuple[str, ...]]:
