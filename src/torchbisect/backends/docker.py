@@ -41,7 +41,7 @@ from .base import Backend, Prepared, ProbeOutput
 from .current import FINGERPRINT_SNIPPET
 from .docker_image import RunnerImages, default_base_image, host_ca_bundle, note
 from .venv import DEFAULT_WORKDIR, PhaseHook, extra_index, local_wheel
-from .wheels import discard, download, sha256_file
+from .wheels import DownloadHook, discard, download, progress_of, sha256_file
 
 LABEL = "torchbisect.cell"  # `docker ps -a --filter label=torchbisect.cell`
 OWNER_LABEL = "torchbisect.owner"  # "<hostname>:<pid>" of the run that made the container
@@ -72,11 +72,13 @@ class DockerBackend(Backend):
     name = "docker"
 
     def __init__(self, *, workdir: str | Path = DEFAULT_WORKDIR, overlay: bool = False,
-                 on_phase: PhaseHook | None = None, ca_bundle: Path | str | None = "auto",
+                 on_phase: PhaseHook | None = None, on_download: DownloadHook | None = None,
+                 ca_bundle: Path | str | None = "auto",
                  install_timeout: float = 3600.0, client: Any = None) -> None:
         self.cells_dir = Path(workdir).absolute() / "docker"
         self.overlay = overlay
         self.on_phase = on_phase
+        self.on_download = on_download
         self.ca_bundle = host_ca_bundle() if ca_bundle == "auto" else (
             Path(ca_bundle).resolve() if ca_bundle else None)
         self.install_timeout = install_timeout
@@ -214,7 +216,8 @@ class DockerBackend(Backend):
             if self.on_phase:
                 self.on_phase(cell, "download")
             # a folder of its own under workdir, named by the link's validated wheel name
-            path, sha = download(cell.url.split("#", 1)[0], workdir / "downloads", log=log)
+            path, sha = download(cell.url.split("#", 1)[0], workdir / "downloads", log=log,
+                                 progress=progress_of(cell, self.on_download))
             if self.on_phase:
                 self.on_phase(cell, "install")
         elif path.is_file():

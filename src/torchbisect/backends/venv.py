@@ -33,7 +33,7 @@ from ..index import local_path
 from ..model import Cell, Channel
 from ..probes import probe_path
 from .base import Backend, Prepared, ProbeOutput, host_python
-from .wheels import discard, download, sha256_file
+from .wheels import DownloadHook, discard, download, progress_of, sha256_file
 
 DEFAULT_WORKDIR = Path(".torchbisect")
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
@@ -48,11 +48,12 @@ class VenvBackend(Backend):
 
     def __init__(self, *, workdir: str | Path = DEFAULT_WORKDIR, overlay: bool = False,
                  python: str | None = None, on_phase: PhaseHook | None = None,
-                 install_timeout: float = 3600.0):
+                 on_download: DownloadHook | None = None, install_timeout: float = 3600.0):
         self.workdir = Path(workdir).absolute()
         self.overlay = overlay
         self.python = python or host_python()  # the preinstalled torch; the overlay's base
         self.on_phase = on_phase
+        self.on_download = on_download
         self.install_timeout = install_timeout
 
     def check(self) -> None:
@@ -133,7 +134,8 @@ class VenvBackend(Backend):
             return f"{url}#sha256={cell.sha256}", cell.sha256, None
         if self.on_phase:
             self.on_phase(cell, "download")
-        path, sha = download(url, self.workdir / "downloads", log=log)
+        path, sha = download(url, self.workdir / "downloads", log=log,
+                             progress=progress_of(cell, self.on_download))
         if self.on_phase:
             self.on_phase(cell, "install")
         return path.as_uri(), sha, path

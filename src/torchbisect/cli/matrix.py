@@ -105,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
 def resolve_plan(args: argparse.Namespace, console: Console, *,
                  preinstalled_only: bool = False) -> Plan:
     from ..config import load_matrix
+    from ..cost import with_sizes
     from ..gpus import driver_version
     from ..index import host_platform
     from ..lock import Lock
@@ -116,9 +117,10 @@ def resolve_plan(args: argparse.Namespace, console: Console, *,
             config, python=f"{sys.version_info.major}.{sys.version_info.minor}",
             platform=host_platform(), today=datetime.now(timezone.utc).date())
     lock_path = _lock_path(args)
+    lock = Lock.load(lock_path)
     with lock_needed_offline(args.offline, lock_path):
         plan = build_plan(
-            config, lock=Lock.load(lock_path),
+            config, lock=lock,
             python=f"{sys.version_info.major}.{sys.version_info.minor}", platform=host_platform(),
             driver=args.driver or driver_version(), today=datetime.now(timezone.utc).date(),
             offline=args.offline,
@@ -126,7 +128,7 @@ def resolve_plan(args: argparse.Namespace, console: Console, *,
     for missing in plan.missing:
         console.print(f"missing {missing.channel.value} {missing.what}: {missing.reason}",
                       highlight=False)
-    Lock.from_plan(plan).save(lock_path)
+    with_sizes(Lock.from_plan(plan), known=lock, offline=args.offline).save(lock_path)
     return plan
 
 
@@ -208,15 +210,26 @@ def _probe(cells, backend_name, store, slots, args, console) -> tuple[list[CellR
     from ..schedule import run_cells, select
 
     handler = RichHandler()
-    options = backend_options(args, on_phase=handler.phase)
+    options = backend_options(args, on_phase=handler.phase, on_download=handler.download)
     backend = choose_backend(backend_name, say=console.print, **options)
     cells = tuple(with_torch_version(c, python=_python(args)) for c in cells)
     picked = select(cells, store, backend=backend, gpu=slots[0], force=args.force)
     with handler:
-        handler.start(to_run=len(picked.to_run), reused=len(picked.reused))
+        handler.start(to_run=len(picked.to_run), reused=len(picked.reused),
+                      cost=_cost(picked, store, args, gpus=sum(s is not None for s in slots)))
         new = run_cells(picked.to_run, backend, store=store, gpus=slots,
                         logs_dir=args.out / "logs", lookahead=args.jobs, handler=handler)
     return new, list(picked.reused)
+
+
+def _cost(picked, store, args: argparse.Namespace, *, gpus: int):
+    """What the cells about to run will cost, for the first line the user reads."""
+    from ..cost import estimate
+    from ..lock import Lock
+
+    reused = [r.cell for r in picked.reused]
+    return estimate([*picked.to_run, *reused], stored=[c.id for c in reused],
+                    lock=Lock.load(_lock_path(args)), runs=store.runs(), gpus=gpus or 1)
 
 
 def backend_options(args: argparse.Namespace, **options) -> dict:
