@@ -114,9 +114,14 @@ def test_estimate_counts_stored_cells_and_divides_the_time_over_gpus(tmp_path):
     cells = [Cell(id=f"c{i}", channel=Channel.DEV, version="", cuda="", python="3.12",
                   url=str(wheel)) for i in range(4)]
     cost = estimate(cells, stored=["c0"], lock=Lock(), runs=[_run("c0", 40, 20)], gpus=2)
-    assert cost == Cost(to_probe=3, stored=1, download_bytes=3000, unknown_sizes=0,
+    assert cost == Cost(to_probe=3, stored=1, wheels=3, download_bytes=3000, unknown_sizes=0,
                         seconds_per_cell=60.0, timed_runs=1, gpus=2)
     assert cost.seconds == 90.0
+    preinstalled = Cell(id="preinstalled", channel=Channel.PREINSTALLED, version="", cuda="",
+                        python="")
+    assert describe(estimate([preinstalled], stored=[], lock=Lock(), runs=[], gpus=1)) == (
+        "1 cell to probe; none stored yet; nothing to download; no stored runs yet to estimate "
+        "the time from.")
     assert describe(estimate(cells, stored=[c.id for c in cells], lock=Lock(), runs=[],
                              gpus=1)) == "0 cells to probe; 4 already have a verdict in the store."
 
@@ -132,7 +137,7 @@ def test_a_ci_log_shows_download_bytes_and_time_left(monkeypatch):
     out = io.StringIO()
     handler = RichHandler(Console(file=out, width=200))
     cell = Cell(id=STABLE, channel=Channel.STABLE, version="", cuda="", python="3.12")
-    cost = Cost(to_probe=2, stored=0, download_bytes=2_000_000_000, unknown_sizes=0,
+    cost = Cost(to_probe=2, stored=0, wheels=2, download_bytes=2_000_000_000, unknown_sizes=0,
                 seconds_per_cell=600.0, timed_runs=3, gpus=1)
     with handler:
         handler.start(to_run=2, reused=0, cost=cost)

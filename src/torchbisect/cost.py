@@ -29,6 +29,7 @@ _HEAD_WORKERS = 8
 class Cost:
     to_probe: int
     stored: int
+    wheels: int  # cells to probe that install a wheel (the preinstalled torch needs none)
     download_bytes: int  # the wheels of the cells to probe whose size is known
     unknown_sizes: int  # cells to probe with a wheel of unknown size
     seconds_per_cell: float | None  # median install + probe of stored runs; None without any
@@ -77,7 +78,7 @@ def estimate(cells: Sequence[Cell], *, stored: Iterable[str], lock: Lock,
     todo = [c for c in cells if c.id not in stored]
     sizes = [wheel_size(c, lock) for c in todo if c.url]
     timings = [r.seconds_install + r.seconds_probe for r in runs if r.status is RunStatus.OK]
-    return Cost(to_probe=len(todo), stored=len(cells) - len(todo),
+    return Cost(to_probe=len(todo), stored=len(cells) - len(todo), wheels=len(sizes),
                 download_bytes=sum(s for s in sizes if s is not None),
                 unknown_sizes=sum(s is None for s in sizes),
                 seconds_per_cell=statistics.median(timings) if timings else None,
@@ -105,7 +106,8 @@ def describe(cost: Cost) -> str:
     cells = f"{count(cost.to_probe, 'cell')} to probe; {stored}"
     if not cost.to_probe:
         return f"{cells}."
-    gb = f"{cost.download_bytes / 1e9:.1f} GB of torch wheels to download"
+    gb = f"{cost.download_bytes / 1e9:.1f} GB of torch wheels to download" if cost.wheels else \
+        "nothing to download"
     if cost.unknown_sizes:
         gb += f" plus {count(cost.unknown_sizes, 'wheel')} of unknown size"
     if cost.seconds is None:
