@@ -4,7 +4,8 @@ This module is THE place where exceptions and exit statuses become statuses.  On
 exited 0, 1 or 125 and wrote a valid document matching that status gives `RunStatus.OK` with its
 verdict.  A backend failure, a crash, a hang, a missing or unreadable JSON document, or an exit
 status that disagrees with the document all give `RunStatus.INFRA_FAILURE` with a one-line
-reason: never affected, never not affected.  The one exception that passes through is
+reason: never affected, never not affected (`probe_doc` sets the limits a document must keep:
+size, depth, verdicts, types).  The one exception that passes through is
 ConfigError: a mistake in matrix.yaml (say, a preinstalled cell on docker without an image) stops
 the run with its sentence and exit status 2.
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import probe_doc
 from .backends.base import Backend, Prepared, ProbeOutput
 from .errors import CommandFailed, ConfigError, TorchbisectError
 from .gpus import Gpu
@@ -136,8 +138,10 @@ def interpret(output: ProbeOutput) -> tuple[RunStatus, ProbeResult | None, str]:
     if not output.json_text.strip():
         return _infra(f"probe wrote no JSON document (exit status {code})"
                       f"{_last_line(output.log_tail)}")
-    try:
-        result = ProbeResult.from_json(output.json_text)
+    try:  # checked first: a probe is any script, and its document reaches the page
+        result = ProbeResult.from_json(probe_doc.check_text(output.json_text))
+    except probe_doc.Rejected as err:
+        return _infra(f"probe JSON unreadable: {err}")
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         return _infra(f"probe JSON unreadable: {type(err).__name__}: {err}")
     if result.verdict.exit_code != code:

@@ -4,7 +4,8 @@
   cell's shard depends on nothing but its id, so hosts that resolved slightly different plans still
   never probe one cell twice, and shards 1/n … n/n together hold every cell exactly once.
 * `select` drops the cells that already have a verdict in the store for the same wheel sha256, probe
-  version, GPU model and driver (the skip key; `--force` keeps them).  Infrastructure failures do
+  version, GPU model and driver, probed with the same cases, trials, timeout and env (the skip
+  key; `--force` keeps them).  Infrastructure failures do
   not count, so they are retried.
 * `run_cells` probes one cell per GPU at a time.  While probes run, the next cells' installs run in
   a thread pool, at most `lookahead` cells ahead (default: two per GPU), so a GPU rarely waits
@@ -90,7 +91,7 @@ def _stored_verdict(cell: Cell, store: Store, backend: Backend, gpu: Gpu | None)
     if not sha:
         return None
     found = store.find_ok(wheel_sha256=sha, probe_version=version, gpu=execute.gpu_name(gpu),
-                          driver=gpu.driver if gpu else "")
+                          driver=gpu.driver if gpu else "", cell=cell)  # same cases, env, …
     if found is None or found.cell.id == cell.id:
         return found
     # The same wheel under another id (a bisected nightly, a dev entry of a release): store the

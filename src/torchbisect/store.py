@@ -10,25 +10,30 @@ time.  Bisection results sit in their own table; nightlies probed by a bisection
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
+from . import store_check
 from .errors import ConfigError
-from .model import BisectResult, Cell, CellRun, ProbeResult, RunStatus
+from .model import BisectResult, Cell, CellRun, RunStatus
+from .store_rows import (  # noqa: F401 - run_to_json/run_from_json are part of this API
+    RUN_FIELDS,
+    damaged_row,
+    probe_settings,
+    read_export,
+    run_from_json,
+    run_from_row,
+    run_to_json,
+    run_to_row,
+)
 
 DEFAULT_PATH = Path("reports/results.sqlite")
 EXPORT_SCHEMA = 1
 _SCHEMA_VERSION = 1
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-
-_RUN_FIELDS = (
-    "cell_id", "cell_json", "status", "verdict", "cases_json", "probe_json", "reason",
-    "wheel_sha256", "probe_version", "gpu", "driver", "backend", "started",
-    "seconds_install", "seconds_probe", "log_excerpt",
-)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -70,14 +75,30 @@ CREATE TABLE IF NOT EXISTS bisections (
 class Store:
     """`Store(path)` opens (and creates) the SQLite file; use from one thread, or as a context."""
 
-    def __init__(self, path: str | Path = DEFAULT_PATH, *, timeout: float = 60.0):
+    def __init__(self, path: str | Path = DEFAULT_PATH, *, timeout: float = 60.0,
+                 read_only: bool = False):
         self.path = Path(path)
+        store_check.inspect(self.path, _SCHEMA_VERSION)  # read-only: a damaged file stays as is
+        if read_only:
+            self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                       timeout=timeout, isolation_level=None)
+            self._db.row_factory = sqlite3.Row
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
         self._db.row_factory = sqlite3.Row
         self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-        self._db.execute("PRAGMA journal_mode = WAL")
+        _patiently(self._setup, timeout)
+
+    def _setup(self) -> None:
+        # Two shards creating one file race for the lock that switching to WAL takes, and SQLite
+        # does not wait for it on a brand-new file: hence `_patiently`.  A store that is already
+        # set up is not written to: opening one never changes it.
+        if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute("PRAGMA synchronous = NORMAL")
+        if self._db.execute("PRAGMA user_version").fetchone()[0] == _SCHEMA_VERSION:
+            return
         with self._transaction():
             self._check_version()
             _create(self._db)
@@ -109,7 +130,7 @@ class Store:
     def runs(self) -> list[CellRun]:
         """Every stored run, oldest first."""
         rows = self._db.execute("SELECT * FROM runs ORDER BY started, id")
-        return [_run_from_row(r) for r in rows]
+        return [self._run(r) for r in rows]
 
     def latest(self) -> list[CellRun]:
         """The newest run of each (cell id, GPU model), ordered by cell id then GPU."""
@@ -118,7 +139,7 @@ class Store:
                    SELECT id FROM runs s WHERE s.cell_id = r.cell_id AND s.gpu = r.gpu
                    ORDER BY s.started DESC, s.id DESC LIMIT 1)
                ORDER BY r.cell_id, r.gpu""")
-        return [_run_from_row(r) for r in rows]
+        return [self._run(r) for r in rows]
 
     def has_result(self, cell_id: str) -> bool:
         """True when some run of this cell got a verdict (infrastructure failures do not count)."""
@@ -126,14 +147,22 @@ class Store:
                                (cell_id, RunStatus.OK.value)).fetchone()
         return row is not None
 
-    def find_ok(self, *, wheel_sha256: str, probe_version: str, gpu: str,
-                driver: str) -> CellRun | None:
-        """The newest run with a verdict for this skip key, or None (then the cell must run)."""
-        row = self._db.execute(
+    def find_ok(self, *, wheel_sha256: str, probe_version: str, gpu: str, driver: str,
+                cell: Cell | None = None) -> CellRun | None:
+        """The newest run with a verdict for this skip key, or None (then the cell must run).
+
+        With `cell`, the run must also have been probed the same way: the same probe, cases,
+        trials, timeout and environment (`probe_settings`), or its verdict means something else.
+        """
+        rows = self._db.execute(
             """SELECT * FROM runs WHERE wheel_sha256 = ? AND probe_version = ? AND gpu = ?
-               AND driver = ? AND status = ? ORDER BY started DESC, id DESC LIMIT 1""",
-            (wheel_sha256, probe_version, gpu, driver, RunStatus.OK.value)).fetchone()
-        return _run_from_row(row) if row else None
+               AND driver = ? AND status = ? ORDER BY started DESC, id DESC""",
+            (wheel_sha256, probe_version, gpu, driver, RunStatus.OK.value))
+        for row in rows:
+            run = self._run(row)
+            if cell is None or probe_settings(run.cell) == probe_settings(cell):
+                return run if run.status is RunStatus.OK else None
+        return None
 
     # -- bisections -----------------------------------------------------------------------------
 
@@ -142,8 +171,14 @@ class Store:
             return self._insert_bisection(result)
 
     def bisections(self) -> list[BisectResult]:
-        rows = self._db.execute("SELECT result_json FROM bisections ORDER BY finished, id")
-        return [BisectResult.from_json(json.loads(r["result_json"])) for r in rows]
+        rows = self._db.execute("SELECT id, result_json FROM bisections ORDER BY finished, id")
+        out = []
+        for row in rows:
+            try:
+                out.append(BisectResult.from_json(json.loads(row["result_json"])))
+            except (ValueError, KeyError, TypeError, AttributeError) as err:
+                raise ConfigError(damaged_row(self.path, "bisections", row["id"], err)) from None
+        return out
 
     # -- merging and exports --------------------------------------------------------------------
 
@@ -181,6 +216,12 @@ class Store:
 
     # -- internals ------------------------------------------------------------------------------
 
+    def _run(self, row: sqlite3.Row) -> CellRun:
+        try:
+            return run_from_row(row)
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise ConfigError(damaged_row(self.path, "runs", row["id"], err)) from None
+
     @contextmanager
     def _transaction(self) -> Iterator[None]:
         # BEGIN IMMEDIATE takes the write lock up front, so two shards writing one file queue on
@@ -203,11 +244,11 @@ class Store:
         return self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
 
     def _insert(self, run: CellRun) -> int:
-        values = _run_to_row(run)
+        values = run_to_row(run)
         self._db.execute(
-            f"INSERT OR IGNORE INTO runs ({', '.join(_RUN_FIELDS)}) "
-            f"VALUES ({', '.join('?' * len(_RUN_FIELDS))})",
-            [values[f] for f in _RUN_FIELDS])
+            f"INSERT OR IGNORE INTO runs ({', '.join(RUN_FIELDS)}) "
+            f"VALUES ({', '.join('?' * len(RUN_FIELDS))})",
+            [values[f] for f in RUN_FIELDS])
         row = self._db.execute(
             """SELECT id FROM runs WHERE cell_id = ? AND wheel_sha256 = ? AND probe_version = ?
                AND gpu = ? AND driver = ? AND started = ?""",
@@ -228,6 +269,17 @@ class Store:
         return int(row[0])
 
 
+def _patiently(step, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(random.uniform(0.01, 0.1))
+
+
 def _create(db: sqlite3.Connection) -> None:
     # executescript() would COMMIT the open transaction, so run the statements one by one.
     for statement in _SCHEMA.split(";"):
@@ -236,82 +288,13 @@ def _create(db: sqlite3.Connection) -> None:
     db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
 
-# -- one run <-> one row / one JSON object --------------------------------------------------------
-
-def run_to_json(run: CellRun) -> dict[str, Any]:
-    """A run as plain JSON (the export format; also what a report can read)."""
-    return {
-        "cell": run.cell.to_json(),
-        "status": run.status.value,
-        "verdict": run.verdict.value if run.verdict else None,
-        "probe": run.result.raw if run.result else None,
-        "reason": run.reason,
-        "wheel_sha256": run.wheel_sha256,
-        "probe_version": run.probe_version,
-        "gpu": run.gpu,
-        "driver": run.driver,
-        "backend": run.backend,
-        "started": run.started,
-        "seconds_install": run.seconds_install,
-        "seconds_probe": run.seconds_probe,
-        "log_excerpt": run.log_excerpt,
-    }
-
-
-def run_from_json(data: dict[str, Any], *, run_id: int | None = None) -> CellRun:
-    probe = data.get("probe")
-    return CellRun(
-        cell=Cell.from_json(data["cell"]),
-        status=RunStatus(data["status"]),
-        result=ProbeResult.from_json(probe) if probe else None,
-        reason=data.get("reason", ""),
-        wheel_sha256=data.get("wheel_sha256", ""),
-        probe_version=data.get("probe_version", ""),
-        gpu=data.get("gpu", ""),
-        driver=data.get("driver", ""),
-        backend=data.get("backend", ""),
-        started=data.get("started", ""),
-        seconds_install=float(data.get("seconds_install", 0.0)),
-        seconds_probe=float(data.get("seconds_probe", 0.0)),
-        log_excerpt=data.get("log_excerpt", ""),
-        run_id=run_id,
-    )
-
-
-def _run_to_row(run: CellRun) -> dict[str, Any]:
-    data = run_to_json(run)
-    cases = {c.name: c.verdict.value for c in run.result.cases} if run.result else {}
-    return {
-        **{k: data[k] for k in _RUN_FIELDS if k in data},
-        "cell_id": run.cell.id,
-        "cell_json": json.dumps(data["cell"], sort_keys=True),
-        "cases_json": json.dumps(cases, sort_keys=True),
-        "probe_json": json.dumps(data["probe"], sort_keys=True) if data["probe"] else None,
-    }
-
-
-def _run_from_row(row: sqlite3.Row) -> CellRun:
-    data = dict(row)
-    data["cell"] = json.loads(data["cell_json"])
-    data["probe"] = json.loads(data["probe_json"]) if data["probe_json"] else None
-    return run_from_json(data, run_id=int(data["id"]))
-
-
 def _read_any(path: Path) -> tuple[list[CellRun], list[BisectResult]]:
     """Runs and bisections from a store file or a JSON export, told apart by content."""
     if not path.is_file():
         raise ConfigError(f"{path} does not exist: give a results .sqlite file or a JSON export")
     with path.open("rb") as fh:
-        magic = fh.read(len(_SQLITE_MAGIC))
-    if magic == _SQLITE_MAGIC:
-        with Store(path) as other:
+        magic = fh.read(len(store_check.SQLITE_MAGIC))
+    if magic == store_check.SQLITE_MAGIC:
+        with Store(path, read_only=True) as other:  # a shard's store is only read
             return other.runs(), other.bisections()
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{path} is neither a SQLite store nor a JSON export ({err})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != EXPORT_SCHEMA:
-        raise ConfigError(f"{path} is not a torchbisect export (expected \"schema\": "
-                          f"{EXPORT_SCHEMA})")
-    runs = [run_from_json(r) for r in doc.get("runs", [])]
-    return runs, [BisectResult.from_json(b) for b in doc.get("bisections", [])]
+    return read_export(path, EXPORT_SCHEMA)

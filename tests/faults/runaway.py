@@ -32,19 +32,33 @@ if os.environ.get("TB_MODE") == "hang":
 doc = {"schema": 1, "probe": "stale_replay", "probe_version": "1", "verdict": "skipped",
        "cases": {"capture_data_ptr": {"verdict": "skipped", "detail": "no CUDA device"}},
        "env": {"torch_version": "2.99.0+cpu"}}
+kind = os.environ.get("TB_DOC", "ok")
+if kind == "badtypes":
+    doc["cases"]["capture_data_ptr"]["stale_trials"] = "x"
+if kind == "longdetail":
+    doc["cases"]["capture_data_ptr"]["detail"] = "y" * 100000
 with open(args.json, "w") as fh:
-    json.dump(doc, fh)
+    if kind == "nested":  # 400 KB of brackets
+        fh.write("[" * 200000 + "]" * 200000)
+    elif kind == "huge":  # bigger than any document may be
+        fh.write('{"schema": 1, "pad": "' + "z" * 5000000 + '"}')
+    else:
+        json.dump(doc, fh)
 sys.exit(125)
 '''
 
 
-def project(root: Path, *, timeout: float = 120, cells: int = 1) -> list[str]:
-    """Write matrix.yaml, the probe and the wheels under `root`; the argv of `matrix` there."""
+def project(root: Path, *, timeout: float = 120, cells: int = 1, docs=()) -> list[str]:
+    """Write matrix.yaml, the probe and the wheels under `root`; the argv of `matrix` there.
+
+    `docs[i]` (TB_DOC) picks what cell i's probe writes: ok, badtypes, longdetail, nested, huge.
+    """
     (root / "probes").mkdir(parents=True, exist_ok=True)
     (root / "probes" / "stale_replay.py").write_text(PROBE)
+    docs = list(docs) + ["ok"] * (cells - len(docs))
     entries = "".join(
         f"  - wheel: {fake_torch_wheel(root / 'wheels', f'2.99.{i}+cpu')}\n    name: k{i}\n"
-        "    overlay: true\n" for i in range(cells))
+        f"    overlay: true\n    env: {{TB_DOC: {docs[i]}}}\n" for i in range(cells))
     (root / "matrix.yaml").write_text(f"defaults:\n  timeout: {timeout}\ndev:\n{entries}")
     return [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
             "--allow-no-gpu", "--backend", "venv", "--store", "results.sqlite",

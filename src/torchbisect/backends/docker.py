@@ -40,7 +40,7 @@ from ..probes import probe_path
 from .base import Backend, Prepared, ProbeOutput
 from .current import FINGERPRINT_SNIPPET
 from .docker_image import RunnerImages, default_base_image, host_ca_bundle, note
-from .venv import DEFAULT_WORKDIR, PhaseHook, extra_index, local_wheel
+from .venv import DEFAULT_WORKDIR, PhaseHook, extra_index, local_wheel, read_document
 from .wheels import DownloadHook, discard, download, progress_of, sha256_file
 
 LABEL = "torchbisect.cell"  # `docker ps -a --filter label=torchbisect.cell`
@@ -158,7 +158,7 @@ class DockerBackend(Backend):
             done = self._run(cell, "probe", handle.image, command, workdir=handle.workdir,
                              mounts=[probes], log=log, timeout=cell.timeout, gpu=gpu,
                              env=prepared.env)
-            text = doc.read_text(errors="replace") if doc.is_file() else ""
+            text = read_document(doc)
         finally:
             doc.unlink(missing_ok=True)
         return ProbeOutput(json_text=text, exit_code=done.code, seconds=done.seconds,

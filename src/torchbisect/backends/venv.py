@@ -31,6 +31,7 @@ from .. import proc
 from ..errors import BackendUnavailable, InfraError
 from ..index import local_path
 from ..model import Cell, Channel
+from ..probe_doc import MAX_BYTES
 from ..probes import probe_path
 from .base import Backend, Prepared, ProbeOutput, host_python
 from .wheels import DownloadHook, discard, download, progress_of, sha256_file
@@ -109,7 +110,7 @@ class VenvBackend(Backend):
         try:
             done = proc.run(argv, env={**prepared.env, **gpu_env(gpu)}, timeout=cell.timeout,
                             log=log, check=False)
-            text = doc.read_text(encoding="utf-8", errors="replace") if doc.exists() else ""
+            text = read_document(doc)
         finally:
             doc.unlink(missing_ok=True)
         tail = "\n".join(done.output.splitlines()[-_TAIL_LINES:])
@@ -212,6 +213,16 @@ def uv_binary() -> str:
     except (ImportError, FileNotFoundError):
         raise BackendUnavailable(
             "uv is not installed: `pip install uv`, or choose --backend current") from None
+
+
+def read_document(path: Path) -> str:
+    """What the probe wrote, read no further than the size a document may have (and one byte
+    more, so that `probe_doc` can say it was too large): a 300 MB document is not loaded."""
+    try:
+        with path.open("rb") as fh:
+            return fh.read(MAX_BYTES + 1).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
 
 
 def local_wheel(cell: Cell) -> Path | None:

@@ -1,0 +1,89 @@
+"""Is this file a result store we may open?  Asked read-only, before anything writes to it.
+
+A damaged store (truncated, random bytes, a foreign database, a `runs` table torchbisect did not
+write, a row that does not decode) is one sentence that names the file and what to do, with exit
+status 2 — and the file is left byte for byte as it was: the check opens it read-only, and only a
+file that passes is opened for writing (which sets WAL mode and creates missing tables).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from .errors import ConfigError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_TABLES = {
+    "runs": {"id", "cell_id", "cell_json", "status", "verdict", "cases_json", "probe_json",
+             "reason", "wheel_sha256", "probe_version", "gpu", "driver", "backend", "started",
+             "seconds_install", "seconds_probe", "log_excerpt"},
+    "bisections": {"id", "direction", "case_name", "cuda", "python", "finished", "result_json"},
+}
+_OURS = {*_TABLES, "sqlite_sequence"}
+# In SQL, so that checking a store of thousands of runs costs milliseconds.
+_CHANNELS = "('stable', 'test', 'nightly', 'dev', 'preinstalled')"
+_BAD_ROWS = {
+    "runs": f"""SELECT id FROM runs WHERE NOT json_valid(cell_json)
+                OR (probe_json IS NOT NULL AND NOT json_valid(probe_json))
+                OR json_type(cell_json, '$.id') IS NOT 'text'
+                OR json_extract(cell_json, '$.channel') NOT IN {_CHANNELS}
+                OR status NOT IN ('ok', 'infra_failure') LIMIT 1""",
+    "bisections": "SELECT id FROM bisections WHERE NOT json_valid(result_json) LIMIT 1",
+}
+
+
+def inspect(path: Path, schema_version: int) -> None:
+    """Raise ConfigError unless `path` is missing, empty, or a store this version can use."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise ConfigError(f"cannot read the result store {path} ({err.strerror}); check its "
+                          "permissions or pass --store with another file") from None
+    if not head:
+        return  # an empty file: SQLite makes it a new database
+    if head != SQLITE_MAGIC:
+        raise ConfigError(damaged(path, "it is not an SQLite database"))
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+    except sqlite3.Error as err:
+        raise ConfigError(damaged(path, str(err))) from None
+    try:
+        _check(db, path, schema_version)
+    except sqlite3.DatabaseError as err:  # "file is not a database", "malformed", …
+        raise ConfigError(damaged(path, str(err))) from None
+    finally:
+        db.close()
+
+
+def damaged(path: Path, why: str) -> str:
+    return (f"the result store {path} is damaged or not a torchbisect store ({why}); it was "
+            "left untouched: restore it from a backup (or a shard's JSON export with "
+            "`torchbisect merge`), or move it away to start a new one")
+
+
+def _check(db: sqlite3.Connection, path: Path, schema_version: int) -> None:
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > schema_version:
+        raise ConfigError(f"{path} was written by a newer torchbisect (store schema "
+                          f"{version}); upgrade torchbisect or use another --store")
+    problems = [row[0] for row in db.execute("PRAGMA quick_check(3)")]
+    if problems != ["ok"]:
+        raise ConfigError(damaged(path, "; ".join(problems)[:200]))
+    tables = {row[0] for row in db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    foreign = sorted(tables - _OURS)
+    if foreign and not tables & set(_TABLES):
+        raise ConfigError(damaged(path, f"it holds other tables: {', '.join(foreign[:5])}"))
+    for table, columns in _TABLES.items():
+        if table in tables:
+            have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+            if not columns <= have:
+                missing = ", ".join(sorted(columns - have)[:5])
+                raise ConfigError(damaged(path, f"its `{table}` table lacks {missing}"))
+            bad = db.execute(_BAD_ROWS[table]).fetchone()
+            if bad:  # found now, before any write: later a reader would stop halfway
+                raise ConfigError(damaged(path, f"row {bad[0]} of `{table}` does not decode"))

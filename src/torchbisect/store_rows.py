@@ -1,0 +1,119 @@
+"""One stored run as a row of the `runs` table and as a JSON object (exports, reports).
+
+Reading is where a store written by an older version, or edited by hand, meets today's code: a
+probe document is checked again (`probe_doc.check`) and one that fails becomes an
+infrastructure failure with the reason, so nothing stored can stop a page from rendering; a row
+that does not decode at all is `damaged_row`'s one sentence.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from . import probe_doc
+from .errors import ConfigError
+from .model import BisectResult, Cell, CellRun, ProbeResult, RunStatus
+
+RUN_FIELDS = (
+    "cell_id", "cell_json", "status", "verdict", "cases_json", "probe_json", "reason",
+    "wheel_sha256", "probe_version", "gpu", "driver", "backend", "started",
+    "seconds_install", "seconds_probe", "log_excerpt",
+)
+
+
+def probe_settings(cell: Cell) -> tuple:
+    """What, besides the wheel, probe version, GPU and driver, decides what a verdict means."""
+    return (cell.probe, tuple(cell.cases), cell.trials, float(cell.timeout),
+            tuple(sorted(dict(cell.env).items())))
+
+
+def run_to_json(run: CellRun) -> dict[str, Any]:
+    """A run as plain JSON (the export format; also what a report can read)."""
+    return {
+        "cell": run.cell.to_json(),
+        "status": run.status.value,
+        "verdict": run.verdict.value if run.verdict else None,
+        "probe": run.result.raw if run.result else None,
+        "reason": run.reason,
+        "wheel_sha256": run.wheel_sha256,
+        "probe_version": run.probe_version,
+        "gpu": run.gpu,
+        "driver": run.driver,
+        "backend": run.backend,
+        "started": run.started,
+        "seconds_install": run.seconds_install,
+        "seconds_probe": run.seconds_probe,
+        "log_excerpt": run.log_excerpt,
+    }
+
+
+def run_from_json(data: dict[str, Any], *, run_id: int | None = None) -> CellRun:
+    probe, status, reason = data.get("probe"), RunStatus(data["status"]), data.get("reason", "")
+    try:  # a store written before documents were checked may hold anything
+        result = ProbeResult.from_json(probe_doc.check(probe)) if probe else None
+    except probe_doc.Rejected as err:
+        result, status = None, RunStatus.INFRA_FAILURE
+        reason = f"stored probe document rejected: {err}"
+    return CellRun(
+        cell=Cell.from_json(data["cell"]),
+        status=status,
+        result=result,
+        reason=reason,
+        wheel_sha256=data.get("wheel_sha256", ""),
+        probe_version=data.get("probe_version", ""),
+        gpu=data.get("gpu", ""),
+        driver=data.get("driver", ""),
+        backend=data.get("backend", ""),
+        started=data.get("started", ""),
+        seconds_install=float(data.get("seconds_install", 0.0)),
+        seconds_probe=float(data.get("seconds_probe", 0.0)),
+        log_excerpt=data.get("log_excerpt", ""),
+        run_id=run_id,
+    )
+
+
+def run_to_row(run: CellRun) -> dict[str, Any]:
+    data = run_to_json(run)
+    cases = {c.name: c.verdict.value for c in run.result.cases} if run.result else {}
+    return {
+        **{k: data[k] for k in RUN_FIELDS if k in data},
+        "cell_id": run.cell.id,
+        "cell_json": json.dumps(data["cell"], sort_keys=True),
+        "cases_json": json.dumps(cases, sort_keys=True),
+        "probe_json": json.dumps(data["probe"], sort_keys=True) if data["probe"] else None,
+    }
+
+
+def run_from_row(row: sqlite3.Row) -> CellRun:
+    data = dict(row)
+    data["cell"] = json.loads(data["cell_json"])
+    data["probe"] = json.loads(data["probe_json"]) if data["probe_json"] else None
+    return run_from_json(data, run_id=int(data["id"]))
+
+
+def damaged_row(path: Path, table: str, row_id: int, err: Exception) -> str:
+    return (f"the result store {path} has a damaged row (`{table}` id {row_id}: "
+            f"{type(err).__name__}: {str(err)[:120]}); it was left untouched: restore it from a "
+            f"backup, or delete that row with `sqlite3 {path} 'DELETE FROM {table} WHERE id = "
+            f"{row_id}'`")
+
+
+def read_export(path: Path, schema: int) -> tuple[list[CellRun], list[BisectResult]]:
+    """The runs and bisections of a JSON export (`Store.export_json`)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        raise ConfigError(f"{path} is neither a SQLite store nor a JSON export "
+                          f"({str(err)[:120]}); give a results .sqlite file or a JSON export "
+                          "of one") from None
+    if not isinstance(doc, dict) or doc.get("schema") != schema:
+        raise ConfigError(f"{path} is not a torchbisect export (expected \"schema\": {schema})")
+    try:
+        runs = [run_from_json(r) for r in doc.get("runs", [])]
+        return runs, [BisectResult.from_json(b) for b in doc.get("bisections", [])]
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ConfigError(f"the export {path} has a damaged entry ({type(err).__name__}: "
+                          f"{str(err)[:120]}); export the shard again") from None
