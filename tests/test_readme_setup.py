@@ -1,4 +1,5 @@
-"""The README's quick start, run literally on a stock Debian 12: set-up, then the main job.
+"""The README's quick start, run literally on a stock Debian 12: set-up, then the main job;
+then the set-up again from inside an activated venv.
 
 Debian 12's python3 is externally managed (PEP 668), as on most GPU clouds' images, and refuses
 `pip install` into it; the container has no torch and no GPU.  The set-up and main-job lines are
@@ -60,13 +61,22 @@ def test_readme_set_up_and_main_job_on_stock_debian_12(tmp_path):
         "set +e",
         f"{main} > /out/main.log 2>&1",
         "echo $? > /out/rc",
-        "cp reports/index.html reports/results.sqlite /out/ 2>/dev/null; true",
+        "cp reports/index.html reports/results.sqlite /out/ 2>/dev/null",
+        # The same set-up from inside an activated venv, in a home of its own, works too.
+        "set -e",
+        "python3 -m venv /tmp/user-venv && . /tmp/user-venv/bin/activate",
+        "export HOME=/tmp/second-home && mkdir $HOME",
+        *setup,
+        "command -v nox > /out/from-a-venv",
     ])
     proc = _run_in_debian(script, _tracked_files(tmp_path / "src.tar"), out)
     log = (out / "main.log").read_text(encoding="utf-8") if (out / "main.log").exists() else ""
-    assert proc.returncode == 0 and (out / "rc").exists(), \
+    assert (out / "rc").exists(), \
         f"the README's set-up failed in {IMAGE}:\n{proc.stdout[-4000:]}"
     assert (out / "rc").read_text().strip() == "0", f"`{main}` failed:\n{log[-4000:]}"
+    from_a_venv = (out / "from-a-venv").read_text().strip() if proc.returncode == 0 else ""
+    assert from_a_venv == "/tmp/second-home/.venvs/nox/bin/nox", \
+        f"the README's set-up failed inside an activated venv:\n{proc.stdout[-4000:]}"
     # As documented for a machine without a GPU: one sentence, nothing probed, a page saying why.
     said = " ".join(log.split())
     assert "No GPU is visible (nvidia-smi lists none) and" in said, log
