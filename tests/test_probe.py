@@ -9,11 +9,14 @@ torch (torch 2.13.0+cpu here) and is skipped with a reason where there is none.
 from __future__ import annotations
 
 import ast
+import faulthandler
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -214,22 +217,67 @@ def _raised_over(inner: Exception, outer: Exception) -> Exception:
         return exc
 
 
-@pytest.mark.parametrize(("exc", "verdict"), [
-    (RuntimeError(REFUSAL), "refused"),
+@pytest.mark.parametrize(("exc", "names_it"), [
+    (RuntimeError(REFUSAL), True),
     (_raised_over(RuntimeError(REFUSAL),
                   RuntimeError("CUDA error: operation failed due to a previous error during "
-                               "capture")), "refused"),
-    (RuntimeError("Materializing a copy-on-write tensor is not allowed while capturing"),
-     "refused"),
+                               "capture")), True),
+    (RuntimeError("Materializing a copy-on-write tensor is not allowed while capturing"), True),
     (RuntimeError("Could not run 'aten::_lazy_clone' with arguments from the 'CUDA' backend"),
-     "error"),
-    (RuntimeError("CUDA error: operation not permitted when stream is capturing"), "error"),
-    (ValueError("x" * 5000), "error"),
+     False),
+    (RuntimeError("CUDA error: operation not permitted when stream is capturing"), False),
+    (ValueError("x" * 5000), False),
 ])
-def test_exceptions_become_refused_only_when_they_name_capture_and_the_lazy_copy(exc, verdict):
-    got, detail = probe.exception_verdict(exc)
-    assert got == verdict
-    assert len(detail) <= probe.DETAIL_LIMIT
+def test_the_message_check_is_only_supporting_detail(exc, names_it):
+    text = probe.exception_text(exc)
+    assert probe.names_lazy_copy(text) is names_it
+    assert len(text) <= probe.DETAIL_LIMIT
+
+
+# --- refusal by behaviour: the same step outside capture decides ---------------------------------
+
+
+@pytest.mark.parametrize("message", [
+    REFUSAL,
+    "operation not permitted when stream is capturing",
+    "This tensor shares its storage; call .clone() before use",  # names neither
+    "INTERNAL ASSERT FAILED at c10/core/StorageImpl.h:42",
+])
+def test_raised_under_capture_but_fine_outside_is_refused_whatever_the_message(message):
+    outcome = probe.refusal_outcome(f"RuntimeError: {message}", outside_error=None)
+    assert outcome["verdict"] == "refused"
+    assert outcome["outside_capture"] == "succeeded"
+    assert message in outcome["detail"]
+    assert outcome["message_names_lazy_copy"] is (message == REFUSAL)
+    assert _run(("capture_data_ptr", outcome)) == "refused"
+
+
+@pytest.mark.parametrize("outside", [
+    "RuntimeError: Could not run 'aten::_lazy_clone' with arguments from the 'CUDA' backend",
+    "outside capture it gave wrong values",
+])
+def test_raised_under_capture_and_broken_outside_is_an_error_even_if_it_names_the_copy(outside):
+    outcome = probe.refusal_outcome(f"RuntimeError: {REFUSAL}", outside_error=outside)
+    assert outcome["verdict"] == "error"
+    assert outcome["message_names_lazy_copy"] is True
+    assert outside in outcome["detail"] and outside in outcome["outside_capture"]
+    assert _run(("capture_data_ptr", outcome)) == "error"
+
+
+def test_no_refusal_when_capturing_a_regular_clone_fails_too():
+    refused = probe.refusal_outcome("RuntimeError: capture failed", outside_error=None)
+    raw = {"capture_data_ptr": refused, **CONTROLS_OK,
+           "control_clone": _case("error", detail="RuntimeError: capture failed")}
+    settled = probe.settle(raw)
+    assert settled["capture_data_ptr"]["verdict"] == "inconclusive"
+    assert "capturing a regular clone failed too" in settled["capture_data_ptr"]["detail"]
+    assert probe.roll_up(settled) == "inconclusive"
+
+
+def test_a_compile_variant_that_refuses_makes_the_compile_case_refused():
+    variants = {"inline_inplace": _variant("correct"),
+                "custom_op_data_ptr": _variant("refused", "raised during capture; ...")}
+    assert probe.compile_outcome(variants)["verdict"] == "refused"
 
 
 # --- child processes: crashes, hangs and results --------------------------------------------------
@@ -271,6 +319,89 @@ def test_a_result_survives_a_crash_at_exit():
                                   timed_out=False, timeout=60)
     assert outcome["verdict"] == "not_affected"
     assert "SIGSEGV" in outcome["detail"]
+
+
+# --- the forking helper: torch imported once, a forked child per case -----------------------------
+
+
+def _raise():
+    raise RuntimeError("torch went away")
+
+
+def _segfault():
+    faulthandler.disable()  # the test runner's handler would print this process's stack
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def _prints(result: dict):
+    def child():
+        print(json.dumps(result), flush=True)
+        os._exit(0)
+    return child
+
+
+def _forked(children: dict, *, timeout: float = 30.0, jobs: int = 2) -> dict:
+    """Fake cases through `run_forked` (it forks this process): name -> reported result."""
+    got = {}
+    probe.run_forked(list(children), lambda name: children[name](), timeout, jobs,
+                     lambda name, result: got.__setitem__(name, result))
+    return got
+
+
+def test_a_forked_crash_hang_or_exception_costs_only_its_own_case():
+    got = _forked({
+        "segfaults": _segfault,
+        "hangs": lambda: time.sleep(600),
+        "raises": _raise,
+        "measures": _prints({"verdict": "affected", "detail": "stale on 5/5 replays"}),
+    }, timeout=2, jobs=4)
+    assert got["segfaults"]["verdict"] == "crashed" and got["segfaults"]["signal"] == "SIGSEGV"
+    assert got["hangs"]["verdict"] == "timeout" and got["hangs"]["wall_seconds"] < 30
+    assert got["raises"]["verdict"] == "error" and "torch went away" in got["raises"]["detail"]
+    assert got["measures"] == {"verdict": "affected", "detail": "stale on 5/5 replays",
+                               "wall_seconds": got["measures"]["wall_seconds"]}
+
+
+def test_forked_cases_start_slowest_first_and_once_one_finds_no_gpu_the_rest_are_spared():
+    no_gpu = {"verdict": "skipped", "detail": probe.NO_CUDA, "env": {"cuda_available": False}}
+    got = _forked({"capture_data_ptr": _prints({"verdict": "affected", "detail": "ran"}),
+                   "compile_reduce_overhead:inline_inplace": _prints(no_gpu)}, jobs=1)
+    assert got["compile_reduce_overhead:inline_inplace"]["detail"] == probe.NO_CUDA
+    assert got["capture_data_ptr"] == {"verdict": "skipped", "detail": probe.NO_CUDA,
+                                       "seconds": 0.0}
+
+
+def _part(variant: str, outcome: str) -> dict:
+    """What the child of one compile variant reports."""
+    return {"verdict": "affected" if outcome == "stale" else "not_affected",
+            "variants": {variant: _variant(outcome, f"{outcome} on 6/6 calls")},
+            "seconds": 1.5, "wall_seconds": 2.0, "env": {"gpu": "NVIDIA H200"}}
+
+
+def test_compile_variants_run_apart_merge_into_one_case():
+    parts = {v: _part(v, "correct") for v in probe.COMPILE_VARIANTS}
+    parts["custom_op_data_ptr"] = _part("custom_op_data_ptr", "stale")
+    merged = probe.merge_variants(parts)
+    assert merged["verdict"] == "affected"
+    assert list(merged["variants"]) == list(probe.COMPILE_VARIANTS)
+    assert merged["env"] == {"gpu": "NVIDIA H200"} and merged["wall_seconds"] == 2.0
+
+
+def test_a_crashed_variant_child_is_the_compile_case_crash_unless_another_was_stale():
+    parts = {v: _part(v, "correct") for v in probe.COMPILE_VARIANTS}
+    parts["static_input"] = {"verdict": "crashed", "signal": "SIGSEGV",
+                             "detail": "killed by SIGSEGV: Fatal Python error"}
+    merged = probe.merge_variants(parts)
+    assert merged["verdict"] == "crashed"
+    assert merged["variants"]["static_input"]["outcome"] == "error"
+    assert "killed by SIGSEGV" in merged["variants"]["static_input"]["detail"]
+    parts["custom_op_data_ptr"] = _part("custom_op_data_ptr", "stale")
+    assert probe.merge_variants(parts)["verdict"] == "affected"
+
+
+def test_variant_children_that_all_found_no_gpu_make_one_skipped_case():
+    parts = {v: {"verdict": "skipped", "detail": probe.NO_CUDA} for v in probe.COMPILE_VARIANTS}
+    assert probe.merge_variants(parts) == {"verdict": "skipped", "detail": probe.NO_CUDA}
 
 
 # --- end to end on a machine without a GPU --------------------------------------------------------
