@@ -10,9 +10,10 @@ seconds of the runs already in the store, times the cells to probe, over the GPU
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import statistics
 import urllib.request
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -21,7 +22,6 @@ from .lock import Lock
 from .model import Cell, CellRun, RunStatus
 from .words import count
 
-Head = Callable[[str], "int | None"]  # URL → Content-Length, or None when it cannot tell
 _HEAD_WORKERS = 8
 
 
@@ -43,7 +43,7 @@ class Cost:
         return self.to_probe * self.seconds_per_cell / max(self.gpus, 1)
 
 
-def with_sizes(lock: Lock, *, known: Lock, offline: bool = False, head: Head | None = None) -> Lock:
+def with_sizes(lock: Lock, *, known: Lock, offline: bool = False) -> Lock:
     """`lock` with every http(s) wheel's size: from `known` (the lock as it was) for the same
     URL, else from a HEAD request (none when `offline`)."""
     sizes_known = {b.url: b.size for b in known.builds.values() if b.size is not None}
@@ -52,13 +52,13 @@ def with_sizes(lock: Lock, *, known: Lock, offline: bool = False, head: Head | N
     ask = [cid for cid, b in builds.items() if b.size is None and _remote(b.url)]
     if ask and not offline:
         with ThreadPoolExecutor(min(_HEAD_WORKERS, len(ask))) as pool:
-            sizes = pool.map(head or head_size, [builds[cid].url for cid in ask])
+            sizes = pool.map(head_size, [builds[cid].url for cid in ask])
             for cid, size in zip(ask, sizes, strict=True):
                 builds[cid] = dataclasses.replace(builds[cid], size=size)
     return Lock(builds=builds)
 
 
-def head_size(url: str, *, timeout: float = 20.0) -> int | None:
+def head_size(url: str, *, timeout: float = 10.0) -> int | None:
     """The Content-Length a HEAD request for `url` answers; None when it does not tell."""
     request = urllib.request.Request(url.split("#", 1)[0], method="HEAD",
                                      headers={"User-Agent": "torchbisect",
@@ -66,7 +66,7 @@ def head_size(url: str, *, timeout: float = 20.0) -> int | None:
     try:
         with urllib.request.urlopen(request, timeout=timeout) as resp:
             length = resp.headers.get("Content-Length", "")
-    except (OSError, ValueError):
+    except (OSError, ValueError, http.client.HTTPException):
         return None
     return int(length) if length.isdigit() else None
 
