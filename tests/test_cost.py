@@ -147,8 +147,8 @@ def test_a_ci_log_shows_download_bytes_and_time_left(monkeypatch):
         handler.finished(_run(STABLE, 20, 30))
     lines = out.getvalue().splitlines()
     assert lines[0] == describe(cost)
-    assert lines[1].endswith(f"{STABLE}: download 300 MB of 1,000 MB, 50 MB/s, 14 s left")
-    assert lines[2].endswith(f"{STABLE}: download 1,000 MB of 1,000 MB, 50 MB/s, 0 s left")
+    assert lines[1].endswith(f"{STABLE}: download 300 of 1,000 MB, 50 MB/s, 14 s left")
+    assert lines[2].endswith(f"{STABLE}: download 1,000 of 1,000 MB, 50 MB/s, 0 s left")
     assert "1/2 cells done, about" in lines[3] and lines[3].endswith(" left]")
     assert len(lines) == 4
 
@@ -185,7 +185,7 @@ def test_matrix_starts_with_the_cost_and_shows_its_download(tmp_path, monkeypatc
     size = wheel.stat().st_size
     assert "1 cell to probe; none stored yet; 0.0 GB of torch wheels to download; " \
            "no stored runs yet to estimate the time from." in said
-    assert "nightly-20261001-cpu-" in said and ": download 0.0 MB of 0.0 MB, " in said
+    assert "nightly-20261001-cpu-" in said and ": download 0.0 of 0.0 MB, " in said
     lock = json.loads(Path("matrix.lock.json").read_text())["builds"]
     assert [b["size"] for b in lock.values()] == [size]
 

@@ -104,7 +104,8 @@ class RichHandler(Handler):
 
     def download(self, cell: Cell, got: int, total: int | None, rate: float) -> None:
         left = f", {duration((total - got) / rate)} left" if total and rate > 0 else ""
-        text = f"download {_mb(got)}{f' of {_mb(total)}' if total else ''}, {_mb(rate)}/s{left}"
+        size = f"{_mb(got)[:-3]} of {_mb(total)}" if total else _mb(got)
+        text = f"download {size}, {_mb(rate)}/s{left}"
         with self._lock:
             now = time.monotonic()
             if self.live and cell.id in self._tasks:
