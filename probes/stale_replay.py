@@ -1078,9 +1078,16 @@ def _environment(torch):
            "cuda_available": bool(torch.cuda.is_available())}
     if env["cuda_available"]:
         env["gpu"] = torch.cuda.get_device_name(0)
+        env["gpu_uuid"] = _quiet(lambda: _gpu_uuid(torch))
         env["capability"] = "{}.{}".format(*torch.cuda.get_device_capability(0))
         env["device_count"] = torch.cuda.device_count()
     return env
+
+
+def _gpu_uuid(torch):
+    """The UUID of the GPU this ran on, as nvidia-smi and CUDA_VISIBLE_DEVICES spell it."""
+    uuid = str(torch.cuda.get_device_properties(0).uuid)
+    return uuid if uuid.startswith(("GPU-", "MIG-")) else "GPU-" + uuid
 
 
 def _quiet(fn):

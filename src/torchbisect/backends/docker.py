@@ -100,6 +100,11 @@ class DockerBackend(Backend):
                 f"no Docker engine answers at {host} ({type(exc).__name__}): "
                 "start dockerd (.ci/docker-setup.sh) or use --backend venv") from None
         self._remove_orphans()
+        from ..gpus import list_gpus
+        from .docker_gpu import require_gpu_support
+
+        if list_gpus():  # every probe will ask for a GPU: can this engine attach one?
+            require_gpu_support(self.client)
 
     def fingerprint(self, cell: Cell) -> str | None:
         """What `Prepared.wheel_sha256` will be, when it is known without installing."""
