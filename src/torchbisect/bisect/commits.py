@@ -3,13 +3,18 @@
 A nightly's `torch.version.git_version` names a synthetic commit on pytorch's `nightly` branch whose
 subject is "YYYY-MM-DD nightly release (<main sha>)".  That subject is read from a local clone
 (`--repo PATH`, which must have fetched the `nightly` branch) or from the GitHub API; either may be
-missing, and then the sha is left empty with a note saying why — never guessed.
+missing, and then the sha is left empty with a note saying why — never guessed.  The API is asked
+with `GITHUB_TOKEN` when it is set, retried on 5xx and short `Retry-After`s, and a used-up rate
+limit is said once, with when it resets and what helps.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import random
 import re
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -22,6 +27,7 @@ PYTORCH = "https://github.com/pytorch/pytorch"
 GITHUB_API = "https://api.github.com/repos/pytorch/pytorch"
 _SUBJECT = re.compile(r"^(\d{4}-\d{2}-\d{2}) nightly release \(([0-9a-f]{7,40})\)")
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
+_sleep = time.sleep  # tests replace it to see the waits without taking them
 
 
 def parse_nightly_message(message: str) -> tuple[str, str] | None:
@@ -47,13 +53,16 @@ class CommitLookup:
     """Looks main shas up in a local clone first, then on GitHub (unless told to stay offline)."""
 
     def __init__(self, repo: Path | None = None, *, github: bool = True,
-                 api: str = GITHUB_API, timeout: float = 10.0):
+                 api: str = GITHUB_API, timeout: float = 10.0, retries: int = 2,
+                 max_wait: float = 30.0):
         if repo is not None and not (Path(repo) / ".git").exists():
             raise ConfigError(f"--repo {repo} is not a git clone of pytorch")
         self.repo = Path(repo) if repo is not None else None
         self.github = github
         self.api = api
         self.timeout = timeout
+        self.retries, self.max_wait = retries, max_wait
+        self._limited = ""
 
     def main_sha(self, git_version: str) -> MainSha:
         if not _SHA.match(git_version or ""):
@@ -65,9 +74,14 @@ class CommitLookup:
             if found:
                 return MainSha(sha=found[1], source="repo")
             notes.append(f"{self.repo} has no nightly commit {git_version[:12]}")
-        if self.github:
+        if self.github and self._limited:
+            notes.append(self._limited)
+        elif self.github:
             try:
                 found = parse_nightly_message(self._subject_from_github(git_version))
+            except RateLimited as err:
+                self._limited = str(err)  # say it once per lookup, and stop asking
+                notes.append(self._limited)
             except (OSError, ValueError) as err:  # URLError, HTTPError, timeouts, bad JSON
                 notes.append(f"GitHub API unreachable ({_reason(err)})")
             else:
@@ -97,14 +111,44 @@ class CommitLookup:
             return None
 
     def _subject_from_github(self, git_version: str) -> str:
-        request = urllib.request.Request(
-            f"{self.api}/commits/{git_version}",
-            headers={"Accept": "application/vnd.github+json", "User-Agent": "torchbisect"},
-        )
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:
-            doc = json.loads(response.read().decode())
+        headers = {"Accept": "application/vnd.github+json", "User-Agent": "torchbisect"}
+        token = os.environ.get("GITHUB_TOKEN")
+        if token:  # 5,000 requests an hour instead of 60
+            headers["Authorization"] = f"Bearer {token}"
+        request = urllib.request.Request(f"{self.api}/commits/{git_version}", headers=headers)
+        for attempt in range(self.retries + 1):
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    doc = json.loads(response.read().decode())
+                break
+            except urllib.error.HTTPError as err:
+                wait = _retry_wait(err, attempt, token=bool(token), max_wait=self.max_wait)
+                if wait is None or attempt == self.retries:
+                    raise
+            _sleep(wait * random.uniform(0.8, 1.2))
         message = str(doc.get("commit", {}).get("message", "")) if isinstance(doc, dict) else ""
         return (message.splitlines() or [""])[0]
+
+
+class RateLimited(OSError):
+    """The GitHub API's rate limit is used up; the sentence says until when and what helps."""
+
+
+def _retry_wait(err: urllib.error.HTTPError, attempt: int, *, token: bool,
+                max_wait: float) -> float | None:
+    """Seconds to wait before asking again, None to give up; RateLimited when out of quota."""
+    remaining = err.headers.get("X-RateLimit-Remaining") if err.headers else None
+    if err.code in (403, 429) and (remaining == "0" or err.code == 429):
+        retry_after = (err.headers.get("Retry-After") or "") if err.headers else ""
+        if retry_after.isdigit() and float(retry_after) <= max_wait:
+            return float(retry_after)
+        reset = err.headers.get("X-RateLimit-Reset") if err.headers else None
+        until = time.strftime("%H:%M UTC", time.gmtime(int(reset))) if (
+            reset or "").isdigit() else "later"
+        hint = "pass --repo with a pytorch clone" if token else (
+            "set GITHUB_TOKEN (5,000 requests an hour instead of 60) or pass --repo")
+        raise RateLimited(f"GitHub API rate limit reached until {until}: {hint}") from None
+    return 2.0 ** attempt if err.code >= 500 else None
 
 
 def _reason(err: Exception) -> str:

@@ -101,6 +101,25 @@ class Bisector:
         if isinstance(staged, execute.Staged):
             execute.release(self.backend, staged.prepared, log=self._log(staged.cell.id))
 
+    def reask(self, index: int, times: int) -> list[str]:
+        """Run the --script `times` more times on one candidate; its answers (good/bad/unknown).
+
+        Not stored: they only check that the answer the search used is the script's only one.
+        """
+        cand, answers = self._cands[index], []
+        for _ in range(times):
+            staged = execute.prepare(self.backend, cand.cell, log=self._log(cand.cell.id),
+                                     gpu=self.gpu)
+            if isinstance(staged, CellRun):
+                answers.append(self.rule.judge(staged).verdict)
+                continue
+            try:
+                run = self._script_run(cand, staged.prepared, staged.started)
+            finally:
+                execute.release(self.backend, staged.prepared, log=self._log(cand.cell.id))
+            answers.append(self.rule.judge(run).verdict)
+        return answers
+
     def _verdict_of(self, index: int) -> Outcome:
         cand = self._cands[index]
         run = self._stored.get(cand.cell.id)

@@ -24,8 +24,8 @@ from .candidates import (
 from .commits import CommitLookup
 from .driver import Bisector, Progress, check_script_backend
 from .result import Context, build_result
-from .search import EndsError, Outcome
-from .verdicts import DEFAULT_CASE, Rule
+from .search import EndsError, Outcome, SearchResult
+from .verdicts import DEFAULT_CASE, FlakyScript, Rule
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +49,7 @@ class BisectOptions:
     github: bool = True
     timeout: float = 900.0
     overlay: bool = False
+    repeat: int = 1  # answers of --script asked at each of the two decisive nightlies
 
     @property
     def rule(self) -> Rule:
@@ -85,6 +86,8 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
             search = bisector.search(cands)
         except EndsError as err:
             raise ConfigError(_ends_sentence(err, cands, bisector, options)) from None
+        if options.script is not None and options.repeat > 1:
+            _check_repeats(bisector, search, cands, options.repeat)
         result, notes = build_result(search, bisector.points, cands, _context(options), lookup)
         for note in notes:
             progress.note(note)
@@ -116,6 +119,24 @@ def candidates(options: BisectOptions) -> CandidateList:
     build = build_release_candidates if channel is Channel.STABLE else build_candidates
     return build(wheels, older=older, newer=newer, older_flag=older_flag, newer_flag=newer_flag,
                  cell_template=template)
+
+
+def _check_repeats(bisector: Bisector, search: SearchResult, cands: CandidateList,
+                   repeat: int) -> None:
+    """Ask the script again at the two nightlies that decide the range; one disagreement and
+    the range is not reported as if it were known."""
+    for index in (search.last_good, search.first_bad):
+        point = bisector.points.get(index)
+        if point is None:
+            continue
+        answers = [point.verdict, *bisector.reask(index, repeat - 1)]
+        if len(set(answers)) > 1:
+            counts = ", ".join(f"{a} {answers.count(a)}×" for a in dict.fromkeys(answers))
+            raise FlakyScript(
+                f"--script is flaky: on {cands.candidates[index].label} it answered {counts} "
+                f"in {repeat} runs (--repeat {repeat}), so no first bad nightly can be trusted; "
+                "make the script decide the same way every time (e.g. count stale trials "
+                "inside it) and run again")
 
 
 def _first_gpu() -> Gpu | None:

@@ -9,6 +9,7 @@ none, and unknown in between.  Script mode follows `git bisect run`: exit 0 good
 from __future__ import annotations
 
 import hashlib
+import signal
 from dataclasses import dataclass
 
 from ..errors import TorchbisectError
@@ -21,7 +22,13 @@ RACY_CASES = ("side_stream",)  # timing dependent: judged over trials
 
 
 class ScriptAborted(TorchbisectError):
-    """The --script command asked to stop the bisection (exit status above 127)."""
+    """The --script command asked to stop the bisection (exit status above 127, or a signal)."""
+
+    exit_code = 1
+
+
+class FlakyScript(TorchbisectError):
+    """--script gave different answers for one nightly: no range can be trusted."""
 
     exit_code = 1
 
@@ -103,5 +110,15 @@ def script_verdict(returncode: int, command: str) -> Verdict:
         return Verdict.INCONCLUSIVE
     if 1 <= returncode <= 127:
         return Verdict.AFFECTED
+    if returncode < 0:
+        raise ScriptAborted(f"--script `{command}` was killed by signal {_signal_name(-returncode)}"
+                            ", which stops the bisection; exit 125 to skip a nightly instead")
     raise ScriptAborted(f"--script `{command}` exited with status {returncode} (above 127), "
                         "which stops the bisection; exit 125 to skip a nightly instead")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return f"{signal.Signals(number).name} ({number})"
+    except ValueError:
+        return str(number)

@@ -1,12 +1,13 @@
 """summary.md: the headline and a compact table that paste cleanly into a GitHub issue.
 
 Nightlies with the same verdicts on consecutive tested dates fold into one row, so a year of
-nightlies stays a few lines.  Untrusted text is escaped for GitHub's Markdown: no pipes to break
-the table, no raw HTML.
+nightlies stays a few lines.  Untrusted text (`md_text`) is escaped for GitHub's Markdown: no
+pipes to break the table, no raw HTML, no links, images, mentions or issue references.
 """
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 from .advice import Advice
@@ -19,12 +20,18 @@ _SHORT = {"ok": "ok", "refused": "refused", "ctl": "as expected", "na": "n/a", "
 
 
 def md_text(text: str) -> str:
-    """One table cell's worth of untrusted text: one line, no table breaks, no HTML."""
-    text = " ".join(text.split())
-    for raw, escaped in (("\\", "\\\\"), ("|", "\\|"), ("&", "&amp;"), ("<", "&lt;"),
-                         (">", "&gt;"), ("`", "\\`")):
-        text = text.replace(raw, escaped)
-    return text
+    """One table cell's worth of untrusted text: one line, no table breaks, no HTML, and nothing
+    GitHub would turn into a link, an image, a mention or an issue reference."""
+    text = " ".join(str(text).split())
+    text = _MD_SPECIAL.sub(lambda m: _MD_ESCAPES.get(m[0], "\\" + m[0]), text)
+    # A zero-width space keeps autolinks (https://, www.), @mentions and #123 from forming;
+    # the text still reads the same.
+    return _MD_AUTOLINK.sub(lambda m: m[0][0] + "\u200b" + m[0][1:], text)
+
+
+_MD_SPECIAL = re.compile(r"[\\|`\[\]<>&]")  # no `[`: no link, no image
+_MD_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_MD_AUTOLINK = re.compile(r"(?i):(?=//)|@(?=\w)|\bw(?=ww\.)|#(?=\d)")
 
 
 def md_url(url: str) -> str:

@@ -1,0 +1,104 @@
+"""D9, D12: probe-supplied Markdown is neutralized in summary.md and `bisect --markdown`; bisect
+refuses a non-positive --timeout, reports a flaky --script, and names a signal as a signal."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+from helpers import make_cell, probe_doc
+from test_bisect_e2e import cli_args, env, world  # noqa: F401 - `world` is a fixture
+
+from torchbisect.bisect.verdicts import ScriptAborted, script_verdict
+from torchbisect.cli import main
+from torchbisect.cli.bisect import render_markdown
+from torchbisect.model import BisectResult, CellRun, Direction, NightlyPoint, ProbeResult, RunStatus
+from torchbisect.store import Store
+
+EVIL = ("see [this](https://evil.example/x) ![i](http://evil.example/i.png) "
+        "<img src=x onerror=alert(1)> <b>bold</b> @octocat #123 www.evil.example")
+
+
+def _no_live_markdown(text: str) -> None:
+    text = re.sub(r"`[^`\n]*`", "", text)  # inside a code span nothing is live
+    assert not re.search(r"(?<!\\)\]\(", text.replace("](https://github.com/pytorch", "")), text
+    assert "<img" not in text and "<b>" not in text
+    assert "@octocat" not in text and "#123" not in text  # a zero-width space sits inside
+    assert "https://evil" not in text and "http://evil" not in text
+    assert "www.evil" not in text
+
+
+def test_summary_md_neutralizes_what_probes_wrote(tmp_path):
+    doc = probe_doc("affected", {"capture_data_ptr": "affected", "control_clone": "not_affected"})
+    doc["cases"]["capture_data_ptr"]["detail"] = EVIL
+    doc["env"].update(gpu=EVIL, driver=EVIL, git_version=EVIL)
+    with Store(tmp_path / "results.sqlite") as store:
+        store.add(CellRun(cell=make_cell("dev-evil"), status=RunStatus.OK,
+                          result=ProbeResult.from_json(doc), wheel_sha256="ab" * 32,
+                          probe_version="1", gpu=EVIL, driver=EVIL, backend="venv",
+                          started="2026-11-30T10:00:00"))
+        store.add(CellRun(cell=make_cell("dev-infra"), status=RunStatus.INFRA_FAILURE,
+                          reason=f"install: {EVIL}", wheel_sha256="cd" * 32, probe_version="1",
+                          gpu=EVIL, driver="", backend="venv", started="2026-11-30T10:00:01"))
+    assert main(["report", "--store", str(tmp_path / "results.sqlite"),
+                 "--out", str(tmp_path / "out")]) == 0
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "octocat" in summary and "evil.example" in summary  # still readable
+    _no_live_markdown(summary)
+
+
+def test_bisect_markdown_neutralizes_what_probes_wrote():
+    point = NightlyPoint(date="2025-08-14", version="2.10.0.dev20250814+cpu", verdict="bad",
+                         git_version="`x` " + EVIL, main_sha="b) ![i](http://evil.example/p)",
+                         reason=EVIL)
+    result = BisectResult(direction=Direction.REGRESSION, case="script", cuda="cpu",
+                          python="3.11", before=point, after=point, probes=3,
+                          compare_url="https://evil.example/compare/a...b) ![x](http://evil.example",
+                          rule=EVIL, reproduce="torchbisect bisect --script 'x`y'")
+    text = render_markdown(result)
+    _no_live_markdown(text)
+    assert "compare URL unavailable" in text  # not a GitHub compare link: not linked
+    good = BisectResult(**{**result.__dict__, "compare_url":
+                           f"https://github.com/pytorch/pytorch/compare/{'a' * 40}...{'b' * 40}"})
+    assert "[compare](https://github.com/pytorch/pytorch/compare/" in render_markdown(good)
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
+def test_bisect_timeout_must_be_positive(value, capsys):
+    code = main(["bisect", "--good", "2025-08-01", "--bad", "2025-08-31", "--timeout", value])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--timeout must be a positive number" in err[0]
+
+
+def test_repeat_is_for_scripts(capsys):
+    assert main(["bisect", "--good", "2025-08-01", "--bad", "2025-08-31", "--repeat", "3"]) == 2
+    assert "--repeat needs --script" in capsys.readouterr().err
+
+
+def test_a_script_killed_by_a_signal_is_named_as_such():
+    with pytest.raises(ScriptAborted, match=r"was killed by signal SIGKILL \(9\)") as caught:
+        script_verdict(-9, "./check.sh")
+    assert "above 127" not in str(caught.value)
+    with pytest.raises(ScriptAborted, match="status 130 \\(above 127\\)"):
+        script_verdict(130, "./check.sh")
+
+
+# On 2025-08-14 the script answers bad, then good, then bad …: exactly what a flaky check does.
+FLAKY = ("python -c \"import os, sys, torch; d = torch.__version__.split('dev')[1][:8]; "
+         "p = os.environ['TB_COUNTER']; n = int(open(p).read()) if os.path.exists(p) else 0; "
+         "open(p, 'w').write(str(n + 1)) if d == '20250814' else None; "
+         "sys.exit((n + 1) % 2 if d == '20250814' else int(d >= '20250814'))\"")
+
+
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
+def test_a_flaky_script_is_reported_instead_of_a_confident_range(world, tmp_path):  # noqa: F811
+    base, _, url = world
+    run_env = {**env(), "TB_COUNTER": str(tmp_path / "counter")}
+    done = subprocess.run(cli_args(base, url, tmp_path, "--script", FLAKY, "--repeat", "3"),
+                          env=run_env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "--script is flaky" in last and "2025-08-14" in last and "bad 2×, good 1×" in last
+    assert "first bad:" not in done.stdout and not (tmp_path / "bisect.json").exists()
