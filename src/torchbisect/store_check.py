@@ -28,6 +28,11 @@ _BAD_ROWS = {
                 OR (probe_json IS NOT NULL AND NOT json_valid(probe_json))
                 OR json_type(cell_json, '$.id') IS NOT 'text'
                 OR json_extract(cell_json, '$.channel') NOT IN {_CHANNELS}
+                OR (json_type(cell_json, '$.date') IS NOT NULL
+                    AND json_type(cell_json, '$.date') IS NOT 'null'
+                    AND date(json_extract(cell_json, '$.date'))
+                        IS NOT json_extract(cell_json, '$.date'))
+                OR json_type(cell_json, '$.timeout') NOT IN ('integer', 'real')
                 OR status NOT IN ('ok', 'infra_failure') LIMIT 1""",
     "bisections": "SELECT id FROM bisections WHERE NOT json_valid(result_json) LIMIT 1",
 }

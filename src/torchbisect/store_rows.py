@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -58,21 +59,36 @@ def run_from_json(data: dict[str, Any], *, run_id: int | None = None) -> CellRun
         result, status = None, RunStatus.INFRA_FAILURE
         reason = f"stored probe document rejected: {err}"
     return CellRun(
-        cell=Cell.from_json(data["cell"]),
+        cell=_checked(Cell.from_json(data["cell"])),
         status=status,
         result=result,
         reason=reason,
-        wheel_sha256=data.get("wheel_sha256", ""),
-        probe_version=data.get("probe_version", ""),
-        gpu=data.get("gpu", ""),
-        driver=data.get("driver", ""),
-        backend=data.get("backend", ""),
-        started=data.get("started", ""),
+        wheel_sha256=str(data.get("wheel_sha256", "")),
+        probe_version=str(data.get("probe_version", "")),
+        gpu=str(data.get("gpu", "")),
+        driver=str(data.get("driver", "")),
+        backend=str(data.get("backend", "")),
+        started=str(data.get("started", "")),
         seconds_install=float(data.get("seconds_install", 0.0)),
         seconds_probe=float(data.get("seconds_probe", 0.0)),
-        log_excerpt=data.get("log_excerpt", ""),
+        log_excerpt=str(data.get("log_excerpt", "")),
         run_id=run_id,
     )
+
+
+def _checked(cell: Cell) -> Cell:
+    """The cell of a stored run, as the report reads it; ValueError for one it cannot draw."""
+    texts = (cell.id, cell.version, cell.cuda, cell.python, cell.probe, *cell.cases,
+             *(v for pair in cell.env for v in pair))
+    if not all(isinstance(t, str) for t in texts):
+        raise ValueError("a text field of the cell is not text")
+    if cell.date is not None:
+        date.fromisoformat(cell.date)  # ValueError names what is wrong with it
+    if type(cell.timeout) not in (int, float) or not 0 < cell.timeout < float("inf"):
+        raise ValueError(f"timeout {cell.timeout!r} is not a positive number")
+    if cell.trials is not None and type(cell.trials) is not int:
+        raise ValueError(f"trials {cell.trials!r} is not a whole number")
+    return cell
 
 
 def run_to_row(run: CellRun) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from helpers import ScriptedBackend, make_cell, make_run
 from runaway import environment, project
 
 from torchbisect.lock import Lock, LockedBuild
+from torchbisect.probes import probe_version
 from torchbisect.schedule import select
 from torchbisect.store import Store
 
@@ -106,6 +107,8 @@ def _damage(kind: str, path) -> None:
         statements = {
             "bad_json_row": "UPDATE runs SET cell_json = '{not json'",
             "bad_cell_row": "UPDATE runs SET cell_json = '{\"id\": \"x\"}'",
+            "bad_date_row": "UPDATE runs SET cell_json = json_set(cell_json, '$.date', "
+                            "'2025-13-45')",
             "foreign_runs": "DROP TABLE runs; CREATE TABLE runs (id INTEGER, what TEXT)",
             "foreign_db": "DROP TABLE runs; DROP TABLE bisections; CREATE TABLE t (x)",
             "newer_schema": "PRAGMA user_version = 99",
@@ -115,7 +118,7 @@ def _damage(kind: str, path) -> None:
 
 
 KINDS = ("truncated", "random", "text", "header_then_noise", "bad_json_row", "bad_cell_row",
-         "foreign_runs", "foreign_db", "newer_schema")
+         "bad_date_row", "foreign_runs", "foreign_db", "newer_schema")
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -141,11 +144,11 @@ def test_a_damaged_store_is_one_sentence_and_is_never_modified(tmp_path, kind):
 
 @pytest.mark.parametrize("change", [
     {"env": (("TB_ENTRY_VAR", "1"),)}, {"cases": ("capture_data_ptr",)}, {"trials": 7},
-    {"timeout": 60.0}, {"probe": "other_probe"}])
+    {"timeout": 60.0}])
 def test_a_cell_probed_differently_is_not_reused(tmp_path, change):
     cell = make_cell("dev-a")
     with Store(tmp_path / "results.sqlite") as store:
-        store.add(make_run(cell, probe_version="1+abc", gpu="none", driver=""))
+        store.add(make_run(cell, probe_version=probe_version(cell.probe), gpu="none", driver=""))
         backend = ScriptedBackend()
         same = select([cell], store, backend=backend, gpu=None)
         changed = select([replace(cell, **change)], store, backend=backend, gpu=None)
