@@ -66,7 +66,7 @@ def test_the_driver_note_names_a_flag_that_matrix_takes_and_it_works(served, cap
     assert "pass --driver VERSION" in out
     assert "stable-2.15.0-cu130-cp312" in out  # no driver known: the newest tag is assumed
     # Follow the advice on the command the user was running: a 525 driver runs CUDA 12 only.
-    assert run("matrix", "--driver", "525.60.13", "--python", no_torch_python,
+    assert run("matrix", "--driver", "525.60.13", "--interpreter", no_torch_python,
                "--cells", "preinstalled", "--no-report") == 0
     out = capsys.readouterr().out
     assert "--driver" not in out
@@ -119,10 +119,10 @@ def test_probe_of_an_interpreter_without_torch_is_a_usage_error_and_stores_nothi
         tmp_path, capsys, monkeypatch, no_torch_python):
     monkeypatch.chdir(tmp_path)
     for backend in ((), ("--backend", "venv"), ("--backend", "current")):
-        assert run("probe", "--python", no_torch_python, *backend) == 2
+        assert run("probe", "--interpreter", no_torch_python, *backend) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "has no torch" in err and "--backend venv" not in err
-        assert "pass --python with an interpreter that has one" in err
+        assert "pass --interpreter with an interpreter that has one" in err
     assert not Path("reports/results.sqlite").exists()
 
 
@@ -131,10 +131,10 @@ def test_probe_of_an_interpreter_without_torch_is_a_usage_error_and_stores_nothi
 def test_probe_advice_followed_with_an_interpreter_that_has_torch(tmp_path, no_torch_python):
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     argv = [sys.executable, "-m", "torchbisect", "probe", "--cases", "capture_data_ptr"]
-    bad = subprocess.run([*argv, "--python", no_torch_python], cwd=tmp_path, env=env,
+    bad = subprocess.run([*argv, "--interpreter", no_torch_python], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2
-    good = subprocess.run([*argv, "--python", sys.executable], cwd=tmp_path, env=env,
+    good = subprocess.run([*argv, "--interpreter", sys.executable], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert good.returncode not in (2, 3, 5), good.stdout + good.stderr
     assert "without a GPU" in good.stdout or "on " in good.stdout.splitlines()[0]
@@ -214,7 +214,7 @@ def test_an_empty_page_says_why_and_links_the_committed_examples(tmp_path, no_to
     (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("torchbisect.gpus.list_gpus", lambda: [])
-    assert run("matrix", "--python", no_torch_python) == 0
+    assert run("matrix", "--interpreter", no_torch_python) == 0
     page = (tmp_path / "reports" / "index.html").read_text()
     assert "No GPU is visible" in page and "has no torch" in page
     assert 'href="sample/index.html"' in page and 'href="evidence/index.html"' in page

@@ -42,7 +42,7 @@ def base_python(wheel):
 
 def matrix(tmp_path, base_python, *extra):
     argv = [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
-            "--offline", "--allow-no-gpu", "--backend", "venv", "--python", base_python,
+            "--offline", "--allow-no-gpu", "--backend", "venv", "--interpreter", base_python,
             "--store", "results.sqlite", "--out", "reports", "--workdir", "work", *extra]
     began = time.monotonic()
     done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)
@@ -173,7 +173,8 @@ def test_without_a_gpu_only_the_interpreters_torch_is_probed(stand_in, capsys):
 
 
 def test_probe_runs_one_cell_prints_its_cases_and_stores_it(stand_in, capsys):
-    assert cli("probe", "dev-w1", "--offline", "--backend", "venv", "--workdir", "work") == 0
+    # exit 125 as the probe's own: no GPU, so every case is skipped and it cannot tell
+    assert cli("probe", "dev-w1", "--offline", "--backend", "venv", "--workdir", "work") == 125
     out = capsys.readouterr().out
     assert "dev-w1: skipped" in out and "capture_data_ptr" in out
     with Store("reports/results.sqlite") as store:
@@ -183,7 +184,7 @@ def test_probe_runs_one_cell_prints_its_cases_and_stores_it(stand_in, capsys):
 
 def test_configuration_mistakes_are_one_sentence_and_exit_2(stand_in, capsys):
     assert cli(*MATRIX, "--cells", "dev-nope") == 2
-    assert "--cells: no cell dev-nope in the plan" in capsys.readouterr().err
+    assert "--cells: no cell matches dev-nope in the plan" in capsys.readouterr().err
     assert cli(*MATRIX, "--shard", "4/3") == 2
     assert cli("probe", "dev-w", "--offline") == 2
     assert "; did you mean dev-w" in capsys.readouterr().err

@@ -2,8 +2,9 @@
 recorded probe documents in tests/data/, plus a planted hostile run.
 
 Driven by Playwright (its Python package only, pointed at /usr/bin/chromium) when it is installed,
-and always by chromium's own `--dump-dom` / `--screenshot`, so the check runs where Playwright
-is absent (CI installs chromium, not Playwright's browsers).
+and always by chromium's own `--dump-dom` / `--screenshot` and by a stdlib DevTools-protocol client
+(tests/helpers/chromium.py), so the checks run where Playwright is absent (CI installs chromium,
+not Playwright's browsers).  The layout is measured at 1400×1000 and on a 390×844 phone.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ def _runs():
         log_excerpt="<img src=x onerror=\"window.__pwned = 7\">"))
     runs.append(synthetic_run("2.14.0+cu130", infra="<b>wheel</b> download failed: HTTP 503",
                               log="uv pip install … <script>window.__pwned = 8</script>"))
+    # a run of identical nightlies, which the page folds into one row
+    runs += [synthetic_run(f"2.16.0.dev202602{d:02d}+cu132", {"capture_data_ptr": (5, 5)})
+             for d in range(10, 16)]
     return runs
 
 
@@ -66,8 +70,8 @@ class _Cells(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
-        if tag == "tr" and attrs.get("id"):
-            self._row = self.rows.setdefault(attrs["id"], [])
+        if tag == "tr":  # a folded run's summary row has no id: its words belong to no build
+            self._row = self.rows.setdefault(attrs["id"], []) if attrs.get("id") else None
         self._in_word = tag == "span" and attrs.get("class") == "word"
         if self._in_word and self._row is not None:
             self._row.append("")
@@ -165,3 +169,120 @@ def test_page_in_headless_chromium_playwright(rendered, tmp_path):
     _check_dom(dom, view)
     _check_png(shot)
     print(f"screenshot: {shot}")
+
+
+# -- layout, measured in the browser ----------------------------------------------------------
+
+PHONE, DESKTOP = (390, 844), (1400, 1000)
+# Every visible text's colour against the first opaque background behind it, with opacity.
+CONTRAST_JS = r"""(() => {
+  const rgb = s => (s.match(/[\d.]+/g) || []).map(Number);
+  const lum = c => { const v = c.slice(0, 3).map(x => { x /= 255;
+      return x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4); });
+    return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]; };
+  const out = [];
+  for (const el of document.body.querySelectorAll('*')) {
+    if (el.closest('svg') || !el.getClientRects().length) continue;
+    const text = [...el.childNodes].filter(n => n.nodeType === 3).map(n => n.data).join('').trim();
+    if (!text) continue;
+    let bg = null, alpha = 1;
+    for (let e = el; e; e = e.parentElement) {
+      const st = getComputedStyle(e);
+      alpha *= Number(st.opacity);
+      const b = rgb(st.backgroundColor);
+      if (!bg && b.length === 3 || (b.length === 4 && b[3] > 0.99)) bg = bg || b;
+    }
+    bg = bg || [255, 255, 255];
+    const fg = rgb(getComputedStyle(el).color);
+    const a = alpha * (fg.length === 4 ? fg[3] : 1);
+    const mixed = [0, 1, 2].map(i => fg[i] * a + bg[i] * (1 - a));
+    const [hi, lo] = [lum(mixed), lum(bg)].sort((x, y) => y - x);
+    out.push({text: text.slice(0, 40), ratio: (hi + 0.05) / (lo + 0.05),
+              size: getComputedStyle(el).fontSize});
+  }
+  return out;
+})()"""
+
+
+def _browser(size):
+    from helpers.chromium import Browser
+
+    return Browser(*size, mobile=size == PHONE)
+
+
+def _rect(browser, selector: str) -> dict:
+    return browser.eval(f"(() => {{ const r = document.querySelector({selector!r})"
+                        ".getBoundingClientRect(); return {left: r.left, right: r.right, "
+                        "top: r.top, bottom: r.bottom, width: r.width}; })()")
+
+
+@pytest.mark.parametrize("size", [PHONE, DESKTOP], ids=["390x844", "1400x1000"])
+def test_the_document_never_scrolls_sideways(rendered, size):
+    with _browser(size) as browser:
+        browser.open(rendered[0])
+        assert browser.eval("document.documentElement.scrollWidth") <= size[0]
+        assert browser.eval("document.body.scrollWidth") <= size[0]
+
+
+def test_on_a_phone_the_matrix_scrolls_in_its_own_box_with_the_build_column_in_view(rendered):
+    with _browser(PHONE) as browser:
+        browser.open(rendered[0])
+        box = "document.querySelector('.mscroll')"
+        assert browser.eval(f"{box}.scrollWidth > {box}.clientWidth + 300")
+        browser.eval(f"{box}.scrollLeft = 400")
+        assert browser.eval(f"{box}.scrollLeft") == 400
+        build = _rect(browser, ".matrix tbody th[scope=row]")
+        holder = _rect(browser, ".mscroll")
+        assert abs(build["left"] - holder["left"]) < 1  # sticky: still at the box's left edge
+        cell = _rect(browser, ".matrix tbody td.c")
+        assert cell["left"] < holder["left"]  # while the cells beside it scrolled away
+
+
+def test_on_a_phone_an_opened_cell_reads_as_a_sheet_inside_the_screen(rendered):
+    with _browser(PHONE) as browser:
+        browser.open(rendered[0])
+        browser.click("tbody:not(.fold) td.c summary")
+        pop = _rect(browser, "td.c details[open] .pop")
+        assert pop["left"] >= 0 and pop["right"] <= PHONE[0] and pop["top"] >= 0
+        assert pop["width"] >= PHONE[0] - 20  # about 45 characters a line, not 3
+        assert "driver" in browser.eval(
+            "document.querySelector('td.c details[open] .pop').innerText")
+
+
+@pytest.mark.parametrize("size", [PHONE, DESKTOP], ids=["390x844", "1400x1000"])
+def test_the_legend_follows_the_matrix_on_a_phone_and_precedes_it_on_a_wide_screen(rendered,
+                                                                                   size):
+    with _browser(size) as browser:
+        browser.open(rendered[0])
+        legend, matrix = _rect(browser, ".legend"), _rect(browser, ".matrix")
+    if size == PHONE:
+        assert legend["top"] > matrix["bottom"]
+    else:
+        assert legend["bottom"] < matrix["top"]
+
+
+@pytest.mark.parametrize("size", [PHONE, DESKTOP], ids=["390x844", "1400x1000"])
+def test_every_text_reaches_4_5_to_1_contrast(rendered, size):
+    with _browser(size) as browser:
+        browser.open(rendered[0])
+        browser.click("tbody:not(.fold) td.c summary")  # an open pop-up's text counts too
+        texts = browser.eval(CONTRAST_JS)
+    assert len(texts) > 100
+    low = [t for t in texts if t["ratio"] < 4.5]
+    assert low == [], low[:5]
+
+
+def test_a_folded_run_of_nightlies_opens_without_scripts(rendered):
+    view = rendered[1]
+    [fold] = [f for s in view.sections for g in s.groups for f in g.folds if f.folded]
+    assert fold.label == "2026-02-10 … 2026-02-15" and len(fold.rows) == 6
+    shown = ("[...document.querySelectorAll('tbody.fold tr.member')]"
+             ".filter(r => r.getClientRects().length).length")
+    with _browser(DESKTOP) as browser:
+        browser.open(rendered[0])
+        assert browser.eval("document.scripts.length") == 0
+        assert browser.eval(shown) == 0
+        assert "2026-02-10 … 2026-02-15" in browser.eval(
+            "document.querySelector('tbody.fold tr.fold-head').innerText")
+        browser.click("tbody.fold tr.fold-head summary")
+        assert browser.eval(shown) == 6

@@ -336,6 +336,18 @@ class Indexes(_Strict):
     nightly: IndexRef | None = None
 
 
+HttpsUrl = _matching(r"https://[^\s/]+\S*", "an https:// URL")
+
+
+class References(_Strict):
+    """Where the page and affected.json point a reader (the report reads only this key)."""
+
+    upstream: HttpsUrl | None = Field(None, description=(
+        "The upstream bug report (default: a search of pytorch/pytorch's issues)."))
+    page: HttpsUrl | None = Field(None, description=(
+        "Where the page is published, for affected.json's references."))
+
+
 StableList = Annotated[list[StableEntry], BeforeValidator(_as_list)]
 TestList = Annotated[list[TestEntry], BeforeValidator(_as_list)]
 NightlyList = Annotated[list[NightlyEntry], BeforeValidator(_as_list)]
@@ -361,6 +373,7 @@ class MatrixConfig(_Strict):
     dev: DevList = Field(default_factory=list, description="Wheels you built.")
     preinstalled: Annotated[Preinstalled | None, BeforeValidator(_preinstalled)] = Field(
         None, description="The torch already installed in the image or interpreter.")
+    references: References = Field(default_factory=References)
 
     def settings(self, entry: RunOptions) -> Settings:
         """The entry's options, with `defaults` (then built-in defaults) filling the gaps."""

@@ -93,9 +93,9 @@ def _other_fingerprint(python: str) -> str:
 
 
 def no_torch_message(python: str) -> str:
-    return (f"the interpreter {python} has no torch: install torch into it, pass --python with "
-            "an interpreter that has one, or name a cell of the plan that installs a wheel "
-            "(`torchbisect plan` lists them)")
+    return (f"the interpreter {python} has no torch: install torch into it, pass "
+            "--interpreter with an interpreter that has one, or name a cell of the plan that "
+            "installs a wheel (`torchbisect plan` lists them)")
 
 
 def _same_interpreter(python: str) -> bool:

@@ -39,6 +39,7 @@ def _parser(chosen: str | None) -> argparse.ArgumentParser:
         prog="torchbisect",
         description="Test PyTorch builds for the lazy-clone / CUDA Graph stale-data bug.",
     )
+    parser.add_argument("--version", action="version", version=f"torchbisect {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, help_text in COMMANDS.items():
         cmd = sub.add_parser(name, help=help_text, description=help_text)
@@ -47,6 +48,17 @@ def _parser(chosen: str | None) -> argparse.ArgumentParser:
             module.configure(cmd)
             cmd.set_defaults(_run=module.run)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torchbisect")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        from .. import __version__
+
+        return __version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:

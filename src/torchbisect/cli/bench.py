@@ -22,6 +22,7 @@ from pathlib import Path
 from .. import bench_plots, proc
 from ..backends.base import host_python
 from ..errors import ConfigError
+from .options import add_backend_option, add_interpreter_option
 
 PARTS = ("workaround", "overhead", "rerun", "plan", "render", "gpus")
 
@@ -31,12 +32,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="folder for the JSON and SVG files (default: %(default)s)")
     parser.add_argument("--parts", default="workaround,overhead,rerun,plan,render",
                         help=f"comma list of {', '.join(PARTS)} (default: %(default)s)")
-    parser.add_argument("--python", default=host_python(),
-                        help="interpreter whose torch the workaround cost is measured with")
+    add_interpreter_option(parser, "interpreter whose torch the workaround cost is measured "
+                                   "with (default: the one running torchbisect)",
+                           default=host_python())
     parser.add_argument("--sizes-mib", default="1,4,16,64,256,1024")
     parser.add_argument("--gpu-matrix", type=Path,
                         help="matrix file for the 'gpus' part: run on one GPU, then on all")
-    parser.add_argument("--backend", default="venv", help="backend for the 'gpus' part")
+    add_backend_option(parser, "backend for the 'gpus' part (default: %(default)s)",
+                       default="venv")
     parser.add_argument("--overhead-cases", default="",
                         help="probe cases for the 'overhead' part (default: all of them)")
 
@@ -59,8 +62,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _workaround(args: argparse.Namespace) -> None:
     script = Path(__file__).resolve().parent.parent / "workaround_bench.py"
-    print(f"bench: workaround cost with {args.python}", file=sys.stderr)
-    done = proc.run([args.python, str(script), "--sizes-mib", args.sizes_mib], timeout=1800,
+    print(f"bench: workaround cost with {args.interpreter}", file=sys.stderr)
+    done = proc.run([args.interpreter, str(script), "--sizes-mib", args.sizes_mib], timeout=1800,
                     echo=lambda line: print(line, file=sys.stderr))
     doc = json.loads(done.output[done.output.index("{"):])
     (args.out / "workaround.json").write_text(json.dumps(doc, indent=2) + "\n")

@@ -18,6 +18,7 @@ from ..bisect.run import Bisection, BisectOptions, bisect
 from ..bisect.verdicts import DEFAULT_CASE
 from ..errors import ConfigError
 from ..model import BisectResult, Direction, NightlyPoint
+from .options import add_backend_option
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +42,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--index-url", default=None, metavar="URL",
         help="wheel index, file:// URL or folder (default: pytorch's nightly index, or its "
              "release index when both ends are release versions)")
-    add("--backend", default=None, help="venv, current or docker (default: chosen for this host)")
+    add_backend_option(parser, "where nightlies are installed (default: chosen for this host)",
+                       default=None)
     add("--overlay", action="store_true",
         help="install only the torch wheel (--no-deps) over this interpreter's packages, as "
              "`matrix --overlay` does (runners without network, NGC images)")

@@ -5,8 +5,9 @@ shard's cells, choose the backend, skip the cells whose verdict is already store
 (`schedule.run_cells`), print the summary table, render the report.  Without a GPU only this
 interpreter's torch is probed, unless `--allow-no-gpu`.
 
-Exit status: 0 when every cell has a verdict, 3 when some cell ended as an infrastructure
-failure (it is retried on the next run), 2 for configuration errors, 5 when the backend cannot run.
+Exit status (`--fail-on`, see cli/options.py): by default 3 when some cell ended as an
+infrastructure failure (it is retried on the next run), else 0; 1 with `--fail-on affected` when a
+cell is affected.  2 for configuration errors, 5 when the backend cannot run.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from pathlib import Path
 from rich.console import Console
 
 from ..backends.base import host_python
-from ..errors import ConfigError, InfraError
 from ..model import Cell, CellRun, Channel, Plan, RunStatus
 from ..words import count
+from . import options as flags
 from .plan import add_driver_option, lock_needed_offline
 
 DEFAULT_STORE = Path("reports/results.sqlite")
@@ -40,20 +41,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="lock file (default: <matrix>.lock.json next to the matrix file)")
     add("--offline", action="store_true", help="plan from the lock alone; no index is contacted")
     add_driver_option(parser)
-    add("--backend", choices=("docker", "venv", "current"),
-        help="where cells are installed (default: docker when an engine answers, else venv)")
+    flags.add_backend_option(parser, "where cells are installed (default: docker when an "
+                                     "engine answers, else venv)")
     add("--overlay", action="store_true",
         help="install only the torch wheel (--no-deps) over an environment that has the CUDA "
              "libraries, for every cell")
     add("--store", type=Path, default=DEFAULT_STORE, help="result store (default: %(default)s)")
     add("--shard", metavar="I/N", help="run only shard I of N (cells split by a hash of their id)")
-    add("--cells", metavar="ID,ID", help="run only these cells")
+    add("--cells", metavar="GLOB,…", help="only the cells whose id matches a pattern "
+                                         "(e.g. 'stable-*,nightly-202610*')")
+    add("--skip", metavar="GLOB,…", help="leave out the cells whose id matches a pattern")
     add("--force", action="store_true", help="probe cells even when a verdict is stored")
     add("--allow-no-gpu", action="store_true",
         help="without a GPU, still install and probe every cell (the probe reports `skipped`)")
-    add("--python", metavar="PATH",
-        help="interpreter that has the CUDA libraries: overlays install over it and the "
-             "preinstalled cell tests its torch (default: the one running torchbisect)")
+    flags.add_interpreter_option(parser, "interpreter that has the CUDA libraries: overlays "
+                                         "install over it and the preinstalled cell tests its "
+                                         "torch (default: the one running torchbisect)")
     add("--workdir", type=Path, metavar="DIR",
         help="venvs, downloads and probe output (default: .torchbisect/)")
     add("--out", type=Path, default=Path("reports"),
@@ -61,11 +64,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--no-report", action="store_true", help="store results but render no report")
     add("--jobs", type=int, metavar="N",
         help="cells installed ahead of the probes (default: two per GPU)")
+    flags.add_fail_on_option(parser)
+    flags.add_json_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     _sigterm_stops_like_ctrl_c()
-    console = Console()
+    console = Console(stderr=args.json == "-")
     from ..gpus import list_gpus
 
     gpus = list_gpus()
@@ -74,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if not gpus and not args.allow_no_gpu:
         # Nothing but the interpreter's torch will run: no index to ask, no wheel to fetch
         # (unless --cells/--shard name cells, which only the full plan can check).
-        picked = args.cells or args.shard
+        picked = args.cells or args.shard or args.skip
         plan = resolve_plan(args, console, preinstalled_only=not picked)
         cells = _pick(plan.cells, args) if picked else plan.cells
         cells, backend_name = _no_gpu_cells(cells, console, python=_python(args),
@@ -94,12 +99,12 @@ def run(args: argparse.Namespace) -> int:
         _summary(new, reused, console, logs=args.out / "logs")
         if not args.no_report:
             _render(store, args.out, console, empty_reason=why_nothing)
+    flags.write_json(args.json, [*new, *reused])
     failed = [r for r in new if r.status is RunStatus.INFRA_FAILURE]
     if failed:
         console.print(f"{count(len(failed), 'cell')} failed for infrastructure reasons (see the "
                       f"note column and {args.out / 'logs'}/); they are retried on the next run")
-        return InfraError.exit_code
-    return 0
+    return flags.exit_status([*new, *reused], args.fail_on)
 
 
 def resolve_plan(args: argparse.Namespace, console: Console, *,
@@ -139,17 +144,10 @@ def _lock_path(args: argparse.Namespace) -> Path:
 
 
 def _pick(cells: tuple[Cell, ...], args: argparse.Namespace) -> tuple[Cell, ...]:
-    """--cells, then --shard, then --overlay."""
+    """--cells and --skip, then --shard, then --overlay."""
     from ..schedule import shard
 
-    if args.cells:
-        wanted = [c.strip() for c in args.cells.split(",") if c.strip()]
-        known = {c.id for c in cells}
-        unknown = [w for w in wanted if w not in known]
-        if unknown:
-            raise ConfigError(f"--cells: no cell {', '.join(unknown)} in the plan of "
-                              f"{args.matrix}; `torchbisect plan` lists them")
-        cells = tuple(c for c in cells if c.id in wanted)
+    cells = flags.by_patterns(cells, keep=args.cells, skip=args.skip, matrix=args.matrix)
     cells = shard(cells, args.shard)
     if args.overlay:
         cells = tuple(dataclasses.replace(c, overlay=True) if c.url else c for c in cells)
@@ -157,7 +155,7 @@ def _pick(cells: tuple[Cell, ...], args: argparse.Namespace) -> tuple[Cell, ...]
 
 
 def _python(args: argparse.Namespace) -> str:
-    return args.python or host_python()
+    return args.interpreter or host_python()
 
 
 def _no_gpu_cells(cells: tuple[Cell, ...], console: Console, *, python: str,
@@ -234,8 +232,8 @@ def _cost(picked, store, args: argparse.Namespace, *, gpus: int):
 
 def backend_options(args: argparse.Namespace, **options) -> dict:
     """Constructor options from the command line (choose_backend drops those a class lacks)."""
-    if args.python:
-        options["python"] = args.python
+    if args.interpreter:
+        options["python"] = args.interpreter
     if args.workdir:
         options.update(workdir=args.workdir, work_root=args.workdir / "docker")
     return options

@@ -4,7 +4,8 @@ The default cell, `preinstalled`, is this interpreter's torch on the `current` b
 no matrix.yaml and installs nothing.  Any other identifier comes from the plan of `--matrix`.
 The cell is always probed (no skip key): asking for one cell means asking for a fresh verdict.
 
-Exit status: 0 when the probe gave a verdict (whatever it is), 3 for an infrastructure failure.
+Exit status: the probe's own, as `git bisect run` reads it: 0 not affected, 1 affected, 125 cannot
+tell (no GPU, a control misbehaved, a crash); 3 for an infrastructure failure.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .matrix import (
     preinstalled_cell,
     with_torch_version,
 )
+from .options import add_backend_option, add_interpreter_option, add_json_option, write_json
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -39,17 +41,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--lock", type=Path, metavar="PATH", help="lock file (default: next to the matrix file)")
     add("--offline", action="store_true", help="plan from the lock alone")
     add_driver_option(parser)
-    add("--backend", choices=("docker", "venv", "current"),
-        help="default: current for preinstalled; else docker when an engine answers, else venv")
+    add_backend_option(parser, "default: current for preinstalled; else docker when an engine "
+                               "answers, else venv")
     add("--overlay", action="store_true", help="install only the torch wheel (--no-deps)")
     add("--gpu", type=int, metavar="INDEX", help="GPU to use (default: the first visible one)")
     add("--cases", metavar="A,B", help="only these cases (the controls always run)")
     add("--trials", type=int, metavar="N", help="trials of the timing-dependent cases")
     add("--store", type=Path, default=DEFAULT_STORE, help="result store (default: %(default)s)")
-    add("--python", metavar="PATH",
-        help="interpreter whose torch `preinstalled` tests and over which overlays install")
+    add_interpreter_option(parser, "interpreter whose torch `preinstalled` tests and over "
+                                   "which overlays install")
     add("--workdir", type=Path, metavar="DIR", help="venvs and downloads (default: .torchbisect/)")
     add("--out", type=Path, default=Path("reports"), help="the log goes to OUT/logs/<cell>.log")
+    add_json_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,8 +60,9 @@ def run(args: argparse.Namespace) -> int:
     from ..backends import choose_backend
     from ..store import Store
 
-    console = Console()
-    cell = with_torch_version(_overrides(_find(args), args), python=args.python or host_python())
+    console = Console(stderr=args.json == "-")
+    cell = with_torch_version(_overrides(_find(args), args),
+                              python=args.interpreter or host_python())
     _require_torch(cell, args)
     name = args.backend or ("current" if cell.channel is Channel.PREINSTALLED else None)
     backend = choose_backend(name, say=console.print, **backend_options(args))
@@ -71,7 +75,10 @@ def run(args: argparse.Namespace) -> int:
     _print(result, console)
     console.print(f"stored as run {run_id} in {args.store}; log: "
                   f"{execute.log_path(args.out / 'logs', cell)}", highlight=False)
-    return InfraError.exit_code if result.status is RunStatus.INFRA_FAILURE else 0
+    write_json(args.json, [result])
+    if result.status is RunStatus.INFRA_FAILURE or result.verdict is None:
+        return InfraError.exit_code
+    return result.verdict.exit_code
 
 
 def _find(args: argparse.Namespace) -> Cell:
@@ -105,7 +112,7 @@ def _require_torch(cell: Cell, args: argparse.Namespace) -> None:
     from ..backends.current import no_torch_message
     from ..backends.venv import interpreter_of
 
-    raise ConfigError(no_torch_message(interpreter_of(cell, args.python or host_python())))
+    raise ConfigError(no_torch_message(interpreter_of(cell, args.interpreter or host_python())))
 
 
 def _overrides(cell: Cell, args: argparse.Namespace) -> Cell:

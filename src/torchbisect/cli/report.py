@@ -1,7 +1,8 @@
 """`torchbisect report`: render index.html, results.json, summary.md and affected.json.
 
 From the result store by default; `--probe-json` renders probe documents recorded by hand (this is
-how reports/sample/ is made from the real H200 results in tests/data/probe/).
+how reports/sample/ is made from the real H200 results in tests/data/probe/).  The page's upstream
+and page links come from `references:` in the matrix file, when there is one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="render these probe JSON documents instead of the store")
     parser.add_argument("--bisection", type=Path, action="append", default=[], metavar="FILE",
                         help="with --probe-json: a bisection result JSON to draw (repeatable)")
+    parser.add_argument("--matrix", type=Path, default=Path("matrix.yaml"),
+                        help="matrix file whose `references:` the page links (default: "
+                             "%(default)s, when it exists)")
+
+
+def links_from(matrix: Path):
+    """The report's links from `references:` in `matrix`; the defaults when there is no file."""
+    from ..report import Links
+
+    if not matrix.is_file():
+        return Links()
+    from ..config import load_matrix
+
+    refs = load_matrix(matrix).references
+    return Links(**{k: v for k, v in (("upstream", refs.upstream), ("page", refs.page)) if v})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     from ..report.probe_files import DocumentSource
 
     if args.probe_json:
-        paths = render(DocumentSource(args.probe_json, args.bisection), args.out)
+        paths = render(DocumentSource(args.probe_json, args.bisection), args.out,
+                       links=links_from(args.matrix))
     elif args.bisection:
         raise ConfigError("--bisection needs --probe-json; stored bisections are drawn already")
     elif not args.store.is_file():
@@ -38,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         from ..store import Store
 
         with Store(args.store) as store:
-            paths = render(store, args.out)
+            paths = render(store, args.out, links=links_from(args.matrix))
     for path in paths:
         print(path)
     return 0

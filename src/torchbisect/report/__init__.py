@@ -25,7 +25,8 @@ from .osv import osv_document
 from .results_json import results_document
 from .view import PageView, build_view
 
-__all__ = ["Links", "PageView", "build_view", "render", "render_runs", "bench_render"]
+__all__ = ["Links", "PageView", "build_view", "render", "render_runs", "results_json",
+           "bench_render"]
 
 
 class RunSource(Protocol):
@@ -65,6 +66,14 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     return [_write(out_dir / name, text) for name, text in files.items()]
+
+
+def results_json(runs: list[CellRun], bisections: list[BisectResult]) -> str:
+    """results.json's text for these runs alone: what `matrix`, `probe` and `merge --json` write."""
+    runs = [with_probed_version(r) for r in runs]
+    now = dt.datetime.now(dt.timezone.utc)
+    page = build_view(runs, bisections, generated=now)
+    return _json(results_document(page, runs, bisections, generated=now))
 
 
 def example_links(out_dir: Path) -> tuple[tuple[str, str], ...]:

@@ -18,11 +18,10 @@ if TYPE_CHECKING:
 
 UPSTREAM_SEARCH = ("https://github.com/pytorch/pytorch/issues?q=is%3Aissue+"
                    "_lazy_clone+%22CUDA+graph%22+stale")
-WORKAROUND = ("Use a real copy, x.clone(), instead of torch._lazy_clone(x): it is captured into "
-              "the graph and ordered on the current stream. Or materialize the lazy clone before "
-              "capture (write to it once, after synchronizing the stream that produced x); the "
-              "graph then reads that one copy, which is right only if x does not change between "
-              "replays.")
+WORKAROUND = ("Use x.clone() instead of torch._lazy_clone(x): a real copy is captured into the "
+              "graph and ordered on the current stream. Materializing the lazy clone before "
+              "capture (one write, after the stream that produced x is synchronized) avoids the "
+              "race too, but the graph then replays that one copy.")
 CHECK = "torchbisect probe"
 CHECK_MEANING = ("probes this interpreter's torch on the first GPU; exit status 0 = not affected, "
                  "1 = affected, 125 = cannot tell (no GPU, or a control misbehaved). Without "

@@ -1,0 +1,141 @@
+"""Headless Chromium driven over the DevTools protocol on a pipe, with the standard library only.
+
+Playwright cannot download its browsers here, and Debian's chromium is enough: `--remote-debugging-
+pipe` reads protocol commands on fd 3 and writes replies on fd 4, NUL-separated JSON.  The page is
+opened at a given viewport (a phone: mobile emulation, so `<meta name=viewport>` applies), then
+measured with `Runtime.evaluate`, clicked with real mouse events, and captured as PNG.
+
+    python tests/helpers/chromium.py PAGE.html OUT.png 390x844   # one screenshot
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--remote-debugging-pipe", "about:blank"]
+
+
+def executable() -> str:
+    return shutil.which("chromium") or shutil.which("chromium-browser") or "chromium"
+
+
+class Browser:
+    """One chromium process and one page in it; use as a context manager."""
+
+    def __init__(self, width: int, height: int, *, mobile: bool = False, timeout: float = 60):
+        self.width, self.height, self.mobile, self.timeout = width, height, mobile, timeout
+        self._id, self._buf, self.events, self.session = 0, b"", [], None
+
+    def __enter__(self) -> Browser:
+        to_child, self._out = os.pipe()
+        self._in, from_child = os.pipe()
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_child, from_child)]
+        self._profile = tempfile.mkdtemp(prefix="chromium-profile-")
+
+        def fds():  # in the child: the protocol's fixed descriptors
+            os.dup2(high[0], 3)
+            os.dup2(high[1], 4)
+
+        self._proc = subprocess.Popen(
+            [executable(), *FLAGS[:-1], f"--user-data-dir={self._profile}",
+             f"--window-size={self.width},{self.height}", FLAGS[-1]],
+            # close_fds would close 3 and 4 after `fds` ran; dup2 leaves them inheritable
+            close_fds=False, preexec_fn=fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for fd in (to_child, from_child, *high):
+            os.close(fd)
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.call("Target.attachToTarget", targetId=target,
+                                 flatten=True)["sessionId"]
+        self.call("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height,
+                  deviceScaleFactor=2 if self.mobile else 1, mobile=self.mobile)
+        self.call("Page.enable")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with contextlib.suppress(Exception):  # best effort: the process is killed below
+            self.call("Browser.close", session=False)
+        os.close(self._out)
+        os.close(self._in)
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        shutil.rmtree(self._profile, ignore_errors=True)
+
+    def call(self, method: str, session: bool = True, **params):
+        self._id += 1
+        message = {"id": self._id, "method": method, "params": params}
+        if session and self.session:
+            message["sessionId"] = self.session
+        os.write(self._out, json.dumps(message).encode() + b"\0")
+        while True:
+            reply = self._next()
+            if reply.get("id") == self._id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+            self.events.append(reply)
+
+    def _next(self) -> dict:
+        deadline = time.monotonic() + self.timeout
+        while b"\0" not in self._buf:
+            if not select.select([self._in], [], [], max(0, deadline - time.monotonic()))[0]:
+                raise TimeoutError("chromium did not answer")
+            chunk = os.read(self._in, 1 << 20)
+            if not chunk:
+                raise RuntimeError("chromium exited")
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\0", 1)
+        return json.loads(line)
+
+    def open(self, path: Path) -> None:
+        self.events.clear()
+        self.call("Page.navigate", url=Path(path).resolve().as_uri())
+        while not any(e.get("method") == "Page.loadEventFired" for e in self.events):
+            self.events.append(self._next())
+
+    def eval(self, expression: str):
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression[:60]}…: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def click(self, selector: str) -> None:
+        """A real mouse click at the centre of the first element matching `selector`."""
+        box = self.eval(f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
+                        " e.scrollIntoView({block: 'center', inline: 'center'});"
+                        " const r = e.getBoundingClientRect();"
+                        " return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        for kind in ("mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left",
+                      clickCount=1)
+
+    def screenshot(self, out: Path) -> Path:
+        data = self.call("Page.captureScreenshot", format="png")["data"]
+        Path(out).write_bytes(base64.b64decode(data))
+        return Path(out)
+
+
+def screenshot(page: Path, out: Path, width: int, height: int) -> Path:
+    with Browser(width, height, mobile=width < 600) as browser:
+        browser.open(page)
+        return browser.screenshot(out)
+
+
+if __name__ == "__main__":
+    size = sys.argv[3].split("x")
+    print(screenshot(Path(sys.argv[1]), Path(sys.argv[2]), int(size[0]), int(size[1])))

@@ -1,0 +1,178 @@
+"""A release checklist gates on torchbisect: exit statuses, JSON shaped like results.json, and one
+name and meaning per flag across commands.
+
+`probe` and `matrix` run for real on this interpreter's torch with the `current` backend.  Where a
+test needs an "affected" or "not affected" verdict, which only a GPU can give, a stand-in probe
+(same command line, same JSON document, exit status to match) answers instead of the real one.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+from helpers import make_cell, make_run
+
+from torchbisect.backends import BACKENDS
+from torchbisect.cli import main
+from torchbisect.errors import ConfigError
+
+STAND_IN = '''PROBE_VERSION = "gate"
+import argparse, json, os, sys
+p = argparse.ArgumentParser()
+p.add_argument("--cases", default="capture_data_ptr"); p.add_argument("--json")
+p.add_argument("--trials"); p.add_argument("--timeout")
+a = p.parse_args()
+verdict = os.environ["TB_VERDICT"]
+case = {"verdict": verdict, "detail": "stand-in", "seconds": 0.1}
+doc = {"schema": 1, "probe": "stale_replay", "probe_version": PROBE_VERSION, "verdict": verdict,
+       "cases": {"capture_data_ptr": case}, "env": {"torch": "2.13.0+cpu", "python": "3.11.7"}}
+open(a.json, "w").write(json.dumps(doc)) if a.json else print(json.dumps(doc))
+sys.exit({"affected": 1, "not_affected": 0}.get(verdict, 125))
+'''
+RESULTS_KEYS = {"schema", "generated", "headlines", "cases", "runs", "bisections"}
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """A folder with a preinstalled-only matrix; no GPU is visible, whatever the machine has."""
+    pytest.importorskip("torch", reason="the probe needs this interpreter to have torch")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("torchbisect.gpus.list_gpus", lambda: [])
+    (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
+    return tmp_path
+
+
+@pytest.fixture
+def stand_in(workdir, monkeypatch):
+    folder = workdir / "probes"
+    folder.mkdir()
+    (folder / "stale_replay.py").write_text(STAND_IN)
+    monkeypatch.setenv("TORCHBISECT_PROBES", str(folder))
+    return lambda verdict: monkeypatch.setenv("TB_VERDICT", verdict)
+
+
+def _json_out(capsys) -> dict:
+    doc = json.loads(capsys.readouterr().out)  # stdout holds the document and nothing else
+    assert set(doc) == RESULTS_KEYS
+    return doc
+
+
+def test_probe_exits_like_the_probe_itself(stand_in, capsys):
+    for verdict, status in (("affected", 1), ("not_affected", 0), ("inconclusive", 125)):
+        stand_in(verdict)
+        assert main(["probe", "--interpreter", sys.executable, "--json", "-"]) == status, verdict
+        doc = _json_out(capsys)
+        assert [r["verdict"] for r in doc["runs"]] == [verdict]
+
+
+def test_probe_with_the_real_probe_and_no_gpu_cannot_tell(workdir, capsys):
+    assert main(["probe", "--interpreter", sys.executable, "--json", "out/probe.json"]) == 125
+    doc = json.loads((workdir / "out" / "probe.json").read_text())
+    assert set(doc) == RESULTS_KEYS
+    [run] = doc["runs"]
+    assert run["verdict"] == "skipped" and run["cell"]["channel"] == "preinstalled"
+    assert "skipped" in capsys.readouterr().out
+
+
+def test_matrix_gates_on_affected_only_when_asked(stand_in, capsys):
+    stand_in("affected")
+    argv = ["matrix", "--interpreter", sys.executable, "--no-report", "--force"]
+    assert main(argv) == 0  # the default gates on infrastructure failures only
+    capsys.readouterr()
+    assert main([*argv, "--fail-on", "affected", "--json", "-"]) == 1
+    doc = _json_out(capsys)
+    assert doc["runs"][0]["verdict"] == "affected"
+    assert doc["headlines"][0]["text"] == "2.13.0 affected without a GPU"
+    # a verdict stored by an earlier run counts too: the gate asks about the builds, not the run
+    assert main(["matrix", "--interpreter", sys.executable, "--no-report",
+                 "--fail-on", "affected,infra"]) == 1
+    stand_in("not_affected")
+    assert main([*argv, "--fail-on", "affected,infra"]) == 0
+
+
+def test_matrix_fail_on_takes_only_what_it_knows(workdir, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["matrix", "--fail-on", "broken"])
+    assert exc.value.code == 2
+    assert "--fail-on" in capsys.readouterr().err
+
+
+def _pick(cells: str = "", skip: str = ""):
+    from torchbisect.cli.matrix import _pick
+
+    plan = tuple(make_cell(i) for i in ("stable-2.15.0-cu130-cp312", "stable-2.15.0-cu126-cp312",
+                                        "nightly-20261001-cu130-cp312", "preinstalled"))
+    args = Namespace(cells=cells, skip=skip, shard=None, overlay=False, matrix=Path("m.yaml"))
+    return [c.id for c in _pick(plan, args)]
+
+
+def test_cells_and_skip_take_glob_patterns():
+    assert _pick("stable-*") == ["stable-2.15.0-cu130-cp312", "stable-2.15.0-cu126-cp312"]
+    assert _pick("*-cu130-*,preinstalled") == ["stable-2.15.0-cu130-cp312",
+                                               "nightly-20261001-cu130-cp312", "preinstalled"]
+    assert _pick(skip="*cu126*,nightly-*") == ["stable-2.15.0-cu130-cp312", "preinstalled"]
+    assert _pick("stable-*", skip="*cu126*") == ["stable-2.15.0-cu130-cp312"]
+    with pytest.raises(ConfigError, match=r"--cells: no cell matches stable-2\.3\.\* in the plan"):
+        _pick("stable-2.3.*,preinstalled")
+    with pytest.raises(ConfigError, match="--skip: no cell matches rc-"):
+        _pick(skip="rc-*")
+
+
+def test_merge_writes_the_merged_runs_as_results_json(tmp_path, capsys):
+    from torchbisect.store import Store
+
+    for name, cell in (("a", "dev-a"), ("b", "dev-b")):
+        with Store(tmp_path / f"{name}.sqlite") as store:
+            store.add(make_run(make_cell(cell)))
+    out = str(tmp_path / "all.sqlite")
+    assert main(["merge", out, str(tmp_path / "a.sqlite"), str(tmp_path / "b.sqlite"),
+                 "--json", "-"]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert set(doc) == RESULTS_KEYS
+    assert sorted(r["cell"]["id"] for r in doc["runs"]) == ["dev-a", "dev-b"]
+    assert "2 runs" in captured.err  # the progress lines moved out of the way
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == "torchbisect 0.1.0"
+
+
+@pytest.mark.parametrize("command", ["matrix", "probe", "bisect", "bench"])
+def test_backend_has_the_same_choices_in_every_command(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--backend", "podman"] + (["--good", "1", "--bad", "2"]
+                                                 if command == "bisect" else []))
+    assert exc.value.code == 2
+    [line] = [x for x in capsys.readouterr().err.splitlines() if "invalid choice" in x]
+    choices = line.split("choose from", 1)[1].replace("'", "").strip(" )")
+    assert choices.split(", ") == list(BACKENDS)  # argparse quotes them on some Pythons only
+
+
+@pytest.mark.parametrize("command", ["matrix", "probe", "bench"])
+def test_the_interpreter_flag_is_interpreter_and_python_still_works_with_a_note(command,
+                                                                               capsys):
+    from torchbisect.cli import _parser
+
+    args = _parser(command).parse_args([command, "--interpreter", "/opt/py/bin/python3"])
+    assert args.interpreter == "/opt/py/bin/python3"
+    old = _parser(command).parse_args([command, "--python", "/opt/py/bin/python3"])
+    assert old.interpreter == "/opt/py/bin/python3"
+    assert "--python PATH is now --interpreter PATH" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["plan", "bisect"])
+def test_python_means_a_version_where_it_is_not_deprecated(command, capsys):
+    from torchbisect.cli import _parser
+
+    extra = ["--good", "1", "--bad", "2"] if command == "bisect" else []
+    args = _parser(command).parse_args([command, "--python", "3.12", *extra])
+    assert args.python == "3.12" and not hasattr(args, "interpreter")
+    assert capsys.readouterr().err == ""
