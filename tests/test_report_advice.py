@@ -1,0 +1,104 @@
+""""What to do" on the page and in summary.md: the workaround with its measured cost, the first
+fixed builds when known, a self-check, the upstream report (configurable in matrix.yaml); and
+long runs of identical nightlies folded into one row."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from html import unescape
+
+from torchbisect.cli import main
+from torchbisect.model import Channel, Verdict
+from torchbisect.report import build_view, render_runs
+from torchbisect.report.advice import UPSTREAM_SEARCH
+from torchbisect.report.synthetic import synthetic_run as run
+
+NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
+BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5)}
+GOOD = {"capture_data_ptr": (0, 5), "capture_write": (0, 5)}
+BENCH = {"torch": "2.11.0+cu130", "gpu": "NVIDIA H200", "rows": [
+    {"size_mib": 1024, "graph_clone_node_ms": 0.7745},
+    {"size_mib": 1, "graph_clone_node_ms": 7e-4}]}
+
+
+def _todo(html: str) -> str:
+    """The visible text of the page's "What to do" section."""
+    section = re.search(r'<section class="todo".*?</section>', html, re.S).group(0)
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", section)).split())
+
+
+def test_the_page_and_summary_say_what_to_do_with_the_measured_cost(tmp_path):
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "workaround.json").write_text(json.dumps(BENCH))
+    (tmp_path / "bench" / "workaround.svg").write_text("<svg/>")
+    render_runs([run("2.11.0+cu130", BAD), run("2.15.0+cu132", BAD)], [], tmp_path / "page",
+                generated=NOW)
+    html = (tmp_path / "page" / "index.html").read_text()
+    todo = _todo(html)
+    assert todo.startswith("What to do Workaround Use x.clone() instead of torch._lazy_clone(x)")
+    assert ("Measured on NVIDIA H200 (torch 2.11.0+cu130): the clone adds 0.0007 ms to a graph "
+            "replay at 1 MiB and 0.77 ms at 1024 MiB.") in todo
+    assert '<a href="../bench/workaround.svg">The benchmark</a>' in html
+    assert "no fixed release yet (every tested release up to 2.15.0 is affected)" in todo
+    assert "torchbisect probe probes this interpreter's torch" in todo
+    assert "0 = not affected, 1 = affected, 125 = cannot tell" in todo
+    assert f'href="{UPSTREAM_SEARCH}"' in html
+    # near the top: before the matrix
+    assert html.index('class="todo"') < html.index('class="matrix"')
+    summary = (tmp_path / "page" / "summary.md").read_text()
+    assert "### What to do" in summary and "([benchmark](../bench/workaround.svg))" in summary
+    assert "- **Check your own torch:** `torchbisect probe`" in summary
+    assert f"- **Upstream report:** {UPSTREAM_SEARCH}" in summary
+
+
+def test_the_first_fixed_release_and_nightly_are_named_when_known(tmp_path):
+    runs = [run("2.15.0+cu132", BAD), run("2.16.0+cu132", {"capture_data_ptr": Verdict.REFUSED}),
+            run("2.17.0.dev20260301+cu132", BAD), run("2.17.0.dev20260305+cu132", GOOD)]
+    render_runs(runs, [], tmp_path, generated=NOW)
+    todo = _todo((tmp_path / "index.html").read_text())
+    assert ("first fixed release 2.16.0; first fixed nightly 2026-03-05 (not bisected, previous "
+            "tested nightly 2026-03-01)") in todo
+
+
+def test_with_two_gpu_models_each_gets_its_own_fix_line():
+    runs = [run("2.15.0+cu132", BAD), run("2.15.0+cu132", GOOD, gpu="NVIDIA A100")]
+    fixes = build_view(runs, [], generated=NOW).advice.fixes
+    assert fixes == ("NVIDIA A100: no tested release is affected",
+                     "NVIDIA H200: no fixed release yet (every tested release up to 2.15.0 is "
+                     "affected)")
+
+
+def test_the_upstream_report_and_page_come_from_matrix_yaml(tmp_path, data_dir, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "matrix.yaml").write_text(
+        "preinstalled: true\nreferences:\n"
+        "  upstream: https://github.com/pytorch/pytorch/issues/123456\n"
+        "  page: https://example.org/torchbisect/\n")
+    probe = str(data_dir / "probe" / "h200-torch-2.15.0.json")
+    assert main(["report", "--probe-json", probe, "--out", "out"]) == 0
+    html = (tmp_path / "out" / "index.html").read_text()
+    assert 'href="https://github.com/pytorch/pytorch/issues/123456"' in html
+    refs = json.loads((tmp_path / "out" / "affected.json").read_text())["references"]
+    assert {"type": "EVIDENCE", "url": "https://example.org/torchbisect/"} in refs
+    assert {"type": "REPORT", "url": "https://github.com/pytorch/pytorch/issues/123456"} in refs
+
+
+def test_an_empty_page_has_no_advice_to_give(tmp_path):
+    render_runs([], [], tmp_path, generated=NOW)
+    assert 'class="todo"' not in (tmp_path / "index.html").read_text()
+
+
+def test_long_runs_of_identical_nightlies_fold_and_the_others_stay_rows():
+    runs = [run(f"2.17.0.dev202603{d:02d}+cu132", BAD) for d in range(1, 8)]
+    runs += [run("2.17.0.dev20260308+cu132", GOOD), run("2.17.0.dev20260309+cu132", GOOD)]
+    runs += [run(f"2.16.0+cu13{i}", BAD) for i in range(3)]  # releases never fold
+    runs.append(run("2.11.0+cu130", BAD, channel=Channel.PREINSTALLED, cell_id="preinstalled"))
+    groups = {g.channel: g for g in build_view(runs, [], generated=NOW).sections[0].groups}
+    nightly = groups["nightly"].folds
+    assert [(f.folded, len(f.rows)) for f in nightly] == [(True, 7), (False, 1), (False, 1)]
+    assert nightly[0].label == "2026-03-01 … 2026-03-07"
+    assert nightly[0].sub == "7 nightlies, identical verdicts"
+    assert all(not f.folded for f in groups["stable"].folds)
+    assert len(groups["nightly"].rows) == 9  # results.json and summary.md still see every build
