@@ -7,13 +7,15 @@ Nothing a command starts may outlive it, hang us, or outlive torchbisect:
 * output is read by a thread, so the deadline holds even when a daemon keeps the pipe open: when
   the command exits (or its time is up) we wait `grace` seconds for the pipe, then end the group
   and every process that carries the token, and judge the command by its own exit status;
-* a watchdog process (`_watchdog`) learns each group and the token of this torchbisect process
-  (`TORCHBISECT_OWNER`); when we die — even by kill -9 — its stdin reaches EOF and it kills them.
+* a watchdog process (`_WATCHDOG`) learns each group and the token of this torchbisect process
+  (`TORCHBISECT_OWNER`); when we die — even by kill -9 — its stdin reaches EOF and it kills them,
+  then runs the clean-ups registered with `at_end` (the docker backend removes its containers).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -168,12 +170,13 @@ def _signal_group(pid: int, sig: int) -> None:
 # -- the watchdog: ends what we started when we die, even by SIGKILL -------------------------------
 
 _WATCHDOG = r"""
-import os, signal, sys
-owner, groups = sys.argv[1], set()
+import json, os, signal, subprocess, sys
+owner, groups, last = sys.argv[1], set(), []
 for line in sys.stdin:
     line = line.strip()
     if line[:1] == "+": groups.add(int(line[1:]))
     elif line[:1] == "-": groups.discard(int(line[1:]))
+    elif line[:1] == "!": last.append(json.loads(line[1:]))
 needle = ("%s=%s" % (sys.argv[2], owner)).encode()
 for group in groups:
     try: os.killpg(group, signal.SIGKILL)
@@ -184,9 +187,19 @@ for name in os.listdir("/proc"):
             with open("/proc/%s/environ" % name, "rb") as fh:
                 if needle in fh.read().split(b"\0"): os.kill(int(name), signal.SIGKILL)
         except OSError: pass
+for argv in last:
+    try: subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL, timeout=120)
+    except Exception: pass
 """
 _watch: subprocess.Popen | None = None
 _WATCH_LOCK = threading.Lock()
+
+
+def at_end(argv: Sequence[str]) -> None:
+    """Have the watchdog run `argv` once this torchbisect process has ended, however it ended
+    (kill -9 included): for what is not a process of ours, such as a container."""
+    _watchdog_say("!" + json.dumps([str(a) for a in argv]))
 
 
 def _watchdog_say(line: str) -> None:

@@ -25,6 +25,7 @@ import re
 import shlex
 import signal
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import proc
 from ..errors import BackendUnavailable, ConfigError, InfraError
 from ..index import local_path
 from ..model import Cell, Channel
@@ -45,6 +47,8 @@ from .wheels import DownloadHook, discard, download, progress_of, sha256_file
 
 LABEL = "torchbisect.cell"  # `docker ps -a --filter label=torchbisect.cell`
 OWNER_LABEL = "torchbisect.owner"  # "<hostname>:<pid>" of the run that made the container
+_REMOVE_OWNED = ("import docker\nfor box in docker.from_env(timeout=60).containers.list(all=True, "
+                 "filters={'label': %r}):\n    box.remove(force=True)\n")
 UV_CACHE_VOLUME = "torchbisect-uv-cache"
 UV_CACHE = "/var/cache/torchbisect-uv"
 CA_PATH = "/etc/torchbisect/ca-bundle.crt"
@@ -84,6 +88,7 @@ class DockerBackend(Backend):
         self.install_timeout = install_timeout
         self._client = client
         self._owner = f"{socket.gethostname()}:{os.getpid()}"
+        self._cleanup_registered = False
         self.images = RunnerImages(lambda: self.client, ca_bundle=self.ca_bundle,
                                    timeout=install_timeout)
         self._images: dict[tuple[str, str], tuple[str, str]] = {}  # → (python, fingerprint)
@@ -307,6 +312,7 @@ class DockerBackend(Backend):
         import docker
         from docker.types import DeviceRequest
 
+        self._remove_when_we_die()
         run = uuid.uuid4().hex[:12]
         labels = {LABEL: cell.id, OWNER_LABEL: self._owner, "torchbisect.step": step,
                   "torchbisect.run": run}
@@ -325,6 +331,14 @@ class DockerBackend(Backend):
             yield box, _LogPump(box, log)
         finally:  # also on Ctrl-C, and when that came in the middle of create()
             self._remove({"torchbisect.run": run})
+
+    def _remove_when_we_die(self) -> None:
+        """Killed with SIGKILL, we cannot remove our containers: the watchdog will (proc.at_end)."""
+        if self._cleanup_registered:
+            return
+        self._cleanup_registered = True
+        label = f"{OWNER_LABEL}={self._owner}"
+        proc.at_end([sys.executable, "-c", _REMOVE_OWNED % (label,)])
 
     def _remove(self, labels: dict[str, str]) -> None:
         wanted = [f"{key}={value}" for key, value in labels.items()]

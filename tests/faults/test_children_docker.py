@@ -1,0 +1,42 @@
+"""D7 with the docker backend on a real engine: after kill -9 of `matrix`, the probe's container
+does not run on — the watchdog removes it."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+from runaway import environment, project, wait_until
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def test_kill_9_of_a_docker_matrix_leaves_no_container(tmp_path):
+    import docker
+
+    client = docker.from_env()
+    project(tmp_path)  # the hanging probe
+    (tmp_path / "matrix.yaml").write_text(
+        "defaults:\n  timeout: 300\npreinstalled:\n  image: torchbisect/base:bookworm-torch\n"
+        "  env: {TB_MODE: hang}\n")
+    env, _ = environment(tmp_path, "hang")
+    argv = [sys.executable, "-m", "torchbisect", "matrix", "--allow-no-gpu", "--backend",
+            "docker", "--store", "results.sqlite", "--workdir", "work", "--no-report"]
+    child = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    owner = f"torchbisect.owner={socket.gethostname()}:{child.pid}"
+
+    def boxes(**extra):
+        labels = [owner, *(f"{k}={v}" for k, v in extra.items())]
+        return client.containers.list(all=True, filters={"label": labels})
+
+    try:
+        assert wait_until(lambda: boxes(**{"torchbisect.step": "probe"}), 180), \
+            "the probe container never started"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert wait_until(lambda: not boxes(), 60), [b.name for b in boxes()]
