@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from ..bisect.run import Bisection, BisectOptions, bisect
 from ..bisect.verdicts import DEFAULT_CASE
 from ..errors import ConfigError
 from ..model import BisectResult, Direction, NightlyPoint
+from ..report.markdown import md_text, md_url
 from .options import add_backend_option
 
 
@@ -55,6 +57,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a pytorch clone with the nightly branch, for main shas and `git log`")
     add("--no-github", action="store_true", help="do not ask the GitHub API for main shas")
     add("--timeout", type=float, default=900.0, metavar="SECONDS", help="per nightly (default 900)")
+    add("--repeat", type=int, default=None, metavar="N",
+        help="with --script: ask it N times at the two nightlies that decide the range, and "
+             "report a script whose answers differ as flaky (default 2)")
     add("--json", type=Path, default=None, metavar="OUT", help="write the result as JSON")
     add("--markdown", type=Path, default=None, metavar="OUT", help="append the result as Markdown")
 
@@ -79,6 +84,11 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         raise ConfigError("--trials must be at least 1")
     if args.min_stale < 1 or (args.trials and args.min_stale > args.trials):
         raise ConfigError("--min-stale must be between 1 and --trials")
+    if not args.timeout > 0 or math.isinf(args.timeout):  # `not >`: NaN is refused too
+        raise ConfigError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    if args.repeat is not None and (args.script is None or args.repeat < 1):
+        raise ConfigError("--repeat needs --script and a whole number of at least 1; racy "
+                          "probe cases take --trials and --min-stale instead")
     return BisectOptions(
         good=args.good, bad=args.bad,
         direction=Direction.FIX if args.find_fix else Direction.REGRESSION,
@@ -86,7 +96,8 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         case=args.case or DEFAULT_CASE, script=args.script, trials=args.trials,
         min_stale=args.min_stale, index_url=args.index_url, backend=args.backend,
         store=args.store, workdir=args.workdir, repo=args.repo, github=not args.no_github,
-        timeout=args.timeout, overlay=args.overlay)
+        timeout=args.timeout, overlay=args.overlay,
+        repeat=args.repeat or (2 if args.script is not None else 1))
 
 
 class _Console(Progress):
@@ -152,16 +163,29 @@ def render_text(done: Bisection) -> str:
 
 
 def render_markdown(r: BisectResult) -> str:
+    """The result for a CI job summary.  What a probe reported (git versions, shas, the compare
+    URL built from them) goes through `md_text` or a code span: no link, image, HTML or mention
+    of its making reaches GitHub."""
     names = _pair_names(r)
     rows = ["| | date | version | git_version | main sha |", "|---|---|---|---|---|"]
     for name, p in zip(names, (r.before, r.after), strict=True):
         if p:
-            rows.append(f"| {name} | {p.date or 'release'} | `{p.version}` | "
-                        f"`{p.git_version[:12]}` | `{p.main_sha[:12]}` |")
-    compare = f"[compare]({r.compare_url})" if r.compare_url else "compare URL unavailable"
+            rows.append(f"| {name} | {md_text(p.date or 'release')} | {_code(p.version)} | "
+                        f"{_code(p.git_version[:12])} | {_code(p.main_sha[:12])} |")
+    compare = f"[compare]({md_url(r.compare_url)})" if _COMPARE.fullmatch(r.compare_url) else \
+        "compare URL unavailable"
     return "\n".join([
-        f"### Bisection ({r.direction.value}) of `{r.case}`, {r.cuda}, Python {r.python}", "",
+        f"### Bisection ({r.direction.value}) of {_code(r.case)}, {md_text(r.cuda)}, "
+        f"Python {md_text(r.python)}", "",
         *rows, "",
-        f"{compare} · {r.probes} probes · skipped: {', '.join(r.skipped) or 'none'}", "",
-        f"Rule: {r.rule}", "", f"Reproduce with: `{r.reproduce}`",
+        f"{compare} · {r.probes} probes · skipped: {md_text(', '.join(r.skipped) or 'none')}",
+        "", f"Rule: {md_text(r.rule)}", "", f"Reproduce with: {_code(r.reproduce)}",
     ])
+
+
+_COMPARE = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/compare/[0-9a-f]{7,40}\.\.\.[0-9a-f]{7,40}")
+
+
+def _code(text: str) -> str:
+    """A one-line code span: inside one, GitHub makes no link, HTML or mention."""
+    return "`" + " ".join(str(text).split()).replace("`", "'").replace("|", "\\|") + "`"
