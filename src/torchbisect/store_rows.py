@@ -106,7 +106,13 @@ def run_to_row(run: CellRun) -> dict[str, Any]:
 def run_from_row(row: sqlite3.Row) -> CellRun:
     data = dict(row)
     data["cell"] = json.loads(data["cell_json"])
-    data["probe"] = json.loads(data["probe_json"]) if data["probe_json"] else None
+    text = data["probe_json"] or ""
+    if len(text) > probe_doc.MAX_BYTES:  # stored before the limit: not even parsed
+        return run_from_json({**data, "probe": None, "status": RunStatus.INFRA_FAILURE.value,
+                              "reason": "stored probe document rejected: larger than "
+                                        f"{probe_doc.MAX_BYTES:,} bytes"},
+                             run_id=int(data["id"]))
+    data["probe"] = json.loads(text) if text else None
     return run_from_json(data, run_id=int(data["id"]))
 
 

@@ -56,7 +56,8 @@ def test_a_store_with_odd_stored_documents_still_renders(tmp_path):
     # as an older torchbisect (or a hand edit) might have stored them: never checked
     docs = {"dev-na": {**_doc(), "env": {"driver": "n/a"}},
             "dev-null": {**_doc(), "env": {"driver": None, "cuda_runtime": None}},
-            "dev-x": _doc(stale_trials="x", trials=3)}
+            "dev-x": _doc(stale_trials="x", trials=3),
+            "dev-huge": _doc(detail="z" * 3_000_000), "dev-long": _doc(detail="w" * 50_000)}
     with Store(tmp_path / "results.sqlite") as store:
         for cell_id, doc in docs.items():
             store.add(CellRun(cell=make_cell(cell_id), status=RunStatus.OK,
@@ -72,6 +73,9 @@ def test_a_store_with_odd_stored_documents_still_renders(tmp_path):
     assert "dev-na" in page and "dev-null" in page
     assert "stored probe document rejected" in page  # dev-x, shown as what it is
     assert "stale_trials is not a whole number" in (out / "results.json").read_text()
+    assert "larger than 1,000,000 bytes" in page  # dev-huge, never even parsed
+    assert "w" * gate.DETAIL_CHARS not in page  # dev-long, capped
+    assert sum(p.stat().st_size for p in out.iterdir()) < 1_000_000
 
 
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
