@@ -176,3 +176,13 @@ def test_python_means_a_version_where_it_is_not_deprecated(command, capsys):
     args = _parser(command).parse_args([command, "--python", "3.12", *extra])
     assert args.python == "3.12" and not hasattr(args, "interpreter")
     assert capsys.readouterr().err == ""
+
+
+def test_the_matrix_page_links_the_upstream_report_of_matrix_yaml(stand_in, workdir):
+    stand_in("affected")
+    (workdir / "matrix.yaml").write_text(
+        "preinstalled: true\nreferences:\n"
+        "  upstream: https://github.com/pytorch/pytorch/issues/424242\n")
+    assert main(["matrix", "--interpreter", sys.executable, "--fail-on", "affected"]) == 1
+    assert 'href="https://github.com/pytorch/pytorch/issues/424242"' in (
+        workdir / "reports" / "index.html").read_text()

@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         _pin_hashes(new, _lock_path(args))
         _summary(new, reused, console, logs=args.out / "logs")
         if not args.no_report:
-            _render(store, args.out, console, empty_reason=why_nothing)
+            _render(store, args, console, empty_reason=why_nothing)
     flags.write_json(args.json, [*new, *reused])
     failed = [r for r in new if r.status is RunStatus.INFRA_FAILURE]
     if failed:
@@ -262,12 +262,14 @@ def _summary(new: list[CellRun], reused: list[CellRun], console: Console, *, log
         console.print(f"cell logs: {logs}/<cell id>.log", highlight=False)
 
 
-def _render(store, out: Path, console: Console, *, empty_reason: str = "") -> None:
+def _render(store, args: argparse.Namespace, console: Console, *, empty_reason: str = "") -> None:
     try:
         from ..report import render
     except ImportError:
         return  # a build without the report stage: the summary table above is the output
-    for path in render(store, out, empty_reason=empty_reason):
+    from .report import links_from
+
+    for path in render(store, args.out, empty_reason=empty_reason, links=links_from(args.matrix)):
         console.print(f"wrote {path}", highlight=False)
 
 
