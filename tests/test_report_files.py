@@ -122,4 +122,5 @@ def test_committed_sample_matches_the_recorded_probe_documents(repo, data_dir):
                  for r in json.loads(sample.read_text())["runs"]]
     assert sorted(committed) == sorted(fresh), (
         "reports/sample/ is stale: python -m torchbisect report --probe-json "
-        "tests/data/probe/h200-torch-*.json --out reports/sample (then retake screenshot.png)")
+        "tests/data/probe/h200-torch-*.json --out reports/sample (then retake the screenshots: "
+        "python tests/helpers/chromium.py reports/sample/index.html OUT.png 1400x1000|390x844)")
