@@ -22,6 +22,7 @@ from datetime import date
 
 from packaging.version import Version
 
+from . import links
 from .config import DevEntry, MatrixConfig, NightlyEntry, Settings, StableEntry, TestEntry
 from .errors import ConfigError, ResolveError
 from .index import (
@@ -80,6 +81,18 @@ def preinstalled_plan(config: MatrixConfig, *, python: str, platform: str, today
     return Plan(cells=(r.preinstalled(),))
 
 
+def _trusted(lock: Lock, allow: list[str], note: Note) -> Lock:
+    """The lock without entries its own index could not have sent (written before that rule)."""
+    refused = [k for k, b in lock.builds.items()
+               if b.index and not links.allowed(b.url, b.index, allow)]
+    for cell_id in refused:
+        b = lock.builds[cell_id]
+        note(f"{cell_id}: the lock's wheel is ignored and resolved again: "
+             f"{links.refusal(b.url, b.index or '')}")
+    return Lock(builds={k: b for k, b in lock.builds.items() if k not in refused}) \
+        if refused else lock
+
+
 def nightly_builds(index_url: str, *, cuda: str, python: str,
                    platform: str | None = None) -> list[Wheel]:
     """Every nightly on `index_url` installable here, sorted by date then version."""
@@ -128,9 +141,10 @@ def _unique(cells: list[Cell]) -> None:
 class _Resolver:
     def __init__(self, config: MatrixConfig, lock: Lock, *, python: str, platform: str,
                  driver: str | None, today: date, offline: bool, note: Note, fetch: Fetch):
-        self.config, self.lock, self.python, self.platform = config, lock, python, platform
+        self.config, self.python, self.platform = config, python, platform
         self.driver, self.today, self.offline, self.note, self.fetch = (
             driver, today, offline, note, fetch)
+        self.lock = _trusted(lock, config.allow_links_to, note)
         self._pages: dict[str, tuple | PageMissing] = {}  # by URL; "<channel> <tag>" offline
         self._fits: dict[tuple[str, str, str], list[Wheel]] = {}
         self._nights: dict[tuple[str, str], dict[str, list[Wheel]]] = {}

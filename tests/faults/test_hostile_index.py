@@ -17,7 +17,7 @@ from torchbisect import index
 from torchbisect.backends import wheels
 from torchbisect.config import load_matrix
 from torchbisect.errors import InfraError, ResolveError
-from torchbisect.lock import Lock
+from torchbisect.lock import Lock, LockedBuild
 from torchbisect.resolve import build_plan
 
 GOOD = "torch-2.98.1%2Bcpu-cp311-cp311-linux_x86_64.whl"
@@ -121,3 +121,19 @@ def test_a_lock_entry_that_is_not_a_wheel_is_one_sentence(tmp_path):
         assert str(lock) in lines[0]
     with pytest.raises(Exception, match="does not end in a wheel"):
         Lock.load(Path(lock))
+
+
+def test_a_locked_wheel_its_index_could_not_have_sent_is_resolved_again(tmp_path):
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(f"indexes:\n  stable: {REMOTE}\ndefaults:\n  python: '3.11'\n  cuda: cpu\n"
+                      "stable:\n  versions: [2.98.1]\n")
+    name = "torch-2.98.1%2Bcpu-cp311-cp311-linux_x86_64.whl"
+    poisoned = Lock(builds={"stable-2.98.1-cpu-cp311": LockedBuild(
+        channel="stable", version="2.98.1+cpu", cuda="cpu", python="3.11",
+        url=f"http://169.254.169.254/{name}", index=REMOTE)})
+    notes = []
+    plan = build_plan(load_matrix(matrix), lock=poisoned, python="3.11",
+                      platform="linux_x86_64", driver=None, today=date(2026, 11, 30),
+                      fetch=lambda url: _remote_page([]), note=notes.append)
+    assert [c.url for c in plan.cells] == [f"{REMOTE}{name}"]
+    assert any("169.254.169.254" in n and "resolved again" in n for n in notes)
