@@ -28,7 +28,7 @@ from urllib.request import url2pathname
 from packaging.utils import InvalidWheelFilename, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import links
+from . import links, retry
 from .errors import IndexUnreachable, ResolveError
 from .links import wheel_name
 
@@ -120,10 +120,10 @@ def fetch_wheels(index_url: str, package: str = "torch", *, retries: int = 4,
     if folder is not None:
         return _read_folder(folder, package)
     page = index_url.rstrip("/") + "/" + canonicalize_name(package) + "/"
-    last = ""
+    last, told = "", None
     for attempt in range(retries + 1):
-        if attempt:
-            delay = backoff * 2 ** (attempt - 1)
+        if attempt:  # a 429/503's Retry-After when given (capped), else backoff; jittered
+            delay = retry.wait_before(attempt, retry_after=told, base=backoff, max_wait=60.0)
             # No silent waits: a run that stalls on an unreachable index says so, and until when.
             print(f"note: {page} did not answer ({last}); try {attempt + 1} of {retries + 1} "
                   f"in {delay:.1f} s", file=sys.stderr, flush=True)
@@ -133,6 +133,8 @@ def fetch_wheels(index_url: str, package: str = "torch", *, retries: int = 4,
             return _parse(body, content_type, final_url, package)
         except (OSError, http.client.HTTPException, _Garbled) as err:
             last = _describe(err)
+            told = err.headers.get("Retry-After") if isinstance(
+                err, urllib.error.HTTPError) and err.headers else None
     raise IndexUnreachable(f"the wheel index {page} did not give a usable answer after "
                            f"{retries + 1} attempts ({last}); check the network")
 

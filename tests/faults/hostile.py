@@ -1,7 +1,7 @@
 """A hostile (or merely unreliable) wheel server on 127.0.0.1 for the fault-injection tests.
 
 `HostileServer(files)` serves `files` (URL path → bytes, or → str for an HTML page).  Before
-answering normally it works through `script`, one step per request of a wheel:
+answering normally it works through `script`, one step per request (a page takes only "status"):
   ("status", 429, {"Retry-After": "1"})   answer with that status and headers
   ("drop", 1000)                           send the headers for the whole file, then only the
                                            first 1000 bytes, and close the connection
@@ -53,12 +53,12 @@ class HostileServer:
                 if body is None:
                     self.send_error(404)
                     return
-                if isinstance(body, str):
-                    self._answer(200, body.encode(), {"Content-Type": "text/html"})
-                    return
                 step = outer._next_step()
                 if step[0] == "status":
                     self._answer(step[1], b"busy\n", step[2] if len(step) > 2 else {})
+                    return
+                if isinstance(body, str):
+                    self._answer(200, body.encode(), {"Content-Type": "text/html"})
                     return
                 start = self._range_start()
                 headers = {"Content-Type": "application/octet-stream"}

@@ -7,8 +7,9 @@ import hashlib
 import os
 
 import pytest
-from hostile import HostileServer
+from hostile import HostileServer, page
 
+from torchbisect import index
 from torchbisect.backends import wheels
 from torchbisect.errors import InfraError
 
@@ -81,3 +82,14 @@ def test_progress_shows_bytes_and_rate(tmp_path, waits, capsys):
     show(1_500_000, 3_000_000, 2_000_000.0)
     assert f"\r{NAME}: 1.5 MB of 3.0 MB, 2.0 MB/s" in capsys.readouterr().err
     assert "MB/s), sha256" in (tmp_path / "log").read_text()
+
+
+def test_an_index_page_waits_for_retry_after_too(monkeypatch):
+    taken: list[float] = []
+    monkeypatch.setattr(index, "_sleep", taken.append)
+    page_text = page(["/whl/cpu/torch-2.98.1%2Bcpu-cp311-cp311-linux_x86_64.whl"])
+    script = [("status", 429, {"Retry-After": "4"}), ("status", 503)]
+    with HostileServer({"/whl/cpu/torch/": page_text}, script=script) as server:
+        found = index.fetch_wheels(f"{server.url}/whl/cpu/", backoff=0.5)
+    assert [w.version for w in found] == ["2.98.1+cpu"]
+    assert 3.2 <= taken[0] <= 4.8 and 0.8 <= taken[1] <= 1.2  # told 4 s; then 0.5 * 2

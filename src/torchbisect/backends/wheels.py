@@ -13,10 +13,8 @@
 
 from __future__ import annotations
 
-import email.utils
 import hashlib
 import http.client
-import random
 import shutil
 import sys
 import time
@@ -26,6 +24,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from .. import retry
 from ..errors import InfraError
 from ..links import wheel_name
 from ..model import Cell
@@ -61,11 +60,11 @@ def download(url: str, folder: Path, *, log: Path, attempts: int = 6, max_wait: 
                        f"({_rate(size, seconds)}), sha256 {sha}")
             return dest, sha
         except _Retry as err:
-            last, wait = str(err), 2.0 ** attempt if err.wait is None else err.wait
+            last, told = str(err), err.retry_after
         except (OSError, http.client.HTTPException) as err:
-            last, wait = _describe(err), 2.0 ** attempt
+            last, told = _describe(err), None
         if attempt < attempts:
-            wait = min(wait, max_wait) * random.uniform(0.8, 1.2)
+            wait = retry.wait_before(attempt, retry_after=told, base=2.0, max_wait=max_wait)
             _note(log, f"download of {url} stopped at {_size(part)} bytes ({last}); attempt "
                        f"{attempt + 1} of {attempts} in {wait:.1f} s")
             _sleep(wait)
@@ -92,9 +91,9 @@ def sha256_file(path: Path) -> str:
 
 
 class _Retry(Exception):
-    def __init__(self, message: str, wait: float | None):
+    def __init__(self, message: str, retry_after: str | None):
         super().__init__(message)
-        self.wait = wait
+        self.retry_after = retry_after
 
 
 def _fetch(url: str, part: Path, show: Progress | None) -> tuple[int, float]:
@@ -110,7 +109,7 @@ def _fetch(url: str, part: Path, show: Progress | None) -> tuple[int, float]:
         if err.code == 416 and have:  # asked past the end: the part is already whole
             return have, 0.0
         if err.code in _RETRY_STATUS:
-            raise _Retry(f"HTTP {err.code}", _retry_after(err.headers.get("Retry-After"))) \
+            raise _Retry(f"HTTP {err.code}", err.headers.get("Retry-After")) \
                 from None
         raise InfraError(f"download of {url} refused: HTTP {err.code} {err.reason}") from None
     with resp:
@@ -140,19 +139,6 @@ def _copy(resp, part: Path, have: int, total: int | None, show: Progress | None,
 def _total(resp, have: int) -> int | None:
     length = resp.headers.get("Content-Length")
     return have + int(length) if length and length.isdigit() else None
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (a number, or an HTTP date); None without one."""
-    if not value:
-        return None
-    if value.strip().isdigit():
-        return float(value.strip())
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _terminal(name: str) -> Progress:

@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import proc
+from .. import proc, retry
 from ..errors import CommandFailed, ConfigError
 
 PYTORCH = "https://github.com/pytorch/pytorch"
@@ -139,9 +139,9 @@ def _retry_wait(err: urllib.error.HTTPError, attempt: int, *, token: bool,
     """Seconds to wait before asking again, None to give up; RateLimited when out of quota."""
     remaining = err.headers.get("X-RateLimit-Remaining") if err.headers else None
     if err.code in (403, 429) and (remaining == "0" or err.code == 429):
-        retry_after = (err.headers.get("Retry-After") or "") if err.headers else ""
-        if retry_after.isdigit() and float(retry_after) <= max_wait:
-            return float(retry_after)
+        told = retry.parse_retry_after(err.headers.get("Retry-After") if err.headers else None)
+        if told is not None and told <= max_wait:
+            return told
         reset = err.headers.get("X-RateLimit-Reset") if err.headers else None
         until = time.strftime("%H:%M UTC", time.gmtime(int(reset))) if (
             reset or "").isdigit() else "later"
