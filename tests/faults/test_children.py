@@ -117,3 +117,41 @@ def test_sigterm_ends_a_run_within_seconds(tmp_path):
     child.wait(timeout=30)
     assert time.monotonic() - begin < 10
     assert wait_until(lambda: not left(mark), 5), f"still running: {left(mark)}"
+
+
+SLOW_UV = """#!/bin/sh
+# uv that is still writing when its run is killed: a writer in the background, then a long wait
+if [ "$1" = "pip" ]; then
+  ( while true; do date >> "$TB_JUNK"; sleep 0.05; done ) &
+  touch "$TB_INSTALLING"
+  sleep 300
+fi
+exec {uv} "$@"
+"""
+
+
+@needs_uv
+def test_kill_9_during_install_stops_the_installer_and_the_rerun_succeeds(tmp_path):
+    argv = project(tmp_path)
+    env, mark = environment(tmp_path, "daemon")
+    wrapper = tmp_path / "bin" / "uv"
+    wrapper.parent.mkdir()
+    wrapper.write_text(SLOW_UV.format(uv=shutil.which("uv")))
+    wrapper.chmod(0o755)
+    junk, installing = tmp_path / "junk", tmp_path / "installing"
+    slow = {**env, "PATH": f"{wrapper.parent}:{env['PATH']}", "TB_JUNK": str(junk),
+            "TB_INSTALLING": str(installing)}
+    child = subprocess.Popen(argv, cwd=tmp_path, env=slow, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    assert wait_until(installing.exists, 60), "the install never started"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert wait_until(lambda: not left(mark), 5), f"still running: {left(mark)}"
+    size = junk.stat().st_size
+    time.sleep(0.3)
+    assert junk.stat().st_size == size  # nothing writes any more
+
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _runs(tmp_path / "results.sqlite") == [("dev-k0", "ok", "")]
