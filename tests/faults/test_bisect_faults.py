@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import re
 import shutil
+import signal
 import subprocess
+import uuid
 
 import pytest
 from helpers import make_cell, probe_doc
+from runaway import wait_until
 from test_bisect_e2e import cli_args, env, world  # noqa: F401 - `world` is a fixture
 
+from torchbisect import proc
 from torchbisect.bisect.verdicts import ScriptAborted, script_verdict
 from torchbisect.cli import main
 from torchbisect.cli.bisect import render_markdown
@@ -102,3 +106,19 @@ def test_a_flaky_script_is_reported_instead_of_a_confident_range(world, tmp_path
     last = done.stderr.strip().splitlines()[-1]
     assert "--script is flaky" in last and "2025-08-14" in last and "bad 2×, good 1×" in last
     assert "first bad:" not in done.stdout and not (tmp_path / "bisect.json").exists()
+
+
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
+def test_kill_9_of_bisect_leaves_nothing_running(world, tmp_path):  # noqa: F811
+    base, _, url = world
+    started, mark = tmp_path / "started", uuid.uuid4().hex
+    hang = f"python -c \"import subprocess, time; subprocess.Popen(['sleep', '300'], " \
+           f"start_new_session=True); open('{started}', 'w').close(); time.sleep(300)\""
+    child = subprocess.Popen(cli_args(base, url, tmp_path, "--script", hang),
+                             env={**env(), "TB_MARK": mark}, cwd=tmp_path,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert wait_until(started.exists, 120), "the script never started"
+    assert len(proc.holders("TB_MARK", mark)) >= 3  # bisect, the script and its daemon
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert wait_until(lambda: not proc.holders("TB_MARK", mark), 5)
