@@ -57,7 +57,9 @@ def _whole(one: str, many: str) -> BeforeValidator:
 def _seconds(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _expected("a number of seconds", value)
-    if value <= 0:
+    if value == float("inf"):  # a timeout that never ends is none
+        raise _expected("a finite number of seconds", value)
+    if not value > 0:  # `not >`: NaN too
         raise _expected("more than 0 seconds", value)
     return float(value)
 
