@@ -70,6 +70,13 @@ def test_with_two_gpu_models_each_gets_its_own_fix_line():
                      "affected)")
 
 
+def test_without_a_verdict_no_release_is_called_unaffected():
+    skipped = {"capture_data_ptr": Verdict.SKIPPED, "control_clone": Verdict.SKIPPED,
+               "control_stale": Verdict.SKIPPED}
+    advice = build_view([run("2.13.0+cpu", skipped, gpu="none")], [], generated=NOW).advice
+    assert advice.fixes == ("no release has a verdict yet",)
+
+
 def test_the_upstream_report_and_page_come_from_matrix_yaml(tmp_path, data_dir, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "matrix.yaml").write_text(

@@ -57,7 +57,9 @@ def first_fixed_release(h: Headline) -> str:
 
 
 def fix_line(h: Headline) -> str:
-    if not h.affected:
+    if not h.tested:
+        release = "no release has a verdict yet"
+    elif not h.affected:
         release = "no tested release is affected"
     elif fixed := first_fixed_release(h):
         release = f"first fixed release {fixed}"
