@@ -208,7 +208,7 @@ def test_without_a_gpu_the_docker_backend_probes_the_images_torch(no_torch_pytho
 
 def test_an_empty_page_says_why_and_links_the_committed_examples(tmp_path, no_torch_python,
                                                                   monkeypatch, capsys):
-    for name in ("sample", "evidence"):
+    for name in ("sample", "h200"):
         (tmp_path / "reports" / name).mkdir(parents=True)
         (tmp_path / "reports" / name / "index.html").write_text("<html></html>")
     (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
@@ -217,7 +217,7 @@ def test_an_empty_page_says_why_and_links_the_committed_examples(tmp_path, no_to
     assert run("matrix", "--interpreter", no_torch_python) == 0
     page = (tmp_path / "reports" / "index.html").read_text()
     assert "No GPU is visible" in page and "has no torch" in page
-    assert 'href="sample/index.html"' in page and 'href="evidence/index.html"' in page
+    assert 'href="sample/index.html"' in page and 'href="h200/index.html"' in page
     assert "No GPU is visible" in (tmp_path / "reports" / "summary.md").read_text()
     # Another --out still links the checkout's committed pages, relative to where it is.
     assert run("report", "--store", "reports/results.sqlite", "--out", "elsewhere/page") == 0

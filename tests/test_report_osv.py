@@ -25,7 +25,9 @@ SCHEMA_COMMIT = "51b8156b69b9e2e9ff2301e649db61636067fcfa"
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
 BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5)}
 GOOD = {"capture_data_ptr": (0, 5), "capture_write": (0, 5)}
-COMMITTED = [REPO / "reports" / d / "affected.json" for d in ("sample", "evidence")]
+# reports/evidence/ is kept exactly as the H200 run of 2026-11-29 wrote it (its record predates
+# the x_ id); reports/h200/ is the same store drawn by today's renderer, so that one is checked.
+COMMITTED = [REPO / "reports" / d / "affected.json" for d in ("sample", "h200")]
 
 
 @pytest.fixture(scope="module")

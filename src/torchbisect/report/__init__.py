@@ -36,7 +36,7 @@ class RunSource(Protocol):
 
 # The committed pages rendered from real H200 results, for a reader whose own store is empty.
 _EXAMPLES = (("sample page (probe documents)", "sample/index.html"),
-             ("evidence page (the H200 matrix run)", "evidence/index.html"))
+             ("the H200 matrix run's page", "h200/index.html"))
 
 
 def render(store: RunSource, out_dir: Path, *, empty_reason: str = "",
