@@ -195,6 +195,7 @@ def test_zizmor_catches_a_tag_pinned_action_and_template_injection(tmp_path):
 @pytest.mark.parametrize("name", ["matrix.yml", "tests.yml", "bisect.yml"])
 def test_every_run_step_is_a_nox_session_or_an_install(name):
     allowed = re.compile(r"^(nox -s \w+|pip (install|download) |uv cache prune --ci$"
+                         r'|echo "\w+=[^"]*" >> "\$GITHUB_OUTPUT"$'
                          r"|cp \S+ \S+$|sudo (apt-get|bash \.ci/)|sudo --preserve-env=\S+ nox -s )")
     for job, run in _run_steps(_load(name)):
         for line in run.strip().splitlines():

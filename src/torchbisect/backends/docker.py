@@ -257,6 +257,9 @@ class DockerBackend(Backend):
         elif index:
             install += ["--extra-index-url", index]
         script = f"{shlex.join([*create, str(venv)])} && {shlex.join([*install, target])}"
+        # root in the container; the venv must belong to whoever runs torchbisect, or a runner
+        # that is not root cannot delete it on its next job
+        script += f" && chown -R {os.getuid()}:{os.getgid()} {shlex.quote(str(venv))}"
         done = self._run(cell, "install", image, ["sh", "-c", script], workdir=venv.parent,
                          mounts=[_bind(wheel, target, read_only=True)], log=log,
                          timeout=self.install_timeout)
@@ -367,7 +370,9 @@ class DockerBackend(Backend):
 
     def _environment(self, extra: dict[str, str], gpu: int | None) -> dict[str, str]:
         env = {"PYTHONUNBUFFERED": "1", "UV_CACHE_DIR": UV_CACHE, "UV_LINK_MODE": "copy",
-               "UV_PYTHON_INSTALL_DIR": f"{UV_CACHE}/python", "UV_NO_PROGRESS": "1"}
+               "UV_PYTHON_INSTALL_DIR": f"{UV_CACHE}/python", "UV_NO_PROGRESS": "1",
+               # bytecode stays in the container: no root-owned __pycache__ in the host's venv
+               "PYTHONPYCACHEPREFIX": "/tmp/torchbisect-pycache"}
         if self.ca_bundle:  # uv reads SSL_CERT_FILE (UV_NATIVE_TLS is deprecated since 0.13)
             env.update(SSL_CERT_FILE=CA_PATH, PIP_CERT=CA_PATH, REQUESTS_CA_BUNDLE=CA_PATH)
         for var in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
