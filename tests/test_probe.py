@@ -13,6 +13,7 @@ import faulthandler
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -87,6 +88,22 @@ def test_loading_the_script_imports_no_torch():
 def test_declared_version_is_what_the_package_fingerprints():
     assert probe_version().startswith(probe.PROBE_VERSION + "+")
     assert len(probe_version().split("+")[1]) == 12
+
+
+def test_the_probes_readme_refers_to_no_file_outside_the_repository():
+    """Its links and the paths it quotes resolve to files in this checkout (issue 11, item 10)."""
+    readme = REPO / "probes" / "README.md"
+    text = readme.read_text()
+    links = [t for t in re.findall(r"\]\(([^)\s]+)\)", text)
+             if not re.match(r"[a-z]+:", t) and not t.startswith("#")]
+    quoted = re.findall(r"`([\w./*-]*/[\w./*-]*)`", text)
+    assert links and quoted
+    for target in links:
+        path = (readme.parent / target.split("#")[0]).resolve()
+        assert path.is_relative_to(REPO) and path.exists(), target
+    for path in quoted:
+        assert ".." not in Path(path).parts, path
+        assert list(REPO.glob(path.rstrip("/"))), f"{path} is not in the repository"
 
 
 def test_readme_lists_every_case():
@@ -442,6 +459,49 @@ def test_a_bad_case_name_is_one_sentence_and_aborts_git_bisect(tmp_path):
     assert done.returncode == 128
     assert "unknown case capture_data_pointer in --cases" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# --- simulated builds recorded on the H200 (tests/gpu/test_simulated_builds.py) ------------------
+
+
+def _load_gpu_tests():
+    path = REPO / "tests" / "gpu" / "test_simulated_builds.py"
+    spec = importlib.util.spec_from_file_location("simulated_builds", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SIMULATED = _load_gpu_tests()
+GPU_RECORDED = REPO / "tests" / "gpu" / "recorded"
+
+
+def _gpu_recorded(name: str) -> tuple[int, dict]:
+    doc = json.loads((GPU_RECORDED / f"{name}.json").read_text())
+    assert doc["env"]["gpu"] == "NVIDIA H200" and doc["probe_version"] == "2"
+    return doc["exit_code"], doc
+
+
+@pytest.mark.parametrize("name", list(SIMULATED.SCENARIOS))
+def test_simulated_build_as_recorded_on_the_h200(name):
+    """Refused whatever the message, fixed, broken: as the GPU test saw it on the H200."""
+    SIMULATED.check_build(name, *_gpu_recorded(name))
+
+
+@pytest.mark.parametrize("name", list(SIMULATED.ISOLATION))
+def test_a_failing_case_cost_only_itself_on_the_h200(name):
+    SIMULATED.check_isolation(name, *_gpu_recorded(name))
+
+
+@pytest.mark.parametrize("version", ["2.11.0", "2.15.0"])
+def test_todays_probe_agrees_case_for_case_with_the_first_recording(version):
+    """Forked cases, one torch import: the same verdicts as one interpreter per case gave."""
+    _, now = _gpu_recorded(f"real-torch-{version}")
+    before = json.loads((DATA / f"h200-torch-{version}.json").read_text())
+    assert {n: c["verdict"] for n, c in now["cases"].items()} == {
+        n: c["verdict"] for n, c in before["cases"].items()}
+    assert now["env"]["torch"] == before["env"]["torch"] and now["verdict"] == "affected"
+    assert now["cases"]["side_stream"]["trials"] == 20
 
 
 # --- documents recorded on a real H200 ------------------------------------------------------------

@@ -6,11 +6,16 @@
 * `rerun_unchanged`: `torchbisect matrix` over an unchanged 20-cell matrix whose verdicts are all
   stored: nothing may be re-run, and the whole command (plan, skip checks, summary, report) should
   take ≤ 2 s.
+* `probe_speed`: whole probe runs (every case) with an earlier probe script and with today's,
+  side by side in one session on one interpreter, cold (empty Triton and Inductor caches, as for
+  a build seen the first time) and warm.  Goal: today's within 15 s a run.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import statistics
 import subprocess
 import sys
@@ -85,6 +90,54 @@ def rerun_unchanged(n_cells: int = 20) -> dict:
         raise RuntimeError(f"matrix exited {done.returncode}: {done.stderr[-2000:]}")
     return {"cells": n_cells, "seconds": round(seconds, 3), "rerun_cells": rerun,
             "goal_seconds": 2.0, "ok": rerun == 0 and seconds <= 2.0}
+
+
+def probe_speed(*, python: str, baseline: Path, warm_repeats: int = 2,
+                env: dict[str, str] | None = None) -> dict:
+    """Wall seconds of whole probe runs, `baseline` script against today's, cold then warm."""
+    scripts = {"before": Path(baseline), "after": probe_path()}
+    seconds: dict[str, dict[str, list[float]]] = {k: {"cold": [], "warm": []} for k in scripts}
+    docs: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in ["cold"] + ["warm"] * warm_repeats:  # alternated, so drift hits both alike
+            for label, script in scripts.items():
+                caches = Path(tmp) / label  # empty for the cold run, which fills it
+                took, docs[label] = _timed_probe(python, script, caches, Path(tmp) / "doc.json",
+                                                 env=env)
+                seconds[label][kind].append(took)
+    return _probe_speed_summary(python, seconds, docs)
+
+
+def _timed_probe(python: str, script: Path, caches: Path, out: Path, *,
+                 env: dict[str, str] | None) -> tuple[float, dict]:
+    run_env = {**os.environ, **(env or {}), "TRITON_CACHE_DIR": str(caches / "triton"),
+               "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor")}
+    began = time.monotonic()
+    subprocess.run([python, str(script), "--json", str(out)], env=run_env,
+                   capture_output=True, timeout=1800)
+    return time.monotonic() - began, json.loads(out.read_text())
+
+
+def _probe_speed_summary(python: str, seconds: dict, docs: dict) -> dict:
+    def median(label: str, kind: str) -> float:
+        return round(statistics.median(seconds[label][kind]), 2)
+
+    before, after = docs["before"], docs["after"]
+    verdicts = {name: [before["cases"].get(name, {}).get("verdict"), case["verdict"]]
+                for name, case in after["cases"].items()}
+    return {"python": python, "torch": after["env"].get("torch"), "gpu": after["env"].get("gpu"),
+            "before_probe_version": before.get("probe_version"),
+            "after_probe_version": after.get("probe_version"),
+            "seconds": {label: {kind: [round(s, 2) for s in runs] for kind, runs in kinds.items()}
+                        for label, kinds in seconds.items()},
+            "cold": {"before": median("before", "cold"), "after": median("after", "cold")},
+            "warm": {"before": median("before", "warm"), "after": median("after", "warm")},
+            "case_seconds": {name: [before["cases"].get(name, {}).get("wall_seconds"),
+                                    case.get("wall_seconds")]
+                             for name, case in after["cases"].items()},
+            "verdicts": verdicts, "same_verdicts": all(a == b for a, b in verdicts.values()),
+            "goal_seconds": 15.0, "ok": max(median("after", "cold"),
+                                            median("after", "warm")) <= 15.0}
 
 
 def _bare_probe(python: str, cell: Cell, gpu: Gpu | None, out: Path, *,

@@ -13,4 +13,4 @@ done
 (cd "$H/wheels" && sha256sum -c --ignore-missing "$OLDPWD/tests/gpu/wheels.sha256")
 gcc -shared -fPIC -o "$H/libncclstub.so" tests/gpu/nccl_stub.c
 [ -s "$H/libnvshmem_host.so.3" ] || gunzip -c /tmp/parts/nvshmem.gz > "$H/libnvshmem_host.so.3"
-python3 -m pip install -q --no-index --find-links .whl nox
+python3 -m pip install -q --no-index --find-links "${WHEELS:-.whl}" nox

@@ -6,9 +6,10 @@ refuses, here in several wordings, most naming neither the lazy copy nor copy-on
 everywhere is a broken build. Crashing, hanging and poisoning the CUDA context under capture show
 that a failing case costs only itself.
 
-Runs only where a GPU is (marker `gpu`). With TORCHBISECT_GPU_RECORD=DIR each document is also
-written to DIR; the documents from the H200 are committed in `tests/gpu/recorded/` and
-`tests/test_probe.py` checks them on every machine.
+These run only where a GPU is (marker `gpu`). With TORCHBISECT_GPU_RECORD=DIR each document is
+also written to DIR; those recorded on the H200 are committed in `recorded/`, and
+`tests/test_probe.py` applies the same checks (`check_build`, `check_isolation`) to them on every
+machine.
 """
 
 from __future__ import annotations
@@ -42,9 +43,6 @@ SCENARIOS = {
 }
 CAPTURE_CASES = ("capture_data_ptr", "capture_write", "raw_pointer_triton")
 
-pytestmark = pytest.mark.gpu
-
-
 def _probe(name: str, simulation: str, *args: str) -> tuple[int, dict]:
     path = os.pathsep.join([str(HERE / "simulate"), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "STALE_REPLAY_SIMULATE": simulation, "PYTHONPATH": path}
@@ -58,10 +56,14 @@ def _probe(name: str, simulation: str, *args: str) -> tuple[int, dict]:
     return done.returncode, document
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_simulated_build(name):
-    simulation, run_verdict, capture_verdict, names_lazy_copy = SCENARIOS[name]
-    code, doc = _probe(name, simulation)
+    check_build(name, *_probe(name, SCENARIOS[name][0]))
+
+
+def check_build(name: str, code: int, doc: dict) -> None:
+    _, run_verdict, capture_verdict, names_lazy_copy = SCENARIOS[name]
     cases = doc["cases"]
     assert doc["verdict"] == run_verdict, json.dumps(cases, indent=1)
     assert code == {"not_affected": 0, "refused": 0}.get(run_verdict, 125)
@@ -86,10 +88,15 @@ ISOLATION = {  # name -> (simulation, cases, extra options, verdict of the faili
 }
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("name", list(ISOLATION))
 def test_a_failing_case_costs_only_itself(name):
-    simulation, cases, extra, failed = ISOLATION[name]
-    code, doc = _probe(name, simulation, "--cases", cases, *extra)
+    simulation, cases, extra, _ = ISOLATION[name]
+    check_isolation(name, *_probe(name, simulation, "--cases", cases, *extra))
+
+
+def check_isolation(name: str, code: int, doc: dict) -> None:
+    failed = ISOLATION[name][3]
     assert doc["cases"]["capture_data_ptr"]["verdict"] == failed
     assert doc["cases"]["side_stream"]["verdict"] == "not_affected"
     assert doc["cases"]["control_clone"]["verdict"] == "not_affected"

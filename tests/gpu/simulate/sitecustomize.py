@@ -1,7 +1,8 @@
 """Test harness (tests/gpu only): simulate torch builds in the probe's processes.
 
 Put this folder on PYTHONPATH and set STALE_REPLAY_SIMULATE; once `torch` is imported (in the
-probe's forking helper or a child), `torch._lazy_clone` is replaced:
+probe's forking helper or a child), `torch._lazy_clone` is replaced, and so is the CUDA kernel of
+`aten::_lazy_clone` (which compiled code calls), so the whole build behaves as simulated:
 
   fixed              an eager copy: what a fix that copies at once would do
   refuse:MESSAGE     raise RuntimeError(MESSAGE) while the current stream is capturing, an eager
@@ -20,6 +21,7 @@ import sys
 import time
 
 MODE = os.environ.get("STALE_REPLAY_SIMULATE", "")
+_KEEP = []
 
 
 def _patch(torch):
@@ -47,12 +49,15 @@ def _patch(torch):
         outside = torch.full((1,), x.numel() + 5, dtype=torch.long, device=x.device)
         x.index_select(0, outside)
 
-    torch._lazy_clone = {
+    simulated = {
         "fixed": fixed, "refuse": refuse, "broken": broken,
         "crash": under_capture(lambda x: os.kill(os.getpid(), signal.SIGSEGV)),
         "hang": under_capture(lambda x: time.sleep(3600)),
         "poison": under_capture(poison),
     }[kind]
+    torch._lazy_clone = simulated
+    _KEEP.append(torch.library.Library("aten", "IMPL"))  # deregistered once collected
+    _KEEP[-1].impl("_lazy_clone", simulated, "CUDA")
     sys.stderr.write(f"[simulate] torch._lazy_clone is now {kind!r}\n")
 
 

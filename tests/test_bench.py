@@ -1,0 +1,72 @@
+"""`torchbisect bench` on a machine without a GPU: the committed GPU measurements in reports/bench/
+stay as they are (issue 11, item 3), a folder named with --out gets this run's numbers, and the
+probe part runs an earlier probe script beside today's.
+
+Run as a user would (`python -m torchbisect bench` in a folder holding reports/bench/).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+COMMITTED = REPO / "reports" / "bench"
+
+pytestmark = pytest.mark.skipif(shutil.which("nvidia-smi") is not None,
+                                reason="this machine has a GPU: bench writes reports/bench/")
+
+
+def _bench(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "torchbisect", "bench", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """A folder with a copy of the committed reports/bench/, as a clone has it."""
+    shutil.copytree(COMMITTED, tmp_path / "reports" / "bench")
+    return tmp_path
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_without_a_gpu_nothing_in_reports_bench_changes_and_it_says_so(checkout):
+    before = _snapshot(checkout / "reports" / "bench")
+    done = _bench(checkout, "--parts", "workaround,render")
+    assert done.returncode == 0, done.stderr
+    assert _snapshot(checkout / "reports" / "bench") == before
+    assert ("no GPU here, so nothing is written to reports/bench/ (it keeps the numbers measured "
+            "on a GPU); pass --out DIR to keep this run's") in done.stderr
+    assert '"render"' in done.stdout  # the numbers are still shown
+
+
+def test_out_names_where_a_machine_without_a_gpu_writes(checkout, tmp_path):
+    before = _snapshot(checkout / "reports" / "bench")
+    done = _bench(checkout, "--parts", "render", "--out", str(tmp_path / "mine"))
+    assert done.returncode == 0, done.stderr
+    tool = json.loads((tmp_path / "mine" / "tool.json").read_text())
+    assert tool["render"]["cells"] == 2000 and tool["render"]["seconds"] > 0
+    assert (tmp_path / "mine" / "tool.svg").read_text().startswith("<svg")
+    assert _snapshot(checkout / "reports" / "bench") == before
+    assert "nothing is written" not in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(),
+                    reason="the baseline probe comes from this checkout's git history")
+def test_the_probe_part_runs_the_earlier_probe_beside_todays(tmp_path):
+    pytest.importorskip("torch", reason="this interpreter has no torch: pip install torch")
+    done = _bench(tmp_path, "--parts", "probe", "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((tmp_path / "out" / "probe.json").read_text())
+    assert (doc["before_probe_version"], doc["after_probe_version"]) == ("1", "2")
+    assert len(doc["seconds"]["before"]["cold"]) == 1 and len(doc["seconds"]["after"]["warm"]) == 2
+    assert doc["same_verdicts"] and doc["verdicts"]["capture_data_ptr"] == ["skipped", "skipped"]
+    assert (tmp_path / "out" / "probe.svg").read_text().startswith("<svg")
