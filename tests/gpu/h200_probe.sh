@@ -11,10 +11,12 @@ cp .torchbisect/gpu/nvshmem.gz /tmp/parts/
 bash tests/gpu/h200_setup.sh > "$O/setup.log" 2>&1 || { tail -20 "$O/setup.log"; exit 1; }
 python3 -m pip install -q --no-deps --target /tmp/t215 \
   /tmp/h200/wheels/torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl >> "$O/setup.log" 2>&1
-cat > /tmp/h200/python-2.15.0 <<'PY'
+# The image's interpreter by its full path: inside a nox session `python3` is the session's venv,
+# which lacks the image's CUDA libraries (libcusparseLt) that torch 2.15.0 loads from there.
+cat > /tmp/h200/python-2.15.0 <<PY
 #!/bin/sh
-LD_PRELOAD="/tmp/h200/libncclstub.so /tmp/h200/libnvshmem_host.so.3" PYTHONPATH=/tmp/t215 \
-  exec python3 "$@"
+LD_PRELOAD="/tmp/h200/libncclstub.so /tmp/h200/libnvshmem_host.so.3" PYTHONPATH=/tmp/t215 \\
+  exec $(command -v python3) "\$@"
 PY
 chmod +x /tmp/h200/python-2.15.0
 /tmp/h200/python-2.15.0 -c "import torch; print(torch.__version__)" 2>&1 | tee -a "$O/setup.log"
