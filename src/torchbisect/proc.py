@@ -69,6 +69,8 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
         timed_out = running.wait(timeout, grace)
     except BaseException:  # KeyboardInterrupt: leave nothing running behind us
         running.end(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=5)
         raise
     finally:
         running.forget()
@@ -118,6 +120,8 @@ class _Running:
         with _LOCK:
             _LIVE.discard(self)
         _watchdog_say(f"-{self.child.pid}")
+        if not self._reader.is_alive():  # a reader still blocked keeps its fd: never reused
+            self.child.stdout.close()
 
     def output(self) -> str:
         text = b"".join(self._chunks).decode("utf-8", errors="replace")

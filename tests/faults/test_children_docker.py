@@ -29,9 +29,9 @@ def test_kill_9_of_a_docker_matrix_leaves_no_container(tmp_path):
                              stderr=subprocess.DEVNULL)
     owner = f"torchbisect.owner={socket.gethostname()}:{child.pid}"
 
-    def boxes(**extra):
+    def boxes(**extra):  # the low-level list: containers vanish while we look, as they should
         labels = [owner, *(f"{k}={v}" for k, v in extra.items())]
-        return client.containers.list(all=True, filters={"label": labels})
+        return client.api.containers(all=True, filters={"label": labels})
 
     try:
         assert wait_until(lambda: boxes(**{"torchbisect.step": "probe"}), 180), \
@@ -39,4 +39,4 @@ def test_kill_9_of_a_docker_matrix_leaves_no_container(tmp_path):
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
-    assert wait_until(lambda: not boxes(), 60), [b.name for b in boxes()]
+    assert wait_until(lambda: not boxes(), 60), [b["Names"] for b in boxes()]
