@@ -48,9 +48,17 @@ def download(url: str, folder: Path, *, log: Path, attempts: int = 6, max_wait: 
                          "a wheel file name")
     own = Path(folder) / uuid.uuid4().hex
     own.mkdir(parents=True)
-    part, dest = own / f"{name}.part", own / name
-    show = progress or (_terminal(name) if sys.stderr.isatty() else None)
-    last = ""
+    try:
+        return _attempts(url, own / name, log=log, attempts=attempts, max_wait=max_wait,
+                         show=progress or (_terminal(name) if sys.stderr.isatty() else None))
+    except BaseException:  # a refusal, the last failed attempt, Ctrl-C: leave no folder
+        discard(own / name)
+        raise
+
+
+def _attempts(url: str, dest: Path, *, log: Path, attempts: int, max_wait: float,
+              show: Progress | None) -> tuple[Path, str]:
+    part, last = dest.with_name(f"{dest.name}.part"), ""
     for attempt in range(1, attempts + 1):
         try:
             size, seconds = _fetch(url, part, show)
@@ -68,7 +76,6 @@ def download(url: str, folder: Path, *, log: Path, attempts: int = 6, max_wait: 
             _note(log, f"download of {url} stopped at {_size(part)} bytes ({last}); attempt "
                        f"{attempt + 1} of {attempts} in {wait:.1f} s")
             _sleep(wait)
-    discard(dest)
     raise InfraError(f"download of {url} failed after {attempts} attempts ({last})")
 
 
