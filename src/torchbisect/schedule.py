@@ -36,7 +36,7 @@ from .probes import probe_version
 from .progress import Handler
 from .store import Store
 
-_STOP_GRACE = 20.0  # seconds children get to exit after SIGINT before SIGKILL
+_STOP_GRACE = 5.0  # seconds children get to exit after SIGINT before SIGKILL: a stop is prompt
 
 
 def parse_shard(spec: str) -> tuple[int, int]:

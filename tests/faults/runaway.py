@@ -27,7 +27,11 @@ args = parser.parse_args()
 # a daemon in a session of its own that keeps our stdout open for five minutes
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
 open(os.environ["TB_STARTED"], "a").close()
-if os.environ.get("TB_MODE") == "hang":
+if os.environ.get("TB_MODE") == "stubborn":  # deaf to Ctrl-C and SIGTERM
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if os.environ.get("TB_MODE") in ("hang", "stubborn"):
     time.sleep(300)
 doc = {"schema": 1, "probe": "stale_replay", "probe_version": "1", "verdict": "skipped",
        "cases": {"capture_data_ptr": {"verdict": "skipped", "detail": "no CUDA device"}},

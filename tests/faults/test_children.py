@@ -79,9 +79,9 @@ def test_a_probe_that_leaves_a_daemon_gets_its_verdict_and_a_hung_one_times_out(
     assert wait_until(lambda: not left(mark), 5)
 
 
-def _start_hung_run(tmp_path):
+def _start_hung_run(tmp_path, mode="hang"):
     argv = project(tmp_path)
-    env, mark = environment(tmp_path, "hang")
+    env, mark = environment(tmp_path, mode)
     child = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     started = tmp_path / "probe-started"
@@ -110,8 +110,9 @@ def test_kill_9_of_matrix_leaves_nothing_running_and_the_rerun_rebuilds_a_broken
 
 
 @needs_uv
-def test_sigterm_ends_a_run_within_seconds(tmp_path):
-    _, _, child, mark = _start_hung_run(tmp_path)
+@pytest.mark.parametrize("mode", ["hang", "stubborn"])
+def test_sigterm_ends_a_run_within_seconds(tmp_path, mode):
+    _, _, child, mark = _start_hung_run(tmp_path, mode)
     begin = time.monotonic()
     child.send_signal(signal.SIGTERM)
     child.wait(timeout=30)
