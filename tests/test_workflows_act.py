@@ -1,0 +1,219 @@
+"""The scheduled pipeline, run by an Actions engine: act executes matrix.yml and bisect.yml.
+
+GPU jobs run in a container that looks like a stock self-hosted runner (non-root, Debian's python3
+marked externally managed, no nox or uv); hosted jobs run on the host.  actions/checkout and
+actions/upload-pages-artifact are the real tagged trees; artifact storage, Pages and the REST API
+are stand-ins on 127.0.0.1 (tests/act/).  Torch builds are tiny stand-in nightlies on a local
+index and the probe is a stand-in (TORCHBISECT_PROBES): the point here is the pipeline.
+
+The rehearsal, in order: (1) a scheduled matrix run with 2 shards where one cell never installs
+still publishes a merged page; (2) the next scheduled run starts from the published store and
+re-probes nothing unchanged; (3) a dispatched bisection appears on the next published page and
+in affected.json; (4) the weekly fix check with no fix says so in its summary and in the issue;
+(5) a dispatch with another matrix file and more shards than cells runs one shard from the lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import tempfile
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from act.github_standin import github_standin
+from act.rehearsal import (
+    RUNNER_IMAGE,
+    World,
+    build_runner_image,
+    missing_action_trees,
+    missing_prerequisite,
+    snapshot,
+    unpack_actions,
+)
+from act.wheels import nightly_index, nightly_version
+from indexserver import serve
+from test_bisect_commits import make_pytorch_clone
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+TODAY = datetime.now(timezone.utc).date()
+# Every third day for 90 days, and yesterday.  From FIRST_STALE on, builds are affected, so the
+# weekly check (58 days ago .. today) finds no fix, and a bisection of 90..60 days ago finds it.
+DAYS = [TODAY - timedelta(days=d) for d in range(90, -1, -3)] + [TODAY - timedelta(days=1)]
+FIRST_STALE = TODAY - timedelta(days=72)
+BROKEN = TODAY - timedelta(days=1)  # on the index, but its wheel is damaged: never installs
+MATRIX_DAYS = [TODAY - timedelta(days=81), TODAY - timedelta(days=15), BROKEN]
+
+
+def _cell(day: date) -> str:
+    return f"nightly-{day:%Y%m%d}-cu130-cp311"
+
+
+def _matrix_yaml(index_url: str, days: list[date] = MATRIX_DAYS) -> str:
+    dates = ", ".join(f"{d:%Y-%m-%d}" for d in days)
+    return (f"defaults:\n  cuda: cu130\n  python: \"3.11\"\n"
+            f"  cases: [capture_data_ptr, control_clone]\n  timeout: 300\n"
+            f"indexes:\n  nightly: \"{index_url}{{cuda}}/\"\n"
+            f"nightly:\n  dates: [{dates}]\n")
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory):
+    if missing_action_trees():
+        pytest.skip(f"act rehearsal: {missing_action_trees()}")
+    why = missing_prerequisite()
+    if why:
+        (pytest.fail if IN_CI else pytest.skip)(f"act rehearsal: {why}")
+    # act names containers after the workflow and job alone: two rehearsals on one engine at
+    # once would share them.  Concurrent test runs take turns.
+    lock = (Path(tempfile.gettempdir()) / "torchbisect-act.lock").open("w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    build_runner_image()
+    base = tmp_path_factory.mktemp("act")
+    base.chmod(0o755)
+    shas = make_pytorch_clone(base / "pytorch", [f"{d:%Y-%m-%d}" for d in sorted(DAYS)],
+                              commits_per_day=1)
+    nightly_index(base / "index", sorted(DAYS), first_stale=FIRST_STALE,
+                  git_versions={d: shas[f"{d:%Y-%m-%d}"][0] for d in DAYS})
+    (base / "index" / "cu130" / f"torch-{nightly_version(BROKEN)}-cp311-cp311-"
+                                 "manylinux_2_28_x86_64.whl").write_bytes(b"not a zip file")
+    (base / "pages").mkdir()
+    (base / "git").mkdir()
+    (base / "src").mkdir()
+    with serve(base / "index") as index_url, \
+            github_standin(base / "git", base / "pages") as hub:
+        snapshot(base / "src", base / "git", {
+            "matrix.yaml": _matrix_yaml(f"{index_url}/"),
+            "ci/one-cell.yaml": _matrix_yaml(f"{index_url}/", MATRIX_DAYS[1:2])})
+        world = World(
+            base=base, src=base / "src", hub_url=hub.url, pages=base / "pages",
+            trees=unpack_actions(base / "actions"), mounts=[base / "pytorch"],
+            variables={
+                "PAGES_URL": f"{hub.url}/pages/",
+                "MATRIX_EXTRA_FLAGS": "--allow-no-gpu --backend venv",
+                "BISECT_EXTRA_FLAGS": f"--index-url {index_url}/cu130/ --backend venv "
+                                      f"--no-github --repo {base / 'pytorch'}"})
+        results = {"schedule-1": world.act("schedule", "matrix.yml")}
+        results["pages-1"] = _published(base)
+        results["issues-1"] = [dict(i) for i in hub.issues.values()]
+        results["schedule-2"] = world.act("schedule", "matrix.yml")
+        results["pages-2"] = _published(base)
+        results["writes-2"] = [r for r in hub.requests if r.method != "GET"]
+        good, bad = TODAY - timedelta(days=90), TODAY - timedelta(days=60)
+        results["dispatch"] = world.act("workflow_dispatch", "bisect.yml", inputs={
+            "good": f"{good:%Y-%m-%d}", "bad": f"{bad:%Y-%m-%d}"})
+        results["pages-3"] = _published(base)
+        results["weekly"] = world.act("schedule", "bisect.yml")
+        results["pages-4"] = _published(base)
+        results["custom"] = world.act("workflow_dispatch", "matrix.yml", inputs={
+            "matrix": "ci/one-cell.yaml", "shards": "2"})
+        results["pages-5"] = _published(base)
+        results["hub"] = hub
+        results["shas"] = shas
+        yield results
+    lock.close()
+
+
+def _published(base) -> dict:
+    site = base / "pages"
+    if not (site / "results.json").is_file():
+        return {}
+    with sqlite3.connect(site / "data" / "results.sqlite") as db:
+        runs = db.execute("SELECT cell_id, status FROM runs ORDER BY id").fetchall()
+    return {"results": json.loads((site / "results.json").read_text()),
+            "affected": json.loads((site / "affected.json").read_text()),
+            "html": (site / "index.html").read_text(), "store_runs": runs}
+
+
+def _job_lines(log: str, job: str) -> str:
+    return "\n".join(line for line in log.splitlines() if re.match(rf"\[[^/]+/{job}[^\]]*\]",
+                                                                   line))
+
+
+def test_the_stock_runner_image_refuses_a_system_pip_install():
+    """The container GPU jobs run in would have failed the old `python3 -m pip install nox uv`."""
+    why = missing_prerequisite()
+    if why:
+        (pytest.fail if IN_CI else pytest.skip)(why)
+    build_runner_image()
+    done = subprocess.run(["docker", "run", "--rm", RUNNER_IMAGE, "sh", "-c",
+                           "id -u; command -v nox uv; python3 -m pip install nox uv"],
+                          capture_output=True, text=True)
+    assert done.returncode != 0
+    assert done.stdout.splitlines()[0] != "0"  # not root
+    assert "externally-managed-environment" in done.stdout + done.stderr
+
+
+def test_a_shard_with_a_broken_cell_still_publishes_a_merged_page(rehearsal):
+    code, log = rehearsal["schedule-1"]
+    assert code != 0  # the shard holding the broken cell failed (exit 3), as it should
+    assert "uses: actions/checkout" not in log  # sanity: act ran steps, not a dry listing
+    assert re.search(r"\[matrix/probe[^\]]*\].*docker exec", log), "GPU jobs ran in containers"
+    assert "Success - Main actions/checkout@3d3c42e5" in _job_lines(log, "probe")
+    assert "uploaded artifact store-shard-1" in log and "uploaded artifact store-shard-2" in log
+    site = rehearsal["pages-1"]
+    assert site, "nothing was deployed"
+    runs = {r["cell"]["id"]: r for r in site["results"]["runs"]}
+    assert runs[_cell(MATRIX_DAYS[0])]["verdict"] == "not_affected"
+    assert runs[_cell(MATRIX_DAYS[1])]["verdict"] == "affected"
+    assert runs[_cell(BROKEN)]["status"] == "infra_failure"
+    assert _cell(BROKEN) in site["html"]
+    [issue] = rehearsal["issues-1"]  # someone is told: the status issue was opened
+    assert issue["labels"] == ["torchbisect"] and "torchbisect-state" in issue["body"]
+
+
+def test_the_next_scheduled_run_starts_from_the_published_store(rehearsal):
+    code, log = rehearsal["schedule-2"]
+    runs = rehearsal["pages-2"]["store_runs"]
+    probed = [cell for cell, _ in runs]
+    # unchanged cells were not probed again; only the infrastructure failure was retried
+    assert probed.count(_cell(MATRIX_DAYS[0])) == 1
+    assert probed.count(_cell(MATRIX_DAYS[1])) == 1
+    assert probed.count(_cell(BROKEN)) == 2
+    assert "previous results.sqlite:" in log
+    # nothing changed, so nothing was written to the issue
+    assert [r.method for r in rehearsal["writes-2"]] == ["POST"]
+
+
+def test_a_dispatched_bisection_reaches_the_page_and_affected_json(rehearsal):
+    code, log = rehearsal["dispatch"]
+    assert code == 0, log[-3000:]
+    site = rehearsal["pages-3"]
+    [bisection] = site["results"]["bisections"]
+    assert bisection["first_bad"]["date"] == f"{FIRST_STALE:%Y-%m-%d}"
+    main_sha = rehearsal["shas"][f"{FIRST_STALE:%Y-%m-%d}"][1]
+    git_ranges = [r for a in site["affected"]["affected"] for r in a["ranges"]
+                  if r["type"] == "GIT"]
+    assert {"introduced": main_sha} in git_ranges[0]["events"]
+    # the matrix's runs are still there: the bisection was merged into the chain
+    assert _cell(MATRIX_DAYS[1]) in {r["cell"]["id"] for r in site["results"]["runs"]}
+
+
+def test_the_weekly_fix_check_without_a_fix_says_so(rehearsal):
+    code, log = rehearsal["weekly"]
+    said = (f"no fix yet: newest nightly {TODAY:%Y-%m-%d} ({nightly_version(TODAY)}) "
+            "still affected")
+    assert said in _job_lines(log, "build")
+    assert "Summary - ### Fix check" in log  # act shows the job summary the step wrote
+    assert code == 0, log[-3000:]  # "no fix yet" is an answer, not a failure
+    hub = rehearsal["hub"]
+    [issue] = hub.issues.values()
+    assert said in issue["body"]
+    assert any(said in text for _, text in hub.comments)
+    assert rehearsal["pages-4"]["results"]["bisections"]  # the page kept the bisection
+
+
+def test_a_dispatch_with_another_matrix_file_and_too_many_shards(rehearsal):
+    code, log = rehearsal["custom"]
+    assert code == 0, log[-3000:]
+    assert 'shards=["1/1"]' in _job_lines(log, "plan")  # 2 asked, 1 cell: 1 shard
+    assert "uploaded artifact store-shard-1" in log and "store-shard-2" not in log
+    assert "1 cell: 0 probed now, 1 from the store" in _job_lines(log, "probe")
+    assert "Job succeeded" in _job_lines(log, "deploy")
