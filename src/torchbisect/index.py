@@ -171,22 +171,44 @@ def sha256_of(url_or_path: str, *, retries: int = 4, backoff: float = 0.5) -> st
                 return _digest(fh)
         except OSError as err:
             raise ResolveError(f"cannot read the wheel {path}: {err.strerror}") from None
-    last = ""
+    digest, last, told = _Resumable(), "", None
     for attempt in range(retries + 1):
-        if attempt:
-            _sleep(backoff * 2 ** (attempt - 1))
+        if attempt:  # a dropped connection goes on from the byte it stopped at (Range)
+            _sleep(retry.wait_before(attempt, retry_after=told, base=backoff, max_wait=60.0))
         try:
-            request = urllib.request.Request(url_or_path, headers={"User-Agent": _agent()})
-            with urllib.request.urlopen(request, timeout=60) as resp:
-                return _digest(resp)
+            return digest.fetch(url_or_path)
         except urllib.error.HTTPError as err:
             if err.code in _MISSING_STATUS:
                 raise PageMissing(f"{url_or_path} does not exist (HTTP {err.code})") from None
-            last = _describe(err)
+            last, told = _describe(err), err.headers.get("Retry-After") if err.headers else None
         except (OSError, http.client.HTTPException) as err:
-            last = _describe(err)
+            last, told = _describe(err), None
     raise IndexUnreachable(f"could not download {url_or_path} after {retries + 1} attempts "
                            f"({last})")
+
+
+class _Resumable:
+    """A sha256 fed by one download over several connections, each asking for the rest."""
+
+    def __init__(self) -> None:
+        self.digest, self.have = hashlib.sha256(), 0
+
+    def fetch(self, url: str) -> str:
+        headers = {"User-Agent": _agent(), "Accept-Encoding": "identity"}
+        if self.have:
+            headers["Range"] = f"bytes={self.have}-"
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                    timeout=60) as resp:
+            if self.have and resp.status != 206:  # the range was ignored: start again
+                self.digest, self.have = hashlib.sha256(), 0
+            length = resp.headers.get("Content-Length")
+            expected = self.have + int(length) if (length or "").isdigit() else None
+            for chunk in iter(lambda: resp.read(1 << 20), b""):
+                self.digest.update(chunk)
+                self.have += len(chunk)
+        if expected is not None and self.have < expected:
+            raise http.client.IncompleteRead(b"", expected - self.have)
+        return self.digest.hexdigest()
 
 
 def python_tag(python: str) -> str:

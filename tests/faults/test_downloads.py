@@ -93,3 +93,10 @@ def test_an_index_page_waits_for_retry_after_too(monkeypatch):
         found = index.fetch_wheels(f"{server.url}/whl/cpu/", backoff=0.5)
     assert [w.version for w in found] == ["2.98.1+cpu"]
     assert 3.2 <= taken[0] <= 4.8 and 0.8 <= taken[1] <= 1.2  # told 4 s; then 0.5 * 2
+
+
+def test_plan_hash_resumes_a_dropped_download_too(monkeypatch):
+    monkeypatch.setattr(index, "_sleep", lambda _: None)
+    with HostileServer({PATH: BODY}, script=[("drop", 700_000)]) as server:
+        assert index.sha256_of(server.url + PATH) == hashlib.sha256(BODY).hexdigest()
+    assert [r for _, r in server.requests] == [None, "bytes=700000-"]
