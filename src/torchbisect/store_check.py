@@ -33,6 +33,10 @@ _BAD_ROWS = {
                     AND date(json_extract(cell_json, '$.date'))
                         IS NOT json_extract(cell_json, '$.date'))
                 OR json_type(cell_json, '$.timeout') NOT IN ('integer', 'real')
+                OR json_type(cell_json, '$.trials') NOT IN ('integer', 'null')
+                OR json_type(cell_json, '$.version') IS NOT 'text'
+                OR json_type(cell_json, '$.cuda') IS NOT 'text'
+                OR json_type(cell_json, '$.python') IS NOT 'text'
                 OR status NOT IN ('ok', 'infra_failure') LIMIT 1""",
     "bisections": "SELECT id FROM bisections WHERE NOT json_valid(result_json) LIMIT 1",
 }
