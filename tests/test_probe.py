@@ -502,6 +502,8 @@ def test_todays_probe_agrees_case_for_case_with_the_first_recording(version):
         n: c["verdict"] for n, c in before["cases"].items()}
     assert now["env"]["torch"] == before["env"]["torch"] and now["verdict"] == "affected"
     assert now["cases"]["side_stream"]["trials"] == 20
+    # which GPU it ran on, as nvidia-smi and CUDA_VISIBLE_DEVICES name it
+    assert re.fullmatch(r"GPU-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", now["env"]["gpu_uuid"])
 
 
 # --- documents recorded on a real H200 ------------------------------------------------------------
