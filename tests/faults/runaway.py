@@ -26,7 +26,8 @@ parser.add_argument("--json")
 args = parser.parse_args()
 # a daemon in a session of its own that keeps our stdout open for five minutes
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
-open(os.environ["TB_STARTED"], "a").close()
+if os.environ.get("TB_STARTED"):  # not passed into containers
+    open(os.environ["TB_STARTED"], "a").close()
 if os.environ.get("TB_MODE") == "stubborn":  # deaf to Ctrl-C and SIGTERM
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -40,3 +40,21 @@ def test_kill_9_of_a_docker_matrix_leaves_no_container(tmp_path):
         child.send_signal(signal.SIGKILL)
         child.wait()
     assert wait_until(lambda: not boxes(), 60), [b["Names"] for b in boxes()]
+
+
+def test_two_docker_runs_sharing_a_workdir_give_no_false_failures(tmp_path):
+    from torchbisect.store import Store
+
+    argv = project(tmp_path, cells=2)
+    entries = (tmp_path / "matrix.yaml").read_text().split("dev:\n", 1)[1]
+    (tmp_path / "matrix.yaml").write_text(
+        "defaults:\n  timeout: 300\n  cuda: cpu\n  python: '3.11'\n"
+        f"images:\n  cpu: torchbisect/base:bookworm\ndev:\n{entries}")
+    env, _ = environment(tmp_path, "daemon")
+    argv[argv.index("venv")] = "docker"
+    runs = [subprocess.Popen([*argv, "--force"], cwd=tmp_path, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(2)]
+    outputs = [r.communicate(timeout=600)[0] for r in runs]
+    assert [r.returncode for r in runs] == [0, 0], "\n".join(outputs)
+    with Store(tmp_path / "results.sqlite") as store:
+        assert [r.status.value for r in store.runs()] == ["ok"] * 4

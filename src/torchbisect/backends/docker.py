@@ -42,7 +42,14 @@ from ..probes import probe_path
 from .base import Backend, Prepared, ProbeOutput
 from .current import FINGERPRINT_SNIPPET
 from .docker_image import RunnerImages, default_base_image, host_ca_bundle, note
-from .venv import DEFAULT_WORKDIR, PhaseHook, extra_index, local_wheel, read_document
+from .venv import (
+    DEFAULT_WORKDIR,
+    PhaseHook,
+    cell_lock,
+    extra_index,
+    local_wheel,
+    read_document,
+)
 from .wheels import DownloadHook, discard, download, progress_of, sha256_file
 
 LABEL = "torchbisect.cell"  # `docker ps -a --filter label=torchbisect.cell`
@@ -135,6 +142,15 @@ class DockerBackend(Backend):
                             seconds_install=time.monotonic() - started, env=dict(cell.env),
                             handle=_Handle(image=cell.base_image or "", workdir=workdir))
         image = self.images.runner(cell.base_image or default_base_image(cell.cuda), log)
+        # Another run sharing this work directory may be installing the same cell: wait for it.
+        with cell_lock(workdir.with_name(f"{cell.id}.lock")):
+            sha = self._installed(cell, image, workdir, log)
+        return Prepared(cell=cell, python=str(workdir / "venv" / "bin" / "python"),
+                        wheel_sha256=sha, seconds_install=time.monotonic() - started,
+                        env=dict(cell.env), handle=_Handle(image=image, workdir=workdir))
+
+    def _installed(self, cell: Cell, image: str, workdir: Path, log: Path) -> str:
+        """The cell's venv in `workdir`, reused or (re)built; its wheel's sha256."""
         venv, marker = workdir / "venv", workdir / "prepared.json"
         want = {"image": image, "url": cell.url, "wheel_stat": _stat(cell.url),
                 "overlay": self.overlay or cell.overlay, "python": cell.python,
@@ -152,9 +168,7 @@ class DockerBackend(Backend):
                 if downloaded:
                     discard(wheel)  # uv's cache and the venv hold it now
             marker.write_text(json.dumps({**want, "wheel_sha256": sha}))
-        return Prepared(cell=cell, python=str(venv / "bin" / "python"), wheel_sha256=sha,
-                        seconds_install=time.monotonic() - started, env=dict(cell.env),
-                        handle=_Handle(image=image, workdir=workdir))
+        return sha
 
     def probe(self, prepared: Prepared, *, gpu: int | None, probe_args: list[str],
               log: Path) -> ProbeOutput:

@@ -87,7 +87,7 @@ class VenvBackend(Backend):
         try:
             # Another run sharing this work directory may be building the same venv: wait for
             # it, then reuse what it built instead of deleting it under its feet.
-            with _locked(venv.with_name(f"{cell.id}.lock")):
+            with cell_lock(venv.with_name(f"{cell.id}.lock")):
                 if _read_marker(venv) != marker:
                     self._create(venv, cell, overlay=overlay, log=log)
                     self._install(venv, cell, location, overlay=overlay, log=log)
@@ -265,7 +265,8 @@ def _see_base_packages(venv: Path, base: str, *, log: Path) -> None:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def cell_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path`: one run at a time builds a cell's environment."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes, or the process dies
