@@ -154,6 +154,9 @@ def test_the_stock_runner_image_refuses_a_system_pip_install():
 def test_a_shard_with_a_broken_cell_still_publishes_a_merged_page(rehearsal):
     code, log = rehearsal["schedule-1"]
     assert code != 0  # the shard holding the broken cell failed (exit 3), as it should
+    for name in ("schedule-1", "schedule-2", "dispatch", "weekly", "custom"):
+        started = re.findall(r"Start server on (http://[\d.]+):", rehearsal[name][1])
+        assert started and set(started) == {"http://127.0.0.1"}, name  # loopback only
     assert "uses: actions/checkout" not in log  # sanity: act ran steps, not a dry listing
     assert re.search(r"\[matrix/probe[^\]]*\].*docker exec", log), "GPU jobs ran in containers"
     assert "Success - Main actions/checkout@3d3c42e5" in _job_lines(log, "probe")

@@ -168,6 +168,8 @@ class World:
                 "--artifact-server-addr", "127.0.0.1",
                 "--artifact-server-port", str(free_port()),
                 "--artifact-server-path", str(self.base / "act-artifact-server"),
+                # its cache server would also bind a non-loopback address; no job uses a cache
+                "--no-cache-server",
                 "-s", "GITHUB_TOKEN=stand-in-token"]
         for pin, tree in self.trees.items():
             argv += ["--local-repository", f"{pin}={tree}"]
