@@ -1,7 +1,8 @@
 """Markers: Docker and Chromium tests run wherever those exist and are REQUIRED under CI=true.
 
 A developer without Docker sees them skipped with a reason; CI, which installs both in .ci/run,
-fails instead of silently skipping.
+fails instead of silently skipping.  Fixtures every test file may use: `fake_probes` (the one way a
+test chooses its probe scripts), `repo`, `data_dir`.
 """
 
 from __future__ import annotations
@@ -56,6 +57,26 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=why))
         if "gpu" in item.keywords and not _has_gpu():
             item.add_marker(pytest.mark.skip(reason="no CUDA GPU on this machine"))
+
+
+@pytest.fixture
+def fake_probes(monkeypatch):
+    """The probes of this test come from a folder of the test's choosing: by default the
+    stand-in in tests/helpers/probes (TB_FAKE_MODE picks its behaviour).  The fixture's value
+    switches to another folder: `fake_probes(folder)`.  The probe fingerprint is cached per
+    process, so the cache is cleared on each switch and after the test."""
+    from helpers import FAKE_PROBES
+
+    from torchbisect.probes import probe_version
+
+    def use(folder: Path = FAKE_PROBES) -> Path:
+        monkeypatch.setenv("TORCHBISECT_PROBES", str(folder))
+        probe_version.cache_clear()
+        return folder
+
+    use()
+    yield use
+    probe_version.cache_clear()
 
 
 @pytest.fixture

@@ -103,14 +103,6 @@ def skipping_probes(tmp_path_factory) -> Path:
     return _probes(tmp_path_factory.mktemp("probes"), SKIPPING_PROBE)
 
 
-@pytest.fixture
-def use_probes(monkeypatch):
-    def use(folder: Path) -> None:
-        monkeypatch.setenv("TORCHBISECT_PROBES", str(folder))
-
-    return use
-
-
 @pytest.fixture(scope="module")
 def prepared(backend, tmp_path_factory) -> Prepared:
     """The real torch wheel installed as a dev cell, deps from PyPI (reused by later tests)."""
@@ -144,8 +136,8 @@ def test_preparing_the_same_cell_again_reuses_its_venv(backend, prepared, tmp_pa
 
 @pytest.mark.docker
 def test_a_hanging_probe_is_killed_at_the_cell_timeout_and_its_container_removed(
-        backend, client, prepared, use_probes, tmp_path):
-    use_probes(_probes(tmp_path / "probes", HANGING_PROBE))
+        backend, client, prepared, fake_probes, tmp_path):
+    fake_probes(_probes(tmp_path / "probes", HANGING_PROBE))
     quick = dataclasses.replace(prepared, cell=dataclasses.replace(prepared.cell, timeout=3))
 
     with pytest.raises(InfraError, match="timed out after 3 s"):
@@ -156,8 +148,8 @@ def test_a_hanging_probe_is_killed_at_the_cell_timeout_and_its_container_removed
 
 @pytest.mark.docker
 def test_ctrl_c_during_a_probe_still_removes_the_container(
-        backend, client, prepared, use_probes, tmp_path):
-    use_probes(_probes(tmp_path / "probes", HANGING_PROBE))
+        backend, client, prepared, fake_probes, tmp_path):
+    fake_probes(_probes(tmp_path / "probes", HANGING_PROBE))
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt
@@ -176,8 +168,8 @@ def test_ctrl_c_during_a_probe_still_removes_the_container(
 
 @pytest.mark.docker
 def test_release_from_another_thread_stops_a_running_probe(
-        backend, client, prepared, use_probes, tmp_path):
-    use_probes(_probes(tmp_path / "probes", HANGING_PROBE))
+        backend, client, prepared, fake_probes, tmp_path):
+    fake_probes(_probes(tmp_path / "probes", HANGING_PROBE))
     outcome: list[BaseException] = []
 
     def probe() -> None:
@@ -215,8 +207,8 @@ def test_check_removes_containers_left_by_a_killed_run(backend, client):
 
 @pytest.mark.docker
 def test_a_probe_that_segfaults_is_an_infrastructure_failure(
-        backend, prepared, use_probes, tmp_path):
-    use_probes(_probes(tmp_path / "probes", CRASHING_PROBE))
+        backend, prepared, fake_probes, tmp_path):
+    fake_probes(_probes(tmp_path / "probes", CRASHING_PROBE))
     with pytest.raises(InfraError, match="SIGSEGV"):
         backend.probe(prepared, gpu=None, probe_args=[], log=tmp_path / "probe.log")
 
@@ -273,8 +265,8 @@ def test_a_base_image_that_is_not_here_and_cannot_be_pulled_is_an_infrastructure
 
 @pytest.mark.docker
 def test_a_preinstalled_cell_probes_the_torch_in_its_image(
-        backend, skipping_probes, use_probes, tmp_path):
-    use_probes(skipping_probes)
+        backend, skipping_probes, fake_probes, tmp_path):
+    fake_probes(skipping_probes)
     cell = Cell(id=_id("preinstalled-bookworm"), channel=Channel.PREINSTALLED, version="", cuda="",
                 python="3.11", base_image=TORCH_BASE, timeout=120)
 
@@ -301,8 +293,8 @@ def test_a_preinstalled_cell_needs_an_image_with_torch(backend, tmp_path):
 
 @pytest.mark.docker
 def test_an_overlay_cell_shadows_the_image_torch_without_installing_dependencies(
-        backend, skipping_probes, use_probes, tmp_path):
-    use_probes(skipping_probes)
+        backend, skipping_probes, fake_probes, tmp_path):
+    fake_probes(skipping_probes)
     cell = _dev_cell(_torch_wheel(), id=_id("dev-overlay"), base_image=TORCH_BASE, overlay=True)
     log = tmp_path / "prepare.log"
 
@@ -317,8 +309,8 @@ def test_an_overlay_cell_shadows_the_image_torch_without_installing_dependencies
 @pytest.mark.docker
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this host has GPUs")
 def test_asking_for_a_gpu_where_the_engine_has_none_is_an_infrastructure_failure(
-        backend, client, prepared, skipping_probes, use_probes, tmp_path):
-    use_probes(skipping_probes)
+        backend, client, prepared, skipping_probes, fake_probes, tmp_path):
+    fake_probes(skipping_probes)
     with pytest.raises(InfraError, match="cannot start the probe container"):
         backend.probe(prepared, gpu=0, probe_args=[], log=tmp_path / "probe.log")
     assert _leftovers(client, prepared.cell) == []

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from helpers import FAKE_PROBES, fake_torch_wheel, make_cell, sha256_of
+from helpers import fake_torch_wheel, make_cell, sha256_of
 
 from torchbisect import execute
 from torchbisect.backends import BACKENDS, backend_class, choose_backend
@@ -22,18 +22,12 @@ from torchbisect.backends.current import CurrentBackend, torch_fingerprint
 from torchbisect.backends.venv import VenvBackend, extra_index
 from torchbisect.errors import BackendUnavailable, ConfigError
 from torchbisect.model import Channel, RunStatus, Verdict
-from torchbisect.probes import probe_version
 
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 
 
-@pytest.fixture(autouse=True)
-def fake_probes(monkeypatch):
-    monkeypatch.setenv("TORCHBISECT_PROBES", str(FAKE_PROBES))
-    probe_version.cache_clear()
-    yield
-    probe_version.cache_clear()
+pytestmark = pytest.mark.usefixtures("fake_probes")
 
 
 @pytest.fixture(scope="module")

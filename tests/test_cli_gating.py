@@ -47,11 +47,11 @@ def workdir(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def stand_in(workdir, monkeypatch):
+def stand_in(workdir, monkeypatch, fake_probes):
     folder = workdir / "probes"
     folder.mkdir()
     (folder / "stale_replay.py").write_text(STAND_IN)
-    monkeypatch.setenv("TORCHBISECT_PROBES", str(folder))
+    fake_probes(folder)
     return lambda verdict: monkeypatch.setenv("TB_VERDICT", verdict)
 
 

@@ -153,19 +153,17 @@ def test_a_ci_log_shows_download_bytes_and_time_left(monkeypatch):
     assert len(lines) == 4
 
 
-def test_matrix_starts_with_the_cost_and_shows_its_download(tmp_path, monkeypatch, capsys):
+def test_matrix_starts_with_the_cost_and_shows_its_download(tmp_path, monkeypatch, capsys,
+                                                           fake_probes):
     """The venv backend downloads a nightly (no sha256 on the index) through torchbisect."""
-    from helpers import FAKE_PROBES, fake_torch_wheel
+    from helpers import fake_torch_wheel
 
     import torchbisect.gpus
-    from torchbisect.probes import probe_version
 
     if shutil.which("uv") is None:
         pytest.skip("uv is not installed")
-    monkeypatch.setenv("TORCHBISECT_PROBES", str(FAKE_PROBES))
     monkeypatch.setattr(torchbisect.gpus, "list_gpus", lambda: ())
     monkeypatch.setenv("CI", "true")  # plain lines, as in a CI log
-    probe_version.cache_clear()
     monkeypatch.chdir(tmp_path)
     page = tmp_path / "site" / "nightly" / "cpu" / "torch"
     wheel = fake_torch_wheel(page.parent, "2.99.0.dev20261001+cpu")
@@ -179,7 +177,6 @@ def test_matrix_starts_with_the_cost_and_shows_its_download(tmp_path, monkeypatc
             "  overlay: true\nnightly:\n  dates: [2026-10-01]\n")
         assert main(["matrix", "--allow-no-gpu", "--backend", "venv", "--workdir", "work",
                      "--no-report"]) == 0
-    probe_version.cache_clear()
     out = capsys.readouterr()
     said = " ".join((out.out + out.err).split())  # rich wraps at 80 columns off a terminal
     size = wheel.stat().st_size

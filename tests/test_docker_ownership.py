@@ -23,7 +23,8 @@ PROBES = Path(__file__).resolve().parent / "act" / "probes"
 
 
 @pytest.mark.docker
-def test_the_venv_and_what_a_probe_leaves_belong_to_the_invoking_user(tmp_path, monkeypatch):
+def test_the_venv_and_what_a_probe_leaves_belong_to_the_invoking_user(tmp_path, monkeypatch,
+                                                                      fake_probes):
     import docker
 
     client = docker.from_env()
@@ -34,7 +35,7 @@ def test_the_venv_and_what_a_probe_leaves_belong_to_the_invoking_user(tmp_path, 
     cell = Cell(id=f"dev-owner-{uuid.uuid4().hex[:8]}", channel=Channel.DEV,
                 version="2.17.0.dev20261130+cpu", cuda="cpu", python="3.11", url=str(wheel),
                 base_image=BASE, timeout=120)
-    monkeypatch.setenv("TORCHBISECT_PROBES", str(PROBES))
+    fake_probes(PROBES)
     monkeypatch.setattr(docker_backend.os, "getuid", lambda: 4242)
     monkeypatch.setattr(docker_backend.os, "getgid", lambda: 4242)
     backend = DockerBackend(workdir=tmp_path / "work", client=client)

@@ -20,14 +20,7 @@ from torchbisect.model import RunStatus, Verdict
 GPU = Gpu(index=1, name="NVIDIA H200", driver="580.159.04")
 
 
-@pytest.fixture(autouse=True)
-def fake_probes(monkeypatch):
-    from helpers import FAKE_PROBES
-
-    monkeypatch.setenv("TORCHBISECT_PROBES", str(FAKE_PROBES))
-    execute.probe_version.cache_clear()
-    yield
-    execute.probe_version.cache_clear()
+pytestmark = pytest.mark.usefixtures("fake_probes")
 
 
 def _out(doc, code: int, tail: str = "") -> ProbeOutput:

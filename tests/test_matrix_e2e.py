@@ -99,25 +99,21 @@ def test_rerunning_an_unchanged_matrix_probes_nothing():
 # -- the commands on stand-in wheels and the stand-in probe (seconds, not minutes) ----------------
 
 @pytest.fixture
-def stand_in(tmp_path, monkeypatch):
+def stand_in(tmp_path, monkeypatch, fake_probes):
     """A work folder with two stand-in wheels, the stand-in probe, and no GPU."""
-    from helpers import FAKE_PROBES, fake_torch_wheel
+    from helpers import fake_torch_wheel
 
     import torchbisect.gpus
-    from torchbisect.probes import probe_version
 
     if shutil.which("uv") is None:
         pytest.skip("uv is not installed")
-    monkeypatch.setenv("TORCHBISECT_PROBES", str(FAKE_PROBES))
     monkeypatch.setattr(torchbisect.gpus, "list_gpus", lambda: ())
-    probe_version.cache_clear()
     monkeypatch.chdir(tmp_path)
     wheels = [fake_torch_wheel(tmp_path / "wheels", f"2.99.{i}+cpu") for i in range(2)]
     entries = "".join(f"  - wheel: {w}\n    name: w{i}\n    overlay: true\n"
                       for i, w in enumerate(wheels))
     (tmp_path / "matrix.yaml").write_text(f"dev:\n{entries}preinstalled: {{}}\n")
-    yield tmp_path
-    probe_version.cache_clear()
+    return tmp_path
 
 
 def cli(*argv: str) -> int:

@@ -9,7 +9,7 @@ import signal
 import threading
 
 import pytest
-from helpers import FAKE_PROBES, ScriptedBackend, make_cell, make_run
+from helpers import ScriptedBackend, make_cell, make_run
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,12 +24,7 @@ GPUS = (Gpu(index=0, name="NVIDIA H200", driver="580.159.04"),
         Gpu(index=1, name="NVIDIA H200", driver="580.159.04"))
 
 
-@pytest.fixture(autouse=True)
-def fake_probes(monkeypatch):
-    monkeypatch.setenv("TORCHBISECT_PROBES", str(FAKE_PROBES))
-    probe_version.cache_clear()
-    yield
-    probe_version.cache_clear()
+pytestmark = pytest.mark.usefixtures("fake_probes")
 
 
 @pytest.fixture
