@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from torchbisect.bisect.candidates import build_candidates, cell_id, parse_end
+from torchbisect.bisect.candidates import build_candidates, parse_end
+from torchbisect.cells import nightly as cell_id
 from torchbisect.errors import ConfigError
 from torchbisect.model import Cell, Channel
 
@@ -62,9 +63,10 @@ def test_candidates_in_date_order_with_cells_and_missing_dates():
 
 
 def test_script_runs_get_their_own_cell_id():
-    assert cell_id("2025-08-02", "cu130", "3.12", "script:be87e4feef96") == \
+    assert cell_id("2025-08-02", "cu130", "3.12", probe="script:be87e4feef96") == \
         "nightly-20250802-cu130-cp312-script-be87e4feef96"
-    assert cell_id("2025-08-02", "cu130", "3.12", "stale_replay") == "nightly-20250802-cu130-cp312"
+    assert cell_id("2025-08-02", "cu130", "3.12", probe="stale_replay") == \
+        "nightly-20250802-cu130-cp312"
 
 
 def test_missing_ends_widen_outward_and_say_so():
@@ -88,6 +90,9 @@ def test_version_bump_keeps_the_newer_nightly_of_a_date():
     got = build(wheels, "2025-08-01", "2025-08-04")
     assert got.candidates[2].version == "2.11.0.dev20250803+cu130"
     assert "2025-08-03 has two nightlies" in got.notes[0]
+    # the matrix's id of that build: the date's two builds are told apart by their version
+    assert got.candidates[2].cell.id == "nightly-20250803-2.11.0-cu130-cp312"
+    assert got.candidates[1].cell.id == "nightly-20250802-cu130-cp312"
 
 
 @pytest.mark.parametrize(("wheels", "older", "newer", "match"), [

@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 from indexserver import daily, fake_wheel, make_nightly_index, make_release_index, serve, sha256
 
+from torchbisect.bisect.candidates import build_candidates
 from torchbisect.config import load_matrix
 from torchbisect.errors import ConfigError, ResolveError
 from torchbisect.index import Wheel
 from torchbisect.lock import Lock
-from torchbisect.model import Channel
-from torchbisect.resolve import build_plan, driver_supports, nightly_builds
+from torchbisect.model import Cell, Channel
+from torchbisect.resolve import build_plan, driver_supports
+from torchbisect.resolve_index import nightly_builds
 
 TODAY = date(2026, 11, 29)  # a Sunday
 GAPS = [date(2026, 10, 12), date(2026, 11, 2), date(2026, 11, 3)]
@@ -261,6 +263,21 @@ def test_nightly_builds_for_the_bisection_are_sorted_by_date_then_version(site):
         "2.17.0.dev20261116", "2.18.0.dev20261116"]
     assert all(w.platform_tag == "manylinux_2_28_x86_64" for w in wheels)
 
+
+
+def test_the_bisection_names_each_nightly_as_the_matrix_does(plan_of, site):
+    """Same wheel, same id, also on the version-bump date: each finds the other's verdict."""
+    plan = plan_of("nightly:\n  from: 2026-11-13\n  to: 2026-11-18\n  cuda: cu130\n")
+    wheels = nightly_builds(f"{site[0]}/whl/nightly/cu130/", cuda="cu130", python="3.12",
+                            platform="linux_x86_64")
+    template = Cell(id="", channel=Channel.NIGHTLY, version="", cuda="cu130", python="3.12")
+    cands = build_candidates(wheels, older="2026-11-13", newer="2026-11-18", older_flag="--good",
+                             newer_flag="--bad", cell_template=template)
+    matrix = {c.url: c.id for c in plan.cells}
+    assert [matrix[c.cell.url] for c in cands.candidates] == [c.cell.id for c in cands.candidates]
+    assert "nightly-20261116-2.18.0-cu130-cp312" in matrix.values()
+    assert [c.cell.id for c in cands.candidates if c.date == "2026-11-16"] == [
+        "nightly-20261116-2.18.0-cu130-cp312"]
 
 @pytest.mark.parametrize(("cuda", "driver", "ok"), [
     ("cu126", "525.60.13", True), ("cu126", "520.61.05", False), ("cu130", "580.65.06", True),

@@ -18,6 +18,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from .. import cells
 from ..errors import ConfigError
 from ..model import Cell, Channel
 
@@ -98,11 +99,10 @@ def build_release_candidates(wheels: Iterable[Any], *, older: str, newer: str, o
 
 
 def _release_candidate(wheel: Any, version: str, template: Cell) -> Candidate:
-    base = f"stable-{version}-{template.cuda}-cp{template.python.replace('.', '')}"
-    probe = template.probe
-    cell = dataclasses.replace(
-        template, id=f"{base}-{probe.replace(':', '-')}" if probe.startswith("script:") else base,
-        channel=Channel.STABLE, version=wheel.version, url=wheel.url, sha256=wheel.sha256)
+    cell_id = cells.release(Channel.STABLE, version, template.cuda, template.python,
+                            template.probe)
+    cell = dataclasses.replace(template, id=cell_id, channel=Channel.STABLE,
+                               version=wheel.version, url=wheel.url, sha256=wheel.sha256)
     return Candidate(date="", version=wheel.version, wheel=wheel, cell=cell)
 
 
@@ -127,23 +127,13 @@ def _nightly_stamp(text: str) -> str:
     return str(dev) if dev is not None else ""
 
 
-def cell_id(day: str, cuda: str, python: str, probe: str = "") -> str:
-    """`nightly-20250801-cu130-cp312`, the matrix's identifier of that build.
-
-    A `--script` run is not a probe run of that cell: its id carries the script's fingerprint
-    (`…-cp312-script-<sha>`), so it never stands in for the probe's verdict on the page.
-    """
-    base = f"nightly-{day.replace('-', '')}-{cuda}-cp{python.replace('.', '')}"
-    return f"{base}-{probe.replace(':', '-')}" if probe.startswith("script:") else base
-
-
 def build_candidates(wheels: Iterable[Any], *, older: str, newer: str, older_flag: str,
                      newer_flag: str, cell_template: Cell) -> CandidateList:
     """Candidates from `older` to `newer` (YYYY-MM-DD), widening ends that have no nightly."""
     if older >= newer:
         raise ConfigError(f"{older_flag} ({older}) must be an earlier date than {newer_flag} "
                           f"({newer}); use --find-fix to look for the nightly that fixed it")
-    by_date, notes = _one_per_date(wheels)
+    by_date, bumps, notes = _one_per_date(wheels)
     if not by_date:
         raise ConfigError("the index lists no nightly for this CUDA tag, Python and platform; "
                           "check --cuda, --python and --index-url")
@@ -154,15 +144,17 @@ def build_candidates(wheels: Iterable[Any], *, older: str, newer: str, older_fla
     if len(chosen) < 2:
         raise ConfigError(f"the index has fewer than two nightlies between {older} and {newer}; "
                           "widen --good/--bad")
-    cands = tuple(_candidate(by_date[d], d, cell_template) for d in chosen)
+    cands = tuple(_candidate(by_date[d], d, cell_template, bump=d in bumps) for d in chosen)
     missing = tuple(d for d in _calendar(first, last) if d not in by_date)
     return CandidateList(candidates=cands, notes=(*notes, *filter(None, (note_a, note_b))),
                          missing=missing)
 
 
-def _one_per_date(wheels: Iterable[Any]) -> tuple[dict[str, Any], list[str]]:
-    """Around a version bump a date can have two nightlies: keep the newer version, say so."""
+def _one_per_date(wheels: Iterable[Any]) -> tuple[dict[str, Any], set[str], list[str]]:
+    """Around a version bump a date can have two nightlies: keep the newer version, say so, and
+    name the date among the bumps (its cell id then carries the version, as the matrix's does)."""
     by_date: dict[str, Any] = {}
+    bumps: set[str] = set()
     notes = []
     for wheel in wheels:
         day = wheel.nightly_date
@@ -172,10 +164,11 @@ def _one_per_date(wheels: Iterable[Any]) -> tuple[dict[str, Any], list[str]]:
         if kept is None or Version(wheel.version) > Version(kept.version):
             by_date[day] = wheel
         if kept is not None and kept.version != wheel.version:
+            bumps.add(day)
             dropped = min((kept, wheel), key=lambda w: Version(w.version))
             notes.append(f"{day} has two nightlies; using {by_date[day].version}, "
                          f"not {dropped.version}")
-    return by_date, notes
+    return by_date, bumps, notes
 
 
 def _widen(days: Sequence[str], want: str, flag: str, *, outward: int,
@@ -193,10 +186,12 @@ def _widen(days: Sequence[str], want: str, flag: str, *, outward: int,
     return got, f"no nightly on {want} ({flag}): using the nearest one, {got}"
 
 
-def _candidate(wheel: Any, day: str, template: Cell) -> Candidate:
+def _candidate(wheel: Any, day: str, template: Cell, *, bump: bool) -> Candidate:
+    base = Version(wheel.version).base_version if bump else ""
+    cell_id = cells.nightly(day, template.cuda, template.python, bump_version=base,
+                            probe=template.probe)
     cell = dataclasses.replace(
-        template, id=cell_id(day, template.cuda, template.python, template.probe),
-        channel=Channel.NIGHTLY,
+        template, id=cell_id, channel=Channel.NIGHTLY,
         version=wheel.version, url=wheel.url, sha256=wheel.sha256, date=day)
     return Candidate(date=day, version=wheel.version, wheel=wheel, cell=cell)
 

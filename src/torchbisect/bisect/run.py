@@ -96,7 +96,7 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
 
 
 def candidates(options: BisectOptions) -> CandidateList:
-    from .. import index, resolve
+    from .. import index, resolve_index
 
     releases = release_of(options.good), release_of(options.bad)
     channel = Channel.STABLE if all(releases) else Channel.NIGHTLY
@@ -107,7 +107,7 @@ def candidates(options: BisectOptions) -> CandidateList:
         wheels = index.compatible(list(listed), python=options.python, platform=options.platform)
     else:
         good, bad = parse_end(options.good, "--good"), parse_end(options.bad, "--bad")
-        wheels = resolve.nightly_builds(index_url, cuda=options.cuda, python=options.python,
+        wheels = resolve_index.nightly_builds(index_url, cuda=options.cuda, python=options.python,
                                         platform=options.platform)
     ends = ((good, "--good"), (bad, "--bad"))
     (older, older_flag), (newer, newer_flag) = (

@@ -11,6 +11,7 @@ import json
 import re
 from pathlib import Path
 
+from .. import cells
 from ..errors import ConfigError
 from ..model import BisectResult, Cell, CellRun, Channel, ProbeResult, RunStatus
 
@@ -21,18 +22,17 @@ _CUDA = re.compile(r"\+(cu\d+|cpu|rocm[\d.]+|xpu)\b")
 def cell_for(version: str, python: str) -> Cell:
     """`2.15.0+cu132` → stable-2.15.0-cu132-cp312; `2.11.0a0+git…` (an NGC image) → preinstalled."""
     py = ".".join(python.split(".")[:2])
-    tag = "cp" + py.replace(".", "")
     cuda = (m.group(1) if (m := _CUDA.search(version)) else "")
     if m := _DEV.search(version):
-        date = "-".join(m.groups())
-        return Cell(id=f"nightly-{''.join(m.groups())}-{cuda or 'unknown'}-{tag}",
-                    channel=Channel.NIGHTLY, version=version, cuda=cuda, python=py, date=date)
+        day = "-".join(m.groups())
+        return Cell(id=cells.nightly(day, cuda or "unknown", py), channel=Channel.NIGHTLY,
+                    version=version, cuda=cuda, python=py, date=day)
     base = version.split("+", 1)[0]
     if cuda and re.fullmatch(r"\d+(\.\d+)*", base):
-        return Cell(id=f"stable-{base}-{cuda}-{tag}", channel=Channel.STABLE, version=version,
-                    cuda=cuda, python=py)
-    return Cell(id=f"preinstalled-{re.sub(r'[^A-Za-z0-9.]+', '-', version)}-{tag}",
-                channel=Channel.PREINSTALLED, version=version, cuda=cuda, python=py)
+        return Cell(id=cells.release(Channel.STABLE, base, cuda, py), channel=Channel.STABLE,
+                    version=version, cuda=cuda, python=py)
+    return Cell(id=cells.preinstalled(version, py), channel=Channel.PREINSTALLED,
+                version=version, cuda=cuda, python=py)
 
 
 def run_from_document(path: Path) -> CellRun:

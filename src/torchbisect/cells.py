@@ -1,0 +1,92 @@
+"""Cell identifiers: the one place that builds and reads them.
+
+A cell id is the key of the plan, the store, the logs and the page, so the matrix and the bisection
+must give one wheel one id, or neither finds the other's stored verdict.  The shapes:
+
+    stable-2.15.0-cu132-cp312            test-2.16.0-cu132-cp312       (a release, an rc)
+    nightly-20261001-cu130-cp312                                        (one build that date)
+    nightly-20261001-2.17.0-cu130-cp312                                 (a date with two builds)
+    dev-<name>   preinstalled   preinstalled-<label>-cp312              (named, not derived)
+
+A `--script` run is not a probe run of its build: its id ends in `-script-<sha12>`, so it never
+stands in for the probe's verdict on the page.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .index import python_tag
+from .model import Channel
+
+PREINSTALLED = "preinstalled"
+_BUILD = re.compile(
+    r"(?P<channel>stable|test|nightly)-(?P<key>[^-]+)(?:-(?P<version>\d+(?:\.\d+)+))?"
+    r"-(?P<cuda>[^-]+)-(?P<python>cp\d+t?)(?:-(?P<variant>script-[0-9a-f]+))?")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellId:
+    """A parsed id.  `key` is the version of a release, YYYYMMDD of a nightly, the name of a dev
+    or preinstalled cell; `version` is set only for a nightly on a date with two builds."""
+
+    channel: Channel
+    key: str
+    version: str = ""
+    cuda: str = ""
+    python: str = ""  # "cp312"
+    variant: str = ""  # "script-<sha12>", or ""
+
+    @property
+    def lane(self) -> tuple[str, str, str, str]:
+        """What successive builds of one series share: channel, CUDA tag, Python and variant."""
+        return self.channel.value, self.cuda, self.python, self.variant
+
+
+def release(channel: Channel, version: str, cuda: str, python: str, probe: str = "") -> str:
+    """`stable-2.15.0-cu132-cp312` (or `test-…`)."""
+    return _variant(f"{channel.value}-{version}-{cuda}-{_tag(python)}", probe)
+
+
+def nightly(day: str, cuda: str, python: str, *, bump_version: str = "", probe: str = "") -> str:
+    """`nightly-20261001-cu130-cp312`; `day` is YYYY-MM-DD or YYYYMMDD.
+
+    `bump_version` ("2.17.0", a base version) is given only when the date has two builds, around
+    a version bump: both keep a cell then, and the version keeps their ids apart.
+    """
+    extra = f"-{bump_version}" if bump_version else ""
+    return _variant(f"nightly-{day.replace('-', '')}{extra}-{cuda}-{_tag(python)}", probe)
+
+
+def dev(name: str) -> str:
+    return f"dev-{name}"
+
+
+def preinstalled(label: str = "", python: str = "") -> str:
+    """`preinstalled` (the matrix's one), or `preinstalled-<label>-cp312` for a recorded torch."""
+    if not label:
+        return PREINSTALLED
+    return f"{PREINSTALLED}-{re.sub(r'[^A-Za-z0-9.]+', '-', label)}-{_tag(python)}"
+
+
+def parse(cell_id: str) -> CellId:
+    """The parts of an id; ValueError for text that is no cell id."""
+    if match := _BUILD.fullmatch(cell_id):
+        parts = match.groupdict(default="")
+        return CellId(channel=Channel(parts.pop("channel")), **parts)
+    if cell_id == PREINSTALLED:
+        return CellId(channel=Channel.PREINSTALLED, key="")
+    channel, _, name = cell_id.partition("-")
+    if name and channel in (Channel.DEV.value, Channel.PREINSTALLED.value):
+        return CellId(channel=Channel(channel), key=name)
+    raise ValueError(f"{cell_id!r} is not a cell id (e.g. nightly-20261001-cu130-cp312)")
+
+
+def _tag(python: str) -> str:
+    """"cp312" for "3.12", "3.12.3" (a full version, as a probe records it) or "cp312"."""
+    return python_tag(".".join(python.split(".")[:2]))
+
+
+def _variant(base: str, probe: str) -> str:
+    return f"{base}-{probe.replace(':', '-')}" if probe.startswith("script:") else base

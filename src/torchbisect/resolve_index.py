@@ -1,0 +1,205 @@
+"""What the wheel indexes list for one resolution, read once each, and the rules for picking.
+
+`IndexView` reads each index page at most once per run (several at once for `cuda: auto`), or,
+offline, lists what the lock knows instead; it answers "which wheels of this channel and CUDA tag
+install here", "which nightly builds does each date have", and, for a date without one, why.
+The module-level functions are the pure rules: which CUDA tags a driver runs, where a channel's
+index is, which file of a version to keep, and how release versions are compared.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import date
+
+from packaging.version import Version
+
+from .config import MatrixConfig
+from .index import (
+    PageMissing,
+    Wheel,
+    compatible,
+    default_index,
+    fetch_wheels,
+    python_tag,
+    reachable,
+)
+from .lock import Lock
+from .model import Channel
+
+Note = Callable[[str], None]
+Fetch = Callable[[str], list[Wheel]]
+_DRIVER_MIN = {"cu11": 450, "cu12": 525, "cu13": 580}  # major driver version per CUDA major
+
+
+class IndexView:
+    def __init__(self, config: MatrixConfig, lock: Lock, *, platform: str, driver: str | None,
+                 today: date, offline: bool, note: Note, fetch: Fetch):
+        self.config, self.lock, self.platform = config, lock, platform
+        self.driver, self.today, self.offline, self.note, self.fetch = (
+            driver, today, offline, note, fetch)
+        self._pages: dict[str, tuple | PageMissing] = {}  # by URL; "<channel> <tag>" offline
+        self._fits: dict[tuple[str, str, str], list[Wheel]] = {}
+        self._nights: dict[tuple[str, str], dict[str, list[Wheel]]] = {}
+        self._assumed = False
+
+    def listing(self, channel: Channel, tag: str, *, required: bool) -> tuple[Wheel, ...]:
+        """Every wheel the (channel, tag) index lists; () for a missing page unless `required`."""
+        if self.offline:
+            return self._locked(channel, tag)
+        page = self._page(index_for(self.config, channel, tag))
+        if isinstance(page, PageMissing):
+            if required:
+                raise page
+            return ()
+        return page
+
+    def prefetch(self, channel: Channel, tags: list[str]) -> None:
+        """Read several indexes at once (auto reads one per CUDA tag)."""
+        urls = list(dict.fromkeys(index_for(self.config, channel, t) for t in tags))
+        todo = [u for u in urls if u not in self._pages]
+        if todo and not self.offline:
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                list(pool.map(self._page, todo))
+
+    def _page(self, url: str) -> tuple[Wheel, ...] | PageMissing:
+        if url not in self._pages:
+            try:
+                self._pages[url] = reachable(self.fetch(url), url,
+                                             allow=self.config.allow_links_to, note=self.note)
+            except PageMissing as err:
+                self._pages[url] = err
+        return self._pages[url]
+
+    def _locked(self, channel: Channel, tag: str) -> tuple[Wheel, ...]:
+        key = f"{channel.value} {tag}"
+        if key not in self._pages:
+            self._pages[key] = tuple(Wheel.parse(b.filename, b.url, sha256=b.sha256)
+                                     for b in self.lock.builds.values()
+                                     if b.channel == channel.value and b.cuda == tag)
+        return self._pages[key]
+
+    def fits(self, channel: Channel, tag: str, python: str, *, required: bool) -> list[Wheel]:
+        """The wheels of the (channel, tag) index that install on this runner."""
+        key = (channel.value, tag, python)
+        if key not in self._fits:
+            wheels = compatible(list(self.listing(channel, tag, required=required)),
+                                python=python, platform=self.platform)
+            self._fits[key] = [w for w in wheels if w.local in (tag, "")]
+        return self._fits[key]
+
+    def by_date(self, tag: str, python: str, *, required: bool = True) -> dict[str, list[Wheel]]:
+        if (tag, python) not in self._nights:
+            days: dict[str, list[Wheel]] = {}
+            fit = self.fits(Channel.NIGHTLY, tag, python, required=required)
+            for w in one_per_version((w for w in fit if w.nightly_date), tag):
+                days.setdefault(w.nightly_date, []).append(w)
+            self._nights[tag, python] = {d: sorted(ws, key=lambda w: w.parsed_version)
+                                         for d, ws in days.items()}
+        return self._nights[tag, python]
+
+    def locked_nightlies(self, tag: str, python: str) -> dict[str, list[Wheel]]:
+        days: dict[str, list[Wheel]] = {}
+        for b in self.lock.builds.values():
+            if b.channel == Channel.NIGHTLY.value and b.cuda == tag and b.python == python:
+                wheel = Wheel.parse(b.filename, b.url, sha256=b.sha256)
+                if compatible([wheel], python=python, platform=self.platform) and b.date:
+                    days.setdefault(b.date, []).append(wheel)
+        return {d: sorted(ws, key=lambda w: w.parsed_version) for d, ws in days.items()}
+
+    def why_missing(self, day: str, tag: str, python: str) -> str:
+        """Why the nightly index has no build of `day` for this runner."""
+        if self.offline:
+            return "not in the lock (offline: run plan without --offline to resolve it)"
+        key = f"nightly dates {tag}"
+        if key not in self._pages:
+            self._pages[key] = tuple(sorted({
+                w.nightly_date for w in self.listing(Channel.NIGHTLY, tag, required=True)
+                if w.nightly_date}))
+        listed = self._pages[key]
+        if day in listed:
+            return f"no {python_tag(python)} wheel for {self.platform} on this date"
+        if day >= self.today.isoformat() and (not listed or day > listed[-1]):
+            return "not published yet (nightlies appear around 07:30 UTC)"
+        if not listed:
+            return "the index lists no nightlies"
+        if day > listed[-1]:
+            return f"newer than the newest nightly on the index ({listed[-1]})"
+        if day < listed[0]:
+            return (f"older than the oldest nightly the index still lists ({listed[0]}); it keeps "
+                    "only about 60, so plan while they are listed to lock them")
+        return "no nightly was published on this date"
+
+    def tags(self, cuda: str) -> list[str]:
+        if cuda != "auto":
+            return [cuda]
+        if self.driver is None and not self._assumed:
+            self._assumed = True
+            self.note("no NVIDIA driver found: `cuda: auto` assumed one new enough for every "
+                      "CUDA tag (≥ 580); pass --driver VERSION to plan for another machine")
+        return sorted(self.config.cuda_tags, key=tag_order, reverse=True)
+
+    def where(self, channel: Channel, tags: list[str]) -> str:
+        where = index_for(self.config, channel, tags[0]) if len(tags) == 1 else \
+            f"the {channel.value} indexes for {', '.join(sorted(tags, key=tag_order))}"
+        return where + (" (offline: as far as the lock knows)" if self.offline else "")
+
+
+def nightly_builds(index_url: str, *, cuda: str, python: str,
+                   platform: str | None = None) -> list[Wheel]:
+    """Every nightly on `index_url` installable here, sorted by date then version."""
+    listed = list(reachable(fetch_wheels(index_url), index_url))
+    wheels = [w for w in compatible(listed, python=python, platform=platform)
+              if w.nightly_date and w.local in (cuda, "")]
+    return sorted(one_per_version(wheels, cuda),
+                  key=lambda w: (w.nightly_date, w.parsed_version))
+
+
+def driver_supports(cuda: str, driver: str | None) -> bool:
+    """CUDA 11.x wheels need driver ≥ 450, 12.x ≥ 525, 13.x ≥ 580 (minor-version compatibility)."""
+    if driver is None or not cuda.startswith("cu"):
+        return True
+    need = _DRIVER_MIN.get(cuda[:4], 10_000)  # a CUDA major this table does not know: too new
+    major = re.match(r"\d+", driver)
+    return major is not None and int(major.group()) >= need
+
+
+def index_for(config: MatrixConfig, channel: Channel, cuda: str) -> str:
+    template = getattr(config.indexes, channel.value)
+    return template.replace("{cuda}", cuda) if template else default_index(channel.value, cuda)
+
+
+def tag_order(tag: str) -> int:
+    return int(tag[2:]) if tag.startswith("cu") else 0
+
+
+def one_per_version(wheels: Iterable[Wheel], cuda: str) -> list[Wheel]:
+    """Several files of a version can fit (manylinux_2_17 and _2_28): keep one, always the same."""
+    best: dict[str, Wheel] = {}
+    for w in sorted(wheels, key=lambda w: (w.local != cuda, w.filename)):
+        best.setdefault(w.version, w)
+    return list(best.values())
+
+
+def final(version: str) -> bool:
+    v = Version(version)
+    return not (v.is_prerelease or v.is_devrelease)
+
+
+def within(version: str, low: str | None, high: str | None) -> bool:
+    release = Version(version).release
+    if low and release < Version(low).release:
+        return False
+    if high:
+        top = Version(high).release
+        return release[:len(top)] <= top
+    return True
+
+
+def distance(version: str, wanted: str) -> tuple[int, ...]:
+    a, b = Version(version).release, Version(wanted).release
+    width = max(len(a), len(b))
+    a, b = a + (0,) * (width - len(a)), b + (0,) * (width - len(b))
+    return tuple(abs(x - y) for x, y in zip(a, b, strict=True))

@@ -1,0 +1,53 @@
+"""Cell ids: every shape is built in one place and reads back into the parts it was built from."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchbisect import cells
+from torchbisect.model import Channel
+
+
+@pytest.mark.parametrize(("built", "channel", "key", "version", "cuda", "python", "variant"), [
+    (cells.release(Channel.STABLE, "2.15.0", "cu132", "3.12"),
+     Channel.STABLE, "2.15.0", "", "cu132", "cp312", ""),
+    (cells.release(Channel.TEST, "2.16.0", "cu130", "3.13t"),
+     Channel.TEST, "2.16.0", "", "cu130", "cp313t", ""),
+    (cells.nightly("2026-10-01", "cu130", "3.12"),
+     Channel.NIGHTLY, "20261001", "", "cu130", "cp312", ""),
+    (cells.nightly("20261001", "cu130", "3.12", bump_version="2.17.0"),
+     Channel.NIGHTLY, "20261001", "2.17.0", "cu130", "cp312", ""),
+    (cells.nightly("2026-10-01", "cu130", "3.12", probe="script:be87e4feef96"),
+     Channel.NIGHTLY, "20261001", "", "cu130", "cp312", "script-be87e4feef96"),
+    (cells.release(Channel.STABLE, "2.12.0", "cu130", "3.12", probe="script:be87e4feef96"),
+     Channel.STABLE, "2.12.0", "", "cu130", "cp312", "script-be87e4feef96"),
+    (cells.dev("my-fix"), Channel.DEV, "my-fix", "", "", "", ""),
+    (cells.preinstalled(), Channel.PREINSTALLED, "", "", "", "", ""),
+    (cells.preinstalled("2.11.0a0+git70d99e9", "3.12.3"),
+     Channel.PREINSTALLED, "2.11.0a0-git70d99e9-cp312", "", "", "", ""),
+])
+def test_ids_read_back_into_their_parts(built, channel, key, version, cuda, python, variant):
+    parsed = cells.parse(built)
+    assert (parsed.channel, parsed.key, parsed.version, parsed.cuda, parsed.python,
+            parsed.variant) == (channel, key, version, cuda, python, variant)
+
+
+def test_the_shapes_users_see():
+    assert cells.nightly("2026-10-01", "cu130", "3.12") == "nightly-20261001-cu130-cp312"
+    assert cells.nightly("2026-10-01", "cu130", "3.12", bump_version="2.17.0") == \
+        "nightly-20261001-2.17.0-cu130-cp312"
+    assert cells.release(Channel.STABLE, "2.15.0", "cu132", "3.12") == "stable-2.15.0-cu132-cp312"
+    assert cells.preinstalled() == "preinstalled"
+
+
+def test_the_two_builds_of_a_bump_date_share_a_lane_with_their_neighbours():
+    plain = cells.parse(cells.nightly("2026-10-02", "cu130", "3.12"))
+    bumped = cells.parse(cells.nightly("2026-10-01", "cu130", "3.12", bump_version="2.18.0"))
+    assert plain.lane == bumped.lane == ("nightly", "cu130", "cp312", "")
+
+
+@pytest.mark.parametrize("text", ["", "nightly", "stable-2.15.0", "dev", "dev-", "weekly-1-cu1-cp3",
+                                  "nightly-20261001-cu130-cp312-extra"])
+def test_text_that_is_no_cell_id_is_refused(text):
+    with pytest.raises(ValueError, match="is not a cell id"):
+        cells.parse(text)
