@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.py38 import find_python38, runtime_typing_errors
 
 from torchbisect.model import ProbeResult, Verdict
 from torchbisect.probes import probe_version
@@ -33,6 +34,9 @@ RECORDED = sorted(DATA.glob("h200-*.json"))
 # be affected in any recording; others are checked for consistency only.
 KNOWN_AFFECTED = ("2.11.0", "2.15.0")
 HAS_TORCH = importlib.util.find_spec("torch") is not None
+PY38 = find_python38()
+NO_PY38 = ("no Python 3.8 interpreter here (python3.8 on PATH, pyenv's versions/3.8*, "
+           "uv python find 3.8), and no reachable registry ships one")
 
 
 def _load():
@@ -64,6 +68,82 @@ def _run(*cases: tuple[str, dict]) -> str:
 
 def test_script_parses_as_python_38():
     ast.parse(SCRIPT.read_text(), filename=str(SCRIPT), feature_version=(3, 8))
+    assert runtime_typing_errors(SCRIPT.read_text()) == []  # parses on 3.8, fails when run
+
+
+# What 3.8 evaluates (and rejects) and what it does not; the prelude defines every name used.
+PRELUDE = "import collections.abc\nfrom typing import List, cast\nb = c = y = 1\nt = [0]\n"
+FUTURE = "from __future__ import annotations\n"
+RUNTIME_TYPING = [
+    ("x = list[int]", ["list[int]"]),
+    ("def f(a: list[int]): pass", ["list[int]"]),
+    ("def f(a) -> dict[str, int]: pass", ["dict[str, int]"]),
+    ("def f(a: int | None): pass", ["int | None"]),
+    ("x = cast(dict[str, tuple[int, ...]], y)", ["dict[str, tuple[int, ...]]"]),
+    ("x = collections.abc.Callable[[int], int]", ["collections.abc.Callable[[int], int]"]),
+    ("class C:\n    a: dict[str, int]", ["dict[str, int]"]),
+    ("def f():\n    def g(a: list[int]): pass\n    g(1)\nf()", ["list[int]"]),
+    (FUTURE + "x = isinstance(y, int | str)", ["int | str"]),
+    (FUTURE + "x = list[int]", ["list[int]"]),
+    (FUTURE + "def f(a: int | None) -> list[int]: pass", []),
+    (FUTURE + "class C:\n    a: dict[str, int]", []),
+    ("def f():\n    x: list[int] = []\nf()", []),  # a local's annotation is never evaluated
+    ("def f(a: 'list[int]'): pass", []),
+    ("def f(a: List[int]): pass", []),
+    ("x = t[0] | b", []),
+]
+
+
+@pytest.mark.parametrize(("source", "flagged"), RUNTIME_TYPING)
+def test_the_38_check_flags_pep_585_and_604_where_they_are_evaluated(source, flagged):
+    assert [e.split(": ", 1)[1] for e in runtime_typing_errors(source)] == flagged
+
+
+@pytest.mark.skipif(PY38 is None, reason=NO_PY38)
+@pytest.mark.parametrize(("source", "flagged"), RUNTIME_TYPING)
+def test_the_38_check_agrees_with_a_real_python_38(source, flagged, tmp_path):
+    program = tmp_path / "program.py"
+    head = FUTURE if source.startswith(FUTURE) else ""  # a __future__ import must come first
+    program.write_text(head + PRELUDE + source[len(head):])
+    done = subprocess.run([PY38, str(program)], capture_output=True, text=True)
+    assert (done.returncode != 0) == bool(flagged), done.stderr
+    assert ("TypeError" in done.stderr) == bool(flagged)
+
+
+def _stub_torch(folder: Path) -> Path:
+    """A `torch` without CUDA: the probe's whole no-GPU path runs, no wheel for 3.8 needed."""
+    (folder / "torch").mkdir(parents=True)
+    (folder / "torch" / "__init__.py").write_text(
+        "__version__ = '2.99.0+cpu'\n"
+        "class version:\n    git_version = 'abc'\n    cuda = None\n"
+        "class cuda:\n    @staticmethod\n    def is_available():\n        return False\n")
+    return folder
+
+
+def _probe38(script: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(_stub_torch(tmp_path / "stub")),
+           "CUDA_VISIBLE_DEVICES": ""}
+    return subprocess.run([PY38, str(script), "--timeout", "60"], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=300)
+
+
+@pytest.mark.skipif(PY38 is None, reason=NO_PY38)
+def test_the_probe_runs_under_a_real_python_38(tmp_path):
+    done = _probe38(SCRIPT, tmp_path)
+    assert done.returncode == 125, done.stderr
+    result = ProbeResult.from_json(done.stdout)
+    assert result.env["python"].startswith("3.8.")
+    assert [c.name for c in result.cases] == list(probe.CASES)
+    assert {c.verdict for c in result.cases} == {Verdict.SKIPPED}
+
+
+@pytest.mark.skipif(PY38 is None, reason=NO_PY38)
+def test_a_real_python_38_rejects_a_probe_with_a_pep_585_annotation(tmp_path):
+    planted = tmp_path / "stale_replay.py"
+    planted.write_text("def _sizes(n: int) -> list[int]:\n    return [n]\n" + SCRIPT.read_text())
+    done = _probe38(planted, tmp_path)
+    assert done.returncode == 1 and "TypeError" in done.stderr
+    assert runtime_typing_errors(planted.read_text()) == ["line 1: list[int]"]
 
 
 def test_script_imports_only_the_standard_library_and_torch():
