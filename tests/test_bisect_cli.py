@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from torchbisect.bisect.run import Bisection
 from torchbisect.bisect.verdicts import Rule, ScriptAborted, script_verdict
 from torchbisect.cli import main
-from torchbisect.cli.bisect import render_markdown, render_text
 from torchbisect.model import (
     BisectResult,
     Cell,
@@ -15,10 +15,12 @@ from torchbisect.model import (
     Channel,
     Direction,
     NightlyPoint,
+    Outcome,
     ProbeResult,
     RunStatus,
     Verdict,
 )
+from torchbisect.report.bisection_text import render_markdown, render_text
 
 CELL = Cell(id="nightly-20250801-cu130-cp312", channel=Channel.NIGHTLY,
             version="2.10.0.dev20250801+cu130", cuda="cu130", python="3.12")
@@ -96,7 +98,7 @@ def _result(direction=Direction.REGRESSION) -> BisectResult:
 
 
 def test_text_report_names_the_pair_the_gap_and_the_counts():
-    text = render_text(Bisection(result=_result(), new_runs=4))
+    text = render_text(_result(), new_runs=4)
     assert "last good:  2025-08-13  2.10.0.dev20250813+cu130  git aaaaaaaaaaaa  main bbbbbbbbbbbb" \
         in text
     assert "main unknown" in text
@@ -104,6 +106,12 @@ def test_text_report_names_the_pair_the_gap_and_the_counts():
     assert "probes:     6 (4 run now, 2 from the store)" in text
     assert "skipped:    2025-08-14" in text
     assert "compare:    unavailable (main sha unknown)" in text
+
+
+def test_outcomes_are_one_enum_through_json_and_back():
+    back = BisectResult.from_json(json.loads(json.dumps(_result().to_json())))
+    assert [p.verdict for p in back.points] == [Outcome.GOOD, Outcome.UNKNOWN, Outcome.BAD]
+    assert all(type(p.verdict) is Outcome for p in back.points)
 
 
 def test_markdown_for_a_fix():
@@ -115,4 +123,5 @@ def test_markdown_for_a_fix():
 def test_json_keys_follow_the_direction():
     assert {"last_good", "first_bad", "probes", "skipped", "compare_url"} <= set(
         _result().to_json())
+    assert _result().to_json()["first_bad"]["verdict"] == "bad"
     assert {"last_bad", "first_good"} <= set(_result(Direction.FIX).to_json())

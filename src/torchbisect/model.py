@@ -204,6 +204,15 @@ class CellRun:
         return self.result.verdict if self.result else None
 
 
+class Outcome(str, enum.Enum):
+    """A bisection's answer for one build, in the user's terms: GOOD is the old behaviour, BAD the
+    changed one (affected, for a regression), UNKNOWN says nothing either way."""
+
+    GOOD = "good"
+    BAD = "bad"
+    UNKNOWN = "unknown"
+
+
 class Direction(str, enum.Enum):
     REGRESSION = "regression"  # first bad nightly after a good one
     FIX = "fix"  # first good nightly after a bad one (--find-fix)
@@ -215,14 +224,19 @@ class NightlyPoint:
 
     date: str  # YYYY-MM-DD
     version: str
-    verdict: str  # "good" | "bad" | "unknown"
+    verdict: Outcome
     git_version: str = ""
     main_sha: str = ""  # parsed from "YYYY-MM-DD nightly release (<sha>)"
     stale_fraction: float | None = None
     reason: str = ""  # why unknown, or the case detail
 
+    def __post_init__(self) -> None:
+        # Read back from JSON (a store, a --json file) the verdict is text: it becomes the enum
+        # here, once, so nothing downstream compares strings.
+        object.__setattr__(self, "verdict", Outcome(self.verdict))
+
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "verdict": self.verdict.value}
 
 
 @dataclass(frozen=True, kw_only=True)

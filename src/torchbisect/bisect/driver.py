@@ -101,7 +101,7 @@ class Bisector:
         if isinstance(staged, execute.Staged):
             execute.release(self.backend, staged.prepared, log=self._log(staged.cell.id))
 
-    def reask(self, index: int, times: int) -> list[str]:
+    def reask(self, index: int, times: int) -> list[Outcome]:
         """Run the --script `times` more times on one candidate; its answers (good/bad/unknown).
 
         Not stored: they only check that the answer the search used is the script's only one.
@@ -132,8 +132,7 @@ class Bisector:
         point = _point(cand, judged)
         self.points[index] = point
         self.progress.judged(cand, point, reused=reused)
-        outcome = Outcome(point.verdict)
-        return flip(outcome) if self.direction is Direction.FIX else outcome
+        return flip(point.verdict) if self.direction is Direction.FIX else point.verdict
 
     def _future(self, index: int) -> Future[execute.Staged | CellRun]:
         if index not in self._futures:

@@ -131,7 +131,7 @@ def _check_repeats(bisector: Bisector, search: SearchResult, cands: CandidateLis
             continue
         answers = [point.verdict, *bisector.reask(index, repeat - 1)]
         if len(set(answers)) > 1:
-            counts = ", ".join(f"{a} {answers.count(a)}×" for a in dict.fromkeys(answers))
+            counts = ", ".join(f"{a.value} {answers.count(a)}×" for a in dict.fromkeys(answers))
             raise FlakyScript(
                 f"--script is flaky: on {cands.candidates[index].label} it answered {counts} "
                 f"in {repeat} runs (--repeat {repeat}), so no first bad nightly can be trusted; "

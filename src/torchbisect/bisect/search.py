@@ -11,17 +11,13 @@ only unknowns separate a good from a bad index, reports them as the range the ch
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from ..errors import TorchbisectError
+from ..model import Outcome
 
-
-class Outcome(str, enum.Enum):
-    GOOD = "good"
-    BAD = "bad"
-    UNKNOWN = "unknown"
+__all__ = ["Outcome", "SearchHandler", "SearchResult", "first_bad", "flip"]
 
 
 def flip(outcome: Outcome) -> Outcome:

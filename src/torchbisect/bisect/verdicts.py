@@ -13,7 +13,7 @@ import signal
 from dataclasses import dataclass
 
 from ..errors import TorchbisectError
-from ..model import CellRun, RunStatus, Verdict
+from ..model import CellRun, Outcome, RunStatus, Verdict
 from ..probes import DEFAULT_PROBE
 
 DEFAULT_CASE = "capture_data_ptr"
@@ -35,7 +35,7 @@ class FlakyScript(TorchbisectError):
 
 @dataclass(frozen=True, kw_only=True)
 class Judged:
-    verdict: str  # "good" | "bad" | "unknown", in the user's terms (bad = affected)
+    verdict: Outcome  # in the user's terms: BAD is affected
     stale_fraction: float | None = None
     reason: str = ""
     git_version: str = ""
@@ -74,32 +74,34 @@ class Rule:
 
     def judge(self, run: CellRun) -> Judged:
         if run.status is not RunStatus.OK or run.result is None:
-            return Judged(verdict="unknown", reason=run.reason or "infrastructure failure")
+            return Judged(verdict=Outcome.UNKNOWN, reason=run.reason or "infrastructure failure")
         git_version = str(run.result.env.get("git_version") or "")
         case = run.result.case(self.case_name)
         if case is None:
-            return Judged(verdict="unknown", reason=f"case {self.case_name} was not run",
+            return Judged(verdict=Outcome.UNKNOWN, reason=f"case {self.case_name} was not run",
                           git_version=git_version)
         if run.result.verdict is Verdict.INCONCLUSIVE and self.script is None:
-            return Judged(verdict="unknown", reason="inconclusive: a control misbehaved",
+            return Judged(verdict=Outcome.UNKNOWN, reason="inconclusive: a control misbehaved",
                           git_version=git_version)
         verdict, reason = self._case_verdict(case)
         return Judged(verdict=verdict, stale_fraction=case.stale_fraction,
                       reason=reason, git_version=git_version)
 
-    def _case_verdict(self, case) -> tuple[str, str]:
+    def _case_verdict(self, case) -> tuple[Outcome, str]:
         if case.trials and case.stale_trials is not None:
             stale = f"stale on {case.stale_trials} of {case.trials} trials"
             if case.stale_trials >= self.min_stale:
-                return "bad", stale
+                return Outcome.BAD, stale
             if case.stale_trials == 0 and case.verdict.is_safe:
-                return "good", stale
-            return "unknown", f"{stale} ({case.verdict.value}; --min-stale is {self.min_stale})"
+                return Outcome.GOOD, stale
+            why = f"{stale} ({case.verdict.value}; --min-stale is {self.min_stale})"
+            return Outcome.UNKNOWN, why
         if case.verdict is Verdict.AFFECTED:
-            return "bad", case.detail
+            return Outcome.BAD, case.detail
         if case.verdict.is_safe:
-            return "good", case.verdict.value if case.verdict is Verdict.REFUSED else case.detail
-        return "unknown", f"{case.verdict.value}: {case.detail}".rstrip(": ")
+            refused = case.verdict is Verdict.REFUSED
+            return Outcome.GOOD, case.verdict.value if refused else case.detail
+        return Outcome.UNKNOWN, f"{case.verdict.value}: {case.detail}".rstrip(": ")
 
 
 def script_verdict(returncode: int, command: str) -> Verdict:

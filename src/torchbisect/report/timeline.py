@@ -9,14 +9,15 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from ..model import BisectResult, CellRun, Direction, Verdict
+from ..model import BisectResult, CellRun, Direction, Outcome, Verdict
 from .headline import nightly_date
 from .marks import Mark, mark_for_run, mark_for_verdict
 
 # Which mark a date shows when several builds (CUDA variants) share it: the most alarming one.
 _PRIORITY = ("aff", "flaky", "err", "doubt", "infra", "na", "refused", "ok")
 _HEIGHT = {"aff": 1.0, "flaky": 1.0, "ok": 0.4, "refused": 0.4}  # shape, not only colour, tells
-_POINT = {"good": Verdict.NOT_AFFECTED, "bad": Verdict.AFFECTED, "unknown": Verdict.INCONCLUSIVE}
+_POINT = {Outcome.GOOD: Verdict.NOT_AFFECTED, Outcome.BAD: Verdict.AFFECTED,
+          Outcome.UNKNOWN: Verdict.INCONCLUSIVE}
 BAR = 30.0  # px height of a full mark
 TOP = 6.0  # the bisected band shows above the tallest mark
 SAFE_URL = "https://"
