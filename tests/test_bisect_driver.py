@@ -1,8 +1,13 @@
-"""The driver with a fake backend and store: verdicts, resume, prefetch, flaky rule, --script."""
+"""The bisection driver through its public interface (`Bisector.search`, `.points`, `.new_runs`,
+`.reask`) over a real SQLite store: verdicts, resume after a kill, reuse, prefetch, the flaky rule;
+and --script judged on real venvs of stand-in torch wheels, one per nightly."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
+import subprocess
 import sys
 import threading
 from collections import defaultdict
@@ -10,45 +15,47 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from helpers import fake_torch_wheel, make_cell, make_run, sha256_of
 
-from torchbisect import probes
+from torchbisect.backends import choose_backend
 from torchbisect.backends.base import Backend, Prepared, ProbeOutput
 from torchbisect.bisect.candidates import build_candidates
 from torchbisect.bisect.driver import Bisector
-from torchbisect.bisect.search import EndsError
+from torchbisect.bisect.search import EndsError, Outcome
 from torchbisect.bisect.verdicts import Rule, ScriptAborted
 from torchbisect.errors import InfraError
-from torchbisect.model import Cell, Channel, Direction, RunStatus, Verdict
-from torchbisect.store import run_from_json, run_to_json
+from torchbisect.model import Cell, Channel, Direction, ProbeResult, RunStatus, Verdict
+from torchbisect.store import Store
 
 DATES = [f"2025-08-{d:02d}" for d in (1, 2, 3, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 18, 19)]
+PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
-@pytest.fixture(autouse=True)
-def fake_probe(tmp_path, monkeypatch):
-    """A probes/ folder of our own, so these tests do not depend on the real probe's bytes."""
-    folder = tmp_path / "probes"
-    folder.mkdir()
-    (folder / "stale_replay.py").write_text('PROBE_VERSION = "9"\n')
-    monkeypatch.setenv("TORCHBISECT_PROBES", str(folder))
-    probes.probe_version.cache_clear()
-    yield
-    probes.probe_version.cache_clear()
+def version_of(day: str) -> str:
+    return f"2.10.0.dev{day.replace('-', '')}+cpu"
 
 
-def cands(case="capture_data_ptr", probe="stale_replay", trials=None):
-    wheels = [SimpleNamespace(nightly_date=d, version=f"2.10.0.dev{d.replace('-', '')}+cpu",
-                              sha256=None, url=f"http://x/{d}.whl") for d in DATES]
-    template = Cell(id="", channel=Channel.NIGHTLY, version="", cuda="cpu", python="3.11",
+def git_of(day: str) -> str:
+    return f"g{day.replace('-', '')}"
+
+
+def index_wheels() -> list[SimpleNamespace]:
+    """What the index lists: one nightly per date, its wheel never downloaded (fake backend)."""
+    return [SimpleNamespace(nightly_date=d, version=version_of(d), url=f"http://x/{d}.whl",
+                            sha256=hashlib.sha256(d.encode()).hexdigest()) for d in DATES]
+
+
+def cands(wheels=None, *, case="capture_data_ptr", probe="stale_replay", trials=None):
+    template = Cell(id="", channel=Channel.NIGHTLY, version="", cuda="cpu", python=PY,
                     cases=(case,), probe=probe, trials=trials)
-    return build_candidates(wheels, older=DATES[0], newer=DATES[-1], older_flag="--good",
-                            newer_flag="--bad", cell_template=template)
+    return build_candidates(wheels or index_wheels(), older=DATES[0], newer=DATES[-1],
+                            older_flag="--good", newer_flag="--bad", cell_template=template)
 
 
 def probe_doc(verdict: Verdict, day: str, case="capture_data_ptr", **extra) -> dict:
     return {"schema": 1, "verdict": verdict.value, "probe": "stale_replay",
             "cases": {case: {"verdict": verdict.value, **extra}},
-            "env": {"git_version": f"g{day.replace('-', '')}", "torch_version": day}}
+            "env": {"git_version": git_of(day), "torch_version": version_of(day)}}
 
 
 def affected_from(first_bad: str):
@@ -59,11 +66,13 @@ def affected_from(first_bad: str):
 
 
 class FakeBackend(Backend):
+    """Answers the probe from `decide(cell)`, installs nothing; can fail an install, stand in for
+    a kill after some probes, and tell whether a candidate was being installed during a probe."""
+
     name = "fake"
 
-    def __init__(self, decide, *, broken=(), stop_after=None, stub_torch=None):
+    def __init__(self, decide, *, broken=(), stop_after=None):
         self.decide = decide
-        self.stub_torch = stub_torch
         self.broken = set(broken)
         self.stop_after = stop_after
         self.prepares: list[str] = []
@@ -80,9 +89,7 @@ class FakeBackend(Backend):
         self.ready[cell.date].set()
         if cell.date in self.broken:
             raise InfraError("download failed: HTTP 404")
-        env = {"PYTHONPATH": str(self.stub_torch)} if self.stub_torch else {}
-        return Prepared(cell=cell, python=sys.executable, wheel_sha256=f"sha-{cell.date}",
-                        env=env)
+        return Prepared(cell=cell, python=sys.executable, wheel_sha256=cell.sha256)
 
     def probe(self, prepared, *, gpu, probe_args, log):
         day = prepared.cell.date
@@ -96,27 +103,15 @@ class FakeBackend(Backend):
                            exit_code=Verdict(doc["verdict"]).exit_code)
 
 
-class FakeStore:
-    """Keeps runs as the real store does: through their JSON form, so nothing survives that
-    the store would lose."""
-
-    def __init__(self):
-        self.rows = []
-
-    def add(self, run):
-        self.rows.append(run_from_json(json.loads(json.dumps(run_to_json(run)))))
-
-    def runs(self):
-        return list(self.rows)
+@pytest.fixture
+def store_path(tmp_path) -> Path:
+    return tmp_path / "results.sqlite"
 
 
 @pytest.fixture
-def stub_torch(tmp_path):
-    """A `torch` module for --script runs: importing the real one would only be slower."""
-    (tmp_path / "stub" / "torch").mkdir(parents=True)
-    (tmp_path / "stub" / "torch" / "__init__.py").write_text(
-        "class version:\n    git_version = 'abc123def456'\n")
-    return tmp_path / "stub"
+def store(store_path):
+    with Store(store_path) as opened:
+        yield opened
 
 
 def bisector(backend, store, tmp_path, rule=None, direction=Direction.REGRESSION):
@@ -124,154 +119,228 @@ def bisector(backend, store, tmp_path, rule=None, direction=Direction.REGRESSION
                     logs=tmp_path / "logs")
 
 
-def test_finds_first_bad_and_stores_every_probe(tmp_path):
-    backend, store = FakeBackend(affected_from("2025-08-11")), FakeStore()
-    b = bisector(backend, store, tmp_path)
-    result = b.search(cands())
-    got = (DATES[result.last_good], DATES[result.first_bad])
-    assert got == ("2025-08-10", "2025-08-11")
-    assert result.probes <= 4 + 2 and b.new_runs == result.probes == len(store.rows)
-    assert {r.cell.id for r in store.rows} >= {"nightly-20250801-cpu-cp311",
-                                               "nightly-20250819-cpu-cp311"}
-    assert all(r.status is RunStatus.OK and r.wheel_sha256.startswith("sha-") for r in store.rows)
+def pair(result) -> tuple[str, str]:
+    return DATES[result.last_good], DATES[result.first_bad]
+
+
+# --- the probe: verdicts, the store, resume -----------------------------------------------------
+
+
+def test_finds_the_first_bad_nightly_and_stores_every_probe(store, tmp_path):
+    b = bisector(FakeBackend(affected_from("2025-08-11")), store, tmp_path)
+    listed = cands()
+    result = b.search(listed)
+    assert pair(result) == ("2025-08-10", "2025-08-11")
+    runs = store.runs()
+    assert result.probes <= 4 + 2 and b.new_runs == result.probes == len(runs)
+    ids = [c.cell.id for c in listed.candidates]
+    assert {ids[0], ids[-1]} <= {r.cell.id for r in runs} <= set(ids)
+    by_id = {c.cell.id: c for c in listed.candidates}
+    assert all(r.status is RunStatus.OK and r.wheel_sha256 == by_id[r.cell.id].cell.sha256
+               for r in runs)
+    assert (b.points[result.last_good].verdict, b.points[result.first_bad].verdict) == \
+        (Outcome.GOOD, Outcome.BAD)
     assert b.points[result.first_bad].git_version == "g20250811"
 
 
-def test_a_rerun_reuses_the_store_and_a_killed_run_resumes(tmp_path):
-    store = FakeStore()
+def test_a_killed_bisection_resumes_from_the_store_and_a_rerun_probes_nothing(store_path,
+                                                                                  tmp_path):
     killed = FakeBackend(affected_from("2025-08-11"), stop_after=3)
-    with pytest.raises(KeyboardInterrupt):
+    with Store(store_path) as store, pytest.raises(KeyboardInterrupt):
         bisector(killed, store, tmp_path).search(cands())
-    assert len(store.rows) == 3
-    again = FakeBackend(affected_from("2025-08-11"))
-    b = bisector(again, store, tmp_path)
-    result = b.search(cands())
-    assert (DATES[result.last_good], DATES[result.first_bad]) == ("2025-08-10", "2025-08-11")
+    with Store(store_path) as store:  # opened again, as the next process would
+        assert len(store.runs()) == 3
+        again = FakeBackend(affected_from("2025-08-11"))
+        b = bisector(again, store, tmp_path)
+        result = b.search(cands())
+    assert pair(result) == ("2025-08-10", "2025-08-11")
     assert b.new_runs == result.probes - 3
     assert not set(again.probes) & set(killed.probes)  # nothing probed twice
-    third = FakeBackend(affected_from("2025-08-11"))
-    assert bisector(third, store, tmp_path).search(cands()).first_bad == result.first_bad
-    assert third.probes == []
+    with Store(store_path) as store:
+        third = FakeBackend(affected_from("2025-08-11"))
+        b = bisector(third, store, tmp_path)
+        assert b.search(cands()).first_bad == result.first_bad
+        assert third.probes == [] and b.new_runs == 0
+        assert len(store.runs()) == result.probes
 
 
-def test_another_script_or_probe_version_does_not_reuse(tmp_path, monkeypatch):
-    store = FakeStore()
+def test_a_changed_probe_script_means_new_evidence(store, tmp_path, fake_probes):
+    folder = tmp_path / "probes"
+    folder.mkdir()
+    (folder / "stale_replay.py").write_text('PROBE_VERSION = "9"\n')
+    fake_probes(folder)
     bisector(FakeBackend(affected_from("2025-08-11")), store, tmp_path).search(cands())
-    (tmp_path / "probes" / "stale_replay.py").write_text('PROBE_VERSION = "10"\n')
-    probes.probe_version.cache_clear()
+    same = FakeBackend(affected_from("2025-08-11"))
+    bisector(same, store, tmp_path).search(cands())
+    assert same.probes == []
+    (folder / "stale_replay.py").write_text('PROBE_VERSION = "10"\n')
+    fake_probes(folder)
     fresh = FakeBackend(affected_from("2025-08-11"))
     bisector(fresh, store, tmp_path).search(cands())
-    assert fresh.probes  # a changed probe script means new evidence
+    assert fresh.probes
 
 
-def test_install_failure_is_unknown_stepped_around_and_retried_later(tmp_path):
-    store = FakeStore()
+def test_an_install_failure_is_unknown_stepped_around_and_retried_next_time(store, tmp_path):
     backend = FakeBackend(affected_from("2025-08-11"), broken={"2025-08-10"})
     b = bisector(backend, store, tmp_path)
     result = b.search(cands())
-    assert (DATES[result.last_good], DATES[result.first_bad]) == ("2025-08-08", "2025-08-11")
+    assert pair(result) == ("2025-08-08", "2025-08-11")
     assert [DATES[i] for i in result.unknown_between] == ["2025-08-10"]
     point = b.points[DATES.index("2025-08-10")]
-    assert point.verdict == "unknown" and "HTTP 404" in point.reason
-    failed = [r for r in store.rows if r.status is RunStatus.INFRA_FAILURE]
-    assert [r.cell.date for r in failed] == ["2025-08-10"]
+    assert point.verdict is Outcome.UNKNOWN and "HTTP 404" in point.reason
+    failed = [r for r in store.runs() if r.status is RunStatus.INFRA_FAILURE]
+    assert [r.cell.date for r in failed] == ["2025-08-10"] and "HTTP 404" in failed[0].reason
     healed = FakeBackend(affected_from("2025-08-11"))
     result = bisector(healed, store, tmp_path).search(cands())
     assert healed.probes == ["2025-08-10"]  # only the failed one is tried again
-    assert result.exact
+    assert result.exact and pair(result) == ("2025-08-10", "2025-08-11")
 
 
-def test_ends_are_checked(tmp_path):
-    backend = FakeBackend(affected_from("2025-08-01"))
+def test_an_end_with_the_wrong_verdict_stops_the_search(store, tmp_path):
     with pytest.raises(EndsError) as err:
-        bisector(backend, FakeStore(), tmp_path).search(cands())
-    assert err.value.index == 0
+        bisector(FakeBackend(affected_from("2025-08-01")), store, tmp_path).search(cands())
+    assert err.value.index == 0 and err.value.got is Outcome.BAD
 
 
-def test_find_fix_searches_for_the_first_good(tmp_path):
+def test_find_fix_searches_for_the_first_good(store, tmp_path):
     def decide(cell):
         v = Verdict.AFFECTED if cell.date < "2025-08-06" else Verdict.REFUSED
         return probe_doc(v, cell.date)
 
-    b = bisector(FakeBackend(decide), FakeStore(), tmp_path, direction=Direction.FIX)
+    b = bisector(FakeBackend(decide), store, tmp_path, direction=Direction.FIX)
     result = b.search(cands())
-    assert (DATES[result.last_good], DATES[result.first_bad]) == ("2025-08-05", "2025-08-06")
-    assert b.points[result.last_good].verdict == "bad"
-    assert b.points[result.first_bad].verdict == "good"
+    assert pair(result) == ("2025-08-05", "2025-08-06")
+    assert b.points[result.last_good].verdict is Outcome.BAD
+    assert b.points[result.first_bad].verdict is Outcome.GOOD
 
 
-def test_next_candidates_install_while_one_is_probed(tmp_path):
+def test_the_next_candidates_install_while_one_is_probed(store, tmp_path):
     backend = FakeBackend(affected_from("2025-08-11"))
     # while the good end is probed, the bad end must already be installing
     backend.wait_for = {"2025-08-01": "2025-08-19"}
-    bisector(backend, FakeStore(), tmp_path).search(cands())
+    bisector(backend, store, tmp_path).search(cands())
     assert backend.waited == {"2025-08-01": True}
     assert len(backend.prepares) == len(set(backend.prepares))  # each nightly installed once
 
 
+# --- a case run in trials: the flaky rule -------------------------------------------------------
+
+
 @pytest.mark.parametrize(("stale", "min_stale", "verdict"), [
-    (0, 1, "good"), (1, 1, "bad"), (1, 2, "unknown"), (2, 2, "bad"), (5, 3, "bad"),
+    (0, 1, Outcome.GOOD), (1, 1, Outcome.BAD), (1, 2, Outcome.UNKNOWN), (2, 2, Outcome.BAD),
+    (5, 3, Outcome.BAD),
 ])
 def test_flaky_rule(stale, min_stale, verdict):
     v = Verdict.AFFECTED if stale else Verdict.NOT_AFFECTED
-    run = SimpleNamespace(status=RunStatus.OK, reason="", result=None)
-    from torchbisect.model import ProbeResult
-
-    run.result = ProbeResult.from_json(probe_doc(v, "2025-08-01", case="side_stream",
-                                                 stale_trials=stale, trials=5))
-    judged = Rule(case="side_stream", trials=5, min_stale=min_stale).judge(run)
-    assert judged.verdict == verdict
-    assert judged.stale_fraction == stale / 5
-    assert f"stale on at least {min_stale} of 5 trials" in Rule(case="side_stream", trials=5,
-                                                       min_stale=min_stale).describe()
+    doc = probe_doc(v, "2025-08-01", case="side_stream", stale_trials=stale, trials=5)
+    run = make_run(make_cell("nightly-x"), result=ProbeResult.from_json(doc))
+    rule = Rule(case="side_stream", trials=5, min_stale=min_stale)
+    judged = rule.judge(run)
+    assert judged.verdict is verdict and judged.stale_fraction == stale / 5
+    assert f"stale on at least {min_stale} of 5 trials" in rule.describe()
 
 
-def test_flaky_bisection_keeps_every_stale_fraction(tmp_path):
+def test_a_flaky_bisection_keeps_every_stale_fraction(store, tmp_path):
     def decide(cell):
         stale = 2 if cell.date >= "2025-08-11" else 0
         v = Verdict.AFFECTED if stale else Verdict.NOT_AFFECTED
         return probe_doc(v, cell.date, case="side_stream", stale_trials=stale, trials=4)
 
-    b = bisector(FakeBackend(decide), FakeStore(), tmp_path,
+    b = bisector(FakeBackend(decide), store, tmp_path,
                  rule=Rule(case="side_stream", trials=4, min_stale=1))
     result = b.search(cands(case="side_stream", trials=4))
     assert DATES[result.first_bad] == "2025-08-11"
     assert {p.stale_fraction for p in b.points.values()} == {0.0, 0.5}
 
 
-@pytest.mark.parametrize(("returncode", "verdict"), [(0, "good"), (1, "bad"), (125, "unknown"),
-                                                     (127, "bad")])
-def test_script_exit_codes(tmp_path, returncode, verdict, stub_torch):
-    script = f'python -c "import sys; sys.exit({returncode})"'
-    rule = Rule(script=script)
-    store = FakeStore()
-    b = bisector(FakeBackend(None, stub_torch=stub_torch), store, tmp_path, rule=rule)
-    c = cands(probe=rule.probe_name)
-    b._cands = c.candidates
-    b._verdict_of(0)
-    assert b.points[0].verdict == verdict
-    assert store.rows[0].probe_version == rule.probe_name
+# --- --script, on real venvs of stand-in torch wheels ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def nightly_wheels(tmp_path_factory) -> list[SimpleNamespace]:
+    """A stand-in torch wheel per nightly date, with that nightly's version and git_version."""
+    folder = tmp_path_factory.mktemp("wheels")
+    found = []
+    for day in DATES:
+        wheel = fake_torch_wheel(folder, version_of(day), git_version=git_of(day))
+        found.append(SimpleNamespace(nightly_date=day, version=version_of(day), url=str(wheel),
+                                     sha256=sha256_of(wheel)))
+    return found
+
+
+@pytest.fixture(scope="module")
+def venv_backend(tmp_path_factory):
+    """One work folder for the module: a nightly's venv, once built, is reused by later tests."""
+    if shutil.which("uv") is None:
+        pytest.skip("uv is not installed")
+    return choose_backend("venv", say=lambda _: None, workdir=tmp_path_factory.mktemp("work"),
+                          overlay=True)
+
+
+def exits(first_bad: str, at: dict[str, int] | None = None) -> str:
+    """A --script: exit 0 before `first_bad`, 1 from it on, except the codes `at` these dates."""
+    code = ("import os, sys; d = os.environ['TORCHBISECT_DATE']; "
+            f"sys.exit({at or {}!r}.get(d, 0 if d < {first_bad!r} else 1))")
+    return f'python -c "{code}"'
+
+
+@pytest.mark.parametrize(("code", "expected", "verdict"), [
+    (0, ("2025-08-11", "2025-08-12"), Outcome.GOOD),
+    (1, ("2025-08-10", "2025-08-11"), Outcome.BAD),
+    (127, ("2025-08-10", "2025-08-11"), Outcome.BAD),  # as `git bisect run`: 1-127 but 125 is bad
+    (125, ("2025-08-10", "2025-08-12"), Outcome.UNKNOWN),  # skip this nightly
+])
+def test_script_exit_codes_decide_as_git_bisect_run(code, expected, verdict, nightly_wheels,
+                                                     venv_backend, store, tmp_path):
+    rule = Rule(script=exits("2025-08-11", {"2025-08-11": code}))
+    b = bisector(venv_backend, store, tmp_path, rule=rule)
+    result = b.search(cands(nightly_wheels, probe=rule.probe_name))
+    assert pair(result) == expected
+    assert b.points[DATES.index("2025-08-11")].verdict is verdict
+    runs = {r.cell.date: r for r in store.runs()}
+    assert len(runs) == result.probes == b.new_runs
     assert rule.probe_name.startswith("script:") and len(rule.probe_name) == 19
-    assert store.rows[0].result.env == {"git_version": "abc123def456",
-                                        "torch_version": "2.10.0.dev20250801+cpu"}
+    assert {r.probe_version for r in runs.values()} == {rule.probe_name}
+    assert runs["2025-08-11"].result.env["git_version"] == "g20250811"
 
 
-def test_script_above_127_aborts(tmp_path, stub_torch):
+def test_a_script_exit_above_127_stops_the_bisection(nightly_wheels, venv_backend, store,
+                                                     tmp_path):
     rule = Rule(script="exit 200")
-    b = bisector(FakeBackend(None, stub_torch=stub_torch), FakeStore(), tmp_path, rule=rule)
     with pytest.raises(ScriptAborted, match="exited with status 200"):
-        b.search(cands(probe=rule.probe_name))
+        bisector(venv_backend, store, tmp_path, rule=rule).search(
+            cands(nightly_wheels, probe=rule.probe_name))
 
 
-def test_script_sees_the_candidate_environment(tmp_path, stub_torch):
-    out = tmp_path / "seen.txt"
+def test_the_script_runs_in_the_candidate_environment(nightly_wheels, venv_backend, store,
+                                                      tmp_path):
+    seen = tmp_path / "seen.txt"
     script = ('echo "$TORCHBISECT_DATE $TORCHBISECT_TORCH_VERSION $TORCHBISECT_PYTHON '
-              f'$(command -v python)" >> {out}; test "$TORCHBISECT_DATE" != 2025-08-19')
+              f'$(command -v python)" >> {seen}; test "$TORCHBISECT_DATE" != 2025-08-19')
     rule = Rule(script=script)
-    b = bisector(FakeBackend(None, stub_torch=stub_torch), FakeStore(), tmp_path, rule=rule)
-    result = b.search(cands(probe=rule.probe_name))
+    result = bisector(venv_backend, store, tmp_path, rule=rule).search(
+        cands(nightly_wheels, probe=rule.probe_name))
     assert DATES[result.first_bad] == "2025-08-19"
-    first = out.read_text().splitlines()[0].split()
-    bindir = str(Path(sys.executable).parent)
-    assert first[:3] == ["2025-08-01", "2.10.0.dev20250801+cpu", sys.executable]
-    assert first[3].startswith(bindir)
+    day, version, python, on_path = seen.read_text().splitlines()[0].split()
+    assert (day, version) == ("2025-08-01", version_of("2025-08-01"))
+    assert Path(on_path).parent == Path(python).parent  # `python` is the candidate's own
+    has = subprocess.run([python, "-c", "import torch; print(torch.__version__)"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert has == version_of("2025-08-01")
+
+
+def test_reask_runs_the_script_again_without_storing(nightly_wheels, venv_backend, store,
+                                                     tmp_path):
+    counter = tmp_path / "calls"
+    flips = (f'n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}; '
+             'exit $((n % 2))')  # 0, 1, 0, … whatever the nightly
+    rule = Rule(script=f'if [ "$TORCHBISECT_DATE" = 2025-08-11 ]; then {flips}; fi; '
+                       + exits("2025-08-11"))
+    b = bisector(venv_backend, store, tmp_path, rule=rule)
+    result = b.search(cands(nightly_wheels, probe=rule.probe_name))
+    stored = len(store.runs())
+    index = DATES.index("2025-08-11")
+    first = b.points[index].verdict
+    answers = b.reask(index, 2)
+    assert first in (Outcome.GOOD, Outcome.BAD) and len(set([first, *answers])) == 2
+    assert len(store.runs()) == stored and b.new_runs == result.probes

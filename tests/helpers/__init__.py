@@ -121,12 +121,14 @@ class ScriptedBackend(Backend):
             self.events.append((time.monotonic(), what, cell_id))
 
 
-def fake_torch_wheel(folder: Path, version: str = "2.99.0+cpu") -> Path:
-    """A pure-Python wheel named torch: `import torch` works and reports no CUDA device."""
+def fake_torch_wheel(folder: Path, version: str = "2.99.0+cpu", git_version: str = "") -> Path:
+    """A pure-Python wheel named torch: `import torch` works and reports no CUDA device (and
+    `torch.version.git_version`, when given)."""
     folder.mkdir(parents=True, exist_ok=True)
     dist = f"torch-{version}.dist-info"
+    git = f"class version:\n    git_version = {git_version!r}\n" if git_version else ""
     files = {
-        "torch/__init__.py": (f"__version__ = {version!r}\n"
+        "torch/__init__.py": (f"__version__ = {version!r}\n{git}"
                               "class cuda:\n    @staticmethod\n"
                               "    def is_available():\n        return False\n"),
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n",
