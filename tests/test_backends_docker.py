@@ -23,10 +23,11 @@ import pytest
 from conftest import IN_CI
 from helpers import find_test_wheel, sha256_of
 
-from torchbisect.backends.base import Prepared
+from torchbisect import execute
+from torchbisect.backends.base import BackendOptions, Prepared
 from torchbisect.backends.docker import LABEL, OWNER_LABEL, DockerBackend
 from torchbisect.errors import BackendUnavailable, ConfigError, InfraError
-from torchbisect.model import Cell, Channel, ProbeResult, Verdict
+from torchbisect.model import Cell, Channel, ProbeResult, RunStatus, Verdict
 
 BASE = "torchbisect/base:bookworm"
 TORCH_BASE = "torchbisect/base:bookworm-torch"
@@ -93,7 +94,7 @@ def client():
 
 @pytest.fixture(scope="module")
 def backend(client, tmp_path_factory) -> DockerBackend:
-    backend = DockerBackend(workdir=tmp_path_factory.mktemp("work"), client=client)
+    backend = DockerBackend(BackendOptions(workdir=tmp_path_factory.mktemp("work"), client=client))
     backend.check()
     return backend
 
@@ -221,6 +222,16 @@ def test_a_missing_wheel_is_an_infrastructure_failure(backend, tmp_path):
 
 
 @pytest.mark.docker
+def test_a_cell_without_a_wheel_url_fails_that_cell_and_the_run_goes_on(backend, tmp_path):
+    # It stopped the whole run (a ConfigError) here, and failed only its cell on venv; both
+    # backends now take the wheel from backends/wheels.py and say the same.
+    cell = _dev_cell(_torch_wheel(), id=_id("dev-no-url"), url=None)
+    run = execute.run_cell(backend, cell, gpu=None, logs_dir=tmp_path / "logs")
+    assert run.status is RunStatus.INFRA_FAILURE and run.verdict is None
+    assert run.reason == f"install: cell {cell.id} has no wheel URL to install"
+
+
+@pytest.mark.docker
 def test_a_wheel_whose_sha256_differs_from_the_plan_is_not_installed(backend, tmp_path):
     cell = _dev_cell(_torch_wheel(), id=_id("dev-bad-sha"), sha256="0" * 64)
     with pytest.raises(InfraError, match="sha256 mismatch"):
@@ -248,7 +259,8 @@ def test_a_runner_image_that_fails_to_build_is_an_infrastructure_failure(
         client, monkeypatch, tmp_path):
     (tmp_path / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN exit 7\n")
     monkeypatch.setenv("TORCHBISECT_CONTAINERS", str(tmp_path))
-    backend = DockerBackend(workdir=tmp_path / "work", client=client, ca_bundle=None)
+    backend = DockerBackend(BackendOptions(workdir=tmp_path / "work", client=client,
+                                           ca_bundle=None))
     with pytest.raises(InfraError, match=f"building the runner image on {BASE} failed"):
         backend.prepare(_dev_cell(_torch_wheel(), id=_id("dev-no-image")),
                         log=tmp_path / "prepare.log")
@@ -319,4 +331,4 @@ def test_asking_for_a_gpu_where_the_engine_has_none_is_an_infrastructure_failure
 def test_without_an_engine_check_says_what_to_do(monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(BackendUnavailable, match="unix:///nonexistent/docker.sock.*--backend venv"):
-        DockerBackend(ca_bundle=None).check()
+        DockerBackend(BackendOptions(ca_bundle=None)).check()

@@ -4,6 +4,7 @@ environment and the GPU pin reach the probe, and crashes and hangs come back as 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import http.server
 import json
@@ -17,9 +18,11 @@ import pytest
 from helpers import fake_torch_wheel, make_cell, sha256_of
 
 from torchbisect import execute
-from torchbisect.backends import BACKENDS, backend_class, choose_backend
-from torchbisect.backends.current import CurrentBackend, torch_fingerprint
-from torchbisect.backends.venv import VenvBackend, extra_index
+from torchbisect.backends import BACKENDS, BackendOptions, Watcher, backend_class, choose_backend
+from torchbisect.backends.current import CurrentBackend
+from torchbisect.backends.preinstalled import torch_fingerprint
+from torchbisect.backends.venv import VenvBackend
+from torchbisect.backends.wheels import extra_index
 from torchbisect.errors import BackendUnavailable, ConfigError
 from torchbisect.model import Channel, RunStatus, Verdict
 
@@ -46,6 +49,10 @@ def dev_cell(wheel: Path, cell_id: str = "dev-fake", **kw):
     return make_cell(cell_id, **{**values, **kw})
 
 
+def venv_backend(workdir: Path, **options) -> VenvBackend:
+    return VenvBackend(BackendOptions(workdir=workdir, **options))
+
+
 def run(backend, cell, tmp_path, *, gpu=None, **env):
     """execute.run_cell with TB_FAKE_* variables for the stand-in probe."""
     import os
@@ -67,7 +74,7 @@ def test_overlay_installs_torch_into_the_cells_venv_and_probes_it(wheel, workdir
     from torchbisect.gpus import Gpu
 
     record = tmp_path / "record.json"
-    backend = VenvBackend(workdir=workdir, overlay=True)
+    backend = venv_backend(workdir, overlay=True)
     gpu = Gpu(index=3, name="NVIDIA H200", driver="580.159.04")
     result = run(backend, dev_cell(wheel), tmp_path, gpu=gpu, TB_FAKE_RECORD=str(record))
     assert result.status is RunStatus.OK, result.reason
@@ -93,7 +100,8 @@ def test_an_overlay_over_a_venv_sees_that_venvs_packages_but_its_own_torch(wheel
     older = fake_torch_wheel(tmp_path / "older", version="2.0.0+cpu")
     subprocess.run([shutil.which("uv"), "pip", "install", "--python", str(base / "bin/python"),
                     "--no-deps", str(older)], check=True, capture_output=True)
-    backend = VenvBackend(workdir=tmp_path / "work", overlay=True, python=str(base / "bin/python"))
+    backend = VenvBackend(BackendOptions(workdir=tmp_path / "work", overlay=True,
+                                     python=str(base / "bin/python")))
     prepared = backend.prepare(dev_cell(wheel), log=tmp_path / "overlay.log")
     code = "import cuda_libs_stand_in as c, torch; print(c.WHERE, torch.__version__)"
     out = subprocess.run([prepared.python, "-c", code], capture_output=True, text=True)
@@ -102,7 +110,7 @@ def test_an_overlay_over_a_venv_sees_that_venvs_packages_but_its_own_torch(wheel
 
 @needs_uv
 def test_a_prepared_venv_is_reused_while_the_wheel_is_the_same(wheel, workdir, tmp_path):
-    backend = VenvBackend(workdir=workdir, overlay=True)
+    backend = venv_backend(workdir, overlay=True)
     cell = dev_cell(wheel, "dev-reuse")
     backend.prepare(cell, log=tmp_path / "first.log")
     backend.prepare(cell, log=tmp_path / "second.log")
@@ -112,7 +120,7 @@ def test_a_prepared_venv_is_reused_while_the_wheel_is_the_same(wheel, workdir, t
 
 @needs_uv
 def test_a_full_install_makes_a_venv_of_the_cells_python(wheel, workdir, tmp_path):
-    backend = VenvBackend(workdir=workdir)
+    backend = venv_backend(workdir)
     result = run(backend, dev_cell(wheel, "dev-full"), tmp_path)
     assert result.status is RunStatus.OK, result.reason
     cfg = (workdir / "venvs" / "dev-full" / "pyvenv.cfg").read_text()
@@ -123,15 +131,16 @@ def test_a_full_install_makes_a_venv_of_the_cells_python(wheel, workdir, tmp_pat
 @needs_uv
 def test_a_wheel_whose_sha256_differs_is_refused(wheel, workdir, tmp_path):
     cell = dev_cell(wheel, "dev-tampered", sha256="0" * 64)
-    result = run(VenvBackend(workdir=workdir, overlay=True), cell, tmp_path)
+    result = run(venv_backend(workdir, overlay=True), cell, tmp_path)
     assert result.status is RunStatus.INFRA_FAILURE and result.verdict is None
-    assert result.reason.startswith("install: `")
-    assert "hash" in (tmp_path / "logs" / "dev-tampered.log").read_text().lower()
+    # the docker backend's sentence, word for word: both take the wheel from backends/wheels.py
+    assert result.reason.startswith(f"install: cell dev-tampered: sha256 mismatch for {wheel.name}")
+    assert not (workdir / "venvs" / "dev-tampered").exists()  # refused before any venv is made
 
 
 def test_a_missing_wheel_is_an_infrastructure_failure(workdir, tmp_path):
     cell = make_cell("dev-gone", url=str(tmp_path / "nope.whl"), sha256=None)
-    result = run(VenvBackend(workdir=workdir), cell, tmp_path)
+    result = run(venv_backend(workdir), cell, tmp_path)
     assert result.status is RunStatus.INFRA_FAILURE
     assert "does not exist" in result.reason
 
@@ -146,12 +155,30 @@ def test_a_remote_wheel_without_sha256_is_downloaded_hashed_and_installed(wheel,
     try:
         url = f"http://127.0.0.1:{server.server_port}/{wheel.name.replace('+', '%2B')}"
         cell = dev_cell(wheel, "dev-remote", url=url, sha256=None)
-        result = run(VenvBackend(workdir=workdir, overlay=True), cell, tmp_path)
+        heard = Heard()
+        result = run(venv_backend(workdir, overlay=True, watcher=heard), cell, tmp_path)
     finally:
         server.shutdown()
     assert result.status is RunStatus.OK, result.reason
     assert result.wheel_sha256 == sha256_of(wheel)
     assert not list((workdir / "downloads").glob("*.whl"))  # deleted once installed
+    # what a matrix run's rows show, in order, each phase once: the one route is the watcher
+    assert heard.phases == ["install", "download", "install", "probe"]
+    assert heard.got[-1] == (wheel.stat().st_size, wheel.stat().st_size)
+
+
+class Heard(Watcher):
+    """A watcher that keeps what it hears."""
+
+    def __init__(self) -> None:
+        self.phases: list[str] = []
+        self.got: list[tuple[int, int | None]] = []
+
+    def phase(self, cell, phase: str) -> None:
+        self.phases.append(phase)
+
+    def download(self, cell, got: int, total: int | None, rate: float) -> None:
+        self.got.append((got, total))
 
 
 @needs_uv
@@ -164,7 +191,7 @@ def test_a_remote_wheel_without_sha256_is_downloaded_hashed_and_installed(wheel,
     ("mismatch", "disagrees with its verdict 'not_affected'"),
 ])
 def test_a_misbehaving_probe_is_never_a_verdict(wheel, workdir, tmp_path, mode, reason):
-    result = run(VenvBackend(workdir=workdir, overlay=True), dev_cell(wheel), tmp_path,
+    result = run(venv_backend(workdir, overlay=True), dev_cell(wheel), tmp_path,
                  TB_FAKE_MODE=mode)
     assert result.status is RunStatus.INFRA_FAILURE and result.verdict is None
     assert reason in result.reason
@@ -173,13 +200,13 @@ def test_a_misbehaving_probe_is_never_a_verdict(wheel, workdir, tmp_path, mode, 
 @needs_uv
 def test_a_hanging_probe_is_stopped_at_the_cells_timeout(wheel, workdir, tmp_path):
     cell = dev_cell(wheel, timeout=2.0)
-    result = run(VenvBackend(workdir=workdir, overlay=True), cell, tmp_path, TB_FAKE_MODE="hang")
+    result = run(venv_backend(workdir, overlay=True), cell, tmp_path, TB_FAKE_MODE="hang")
     assert result.status is RunStatus.INFRA_FAILURE
     assert result.reason.startswith("probe: timed out after 2 s")
 
 
 def test_the_preinstalled_fingerprint_does_not_import_torch():
-    code = ("import sys; from torchbisect.backends.current import torch_fingerprint as f;"
+    code = ("import sys; from torchbisect.backends.preinstalled import torch_fingerprint as f;"
             "print(f()); assert 'torch' not in sys.modules")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if "has no torch" in out.stderr:
@@ -192,16 +219,16 @@ def test_the_preinstalled_fingerprint_does_not_import_torch():
 @needs_uv
 def test_another_interpreters_torch_is_fingerprinted_through_that_interpreter(wheel, workdir,
                                                                              tmp_path):
-    backend = VenvBackend(workdir=workdir, overlay=True)
+    backend = venv_backend(workdir, overlay=True)
     prepared = backend.prepare(dev_cell(wheel, "dev-fp"), log=tmp_path / "log")
     assert torch_fingerprint(prepared.python).startswith("preinstalled:2.99.0+cpu:")
 
 
 @needs_uv
 def test_the_current_backend_probes_its_interpreters_torch(wheel, workdir, tmp_path):
-    backend = VenvBackend(workdir=workdir, overlay=True)
+    backend = venv_backend(workdir, overlay=True)
     venv_python = backend.prepare(dev_cell(wheel, "dev-base"), log=tmp_path / "log").python
-    current = CurrentBackend(workdir=workdir, python=venv_python)
+    current = CurrentBackend(BackendOptions(workdir=workdir, python=venv_python))
     cell = make_cell("preinstalled", channel=Channel.PREINSTALLED, url=None, sha256=None)
     assert current.fingerprint(cell) == torch_fingerprint(venv_python)
     result = run(current, cell, tmp_path)
@@ -214,7 +241,7 @@ def test_the_current_backend_says_when_its_interpreter_has_no_torch(tmp_path):
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     with pytest.raises(BackendUnavailable, match="has no torch"):
-        CurrentBackend(python=str(bare / "bin" / "python")).check()
+        CurrentBackend(BackendOptions(python=str(bare / "bin" / "python"))).check()
 
 
 def test_extra_index_for_nightly_and_test_never_torch_backend():
@@ -239,6 +266,25 @@ def test_choosing_without_a_name_says_which_and_why(monkeypatch, tmp_path):
 
     said = []
     monkeypatch.setattr(backends, "docker_answers", lambda timeout=5.0: False)
-    backend = choose_backend(None, say=said.append, workdir=tmp_path, no_such_option=1)
+    backend = choose_backend(None, say=said.append, workdir=tmp_path)
     assert backend.name == "venv"
     assert said == ["backend: venv (no Docker engine answers; choose with --backend)"]
+
+
+@pytest.mark.parametrize("name", [None, "venv", "current", "docker"])
+def test_an_option_no_backend_has_is_refused_not_dropped(monkeypatch, tmp_path, name):
+    import torchbisect.backends as backends
+
+    asked = []
+    monkeypatch.setattr(backends, "docker_answers", lambda timeout=5.0: asked.append(1))
+    with pytest.raises(TypeError, match="work_root"):
+        choose_backend(name, say=print, workdir=tmp_path, work_root=tmp_path / "docker")
+    assert asked == []  # refused before any engine is asked
+
+
+def test_backend_options_are_frozen_and_keyword_only(tmp_path):
+    options = BackendOptions(workdir=tmp_path)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.overlay = True  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        BackendOptions(tmp_path)  # type: ignore[misc]

@@ -15,6 +15,7 @@ import pytest
 from act.wheels import standin_wheel
 
 from torchbisect.backends import docker as docker_backend
+from torchbisect.backends.base import BackendOptions
 from torchbisect.backends.docker import DockerBackend
 from torchbisect.model import Cell, Channel
 
@@ -38,7 +39,7 @@ def test_the_venv_and_what_a_probe_leaves_belong_to_the_invoking_user(tmp_path, 
     fake_probes(PROBES)
     monkeypatch.setattr(docker_backend.os, "getuid", lambda: 4242)
     monkeypatch.setattr(docker_backend.os, "getgid", lambda: 4242)
-    backend = DockerBackend(workdir=tmp_path / "work", client=client)
+    backend = DockerBackend(BackendOptions(workdir=tmp_path / "work", client=client))
     backend.check()
 
     prepared = backend.prepare(cell, log=tmp_path / "install.log")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import signal
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,7 +25,6 @@ from .gpus import Gpu
 from .model import Cell, CellRun, ProbeResult, RunStatus
 from .probes import probe_version
 
-PhaseHook = Callable[[Cell, str], None]  # (cell, "install" | "probe")
 PROBE_EXITS = (0, 1, 125)  # the probe's contract: good, bad, cannot tell
 _EXCERPT_LINES = 40
 
@@ -61,18 +59,16 @@ def probe_args(cell: Cell) -> list[str]:
     return args
 
 
-def prepare(backend: Backend, cell: Cell, *, log: Path, gpu: Gpu | None,
-            on_phase: PhaseHook | None = None) -> Staged | CellRun:
+def prepare(backend: Backend, cell: Cell, *, log: Path, gpu: Gpu | None) -> Staged | CellRun:
     """Install the cell's torch; an infrastructure failure comes back as a stored-ready CellRun.
 
     Truncates the cell's log: it always holds the latest run.  `gpu` only labels a failure.
+    The backend tells its `Watcher` the phases (install, download, probe).
     """
     started = now()
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(f"# torchbisect: {cell.id} started {started} backend={backend.name}\n",
                    encoding="utf-8")
-    if on_phase:
-        on_phase(cell, "install")
     try:
         prepared = backend.prepare(cell, log=log)
     except ConfigError:
@@ -82,12 +78,9 @@ def prepare(backend: Backend, cell: Cell, *, log: Path, gpu: Gpu | None,
     return Staged(prepared=prepared, started=started)
 
 
-def probe(backend: Backend, staged: Staged, *, gpu: Gpu | None, log: Path,
-          on_phase: PhaseHook | None = None) -> CellRun:
+def probe(backend: Backend, staged: Staged, *, gpu: Gpu | None, log: Path) -> CellRun:
     """Run the probe on `gpu` and turn its output (or its failure) into a CellRun."""
     prepared, cell, started = staged.prepared, staged.cell, staged.started
-    if on_phase:
-        on_phase(cell, "probe")
     try:
         output = backend.probe(prepared, gpu=gpu.index if gpu else None,
                                probe_args=probe_args(cell), log=log)
@@ -114,15 +107,14 @@ def release(backend: Backend, prepared: Prepared, *, log: Path) -> None:
         _append(log, f"# torchbisect: release failed: {err!r}\n")
 
 
-def run_cell(backend: Backend, cell: Cell, *, gpu: Gpu | None, logs_dir: Path,
-             on_phase: PhaseHook | None = None) -> CellRun:
+def run_cell(backend: Backend, cell: Cell, *, gpu: Gpu | None, logs_dir: Path) -> CellRun:
     """Prepare, probe and release one cell, in this thread."""
     log = log_path(logs_dir, cell)
-    staged = prepare(backend, cell, log=log, gpu=gpu, on_phase=on_phase)
+    staged = prepare(backend, cell, log=log, gpu=gpu)
     if isinstance(staged, CellRun):
         return staged
     try:
-        return probe(backend, staged, gpu=gpu, log=log, on_phase=on_phase)
+        return probe(backend, staged, gpu=gpu, log=log)
     finally:
         release(backend, staged.prepared, log=log)
 

@@ -1,10 +1,12 @@
 """What a matrix run shows its user: a live line per cell (phase, elapsed) and the final table.
 
-The scheduler only calls a `Handler`; all printing lives here.  `RichHandler` draws live rows
-(cell, phase: download / install / probe, elapsed; bytes, rate and time left while torchbisect
-downloads a wheel) under an overall "cells done, time left" row on a terminal, and prints plain
-timestamped lines elsewhere (CI logs), where a redrawn display would be noise.  Time left comes
-from this run's pace once a cell is done, before that from the stored timings (`cost`).
+The scheduler calls a `Handler`, and the backend tells it each cell's phase and download progress
+(a `Handler` is the backend's `Watcher`, given in its options); all printing lives here.
+`RichHandler` draws live rows (cell, phase: download / install / probe, elapsed; bytes, rate
+and time left while torchbisect downloads a wheel) under an overall "cells done, time left" row
+on a terminal, and prints plain timestamped lines elsewhere (CI logs), where a redrawn display
+would be noise.  Time left comes from this run's pace once a cell is done, before that from the
+stored timings (`cost`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElaps
 from rich.table import Table
 from rich.text import Text
 
+from .backends.base import Watcher
 from .cost import Cost, describe, duration
 from .model import Cell, CellRun, RunStatus, Verdict
 from .words import count
@@ -33,17 +36,12 @@ _STYLES = {
 INFRA_LABEL = "infra failure"
 
 
-class Handler:
-    """Callbacks of a matrix run; the default stays silent.  `phase` comes from worker threads."""
+class Handler(Watcher):
+    """Callbacks of a matrix run; the default stays silent.  `phase` and `download` (from
+    `Watcher`) come from worker threads."""
 
     def start(self, *, to_run: int, reused: int, cost: Cost | None = None) -> None:
         """`to_run` cells will be installed and probed; `reused` already have a verdict."""
-
-    def phase(self, cell: Cell, phase: str) -> None:
-        """`cell` entered `phase` ("download", "install" or "probe")."""
-
-    def download(self, cell: Cell, got: int, total: int | None, rate: float) -> None:
-        """`got` bytes of `cell`'s wheel (of `total`, when known) are in, at `rate` bytes/s."""
 
     def finished(self, run: CellRun) -> None:
         """`run` is stored."""

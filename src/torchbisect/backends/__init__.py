@@ -2,18 +2,23 @@
 
 `BACKENDS` maps each `--backend` name to its class, imported on first use so that the venv backend
 never pays for the Docker SDK.  `choose_backend` is what commands call: with no name it takes docker
-when an engine answers and venv otherwise, and says which in one line.
+when an engine answers and venv otherwise, and says which in one line.  Every backend is built
+from one `BackendOptions`; an option it does not have is a TypeError, never dropped.
+
+Inside: `base` (the interface, the options, the `Watcher` that hears phases and downloads),
+`wheels` (a cell's wheel: local path, download, sha256), `preinstalled` (a torch already in an
+interpreter or an image, and its fingerprint), `container` (one container run), `docker_image`
+and `docker_gpu` (the images and the GPU check of the docker backend).
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import BackendUnavailable, ConfigError
-from .base import Backend, Prepared, ProbeOutput
+from .base import Backend, BackendOptions, Prepared, ProbeOutput, Watcher
 
 # name -> (module under torchbisect.backends, class name)
 BACKENDS: dict[str, tuple[str, str]] = {
@@ -22,8 +27,8 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "current": ("current", "CurrentBackend"),
 }
 
-__all__ = ["BACKENDS", "Backend", "Prepared", "ProbeOutput", "backend_class", "choose_backend",
-           "docker_answers"]
+__all__ = ["BACKENDS", "Backend", "BackendOptions", "Prepared", "ProbeOutput", "Watcher",
+           "backend_class", "choose_backend", "docker_answers"]
 
 
 def backend_class(name: str) -> type[Backend]:
@@ -41,15 +46,15 @@ def choose_backend(name: str | None, *, say: Callable[[str], None] = print,
                    **options: Any) -> Backend:
     """The backend called `name` (None: docker when an engine answers, else venv), checked.
 
-    `options` (workdir, overlay, python, on_phase …) go to the class; an option a backend does not
-    take is left out, e.g. docker has no `python`.  Raises BackendUnavailable when it cannot run.
+    `options` are the fields of `BackendOptions` (workdir, overlay, python, watcher …); any other
+    name is a TypeError.  Raises BackendUnavailable when the backend cannot run here.
     """
+    built = BackendOptions(**options)  # before the engine is asked: a wrong name fails at once
     if name is None:
         name, why = ("docker", "a Docker engine answers") if docker_answers() else (
             "venv", "no Docker engine answers")
         say(f"backend: {name} ({why}; choose with --backend)")
-    cls = backend_class(name)
-    backend = cls(**_accepted(cls, options))
+    backend = backend_class(name)(built)
     backend.check()
     return backend
 
@@ -65,9 +70,3 @@ def docker_answers(timeout: float = 5.0) -> bool:
     except Exception:  # noqa: BLE001 - any failure means "no engine here"
         return False
 
-
-def _accepted(cls: type, options: dict[str, Any]) -> dict[str, Any]:
-    params = inspect.signature(cls).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return options
-    return {k: v for k, v in options.items() if k in params}

@@ -3,18 +3,27 @@
 Preparing (download + install) and probing are separate so the scheduler can install the next
 cells while the GPUs probe the current ones.  Backends raise `InfraError` (or a subclass) for any
 failure of their own; they never decide a verdict.
+
+A backend is built from one `BackendOptions` (an option no backend knows is a TypeError, not
+silently dropped), and says what each cell is doing to the `Watcher` in it: the one route by which
+phases (download, install, probe) and download progress reach the user.
 """
 
 from __future__ import annotations
 
 import abc
+import contextlib
+import fcntl
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ..defaults import WORKDIR
 from ..model import Cell
+from ..probe_doc import MAX_BYTES
 
 
 def host_python() -> str:
@@ -24,6 +33,34 @@ def host_python() -> str:
     session's own venv may not see a torch installed in another venv), else this interpreter.
     """
     return os.environ.get("TORCHBISECT_HOST_PYTHON") or sys.executable
+
+
+class Watcher:
+    """Hears what a backend is doing with a cell; this one stays silent (`progress.Handler`
+    draws it).  Called from worker threads."""
+
+    def phase(self, cell: Cell, phase: str) -> None:
+        """`cell` entered `phase`: "download", "install" or "probe"."""
+
+    def download(self, cell: Cell, got: int, total: int | None, rate: float) -> None:
+        """`got` bytes of `cell`'s wheel (of `total`, when known) are in, at `rate` bytes/s."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackendOptions:
+    """How to build a backend; every backend takes all of these, and reads those it needs."""
+
+    workdir: Path = WORKDIR  # venvs, downloads and probe output
+    overlay: bool = False  # install only torch, over the packages of `python` (or the image's)
+    # The interpreter whose torch is "preinstalled" and which overlays build on (venv, current;
+    # docker runs the image's python).  None: `host_python()`.
+    python: str | None = None
+    install_timeout: float = 3600.0  # seconds one cell's install may take
+    watcher: Watcher = field(default_factory=Watcher)
+    # docker: the CA bundle mounted into containers ("auto": the one this host's tools trust),
+    # and a docker SDK client (None: from the environment)
+    ca_bundle: Path | str | None = "auto"
+    client: Any = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,3 +107,22 @@ class Backend(abc.ABC):
 
     def release(self, prepared: Prepared) -> None:  # noqa: B027 - optional hook
         """Free what `prepare` made (venv dirs are kept for reuse; containers are removed)."""
+
+
+@contextlib.contextmanager
+def cell_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path`: one run at a time builds a cell's environment."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        yield
+
+
+def read_document(path: Path) -> str:
+    """What the probe wrote, read no further than the size a document may have (and one byte
+    more, so that `probe_doc` can say it was too large): a 300 MB document is not loaded."""
+    try:
+        with path.open("rb") as fh:
+            return fh.read(MAX_BYTES + 1).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""

@@ -1,5 +1,5 @@
 """The docker backend: one container per cell step, from a runner image built once per base image
-(docker_image.py).
+(docker_image.py); each container is run by `container.py`.
 
 `prepare` runs one container that creates the cell's venv with uv and installs its wheel; `probe`
 runs a second one that runs the probe with that venv's python.  The venv lives on the host, in
@@ -10,57 +10,32 @@ container of the host, so each wheel and dependency is downloaded once.  The run
 hash of its inputs, so it is reused until they change.  A `preinstalled` cell runs the python of
 its base image (an NGC image, say) and installs nothing.
 
-Every container is labelled with its cell and its owner (host and pid) and is removed in `finally`,
-also on Ctrl-C; `release` removes a cell's containers from another thread; `check` removes those a
-killed run left behind.  A signal, the OOM killer, a timeout or a failed install raise InfraError.
+`release` removes a cell's containers from another thread; `check` removes those a killed run
+left behind.  A signal, the OOM killer, a timeout or a failed install raise InfraError.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import json
 import os
-import re
 import shlex
-import signal
-import socket
-import sys
-import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import proc
 from ..errors import BackendUnavailable, ConfigError, InfraError
-from ..index import local_path
 from ..model import Cell, Channel
 from ..probes import probe_path
-from .base import Backend, Prepared, ProbeOutput
-from .current import FINGERPRINT_SNIPPET
-from .docker_image import RunnerImages, default_base_image, host_ca_bundle, note
-from .venv import (
-    DEFAULT_WORKDIR,
-    PhaseHook,
-    cell_lock,
-    extra_index,
-    local_wheel,
-    read_document,
-)
-from .wheels import DownloadHook, discard, download, progress_of, sha256_file
+from .base import Backend, BackendOptions, Prepared, ProbeOutput, cell_lock, read_document
+from .container import LABEL, OWNER_LABEL, Containers, bind, last_line
+from .docker_image import RunnerImages, default_base_image, host_ca_bundle
+from .preinstalled import FINGERPRINT_SNIPPET, IMAGE_ANSWER, named_interpreter, read_image_answer
+from .wheels import cell_wheel, discard, extra_index, local_wheel, sha256_file
 
-LABEL = "torchbisect.cell"  # `docker ps -a --filter label=torchbisect.cell`
-OWNER_LABEL = "torchbisect.owner"  # "<hostname>:<pid>" of the run that made the container
-_REMOVE_OWNED = ("import docker\nfor box in docker.from_env(timeout=60).containers.list(all=True, "
-                 "filters={'label': %r}):\n    box.remove(force=True)\n")
-UV_CACHE_VOLUME = "torchbisect-uv-cache"
-UV_CACHE = "/var/cache/torchbisect-uv"
-CA_PATH = "/etc/torchbisect/ca-bundle.crt"
-_TAIL_LINES = 60
-_POLL = 2.0  # seconds between checks that the run is still alive while a container runs
+__all__ = ["LABEL", "OWNER_LABEL", "DockerBackend"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,37 +44,25 @@ class _Handle:
     workdir: Path
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Exit:
-    code: int
-    oom_killed: bool
-    seconds: float
-    tail: str
-
-
 class DockerBackend(Backend):
     """Cells in containers; see the module docstring."""
 
     name = "docker"
 
-    def __init__(self, *, workdir: str | Path = DEFAULT_WORKDIR, overlay: bool = False,
-                 on_phase: PhaseHook | None = None, on_download: DownloadHook | None = None,
-                 ca_bundle: Path | str | None = "auto",
-                 install_timeout: float = 3600.0, client: Any = None) -> None:
-        self.cells_dir = Path(workdir).absolute() / "docker"
-        self.overlay = overlay
-        self.on_phase = on_phase
-        self.on_download = on_download
+    def __init__(self, options: BackendOptions | None = None) -> None:
+        options = options or BackendOptions()  # `python` is not read: cells run the image's
+        self.cells_dir = Path(options.workdir).absolute() / "docker"
+        self.overlay = options.overlay
+        self.watcher = options.watcher
+        ca_bundle = options.ca_bundle
         self.ca_bundle = host_ca_bundle() if ca_bundle == "auto" else (
             Path(ca_bundle).resolve() if ca_bundle else None)
-        self.install_timeout = install_timeout
-        self._client = client
-        self._owner = f"{socket.gethostname()}:{os.getpid()}"
-        self._cleanup_registered = False
+        self.install_timeout = options.install_timeout
+        self._client = options.client
+        self.containers = Containers(lambda: self.client, ca_bundle=self.ca_bundle)
         self.images = RunnerImages(lambda: self.client, ca_bundle=self.ca_bundle,
-                                   timeout=install_timeout)
+                                   timeout=self.install_timeout)
         self._images: dict[tuple[str, str], tuple[str, str]] = {}  # → (python, fingerprint)
-        self._lock = threading.Lock()
 
     # -- the Backend interface ----------------------------------------------------------------
 
@@ -111,7 +74,7 @@ class DockerBackend(Backend):
             raise BackendUnavailable(
                 f"no Docker engine answers at {host} ({type(exc).__name__}): "
                 "start dockerd (.ci/docker-setup.sh) or use --backend venv") from None
-        self._remove_orphans()
+        self.containers.remove_orphans()
         from ..gpus import list_gpus
         from .docker_gpu import require_gpu_support
 
@@ -128,12 +91,13 @@ class DockerBackend(Backend):
         if path is None or not path.is_file():
             return None
         old = _read_json(self.cells_dir / cell.id / "prepared.json") or {}
-        if old.get("url") == cell.url and old.get("wheel_stat") == _stat(cell.url):
+        if old.get("url") == cell.url and old.get("wheel_stat") == _stat(cell):
             return old["wheel_sha256"]  # hashed when installed, and not rebuilt since
         return sha256_file(path)
 
     def prepare(self, cell: Cell, *, log: Path) -> Prepared:
         started = time.monotonic()
+        self.watcher.phase(cell, "install")
         workdir = self.cells_dir / cell.id
         workdir.mkdir(parents=True, exist_ok=True)
         if cell.channel is Channel.PREINSTALLED:
@@ -152,7 +116,7 @@ class DockerBackend(Backend):
     def _installed(self, cell: Cell, image: str, workdir: Path, log: Path) -> str:
         """The cell's venv in `workdir`, reused or (re)built; its wheel's sha256."""
         venv, marker = workdir / "venv", workdir / "prepared.json"
-        want = {"image": image, "url": cell.url, "wheel_stat": _stat(cell.url),
+        want = {"image": image, "url": cell.url, "wheel_stat": _stat(cell),
                 "overlay": self.overlay or cell.overlay, "python": cell.python,
                 "index": extra_index(cell)}
         old = _read_json(marker) or {}
@@ -161,25 +125,28 @@ class DockerBackend(Backend):
             sha = old["wheel_sha256"]  # installed by an earlier run: keep that venv
         else:
             marker.unlink(missing_ok=True)
-            wheel, sha, downloaded = self._wheel(cell, workdir, log)
+            # a folder of its own under workdir, named by the link's validated wheel name
+            wheel = cell_wheel(cell, workdir / "downloads", log=log, watcher=self.watcher)
+            sha = wheel.sha256
             try:
-                self._install(cell, image, wheel, venv, overlay=want["overlay"], log=log)
+                self._install(cell, image, wheel.path, venv, overlay=want["overlay"], log=log)
             finally:
-                if downloaded:
-                    discard(wheel)  # uv's cache and the venv hold it now
+                if wheel.downloaded:
+                    discard(wheel.path)  # uv's cache and the venv hold it now
             marker.write_text(json.dumps({**want, "wheel_sha256": sha}))
         return sha
 
     def probe(self, prepared: Prepared, *, gpu: int | None, probe_args: list[str],
               log: Path) -> ProbeOutput:
         cell, handle = prepared.cell, prepared.handle
+        self.watcher.phase(cell, "probe")
         script = probe_path(cell.probe)
         # A fresh name per run: a container orphaned by a killed run must not answer for this one.
         doc = handle.workdir / f"result-{uuid.uuid4().hex}.json"
         command = [prepared.python, f"/probes/{script.name}", *probe_args, "--json", str(doc)]
-        probes = _bind(script.parent, "/probes", read_only=True)
+        probes = bind(script.parent, "/probes", read_only=True)
         try:
-            done = self._run(cell, "probe", handle.image, command, workdir=handle.workdir,
+            done = self.containers.run(cell, "probe", handle.image, command, workdir=handle.workdir,
                              mounts=[probes], log=log, timeout=cell.timeout, gpu=gpu,
                              env=prepared.env)
             text = read_document(doc)
@@ -190,7 +157,7 @@ class DockerBackend(Backend):
 
     def release(self, prepared: Prepared) -> None:
         """Remove the cell's containers (a probe still running on Ctrl-C); keep its venv."""
-        self._remove({LABEL: prepared.cell.id, OWNER_LABEL: self._owner})
+        self.containers.remove({LABEL: prepared.cell.id, OWNER_LABEL: self.containers.owner})
 
     # -- preparing ------------------------------------------------------------------------------
 
@@ -212,48 +179,21 @@ class DockerBackend(Backend):
             raise ConfigError(f"cell {cell.id}: on the docker backend a preinstalled cell needs "
                               "an image whose python has torch: name one (an NGC image, say) "
                               "as `preinstalled: {image: …}` in matrix.yaml")
-        # The plan puts `preinstalled.interpreter` in `python`; a bare version means "python3".
-        wanted = "" if re.fullmatch(r"[\d.]*t?", cell.python) else cell.python
+        wanted = named_interpreter(cell) or ""  # "": the image's python3
         key = (self.images.ensure(cell.base_image, log).id, wanted)
         if key not in self._images:
-            pick = ('py=$(command -v "${1:-python3}" || command -v python) && '
-                    '"$py" -c "$0" && echo "$py"')
             workdir = self.cells_dir / cell.id
             workdir.mkdir(parents=True, exist_ok=True)
-            done = self._run(cell, "inspect", cell.base_image,
-                             ["sh", "-c", pick, FINGERPRINT_SNIPPET, wanted], workdir=workdir,
-                             log=log or workdir / "inspect.log", timeout=300)
-            lines = done.tail.strip().splitlines()
-            if done.code != 0 or len(lines) < 2 or not lines[-2].startswith("preinstalled:"):
+            done = self.containers.run(
+                cell, "inspect", cell.base_image, ["sh", "-c", IMAGE_ANSWER, FINGERPRINT_SNIPPET,
+                                                   wanted],
+                workdir=workdir, log=log or workdir / "inspect.log", timeout=300)
+            answer = read_image_answer(done.tail) if done.code == 0 else None
+            if answer is None:
                 raise InfraError(f"cell {cell.id}: the python of {cell.base_image} has no torch "
-                                 f"({_last_line(done.tail)})")
-            self._images[key] = (lines[-1].strip(), lines[-2].strip())
+                                 f"({last_line(done.tail)})")
+            self._images[key] = answer
         return self._images[key]
-
-    def _wheel(self, cell: Cell, workdir: Path, log: Path) -> tuple[Path, str, bool]:
-        """(local wheel, its sha256, whether we downloaded it), checked against the plan."""
-        if not cell.url:
-            raise ConfigError(f"cell {cell.id} names no wheel (url)")
-        path = local_wheel(cell)
-        downloaded = path is None
-        if path is None:
-            if self.on_phase:
-                self.on_phase(cell, "download")
-            # a folder of its own under workdir, named by the link's validated wheel name
-            path, sha = download(cell.url.split("#", 1)[0], workdir / "downloads", log=log,
-                                 progress=progress_of(cell, self.on_download))
-            if self.on_phase:
-                self.on_phase(cell, "install")
-        elif path.is_file():
-            sha = sha256_file(path)
-        else:
-            raise InfraError(f"cell {cell.id}: the wheel {path} does not exist")
-        if cell.sha256 and sha != cell.sha256.lower():
-            if downloaded:
-                discard(path)
-            raise InfraError(f"cell {cell.id}: sha256 mismatch for {path.name}: "
-                             f"expected {cell.sha256}, got {sha}")
-        return path.resolve(), sha, downloaded
 
     def _install(self, cell: Cell, image: str, wheel: Path, venv: Path, *, overlay: bool,
                  log: Path) -> None:
@@ -274,167 +214,17 @@ class DockerBackend(Backend):
         # root in the container; the venv must belong to whoever runs torchbisect, or a runner
         # that is not root cannot delete it on its next job
         script += f" && chown -R {os.getuid()}:{os.getgid()} {shlex.quote(str(venv))}"
-        done = self._run(cell, "install", image, ["sh", "-c", script], workdir=venv.parent,
-                         mounts=[_bind(wheel, target, read_only=True)], log=log,
-                         timeout=self.install_timeout)
+        done = self.containers.run(cell, "install", image, ["sh", "-c", script],
+                                   workdir=venv.parent, log=log, timeout=self.install_timeout,
+                                   mounts=[bind(wheel, target, read_only=True)])
         if done.code != 0:
             raise InfraError(f"installing {cell.id} failed (exit {done.code}): "
-                             f"{_last_line(done.tail)}; see {log}")
-
-    # -- running one container ------------------------------------------------------------------
-
-    def _run(self, cell: Cell, step: str, image: str, command: list[str], *, workdir: Path,
-             log: Path, timeout: float, mounts: tuple[Any, ...] | list[Any] = (),
-             gpu: int | None = None, env: dict[str, str] | None = None) -> _Exit:
-        """Run one container to its end; InfraError for a timeout, a signal or the OOM killer."""
-        on = "" if gpu is None else f" on GPU {gpu}"
-        note(log, f"[{step} in {image}{on}] {shlex.join(command)}")
-        with self._container(cell, step, image, command, workdir=workdir,
-                             mounts=[*self._mounts(workdir), *mounts],
-                             env=self._environment(env or {}, gpu), gpu=gpu,
-                             log=log) as (box, pump):
-            started = time.monotonic()
-            status = self._wait(box, started + timeout)
-            seconds = time.monotonic() - started
-            if status is None:
-                raise InfraError(f"{step} of {cell.id} timed out after {timeout:g} s and was "
-                                 f"killed; see {log}")
-            box.reload()
-            pump.join(10)
-            done = _Exit(code=int(status.get("StatusCode", -1)), seconds=seconds,
-                         oom_killed=bool(box.attrs["State"].get("OOMKilled")), tail=pump.tail())
-        _raise_if_killed(done, f"{step} of {cell.id}", log)
-        return done
-
-    def _wait(self, box: Any, deadline: float) -> dict | None:
-        """The container's exit status, or None at the deadline; gives up when the run ends."""
-        import requests
-
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            try:
-                return box.wait(timeout=min(_POLL, left))
-            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-                pass
-            # A worker thread whose run was interrupted: the interpreter is exiting.
-            if not threading.main_thread().is_alive():
-                raise InfraError("interrupted: torchbisect is exiting")
-
-    @contextlib.contextmanager
-    def _container(self, cell: Cell, step: str, image: str, command: list[str], *,
-                   workdir: Path, mounts: list[Any], gpu: int | None, env: dict[str, str],
-                   log: Path) -> Iterator[tuple[Any, _LogPump]]:
-        import docker
-        from docker.types import DeviceRequest
-
-        self._remove_when_we_die()
-        run = uuid.uuid4().hex[:12]
-        labels = {LABEL: cell.id, OWNER_LABEL: self._owner, "torchbisect.step": step,
-                  "torchbisect.run": run}
-        gpus = [] if gpu is None else [DeviceRequest(device_ids=[str(gpu)],
-                                                     capabilities=[["gpu"]])]
-        try:
-            try:
-                box = self.client.containers.create(
-                    image, command, name=f"torchbisect-{_safe(cell.id)}-{step}-{run[:6]}",
-                    labels=labels, environment=env, mounts=mounts, device_requests=gpus,
-                    working_dir=str(workdir), init=True, privileged=False)
-                box.start()
-            except docker.errors.APIError as exc:  # e.g. no GPU runtime, a bad mount
-                raise InfraError(f"cannot start the {step} container of {cell.id}: "
-                                 f"{exc.explanation or exc}") from None
-            yield box, _LogPump(box, log)
-        finally:  # also on Ctrl-C, and when that came in the middle of create()
-            self._remove({"torchbisect.run": run})
-
-    def _remove_when_we_die(self) -> None:
-        """Killed with SIGKILL, we cannot remove our containers: the watchdog will (proc.at_end)."""
-        if self._cleanup_registered:
-            return
-        self._cleanup_registered = True
-        label = f"{OWNER_LABEL}={self._owner}"
-        proc.at_end([sys.executable, "-c", _REMOVE_OWNED % (label,)])
-
-    def _remove(self, labels: dict[str, str]) -> None:
-        wanted = [f"{key}={value}" for key, value in labels.items()]
-        with contextlib.suppress(Exception):
-            for box in self.client.containers.list(all=True, filters={"label": wanted}):
-                with contextlib.suppress(Exception):
-                    box.remove(force=True)
-
-    def _remove_orphans(self) -> None:
-        """Containers of runs on this host whose process is gone (killed with SIGKILL)."""
-        host = socket.gethostname()
-        for box in self.client.containers.list(all=True, filters={"label": OWNER_LABEL}):
-            owner_host, _, pid = box.labels.get(OWNER_LABEL, "").rpartition(":")
-            if owner_host == host and pid.isdigit() and not _alive(int(pid)):
-                with contextlib.suppress(Exception):
-                    box.remove(force=True)
-
-    def _mounts(self, workdir: Path) -> list[Any]:
-        from docker.types import Mount
-
-        mounts = [_bind(workdir, str(workdir)),
-                  Mount(target=UV_CACHE, source=UV_CACHE_VOLUME, type="volume")]
-        if self.ca_bundle:
-            mounts.append(_bind(self.ca_bundle, CA_PATH, read_only=True))
-        return mounts
-
-    def _environment(self, extra: dict[str, str], gpu: int | None) -> dict[str, str]:
-        env = {"PYTHONUNBUFFERED": "1", "UV_CACHE_DIR": UV_CACHE, "UV_LINK_MODE": "copy",
-               "UV_PYTHON_INSTALL_DIR": f"{UV_CACHE}/python", "UV_NO_PROGRESS": "1",
-               # bytecode stays in the container: no root-owned __pycache__ in the host's venv
-               "PYTHONPYCACHEPREFIX": "/tmp/torchbisect-pycache"}
-        if self.ca_bundle:  # uv reads SSL_CERT_FILE (UV_NATIVE_TLS is deprecated since 0.13)
-            env.update(SSL_CERT_FILE=CA_PATH, PIP_CERT=CA_PATH, REQUESTS_CA_BUNDLE=CA_PATH)
-        for var in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
-                    "no_proxy"):
-            if var in os.environ:
-                env[var] = os.environ[var]
-        if gpu is None:  # nvidia/cuda images say NVIDIA_VISIBLE_DEVICES=all
-            env["NVIDIA_VISIBLE_DEVICES"] = "void"
-        return {**env, **extra}
+                             f"{last_line(done.tail)}; see {log}")
 
 
-class _LogPump(threading.Thread):
-    """Copies a container's output to the cell's log as it comes, keeping the last lines."""
-
-    def __init__(self, container: Any, log: Path) -> None:
-        super().__init__(daemon=True)
-        self._container, self._log = container, log
-        self._lines: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
-        self.start()
-
-    def run(self) -> None:
-        with contextlib.suppress(Exception), self._log.open("a", encoding="utf-8") as out:
-            for chunk in self._container.logs(stream=True, follow=True):
-                text = chunk.decode(errors="replace")
-                out.write(text)
-                out.flush()
-                self._lines.extend(text.splitlines())
-
-    def tail(self) -> str:
-        return "\n".join(self._lines)
-
-
-def _raise_if_killed(done: _Exit, what: str, log: Path) -> None:
-    """A signal or the OOM killer is an infrastructure failure, never a verdict."""
-    if done.oom_killed:
-        raise InfraError(f"{what} was killed: out of memory (exit {done.code}); see {log}")
-    if done.code > 128:
-        try:
-            name = signal.Signals(done.code - 128).name
-        except ValueError:
-            name = f"signal {done.code - 128}"
-        hint = ", often out of memory" if name == "SIGKILL" else ""
-        raise InfraError(f"{what} died of {name} (exit {done.code}{hint}); see {log}")
-
-
-def _stat(url: str | None) -> list[int] | None:
+def _stat(cell: Cell) -> list[int] | None:
     """Size and mtime of a local wheel: a rebuilt dev wheel at the same path is reinstalled."""
-    path = local_path(url) if url else None
+    path = local_wheel(cell)
     with contextlib.suppress(OSError):
         if path is not None:
             info = path.stat()
@@ -442,34 +232,8 @@ def _stat(url: str | None) -> list[int] | None:
     return None
 
 
-def _bind(source: Path, target: str, *, read_only: bool = False) -> Any:
-    from docker.types import Mount
-
-    return Mount(target=target, source=str(Path(source).resolve()), type="bind",
-                 read_only=read_only)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-
-
-def _safe(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "_.-" else "_" for c in text)
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else "no output"

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import InfraError
 from ..proc import run as run_command
-from .venv import sha256_file
+from .wheels import sha256_file
 
 RUNNER_REPO = "torchbisect/runner"
 

@@ -16,46 +16,43 @@ The preinstalled cell needs no venv: it runs that interpreter as it is.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
-import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 
 from .. import proc
 from ..errors import BackendUnavailable, InfraError
-from ..index import local_path
 from ..model import Cell, Channel
-from ..probe_doc import MAX_BYTES
 from ..probes import probe_path
-from .base import Backend, Prepared, ProbeOutput, host_python
-from .wheels import DownloadHook, discard, download, progress_of, sha256_file
+from .base import (
+    Backend,
+    BackendOptions,
+    Prepared,
+    ProbeOutput,
+    cell_lock,
+    host_python,
+    read_document,
+)
+from .preinstalled import interpreter_of, torch_fingerprint
+from .wheels import cell_wheel, discard, extra_index, local_wheel, sha256_file
 
-DEFAULT_WORKDIR = Path(".torchbisect")
-PYTORCH_INDEX = "https://download.pytorch.org/whl"
 _MARKER = ".torchbisect-ready.json"
 _TAIL_LINES = 40
-
-PhaseHook = Callable[[Cell, str], None]
 
 
 class VenvBackend(Backend):
     name = "venv"
 
-    def __init__(self, *, workdir: str | Path = DEFAULT_WORKDIR, overlay: bool = False,
-                 python: str | None = None, on_phase: PhaseHook | None = None,
-                 on_download: DownloadHook | None = None, install_timeout: float = 3600.0):
-        self.workdir = Path(workdir).absolute()
-        self.overlay = overlay
-        self.python = python or host_python()  # the preinstalled torch; the overlay's base
-        self.on_phase = on_phase
-        self.on_download = on_download
-        self.install_timeout = install_timeout
+    def __init__(self, options: BackendOptions | None = None):
+        options = options or BackendOptions()
+        self.workdir = Path(options.workdir).absolute()
+        self.overlay = options.overlay
+        self.python = options.python or host_python()  # the preinstalled torch; overlays' base
+        self.watcher = options.watcher
+        self.install_timeout = options.install_timeout
 
     def check(self) -> None:
         uv_binary()
@@ -63,8 +60,6 @@ class VenvBackend(Backend):
     def fingerprint(self, cell: Cell) -> str | None:
         """What `Prepared.wheel_sha256` will be, when it is known without installing."""
         if cell.channel is Channel.PREINSTALLED:
-            from .current import torch_fingerprint
-
             return torch_fingerprint(interpreter_of(cell, self.python))
         if cell.sha256:
             return cell.sha256
@@ -73,9 +68,8 @@ class VenvBackend(Backend):
 
     def prepare(self, cell: Cell, *, log: Path) -> Prepared:
         start = time.monotonic()
+        self.watcher.phase(cell, "install")
         if cell.channel is Channel.PREINSTALLED:
-            from .current import torch_fingerprint
-
             python = interpreter_of(cell, self.python)
             return Prepared(cell=cell, python=python, env=dict(cell.env),
                             wheel_sha256=torch_fingerprint(python))
@@ -102,6 +96,7 @@ class VenvBackend(Backend):
     def probe(self, prepared: Prepared, *, gpu: int | None, probe_args: list[str],
               log: Path) -> ProbeOutput:
         cell = prepared.cell
+        self.watcher.phase(cell, "probe")
         out_dir = self.workdir / "probe-json"
         out_dir.mkdir(parents=True, exist_ok=True)
         # A fresh name per run: a probe orphaned by a killed run must not answer for this one.
@@ -121,25 +116,12 @@ class VenvBackend(Backend):
 
     def _wheel(self, cell: Cell, log: Path) -> tuple[str, str, Path | None]:
         """(location for uv, wheel sha256, our download to delete after install or None)."""
-        if not cell.url:
-            raise InfraError(f"cell {cell.id} has no wheel URL to install")
-        local = local_wheel(cell)
-        if local is not None:
-            if not local.is_file():
-                raise InfraError(f"wheel {local} does not exist (cell {cell.id})")
-            if cell.sha256:  # uv hashes the file and refuses it when the sha256 differs
-                return f"{local.resolve().as_uri()}#sha256={cell.sha256}", cell.sha256, None
-            return local.resolve().as_uri(), sha256_file(local), None
-        url = cell.url.split("#", 1)[0]
-        if cell.sha256:
-            return f"{url}#sha256={cell.sha256}", cell.sha256, None
-        if self.on_phase:
-            self.on_phase(cell, "download")
-        path, sha = download(url, self.workdir / "downloads", log=log,
-                             progress=progress_of(cell, self.on_download))
-        if self.on_phase:
-            self.on_phase(cell, "install")
-        return path.as_uri(), sha, path
+        if cell.url and cell.sha256 and local_wheel(cell) is None:
+            # uv downloads it through its shared cache and refuses it when the sha256 differs
+            return f"{cell.url.split('#', 1)[0]}#sha256={cell.sha256}", cell.sha256, None
+        wheel = cell_wheel(cell, self.workdir / "downloads", log=log, watcher=self.watcher)
+        return (f"{wheel.path.as_uri()}#sha256={wheel.sha256}", wheel.sha256,
+                wheel.path if wheel.downloaded else None)
 
     def _create(self, venv: Path, cell: Cell, *, overlay: bool, log: Path) -> None:
         if overlay:
@@ -169,27 +151,6 @@ class VenvBackend(Backend):
         proc.run([*argv, f"torch @ {location}"], log=log, timeout=self.install_timeout)
 
 
-def interpreter_of(cell: Cell, default: str) -> str:
-    """The interpreter whose torch a preinstalled cell tests.
-
-    The plan puts matrix.yaml's `preinstalled.interpreter` in `python` ("" means `default`, the
-    interpreter running torchbisect); a plain version such as "3.12" also means `default`.
-    """
-    if cell.python and not re.fullmatch(r"\d+\.\d+t?", cell.python):
-        return shutil.which(cell.python) or cell.python
-    return default
-
-
-def extra_index(cell: Cell) -> str | None:
-    """The index that has a nightly's or release candidate's dependencies (pytorch-triton)."""
-    if cell.index_url:
-        return cell.index_url
-    sub = {Channel.NIGHTLY: "nightly/", Channel.TEST: "test/"}.get(cell.channel)
-    if sub is None or not cell.cuda:
-        return None
-    return f"{PYTORCH_INDEX}/{sub}{cell.cuda}"
-
-
 def gpu_env(gpu: int | None) -> dict[str, str]:
     """Pin the probe to one GPU; nvidia-smi's numbering, which PCI_BUS_ID order makes CUDA's too."""
     if gpu is None:
@@ -213,21 +174,6 @@ def uv_binary() -> str:
     except (ImportError, FileNotFoundError):
         raise BackendUnavailable(
             "uv is not installed: `pip install uv`, or choose --backend current") from None
-
-
-def read_document(path: Path) -> str:
-    """What the probe wrote, read no further than the size a document may have (and one byte
-    more, so that `probe_doc` can say it was too large): a 300 MB document is not loaded."""
-    try:
-        with path.open("rb") as fh:
-            return fh.read(MAX_BYTES + 1).decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
-def local_wheel(cell: Cell) -> Path | None:
-    """The wheel file a cell names on this host; None for an http(s) URL."""
-    return local_path(cell.url) if cell.url else None
 
 
 @cache
@@ -262,15 +208,6 @@ def _see_base_packages(venv: Path, base: str, *, log: Path) -> None:
     (site_dir / "_torchbisect_overlay_base.pth").write_text(
         "".join(f"{d}\n" for d in dirs), encoding="utf-8")
     _note(log, f"overlay sees the packages of {base}: {', '.join(dirs)}")
-
-
-@contextlib.contextmanager
-def cell_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on `path`: one run at a time builds a cell's environment."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes, or the process dies
-        yield
 
 
 def _read_marker(venv: Path) -> dict | None:

@@ -1,4 +1,7 @@
-"""Downloading a wheel for the venv and docker backends: safely named, resumable, polite.
+"""A cell's wheel for the venv and docker backends: where it is, its download and its hash.
+
+`cell_wheel` is the one wheel step both backends take: the cell's local file, or a download of
+its link, checked against the plan's sha256.  The download is safely named, resumable, polite:
 
 * The local name is the link's validated wheel file name (`links.wheel_name`), in a folder of
   its own per download, so neither a hostile link nor a second process sharing the work directory
@@ -22,18 +25,67 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import retry
 from ..errors import InfraError
+from ..index import local_path
 from ..links import wheel_name
-from ..model import Cell
+from ..model import Cell, Channel
+from .base import Watcher
 
 Progress = Callable[[int, int | None, float], None]  # (bytes so far, total or None, bytes/s)
-DownloadHook = Callable[[Cell, int, int | None, float], None]  # Progress, for a matrix cell
+PYTORCH_INDEX = "https://download.pytorch.org/whl"
 _CHUNK = 1 << 20
 _RETRY_STATUS = (429, 500, 502, 503, 504)
 _sleep = time.sleep  # tests replace it to see the waits without taking them
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalWheel:
+    path: Path  # absolute
+    sha256: str
+    downloaded: bool  # ours: `discard(path)` once uv's cache and the venv hold it
+
+
+def local_wheel(cell: Cell) -> Path | None:
+    """The wheel file a cell names on this host; None for an http(s) URL."""
+    return local_path(cell.url) if cell.url else None
+
+
+def cell_wheel(cell: Cell, folder: Path, *, log: Path, watcher: Watcher) -> LocalWheel:
+    """The cell's wheel as a file here (downloaded into `folder` when it is a link), whose
+    sha256 is the plan's when the plan knows it; InfraError otherwise."""
+    if not cell.url:
+        raise InfraError(f"cell {cell.id} has no wheel URL to install")
+    path = local_wheel(cell)
+    downloaded = path is None
+    if path is None:
+        watcher.phase(cell, "download")
+        path, sha = download(cell.url.split("#", 1)[0], folder, log=log,
+                             progress=progress_of(cell, watcher))
+        watcher.phase(cell, "install")
+    elif path.is_file():
+        sha = sha256_file(path)
+    else:
+        raise InfraError(f"cell {cell.id}: the wheel {path} does not exist")
+    if cell.sha256 and sha != cell.sha256.lower():
+        if downloaded:
+            discard(path)
+        raise InfraError(f"cell {cell.id}: sha256 mismatch for {path.name}: "
+                         f"expected {cell.sha256}, got {sha}")
+    return LocalWheel(path=path.resolve(), sha256=sha, downloaded=downloaded)
+
+
+def extra_index(cell: Cell) -> str | None:
+    """The index that has a nightly's or release candidate's dependencies (pytorch-triton)."""
+    if cell.index_url:
+        return cell.index_url
+    sub = {Channel.NIGHTLY: "nightly/", Channel.TEST: "test/"}.get(cell.channel)
+    if sub is None or not cell.cuda:
+        return None
+    return f"{PYTORCH_INDEX}/{sub}{cell.cuda}"
 
 
 def download(url: str, folder: Path, *, log: Path, attempts: int = 6, max_wait: float = 120.0,
@@ -79,9 +131,12 @@ def _attempts(url: str, dest: Path, *, log: Path, attempts: int, max_wait: float
     raise InfraError(f"download of {url} failed after {attempts} attempts ({last})")
 
 
-def progress_of(cell: Cell, hook: DownloadHook | None) -> Progress | None:
-    """`download`'s progress callback for `cell`, reported to a matrix run's `hook`."""
-    return None if hook is None else lambda got, total, rate: hook(cell, got, total, rate)
+def progress_of(cell: Cell, watcher: Watcher) -> Progress | None:
+    """`download`'s progress callback for `cell`, told to `watcher`; None when the watcher does
+    not listen to downloads, so that a terminal still shows them."""
+    if type(watcher).download is Watcher.download:
+        return None
+    return lambda got, total, rate: watcher.download(cell, got, total, rate)
 
 
 def discard(path: Path) -> None:

@@ -1,0 +1,236 @@
+"""One container run, start to end, for the docker backend: labelled, streamed, waited, removed.
+
+Every container carries its cell, its owner (host and pid) and its run, and is removed in
+`finally`, also on Ctrl-C; a run killed with SIGKILL leaves its containers to the watchdog
+(`proc.at_end`), and `remove_orphans` clears those of dead runs on this host.  Its output goes to
+the cell's log as it comes.  A timeout, a signal or the OOM killer raise InfraError: they are
+never a verdict.  Every container sees its cell's work folder at the same path, uv's cache
+volume, and the host's CA bundle when there is one.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import shlex
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import proc
+from ..errors import InfraError
+from ..model import Cell
+from .docker_image import note
+
+LABEL = "torchbisect.cell"  # `docker ps -a --filter label=torchbisect.cell`
+OWNER_LABEL = "torchbisect.owner"  # "<hostname>:<pid>" of the run that made the container
+_REMOVE_OWNED = ("import docker\nfor box in docker.from_env(timeout=60).containers.list(all=True, "
+                 "filters={'label': %r}):\n    box.remove(force=True)\n")
+UV_CACHE_VOLUME = "torchbisect-uv-cache"
+UV_CACHE = "/var/cache/torchbisect-uv"
+CA_PATH = "/etc/torchbisect/ca-bundle.crt"
+_TAIL_LINES = 60
+_POLL = 2.0  # seconds between checks that the run is still alive while a container runs
+
+
+@dataclass(frozen=True, kw_only=True)
+class Exit:
+    code: int
+    oom_killed: bool
+    seconds: float
+    tail: str  # the last lines of its output
+
+
+class Containers:
+    """The containers of this run on one engine (`client()`: the SDK client, made on first use)."""
+
+    def __init__(self, client: Callable[[], Any], *, ca_bundle: Path | None) -> None:
+        self._client = client
+        self.ca_bundle = ca_bundle
+        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self._cleanup_registered = False
+
+    def run(self, cell: Cell, step: str, image: str, command: list[str], *, workdir: Path,
+            log: Path, timeout: float, mounts: tuple[Any, ...] | list[Any] = (),
+            gpu: int | None = None, env: dict[str, str] | None = None) -> Exit:
+        """Run one container to its end; InfraError for a timeout, a signal or the OOM killer."""
+        on = "" if gpu is None else f" on GPU {gpu}"
+        note(log, f"[{step} in {image}{on}] {shlex.join(command)}")
+        with self._container(cell, step, image, command, workdir=workdir,
+                             mounts=[*self._mounts(workdir), *mounts],
+                             env=self._environment(env or {}, gpu), gpu=gpu,
+                             log=log) as (box, pump):
+            started = time.monotonic()
+            status = _wait(box, started + timeout)
+            seconds = time.monotonic() - started
+            if status is None:
+                raise InfraError(f"{step} of {cell.id} timed out after {timeout:g} s and was "
+                                 f"killed; see {log}")
+            box.reload()
+            pump.join(10)
+            done = Exit(code=int(status.get("StatusCode", -1)), seconds=seconds,
+                        oom_killed=bool(box.attrs["State"].get("OOMKilled")), tail=pump.tail())
+        _raise_if_killed(done, f"{step} of {cell.id}", log)
+        return done
+
+    def remove(self, labels: dict[str, str]) -> None:
+        """Remove (forcibly) the containers carrying all of `labels`; failures are ignored."""
+        wanted = [f"{key}={value}" for key, value in labels.items()]
+        with contextlib.suppress(Exception):
+            for box in self._client().containers.list(all=True, filters={"label": wanted}):
+                with contextlib.suppress(Exception):
+                    box.remove(force=True)
+
+    def remove_orphans(self) -> None:
+        """Containers of runs on this host whose process is gone (killed with SIGKILL)."""
+        host = socket.gethostname()
+        for box in self._client().containers.list(all=True, filters={"label": OWNER_LABEL}):
+            owner_host, _, pid = box.labels.get(OWNER_LABEL, "").rpartition(":")
+            if owner_host == host and pid.isdigit() and not _alive(int(pid)):
+                with contextlib.suppress(Exception):
+                    box.remove(force=True)
+
+    @contextlib.contextmanager
+    def _container(self, cell: Cell, step: str, image: str, command: list[str], *,
+                   workdir: Path, mounts: list[Any], gpu: int | None, env: dict[str, str],
+                   log: Path) -> Iterator[tuple[Any, _LogPump]]:
+        import docker
+        from docker.types import DeviceRequest
+
+        self._remove_when_we_die()
+        run = uuid.uuid4().hex[:12]
+        labels = {LABEL: cell.id, OWNER_LABEL: self.owner, "torchbisect.step": step,
+                  "torchbisect.run": run}
+        gpus = [] if gpu is None else [DeviceRequest(device_ids=[str(gpu)],
+                                                     capabilities=[["gpu"]])]
+        try:
+            try:
+                box = self._client().containers.create(
+                    image, command, name=f"torchbisect-{_safe(cell.id)}-{step}-{run[:6]}",
+                    labels=labels, environment=env, mounts=mounts, device_requests=gpus,
+                    working_dir=str(workdir), init=True, privileged=False)
+                box.start()
+            except docker.errors.APIError as exc:  # e.g. no GPU runtime, a bad mount
+                raise InfraError(f"cannot start the {step} container of {cell.id}: "
+                                 f"{exc.explanation or exc}") from None
+            yield box, _LogPump(box, log)
+        finally:  # also on Ctrl-C, and when that came in the middle of create()
+            self.remove({"torchbisect.run": run})
+
+    def _remove_when_we_die(self) -> None:
+        """Killed with SIGKILL, we cannot remove our containers: the watchdog will (proc.at_end)."""
+        if self._cleanup_registered:
+            return
+        self._cleanup_registered = True
+        label = f"{OWNER_LABEL}={self.owner}"
+        proc.at_end([sys.executable, "-c", _REMOVE_OWNED % (label,)])
+
+    def _mounts(self, workdir: Path) -> list[Any]:
+        from docker.types import Mount
+
+        mounts = [bind(workdir, str(workdir)),
+                  Mount(target=UV_CACHE, source=UV_CACHE_VOLUME, type="volume")]
+        if self.ca_bundle:
+            mounts.append(bind(self.ca_bundle, CA_PATH, read_only=True))
+        return mounts
+
+    def _environment(self, extra: dict[str, str], gpu: int | None) -> dict[str, str]:
+        env = {"PYTHONUNBUFFERED": "1", "UV_CACHE_DIR": UV_CACHE, "UV_LINK_MODE": "copy",
+               "UV_PYTHON_INSTALL_DIR": f"{UV_CACHE}/python", "UV_NO_PROGRESS": "1",
+               # bytecode stays in the container: no root-owned __pycache__ in the host's venv
+               "PYTHONPYCACHEPREFIX": "/tmp/torchbisect-pycache"}
+        if self.ca_bundle:  # uv reads SSL_CERT_FILE (UV_NATIVE_TLS is deprecated since 0.13)
+            env.update(SSL_CERT_FILE=CA_PATH, PIP_CERT=CA_PATH, REQUESTS_CA_BUNDLE=CA_PATH)
+        for var in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
+                    "no_proxy"):
+            if var in os.environ:
+                env[var] = os.environ[var]
+        if gpu is None:  # nvidia/cuda images say NVIDIA_VISIBLE_DEVICES=all
+            env["NVIDIA_VISIBLE_DEVICES"] = "void"
+        return {**env, **extra}
+
+
+class _LogPump(threading.Thread):
+    """Copies a container's output to the cell's log as it comes, keeping the last lines."""
+
+    def __init__(self, container: Any, log: Path) -> None:
+        super().__init__(daemon=True)
+        self._container, self._log = container, log
+        self._lines: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+        self.start()
+
+    def run(self) -> None:
+        with contextlib.suppress(Exception), self._log.open("a", encoding="utf-8") as out:
+            for chunk in self._container.logs(stream=True, follow=True):
+                text = chunk.decode(errors="replace")
+                out.write(text)
+                out.flush()
+                self._lines.extend(text.splitlines())
+
+    def tail(self) -> str:
+        return "\n".join(self._lines)
+
+
+def bind(source: Path, target: str, *, read_only: bool = False) -> Any:
+    """A bind mount of a host path."""
+    from docker.types import Mount
+
+    return Mount(target=target, source=str(Path(source).resolve()), type="bind",
+                 read_only=read_only)
+
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no output"
+
+
+def _wait(box: Any, deadline: float) -> dict | None:
+    """The container's exit status, or None at the deadline; gives up when the run ends."""
+    import requests
+
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        try:
+            return box.wait(timeout=min(_POLL, left))
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            pass
+        # A worker thread whose run was interrupted: the interpreter is exiting.
+        if not threading.main_thread().is_alive():
+            raise InfraError("interrupted: torchbisect is exiting")
+
+
+def _raise_if_killed(done: Exit, what: str, log: Path) -> None:
+    """A signal or the OOM killer is an infrastructure failure, never a verdict."""
+    if done.oom_killed:
+        raise InfraError(f"{what} was killed: out of memory (exit {done.code}); see {log}")
+    if done.code > 128:
+        try:
+            name = signal.Signals(done.code - 128).name
+        except ValueError:
+            name = f"signal {done.code - 128}"
+        hint = ", often out of memory" if name == "SIGKILL" else ""
+        raise InfraError(f"{what} died of {name} (exit {done.code}{hint}); see {log}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "_.-" else "_" for c in text)

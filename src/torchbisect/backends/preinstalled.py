@@ -1,0 +1,114 @@
+"""What "preinstalled" means: a torch already there, in an interpreter or an image, not installed.
+
+A `preinstalled` cell names where its torch is in `python` (the plan puts matrix.yaml's
+`preinstalled.interpreter` there): an interpreter's name or path, or "" / a bare version such as
+"3.12", which mean the default one (the interpreter running torchbisect; `python3` in an image).
+
+Such a torch has no wheel sha256, so its fingerprint is `preinstalled:<version>:<sha256 of its
+RECORD>`: it changes when torch is reinstalled or upgraded, and is computed from the package
+metadata without importing torch (an import takes seconds and may initialise CUDA in the tool's
+own process).  The same snippet answers for another interpreter on this host and, through
+`IMAGE_ANSWER`, for an image's python in a container.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import re
+import shutil
+import sys
+from functools import cache
+
+from .. import proc
+from ..errors import BackendUnavailable, CommandFailed
+from ..model import Cell
+
+_NO_TORCH = 3
+# Run by another interpreter, which may be as old as 3.8: stdlib only, no import of torch.
+FINGERPRINT_SNIPPET = """\
+import hashlib, importlib.metadata as m
+try:
+    d = m.distribution("torch")
+except m.PackageNotFoundError:
+    raise SystemExit(3)
+text = d.read_text("RECORD") or d.read_text("METADATA") or ""
+print("preinstalled:%s:%s" % (d.version, hashlib.sha256(text.encode("utf-8")).hexdigest()))
+"""
+# `sh -c IMAGE_ANSWER FINGERPRINT_SNIPPET <interpreter or "">` in an image: the fingerprint of its
+# python's torch, then that python's path (see `read_image_answer`).
+IMAGE_ANSWER = ('py=$(command -v "${1:-python3}" || command -v python) && '
+                '"$py" -c "$0" && echo "$py"')
+
+
+def named_interpreter(cell: Cell) -> str | None:
+    """The interpreter a preinstalled cell names, or None for the default one."""
+    return None if re.fullmatch(r"[\d.]*t?", cell.python) else cell.python
+
+
+def interpreter_of(cell: Cell, default: str) -> str:
+    """The interpreter on this host whose torch a preinstalled cell tests."""
+    named = named_interpreter(cell)
+    return default if named is None else (shutil.which(named) or named)
+
+
+def read_image_answer(output: str) -> tuple[str, str] | None:
+    """(python, fingerprint) from what `IMAGE_ANSWER` printed; None when it found no torch."""
+    lines = output.strip().splitlines()
+    if len(lines) < 2 or not lines[-2].startswith("preinstalled:"):
+        return None
+    return lines[-1].strip(), lines[-2].strip()
+
+
+def torch_fingerprint(python: str | None = None) -> str:
+    """The fingerprint of the torch that `python` (default: this interpreter) would import.
+
+    Raises BackendUnavailable when that interpreter has no torch.
+    """
+    if python is None or _same_interpreter(python):
+        return _own_fingerprint()
+    return _other_fingerprint(python)
+
+
+def torch_version(python: str | None = None) -> str | None:
+    """The version of the interpreter's torch ("2.13.0+cpu"), or None when it has none."""
+    try:
+        return torch_fingerprint(python).split(":")[1]
+    except BackendUnavailable:
+        return None
+
+
+def no_torch_message(python: str) -> str:
+    return (f"the interpreter {python} has no torch: install torch into it, pass "
+            "--interpreter with an interpreter that has one, or name a cell of the plan that "
+            "installs a wheel (`torchbisect plan` lists them)")
+
+
+def _own_fingerprint() -> str:
+    try:
+        dist = importlib.metadata.distribution("torch")
+    except importlib.metadata.PackageNotFoundError:
+        raise BackendUnavailable(no_torch_message(sys.executable)) from None
+    text = dist.read_text("RECORD") or dist.read_text("METADATA") or ""
+    return f"preinstalled:{dist.version}:{hashlib.sha256(text.encode('utf-8')).hexdigest()}"
+
+
+@cache
+def _other_fingerprint(python: str) -> str:
+    try:
+        out = proc.run([python, "-c", FINGERPRINT_SNIPPET], timeout=60).output
+    except CommandFailed as err:
+        if err.returncode == _NO_TORCH:
+            raise BackendUnavailable(no_torch_message(python)) from None
+        raise BackendUnavailable(f"cannot read the torch of {python}: {err}") from None
+    lines = [line for line in out.splitlines() if line.startswith("preinstalled:")]
+    if not lines:
+        raise BackendUnavailable(f"cannot read the torch of {python}: it printed no fingerprint")
+    return lines[-1].strip()
+
+
+def _same_interpreter(python: str) -> bool:
+    # Not samefile(): a venv's python is a symlink to its base, yet sees other site-packages.
+    found = shutil.which(python) or python
+    return os.path.abspath(found) == os.path.abspath(sys.executable)
