@@ -20,7 +20,12 @@ from helpers import fake_torch_wheel, make_cell, sha256_of
 from torchbisect import execute
 from torchbisect.backends import BACKENDS, BackendOptions, Watcher, backend_class, choose_backend
 from torchbisect.backends.current import CurrentBackend
-from torchbisect.backends.preinstalled import torch_fingerprint
+from torchbisect.backends.preinstalled import (
+    interpreter_of,
+    named_interpreter,
+    read_image_answer,
+    torch_fingerprint,
+)
 from torchbisect.backends.venv import VenvBackend
 from torchbisect.backends.wheels import extra_index
 from torchbisect.errors import BackendUnavailable, ConfigError
@@ -288,3 +293,25 @@ def test_backend_options_are_frozen_and_keyword_only(tmp_path):
         options.overlay = True  # type: ignore[misc]
     with pytest.raises(TypeError):
         BackendOptions(tmp_path)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("python", "named"), [
+    ("", None), ("3.12", None), ("3", None), ("3.13t", None), ("3.12.4", None),
+    ("python3.11", "python3.11"), ("/opt/venv/bin/python", "/opt/venv/bin/python"),
+])
+def test_a_preinstalled_cell_names_an_interpreter_or_means_the_default_one(python, named):
+    # One rule for both backends (venv took "3" or "3.12.4" for an interpreter's name, docker
+    # for "the image's python3").
+    cell = make_cell("preinstalled", channel=Channel.PREINSTALLED, python=python, url=None)
+    assert named_interpreter(cell) == named
+    expected = named if named is None or named.startswith("/") else (
+        shutil.which(named) or named)
+    assert interpreter_of(cell, "/default/python") == (expected or "/default/python")
+
+
+def test_an_images_answer_gives_its_python_and_fingerprint_or_says_no_torch():
+    fingerprint = "preinstalled:2.13.0+cpu:" + "a" * 64
+    assert read_image_answer(f"noise\n{fingerprint}\n/usr/bin/python3\n") == (
+        "/usr/bin/python3", fingerprint)
+    assert read_image_answer("/usr/bin/python3\n") is None  # exit 3: no torch in that python
+    assert read_image_answer("") is None
