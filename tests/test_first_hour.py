@@ -18,10 +18,9 @@ from pathlib import Path
 import pytest
 from helpers import make_cell, make_run, probe_doc
 from indexserver import make_nightly_index, make_release_index, serve
-from rich.console import Console
 
 from torchbisect import index
-from torchbisect.backends.current import torch_version
+from torchbisect.backends.preinstalled import torch_version
 from torchbisect.cli import main
 from torchbisect.model import Cell, Channel, ProbeResult
 from torchbisect.report import render_runs
@@ -192,13 +191,14 @@ def test_one_cell_is_one_cell(served, capsys):
 
 
 def test_without_a_gpu_the_docker_backend_probes_the_images_torch(no_torch_python):
-    from torchbisect.cli.matrix import _no_gpu_cells
+    from torchbisect.runstage import no_gpu_cells
 
     image = Cell(id="preinstalled", channel=Channel.PREINSTALLED, version="", cuda="",
                  python="", base_image="torchbisect/base:bookworm-torch")
-    console = Console(record=True, width=200)
-    cells, backend = _no_gpu_cells((image,), console, python=no_torch_python, backend="docker")
-    said = console.export_text()
+    lines = []
+    cells, backend = no_gpu_cells((image,), python=no_torch_python, backend="docker",
+                                  say=lines.append)
+    said = "\n".join(lines)
     assert cells == (image,) and backend == "docker"
     assert "the torch in image torchbisect/base:bookworm-torch is probed" in said
     assert "has no torch" not in said

@@ -14,7 +14,7 @@ import time
 import pytest
 from helpers import find_test_wheel, python_with_torch, sha256_of, wheel_python
 
-from torchbisect.backends.current import torch_version
+from torchbisect.backends.preinstalled import torch_version
 from torchbisect.model import RunStatus, Verdict
 from torchbisect.store import Store
 
@@ -90,7 +90,7 @@ def test_matrix_with_the_venv_backend_stores_verdicts_then_reruns_nothing(tmp_pa
 
 @pytest.mark.slow
 def test_rerunning_an_unchanged_matrix_probes_nothing():
-    from torchbisect.benchmarks import rerun_unchanged
+    from torchbisect.bench.stage import rerun_unchanged
 
     result = rerun_unchanged(n_cells=5)
     assert result["rerun_cells"] == 0

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from torchbisect.cli import main
-from torchbisect.report import bench_render, build_view, render_runs
+from torchbisect.report import build_view, render_runs
 from torchbisect.report.markdown import md_text, render_markdown
 from torchbisect.report.probe_files import DocumentSource
 from torchbisect.report.synthetic import synthetic_run as run
@@ -79,12 +79,6 @@ def test_report_command_rejects_a_file_that_is_not_a_probe_document(tmp_path, ca
     bad.write_text('{"schema": 99}')
     assert main(["report", "--probe-json", str(bad), "--out", str(tmp_path)]) == 2
     assert "not a probe JSON document" in capsys.readouterr().err
-
-
-def test_bench_render_reports_seconds_and_sizes():
-    result = bench_render(50)
-    assert result["cells"] == 50 and result["seconds"] > 0
-    assert set(result["bytes"]) == {"index.html", "results.json", "summary.md", "affected.json"}
 
 
 def test_report_command_renders_the_newest_run_per_cell_from_the_store(tmp_path, capsys):

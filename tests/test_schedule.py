@@ -84,7 +84,11 @@ def test_the_same_wheel_under_another_id_is_reused_and_stored_under_that_id(stor
     twin = make_cell("stable-2.99.0-cpu-cp311", sha256=a.sha256)
     picked = schedule.select([twin], store, backend=ScriptedBackend(), gpu=GPUS[0])
     assert picked.to_run == () and picked.reused[0].cell == twin
-    assert store.has_result(twin.id)
+    assert not store.has_result(twin.id) and len(store.runs()) == 1  # a query writes nothing
+    kept = schedule.keep_reused(picked, store)
+    assert store.has_result(twin.id) and len(store.runs()) == 2
+    assert kept.reused[0].run_id is not None and kept.reused[0].cell == twin
+    assert schedule.keep_reused(kept, store) == kept and len(store.runs()) == 2  # stored once
 
 
 def test_every_gpu_probes_one_cell_at_a_time_while_installs_run_ahead(tmp_path, store):

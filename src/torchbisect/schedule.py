@@ -5,8 +5,8 @@
   never probe one cell twice, and shards 1/n … n/n together hold every cell exactly once.
 * `select` drops the cells that already have a verdict in the store for the same wheel sha256, probe
   version, GPU model and driver, probed with the same cases, trials, timeout and env (the skip
-  key; `--force` keeps them).  Infrastructure failures do
-  not count, so they are retried.
+  key; `--force` keeps them).  Infrastructure failures do not count, so they are retried.  It only
+  reads: `keep_reused` then stores a verdict found under another cell id under this one too.
 * `run_cells` probes one cell per GPU at a time.  While probes run, the next cells' installs run in
   a thread pool, at most `lookahead` cells ahead (default: two per GPU), so a GPU rarely waits
   for a download.  Results are stored by the calling thread as each cell finishes, so a killed run
@@ -71,7 +71,8 @@ class Selection:
 
 def select(cells: Iterable[Cell], store: Store, *, backend: Backend, gpu: Gpu | None,
            force: bool = False) -> Selection:
-    """Split cells into those to run and those whose skip key already has a verdict."""
+    """Split cells into those to run and those whose skip key already has a verdict; reads the
+    store and writes nothing (see `keep_reused`)."""
     to_run, reused = [], []
     for cell in cells:
         found = None if force else _stored_verdict(cell, store, backend, gpu)
@@ -94,10 +95,17 @@ def _stored_verdict(cell: Cell, store: Store, backend: Backend, gpu: Gpu | None)
                           driver=gpu.driver if gpu else "", cell=cell)  # same cases, env, …
     if found is None or found.cell.id == cell.id:
         return found
-    # The same wheel under another id (a bisected nightly, a dev entry of a release): store the
-    # verdict under this id too, so every cell of the plan shows in the report.
-    copy = replace(found, cell=cell, run_id=None)
-    return replace(copy, run_id=store.add(copy))
+    # The same wheel under another id (a bisected nightly, a dev entry of a release): the verdict
+    # stands for this cell too, unsaved (run_id None) until `keep_reused` stores it.
+    return replace(found, cell=cell, run_id=None)
+
+
+def keep_reused(selection: Selection, store: Store) -> Selection:
+    """Store the reused verdicts that `select` found under another cell id under this plan's id,
+    so every cell of the plan shows in the report; the selection with their new run ids."""
+    reused = tuple(run if run.run_id is not None else replace(run, run_id=store.add(run))
+                   for run in selection.reused)
+    return replace(selection, reused=reused)
 
 
 def fingerprint(backend: Backend, cell: Cell) -> str | None:
@@ -154,13 +162,13 @@ class _Runner:
 
     def _submit_install(self, pool: ThreadPoolExecutor, cell: Cell) -> None:
         future = pool.submit(execute.prepare, self.backend, cell, log=self._log(cell),
-                             gpu=self.gpus[0], on_phase=self.handler.phase)
+                             gpu=self.gpus[0])
         self.preparing[future] = cell
 
     def _submit_probe(self, pool: ThreadPoolExecutor, staged: execute.Staged,
                       gpu: Gpu | None) -> None:
         future = pool.submit(execute.probe, self.backend, staged, gpu=gpu,
-                             log=self._log(staged.cell), on_phase=self.handler.phase)
+                             log=self._log(staged.cell))
         self.probing[future] = (staged, gpu)
 
     def _collect(self, future: Future) -> None:

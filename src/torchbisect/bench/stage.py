@@ -1,4 +1,4 @@
-"""Benchmarks of the run stage, as functions returning plain dicts of numbers (`nox -s bench`).
+"""Benchmarks of the run stage and the probe, as functions returning plain dicts of numbers.
 
 * `cell_overhead`: one cell through the whole scheduler (fingerprint, skip check, thread pools,
   log, store write) against the bare probe script run by hand in the same environment, on a warm
@@ -23,12 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import execute
-from .backends.base import Backend
-from .gpus import Gpu, list_gpus
-from .model import Cell, CellRun, Channel, ProbeResult, RunStatus
-from .probes import probe_path, probe_version
-from .store import Store
+from .. import execute
+from ..backends.base import Backend
+from ..gpus import Gpu, list_gpus
+from ..model import Cell, CellRun, Channel, ProbeResult, RunStatus
+from ..probes import probe_path, probe_version
+from ..store import Store
 
 
 def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
@@ -38,9 +38,9 @@ def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
     Default: the preinstalled cell on the `current` backend (this interpreter's torch).  When the
     cell cannot be prepared the dict says why under "skipped" and holds no timings.
     """
-    from .backends.current import CurrentBackend
-    from .cli.matrix import preinstalled_cell
-    from .schedule import run_cells
+    from ..backends.current import CurrentBackend
+    from ..runstage import preinstalled_cell
+    from ..schedule import run_cells
 
     backend = backend or CurrentBackend()
     cell = cell or preinstalled_cell()
@@ -142,8 +142,8 @@ def _probe_speed_summary(python: str, seconds: dict, docs: dict) -> dict:
 
 def _bare_probe(python: str, cell: Cell, gpu: Gpu | None, out: Path, *,
                 env: dict[str, str]) -> float:
-    from . import proc
-    from .backends.venv import gpu_env
+    from .. import proc
+    from ..backends.venv import gpu_env
 
     argv = [python, str(probe_path(cell.probe)), *execute.probe_args(cell), "--json", str(out)]
     began = time.monotonic()

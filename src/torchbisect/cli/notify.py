@@ -14,12 +14,12 @@ import os
 from pathlib import Path
 
 from ..errors import ConfigError, InfraError
+from . import options as flags
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--store", type=Path, default=Path("reports/results.sqlite"),
-        help="result store to read (default: %(default)s)")
+    flags.add_store_option(parser, "result store to read")
     add("--summary", type=Path, metavar="MD",
         help="Markdown for the issue (summary.md of `report`); required without --fix")
     add("--fix", action="store_true",

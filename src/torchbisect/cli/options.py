@@ -4,7 +4,8 @@
 an interpreter in `matrix`, `probe` and `bench` (`--python` there is its old name, kept with a
 note: in `plan` and `bisect`, `--python X.Y` is a Python version); `--json OUT` writes runs shaped
 like the page's results.json; `--fail-on` chooses which outcomes make `matrix` exit non-zero;
-`--cells` and `--skip` take glob patterns.
+`--cells` and `--skip` take glob patterns; `--matrix`, `--store`, `--out` and `--workdir` default to
+the same paths (defaults.py) in every command that has them.
 """
 
 from __future__ import annotations
@@ -14,8 +15,40 @@ import fnmatch
 import sys
 from pathlib import Path
 
+from .. import defaults
 from ..errors import ConfigError, InfraError
 from ..model import Cell, CellRun, RunStatus, Verdict
+
+
+def add_matrix_option(parser: argparse.ArgumentParser, help_text: str = "matrix file") -> None:
+    parser.add_argument("--matrix", type=Path, default=defaults.MATRIX,
+                        help=f"{help_text} (default: %(default)s)")
+
+
+def add_lock_options(parser: argparse.ArgumentParser) -> None:
+    """`--lock`, `--offline` and `--driver`: how a command that plans finds its wheels."""
+    parser.add_argument("--lock", type=Path, metavar="PATH",
+                        help="lock file (default: <matrix>.lock.json next to the matrix file)")
+    parser.add_argument("--offline", action="store_true",
+                        help="plan from the lock alone; no index is contacted")
+    parser.add_argument("--driver", metavar="VERSION",
+                        help="NVIDIA driver that `cuda: auto` plans for (default: nvidia-smi's)")
+
+
+def add_store_option(parser: argparse.ArgumentParser, help_text: str = "result store") -> None:
+    parser.add_argument("--store", type=Path, default=defaults.STORE, metavar="PATH",
+                        help=f"{help_text} (default: %(default)s)")
+
+
+def add_out_option(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("--out", type=Path, default=defaults.OUT,
+                        help=f"{help_text} (default: %(default)s/)")
+
+
+def add_workdir_option(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """No default value: a backend given no workdir uses defaults.WORKDIR itself."""
+    parser.add_argument("--workdir", type=Path, metavar="DIR",
+                        help=f"{help_text} (default: {defaults.WORKDIR}/)")
 
 
 def add_backend_option(parser: argparse.ArgumentParser, help_text: str, **kwargs) -> None:

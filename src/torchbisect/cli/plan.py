@@ -6,33 +6,28 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ..config import load_matrix
 from ..cost import describe, estimate, with_sizes
-from ..errors import ConfigError, ResolveError
+from ..errors import ConfigError
 from ..index import host_platform, sha256_of
 from ..lock import Lock
 from ..model import Cell, CellRun, Channel, Plan
 from ..resolve import build_plan
+from ..runstage import lock_needed_offline
 from ..words import count
+from . import options as flags
 
 _COLUMNS = ("id", "channel", "version", "cuda", "source", "stored")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--matrix", type=Path, default=Path("matrix.yaml"),
-                        help="the matrix file (default: matrix.yaml)")
+    flags.add_matrix_option(parser, "the matrix file")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the plan as JSON")
-    parser.add_argument("--lock", type=Path, metavar="PATH",
-                        help="lock file (default: <matrix>.lock.json next to the matrix file)")
-    parser.add_argument("--store", type=Path, default=Path("reports/results.sqlite"),
-                        help="result store, to show which cells already have a result")
-    parser.add_argument("--offline", action="store_true",
-                        help="resolve from the lock alone; no index is contacted")
+    flags.add_lock_options(parser)
+    flags.add_store_option(parser, "result store, to show which cells already have a result")
     parser.add_argument("--hash", action="store_true",
                         help="download wheels whose index publishes no sha256 and lock their hash")
     parser.add_argument("--python", metavar="X.Y",
@@ -40,7 +35,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", metavar="TAG",
                         help="wheel platform, e.g. linux_x86_64 or linux_aarch64 (default: this "
                              "machine's)")
-    add_driver_option(parser)
     parser.add_argument("--previous-lock", type=Path, metavar="PATH",
                         help="an older lock (e.g. from the last CI run) whose pins are kept for "
                              "cells the current lock lacks; a missing file is ignored")
@@ -48,11 +42,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="with --github-output: list shards 1/N … N/N for a job matrix")
     parser.add_argument("--github-output", type=Path, metavar="FILE",
                         help="append `shards=[…]` and `cells=N` to this file ($GITHUB_OUTPUT)")
-
-
-def add_driver_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--driver", metavar="VERSION",
-                        help="NVIDIA driver that `cuda: auto` plans for (default: nvidia-smi's)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,20 +84,6 @@ def run(args: argparse.Namespace) -> int:
         with args.github_output.open("a", encoding="utf-8") as out:
             out.write(f"shards={json.dumps(shards)}\ncells={len(plan.cells)}\n")
     return 0
-
-
-@contextmanager
-def lock_needed_offline(offline: bool, lock_path: Path) -> Iterator[None]:
-    """--offline resolves index builds from the lock alone (dev wheels and the preinstalled torch
-    need none): when that fails for want of a lock file, say that instead of "no such release"."""
-    try:
-        yield
-    except ResolveError:
-        if offline and not lock_path.is_file():
-            raise ConfigError(f"--offline plans from the lock file alone, and there is none at "
-                              f"{lock_path}: run `torchbisect plan` once with network access to "
-                              f"write it, or pass --lock PATH") from None
-        raise
 
 
 def _driver() -> str | None:

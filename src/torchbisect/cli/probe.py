@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -20,14 +19,8 @@ from rich.table import Table
 from ..backends.base import host_python
 from ..errors import ConfigError, InfraError
 from ..model import Cell, CellRun, Channel, RunStatus
-from .matrix import (
-    DEFAULT_STORE,
-    PREINSTALLED_ID,
-    add_driver_option,
-    backend_options,
-    preinstalled_cell,
-    with_torch_version,
-)
+from ..runstage import PREINSTALLED_ID, backend_options, preinstalled_cell, with_torch_version
+from . import options as flags
 from .options import add_backend_option, add_interpreter_option, add_json_option, write_json
 
 
@@ -36,22 +29,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("cell", nargs="?", default=PREINSTALLED_ID,
         help="cell identifier from `torchbisect plan` (default: %(default)s, this interpreter's "
              "torch)")
-    add("--matrix", type=Path, default=Path("matrix.yaml"),
-        help="matrix file the cell comes from (default: %(default)s)")
-    add("--lock", type=Path, metavar="PATH", help="lock file (default: next to the matrix file)")
-    add("--offline", action="store_true", help="plan from the lock alone")
-    add_driver_option(parser)
+    flags.add_matrix_option(parser, "matrix file the cell comes from")
+    flags.add_lock_options(parser)
     add_backend_option(parser, "default: current for preinstalled; else docker when an engine "
                                "answers, else venv")
     add("--overlay", action="store_true", help="install only the torch wheel (--no-deps)")
     add("--gpu", type=int, metavar="INDEX", help="GPU to use (default: the first visible one)")
     add("--cases", metavar="A,B", help="only these cases (the controls always run)")
     add("--trials", type=int, metavar="N", help="trials of the timing-dependent cases")
-    add("--store", type=Path, default=DEFAULT_STORE, help="result store (default: %(default)s)")
+    flags.add_store_option(parser)
     add_interpreter_option(parser, "interpreter whose torch `preinstalled` tests and over "
                                    "which overlays install")
-    add("--workdir", type=Path, metavar="DIR", help="venvs and downloads (default: .torchbisect/)")
-    add("--out", type=Path, default=Path("reports"), help="the log goes to OUT/logs/<cell>.log")
+    flags.add_workdir_option(parser, "venvs and downloads")
+    flags.add_out_option(parser, "the log goes to OUT/logs/<cell>.log")
     add_json_option(parser)
 
 
@@ -65,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
                               python=args.interpreter or host_python())
     _require_torch(cell, args)
     name = args.backend or ("current" if cell.channel is Channel.PREINSTALLED else None)
-    backend = choose_backend(name, say=console.print, **backend_options(args))
+    backend = choose_backend(name, say=console.print, **backend_options(
+        interpreter=args.interpreter, workdir=args.workdir))
     gpu = _gpu(args.gpu)
     where = f"on {gpu.name}" if gpu else "without a GPU (every case will read skipped)"
     console.print(f"probing {cell.id} {where} with the {backend.name} backend", highlight=False)
@@ -84,12 +75,15 @@ def run(args: argparse.Namespace) -> int:
 def _find(args: argparse.Namespace) -> Cell:
     if args.cell == PREINSTALLED_ID and not args.matrix.is_file():
         return preinstalled_cell()
-    from .matrix import resolve_plan
+    from ..runstage import resolve_plan
 
     # The interpreter's own torch needs no index: only the matrix's settings for it.
     only_mine = args.cell == PREINSTALLED_ID
+    console = Console(stderr=True)
     try:
-        plan = resolve_plan(args, Console(stderr=True), preinstalled_only=only_mine)
+        plan = resolve_plan(args.matrix, lock=args.lock, offline=args.offline, driver=args.driver,
+                            say=lambda text: console.print(text, highlight=False),
+                            preinstalled_only=only_mine)
     except ConfigError as err:
         raise ConfigError(f"cannot look up cell {args.cell!r}: {err}") from None
     cells = {c.id: c for c in plan.cells}
@@ -109,8 +103,7 @@ def _require_torch(cell: Cell, args: argparse.Namespace) -> None:
     say so before anything is run or stored."""
     if cell.channel is not Channel.PREINSTALLED or cell.base_image or cell.version:
         return
-    from ..backends.current import no_torch_message
-    from ..backends.venv import interpreter_of
+    from ..backends.preinstalled import interpreter_of, no_torch_message
 
     raise ConfigError(no_torch_message(interpreter_of(cell, args.interpreter or host_python())))
 

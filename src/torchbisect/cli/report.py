@@ -11,20 +11,18 @@ import argparse
 from pathlib import Path
 
 from ..errors import ConfigError
+from . import options as flags
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", type=Path, default=Path("reports/results.sqlite"),
-                        help="result store to read (default: %(default)s)")
-    parser.add_argument("--out", type=Path, default=Path("reports"),
-                        help="folder to write the four files into (default: %(default)s/)")
+    flags.add_store_option(parser, "result store to read")
+    flags.add_out_option(parser, "folder to write the four files into")
     parser.add_argument("--probe-json", type=Path, nargs="+", metavar="FILE",
                         help="render these probe JSON documents instead of the store")
     parser.add_argument("--bisection", type=Path, action="append", default=[], metavar="FILE",
                         help="with --probe-json: a bisection result JSON to draw (repeatable)")
-    parser.add_argument("--matrix", type=Path, default=Path("matrix.yaml"),
-                        help="matrix file whose `references:` the page links (default: "
-                             "%(default)s, when it exists)")
+    flags.add_matrix_option(parser, "matrix file whose `references:` the page links, when it "
+                                    "exists")
 
 
 def links_from(matrix: Path):

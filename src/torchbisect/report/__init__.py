@@ -1,8 +1,8 @@
 """The report: index.html, results.json, summary.md and affected.json (OSV) from stored runs.
 
 `render(store, out_dir)` reads the newest run per (cell, GPU) and every bisection from the store;
-`render_runs` is the pure core used by tests and benchmarks.  Each file is written to a temporary
-name and renamed, so a reader never sees half a page.
+`render_runs` is the pure core used by tests and the benchmarks (bench/tool.py).  Each file is
+written to a temporary name and renamed, so a reader never sees half a page.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ import datetime as dt
 import json
 import os
 import re
-import tempfile
-import time
 from pathlib import Path
 from typing import Protocol
 
@@ -25,8 +23,7 @@ from .osv import osv_document
 from .results_json import results_document
 from .view import PageView, build_view
 
-__all__ = ["Links", "PageView", "build_view", "render", "render_runs", "results_json",
-           "bench_render"]
+__all__ = ["Links", "PageView", "build_view", "render", "render_runs", "results_json"]
 
 
 class RunSource(Protocol):
@@ -150,23 +147,3 @@ def _write(path: Path, text: str) -> Path:
         raise
     return path
 
-
-def bench_render(n_cells: int = 2000, repeat: int = 3) -> dict:
-    """Seconds to build and write all four files for `n_cells` synthetic runs (goal: < 1 s).
-
-    `seconds` is the best of `repeat` renders (as timeit reports); `first_seconds` includes
-    compiling the templates, as a fresh `torchbisect report` process pays it.
-    """
-    from .synthetic import synthetic_runs
-
-    runs = synthetic_runs(n_cells)
-    times = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(max(1, repeat)):
-            begin = time.perf_counter()
-            paths = render_runs(runs, [], Path(tmp), generated=dt.datetime.now(dt.timezone.utc))
-            times.append(time.perf_counter() - begin)
-        sizes = {p.name: p.stat().st_size for p in paths}
-    return {"cells": n_cells, "seconds": round(min(times), 3),
-            "first_seconds": round(times[0], 3), "goal_seconds": 1.0, "ok": min(times) < 1.0,
-            "bytes": sizes}
