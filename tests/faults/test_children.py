@@ -17,35 +17,36 @@ from runaway import environment, left, project, wait_until
 from torchbisect import proc
 from torchbisect.errors import CommandFailed
 
+# The daemon leaves TB_OUTLIVED only if it lives out its 30 s: a run that waited for it (the pipe
+# it holds) leaves that file; a run that ended it, none.
 DAEMON = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
-          "'import time; time.sleep(300)'], start_new_session=True); print('started'); {rest}")
+          "'import os, time; time.sleep(30); open(os.environ[\\'TB_OUTLIVED\\'], \\'w\\')'], "
+          "start_new_session=True); print('started'); {rest}")
 needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 
 
-def _mark() -> tuple[dict[str, str], str]:
+def _mark(tmp_path) -> tuple[dict[str, str], str]:
     mark = uuid.uuid4().hex
-    return {"TB_MARK": mark}, mark
+    return {"TB_MARK": mark, "TB_OUTLIVED": str(tmp_path / "outlived")}, mark
 
 
-def test_a_command_that_exits_is_judged_by_its_exit_although_a_daemon_holds_the_pipe():
-    env, mark = _mark()
-    begin = time.monotonic()
+def test_a_command_that_exits_is_judged_by_its_exit_although_a_daemon_holds_the_pipe(tmp_path):
+    env, mark = _mark(tmp_path)
     done = proc.run([sys.executable, "-c", DAEMON.format(rest="sys.exit(0)")], env=env,
                     timeout=60, grace=0.5)
-    assert time.monotonic() - begin < 10
     assert done.returncode == 0 and "started" in done.output
     assert wait_until(lambda: not left(mark), 5)
+    assert not (tmp_path / "outlived").exists()  # the run did not wait for the daemon
 
 
-def test_a_timeout_holds_when_a_daemon_holds_the_pipe():
-    env, mark = _mark()
-    begin = time.monotonic()
+def test_a_timeout_holds_when_a_daemon_holds_the_pipe(tmp_path):
+    env, mark = _mark(tmp_path)
     with pytest.raises(CommandFailed) as caught:
         proc.run([sys.executable, "-c", DAEMON.format(rest="time.sleep(300)")], env=env,
                  timeout=1, grace=0.5)
     assert caught.value.timed_out and "started" in caught.value.output
-    assert time.monotonic() - begin < 10
     assert wait_until(lambda: not left(mark), 5)
+    assert not (tmp_path / "outlived").exists()  # the run did not wait for the daemon
 
 
 def _runs(store) -> list[tuple[str, str, str]]:
@@ -60,20 +61,17 @@ def _runs(store) -> list[tuple[str, str, str]]:
 def test_a_probe_that_leaves_a_daemon_gets_its_verdict_and_a_hung_one_times_out(tmp_path):
     argv = project(tmp_path, timeout=10)
     env, mark = environment(tmp_path, "daemon")
-    begin = time.monotonic()
+    # The probe's daemon sleeps 300 s, past these runs' limit: a matrix that waited for it fails.
     done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert time.monotonic() - begin < 60
     assert _runs(tmp_path / "results.sqlite") == [("dev-k0", "ok", "")]
     assert wait_until(lambda: not left(mark), 5)
 
     env, mark = environment(tmp_path, "hang")
-    begin = time.monotonic()
     done = subprocess.run([*argv, "--force"], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 3, done.stdout + done.stderr
-    assert time.monotonic() - begin < 40  # timeout: 10, plus install and grace
     cell, status, reason = _runs(tmp_path / "results.sqlite")[-1]
     assert status == "infra_failure" and "timed out after 10 s" in reason
     assert wait_until(lambda: not left(mark), 5)
@@ -113,10 +111,9 @@ def test_kill_9_of_matrix_leaves_nothing_running_and_the_rerun_rebuilds_a_broken
 @pytest.mark.parametrize("mode", ["hang", "stubborn"])
 def test_sigterm_ends_a_run_within_seconds(tmp_path, mode):
     _, _, child, mark = _start_hung_run(tmp_path, mode)
-    begin = time.monotonic()
     child.send_signal(signal.SIGTERM)
-    child.wait(timeout=30)
-    assert time.monotonic() - begin < 10
+    # A stubborn probe gets SIGKILL 5 s after SIGTERM; one left to its 300 s sleep fails here.
+    child.wait(timeout=15)
     assert wait_until(lambda: not left(mark), 5), f"still running: {left(mark)}"
 
 
