@@ -28,6 +28,7 @@ from torchbisect.probes import probe_version
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "probes" / "stale_replay.py"
+PROBE_SCRIPTS = sorted((REPO / "probes").glob("*.py"))
 DATA = Path(__file__).resolve().parent / "data" / "probe"
 RECORDED = sorted(DATA.glob("h200-*.json"))
 # Releases measured stale by an independent probe (shared BACKGROUND.md): their capture cases must
@@ -66,9 +67,21 @@ def _run(*cases: tuple[str, dict]) -> str:
 # --- a standalone script ------------------------------------------------------------------------
 
 
-def test_script_parses_as_python_38():
-    ast.parse(SCRIPT.read_text(), filename=str(SCRIPT), feature_version=(3, 8))
-    assert runtime_typing_errors(SCRIPT.read_text()) == []  # parses on 3.8, fails when run
+@pytest.mark.parametrize("script", PROBE_SCRIPTS, ids=lambda p: p.name)
+def test_every_probe_parses_as_python_38(script):
+    ast.parse(script.read_text(), filename=str(script), feature_version=(3, 8))
+    assert runtime_typing_errors(script.read_text()) == []  # parses on 3.8, fails when run
+
+
+@pytest.mark.skipif(PY38 is None, reason=NO_PY38)
+@pytest.mark.parametrize("script", PROBE_SCRIPTS, ids=lambda p: p.name)
+def test_every_probe_loads_under_a_real_python_38(script):
+    """Loading runs its imports, definitions and their annotations; no torch is needed for it."""
+    code = ("import importlib.util, sys\n"
+            "spec = importlib.util.spec_from_file_location('p', sys.argv[1])\n"
+            "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n")
+    done = subprocess.run([PY38, "-c", code, str(script)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 # What 3.8 evaluates (and rejects) and what it does not; the prelude defines every name used.
