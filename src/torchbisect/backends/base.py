@@ -126,3 +126,10 @@ def read_document(path: Path) -> str:
             return fh.read(MAX_BYTES + 1).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ""
+
+
+def note(log: Path, line: str) -> None:
+    """A line of torchbisect's own in a cell's log, among the installer's or the probe's output."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a", encoding="utf-8") as out:
+        out.write(f"# torchbisect: {line}\n")

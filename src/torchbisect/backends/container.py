@@ -28,7 +28,7 @@ from typing import Any
 from .. import proc
 from ..errors import InfraError
 from ..model import Cell
-from .docker_image import note
+from .base import note
 
 LABEL = "torchbisect.cell"  # `docker ps -a --filter label=torchbisect.cell`
 OWNER_LABEL = "torchbisect.owner"  # "<hostname>:<pid>" of the run that made the container

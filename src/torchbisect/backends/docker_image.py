@@ -21,6 +21,7 @@ from typing import Any
 
 from ..errors import InfraError
 from ..proc import run as run_command
+from .base import note
 from .wheels import sha256_file
 
 RUNNER_REPO = "torchbisect/runner"
@@ -135,10 +136,3 @@ def _linux_uv(client: Any) -> Path | None:
             if fh.read(4) == b"\x7fELF":  # not a shell shim (pyenv, asdf …)
                 return path
     return None
-
-
-def note(log: Path, line: str) -> None:
-    """A line of torchbisect's own in a cell's log, among the containers' output."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a", encoding="utf-8") as out:
-        out.write(f"# torchbisect: {line}\n")

@@ -34,6 +34,7 @@ from .base import (
     ProbeOutput,
     cell_lock,
     host_python,
+    note,
     read_document,
 )
 from .preinstalled import interpreter_of, torch_fingerprint
@@ -207,7 +208,7 @@ def _see_base_packages(venv: Path, base: str, *, log: Path) -> None:
     site_dir = Path(own.output.strip().splitlines()[-1])
     (site_dir / "_torchbisect_overlay_base.pth").write_text(
         "".join(f"{d}\n" for d in dirs), encoding="utf-8")
-    _note(log, f"overlay sees the packages of {base}: {', '.join(dirs)}")
+    note(log, f"overlay sees the packages of {base}: {', '.join(dirs)}")
 
 
 def _read_marker(venv: Path) -> dict | None:
@@ -221,8 +222,3 @@ def _write_marker(venv: Path, marker: dict) -> None:
     tmp = venv / f"{_MARKER}.tmp"
     tmp.write_text(json.dumps(marker, sort_keys=True), encoding="utf-8")
     tmp.replace(venv / _MARKER)
-
-
-def _note(log: Path, line: str) -> None:
-    with log.open("a", encoding="utf-8") as fh:
-        fh.write(f"# torchbisect: {line}\n")

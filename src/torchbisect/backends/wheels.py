@@ -33,7 +33,7 @@ from ..errors import InfraError
 from ..index import local_path
 from ..links import wheel_name
 from ..model import Cell, Channel
-from .base import Watcher
+from .base import Watcher, note
 
 Progress = Callable[[int, int | None, float], None]  # (bytes so far, total or None, bytes/s)
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
@@ -116,7 +116,7 @@ def _attempts(url: str, dest: Path, *, log: Path, attempts: int, max_wait: float
             size, seconds = _fetch(url, part, show)
             part.replace(dest)
             sha = sha256_file(dest)
-            _note(log, f"downloaded {url}: {size} bytes in {seconds:.1f} s "
+            note(log, f"downloaded {url}: {size} bytes in {seconds:.1f} s "
                        f"({_rate(size, seconds)}), sha256 {sha}")
             return dest, sha
         except _Retry as err:
@@ -125,7 +125,7 @@ def _attempts(url: str, dest: Path, *, log: Path, attempts: int, max_wait: float
             last, told = _describe(err), None
         if attempt < attempts:
             wait = retry.wait_before(attempt, retry_after=told, base=2.0, max_wait=max_wait)
-            _note(log, f"download of {url} stopped at {_size(part)} bytes ({last}); attempt "
+            note(log, f"download of {url} stopped at {_size(part)} bytes ({last}); attempt "
                        f"{attempt + 1} of {attempts} in {wait:.1f} s")
             _sleep(wait)
     raise InfraError(f"download of {url} failed after {attempts} attempts ({last})")
@@ -231,11 +231,6 @@ def _describe(err: BaseException) -> str:
     if isinstance(err, urllib.error.URLError):
         return str(err.reason)
     return str(err) or type(err).__name__
-
-
-def _note(log: Path, line: str) -> None:
-    with Path(log).open("a", encoding="utf-8") as fh:
-        fh.write(f"# torchbisect: {line}\n")
 
 
 def _agent() -> str:
