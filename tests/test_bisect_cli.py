@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from torchbisect.bisect.verdicts import Rule, ScriptAborted, script_verdict
+from torchbisect.bisect.verdicts import Rule
 from torchbisect.cli import main
 from torchbisect.model import (
     BisectResult,
@@ -18,7 +18,6 @@ from torchbisect.model import (
     Outcome,
     ProbeResult,
     RunStatus,
-    Verdict,
 )
 from torchbisect.report.bisection_text import render_markdown, render_text
 
@@ -54,20 +53,6 @@ def test_probe_rule_table(run, expected):
 
 def test_infra_failure_reason_is_kept():
     assert Rule().judge(run_with(None)).reason == "install: HTTP 404"
-
-
-@pytest.mark.parametrize(("code", "verdict"), [
-    (0, Verdict.NOT_AFFECTED), (1, Verdict.AFFECTED), (2, Verdict.AFFECTED),
-    (125, Verdict.INCONCLUSIVE), (126, Verdict.AFFECTED), (127, Verdict.AFFECTED),
-])
-def test_git_bisect_run_exit_codes(code, verdict):
-    assert script_verdict(code, "cmd") is verdict
-
-
-@pytest.mark.parametrize("code", [128, 200, 255, -9])
-def test_exit_codes_that_abort(code):
-    with pytest.raises(ScriptAborted, match="stops the bisection"):
-        script_verdict(code, "cmd")
 
 
 @pytest.mark.parametrize(("flags", "message"), [

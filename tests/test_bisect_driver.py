@@ -300,7 +300,7 @@ def test_script_exit_codes_decide_as_git_bisect_run(code, expected, verdict, nig
     runs = {r.cell.date: r for r in store.runs()}
     assert len(runs) == result.probes == b.new_runs
     assert rule.probe_name.startswith("script:") and len(rule.probe_name) == 19
-    assert {r.probe_version for r in runs.values()} == {rule.probe_name}
+    assert {r.cell.probe for r in runs.values()} == {rule.probe_name}
     assert runs["2025-08-11"].result.env["git_version"] == "g20250811"
 
 

@@ -16,16 +16,21 @@ from pathlib import Path
 from .errors import ConfigError
 
 DEFAULT_PROBE = "stale_replay"
+SCRIPT_PROBE = "script"  # runs `bisect --script CMD`; torchbisect's own, never a user's folder
+_OWN = Path(__file__).resolve().parents[2] / "probes"
 
 
 def probes_dir() -> Path:
     """`$TORCHBISECT_PROBES`, else the checkout's `probes/` (the package is installed editable)."""
     env = os.environ.get("TORCHBISECT_PROBES")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "probes"
+    return Path(env) if env else _OWN
 
 
 def probe_path(name: str = DEFAULT_PROBE) -> Path:
-    path = probes_dir() / f"{name}.py"
+    """`<folder>/<name>.py`; a name `file:variant` (a --script's `script:<sha12>`) runs `file.py`
+    (the variant tells the runs apart in the store, not the script that makes them)."""
+    stem = name.partition(":")[0]
+    path = (_OWN if stem == SCRIPT_PROBE else probes_dir()) / f"{stem}.py"
     if not path.is_file():
         raise ConfigError(f"probe {name!r} not found: expected {path}")
     return path

@@ -2,37 +2,29 @@
 
 The search (`search.first_bad`) only sees indexes.  This module gives it `verdict_of(index)`: reuse
 a stored run of that nightly when the store has one (so a killed bisection resumes where it
-stopped), else install the nightly with the backend and run the probe or the user's `--script`,
-store the run, and judge it with the stated rule.  While one candidate is probed, the two
-candidates the search may ask next are prepared in background threads.
+stopped, and a matrix run of the same wheel answers too: `reuse.covers` is the rule), else
+install the nightly with the backend and run the probe, store the run, and judge it with the stated
+rule.  A `--script` is a probe like any other (probes/script.py runs it), so `execute` turns
+whatever happens into a run here as for the matrix, on every backend.  While one candidate is
+probed, the two candidates the search may ask next are prepared in background threads.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import execute, proc
-from ..backends.base import Backend, Prepared
-from ..errors import CommandFailed, ConfigError
+from .. import execute, reuse
+from ..backends.base import Backend
 from ..gpus import Gpu
-from ..model import (
-    PROBE_SCHEMA,
-    CellRun,
-    Direction,
-    NightlyPoint,
-    ProbeResult,
-    RunStatus,
-    Verdict,
-)
+from ..model import Cell, CellRun, Direction, NightlyPoint, Outcome
+from ..probes import probe_version
 from .candidates import Candidate, CandidateList
-from .search import Outcome, SearchHandler, SearchResult, first_bad, flip
-from .verdicts import SCRIPT_CASE, Judged, Rule, script_verdict
-
-_GIT_VERSION = "import torch; print(torch.version.git_version)"
+from .search import SearchHandler, SearchResult, first_bad, flip
+from .verdicts import Judged, Rule, check_script_run
 
 
 class Progress:
@@ -63,7 +55,7 @@ class Bisector:
         self.logs = logs
         self.gpu = gpu
         self.progress = progress or Progress()
-        self.probe_version = _probe_version(rule)
+        self.probe_version = probe_version(rule.probe_name)
         self.new_runs = 0
         self.points: dict[int, NightlyPoint] = {}
         self._cands: tuple[Candidate, ...] = ()
@@ -72,7 +64,7 @@ class Bisector:
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prefetch")
 
     def search(self, cands: CandidateList) -> SearchResult:
-        self._cands = cands.candidates
+        self._cands = tuple(_with_rule(c, self.rule) for c in cands.candidates)
         self._stored = self._reusable_runs()
         self.progress.start(cands, rule=self.rule.describe(), stored=len(self._stored))
         try:
@@ -102,21 +94,15 @@ class Bisector:
             execute.release(self.backend, staged.prepared, log=self._log(staged.cell.id))
 
     def reask(self, index: int, times: int) -> list[Outcome]:
-        """Run the --script `times` more times on one candidate; its answers (good/bad/unknown).
+        """Run the candidate `times` more times; its answers (for --script --repeat).
 
         Not stored: they only check that the answer the search used is the script's only one.
         """
-        cand, answers = self._cands[index], []
+        cell = self._cands[index].cell
+        answers = []
         for _ in range(times):
-            staged = execute.prepare(self.backend, cand.cell, log=self._log(cand.cell.id),
-                                     gpu=self.gpu)
-            if isinstance(staged, CellRun):
-                answers.append(self.rule.judge(staged).verdict)
-                continue
-            try:
-                run = self._script_run(cand, staged.prepared, staged.started)
-            finally:
-                execute.release(self.backend, staged.prepared, log=self._log(cand.cell.id))
+            run = execute.run_cell(self.backend, cell, gpu=self.gpu, logs_dir=self.logs)
+            check_script_run(run, self.rule)
             answers.append(self.rule.judge(run).verdict)
         return answers
 
@@ -142,74 +128,35 @@ class Bisector:
         return self._futures[index]
 
     def _run(self, index: int) -> CellRun:
-        """Install (or take the prefetched install), then probe or run the script; never raises
-        for an infrastructure failure: that comes back as an INFRA_FAILURE run."""
-        cand = self._cands[index]
+        """Install (or take the prefetched install), then probe; never raises for an
+        infrastructure failure: that comes back as an INFRA_FAILURE run."""
         staged = self._future(index).result()
         if isinstance(staged, CellRun):
             return staged
-        log = self._log(cand.cell.id)
+        log = self._log(staged.cell.id)
         try:
-            if self.rule.script is not None:
-                return self._script_run(cand, staged.prepared, staged.started)
-            return execute.probe(self.backend, staged, gpu=self.gpu, log=log)
+            run = execute.probe(self.backend, staged, gpu=self.gpu, log=log)
         finally:
             execute.release(self.backend, staged.prepared, log=log)
-
-    def _script_run(self, cand: Candidate, prepared: Prepared, started: str) -> CellRun:
-        env = _script_env(cand, prepared)
-        log = self._log(cand.cell.id)
-        git_version = _git_version(prepared, env, log)
-        command = self.rule.script or ""
-        try:
-            done = proc.run(["/bin/sh", "-c", command], env=env, timeout=cand.cell.timeout,
-                            log=log, check=False)
-        except CommandFailed as err:  # with check=False only a timeout gets here
-            verdict, detail, seconds, excerpt = Verdict.TIMEOUT, str(err), cand.cell.timeout, ""
-        else:
-            verdict = script_verdict(done.returncode, command)
-            detail, seconds, excerpt = f"exit {done.returncode}", done.seconds, done.output
-        # The same document shape as the probe's, so the store keeps it whole and reads it back.
-        doc = {"schema": PROBE_SCHEMA, "probe": cand.cell.probe, "verdict": verdict.value,
-               "probe_version": self.probe_version,
-               "cases": {SCRIPT_CASE: {"verdict": verdict.value, "detail": detail,
-                                       "seconds": seconds}},
-               "env": {"git_version": git_version, "torch_version": cand.version}}
-        result = ProbeResult.from_json(doc)
-        return self._cell_run(cand, prepared, started, result=result, seconds=seconds,
-                              log_excerpt=excerpt[-2000:])
-
-    def _cell_run(self, cand: Candidate, prepared: Prepared, started: str, *,
-                  result: ProbeResult, seconds: float, log_excerpt: str) -> CellRun:
-        return CellRun(
-            cell=cand.cell, status=RunStatus.OK, result=result,
-            wheel_sha256=prepared.wheel_sha256, probe_version=self.probe_version,
-            gpu=execute.gpu_name(self.gpu), driver=self.gpu.driver if self.gpu else "",
-            backend=self.backend.name, started=started,
-            seconds_install=prepared.seconds_install, seconds_probe=seconds,
-            log_excerpt=log_excerpt)
+        check_script_run(run, self.rule)  # a script asking to stop: nothing stored
+        return run
 
     def _reusable_runs(self) -> dict[str, CellRun]:
-        """The newest stored OK run of each candidate made by this probe (or script) on this GPU."""
-        wanted = {c.cell.id: c.cell for c in self._cands}
+        """The newest stored run that covers each candidate (`reuse.covers`), by candidate id.
+
+        A candidate's bytes are known before installing only when the index published their
+        sha256 (nightlies' do not): otherwise its URL names them."""
+        by_wheel: dict[str, list[Cell]] = {}
+        for cand in self._cands:
+            by_wheel.setdefault(cand.cell.sha256 or cand.cell.url or "", []).append(cand.cell)
+        gpu, driver = execute.gpu_name(self.gpu), self.gpu.driver if self.gpu else ""
         found: dict[str, CellRun] = {}
         for run in sorted(self.store.runs(), key=lambda r: (r.started, r.run_id or 0)):
-            cell = wanted.get(run.cell.id)
-            if cell is not None and self._usable(run, cell):
-                found[run.cell.id] = run
+            for cell in by_wheel.get(run.wheel_sha256, []) + by_wheel.get(run.cell.url or "", []):
+                if reuse.covers(run, cell, wheel_sha256=cell.sha256,
+                                probe_version=self.probe_version, gpu=gpu, driver=driver):
+                    found[cell.id] = run
         return found
-
-    def _usable(self, run: CellRun, cell) -> bool:
-        if run.status is not RunStatus.OK or run.result is None:
-            return False
-        if run.cell.probe != cell.probe or run.probe_version != self.probe_version:
-            return False
-        if run.gpu != execute.gpu_name(self.gpu) or run.cell.version != cell.version:
-            return False
-        case = run.result.case(self.rule.case_name)
-        enough = not (self.rule.trials and case and case.trials and
-                      case.trials < self.rule.trials)
-        return case is not None and enough
 
     def _log(self, cell_id: str) -> Path:
         return self.logs / f"{cell_id}.log"  # the matrix's name: one log per cell, latest run
@@ -228,44 +175,16 @@ class _Steps(SearchHandler):
         self.b.progress.probing(self.b._cands[index], left=max(hi - lo - 1, 0))
 
 
-def _probe_version(rule: Rule) -> str:
-    """A script's runs are keyed by the command itself; the probe's by its script fingerprint."""
-    if rule.script is not None:
-        return rule.probe_name
-    from ..probes import probe_version
-
-    return probe_version(rule.probe_name)
-
-
-def _script_env(cand: Candidate, prepared: Prepared) -> dict[str, str]:
-    bindir = str(Path(prepared.python).parent)
-    env = {**prepared.env,
-           "PATH": os.pathsep.join([bindir, prepared.env.get("PATH", os.environ["PATH"])]),
-           "TORCHBISECT_TORCH_VERSION": cand.version,
-           "TORCHBISECT_DATE": cand.date,
-           "TORCHBISECT_PYTHON": prepared.python}
-    venv = Path(bindir).parent
-    if (venv / "pyvenv.cfg").is_file():
-        env["VIRTUAL_ENV"] = str(venv)
-    return env
-
-
-def _git_version(prepared: Prepared, env: dict[str, str], log: Path) -> str:
-    try:
-        out = proc.run([prepared.python, "-c", _GIT_VERSION], env=env, timeout=300, log=log)
-    except CommandFailed:
-        return ""
-    lines = out.output.strip().splitlines()
-    return lines[-1].strip() if lines else ""
+def _with_rule(cand: Candidate, rule: Rule) -> Candidate:
+    """The candidate with what the rule puts in the probe's environment (a --script's command)."""
+    env = dict(cand.cell.env) | dict(rule.env)
+    if env == dict(cand.cell.env):
+        return cand
+    cell = replace(cand.cell, env=tuple(sorted(env.items())))
+    return replace(cand, cell=cell)
 
 
 def _point(cand: Candidate, judged: Judged) -> NightlyPoint:
     return NightlyPoint(date=cand.date, version=cand.version, verdict=judged.verdict,
                         git_version=judged.git_version, stale_fraction=judged.stale_fraction,
                         reason=judged.reason)
-
-
-def check_script_backend(backend: Backend, script: str | None) -> None:
-    if script is not None and backend.name == "docker":
-        raise ConfigError("--script runs on this host, so it needs --backend venv or current, "
-                          "not docker")

@@ -22,7 +22,7 @@ from .candidates import (
     release_of,
 )
 from .commits import CommitLookup
-from .driver import Bisector, Progress, check_script_backend
+from .driver import Bisector, Progress
 from .result import Context, build_result
 from .search import EndsError, Outcome, SearchResult
 from .verdicts import DEFAULT_CASE, FlakyScript, Rule
@@ -72,11 +72,11 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
         progress.note(note)
     from ..backends import choose_backend  # imported late: the docker SDK is slow to import
 
-    # A script runs on this host, so it needs a host-side environment: venv unless told otherwise.
+    # A script usually reads files of this host: it runs in a venv here unless told otherwise
+    # (with --backend docker it runs inside the build's container, as the probe does).
     name = options.backend or ("venv" if options.script is not None else None)
     backend = choose_backend(name, say=progress.note, workdir=options.workdir,
                              overlay=options.overlay)
-    check_script_backend(backend, options.script)
     with Store(options.store) as store:
         bisector = Bisector(
             backend=backend, store=store, rule=options.rule, direction=options.direction,

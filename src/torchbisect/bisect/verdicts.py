@@ -3,7 +3,8 @@
 Probe mode reads one case of the probe's result.  A case with trials (the side-stream race passes
 now and then) is bad when it was stale on at least `min_stale` trials, good when it was stale on
 none, and unknown in between.  Script mode follows `git bisect run`: exit 0 good, 125 skip,
-1–127 bad, anything else aborts.  Infrastructure failures and inconclusive runs are always unknown.
+1–127 bad, anything else aborts (probes/script.py runs the command and records its status).
+Infrastructure failures (a script that timed out included) and inconclusive runs are unknown.
 """
 
 from __future__ import annotations
@@ -60,6 +61,11 @@ class Rule:
             return DEFAULT_PROBE
         return "script:" + hashlib.sha256(self.script.encode()).hexdigest()[:12]
 
+    @property
+    def env(self) -> tuple[tuple[str, str], ...]:
+        """What the probe's environment carries: probes/script.py reads the command from it."""
+        return (("TORCHBISECT_SCRIPT", self.script),) if self.script is not None else ()
+
     def describe(self) -> str:
         if self.script is not None:
             return (f"script `{self.script}`: exit 0 good, 125 skip, 1-127 bad, "
@@ -104,18 +110,20 @@ class Rule:
         return Outcome.UNKNOWN, f"{case.verdict.value}: {case.detail}".rstrip(": ")
 
 
-def script_verdict(returncode: int, command: str) -> Verdict:
-    """`git bisect run` exit codes; a status above 127 (or a signal) aborts the bisection."""
-    if returncode == 0:
-        return Verdict.NOT_AFFECTED
-    if returncode == 125:
-        return Verdict.INCONCLUSIVE
-    if 1 <= returncode <= 127:
-        return Verdict.AFFECTED
-    if returncode < 0:
-        raise ScriptAborted(f"--script `{command}` was killed by signal {_signal_name(-returncode)}"
-                            ", which stops the bisection; exit 125 to skip a nightly instead")
-    raise ScriptAborted(f"--script `{command}` exited with status {returncode} (above 127), "
+def check_script_run(run: CellRun, rule: Rule) -> None:
+    """Raise ScriptAborted when the --script asked to stop the bisection: an exit status above
+    127 or a signal (probes/script.py records it; its verdict alone would read as unknown)."""
+    if rule.script is None or run.result is None:
+        return
+    case = run.result.raw.get("cases", {}).get(SCRIPT_CASE, {})
+    status = case.get("exit_status") if isinstance(case, dict) else None
+    if type(status) is not int or 0 <= status <= 127:
+        return
+    if status < 0:
+        raise ScriptAborted(f"--script `{rule.script}` was killed by signal "
+                            f"{_signal_name(-status)}, which stops the bisection; exit 125 to "
+                            "skip a nightly instead")
+    raise ScriptAborted(f"--script `{rule.script}` exited with status {status} (above 127), "
                         "which stops the bisection; exit 125 to skip a nightly instead")
 
 

@@ -1,0 +1,51 @@
+"""When a stored run may answer for a cell instead of running it again: the one reuse rule.
+
+The matrix and the bisection both store their runs and both look for one before probing.  A
+stored run answers for an asked cell when its reuse key covers what is asked:
+
+* it got a verdict (an infrastructure failure is tried again);
+* the same wheel: the same sha256 when the asked one is known before installing, else the same
+  wheel URL (nightly indexes publish no sha256; a nightly's file name is unique to its build);
+* the same probe and probe version, GPU model and driver;
+* the same trials, timeout and environment;
+* its cases include the asked ones: a run of the probe's default set covers any case the run
+  holds, and a run of named cases covers only those.  So a bisection, which asks for one case,
+  reuses a full matrix run of its wheel, while a matrix cell (the default set) reuses a
+  bisection's one-case run only when it asked for just that case itself.
+
+A `--script` run has a probe of its own (`script:<sha12>`) and never answers for the probe.
+"""
+
+from __future__ import annotations
+
+from .model import Cell, CellRun, RunStatus
+
+
+def covers(run: CellRun, asked: Cell, *, wheel_sha256: str | None, probe_version: str,
+           gpu: str, driver: str) -> bool:
+    """True when the stored `run` may stand in for a run of `asked` (see the module's rule).
+
+    `wheel_sha256` is what the asked run would record, when known before installing.
+    """
+    if run.status is not RunStatus.OK or run.result is None:
+        return False
+    same_wheel = run.wheel_sha256 == wheel_sha256 if wheel_sha256 else (
+        bool(asked.url) and run.cell.url == asked.url)
+    where = (run.probe_version, run.gpu, run.driver) == (probe_version, gpu, driver)
+    return same_wheel and where and settings_cover(run, asked)
+
+
+def settings_cover(run: CellRun, asked: Cell) -> bool:
+    """The probe settings half of the rule: probe, trials, timeout, environment and cases."""
+    stored = run.cell
+    if (stored.probe, stored.trials, float(stored.timeout), _env(stored)) != \
+            (asked.probe, asked.trials, float(asked.timeout), _env(asked)):
+        return False
+    if not asked.cases:  # the probe's default set: only a run of that set holds it
+        return not stored.cases
+    ran = {case.name for case in run.result.cases} if run.result else set()
+    return set(asked.cases) <= ran and (not stored.cases or set(asked.cases) <= set(stored.cases))
+
+
+def _env(cell: Cell) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(dict(cell.env).items()))
