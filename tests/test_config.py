@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from torchbisect import config_errors
 from torchbisect.cli import main
-from torchbisect.config import STEP_EPOCH, NightlyEntry, load_matrix, schema_text
+from torchbisect.config import STEP_EPOCH, NightlyEntry, load_matrix
+from torchbisect.config_schema import schema_text
 from torchbisect.errors import ConfigError
 
 DATA = Path(__file__).parent / "data" / "matrix"

@@ -2,20 +2,19 @@
 
 Every mistake in the file ends in ONE ConfigError sentence that names the file, the line, the key
 and what was expected (the YAML node tree supplies the line of each key pydantic complains about).
-The JSON Schema that editors use (matrix.schema.json) is generated from the same models; how a
-pydantic error becomes that sentence lives in config_errors.py.
+The JSON Schema that editors use (matrix.schema.json) is generated from the same models
+(config_schema.py); each value's type and check are in config_fields.py; how a pydantic error
+becomes that sentence lives in config_errors.py.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
-from annotated_types import Ge, Gt
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -29,7 +28,32 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from .config_errors import parse_yaml, sentence, show
+from . import defaults as builtin  # not `defaults`: matrix.yaml has a key of that name
+from .config_errors import parse_yaml, sentence
+from .config_fields import (
+    ConcreteTag,
+    CudaTag,
+    Day,
+    Days,
+    EnvName,
+    EnvValue,
+    Flag,
+    HttpsUrl,
+    ImageKey,
+    ImageRef,
+    IndexRef,
+    Name,
+    Python,
+    Seconds,
+    Sha256,
+    Trials,
+    WheelRef,
+    as_list,
+    expected,
+    preinstalled_entry,
+    stable_versions,
+    test_versions,
+)
 from .errors import ConfigError
 
 DEFAULT_CUDA_TAGS = ("cu118", "cu121", "cu124", "cu126", "cu128", "cu129", "cu130", "cu132",
@@ -37,186 +61,6 @@ DEFAULT_CUDA_TAGS = ("cu118", "cu121", "cu124", "cu126", "cu128", "cu129", "cu13
 # `last: N` windows count steps from this Monday, so the same dates come back day after day
 # (stored results are reused) instead of shifting with every run.
 STEP_EPOCH = date(2000, 1, 3)
-
-
-def _expected(what: str, value: Any, hint: str = "") -> PydanticCustomError:
-    return PydanticCustomError("expected", "expected {what}, got {got}{hint}",
-                               {"what": what, "got": show(value), "hint": hint})
-
-
-def _whole(one: str, many: str) -> BeforeValidator:
-    def check(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _expected(f"a whole number of {many}", value)
-        if value < 1:
-            raise _expected(f"at least 1 {one}", value)
-        return value
-    return BeforeValidator(check)
-
-
-def _seconds(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _expected("a number of seconds", value)
-    if value == float("inf"):  # a timeout that never ends is none
-        raise _expected("a finite number of seconds", value)
-    if not value > 0:  # `not >`: NaN too
-        raise _expected("more than 0 seconds", value)
-    return float(value)
-
-
-def _matching(regex: str, what: str) -> Any:
-    """A text type checked against `regex`, with the pattern also in the JSON Schema."""
-    compiled = re.compile(regex)
-
-    def check(value: Any) -> str:
-        if isinstance(value, int) and not isinstance(value, bool) and compiled.fullmatch(
-                str(value)):
-            raise _expected(what, value, " (put it in quotes: YAML reads it as a number)")
-        if not isinstance(value, str) or not compiled.fullmatch(value):
-            raise _expected(what, value)
-        return value
-    return Annotated[str, StringConstraints(pattern=f"^(?:{regex})$"), BeforeValidator(check)]
-
-
-def _python(value: Any) -> str:
-    if isinstance(value, float):
-        raise _expected('a Python version in quotes such as "3.12"', value,
-                        " (YAML reads an unquoted 3.10 as the number 3.1)")
-    if not isinstance(value, str) or not re.fullmatch(r"3\.\d{1,2}t?", value):
-        raise _expected('a Python version such as "3.12" or "3.13t"', value)
-    return value
-
-
-def _day(value: Any) -> date:
-    if isinstance(value, date):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\d", value):
-        try:
-            return date.fromisoformat(value)
-        except ValueError:
-            pass
-    raise _expected("a date such as 2026-10-01", value)
-
-
-def _boolean(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _expected("true or false", value)
-    return value
-
-
-def _env_value(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise _expected("a text or number value", value)
-    return str(value)
-
-
-def _version(value: Any) -> str:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        Version(value)
-        return value
-    except (InvalidVersion, TypeError):
-        raise _expected("a torch version such as 2.15.0", value) from None
-
-
-_RANGE = re.compile(r"all(?: from (\S+?)(?: to (\S+))?)?")
-
-
-def _stable_versions(value: Any) -> str | list[str]:
-    if isinstance(value, list):
-        if not value:
-            raise _expected("at least one version", value)
-        return [_version(v) for v in value]
-    match = _RANGE.fullmatch(value) if isinstance(value, str) else None
-    if not match or not all(_valid(v) for v in match.groups() if v):
-        raise _expected("a list of versions or 'all from X' (optionally 'to Y')", value)
-    return value
-
-
-def _test_versions(value: Any) -> str | list[str]:
-    if value == "current":
-        return value
-    if isinstance(value, list) and value:
-        return [_version(v) for v in value]
-    raise _expected("'current' or a list of versions", value)
-
-
-def _valid(text: str) -> bool:
-    try:
-        _version(text)
-        return True
-    except PydanticCustomError:
-        return False
-
-
-def _wheel_ref(value: Any, info: ValidationInfo) -> str:
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    what = "a local path or an https:// URL of a .whl file"
-    if not isinstance(value, str) or re.match(r"^(?!https://|file://)\w+://", value):
-        raise _expected(what, value)
-    try:
-        parse_wheel_filename(value.rsplit("/", 1)[-1].replace("%2B", "+"))
-    except InvalidWheelFilename:
-        raise _expected(what + " (named like torch-<version>-<python>-<abi>-<platform>.whl)",
-                        value) from None
-    return _resolve_path(value, info)
-
-
-def _index_ref(value: Any, info: ValidationInfo) -> str:
-    if not isinstance(value, str) or re.search(r"\{(?!cuda\})", value) or not value:
-        raise _expected("an index URL or folder, with {cuda} where the CUDA tag goes", value)
-    return _resolve_path(value, info)
-
-
-def _resolve_path(value: str, info: ValidationInfo) -> str:
-    """Relative paths are relative to matrix.yaml, not to wherever torchbisect runs."""
-    base = (info.context or {}).get("base")
-    if "://" in value or base is None or Path(value).is_absolute():
-        return value
-    return str((Path(base) / value).resolve())
-
-
-def _as_list(value: Any) -> list[Any]:
-    """A channel is one entry (a mapping) or a list of entries; validate both as a list."""
-    if isinstance(value, dict):
-        return [value]
-    if isinstance(value, list) and all(isinstance(v, dict) for v in value):
-        return value
-    odd = next((v for v in value if not isinstance(v, dict)), None) if isinstance(value, list) \
-        else None
-    hint = f" holding {show(odd)}" if isinstance(value, list) else ""
-    raise _expected("a mapping or a list of mappings", value, hint)
-
-
-def _preinstalled(value: Any) -> Any:
-    if value is True:
-        return {}
-    if value is False:
-        return None
-    if not isinstance(value, dict):
-        raise _expected("true, false or a mapping", value)
-    return value
-
-
-_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
-CudaTag = _matching(r"cu\d{3}|cpu|auto", "a CUDA tag such as cu130, cpu or auto")
-ConcreteTag = _matching(r"cu\d{3}|cpu", "a CUDA tag such as cu130 or cpu")
-ImageKey = _matching(r"cu\d{3}|cpu|default", "a CUDA tag such as cu130, or default")
-Name = _matching(_NAME, "a name of letters, digits, '.', '_' or '-'")
-EnvName = _matching(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name")
-Sha256 = _matching(r"[0-9a-fA-F]{64}", "a sha256 of 64 hex digits")
-ImageRef = _matching(r"\S+", "a container image such as nvidia/cuda:13.0.1-base-ubuntu24.04")
-EnvValue = Annotated[str, BeforeValidator(_env_value)]
-Python = Annotated[str, StringConstraints(pattern=r"^3\.\d{1,2}t?$"), BeforeValidator(_python)]
-Day = Annotated[date, BeforeValidator(_day)]
-Days = Annotated[int, Ge(1), _whole("day", "days")]
-Trials = Annotated[int, Ge(1), _whole("trial", "trials")]
-Seconds = Annotated[float, Gt(0), BeforeValidator(_seconds)]
-Flag = Annotated[bool, BeforeValidator(_boolean)]
-WheelRef = Annotated[str, BeforeValidator(_wheel_ref)]
-IndexRef = Annotated[str, BeforeValidator(_index_ref)]
 
 
 class _Strict(BaseModel):
@@ -244,7 +88,7 @@ class Options(RunOptions):
 
 
 class StableEntry(Options):
-    versions: Annotated[str | list[str], BeforeValidator(_stable_versions)] = Field(
+    versions: Annotated[str | list[str], BeforeValidator(stable_versions)] = Field(
         description="A list of versions, or 'all from 2.3' (optionally 'all from 2.3 to 2.15').",
         examples=["all from 2.3", ["2.11.0", "2.15.0"]])
 
@@ -252,7 +96,7 @@ class StableEntry(Options):
 class TestEntry(Options):
     __test__ = False  # not a pytest class
 
-    versions: Annotated[str | list[str], BeforeValidator(_test_versions)] = Field(
+    versions: Annotated[str | list[str], BeforeValidator(test_versions)] = Field(
         "current", description="'current': release candidates newer than the newest stable "
                                "release; or a list of versions.")
 
@@ -271,7 +115,7 @@ class NightlyEntry(Options):
     def _after_start(cls, end: date | None, info: ValidationInfo) -> date | None:
         start = info.data.get("start")
         if end and start and end < start:
-            raise _expected(f"a date on or after `from` ({start})", end.isoformat())
+            raise expected(f"a date on or after `from` ({start})", end.isoformat())
         return end
 
     @model_validator(mode="after")
@@ -338,9 +182,6 @@ class Indexes(_Strict):
     nightly: IndexRef | None = None
 
 
-HttpsUrl = _matching(r"https://[^\s/]+\S*", "an https:// URL")
-
-
 class References(_Strict):
     """Where the page and affected.json point a reader (the report reads only this key)."""
 
@@ -350,10 +191,10 @@ class References(_Strict):
         "Where the page is published, for affected.json's references."))
 
 
-StableList = Annotated[list[StableEntry], BeforeValidator(_as_list)]
-TestList = Annotated[list[TestEntry], BeforeValidator(_as_list)]
-NightlyList = Annotated[list[NightlyEntry], BeforeValidator(_as_list)]
-DevList = Annotated[list[DevEntry], BeforeValidator(_as_list)]
+StableList = Annotated[list[StableEntry], BeforeValidator(as_list)]
+TestList = Annotated[list[TestEntry], BeforeValidator(as_list)]
+NightlyList = Annotated[list[NightlyEntry], BeforeValidator(as_list)]
+DevList = Annotated[list[DevEntry], BeforeValidator(as_list)]
 
 
 class MatrixConfig(_Strict):
@@ -373,7 +214,7 @@ class MatrixConfig(_Strict):
     test: TestList = Field(default_factory=list, description="Release candidates.")
     nightly: NightlyList = Field(default_factory=list, description="Nightly builds.")
     dev: DevList = Field(default_factory=list, description="Wheels you built.")
-    preinstalled: Annotated[Preinstalled | None, BeforeValidator(_preinstalled)] = Field(
+    preinstalled: Annotated[Preinstalled | None, BeforeValidator(preinstalled_entry)] = Field(
         None, description="The torch already installed in the image or interpreter.")
     references: References = Field(default_factory=References)
 
@@ -387,8 +228,8 @@ class MatrixConfig(_Strict):
             return fallback
         env = {**self.defaults.env, **entry.env}
         return Settings(cuda=pick("cuda", "auto"), python=pick("python", None),
-                        probe=pick("probe", "stale_replay"), cases=tuple(pick("cases", ())),
-                        trials=pick("trials", None), timeout=pick("timeout", 900.0),
+                        probe=pick("probe", builtin.PROBE), cases=tuple(pick("cases", ())),
+                        trials=pick("trials", None), timeout=pick("timeout", builtin.TIMEOUT),
                         env=tuple(sorted(env.items())), overlay=pick("overlay", False))
 
     def image(self, cuda: str) -> str | None:
@@ -429,34 +270,6 @@ def load_matrix(path: Path) -> MatrixConfig:
     if problems:
         raise ConfigError(sentence(path, root, problems, MatrixConfig))
     return config
-
-
-def matrix_schema() -> dict[str, Any]:
-    """JSON Schema of matrix.yaml, adjusted for what the validators accept beyond the types."""
-    schema = MatrixConfig.model_json_schema()
-    for name in ("stable", "test", "nightly", "dev"):  # one mapping or a list of them
-        prop = schema["properties"][name]
-        items = prop.pop("items")
-        prop.pop("type")
-        prop["anyOf"] = [items, {"type": "array", "items": items}]
-    schema["properties"]["preinstalled"]["anyOf"].insert(0, {"type": "boolean"})
-    schema["properties"]["images"]["additionalProperties"] = False
-    for definition in schema["$defs"].values():
-        env = definition.get("properties", {}).get("env")
-        if env:  # numbers become text
-            env["patternProperties"] = {k: {"type": ["string", "number"]}
-                                        for k in env["patternProperties"]}
-            env["additionalProperties"] = False
-    schema["title"] = "torchbisect matrix.yaml"
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
-
-
-def schema_text() -> str:
-    return json.dumps(matrix_schema(), indent=2) + "\n"
-
-
-def write_schema(path: Path) -> None:
-    Path(path).write_text(schema_text(), encoding="utf-8")
 
 
 def _semantic_problems(config: MatrixConfig) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import store_check
+from . import defaults, store_check
 from .errors import ConfigError
 from .model import BisectResult, Cell, CellRun, RunStatus
 from .store_rows import (  # noqa: F401 - run_to_json/run_from_json are part of this API
@@ -31,7 +31,6 @@ from .store_rows import (  # noqa: F401 - run_to_json/run_from_json are part of 
     run_to_row,
 )
 
-DEFAULT_PATH = Path("reports/results.sqlite")
 EXPORT_SCHEMA = 1
 _SCHEMA_VERSION = 1
 
@@ -75,7 +74,7 @@ CREATE TABLE IF NOT EXISTS bisections (
 class Store:
     """`Store(path)` opens (and creates) the SQLite file; use from one thread, or as a context."""
 
-    def __init__(self, path: str | Path = DEFAULT_PATH, *, timeout: float = 60.0,
+    def __init__(self, path: str | Path = defaults.STORE, *, timeout: float = 60.0,
                  read_only: bool = False):
         self.path = Path(path)
         store_check.inspect(self.path, _SCHEMA_VERSION)  # read-only: a damaged file stays as is

@@ -1,0 +1,200 @@
+"""The field types of matrix.yaml: each value's check and its sentence when it fails.
+
+Every check raises pydantic's `expected` error ("expected a date such as 2026-10-01, got …"), which
+config_errors.py turns into one sentence naming the file, line and key.  Text types also carry
+their pattern into the JSON Schema.  The models that use these types are in config.py.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from pathlib import Path
+from typing import Annotated, Any
+
+from annotated_types import Ge, Gt
+from pydantic import BeforeValidator, StringConstraints, ValidationInfo
+from pydantic_core import PydanticCustomError
+
+from .config_errors import show
+
+
+def expected(what: str, value: Any, hint: str = "") -> PydanticCustomError:
+    return PydanticCustomError("expected", "expected {what}, got {got}{hint}",
+                               {"what": what, "got": show(value), "hint": hint})
+
+
+def _whole(one: str, many: str) -> BeforeValidator:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise expected(f"a whole number of {many}", value)
+        if value < 1:
+            raise expected(f"at least 1 {one}", value)
+        return value
+    return BeforeValidator(check)
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise expected("a number of seconds", value)
+    if value == float("inf"):  # a timeout that never ends is none
+        raise expected("a finite number of seconds", value)
+    if not value > 0:  # `not >`: NaN too
+        raise expected("more than 0 seconds", value)
+    return float(value)
+
+
+def _matching(regex: str, what: str) -> Any:
+    """A text type checked against `regex`, with the pattern also in the JSON Schema."""
+    compiled = re.compile(regex)
+
+    def check(value: Any) -> str:
+        if isinstance(value, int) and not isinstance(value, bool) and compiled.fullmatch(
+                str(value)):
+            raise expected(what, value, " (put it in quotes: YAML reads it as a number)")
+        if not isinstance(value, str) or not compiled.fullmatch(value):
+            raise expected(what, value)
+        return value
+    return Annotated[str, StringConstraints(pattern=f"^(?:{regex})$"), BeforeValidator(check)]
+
+
+def _python(value: Any) -> str:
+    if isinstance(value, float):
+        raise expected('a Python version in quotes such as "3.12"', value,
+                        " (YAML reads an unquoted 3.10 as the number 3.1)")
+    if not isinstance(value, str) or not re.fullmatch(r"3\.\d{1,2}t?", value):
+        raise expected('a Python version such as "3.12" or "3.13t"', value)
+    return value
+
+
+def _day(value: Any) -> date:
+    if isinstance(value, date):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\d", value):
+        try:
+            return date.fromisoformat(value)
+        except ValueError:
+            pass
+    raise expected("a date such as 2026-10-01", value)
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise expected("true or false", value)
+    return value
+
+
+def _env_value(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise expected("a text or number value", value)
+    return str(value)
+
+
+def _version(value: Any) -> str:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(value)
+        return value
+    except (InvalidVersion, TypeError):
+        raise expected("a torch version such as 2.15.0", value) from None
+
+
+_RANGE = re.compile(r"all(?: from (\S+?)(?: to (\S+))?)?")
+
+
+def stable_versions(value: Any) -> str | list[str]:
+    if isinstance(value, list):
+        if not value:
+            raise expected("at least one version", value)
+        return [_version(v) for v in value]
+    match = _RANGE.fullmatch(value) if isinstance(value, str) else None
+    if not match or not all(_valid(v) for v in match.groups() if v):
+        raise expected("a list of versions or 'all from X' (optionally 'to Y')", value)
+    return value
+
+
+def test_versions(value: Any) -> str | list[str]:
+    if value == "current":
+        return value
+    if isinstance(value, list) and value:
+        return [_version(v) for v in value]
+    raise expected("'current' or a list of versions", value)
+
+
+def _valid(text: str) -> bool:
+    try:
+        _version(text)
+        return True
+    except PydanticCustomError:
+        return False
+
+
+def _wheel_ref(value: Any, info: ValidationInfo) -> str:
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    what = "a local path or an https:// URL of a .whl file"
+    if not isinstance(value, str) or re.match(r"^(?!https://|file://)\w+://", value):
+        raise expected(what, value)
+    try:
+        parse_wheel_filename(value.rsplit("/", 1)[-1].replace("%2B", "+"))
+    except InvalidWheelFilename:
+        raise expected(what + " (named like torch-<version>-<python>-<abi>-<platform>.whl)",
+                        value) from None
+    return _resolve_path(value, info)
+
+
+def _index_ref(value: Any, info: ValidationInfo) -> str:
+    if not isinstance(value, str) or re.search(r"\{(?!cuda\})", value) or not value:
+        raise expected("an index URL or folder, with {cuda} where the CUDA tag goes", value)
+    return _resolve_path(value, info)
+
+
+def _resolve_path(value: str, info: ValidationInfo) -> str:
+    """Relative paths are relative to matrix.yaml, not to wherever torchbisect runs."""
+    base = (info.context or {}).get("base")
+    if "://" in value or base is None or Path(value).is_absolute():
+        return value
+    return str((Path(base) / value).resolve())
+
+
+def as_list(value: Any) -> list[Any]:
+    """A channel is one entry (a mapping) or a list of entries; validate both as a list."""
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+        return value
+    odd = next((v for v in value if not isinstance(v, dict)), None) if isinstance(value, list) \
+        else None
+    hint = f" holding {show(odd)}" if isinstance(value, list) else ""
+    raise expected("a mapping or a list of mappings", value, hint)
+
+
+def preinstalled_entry(value: Any) -> Any:
+    if value is True:
+        return {}
+    if value is False:
+        return None
+    if not isinstance(value, dict):
+        raise expected("true, false or a mapping", value)
+    return value
+
+
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+CudaTag = _matching(r"cu\d{3}|cpu|auto", "a CUDA tag such as cu130, cpu or auto")
+ConcreteTag = _matching(r"cu\d{3}|cpu", "a CUDA tag such as cu130 or cpu")
+ImageKey = _matching(r"cu\d{3}|cpu|default", "a CUDA tag such as cu130, or default")
+Name = _matching(_NAME, "a name of letters, digits, '.', '_' or '-'")
+EnvName = _matching(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name")
+Sha256 = _matching(r"[0-9a-fA-F]{64}", "a sha256 of 64 hex digits")
+ImageRef = _matching(r"\S+", "a container image such as nvidia/cuda:13.0.1-base-ubuntu24.04")
+EnvValue = Annotated[str, BeforeValidator(_env_value)]
+Python = Annotated[str, StringConstraints(pattern=r"^3\.\d{1,2}t?$"), BeforeValidator(_python)]
+Day = Annotated[date, BeforeValidator(_day)]
+Days = Annotated[int, Ge(1), _whole("day", "days")]
+Trials = Annotated[int, Ge(1), _whole("trial", "trials")]
+Seconds = Annotated[float, Gt(0), BeforeValidator(_seconds)]
+Flag = Annotated[bool, BeforeValidator(_boolean)]
+WheelRef = Annotated[str, BeforeValidator(_wheel_ref)]
+IndexRef = Annotated[str, BeforeValidator(_index_ref)]
+HttpsUrl = _matching(r"https://[^\s/]+\S*", "an https:// URL")
