@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hostile import HostileServer, page
 
-from torchbisect import index
+from torchbisect import index, index_pages
 from torchbisect.backends import wheels
 from torchbisect.config import load_matrix
 from torchbisect.errors import InfraError, ResolveError
@@ -66,7 +66,7 @@ TARGETS = {
 def _remote_page(extra_targets) -> list[index.Wheel]:
     links = [f"{REMOTE}{GOOD}"] + [f"{t}torch-2.98.{i}%2Bcpu-cp311-cp311-linux_x86_64.whl"
                                    for i, t in enumerate(extra_targets, start=2)]
-    return index._parse(page(links).encode(), "text/html", REMOTE + "torch/", "torch")
+    return index_pages.parse_page(page(links).encode(), "text/html", REMOTE + "torch/", "torch")
 
 
 def test_a_remote_index_cannot_send_a_cell_to_internal_targets():

@@ -1,0 +1,202 @@
+"""What an index page says: `Wheel`, and the readers of PEP 503 HTML, PEP 691 JSON and a folder.
+
+A page that arrived but is not a whole index page raises `Garbled` (index.py retries it like a
+network error); links to anything but a wheel of the package are left out, and a wheel's name is
+the decoded end of its URL's path.  Fetching the pages is index.py's.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import dataclass
+from functools import cache, cached_property
+from pathlib import Path
+from urllib.parse import urljoin, urlparse
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from .errors import IndexUnreachable, ResolveError
+from .links import wheel_name
+
+_JSON_TYPES = ("application/vnd.pypi.simple.v1+json", "application/json")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# PEP 503 pages are plain anchors; regular expressions read them ~10x faster than HTMLParser,
+# which matters for a 15,000-link page (1,000 nightly dates).
+_ANCHOR = re.compile(r"<a\s([^>]*)>", re.IGNORECASE)
+_ATTR = re.compile(r"""([\w-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
+_BASE = re.compile(r"<base\s[^>]*href\s*=\s*[\"']([^\"']+)", re.IGNORECASE)
+_WHEEL_NAME = re.compile(r"^([^-\s]+)-([^-\s]+)(?:-\d[^-\s]*)?-([^-\s]+)-([^-\s]+)-([^-\s]+)\.whl$")
+
+
+class PageMissing(ResolveError):
+    """The index has no page for this package (HTTP 404, or no such folder): nothing to list."""
+
+
+class Garbled(Exception):
+    """The page arrived but is not a whole index page; retried like a network error."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Wheel:
+    """One wheel file an index lists, with the parts of its name that resolution looks at."""
+
+    filename: str  # decoded: "torch-2.10.0.dev20250801+cu128-cp312-cp312-manylinux_2_28_x86_64.whl"
+    url: str  # absolute URL, or a local path for a folder index
+    sha256: str | None  # from the #sha256= fragment or PEP 691 hashes; None when not given
+    version: str  # "2.10.0.dev20250801+cu128"
+    public_version: str  # "2.10.0.dev20250801"
+    local: str  # "cu128", or "" for a wheel without a local version label
+    python_tag: str  # "cp312" (may be compressed, e.g. "py2.py3")
+    abi_tag: str  # "cp312", "cp313t", "none", "abi3"
+    platform_tag: str  # "manylinux_2_28_x86_64", "win_amd64", …
+    nightly_date: str | None  # "YYYY-MM-DD" for a nightly (".devYYYYMMDD"), else None
+    metadata_sha256: str | None = None  # data-dist-info-metadata / data-core-metadata
+
+    @classmethod
+    def parse(cls, filename: str, url: str, *, sha256: str | None = None,
+              metadata_sha256: str | None = None) -> Wheel:
+        """Raise InvalidWheelFilename when `filename` is not a wheel name."""
+        match = _WHEEL_NAME.match(filename)
+        parts = _version_parts(match[2]) if match else None
+        if parts is None:
+            raise InvalidWheelFilename(f"not a wheel file name: {filename!r}")
+        version, public, local, nightly = parts
+        python_tag, abi_tag, platform_tag = match.groups()[2:]
+        return cls(filename=filename, url=url, sha256=sha256, version=version,
+                   public_version=public, local=local, python_tag=python_tag, abi_tag=abi_tag,
+                   platform_tag=platform_tag, nightly_date=nightly,
+                   metadata_sha256=metadata_sha256)
+
+    @cached_property
+    def tags(self) -> frozenset[tuple[str, str, str]]:
+        """(interpreter, abi, platform) triples, compressed tag sets expanded."""
+        return frozenset((i, a, p) for i in self.python_tag.split(".")
+                         for a in self.abi_tag.split(".") for p in self.platform_tag.split("."))
+
+    @cached_property
+    def parsed_version(self) -> Version:
+        return Version(self.version)
+
+
+@cache  # a page repeats each version for every Python and platform
+def _version_parts(text: str) -> tuple[str, str, str, str | None] | None:
+    """(version, public version, local label, nightly date) of a version string; None if invalid."""
+    try:
+        version = Version(text)
+    except InvalidVersion:
+        return None
+    stamp = str(version.dev or "")
+    nightly = f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:]}" if len(stamp) == 8 else None
+    return str(version), version.public, version.local or "", nightly
+
+
+def parse_page(body: bytes, content_type: str, base: str, package: str) -> list[Wheel]:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Garbled("the page is not UTF-8 text") from None
+    if content_type in _JSON_TYPES:
+        return _from_json(text, base, package)
+    wheels = _from_html(text, base, package)
+    if not wheels and package.lower() not in text.lower():  # a proxy's login page, say
+        raise Garbled(f"the page is not a simple-index page for {package}")
+    return wheels
+
+
+def _from_html(text: str, base: str, package: str) -> list[Wheel]:
+    if re.search(r"<html", text, re.IGNORECASE) and not re.search(r"</html\s*>", text,
+                                                                   re.IGNORECASE):
+        raise Garbled("the HTML page ends before </html>")
+    found = _BASE.search(text)
+    base = urljoin(base, html.unescape(found[1])) if found else base
+    origin = "{0.scheme}://{0.netloc}".format(urlparse(base))
+    wheels = []
+    for anchor in _ANCHOR.finditer(text):
+        attrs = {m[1].lower(): html.unescape(m[2] or m[3] or m[4] or "")
+                 for m in _ATTR.finditer(anchor[1])}
+        href, _, fragment = attrs.get("href", "").partition("#")
+        if not href:
+            continue
+        url = origin + href if href.startswith("/") and not href.startswith("//") else \
+            urljoin(base, href)
+        meta = attrs.get("data-dist-info-metadata") or attrs.get("data-core-metadata") or ""
+        wheel = _wheel(url, package, sha256=_hash_value(fragment),
+                       metadata_sha256=_hash_value(meta))
+        if wheel:
+            wheels.append(wheel)
+    return wheels
+
+
+def _from_json(text: str, base: str, package: str) -> list[Wheel]:
+    try:
+        doc = json.loads(text)
+        if not str(doc["meta"]["api-version"]).startswith("1."):
+            raise Garbled(f"unsupported PEP 691 api-version {doc['meta']['api-version']}")
+        files = [(f["url"], f["filename"], f["hashes"]) for f in doc["files"]]
+        metas = [f.get("core-metadata", f.get("dist-info-metadata")) for f in doc["files"]]
+    except (ValueError, KeyError, TypeError) as err:
+        raise Garbled(f"not a PEP 691 JSON page ({err.__class__.__name__}: {err})") from None
+    wheels = []
+    for (url, filename, hashes), meta in zip(files, metas, strict=True):
+        wheel = _wheel(urljoin(base, url), package, filename=filename,
+                       sha256=hashes.get("sha256") if isinstance(hashes, dict) else None,
+                       metadata_sha256=meta.get("sha256") if isinstance(meta, dict) else None)
+        if wheel:
+            wheels.append(wheel)
+    return wheels
+
+
+def _wheel(url: str, package: str, *, filename: str | None = None, sha256: str | None,
+           metadata_sha256: str | None) -> Wheel | None:
+    """A Wheel for `package`, or None for other files (sdists, other projects, odd names)."""
+    # The name is the decoded end of the URL's *path* (never of a query): the download is saved
+    # under it, so anything that could leave the download folder is not a candidate.
+    named = wheel_name(url.partition("#")[0])
+    if named is None or filename not in (None, named) \
+            or _project(named.split("-", 1)[0]) != _project(package):
+        return None
+    filename = named
+    try:
+        return Wheel.parse(filename, url, sha256=_hex(sha256),
+                           metadata_sha256=_hex(metadata_sha256))
+    except InvalidWheelFilename:
+        return None
+
+
+@cache
+def _project(name: str) -> str:
+    return canonicalize_name(name)
+
+
+def read_folder(folder: Path, package: str) -> list[Wheel]:
+    page = folder / canonicalize_name(package)
+    for name, kind in (("index.json", "application/vnd.pypi.simple.v1+json"),
+                       ("index.html", "text/html")):
+        if (page / name).is_file():
+            body = (page / name).read_bytes()
+            try:
+                return parse_page(body, kind, (page / name).resolve().as_uri(), package)
+            except Garbled as err:
+                raise IndexUnreachable(f"{page / name} is not a usable index page ({err})") \
+                    from None
+    if not folder.is_dir():
+        raise PageMissing(f"the wheel folder {folder} does not exist")
+    files = sorted([*folder.glob("*.whl"), *page.glob("*.whl")])
+    wheels = [_wheel(str(p.resolve()), package, filename=p.name, sha256=None,
+                     metadata_sha256=None) for p in files]
+    return [w for w in wheels if w]
+
+
+def _hash_value(text: str) -> str | None:
+    """The hex digest from "sha256=<hex>" (a fragment or a metadata attribute)."""
+    return text[7:] if text.startswith("sha256=") else None
+
+
+def _hex(value: str | None) -> str | None:
+    if not value:
+        return None
+    value = value.strip().lower()
+    return value if _SHA256.match(value) else None
