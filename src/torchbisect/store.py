@@ -150,16 +150,18 @@ class Store:
                 cell: Cell | None = None) -> CellRun | None:
         """The newest run with a verdict for this skip key, or None (then the cell must run).
 
-        With `cell`, the run must also have been probed the same way: the same probe, cases,
-        trials, timeout and environment (`probe_settings`), or its verdict means something else.
+        With `cell`, the run must also have been probed in a way that covers it: the same probe,
+        trials, timeout and environment, and the asked cases among its own (`reuse.covers`, the
+        rule the bisection follows too), or its verdict means something else.
         """
+        from .reuse import settings_cover  # the one reuse rule
         rows = self._db.execute(
             """SELECT * FROM runs WHERE wheel_sha256 = ? AND probe_version = ? AND gpu = ?
                AND driver = ? AND status = ? ORDER BY started DESC, id DESC""",
             (wheel_sha256, probe_version, gpu, driver, RunStatus.OK.value))
         for row in rows:
             run = self._run(row)
-            if cell is None or probe_settings(run.cell) == probe_settings(cell):
+            if cell is None or settings_cover(run, cell):
                 return run if run.status is RunStatus.OK else None
         return None
 

@@ -1,0 +1,53 @@
+"""The reuse rule as a table: which stored run answers for which asked cell (`reuse.covers`),
+and the store's skip lookup (what the matrix asks) following the same rule over real SQLite."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from helpers import make_cell, make_run
+
+from torchbisect.model import RunStatus
+from torchbisect.reuse import covers
+from torchbisect.store import Store
+
+KEY = dict(probe_version="1+abc", gpu="NVIDIA H200", driver="580.159.04")
+FULL = make_cell("nightly-20261001-cu130-cp312")  # the probe's default cases
+ONE = dataclasses.replace(FULL, cases=("capture_data_ptr",))
+
+
+def asked(cell=ONE, **kw):
+    return dataclasses.replace(cell, **kw)
+
+
+@pytest.mark.parametrize(("stored", "wanted", "sha", "answer"), [
+    (make_run(FULL), asked(), FULL.sha256, True),  # a full run covers one case
+    (make_run(ONE), asked(FULL), FULL.sha256, False),  # one case does not cover the default set
+    (make_run(ONE), asked(), FULL.sha256, True),
+    (make_run(FULL), asked(cases=("raw_pointer_triton",)), FULL.sha256, False),  # not in the run
+    (make_run(FULL), asked(), "0" * 64, False),  # other bytes
+    (make_run(FULL), asked(), None, True),  # sha unknown before install: the same URL
+    (make_run(FULL), asked(url="/wheels/other.whl"), None, False),
+    (make_run(FULL), asked(trials=5), FULL.sha256, False),
+    (make_run(FULL), asked(timeout=60.0), FULL.sha256, False),
+    (make_run(FULL), asked(env=(("TORCH_LOGS", "+dynamo"),)), FULL.sha256, False),
+    (make_run(FULL), asked(probe="script:be87e4feef96"), FULL.sha256, False),
+    (make_run(FULL, status=RunStatus.INFRA_FAILURE), asked(), FULL.sha256, False),
+    (make_run(FULL, gpu="NVIDIA A100"), asked(), FULL.sha256, False),
+    (make_run(FULL, driver="575.57.08"), asked(), FULL.sha256, False),
+    (make_run(FULL, probe_version="2+def"), asked(), FULL.sha256, False),
+])
+def test_which_stored_run_answers(stored, wanted, sha, answer):
+    assert covers(stored, wanted, wheel_sha256=sha, **KEY) is answer
+
+
+def test_the_matrix_lookup_follows_the_same_rule(tmp_path):
+    with Store(tmp_path / "s.sqlite") as store:
+        store.add(make_run(FULL))
+        lookup = dict(wheel_sha256=FULL.sha256, **KEY)
+        assert store.find_ok(**lookup, cell=ONE).cell.id == FULL.id
+        assert store.find_ok(**lookup, cell=asked(trials=5)) is None
+    with Store(tmp_path / "t.sqlite") as store:
+        store.add(make_run(ONE))
+        assert store.find_ok(wheel_sha256=FULL.sha256, **KEY, cell=FULL) is None
