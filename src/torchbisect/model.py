@@ -12,6 +12,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from . import defaults
+
 PROBE_SCHEMA = 1
 
 
@@ -70,10 +72,10 @@ class Cell:
     url: str | None = None  # wheel URL or local path; None for preinstalled
     sha256: str | None = None
     date: str | None = None  # nightly date YYYY-MM-DD
-    probe: str = "stale_replay"
+    probe: str = defaults.PROBE
     cases: tuple[str, ...] = ()  # empty: the probe's default set
     trials: int | None = None
-    timeout: float = 900.0  # per cell, seconds
+    timeout: float = defaults.TIMEOUT  # per cell, seconds
     env: tuple[tuple[str, str], ...] = ()
     base_image: str | None = None  # docker backend: the image for this cell's CUDA tag
     overlay: bool = False  # install torch --no-deps over an environment that has CUDA libraries
@@ -147,7 +149,7 @@ class ProbeResult:
     verdict: Verdict
     cases: tuple[CaseResult, ...]
     env: dict[str, Any] = field(default_factory=dict)
-    probe: str = "stale_replay"
+    probe: str = defaults.PROBE
     probe_version: str = ""
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -171,7 +173,7 @@ class ProbeResult:
             verdict=Verdict(doc["verdict"]),
             cases=cases,
             env=dict(doc.get("env", {})),
-            probe=str(doc.get("probe", "stale_replay")),
+            probe=str(doc.get("probe", defaults.PROBE)),
             probe_version=str(doc.get("probe_version", "")),
             raw=doc,
         )

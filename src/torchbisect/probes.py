@@ -13,9 +13,9 @@ import re
 from functools import cache
 from pathlib import Path
 
+from .defaults import PROBE as DEFAULT_PROBE
 from .errors import ConfigError
 
-DEFAULT_PROBE = "stale_replay"
 SCRIPT_PROBE = "script"  # runs `bisect --script CMD`; torchbisect's own, never a user's folder
 _OWN = Path(__file__).resolve().parents[2] / "probes"
 
