@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import defaults
 from ..errors import ConfigError
 from ..gpus import Gpu, list_gpus
 from ..model import BisectResult, Cell, Channel, Direction
@@ -42,12 +43,12 @@ class BisectOptions:
     min_stale: int = 1
     index_url: str | None = None
     backend: str | None = None
-    store: Path = Path("reports/results.sqlite")
+    store: Path = defaults.STORE
     logs: Path | None = None  # default: logs/ beside the store, one file per cell id
-    workdir: Path = Path(".torchbisect")  # venvs and downloads of the venv backend
+    workdir: Path = defaults.WORKDIR  # venvs and downloads of the venv backend
     repo: Path | None = None
     github: bool = True
-    timeout: float = 900.0
+    timeout: float = defaults.TIMEOUT
     overlay: bool = False
     repeat: int = 1  # answers of --script asked at each of the two decisive nightlies
 

@@ -13,6 +13,7 @@ import math
 import sys
 from pathlib import Path
 
+from .. import defaults
 from ..bisect.candidates import Candidate, CandidateList
 from ..bisect.driver import Progress
 from ..bisect.run import BisectOptions, bisect
@@ -20,6 +21,7 @@ from ..bisect.verdicts import DEFAULT_CASE
 from ..errors import ConfigError
 from ..model import Direction, NightlyPoint
 from ..report.bisection_text import render_markdown, render_text
+from . import options as flags
 from .options import add_backend_option
 
 
@@ -49,14 +51,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--overlay", action="store_true",
         help="install only the torch wheel (--no-deps) over this interpreter's packages, as "
              "`matrix --overlay` does (runners without network, NGC images)")
-    add("--store", type=Path, default=Path("reports/results.sqlite"), metavar="PATH",
-        help="SQLite store shared with the matrix; reruns reuse its verdicts")
-    add("--workdir", type=Path, default=Path(".torchbisect"), metavar="DIR",
-        help="where the venv backend keeps its venvs and downloads (default .torchbisect)")
+    flags.add_store_option(parser, "SQLite store shared with the matrix; reruns reuse its verdicts")
+    add("--workdir", type=Path, default=defaults.WORKDIR, metavar="DIR",
+        help="where the venv backend keeps its venvs and downloads (default %(default)s)")
     add("--repo", type=Path, default=None, metavar="PATH",
         help="a pytorch clone with the nightly branch, for main shas and `git log`")
     add("--no-github", action="store_true", help="do not ask the GitHub API for main shas")
-    add("--timeout", type=float, default=900.0, metavar="SECONDS", help="per nightly (default 900)")
+    add("--timeout", type=float, default=defaults.TIMEOUT, metavar="SECONDS",
+        help="per nightly (default %(default).0f)")
     add("--repeat", type=int, default=None, metavar="N",
         help="with --script: ask it N times at the two nightlies that decide the range, and "
              "report a script whose answers differ as flaky (default 2)")
