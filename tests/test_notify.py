@@ -136,3 +136,10 @@ def test_changes_compare_a_new_build_with_its_predecessor_in_the_same_lane():
                      "`stable-2.15.0-cu132-cp312`, was affected)"]
     assert changes(old, {**old, "stable-2.9.0-cu128-cp312": "not_affected"}) == [
         "`stable-2.9.0-cu128-cp312`: affected → not_affected"]
+
+
+def test_a_nightly_of_a_version_bump_date_is_compared_with_the_nightly_before_it():
+    old = {"nightly-20261015-cu130-cp312": "affected"}
+    new = {**old, "nightly-20261016-2.18.0-cu130-cp312": "refused"}
+    assert changes(old, new) == ["`nightly-20261016-2.18.0-cu130-cp312`: refused (the build "
+                                 "before it, `nightly-20261015-cu130-cp312`, was affected)"]

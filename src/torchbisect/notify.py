@@ -16,6 +16,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from . import cells
 from .github_api import GitHubApi
 from .model import BisectResult, CellRun, Direction, RunStatus, Verdict
 
@@ -72,11 +73,14 @@ def changes(old: dict[str, str], new: dict[str, str]) -> list[str]:
     return moved
 
 
-def _lane(cell_id: str) -> tuple[str, str, str]:
-    """`nightly-20261001-cu130-cp312` -> ("nightly", "20261001", "cu130-cp312")."""
-    channel, _, rest = cell_id.partition("-")
-    version, _, tail = rest.partition("-")
-    return channel, version, tail
+def _lane(cell_id: str) -> tuple[tuple[str, ...], str]:
+    """(what successive builds share, the build's key): `nightly-20261001-cu130-cp312` ->
+    (("nightly", "cu130", "cp312", ""), "20261001"); an id that is no build's stands alone."""
+    try:
+        parsed = cells.parse(cell_id)
+    except ValueError:
+        return (cell_id,), ""
+    return parsed.lane, parsed.key
 
 
 def _order(version: str) -> tuple[int, Any]:
@@ -87,9 +91,8 @@ def _order(version: str) -> tuple[int, Any]:
 
 
 def _predecessor(cell_id: str, known: dict[str, str]) -> str | None:
-    channel, version, tail = _lane(cell_id)
-    older = [c for c in known if (_lane(c)[0], _lane(c)[2]) == (channel, tail)
-             and _order(_lane(c)[1]) < _order(version)]
+    lane, version = _lane(cell_id)
+    older = [c for c in known if _lane(c)[0] == lane and _order(_lane(c)[1]) < _order(version)]
     return max(older, key=lambda c: _order(_lane(c)[1]), default=None)
 
 
