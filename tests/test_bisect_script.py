@@ -119,6 +119,9 @@ def test_a_script_bisects_with_the_docker_backend(tmp_path):
     """The script runs inside each build's container: the image's python, the build's torch."""
     backend = choose_backend("docker", say=lambda _: None, workdir=tmp_path / "work")
     image = "torchbisect/base:bookworm"
-    versions, result, stored = release_bisection(tmp_path, backend, script=DECIDE, image=image)
+    (tmp_path / "host-only").touch()  # not mounted: seen from the host, the bisection stops
+    in_container = f"test -e {tmp_path / 'host-only'} && exit 200; {DECIDE}"
+    versions, result, stored = release_bisection(tmp_path, backend, script=in_container,
+                                                 image=image)
     assert (versions[result.last_good], versions[result.first_bad]) == ("2.11.0", "2.12.0")
     assert stored and all(r.backend == "docker" and r.status is RunStatus.OK for r in stored)
