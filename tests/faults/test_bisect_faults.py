@@ -15,10 +15,10 @@ from runaway import wait_until
 from test_bisect_e2e import cli_args, env, world  # noqa: F401 - `world` is a fixture
 
 from torchbisect import proc
-from torchbisect.bisect.verdicts import ScriptAborted, script_verdict
+from torchbisect.bisect.verdicts import Rule, ScriptAborted, check_script_run
 from torchbisect.cli import main
-from torchbisect.cli.bisect import render_markdown
 from torchbisect.model import BisectResult, CellRun, Direction, NightlyPoint, ProbeResult, RunStatus
+from torchbisect.report.bisection_text import render_markdown
 from torchbisect.store import Store
 
 EVIL = ("see [this](https://evil.example/x) ![i](http://evil.example/i.png) "
@@ -81,12 +81,20 @@ def test_repeat_is_for_scripts(capsys):
     assert "--repeat needs --script" in capsys.readouterr().err
 
 
+def _script_ended(status: int) -> CellRun:
+    """A run as probes/script.py records a command that ended with `status` (-9: SIGKILL)."""
+    doc = {"schema": 1, "probe": "script", "verdict": "error",
+           "cases": {"script": {"verdict": "error", "detail": "", "exit_status": status}}}
+    return CellRun(cell=make_cell(), status=RunStatus.OK, result=ProbeResult.from_json(doc))
+
+
 def test_a_script_killed_by_a_signal_is_named_as_such():
+    rule = Rule(script="./check.sh")
     with pytest.raises(ScriptAborted, match=r"was killed by signal SIGKILL \(9\)") as caught:
-        script_verdict(-9, "./check.sh")
+        check_script_run(_script_ended(-9), rule)
     assert "above 127" not in str(caught.value)
     with pytest.raises(ScriptAborted, match="status 130 \\(above 127\\)"):
-        script_verdict(130, "./check.sh")
+        check_script_run(_script_ended(130), rule)
 
 
 # On 2025-08-14 the script answers bad, then good, then bad …: exactly what a flaky check does.
