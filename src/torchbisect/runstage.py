@@ -16,11 +16,12 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import cells
 from .errors import ConfigError, ResolveError
 from .gpus import Gpu
 from .model import Cell, CellRun, Channel, Plan
 
-PREINSTALLED_ID = "preinstalled"
+PREINSTALLED_ID = cells.PREINSTALLED
 
 Say = Callable[[str], None]
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .. import execute
 from ..backends.base import Backend
+from ..cells import dev as dev_id
 from ..gpus import Gpu, list_gpus
 from ..model import Cell, CellRun, Channel, ProbeResult, RunStatus
 from ..probes import probe_path, probe_version
@@ -160,7 +161,7 @@ def _synthetic_matrix(path: Path, n: int) -> list[Cell]:
         name, sha = f"bench{i:02d}", hashlib.sha256(f"bench{i}".encode()).hexdigest()
         url = f"https://wheels.invalid/torch-2.99.{i}%2Bcpu-py3-none-any.whl"
         lines += [f"  - wheel: {url}", f"    sha256: {sha}", f"    name: {name}"]
-        cells.append(Cell(id=f"dev-{name}", channel=Channel.DEV, version=f"2.99.{i}+cpu",
+        cells.append(Cell(id=dev_id(name), channel=Channel.DEV, version=f"2.99.{i}+cpu",
                           cuda="cpu", python="3", url=url, sha256=sha))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return cells
