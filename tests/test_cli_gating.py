@@ -8,6 +8,8 @@ test needs an "affected" or "not affected" verdict, which only a GPU can give, a
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
 import sys
 from argparse import Namespace
@@ -17,7 +19,7 @@ import pytest
 from helpers import make_cell, make_run
 
 from torchbisect.backends import BACKENDS
-from torchbisect.cli import main
+from torchbisect.cli import COMMANDS, main
 from torchbisect.errors import ConfigError
 
 STAND_IN = '''PROBE_VERSION = "gate"
@@ -186,3 +188,28 @@ def test_the_matrix_page_links_the_upstream_report_of_matrix_yaml(stand_in, work
     assert main(["matrix", "--interpreter", sys.executable, "--fail-on", "affected"]) == 1
     assert 'href="https://github.com/pytorch/pytorch/issues/424242"' in (
         workdir / "reports" / "index.html").read_text()
+
+
+def _defaults(flag: str) -> dict[str, object]:
+    """Each command's default for `flag`, for the commands that have it."""
+    found = {}
+    for command in COMMANDS:
+        parser = argparse.ArgumentParser()
+        importlib.import_module(f"torchbisect.cli.{command}").configure(parser)
+        if any(f"--{flag}" in action.option_strings for action in parser._actions):
+            found[command] = parser.get_default(flag)
+    return found
+
+
+def test_a_path_left_out_means_the_same_file_in_every_command():
+    """What `matrix` stores, `report`, `plan`, `notify`, `probe` and `bisect` read without being
+    told; the page goes where `probe` puts its logs; every planning command reads matrix.yaml."""
+    stores = _defaults("store")
+    assert set(stores) >= {"matrix", "probe", "plan", "report", "notify", "bisect"}
+    assert set(stores.values()) == {Path("reports/results.sqlite")}
+    # bench writes reports/bench/ on a GPU machine only; schema's --out is the schema file
+    outs = {c: v for c, v in _defaults("out").items() if c not in ("bench", "schema")}
+    assert set(outs) >= {"matrix", "probe", "report"} and set(outs.values()) == {Path("reports")}
+    matrices = _defaults("matrix")
+    assert set(matrices) >= {"matrix", "probe", "plan", "report"}
+    assert set(matrices.values()) == {Path("matrix.yaml")}

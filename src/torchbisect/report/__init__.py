@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Protocol
 
+from .. import defaults
 from ..model import BisectResult, CellRun, Channel
 from .advice import Links
 from .html import render_html
@@ -78,7 +79,7 @@ def example_links(out_dir: Path) -> tuple[tuple[str, str], ...]:
     page (out_dir is the checkout's reports/) or under ./reports/ (any other --out)."""
     links = []
     for title, rel in _EXAMPLES:
-        for base in (out_dir, Path("reports")):
+        for base in (out_dir, defaults.OUT):
             if (base / rel).is_file():
                 links.append((title, Path(os.path.relpath(base / rel, out_dir)).as_posix()))
                 break
@@ -88,7 +89,7 @@ def example_links(out_dir: Path) -> tuple[tuple[str, str], ...]:
 def workaround_bench(out_dir: Path) -> dict | None:
     """The workaround's measured cost (`nox -s bench`: reports/bench/workaround.json), linked
     when the page is published beside it (reports/ or reports/<page>/), else only quoted."""
-    for base in (out_dir, out_dir.parent, Path("reports")):
+    for base in (out_dir, out_dir.parent, defaults.OUT):
         found = base / "bench" / "workaround.json"
         try:
             data = json.loads(found.read_text(encoding="utf-8"))
