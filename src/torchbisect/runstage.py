@@ -15,11 +15,18 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import cells
 from .errors import ConfigError, ResolveError
 from .gpus import Gpu
 from .model import Cell, CellRun, Channel, Plan
+
+if TYPE_CHECKING:  # annotations only: the CLI imports this module before it needs these
+    from .backends.base import Backend
+    from .progress import Handler
+    from .schedule import Selection
+    from .store import Store
 
 PREINSTALLED_ID = cells.PREINSTALLED
 
@@ -127,9 +134,10 @@ def backend_options(*, interpreter: str | None, workdir: Path | None, **options)
     return options
 
 
-def probe_cells(cells: Sequence[Cell], *, backend, store, slots: Sequence[Gpu | None],
-                force: bool, logs: Path, lookahead: int | None, handler,
-                lock_file: Path, python: str) -> tuple[list[CellRun], list[CellRun]]:
+def probe_cells(cells: Sequence[Cell], *, backend: Backend, store: Store,
+                slots: Sequence[Gpu | None], force: bool, logs: Path, lookahead: int | None,
+                handler: Handler, lock_file: Path,
+                python: str) -> tuple[list[CellRun], list[CellRun]]:
     """Probe the cells without a stored verdict (all with `force`) and store them; the new runs
     and the stored ones standing in for the rest."""
     from .schedule import keep_reused, run_cells, select
@@ -145,7 +153,7 @@ def probe_cells(cells: Sequence[Cell], *, backend, store, slots: Sequence[Gpu | 
     return new, list(picked.reused)
 
 
-def _cost(picked, store, lock_file: Path, *, gpus: int):
+def _cost(picked: Selection, store: Store, lock_file: Path, *, gpus: int):
     """What the cells about to run will cost, for the first line the user reads."""
     from .cost import estimate
     from .lock import Lock
