@@ -2,7 +2,7 @@
 
 A developer without Docker sees them skipped with a reason; CI, which installs both in .ci/run,
 fails instead of silently skipping.  Fixtures every test file may use: `fake_probes` (the one way a
-test chooses its probe scripts), `repo`, `data_dir`.
+test chooses its probe scripts), `store` (a real, empty SQLite store), `repo`, `data_dir`.
 """
 
 from __future__ import annotations
@@ -77,6 +77,15 @@ def fake_probes(monkeypatch):
     use()
     yield use
     probe_version.cache_clear()
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A real SQLite result store, empty, at `results.sqlite` in the test's folder."""
+    from torchbisect.store import Store
+
+    with Store(tmp_path / "results.sqlite") as opened:
+        yield opened
 
 
 @pytest.fixture

@@ -105,13 +105,7 @@ class FakeBackend(Backend):
 
 @pytest.fixture
 def store_path(tmp_path) -> Path:
-    return tmp_path / "results.sqlite"
-
-
-@pytest.fixture
-def store(store_path):
-    with Store(store_path) as opened:
-        yield opened
+    return tmp_path / "results.sqlite"  # where conftest's `store` fixture opens it
 
 
 def bisector(backend, store, tmp_path, rule=None, direction=Direction.REGRESSION):

@@ -18,19 +18,12 @@ from torchbisect.errors import ConfigError, InfraError
 from torchbisect.gpus import Gpu
 from torchbisect.model import RunStatus
 from torchbisect.probes import probe_version
-from torchbisect.store import Store
 
 GPUS = (Gpu(index=0, name="NVIDIA H200", driver="580.159.04"),
         Gpu(index=1, name="NVIDIA H200", driver="580.159.04"))
 
 
 pytestmark = pytest.mark.usefixtures("fake_probes")
-
-
-@pytest.fixture
-def store(tmp_path):
-    with Store(tmp_path / "results.sqlite") as s:
-        yield s
 
 
 ids = st.lists(st.from_regex(r"[a-z0-9.+-]{1,30}", fullmatch=True), unique=True, max_size=40)

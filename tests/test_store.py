@@ -20,12 +20,6 @@ from torchbisect.model import BisectResult, Direction, NightlyPoint, RunStatus
 from torchbisect.store import Store
 
 
-@pytest.fixture
-def store(tmp_path):
-    with Store(tmp_path / "results.sqlite") as s:
-        yield s
-
-
 def test_a_run_comes_back_as_it_went_in(store):
     run = make_run(verdict="affected")
     run_id = store.add(run)
