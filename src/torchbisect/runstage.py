@@ -13,6 +13,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +25,7 @@ from .model import Cell, CellRun, Channel, Plan
 
 if TYPE_CHECKING:  # annotations only: the CLI imports this module before it needs these
     from .backends.base import Backend
+    from .lock import Lock
     from .progress import Handler
     from .schedule import Selection
     from .store import Store
@@ -40,33 +42,67 @@ def lock_path(matrix: Path, lock: Path | None = None) -> Path:
     return lock or Lock.default_path(matrix)
 
 
-def resolve_plan(matrix: Path, *, lock: Path | None = None, offline: bool = False,
-                 driver: str | None = None, say: Say = print,
-                 preinstalled_only: bool = False) -> Plan:
-    """The plan of `matrix` for this interpreter and host, the lock kept up to date; with
-    `preinstalled_only`, only the interpreter's own torch (no index, no lock)."""
+@dataclass(frozen=True, kw_only=True)
+class Locked:
+    """A resolved plan and the lock written for it."""
+
+    plan: Plan
+    lock: Lock  # as saved: the plan's wheels, with their sizes
+    path: Path
+    changed: bool  # whether the file's bytes changed
+
+
+def plan_and_lock(matrix: Path, *, lock: Path | None = None, previous: Path | None = None,
+                  offline: bool = False, driver: str | None = None, python: str | None = None,
+                  platform: str | None = None, hasher: Callable[[str], str] | None = None,
+                  note: Say) -> Locked:
+    """Resolve `matrix` (for this interpreter, host and driver unless told) and save its lock;
+    `previous`, an older lock, supplies pins the lock lacks (and allows --offline without one)."""
     from .config import load_matrix
     from .cost import with_sizes
     from .gpus import driver_version
     from .index import host_platform
     from .lock import Lock
-    from .resolve import build_plan, preinstalled_plan
+    from .resolve import build_plan
 
     config = load_matrix(matrix)
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    today = datetime.now(timezone.utc).date()
-    if preinstalled_only:
-        return preinstalled_plan(config, python=python, platform=host_platform(), today=today)
     path = lock_path(matrix, lock)
     locked = Lock.load(path)
-    with lock_needed_offline(offline, path):
-        plan = build_plan(config, lock=locked, python=python, platform=host_platform(),
-                          driver=driver or driver_version(), today=today, offline=offline,
-                          note=lambda text: say(f"note: {text}"))
+    if previous:
+        locked = locked.over(Lock.load(previous))
+    with lock_needed_offline(offline and previous is None, path):
+        plan = build_plan(config, lock=locked, python=python or _this_python(),
+                          platform=platform or host_platform(),
+                          driver=driver or driver_version(),
+                          today=datetime.now(timezone.utc).date(), offline=offline, note=note,
+                          hasher=hasher)
+    saved = with_sizes(Lock.from_plan(plan), known=locked, offline=offline)
+    return Locked(plan=plan, lock=saved, path=path, changed=saved.save(path))
+
+
+def resolve_plan(matrix: Path, *, lock: Path | None = None, offline: bool = False,
+                 driver: str | None = None, say: Say = print,
+                 preinstalled_only: bool = False) -> Plan:
+    """The plan of `matrix` for this interpreter and host, the lock kept up to date, notes and
+    missing builds said as they are found; with `preinstalled_only`, only the interpreter's own
+    torch (no index, no lock)."""
+    if preinstalled_only:
+        from .config import load_matrix
+        from .index import host_platform
+        from .resolve import preinstalled_plan
+
+        return preinstalled_plan(load_matrix(matrix), python=_this_python(),
+                                 platform=host_platform(),
+                                 today=datetime.now(timezone.utc).date())
+    plan = plan_and_lock(matrix, lock=lock, offline=offline, driver=driver,
+                         note=lambda text: say(f"note: {text}")).plan
     for missing in plan.missing:
         say(f"missing {missing.channel.value} {missing.what}: {missing.reason}")
-    with_sizes(Lock.from_plan(plan), known=locked, offline=offline).save(path)
     return plan
+
+
+def _this_python() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 @contextmanager

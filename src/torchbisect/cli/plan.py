@@ -6,17 +6,13 @@ import argparse
 import json
 import re
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
-from ..config import load_matrix
-from ..cost import describe, estimate, with_sizes
+from ..cost import describe, estimate
 from ..errors import ConfigError
-from ..index import host_platform, sha256_of
-from ..lock import Lock
+from ..index import sha256_of
 from ..model import Cell, CellRun, Channel, Plan
-from ..resolve import build_plan
-from ..runstage import lock_needed_offline
+from ..runstage import plan_and_lock
 from ..words import count
 from . import options as flags
 
@@ -45,24 +41,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_matrix(args.matrix)
-    lock_path = args.lock or Lock.default_path(args.matrix)
-    previous = args.previous_lock if args.previous_lock and args.previous_lock.is_file() else None
-    lock = Lock.load(lock_path)
-    if previous:
-        lock = lock.over(Lock.load(previous))
     if args.shards is not None and args.shards < 1:
         raise ConfigError(f"--shards must be 1 or more, got {args.shards}")
+    previous = args.previous_lock if args.previous_lock and args.previous_lock.is_file() else None
     notes: list[str] = []
-    with lock_needed_offline(args.offline and previous is None, lock_path):
-        plan = build_plan(
-            config, lock=lock,
-            python=args.python or f"{sys.version_info.major}.{sys.version_info.minor}",
-            platform=args.platform or host_platform(), driver=args.driver or _driver(),
-            today=datetime.now(timezone.utc).date(), offline=args.offline, note=notes.append,
-            hasher=sha256_of if args.hash else None)
-    new_lock = with_sizes(Lock.from_plan(plan), known=lock, offline=args.offline)
-    changed = new_lock.save(lock_path)
+    locked = plan_and_lock(args.matrix, lock=args.lock, previous=previous, offline=args.offline,
+                           driver=args.driver, python=args.python, platform=args.platform,
+                           hasher=sha256_of if args.hash else None, note=notes.append)
+    plan, new_lock, lock_path, changed = locked.plan, locked.lock, locked.path, locked.changed
     stored = _stored(args.store, plan)
     _print_table(plan, stored)
     for m in plan.missing:
@@ -84,12 +70,6 @@ def run(args: argparse.Namespace) -> int:
         with args.github_output.open("a", encoding="utf-8") as out:
             out.write(f"shards={json.dumps(shards)}\ncells={len(plan.cells)}\n")
     return 0
-
-
-def _driver() -> str | None:
-    from ..gpus import driver_version
-
-    return driver_version()
 
 
 def _stored(store: Path, plan: Plan) -> dict[str, str]:
