@@ -1,7 +1,8 @@
 """Resolution: matrix.yaml + wheel indexes + the lock → the Plan, one concrete wheel per cell.
 
 `build_plan` depends only on its arguments (config, lock, runner Python/platform/driver, today);
-index pages come through `fetch`, at most once per index URL per run.  The rules:
+index pages come through `fetch`, at most once per index URL per run (`resolve_index` reads them
+and holds the picking rules; `cells` names what is picked).  The rules:
 - a stable or test version that is on no index is an error naming the closest ones there;
 - a version that exists but has no wheel this runner can install (Python, platform, driver) and a
   nightly date without a build are listed in `Plan.missing`, which is not fatal;
@@ -37,6 +38,7 @@ from .resolve_index import (
     final,
     index_for,
     one_per_version,
+    python_of,
     tag_order,
     within,
 )
@@ -216,7 +218,7 @@ class _Resolver(IndexView):
     def dev(self, entry: DevEntry) -> Cell:
         s = self.config.settings(entry)
         wheel = Wheel.parse(entry.filename, entry.wheel, sha256=entry.sha256)
-        python = _python_of(wheel) or s.python or self.python
+        python = python_of(wheel) or s.python or self.python
         if not compatible([wheel], python=python, platform=self.platform):
             raise ResolveError(f"the dev wheel {wheel.filename} does not install on "
                                f"{python_tag(python)} {self.platform}")
@@ -289,11 +291,3 @@ class _Resolver(IndexView):
 def _run_fields(s: Settings) -> dict:
     return {"probe": s.probe, "cases": s.cases, "trials": s.trials, "timeout": s.timeout,
             "env": s.env}
-
-
-def _python_of(wheel: Wheel) -> str | None:
-    """"3.12" for a cp312-cp312 wheel, "3.13t" for cp313-cp313t; None for py3/abi3 wheels."""
-    match = re.fullmatch(r"cp(\d)(\d+)", wheel.python_tag)
-    if not match or wheel.abi_tag in ("abi3", "none"):
-        return None
-    return f"{match[1]}.{match[2]}" + ("t" if wheel.abi_tag.endswith("t") else "")
