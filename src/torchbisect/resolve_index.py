@@ -3,8 +3,10 @@
 `IndexView` reads each index page at most once per run (several at once for `cuda: auto`), or,
 offline, lists what the lock knows instead; it answers "which wheels of this channel and CUDA tag
 install here", "which nightly builds does each date have", and, for a date without one, why.
-The module-level functions are the pure rules: which CUDA tags a driver runs, where a channel's
-index is, which file of a version to keep, and how release versions are compared.
+`nightly_builds` is the bisection's list of one index's nightlies, picked by the same rules as
+the matrix's (so both name a build alike).  The other module-level functions are the pure rules:
+which CUDA tags a driver runs, where a channel's index is, which file of a version to keep, how
+release versions are compared, which Python a wheel is for.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ _DRIVER_MIN = {"cu11": 450, "cu12": 525, "cu13": 580}  # major driver version pe
 
 
 class IndexView:
+    """The index pages of one resolution, read on first use (see the module docstring)."""
+
     def __init__(self, config: MatrixConfig, lock: Lock, *, platform: str, driver: str | None,
                  today: date, offline: bool, note: Note, fetch: Fetch):
         self.config, self.lock, self.platform = config, lock, platform
