@@ -13,7 +13,7 @@ from pathlib import Path
 from .. import defaults
 from ..errors import ConfigError
 from ..gpus import Gpu, list_gpus
-from ..model import BisectResult, Cell, Channel, Direction
+from ..model import Cell, Channel
 from ..store import Store
 from .candidates import (
     CandidateList,
@@ -24,6 +24,7 @@ from .candidates import (
 )
 from .commits import CommitLookup
 from .driver import Bisector, Progress
+from .outcome import BisectResult, Direction
 from .result import Context, build_result
 from .search import EndsError, Outcome, SearchResult
 from .verdicts import DEFAULT_CASE, FlakyScript, Rule

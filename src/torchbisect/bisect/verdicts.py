@@ -14,8 +14,9 @@ import signal
 from dataclasses import dataclass
 
 from ..errors import TorchbisectError
-from ..model import CellRun, Outcome, RunStatus, Verdict
+from ..model import CellRun, RunStatus, Verdict
 from ..probes import DEFAULT_PROBE
+from .outcome import Outcome
 
 DEFAULT_CASE = "capture_data_ptr"
 SCRIPT_CASE = "script"
