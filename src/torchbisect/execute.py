@@ -1,6 +1,7 @@
 """Turns one cell into one `CellRun`: prepare, probe, and map whatever happened to a status.
 
-This module is THE place where exceptions and exit statuses become statuses.  Only a probe that
+This module is THE place where exceptions and exit statuses become statuses, for the matrix and
+the bisection alike (a `bisect --script` is a probe too: probes/script.py).  Only a probe that
 exited 0, 1 or 125 and wrote a valid document matching that status gives `RunStatus.OK` with its
 verdict.  A backend failure, a crash, a hang, a missing or unreadable JSON document, or an exit
 status that disagrees with the document all give `RunStatus.INFRA_FAILURE` with a one-line
