@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from torchbisect import cells
 from torchbisect.model import Channel
@@ -51,3 +55,17 @@ def test_the_two_builds_of_a_bump_date_share_a_lane_with_their_neighbours():
 def test_text_that_is_no_cell_id_is_refused(text):
     with pytest.raises(ValueError, match="is not a cell id"):
         cells.parse(text)
+
+
+@given(day=st.dates(date(2000, 1, 1), date(2099, 12, 31)),
+       cuda=st.sampled_from(["cpu", "cu118", "cu130", "cu132", "rocm6.4"]),
+       python=st.sampled_from(["3.9", "3.12", "3.13t", "3.12.3"]),
+       bump=st.sampled_from(["", "2.17.0", "2.18.0"]),
+       script=st.sampled_from(["", "script:be87e4feef96"]))
+def test_every_nightly_id_reads_back(day, cuda, python, bump, script):
+    built = cells.nightly(day.isoformat(), cuda, python, bump_version=bump, probe=script)
+    parsed = cells.parse(built)
+    assert (parsed.channel, parsed.key, parsed.version, parsed.cuda) == (
+        Channel.NIGHTLY, day.strftime("%Y%m%d"), bump, cuda)
+    assert parsed.python == "cp" + "".join(python.split(".")[:2])
+    assert parsed.variant == script.replace(":", "-")
