@@ -88,3 +88,20 @@ def test_list_gpus_follows_cuda_visible_devices_with_uuid_prefixes(fake_smi, mon
     assert names == [(2, "NVIDIA A100-SXM4-40GB MIG 3g.20gb"), (1, "NVIDIA H200")]
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert len(list_gpus()) == 4
+
+
+def test_a_mig_slice_is_pinned_by_its_uuid_and_a_whole_gpu_by_its_index(tmp_path):
+    """Pinning a slice by its parent's index would give the probe every slice of that GPU (or,
+    under CUDA's rules, none): the backend must get what CUDA_VISIBLE_DEVICES can name."""
+    from helpers import ScriptedBackend, make_cell
+
+    from torchbisect import execute
+    from torchbisect.backends.venv import gpu_env
+
+    backend = ScriptedBackend()
+    whole, _, slice_, _ = HOST
+    for gpu in (whole, slice_):
+        execute.run_cell(backend, make_cell(f"dev-{gpu.index}-{gpu.mig}"), gpu=gpu,
+                         logs_dir=tmp_path)
+    assert backend.gpus_used == [0, "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f"]
+    assert gpu_env(backend.gpus_used[1])["CUDA_VISIBLE_DEVICES"] == slice_.uuid

@@ -22,7 +22,7 @@ from pathlib import Path
 from . import probe_doc
 from .backends.base import Backend, Prepared, ProbeOutput
 from .errors import CommandFailed, ConfigError, TorchbisectError
-from .gpus import Gpu
+from .gpus import Gpu, device_of
 from .model import Cell, CellRun, ProbeResult, RunStatus
 from .probes import probe_version
 
@@ -83,7 +83,7 @@ def probe(backend: Backend, staged: Staged, *, gpu: Gpu | None, log: Path) -> Ce
     """Run the probe on `gpu` and turn its output (or its failure) into a CellRun."""
     prepared, cell, started = staged.prepared, staged.cell, staged.started
     try:
-        output = backend.probe(prepared, gpu=gpu.index if gpu else None,
+        output = backend.probe(prepared, gpu=device_of(gpu) if gpu else None,
                                probe_args=probe_args(cell), log=log)
     except ConfigError:
         raise

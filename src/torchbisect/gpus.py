@@ -28,6 +28,13 @@ class Gpu:
     mig: bool = False  # a MIG slice of GPU `index`; `uuid` is the slice's own
 
 
+def device_of(gpu: Gpu) -> int | str:
+    """What a backend pins a probe to (CUDA_VISIBLE_DEVICES, docker's device_ids): a MIG slice
+    only by its UUID, since its parent's index would hand the probe the whole GPU's slices; a
+    whole GPU by nvidia-smi's index, which CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA's too."""
+    return gpu.uuid if gpu.mig and gpu.uuid else gpu.index
+
+
 def list_gpus() -> tuple[Gpu, ...]:
     """The GPUs CUDA would use here: `nvidia-smi`'s, selected as CUDA_VISIBLE_DEVICES says."""
     query = _smi("--query-gpu=index,name,driver_version,uuid", "--format=csv,noheader,nounits")

@@ -97,7 +97,7 @@ class Backend(abc.ABC):
         """Download and install the cell's torch; may run while other cells are being probed."""
 
     @abc.abstractmethod
-    def probe(self, prepared: Prepared, *, gpu: int | None, probe_args: list[str],
+    def probe(self, prepared: Prepared, *, gpu: int | str | None, probe_args: list[str],
               log: Path) -> ProbeOutput:
         """Run the cell's probe script on one GPU (None: no GPU) and return its output."""
 

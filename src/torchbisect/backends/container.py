@@ -60,7 +60,7 @@ class Containers:
 
     def run(self, cell: Cell, step: str, image: str, command: list[str], *, workdir: Path,
             log: Path, timeout: float, mounts: tuple[Any, ...] | list[Any] = (),
-            gpu: int | None = None, env: dict[str, str] | None = None) -> Exit:
+            gpu: int | str | None = None, env: dict[str, str] | None = None) -> Exit:
         """Run one container to its end; InfraError for a timeout, a signal or the OOM killer."""
         on = "" if gpu is None else f" on GPU {gpu}"
         note(log, f"[{step} in {image}{on}] {shlex.join(command)}")
@@ -100,7 +100,7 @@ class Containers:
 
     @contextlib.contextmanager
     def _container(self, cell: Cell, step: str, image: str, command: list[str], *,
-                   workdir: Path, mounts: list[Any], gpu: int | None, env: dict[str, str],
+                   workdir: Path, mounts: list[Any], gpu: int | str | None, env: dict[str, str],
                    log: Path) -> Iterator[tuple[Any, _LogPump]]:
         import docker
         from docker.types import DeviceRequest
@@ -142,7 +142,7 @@ class Containers:
             mounts.append(bind(self.ca_bundle, CA_PATH, read_only=True))
         return mounts
 
-    def _environment(self, extra: dict[str, str], gpu: int | None) -> dict[str, str]:
+    def _environment(self, extra: dict[str, str], gpu: int | str | None) -> dict[str, str]:
         env = {"PYTHONUNBUFFERED": "1", "UV_CACHE_DIR": UV_CACHE, "UV_LINK_MODE": "copy",
                "UV_PYTHON_INSTALL_DIR": f"{UV_CACHE}/python", "UV_NO_PROGRESS": "1",
                # bytecode stays in the container: no root-owned __pycache__ in the host's venv

@@ -136,7 +136,7 @@ class DockerBackend(Backend):
             marker.write_text(json.dumps({**want, "wheel_sha256": sha}))
         return sha
 
-    def probe(self, prepared: Prepared, *, gpu: int | None, probe_args: list[str],
+    def probe(self, prepared: Prepared, *, gpu: int | str | None, probe_args: list[str],
               log: Path) -> ProbeOutput:
         cell, handle = prepared.cell, prepared.handle
         self.watcher.phase(cell, "probe")

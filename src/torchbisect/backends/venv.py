@@ -94,7 +94,7 @@ class VenvBackend(Backend):
         return Prepared(cell=cell, python=str(venv_python(venv)), wheel_sha256=sha, env=env,
                         seconds_install=time.monotonic() - start, handle=venv)
 
-    def probe(self, prepared: Prepared, *, gpu: int | None, probe_args: list[str],
+    def probe(self, prepared: Prepared, *, gpu: int | str | None, probe_args: list[str],
               log: Path) -> ProbeOutput:
         cell = prepared.cell
         self.watcher.phase(cell, "probe")
@@ -152,8 +152,8 @@ class VenvBackend(Backend):
         proc.run([*argv, f"torch @ {location}"], log=log, timeout=self.install_timeout)
 
 
-def gpu_env(gpu: int | None) -> dict[str, str]:
-    """Pin the probe to one GPU; nvidia-smi's numbering, which PCI_BUS_ID order makes CUDA's too."""
+def gpu_env(gpu: int | str | None) -> dict[str, str]:
+    """Pin the probe to one GPU (an index) or MIG slice (its UUID): see gpus.device_of."""
     if gpu is None:
         return {}
     return {"CUDA_VISIBLE_DEVICES": str(gpu), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
