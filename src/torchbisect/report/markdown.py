@@ -102,7 +102,7 @@ def render_markdown(page: PageView) -> str:
             out.append(f"- first affected nightly: {md_text(h.first_affected.text)}")
         if h.first_fixed:
             out.append(f"- first fixed nightly: {md_text(h.first_fixed.text)}")
-        envs = "; ".join(f"{e.gpu}, driver {e.driver or '?'}, "
+        envs = "; ".join(f"{e.gpu}, {'driver ' + e.driver if e.driver else 'driver not recorded'}, "
                          f"{'CUDA ' + e.cuda_runtime if e.cuda_runtime else 'no CUDA runtime'}"
                          for e in section.environments)
         out += [f"- newest run: {md_text(h.newest_run) or 'date not recorded'}",
