@@ -8,8 +8,6 @@ The venv backend installs them with uv; the script decides by the installed vers
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import math
 import os
@@ -19,10 +17,10 @@ import sqlite3
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import pytest
+from helpers import write_wheel
 from indexserver import serve
 from test_bisect_commits import make_pytorch_clone
 
@@ -44,25 +42,11 @@ def version_of(day: str, bump: bool | None = None) -> str:
 
 
 def standin_wheel(folder: Path, version: str, git_version: str) -> Path:
-    """A minimal valid wheel: torch/__init__.py, torch/version.py and the dist-info files."""
-    name = f"torch-{version}-{TAG}-{TAG}-manylinux_2_28_x86_64.whl"
-    info = f"torch-{version}.dist-info"
-    files = {
+    """A minimal valid wheel: torch/__init__.py and torch/version.py."""
+    return write_wheel(folder, version, {
         "torch/__init__.py": f"from . import version\n__version__ = {version!r}\n",
         "torch/version.py": f"__version__ = {version!r}\ngit_version = {git_version!r}\n",
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n",
-        f"{info}/WHEEL": ("Wheel-Version: 1.0\nGenerator: torchbisect-tests\n"
-                          f"Root-Is-Purelib: false\nTag: {TAG}-{TAG}-manylinux_2_28_x86_64\n"),
-    }
-    record = []
-    for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
-        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
-    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
-    with zipfile.ZipFile(folder / name, "w") as whl:
-        for path, text in files.items():
-            whl.writestr(path, text)
-    return folder / name
+    }, tag=f"{TAG}-{TAG}-manylinux_2_28_x86_64")
 
 
 def build_index(root: Path, shas: dict[str, tuple[str, str]]) -> None:

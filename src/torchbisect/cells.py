@@ -44,6 +44,16 @@ class CellId:
         return self.channel.value, self.cuda, self.python, self.variant
 
 
+_BUILD_TAG = re.compile(r"cu\d+|cpu|rocm[\d.]+|xpu")
+
+
+def build_tag(version: str) -> str:
+    """The build tag in a torch version's local label ("2.15.0+cu132" → "cu132"); "" when the
+    label is none of cuNNN, cpu, rocmX.Y, xpu (an NGC image's "+git…") or there is none."""
+    local = version.partition("+")[2]
+    return local if _BUILD_TAG.fullmatch(local) else ""
+
+
 def release(channel: Channel, version: str, cuda: str, python: str, probe: str = "") -> str:
     """`stable-2.15.0-cu132-cp312` (or `test-…`)."""
     return _variant(f"{channel.value}-{version}-{cuda}-{_tag(python)}", probe)

@@ -133,8 +133,7 @@ def with_torch_version(cell: Cell, *, python: str) -> Cell:
     from .backends.preinstalled import interpreter_of, torch_version
 
     version = torch_version(interpreter_of(cell, python)) or ""
-    local = version.partition("+")[2]
-    cuda = local if re.fullmatch(r"cu\d{3}|cpu|rocm[\d.]+", local) else cell.cuda
+    cuda = cells.build_tag(version) or cell.cuda
     return dataclasses.replace(cell, version=version, cuda=cuda)
 
 

@@ -6,11 +6,10 @@ image is Debian 12, Python 3.11) on a PEP 503 page shaped like download.pytorch.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import zipfile
 from datetime import date
 from pathlib import Path
+
+from helpers import write_wheel
 
 TAG = "cp311"
 PLATFORM = "manylinux_2_28_x86_64"
@@ -21,25 +20,11 @@ def nightly_version(day: date, cuda: str = "cu130") -> str:
 
 
 def standin_wheel(folder: Path, version: str, *, stale: bool, git: str) -> Path:
-    name = f"torch-{version}-{TAG}-{TAG}-{PLATFORM}.whl"
-    info = f"torch-{version}.dist-info"
-    files = {
+    return write_wheel(folder, version, {
         "torch/__init__.py": (f"from . import version\n__version__ = {version!r}\n"
                               f"STALE_LAZY_CLONE = {stale!r}\n"),
         "torch/version.py": f"__version__ = {version!r}\ngit_version = {git!r}\n",
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n",
-        f"{info}/WHEEL": ("Wheel-Version: 1.0\nGenerator: torchbisect-tests\n"
-                          f"Root-Is-Purelib: false\nTag: {TAG}-{TAG}-{PLATFORM}\n"),
-    }
-    record = []
-    for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
-        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
-    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
-    with zipfile.ZipFile(folder / name, "w") as whl:
-        for path, text in files.items():
-            whl.writestr(path, text)
-    return folder / name
+    }, tag=f"{TAG}-{TAG}-{PLATFORM}")
 
 
 def nightly_index(root: Path, days: list[date], *, first_stale: date,

@@ -124,20 +124,27 @@ class ScriptedBackend(Backend):
 def fake_torch_wheel(folder: Path, version: str = "2.99.0+cpu", git_version: str = "") -> Path:
     """A pure-Python wheel named torch: `import torch` works and reports no CUDA device (and
     `torch.version.git_version`, when given)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    dist = f"torch-{version}.dist-info"
     git = f"class version:\n    git_version = {git_version!r}\n" if git_version else ""
-    files = {
+    return write_wheel(folder, version, {
         "torch/__init__.py": (f"__version__ = {version!r}\n{git}"
                               "class cuda:\n    @staticmethod\n"
-                              "    def is_available():\n        return False\n"),
-        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n",
-        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\n"
-                         "Tag: py3-none-any\n",
-    }
+                              "    def is_available():\n        return False\n")})
+
+
+def write_wheel(folder: Path, version: str, files: dict[str, str], *,
+                tag: str = "py3-none-any") -> Path:
+    """An installable wheel named torch holding `files`: dist-info (METADATA, WHEEL, RECORD with
+    real hashes) is added, so pip and uv accept it.  The one wheel writer of the test suite."""
+    folder.mkdir(parents=True, exist_ok=True)
+    dist = f"torch-{version}.dist-info"
+    files = {**files,
+             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n",
+             f"{dist}/WHEEL": ("Wheel-Version: 1.0\nGenerator: tests\n"
+                               f"Root-Is-Purelib: {str(tag.endswith('-any')).lower()}\n"
+                               f"Tag: {tag}\n")}
     record = [f"{name},sha256={_b64(text)},{len(text.encode())}" for name, text in files.items()]
     files[f"{dist}/RECORD"] = "\n".join([*record, f"{dist}/RECORD,,"]) + "\n"
-    path = folder / f"torch-{version}-py3-none-any.whl"
+    path = folder / f"torch-{version}-{tag}.whl"
     with zipfile.ZipFile(path, "w") as zf:
         for name, text in files.items():
             zf.writestr(name, text)

@@ -11,11 +11,10 @@ import dataclasses
 import datetime as dt
 import json
 import os
-import re
 from pathlib import Path
 from typing import Protocol
 
-from .. import defaults
+from .. import cells, defaults
 from ..model import BisectResult, CellRun, Channel
 from .advice import Links
 from .html import render_html
@@ -118,8 +117,7 @@ def with_probed_version(run: CellRun) -> CellRun:
     torch = run.result.env.get("torch") if run.result else None
     if cell.channel is not Channel.PREINSTALLED or cell.version or not isinstance(torch, str):
         return run
-    local = torch.partition("+")[2]
-    cuda = cell.cuda or (local if re.fullmatch(r"cu\d+|cpu|rocm[\d.]+|xpu", local) else "")
+    cuda = cell.cuda or cells.build_tag(torch)
     return dataclasses.replace(run, cell=dataclasses.replace(cell, version=torch, cuda=cuda))
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
+from ..cells import build_tag
 from ..model import BisectResult, CellRun, Channel, Direction
 from .marks import Mark, mark_for_run
 
@@ -53,8 +54,7 @@ def is_release(run: CellRun) -> bool:
         version = Version(run.cell.version)
     except InvalidVersion:
         return False
-    local = version.local or "cpu"
-    return not version.is_prerelease and bool(re.fullmatch(r"cu\d+|cpu|rocm[\d.]+|xpu", local))
+    return not version.is_prerelease and (not version.local or bool(build_tag(run.cell.version)))
 
 
 def version_key(version: str) -> tuple:

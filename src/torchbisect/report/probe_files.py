@@ -16,13 +16,12 @@ from ..errors import ConfigError
 from ..model import BisectResult, Cell, CellRun, Channel, ProbeResult, RunStatus
 
 _DEV = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
-_CUDA = re.compile(r"\+(cu\d+|cpu|rocm[\d.]+|xpu)\b")
 
 
 def cell_for(version: str, python: str) -> Cell:
     """`2.15.0+cu132` → stable-2.15.0-cu132-cp312; `2.11.0a0+git…` (an NGC image) → preinstalled."""
     py = ".".join(python.split(".")[:2])
-    cuda = (m.group(1) if (m := _CUDA.search(version)) else "")
+    cuda = cells.build_tag(version)
     if m := _DEV.search(version):
         day = "-".join(m.groups())
         return Cell(id=cells.nightly(day, cuda or "unknown", py), channel=Channel.NIGHTLY,
