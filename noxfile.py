@@ -4,8 +4,10 @@ Sessions see the base interpreter's site-packages so that the `preinstalled` cel
 session test the torch that is already installed (e.g. the one in an NGC image).
 """
 
+import hashlib
 import os
 import sys
+from pathlib import Path
 
 import nox
 
@@ -18,8 +20,29 @@ nox.options.default_venv_backend = "uv|virtualenv"
 SYSTEM_SITE = ["--system-site-packages"]
 
 
+def _install(session: nox.Session, *args: str) -> None:
+    """`session.install(*args)` unless this venv already holds them from the same sources.
+
+    uv rebuilds a local package on every install (4-5 s), though an editable one already sees
+    every edit to an existing file; what needs a rebuild is a changed pyproject.toml or a file
+    added, moved or removed, so the stamp hashes those (and the install's arguments)."""
+    stamp = Path(session.virtualenv.location) / ".torchbisect-installed"
+    digest = hashlib.sha256(repr(args).encode())
+    digest.update(Path("pyproject.toml").read_bytes())
+    for path in sorted(p for top in ("src", "probes") for p in Path(top).rglob("*")
+                       if not any(x == "__pycache__" or x.endswith(".egg-info") for x in p.parts)):
+        digest.update(path.as_posix().encode() + b"\0")
+    if stamp.is_file() and stamp.read_text() == digest.hexdigest():
+        session.log("torchbisect is installed from unchanged sources: not reinstalling")
+        return
+    session.install(*args)
+    # `-R`/--no-install makes session.install a no-op on a reused venv: no stamp then.
+    if not session._runner.global_config.no_install:
+        stamp.write_text(digest.hexdigest())
+
+
 def _tool(session: nox.Session, command: str) -> None:
-    session.install("-e", ".")
+    _install(session, "-e", ".")
     # "preinstalled" means the torch of the interpreter running nox, which a session venv built
     # on another venv would not see through --system-site-packages alone.
     host = os.environ.get("TORCHBISECT_HOST_PYTHON", sys.executable)
@@ -84,14 +107,14 @@ def schema(session: nox.Session) -> None:
 @nox.session(venv_params=SYSTEM_SITE)
 def tests(session: nox.Session) -> None:
     """Run the test suite (Docker and Chromium tests run when available, and always under CI)."""
-    session.install("-e", ".[test]")
+    _install(session, "-e", ".[test]")
     session.run("python", "-m", "pytest", *session.posargs)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     """Ruff over the package, tests, noxfile and probes (as Python 3.8); zizmor over .github."""
-    session.install("-e", ".", "ruff", "zizmor")
+    _install(session, "-e", ".", "ruff", "zizmor")
     session.run("ruff", "check", "src", "tests", "noxfile.py")
     session.run("zizmor", "--offline", "--min-severity", "high", ".github")
     session.run("python", "-m", "torchbisect", "schema", "--check")
