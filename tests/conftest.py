@@ -82,7 +82,7 @@ def fake_probes(monkeypatch):
 @pytest.fixture
 def store(tmp_path):
     """A real SQLite result store, empty, at `results.sqlite` in the test's folder."""
-    from torchbisect.store import Store
+    from torchbisect.store.db import Store
 
     with Store(tmp_path / "results.sqlite") as opened:
         yield opened

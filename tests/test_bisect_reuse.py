@@ -17,7 +17,7 @@ import pytest
 from helpers import fake_torch_wheel
 
 from torchbisect.cli import main
-from torchbisect.store import Store
+from torchbisect.store.db import Store
 
 pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 

@@ -19,9 +19,9 @@ from torchbisect.backends import choose_backend
 from torchbisect.bisect.candidates import build_release_candidates
 from torchbisect.bisect.driver import Bisector
 from torchbisect.bisect.verdicts import Rule, ScriptAborted, check_script_run
-from torchbisect.index import fetch_wheels
+from torchbisect.index.fetch import fetch_wheels
 from torchbisect.model import Cell, Channel, Direction, Outcome, RunStatus
-from torchbisect.store import Store
+from torchbisect.store.db import Store
 
 pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"

@@ -125,7 +125,7 @@ def test_cells_and_skip_take_glob_patterns():
 
 
 def test_merge_writes_the_merged_runs_as_results_json(tmp_path, capsys):
-    from torchbisect.store import Store
+    from torchbisect.store.db import Store
 
     for name, cell in (("a", "dev-a"), ("b", "dev-b")):
         with Store(tmp_path / f"{name}.sqlite") as store:

@@ -14,10 +14,10 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from torchbisect import config_errors
 from torchbisect.cli import main
-from torchbisect.config import STEP_EPOCH, NightlyEntry, load_matrix
-from torchbisect.config_schema import schema_text
+from torchbisect.config import sentences as config_errors
+from torchbisect.config.matrix import STEP_EPOCH, NightlyEntry, load_matrix
+from torchbisect.config.schema import schema_text
 from torchbisect.errors import ConfigError
 
 DATA = Path(__file__).parent / "data" / "matrix"

@@ -14,12 +14,12 @@ from indexserver import fake_wheel, make_nightly_index, make_release_index, serv
 from rich.console import Console
 
 from torchbisect.cli import main
-from torchbisect.cost import Cost, describe, duration, estimate, head_size
 from torchbisect.errors import ConfigError
-from torchbisect.lock import Lock
 from torchbisect.model import Cell, CellRun, Channel, RunStatus
+from torchbisect.plan.cost import Cost, describe, duration, estimate, head_size
+from torchbisect.plan.lock import Lock
 from torchbisect.progress import RichHandler
-from torchbisect.store import Store
+from torchbisect.store.db import Store
 
 STABLE = "stable-2.15.0-cu130-cp312"
 WHEEL = "torch-2.15.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"

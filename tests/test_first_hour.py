@@ -19,9 +19,9 @@ import pytest
 from helpers import make_cell, make_run, probe_doc
 from indexserver import make_nightly_index, make_release_index, serve
 
-from torchbisect import index
 from torchbisect.backends.preinstalled import torch_version
 from torchbisect.cli import main
+from torchbisect.index import fetch as index
 from torchbisect.model import Cell, Channel, ProbeResult
 from torchbisect.report import render_runs
 

@@ -7,9 +7,9 @@ from datetime import date
 import pytest
 from indexserver import daily, fake_wheel, make_nightly_index, make_release_index, serve, sha256
 
-from torchbisect import index
 from torchbisect.errors import IndexUnreachable
-from torchbisect.index import (
+from torchbisect.index import fetch as index
+from torchbisect.index.fetch import (
     PageMissing,
     Wheel,
     compatible,

@@ -17,7 +17,7 @@ import pytest
 from helpers import FAKE_PROBES, fake_torch_wheel
 
 from torchbisect.model import RunStatus
-from torchbisect.store import Store
+from torchbisect.store.db import Store
 
 CELLS = 6
 

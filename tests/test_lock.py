@@ -13,8 +13,8 @@ from indexserver import make_nightly_index, make_release_index, serve
 
 from torchbisect.cli import main
 from torchbisect.errors import ConfigError
-from torchbisect.lock import Lock, LockedBuild, pin_sha256
 from torchbisect.model import Cell, Channel, Plan
+from torchbisect.plan.lock import Lock, LockedBuild, pin_sha256
 
 NIGHTLY = Cell(id="nightly-20261001-cu130-cp312", channel=Channel.NIGHTLY,
                version="2.17.0.dev20261001+cu130", cuda="cu130", python="3.12",
@@ -159,18 +159,18 @@ def test_plan_shows_which_cells_have_a_stored_result(served, monkeypatch, capsys
 
         def runs(self) -> list:  # no timings: the cost line estimates no time
             return []
-    monkeypatch.setitem(sys.modules, "torchbisect.store", types.SimpleNamespace(Store=Store))
+    monkeypatch.setitem(sys.modules, "torchbisect.store.db", types.SimpleNamespace(Store=Store))
     assert plan_cli(matrix, "--store", str(store)) == 0
     rows = {line.split()[0]: line.split()[-1] for line in capsys.readouterr().out.splitlines()}
     assert rows["preinstalled"] == "yes" and rows["stable-2.15.0-cu130-cp312"] == "no"
-    monkeypatch.setitem(sys.modules, "torchbisect.store", None)  # this install has no store
+    monkeypatch.setitem(sys.modules, "torchbisect.store.db", None)  # this install has no store
     assert plan_cli(matrix, "--store", str(store)) == 0
     rows = {line.split()[0]: line.split()[-1] for line in capsys.readouterr().out.splitlines()}
     assert rows["preinstalled"] == "unknown"
 
 
 def test_plan_with_an_unreachable_index_is_one_line_exit_4(served, capsys, monkeypatch):
-    from torchbisect import index
+    from torchbisect.index import fetch as index
 
     monkeypatch.setattr(index, "_sleep", lambda s: None)
     url, matrix = served

@@ -13,7 +13,7 @@ import pytest
 from helpers import find_test_wheel
 
 from torchbisect.model import RunStatus, Verdict
-from torchbisect.store import Store
+from torchbisect.store.db import Store
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")

@@ -16,7 +16,7 @@ from helpers import find_test_wheel, python_with_torch, sha256_of, wheel_python
 
 from torchbisect.backends.preinstalled import torch_version
 from torchbisect.model import RunStatus, Verdict
-from torchbisect.store import Store
+from torchbisect.store.db import Store
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

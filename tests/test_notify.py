@@ -15,7 +15,7 @@ from helpers import make_cell, make_run
 
 from torchbisect.model import BisectResult, Channel, Direction, NightlyPoint, RunStatus
 from torchbisect.notify import changes, fix_status
-from torchbisect.store import Store
+from torchbisect.store.db import Store
 
 SUMMARY = "## torchbisect\n\n| build | verdict |\n|---|---|\n| 2.15.0 | affected |\n"
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import IN_CI, REPO
 
-from torchbisect.store import Store
+from torchbisect.store.db import Store
 
 IMAGE = os.environ.get("TORCHBISECT_BASE_IMAGE", "torchbisect/base:bookworm")
 TORCH_IMAGE = f"{IMAGE}-torch"  # the same, with torch 2.13.0+cpu in its system python

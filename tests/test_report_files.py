@@ -82,7 +82,7 @@ def test_report_command_rejects_a_file_that_is_not_a_probe_document(tmp_path, ca
 
 
 def test_report_command_renders_the_newest_run_per_cell_from_the_store(tmp_path, capsys):
-    store_module = pytest.importorskip("torchbisect.store")
+    store_module = pytest.importorskip("torchbisect.store.db")
     path = tmp_path / "results.sqlite"
     with store_module.Store(path) as store:
         store.add(run("2.11.0+cu130", GOOD, started="2026-03-01T00:00:00Z"))

@@ -11,13 +11,13 @@ import pytest
 from indexserver import daily, fake_wheel, make_nightly_index, make_release_index, serve, sha256
 
 from torchbisect.bisect.candidates import build_candidates
-from torchbisect.config import load_matrix
+from torchbisect.config.matrix import load_matrix
 from torchbisect.errors import ConfigError, ResolveError
-from torchbisect.index import Wheel
-from torchbisect.lock import Lock
+from torchbisect.index.fetch import Wheel
 from torchbisect.model import Cell, Channel
-from torchbisect.resolve import build_plan, driver_supports
-from torchbisect.resolve_index import nightly_builds
+from torchbisect.plan.indexes import nightly_builds
+from torchbisect.plan.lock import Lock
+from torchbisect.plan.resolve import build_plan, driver_supports
 
 TODAY = date(2026, 11, 29)  # a Sunday
 GAPS = [date(2026, 10, 12), date(2026, 11, 2), date(2026, 11, 3)]
@@ -298,7 +298,7 @@ def test_planning_1000_nightly_dates_reads_the_index_once_and_is_fast(tmp_path):
     calls: list[str] = []
 
     def fetch(url: str) -> list[Wheel]:
-        from torchbisect.index import fetch_wheels
+        from torchbisect.index.fetch import fetch_wheels
         calls.append(url)
         return fetch_wheels(url)
     start = time.perf_counter()

@@ -10,7 +10,7 @@ from helpers import make_cell, make_run
 
 from torchbisect.model import RunStatus
 from torchbisect.reuse import covers
-from torchbisect.store import Store
+from torchbisect.store.db import Store
 
 KEY = dict(probe_version="1+abc", gpu="NVIDIA H200", driver="580.159.04")
 FULL = make_cell("nightly-20261001-cu130-cp312")  # the probe's default cases

@@ -17,7 +17,7 @@ from helpers import HELPERS, make_cell, make_run
 
 from torchbisect.errors import ConfigError
 from torchbisect.model import BisectResult, Direction, NightlyPoint, RunStatus
-from torchbisect.store import Store
+from torchbisect.store.db import Store
 
 
 def test_a_run_comes_back_as_it_went_in(store):
@@ -113,7 +113,7 @@ WRITER = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[2])
     from helpers import HELPERS, make_cell, make_run
-    from torchbisect.store import Store
+    from torchbisect.store.db import Store
     store = Store(sys.argv[1])
     i = 0
     while True:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .index import python_tag
+from .index.fetch import python_tag
 from .model import Channel
 
 PREINSTALLED = "preinstalled"

@@ -22,8 +22,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .backends.base import Watcher
-from .cost import Cost, describe, duration
 from .model import Cell, CellRun, RunStatus, Verdict
+from .plan.cost import Cost, describe, duration
 from .words import count
 
 _STYLES = {

@@ -25,10 +25,10 @@ from .model import Cell, CellRun, Channel, Plan
 
 if TYPE_CHECKING:  # annotations only: the CLI imports this module before it needs these
     from .backends.base import Backend
-    from .lock import Lock
+    from .plan.lock import Lock
     from .progress import Handler
     from .schedule import Selection
-    from .store import Store
+    from .store.db import Store
 
 PREINSTALLED_ID = cells.PREINSTALLED
 
@@ -37,7 +37,7 @@ Say = Callable[[str], None]
 
 def lock_path(matrix: Path, lock: Path | None = None) -> Path:
     """`--lock`, else `<matrix>.lock.json` next to the matrix file."""
-    from .lock import Lock
+    from .plan.lock import Lock
 
     return lock or Lock.default_path(matrix)
 
@@ -58,12 +58,12 @@ def plan_and_lock(matrix: Path, *, lock: Path | None = None, previous: Path | No
                   note: Say) -> Locked:
     """Resolve `matrix` (for this interpreter, host and driver unless told) and save its lock;
     `previous`, an older lock, supplies pins the lock lacks (and allows --offline without one)."""
-    from .config import load_matrix
-    from .cost import with_sizes
+    from .config.matrix import load_matrix
     from .gpus import driver_version
-    from .index import host_platform
-    from .lock import Lock
-    from .resolve import build_plan
+    from .index.fetch import host_platform
+    from .plan.cost import with_sizes
+    from .plan.lock import Lock
+    from .plan.resolve import build_plan
 
     config = load_matrix(matrix)
     path = lock_path(matrix, lock)
@@ -87,9 +87,9 @@ def resolve_plan(matrix: Path, *, lock: Path | None = None, offline: bool = Fals
     missing builds said as they are found; with `preinstalled_only`, only the interpreter's own
     torch (no index, no lock)."""
     if preinstalled_only:
-        from .config import load_matrix
-        from .index import host_platform
-        from .resolve import preinstalled_plan
+        from .config.matrix import load_matrix
+        from .index.fetch import host_platform
+        from .plan.resolve import preinstalled_plan
 
         return preinstalled_plan(load_matrix(matrix), python=_this_python(),
                                  platform=host_platform(),
@@ -190,8 +190,8 @@ def probe_cells(cells: Sequence[Cell], *, backend: Backend, store: Store,
 
 def _cost(picked: Selection, store: Store, lock_file: Path, *, gpus: int):
     """What the cells about to run will cost, for the first line the user reads."""
-    from .cost import estimate
-    from .lock import Lock
+    from .plan.cost import estimate
+    from .plan.lock import Lock
 
     reused = [r.cell for r in picked.reused]
     return estimate([*picked.to_run, *reused], stored=[c.id for c in reused],
@@ -200,7 +200,7 @@ def _cost(picked: Selection, store: Store, lock_file: Path, *, gpus: int):
 
 def pin_hashes(runs: list[CellRun], lock_file: Path) -> None:
     """Record in the lock the sha256 of wheels the plan did not know and the installer hashed."""
-    from .lock import pin_sha256
+    from .plan.lock import pin_sha256
 
     for run in runs:
         if run.cell.url and not run.cell.sha256 and re.fullmatch(r"[0-9a-f]{64}",

@@ -34,7 +34,7 @@ from .gpus import Gpu
 from .model import Cell, CellRun
 from .probes import probe_version
 from .progress import Handler
-from .store import Store
+from .store.db import Store
 
 _STOP_GRACE = 5.0  # seconds children get to exit after SIGINT before SIGKILL: a stop is prompt
 

@@ -19,7 +19,7 @@ from torchbisect.bisect.verdicts import Rule, ScriptAborted, check_script_run
 from torchbisect.cli import main
 from torchbisect.model import BisectResult, CellRun, Direction, NightlyPoint, ProbeResult, RunStatus
 from torchbisect.report.bisection_text import render_markdown
-from torchbisect.store import Store
+from torchbisect.store.db import Store
 
 EVIL = ("see [this](https://evil.example/x) ![i](http://evil.example/i.png) "
         "<img src=x onerror=alert(1)> <b>bold</b> @octocat #123 www.evil.example")

@@ -43,7 +43,7 @@ def test_kill_9_of_a_docker_matrix_leaves_no_container(tmp_path):
 
 
 def test_two_docker_runs_sharing_a_workdir_give_no_false_failures(tmp_path):
-    from torchbisect.store import Store
+    from torchbisect.store.db import Store
 
     argv = project(tmp_path, cells=2)
     entries = (tmp_path / "matrix.yaml").read_text().split("dev:\n", 1)[1]

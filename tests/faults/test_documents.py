@@ -16,7 +16,7 @@ from torchbisect import probe_doc as gate
 from torchbisect.backends.base import ProbeOutput
 from torchbisect.execute import interpret
 from torchbisect.model import CellRun, ProbeResult, RunStatus
-from torchbisect.store import Store
+from torchbisect.store.db import Store
 
 
 def _doc(**case_fields) -> dict:

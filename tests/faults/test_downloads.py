@@ -9,9 +9,9 @@ import os
 import pytest
 from hostile import HostileServer, page
 
-from torchbisect import index
 from torchbisect.backends import wheels
 from torchbisect.errors import InfraError
+from torchbisect.index import fetch as index
 
 NAME = "torch-2.98.1+cpu-cp311-cp311-linux_x86_64.whl"
 PATH = "/whl/cpu/torch-2.98.1%2Bcpu-cp311-cp311-linux_x86_64.whl"

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from hostile import HostileServer, page
 
-from torchbisect import index, index_pages
 from torchbisect.backends import wheels
-from torchbisect.config import load_matrix
+from torchbisect.config.matrix import load_matrix
 from torchbisect.errors import InfraError, ResolveError
-from torchbisect.lock import Lock, LockedBuild
-from torchbisect.resolve import build_plan
+from torchbisect.index import fetch as index
+from torchbisect.index import pages as index_pages
+from torchbisect.plan.lock import Lock, LockedBuild
+from torchbisect.plan.resolve import build_plan
 
 GOOD = "torch-2.98.1%2Bcpu-cp311-cp311-linux_x86_64.whl"
 ESCAPES = [  # each names a wheel at the end of the URL, but not at the end of its decoded path

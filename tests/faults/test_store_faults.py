@@ -16,10 +16,10 @@ import pytest
 from helpers import ScriptedBackend, make_cell, make_run
 from runaway import environment, project
 
-from torchbisect.lock import Lock, LockedBuild
+from torchbisect.plan.lock import Lock, LockedBuild
 from torchbisect.probes import probe_version
 from torchbisect.schedule import select
-from torchbisect.store import Store
+from torchbisect.store.db import Store
 
 needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 

@@ -4,7 +4,7 @@ import json
 import sys
 from pathlib import Path
 
-from torchbisect.store import Store
+from torchbisect.store.db import Store
 
 store, hand_files = sys.argv[1], sys.argv[2:]
 stored = {}

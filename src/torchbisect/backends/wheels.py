@@ -30,7 +30,7 @@ from pathlib import Path
 
 from .. import retry
 from ..errors import InfraError
-from ..index import local_path
+from ..index.fetch import local_path
 from ..links import wheel_name
 from ..model import Cell, Channel
 from .base import Watcher, note

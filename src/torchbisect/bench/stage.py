@@ -29,7 +29,7 @@ from ..cells import dev as dev_id
 from ..gpus import Gpu, list_gpus
 from ..model import Cell, CellRun, Channel, ProbeResult, RunStatus
 from ..probes import probe_path, probe_version
-from ..store import Store
+from ..store.db import Store
 
 
 def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,

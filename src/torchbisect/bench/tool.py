@@ -45,8 +45,8 @@ def measure(parts: list[str], *, out: Path | None, overhead_cases: str = "",
 
 def plan_dates(n_dates: int = 1000) -> dict:
     """Seconds to plan `n_dates` nightly dates (a gap every 97 days, a version bump half way)."""
-    from ..config import load_matrix
-    from ..resolve import build_plan
+    from ..config.matrix import load_matrix
+    from ..plan.resolve import build_plan
     from .nightly_index import daily, serve, write_nightly_index
 
     first = date(2023, 12, 1)

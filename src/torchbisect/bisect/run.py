@@ -14,7 +14,7 @@ from .. import defaults
 from ..errors import ConfigError
 from ..gpus import Gpu, list_gpus
 from ..model import Cell, Channel
-from ..store import Store
+from ..store.db import Store
 from .candidates import (
     CandidateList,
     build_candidates,
@@ -98,19 +98,20 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
 
 
 def candidates(options: BisectOptions) -> CandidateList:
-    from .. import index, resolve_index
+    from ..index import fetch
+    from ..plan import indexes
 
     releases = release_of(options.good), release_of(options.bad)
     channel = Channel.STABLE if all(releases) else Channel.NIGHTLY
-    index_url = options.index_url or index.default_index(channel.value, options.cuda)
+    index_url = options.index_url or fetch.default_index(channel.value, options.cuda)
     if channel is Channel.STABLE:
         good, bad = releases
-        listed = index.reachable(index.fetch_wheels(index_url), index_url)
-        wheels = index.compatible(list(listed), python=options.python, platform=options.platform)
+        listed = fetch.reachable(fetch.fetch_wheels(index_url), index_url)
+        wheels = fetch.compatible(list(listed), python=options.python, platform=options.platform)
     else:
         good, bad = parse_end(options.good, "--good"), parse_end(options.bad, "--bad")
-        wheels = resolve_index.nightly_builds(index_url, cuda=options.cuda, python=options.python,
-                                        platform=options.platform)
+        wheels = indexes.nightly_builds(index_url, cuda=options.cuda, python=options.python,
+                                         platform=options.platform)
     ends = ((good, "--good"), (bad, "--bad"))
     (older, older_flag), (newer, newer_flag) = (
         ends if options.direction is Direction.REGRESSION else ends[::-1])

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         cells = _pick(_plan(args, console).cells, args)
     slots = list(gpus) or [None]
-    from ..store import Store
+    from ..store.db import Store
 
     with Store(args.store) as store:
         new, reused = _probe(cells, backend_name, store, slots, args, console) if cells else (

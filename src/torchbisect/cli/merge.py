@@ -26,7 +26,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..store import Store
+    from ..store.db import Store
     from .options import write_json
 
     say = _say(to_stderr=args.json == "-")

@@ -34,7 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..notify import fix_status, tell, verdicts_of
-    from ..store import Store
+    from ..store.db import Store
 
     if not args.fix and args.summary is None:
         raise ConfigError("--summary MD is required (the summary.md that `report` wrote), "

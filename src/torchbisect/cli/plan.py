@@ -8,10 +8,10 @@ import re
 import sys
 from pathlib import Path
 
-from ..cost import describe, estimate
 from ..errors import ConfigError
-from ..index import sha256_of
+from ..index.fetch import sha256_of
 from ..model import Cell, CellRun, Channel, Plan
+from ..plan.cost import describe, estimate
 from ..runstage import plan_and_lock
 from ..words import count
 from . import options as flags
@@ -77,7 +77,7 @@ def _stored(store: Path, plan: Plan) -> dict[str, str]:
     if not store.is_file():
         return {c.id: "no" for c in plan.cells}
     try:
-        from ..store import Store
+        from ..store.db import Store
     except ImportError:
         return {c.id: "unknown" for c in plan.cells}
     with Store(store) as opened:
@@ -89,7 +89,7 @@ def _stored_runs(store: Path) -> list[CellRun]:
     if not store.is_file():
         return []
     try:
-        from ..store import Store
+        from ..store.db import Store
     except ImportError:
         return []
     with Store(store) as opened:

@@ -48,7 +48,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from .. import execute
     from ..backends import choose_backend
-    from ..store import Store
+    from ..store.db import Store
 
     console = Console(stderr=args.json == "-")
     cell = with_torch_version(_overrides(_find(args), args),

@@ -31,7 +31,7 @@ def links_from(matrix: Path):
 
     if not matrix.is_file():
         return Links()
-    from ..config import load_matrix
+    from ..config.matrix import load_matrix
 
     refs = load_matrix(matrix).references
     return Links(**{k: v for k, v in (("upstream", refs.upstream), ("page", refs.page)) if v})
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"no result store at {args.store}: run `nox -s matrix` first, "
                           "or pass --store PATH (or --probe-json FILE …)")
     else:
-        from ..store import Store
+        from ..store.db import Store
 
         with Store(args.store) as store:
             paths = render(store, args.out, links=links_from(args.matrix))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..config_schema import schema_text
+from ..config.schema import schema_text
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

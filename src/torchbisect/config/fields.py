@@ -1,8 +1,8 @@
 """The field types of matrix.yaml: each value's check and its sentence when it fails.
 
 Every check raises pydantic's `expected` error ("expected a date such as 2026-10-01, got …"), which
-config_errors.py turns into one sentence naming the file, line and key.  Text types also carry
-their pattern into the JSON Schema.  The models that use these types are in config.py.
+sentences.py turns into one sentence naming the file, line and key.  Text types also carry
+their pattern into the JSON Schema.  The models that use these types are in matrix.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from annotated_types import Ge, Gt
 from pydantic import BeforeValidator, StringConstraints, ValidationInfo
 from pydantic_core import PydanticCustomError
 
-from .config_errors import show
+from .sentences import show
 
 
 def expected(what: str, value: Any, hint: str = "") -> PydanticCustomError:

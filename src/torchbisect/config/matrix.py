@@ -3,8 +3,8 @@
 Every mistake in the file ends in ONE ConfigError sentence that names the file, the line, the key
 and what was expected (the YAML node tree supplies the line of each key pydantic complains about).
 The JSON Schema that editors use (matrix.schema.json) is generated from the same models
-(config_schema.py); each value's type and check are in config_fields.py; how a pydantic error
-becomes that sentence lives in config_errors.py.
+(schema.py); each value's type and check are in fields.py; how a pydantic error
+becomes that sentence lives in sentences.py.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from . import defaults as builtin  # not `defaults`: matrix.yaml has a key of that name
-from .config_errors import parse_yaml, sentence
-from .config_fields import (
+from .. import defaults as builtin  # not `defaults`: matrix.yaml has a key of that name
+from ..errors import ConfigError
+from .fields import (
     ConcreteTag,
     CudaTag,
     Day,
@@ -54,7 +54,7 @@ from .config_fields import (
     stable_versions,
     test_versions,
 )
-from .errors import ConfigError
+from .sentences import parse_yaml, sentence
 
 DEFAULT_CUDA_TAGS = ("cu118", "cu121", "cu124", "cu126", "cu128", "cu129", "cu130", "cu132",
                      "cu134")

@@ -17,10 +17,11 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import defaults, store_check
-from .errors import ConfigError
-from .model import BisectResult, Cell, CellRun, RunStatus
-from .store_rows import (  # noqa: F401 - run_to_json/run_from_json are part of this API
+from .. import defaults
+from ..errors import ConfigError
+from ..model import BisectResult, Cell, CellRun, RunStatus
+from . import check
+from .rows import (  # noqa: F401 - run_to_json/run_from_json are part of this API
     RUN_FIELDS,
     TABLES_SQL,
     damaged_row,
@@ -42,7 +43,7 @@ class Store:
     def __init__(self, path: str | Path = defaults.STORE, *, timeout: float = 60.0,
                  read_only: bool = False):
         self.path = Path(path)
-        store_check.inspect(self.path, _SCHEMA_VERSION)  # read-only: a damaged file stays as is
+        check.inspect(self.path, _SCHEMA_VERSION)  # read-only: a damaged file stays as is
         if read_only:
             self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
                                        timeout=timeout, isolation_level=None)
@@ -119,7 +120,7 @@ class Store:
         trials, timeout and environment, and the asked cases among its own (`reuse.covers`, the
         rule the bisection follows too), or its verdict means something else.
         """
-        from .reuse import settings_cover  # the one reuse rule
+        from ..reuse import settings_cover  # the one reuse rule
         rows = self._db.execute(
             """SELECT * FROM runs WHERE wheel_sha256 = ? AND probe_version = ? AND gpu = ?
                AND driver = ? AND status = ? ORDER BY started DESC, id DESC""",
@@ -259,8 +260,8 @@ def _read_any(path: Path) -> tuple[list[CellRun], list[BisectResult]]:
     if not path.is_file():
         raise ConfigError(f"{path} does not exist: give a results .sqlite file or a JSON export")
     with path.open("rb") as fh:
-        magic = fh.read(len(store_check.SQLITE_MAGIC))
-    if magic == store_check.SQLITE_MAGIC:
+        magic = fh.read(len(check.SQLITE_MAGIC))
+    if magic == check.SQLITE_MAGIC:
         with Store(path, read_only=True) as other:  # a shard's store is only read
             return other.runs(), other.bisections()
     return read_export(path, EXPORT_SCHEMA)

@@ -1,4 +1,4 @@
-"""The JSON Schema of matrix.yaml (matrix.schema.json, for editors), from the models in config.py.
+"""The JSON Schema of matrix.yaml (matrix.schema.json, for editors), from the models in matrix.py.
 
 pydantic's schema says what the types are; this adds what the validators accept beyond them: a
 channel given as one mapping, `preinstalled: true`, numbers as environment values.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .config import MatrixConfig
+from .matrix import MatrixConfig
 
 
 def matrix_schema() -> dict[str, Any]:

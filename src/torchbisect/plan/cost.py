@@ -17,10 +17,10 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from .index import local_path
+from ..index.fetch import local_path
+from ..model import Cell, CellRun, RunStatus
+from ..words import count
 from .lock import Lock
-from .model import Cell, CellRun, RunStatus
-from .words import count
 
 _HEAD_WORKERS = 8
 

@@ -1,8 +1,8 @@
 """What an index page says: `Wheel`, and the readers of PEP 503 HTML, PEP 691 JSON and a folder.
 
-A page that arrived but is not a whole index page raises `Garbled` (index.py retries it like a
+A page that arrived but is not a whole index page raises `Garbled` (fetch.py retries it like a
 network error); links to anything but a wheel of the package are left out, and a wheel's name is
-the decoded end of its URL's path.  Fetching the pages is index.py's.
+the decoded end of its URL's path.  Fetching the pages is fetch.py's.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from urllib.parse import urljoin, urlparse
 from packaging.utils import InvalidWheelFilename, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from .errors import IndexUnreachable, ResolveError
-from .links import wheel_name
+from ..errors import IndexUnreachable, ResolveError
+from ..links import wheel_name
 
 _JSON_TYPES = ("application/vnd.pypi.simple.v1+json", "application/json")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")

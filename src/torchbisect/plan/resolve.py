@@ -1,7 +1,7 @@
 """Resolution: matrix.yaml + wheel indexes + the lock → the Plan, one concrete wheel per cell.
 
 `build_plan` depends only on its arguments (config, lock, runner Python/platform/driver, today);
-index pages come through `fetch`, at most once per index URL per run (`resolve_index` reads them
+index pages come through `fetch`, at most once per index URL per run (`indexes` reads them
 and holds the picking rules; `cells` names what is picked).  The rules:
 - a stable or test version that is on no index is an error naming the closest ones there;
 - a version that exists but has no wheel this runner can install (Python, platform, driver) and a
@@ -22,14 +22,13 @@ from datetime import date
 
 from packaging.version import Version
 
-from . import cells as ids
-from . import links
-from .config import DevEntry, MatrixConfig, NightlyEntry, Settings, StableEntry, TestEntry
-from .errors import ConfigError, ResolveError
-from .index import Wheel, compatible, fetch_wheels, local_path, python_tag, sha256_of
-from .lock import Lock
-from .model import Cell, Channel, MissingBuild, Plan
-from .resolve_index import (
+from .. import cells as ids
+from .. import links
+from ..config.matrix import DevEntry, MatrixConfig, NightlyEntry, Settings, StableEntry, TestEntry
+from ..errors import ConfigError, ResolveError
+from ..index.fetch import Wheel, compatible, fetch_wheels, local_path, python_tag, sha256_of
+from ..model import Cell, Channel, MissingBuild, Plan
+from .indexes import (
     Fetch,
     IndexView,
     Note,
@@ -42,6 +41,7 @@ from .resolve_index import (
     tag_order,
     within,
 )
+from .lock import Lock
 
 
 def build_plan(config: MatrixConfig, *, lock: Lock | None, python: str, platform: str,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _TABLES = {

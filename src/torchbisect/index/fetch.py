@@ -4,7 +4,7 @@ This module owns the network side of resolution: one request per page with retri
 one clear error naming the URL when the index does not answer, and the rule that a partial or
 garbled answer is an error — never "this version does not exist".  Choosing which wheel a cell
 gets is `resolve`'s job; this module only lists and filters.  What a page says (`Wheel`, the
-HTML, JSON and folder readers) is index_pages.py's.
+HTML, JSON and folder readers) is pages.py's.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from urllib.request import url2pathname
 
 from packaging.utils import canonicalize_name
 
-from . import links, retry
-from .errors import IndexUnreachable, ResolveError
-from .index_pages import Garbled, PageMissing, Wheel, parse_page, read_folder
+from .. import links, retry
+from ..errors import IndexUnreachable, ResolveError
+from .pages import Garbled, PageMissing, Wheel, parse_page, read_folder
 
 PYTORCH_INDEX = "https://download.pytorch.org/whl/"
 _ACCEPT = ("application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, "
@@ -224,6 +224,6 @@ def _describe(err: BaseException) -> str:
 
 
 def _agent() -> str:
-    from . import __version__
+    from .. import __version__
 
     return f"torchbisect/{__version__}"

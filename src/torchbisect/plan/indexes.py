@@ -18,8 +18,8 @@ from datetime import date
 
 from packaging.version import Version
 
-from .config import MatrixConfig
-from .index import (
+from ..config.matrix import MatrixConfig
+from ..index.fetch import (
     PageMissing,
     Wheel,
     compatible,
@@ -28,8 +28,8 @@ from .index import (
     python_tag,
     reachable,
 )
+from ..model import Channel
 from .lock import Lock
-from .model import Channel
 
 Note = Callable[[str], None]
 Fetch = Callable[[str], list[Wheel]]

@@ -20,9 +20,9 @@ from urllib.parse import unquote, urlparse
 
 from packaging.utils import InvalidWheelFilename
 
-from .errors import ConfigError
-from .links import wheel_name
-from .model import Plan
+from ..errors import ConfigError
+from ..links import wheel_name
+from ..model import Plan
 
 LOCK_FORMAT = 1
 _COMMENT = ("Written by `torchbisect plan` from the matrix file next to it: the exact wheel of "
@@ -155,7 +155,7 @@ def _builds(path: Path, doc: Any) -> dict[str, LockedBuild]:
 
 
 def _is_wheel(url: str) -> bool:
-    from .index import Wheel  # resolve reads the entry with Wheel.parse: it must agree
+    from ..index.fetch import Wheel  # resolve reads the entry with Wheel.parse: it must agree
 
     name = wheel_name(url)
     try:

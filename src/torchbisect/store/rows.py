@@ -14,9 +14,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from . import probe_doc
-from .errors import ConfigError
-from .model import BisectResult, Cell, CellRun, ProbeResult, RunStatus
+from .. import probe_doc
+from ..errors import ConfigError
+from ..model import BisectResult, Cell, CellRun, ProbeResult, RunStatus
 
 RUN_FIELDS = (
     "cell_id", "cell_json", "status", "verdict", "cases_json", "probe_json", "reason",

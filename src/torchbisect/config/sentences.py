@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 def show(value: Any) -> str:
