@@ -2,12 +2,14 @@
 
 The scripts in the repository's `probes/` folder are standalone (they run in containers that do not
 have this package), so the package only locates them and fingerprints them: a stored result is
-reused only while the script that produced it is byte-for-byte the same.
+reused only while the script that produced it is byte-for-byte the same.  A wheel carries them as
+`torchbisect/_probes/` (setup.py copies them in); a checkout's editable install reads `probes/`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import re
 from functools import cache
@@ -17,11 +19,20 @@ from .defaults import PROBE as DEFAULT_PROBE
 from .errors import ConfigError
 
 SCRIPT_PROBE = "script"  # runs `bisect --script CMD`; torchbisect's own, never a user's folder
-_OWN = Path(__file__).resolve().parents[2] / "probes"
+
+
+def _own() -> Path:
+    """The installed copy beside the package's modules, else the checkout's `probes/`."""
+    package = Path(importlib.util.find_spec("torchbisect").origin).resolve().parent
+    installed = package / "_probes"
+    return installed if installed.is_dir() else package.parents[1] / "probes"
+
+
+_OWN = _own()
 
 
 def probes_dir() -> Path:
-    """`$TORCHBISECT_PROBES`, else the checkout's `probes/` (the package is installed editable)."""
+    """`$TORCHBISECT_PROBES`, else torchbisect's own probes (installed, or the checkout's)."""
     env = os.environ.get("TORCHBISECT_PROBES")
     return Path(env) if env else _OWN
 

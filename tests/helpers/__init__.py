@@ -189,6 +189,7 @@ def find_test_wheel(pattern: str = "torch-2.13.0+cpu-cp3*-*.whl") -> Path | None
 
 def python_with_torch(version: str) -> str | None:
     """An interpreter of Python `version` that has torch and its pure-Python dependencies."""
+    import os
     import shutil
     import subprocess
     import sys
@@ -196,8 +197,10 @@ def python_with_torch(version: str) -> str | None:
     code = ("import sys, importlib.metadata as m; m.distribution('torch');"
             "import sympy, networkx, jinja2, fsspec, filelock, typing_extensions;"
             "print('%d.%d' % sys.version_info[:2])")
+    # $TORCHBISECT_TEST_PYTHON: CI's venv (.ci/run), which a nox session's venv cannot see.
     # In a nox session, python3 on PATH is the session's venv; its base may have torch.
-    candidates = (sys.executable, getattr(sys, "_base_executable", None),
+    candidates = (os.environ.get("TORCHBISECT_TEST_PYTHON"), sys.executable,
+                  getattr(sys, "_base_executable", None),
                   shutil.which("python3"), shutil.which(f"python{version}"))
     for python in candidates:
         if not python:

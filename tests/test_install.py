@@ -1,0 +1,103 @@
+"""torchbisect installs as a tool: `uv build` makes an sdist and a wheel that carry the probes, and
+the wheel, installed into a fresh venv, probes and runs a matrix outside any checkout.
+
+The build runs on a copy of the files git tracks (what a clone holds), so it writes nothing into
+the checkout; the venv has no PYTHONPATH and no TORCHBISECT_PROBES, so the probe the command runs
+can only be the one inside the wheel.
+"""
+
+from __future__ import annotations
+
+import email
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import IN_CI, REPO
+from helpers import python_with_torch
+
+from torchbisect.probes import probe_version
+
+pytestmark = pytest.mark.slow
+
+
+def _need(what: str, found: str | None) -> str:
+    if found is None:
+        (pytest.fail if IN_CI else pytest.skip)(f"{what} is not available")
+    return found
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """The sdist and the wheel `uv build` makes from a copy of the tracked files."""
+    uv = _need("uv", shutil.which("uv"))
+    tmp = tmp_path_factory.mktemp("build")
+    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, names):
+        if (REPO / name).is_file():
+            (tmp / "tree" / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, tmp / "tree" / name)
+    done = subprocess.run([uv, "build", "--out-dir", str(tmp / "dist"), str(tmp / "tree")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return tmp / "dist"
+
+
+def test_the_wheel_and_the_sdist_carry_the_probes_and_the_license(built):
+    (wheel,) = built.glob("torchbisect-*.whl")
+    (sdist,) = built.glob("torchbisect-*.tar.gz")
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        for script in ("stale_replay.py", "script.py"):
+            shipped = zf.read(f"torchbisect/_probes/{script}")
+            assert shipped == (REPO / "probes" / script).read_bytes()
+        meta = email.message_from_bytes(zf.read(next(n for n in names if n.endswith("METADATA"))))
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert meta["License-Expression"] == "BSD-3-Clause" and meta["License-File"] == "LICENSE"
+    with tarfile.open(sdist) as tar:
+        inside = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    assert {"LICENSE", "probes/stale_replay.py", "probes/script.py", "setup.py"} <= inside
+
+
+def test_the_installed_tool_probes_and_runs_a_matrix_outside_a_checkout(built, tmp_path):
+    uv = _need("uv", shutil.which("uv"))
+    (wheel,) = built.glob("torchbisect-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True, timeout=120)
+    done = subprocess.run([uv, "pip", "install", "-q", "-p", str(venv / "bin" / "python"),
+                           str(wheel)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    tool = str(venv / "bin" / "torchbisect")
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "TORCHBISECT_PROBES", "VIRTUAL_ENV")}
+
+    def run(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([tool, *argv], cwd=work, env=env, capture_output=True, text=True,
+                              timeout=600)
+
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout.strip() == "torchbisect 0.1.0"
+
+    here = "{}.{}".format(*sys.version_info[:2])
+    torch_python = _need(f"a Python {here} with torch", python_with_torch(here))
+    probed = run("probe", "--interpreter", torch_python, "--backend", "current")
+    assert probed.returncode in (0, 1, 125), probed.stdout + probed.stderr  # a verdict, or no GPU
+    assert "Traceback" not in probed.stderr
+    with sqlite3.connect(work / "reports" / "results.sqlite") as db:
+        (stored,) = db.execute("SELECT probe_version FROM runs").fetchall()
+    assert stored[0] == probe_version()  # the wheel's copy of the checkout's probe
+
+    (work / "small.yaml").write_text("preinstalled: true\n")
+    matrix = run("matrix", "--matrix", "small.yaml", "--interpreter", torch_python,
+                 "--backend", "current", "--out", "site")
+    assert matrix.returncode == 0, matrix.stdout + matrix.stderr
+    assert "preinstalled" in matrix.stdout and (work / "site" / "index.html").is_file()
