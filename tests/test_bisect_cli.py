@@ -8,17 +8,8 @@ import pytest
 
 from torchbisect.bisect.verdicts import Rule
 from torchbisect.cli import main
-from torchbisect.model import (
-    BisectResult,
-    Cell,
-    CellRun,
-    Channel,
-    Direction,
-    NightlyPoint,
-    Outcome,
-    ProbeResult,
-    RunStatus,
-)
+from torchbisect.model import Cell, CellRun, Channel, ProbeResult, RunStatus
+from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
 from torchbisect.report.bisection_text import render_markdown, render_text
 
 CELL = Cell(id="nightly-20250801-cu130-cp312", channel=Channel.NIGHTLY,

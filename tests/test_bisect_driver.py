@@ -24,7 +24,8 @@ from torchbisect.bisect.driver import Bisector
 from torchbisect.bisect.search import EndsError, Outcome
 from torchbisect.bisect.verdicts import Rule, ScriptAborted
 from torchbisect.errors import InfraError
-from torchbisect.model import Cell, Channel, Direction, ProbeResult, RunStatus, Verdict
+from torchbisect.model import Cell, Channel, ProbeResult, RunStatus, Verdict
+from torchbisect.outcome import Direction
 from torchbisect.store.db import Store
 
 DATES = [f"2025-08-{d:02d}" for d in (1, 2, 3, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 18, 19)]

@@ -20,7 +20,8 @@ from torchbisect.bisect.candidates import build_release_candidates
 from torchbisect.bisect.driver import Bisector
 from torchbisect.bisect.verdicts import Rule, ScriptAborted, check_script_run
 from torchbisect.index.fetch import fetch_wheels
-from torchbisect.model import Cell, Channel, Direction, Outcome, RunStatus
+from torchbisect.model import Cell, Channel, RunStatus
+from torchbisect.outcome import Direction, Outcome
 from torchbisect.store.db import Store
 
 pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")

@@ -12,12 +12,11 @@ from torchbisect.index import fetch as index
 from torchbisect.index.fetch import (
     PageMissing,
     Wheel,
-    compatible,
     default_index,
     fetch_wheels,
-    platform_family,
     sha256_of,
 )
+from torchbisect.index.tags import compatible, platform_family
 
 
 @pytest.fixture(autouse=True)

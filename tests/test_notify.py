@@ -13,8 +13,9 @@ import pytest
 from act.github_standin import github_standin
 from helpers import make_cell, make_run
 
-from torchbisect.model import BisectResult, Channel, Direction, NightlyPoint, RunStatus
+from torchbisect.model import Channel, RunStatus
 from torchbisect.notify import changes, fix_status
+from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 from torchbisect.store.db import Store
 
 SUMMARY = "## torchbisect\n\n| build | verdict |\n|---|---|\n| 2.15.0 | affected |\n"

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from torchbisect.model import BisectResult, Channel
+from torchbisect.model import Channel
+from torchbisect.outcome import BisectResult
 from torchbisect.report import build_view, render_runs
 from torchbisect.report.probe_files import bisection_from_document, run_from_document
 from torchbisect.report.synthetic import synthetic_run

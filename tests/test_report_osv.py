@@ -15,7 +15,8 @@ import json
 import pytest
 from conftest import IN_CI, REPO
 
-from torchbisect.model import BisectResult, Channel, Direction, NightlyPoint, Verdict
+from torchbisect.model import Channel, Verdict
+from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 from torchbisect.report import Links, build_view, render_runs
 from torchbisect.report.osv import osv_document
 from torchbisect.report.synthetic import synthetic_run as run

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from torchbisect.model import BisectResult, Channel, Direction, NightlyPoint, Verdict
+from torchbisect.model import Channel, Verdict
+from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 from torchbisect.report import build_view
 from torchbisect.report.headline import build_headline
 from torchbisect.report.probe_files import cell_for

@@ -16,7 +16,8 @@ import pytest
 from helpers import HELPERS, make_cell, make_run
 
 from torchbisect.errors import ConfigError
-from torchbisect.model import BisectResult, Direction, NightlyPoint, RunStatus
+from torchbisect.model import RunStatus
+from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 from torchbisect.store.db import Store
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .index.fetch import python_tag
 from .model import Channel
 
 PREINSTALLED = "preinstalled"
@@ -45,6 +44,14 @@ class CellId:
 
 
 _BUILD_TAG = re.compile(r"cu\d+|cpu|rocm[\d.]+|xpu")
+
+
+def python_tag(python: str) -> str:
+    """"3.12" → "cp312", "3.13t" → "cp313t"; a tag is returned as is."""
+    if python.startswith("cp"):
+        return python
+    major, _, minor = python.partition(".")
+    return f"cp{major}{minor}"
 
 
 def build_tag(version: str) -> str:

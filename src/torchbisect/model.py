@@ -1,5 +1,5 @@
 """The vocabulary every stage shares: channels, verdicts, cells, probe results and cell runs
-(and, from bisect/outcome.py, what a bisection concludes).
+(what a bisection concludes is its neighbour on the same floor, outcome.py).
 
 Config → plan → run → store → report all speak in these frozen types; nothing passes dicts of
 dicts between stages.  The probe scripts cannot import this module (they run inside arbitrary
@@ -14,12 +14,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import defaults
-from .bisect.outcome import (  # noqa: F401 - what a bisection concludes, read from here too
-    BisectResult,
-    Direction,
-    NightlyPoint,
-    Outcome,
-)
 
 PROBE_SCHEMA = 1
 

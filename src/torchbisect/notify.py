@@ -18,7 +18,8 @@ from packaging.version import InvalidVersion, Version
 
 from . import cells
 from .github_api import GitHubApi
-from .model import BisectResult, CellRun, Direction, RunStatus, Verdict
+from .model import CellRun, RunStatus, Verdict
+from .outcome import BisectResult, Direction
 
 LABEL = "torchbisect"
 TITLE = "torchbisect: which PyTorch builds hand out stale lazy-clone data"

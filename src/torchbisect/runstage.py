@@ -60,7 +60,7 @@ def plan_and_lock(matrix: Path, *, lock: Path | None = None, previous: Path | No
     `previous`, an older lock, supplies pins the lock lacks (and allows --offline without one)."""
     from .config.matrix import load_matrix
     from .gpus import driver_version
-    from .index.fetch import host_platform
+    from .index.tags import host_platform
     from .plan.cost import with_sizes
     from .plan.lock import Lock
     from .plan.resolve import build_plan
@@ -88,7 +88,7 @@ def resolve_plan(matrix: Path, *, lock: Path | None = None, offline: bool = Fals
     torch (no index, no lock)."""
     if preinstalled_only:
         from .config.matrix import load_matrix
-        from .index.fetch import host_platform
+        from .index.tags import host_platform
         from .plan.resolve import preinstalled_plan
 
         return preinstalled_plan(load_matrix(matrix), python=_this_python(),

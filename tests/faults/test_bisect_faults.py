@@ -17,7 +17,8 @@ from test_bisect_e2e import cli_args, env, world  # noqa: F401 - `world` is a fi
 from torchbisect import proc
 from torchbisect.bisect.verdicts import Rule, ScriptAborted, check_script_run
 from torchbisect.cli import main
-from torchbisect.model import BisectResult, CellRun, Direction, NightlyPoint, ProbeResult, RunStatus
+from torchbisect.model import CellRun, ProbeResult, RunStatus
+from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 from torchbisect.report.bisection_text import render_markdown
 from torchbisect.store.db import Store
 

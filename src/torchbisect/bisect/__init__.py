@@ -1,8 +1,8 @@
-"""Bisection over nightly builds (or releases): the pure search, its outcome, the commit lookup,
-and the driver that probes.
+"""Bisection over nightly builds (or releases): the pure search, the commit lookup, and the driver
+that probes.  What a bisection concludes is `torchbisect.outcome`, on the ground floor.
 
-`search` knows nothing of torch; `outcome` holds what a bisection concludes; `candidates` names
-each build with the matrix's cell id; `verdicts` states the rule; `commits` reads git and the
-GitHub API; `driver` wires the index, the backends (through `execute`, a --script included) and
-the store into the search; `run` is `torchbisect bisect` end to end.
+`search` knows nothing of torch; `candidates` names each build with the matrix's cell id;
+`verdicts` states the rule; `commits` reads git and the GitHub API; `driver` wires the index, the
+backends (through `execute`, a --script included) and the store into the search; `run` is
+`torchbisect bisect` end to end.
 """

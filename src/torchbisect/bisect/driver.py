@@ -21,9 +21,9 @@ from .. import execute, reuse
 from ..backends.base import Backend
 from ..gpus import Gpu
 from ..model import Cell, CellRun
+from ..outcome import Direction, NightlyPoint, Outcome
 from ..probes import probe_version
 from .candidates import Candidate, CandidateList
-from .outcome import Direction, NightlyPoint, Outcome
 from .search import SearchHandler, SearchResult, first_bad, flip
 from .verdicts import Judged, Rule, check_script_run
 

@@ -10,9 +10,9 @@ import shlex
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
+from ..outcome import BisectResult, Direction, NightlyPoint
 from .candidates import CandidateList
 from .commits import CommitLookup, compare_url
-from .outcome import BisectResult, Direction, NightlyPoint
 from .search import SearchResult
 
 

@@ -14,6 +14,7 @@ from .. import defaults
 from ..errors import ConfigError
 from ..gpus import Gpu, list_gpus
 from ..model import Cell, Channel
+from ..outcome import BisectResult, Direction
 from ..store.db import Store
 from .candidates import (
     CandidateList,
@@ -24,7 +25,6 @@ from .candidates import (
 )
 from .commits import CommitLookup
 from .driver import Bisector, Progress
-from .outcome import BisectResult, Direction
 from .result import Context, build_result
 from .search import EndsError, Outcome, SearchResult
 from .verdicts import DEFAULT_CASE, FlakyScript, Rule
@@ -98,7 +98,7 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
 
 
 def candidates(options: BisectOptions) -> CandidateList:
-    from ..index import fetch
+    from ..index import fetch, tags
     from ..plan import indexes
 
     releases = release_of(options.good), release_of(options.bad)
@@ -107,7 +107,7 @@ def candidates(options: BisectOptions) -> CandidateList:
     if channel is Channel.STABLE:
         good, bad = releases
         listed = fetch.reachable(fetch.fetch_wheels(index_url), index_url)
-        wheels = fetch.compatible(list(listed), python=options.python, platform=options.platform)
+        wheels = tags.compatible(list(listed), python=options.python, platform=options.platform)
     else:
         good, bad = parse_end(options.good, "--good"), parse_end(options.bad, "--bad")
         wheels = indexes.nightly_builds(index_url, cuda=options.cuda, python=options.python,

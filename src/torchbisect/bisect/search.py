@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from ..errors import TorchbisectError
-from .outcome import Outcome
+from ..outcome import Outcome
 
 __all__ = ["Outcome", "SearchHandler", "SearchResult", "first_bad", "flip"]
 

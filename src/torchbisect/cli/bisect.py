@@ -19,7 +19,7 @@ from ..bisect.driver import Progress
 from ..bisect.run import BisectOptions, bisect
 from ..bisect.verdicts import DEFAULT_CASE
 from ..errors import ConfigError
-from ..model import Direction, NightlyPoint
+from ..outcome import Direction, NightlyPoint
 from ..report.bisection_text import render_markdown, render_text
 from . import options as flags
 from .options import add_backend_option

@@ -1,5 +1,5 @@
 """Wheel indexes: what PyTorch's (or any PEP 503/691) index lists, read into `Wheel`s.
 
-fetch.py: fetching pages with retries, and which wheels install on this machine; pages.py: what a
-page says (HTML, JSON or a folder of wheels).
+fetch.py: fetching pages with retries; pages.py: what a page says (HTML, JSON or a folder of
+wheels); tags.py: which wheels install on a Python and platform (pure rules, no network).
 """

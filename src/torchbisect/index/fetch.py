@@ -3,8 +3,8 @@
 This module owns the network side of resolution: one request per page with retries and backoff,
 one clear error naming the URL when the index does not answer, and the rule that a partial or
 garbled answer is an error — never "this version does not exist".  Choosing which wheel a cell
-gets is `resolve`'s job; this module only lists and filters.  What a page says (`Wheel`, the
-HTML, JSON and folder readers) is pages.py's.
+gets is `resolve`'s job; this module only lists.  What a page says (`Wheel`, the HTML, JSON and
+folder readers) is pages.py's; which wheels install here is tags.py's.
 """
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ from __future__ import annotations
 import hashlib
 import http.client
 import sys
-import sysconfig
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Collection, Iterable
-from functools import cache
 from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
@@ -32,7 +30,6 @@ PYTORCH_INDEX = "https://download.pytorch.org/whl/"
 _ACCEPT = ("application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, "
            "text/html;q=0.1")
 _MISSING_STATUS = (403, 404, 410)  # download.pytorch.org answers 403 for a folder that is not there
-_ARCHES = ("x86_64", "aarch64", "arm64", "universal2", "ppc64le", "s390x", "i686", "armv7l")
 _sleep = time.sleep  # tests replace it to keep retries instant
 
 
@@ -88,18 +85,6 @@ def reachable(wheels: Iterable[Wheel], index_url: str, *, allow: Collection[str]
     return tuple(kept)
 
 
-def compatible(wheels: list[Wheel], *, python: str, platform: str | None = None) -> list[Wheel]:
-    """The wheels that install on `python` ("3.12", "3.13t", "cp312") and `platform`.
-
-    `platform` is a wheel platform tag or a family ("linux_x86_64", "linux_aarch64", "win_amd64",
-    "macosx_arm64"); None means this machine.  manylinux glibc versions are not compared.
-    """
-    family = platform_family(platform or host_platform())
-    accepted = _accepted_pairs(python)
-    return [w for w in wheels if any(
-        (i, a) in accepted and platform_family(p) in (family, "any") for i, a, p in w.tags)]
-
-
 def sha256_of(url_or_path: str, *, retries: int = 4, backoff: float = 0.5) -> str:
     """The sha256 of a wheel, streamed from its URL (with retries) or read from disk."""
     path = local_path(url_or_path)
@@ -149,29 +134,6 @@ class _Resumable:
         return self.digest.hexdigest()
 
 
-def python_tag(python: str) -> str:
-    """"3.12" → "cp312", "3.13t" → "cp313t"; a tag is returned as is."""
-    if python.startswith("cp"):
-        return python
-    major, _, minor = python.partition(".")
-    return f"cp{major}{minor}"
-
-
-@cache
-def platform_family(tag: str) -> str:
-    """"manylinux_2_28_x86_64" → "linux_x86_64"; "macosx_11_0_arm64" → "macosx_arm64"."""
-    tag = tag.replace("-", "_").replace(".", "_")
-    if tag == "any":
-        return "any"
-    kind = next((k for k in ("musllinux", "linux", "macosx") if k in tag), None)
-    arch = next((a for a in _ARCHES if tag.endswith(a)), None)
-    return f"{kind}_{arch}" if kind and arch else tag
-
-
-def host_platform() -> str:
-    return platform_family(sysconfig.get_platform())
-
-
 def local_path(url: str) -> Path | None:
     """The folder or file a `file://` URL or plain path names; None for http(s)."""
     if url.startswith("file://"):
@@ -179,18 +141,6 @@ def local_path(url: str) -> Path | None:
     if "://" in url:
         return None
     return Path(url).expanduser()
-
-
-def _accepted_pairs(python: str) -> set[tuple[str, str]]:
-    tag = python_tag(python)
-    free_threaded = tag.endswith("t")
-    digits = tag[2:].rstrip("t")
-    major, minor = digits[0], int(digits[1:] or 0)
-    pairs = {(f"cp{digits}", tag), (f"py{digits}", "none"), (f"py{major}", "none")}
-    if not free_threaded:  # neither the stable ABI nor "cpXY-none" builds load there
-        pairs |= {(f"cp{digits}", "none")}
-        pairs |= {(f"cp{major}{m}", "abi3") for m in range(2, minor + 1)}
-    return pairs
 
 
 def _get(url: str, timeout: float) -> tuple[bytes, str, str]:

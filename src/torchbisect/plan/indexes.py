@@ -18,16 +18,16 @@ from datetime import date
 
 from packaging.version import Version
 
+from ..cells import python_tag
 from ..config.matrix import MatrixConfig
 from ..index.fetch import (
     PageMissing,
     Wheel,
-    compatible,
     default_index,
     fetch_wheels,
-    python_tag,
     reachable,
 )
+from ..index.tags import compatible
 from ..model import Channel
 from .lock import Lock
 
@@ -207,11 +207,3 @@ def distance(version: str, wanted: str) -> tuple[int, ...]:
     width = max(len(a), len(b))
     a, b = a + (0,) * (width - len(a)), b + (0,) * (width - len(b))
     return tuple(abs(x - y) for x, y in zip(a, b, strict=True))
-
-
-def python_of(wheel: Wheel) -> str | None:
-    """"3.12" for a cp312-cp312 wheel, "3.13t" for cp313-cp313t; None for py3/abi3 wheels."""
-    match = re.fullmatch(r"cp(\d)(\d+)", wheel.python_tag)
-    if not match or wheel.abi_tag in ("abi3", "none"):
-        return None
-    return f"{match[1]}.{match[2]}" + ("t" if wheel.abi_tag.endswith("t") else "")

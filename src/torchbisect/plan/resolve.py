@@ -24,9 +24,11 @@ from packaging.version import Version
 
 from .. import cells as ids
 from .. import links
+from ..cells import python_tag
 from ..config.matrix import DevEntry, MatrixConfig, NightlyEntry, Settings, StableEntry, TestEntry
 from ..errors import ConfigError, ResolveError
-from ..index.fetch import Wheel, compatible, fetch_wheels, local_path, python_tag, sha256_of
+from ..index.fetch import Wheel, fetch_wheels, local_path, sha256_of
+from ..index.tags import compatible, python_of
 from ..model import Cell, Channel, MissingBuild, Plan
 from .indexes import (
     Fetch,
@@ -37,7 +39,6 @@ from .indexes import (
     final,
     index_for,
     one_per_version,
-    python_of,
     tag_order,
     within,
 )

@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Protocol
 
 from .. import cells, defaults
-from ..model import BisectResult, CellRun, Channel
-from .advice import Links
+from ..model import CellRun, Channel
+from ..outcome import BisectResult
 from .html import render_html
 from .markdown import render_markdown
 from .osv import osv_document
+from .page import Links, PageView
 from .results_json import results_document
-from .view import PageView, build_view
+from .view import build_view
 
 __all__ = ["Links", "PageView", "build_view", "render", "render_runs", "results_json"]
 

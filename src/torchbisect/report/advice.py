@@ -8,16 +8,11 @@ pytorch/pytorch's issues, since the bug had no issue of record when this was wri
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .headline import Headline, version_key
+from .page import UPSTREAM_SEARCH, Advice, Links, Section
 
-if TYPE_CHECKING:
-    from .view import Section
-
-UPSTREAM_SEARCH = ("https://github.com/pytorch/pytorch/issues?q=is%3Aissue+"
-                   "_lazy_clone+%22CUDA+graph%22+stale")
 WORKAROUND = ("Use x.clone() instead of torch._lazy_clone(x): a real copy is captured into the "
               "graph and ordered on the current stream. Materializing the lazy clone before "
               "capture (one write, after the stream that produced x is synchronized) avoids the "
@@ -26,25 +21,6 @@ CHECK = "torchbisect probe"
 CHECK_MEANING = ("probes this interpreter's torch on the first GPU; exit status 0 = not affected, "
                  "1 = affected, 125 = cannot tell (no GPU, or a control misbehaved). Without "
                  "torchbisect: python probes/stale_replay.py, same statuses.")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Links:
-    """Where the record points: the upstream report and the published page (when known)."""
-
-    upstream: str = UPSTREAM_SEARCH
-    page: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Advice:
-    workaround: str
-    cost: str  # the measured cost of the workaround, "" when no benchmark is at hand
-    cost_href: str  # the benchmark's plot, relative to the page
-    fixes: tuple[str, ...]  # one line per GPU model: first fixed release and nightly
-    check: str
-    check_meaning: str
-    upstream: str
 
 
 def first_fixed_release(h: Headline) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ..model import BisectResult, Direction, NightlyPoint
+from ..outcome import BisectResult, Direction, NightlyPoint
 from .markdown import md_text, md_url
 
 

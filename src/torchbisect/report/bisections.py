@@ -7,22 +7,13 @@ that GPU's section, the bisection's own entry and the OSV record give the same d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ..model import BisectResult, CellRun, Direction
+from ..model import CellRun
+from ..outcome import BisectResult, Direction
 from .headline import gpu_of
+from .page import BisectView
 from .timeline import safe_url
 
-Fact = tuple[str, str]
 UNATTRIBUTED = "not recorded (the store holds several GPU models)"
-
-
-@dataclass(frozen=True, kw_only=True)
-class BisectView:
-    title: str
-    facts: tuple[Fact, ...]
-    compare_url: str  # https only, else ""
-    gpu: str = ""  # the GPU model its boundary builds ran on, "" when that is not known
 
 
 def gpu_of_bisection(bisection: BisectResult, runs: list[CellRun], gpus: list[str]) -> str:

@@ -7,37 +7,10 @@ page has no scripts: CSS shows the members while that <details> is open).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .view import Row
+from .page import Fold, Row
 
 # Two identical neighbours read fine unfolded; from three on, the repetition hides the changes.
 FOLD_MIN = 3
-
-
-@dataclass(frozen=True, kw_only=True)
-class Fold:
-    """Rows drawn as one: a single row is drawn as itself, several under one summary row."""
-
-    rows: tuple[Row, ...]
-
-    @property
-    def folded(self) -> bool:
-        return len(self.rows) > 1
-
-    @property
-    def head(self) -> Row:
-        return self.rows[0]
-
-    @property
-    def label(self) -> str:
-        return f"{self.rows[0].label} … {self.rows[-1].label}"
-
-    @property
-    def sub(self) -> str:
-        return f"{len(self.rows)} nightlies, identical verdicts"
 
 
 def same_verdicts(row: Row) -> tuple:

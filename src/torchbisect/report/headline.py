@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from ..cells import build_tag
-from ..model import BisectResult, CellRun, Channel, Direction
+from ..model import CellRun, Channel
+from ..outcome import BisectResult, Direction
 from .marks import Mark, mark_for_run
 
 NO_GPU = "no GPU"

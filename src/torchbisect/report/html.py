@@ -11,7 +11,7 @@ from functools import cache
 
 import jinja2
 
-from .view import PageView
+from .page import PageView
 
 
 @cache

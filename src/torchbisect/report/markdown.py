@@ -10,9 +10,8 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from .advice import Advice
 from .marks import Mark
-from .view import PageView, Row, Section
+from .page import Advice, PageView, Row, Section
 
 _CHANNEL = {"stable": "stable", "test": "rc", "nightly": "nightly", "dev": "dev",
             "preinstalled": "preinstalled"}

@@ -16,9 +16,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ..model import BisectResult, CellRun, Direction
-from .advice import Links
+from ..model import CellRun
+from ..outcome import BisectResult, Direction
 from .headline import Headline, gpu_of, is_release, release_states
+from .page import Links
 from .timeline import safe_url
 
 OSV_ID = "x_TORCHBISECT-lazy-clone-cuda-graph"

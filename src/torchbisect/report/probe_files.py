@@ -13,7 +13,8 @@ from pathlib import Path
 
 from .. import cells
 from ..errors import ConfigError
-from ..model import BisectResult, Cell, CellRun, Channel, ProbeResult, RunStatus
+from ..model import Cell, CellRun, Channel, ProbeResult, RunStatus
+from ..outcome import BisectResult
 
 _DEV = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ..model import BisectResult, Cell, CellRun
+from ..model import Cell, CellRun
+from ..outcome import BisectResult
 from .headline import Headline, NightlyEdge, gpu_of
-from .view import PageView
+from .page import PageView
 
 RESULTS_SCHEMA = 1
 

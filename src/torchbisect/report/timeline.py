@@ -9,7 +9,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from ..model import BisectResult, CellRun, Direction, Outcome, Verdict
+from ..model import CellRun, Verdict
+from ..outcome import BisectResult, Direction, Outcome
 from .headline import nightly_date
 from .marks import Mark, mark_for_run, mark_for_verdict
 

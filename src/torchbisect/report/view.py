@@ -10,15 +10,26 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections import Counter
-from dataclasses import dataclass
 
-from ..model import BisectResult, CaseResult, CellRun, Channel, RunStatus
-from .advice import Advice, Links, build_advice
-from .bisections import BisectView, bisect_view, gpu_of_bisection
-from .folding import Fold, fold_rows
-from .headline import Headline, build_headline, gpu_of, nightly_date, version_key
+from ..model import CaseResult, CellRun, Channel, RunStatus
+from ..outcome import BisectResult
+from .advice import build_advice
+from .bisections import bisect_view, gpu_of_bisection
+from .folding import fold_rows
+from .headline import build_headline, gpu_of, nightly_date, version_key
 from .marks import LEGEND, NOT_RUN, Mark, mark_for_case, mark_for_run
-from .timeline import Timeline, build_timeline
+from .page import (
+    CaseCell,
+    Column,
+    Environment,
+    Fact,
+    Group,
+    Links,
+    PageView,
+    Row,
+    Section,
+)
+from .timeline import build_timeline
 
 CHANNEL_TITLES = {
     Channel.STABLE: "Stable releases",
@@ -42,81 +53,6 @@ CASE_NOTES = {
     "control_clone": "negative control, must be correct",
     "control_stale": "positive control, must be detected",
 }
-Fact = tuple[str, str]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Column:
-    name: str
-    title: str
-    note: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class CaseCell:
-    mark: Mark
-    stale: str  # "flaky: stale 7/20 trials (35%)", or ""
-    time: str
-    detail: str  # untrusted: the probe's message
-
-
-@dataclass(frozen=True, kw_only=True)
-class Row:
-    cell_id: str
-    label: str
-    sub: str
-    mark: Mark
-    cases: tuple[CaseCell, ...]  # one per page column; empty for an infrastructure failure
-    run_line: str  # GPU · driver · torch git, repeated in every case cell's details
-    facts: tuple[Fact, ...]
-    log_excerpt: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class Group:
-    channel: str
-    title: str
-    rows: tuple[Row, ...]
-    folds: tuple[Fold, ...] = ()  # the rows again, long runs of identical nightlies folded
-
-
-@dataclass(frozen=True, kw_only=True)
-class Environment:
-    gpu: str
-    driver: str
-    cuda_runtime: str
-    capability: str
-    runs: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class Section:
-    gpu: str
-    anchor: str
-    headline: Headline
-    groups: tuple[Group, ...]
-    timeline: Timeline | None
-    environments: tuple[Environment, ...]
-    tally: tuple[tuple[Mark, int], ...]
-
-
-@dataclass(frozen=True, kw_only=True)
-class PageView:
-    title: str
-    generated: str
-    newest_run: str
-    columns: tuple[Column, ...]
-    sections: tuple[Section, ...]
-    bisections: tuple[BisectView, ...]
-    bisection_timeline: Timeline | None  # when several GPUs: bisections are drawn on their own
-    legend: tuple[tuple[Mark, str], ...]
-    runs: int
-    advice: Advice | None = None  # "What to do"; None on a page without results
-    # For a page with no results: why there are none, and pages with real results to look at.
-    empty_reason: str = ""
-    examples: tuple[tuple[str, str], ...] = ()
-
-
 def columns_for(runs: list[CellRun]) -> tuple[Column, ...]:
     seen = {c.name for r in runs if r.result for c in r.result.cases}
     names = [n for n in CASE_ORDER if n in seen] + sorted(seen - set(CASE_ORDER))

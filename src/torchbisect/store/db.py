@@ -19,7 +19,8 @@ from pathlib import Path
 
 from .. import defaults
 from ..errors import ConfigError
-from ..model import BisectResult, Cell, CellRun, RunStatus
+from ..model import Cell, CellRun, RunStatus
+from ..outcome import BisectResult
 from . import check
 from .rows import (  # noqa: F401 - run_to_json/run_from_json are part of this API
     RUN_FIELDS,

@@ -16,7 +16,8 @@ from typing import Any
 
 from .. import probe_doc
 from ..errors import ConfigError
-from ..model import BisectResult, Cell, CellRun, ProbeResult, RunStatus
+from ..model import Cell, CellRun, ProbeResult, RunStatus
+from ..outcome import BisectResult
 
 RUN_FIELDS = (
     "cell_id", "cell_json", "status", "verdict", "cases_json", "probe_json", "reason",

@@ -1,7 +1,7 @@
 """What a bisection concludes: an `Outcome` per build, the pair around the change, the evidence.
 
-These frozen types travel from the search to the store, the page, `--json` and `--markdown`;
-`model` re-exports them with the rest of the shared vocabulary.
+These frozen types travel from the search to the store, the page, `--json` and `--markdown`, so
+they sit on the ground floor beside `model` (the rest of the shared vocabulary), not in bisect/.
 """
 
 from __future__ import annotations

@@ -1,0 +1,140 @@
+"""The page's types: what `build_view` hands the templates, the Markdown and the JSON writers.
+
+Plain frozen data, decided by view.py (rows, sections), folding.py (folds), bisections.py
+(bisections) and advice.py ("What to do"); each of those imports its types from here, so no
+module of report/ needs another's to name what it builds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .headline import Headline
+from .marks import Mark
+from .timeline import Timeline
+
+UPSTREAM_SEARCH = ("https://github.com/pytorch/pytorch/issues?q=is%3Aissue+"
+                   "_lazy_clone+%22CUDA+graph%22+stale")
+Fact = tuple[str, str]  # (name, value) in a row's or a bisection's details
+
+
+@dataclass(frozen=True, kw_only=True)
+class Column:
+    name: str
+    title: str
+    note: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseCell:
+    mark: Mark
+    stale: str  # "flaky: stale 7/20 trials (35%)", or ""
+    time: str
+    detail: str  # untrusted: the probe's message
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    cell_id: str
+    label: str
+    sub: str
+    mark: Mark
+    cases: tuple[CaseCell, ...]  # one per page column; empty for an infrastructure failure
+    run_line: str  # GPU · driver · torch git, repeated in every case cell's details
+    facts: tuple[Fact, ...]
+    log_excerpt: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fold:
+    """Rows drawn as one: a single row is drawn as itself, several under one summary row."""
+
+    rows: tuple[Row, ...]
+
+    @property
+    def folded(self) -> bool:
+        return len(self.rows) > 1
+
+    @property
+    def head(self) -> Row:
+        return self.rows[0]
+
+    @property
+    def label(self) -> str:
+        return f"{self.rows[0].label} … {self.rows[-1].label}"
+
+    @property
+    def sub(self) -> str:
+        return f"{len(self.rows)} nightlies, identical verdicts"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Group:
+    channel: str
+    title: str
+    rows: tuple[Row, ...]
+    folds: tuple[Fold, ...] = ()  # the rows again, long runs of identical nightlies folded
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment:
+    gpu: str
+    driver: str
+    cuda_runtime: str
+    capability: str
+    runs: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Section:
+    gpu: str
+    anchor: str
+    headline: Headline
+    groups: tuple[Group, ...]
+    timeline: Timeline | None
+    environments: tuple[Environment, ...]
+    tally: tuple[tuple[Mark, int], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BisectView:
+    title: str
+    facts: tuple[Fact, ...]
+    compare_url: str  # https only, else ""
+    gpu: str = ""  # the GPU model its boundary builds ran on, "" when that is not known
+
+
+@dataclass(frozen=True, kw_only=True)
+class Links:
+    """Where the record points: the upstream report and the published page (when known)."""
+
+    upstream: str = UPSTREAM_SEARCH
+    page: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Advice:
+    workaround: str
+    cost: str  # the measured cost of the workaround, "" when no benchmark is at hand
+    cost_href: str  # the benchmark's plot, relative to the page
+    fixes: tuple[str, ...]  # one line per GPU model: first fixed release and nightly
+    check: str
+    check_meaning: str
+    upstream: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PageView:
+    title: str
+    generated: str
+    newest_run: str
+    columns: tuple[Column, ...]
+    sections: tuple[Section, ...]
+    bisections: tuple[BisectView, ...]
+    bisection_timeline: Timeline | None  # when several GPUs: bisections are drawn on their own
+    legend: tuple[tuple[Mark, str], ...]
+    runs: int
+    advice: Advice | None = None  # "What to do"; None on a page without results
+    # For a page with no results: why there are none, and pages with real results to look at.
+    empty_reason: str = ""
+    examples: tuple[tuple[str, str], ...] = ()
