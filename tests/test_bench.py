@@ -82,7 +82,7 @@ def test_rendering_is_timed_over_all_four_files():
 
     result = render_cells(50, repeat=1)
     assert result["cells"] == 50 and result["seconds"] > 0
-    assert set(result["bytes"]) == {"index.html", "results.json", "summary.md", "affected.json"}
+    assert {"index.html", "results.json", "summary.md", "affected.json"} <= set(result["bytes"])
 
 
 def test_planning_is_measured_by_the_package_alone_without_the_test_suite(tmp_path):

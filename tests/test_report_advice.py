@@ -11,6 +11,7 @@ from html import unescape
 
 from torchbisect.cli import main
 from torchbisect.model import Channel, Verdict
+from torchbisect.probes import probe_path
 from torchbisect.report import build_view, render_runs
 from torchbisect.report.advice import UPSTREAM_SEARCH
 from torchbisect.report.synthetic import synthetic_run as run
@@ -42,14 +43,19 @@ def test_the_page_and_summary_say_what_to_do_with_the_measured_cost(tmp_path):
             "replay at 1 MiB and 0.77 ms at 1024 MiB.") in todo
     assert '<a href="../bench/workaround.svg">The benchmark</a>' in html
     assert "no fixed release yet (every tested release up to 2.15.0 is affected)" in todo
-    assert "torchbisect probe probes this interpreter's torch" in todo
+    assert "Download stale_replay.py and run python stale_replay.py with the python" in todo
     assert "0 = not affected, 1 = affected, 125 = cannot tell" in todo
+    assert "The whole tool: pip install torchbisect && torchbisect probe (or uvx" in todo
+    # the self-check's file is published beside the page: the link downloads the real probe
+    assert '<a href="stale_replay.py" download>' in html
+    assert (tmp_path / "page" / "stale_replay.py").read_bytes() == probe_path().read_bytes()
     assert f'href="{UPSTREAM_SEARCH}"' in html
     # near the top: before the matrix
     assert html.index('class="todo"') < html.index('class="matrix"')
     summary = (tmp_path / "page" / "summary.md").read_text()
     assert "### What to do" in summary and "([benchmark](../bench/workaround.svg))" in summary
-    assert "- **Check your own torch:** `torchbisect probe`" in summary
+    assert ("- **Check your own torch:** download [stale_replay.py](stale_replay.py) and run "
+            "`python stale_replay.py`") in summary
     assert f"- **Upstream report:** {UPSTREAM_SEARCH}" in summary
 
 

@@ -17,6 +17,8 @@ from typing import Protocol
 from .. import cells, defaults
 from ..model import CellRun, Channel
 from ..outcome import BisectResult
+from ..probes import probe_path
+from .advice import PROBE_FILE
 from .html import render_html
 from .markdown import render_markdown
 from .osv import osv_document
@@ -47,7 +49,8 @@ def render(store: RunSource, out_dir: Path, *, empty_reason: str = "",
 def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Path, *,
                 generated: dt.datetime, empty_reason: str = "",
                 links: Links | None = None) -> list[Path]:
-    """Write the four files into `out_dir` and return their paths."""
+    """Write the page's files into `out_dir` and return their paths: the four documents, and
+    the probe script the page's self-check runs (published beside it, so the page is enough)."""
     out_dir = Path(out_dir)
     runs = [with_probed_version(r) for r in runs]
     page = build_view(runs, bisections, generated=generated, empty_reason=empty_reason,
@@ -61,6 +64,7 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
         "results.json": _json(results_document(page, runs, bisections, generated=generated)),
         "summary.md": render_markdown(page),
         "affected.json": json.dumps(osv, indent=2, ensure_ascii=False) + "\n",
+        PROBE_FILE: probe_path(defaults.PROBE).read_text(encoding="utf-8"),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     return [_write(out_dir / name, text) for name, text in files.items()]

@@ -17,10 +17,16 @@ WORKAROUND = ("Use x.clone() instead of torch._lazy_clone(x): a real copy is cap
               "graph and ordered on the current stream. Materializing the lazy clone before "
               "capture (one write, after the stream that produced x is synchronized) avoids the "
               "race too, but the graph then replays that one copy.")
-CHECK = "torchbisect probe"
-CHECK_MEANING = ("probes this interpreter's torch on the first GPU; exit status 0 = not affected, "
-                 "1 = affected, 125 = cannot tell (no GPU, or a control misbehaved). Without "
-                 "torchbisect: python probes/stale_replay.py, same statuses.")
+# The self-check a reader of the page alone can follow: `report` publishes the standalone probe
+# beside the page (PROBE_FILE), which runs under any torch with nothing else installed.
+PROBE_FILE = "stale_replay.py"
+CHECK = f"python {PROBE_FILE}"
+CHECK_MEANING = ("with the python whose torch you want checked: it probes the first GPU and exits "
+                 "0 = not affected, 1 = affected, 125 = cannot tell (no GPU, or a control "
+                 "misbehaved). It needs only torch.")
+TOOL = "pip install torchbisect && torchbisect probe"
+TOOL_MEANING = ("(or uvx torchbisect probe): the same check with its result stored, and the "
+                "whole tool, which installs and probes a matrix of builds and bisects nightlies.")
 
 
 def first_fixed_release(h: Headline) -> str:
@@ -68,4 +74,5 @@ def build_advice(sections: tuple[Section, ...], links: Links,
     bench = bench or {}
     return Advice(workaround=WORKAROUND, cost=cost_sentence(bench.get("data") or {}),
                   cost_href=bench.get("href", ""), fixes=fixes, check=CHECK,
-                  check_meaning=CHECK_MEANING, upstream=links.upstream or UPSTREAM_SEARCH)
+                  check_href=PROBE_FILE, check_meaning=CHECK_MEANING, tool=TOOL,
+                  tool_meaning=TOOL_MEANING, upstream=links.upstream or UPSTREAM_SEARCH)

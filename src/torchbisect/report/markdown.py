@@ -125,5 +125,7 @@ def advice_lines(a: Advice) -> list[str]:
     return ["### What to do", "",
             f"- **Workaround:** {md_text(a.workaround)}{cost}{bench}",
             f"- **Fixed builds:** {fixes}",
-            f"- **Check your own torch:** `{a.check}` {md_text(a.check_meaning)}",
+            f"- **Check your own torch:** download [{a.check_href}]({md_url(a.check_href)}) "
+            f"and run `{a.check}` {md_text(a.check_meaning)} The whole tool: `{a.tool}` "
+            f"{md_text(a.tool_meaning)}",
             f"- **Upstream report:** {md_url(a.upstream)}", ""]

@@ -119,7 +119,10 @@ class Advice:
     cost_href: str  # the benchmark's plot, relative to the page
     fixes: tuple[str, ...]  # one line per GPU model: first fixed release and nightly
     check: str
+    check_href: str  # the probe file, published beside the page
     check_meaning: str
+    tool: str
+    tool_meaning: str
     upstream: str
 
 
