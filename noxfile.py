@@ -93,6 +93,13 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session
+def pages(session: nox.Session) -> None:
+    """Redraw every committed page (reports/h200/, reports/sample/, screenshots) from its data."""
+    session.install("-e", ".")
+    session.run("python", "-m", "torchbisect.report.committed", *session.posargs)
+
+
+@nox.session
 def notify(session: nox.Session) -> None:
     """Open or update the status issue when a verdict or the fix status changed (CI)."""
     _tool(session, "notify")

@@ -13,7 +13,7 @@ from torchbisect.cli import main
 from torchbisect.model import Channel, Verdict
 from torchbisect.probes import probe_path
 from torchbisect.report import build_view, render_runs
-from torchbisect.report.advice import UPSTREAM_SEARCH
+from torchbisect.report.advice import UPSTREAM_SEARCH, cost_sentence, duration
 from torchbisect.report.synthetic import synthetic_run as run
 
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
@@ -39,8 +39,8 @@ def test_the_page_and_summary_say_what_to_do_with_the_measured_cost(tmp_path):
     html = (tmp_path / "page" / "index.html").read_text()
     todo = _todo(html)
     assert todo.startswith("What to do Workaround Use x.clone() instead of torch._lazy_clone(x)")
-    assert ("Measured on NVIDIA H200 (torch 2.11.0+cu130): the clone adds 0.0007 ms to a graph "
-            "replay at 1 MiB and 0.77 ms at 1024 MiB.") in todo
+    assert ("Measured on NVIDIA H200 (torch 2.11.0+cu130): the clone adds below 1 µs (the "
+            "timer's resolution) to a graph replay at 1 MiB and 0.77 ms at 1024 MiB.") in todo
     assert '<a href="../bench/workaround.svg">The benchmark</a>' in html
     assert "no fixed release yet (every tested release up to 2.15.0 is affected)" in todo
     assert "Download stale_replay.py and run python stale_replay.py with the python" in todo
@@ -115,3 +115,23 @@ def test_long_runs_of_identical_nightlies_fold_and_the_others_stay_rows():
     assert nightly[0].sub == "7 nightlies, identical verdicts"
     assert all(not f.folded for f in groups["stable"].folds)
     assert len(groups["nightly"].rows) == 9  # results.json and summary.md still see every build
+
+
+def test_a_cost_reads_in_the_unit_a_person_reads_without_counting_zeros():
+    assert [duration(ms) for ms in (0.00079, 0.0236, 0.0034, 0.7745, 12.3, 1500)] == [
+        "0.79 µs", "24 µs", "3.4 µs", "0.77 ms", "12 ms", "1.5 s"]
+
+
+def test_a_cost_below_the_timers_resolution_is_said_as_such_never_as_a_negative():
+    # A re-run on the H200 gave the 1 MiB clone node -0.00005 ms: noise around zero.
+    rerun = {"gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "rows": [
+        {"size_mib": 1, "graph_clone_node_ms": -0.00005},
+        {"size_mib": 256, "graph_clone_node_ms": 0.1923}]}
+    sentence = cost_sentence(rerun)
+    assert "adds below 1 µs (the timer's resolution) to a graph replay at 1 MiB" in sentence
+    assert "0.19 ms at 256 MiB" in sentence
+    assert "-" not in sentence.split(":", 1)[1] and "0.000" not in sentence
+    # A benchmark that resolves finer says the figure.
+    finer = {**rerun, "resolution_ms": 0.0001, "rows": [
+        {"size_mib": 1, "graph_clone_node_ms": 0.00079}]}
+    assert "adds 0.79 µs to a graph replay at 1 MiB" in cost_sentence(finer)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
+import re
 
 import pytest
 
 from torchbisect.cli import main
+from torchbisect.model import Verdict
 from torchbisect.report import build_view, render_runs
 from torchbisect.report.markdown import md_text, render_markdown
 from torchbisect.report.probe_files import DocumentSource
@@ -23,8 +26,8 @@ def test_markdown_has_the_headline_and_one_table_line_per_build():
     runs = [run("2.11.0+cu130", {**BAD, "side_stream": (7, 20)}), run("2.15.0+cu132", BAD),
             run("2.12.0+cu130", infra="docker: image build failed")]
     text = render_markdown(build_view(runs, [], generated=NOW))
-    assert text.splitlines()[0] == "## torch._lazy_clone stale data: 2.11.0 – 2.15.0 affected on " \
-                                   "NVIDIA H200"
+    assert text.splitlines()[0] == ("## torch._lazy_clone stale data: 2.11.0 – 2.15.0 affected on "
+                                    "NVIDIA H200 (releases before 2.11.0 were not tested)")
     table = [line for line in text.splitlines() if line.startswith("|")]
     assert table[0].startswith("| build | channel | verdict | capture + data_ptr() |")
     assert table[2] == ("| 2.11.0+cu130 | stable | ✗ affected | ✗ affected 5/5 | ✗ affected 5/5 "
@@ -120,3 +123,56 @@ def test_committed_sample_matches_the_recorded_probe_documents(repo, data_dir):
         "reports/sample/ is stale: python -m torchbisect report --probe-json "
         "tests/data/probe/h200-torch-*.json --out reports/sample (then retake the screenshots: "
         "python tests/helpers/chromium.py reports/sample/index.html OUT.png 1400x1000|390x844)")
+
+
+def test_an_empty_page_shows_commands_as_code_not_backticks(tmp_path):
+    render_runs([], [], tmp_path, generated=NOW)
+    html = (tmp_path / "index.html").read_text()
+    assert "<code>nox -s matrix</code>" in html and "`" not in html
+    summary = (tmp_path / "summary.md").read_text()
+    assert "`nox -s matrix`" in summary and "\\`" not in summary
+
+
+def test_a_page_without_a_gpu_says_the_driver_was_not_recorded_and_links_the_measured_pages(
+        tmp_path):
+    for page in ("sample", "h200"):
+        (tmp_path / page).mkdir()
+        (tmp_path / page / "index.html").write_text("<html></html>")
+    skipped = {name: Verdict.SKIPPED for name in ("capture_data_ptr", "control_clone",
+                                                  "control_stale")}
+    render_runs([run("2.13.0+cpu", skipped, gpu="none", driver="")], [], tmp_path,
+                generated=NOW)
+    html = (tmp_path / "index.html").read_text()
+    env = re.search(r'<table class="env">.*?</table>', html, re.S).group(0)
+    assert "not recorded" in env and ">?<" not in env
+    assert '<a href="sample/index.html">' in html and '<a href="h200/index.html">' in html
+    assert "driver not recorded" in (tmp_path / "summary.md").read_text()
+
+
+def test_published_files_carry_no_absolute_path_of_the_runner(tmp_path):
+    log = ("$ /usr/local/bin/uv pip install --python /home/ci/w/.torchbisect/venvs/a/bin/python "
+           "'torch @ file:///tmp/wheels/torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl'\n"
+           "$ /home/ci/w/.torchbisect/venvs/a/bin/python /home/ci/w/probes/stale_replay.py\n"
+           "from https://download.pytorch.org/whl/cu132/torch-2.15.0.whl")
+    local = run("2.15.0+cu132", BAD, log=log, detail="see /home/ci/w/.torchbisect/x.json")
+    local = dataclasses.replace(local, cell=dataclasses.replace(
+        local.cell, url="/tmp/wheels/torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl"))
+    render_runs([local, run("2.14.1+cu130", infra="no space left on /var/lib/docker/tmp/x")],
+                [], tmp_path, generated=NOW)
+    for name in ("index.html", "results.json", "summary.md", "affected.json"):
+        text = (tmp_path / name).read_text()
+        assert not re.search(r"(?<![\w:/.])/(usr|home|tmp|var)/", text), name
+    doc = json.loads((tmp_path / "results.json").read_text())
+    published = next(r for r in doc["runs"] if r["verdict"])
+    assert published["cell"]["url"] == "torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert ".torchbisect/venvs/a/bin/python probes/stale_replay.py" in published["log_excerpt"]
+    assert "https://download.pytorch.org/whl/cu132/torch-2.15.0.whl" in published["log_excerpt"]
+
+
+def test_the_committed_pages_carry_no_absolute_path_of_the_runner(repo):
+    for page in ("h200", "sample"):
+        for name in ("index.html", "results.json", "summary.md", "affected.json"):
+            path = repo / "reports" / page / name
+            if path.is_file():
+                text = path.read_text()
+                assert not re.search(r"(?<![\w:/.])/(usr|home|tmp|var|opt|work|root)/", text), path

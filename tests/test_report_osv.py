@@ -11,9 +11,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import re
+from pathlib import Path
 
 import pytest
 from conftest import IN_CI, REPO
+from indexserver import serve
+from packaging.version import Version
 
 from torchbisect.model import Channel, Verdict
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
@@ -26,9 +30,8 @@ SCHEMA_COMMIT = "51b8156b69b9e2e9ff2301e649db61636067fcfa"
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
 BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5)}
 GOOD = {"capture_data_ptr": (0, 5), "capture_write": (0, 5)}
-# reports/evidence/ is kept exactly as the H200 run of 2026-11-29 wrote it (its record predates
-# the x_ id); reports/h200/ is the same store drawn by today's renderer, so that one is checked.
-COMMITTED = [REPO / "reports" / d / "affected.json" for d in ("sample", "h200")]
+# Every record committed under reports/ (the pages `nox -s pages` draws).
+COMMITTED = sorted((REPO / "reports").glob("**/affected.json"))
 
 
 @pytest.fixture(scope="module")
@@ -90,18 +93,22 @@ def _pypi(doc):
     return pypi["events"]
 
 
-def test_an_affected_oldest_tested_release_opens_the_range_at_zero():
+def test_an_affected_oldest_tested_release_opens_the_range_there_and_names_the_untested():
     doc = osv_document([run("2.11.0+cu130", BAD), run("2.15.0+cu132", BAD)], [], generated=NOW)
-    # a scanner would otherwise call 2.3 … 2.10 safe, though nobody tested them
-    assert _pypi(doc) == [{"introduced": "0"}, {"last_affected": "2.15.0"}]
-    assert doc["affected"][0]["database_specific"]["tested_versions"] == ["2.11.0", "2.15.0"]
+    # "0" would claim 1.0.0 … 2.10.0 affected, though nobody tested them
+    assert _pypi(doc) == [{"introduced": "2.11.0"}, {"last_affected": "2.15.0"}]
+    found = doc["affected"][0]["database_specific"]
+    assert found["tested_versions"] == ["2.11.0", "2.15.0"]
+    assert found["not_tested"] == ("releases before 2.11.0 and after 2.15.0 were not tested, nor "
+                                   "those between the tested ones")
     assert doc["affected"][0]["versions"] == ["2.11.0", "2.15.0"]
 
 
-def test_a_range_after_a_tested_good_release_opens_there_and_closes_at_the_fix():
+def test_a_range_closes_at_the_last_affected_release_not_at_a_later_fixed_one():
     runs, _ = SCENARIOS["fixed"]
+    # `fixed: 2.16.0` would claim 2.4 … 2.15, which were not tested
     assert _pypi(osv_document(runs, [], generated=NOW)) == [{"introduced": "2.3.0"},
-                                                            {"fixed": "2.16.0"}]
+                                                            {"last_affected": "2.3.0"}]
 
 
 def test_a_preinstalled_final_release_counts_as_that_release_everywhere(tmp_path):
@@ -111,7 +118,8 @@ def test_a_preinstalled_final_release_counts_as_that_release_everywhere(tmp_path
     osv = json.loads((tmp_path / "affected.json").read_text())
     results = json.loads((tmp_path / "results.json").read_text())
     assert osv["affected"][0]["versions"] == ["2.11.0", "2.12.0"]  # the NGC build is no release
-    assert results["headlines"][0]["text"] == "2.11.0 – 2.12.0 affected on NVIDIA H200"
+    assert results["headlines"][0]["text"] == (
+        "2.11.0 – 2.12.0 affected on NVIDIA H200 (releases before 2.11.0 were not tested)")
     assert "## torch._lazy_clone stale data: 2.11.0 – 2.12.0 affected" in (
         tmp_path / "summary.md").read_text()
     assert "2.11.0 – 2.12.0 affected on NVIDIA H200" in (tmp_path / "index.html").read_text()
@@ -140,9 +148,9 @@ def test_references_name_the_page_the_upstream_report_and_the_bisected_range():
         {"type": "WEB", "url": "https://github.com/pytorch/pytorch/compare/a...b"}]
 
 
-def test_by_default_the_upstream_reference_is_a_search_of_pytorchs_issues():
+def test_by_default_the_upstream_reference_is_a_search_of_pytorchs_issues_typed_web():
     [ref] = osv_document([run("2.15.0+cu132", BAD)], [], generated=NOW)["references"]
-    assert ref["type"] == "REPORT"
+    assert ref["type"] == "WEB"  # a search is no report: REPORT once matrix.yaml names one
     assert ref["url"].startswith("https://github.com/pytorch/pytorch/issues?q=")
 
 
@@ -171,5 +179,129 @@ def test_the_osv_git_range_comes_from_bisected_upstream_commits():
     doc = osv_document(runs, bisections, generated=NOW)
     [git] = [r for r in doc["affected"][0]["ranges"] if r["type"] == "GIT"]
     assert git == {"type": "GIT", "repo": "https://github.com/pytorch/pytorch",
-                   "events": [{"introduced": "0"}, {"fixed": "20260304" * 5}]}
+                   "events": [{"introduced": "20260303" * 5}, {"fixed": "20260304" * 5}]}
 
+
+
+# --- A scanner's reading: osv.dev's own library expands each range over PyPI's torch releases ---
+
+# Run inside osv's own venv (its pins clash with ours): PyPI's JSON API is answered from
+# tests/data/pypi/ on 127.0.0.1, the one thing changed; the expansion is the library's.
+EXPAND = """
+import json, sys
+from osv import ecosystems, impact, vulnerability_pb2
+ecosystems.PyPI._API_PACKAGE_URL = sys.argv[1] + "/pypi/{package}.json"
+out = {}
+for path in sys.argv[2:]:
+    doc = json.load(open(path))
+    found = set()
+    for affected in doc["affected"]:
+        for rng in affected["ranges"]:
+            if rng["type"] == "ECOSYSTEM":
+                events = [vulnerability_pb2.Event(**e) for e in rng["events"]]
+                found.update(impact.enumerate_versions(
+                    "torch", ecosystems.get("PyPI"), vulnerability_pb2.Range(events=events)))
+    out[path] = sorted(found)
+print(json.dumps(out))
+"""
+PYPI = REPO / "tests" / "data" / "pypi"
+RELEASES = list(json.loads((PYPI / "torch.json").read_text())["releases"])  # ascending
+
+
+@pytest.fixture(scope="module")
+def osv_python(tmp_path_factory):
+    """A venv with PyPI's `osv` package (osv.dev's library), built once per module."""
+    import shutil
+    import subprocess
+    import sys
+
+    uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+    venv = tmp_path_factory.mktemp("osv") / "venv"
+    python = venv / "bin" / "python"
+    steps = [[uv, "venv", "-q", "--python", sys.executable, str(venv)],
+             [uv, "pip", "install", "-q", "--python", str(python), "osv"]]
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            why = f"cannot install osv.dev's library ({' '.join(step[:3])}): {done.stderr[-500:]}"
+            if IN_CI:
+                pytest.fail(why)
+            pytest.skip(why)
+    return python
+
+
+def _expand(python, records: list[Path]) -> dict[str, list[str]]:
+    import subprocess
+
+    with serve(PYPI.parent) as url:
+        done = subprocess.run([str(python), "-c", EXPAND, url, *map(str, records)],
+                              capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def measured_span(results: dict) -> set[str]:
+    """PyPI releases from a measured affected release to the next ones measured affected, with no
+    release measured not affected between them: what a record may claim, read from results.json."""
+    state: dict[str, str] = {}
+    for r in results["runs"]:
+        version = Version(r["cell"]["version"])
+        release = r["cell"]["channel"] == "stable" or (
+            r["cell"]["channel"] == "preinstalled" and not version.is_prerelease
+            and re.fullmatch(r"(cu|rocm|cpu)\d*[\d.]*", version.local or "cpu"))
+        if not release or r["verdict"] in (None, "skipped", "error", "not_applicable"):
+            continue
+        bad = r["verdict"] == "affected"
+        state[version.public] = "bad" if bad or state.get(version.public) == "bad" else "good"
+    measured = sorted(state, key=Version)
+    span, start = set(), None
+    for i, version in enumerate(measured):
+        if state[version] != "bad":
+            start = None
+            continue
+        start = start or version
+        if i + 1 == len(measured) or state[measured[i + 1]] != "bad":
+            span |= {v for v in RELEASES if Version(start) <= Version(v) <= Version(version)}
+            start = None
+    return span
+
+
+# Scenarios over releases PyPI has, so the expansion can be compared with what was measured.
+SPANS = {
+    "all affected": [run("2.11.0+cu130", BAD), run("2.15.0+cu132", BAD)],
+    "a fix between": [run("2.2.0+cu121", GOOD), run("2.3.0+cu121", BAD), run("2.5.1+cu124", BAD),
+                      run("2.6.0+cu124", {"capture_data_ptr": Verdict.REFUSED}),
+                      run("2.12.0+cu130", BAD), run("2.13.0+cu130", BAD)],
+    "one release": [run("2.9.1+cu128", BAD), run("2.10.0+cu128", GOOD)],
+    "preinstalled and a gap without a verdict": [
+        run("2.11.0+cu130", BAD, channel=Channel.PREINSTALLED, cell_id="preinstalled"),
+        run("2.12.1+cu130", infra="HTTP 503"), run("2.14.1+cu130", BAD)],
+    "two gpus": [run("2.13.0+cu130", BAD), run("2.14.0+cu130", GOOD, gpu="NVIDIA A100"),
+                 run("2.14.0+cu130", BAD)],
+    "nothing affected": [run("2.15.0+cu132", GOOD)],
+}
+
+
+@pytest.mark.slow
+def test_a_scanner_expanding_each_record_gets_exactly_the_measured_span(osv_python, tmp_path):
+    records, spans = [], {}
+    for name, runs in SPANS.items():
+        out = tmp_path / name.replace(" ", "-")
+        render_runs(runs, [], out, generated=NOW)
+        records.append(out / "affected.json")
+    records += COMMITTED
+    for record in records:
+        spans[str(record)] = measured_span(
+            json.loads((record.parent / "results.json").read_text()))
+    expanded = _expand(osv_python, records)
+    for record in records:
+        doc = json.loads(record.read_text())
+        claimed = set(expanded[str(record)])
+        assert claimed == spans[str(record)], record
+        # every release measured affected is in the record, by name and inside a range
+        listed = set(doc["affected"][0]["versions"])
+        assert listed <= claimed | (listed - set(RELEASES)), record
+        assert all(e.get("introduced") != "0" for r in doc["affected"][0]["ranges"]
+                   for e in r["events"])
+    assert expanded[str(records[0])] == ["2.11.0", "2.12.0", "2.12.1", "2.13.0", "2.14.0",
+                                         "2.14.1", "2.15.0"]

@@ -37,12 +37,14 @@ def test_headline_is_the_range_of_affected_stable_releases():
     runs = [run("2.15.0+cu132", BAD), run("2.11.0+cu130", BAD), run("2.13.0+cu130", BAD),
             run("2.10.0+cu128", GOOD), run("2.16.0.dev20260301+cu132", GOOD),
             run("2.9.0+cu128", BAD, channel=Channel.TEST)]  # rc and nightly do not count
-    assert build_headline("NVIDIA H200", runs, []).text == "2.11.0 – 2.15.0 affected on NVIDIA H200"
+    assert build_headline("NVIDIA H200", runs, []).text == (
+        "2.11.0 – 2.15.0 affected on NVIDIA H200 (releases before 2.10.0 were not tested)")
 
 
 def test_headline_splits_ranges_at_a_release_that_is_not_affected():
     runs = [run("2.3.0+cu121", BAD), run("2.4.0+cu121", GOOD), run("2.5.0+cu124", BAD)]
-    assert build_headline("H200", runs, []).text == "2.3.0 and 2.5.0 affected on H200"
+    assert build_headline("H200", runs, []).text == (
+        "2.3.0 and 2.5.0 affected on H200 (releases before 2.3.0 were not tested)")
 
 
 def test_headline_counts_refused_as_not_affected_and_says_what_was_tested():
@@ -54,7 +56,7 @@ def test_headline_counts_refused_as_not_affected_and_says_what_was_tested():
 def test_headline_ignores_infrastructure_failures():
     runs = [run("2.11.0+cu130", BAD), run("2.15.0+cu132", infra="pip: no space left on device")]
     headline = build_headline("H200", runs, [])
-    assert headline.text == "2.11.0 affected on H200"
+    assert headline.text == "2.11.0 affected on H200 (releases before 2.11.0 were not tested)"
     assert headline.tested == ("2.11.0",)
 
 
@@ -80,6 +82,16 @@ def test_nightly_edges_come_from_tested_nightlies_as_bounds():
                                                                                "2026-03-01")
     assert headline.first_fixed.date == "2026-03-09" and not headline.first_fixed.bisected
     assert "not bisected" in headline.first_affected.text
+
+
+def test_an_edge_between_nightlies_of_consecutive_days_is_exact_without_a_bisection():
+    runs = [run(f"2.16.0.dev202603{d:02d}+cu132", o) for d, o in
+            ((1, GOOD), (2, BAD), (8, BAD), (9, REFUSED))]
+    headline = build_headline("H200", runs, [])
+    assert headline.first_affected.exact and headline.first_fixed.exact
+    assert headline.first_affected.text == (
+        "2026-03-02 (exact: tested on consecutive days, previous tested nightly 2026-03-01)")
+    assert "not bisected" not in headline.first_fixed.text
 
 
 def test_a_bisection_gives_the_exact_nightly_and_its_compare_link():
@@ -139,7 +151,8 @@ def test_results_from_several_gpus_get_separate_sections_and_headlines():
     assert [(s.gpu, s.headline.text) for s in page.sections] == [
         ("NVIDIA A100-SXM4-80GB",
          "No tested stable release is affected on NVIDIA A100-SXM4-80GB (2.15.0 tested)"),
-        ("NVIDIA H200", "2.15.0 affected on NVIDIA H200")]
+        ("NVIDIA H200",
+         "2.15.0 affected on NVIDIA H200 (releases before 2.15.0 were not tested)")]
     assert [e.driver for s in page.sections for e in s.environments] == ["575.57.08", "580.159.04"]
 
 

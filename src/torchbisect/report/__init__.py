@@ -19,6 +19,7 @@ from ..model import CellRun, Channel
 from ..outcome import BisectResult
 from ..probes import probe_path
 from .advice import PROBE_FILE
+from .headline import NO_GPU, gpu_of
 from .html import render_html
 from .markdown import render_markdown
 from .osv import osv_document
@@ -54,7 +55,8 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
     out_dir = Path(out_dir)
     runs = [with_probed_version(r) for r in runs]
     page = build_view(runs, bisections, generated=generated, empty_reason=empty_reason,
-                      examples=() if runs else example_links(out_dir), links=links,
+                      examples=example_links(out_dir) if not measured_on_a_gpu(runs) else (),
+                      links=links,
                       bench=workaround_bench(out_dir))
     osv = osv_document(runs, bisections, generated=generated,
                        headlines=tuple(s.headline for s in page.sections), links=links,
@@ -76,6 +78,11 @@ def results_json(runs: list[CellRun], bisections: list[BisectResult]) -> str:
     now = dt.datetime.now(dt.timezone.utc)
     page = build_view(runs, bisections, generated=now)
     return _json(results_document(page, runs, bisections, generated=now))
+
+
+def measured_on_a_gpu(runs: list[CellRun]) -> bool:
+    """Whether any run here has a GPU's verdicts; a page without one links to pages that do."""
+    return any(gpu_of(r) != NO_GPU for r in runs)
 
 
 def example_links(out_dir: Path) -> tuple[tuple[str, str], ...]:

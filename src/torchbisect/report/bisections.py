@@ -11,6 +11,7 @@ from ..model import CellRun
 from ..outcome import BisectResult, Direction
 from .headline import gpu_of
 from .page import BisectView
+from .public import public_text
 from .timeline import safe_url
 
 UNATTRIBUTED = "not recorded (the store holds several GPU models)"
@@ -38,7 +39,7 @@ def bisect_view(b: BisectResult, gpu: str = "", *, several_gpus: bool = False) -
                          f"{b.after.main_sha if b.after else '?'}"),
              ("builds", f"{b.cuda} · py{b.python}"), ("probes run", str(b.probes)),
              ("skipped dates", ", ".join(b.skipped)), ("flaky rule", b.rule),
-             ("reproduce", b.reproduce), ("finished", b.finished)]
+             ("reproduce", public_text(b.reproduce)), ("finished", b.finished)]
     if b.compare_url and not safe_url(b.compare_url):
         facts.append(("compare (not an https URL, not linked)", b.compare_url))
     on = f" on {gpu}" if gpu and several_gpus else ""

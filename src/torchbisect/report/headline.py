@@ -9,6 +9,7 @@ and then they are bounds, said as such.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass
 
@@ -77,11 +78,24 @@ class NightlyEdge:
     compare_url: str = ""
 
     @property
+    def exact(self) -> bool:
+        """Bisected, or the previous tested nightly is the day before: no nightly lies between."""
+        return self.bisected or _day_before(self.date) == self.previous
+
+    @property
     def text(self) -> str:
-        how = f"bisected on {self.case}" if self.bisected else "not bisected"
+        how = (f"bisected on {self.case}" if self.bisected
+               else "exact: tested on consecutive days" if self.exact else "not bisected")
         if self.previous:
             return f"{self.date} ({how}, previous tested nightly {self.previous})"
         return f"{self.date} ({how}: the first nightly tested)"
+
+
+def _day_before(date: str) -> str:
+    try:
+        return (dt.date.fromisoformat(date) - dt.timedelta(days=1)).isoformat()
+    except ValueError:
+        return ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +110,18 @@ class Headline:
     newest_run: str = ""
 
     @property
+    def untested(self) -> str:
+        """What the claim does not cover: every release older than the oldest one probed."""
+        probed = sorted(self.tested + self.unclear, key=version_key)
+        return f"releases before {probed[0]} were not tested" if probed else "no release was tested"
+
+    @property
     def text(self) -> str:
+        """The claim and, when it names affected releases, what it does not cover."""
+        return f"{self.claim} ({self.untested})" if self.affected_ranges else self.claim
+
+    @property
+    def claim(self) -> str:
         where = "without a GPU" if self.gpu == NO_GPU else f"on {self.gpu}"
         if self.affected_ranges:
             ranges = " and ".join(a if a == b else f"{a} – {b}" for a, b in self.affected_ranges)

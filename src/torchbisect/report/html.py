@@ -10,19 +10,32 @@ from __future__ import annotations
 from functools import cache
 
 import jinja2
+from markupsafe import Markup, escape
 
 from .page import PageView
 
 
+def code_spans(text: str) -> Markup:
+    """Our own sentences mark commands with backticks, as in Markdown: each pair becomes a
+    <code> element and every part is escaped, so no backtick is shown literally."""
+    parts = str(text).split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: no span to draw, show the text as it is
+        return escape(text)
+    return Markup("").join(Markup("<code>%s</code>") % p if i % 2 else escape(p)
+                           for i, p in enumerate(parts))
+
+
 @cache
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("torchbisect", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["code_spans"] = code_spans
+    return env
 
 
 def render_html(page: PageView) -> str:

@@ -33,6 +33,23 @@ _MD_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _MD_AUTOLINK = re.compile(r"(?i):(?=//)|@(?=\w)|\bw(?=ww\.)|#(?=\d)")
 
 
+def md_spans(text: str) -> str:
+    """One of our sentences whose commands are marked with backticks: they stay code spans,
+    the rest is escaped like any text."""
+    parts = str(text).split("`")
+    if len(parts) % 2 == 0:
+        return md_text(text)
+    return "".join("`" + " ".join(p.split()) + "`" if i % 2 else _padded(p)
+                   for i, p in enumerate(parts))
+
+
+def _padded(text: str) -> str:
+    """md_text, keeping one space at either end where the text had one (beside a code span)."""
+    inner = md_text(text)
+    return (" " if text[:1].isspace() else "") + inner + (
+        " " if text[-1:].isspace() and inner else "")
+
+
 def md_url(url: str) -> str:
     """An https URL inside `(…)`: characters that would end the link are percent-encoded."""
     for raw, escaped in (("(", "%28"), (")", "%29"), (" ", "%20"), ("<", "%3C"), (">", "%3E")):
@@ -87,7 +104,7 @@ def render_markdown(page: PageView) -> str:
     out = [f"## torch._lazy_clone stale data: {md_text(page.title)}", ""]
     head = ["build", "channel", "verdict"] + [c.title for c in page.columns]
     if not page.sections:
-        out += [md_text(page.empty_reason), ""]
+        out += [md_spans(page.empty_reason), ""]
     if page.advice:
         out += advice_lines(page.advice)
     for section in page.sections:

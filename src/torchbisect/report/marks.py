@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..model import CaseResult, CellRun, RunStatus, Verdict
+from .public import public_text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,5 +92,5 @@ def mark_for_case(case: CaseResult | None) -> Mark:
 
 def mark_for_run(run: CellRun) -> Mark:
     if run.status is RunStatus.INFRA_FAILURE or run.result is None:
-        return Mark(kind=INFRA.kind, icon=INFRA.icon, word=INFRA.word, note=run.reason)
+        return Mark(kind=INFRA.kind, icon=INFRA.icon, word=INFRA.word, note=public_text(run.reason))
     return _BY_VERDICT[run.result.verdict]

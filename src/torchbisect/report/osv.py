@@ -3,9 +3,14 @@
 The id carries the `x_` prefix the schema reserves for databases not registered with OSV.  PyPI
 ranges are over measured releases (stable rows, and a preinstalled final release), from all GPU
 models together; each model's own findings, the same ones its headline shows, are in
-`database_specific.per_gpu`.  When the oldest tested release is affected the range opens at "0":
-a scanner must not call older, untested releases safe.  A range closes with `fixed` at the next
-tested release that is not affected, or with `last_affected`.  GIT ranges come from bisections.
+`database_specific.per_gpu`.
+
+A scanner expands a range over every PyPI release of torch (osv.dev's library does exactly that),
+so each range claims only the span between two measured affected releases: it opens with
+`introduced` at the first one and closes with `last_affected` at the last one, never at "0" and
+never with `fixed` at a later good release, because either would claim releases nobody tested.
+The releases outside the tested span are named in `database_specific.not_tested`.  GIT ranges come
+from bisections, between commits a nightly was measured on.
 
 `published` is the first time the record said anything (kept from the previous record, else the
 earliest affected run); `modified` moves only when the content changes.
@@ -18,8 +23,8 @@ from typing import Any
 
 from ..model import CellRun
 from ..outcome import BisectResult, Direction
-from .headline import Headline, gpu_of, is_release, release_states
-from .page import Links
+from .headline import Headline, affected_ranges, gpu_of, is_release, release_states
+from .page import UPSTREAM_SEARCH, Links
 from .timeline import safe_url
 
 OSV_ID = "x_TORCHBISECT-lazy-clone-cuda-graph"
@@ -38,37 +43,50 @@ _STAMPS = ("modified", "published")
 
 
 def pypi_events(releases: list[CellRun]) -> tuple[list[dict[str, str]], list[str], list[str]]:
-    """OSV events over tested releases, the affected versions and all tested versions."""
-    states = [(v, s) for v, s in release_states(releases) if s != "unknown"]
-    events: list[dict[str, str]] = []
+    """OSV events over tested releases, the affected versions and all tested versions.
+
+    One `introduced`/`last_affected` pair per run of consecutive affected releases (a release
+    without a verdict ends a run, as on the page): between two measured affected releases a
+    scanner may count the untested ones in between, but nothing before the first or after the
+    last, and nothing across a release measured not affected."""
+    states = release_states(releases)
+    events = [{key: version} for first, last in affected_ranges(states)
+              for key, version in (("introduced", first), ("last_affected", last))]
     affected = [v for v, s in states if s == "bad"]
-    last_bad = None
-    for i, (version, state) in enumerate(states):
-        if state == "bad":
-            if last_bad is None:  # the oldest tested release affected: so may be all before it
-                events.append({"introduced": "0" if i == 0 else version})
-            last_bad = version
-        elif last_bad is not None:
-            events.append({"fixed": version})
-            last_bad = None
-    if last_bad is not None:
-        events.append({"last_affected": last_bad})
-    return events, affected, [v for v, _ in states]
+    return events, affected, [v for v, s in states if s != "unknown"]
+
+
+def not_tested(tested: list[str]) -> str:
+    """The releases the record says nothing about, named by the tested span's ends."""
+    if not tested:
+        return "no release was tested"
+    if len(tested) == 1:
+        return f"releases other than {tested[0]} were not tested"
+    return (f"releases before {tested[0]} and after {tested[-1]} were not tested, nor those "
+            "between the tested ones")
 
 
 def git_events(bisections: list[BisectResult]) -> list[dict[str, str]]:
-    """First bad nightly's upstream commit as `introduced`, first good one's as `fixed`."""
-    found: dict[str, str] = {}
-    for b in bisections:
-        sha = b.after.main_sha if b.after else ""
-        if not sha:
-            continue
-        key = "introduced" if b.direction is Direction.REGRESSION else "fixed"
-        found.setdefault(key, sha)
-    if not found:
+    """Upstream commits of nightlies that were measured: from the first bad one (a regression
+    bisection) or the last bad one before a fix, to the fix's first good one (`fixed`), else
+    to the newest commit measured bad (`last_affected`); never from "0"."""
+    regression = next((b for b in bisections if b.direction is Direction.REGRESSION
+                       and b.after and b.after.main_sha), None)
+    fix = next((b for b in bisections if b.direction is Direction.FIX
+                and b.after and b.after.main_sha), None)
+    start = regression.after.main_sha if regression else (
+        fix.before.main_sha if fix and fix.before else "")
+    if not start:
         return []
-    return [{"introduced": found.get("introduced", "0")}] + (
-        [{"fixed": found["fixed"]}] if "fixed" in found else [])
+    if fix:
+        return [{"introduced": start}, {"fixed": fix.after.main_sha}]
+    return [{"introduced": start}, {"last_affected": _newest_bad_sha(regression)}]
+
+
+def _newest_bad_sha(bisection: BisectResult) -> str:
+    """The newest nightly the regression bisection measured bad (its --bad end, usually)."""
+    bad = [p for p in bisection.points if p.main_sha and p.verdict.value == "bad"]
+    return max(bad, key=lambda p: p.date).main_sha if bad else bisection.after.main_sha
 
 
 def _per_gpu(h: Headline) -> dict[str, Any]:
@@ -79,8 +97,10 @@ def _per_gpu(h: Headline) -> dict[str, Any]:
 
 
 def references(links: Links, bisections: list[BisectResult]) -> list[dict[str, str]]:
+    # The default upstream link is a search, not a report: typed WEB until an issue is named.
+    upstream = "WEB" if links.upstream == UPSTREAM_SEARCH else "REPORT"
     refs = [{"type": "EVIDENCE", "url": safe_url(links.page)},
-            {"type": "REPORT", "url": safe_url(links.upstream)}]
+            {"type": upstream, "url": safe_url(links.upstream)}]
     refs += [{"type": "WEB", "url": url}
              for url in sorted({safe_url(b.compare_url) for b in bisections} - {""})]
     return [r for r in refs if r["url"]]
@@ -107,7 +127,8 @@ def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generat
             "package": {"ecosystem": "PyPI", "name": "torch", "purl": "pkg:pypi/torch"},
             "ranges": ranges,
             "versions": affected,
-            "database_specific": {"tested_versions": tested, "gpus": gpus,
+            "database_specific": {"tested_versions": tested, "not_tested": not_tested(tested),
+                                  "gpus": gpus,
                                   "per_gpu": {h.gpu: _per_gpu(h) for h in headlines},
                                   "source": "torchbisect"},
         }],

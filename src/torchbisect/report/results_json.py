@@ -1,6 +1,7 @@
 """results.json: every run the page shows, its verdicts per case, and the headline, as JSON.
 
-A machine reads this instead of scraping the page: same rows, same order, raw strings.
+A machine reads this instead of scraping the page: same rows, same order, raw strings (with the
+runner's absolute paths made relative, as everything published: `public.py`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from ..model import Cell, CellRun
 from ..outcome import BisectResult
 from .headline import Headline, NightlyEdge, gpu_of
 from .page import PageView
+from .public import public_text, public_url
 
 RESULTS_SCHEMA = 1
 
@@ -19,7 +21,8 @@ RESULTS_SCHEMA = 1
 def _cell_json(cell: Cell) -> dict[str, Any]:
     """The build, not the plan's knobs (timeouts, images): `Cell.to_json` is deep and slow."""
     return {"id": cell.id, "channel": cell.channel.value, "version": cell.version,
-            "cuda": cell.cuda, "python": cell.python, "date": cell.date, "url": cell.url,
+            "cuda": cell.cuda, "python": cell.python, "date": cell.date,
+            "url": public_url(cell.url),
             "sha256": cell.sha256, "probe": cell.probe}
 
 
@@ -30,10 +33,11 @@ def run_json(run: CellRun) -> dict[str, Any]:
         "gpu": gpu_of(run),
         "driver": run.driver,
         "status": run.status.value,
-        "reason": run.reason,
+        "reason": public_text(run.reason),
         "verdict": run.verdict.value if run.verdict else None,
         "cases": {} if result is None else {
-            c.name: {"verdict": c.verdict.value, "detail": c.detail, "seconds": c.seconds,
+            c.name: {"verdict": c.verdict.value, "detail": public_text(c.detail),
+                     "seconds": c.seconds,
                      "stale_trials": c.stale_trials, "trials": c.trials, "flaky": c.flaky}
             for c in result.cases},
         "env": result.env if result else {},
@@ -44,15 +48,23 @@ def run_json(run: CellRun) -> dict[str, Any]:
         "started": run.started,
         "seconds_install": run.seconds_install,
         "seconds_probe": run.seconds_probe,
-        "log_excerpt": run.log_excerpt,
+        "log_excerpt": public_text(run.log_excerpt),
     }
+
+
+def _bisection_json(b: BisectResult) -> dict[str, Any]:
+    doc = b.to_json()
+    if isinstance(doc.get("reproduce"), str):  # a --script's path is the runner's
+        doc["reproduce"] = public_text(doc["reproduce"])
+    return doc
 
 
 def _edge(edge: NightlyEdge | None) -> dict[str, Any] | None:
     if edge is None:
         return None
     return {"date": edge.date, "version": edge.version, "previous": edge.previous,
-            "bisected": edge.bisected, "case": edge.case, "compare_url": edge.compare_url}
+            "bisected": edge.bisected, "exact": edge.exact, "case": edge.case,
+            "compare_url": edge.compare_url}
 
 
 def _headline(h: Headline) -> dict[str, Any]:
@@ -74,5 +86,5 @@ def results_document(page: PageView, runs: list[CellRun], bisections: list[Bisec
         "headlines": [_headline(s.headline) for s in page.sections],
         "cases": [c.name for c in page.columns],
         "runs": [run_json(r) for r in ordered],
-        "bisections": [b.to_json() for b in bisections],
+        "bisections": [_bisection_json(b) for b in bisections],
     }

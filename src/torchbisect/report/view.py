@@ -29,6 +29,7 @@ from .page import (
     Row,
     Section,
 )
+from .public import public_text, public_url
 from .timeline import build_timeline
 
 CHANNEL_TITLES = {
@@ -86,14 +87,15 @@ def _case_cell(case: CaseResult | None) -> CaseCell:
         stale = (f"{'flaky: ' if case.flaky else ''}stale {case.stale_trials}/{case.trials} "
                  f"trials ({case.stale_fraction:.0%})")
     return CaseCell(mark=mark_for_case(case), stale=stale, time=_seconds(case.seconds),
-                    detail=case.detail)
+                    detail=public_text(case.detail))
 
 
 def _run_facts(run: CellRun) -> tuple[Fact, ...]:
     """The build's details (shown when its label is clicked); empty values are left out."""
     env = _env(run)
     pairs = [
-        ("infra failure", run.reason if run.status is RunStatus.INFRA_FAILURE else ""),
+        ("infra failure", public_text(run.reason) if run.status is RunStatus.INFRA_FAILURE
+         else ""),
         ("cell", run.cell.id),
         ("torch", env.get("torch") or run.cell.version),
         ("git_version", env.get("git_version")),
@@ -107,7 +109,7 @@ def _run_facts(run: CellRun) -> tuple[Fact, ...]:
         ("started", run.started),
         ("install", run.seconds_install and _seconds(run.seconds_install)),
         ("probe", run.seconds_probe and _seconds(run.seconds_probe)),
-        ("wheel", run.cell.url),
+        ("wheel", public_url(run.cell.url)),
         ("wheel sha256", run.wheel_sha256),
         ("probe version", run.probe_version),
     ]
@@ -149,7 +151,7 @@ def build_row(run: CellRun, columns: tuple[Column, ...]) -> Row:
     cases = () if run.result is None else tuple(_case_cell(by_name.get(c.name)) for c in columns)
     label, sub = _label(run)
     return Row(cell_id=run.cell.id, label=label, sub=sub, mark=mark_for_run(run), cases=cases,
-               run_line=run_line, facts=_run_facts(run), log_excerpt=run.log_excerpt)
+               run_line=run_line, facts=_run_facts(run), log_excerpt=public_text(run.log_excerpt))
 
 
 def _groups(runs: list[CellRun], columns: tuple[Column, ...]) -> tuple[Group, ...]:

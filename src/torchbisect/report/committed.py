@@ -1,0 +1,169 @@
+"""The pages committed to this repository, each drawn again from its own data by today's code.
+
+    python -m torchbisect.report.committed [--check]     # what `nox -s pages` runs
+
+A committed page is derived: `reports/h200/` from the H200 run's store (reports/evidence/
+results.sqlite, read from a copy so the evidence stays byte-identical), `reports/sample/` from the
+probe documents recorded on that H200 (tests/data/probe/).  Whenever the code that draws a page
+changes, this regenerates them all; a page whose files differ from a fresh render in anything but
+their timestamps is rewritten (with a new screenshot when Chromium is at hand), the others are
+left alone, so a run with nothing to change changes nothing.  `--check` only says which are stale
+(exit 1), which is what the test of the committed pages asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import RunSource, render_runs
+from .page import Links
+
+FILES = ("index.html", "results.json", "summary.md", "affected.json")
+# What may differ between two renders of the same data: when each was drawn.
+_STAMPS = re.compile(r'(Generated \d{4}-\d\d-\d\d \d\d:\d\d UTC'
+                     r'|"generated": "[^"]*"|"modified": "[^"]*")')
+SCREENSHOTS = (("screenshot.png", "1400x1000"), ("screenshot-390x844.png", "390x844"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommittedPage:
+    folder: str  # relative to the repository root
+    source: str  # what it is drawn from, as the README says it
+    open_source: Callable[[Path, Path], RunSource]  # (repo root, a scratch folder) -> runs
+
+
+def _store_copy(store: str) -> Callable[[Path, Path], RunSource]:
+    def open_store(repo: Path, scratch: Path) -> RunSource:
+        from ..store import Store
+
+        copy = scratch / "results.sqlite"  # opening a store may write to it: never the evidence
+        shutil.copyfile(repo / store, copy)
+        with Store(copy) as store_:
+            return _Loaded(store_.latest(), store_.bisections())
+    return open_store
+
+
+def _probe_documents(pattern: str) -> Callable[[Path, Path], RunSource]:
+    def open_documents(repo: Path, scratch: Path) -> RunSource:
+        from .probe_files import DocumentSource
+
+        return DocumentSource(sorted(repo.glob(pattern)))
+    return open_documents
+
+
+class _Loaded:
+    def __init__(self, runs, bisections):
+        self._runs, self._bisections = runs, bisections
+
+    def latest(self):
+        return self._runs
+
+    def bisections(self):
+        return self._bisections
+
+
+PAGES = (
+    CommittedPage(folder="reports/h200", source="reports/evidence/results.sqlite",
+                  open_source=_store_copy("reports/evidence/results.sqlite")),
+    CommittedPage(folder="reports/sample", source="tests/data/probe/h200-torch-*.json",
+                  open_source=_probe_documents("tests/data/probe/h200-torch-*.json")),
+)
+
+
+def without_stamps(text: str) -> str:
+    return _STAMPS.sub("<stamp>", text)
+
+
+def render_fresh(repo: Path, page: CommittedPage, out_root: Path, *,
+                 generated: dt.datetime) -> Path:
+    """Render `page` into `out_root/<folder>`, as it would be drawn beside the repository's
+    reports/bench/ (the cost it quotes) and on top of its committed record (whose `published`
+    date a new render keeps)."""
+    out = out_root / page.folder
+    out.mkdir(parents=True, exist_ok=True)
+    bench = out_root / "reports" / "bench"
+    if not bench.exists() and (repo / "reports" / "bench").is_dir():
+        shutil.copytree(repo / "reports" / "bench", bench)
+    record = repo / page.folder / "affected.json"
+    if record.is_file():
+        shutil.copyfile(record, out / "affected.json")
+    with tempfile.TemporaryDirectory() as scratch:
+        source = page.open_source(repo, Path(scratch))
+        render_runs(source.latest(), source.bisections(), out, generated=generated,
+                    links=Links())
+    return out
+
+
+def stale_files(repo: Path, page: CommittedPage, fresh: Path) -> list[str]:
+    """The page's files whose committed text differs from `fresh` in more than timestamps."""
+    stale = []
+    for name in FILES:
+        committed = repo / page.folder / name
+        new = (fresh / name).read_text(encoding="utf-8")
+        if not committed.is_file() or (
+                without_stamps(committed.read_text(encoding="utf-8")) != without_stamps(new)):
+            stale.append(name)
+    return stale
+
+
+def regenerate(repo: Path, *, check: bool = False, say=print) -> list[str]:
+    """Bring every committed page up to date (or, with `check`, only list the stale ones)."""
+    changed = []
+    now = dt.datetime.now(dt.timezone.utc)
+    with tempfile.TemporaryDirectory() as tmp:
+        for page in PAGES:
+            fresh = render_fresh(repo, page, Path(tmp), generated=now)
+            stale = stale_files(repo, page, fresh)
+            if not stale:
+                say(f"{page.folder}: current")
+                continue
+            changed.append(page.folder)
+            say(f"{page.folder}: {'stale' if check else 'redrawn'} from {page.source} "
+                f"({', '.join(stale)} changed)")
+            if not check:
+                for name in FILES:
+                    shutil.copyfile(fresh / name, repo / page.folder / name)
+                _screenshots(repo, repo / page.folder, say)
+    return changed
+
+
+def _screenshots(repo: Path, folder: Path, say) -> None:
+    """Retake the page's screenshots with headless Chromium (the tests' driver), when present."""
+    helper = repo / "tests" / "helpers" / "chromium.py"
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")) or not helper.is_file():
+        say(f"{folder}: screenshots not retaken: no chromium on PATH (apt-get install chromium)")
+        return
+    for name, size in SCREENSHOTS:
+        subprocess.run([sys.executable, str(helper), str(folder / "index.html"),
+                        str(folder / name), size], check=True, stdout=subprocess.DEVNULL)
+        say(f"{folder / name}: retaken at {size}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torchbisect.report.committed",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repo", type=Path, default=Path.cwd(),
+                        help="repository root (default: the current folder)")
+    parser.add_argument("--check", action="store_true",
+                        help="change nothing; exit 1 when a committed page is stale")
+    args = parser.parse_args(argv)
+    repo = args.repo.resolve()
+    if not (repo / "reports").is_dir():
+        print(f"{repo}: no reports/ folder here; run this from the repository root or pass "
+              "--repo", file=sys.stderr)
+        return 2
+    changed = regenerate(repo, check=args.check)
+    return 1 if args.check and changed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

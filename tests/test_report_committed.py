@@ -1,0 +1,43 @@
+"""Every committed page is current: drawn again from its own data by today's code, it differs
+from what is committed in nothing but its timestamps (`nox -s pages` redraws them)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+
+import pytest
+from conftest import REPO
+
+from torchbisect.report.committed import PAGES, render_fresh, stale_files, without_stamps
+
+NOW = dt.datetime(2030, 1, 2, 3, 4, tzinfo=dt.timezone.utc)
+
+
+def test_every_committed_page_is_in_the_list_that_is_redrawn():
+    committed = {p.parent.relative_to(REPO).as_posix()
+                 for p in (REPO / "reports").glob("**/index.html")}
+    assert committed == {p.folder for p in PAGES}, (
+        "a page under reports/ that `nox -s pages` does not redraw would go stale unseen: add it "
+        "to torchbisect.report.committed.PAGES, or remove it")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.folder)
+def test_a_committed_page_equals_a_fresh_render_of_its_data_but_for_timestamps(page, tmp_path):
+    evidence = {p: hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in (REPO / "reports" / "evidence").rglob("*") if p.is_file()}
+    fresh = render_fresh(REPO, page, tmp_path, generated=NOW)
+    assert stale_files(REPO, page, fresh) == [], (
+        f"{page.folder} is stale: the code that draws it changed since it was rendered from "
+        f"{page.source}; run `nox -s pages` and commit the result")
+    # the measured data it was drawn from is read, never written
+    assert evidence == {p: hashlib.sha256(p.read_bytes()).hexdigest()
+                        for p in (REPO / "reports" / "evidence").rglob("*") if p.is_file()}
+
+
+def test_only_timestamps_are_ignored():
+    page = 'Generated 2026-11-30 11:17 UTC by torchbisect "generated": "2026-11-30T11:17:34+00:00"'
+    assert without_stamps(page) == without_stamps(page.replace("11:17", "12:00"))
+    assert without_stamps(page) != without_stamps(page.replace("torchbisect", "someone"))
+    assert without_stamps('"modified": "x", "published": "y"') != without_stamps(
+        '"modified": "x", "published": "z"')
