@@ -25,9 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import RunSource, render_runs
+from .advice import PROBE_FILE
 from .page import Links
 
-FILES = ("index.html", "results.json", "summary.md", "affected.json")
+# The page's documents and the probe its self-check links (published beside it).
+FILES = ("index.html", "results.json", "summary.md", "affected.json", PROBE_FILE)
 # What may differ between two renders of the same data: when each was drawn.
 _STAMPS = re.compile(r'(Generated \d{4}-\d\d-\d\d \d\d:\d\d UTC'
                      r'|"generated": "[^"]*"|"modified": "[^"]*")')
@@ -43,7 +45,7 @@ class CommittedPage:
 
 def _store_copy(store: str) -> Callable[[Path, Path], RunSource]:
     def open_store(repo: Path, scratch: Path) -> RunSource:
-        from ..store import Store
+        from ..store.db import Store
 
         copy = scratch / "results.sqlite"  # opening a store may write to it: never the evidence
         shutil.copyfile(repo / store, copy)
@@ -132,7 +134,8 @@ def regenerate(repo: Path, *, check: bool = False, say=print) -> list[str]:
             if not check:
                 for name in FILES:
                     shutil.copyfile(fresh / name, repo / page.folder / name)
-                _screenshots(repo, repo / page.folder, say)
+                if "index.html" in stale:
+                    _screenshots(repo, repo / page.folder, say)
     return changed
 
 
