@@ -1,5 +1,8 @@
 """The reuse rule as a table: which stored run answers for which asked cell (`reuse.covers`),
-and the store's skip lookup (what the matrix asks) following the same rule over real SQLite."""
+and the store's one lookup (what the matrix and the bisection ask) following it over real SQLite.
+
+A URL match counts for a nightly only: its dated file name names one build, while a re-spun
+release candidate keeps its file name and so is probed again when its sha256 is not known."""
 
 from __future__ import annotations
 
@@ -8,12 +11,12 @@ import dataclasses
 import pytest
 from helpers import make_cell, make_run
 
-from torchbisect.model import RunStatus
+from torchbisect.model import Channel, RunStatus
 from torchbisect.reuse import covers
 from torchbisect.store.db import Store
 
 KEY = dict(probe_version="1+abc", gpu="NVIDIA H200", driver="580.159.04")
-FULL = make_cell("nightly-20261001-cu130-cp312")  # the probe's default cases
+FULL = make_cell("nightly-20261001-cu130-cp312", channel=Channel.NIGHTLY)  # the default cases
 ONE = dataclasses.replace(FULL, cases=("capture_data_ptr",))
 
 
@@ -29,6 +32,10 @@ def asked(cell=ONE, **kw):
     (make_run(FULL), asked(), "0" * 64, False),  # other bytes
     (make_run(FULL), asked(), None, True),  # sha unknown before install: the same URL
     (make_run(FULL), asked(url="/wheels/other.whl"), None, False),
+    (make_run(FULL), asked(channel=Channel.TEST), None, False),  # an rc's name is not its bytes
+    (make_run(FULL), asked(channel=Channel.STABLE), None, False),
+    (make_run(FULL), asked(channel=Channel.DEV), None, False),
+    (make_run(FULL), asked(url=None), None, False),  # no sha256, no URL: nothing names it
     (make_run(FULL), asked(trials=5), FULL.sha256, False),
     (make_run(FULL), asked(timeout=60.0), FULL.sha256, False),
     (make_run(FULL), asked(env=(("TORCH_LOGS", "+dynamo"),)), FULL.sha256, False),
@@ -42,12 +49,23 @@ def test_which_stored_run_answers(stored, wanted, sha, answer):
     assert covers(stored, wanted, wheel_sha256=sha, **KEY) is answer
 
 
-def test_the_matrix_lookup_follows_the_same_rule(tmp_path):
+def test_the_store_lookup_follows_the_same_rule(tmp_path):
     with Store(tmp_path / "s.sqlite") as store:
         store.add(make_run(FULL))
-        lookup = dict(wheel_sha256=FULL.sha256, **KEY)
-        assert store.find_ok(**lookup, cell=ONE).cell.id == FULL.id
-        assert store.find_ok(**lookup, cell=asked(trials=5)) is None
+        assert store.find_ok(ONE, wheel_sha256=FULL.sha256, **KEY).cell.id == FULL.id
+        assert store.find_ok(asked(trials=5), wheel_sha256=FULL.sha256, **KEY) is None
     with Store(tmp_path / "t.sqlite") as store:
         store.add(make_run(ONE))
-        assert store.find_ok(wheel_sha256=FULL.sha256, **KEY, cell=FULL) is None
+        assert store.find_ok(FULL, wheel_sha256=FULL.sha256, **KEY) is None
+
+
+def test_the_store_lookup_finds_a_nightly_by_its_url_and_nothing_else_by_it(tmp_path):
+    """Both ways: a nightly asked without a sha256 gets the run of its URL (whatever id it was
+    stored under); a release candidate at the same URL, or a nightly whose sha256 is known and
+    differs, is probed again."""
+    other_id = dataclasses.replace(FULL, id="nightly-20261001-2.17.0-cu130-cp312")
+    with Store(tmp_path / "s.sqlite") as store:
+        store.add(make_run(other_id))
+        assert store.find_ok(ONE, wheel_sha256=None, **KEY).cell.id == other_id.id
+        assert store.find_ok(asked(channel=Channel.TEST), wheel_sha256=None, **KEY) is None
+        assert store.find_ok(ONE, wheel_sha256="0" * 64, **KEY) is None

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from torchbisect import schedule
 from torchbisect.errors import ConfigError, InfraError
 from torchbisect.gpus import Gpu
-from torchbisect.model import RunStatus
+from torchbisect.model import Channel, RunStatus
 from torchbisect.probes import probe_version
 
 GPUS = (Gpu(index=0, name="NVIDIA H200", driver="580.159.04"),
@@ -82,6 +82,20 @@ def test_the_same_wheel_under_another_id_is_reused_and_stored_under_that_id(stor
     assert store.has_result(twin.id) and len(store.runs()) == 2
     assert kept.reused[0].run_id is not None and kept.reused[0].cell == twin
     assert schedule.keep_reused(kept, store) == kept and len(store.runs()) == 2  # stored once
+
+
+def test_a_nightly_without_a_sha256_reuses_the_run_of_its_url_and_an_rc_does_not(store):
+    """The matrix's lookup is the bisection's: a nightly the bisection probed (its sha256 not
+    published, so not known before installing) answers for the matrix's cell of that URL; a
+    release candidate at a URL once probed is probed again (a re-spun rc keeps its name)."""
+    probed = make_cell("nightly-20261001-cu130-cp312", channel=Channel.NIGHTLY)
+    _stored(store, probed)
+    nightly = make_cell("nightly-20261001-2.17.0-cu130-cp312", channel=Channel.NIGHTLY,
+                        url=probed.url, sha256=None)
+    rc = make_cell("test-2.17.0-cu130-cp312", channel=Channel.TEST, url=probed.url, sha256=None)
+    picked = schedule.select([nightly, rc], store, backend=ScriptedBackend(), gpu=GPUS[0])
+    assert [r.cell.id for r in picked.reused] == [nightly.id]
+    assert [c.id for c in picked.to_run] == [rc.id]
 
 
 def test_every_gpu_probes_one_cell_at_a_time_while_installs_run_ahead(tmp_path, store):

@@ -54,14 +54,14 @@ def test_the_skip_key_needs_a_verdict_and_every_part_to_match(store):
     key = dict(wheel_sha256=cell.sha256, probe_version="1+abc", gpu="NVIDIA H200",
                driver="580.159.04")
     store.add(make_run(cell, status=RunStatus.INFRA_FAILURE))
-    assert store.find_ok(**key) is None
+    assert store.find_ok(cell, **key) is None
     assert not store.has_result(cell.id)
     store.add(make_run(cell, started="2026-11-30T00:00:00.000000+00:00"))
-    assert store.find_ok(**key).cell.id == cell.id
+    assert store.find_ok(cell, **key).cell.id == cell.id
     assert store.has_result(cell.id)
     for part, other in [("wheel_sha256", "0" * 64), ("probe_version", "2+def"),
                         ("gpu", "NVIDIA B200"), ("driver", "590.1")]:
-        assert store.find_ok(**{**key, part: other}) is None, part
+        assert store.find_ok(cell, **{**key, part: other}) is None, part
 
 
 def test_merging_a_shard_twice_adds_nothing_the_second_time(tmp_path, store):

@@ -1,11 +1,14 @@
 """When a stored run may answer for a cell instead of running it again: the one reuse rule.
 
-The matrix and the bisection both store their runs and both look for one before probing.  A
-stored run answers for an asked cell when its reuse key covers what is asked:
+The matrix and the bisection both store their runs and both look for one before probing, through
+the one lookup `Store.find_ok`, which applies `covers` to the rows it reads.  A stored run answers
+for an asked cell when its reuse key covers what is asked:
 
 * it got a verdict (an infrastructure failure is tried again);
-* the same wheel: the same sha256 when the asked one is known before installing, else the same
-  wheel URL (nightly indexes publish no sha256; a nightly's file name is unique to its build);
+* the same wheel: the same sha256 when the asked one is known before installing; else, for a
+  nightly only, the same wheel URL (nightly indexes publish no sha256, and a nightly's file name,
+  dated, is unique to its build — a re-spun release candidate keeps its file name, so any other
+  build without a known sha256 is installed and probed again);
 * the same probe and probe version, GPU model and driver;
 * the same trials, timeout and environment;
 * its cases include the asked ones: a run of the probe's default set covers any case the run
@@ -18,7 +21,7 @@ A `--script` run has a probe of its own (`script:<sha12>`) and never answers for
 
 from __future__ import annotations
 
-from .model import Cell, CellRun, RunStatus
+from .model import Cell, CellRun, Channel, RunStatus
 
 
 def covers(run: CellRun, asked: Cell, *, wheel_sha256: str | None, probe_version: str,
@@ -29,10 +32,14 @@ def covers(run: CellRun, asked: Cell, *, wheel_sha256: str | None, probe_version
     """
     if run.status is not RunStatus.OK or run.result is None:
         return False
-    same_wheel = run.wheel_sha256 == wheel_sha256 if wheel_sha256 else (
-        bool(asked.url) and run.cell.url == asked.url)
+    same_wheel = run.wheel_sha256 == wheel_sha256 if wheel_sha256 else same_nightly_file(run, asked)
     where = (run.probe_version, run.gpu, run.driver) == (probe_version, gpu, driver)
     return same_wheel and where and settings_cover(run, asked)
+
+
+def same_nightly_file(run: CellRun, asked: Cell) -> bool:
+    """A nightly whose sha256 is not known before installing is named by its URL (see above)."""
+    return asked.channel is Channel.NIGHTLY and bool(asked.url) and run.cell.url == asked.url
 
 
 def settings_cover(run: CellRun, asked: Cell) -> bool:

@@ -89,10 +89,8 @@ def _stored_verdict(cell: Cell, store: Store, backend: Backend, gpu: Gpu | None)
         version = probe_version(cell.probe)
     except TorchbisectError:
         return None  # cannot tell what would run: run it, and let execute report the failure
-    if not sha:
-        return None
-    found = store.find_ok(wheel_sha256=sha, probe_version=version, gpu=execute.gpu_name(gpu),
-                          driver=gpu.driver if gpu else "", cell=cell)  # same cases, env, …
+    found = store.find_ok(cell, wheel_sha256=sha or None, probe_version=version,
+                          gpu=execute.gpu_name(gpu), driver=gpu.driver if gpu else "")
     if found is None or found.cell.id == cell.id:
         return found
     # The same wheel under another id (a bisected nightly, a dev entry of a release): the verdict

@@ -17,10 +17,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import execute, reuse
+from .. import execute
 from ..backends.base import Backend
 from ..gpus import Gpu
-from ..model import Cell, CellRun
+from ..model import CellRun
 from ..outcome import Direction, NightlyPoint, Outcome
 from ..probes import probe_version
 from .candidates import Candidate, CandidateList
@@ -143,21 +143,14 @@ class Bisector:
         return run
 
     def _reusable_runs(self) -> dict[str, CellRun]:
-        """The newest stored run that covers each candidate (`reuse.covers`), by candidate id.
-
-        A candidate's bytes are known before installing only when the index published their
-        sha256 (nightlies' do not): otherwise its URL names them."""
-        by_wheel: dict[str, list[Cell]] = {}
-        for cand in self._cands:
-            by_wheel.setdefault(cand.cell.sha256 or cand.cell.url or "", []).append(cand.cell)
+        """The stored run that answers for each candidate (`Store.find_ok`, the matrix's lookup
+        too), by candidate id.  A candidate's bytes are known before installing only when the
+        index published their sha256 (nightlies' do not): otherwise its URL names them."""
         gpu, driver = execute.gpu_name(self.gpu), self.gpu.driver if self.gpu else ""
-        found: dict[str, CellRun] = {}
-        for run in sorted(self.store.runs(), key=lambda r: (r.started, r.run_id or 0)):
-            for cell in by_wheel.get(run.wheel_sha256, []) + by_wheel.get(run.cell.url or "", []):
-                if reuse.covers(run, cell, wheel_sha256=cell.sha256,
-                                probe_version=self.probe_version, gpu=gpu, driver=driver):
-                    found[cell.id] = run
-        return found
+        found = {cand.cell.id: self.store.find_ok(cand.cell, wheel_sha256=cand.cell.sha256,
+                                                  probe_version=self.probe_version, gpu=gpu,
+                                                  driver=driver) for cand in self._cands}
+        return {cell_id: run for cell_id, run in found.items() if run is not None}
 
     def _log(self, cell_id: str) -> Path:
         return self.logs / f"{cell_id}.log"  # the matrix's name: one log per cell, latest run

@@ -21,12 +21,12 @@ from .. import defaults
 from ..errors import ConfigError
 from ..model import Cell, CellRun, RunStatus
 from ..outcome import BisectResult
+from ..reuse import covers
 from . import check
 from .rows import (  # noqa: F401 - run_to_json/run_from_json are part of this API
     RUN_FIELDS,
     TABLES_SQL,
     damaged_row,
-    probe_settings,
     read_export,
     run_from_json,
     run_from_row,
@@ -113,23 +113,26 @@ class Store:
                                (cell_id, RunStatus.OK.value)).fetchone()
         return row is not None
 
-    def find_ok(self, *, wheel_sha256: str, probe_version: str, gpu: str, driver: str,
-                cell: Cell | None = None) -> CellRun | None:
-        """The newest run with a verdict for this skip key, or None (then the cell must run).
+    def find_ok(self, cell: Cell, *, wheel_sha256: str | None, probe_version: str, gpu: str,
+                driver: str) -> CellRun | None:
+        """The newest stored run that answers for `cell` by the one reuse rule (`reuse.covers`),
+        or None (then the cell must run).  The matrix and the bisection both ask here.
 
-        With `cell`, the run must also have been probed in a way that covers it: the same probe,
-        trials, timeout and environment, and the asked cases among its own (`reuse.covers`, the
-        rule the bisection follows too), or its verdict means something else.
+        `wheel_sha256` is what a run of `cell` would record, when known before installing; without
+        it a nightly is looked up by its URL.  SQL narrows the rows by the skip key; `covers`
+        decides.
         """
-        from ..reuse import settings_cover  # the one reuse rule
+        url = cell.url if wheel_sha256 is None else None
         rows = self._db.execute(
-            """SELECT * FROM runs WHERE wheel_sha256 = ? AND probe_version = ? AND gpu = ?
-               AND driver = ? AND status = ? ORDER BY started DESC, id DESC""",
-            (wheel_sha256, probe_version, gpu, driver, RunStatus.OK.value))
+            """SELECT * FROM runs WHERE (wheel_sha256 = ? OR json_extract(cell_json, '$.url') = ?)
+               AND probe_version = ? AND gpu = ? AND driver = ? AND status = ?
+               ORDER BY started DESC, id DESC""",
+            (wheel_sha256, url, probe_version, gpu, driver, RunStatus.OK.value))
         for row in rows:
             run = self._run(row)
-            if cell is None or settings_cover(run, cell):
-                return run if run.status is RunStatus.OK else None
+            if covers(run, cell, wheel_sha256=wheel_sha256, probe_version=probe_version, gpu=gpu,
+                      driver=driver):
+                return run
         return None
 
     # -- bisections -----------------------------------------------------------------------------

@@ -63,12 +63,6 @@ CREATE TABLE IF NOT EXISTS bisections (
 """
 
 
-def probe_settings(cell: Cell) -> tuple:
-    """What, besides the wheel, probe version, GPU and driver, decides what a verdict means."""
-    return (cell.probe, tuple(cell.cases), cell.trials, float(cell.timeout),
-            tuple(sorted(dict(cell.env).items())))
-
-
 def run_to_json(run: CellRun) -> dict[str, Any]:
     """A run as plain JSON (the export format; also what a report can read)."""
     return {
