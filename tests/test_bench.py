@@ -47,7 +47,7 @@ def test_without_a_gpu_nothing_in_reports_bench_changes_and_it_says_so(checkout)
     assert done.returncode == 0, done.stderr
     assert _snapshot(checkout / "reports" / "bench") == before
     assert ("no GPU here, so nothing is written to reports/bench/ (it keeps the numbers measured "
-            "on a GPU); pass --out DIR to keep this run's") in done.stderr
+            "on a GPU); pass --out DIR to keep this run's numbers") in done.stderr
     assert '"render"' in done.stdout  # the numbers are still shown
 
 

@@ -79,5 +79,5 @@ def _out(out: Path | None) -> Path | None:
     if out is not None or list_gpus():
         return out or DEFAULT_OUT
     print(f"bench: no GPU here, so nothing is written to {DEFAULT_OUT}/ (it keeps the numbers "
-          "measured on a GPU); pass --out DIR to keep this run's", file=sys.stderr)
+          "measured on a GPU); pass --out DIR to keep this run's numbers", file=sys.stderr)
     return None
