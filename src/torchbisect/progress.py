@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .backends.base import Watcher
+from .console import make_console, print_table
 from .model import Cell, CellRun, RunStatus, Verdict
 from .plan.cost import Cost, describe, duration
 from .words import count
@@ -58,7 +59,7 @@ class Handler(Watcher):
 
 class RichHandler(Handler):
     def __init__(self, console: Console | None = None):
-        self.console = console or Console(stderr=True)
+        self.console = console or make_console(stderr=True)
         self.live = _really_a_terminal(self.console)
         self._lock = threading.Lock()
         self._tasks: dict[str, TaskID] = {}
@@ -174,22 +175,29 @@ def summary_table(runs: Sequence[CellRun], *, stored: Iterable[str] = (),
                   title: str | None = None) -> Table:
     """One row per run: cell id, verdict, its cases grouped by verdict, seconds, and a note
     (the reason of an infrastructure failure, or when a verdict taken from the store was made)."""
-    stored = set(stored)
     table = Table(title=title, title_justify="left")
     table.add_column("cell", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
     table.add_column("cases")
     table.add_column("seconds", justify="right", no_wrap=True)
     table.add_column("note")
-    for run in sorted(runs, key=lambda r: r.cell.id):
-        table.add_row(run.cell.id, _verdict_text(run), cases_text(run),
-                      _seconds(run, run.cell.id in stored), _note(run, run.cell.id in stored))
+    for row in _summary_rows(runs, stored):
+        table.add_row(*row)
     return table
+
+
+def _summary_rows(runs: Sequence[CellRun], stored: Iterable[str]) -> list[tuple[str | Text, ...]]:
+    stored = set(stored)
+    return [(run.cell.id, _verdict_text(run), cases_text(run),
+             _seconds(run, run.cell.id in stored), _note(run, run.cell.id in stored))
+            for run in sorted(runs, key=lambda r: r.cell.id)]
 
 
 def print_summary(runs: Sequence[CellRun], *, stored: Iterable[str] = (),
                   console: Console | None = None, title: str | None = None) -> None:
-    (console or Console()).print(summary_table(runs, stored=stored, title=title))
+    """The summary table, or one line per cell where the table does not fit (console.py)."""
+    print_table(console or make_console(), summary_table(runs, stored=stored, title=title),
+                _summary_rows(runs, stored))
 
 
 def cases_text(run: CellRun) -> Text:

@@ -22,6 +22,7 @@ from rich.console import Console
 
 from .. import runstage
 from ..backends.base import host_python
+from ..console import make_console
 from ..model import Cell, CellRun, Plan, RunStatus
 from ..words import count
 from . import options as flags
@@ -58,7 +59,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _sigterm_stops_like_ctrl_c()
-    console = Console(stderr=args.json == "-")
+    console = make_console(stderr=args.json == "-")
     from ..gpus import list_gpus
 
     gpus = list_gpus()

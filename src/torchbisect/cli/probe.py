@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..backends.base import host_python
+from ..console import make_console, print_table
 from ..errors import ConfigError, InfraError
 from ..model import Cell, CellRun, Channel, RunStatus
 from ..runstage import PREINSTALLED_ID, backend_options, preinstalled_cell, with_torch_version
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from ..backends import choose_backend
     from ..store.db import Store
 
-    console = Console(stderr=args.json == "-")
+    console = make_console(stderr=args.json == "-")
     cell = with_torch_version(_overrides(_find(args), args),
                               python=args.interpreter or host_python())
     _require_torch(cell, args)
@@ -79,7 +80,7 @@ def _find(args: argparse.Namespace) -> Cell:
 
     # The interpreter's own torch needs no index: only the matrix's settings for it.
     only_mine = args.cell == PREINSTALLED_ID
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     try:
         plan = resolve_plan(args.matrix, lock=args.lock, offline=args.offline, driver=args.driver,
                             say=lambda text: console.print(text, highlight=False),
@@ -139,6 +140,7 @@ def _print(run: CellRun, console: Console) -> None:
     table = Table(title=f"{run.cell.id}: {run.verdict.value}", title_justify="left")
     for column in ("case", "verdict", "detail", "seconds"):
         table.add_column(column, justify="right" if column == "seconds" else "left")
-    for case in run.result.cases:
-        table.add_row(case.name, case.verdict.value, case.detail, f"{case.seconds:.1f}")
-    console.print(table)
+    rows = [(c.name, c.verdict.value, c.detail, f"{c.seconds:.1f}") for c in run.result.cases]
+    for row in rows:
+        table.add_row(*row)
+    print_table(console, table, rows)

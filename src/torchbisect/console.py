@@ -1,0 +1,61 @@
+"""The one way commands get a rich Console, and how a table reaches one that is too narrow.
+
+On a terminal, rich's usual console: the terminal's width, live redraws.  Anywhere else (a pipe, a
+file, a CI log) rich would wrap at 80 columns, breaking sentences mid-path and squeezing a table's
+note column into fragments; there nothing wraps: a sentence is one line, which a log viewer wraps
+for its reader and which stays whole for grep and copy.  A table is drawn when its rows fit
+(the terminal's width; elsewhere $COLUMNS, else 120), otherwise each row becomes one line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+_UNWRAPPED = 1_000_000  # columns of a console that is not a terminal: wide enough never to wrap
+_LOG_COLUMNS = 120  # how wide a table may be in a log (when $COLUMNS does not say)
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    """A console on stdout (or stderr) that wraps only on a terminal."""
+    if is_terminal(sys.stderr if stderr else sys.stdout):
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, soft_wrap=True, width=_UNWRAPPED)
+
+
+def is_terminal(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):
+        return False
+
+
+def print_table(console: Console, table: Table, rows: Sequence[Sequence[str | Text]]) -> None:
+    """`table` when its widest row fits, else a line of the column names and one line per row
+    (`rows`: the table's cells as given to it)."""
+    natural = console.measure(table, options=console.options.update_width(_UNWRAPPED)).maximum
+    if natural <= _fit_width(console):
+        console.print(table)
+        return
+    if table.title:
+        console.print(table.title, soft_wrap=True, highlight=False)
+    names = [str(column.header) for column in table.columns]
+    console.print(Text("  ".join(names), style="dim"), soft_wrap=True)
+    for row in rows:
+        cells = [Text(c) if isinstance(c, str) else c for c in row]  # "-": a column stays put
+        console.print(Text("  ").join(c if c.plain else Text("-") for c in cells),
+                      soft_wrap=True, highlight=False)
+
+
+def _fit_width(console: Console) -> int:
+    if console.width < _UNWRAPPED:  # a terminal, or a width someone chose
+        return console.width
+    try:
+        return int(os.environ.get("COLUMNS", "")) or _LOG_COLUMNS
+    except ValueError:
+        return _LOG_COLUMNS
