@@ -79,6 +79,14 @@ def fake_probes(monkeypatch):
     probe_version.cache_clear()
 
 
+@pytest.fixture(autouse=True)
+def probes_see_test_knobs(monkeypatch):
+    """The stand-in probes are steered by TB_* variables (TB_FAKE_MODE, TB_MARK, …); a probe
+    sees only allow-listed variables (backends/probe_env.py), so the tests pass these through
+    the documented way, TORCHBISECT_PASS_ENV."""
+    monkeypatch.setenv("TORCHBISECT_PASS_ENV", "TB_*")
+
+
 @pytest.fixture
 def store(tmp_path):
     """A real SQLite result store, empty, at `results.sqlite` in the test's folder."""

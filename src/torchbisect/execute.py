@@ -13,16 +13,18 @@ the run with its sentence and exit status 2.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import probe_doc
+from . import files, probe_doc
 from .backends.base import Backend, Prepared, ProbeOutput
 from .errors import CommandFailed, ConfigError, TorchbisectError
 from .gpus import Gpu, device_of
+from .masking import mask
 from .model import Cell, CellRun, ProbeResult, RunStatus
 from .probes import probe_version
 
@@ -67,9 +69,8 @@ def prepare(backend: Backend, cell: Cell, *, log: Path, gpu: Gpu | None) -> Stag
     The backend tells its `Watcher` the phases (install, download, probe).
     """
     started = now()
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text(f"# torchbisect: {cell.id} started {started} backend={backend.name}\n",
-                   encoding="utf-8")
+    # a fresh file: a link planted at the log's name is replaced, its target left alone
+    files.write_text(log, f"# torchbisect: {cell.id} started {started} backend={backend.name}\n")
     try:
         prepared = backend.prepare(cell, log=log)
     except ConfigError:
@@ -203,8 +204,6 @@ def _last_line(text: str) -> str:
 
 
 def _append(log: Path, text: str) -> None:
-    try:
-        with log.open("a", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError:
-        pass
+    # the reason still reaches the store; a log we cannot write changes no status
+    with contextlib.suppress(OSError, TorchbisectError):
+        files.append(log, mask(text))

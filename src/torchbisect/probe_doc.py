@@ -1,10 +1,13 @@
-"""The gate a probe's JSON document passes before it is stored or drawn.
+"""The gate a probe's JSON document passes before it is stored or drawn (and a bisection's).
 
 A probe is any script in the probes folder (`TORCHBISECT_PROBES`), so its document is untrusted:
 it may be huge, nested thousands deep, or say `"stale_trials": "x"`.  `check_text` (what a probe
 wrote) and `check` (a parsed document, e.g. from an older store) either return the document with
-every string capped at `DETAIL_CHARS`, or raise `Rejected` with the reason — which the caller
-turns into an infrastructure failure of that one cell, never a verdict.
+every string capped at `DETAIL_CHARS` and token-shaped strings masked (`masking`), or raise
+`Rejected` with the reason — which the caller turns into an infrastructure failure of that one
+cell, never a verdict.  Recorded documents (`report --probe-json`, `--bisection`) pass the same
+gate (`read_text`, `check_bisection`): a hostile file is one sentence, never a traceback or a
+page as large as the file.
 
 Limits: `MAX_BYTES` of text, `MAX_DEPTH` levels of nesting, the verdicts of `model.Verdict`,
 numbers where numbers are read (seconds, trials), strings (or null) where the report prints text.
@@ -15,8 +18,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 from typing import Any
 
+from .masking import mask
 from .model import PROBE_SCHEMA, Verdict
 
 MAX_BYTES = 1_000_000  # the real probe writes about 10 KB
@@ -37,15 +42,87 @@ class Rejected(ValueError):
 
 def check_text(text: str) -> dict[str, Any]:
     """Parse and check what a probe wrote."""
-    if len(text) > MAX_BYTES:
-        raise Rejected(f"the document is larger than {MAX_BYTES:,} bytes")
-    if _depth(text) > MAX_DEPTH:
-        raise Rejected(f"the document nests deeper than {MAX_DEPTH} levels")
+    return check(parse(text))
+
+
+def parse(text: str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+    """JSON `text`, refused (`Rejected`) when larger or deeper than the bounds, before parsing."""
+    if len(text) > max_bytes:
+        raise Rejected(f"the document is larger than {max_bytes:,} bytes")
+    if _depth(text) > max_depth:
+        raise Rejected(f"the document nests deeper than {max_depth} levels")
     try:
-        doc = json.loads(text)
+        return json.loads(text)
     except (ValueError, RecursionError) as err:
         raise Rejected(f"not JSON ({str(err)[:200]})") from None
-    return check(doc)
+
+
+def read_text(path: Path, *, max_bytes: int = MAX_BYTES) -> str:
+    """A recorded document's text, read no further than `max_bytes` (and one byte more, so that
+    `parse` can say it was too large): a 50 MB file is never loaded.  OSError passes through."""
+    with Path(path).open("rb") as fh:
+        return fh.read(max_bytes + 1).decode("utf-8", errors="replace")
+
+
+# -- a bisection's document (a `bisect --json` file, a stored or merged bisection) ---------------
+
+_DIRECTIONS = ("regression", "fix")
+_OUTCOMES = ("good", "bad", "unknown")
+_POINT_TEXT = ("date", "version", "git_version", "main_sha", "reason")
+_RESULT_TEXT = ("case", "cuda", "python", "compare_url", "rule", "reproduce", "finished")
+MAX_POINTS = 10_000  # a bisection of every nightly since 2023 probes fewer than 1,500
+
+
+def check_bisection(doc: Any) -> dict[str, Any]:
+    """A bisection result's document, checked and capped like a probe's (`BisectResult.from_json`
+    then reads only what this let through)."""
+    if not isinstance(doc, dict):
+        raise Rejected("the document is not a JSON object")
+    if doc.get("direction") not in _DIRECTIONS:
+        raise Rejected(f"direction {_short(doc.get('direction'))} is not regression or fix")
+    for key in _RESULT_TEXT:
+        _text(doc.get(key, ""), f"`{key}`")
+    if type(doc.get("probes")) is not int or doc["probes"] < 0:
+        raise Rejected(f"`probes` is not a whole number ({_short(doc.get('probes'))})")
+    pair = ("last_good", "first_bad") if doc["direction"] == "regression" else (
+        "last_bad", "first_good")
+    for key in pair:
+        if doc.get(key) is not None:
+            _point(doc[key], f"`{key}`")
+    for key in ("points", "skipped", "commits"):
+        items = doc.get(key, [])
+        if not isinstance(items, list) or len(items) > MAX_POINTS:
+            raise Rejected(f"`{key}` is not a list of at most {MAX_POINTS:,} items")
+        for i, item in enumerate(items):
+            if key == "points":
+                _point(item, f"point {i}")
+            else:
+                _text(item, f"`{key}` item {i}")
+    return _capped(doc)
+
+
+def _point(point: Any, where: str) -> None:
+    if not isinstance(point, dict):
+        raise Rejected(f"{where} is not an object")
+    unknown = set(point) - {*_POINT_TEXT, "verdict", "stale_fraction"}
+    if unknown:
+        raise Rejected(f"{where} has unknown keys ({_short(sorted(unknown))})")
+    if point.get("verdict") not in _OUTCOMES:
+        raise Rejected(f"{where}: verdict {_short(point.get('verdict'))} is not one of "
+                       f"{', '.join(_OUTCOMES)}")
+    for key in _POINT_TEXT:
+        _text(point.get(key, ""), f"{where}: {key}")
+    if not isinstance(point.get("date"), str):
+        raise Rejected(f"{where} has no date")
+    fraction = point.get("stale_fraction")
+    _number(fraction, f"{where}: stale_fraction")
+    if fraction is not None and not 0 <= fraction <= 1:
+        raise Rejected(f"{where}: stale_fraction {fraction!r} is not between 0 and 1")
+
+
+def _text(value: Any, where: str) -> None:
+    if not isinstance(value, str):
+        raise Rejected(f"{where} is not a string ({_short(value)})")
 
 
 def check(doc: Any) -> dict[str, Any]:
@@ -91,6 +168,10 @@ def _case(name: str, case: Any) -> None:
 
 
 def _env_value(key: str, value: Any) -> None:
+    if key == "capability" and isinstance(value, list):  # older probes wrote [9, 0]
+        if len(value) > 4 or not all(type(v) is int for v in value):
+            raise Rejected(f"env capability is not a version ({_short(value)})")
+        return
     if key in _TEXT_ENV:
         if value is not None and not isinstance(value, str):
             raise Rejected(f"env {key} is not a string or null ({_short(value)})")
@@ -114,9 +195,9 @@ def _capped(value: Any, depth: int = 1) -> Any:
     if depth > MAX_DEPTH:
         raise Rejected(f"the document nests deeper than {MAX_DEPTH} levels")
     if isinstance(value, str):
-        return value if len(value) <= DETAIL_CHARS else value[:DETAIL_CHARS - 1] + "…"
+        return mask(value if len(value) <= DETAIL_CHARS else value[:DETAIL_CHARS - 1] + "…")
     if isinstance(value, dict):
-        return {str(k)[:DETAIL_CHARS]: _capped(v, depth + 1) for k, v in value.items()}
+        return {mask(str(k)[:DETAIL_CHARS]): _capped(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
         return [_capped(v, depth + 1) for v in value]
     return value

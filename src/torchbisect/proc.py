@@ -9,11 +9,15 @@ Nothing a command starts may outlive it, hang us, or outlive torchbisect:
   and every process that carries the token, and judge the command by its own exit status;
 * a watchdog process (`_WATCHDOG`) learns each group and the token of this torchbisect process
   (`TORCHBISECT_OWNER`); when we die — even by kill -9 — its stdin reaches EOF and it kills them,
-  then runs the clean-ups registered with `at_end` (the docker backend removes its containers).
+  then runs the clean-ups registered with `at_end` (the docker backend removes its containers);
+* output is drained as it comes but only its first and last `KEEP_BYTES` are kept (`Kept`): a
+  probe that prints 2 GB costs neither our memory nor a 2 GB log, and the kept text says what was
+  cut; it is masked (`masking.mask`) before anyone reads it or it reaches a log.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -28,12 +32,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import files
 from .errors import CommandFailed
+from .masking import mask
 
 Echo = Callable[[str], None]
 OWNER_VAR, RUN_VAR = "TORCHBISECT_OWNER", "TORCHBISECT_RUN"
 _OWNER = uuid.uuid4().hex  # this torchbisect process; children of children still carry it
 GRACE = 2.0  # seconds the pipe may stay open after the command exited
+KEEP_BYTES = 2 * 1024 * 1024  # of a command's output, kept from its start and from its end
+_READ = 1 << 20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,18 +53,21 @@ class Completed:
 
 
 def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+        base_env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None, timeout: float | None = None, log: Path | None = None,
         echo: Echo | None = None, check: bool = True, grace: float = GRACE) -> Completed:
     """Run `argv`, appending its output to `log`; raise CommandFailed on failure when `check`.
 
-    `env` entries are added to the current environment, not substituted for it.
+    `env` entries are added to `base_env` (default: the current environment), not substituted
+    for it: a probe passes `probe_env.allowed()` as its base, so it sees no credentials.
     """
     argv = [str(a) for a in argv]
     line = shlex.join(argv)
     if echo:
         echo(f"$ {line}")
     token = uuid.uuid4().hex
-    full_env = {**os.environ, **(env or {}), OWNER_VAR: _OWNER, RUN_VAR: token}
+    base = os.environ if base_env is None else base_env
+    full_env = {**base, **(env or {}), OWNER_VAR: _OWNER, RUN_VAR: token}
     start = time.monotonic()
     try:
         child = subprocess.Popen(argv, env=full_env, cwd=cwd, stdout=subprocess.PIPE,
@@ -89,7 +100,7 @@ class _Running:
     """A started command: its group, its token, and the thread that drains its output."""
 
     def __init__(self, child: subprocess.Popen, token: str):
-        self.child, self.token, self._chunks = child, token, []
+        self.child, self.token, self._kept = child, token, Kept()
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
         _watchdog_say(f"+{child.pid}")
@@ -124,14 +135,85 @@ class _Running:
             self.child.stdout.close()
 
     def output(self) -> str:
-        text = b"".join(self._chunks).decode("utf-8", errors="replace")
+        text = self._kept.text()
         return text.replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
 
     def _drain(self) -> None:
         fd = self.child.stdout.fileno()
         with contextlib.suppress(OSError):
-            while chunk := os.read(fd, 1 << 16):
-                self._chunks.append(chunk)
+            while chunk := os.read(fd, _READ):
+                self._kept.add(chunk)
+
+
+class Kept:
+    """The first and last `keep` bytes of a stream, and how many between them were dropped.
+
+    Memory stays below 2 x `keep` (+ one chunk) however much comes; `text()` is the kept output,
+    masked, with one line where the cut is that gives the count and the bound.
+    """
+
+    def __init__(self, keep: int = KEEP_BYTES) -> None:
+        self.keep, self.cut = keep, 0
+        self._head = bytearray()
+        self._tail: collections.deque[bytes] = collections.deque()
+        self._tail_bytes, self._given = 0, 0
+        self._lock = threading.Lock()  # a reader still draining while the output is read
+
+    def add(self, chunk: bytes) -> None:
+        with self._lock:
+            self._add(chunk)
+
+    def _add(self, chunk: bytes) -> None:
+        room = self.keep - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self._tail.append(chunk)
+        self._tail_bytes += len(chunk)
+        while self._tail_bytes - len(self._tail[0]) >= self.keep:
+            dropped = self._tail.popleft()
+            self._tail_bytes -= len(dropped)
+            self.cut += len(dropped)
+        if self._tail_bytes > self.keep:  # trim the oldest chunk to the bound
+            extra = self._tail_bytes - self.keep
+            self._tail[0] = self._tail[0][extra:]
+            self._tail_bytes -= extra
+            self.cut += extra
+
+    def text(self) -> str:
+        """All that was kept, with the cut said where it is."""
+        with self._lock:
+            return mask(_decode(self._head) + self._rest())
+
+    def new_lines(self) -> str:
+        """The complete lines of the head not given out before (a log written as it comes)."""
+        with self._lock:
+            full = len(self._head) >= self.keep
+            end = len(self._head) if full else self._head.rfind(b"\n") + 1
+            text, self._given = _decode(self._head[self._given:end]), max(self._given, end)
+        return mask(text)
+
+    def rest(self) -> str:
+        """What `new_lines` has not given out yet: the end of the head, the cut, the tail."""
+        with self._lock:
+            text = _decode(self._head[self._given:]) + self._rest()
+            self._given = len(self._head)
+        return mask(text)
+
+    def _rest(self) -> str:
+        note = (f"\n# torchbisect: {self.cut:,} bytes of output cut here (a command's output "
+                f"is kept to its first and last {_mib(self.keep)})\n") if self.cut else ""
+        return note + _decode(b"".join(self._tail))
+
+
+def _decode(data: bytes | bytearray) -> str:
+    return bytes(data).decode("utf-8", errors="replace")
+
+
+def _mib(size: int) -> str:
+    return f"{size / 1048576:g} MiB" if size >= 1048576 else f"{size:,} bytes"
 
 
 _LIVE: set[_Running] = set()
@@ -245,8 +327,5 @@ os.register_at_fork(after_in_child=_after_fork)
 def _append(log: Path | None, line: str, output: str) -> None:
     if log is None:
         return
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a", encoding="utf-8") as fh:
-        fh.write(f"$ {line}\n{output}")
-        if output and not output.endswith("\n"):
-            fh.write("\n")
+    end = "" if not output or output.endswith("\n") else "\n"
+    files.append(log, f"$ {mask(line)}\n{output}{end}")

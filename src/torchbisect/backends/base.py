@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .. import files
 from ..defaults import WORKDIR
+from ..masking import mask
 from ..model import Cell
 from ..probe_doc import MAX_BYTES
 
@@ -130,6 +132,4 @@ def read_document(path: Path) -> str:
 
 def note(log: Path, line: str) -> None:
     """A line of torchbisect's own in a cell's log, among the installer's or the probe's output."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a", encoding="utf-8") as out:
-        out.write(f"# torchbisect: {line}\n")
+    files.append(log, f"# torchbisect: {mask(line)}\n")

@@ -10,7 +10,6 @@ volume, and the host's CA bundle when there is one.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
 import shlex
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import proc
+from .. import files, proc
 from ..errors import InfraError
 from ..model import Cell
 from .base import note
@@ -66,7 +65,8 @@ class Containers:
         note(log, f"[{step} in {image}{on}] {shlex.join(command)}")
         with self._container(cell, step, image, command, workdir=workdir,
                              mounts=[*self._mounts(workdir), *mounts],
-                             env=self._environment(env or {}, gpu), gpu=gpu,
+                             env=self._environment(env or {}, gpu,
+                                                   network=step != "probe"), gpu=gpu,
                              log=log) as (box, pump):
             started = time.monotonic()
             status = _wait(box, started + timeout)
@@ -142,7 +142,11 @@ class Containers:
             mounts.append(bind(self.ca_bundle, CA_PATH, read_only=True))
         return mounts
 
-    def _environment(self, extra: dict[str, str], gpu: int | str | None) -> dict[str, str]:
+    def _environment(self, extra: dict[str, str], gpu: int | str | None, *,
+                     network: bool = True) -> dict[str, str]:
+        """The container's whole environment: nothing of the host's but its proxies, and those
+        only for the steps that download (a proxy URL may carry a password; a probe needs none).
+        """
         env = {"PYTHONUNBUFFERED": "1", "UV_CACHE_DIR": UV_CACHE, "UV_LINK_MODE": "copy",
                "UV_PYTHON_INSTALL_DIR": f"{UV_CACHE}/python", "UV_NO_PROGRESS": "1",
                # bytecode stays in the container: no root-owned __pycache__ in the host's venv
@@ -151,7 +155,7 @@ class Containers:
             env.update(SSL_CERT_FILE=CA_PATH, PIP_CERT=CA_PATH, REQUESTS_CA_BUNDLE=CA_PATH)
         for var in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
                     "no_proxy"):
-            if var in os.environ:
+            if network and var in os.environ:
                 env[var] = os.environ[var]
         if gpu is None:  # nvidia/cuda images say NVIDIA_VISIBLE_DEVICES=all
             env["NVIDIA_VISIBLE_DEVICES"] = "void"
@@ -159,24 +163,32 @@ class Containers:
 
 
 class _LogPump(threading.Thread):
-    """Copies a container's output to the cell's log as it comes, keeping the last lines."""
+    """Copies a container's output to the cell's log as it comes, masked, keeping the last lines.
+
+    Only the first `proc.KEEP_BYTES` are written as they come; after that only the last
+    KEEP_BYTES are held, and written (with the count of what was cut) when the container ends:
+    a container printing 2 GB makes neither a 2 GB log nor a 2 GB torchbisect.
+    """
 
     def __init__(self, container: Any, log: Path) -> None:
         super().__init__(daemon=True)
         self._container, self._log = container, log
-        self._lines: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+        self._kept = proc.Kept()
         self.start()
 
     def run(self) -> None:
-        with contextlib.suppress(Exception), self._log.open("a", encoding="utf-8") as out:
-            for chunk in self._container.logs(stream=True, follow=True):
-                text = chunk.decode(errors="replace")
-                out.write(text)
-                out.flush()
-                self._lines.extend(text.splitlines())
+        with contextlib.suppress(Exception), files.open_append(self._log) as out:
+            try:
+                for chunk in self._container.logs(stream=True, follow=True):
+                    self._kept.add(chunk)
+                    if text := self._kept.new_lines():
+                        out.write(text)
+                        out.flush()
+            finally:
+                out.write(self._kept.rest())
 
     def tail(self) -> str:
-        return "\n".join(self._lines)
+        return "\n".join(self._kept.text().splitlines()[-_TAIL_LINES:])
 
 
 def bind(source: Path, target: str, *, read_only: bool = False) -> Any:

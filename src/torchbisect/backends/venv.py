@@ -23,10 +23,11 @@ import uuid
 from functools import cache
 from pathlib import Path
 
-from .. import proc
+from .. import files, proc
 from ..errors import BackendUnavailable, InfraError
 from ..model import Cell, Channel
 from ..probes import probe_path
+from . import probe_env
 from .base import (
     Backend,
     BackendOptions,
@@ -104,8 +105,9 @@ class VenvBackend(Backend):
         doc = out_dir / f"{cell.id}.{uuid.uuid4().hex}.json"
         argv = [prepared.python, str(probe_path(cell.probe)), *probe_args, "--json", str(doc)]
         try:
+            # no credentials: the allow-listed part of our environment, then the cell's env
             done = proc.run(argv, env={**prepared.env, **gpu_env(gpu)}, timeout=cell.timeout,
-                            log=log, check=False)
+                            base_env=probe_env.allowed(), log=log, check=False)
             text = read_document(doc)
         finally:
             doc.unlink(missing_ok=True)
@@ -219,6 +221,4 @@ def _read_marker(venv: Path) -> dict | None:
 
 
 def _write_marker(venv: Path, marker: dict) -> None:
-    tmp = venv / f"{_MARKER}.tmp"
-    tmp.write_text(json.dumps(marker, sort_keys=True), encoding="utf-8")
-    tmp.replace(venv / _MARKER)
+    files.write_text(venv / _MARKER, json.dumps(marker, sort_keys=True))

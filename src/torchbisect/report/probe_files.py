@@ -2,16 +2,16 @@
 
 A probe run by hand (or recorded for the tests) has no cell: the cell is inferred from the probe's
 own `env`: channel from the version string, CUDA tag from its local label, date from
-`.devYYYYMMDD`.
+`.devYYYYMMDD`.  A recorded document passes the same gate as a live probe's (`probe_doc`: size,
+depth, types, capped and masked strings); one that fails is one sentence naming the file.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
-from .. import cells
+from .. import cells, probe_doc
 from ..errors import ConfigError
 from ..model import Cell, CellRun, Channel, ProbeResult, RunStatus
 from ..outcome import BisectResult
@@ -37,9 +37,13 @@ def cell_for(version: str, python: str) -> Cell:
 
 def run_from_document(path: Path) -> CellRun:
     try:
-        result = ProbeResult.from_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, KeyError) as err:
-        raise ConfigError(f"{path}: not a probe JSON document ({err})") from err
+        result = ProbeResult.from_json(probe_doc.check_text(probe_doc.read_text(path)))
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read this probe JSON document ({err.strerror})") \
+            from None
+    except (ValueError, KeyError, TypeError, AttributeError) as err:  # Rejected is a ValueError
+        raise ConfigError(f"{path}: not a probe JSON document this report can draw "
+                          f"({_why(err)}); pass the JSON file a probe wrote") from None
     env = result.env
     return CellRun(cell=cell_for(str(env.get("torch", "unknown")), str(env.get("python", "?"))),
                    status=RunStatus.OK, result=result, probe_version=result.probe_version,
@@ -50,9 +54,20 @@ def run_from_document(path: Path) -> CellRun:
 
 def bisection_from_document(path: Path) -> BisectResult:
     try:
-        return BisectResult.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise ConfigError(f"{path}: not a bisection result JSON document ({err})") from err
+        doc = probe_doc.check_bisection(probe_doc.parse(probe_doc.read_text(path)))
+        return BisectResult.from_json(doc)
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read this bisection result ({err.strerror})") \
+            from None
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ConfigError(f"{path}: not a bisection result JSON document this report can draw "
+                          f"({_why(err)}); pass the file `torchbisect bisect --json` wrote") \
+            from None
+
+
+def _why(err: Exception) -> str:
+    text = str(err) if isinstance(err, probe_doc.Rejected) else f"{type(err).__name__}: {err}"
+    return text[:200]
 
 
 class DocumentSource:

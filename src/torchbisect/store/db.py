@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import defaults
+from .. import defaults, probe_doc
 from ..errors import ConfigError
 from ..model import Cell, CellRun, RunStatus
 from ..outcome import BisectResult
@@ -146,8 +146,9 @@ class Store:
         out = []
         for row in rows:
             try:
-                out.append(BisectResult.from_json(json.loads(row["result_json"])))
-            except (ValueError, KeyError, TypeError, AttributeError) as err:
+                doc = probe_doc.check_bisection(json.loads(row["result_json"]))
+                out.append(BisectResult.from_json(doc))
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
                 raise ConfigError(damaged_row(self.path, "bisections", row["id"], err)) from None
         return out
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import probe_doc
 from ..errors import ConfigError
+from ..masking import mask
 from ..model import Cell, CellRun, ProbeResult, RunStatus
 from ..outcome import BisectResult
 
@@ -124,7 +125,9 @@ def _checked(cell: Cell) -> Cell:
 
 
 def run_to_row(run: CellRun) -> dict[str, Any]:
+    """The row a run is stored as; its texts masked (`masking`), as every page drawn later is."""
     data = run_to_json(run)
+    data.update(reason=mask(data["reason"]), log_excerpt=mask(data["log_excerpt"]))
     cases = {c.name: c.verdict.value for c in run.result.cases} if run.result else {}
     return {
         **{k: data[k] for k in RUN_FIELDS if k in data},

@@ -1,0 +1,139 @@
+"""How torchbisect writes files: whole, never through a planted link, and a full disk is a sentence.
+
+* A whole file (a page, the lock, an export, a marker) is written to a fresh temporary name in
+  the same folder — created with O_EXCL | O_NOFOLLOW, so a link planted under that name is never
+  followed — and renamed over the target: a reader sees the old file or the new one, never half,
+  and a symbolic link planted at the target is replaced by the file, its target left untouched.
+* A log is appended with O_NOFOLLOW: a link planted in the logs folder is refused with one
+  sentence, never written through (a cell's log is started afresh with `write_text`, which
+  replaces such a link).
+* A full disk or quota (ENOSPC, EDQUOT, EFBIG) is `DiskFull`: one sentence naming the folder,
+  exit status 3 (an infrastructure failure), and the temporary file is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from .errors import InfraError
+
+FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+class DiskFull(InfraError):
+    """No space (or quota) left where torchbisect writes; `str(err)` names the folder."""
+
+
+class PlantedLink(InfraError):
+    """A symbolic link stands where torchbisect writes a file of its own."""
+
+
+def disk_full(folder: Path | str, err: OSError | None = None) -> DiskFull:
+    why = os.strerror(err.errno).lower() if err is not None and err.errno else "no space left"
+    return DiskFull(f"{why} on the device of {folder}: nothing was half-written there; free "
+                    "some space (or choose another folder) and run again")
+
+
+def is_full(err: BaseException) -> bool:
+    return isinstance(err, OSError) and err.errno in FULL
+
+
+@contextlib.contextmanager
+def atomic(path: Path | str, *, binary: bool = False) -> Iterator[IO]:
+    """A file object whose content replaces `path` when the block ends without an error."""
+    path = Path(path)
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp, fd = _fresh(path)
+    except OSError as err:
+        if is_full(err):
+            raise disk_full(folder, err) from None
+        raise
+    try:
+        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else
+                                                        {"encoding": "utf-8"})) as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)  # replaces a link at `path` itself, never its target
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if is_full(err):
+            raise disk_full(folder, err) from None
+        raise
+
+
+def write_text(path: Path | str, text: str) -> Path:
+    """Replace `path` with `text`, atomically (see `atomic`)."""
+    with atomic(path) as out:
+        out.write(text)
+    return Path(path)
+
+
+def write_bytes(path: Path | str, data: bytes) -> Path:
+    with atomic(path, binary=True) as out:
+        out.write(data)
+    return Path(path)
+
+
+def append(path: Path | str, text: str) -> None:
+    """Append `text` to a log, refusing a symbolic link in its place (see `open_append`)."""
+    with open_append(path) as out:
+        out.write(text)
+
+
+@contextlib.contextmanager
+def open_append(path: Path | str) -> Iterator[IO[str]]:
+    """A log opened for appending (created when missing) that is never a planted link."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o666)
+    except OSError as err:
+        raise _refusal(path, err) from None
+    try:
+        with os.fdopen(fd, "a", encoding="utf-8") as out:
+            yield out
+    except OSError as err:
+        raise _refusal(path, err) from None
+
+
+def open_new(path: Path | str, *, binary: bool = True, append: bool = False) -> IO:
+    """Open a work file (a download's part file) for writing without following a link there."""
+    path = Path(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags |= os.O_APPEND if append else os.O_TRUNC
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as err:
+        raise _refusal(path, err) from None
+    return os.fdopen(fd, ("ab" if append else "wb") if binary else ("a" if append else "w"))
+
+
+def _fresh(path: Path) -> tuple[Path, int]:
+    """A new temporary file beside `path` (its name is ours alone: O_EXCL)."""
+    for attempt in range(100):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{attempt}.{os.urandom(4).hex()}.tmp")
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                                | os.O_CLOEXEC, 0o666)
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(path))
+
+
+def _refusal(path: Path, err: OSError) -> Exception:
+    if err.errno == errno.ELOOP:
+        return PlantedLink(f"{path} is a symbolic link: torchbisect does not write through "
+                           "links in its folders; remove the link and run again")
+    if is_full(err):
+        return disk_full(path.parent, err)
+    return err
