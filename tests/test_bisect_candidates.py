@@ -96,7 +96,7 @@ def test_version_bump_keeps_the_newer_nightly_of_a_date():
 
 
 @pytest.mark.parametrize(("wheels", "older", "newer", "match"), [
-    (days(1, 2, 3), "2025-08-03", "2025-08-01", "earlier date than --bad"),
+    (days(1, 2, 3), "2025-08-03", "2025-08-01", "must be older than --bad"),
     ([], "2025-08-01", "2025-08-03", "lists no nightly"),
     (days(4), "2025-08-01", "2025-08-09", "fewer than two"),
 ])

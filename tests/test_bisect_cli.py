@@ -11,6 +11,7 @@ from torchbisect.cli import main
 from torchbisect.model import Cell, CellRun, Channel, ProbeResult, RunStatus
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
 from torchbisect.report.bisection_text import render_markdown, render_text
+from torchbisect.report.bisections import bisect_view
 
 CELL = Cell(id="nightly-20250801-cu130-cp312", channel=Channel.NIGHTLY,
             version="2.10.0.dev20250801+cu130", cuda="cu130", python="3.12")
@@ -52,13 +53,43 @@ def test_infra_failure_reason_is_kept():
     (["--trials", "0"], "--trials must be at least 1"),
     (["--good", "2.9.0"], "--good '2.9.0' is neither a date"),
     (["--repo", "/nonexistent"], "is not a git clone"),
+    # the hints fit the direction given
+    (["--good", "2025-08-09", "--bad", "2025-08-01"],
+     "--good (2025-08-09) must be older than --bad (2025-08-01); if the bug went away between "
+     "them, add --find-fix"),
+    (["--find-fix"], "with --find-fix, --bad (2025-08-09) must be older than --good "
+     "(2025-08-01), since a fix comes after the bug; drop --find-fix"),
+    (["--bad", "20250801"], "--good and --bad are the same nightly (2025-08-01)"),
+    (["--find-fix", "--bad", "2025-08-01"], "--good and --bad are the same nightly"),
+    (["--good", "2.12.0", "--bad", "2.12.0+cu130"], "the same release (2.12.0)"),
+    (["--good", "2.15.0", "--bad", "2.12.0"], "add --find-fix to look for the release"),
+    # a script that cannot run is the script's problem, said before anything is probed
+    (["--script", "/nonexistent/check.sh"], "--script: /nonexistent/check.sh does not exist"),
+    (["--script", "./check.sh --fast"], "--script: ./check.sh does not exist"),
+    (["--script", "sh 'unclosed"], "is not a shell command (No closing quotation)"),
 ])
-def test_flag_errors_are_one_sentence_and_exit_2(flags, message, capsys, tmp_path):
+def test_flag_errors_are_one_sentence_and_exit_2(flags, message, capsys, tmp_path,
+                                                 monkeypatch):
+    monkeypatch.chdir(tmp_path)
     argv = ["bisect", "--good", "2025-08-01", "--bad", "2025-08-09",
             "--index-url", str(tmp_path), "--store", str(tmp_path / "s.sqlite"), *flags]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_a_script_that_is_not_executable_is_named(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "check.sh").write_text("#!/bin/sh\nexit 0\n")  # no x bit
+    argv = ["bisect", "--good", "2025-08-01", "--bad", "2025-08-09", "--index-url",
+            str(tmp_path / "no-index"), "--store", str(tmp_path / "s.sqlite"),
+            "--script", "./check.sh"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["torchbisect bisect: error: --script: ./check.sh is not executable: "
+                   "`chmod +x ./check.sh`, or run it through its interpreter "
+                   "(--script 'sh ./check.sh')"]
+    assert not (tmp_path / "s.sqlite").exists()  # refused before any probing
 
 
 def _result(direction=Direction.REGRESSION) -> BisectResult:
@@ -70,18 +101,35 @@ def _result(direction=Direction.REGRESSION) -> BisectResult:
                            verdict="unknown", reason="install: HTTP 404")
     return BisectResult(direction=direction, case="side_stream", cuda="cu130", python="3.12",
                         before=good, after=bad, probes=6, points=(good, skipped, bad),
-                        skipped=("2025-08-14",), rule="r", reproduce="torchbisect bisect …")
+                        unknown=("2025-08-14",), rule="r", reproduce="torchbisect bisect …")
 
 
-def test_text_report_names_the_pair_the_gap_and_the_counts():
+def test_text_report_leads_with_the_candidates_and_names_the_pair_the_gap_and_the_counts():
     text = render_text(_result(), new_runs=4)
+    assert text.splitlines()[0] == "the first bad nightly is one of 2: 2025-08-14, 2025-08-15"
     assert "last good:  2025-08-13  2.10.0.dev20250813+cu130  git aaaaaaaaaaaa  main bbbbbbbbbbbb" \
         in text
     assert "main unknown" in text
-    assert "not pinned to one nightly: 1 unknown between them" in text
+    assert "not exact:  1 nightly between them could not be judged" in text
     assert "probes:     6 (4 run now, 2 from the store)" in text
-    assert "skipped:    2025-08-14" in text
+    assert "unknown:    2025-08-14 (tried, no verdict)" in text
     assert "compare:    unavailable (main sha unknown)" in text
+
+
+def test_an_edge_between_adjacent_tested_nightlies_is_exact_whatever_dates_are_missing():
+    good = NightlyPoint(date="2025-08-08", version="2.10.0.dev20250808", verdict="good")
+    bad = NightlyPoint(date="2025-08-11", version="2.10.0.dev20250811", verdict="bad")
+    result = BisectResult(direction=Direction.REGRESSION, case="c", cuda="cu130", python="3.12",
+                          before=good, after=bad, probes=4, points=(good, bad),
+                          missing=("2025-08-09", "2025-08-10"))
+    assert result.exact and result.candidates == ("2025-08-11",)
+    text = render_text(result, new_runs=4)
+    assert text.splitlines()[0] == (
+        "the first bad nightly is 2025-08-11 (exact: the nightly before it, 2025-08-08, is "
+        "good; no nightly was published on 2025-08-09, 2025-08-10)")
+    assert "not exact" not in text
+    assert "missing:    2025-08-09, 2025-08-10 (no nightly that day)" in text
+    assert result.to_json()["exact"] is True
 
 
 def test_outcomes_are_one_enum_through_json_and_back():
@@ -92,12 +140,32 @@ def test_outcomes_are_one_enum_through_json_and_back():
 
 def test_markdown_for_a_fix():
     md = render_markdown(_result(Direction.FIX))
+    assert "**The first fixed nightly is one of 2: 2025-08-14, 2025-08-15**" in md
+    assert md.index("one of 2") < md.index("| last bad |")  # it leads
     assert "| last bad | 2025-08-13 |" in md and "| first good | 2025-08-15 |" in md
     assert "Reproduce with: `torchbisect bisect …`" in md
 
 
+def test_the_page_leads_with_the_candidates_too():
+    view = bisect_view(_result())
+    assert view.title == "First affected nightly for side_stream: one of 2 (2025-08-14, 2025-08-15)"
+    assert ("unknown (tried, no verdict)", "2025-08-14") in view.facts
+
+
+def test_a_result_stored_before_exact_existed_reads_back_with_its_dates_told_apart():
+    """Older results hold one `skipped` list mixing tried and never-published dates."""
+    old = _result().to_json()
+    for key in ("exact", "candidates", "unknown", "missing"):
+        del old[key]
+    old["skipped"] = ["2025-08-14", "2025-08-16"]
+    back = BisectResult.from_json(old)
+    assert (back.unknown, back.missing) == (("2025-08-14",), ("2025-08-16",))
+    assert not back.exact and back.candidates == ("2025-08-14", "2025-08-15")
+
+
 def test_json_keys_follow_the_direction():
-    assert {"last_good", "first_bad", "probes", "skipped", "compare_url"} <= set(
+    assert {"last_good", "first_bad", "probes", "unknown", "missing", "compare_url"} <= set(
         _result().to_json())
+    assert "skipped" not in _result().to_json()  # tried and never-published dates apart
     assert _result().to_json()["first_bad"]["verdict"] == "bad"
     assert {"last_bad", "first_good"} <= set(_result(Direction.FIX).to_json())

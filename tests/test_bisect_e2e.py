@@ -99,8 +99,12 @@ def stored_runs(work: Path) -> int:
             return 0
 
 
-def bound() -> int:
-    return math.ceil(math.log2(len(DATES))) + 2
+REASKS = 2  # --repeat 2 (the default with --script) asks once more at each end of the pair
+
+
+def bound(n: int = len(DATES)) -> int:
+    """The search's probes, and the script's re-asks: every run is counted."""
+    return math.ceil(math.log2(n)) + 2 + REASKS
 
 
 def test_script_bisection_finds_the_boundary_with_commits(world, tmp_path):
@@ -118,10 +122,13 @@ def test_script_bisection_finds_the_boundary_with_commits(world, tmp_path):
                                      f"{shas['2025-08-13'][1]}...{shas[FIRST_BAD][1]}")
     assert [c.split(" ", 1)[1] for c in result["commits"]] == ["change 0 of 2025-08-14"]
     assert result["probes"] <= bound()
-    assert result["skipped"] == []
     assert "exit 0 good, 125 skip" in result["rule"]
     assert result["reproduce"].startswith("torchbisect bisect --good 2025-08-13 --bad 2025-08-14")
-    assert stored_runs(tmp_path) == result["probes"]
+    assert stored_runs(tmp_path) == result["probes"] - REASKS  # re-asks are not stored
+    assert result["exact"] is True and result["candidates"] == [FIRST_BAD]
+    assert result["unknown"] == [] and result["missing"] == []
+    assert done.stdout.splitlines()[0].startswith(
+        "the first bad nightly is 2025-08-14 (exact: the nightly before it, 2025-08-13, is good")
     assert "first bad:  2025-08-14" in done.stdout
     assert "2025-08-20 has two nightlies; using 2.11.0.dev20250820+cpu" in done.stderr
 
@@ -138,7 +145,7 @@ def test_killed_bisection_resumes_with_the_same_answer(world, tmp_path):
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     before = stored_runs(tmp_path)
-    assert first.returncode == -signal.SIGKILL and 3 <= before < bound()
+    assert first.returncode == -signal.SIGKILL and 3 <= before < bound() - REASKS
     assert not (tmp_path / "bisect.json").exists()
 
     done = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
@@ -147,7 +154,7 @@ def test_killed_bisection_resumes_with_the_same_answer(world, tmp_path):
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_good"]["date"], result["first_bad"]["date"]) == ("2025-08-13",
                                                                           FIRST_BAD)
-    new = stored_runs(tmp_path) - before
+    new = stored_runs(tmp_path) - before + REASKS
     assert new < result["probes"] <= bound()
     assert f"{new} run now, {result['probes'] - new} from the store" in done.stdout
 
@@ -179,7 +186,7 @@ def test_find_fix_with_a_missing_end_date(world, tmp_path):
     assert (result["last_bad"]["date"], result["first_good"]["date"]) == ("2025-08-21",
                                                                           "2025-08-22")
     assert "no nightly on 2025-08-25 (--good): using the nearest one, 2025-08-26" in done.stderr
-    assert result["probes"] <= math.ceil(math.log2(DATES.index("2025-08-26") + 1)) + 2
+    assert result["probes"] <= bound(DATES.index("2025-08-26") + 1)
 
 
 RELEASES = ["2.9.0", "2.9.1", "2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.0", "2.14.1"]
@@ -209,5 +216,5 @@ def test_release_ends_bisect_the_releases_in_between(tmp_path):
     assert result["first_bad"]["git_version"] == f"{4:040x}"
     assert result["compare_url"] == ("https://github.com/pytorch/pytorch/compare/"
                                      f"{3:040x}...{4:040x}")
-    assert result["probes"] <= math.ceil(math.log2(len(RELEASES))) + 2
+    assert result["probes"] <= bound(len(RELEASES))
     assert result["reproduce"].startswith("torchbisect bisect --good 2.11.0 --bad 2.12.0")

@@ -55,7 +55,25 @@ def test_verdict_table(verdicts, last_good, first_bad_, between):
     assert (result.last_good, result.first_bad) == (last_good, first_bad_)
     assert result.unknown_between == between
     assert result.exact == (not between)
+    assert result.candidates == (*between, first_bad_)
     assert len(asked) == len(set(asked)) == result.probes  # each index asked once
+
+
+# git's t6030-bisect-porcelain.sh as verdict tables over HASH1..HASHn (HASH1 good, HASHn bad;
+# git's "skip" is UNKNOWN).  Where git says "the first bad commit could be any of" (and exits
+# non-zero), the candidates are that list.
+@pytest.mark.parametrize(("scenario", "verdicts", "candidates"), [
+    ("bisect skip: successful result", "GBUB", (1,)),  # skip HASH3, HASH2 bad: HASH2
+    ("bisect skip: cannot tell between 3 commits", "GUUB", (1, 2, 3)),  # skip HASH2 and HASH3
+    ("bisect skip: cannot tell between 2 commits", "GGUB", (2, 3)),  # skip HASH3, HASH2 good
+    ("bisect run & skip: cannot tell between 2", "GGUB", (2, 3)),  # the script exits 125
+    ("bisect run & skip: find first bad", "GGUGB", (4,)),  # skip HASH3, HASH4 good: HASH5
+])
+def test_git_bisect_skip_scenarios(scenario, verdicts, candidates):
+    verdict_of, _ = table(verdicts)
+    result = first_bad(len(verdicts), verdict_of)
+    assert result.candidates == candidates, scenario
+    assert result.exact == (len(candidates) == 1)
 
 
 @pytest.mark.parametrize(
@@ -150,6 +168,13 @@ def test_property_returns_the_true_boundary_or_the_range_that_hides_it(case):
     assert all(i in hidden for i in result.unknown_between)
     assert result.exact == (result.first_bad == boundary and result.last_good == boundary - 1)
     assert len(asked) == len(set(asked))
+    # the candidates hold the true first bad, whatever the unknowns hide, and nothing the
+    # verdicts rule out: every candidate is unknown but the last, which is the first known bad
+    assert boundary in result.candidates
+    assert list(result.candidates) == sorted(result.candidates)
+    assert all(i in hidden for i in result.candidates[:-1])
+    assert seen[result.candidates[-1]] is Outcome.BAD
+    assert result.exact == (result.candidates == (boundary,))
 
 
 @given(monotone_with_unknowns(allow_unknowns=False))

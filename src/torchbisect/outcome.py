@@ -10,6 +10,8 @@ import enum
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 
 class Outcome(str, enum.Enum):
     """A bisection's answer for one build, in the user's terms: GOOD is the old behaviour, BAD the
@@ -42,16 +44,27 @@ class NightlyPoint:
         # here, once, so nothing downstream compares strings.
         object.__setattr__(self, "verdict", Outcome(self.verdict))
 
+    @property
+    def key(self) -> str:
+        """What the user calls it and passes back as --good/--bad/--forget: a nightly's date,
+        a release's version."""
+        return self.date or self.version
+
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "verdict": self.verdict.value}
 
 
 @dataclass(frozen=True, kw_only=True)
 class BisectResult:
-    """The outcome of a bisection: the boundary pair, the evidence and how to reproduce it.
+    """The outcome of a bisection: the boundary pair, how exact it is, the evidence, the rerun.
 
     For a regression the pair is (last good, first bad); with --find-fix, (last bad, first good).
-    `before`/`after` are the two neighbouring nightlies around the change, in date order.
+    `before`/`after` are the nearest builds with a verdict on either side of the change, in
+    order.  When only unknown builds lie between them the answer is `exact`; otherwise
+    `candidates` lists, oldest first, every build that can be the first bad (first fixed) one:
+    the unknowns between the pair and `after`.  Candidates are keys (`NightlyPoint.key`: a
+    nightly's date, a release's version), so a search over other units (commits) fills the same
+    fields with its own keys.
     """
 
     direction: Direction
@@ -60,28 +73,53 @@ class BisectResult:
     python: str
     before: NightlyPoint | None
     after: NightlyPoint | None
-    probes: int
+    probes: int  # every run of the probe or script, from the store or now, re-asks included
     points: tuple[NightlyPoint, ...] = ()
-    skipped: tuple[str, ...] = ()  # dates that gave "unknown", with nothing concluded from them
+    candidates: tuple[str, ...] = ()  # oldest first; exactly one when exact
+    unknown: tuple[str, ...] = ()  # tried, no verdict (install failure, skip, crash ...)
+    missing: tuple[str, ...] = ()  # dates between the pair with no nightly on the index
     compare_url: str = ""
     commits: tuple[str, ...] = ()
     rule: str = ""  # how a flaky case becomes "bad", stated in the output
     reproduce: str = ""
     finished: str = ""  # ISO 8601 UTC
 
+    def __post_init__(self) -> None:
+        if not self.candidates and self.after is not None:
+            object.__setattr__(self, "candidates", _candidates_of(self))
+
+    @property
+    def exact(self) -> bool:
+        """One build is the first bad (first fixed) one: the pair is adjacent."""
+        return len(self.candidates) == 1
+
+    @property
+    def unit(self) -> str:
+        """What was bisected, in the user's words: "nightly" or "release"."""
+        ends = [p for p in (self.before, self.after, *self.points) if p is not None]
+        return "nightly" if any(p.date for p in ends) else "release"
+
+    @property
+    def pair_names(self) -> tuple[str, str]:
+        if self.direction is Direction.REGRESSION:
+            return "last good", "first bad"
+        return "last bad", "first good"
+
     def to_json(self) -> dict[str, Any]:
-        pair = ("last_good", "first_bad") if self.direction is Direction.REGRESSION else (
-            "last_bad", "first_good")
+        pair = [n.replace(" ", "_") for n in self.pair_names]
         return {
             "direction": self.direction.value,
             "case": self.case,
             "cuda": self.cuda,
             "python": self.python,
+            "exact": self.exact,
+            "candidates": list(self.candidates),
             pair[0]: self.before.to_json() if self.before else None,
             pair[1]: self.after.to_json() if self.after else None,
             "probes": self.probes,
             "points": [p.to_json() for p in self.points],
-            "skipped": list(self.skipped),
+            "unknown": list(self.unknown),
+            "missing": list(self.missing),
             "compare_url": self.compare_url,
             "commits": list(self.commits),
             "rule": self.rule,
@@ -95,6 +133,11 @@ class BisectResult:
         keys = ("last_good", "first_bad") if direction is Direction.REGRESSION else (
             "last_bad", "first_good")
         point = lambda d: NightlyPoint(**d) if d else None  # noqa: E731
+        points = tuple(NightlyPoint(**p) for p in data.get("points", []))
+        # Results written before `unknown`/`missing` existed hold one mixed `skipped` list: the
+        # points tell which of its dates were tried.
+        tried = tuple(p.key for p in points if p.verdict is Outcome.UNKNOWN)
+        skipped = tuple(data.get("skipped", []))
         return cls(
             direction=direction,
             case=data["case"],
@@ -103,11 +146,33 @@ class BisectResult:
             before=point(data.get(keys[0])),
             after=point(data.get(keys[1])),
             probes=int(data["probes"]),
-            points=tuple(NightlyPoint(**p) for p in data.get("points", [])),
-            skipped=tuple(data.get("skipped", [])),
+            points=points,
+            candidates=tuple(data.get("candidates", ())),
+            unknown=tuple(data.get("unknown", tried)),
+            missing=tuple(data.get("missing", (d for d in skipped if d not in tried))),
             compare_url=data.get("compare_url", ""),
             commits=tuple(data.get("commits", [])),
             rule=data.get("rule", ""),
             reproduce=data.get("reproduce", ""),
             finished=data.get("finished", ""),
         )
+
+
+def _candidates_of(result: BisectResult) -> tuple[str, ...]:
+    """The unknown points strictly between the pair, then `after`: for results that predate
+    the field (and hand-made ones), read from the points."""
+    after = result.after
+    assert after is not None
+    if result.before is None:
+        return (after.key,)
+    lo, hi = _order(result.before), _order(after)
+    between = sorted((p for p in result.points
+                      if lo < _order(p) < hi and p.verdict is Outcome.UNKNOWN), key=_order)
+    return (*dict.fromkeys(p.key for p in between), after.key)
+
+
+def _order(point: NightlyPoint) -> tuple:
+    try:
+        return (point.date, Version(point.version))
+    except InvalidVersion:
+        return (point.date, Version("0"))

@@ -79,9 +79,8 @@ def release_of(text: str) -> str | None:
 def build_release_candidates(wheels: Iterable[Any], *, older: str, newer: str, older_flag: str,
                              newer_flag: str, cell_template: Cell) -> CandidateList:
     """Every final release from `older` to `newer` that the index has for this build."""
-    if Version(older) >= Version(newer):
-        raise ConfigError(f"{older_flag} ({older}) must be an older release than {newer_flag} "
-                          f"({newer}); use --find-fix to look for the release that fixed it")
+    check_order(Version(older), Version(newer), shown=(older, newer), older_flag=older_flag,
+                unit="release")
     by_version = {}
     for wheel in wheels:
         public = release_of(wheel.version)
@@ -104,6 +103,24 @@ def _release_candidate(wheel: Any, version: str, template: Cell) -> Candidate:
     cell = dataclasses.replace(template, id=cell_id, channel=Channel.STABLE,
                                version=wheel.version, url=wheel.url, sha256=wheel.sha256)
     return Candidate(date="", version=wheel.version, wheel=wheel, cell=cell)
+
+
+def check_order(older: Any, newer: Any, *, shown: tuple[str, str], older_flag: str,
+                unit: str) -> None:
+    """The older end must come first; the hint follows the direction asked (with --find-fix
+    the older end is --bad)."""
+    a, b = shown
+    if older == newer:
+        raise ConfigError(f"--good and --bad are the same {unit} ({a}): a bisection needs one "
+                          f"{unit} without the bug and another with it")
+    if older < newer:
+        return
+    if older_flag == "--good":
+        raise ConfigError(f"--good ({a}) must be older than --bad ({b}); if the bug went away "
+                          f"between them, add --find-fix to look for the {unit} that fixed it")
+    raise ConfigError(f"with --find-fix, --bad ({a}) must be older than --good ({b}), since a fix "
+                      f"comes after the bug; drop --find-fix to look for the {unit} that "
+                      "brought the bug")
 
 
 def _relative(text: str, today: date | None = None) -> str:
@@ -130,9 +147,8 @@ def _nightly_stamp(text: str) -> str:
 def build_candidates(wheels: Iterable[Any], *, older: str, newer: str, older_flag: str,
                      newer_flag: str, cell_template: Cell) -> CandidateList:
     """Candidates from `older` to `newer` (YYYY-MM-DD), widening ends that have no nightly."""
-    if older >= newer:
-        raise ConfigError(f"{older_flag} ({older}) must be an earlier date than {newer_flag} "
-                          f"({newer}); use --find-fix to look for the nightly that fixed it")
+    check_order(older, newer, shown=(older, newer), older_flag=older_flag,
+                unit="nightly")
     by_date, bumps, notes = _one_per_date(wheels)
     if not by_date:
         raise ConfigError("the index lists no nightly for this CUDA tag, Python and platform; "

@@ -57,7 +57,8 @@ class Bisector:
         self.gpu = gpu
         self.progress = progress or Progress()
         self.probe_version = probe_version(rule.probe_name)
-        self.new_runs = 0
+        self.new_runs = 0  # runs made now, --repeat's re-asks included
+        self.reasked = 0  # of those, re-asks: runs the search itself did not ask for
         self.points: dict[int, NightlyPoint] = {}
         self._cands: tuple[Candidate, ...] = ()
         self._stored: dict[str, CellRun] = {}
@@ -103,6 +104,8 @@ class Bisector:
         answers = []
         for _ in range(times):
             run = execute.run_cell(self.backend, cell, gpu=self.gpu, logs_dir=self.logs)
+            self.new_runs += 1
+            self.reasked += 1
             check_script_run(run, self.rule)
             answers.append(self.rule.judge(run).verdict)
         return answers

@@ -29,7 +29,9 @@ class Context:
 
 
 def build_result(search: SearchResult, points: dict[int, NightlyPoint], cands: CandidateList,
-                 ctx: Context, lookup: CommitLookup) -> tuple[BisectResult, list[str]]:
+                 ctx: Context, lookup: CommitLookup, *,
+                 extra_probes: int = 0) -> tuple[BisectResult, list[str]]:
+    """`extra_probes`: runs besides the search's own (--repeat's re-asks, the walk to an end)."""
     notes: list[str] = []
     before = _with_main_sha(points[search.last_good], lookup, notes)
     after = _with_main_sha(points[search.first_bad], lookup, notes)
@@ -41,9 +43,11 @@ def build_result(search: SearchResult, points: dict[int, NightlyPoint], cands: C
     known[search.last_good], known[search.first_bad] = before, after
     result = BisectResult(
         direction=ctx.direction, case=ctx.case, cuda=ctx.cuda, python=ctx.python,
-        before=before, after=after, probes=search.probes,
+        before=before, after=after, probes=search.probes + extra_probes,
         points=tuple(known[i] for i in sorted(known)),
-        skipped=_skipped(search, points, cands, first, last),
+        candidates=tuple(points[i].key for i in search.candidates),
+        unknown=tuple(points[i].key for i in search.unknown),
+        missing=tuple(d for d in cands.missing if first < d < last),
         compare_url=url,
         commits=lookup.commits_between(before.main_sha, after.main_sha),
         rule=ctx.rule,
@@ -68,11 +72,3 @@ def _with_main_sha(point: NightlyPoint, lookup: CommitLookup, notes: list[str]) 
     if not found.sha:
         notes.append(f"main-branch sha of the {point.date} nightly unknown: {found.note}")
     return replace(point, main_sha=found.sha)
-
-
-def _skipped(search: SearchResult, points: dict[int, NightlyPoint], cands: CandidateList,
-             first: str, last: str) -> tuple[str, ...]:
-    """Dates that gave "unknown", plus dates inside the pair with no nightly on the index."""
-    unknown = {points[i].date or points[i].version for i in search.unknown}
-    missing = {d for d in cands.missing if first < d < last}
-    return tuple(sorted(unknown | missing))

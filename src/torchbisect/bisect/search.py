@@ -57,6 +57,12 @@ class SearchResult:
         return tuple(range(self.last_good + 1, self.first_bad))
 
     @property
+    def candidates(self) -> tuple[int, ...]:
+        """Every index that can be the first BAD one: the unknowns between the pair, then
+        `first_bad`.  One index exactly when the search is exact."""
+        return (*self.unknown_between, self.first_bad)
+
+    @property
     def exact(self) -> bool:
         return self.first_bad == self.last_good + 1
 

@@ -24,6 +24,10 @@ from ..report.bisection_text import render_markdown, render_text
 from . import options as flags
 from .options import add_backend_option
 
+# The status of an answer that is a range, not one build (README's exit-code table): a caller
+# tells "one of N" from "this one" by the status alone.
+NOT_EXACT = 8
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
@@ -76,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     if args.markdown:
         with args.markdown.open("a", encoding="utf-8") as fh:
             fh.write(render_markdown(done.result) + "\n")
-    return 0
+    return 0 if done.result.exact else NOT_EXACT
 
 
 def _options(args: argparse.Namespace) -> BisectOptions:

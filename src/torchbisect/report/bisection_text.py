@@ -12,10 +12,18 @@ from ..outcome import BisectResult, Direction, NightlyPoint
 from .markdown import md_text, md_url
 
 
-def _pair_names(result: BisectResult) -> tuple[str, str]:
-    if result.direction is Direction.REGRESSION:
-        return "last good", "first bad"
-    return "last bad", "first good"
+def lead(r: BisectResult) -> str:
+    """The answer in one line, and how exact it is: "the first bad nightly is one of 3: …"."""
+    first = "first bad" if r.direction is Direction.REGRESSION else "first fixed"
+    if r.after is None:
+        return f"no {first} {r.unit} found"
+    if not r.exact:
+        return f"the {first} {r.unit} is one of {len(r.candidates)}: {', '.join(r.candidates)}"
+    if r.before is None:
+        return f"the {first} {r.unit} is {r.after.key}"
+    gap = f"; no nightly was published on {', '.join(r.missing)}" if r.missing else ""
+    return (f"the {first} {r.unit} is {r.after.key} (exact: the {r.unit} before it, "
+            f"{r.before.key}, is {r.before.verdict.value}{gap})")
 
 
 def _line(name: str, p: NightlyPoint | None) -> str:
@@ -28,19 +36,21 @@ def _line(name: str, p: NightlyPoint | None) -> str:
 
 def render_text(r: BisectResult, *, new_runs: int) -> str:
     """The terminal report; `new_runs` of the result's probes were run now, the rest reused."""
-    names = _pair_names(r)
-    lines = [_line(names[0], r.before), _line(names[1], r.after)]
-    between = [p for p in r.points
-               if r.before and r.after and r.before.date < p.date < r.after.date]
-    if between:
-        lines.append(f"not pinned to one nightly: {len(between)} unknown between them")
+    names = r.pair_names
+    lines = [lead(r), _line(names[0], r.before), _line(names[1], r.after)]
+    if not r.exact:
+        n = len(r.candidates) - 1
+        lines.append(f"not exact:  {_count(n, r.unit)} between them could not be judged")
     lines.append(f"compare:    {r.compare_url or 'unavailable (main sha unknown)'}")
     if r.commits:
         lines.append(f"commits:    {len(r.commits)}")
         lines += [f"  {c}" for c in r.commits[:30]]
     lines.append(f"probes:     {r.probes} ({new_runs} run now, "
                  f"{r.probes - new_runs} from the store)")
-    lines.append(f"skipped:    {', '.join(r.skipped) or 'none'}")
+    tried = f"{', '.join(r.unknown)} (tried, no verdict)" if r.unknown else "none"
+    lines.append(f"unknown:    {tried}")
+    if r.missing:
+        lines.append(f"missing:    {', '.join(r.missing)} (no nightly that day)")
     lines.append(f"rule:       {r.rule}")
     lines.append(f"reproduce:  {r.reproduce}")
     return "\n".join(lines)
@@ -50,7 +60,7 @@ def render_markdown(r: BisectResult) -> str:
     """The result for a CI job summary.  What a probe reported (git versions, shas, the compare
     URL built from them) goes through `md_text` or a code span: no link, image, HTML or mention
     of its making reaches GitHub."""
-    names = _pair_names(r)
+    names = r.pair_names
     rows = ["| | date | version | git_version | main sha |", "|---|---|---|---|---|"]
     for name, p in zip(names, (r.before, r.after), strict=True):
         if p:
@@ -61,13 +71,25 @@ def render_markdown(r: BisectResult) -> str:
     return "\n".join([
         f"### Bisection ({r.direction.value}) of {_code(r.case)}, {md_text(r.cuda)}, "
         f"Python {md_text(r.python)}", "",
+        f"**{md_text(_capital(lead(r)))}**", "",
         *rows, "",
-        f"{compare} · {r.probes} probes · skipped: {md_text(', '.join(r.skipped) or 'none')}",
+        f"{compare} · {r.probes} probes · unknown (tried, no verdict): "
+        f"{md_text(', '.join(r.unknown) or 'none')} · missing (no nightly that day): "
+        f"{md_text(', '.join(r.missing) or 'none')}",
         "", f"Rule: {md_text(r.rule)}", "", f"Reproduce with: {_code(r.reproduce)}",
     ])
 
 
 _COMPARE = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/compare/[0-9a-f]{7,40}\.\.\.[0-9a-f]{7,40}")
+
+
+def _count(n: int, unit: str) -> str:
+    plural = {"nightly": "nightlies"}.get(unit, unit + "s")
+    return f"{n} {unit if n == 1 else plural}"
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _code(text: str) -> str:

@@ -31,6 +31,8 @@ def bisect_view(b: BisectResult, gpu: str = "", *, several_gpus: bool = False) -
     kind = "nightly" if (b.after or b.before) and (b.after or b.before).date else "release"
     what = f"First affected {kind}" if regression else f"First fixed {kind}"
     after = (b.after.date or b.after.version) if b.after else "not found"
+    answer = after if b.exact or not b.after else \
+        f"one of {len(b.candidates)} ({', '.join(b.candidates)})"
     before = ("last good " if regression else "last bad ") + (
         (b.before.date or b.before.version) if b.before else "—")
     facts = [("GPU", gpu or (UNATTRIBUTED if several_gpus else "")),
@@ -38,11 +40,12 @@ def bisect_view(b: BisectResult, gpu: str = "", *, several_gpus: bool = False) -
              ("commits", f"{b.before.main_sha if b.before else '?'} … "
                          f"{b.after.main_sha if b.after else '?'}"),
              ("builds", f"{b.cuda} · py{b.python}"), ("probes run", str(b.probes)),
-             ("skipped dates", ", ".join(b.skipped)), ("flaky rule", b.rule),
+             ("unknown (tried, no verdict)", ", ".join(b.unknown)),
+             ("missing (no nightly that day)", ", ".join(b.missing)), ("flaky rule", b.rule),
              ("reproduce", public_text(b.reproduce)), ("finished", b.finished)]
     if b.compare_url and not safe_url(b.compare_url):
         facts.append(("compare (not an https URL, not linked)", b.compare_url))
     on = f" on {gpu}" if gpu and several_gpus else ""
-    return BisectView(title=f"{what} for {b.case}{on}: {after}",
+    return BisectView(title=f"{what} for {b.case}{on}: {answer}",
                       facts=tuple((k, v) for k, v in facts if v and v.strip("?… ")),
                       compare_url=safe_url(b.compare_url), gpu=gpu)
