@@ -123,4 +123,4 @@ def test_github_api_answer_and_clean_failures():
         assert "HTTP 404" in lookup.main_sha("c" * 40).note
     # the server is gone: offline is a note, not an exception
     offline = CommitLookup(api=api, timeout=2).main_sha(nightly)
-    assert offline.sha == "" and "GitHub API unreachable" in offline.note
+    assert offline.sha == "" and "cannot reach the GitHub API" in offline.note

@@ -105,7 +105,7 @@ def test_a_size_that_is_not_a_number_is_one_sentence(tmp_path):
 
 
 def test_head_size_is_none_when_nobody_answers():
-    assert head_size("http://127.0.0.1:9/" + WHEEL, timeout=2) is None
+    assert head_size("http://127.0.0.1:9/" + WHEEL) is None
 
 
 def test_estimate_counts_stored_cells_and_divides_the_time_over_gpus(tmp_path):

@@ -21,8 +21,8 @@ from helpers import make_cell, make_run, probe_doc, python_with_torch
 from indexserver import make_nightly_index, make_release_index, serve
 
 from torchbisect.cli import main
-from torchbisect.index import fetch as index
 from torchbisect.model import Cell, Channel, ProbeResult
+from torchbisect.net import retry
 from torchbisect.report import render_runs
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -32,7 +32,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 def served(tmp_path, monkeypatch):
     """A matrix on a local index with cu126 and cu130 builds, `cuda: auto`, in a work folder."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(index, "_sleep", lambda s: None)
+    monkeypatch.setattr(retry, "_sleep", lambda s: None)
     monkeypatch.setattr("torchbisect.gpus.list_gpus", lambda: [])
     root = tmp_path / "site"
     make_release_index(root, {"cu126": ["2.15.0"], "cu130": ["2.15.0"]}, pythons=("cp312",))
@@ -97,7 +97,7 @@ def test_probe_of_an_unknown_cell_names_it_and_the_closest_ids(served, capsys):
 
 def test_an_unreachable_index_in_bisect_points_at_its_own_flag(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(index, "_sleep", lambda s: None)
+    monkeypatch.setattr(retry, "_sleep", lambda s: None)
     assert run("bisect", "--good", "2026-10-01", "--bad", "2026-10-03", "--no-github",
                "--index-url", "http://127.0.0.1:9/whl/nightly/cu130/") == 4
     err = capsys.readouterr().err.splitlines()[-1]

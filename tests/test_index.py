@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date
 
 import pytest
 from indexserver import daily, fake_wheel, make_nightly_index, make_release_index, serve, sha256
 
 from torchbisect.errors import IndexUnreachable
-from torchbisect.index import fetch as index
 from torchbisect.index.fetch import (
     PageMissing,
     Wheel,
@@ -17,11 +17,12 @@ from torchbisect.index.fetch import (
     sha256_of,
 )
 from torchbisect.index.tags import compatible, platform_family
+from torchbisect.net import retry
 
 
 @pytest.fixture(autouse=True)
 def _no_backoff(monkeypatch):
-    monkeypatch.setattr(index, "_sleep", lambda seconds: None)
+    monkeypatch.setattr(retry, "_sleep", lambda seconds: None)
 
 
 @pytest.fixture
@@ -149,13 +150,17 @@ def test_a_server_that_fails_twice_is_retried(tmp_path):
         assert len(url.hits) == 3
 
 
-def test_a_server_that_always_fails_ends_in_one_error_naming_the_url(tmp_path):
+def test_a_server_that_always_fails_ends_in_one_error_naming_the_url(tmp_path, capsys):
     with serve(tmp_path, fail_always=True) as url:
         with pytest.raises(IndexUnreachable) as err:
             fetch_wheels(f"{url}/whl/cu130/", retries=3)
         assert len(url.hits) == 4
     assert f"{url}/whl/cu130/torch/" in str(err.value) and "HTTP 503" in str(err.value)
     assert "\n" not in str(err.value)
+    # No silent waits: each retry says what failed and when the next try comes.
+    retries = capsys.readouterr().err.splitlines()
+    assert len(retries) == 3 and all("did not answer (HTTP 503" in r for r in retries)
+    assert re.search(r"try 2 of 4 in 0\.[4-6] s$", retries[0])  # 0.5 s, jittered ±20 %
 
 
 def test_a_truncated_page_is_an_error_never_an_empty_listing(tmp_path):

@@ -6,9 +6,16 @@ An index is untrusted input.  Two rules keep it from reaching past the wheel it 
 * the local name of a download is the link's decoded last path segment, and only when that parses
   as a wheel file name with no separator, no `..` and no control character left after decoding
   (`%2F`, `%5C`, `%00` …) — so bytes never land outside the download folder;
-* a link's target ranks public < private < link-local < loopback < file, and may not rank above
-  its index: a remote index cannot send a cell to `file://`, to 127.0.0.1 or to
+* a link's target ranks public < private < link-local < loopback < file < unresolved, and may not
+  rank above its index: a remote index cannot send a cell to `file://`, to 127.0.0.1 or to
   169.254.169.254, unless `allow_links_to` in matrix.yaml names that host (or `file`).
+
+The same rule holds for every hop of every request (torchbisect.net follows redirects itself and
+asks `allowed` before each one).  A host is read the way the resolver would read it before it is
+ranked: `169.254.169.254.`, `0xa9fea9fe`, `2852039166`, `0251.0376.0251.0376` and
+`::ffff:169.254.169.254` are all link-local, `localhost.` is loopback.  A name that does not
+resolve is not thereby public: it ranks above everything, so only its own index's host or
+`allow_links_to` lets it through.
 """
 
 from __future__ import annotations
@@ -16,15 +23,15 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Collection
-from functools import cache
 from urllib.parse import unquote, urlparse
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-PUBLIC, PRIVATE, LINK_LOCAL, LOOPBACK, LOCAL_FILE = range(5)
+PUBLIC, PRIVATE, LINK_LOCAL, LOOPBACK, LOCAL_FILE, UNRESOLVED = range(6)
 _NAMES = {PUBLIC: "a public address", PRIVATE: "a private address",
           LINK_LOCAL: "a link-local address", LOOPBACK: "this host (loopback)",
-          LOCAL_FILE: "a local file"}
+          LOCAL_FILE: "a local file", UNRESOLVED: "a name that does not resolve here"}
+_IPV4_SPELLING = frozenset("0123456789abcdefx.")  # what inet_aton reads: 0x…, 0…, dotted or not
 
 
 def wheel_name(url: str) -> str | None:
@@ -53,17 +60,26 @@ def rank(url: str) -> int:
     """How internal a URL's target is (PUBLIC … LOCAL_FILE); a plain path is a local file."""
     if url.startswith("file:") or "://" not in url:
         return LOCAL_FILE
-    host = (urlparse(url).hostname or "").lower()
-    return host_rank(host)
+    return host_rank(host_of(url))
+
+
+def host_of(url: str) -> str:
+    """The host a URL names, as the resolver reads it: lower case, no trailing dot, no zone."""
+    try:
+        host = urlparse(url).hostname or ""
+    except ValueError:  # "http://[::1" and the like
+        return ""
+    return host.lower().rstrip(".").split("%", 1)[0]
 
 
 def allowed(url: str, index_url: str, allow: Collection[str] = ()) -> bool:
     """May an index at `index_url` send a cell to `url`?  `allow` lists hosts (or "file")."""
     if "://" in url and "://" in index_url and not url.startswith("file:") and \
-            urlparse(url).hostname == urlparse(index_url).hostname:
+            not index_url.startswith("file:") and host_of(url) == host_of(index_url):
         return True  # the index's own host (every link of a PyTorch page): nothing to resolve
-    target = rank(url)
-    return target == PUBLIC or _allowed_by_name(url, allow) or target <= rank(index_url)
+    target, base = rank(url), rank(index_url)
+    base = PUBLIC if base == UNRESOLVED else base  # an index we cannot place vouches for nothing
+    return target == PUBLIC or _allowed_by_name(url, allow) or target <= base
 
 
 def refusal(url: str, index_url: str) -> str:
@@ -73,15 +89,39 @@ def refusal(url: str, index_url: str) -> str:
             "if that is meant")
 
 
-@cache
 def host_rank(host: str) -> int:
+    """How internal a host is; every spelling of one address ranks the same."""
+    host = host.lower().strip("[]").rstrip(".").split("%", 1)[0]
     if host in ("localhost", "localhost.localdomain") or host.endswith(".localhost"):
         return LOOPBACK
+    address = literal_address(host)
+    if address is not None:
+        return _address_rank(address)
+    if host in _ranked:
+        return _ranked[host]
+    addresses = _resolve(host)
+    if not addresses:  # not cached: the next ask may find the name again
+        return UNRESOLVED
+    _ranked[host] = max(_address_rank(a) for a in addresses)
+    return _ranked[host]
+
+
+_ranked: dict[str, int] = {}  # names that resolved, once per process
+
+
+def literal_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address a host spells without asking DNS: "::1", "127.1", "0x7f000001", "2130706433",
+    "0177.0.0.1" (inet_aton's forms, which getaddrinfo and so the connection accept too)."""
     try:
-        addresses = [ipaddress.ip_address(host.strip("[]"))]
+        return ipaddress.ip_address(host)
     except ValueError:
-        addresses = _resolve(host)
-    return max((_address_rank(a) for a in addresses), default=PUBLIC)
+        pass
+    if host and set(host) <= _IPV4_SPELLING and host[0].isdigit():
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return None
+    return None
 
 
 def _address_rank(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> int:
@@ -91,13 +131,14 @@ def _address_rank(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> int
         return LOOPBACK
     if address.is_link_local:
         return LINK_LOCAL
-    if address.is_private or address.is_reserved or address.is_multicast:
+    if address.is_private or address.is_reserved or address.is_multicast or \
+            getattr(address, "is_site_local", False):
         return PRIVATE
     return PUBLIC
 
 
 def _resolve(host: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
-    """The addresses a name resolves to; none when it does not (the download will say so)."""
+    """The addresses a name resolves to; none when it does not (then it ranks UNRESOLVED)."""
     if not host:
         return []
     try:
@@ -112,4 +153,4 @@ def _allowed_by_name(url: str, allow: Collection[str]) -> bool:
         return False
     if rank(url) == LOCAL_FILE:
         return "file" in allow
-    return (urlparse(url).hostname or "").lower() in {a.lower() for a in allow}
+    return host_of(url) in {a.lower().rstrip(".") for a in allow}

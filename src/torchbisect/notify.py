@@ -5,6 +5,8 @@ summary and, in an HTML comment, the state it was written from (each build's ver
 status).  A run that changes that state rewrites its own section of the body and adds a comment
 naming the changes (a comment is what notifies the people watching); a run that changes nothing
 sends no write at all.  The matrix and the weekly fix check share the issue, each in its section.
+A state marker that is not what torchbisect wrote (edited by hand, say) is said in a note and
+read as no state: every verdict then counts as new.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from . import cells
-from .github_api import GitHubApi
 from .model import CellRun, RunStatus, Verdict
+from .net.github import GitHub
 from .outcome import BisectResult, Direction
 
 LABEL = "torchbisect"
@@ -104,14 +106,17 @@ class Told:
     action: str
     number: int
     changes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
-def tell(api: GitHubApi, *, section: str, markdown: str, verdicts: dict[str, str] | None = None,
-         fix: FixStatus | None = None) -> Told:
+def tell(api: GitHub, repo: str, *, section: str, markdown: str,
+         verdicts: dict[str, str] | None = None, fix: FixStatus | None = None) -> Told:
     """Open the issue, or update it when the verdicts or the fix status changed since last said."""
-    issue = api.find_issue(LABEL)
-    body = issue["body"] if issue else ""
-    state = _read_state(body)
+    issue = api.find_issue(repo, LABEL)
+    body = issue[1] if issue else ""
+    state, wrong = _read_state(body)
+    notes = (f"the state marker in issue #{issue[0]} is not one torchbisect wrote ({wrong}); "
+             "it is read as no state, so every verdict counts as new",) if wrong else ()
     said: list[str] = []
     if verdicts is not None:
         said += changes(state.get("verdicts", {}), verdicts)
@@ -121,24 +126,34 @@ def tell(api: GitHubApi, *, section: str, markdown: str, verdicts: dict[str, str
         state["fix"] = fix.key
     new_body = _write_state(_set_section(body, section, markdown), state)
     if issue is None:
-        number = api.create_issue(TITLE, new_body, [LABEL])
+        number = api.create_issue(repo, TITLE, new_body, [LABEL])
         return Told(action="opened", number=number, changes=tuple(said))
+    number = issue[0]
     if not said:
-        return Told(action="unchanged", number=issue["number"])
-    api.update_issue(issue["number"], new_body)
-    api.comment(issue["number"], "What changed:\n\n" + "\n".join(f"- {s}" for s in said))
-    return Told(action="updated", number=issue["number"], changes=tuple(said))
+        return Told(action="unchanged", number=number, notes=notes)
+    api.update_issue(repo, number, new_body)
+    api.comment(repo, number, "What changed:\n\n" + "\n".join(f"- {s}" for s in said))
+    return Told(action="updated", number=number, changes=tuple(said), notes=notes)
 
 
-def _read_state(body: str) -> dict[str, Any]:
+def _read_state(body: str) -> tuple[dict[str, Any], str]:
+    """The state the body's marker holds, and "" — or no state and what is wrong with it."""
     match = _STATE.search(body)
     if not match:
-        return {}
+        return {}, ""
     try:
         state = json.loads(match.group(1))
-    except json.JSONDecodeError:
-        return {}  # a hand-edited marker: start over rather than fail the pipeline
-    return state if isinstance(state, dict) else {}
+    except (json.JSONDecodeError, RecursionError):
+        return {}, "it is not JSON"
+    if not isinstance(state, dict):
+        return {}, "it is not a JSON object"
+    verdicts = state.get("verdicts", {})
+    if not isinstance(verdicts, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in verdicts.items()):
+        return {}, "its verdicts are not a mapping of build to verdict"
+    if not isinstance(state.get("fix", ""), str):
+        return {}, "its fix status is not text"
+    return state, ""
 
 
 def _write_state(body: str, state: dict[str, Any]) -> str:

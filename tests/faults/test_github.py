@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from torchbisect.bisect import commits
 from torchbisect.bisect.commits import CommitLookup
+from torchbisect.net import retry
 
 NIGHTLY, MAIN = "a" * 40, "b" * 40
 
@@ -54,7 +54,7 @@ class _GitHub:
 @pytest.fixture
 def waits(monkeypatch):
     taken = []
-    monkeypatch.setattr(commits, "_sleep", taken.append)
+    monkeypatch.setattr(retry, "_sleep", taken.append)
     return taken
 
 

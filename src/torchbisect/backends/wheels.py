@@ -6,10 +6,15 @@ its link, checked against the plan's sha256.  The download is safely named, resu
 * The local name is the link's validated wheel file name (`links.wheel_name`), in a folder of
   its own per download, so neither a hostile link nor a second process sharing the work directory
   can make one download land on another's path.
+* The bytes come through torchbisect.net: every redirect hop passes the link policy against the
+  link itself (a public link cannot lead to 169.254.169.254 or 127.0.0.1), and the reads have
+  idle and total deadlines.
 * A dropped connection resumes where it stopped with an HTTP `Range` request (a multi-GB wheel is
-  not fetched from byte 0 again); a server that ignores the range sends the whole file again.
-* 429 and 503 answers wait for `Retry-After` (capped at `max_wait`), other failures back off
-  exponentially; both with jitter, so shards started together do not retry in step.
+  not fetched from byte 0 again), hashing as it goes; a server that ignores the range sends the
+  whole file again.
+* 429 and 5xx answers wait for `Retry-After` (capped at `max_wait`), timeouts and resets back off
+  exponentially; both with jitter, so shards started together do not retry in step.  What will
+  not heal (a 404, a name that does not resolve, a refused connection) fails at once.
 * On a terminal, the bytes received and the rate are shown as the download goes; the log gets
   one line with both at the end.
 """
@@ -17,29 +22,23 @@ its link, checked against the plan's sha256.  The download is safely named, resu
 from __future__ import annotations
 
 import hashlib
-import http.client
 import shutil
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import retry
 from ..errors import InfraError
-from ..index.fetch import local_path
+from ..index.fetch import PYTORCH_INDEX, local_path
 from ..links import wheel_name
 from ..model import Cell, Channel
+from ..net import NetError, Retries, resumable
 from .base import Watcher, note
 
 Progress = Callable[[int, int | None, float], None]  # (bytes so far, total or None, bytes/s)
-PYTORCH_INDEX = "https://download.pytorch.org/whl"
 _CHUNK = 1 << 20
-_RETRY_STATUS = (429, 500, 502, 503, 504)
-_sleep = time.sleep  # tests replace it to see the waits without taking them
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,7 +84,7 @@ def extra_index(cell: Cell) -> str | None:
     sub = {Channel.NIGHTLY: "nightly/", Channel.TEST: "test/"}.get(cell.channel)
     if sub is None or not cell.cuda:
         return None
-    return f"{PYTORCH_INDEX}/{sub}{cell.cuda}"
+    return f"{PYTORCH_INDEX}{sub}{cell.cuda}"
 
 
 def download(url: str, folder: Path, *, log: Path, attempts: int = 6, max_wait: float = 120.0,
@@ -110,25 +109,57 @@ def download(url: str, folder: Path, *, log: Path, attempts: int = 6, max_wait: 
 
 def _attempts(url: str, dest: Path, *, log: Path, attempts: int, max_wait: float,
               show: Progress | None) -> tuple[Path, str]:
-    part, last = dest.with_name(f"{dest.name}.part"), ""
-    for attempt in range(1, attempts + 1):
-        try:
-            size, seconds = _fetch(url, part, show)
-            part.replace(dest)
-            sha = sha256_file(dest)
-            note(log, f"downloaded {url}: {size} bytes in {seconds:.1f} s "
-                       f"({_rate(size, seconds)}), sha256 {sha}")
-            return dest, sha
-        except _Retry as err:
-            last, told = str(err), err.retry_after
-        except (OSError, http.client.HTTPException) as err:
-            last, told = _describe(err), None
-        if attempt < attempts:
-            wait = retry.wait_before(attempt, retry_after=told, base=2.0, max_wait=max_wait)
-            note(log, f"download of {url} stopped at {_size(part)} bytes ({last}); attempt "
-                       f"{attempt + 1} of {attempts} in {wait:.1f} s")
-            _sleep(wait)
-    raise InfraError(f"download of {url} failed after {attempts} attempts ({last})")
+    part = _Part(dest.with_name(f"{dest.name}.part"))
+    start, shown = time.monotonic(), [0.0]
+
+    def progress(got: int, total: int | None) -> None:
+        now = time.monotonic()
+        if show and (now - shown[0] > 0.5 or got == total):
+            show(got, total, got / max(now - start, 1e-6))
+            shown[0] = now
+
+    def told(err: NetError, attempt: int, wait: float) -> None:
+        note(log, f"download of {url} stopped at {part.have} bytes ({err}); attempt "
+                  f"{attempt + 1} of {attempts} in {wait:.1f} s")
+
+    try:
+        with part:
+            resumable.fetch(url, part, progress=progress, on_retry=told,
+                            retries=Retries(attempts=attempts, base=2.0, max_wait=max_wait))
+    except NetError as err:
+        if err.status is not None and not err.transient:
+            raise InfraError(f"download of {url} refused: {err}") from None
+        tries = f"after {err.attempts} attempts " if err.attempts > 1 else ""
+        raise InfraError(f"download of {url} failed {tries}({err})") from None
+    part.path.replace(dest)
+    seconds = time.monotonic() - start
+    note(log, f"downloaded {url}: {part.have} bytes in {seconds:.1f} s "
+              f"({_rate(part.have, seconds)}), sha256 {part.sha256}")
+    return dest, part.sha256
+
+
+class _Part(resumable.Sink):
+    """The `.part` file a download grows, hashed as it is written."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path, self._file = path, None
+
+    def __enter__(self) -> _Part:
+        self._file = self.path.open("wb")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
+
+    def write(self, data: bytes) -> None:
+        self._file.write(data)
+        super().write(data)
+
+    def restart(self) -> None:
+        self._file.seek(0)
+        self._file.truncate()
+        super().restart()
 
 
 def progress_of(cell: Cell, watcher: Watcher) -> Progress | None:
@@ -152,57 +183,6 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-class _Retry(Exception):
-    def __init__(self, message: str, retry_after: str | None):
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-def _fetch(url: str, part: Path, show: Progress | None) -> tuple[int, float]:
-    """Continue `part` from its current size; (total bytes, seconds this attempt)."""
-    have = _size(part)
-    headers = {"User-Agent": _agent(), "Accept-Encoding": "identity"}
-    if have:
-        headers["Range"] = f"bytes={have}-"
-    start = time.monotonic()
-    try:
-        resp = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60)
-    except urllib.error.HTTPError as err:
-        if err.code == 416 and have:  # asked past the end: the part is already whole
-            return have, 0.0
-        if err.code in _RETRY_STATUS:
-            raise _Retry(f"HTTP {err.code}", err.headers.get("Retry-After")) \
-                from None
-        raise InfraError(f"download of {url} refused: HTTP {err.code} {err.reason}") from None
-    with resp:
-        if have and resp.status != 206:
-            have = 0  # the server ignored the range: it sends the whole file
-        total = _total(resp, have)
-        got = _copy(resp, part, have, total, show, start)
-    if total is not None and got < total:
-        raise http.client.IncompleteRead(b"", total - got)
-    return got, time.monotonic() - start
-
-
-def _copy(resp, part: Path, have: int, total: int | None, show: Progress | None,
-          start: float) -> int:
-    got, shown = have, 0.0
-    with part.open("ab" if have else "wb") as fh:
-        while chunk := resp.read(_CHUNK):
-            fh.write(chunk)
-            got += len(chunk)
-            now = time.monotonic()
-            if show and (now - shown > 0.5 or got == total):
-                show(got, total, (got - have) / max(now - start, 1e-6))
-                shown = now
-    return got
-
-
-def _total(resp, have: int) -> int | None:
-    length = resp.headers.get("Content-Length")
-    return have + int(length) if length and length.isdigit() else None
-
-
 def _terminal(name: str) -> Progress:
     def show(got: int, total: int | None, rate: float) -> None:
         of = f" of {_mb(total)}" if total else ""
@@ -218,22 +198,3 @@ def _mb(n: float) -> str:
 
 def _rate(size: int, seconds: float) -> str:
     return f"{_mb(size / seconds)}/s" if seconds > 0 else "cached"
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _describe(err: BaseException) -> str:
-    if isinstance(err, urllib.error.URLError):
-        return str(err.reason)
-    return str(err) or type(err).__name__
-
-
-def _agent() -> str:
-    from .. import __version__
-
-    return f"torchbisect/{__version__}"

@@ -4,30 +4,27 @@ A nightly's `torch.version.git_version` names a synthetic commit on pytorch's `n
 subject is "YYYY-MM-DD nightly release (<main sha>)".  That subject is read from a local clone
 (`--repo PATH`, which must have fetched the `nightly` branch) or from the GitHub API; either may be
 missing, and then the sha is left empty with a note saying why — never guessed.  The API is asked
-with `GITHUB_TOKEN` when it is set, retried on 5xx and short `Retry-After`s, and a used-up rate
-limit is said once, with when it resets and what helps.
+through torchbisect.net.github with `GITHUB_TOKEN` when it is set (retried on 5xx and short
+`Retry-After`s); a used-up rate limit is said once, with when it resets and what helps.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
-import random
 import re
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import proc, retry
+from .. import proc
 from ..errors import CommandFailed, ConfigError
+from ..net import API, Retries
+from ..net.github import GitHub, GitHubError, RateLimited
 
 PYTORCH = "https://github.com/pytorch/pytorch"
 GITHUB_API = "https://api.github.com/repos/pytorch/pytorch"
 _SUBJECT = re.compile(r"^(\d{4}-\d{2}-\d{2}) nightly release \(([0-9a-f]{7,40})\)")
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
-_sleep = time.sleep  # tests replace it to see the waits without taking them
 
 
 def parse_nightly_message(message: str) -> tuple[str, str] | None:
@@ -59,9 +56,11 @@ class CommitLookup:
             raise ConfigError(f"--repo {repo} is not a git clone of pytorch")
         self.repo = Path(repo) if repo is not None else None
         self.github = github
-        self.api = api
-        self.timeout = timeout
-        self.retries, self.max_wait = retries, max_wait
+        self._token = os.environ.get("GITHUB_TOKEN") or None  # 5,000 requests an hour, not 60
+        self._hub = GitHub(base_url=api, token=self._token,
+                           retries=Retries(attempts=retries + 1, base=1.0, max_wait=max_wait),
+                           deadlines=dataclasses.replace(API, total=timeout * 3, idle=timeout,
+                                                         connect=timeout))
         self._limited = ""
 
     def main_sha(self, git_version: str) -> MainSha:
@@ -78,12 +77,14 @@ class CommitLookup:
             notes.append(self._limited)
         elif self.github:
             try:
-                found = parse_nightly_message(self._subject_from_github(git_version))
+                found = parse_nightly_message(self._hub.commit_message(git_version))
             except RateLimited as err:
-                self._limited = str(err)  # say it once per lookup, and stop asking
+                hint = "pass --repo with a pytorch clone" if self._token else (
+                    "set GITHUB_TOKEN (5,000 requests an hour instead of 60) or pass --repo")
+                self._limited = f"{err}: {hint}"  # say it once per lookup, and stop asking
                 notes.append(self._limited)
-            except (OSError, ValueError) as err:  # URLError, HTTPError, timeouts, bad JSON
-                notes.append(f"GitHub API unreachable ({_reason(err)})")
+            except GitHubError as err:
+                notes.append(str(err))
             else:
                 if found:
                     return MainSha(sha=found[1], source="github")
@@ -109,51 +110,3 @@ class CommitLookup:
                              git_version], timeout=60).output
         except CommandFailed:
             return None
-
-    def _subject_from_github(self, git_version: str) -> str:
-        headers = {"Accept": "application/vnd.github+json", "User-Agent": "torchbisect"}
-        token = os.environ.get("GITHUB_TOKEN")
-        if token:  # 5,000 requests an hour instead of 60
-            headers["Authorization"] = f"Bearer {token}"
-        request = urllib.request.Request(f"{self.api}/commits/{git_version}", headers=headers)
-        for attempt in range(self.retries + 1):
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    doc = json.loads(response.read().decode())
-                break
-            except urllib.error.HTTPError as err:
-                wait = _retry_wait(err, attempt, token=bool(token), max_wait=self.max_wait)
-                if wait is None or attempt == self.retries:
-                    raise
-            _sleep(wait * random.uniform(0.8, 1.2))
-        message = str(doc.get("commit", {}).get("message", "")) if isinstance(doc, dict) else ""
-        return (message.splitlines() or [""])[0]
-
-
-class RateLimited(OSError):
-    """The GitHub API's rate limit is used up; the sentence says until when and what helps."""
-
-
-def _retry_wait(err: urllib.error.HTTPError, attempt: int, *, token: bool,
-                max_wait: float) -> float | None:
-    """Seconds to wait before asking again, None to give up; RateLimited when out of quota."""
-    remaining = err.headers.get("X-RateLimit-Remaining") if err.headers else None
-    if err.code in (403, 429) and (remaining == "0" or err.code == 429):
-        told = retry.parse_retry_after(err.headers.get("Retry-After") if err.headers else None)
-        if told is not None and told <= max_wait:
-            return told
-        reset = err.headers.get("X-RateLimit-Reset") if err.headers else None
-        until = time.strftime("%H:%M UTC", time.gmtime(int(reset))) if (
-            reset or "").isdigit() else "later"
-        hint = "pass --repo with a pytorch clone" if token else (
-            "set GITHUB_TOKEN (5,000 requests an hour instead of 60) or pass --repo")
-        raise RateLimited(f"GitHub API rate limit reached until {until}: {hint}") from None
-    return 2.0 ** attempt if err.code >= 500 else None
-
-
-def _reason(err: Exception) -> str:
-    if isinstance(err, urllib.error.HTTPError):
-        return f"HTTP {err.code}"
-    if isinstance(err, urllib.error.URLError):
-        return str(err.reason)
-    return str(err) or type(err).__name__

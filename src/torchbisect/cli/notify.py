@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
 
 from ..errors import ConfigError, InfraError
@@ -56,9 +57,10 @@ def run(args: argparse.Namespace) -> int:
     elif fix is not None and not fix.decided:
         told = "the status issue is left as it is"
     else:
-        done = tell(api, section="fix" if args.fix else "matrix", markdown=markdown,
-                    verdicts=verdicts, fix=fix)
-        told = f"status issue #{done.number}: {done.action}" + "".join(
+        done = tell(api, args.repo, section="fix" if args.fix else "matrix",
+                    markdown=markdown, verdicts=verdicts, fix=fix)
+        told = "".join(f"note: {n}\n" for n in done.notes) + \
+            f"status issue #{done.number}: {done.action}" + "".join(
             f"\n- {c}" for c in done.changes)
     print(f"{said}\n{told}")
     if args.summary_out:
@@ -70,11 +72,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _api(args: argparse.Namespace):
-    from ..github_api import GitHubApi
+    from ..net.github import GitHub
 
     token = os.environ.get("GITHUB_TOKEN", "")
+    if args.repo and not re.fullmatch(r"[\w.-]+/[\w.-]+", args.repo):
+        raise ConfigError(f"--repo {args.repo!r} is not OWNER/NAME")
     if token and args.repo:
-        return GitHubApi(repo=args.repo, token=token, base_url=args.api_url)
+        return GitHub(base_url=args.api_url, token=token)
     if os.environ.get("GITHUB_ACTIONS") == "true":
         raise ConfigError("GITHUB_TOKEN is not set: give the step "
                           "`env: GITHUB_TOKEN: ${{ github.token }}` and the job "

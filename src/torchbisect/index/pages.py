@@ -1,8 +1,10 @@
 """What an index page says: `Wheel`, and the readers of PEP 503 HTML, PEP 691 JSON and a folder.
 
 A page that arrived but is not a whole index page raises `Garbled` (fetch.py retries it like a
-network error); links to anything but a wheel of the package are left out, and a wheel's name is
-the decoded end of its URL's path.  Fetching the pages is fetch.py's.
+network error); one listing more than MAX_FILES files raises `PageTooLarge`, counted before the
+page is parsed so that a million-file page is refused in well under a second.  Links to anything
+but a wheel of the package are left out, and a wheel's name is the decoded end of its URL's path.
+Fetching the pages is fetch.py's.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _ANCHOR = re.compile(r"<a\s([^>]*)>", re.IGNORECASE)
 _ATTR = re.compile(r"""([\w-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
 _BASE = re.compile(r"<base\s[^>]*href\s*=\s*[\"']([^\"']+)", re.IGNORECASE)
+_ANCHOR_START = re.compile(rb"<a\s", re.IGNORECASE)
+MAX_FILES = 200_000  # 13x the 15,000 files of 1,000 nightly dates with 15 wheels each
 _WHEEL_NAME = re.compile(r"^([^-\s]+)-([^-\s]+)(?:-\d[^-\s]*)?-([^-\s]+)-([^-\s]+)-([^-\s]+)\.whl$")
 
 
@@ -37,6 +41,10 @@ class PageMissing(ResolveError):
 
 class Garbled(Exception):
     """The page arrived but is not a whole index page; retried like a network error."""
+
+
+class PageTooLarge(IndexUnreachable):
+    """The page lists more files than MAX_FILES; not retried."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,11 +102,16 @@ def _version_parts(text: str) -> tuple[str, str, str, str | None] | None:
 
 
 def parse_page(body: bytes, content_type: str, base: str, package: str) -> list[Wheel]:
+    json_page = content_type in _JSON_TYPES
+    files = body.count(b'"filename"') if json_page else sum(1 for _ in _ANCHOR_START.finditer(body))
+    if files > MAX_FILES:
+        raise PageTooLarge(f"the page {base} lists more than {MAX_FILES:,} files (the bound for "
+                           "an index page)")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise Garbled("the page is not UTF-8 text") from None
-    if content_type in _JSON_TYPES:
+    if json_page:
         return _from_json(text, base, package)
     wheels = _from_html(text, base, package)
     if not wheels and package.lower() not in text.lower():  # a proxy's login page, say
@@ -135,6 +148,9 @@ def _from_json(text: str, base: str, package: str) -> list[Wheel]:
         doc = json.loads(text)
         if not str(doc["meta"]["api-version"]).startswith("1."):
             raise Garbled(f"unsupported PEP 691 api-version {doc['meta']['api-version']}")
+        if len(doc["files"]) > MAX_FILES:  # a key spelled with escapes escapes the count above
+            raise PageTooLarge(f"the page {base} lists more than {MAX_FILES:,} files (the bound "
+                               "for an index page)")
         files = [(f["url"], f["filename"], f["hashes"]) for f in doc["files"]]
         metas = [f.get("core-metadata", f.get("dist-info-metadata")) for f in doc["files"]]
     except (ValueError, KeyError, TypeError) as err:
@@ -179,7 +195,7 @@ def read_folder(folder: Path, package: str) -> list[Wheel]:
             body = (page / name).read_bytes()
             try:
                 return parse_page(body, kind, (page / name).resolve().as_uri(), package)
-            except Garbled as err:
+            except (Garbled, PageTooLarge) as err:
                 raise IndexUnreachable(f"{page / name} is not a usable index page ({err})") \
                     from None
     if not folder.is_dir():

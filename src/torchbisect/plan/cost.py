@@ -10,15 +10,14 @@ seconds of the runs already in the store, times the cells to probe, over the GPU
 from __future__ import annotations
 
 import dataclasses
-import http.client
 import statistics
-import urllib.request
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..index.fetch import local_path
 from ..model import Cell, CellRun, RunStatus
+from ..net import HEAD, Deadlines, NetError, request
 from ..words import count
 from .lock import Lock
 
@@ -58,15 +57,14 @@ def with_sizes(lock: Lock, *, known: Lock, offline: bool = False) -> Lock:
     return Lock(builds=builds)
 
 
-def head_size(url: str, *, timeout: float = 10.0) -> int | None:
-    """The Content-Length a HEAD request for `url` answers; None when it does not tell."""
-    request = urllib.request.Request(url.split("#", 1)[0], method="HEAD",
-                                     headers={"User-Agent": "torchbisect",
-                                              "Accept-Encoding": "identity"})
+def head_size(url: str, *, deadlines: Deadlines = HEAD) -> int | None:
+    """The Content-Length a HEAD request for `url` answers; None when it does not tell (asked
+    once: the size is advice, not worth a wait)."""
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as resp:
-            length = resp.headers.get("Content-Length", "")
-    except (OSError, ValueError, http.client.HTTPException):
+        with request("HEAD", url.split("#", 1)[0], headers={"Accept-Encoding": "identity"},
+                     deadlines=deadlines) as answer:
+            length = answer.headers.get("content-length", "")
+    except NetError:
         return None
     return int(length) if length.isdigit() else None
 

@@ -1,0 +1,118 @@
+"""Deadlines on every socket read: an idle bound (the longest silence between two reads) and a
+total bound (the whole answer, headers included).
+
+A socket timeout alone bounds one read: a peer that sends one byte every 5 s never trips a 30 s
+timeout and can hold a request for days, in the headers as well as in the body.  So the sockets of
+torchbisect's connection pools are wrapped: before each read the timeout is set to the idle bound
+or to what is left of the request's total, whichever is shorter, and a read past the total raises
+`TimeoutError` at once.  The total belongs to the request, which runs in one thread, so it is
+kept per thread (`running`); connections are pooled and shared across requests.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+_now = time.monotonic
+_current = threading.local()
+
+
+@contextmanager
+def running(*, idle: float, total: float) -> Iterator[float]:
+    """Bound the reads of this thread's request; yields the monotonic time it must end by."""
+    ends = _now() + total
+    _current.bounds = (idle, ends)
+    try:
+        yield ends
+    finally:
+        _current.bounds = None
+
+
+def past(ends: float) -> bool:
+    return _now() >= ends
+
+
+class _Bounded:
+    """A socket whose reads keep the running request's deadlines; all else is the socket's."""
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+    def arm(self) -> None:
+        """Before a read: the timeout is what the deadlines leave; none left is a timeout."""
+        bounds = getattr(_current, "bounds", None)
+        if bounds is None:
+            return
+        idle, ends = bounds
+        left = ends - _now()
+        if left <= 0:
+            raise TimeoutError("the request's total deadline has passed")
+        self._sock.settimeout(min(idle, left))
+
+    def recv_into(self, buffer: Any, *args: Any) -> int:
+        self.arm()
+        return self._sock.recv_into(buffer, *args)
+
+    def recv(self, *args: Any) -> bytes:
+        self.arm()
+        return self._sock.recv(*args)
+
+    def makefile(self, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        # The socket's own file keeps it open while the answer is read (its io refs); only the
+        # reads are wrapped.  http.client reads through this file, headers and body alike.
+        real = self._sock.makefile(mode, *args, **kwargs)
+        if "r" not in mode or "b" not in mode:
+            return real
+        return io.BufferedReader(_Reader(self, real))
+
+
+class _Reader(io.RawIOBase):
+    def __init__(self, sock: _Bounded, real: Any) -> None:
+        self._sock, self._real = sock, real  # the socket's file: closing it lets the socket go
+        self._raw = getattr(real, "raw", real)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        self._sock.arm()
+        return self._raw.readinto(buffer)
+
+    def close(self) -> None:
+        self._real.close()
+        super().close()
+
+
+class _Connection(HTTPConnection):
+    def connect(self) -> None:
+        super().connect()
+        self.sock = _Bounded(self.sock)
+
+
+class _TLSConnection(HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()
+        self.sock = _Bounded(self.sock)
+
+
+class Pool(HTTPConnectionPool):
+    ConnectionCls = _Connection
+
+
+class TLSPool(HTTPSConnectionPool):
+    ConnectionCls = _TLSConnection
+
+
+POOLS = {"http": Pool, "https": TLSPool}
+
