@@ -16,7 +16,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
     ("tools", frozenset({"torchbisect", "errors", "defaults", "words", "retry", "links", "proc",
                          "gpus", "net", "http", "console", "masking", "files"})),
-    ("vocabulary", frozenset({"model", "outcome", "cells", "probes", "probe_doc", "reuse"})),
+    ("vocabulary", frozenset({"model", "outcome", "cells", "probes", "probe_doc", "reuse",
+                             "documents"})),
     ("sources", frozenset({"config", "index", "github_api"})),
     ("plan and store", frozenset({"plan", "store"})),
     ("backends", frozenset({"backends"})),

@@ -54,7 +54,8 @@ def test_results_json_lists_every_run_in_page_order_with_raw_strings(tmp_path):
             run("2.12.0+cu130", infra="OOM")]
     paths = render_runs(runs, [], tmp_path, generated=NOW)
     assert [p.name for p in paths] == ["index.html", "results.json", "summary.md", "affected.json",
-                                      "stale_replay.py"]
+                                      "stale_replay.py", "results.schema.json",
+                                      "probe.schema.json"]
     doc = json.loads((tmp_path / "results.json").read_text())
     assert [r["cell"]["id"] for r in doc["runs"]] == [
         "stable-2.11.0-cu130-cp312", "stable-2.12.0-cu130-cp312", "stable-2.15.0-cu132-cp312"]
@@ -105,8 +106,8 @@ def test_rendered_files_are_readable_by_others_like_any_published_file(tmp_path)
         os.umask(umask)
     assert all(p.stat().st_mode & 0o777 == 0o644 for p in paths)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "affected.json", "index.html", "results.json", "stale_replay.py",
-        "summary.md"]  # no temporary left over
+        "affected.json", "index.html", "probe.schema.json", "results.json", "results.schema.json",
+        "stale_replay.py", "summary.md"]  # no temporary left over
 
 
 def test_committed_sample_matches_the_recorded_probe_documents(repo, data_dir):

@@ -22,7 +22,7 @@ COMMANDS = {
     "report": "Render index.html, results.json, summary.md and affected.json from the store.",
     "merge": "Merge result stores (SQLite or JSON exports) from shards into one store.",
     "bisect": "Find the first bad (or first fixed) nightly and its upstream commit range.",
-    "schema": "Write the JSON Schema of matrix.yaml (for editors).",
+    "schema": "Write the JSON Schemas of matrix.yaml, results.json and a probe's document.",
     "bench": "Measure tool overhead and the workaround's cost; write reports/bench/.",
     "notify": "Open or update the status issue when a verdict or the fix status changed.",
 }

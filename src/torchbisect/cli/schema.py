@@ -1,30 +1,43 @@
-"""`torchbisect schema`: write the JSON Schema of matrix.yaml that editors validate against."""
+"""`torchbisect schema`: write the JSON Schemas torchbisect publishes, from the types they describe.
+
+matrix.schema.json (editors validate matrix.yaml against it) comes from the config model;
+results.schema.json and probe.schema.json (a page's results.json, a probe's document) from
+documents.py.  They sit side by side, and `report` copies the last two into every site.
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from ..config.schema import schema_text
+from ..config.schema import schema_text as matrix_schema_text
+from ..documents import SCHEMA_FILES, schema_text
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("matrix.schema.json"),
-                        help="where to write it (default: matrix.schema.json)")
+                        help="where to write matrix.yaml's schema (default: matrix.schema.json); "
+                             "results.schema.json and probe.schema.json go beside it")
     parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 when the file is out of date")
+                        help="write nothing; exit 1 when a file is out of date")
 
 
 def run(args: argparse.Namespace) -> int:
-    text = schema_text()
-    current = args.out.read_text(encoding="utf-8") if args.out.is_file() else None
+    folder = args.out.parent
+    texts = {args.out: matrix_schema_text(),
+             **{folder / file: schema_text(name) for name, file in SCHEMA_FILES.items()}}
+    stale = [path for path, text in texts.items() if _read(path) != text]
     if args.check:
-        if current != text:
-            print(f"{args.out} is out of date: run `nox -s schema`")
+        if stale:
+            print(f"{', '.join(map(str, stale))} out of date: run `nox -s schema`")
             return 1
-        print(f"{args.out} is up to date")
+        print(f"{', '.join(map(str, texts))} up to date")
         return 0
-    if current != text:
-        args.out.write_text(text, encoding="utf-8")
-    print(f"wrote {args.out}")
+    for path in stale:
+        path.write_text(texts[path], encoding="utf-8")
+    print(f"wrote {', '.join(map(str, stale))}" if stale else "every schema was up to date")
     return 0
+
+
+def _read(path: Path) -> str | None:
+    return path.read_text(encoding="utf-8") if path.is_file() else None

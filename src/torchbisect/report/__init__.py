@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .. import cells, defaults
+from ..documents import SCHEMA_FILES, schema_text
 from ..model import CellRun, Channel
 from ..outcome import BisectResult
 from ..probes import probe_path
@@ -50,8 +51,9 @@ def render(store: RunSource, out_dir: Path, *, empty_reason: str = "",
 def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Path, *,
                 generated: dt.datetime, empty_reason: str = "",
                 links: Links | None = None) -> list[Path]:
-    """Write the page's files into `out_dir` and return their paths: the four documents, and
-    the probe script the page's self-check runs (published beside it, so the page is enough)."""
+    """Write the page's files into `out_dir` and return their paths: the four documents, the
+    probe script the page's self-check runs (published beside it, so the page is enough), and the
+    JSON Schemas of results.json and of a probe's document."""
     out_dir = Path(out_dir)
     runs = [with_probed_version(r) for r in runs]
     page = build_view(runs, bisections, generated=generated, empty_reason=empty_reason,
@@ -67,6 +69,7 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
         "summary.md": render_markdown(page),
         "affected.json": json.dumps(osv, indent=2, ensure_ascii=False) + "\n",
         PROBE_FILE: probe_path(defaults.PROBE).read_text(encoding="utf-8"),
+        **{file: schema_text(name) for name, file in SCHEMA_FILES.items()},
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     return [_write(out_dir / name, text) for name, text in files.items()]

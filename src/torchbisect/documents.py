@@ -1,0 +1,212 @@
+"""The JSON documents torchbisect publishes or reads, as types, and their JSON Schemas.
+
+`ResultsDocument` is the page's results.json (written by report/results_json.py); `ProbeDocument`
+is what a probe prints (probes/README.md's contract, checked by probe_doc.py before anything
+is stored).  The schemas published beside matrix.schema.json (results.schema.json,
+probe.schema.json, and copies in every rendered site) are generated from these types, as
+matrix.schema.json is from the config model, and the tests validate every committed document
+against them, so a change to either shape shows up as a schema diff.
+
+results.json is torchbisect's own output: its objects name every key and allow no others.  A
+probe document is any probe's output: the schema asks for what the gate reads and allows more.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, TypeAdapter
+from typing_extensions import NotRequired, TypedDict
+
+from .model import Channel, RunStatus, Verdict
+from .outcome import Direction, Outcome
+
+SCHEMA_FILES = {"results": "results.schema.json", "probe": "probe.schema.json"}
+
+_CLOSED = ConfigDict(extra="forbid")
+_OPEN = ConfigDict(extra="allow")
+Count = Annotated[int, Field(ge=0)]
+Seconds = Annotated[float, Field(ge=0)]
+
+
+# ---- results.json ------------------------------------------------------------------------------
+
+class CellJson(TypedDict):
+    """The build a run tested (not the plan's knobs)."""
+
+    __pydantic_config__ = _CLOSED
+    id: str
+    channel: Channel
+    version: str
+    cuda: str
+    python: str
+    date: str | None
+    url: str | None  # the wheel's URL; a local wheel by its file name only
+    sha256: str | None
+    probe: str
+
+
+class CaseJson(TypedDict):
+    __pydantic_config__ = _CLOSED
+    verdict: Verdict
+    detail: str
+    seconds: float
+    stale_trials: Count | None
+    trials: Count | None
+    flaky: bool
+
+
+class RunJson(TypedDict):
+    __pydantic_config__ = _CLOSED
+    cell: CellJson
+    gpu: str
+    driver: str
+    status: RunStatus
+    reason: str  # why an infrastructure failure happened; "" otherwise
+    verdict: Verdict | None  # None: no verdict (an infrastructure failure)
+    cases: dict[str, CaseJson]
+    env: dict[str, Any]  # the probe's `env`, as it reported it
+    probe: str
+    probe_version: str
+    wheel_sha256: str | None
+    backend: str
+    started: str
+    seconds_install: float
+    seconds_probe: float
+    log_excerpt: str
+
+
+class NightlyEdgeJson(TypedDict):
+    __pydantic_config__ = _CLOSED
+    date: str
+    version: str
+    previous: str | None
+    bisected: bool
+    exact: bool
+    case: str
+    compare_url: str
+
+
+class HeadlineJson(TypedDict):
+    """One GPU model's headline, as the page states it."""
+
+    __pydantic_config__ = _CLOSED
+    gpu: str
+    text: str
+    tested: list[str]
+    unclear: list[str]
+    affected_ranges: list[list[str]]  # [first, last] affected releases of each run of them
+    first_affected_nightly: NightlyEdgeJson | None
+    first_fixed_nightly: NightlyEdgeJson | None
+    newest_run: str
+
+
+class NightlyPointJson(TypedDict):
+    __pydantic_config__ = _CLOSED
+    date: str
+    version: str
+    verdict: Outcome
+    git_version: str
+    main_sha: str
+    stale_fraction: float | None
+    reason: str
+
+
+class BisectionJson(TypedDict):
+    """A bisection: `last_good`/`first_bad` for a regression, `last_bad`/`first_good` with
+    --find-fix (`direction: fix`)."""
+
+    __pydantic_config__ = _CLOSED
+    direction: Direction
+    case: str
+    cuda: str
+    python: str
+    last_good: NotRequired[NightlyPointJson | None]
+    first_bad: NotRequired[NightlyPointJson | None]
+    last_bad: NotRequired[NightlyPointJson | None]
+    first_good: NotRequired[NightlyPointJson | None]
+    probes: Count
+    points: list[NightlyPointJson]
+    skipped: list[str]
+    compare_url: str
+    commits: list[str]
+    rule: str
+    reproduce: str
+    finished: str
+
+
+class ResultsDocument(TypedDict):
+    """results.json: every run the page shows (in page order), the headlines, the bisections."""
+
+    __pydantic_config__ = _CLOSED
+    schema: Literal[1]
+    generated: str  # ISO 8601, UTC
+    headlines: list[HeadlineJson]
+    cases: list[str]  # the page's columns
+    runs: list[RunJson]
+    bisections: list[BisectionJson]
+
+
+# ---- a probe's document ------------------------------------------------------------------------
+
+class ProbeCaseJson(TypedDict):
+    __pydantic_config__ = _OPEN  # a case may add its own keys (`variants`, …)
+    verdict: Verdict
+    detail: NotRequired[str]
+    seconds: NotRequired[float | None]
+    import_seconds: NotRequired[float | None]
+    wall_seconds: NotRequired[float | None]
+    stale_trials: NotRequired[Count | None]
+    trials: NotRequired[Count | None]
+
+
+_PLAIN = {"type": ["string", "number", "boolean", "null"]}
+
+
+class ProbeEnvJson(TypedDict):
+    """Where the probe ran: these keys are text (or null, unknown); any other is a plain value."""
+
+    __pydantic_config__ = ConfigDict(extra="allow",
+                                     json_schema_extra={"additionalProperties": _PLAIN})
+    torch: NotRequired[str | None]
+    torch_version: NotRequired[str | None]
+    git_version: NotRequired[str | None]
+    cuda_runtime: NotRequired[str | None]
+    driver: NotRequired[str | None]
+    gpu: NotRequired[str | None]
+    capability: NotRequired[str | None]
+    python: NotRequired[str | None]
+    platform: NotRequired[str | None]
+    triton: NotRequired[str | None]
+
+
+class ProbeDocument(TypedDict):
+    """What a probe prints (probes/README.md): one verdict, a verdict per case, the environment."""
+
+    __pydantic_config__ = _OPEN
+    schema: Literal[1]
+    verdict: Verdict
+    probe: NotRequired[str]
+    probe_version: NotRequired[str]
+    exit_code: NotRequired[int]
+    cases: NotRequired[dict[str, ProbeCaseJson]]
+    env: NotRequired[ProbeEnvJson]
+    options: NotRequired[dict[str, Any]]
+    seconds: NotRequired[float | None]
+
+
+_TYPES = {"results": (ResultsDocument, "torchbisect results.json"),
+          "probe": (ProbeDocument, "torchbisect probe document")}
+
+
+def json_schema(name: str) -> dict[str, Any]:
+    """The JSON Schema of document `name` ("results" or "probe")."""
+    kind, title = _TYPES[name]
+    schema = TypeAdapter(kind).json_schema()
+    schema["title"] = title
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def schema_text(name: str) -> str:
+    return json.dumps(json_schema(name), indent=2) + "\n"
