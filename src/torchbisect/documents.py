@@ -122,13 +122,16 @@ class BisectionJson(TypedDict):
     case: str
     cuda: str
     python: str
+    exact: bool  # one candidate: the first bad (first fixed) build is known
+    candidates: list[str]  # oldest first: every build that can be it
     last_good: NotRequired[NightlyPointJson | None]
     first_bad: NotRequired[NightlyPointJson | None]
     last_bad: NotRequired[NightlyPointJson | None]
     first_good: NotRequired[NightlyPointJson | None]
     probes: Count
     points: list[NightlyPointJson]
-    skipped: list[str]
+    unknown: list[str]  # tried, no verdict
+    missing: list[str]  # dates between the pair with no nightly on the index
     compare_url: str
     commits: list[str]
     rule: str
