@@ -59,6 +59,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="no CUDA GPU on this machine"))
 
 
+@pytest.fixture(autouse=True)
+def _not_a_gpu_job(monkeypatch):
+    """The suite runs the tool as a developer would, GPU or not: GITHUB_ACTIONS=true (the tests
+    workflow) would make every GPU command require a GPU.  Tests of that rule set it again."""
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+
+
 @pytest.fixture
 def fake_probes(monkeypatch):
     """The probes of this test come from a folder of the test's choosing: by default the

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from argparse import Namespace
 from pathlib import Path
@@ -214,3 +215,158 @@ def test_a_path_left_out_means_the_same_file_in_every_command():
     matrices = _defaults("matrix")
     assert set(matrices) >= {"matrix", "probe", "plan", "report"}
     assert set(matrices.values()) == {Path("matrix.yaml")}
+
+
+# -- a gate reads a verdict only from a verdict ---------------------------------------------------
+
+def test_torchbisect_failing_is_its_own_status_never_affected(stand_in, workdir, capsys,
+                                                              monkeypatch):
+    """A bug after the probes ran (here: the step that pins hashes breaks) is one sentence naming
+    the traceback's file and status FAILED, which no gate reads as "affected"."""
+    from torchbisect.errors import FAILED
+
+    stand_in("affected")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("something nobody expected\nsecond line")
+
+    monkeypatch.setattr("torchbisect.runstage.pin_hashes", broken)
+    status = main(["matrix", "--interpreter", sys.executable, "--no-report",
+                   "--fail-on", "affected"])
+    assert status == FAILED and FAILED not in (0, 1, 2, 3, 4, 5, 125, 130)
+    [line] = [x for x in capsys.readouterr().err.splitlines() if "torchbisect" in x]
+    assert line.startswith("torchbisect matrix: torchbisect itself failed (RuntimeError: "
+                           "something nobody expected)")
+    trace = Path(line.rsplit(" ", 1)[1])
+    try:
+        text = trace.read_text()
+        assert "Traceback (most recent call last)" in text and "pin_hashes" not in line
+        assert "RuntimeError: something nobody expected" in text and "matrix" in text
+    finally:
+        trace.unlink()
+
+
+OUTPUT_MISTAKES = [
+    (["matrix", "--json", "adir"], "--json adir: is a folder"),
+    (["matrix", "--out", "afile"], "--out afile: is a file"),
+    (["matrix", "--store", "adir"], "--store adir: is a folder"),
+    (["matrix", "--workdir", "afile/work"], "afile is a file, not a folder"),
+    (["probe", "--json", "adir"], "--json adir: is a folder"),
+    (["probe", "--out", "afile/sub"], "afile is a file, not a folder"),
+    (["report", "--out", "afile"], "--out afile: is a file"),
+    (["plan", "--json", "adir"], "--json adir: is a folder"),
+    (["plan", "--offline", "--github-output", "adir"], "--github-output adir: is a folder"),
+    (["merge", "adir", "in.sqlite"], "OUT adir: is a folder"),
+    (["merge", "all.sqlite", "in.sqlite", "--json", "afile/x.json"], "is a file, not a folder"),
+    (["bisect", "--good", "1", "--bad", "2", "--json", "adir"], "--json adir: is a folder"),
+    (["bisect", "--good", "1", "--bad", "2", "--markdown", "adir"], "--markdown adir: is a"),
+    (["schema", "--out", "adir"], "--out adir: is a folder"),
+    (["bench", "--out", "afile"], "--out afile: is a file"),
+    (["notify", "--fix", "--summary-out", "adir"], "--summary-out adir: is a folder"),
+]
+
+
+@pytest.mark.parametrize(("argv", "said"), OUTPUT_MISTAKES, ids=lambda v: " ".join(v)
+                         if isinstance(v, list) else "")
+def test_an_output_path_mistake_is_refused_before_any_work(argv, said, stand_in, workdir,
+                                                           capsys):
+    (workdir / "adir").mkdir()
+    (workdir / "afile").write_text("keep me")
+    (workdir / "in.sqlite").write_bytes(b"")
+    before = sorted(p.name for p in workdir.iterdir())
+    stand_in("affected")
+    assert main(argv) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"torchbisect {argv[0]}: error: ") and said in line, line
+    assert sorted(p.name for p in workdir.iterdir()) == before  # no store, no reports/, no lock
+    assert (workdir / "afile").read_text() == "keep me" and not any((workdir / "adir").iterdir())
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_an_output_folder_that_is_not_writable_is_refused(workdir, capsys):
+    locked = workdir / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        assert main(["report", "--out", "locked/site"]) == 2
+    finally:
+        locked.chmod(0o700)
+    assert "locked is not writable" in capsys.readouterr().err
+
+
+def _shard(path: Path, *cells: str) -> Path:
+    from torchbisect.store.db import Store
+
+    with Store(path) as store:
+        for cell in cells:
+            store.add(make_run(make_cell(cell)))
+    return path
+
+
+def test_merge_with_a_missing_input_writes_nothing(tmp_path, capsys):
+    a = _shard(tmp_path / "a.sqlite", "dev-a")
+    out = tmp_path / "site" / "results.sqlite"
+    assert main(["merge", str(out), str(a), str(tmp_path / "typo.sqlite")]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "typo.sqlite: no such file, so nothing was merged" in line
+    assert "--allow-missing" in line
+    assert not out.exists() and not out.parent.exists()
+
+
+def test_merge_with_a_damaged_input_leaves_out_as_it_was(tmp_path, capsys):
+    out = _shard(tmp_path / "out.sqlite", "dev-old")
+    before = out.read_bytes()
+    a = _shard(tmp_path / "a.sqlite", "dev-a")
+    damaged = tmp_path / "b.sqlite"
+    damaged.write_bytes(b"SQLite format 3\x00" + b"\xff" * 500)
+    assert main(["merge", str(out), str(a), str(damaged)]) == 2
+    assert "b.sqlite" in capsys.readouterr().err
+    assert out.read_bytes() == before  # a.sqlite was read, but OUT is written only at the end
+
+
+def test_merge_allows_a_missing_input_only_when_named(tmp_path, capsys):
+    a = _shard(tmp_path / "a.sqlite", "dev-a")
+    previous = tmp_path / "previous" / "results.sqlite"
+    out = tmp_path / "site.sqlite"
+    assert main(["merge", str(out), str(previous), str(a),
+                 "--allow-missing", str(previous)]) == 0
+    said = capsys.readouterr().out
+    assert "does not exist, which --allow-missing allows" in said and f"{out}: 1 runs" in said
+    assert main(["merge", str(out), str(a), "--allow-missing", str(previous)]) == 2
+    assert "not among the inputs" in capsys.readouterr().err
+
+
+GPU_COMMANDS = [["matrix", "--interpreter", sys.executable], ["probe"],
+                ["bisect", "--good", "1", "--bad", "2"]]
+
+
+@pytest.mark.parametrize("argv", GPU_COMMANDS, ids=lambda v: v[0])
+def test_require_gpu_without_a_gpu_exits_3_before_anything(argv, stand_in, workdir, capsys,
+                                                           monkeypatch):
+    assert main([*argv, "--require-gpu"]) == 3
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "no GPU is visible (nvidia-smi lists none) and --require-gpu is given" in line
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert main(argv) == 3
+    assert "CUDA_VISIBLE_DEVICES='' shows none) and GITHUB_ACTIONS=true implies --require-gpu" \
+        in capsys.readouterr().err
+    assert not (workdir / "reports").exists()
+
+
+def test_allow_no_gpu_is_the_way_around_the_gpu_gate(stand_in, workdir, monkeypatch):
+    stand_in("affected")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    assert main(["probe", "--require-gpu", "--allow-no-gpu"]) == 1
+    assert main(["matrix", "--interpreter", sys.executable, "--allow-no-gpu", "--require-gpu",
+                 "--backend", "current",
+                 "--no-report", "--fail-on", "affected"]) == 1
+
+
+def test_a_script_bisection_needs_no_gpu_under_github_actions(workdir, monkeypatch, capsys):
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    (workdir / "index").mkdir()
+    status = main(["bisect", "--good", "2025-08-01", "--bad", "2025-08-03", "--script", "true",
+                   "--index-url", str(workdir / "index"), "--no-github"])
+    err = capsys.readouterr().err
+    assert status != 3 and "GPU" not in err, err

@@ -145,8 +145,9 @@ def test_shards_of_the_matrix_probe_each_cell_once(stand_in, capsys):
         assert cli(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1", "--shard", f"{i}/3",
                    "--store", f"shard{i}.sqlite") == 0
     assert cli("merge", "all.sqlite", "shard1.sqlite", "shard2.sqlite", "shard3.sqlite",
-               "missing.sqlite") == 0
-    assert "missing.sqlite: does not exist, skipped" in capsys.readouterr().out
+               "missing.sqlite", "--allow-missing", "missing.sqlite") == 0
+    assert "missing.sqlite: does not exist, which --allow-missing allows" in (
+        capsys.readouterr().out)
     with Store("all.sqlite") as store:
         assert sorted(r.cell.id for r in store.runs()) == ["dev-w0", "dev-w1"]
 

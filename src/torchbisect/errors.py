@@ -1,10 +1,18 @@
 """Errors a user can cause or meet, each with its own exit code and a message that says what to do.
 
 The CLI (`torchbisect.cli.main`) is the one place that turns these into one printed sentence and an
-exit status; nothing else prints tracebacks for them.
+exit status; nothing else prints tracebacks for them.  Any other exception is torchbisect's own
+failure: main writes its traceback to a file and exits with FAILED, which no verdict shares.
 """
 
 from __future__ import annotations
+
+# "torchbisect itself failed" (a bug, not something the user or the machine did).  Above 127 on
+# purpose: `torchbisect probe` speaks `git bisect run`'s language (0 good, 125 skip, the rest of
+# 1-127 bad), in which sysexits' EX_SOFTWARE (70) would read as "bad"; 128-255 makes a bisection
+# stop instead.  128+N is a shell's "killed by signal N" (N <= 64), and 255 is what exit(-1) gives,
+# so 250 is clear of both.
+FAILED = 250
 
 
 class TorchbisectError(Exception):
@@ -35,6 +43,10 @@ class IndexUnreachable(TorchbisectError):
     """A wheel index did not answer after retries; nothing is concluded from a partial answer."""
 
     exit_code = 4
+
+
+class Busy(InfraError):
+    """Another torchbisect process holds the store or workdir this run needs (see runlock.py)."""
 
 
 class BackendUnavailable(TorchbisectError):

@@ -75,9 +75,11 @@ def test_simultaneous_lock_writes_leave_one_whole_lock(tmp_path):
 
 @needs_uv
 def test_two_runs_sharing_a_workdir_and_store_give_no_false_failures(tmp_path):
+    """With --wait the second run queues behind the first (without it, it is refused: see
+    test_runlock.py); both end well and each stores its own runs."""
     argv = project(tmp_path, cells=3)
     env, _ = environment(tmp_path, "daemon")
-    runs = [subprocess.Popen([*argv, "--force"], cwd=tmp_path, env=env, text=True,
+    runs = [subprocess.Popen([*argv, "--force", "--wait"], cwd=tmp_path, env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(2)]
     outputs = [r.communicate(timeout=240)[0] for r in runs]
     assert [r.returncode for r in runs] == [0, 0], "\n".join(outputs)

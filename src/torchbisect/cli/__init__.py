@@ -2,17 +2,27 @@
 
 Each command lives in its own module here with `configure(parser)` and `run(args) -> int`; only the
 chosen command's module is imported, so `plan` never pays for the Docker SDK.
-`main` is the one place that turns a TorchbisectError into a one-sentence message and exit code.
+`main` is the one place that turns a TorchbisectError into a one-sentence message and exit code,
+and any other exception into `errors.FAILED` with its traceback in a file: a gate reading the
+status then never takes torchbisect's own failure for a verdict.
+
+Before a command runs, main applies the gates every command shares, in this order: the paths it
+writes are checked (exit 2); a run that needs a GPU and was told to require one finds one (exit
+3); the store and workdir it writes are locked against a second run (exit 3, or `--wait`).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-from collections.abc import Sequence
+import tempfile
+import traceback
+from collections.abc import Callable, Sequence
 
-from ..errors import IndexUnreachable, TorchbisectError
+from .. import defaults
+from ..errors import FAILED, IndexUnreachable, InfraError, TorchbisectError
 
 # command name (also its module under torchbisect.cli) -> one-line help
 COMMANDS = {
@@ -33,6 +43,16 @@ _INDEX_ADVICE = {
 }
 _MATRIX_INDEX_ADVICE = "or point `indexes` in the matrix file (--matrix) at a mirror"
 
+# Commands that probe on a GPU, and when: `bisect --script` decides without the probe.
+_GPU_RUNS: dict[str, Callable[[argparse.Namespace], bool]] = {
+    "matrix": lambda args: True,
+    "probe": lambda args: True,
+    "bisect": lambda args: args.script is None,
+}
+# Commands that write a store or a workdir, and the flags naming them (locked in this order).
+_HOLDS = {"matrix": ("store", "workdir"), "probe": ("store", "workdir"),
+          "bisect": ("store", "workdir"), "merge": ("out",)}
+
 
 def _parser(chosen: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -46,8 +66,25 @@ def _parser(chosen: str | None) -> argparse.ArgumentParser:
         if name == chosen:
             module = importlib.import_module(f"{__name__}.{name}")
             module.configure(cmd)
-            cmd.set_defaults(_run=module.run)
+            _add_gates(cmd, name)
+            cmd.set_defaults(_run=module.run, _outputs=_outputs(cmd))
     return parser
+
+
+def _add_gates(cmd: argparse.ArgumentParser, name: str) -> None:
+    from .options import add_gate_options
+
+    has = {o for action in cmd._actions for o in action.option_strings}
+    add_gate_options(cmd, gpu=name in _GPU_RUNS, lock=name in _HOLDS,
+                     allow_no_gpu="--allow-no-gpu" not in has)
+
+
+def _outputs(cmd: argparse.ArgumentParser) -> list[tuple[str, str, str]]:
+    """(flag, dest, kind) of every argument that names something the command writes."""
+    from .options import Output
+
+    return [((a.option_strings or [a.metavar or a.dest])[0], a.dest, a.type.kind)
+            for a in cmd._actions if isinstance(a.type, Output)]
 
 
 def _version() -> str:
@@ -66,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = next((a for a in argv if a in COMMANDS), None)
     args = _parser(chosen).parse_args(argv)
     try:
-        return int(args._run(args) or 0)
+        return _gated(args, argv)
     except TorchbisectError as err:
         print(f"torchbisect {args.command}: error: {_with_advice(err, args.command)}",
               file=sys.stderr)
@@ -74,6 +111,60 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"torchbisect {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:  # noqa: BLE001 - the one place an unexpected error is caught
+        return _failed(args.command, argv, err)
+
+
+def _gated(args: argparse.Namespace, argv: list[str]) -> int:
+    from .. import runlock
+    from .options import check_output
+
+    for flag, dest, kind in args._outputs:
+        check_output(getattr(args, dest), flag, kind)
+    _require_gpu(args)
+    held = [getattr(args, dest) or defaults.WORKDIR for dest in _HOLDS.get(args.command, ())]
+    with runlock.hold(held, command=" ".join(["torchbisect", *argv]),
+                      wait=getattr(args, "wait", False),
+                      say=lambda text: print(f"torchbisect {args.command}: {text}",
+                                             file=sys.stderr, flush=True)):
+        return int(args._run(args) or 0)
+
+
+def _require_gpu(args: argparse.Namespace) -> None:
+    """A GPU job that sees no GPU must not pass as a green day with nothing probed."""
+    gpu_run = _GPU_RUNS.get(args.command)
+    if gpu_run is None or not gpu_run(args) or args.allow_no_gpu:
+        return
+    if args.require_gpu:
+        asked = "--require-gpu is given"
+    elif os.environ.get("GITHUB_ACTIONS") == "true":
+        asked = "GITHUB_ACTIONS=true implies --require-gpu"
+    else:
+        return
+    from ..gpus import list_gpus
+
+    if not list_gpus():
+        hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+        seen = ("nvidia-smi lists" if hidden is None
+                else f"CUDA_VISIBLE_DEVICES={hidden!r} shows")
+        raise InfraError(f"no GPU is visible ({seen} none) and {asked}: run this on a machine "
+                         "with a GPU, or pass --allow-no-gpu to run without one")
+
+
+def _failed(command: str, argv: list[str], err: Exception) -> int:
+    """torchbisect's own failure: one sentence on stderr, the traceback in a file, FAILED."""
+    text = f"{type(err).__name__}: {err}".splitlines()[0][:200]
+    try:
+        fd, name = tempfile.mkstemp(prefix=f"torchbisect-{command}-", suffix=".traceback.txt")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(f"torchbisect {_version()}: {' '.join(['torchbisect', *argv])}\n\n")
+            traceback.print_exc(file=fh)
+    except OSError:
+        traceback.print_exc()
+        name = "printed above (no file could be written)"
+    print(f"torchbisect {command}: torchbisect itself failed ({text}), which is no verdict on "
+          f"any build; the full traceback is in {name}", file=sys.stderr)
+    return FAILED
 
 
 def _with_advice(err: TorchbisectError, command: str) -> str:

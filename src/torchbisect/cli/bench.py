@@ -22,11 +22,11 @@ from ..bench import PARTS
 from ..bench.figures import BASELINE_PROBE
 from ..defaults import BENCH_OUT as DEFAULT_OUT
 from ..errors import ConfigError
-from .options import add_backend_option, add_interpreter_option
+from .options import Output, add_backend_option, add_interpreter_option
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path,
+    parser.add_argument("--out", type=Output("dir"),
                         help=f"folder for the JSON and SVG files (default: {DEFAULT_OUT}, on a "
                         "machine with a GPU only)")
     parser.add_argument("--parts", default="workaround,overhead,rerun,plan,render",

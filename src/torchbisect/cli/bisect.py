@@ -55,8 +55,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--overlay", action="store_true",
         help="install only the torch wheel (--no-deps) over this interpreter's packages, as "
              "`matrix --overlay` does (runners without network, NGC images)")
-    flags.add_store_option(parser, "SQLite store shared with the matrix; reruns reuse its verdicts")
-    add("--workdir", type=Path, default=defaults.WORKDIR, metavar="DIR",
+    flags.add_store_option(parser, "SQLite store shared with the matrix; reruns reuse its verdicts",
+                           writes=True)
+    add("--workdir", type=flags.Output("dir"), default=defaults.WORKDIR, metavar="DIR",
         help="where the venv backend keeps its venvs and downloads (default %(default)s)")
     add("--repo", type=Path, default=None, metavar="PATH",
         help="a pytorch clone with the nightly branch, for main shas and `git log`")
@@ -66,8 +67,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--repeat", type=int, default=None, metavar="N",
         help="with --script: ask it N times at the two nightlies that decide the range, and "
              "report a script whose answers differ as flaky (default 2)")
-    add("--json", type=Path, default=None, metavar="OUT", help="write the result as JSON")
-    add("--markdown", type=Path, default=None, metavar="OUT", help="append the result as Markdown")
+    add("--json", type=flags.Output("file"), default=None, metavar="OUT",
+        help="write the result as JSON")
+    add("--markdown", type=flags.Output("file"), default=None, metavar="OUT",
+        help="append the result as Markdown")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -37,7 +37,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--overlay", action="store_true",
         help="install only the torch wheel (--no-deps) over an environment that has the CUDA "
              "libraries, for every cell")
-    flags.add_store_option(parser)
+    flags.add_store_option(parser, writes=True)
     add("--shard", metavar="I/N", help="run only shard I of N (cells split by a hash of their id)")
     add("--cells", metavar="GLOB,…", help="only the cells whose id matches a pattern "
                                          "(e.g. 'stable-*,nightly-202610*')")

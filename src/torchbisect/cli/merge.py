@@ -1,10 +1,12 @@
 """`torchbisect merge OUT INPUT…`: join result stores from shards into one.
 
 Inputs are SQLite stores or JSON exports (`Store.export_json`), told apart by their content.  A run
-already in OUT is not added again, so merging the same shard twice changes nothing.  An input that
-does not exist is reported and skipped: a first scheduled run has no previous store to merge.
-OUT ending in `.json` writes a JSON export instead of a SQLite store.  `--json FILE` (or `-`)
-writes the merged store's newest runs shaped like the page's results.json.
+already in OUT is not added again, so merging the same shard twice changes nothing.  Every input is
+read into a scratch store first, and OUT is written only once all of them were read: an input that
+is missing, unreadable or damaged is one sentence (exit 2) and OUT stays as it was, or is not made.
+An input that may rightly be absent (the previous store, on the first run ever) is named with
+`--allow-missing PATH`.  OUT ending in `.json` writes a JSON export instead of a SQLite store.
+`--json FILE` (or `-`) writes the merged store's newest runs shaped like the page's results.json.
 """
 
 from __future__ import annotations
@@ -14,12 +16,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..errors import ConfigError
+from .options import Output
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("out", type=Path, metavar="OUT",
+    parser.add_argument("out", type=Output("file"), metavar="OUT",
                         help="store to merge into (created if missing; .json: write an export)")
     parser.add_argument("inputs", type=Path, nargs="+", metavar="INPUT",
                         help="SQLite stores or JSON exports to merge")
+    parser.add_argument("--allow-missing", type=Path, action="append", default=[], metavar="PATH",
+                        help="an INPUT that may not exist yet, e.g. the previous store on a first "
+                             "run (repeatable); any other missing input is an error")
     from .options import add_json_option
 
     add_json_option(parser)
@@ -27,36 +35,69 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..store.db import Store
-    from .options import write_json
 
     say = _say(to_stderr=args.json == "-")
-    if args.out.suffix == ".json":
-        with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "merge.sqlite") as store:
-            sources = [args.out, *args.inputs] if args.out.is_file() else args.inputs
-            _merge(store, sources, out=args.out, say=say)
-            store.export_json(args.out)
-            total = len(store.runs())
-            write_json(args.json, store.latest(), store.bisections())
-    else:
-        with Store(args.out) as store:
-            _merge(store, args.inputs, out=args.out, say=say)
-            total = len(store.runs())
-            write_json(args.json, store.latest(), store.bisections())
+    inputs = _present(args.inputs, allowed=args.allow_missing, out=args.out, say=say)
+    with tempfile.TemporaryDirectory(prefix="torchbisect-merge-") as tmp:
+        scratch = Path(tmp) / "merge.sqlite"
+        with Store(scratch) as work:
+            if args.out.is_file():
+                work.merge_from(args.out)  # what OUT holds: the counts below are against it
+            for path in inputs:
+                added, present = work.merge_from(path)
+                say(f"{path}: {added} runs added, {present} already present")
+            # Every input was read: only now is OUT written (an export, or one transaction).
+            if args.out.suffix == ".json":
+                work.export_json(args.out)
+                total = _written(work, args.json)
+            else:
+                with Store(args.out) as store:
+                    store.merge_from(scratch)
+                    total = _written(store, args.json)
     say(f"{args.out}: {total} runs")
     return 0
+
+
+def _written(store, json_target: str | None) -> int:
+    from .options import write_json
+
+    write_json(json_target, store.latest(), store.bisections())
+    return len(store.runs())
 
 
 def _say(*, to_stderr: bool):
     return lambda text: print(text, file=sys.stderr if to_stderr else sys.stdout)
 
 
-def _merge(store, inputs: list[Path], *, out: Path, say=print) -> None:
+def _present(inputs: list[Path], *, allowed: list[Path], out: Path, say) -> list[Path]:
+    """The inputs to read, after refusing (before anything is written) any that is missing and
+    not allowed to be, or that cannot be read."""
+    stray = [str(p) for p in allowed if p not in inputs]
+    if stray:
+        raise ConfigError(f"--allow-missing {', '.join(stray)}: not among the inputs; name the "
+                          "same path as the INPUT it excuses")
+    kept = []
     for path in inputs:
-        if not path.is_file():
-            say(f"{path}: does not exist, skipped")
-            continue
         if path.resolve() == out.resolve() and out.suffix != ".json":
             say(f"{path}: is the output itself, skipped")
-            continue
-        added, present = store.merge_from(path)
-        say(f"{path}: {added} runs added, {present} already present")
+        elif not path.exists() and path in allowed:
+            say(f"{path}: does not exist, which --allow-missing allows (nothing to merge yet)")
+        else:
+            _readable(path)
+            kept.append(path)
+    return kept
+
+
+def _readable(path: Path) -> None:
+    if not path.exists():
+        raise ConfigError(f"{path}: no such file, so nothing was merged; check the path, or pass "
+                          f"--allow-missing {path} when it rightly does not exist yet")
+    if not path.is_file():
+        raise ConfigError(f"{path}: is not a file, so nothing was merged; give a results .sqlite "
+                          "file or a JSON export")
+    try:
+        with path.open("rb") as fh:
+            fh.read(1)
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot be read ({err.strerror}), so nothing was "
+                          "merged") from None

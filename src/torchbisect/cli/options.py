@@ -6,18 +6,54 @@ note: in `plan` and `bisect`, `--python X.Y` is a Python version); `--json OUT` 
 like the page's results.json; `--fail-on` chooses which outcomes make `matrix` exit non-zero;
 `--cells` and `--skip` take glob patterns; `--matrix`, `--store`, `--out` and `--workdir` default to
 the same paths (defaults.py) in every command that has them.
+
+A flag that names something a command writes has `type=Output(...)`: the CLI checks all of them
+(defaults included) before the command does any work, so `--json DIR` or `--out FILE` is refused
+at once instead of after an hour of probing.  `--require-gpu`, `--allow-no-gpu` and `--wait` are
+the gates the CLI itself applies (cli/__init__.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import fnmatch
+import os
 import sys
 from pathlib import Path
 
 from .. import defaults
 from ..errors import ConfigError, InfraError
 from ..model import Cell, CellRun, RunStatus, Verdict
+
+
+class Output:
+    """The `type=` of a flag naming a file (`kind="file"`) or folder (`"dir"`) that the command
+    writes; `stdout=True`: `-` means standard output."""
+
+    def __init__(self, kind: str, *, stdout: bool = False):
+        self.kind, self.stdout = kind, stdout
+
+    def __call__(self, text: str) -> str | Path:
+        return text if self.stdout and text == "-" else Path(text)
+
+
+def check_output(value: str | Path | None, flag: str, kind: str) -> None:
+    """Refuse, in one sentence, an output path the command could not write: a folder where a
+    file is meant, a file where a folder is meant or on the way to it, a place not writable."""
+    if value is None or value == "-":
+        return
+    path = Path(os.path.abspath(value))
+    if kind == "file" and path.is_dir():
+        raise ConfigError(f"{flag} {value}: is a folder; name a file to write")
+    if kind == "dir" and path.exists() and not path.is_dir():
+        raise ConfigError(f"{flag} {value}: is a file; name a folder (it is made if missing)")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ConfigError(f"{flag} {value}: is not writable by this user")
+    where = next(p for p in (path if kind == "dir" else path.parent, *path.parents) if p.exists())
+    if not where.is_dir():
+        raise ConfigError(f"{flag} {value}: {where} is a file, not a folder")
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {value}: the folder {where} is not writable by this user")
 
 
 def add_matrix_option(parser: argparse.ArgumentParser, help_text: str = "matrix file") -> None:
@@ -35,19 +71,21 @@ def add_lock_options(parser: argparse.ArgumentParser) -> None:
                         help="NVIDIA driver that `cuda: auto` plans for (default: nvidia-smi's)")
 
 
-def add_store_option(parser: argparse.ArgumentParser, help_text: str = "result store") -> None:
-    parser.add_argument("--store", type=Path, default=defaults.STORE, metavar="PATH",
+def add_store_option(parser: argparse.ArgumentParser, help_text: str = "result store", *,
+                     writes: bool = False) -> None:
+    parser.add_argument("--store", type=Output("file") if writes else Path,
+                        default=defaults.STORE, metavar="PATH",
                         help=f"{help_text} (default: %(default)s)")
 
 
 def add_out_option(parser: argparse.ArgumentParser, help_text: str) -> None:
-    parser.add_argument("--out", type=Path, default=defaults.OUT,
+    parser.add_argument("--out", type=Output("dir"), default=defaults.OUT,
                         help=f"{help_text} (default: %(default)s/)")
 
 
 def add_workdir_option(parser: argparse.ArgumentParser, help_text: str) -> None:
     """No default value: a backend given no workdir uses defaults.WORKDIR itself."""
-    parser.add_argument("--workdir", type=Path, metavar="DIR",
+    parser.add_argument("--workdir", type=Output("dir"), metavar="DIR",
                         help=f"{help_text} (default: {defaults.WORKDIR}/)")
 
 
@@ -73,7 +111,7 @@ def add_interpreter_option(parser: argparse.ArgumentParser, help_text: str, **kw
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", metavar="OUT",
+    parser.add_argument("--json", metavar="OUT", type=Output("file", stdout=True),
                         help="also write the runs as JSON, shaped like the page's results.json "
                              "(`-`: to stdout, the rest of the output to stderr)")
 
@@ -90,6 +128,22 @@ def write_json(target: str | None, runs: list[CellRun], bisections=()) -> None:
     else:
         Path(target).parent.mkdir(parents=True, exist_ok=True)
         Path(target).write_text(text, encoding="utf-8")
+
+
+def add_gate_options(parser: argparse.ArgumentParser, *, gpu: bool, lock: bool,
+                     allow_no_gpu: bool) -> None:
+    """The flags of the gates main applies before a command runs (see cli/__init__.py)."""
+    if gpu:
+        parser.add_argument("--require-gpu", action="store_true",
+                            help="exit 3 when no GPU is visible instead of running without one "
+                                 "(implied by GITHUB_ACTIONS=true)")
+    if gpu and allow_no_gpu:
+        parser.add_argument("--allow-no-gpu", action="store_true",
+                            help="run without a GPU even under --require-gpu or GITHUB_ACTIONS")
+    if lock:
+        parser.add_argument("--wait", action="store_true",
+                            help="when another run holds the store or workdir, wait for it to "
+                                 "end instead of exiting 3")
 
 
 def add_fail_on_option(parser: argparse.ArgumentParser) -> None:

@@ -21,7 +21,8 @@ _COLUMNS = ("id", "channel", "version", "cuda", "source", "stored")
 
 def configure(parser: argparse.ArgumentParser) -> None:
     flags.add_matrix_option(parser, "the matrix file")
-    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the plan as JSON")
+    parser.add_argument("--json", type=flags.Output("file"), metavar="OUT",
+                        help="also write the plan as JSON")
     flags.add_lock_options(parser)
     flags.add_store_option(parser, "result store, to show which cells already have a result")
     parser.add_argument("--hash", action="store_true",
@@ -36,7 +37,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "cells the current lock lacks; a missing file is ignored")
     parser.add_argument("--shards", type=int, metavar="N",
                         help="with --github-output: list shards 1/N … N/N for a job matrix")
-    parser.add_argument("--github-output", type=Path, metavar="FILE",
+    parser.add_argument("--github-output", type=flags.Output("file"), metavar="FILE",
                         help="append `shards=[…]` and `cells=N` to this file ($GITHUB_OUTPUT)")
 
 

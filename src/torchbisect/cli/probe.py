@@ -38,7 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--gpu", type=int, metavar="INDEX", help="GPU to use (default: the first visible one)")
     add("--cases", metavar="A,B", help="only these cases (the controls always run)")
     add("--trials", type=int, metavar="N", help="trials of the timing-dependent cases")
-    flags.add_store_option(parser)
+    flags.add_store_option(parser, writes=True)
     add_interpreter_option(parser, "interpreter whose torch `preinstalled` tests and over "
                                    "which overlays install")
     flags.add_workdir_option(parser, "venvs and downloads")

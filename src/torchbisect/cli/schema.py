@@ -12,10 +12,11 @@ from pathlib import Path
 
 from ..config.schema import schema_text as matrix_schema_text
 from ..documents import SCHEMA_FILES, schema_text
+from .options import Output
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=Path("matrix.schema.json"),
+    parser.add_argument("--out", type=Output("file"), default=Path("matrix.schema.json"),
                         help="where to write matrix.yaml's schema (default: matrix.schema.json); "
                              "results.schema.json and probe.schema.json go beside it")
     parser.add_argument("--check", action="store_true",
