@@ -99,6 +99,7 @@ def rehearsal(tmp_path_factory):
                 "PAGES_URL": f"{hub.url}/pages/",
                 "MATRIX_EXTRA_FLAGS": "--allow-no-gpu --backend venv",
                 "BISECT_EXTRA_FLAGS": f"--index-url {index_url}/cu130/ --backend venv "
+                                      "--allow-no-gpu "
                                       f"--no-github --repo {base / 'pytorch'}"})
         results = {"schedule-1": world.act("schedule", "matrix.yml")}
         results["pages-1"] = _published(base)
