@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import python_with_torch
 from helpers.py38 import find_python38, runtime_typing_errors
 
 from torchbisect.model import ProbeResult, Verdict
@@ -34,7 +35,9 @@ RECORDED = sorted(DATA.glob("h200-*.json"))
 # Releases measured stale by an independent probe (shared BACKGROUND.md): their capture cases must
 # be affected in any recording; others are checked for consistency only.
 KNOWN_AFFECTED = ("2.11.0", "2.15.0")
-HAS_TORCH = importlib.util.find_spec("torch") is not None
+# This interpreter, or CI's venv (TORCHBISECT_TEST_PYTHON), which a nox session cannot see.
+TORCH_PYTHON = python_with_torch("{}.{}".format(*sys.version_info[:2]))
+HAS_TORCH = TORCH_PYTHON is not None
 PY38 = find_python38()
 NO_PY38 = ("no Python 3.8 interpreter here (python3.8 on PATH, pyenv's versions/3.8*, "
            "uv python find 3.8), and no reachable registry ships one")
@@ -526,7 +529,7 @@ def test_variant_children_that_all_found_no_gpu_make_one_skipped_case():
 
 def _probe(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # a GPU machine must say "skipped" too
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+    return subprocess.run([TORCH_PYTHON, str(SCRIPT), *args], capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=300)
 
 
