@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import os
 import re
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -84,8 +85,10 @@ def main() -> None:
     listing = Path(sys.argv[1])
     extra = sys.argv[2:]  # more host folders to include whole (the NCCL stub's)
     site = Path(sysconfig.get_paths()["purelib"])
-    base_site = sysconfig.get_paths(vars={"base": sys.base_prefix,
-                                          "platbase": sys.base_prefix})["purelib"]
+    # the base interpreter's own first site folder (Debian's: /usr/local/lib/python3.X/dist-packages)
+    base_site = subprocess.run([sys._base_executable, "-c",
+                                "import site; print(site.getsitepackages()[0])"],
+                               check=True, capture_output=True, text=True).stdout.strip()
     paths: list[str] = []
     system = 0
     base = sys.base_prefix.lstrip("/")

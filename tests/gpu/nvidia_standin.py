@@ -99,7 +99,8 @@ def driver_mounts(lib_dir: Path) -> list[dict]:
             mounts.append({"destination": f"{LIB_DIR_IN_CONTAINER}/{path.name}", "type": "bind",
                            "source": str(path.resolve()),
                            "options": ["rbind", "ro", "nosuid", "nodev"]})
-    smi = shutil.which("nvidia-smi")
+    smi = lib_dir.parent / "bin" / "nvidia-smi"  # the driver's, not a host wrapper script
+    smi = str(smi) if smi.is_file() else shutil.which("nvidia-smi")
     if smi:
         mounts.append({"destination": "/usr/bin/nvidia-smi", "type": "bind",
                        "source": str(Path(smi).resolve()),
