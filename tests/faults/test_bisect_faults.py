@@ -28,7 +28,10 @@ EVIL = ("see [this](https://evil.example/x) ![i](http://evil.example/i.png) "
 
 def _no_live_markdown(text: str) -> None:
     text = re.sub(r"`[^`\n]*`", "", text)  # inside a code span nothing is live
-    assert not re.search(r"(?<!\\)\]\(", text.replace("](https://github.com/pytorch", "")), text
+    ours = ("](https://github.com/pytorch", "](stale_replay.py)")  # links the page itself makes
+    for link in ours:
+        text = text.replace(link, "")
+    assert not re.search(r"(?<!\\)\]\(", text), text
     assert "<img" not in text and "<b>" not in text
     assert "@octocat" not in text and "#123" not in text  # a zero-width space sits inside
     assert "https://evil" not in text and "http://evil" not in text

@@ -58,7 +58,8 @@ def parse_end(text: str, flag: str) -> str:
     match = _DATE.match(text) or _DATE.match(_relative(text) or _nightly_stamp(text))
     if not match:
         raise ConfigError(f"{flag} {text!r} is neither a date (YYYY-MM-DD or YYYYMMDD) nor a "
-                          "nightly version such as 2.10.0.dev20250801")
+                          "nightly version such as 2.10.0.dev20250801; a release such as 2.12.0 "
+                          "is accepted when both ends are releases")
     try:
         return date(*(int(g) for g in match.groups())).isoformat()
     except ValueError:

@@ -197,7 +197,9 @@ def _ends_sentence(err: EndsError, cands: CandidateList, bisector: Bisector,
     where = f"the {flag} end, {cand.label},"
     if err.got is Outcome.UNKNOWN:
         why = point.reason if point else "no verdict"
-        return f"{where} could not be judged ({why}): pick another {flag}"
+        return (f"{where} could not be judged ({why}): when that is this machine's doing (no GPU, "
+                f"an index or network failure) no build can be, so fix that first; when it is "
+                f"this build's, pick another {flag}")
     if options.script is not None and point and _NOT_RUN.fullmatch(point.reason):
         return (f"--script `{options.script}` could not be run on {cand.label} ({point.reason}: "
                 f"the shell {_NOT_RUN_WHY[point.reason[-3:]]}); check the command, its path "
