@@ -1,5 +1,6 @@
 """torchbisect installs as a tool: `uv build` makes an sdist and a wheel that carry the probes, and
-the wheel, installed into a fresh venv, probes and runs a matrix outside any checkout.
+the wheel, installed into a fresh venv, probes and runs a matrix outside any checkout; the probe
+the rendered site carries runs on its own.
 
 The build runs on a copy of the files git tracks (what a clone holds), so it writes nothing into
 the checkout; the venv has no PYTHONPATH and no TORCHBISECT_PROBES, so the probe the command runs
@@ -9,6 +10,7 @@ can only be the one inside the wheel.
 from __future__ import annotations
 
 import email
+import json
 import os
 import shutil
 import sqlite3
@@ -101,3 +103,10 @@ def test_the_installed_tool_probes_and_runs_a_matrix_outside_a_checkout(built, t
                  "--backend", "current", "--out", "site")
     assert matrix.returncode == 0, matrix.stdout + matrix.stderr
     assert "preinstalled" in matrix.stdout and (work / "site" / "index.html").is_file()
+
+    # The page's self-check, as a reader who downloaded the file beside it runs it.
+    alone = subprocess.run([torch_python, "stale_replay.py", "--cases", "capture_data_ptr"],
+                           cwd=work / "site", env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert alone.returncode in (0, 1, 125), alone.stderr
+    assert json.loads(alone.stdout)["probe"] == "stale_replay"
