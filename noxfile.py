@@ -95,7 +95,7 @@ def bench(session: nox.Session) -> None:
 @nox.session
 def pages(session: nox.Session) -> None:
     """Redraw every committed page (reports/h200/, reports/sample/, screenshots) from its data."""
-    session.install("-e", ".")
+    _install(session, "-e", ".")
     session.run("python", "-m", "torchbisect.report.committed", *session.posargs)
 
 
