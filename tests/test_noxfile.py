@@ -1,0 +1,45 @@
+"""A repeated `nox -s <session>` reuses its venv and installs the package again only when the
+package's files changed (pyproject.toml, a file added or removed): uv rebuilt it on every call."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import IN_CI, REPO
+
+pytestmark = pytest.mark.slow  # real nox sessions with real installs
+
+INSTALLS = "pip install -e ."
+
+
+def test_a_session_reinstalls_only_when_the_package_changed(tmp_path):
+    nox = shutil.which("nox")
+    if nox is None:
+        (pytest.fail if IN_CI else pytest.skip)("nox is not installed")
+    for name in ("noxfile.py", "pyproject.toml", "setup.py", "README.md", "LICENSE"):
+        shutil.copy(REPO / name, tmp_path / name)
+    for folder in ("src", "probes"):
+        shutil.copytree(REPO / folder, tmp_path / folder,
+                        ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def schema_session() -> str:
+        done = subprocess.run([nox, "-s", "schema", "--", "--out", "out/matrix.schema.json"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout + done.stderr
+
+    (tmp_path / "out").mkdir()
+    assert INSTALLS in schema_session()  # a new venv
+    again = schema_session()
+    assert INSTALLS not in again and "installed from unchanged sources" in again
+    Path(tmp_path / "src" / "torchbisect" / "added.py").write_text('"""A new module."""\n')
+    assert INSTALLS in schema_session()
+    assert INSTALLS not in schema_session()
+    edited = (tmp_path / "pyproject.toml").read_text().replace('version = "', 'version = "1')
+    (tmp_path / "pyproject.toml").write_text(edited)
+    assert INSTALLS in schema_session()
