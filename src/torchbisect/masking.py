@@ -22,40 +22,50 @@ CREDENTIAL_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_?KE
                              r"|AUTH|SESSION_?KEY|COOKIE", re.IGNORECASE)
 _MIN_SECRET = 8  # shorter values ("1", "true") would mask ordinary words
 
-# (pattern, replacement): the replacement keeps the kind (`ghp_***`) so a reader knows what was
-# there, and never matches again.
-_SHAPES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), r) for p, r in (
-    (r"\b(gh[pousr]_)[A-Za-z0-9]{20,}", r"\1" + MASK),  # GitHub tokens
-    (r"\b(github_pat_)[A-Za-z0-9_]{20,}", r"\1" + MASK),
-    (r"\b((?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{4})[A-Z0-9]{12,}\b",
-     r"\1" + MASK),  # AWS key ids
-    (r"(?i)(aws_secret_access_key\s*[=:]\s*)[A-Za-z0-9/+=]{20,}", r"\1" + MASK),
-    (r"\b(hf_)[A-Za-z0-9]{20,}", r"\1" + MASK),  # Hugging Face
-    (r"\b(pypi-)[A-Za-z0-9_-]{40,}", r"\1" + MASK),  # PyPI / TestPyPI upload tokens
-    (r"\b(glpat-)[A-Za-z0-9_-]{20,}", r"\1" + MASK),  # GitLab
-    (r"\b(xox[abposr]-)[A-Za-z0-9-]{10,}", r"\1" + MASK),  # Slack
-    (r"\b(AIza)[0-9A-Za-z_-]{30,}", r"\1" + MASK),  # Google API keys
-    (r"\b(sk-(?:proj-|ant-)?)[A-Za-z0-9_-]{20,}", r"\1" + MASK),  # OpenAI / Anthropic style
-    (r"\b(npm_)[A-Za-z0-9]{30,}", r"\1" + MASK),
-    (r"\b(dckr_pat_)[A-Za-z0-9_-]{20,}", r"\1" + MASK),  # Docker Hub
-    (r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", MASK),  # a JWT
-    (r"(?i)\b(Bearer|Basic)(\s+)[A-Za-z0-9._~+/=-]{16,}", r"\1\2" + MASK),  # headers
-    (r"(?i)(authorization:\s*token\s+)\S{16,}", r"\1" + MASK),
-    (r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@", r"\1" + MASK + "@"),  # password in URL
-    (r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
-     "-----BEGIN PRIVATE KEY----- " + MASK),
-))
+# (literals, pattern, replacement): the pattern runs only on text holding one of its literals
+# (a substring test costs little; seventeen regular expressions over every log would not).
+# The replacement keeps the kind (`ghp_***`) so a reader knows what was there, and never
+# matches again.
+_SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = tuple(
+    (literals, re.compile(p), r) for literals, p, r in (
+        (("gh",), r"\b(gh[pousr]_)[A-Za-z0-9]{20,}", r"\1" + MASK),  # GitHub tokens
+        (("github_pat_",), r"\b(github_pat_)[A-Za-z0-9_]{20,}", r"\1" + MASK),
+        (("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"),
+         r"\b((?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{4})[A-Z0-9]{12,}\b",
+         r"\1" + MASK),  # AWS key ids
+        (("ccess_key", "CCESS_KEY"), r"(?i)(aws_secret_access_key\s*[=:]\s*)[A-Za-z0-9/+=]{20,}",
+         r"\1" + MASK),
+        (("hf_",), r"\b(hf_)[A-Za-z0-9]{20,}", r"\1" + MASK),  # Hugging Face
+        (("pypi-",), r"\b(pypi-)[A-Za-z0-9_-]{40,}", r"\1" + MASK),  # PyPI / TestPyPI tokens
+        (("glpat-",), r"\b(glpat-)[A-Za-z0-9_-]{20,}", r"\1" + MASK),  # GitLab
+        (("xox",), r"\b(xox[abposr]-)[A-Za-z0-9-]{10,}", r"\1" + MASK),  # Slack
+        (("AIza",), r"\b(AIza)[0-9A-Za-z_-]{30,}", r"\1" + MASK),  # Google API keys
+        (("sk-",), r"\b(sk-(?:proj-|ant-)?)[A-Za-z0-9_-]{20,}", r"\1" + MASK),  # OpenAI, …
+        (("npm_",), r"\b(npm_)[A-Za-z0-9]{30,}", r"\1" + MASK),
+        (("dckr_pat_",), r"\b(dckr_pat_)[A-Za-z0-9_-]{20,}", r"\1" + MASK),  # Docker Hub
+        (("eyJ",), r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", MASK),  # JWT
+        (("earer", "EARER", "asic", "ASIC"),
+         r"(?i)\b(Bearer|Basic)(\s+)[A-Za-z0-9._~+/=-]{16,}", r"\1\2" + MASK),  # headers
+        (("uthorization", "UTHORIZATION"), r"(?i)(authorization:\s*token\s+)\S{16,}",
+         r"\1" + MASK),
+        (("://",), r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@",
+         r"\1" + MASK + "@"),  # a password in a URL
+        (("PRIVATE KEY",),
+         r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
+         "-----BEGIN PRIVATE KEY----- " + MASK),
+    ))
 
 
 def mask(text: str) -> str:
     """`text` with every token-shaped string, and every value of our own secrets, masked."""
-    if not text:
+    if len(text) < _MIN_SECRET:
         return text
-    for value in _own_secrets(_secret_env_key()):
+    for value in _own_secrets():
         if value in text:
             text = text.replace(value, MASK)
-    for pattern, replacement in _SHAPES:
-        text = pattern.sub(replacement, text)
+    for literals, pattern, replacement in _SHAPES:
+        if any(literal in text for literal in literals):
+            text = pattern.sub(replacement, text)
     return text
 
 
@@ -70,12 +80,14 @@ def mask_value(value):
     return value
 
 
-def _secret_env_key() -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, v) for k, v in os.environ.items()
-                        if CREDENTIAL_NAME.search(k) and len(v) >= _MIN_SECRET))
+def refresh() -> None:
+    """Read our own secrets again (they are read once: the environment torchbisect started
+    with; call this after changing it in the same process)."""
+    _own_secrets.cache_clear()
 
 
 @cache
-def _own_secrets(pairs: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
-    # longest first, so a secret that contains another is masked whole
-    return tuple(sorted({v for _, v in pairs}, key=len, reverse=True))
+def _own_secrets() -> tuple[str, ...]:
+    values = {v for k, v in os.environ.items() if CREDENTIAL_NAME.search(k)
+              and len(v) >= _MIN_SECRET}
+    return tuple(sorted(values, key=len, reverse=True))  # a secret holding another: whole

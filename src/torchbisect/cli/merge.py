@@ -61,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
 def _written(store, json_target: str | None) -> int:
     from .options import write_json
 
-    write_json(json_target, store.latest(), store.bisections())
-    return len(store.runs())
+    if json_target:  # the newest runs only when asked: a merged store may be huge
+        write_json(json_target, store.latest(), store.bisections())
+    return store.count()  # not every run in memory
 
 
 def _say(*, to_stderr: bool):

@@ -250,13 +250,23 @@ class Settings:
     overlay: bool
 
 
+MAX_BYTES = 4 * 1024 * 1024
+
+
 def load_matrix(path: Path) -> MatrixConfig:
     """Read and validate matrix.yaml; any problem raises ConfigError with one sentence."""
     path = Path(path)
     try:
-        text = path.read_bytes().decode("utf-8")
+        with path.open("rb") as fh:  # no further than the bound: a 2 GB file is not loaded
+            raw = fh.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            raise ConfigError(f"{path} is larger than {MAX_BYTES // 1048576} MiB; a matrix "
+                              "file is a few kilobytes: is this the right file?")
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path} does not exist: pass --matrix PATH") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a folder: pass --matrix with a matrix.yaml file") from None
     except UnicodeDecodeError as err:
         line = err.object[:err.start].count(b"\n") + 1
         raise ConfigError(f"{path}, line {line}: not UTF-8 text; save the file as UTF-8") \

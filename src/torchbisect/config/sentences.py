@@ -2,6 +2,11 @@
 
 YAML is parsed to a node tree (so every key keeps its line) and then to data; pydantic's errors
 are mapped back onto those nodes.  Dates stay text, so a bad one is reported by line too.
+
+The file is bounded before anything walks it (`_bounded`): nesting deeper than `MAX_DEPTH`, an
+anchor that contains itself, or aliases that expand to more than `MAX_NODES` values (a
+"billion laughs" bomb of ten lines) are one sentence with the bound, in well under a second,
+never a RecursionError or a run that never ends.
 """
 
 from __future__ import annotations
@@ -37,13 +42,19 @@ class Loader(yaml.SafeLoader):
 Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
 
 
+MAX_DEPTH = 32  # matrix.yaml's deepest key is 4 levels down
+MAX_NODES = 100_000  # values once aliases are expanded; the default matrix has about 200
+
+
 def parse_yaml(path: Path, text: str) -> tuple[yaml.Node, Any]:
     loader = Loader(text)
     try:
+        _nesting(path, text)
         root = loader.get_single_node()
         if root is None:
             raise ConfigError(f"{path}: the file is empty; expected at least one of `stable`, "
                               "`test`, `nightly`, `dev` or `preinstalled`")
+        _expanded(path, root, 0, {}, set())
         _no_duplicate_keys(path, root)
         return root, loader.construct_document(root)
     except yaml.MarkedYAMLError as err:
@@ -58,6 +69,51 @@ def parse_yaml(path: Path, text: str) -> tuple[yaml.Node, Any]:
         raise ConfigError(f"{path}: not valid YAML ({err})") from None
     finally:
         loader.dispose()
+
+
+def _nesting(path: Path, text: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH from the parser's events (no recursion: the composer
+    that builds the node tree recurses once per level)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ConfigError(f"{path}, line {event.start_mark.line + 1}: nests deeper than "
+                                  f"{MAX_DEPTH} levels; matrix.yaml needs 4")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _expanded(path: Path, node: yaml.Node, depth: int, sizes: dict[int, tuple[int, int]],
+              open_: set[int]) -> tuple[int, int]:
+    """(values, height) of `node` with every alias expanded, each shared node counted once per
+    use but computed once; ConfigError past MAX_NODES or MAX_DEPTH, or for an anchor that
+    contains itself.  Recursion stays below MAX_DEPTH frames."""
+    key = id(node)
+    if key in sizes:
+        count, height = sizes[key]
+    elif key in open_:
+        raise ConfigError(f"{path}, line {node.start_mark.line + 1}: an anchor contains an alias "
+                          "of itself; write the values out")
+    else:
+        open_.add(key)
+        children = ([n for pair in node.value for n in pair]
+                    if isinstance(node, yaml.MappingNode) else
+                    node.value if isinstance(node, yaml.SequenceNode) else [])
+        count, height = 1, 0
+        for child in children:
+            more, below = _expanded(path, child, depth + 1, sizes, open_)
+            count, height = count + more, max(height, below + 1)
+            if count > MAX_NODES:
+                raise ConfigError(f"{path}: its aliases (`*name`) expand to more than "
+                                  f"{MAX_NODES:,} values; write the entries out instead")
+        open_.discard(key)
+        sizes[key] = (count, height)
+    if depth + height > MAX_DEPTH:
+        raise ConfigError(f"{path}, line {node.start_mark.line + 1}: nests deeper than "
+                          f"{MAX_DEPTH} levels once its aliases are expanded")
+    return count, height
 
 
 def _no_duplicate_keys(path: Path, node: yaml.Node, trail: str = "") -> None:

@@ -5,14 +5,21 @@ index pruned them: `resolve` uses a locked build instead of the index.  The file
 sorted keys, fixed formatting and no timestamps, so resolving twice without changes gives the
 same bytes (and a clean `git diff`).  Wheels whose index publishes no sha256 (nightlies) are
 locked with `sha256: null` until `plan --hash` or the installer pins them (`pin_sha256`).
+
+Several runs may write one lock at once (four `plan --hash`, shards pinning what they hashed):
+every write is a read-modify-write under an exclusive `fcntl.flock` on the lock's folder
+(`_exclusive`), which re-reads the file and keeps the pins it holds for the same wheels, so no
+pin is lost; the file itself is replaced atomically (`files.write_text`).  Reading is bounded:
+a lock larger than `MAX_BYTES` or nested deeper than `MAX_DEPTH` is one sentence.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
-import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +27,7 @@ from urllib.parse import unquote, urlparse
 
 from packaging.utils import InvalidWheelFilename
 
+from .. import files, probe_doc
 from ..errors import ConfigError
 from ..links import wheel_name
 from ..model import Plan
@@ -28,6 +36,8 @@ LOCK_FORMAT = 1
 _COMMENT = ("Written by `torchbisect plan` from the matrix file next to it: the exact wheel of "
             "every cell. Commit it; delete an entry to resolve that cell again.")
 _FIELDS = ("channel", "version", "cuda", "python", "url")
+MAX_BYTES = 64 * 1024 * 1024  # a lock of every nightly since 2023 on every tag is ~10 MB
+MAX_DEPTH = 8  # lock → builds → entry → value is 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,11 +73,14 @@ class Lock:
         """The lock at `path`, or an empty one when there is no file yet."""
         path = Path(path)
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = probe_doc.parse(probe_doc.read_text(path, max_bytes=MAX_BYTES),
+                                  max_bytes=MAX_BYTES, max_depth=MAX_DEPTH)
         except FileNotFoundError:
             return cls()
-        except (OSError, ValueError) as err:
-            raise ConfigError(_bad(path, f"not JSON: {err}")) from None
+        except probe_doc.Rejected as err:
+            raise ConfigError(_bad(path, str(err))) from None
+        except OSError as err:
+            raise ConfigError(_bad(path, f"cannot read it: {err.strerror}")) from None
         return cls(builds=_builds(path, doc))
 
     @classmethod
@@ -98,30 +111,69 @@ class Lock:
         return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
 
     def save(self, path: Path) -> bool:
-        """Write the lock; False (and the file untouched) when it already says the same."""
+        """Write the lock; False (and the file untouched) when it already says the same.
+
+        Under the folder's lock, pins the file holds for wheels this lock has unpinned (another
+        run hashed them meanwhile) are kept: concurrent writers lose no pin.
+        """
         path = Path(path)
+        with _exclusive(path):
+            return self.kept_pins(_current(path))._write(path)
+
+    def kept_pins(self, other: Lock) -> Lock:
+        """This lock, with `other`'s sha256 for the same wheel (URL) where this one has none."""
+        builds = dict(self.builds)
+        for cell_id, build in self.builds.items():
+            theirs = other.get(cell_id)
+            if build.sha256 is None and theirs and theirs.url == build.url and theirs.sha256:
+                builds[cell_id] = replace(build, sha256=theirs.sha256)
+        return Lock(builds=builds)
+
+    def _write(self, path: Path) -> bool:
         text = self.dumps()
         try:
             if path.read_text(encoding="utf-8") == text:
                 return False
         except (OSError, UnicodeDecodeError):
             pass
-        # A name of our own: two runs saving at once must not rename each other's file away.
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-        try:
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(path)  # atomic: a crash never leaves half a lock
-        finally:
-            tmp.unlink(missing_ok=True)
+        files.write_text(path, text)  # atomic: a crash never leaves half a lock
         return True
 
 
 def pin_sha256(path: Path, cell_id: str, sha256: str) -> None:
     """Record the sha256 the installer computed, for a cell the lock has without one."""
-    lock = Lock.load(path)
-    build = lock.get(cell_id)
-    if build is not None and build.sha256 is None:
-        lock.pinned(cell_id, sha256).save(path)
+    path = Path(path)
+    with _exclusive(path):
+        lock = Lock.load(path)
+        build = lock.get(cell_id)
+        if build is not None and build.sha256 is None:
+            lock.pinned(cell_id, sha256)._write(path)
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on the lock's folder (no extra file beside a committed lock);
+    released when closed, or when the process dies."""
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as err:
+        raise ConfigError(f"cannot open the folder of the lock file {path} "
+                          f"({err.strerror}); create it or pass another --lock") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _current(path: Path) -> Lock:
+    """What the file says now; a file we cannot read is replaced, as it always was."""
+    try:
+        return Lock.load(path)
+    except ConfigError:
+        return Lock()
 
 
 def _entry(build: LockedBuild) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from .. import cells, defaults
+from .. import cells, defaults, files
 from ..documents import SCHEMA_FILES, schema_text
 from ..model import CellRun, Channel
 from ..outcome import BisectResult
@@ -63,7 +63,7 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
     osv = osv_document(runs, bisections, generated=generated,
                        headlines=tuple(s.headline for s in page.sections), links=links,
                        previous=_previous(out_dir))
-    files = {
+    pages = {
         "index.html": render_html(page),
         "results.json": _json(results_document(page, runs, bisections, generated=generated)),
         "summary.md": render_markdown(page),
@@ -72,7 +72,7 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
         **{file: schema_text(name) for name, file in SCHEMA_FILES.items()},
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    return [_write(out_dir / name, text) for name, text in files.items()]
+    return [_write(out_dir / name, text) for name, text in pages.items()]
 
 
 def results_json(runs: list[CellRun], bisections: list[BisectResult]) -> str:
@@ -151,13 +151,7 @@ def _json(doc: dict) -> str:
 
 
 def _write(path: Path, text: str) -> Path:
-    # open(), not mkstemp: the page is published, so it keeps the umask's usual permissions
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    # a fresh temporary name, then a rename: no half page, no write through a planted link,
+    # a full disk one sentence (files.DiskFull); the umask's usual permissions (published)
+    return files.write_text(path, text)
 

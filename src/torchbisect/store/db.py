@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import defaults, probe_doc
+from .. import defaults, files, probe_doc
 from ..errors import ConfigError
 from ..model import Cell, CellRun, RunStatus
 from ..outcome import BisectResult
@@ -95,8 +95,16 @@ class Store:
 
     def runs(self) -> list[CellRun]:
         """Every stored run, oldest first."""
-        rows = self._db.execute("SELECT * FROM runs ORDER BY started, id")
-        return [self._run(r) for r in rows]
+        return list(self.iter_runs())
+
+    def iter_runs(self) -> Iterator[CellRun]:
+        """Every stored run, oldest first, one at a time (an export of any size)."""
+        for row in self._db.execute("SELECT * FROM runs ORDER BY started, id"):
+            yield self._run(row)
+
+    def count(self) -> int:
+        """How many runs the store holds."""
+        return self._count()
 
     def latest(self) -> list[CellRun]:
         """The newest run of each (cell id, GPU model), ordered by cell id then GPU."""
@@ -158,29 +166,37 @@ class Store:
         """Add the runs and bisections of another store (SQLite or JSON export) that are not here.
 
         Returns (runs added, runs already present); merging the same file twice adds nothing.
+        Entries are read and inserted one at a time, in one transaction: memory stays that of
+        one run whatever the input's size, and a bad input adds nothing.
         """
-        runs, bisections = _read_any(Path(other))
         with self._transaction():
-            before = self._count()
-            for run in runs:
-                self._insert(run)
-            for result in bisections:
-                self._insert_bisection(result)
+            before, seen = self._count(), 0
+            for entry in _read_any(Path(other)):
+                if isinstance(entry, CellRun):
+                    self._insert(entry)
+                    seen += 1
+                else:
+                    self._insert_bisection(entry)
             added = self._count() - before
-        return added, len(runs) - added
+        return added, seen - added
 
     def export_json(self, path: str | Path) -> Path:
-        """Write every run and bisection to a JSON document that `merge_from` reads back."""
-        doc = {
-            "schema": EXPORT_SCHEMA,
-            "runs": [run_to_json(r) for r in self.runs()],
-            "bisections": [b.to_json() for b in self.bisections()],
-        }
+        """Write every run and bisection to a JSON document that `merge_from` reads back.
+
+        Written run by run (memory stays that of one run, whatever the store holds), to a
+        temporary file renamed when complete (`files.atomic`: a full disk is one sentence).
+        """
         out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True), encoding="utf-8")
-        tmp.replace(out)
+        with files.atomic(out) as fh:
+            fh.write(f'{{"schema": {EXPORT_SCHEMA},\n "bisections": [')
+            for i, result in enumerate(self.bisections()):
+                fh.write(("," if i else "") + "\n  " + json.dumps(result.to_json(),
+                                                                   sort_keys=True))
+            fh.write('\n ],\n "runs": [')
+            for i, run in enumerate(self.iter_runs()):
+                fh.write(("," if i else "") + "\n  " + json.dumps(run_to_json(run),
+                                                                   sort_keys=True))
+            fh.write("\n ]\n}\n")
         return out
 
     def import_json(self, path: str | Path) -> tuple[int, int]:
@@ -260,7 +276,7 @@ def _create(db: sqlite3.Connection) -> None:
     db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
 
-def _read_any(path: Path) -> tuple[list[CellRun], list[BisectResult]]:
+def _read_any(path: Path) -> Iterator[CellRun | BisectResult]:
     """Runs and bisections from a store file or a JSON export, told apart by content."""
     if not path.is_file():
         raise ConfigError(f"{path} does not exist: give a results .sqlite file or a JSON export")
@@ -268,5 +284,7 @@ def _read_any(path: Path) -> tuple[list[CellRun], list[BisectResult]]:
         magic = fh.read(len(check.SQLITE_MAGIC))
     if magic == check.SQLITE_MAGIC:
         with Store(path, read_only=True) as other:  # a shard's store is only read
-            return other.runs(), other.bisections()
-    return read_export(path, EXPORT_SCHEMA)
+            yield from other.iter_runs()
+            yield from other.bisections()
+        return
+    yield from read_export(path, EXPORT_SCHEMA)

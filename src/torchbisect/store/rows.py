@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from ..errors import ConfigError
 from ..masking import mask
 from ..model import Cell, CellRun, ProbeResult, RunStatus
 from ..outcome import BisectResult
+from . import export
 
 RUN_FIELDS = (
     "cell_id", "cell_json", "status", "verdict", "cases_json", "probe_json", "reason",
@@ -158,19 +160,22 @@ def damaged_row(path: Path, table: str, row_id: int, err: Exception) -> str:
             f"{row_id}'`")
 
 
-def read_export(path: Path, schema: int) -> tuple[list[CellRun], list[BisectResult]]:
-    """The runs and bisections of a JSON export (`Store.export_json`)."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise ConfigError(f"{path} is neither a SQLite store nor a JSON export "
-                          f"({str(err)[:120]}); give a results .sqlite file or a JSON export "
-                          "of one") from None
-    if not isinstance(doc, dict) or doc.get("schema") != schema:
+def read_export(path: Path, schema: int) -> Iterator[CellRun | BisectResult]:
+    """The runs and bisections of a JSON export (`Store.export_json`), one at a time (`export`
+    bounds memory, entry size and depth); its schema is checked once it has been read, so the
+    caller's transaction is rolled back by the ConfigError of a file that is no export."""
+    found = None
+    for kind, entry in export.entries(path):
+        if kind == "schema":
+            found = entry
+            continue
+        try:
+            if kind == "runs":
+                yield run_from_json(entry)
+            else:
+                yield BisectResult.from_json(probe_doc.check_bisection(entry))
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise ConfigError(f"the export {path} has a damaged entry ({type(err).__name__}: "
+                              f"{str(err)[:120]}); export the shard again") from None
+    if found != schema:
         raise ConfigError(f"{path} is not a torchbisect export (expected \"schema\": {schema})")
-    try:
-        runs = [run_from_json(r) for r in doc.get("runs", [])]
-        return runs, [BisectResult.from_json(b) for b in doc.get("bisections", [])]
-    except (ValueError, KeyError, TypeError, AttributeError) as err:
-        raise ConfigError(f"the export {path} has a damaged entry ({type(err).__name__}: "
-                          f"{str(err)[:120]}); export the shard again") from None
