@@ -125,6 +125,7 @@ def test_probe_of_an_interpreter_without_torch_is_a_usage_error_and_stores_nothi
     assert not Path("reports/results.sqlite").exists()
 
 
+@pytest.mark.slow  # a real probe run / a real nox session
 def test_probe_advice_followed_with_an_interpreter_that_has_torch(tmp_path, no_torch_python):
     with_torch = python_with_torch("{}.{}".format(*sys.version_info[:2]))
     if with_torch is None:
@@ -229,6 +230,7 @@ def test_an_empty_page_says_why_and_links_the_committed_examples(tmp_path, no_to
 
 # ---- the test command itself ---------------------------------------------------------------------
 
+@pytest.mark.slow  # a real probe run / a real nox session
 def test_nox_tests_runs_the_sessions_own_pytest_whatever_the_base_holds(tmp_path):
     """The base interpreter here has pytest but not torchbisect: a session that ran the base's
     pytest (as `session.run("pytest")` did with --system-site-packages) could not import it."""
