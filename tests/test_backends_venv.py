@@ -22,14 +22,13 @@ from torchbisect.backends import BACKENDS, BackendOptions, Watcher, backend_clas
 from torchbisect.backends.current import CurrentBackend
 from torchbisect.backends.preinstalled import (
     interpreter_of,
-    named_interpreter,
     read_image_answer,
     torch_fingerprint,
 )
 from torchbisect.backends.venv import VenvBackend
 from torchbisect.backends.wheels import extra_index
 from torchbisect.errors import BackendUnavailable, ConfigError
-from torchbisect.model import Channel, RunStatus, Verdict
+from torchbisect.model import Cell, Channel, RunStatus, Verdict, split_interpreter
 
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
@@ -271,7 +270,7 @@ def test_choosing_without_a_name_says_which_and_why(monkeypatch, tmp_path):
 
     said = []
     monkeypatch.setattr(backends, "docker_answers", lambda timeout=5.0: False)
-    backend = choose_backend(None, say=said.append, workdir=tmp_path)
+    backend = choose_backend(None, BackendOptions(workdir=tmp_path), say=said.append)
     assert backend.name == "venv"
     assert said == ["backend: venv (no Docker engine answers; choose with --backend)"]
 
@@ -283,7 +282,7 @@ def test_an_option_no_backend_has_is_refused_not_dropped(monkeypatch, tmp_path, 
     asked = []
     monkeypatch.setattr(backends, "docker_answers", lambda timeout=5.0: asked.append(1))
     with pytest.raises(TypeError, match="work_root"):
-        choose_backend(name, say=print, workdir=tmp_path, work_root=tmp_path / "docker")
+        choose_backend(name, BackendOptions(workdir=tmp_path, work_root=tmp_path / "docker"))
     assert asked == []  # refused before any engine is asked
 
 
@@ -295,15 +294,22 @@ def test_backend_options_are_frozen_and_keyword_only(tmp_path):
         BackendOptions(tmp_path)  # type: ignore[misc]
 
 
-@pytest.mark.parametrize(("python", "named"), [
-    ("", None), ("3.12", None), ("3", None), ("3.13t", None), ("3.12.4", None),
-    ("python3.11", "python3.11"), ("/opt/venv/bin/python", "/opt/venv/bin/python"),
+@pytest.mark.parametrize(("written", "python", "named"), [
+    ("", "", None), ("3.12", "3.12", None), ("3", "3", None), ("3.13t", "3.13t", None),
+    ("3.12.4", "3.12.4", None),
+    ("python3.11", "", "python3.11"), ("/opt/venv/bin/python", "", "/opt/venv/bin/python"),
 ])
-def test_a_preinstalled_cell_names_an_interpreter_or_means_the_default_one(python, named):
-    # One rule for both backends (venv took "3" or "3.12.4" for an interpreter's name, docker
-    # for "the image's python3").
-    cell = make_cell("preinstalled", channel=Channel.PREINSTALLED, python=python, url=None)
-    assert named_interpreter(cell) == named
+def test_a_preinstalled_interpreter_is_a_name_or_path_and_a_bare_version_means_the_default(
+        written, python, named):
+    """One rule (model.split_interpreter) for matrix.yaml's `preinstalled.interpreter` and for a
+    stored cell written before Cell had `interpreter` (its `python` carried the interpreter):
+    "3.12.4" is a version, as the backends always read it (`plan` once called it an
+    interpreter)."""
+    assert split_interpreter(written) == (python, named)
+    cell = make_cell("preinstalled", channel=Channel.PREINSTALLED, python=python, url=None,
+                     interpreter=named)
+    old = {k: v for k, v in cell.to_json().items() if k != "interpreter"} | {"python": written}
+    assert Cell.from_json(old) == cell
     expected = named if named is None or named.startswith("/") else (
         shutil.which(named) or named)
     assert interpreter_of(cell, "/default/python") == (expected or "/default/python")

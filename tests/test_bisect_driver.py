@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 from helpers import fake_torch_wheel, make_cell, make_run, sha256_of
 
-from torchbisect.backends import choose_backend
+from torchbisect.backends import BackendOptions, choose_backend
 from torchbisect.backends.base import Backend, Prepared, ProbeOutput
 from torchbisect.bisect.candidates import build_candidates
 from torchbisect.bisect.driver import Bisector
@@ -268,8 +268,8 @@ def venv_backend(tmp_path_factory):
     """One work folder for the module: a nightly's venv, once built, is reused by later tests."""
     if shutil.which("uv") is None:
         pytest.skip("uv is not installed")
-    return choose_backend("venv", say=lambda _: None, workdir=tmp_path_factory.mktemp("work"),
-                          overlay=True)
+    options = BackendOptions(workdir=tmp_path_factory.mktemp("work"), overlay=True)
+    return choose_backend("venv", options, say=lambda _: None)
 
 
 def exits(first_bad: str, at: dict[str, int] | None = None) -> str:

@@ -15,7 +15,7 @@ import pytest
 from helpers import fake_torch_wheel
 
 from torchbisect import execute
-from torchbisect.backends import choose_backend
+from torchbisect.backends import BackendOptions, choose_backend
 from torchbisect.bisect.candidates import build_release_candidates
 from torchbisect.bisect.driver import Bisector
 from torchbisect.bisect.verdicts import Rule, ScriptAborted, check_script_run
@@ -39,7 +39,7 @@ def run_script(command: str, wheel: Path, tmp_path: Path, timeout: float = 60):
     cell = Cell(id="nightly-20250801-cpu-test", channel=Channel.NIGHTLY, version=VERSION,
                 cuda="cpu", python=PY, url=str(wheel), date="2025-08-01",
                 probe=rule.probe_name, env=rule.env, timeout=timeout)
-    backend = choose_backend("venv", say=lambda _: None, workdir=tmp_path / "work")
+    backend = choose_backend("venv", BackendOptions(workdir=tmp_path / "work"), say=lambda _: None)
     run = execute.run_cell(backend, cell, gpu=None, logs_dir=tmp_path / "logs")
     return rule, run
 
@@ -107,7 +107,7 @@ DECIDE = ("python -c \"import sys, torch; v = tuple(map(int, torch.__version__.s
 
 
 def test_a_script_that_asks_to_stop_leaves_nothing_stored(tmp_path):
-    backend = choose_backend("venv", say=lambda _: None, workdir=tmp_path / "work")
+    backend = choose_backend("venv", BackendOptions(workdir=tmp_path / "work"), say=lambda _: None)
     with pytest.raises(ScriptAborted):
         release_bisection(tmp_path, backend, script="exit 200")
     with Store(tmp_path / "results.sqlite") as store:
@@ -118,7 +118,8 @@ def test_a_script_that_asks_to_stop_leaves_nothing_stored(tmp_path):
 @pytest.mark.slow
 def test_a_script_bisects_with_the_docker_backend(tmp_path):
     """The script runs inside each build's container: the image's python, the build's torch."""
-    backend = choose_backend("docker", say=lambda _: None, workdir=tmp_path / "work")
+    backend = choose_backend("docker", BackendOptions(workdir=tmp_path / "work"),
+                             say=lambda _: None)
     image = "torchbisect/base:bookworm"
     (tmp_path / "host-only").touch()  # not mounted: seen from the host, the bisection stops
     in_container = f"test -e {tmp_path / 'host-only'} && exit 200; {DECIDE}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 from datetime import date
 
 import pytest
@@ -69,3 +70,43 @@ def test_every_nightly_id_reads_back(day, cuda, python, bump, script):
         Channel.NIGHTLY, day.strftime("%Y%m%d"), bump, cuda)
     assert parsed.python == "cp" + "".join(python.split(".")[:2])
     assert parsed.variant == script.replace(":", "-")
+
+
+@pytest.mark.parametrize(("patterns", "shape", "meets"), [
+    (["stable-2.15*"], "stable-*-*-cp312", True),
+    (["stable-2.15*"], "test-*-*-cp312", False),
+    (["stable-2.15*"], "nightly-20261001-*", False),
+    (["nightly-202610*"], "nightly-20261001-*", True),
+    (["nightly-202610*"], "nightly-20260901-*", False),
+    (["*-cu130-*"], "stable-2.15.0-cu126-cp312", False),
+    (["*-cu130-*"], "stable-*-*-cp312", True),
+    (["[sn]*"], "test-*", False),
+    (["[!t]*", "dev-a"], "test-*", False),
+    (["stable-2.1?.0-*"], "stable-2.15.0-*-cp312", True),
+    ([], "anything", True),  # no --cells: every entry is planned
+])
+def test_a_selection_meets_the_shape_of_an_entrys_ids(patterns, shape, meets):
+    assert cells.may_match(patterns, shape) is meets
+
+
+def _masked(text: str, draw_mask) -> str:
+    """`text` with some characters turned into "?" and some runs into "*": it still matches."""
+    out, i = "", 0
+    for start, length, kind in sorted(draw_mask):
+        if start < i or start >= len(text):
+            continue
+        out += text[i:start] + ("*" if kind else "?" * min(length, len(text) - start))
+        i = start + (length if kind else min(length, len(text) - start))
+    return out + text[i:]
+
+
+mask = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 5), st.booleans()), max_size=4)
+
+
+@given(text=st.text("ab-.12", max_size=20), one=mask, other=mask)
+def test_two_globs_that_match_one_id_always_meet(text, one, other):
+    """Never an index too few: whenever one id matches both the pattern and the shape, planning
+    keeps the entry."""
+    pattern, shape = _masked(text, one), _masked(text, other)
+    assert fnmatch.fnmatchcase(text, pattern) and fnmatch.fnmatchcase(text, shape)
+    assert cells.may_match([pattern], shape)

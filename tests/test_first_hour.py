@@ -66,7 +66,7 @@ def test_the_driver_note_names_a_flag_that_matrix_takes_and_it_works(served, cap
     assert "stable-2.15.0-cu130-cp312" in out  # no driver known: the newest tag is assumed
     # Follow the advice on the command the user was running: a 525 driver runs CUDA 12 only.
     assert run("matrix", "--driver", "525.60.13", "--interpreter", no_torch_python,
-               "--cells", "preinstalled", "--no-report") == 0
+               "--cells", "stable-*,preinstalled", "--no-report") == 0
     out = capsys.readouterr().out
     assert "--driver" not in out
     builds = json.loads(Path("matrix.lock.json").read_text())["builds"]
@@ -190,6 +190,32 @@ def test_one_cell_is_one_cell(served, capsys):
     Path("matrix.yaml").write_text("preinstalled: true\n")
     assert run("plan", "--driver", "580.65.06") == 0
     assert "1 cell, 0 requested builds missing" in capsys.readouterr().out
+
+
+def test_cells_selects_before_planning_and_without_a_gpu_names_the_cells_not_probed(
+        served, capsys, no_torch_python):
+    """The README's "start small": `--cells 'stable-2.15*'` reads only the stable indexes (the
+    nightly entry cannot give such a cell, so its index is never asked), and without a GPU it
+    says which selected cells it did not probe instead of probing some other torch."""
+    assert run("matrix", "--cells", "stable-2.15*", "--interpreter", no_torch_python,
+               "--no-report") == 0
+    out = " ".join(capsys.readouterr().out.split())  # however the console wraps it
+    assert "these selected cells are not probed: stable-2.15.0-cu130-cp312;" in out
+    assert "--allow-no-gpu" in out and "torch of" not in out  # no other torch stands in
+    # `cuda: auto` reads the stable index of every CUDA tag; the nightly index is never asked.
+    assert served.hits and all(h.startswith("/whl/cu") for h in served.hits)
+    builds = json.loads(Path("matrix.lock.json").read_text())["builds"]
+    assert list(builds) == ["stable-2.15.0-cu130-cp312"]
+
+
+def test_cells_selects_before_planning_on_the_path_that_probes(served, capsys, tmp_path):
+    """The same selection where cells are installed and probed (a GPU, or --allow-no-gpu): the
+    nightly index is not asked either; a wheel that cannot be fetched is an infrastructure
+    failure of the one selected cell."""
+    assert run("matrix", "--cells", "stable-2.15*", "--allow-no-gpu", "--backend", "venv",
+               "--workdir", str(tmp_path / "work"), "--no-report") == 3
+    assert "stable-2.15.0-cu130-cp312" in capsys.readouterr().out
+    assert served.hits and not [h for h in served.hits if h.startswith("/whl/nightly/")]
 
 
 def test_without_a_gpu_the_docker_backend_probes_the_images_torch(no_torch_python):

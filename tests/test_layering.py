@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # Bottom to top: a module may import from its own floor and the floors below it.
 FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
     ("tools", frozenset({"torchbisect", "errors", "defaults", "words", "retry", "links", "proc",
-                         "gpus", "net", "http", "console", "masking", "files"})),
+                         "gpus", "net", "http", "console", "masking", "files", "runlock"})),
     ("vocabulary", frozenset({"model", "outcome", "cells", "probes", "probe_doc", "reuse",
                              "documents"})),
     ("sources", frozenset({"config", "index", "github_api"})),

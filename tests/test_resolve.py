@@ -242,8 +242,8 @@ def test_preinstalled_and_entry_settings_reach_the_cell(plan_of):
     stable, pre = plan.cells
     assert stable.env == (("A", "1"), ("B", "two")) and stable.timeout == 60
     assert stable.base_image == "img:13" and stable.overlay is True
-    assert (pre.id, pre.channel, pre.url, pre.python) == (
-        "preinstalled", Channel.PREINSTALLED, None, "/usr/bin/python3")
+    assert (pre.id, pre.channel, pre.url, pre.python, pre.interpreter) == (
+        "preinstalled", Channel.PREINSTALLED, None, "", "/usr/bin/python3")
     assert pre.cases == ("capture",) and pre.env == (("A", "1"),)
     assert pre.base_image == "nvcr.io/nvidia/pytorch:25.09-py3"
 

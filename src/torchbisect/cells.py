@@ -14,7 +14,10 @@ stands in for the probe's verdict on the page.
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .model import Channel
@@ -107,3 +110,48 @@ def _tag(python: str) -> str:
 
 def _variant(base: str, probe: str) -> str:
     return f"{base}-{probe.replace(':', '-')}" if probe.startswith("script:") else base
+
+
+def may_match(patterns: Sequence[str], shape: str) -> bool:
+    """Whether some glob of `patterns` (`--cells`) can match some id of `shape`, a glob of the ids
+    an entry can produce ("stable-*-*-cp312", "nightly-20261001-*"): planning skips an entry, and
+    so its index pages, only when none can.  No patterns: every shape may match."""
+    return not patterns or any(_meet(tuple(_tokens(p)), tuple(_tokens(shape))) for p in patterns)
+
+
+def _tokens(glob: str) -> list[str]:
+    """fnmatch's tokens: "*", "?", a "[…]" set, or one character."""
+    out, i = [], 0
+    while i < len(glob):
+        end = _set_end(glob, i) if glob[i] == "[" else -1
+        out.append(glob[i:end + 1] if end != -1 else glob[i])
+        i = end + 1 if end != -1 else i + 1
+    return out
+
+
+def _set_end(glob: str, start: int) -> int:
+    j = start + 1
+    j += glob[j:j + 1] == "!"
+    j += glob[j:j + 1] == "]"
+    return glob.find("]", j)
+
+
+@functools.cache
+def _meet(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Whether the two globs match one string in common (a star absorbs any token of the other)."""
+    if not a or not b:
+        return all(t == "*" for t in a + b)
+    if a[0] == "*" or b[0] == "*":
+        star, other = (a, b) if a[0] == "*" else (b, a)
+        return _meet(star[1:], other) or _meet(star, other[1:])
+    return _one_char(a[0], b[0]) and _meet(a[1:], b[1:])
+
+
+def _one_char(x: str, y: str) -> bool:
+    if len(x) == 1 and len(y) == 1 and "?" not in (x, y):
+        return x == y
+    if len(x) == 1 and x != "?":
+        return fnmatch.fnmatchcase(x, y)
+    if len(y) == 1 and y != "?":
+        return fnmatch.fnmatchcase(y, x)
+    return True  # "?" or two sets: assumed to meet (an index read too many, never one too few)

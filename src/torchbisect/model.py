@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -69,7 +70,7 @@ class Cell:
     channel: Channel
     version: str  # torch version string as published, e.g. "2.10.0.dev20250801+cu128"
     cuda: str  # cuda tag ("cu130", "cpu") or "" when unknown (preinstalled)
-    python: str  # "3.12"
+    python: str  # "3.12"; "" when not known before probing (a preinstalled torch)
     url: str | None = None  # wheel URL or local path; None for preinstalled
     sha256: str | None = None
     date: str | None = None  # nightly date YYYY-MM-DD
@@ -81,6 +82,9 @@ class Cell:
     base_image: str | None = None  # docker backend: the image for this cell's CUDA tag
     overlay: bool = False  # install torch --no-deps over an environment that has CUDA libraries
     index_url: str | None = None  # where nightly dependencies (pytorch-triton) come from
+    # A preinstalled cell: the interpreter whose torch it tests, by name or path; None: the
+    # default one (the interpreter running torchbisect; `python3` in an image).
+    interpreter: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -95,7 +99,18 @@ class Cell:
         values["channel"] = Channel(values["channel"])
         values["cases"] = tuple(values.get("cases") or ())
         values["env"] = tuple(sorted((values.get("env") or {}).items()))
+        if "interpreter" not in values and values["channel"] is Channel.PREINSTALLED:
+            # Written before Cell had `interpreter`: `python` carried the interpreter then.
+            values["python"], values["interpreter"] = split_interpreter(values.get("python"))
         return cls(**values)
+
+
+def split_interpreter(text: str | None) -> tuple[str, str | None]:
+    """(python, interpreter) of what matrix.yaml's `preinstalled.interpreter` says: a name or
+    a path is an interpreter; nothing or a bare version ("3.12", "3.12.4", "3.13t") means the
+    default interpreter, and the version is kept as the cell's Python."""
+    text = text or ""
+    return (text, None) if re.fullmatch(r"[\d.]*t?", text) else ("", text)
 
 
 @dataclass(frozen=True, kw_only=True)

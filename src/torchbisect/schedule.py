@@ -32,6 +32,8 @@ from .backends.base import Backend
 from .errors import ConfigError, TorchbisectError
 from .gpus import Gpu
 from .model import Cell, CellRun
+from .plan.cost import Cost, estimate
+from .plan.lock import Lock
 from .probes import probe_version
 from .progress import Handler
 from .store.db import Store
@@ -67,12 +69,14 @@ def shard(cells: Iterable[Cell], spec: str | None) -> tuple[Cell, ...]:
 class Selection:
     to_run: tuple[Cell, ...]
     reused: tuple[CellRun, ...]  # stored verdicts standing in for the cells not run
+    cost: Cost  # what running `to_run` will cost, said before it starts
 
 
 def select(cells: Iterable[Cell], store: Store, *, backend: Backend, gpu: Gpu | None,
-           force: bool = False) -> Selection:
-    """Split cells into those to run and those whose skip key already has a verdict; reads the
-    store and writes nothing (see `keep_reused`)."""
+           force: bool = False, lock: Lock | None = None, gpus: int = 1) -> Selection:
+    """Split cells into those to run and those whose skip key already has a verdict, with the
+    cost of the run (wheel sizes from `lock`, times from the store's runs, over `gpus`); reads
+    the store and writes nothing (see `keep_reused`)."""
     to_run, reused = [], []
     for cell in cells:
         found = None if force else _stored_verdict(cell, store, backend, gpu)
@@ -80,7 +84,9 @@ def select(cells: Iterable[Cell], store: Store, *, backend: Backend, gpu: Gpu | 
             to_run.append(cell)
         else:
             reused.append(found)
-    return Selection(to_run=tuple(to_run), reused=tuple(reused))
+    cost = estimate([*to_run, *(r.cell for r in reused)], stored=[r.cell.id for r in reused],
+                    lock=lock or Lock(), runs=store.runs(), gpus=max(gpus, 1))
+    return Selection(to_run=tuple(to_run), reused=tuple(reused), cost=cost)
 
 
 def _stored_verdict(cell: Cell, store: Store, backend: Backend, gpu: Gpu | None) -> CellRun | None:

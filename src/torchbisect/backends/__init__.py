@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
 
 from ..errors import BackendUnavailable, ConfigError
 from .base import Backend, BackendOptions, Prepared, ProbeOutput, Watcher
@@ -42,14 +41,12 @@ def backend_class(name: str) -> type[Backend]:
                                  "choose another --backend") from None
 
 
-def choose_backend(name: str | None, *, say: Callable[[str], None] = print,
-                   **options: Any) -> Backend:
-    """The backend called `name` (None: docker when an engine answers, else venv), checked.
-
-    `options` are the fields of `BackendOptions` (workdir, overlay, python, watcher …); any other
-    name is a TypeError.  Raises BackendUnavailable when the backend cannot run here.
+def choose_backend(name: str | None, options: BackendOptions | None = None, *,
+                   say: Callable[[str], None] = print) -> Backend:
+    """The backend called `name` (None: docker when an engine answers, else venv), built with
+    `options` and checked.  Raises BackendUnavailable when the backend cannot run here.
     """
-    built = BackendOptions(**options)  # before the engine is asked: a wrong name fails at once
+    built = options or BackendOptions()
     if name is None:
         name, why = ("docker", "a Docker engine answers") if docker_answers() else (
             "venv", "no Docker engine answers")

@@ -32,7 +32,7 @@ from ..probes import probe_path
 from .base import Backend, BackendOptions, Prepared, ProbeOutput, cell_lock, read_document
 from .container import LABEL, OWNER_LABEL, Containers, bind, last_line
 from .docker_image import RunnerImages, default_base_image, host_ca_bundle
-from .preinstalled import FINGERPRINT_SNIPPET, IMAGE_ANSWER, named_interpreter, read_image_answer
+from .preinstalled import FINGERPRINT_SNIPPET, IMAGE_ANSWER, read_image_answer
 from .wheels import cell_wheel, discard, extra_index, local_wheel, sha256_file
 
 __all__ = ["LABEL", "OWNER_LABEL", "DockerBackend"]
@@ -179,7 +179,7 @@ class DockerBackend(Backend):
             raise ConfigError(f"cell {cell.id}: on the docker backend a preinstalled cell needs "
                               "an image whose python has torch: name one (an NGC image, say) "
                               "as `preinstalled: {image: …}` in matrix.yaml")
-        wanted = named_interpreter(cell) or ""  # "": the image's python3
+        wanted = cell.interpreter or ""  # "": the image's python3
         key = (self.images.ensure(cell.base_image, log).id, wanted)
         if key not in self._images:
             workdir = self.cells_dir / cell.id

@@ -1,8 +1,8 @@
 """What "preinstalled" means: a torch already there, in an interpreter or an image, not installed.
 
-A `preinstalled` cell names where its torch is in `python` (the plan puts matrix.yaml's
-`preinstalled.interpreter` there): an interpreter's name or path, or "" / a bare version such as
-"3.12", which mean the default one (the interpreter running torchbisect; `python3` in an image).
+A `preinstalled` cell names where its torch is in `interpreter` (matrix.yaml's
+`preinstalled.interpreter`, see `model.split_interpreter`): an interpreter's name or path, or None
+for the default one (the interpreter running torchbisect; `python3` in an image).
 
 Such a torch has no wheel sha256, so its fingerprint is `preinstalled:<version>:<sha256 of its
 RECORD>`: it changes when torch is reinstalled or upgraded, and is computed from the package
@@ -13,17 +13,17 @@ own process).  The same snippet answers for another interpreter on this host and
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 import os
-import re
 import shutil
 import sys
 from functools import cache
 
-from .. import proc
+from .. import cells, proc
 from ..errors import BackendUnavailable, CommandFailed
-from ..model import Cell
+from ..model import Cell, Channel
 
 _NO_TORCH = 3
 # Run by another interpreter, which may be as old as 3.8: stdlib only, no import of torch.
@@ -42,15 +42,26 @@ IMAGE_ANSWER = ('py=$(command -v "${1:-python3}" || command -v python) && '
                 '"$py" -c "$0" && echo "$py"')
 
 
-def named_interpreter(cell: Cell) -> str | None:
-    """The interpreter a preinstalled cell names, or None for the default one."""
-    return None if re.fullmatch(r"[\d.]*t?", cell.python) else cell.python
+def preinstalled_cell(**fields) -> Cell:
+    """The interpreter's own torch, for when the plan has no `preinstalled` entry."""
+    return Cell(id=cells.PREINSTALLED, channel=Channel.PREINSTALLED, version="", cuda="",
+                python="", **fields)
+
+
+def with_torch_version(cell: Cell, *, python: str) -> Cell:
+    """A preinstalled cell with the version (and CUDA tag) of the torch it names, read without
+    importing torch, so the store and the report can say which torch it was."""
+    if cell.channel is not Channel.PREINSTALLED or cell.version:
+        return cell
+    version = torch_version(interpreter_of(cell, python)) or ""
+    cuda = cells.build_tag(version) or cell.cuda
+    return dataclasses.replace(cell, version=version, cuda=cuda)
 
 
 def interpreter_of(cell: Cell, default: str) -> str:
     """The interpreter on this host whose torch a preinstalled cell tests."""
-    named = named_interpreter(cell)
-    return default if named is None else (shutil.which(named) or named)
+    return default if cell.interpreter is None else (shutil.which(cell.interpreter)
+                                                     or cell.interpreter)
 
 
 def read_image_answer(output: str) -> tuple[str, str] | None:

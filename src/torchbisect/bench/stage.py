@@ -40,7 +40,7 @@ def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
     cell cannot be prepared the dict says why under "skipped" and holds no timings.
     """
     from ..backends.current import CurrentBackend
-    from ..runstage import preinstalled_cell
+    from ..backends.preinstalled import preinstalled_cell
     from ..schedule import run_cells
 
     backend = backend or CurrentBackend()

@@ -81,12 +81,13 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
     for note in cands.notes:
         progress.note(note)
     from ..backends import choose_backend  # imported late: the docker SDK is slow to import
+    from ..backends.base import BackendOptions
 
     # A script usually reads files of this host: it runs in a venv here unless told otherwise
     # (with --backend docker it runs inside the build's container, as the probe does).
     name = options.backend or ("venv" if options.script is not None else None)
-    backend = choose_backend(name, say=progress.note, workdir=options.workdir,
-                             overlay=options.overlay)
+    backend = choose_backend(name, BackendOptions(workdir=options.workdir,
+                                                  overlay=options.overlay), say=progress.note)
     with Store(options.store) as store:
         bisector = Bisector(
             backend=backend, store=store, rule=options.rule, direction=options.direction,

@@ -1,9 +1,9 @@
 """`torchbisect matrix`: plan → install and probe each cell on the GPUs → store → report.
 
-The steps, each a small function: resolve the plan (and keep the lock up to date), pick this
-shard's cells, choose the backend, skip the cells whose verdict is already stored, run the rest
-(the run stage itself is runstage.py), print the summary table, render the report.  Without a
-GPU only this interpreter's torch is probed, unless `--allow-no-gpu`.
+The steps, each a small function: resolve the plan (plan/planning.py; only the entries `--cells`
+can match), pick this shard's cells, choose the backend, skip the cells whose verdict is already
+stored, run the rest (runstage.py), print the summary table, render the report.  Without a GPU only
+a preinstalled torch is probed, unless `--allow-no-gpu`.
 
 Exit status (`--fail-on`, see cli/options.py): by default 3 when some cell ended as an
 infrastructure failure (it is retried on the next run), else 0; 1 with `--fail-on affected` when a
@@ -20,10 +20,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import runstage
-from ..backends.base import host_python
+from .. import defaults, runstage
+from ..backends.base import BackendOptions, host_python
 from ..console import make_console
 from ..model import Cell, CellRun, Plan, RunStatus
+from ..plan import planning
 from ..words import count
 from . import options as flags
 
@@ -66,16 +67,20 @@ def run(args: argparse.Namespace) -> int:
     backend_name = args.backend
     why_nothing = ""
     if not gpus and not args.allow_no_gpu:
-        # Nothing but the interpreter's torch will run: no index to ask, no wheel to fetch
-        # (unless --cells/--shard name cells, which only the full plan can check).
-        picked = args.cells or args.shard or args.skip
+        # Nothing but a preinstalled torch will run: no index to ask, no wheel to fetch (unless
+        # --cells/--skip/--shard select cells: the plan names them, and says which are not run).
+        picked = bool(args.cells or args.shard or args.skip)
         plan = _plan(args, console, preinstalled_only=not picked)
         cells = _pick(plan.cells, args) if picked else plan.cells
         cells, backend_name = runstage.no_gpu_cells(cells, python=_python(args),
-                                                    backend=backend_name, say=_say(console))
+                                                    backend=backend_name, say=_say(console),
+                                                    selected=picked)
         if not cells:
-            why_nothing = ("No GPU is visible on the machine that ran `nox -s matrix`, and its "
-                           "interpreter has no torch, so nothing was probed.")
+            why_nothing = (
+                "No GPU is visible on the machine that ran `nox -s matrix`, so none of the "
+                "selected cells was probed." if picked else
+                "No GPU is visible on the machine that ran `nox -s matrix`, and its "
+                "interpreter has no torch, so nothing was probed.")
     else:
         cells = _pick(_plan(args, console).cells, args)
     slots = list(gpus) or [None]
@@ -101,8 +106,9 @@ def _say(console: Console):
 
 
 def _plan(args: argparse.Namespace, console: Console, *, preinstalled_only: bool = False) -> Plan:
-    return runstage.resolve_plan(args.matrix, lock=args.lock, offline=args.offline,
+    return planning.resolve_plan(args.matrix, lock=args.lock, offline=args.offline,
                                  driver=args.driver, say=_say(console),
+                                 select=flags.globs(args.cells),
                                  preinstalled_only=preinstalled_only)
 
 
@@ -127,9 +133,9 @@ def _probe(cells, backend_name, store, slots, args, console) -> tuple[list[CellR
     from ..progress import RichHandler
 
     handler = RichHandler()
-    options = runstage.backend_options(interpreter=args.interpreter, workdir=args.workdir,
-                                       watcher=handler)
-    backend = choose_backend(backend_name, say=console.print, **options)
+    options = BackendOptions(python=args.interpreter, workdir=args.workdir or defaults.WORKDIR,
+                             watcher=handler)
+    backend = choose_backend(backend_name, options, say=console.print)
     return runstage.probe_cells(cells, backend=backend, store=store, slots=slots,
                                 force=args.force, logs=args.out / "logs", lookahead=args.jobs,
                                 handler=handler, lock_file=_lock_path(args),
@@ -137,7 +143,7 @@ def _probe(cells, backend_name, store, slots, args, console) -> tuple[list[CellR
 
 
 def _lock_path(args: argparse.Namespace) -> Path:
-    return runstage.lock_path(args.matrix, args.lock)
+    return planning.lock_path(args.matrix, args.lock)
 
 
 def _summary(new: list[CellRun], reused: list[CellRun], console: Console, *, logs: Path) -> None:

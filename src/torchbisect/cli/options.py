@@ -171,17 +171,23 @@ def exit_status(runs: list[CellRun], fail_on: frozenset[str]) -> int:
 
 def by_patterns(cells: tuple[Cell, ...], *, keep: str, skip: str, matrix: Path) -> tuple[Cell, ...]:
     """`--cells` and `--skip`: comma lists of glob patterns over cell ids."""
-    if keep:
-        cells = tuple(c for c in cells if _matches(c.id, _patterns(cells, keep, "cells", matrix)))
+    if keep:  # the patterns are checked even when the plan is empty
+        wanted = _patterns(cells, keep, "cells", matrix)
+        cells = tuple(c for c in cells if _matches(c.id, wanted))
     if skip:
-        cells = tuple(c for c in cells if not _matches(c.id, _patterns(cells, skip, "skip",
-                                                                       matrix)))
+        unwanted = _patterns(cells, skip, "skip", matrix)
+        cells = tuple(c for c in cells if not _matches(c.id, unwanted))
     return cells
+
+
+def globs(text: str | None) -> tuple[str, ...]:
+    """The patterns of `--cells` or `--skip` ("stable-*,nightly-202610*")."""
+    return tuple(p.strip() for p in (text or "").split(",") if p.strip())
 
 
 def _patterns(cells: tuple[Cell, ...], text: str, flag: str, matrix: Path) -> list[str]:
     """The patterns of one flag; one that matches no cell is a mistake, said as such."""
-    patterns = [p.strip() for p in text.split(",") if p.strip()]
+    patterns = globs(text)
     unknown = [p for p in patterns if not any(_matches(c.id, [p]) for c in cells)]
     if unknown:
         raise ConfigError(f"--{flag}: no cell matches {', '.join(unknown)} in the plan of "

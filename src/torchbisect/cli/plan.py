@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from ..errors import ConfigError
 from ..index.fetch import sha256_of
 from ..model import Cell, CellRun, Channel, Plan
 from ..plan.cost import describe, estimate
-from ..runstage import plan_and_lock
+from ..plan.planning import plan_and_lock
 from ..words import count
 from . import options as flags
 
@@ -114,8 +113,8 @@ def source_of(cell: Cell) -> str:
         return cell.url
     if cell.channel is Channel.PREINSTALLED and cell.base_image:
         return f"the torch in image {cell.base_image}"
-    if cell.python and not re.fullmatch(r"\d+\.\d+t?", cell.python):
-        return f"the torch of {cell.python}"
+    if cell.interpreter:
+        return f"the torch of {cell.interpreter}"
     return "the torch of the interpreter running torchbisect"
 
 

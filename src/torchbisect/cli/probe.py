@@ -16,11 +16,13 @@ import dataclasses
 from rich.console import Console
 from rich.table import Table
 
-from ..backends.base import host_python
+from .. import defaults
+from ..backends.base import BackendOptions, host_python
+from ..backends.preinstalled import preinstalled_cell, with_torch_version
+from ..cells import PREINSTALLED as PREINSTALLED_ID
 from ..console import make_console, print_table
 from ..errors import ConfigError, InfraError
 from ..model import Cell, CellRun, Channel, RunStatus
-from ..runstage import PREINSTALLED_ID, backend_options, preinstalled_cell, with_torch_version
 from . import options as flags
 from .options import add_backend_option, add_interpreter_option, add_json_option, write_json
 
@@ -56,8 +58,9 @@ def run(args: argparse.Namespace) -> int:
                               python=args.interpreter or host_python())
     _require_torch(cell, args)
     name = args.backend or ("current" if cell.channel is Channel.PREINSTALLED else None)
-    backend = choose_backend(name, say=console.print, **backend_options(
-        interpreter=args.interpreter, workdir=args.workdir))
+    backend = choose_backend(name, BackendOptions(python=args.interpreter,
+                                                  workdir=args.workdir or defaults.WORKDIR),
+                             say=console.print)
     gpu = _gpu(args.gpu)
     where = f"on {gpu.name}" if gpu else "without a GPU (every case will read skipped)"
     console.print(f"probing {cell.id} {where} with the {backend.name} backend", highlight=False)
@@ -76,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 def _find(args: argparse.Namespace) -> Cell:
     if args.cell == PREINSTALLED_ID and not args.matrix.is_file():
         return preinstalled_cell()
-    from ..runstage import resolve_plan
+    from ..plan.planning import resolve_plan
 
     # The interpreter's own torch needs no index: only the matrix's settings for it.
     only_mine = args.cell == PREINSTALLED_ID

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import date
 
 from packaging.version import Version
@@ -29,7 +29,7 @@ from ..config.matrix import DevEntry, MatrixConfig, NightlyEntry, Settings, Stab
 from ..errors import ConfigError, ResolveError
 from ..index.fetch import Wheel, fetch_wheels, local_path, sha256_of
 from ..index.tags import compatible, python_of
-from ..model import Cell, Channel, MissingBuild, Plan
+from ..model import Cell, Channel, MissingBuild, Plan, split_interpreter
 from .indexes import (
     Fetch,
     IndexView,
@@ -47,24 +47,31 @@ from .lock import Lock
 
 def build_plan(config: MatrixConfig, *, lock: Lock | None, python: str, platform: str,
                driver: str | None, today: date, offline: bool = False, note: Note | None = None,
-               fetch: Fetch = fetch_wheels, hasher: Callable[[str], str] | None = None) -> Plan:
+               fetch: Fetch = fetch_wheels, hasher: Callable[[str], str] | None = None,
+               select: Sequence[str] = ()) -> Plan:
     """Resolve every entry of `config` into cells.
 
     `python` is the Python for entries that do not name one; `driver` ("580.159.04", or None when
     unknown) decides what `cuda: auto` may pick; `offline` resolves from the lock alone;
-    `hasher` (e.g. `index.sha256_of`) fills in sha256s the index does not publish.
+    `hasher` (e.g. `index.sha256_of`) fills in sha256s the index does not publish.  `select`,
+    the globs of `--cells`, leaves out the entries (and nightly dates) none of whose cells they
+    can match, so their index pages are not read: the plan then holds the selected cells and
+    maybe others of the same entries, which the caller's own filter drops.
     """
     r = _Resolver(config, lock or Lock(), python=python, platform=platform, driver=driver,
-                  today=today, offline=offline, note=note or (lambda _: None), fetch=fetch)
+                  today=today, offline=offline, note=note or (lambda _: None), fetch=fetch,
+                  select=tuple(select))
     cells: list[Cell] = []
     missing: list[MissingBuild] = []
     for channel, entries in ((Channel.STABLE, config.stable), (Channel.TEST, config.test)):
         for entry in entries:
-            r.releases(channel, entry, cells, missing)
+            if r.may_select(channel, entry):
+                r.releases(channel, entry, cells, missing)
     for entry in config.nightly:
         r.nightlies(entry, cells, missing)
-    cells += [r.dev(entry) for entry in config.dev]
-    if config.preinstalled is not None:
+    cells += [r.dev(entry) for entry in config.dev
+              if ids.may_match(select, ids.dev(entry.cell_name))]
+    if config.preinstalled is not None and ids.may_match(select, ids.PREINSTALLED):
         cells.append(r.preinstalled())
     if hasher:
         cells = [dataclasses.replace(c, sha256=hasher(c.url)) if c.url and not c.sha256 else c
@@ -107,10 +114,20 @@ class _Resolver(IndexView):
     """The entries of one matrix, resolved over the index pages it reads (see `IndexView`)."""
 
     def __init__(self, config: MatrixConfig, lock: Lock, *, python: str, platform: str,
-                 driver: str | None, today: date, offline: bool, note: Note, fetch: Fetch):
+                 driver: str | None, today: date, offline: bool, note: Note, fetch: Fetch,
+                 select: tuple[str, ...] = ()):
         super().__init__(config, _trusted(lock, config.allow_links_to, note), platform=platform,
                          driver=driver, today=today, offline=offline, note=note, fetch=fetch)
-        self.python = python
+        self.python, self.select = python, select
+
+    def may_select(self, channel: Channel, entry: StableEntry | TestEntry) -> bool:
+        """Whether `--cells` can match a cell of this release entry (see `build_plan`)."""
+        s = self.config.settings(entry)
+        versions = entry.versions if isinstance(entry.versions, list) else ["*"]
+        tag = "*" if s.cuda == "auto" else s.cuda
+        cp = python_tag(s.python or self.python)
+        return any(ids.may_match(self.select, f"{channel.value}-{v}-{tag}-{cp}")
+                   for v in versions)
 
     # ---- stable and release candidates
     def releases(self, channel: Channel, entry: StableEntry | TestEntry, cells: list[Cell],
@@ -190,6 +207,9 @@ class _Resolver(IndexView):
         if not days:
             self.note(f"a nightly entry selects no date up to today ({self.today})")
             return
+        days = [d for d in days if ids.may_match(self.select, f"nightly-{d.replace('-', '')}-*")]
+        if not days:
+            return  # --cells selects none of its dates
         tag = s.cuda if s.cuda != "auto" else self._nightly_tag(python)
         if tag is None:
             missing.append(MissingBuild(channel=Channel.NIGHTLY, what=f"{days[0]} … {days[-1]}",
@@ -223,8 +243,7 @@ class _Resolver(IndexView):
         if not compatible([wheel], python=python, platform=self.platform):
             raise ResolveError(f"the dev wheel {wheel.filename} does not install on "
                                f"{python_tag(python)} {self.platform}")
-        cuda = s.cuda if s.cuda != "auto" else (
-            wheel.local if re.fullmatch(r"cu\d{3}|cpu", wheel.local) else "")
+        cuda = s.cuda if s.cuda != "auto" else ids.build_tag(wheel.version)
         cell = Cell(id=ids.dev(entry.cell_name), channel=Channel.DEV, version=wheel.version,
                     cuda=cuda, python=python, url=entry.wheel, sha256=self._dev_sha(entry),
                     index_url=entry.index, **_run_fields(s), base_image=self.config.image(cuda),
@@ -251,9 +270,10 @@ class _Resolver(IndexView):
     def preinstalled(self) -> Cell:
         entry = self.config.preinstalled
         s = self.config.settings(entry)
-        # Cell has no interpreter field yet: `python` carries the interpreter path ("" = default).
+        python, interpreter = split_interpreter(entry.interpreter)
         return Cell(id=ids.PREINSTALLED, channel=Channel.PREINSTALLED, version="", cuda="",
-                    python=entry.interpreter or "", base_image=entry.image, **_run_fields(s))
+                    python=python, interpreter=interpreter, base_image=entry.image,
+                    **_run_fields(s))
 
     # ---- shared
     def _cell(self, cell_id: str, channel: Channel, wheel: Wheel, tag: str, python: str,

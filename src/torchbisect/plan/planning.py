@@ -1,0 +1,104 @@
+"""Which plan a command uses: matrix.yaml resolved for this interpreter, host and driver, and its
+lock kept up to date.
+
+`torchbisect plan`, `matrix`, `probe` and the benchmarks call these; nothing here reads the command
+line, so each takes what it needs as keyword arguments.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..config.matrix import load_matrix
+from ..errors import ConfigError, ResolveError
+from ..gpus import driver_version
+from ..index.tags import host_platform
+from ..model import Plan
+from .cost import with_sizes
+from .lock import Lock
+from .resolve import build_plan, preinstalled_plan
+
+Say = Callable[[str], None]
+
+
+def lock_path(matrix: Path, lock: Path | None = None) -> Path:
+    """`--lock`, else `<matrix>.lock.json` next to the matrix file."""
+    return lock or Lock.default_path(matrix)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Locked:
+    """A resolved plan and the lock written for it."""
+
+    plan: Plan
+    lock: Lock  # as saved: the plan's wheels, with their sizes
+    path: Path
+    changed: bool  # whether the file's bytes changed
+
+
+def plan_and_lock(matrix: Path, *, lock: Path | None = None, previous: Path | None = None,
+                  offline: bool = False, driver: str | None = None, python: str | None = None,
+                  platform: str | None = None, hasher: Callable[[str], str] | None = None,
+                  select: Sequence[str] = (), note: Say) -> Locked:
+    """Resolve `matrix` (for this interpreter, host and driver unless told) and save its lock;
+    `previous`, an older lock, supplies pins the lock lacks (and allows --offline without one).
+    With `select` (the globs of --cells) only the entries those can match are resolved, and the
+    lock keeps its other cells as they were."""
+    config = load_matrix(matrix)
+    path = lock_path(matrix, lock)
+    locked = Lock.load(path)
+    if previous:
+        locked = locked.over(Lock.load(previous))
+    with lock_needed_offline(offline and previous is None, path):
+        plan = build_plan(config, lock=locked, python=python or _this_python(),
+                          platform=platform or host_platform(),
+                          driver=driver or driver_version(),
+                          today=datetime.now(timezone.utc).date(), offline=offline, note=note,
+                          hasher=hasher, select=select)
+    saved = with_sizes(Lock.from_plan(plan), known=locked, offline=offline)
+    if select:  # the cells --cells cannot match were not planned: they stay as locked
+        kept = {cid: b for cid, b in Lock.load(path).builds.items()
+                if not any(fnmatch.fnmatchcase(cid, p) for p in select)}
+        saved = saved.over(Lock(builds=kept))
+    return Locked(plan=plan, lock=saved, path=path, changed=saved.save(path))
+
+
+def resolve_plan(matrix: Path, *, lock: Path | None = None, offline: bool = False,
+                 driver: str | None = None, say: Say = print, select: Sequence[str] = (),
+                 preinstalled_only: bool = False) -> Plan:
+    """The plan of `matrix` for this interpreter and host, the lock kept up to date, notes and
+    missing builds said as they are found; `select` as for `plan_and_lock`; with
+    `preinstalled_only`, only the interpreter's own torch (no index, no lock)."""
+    if preinstalled_only:
+        return preinstalled_plan(load_matrix(matrix), python=_this_python(),
+                                 platform=host_platform(),
+                                 today=datetime.now(timezone.utc).date())
+    plan = plan_and_lock(matrix, lock=lock, offline=offline, driver=driver, select=select,
+                         note=lambda text: say(f"note: {text}")).plan
+    for missing in plan.missing:
+        say(f"missing {missing.channel.value} {missing.what}: {missing.reason}")
+    return plan
+
+
+def _this_python() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@contextmanager
+def lock_needed_offline(offline: bool, lock_file: Path) -> Iterator[None]:
+    """--offline resolves index builds from the lock alone (dev wheels and the preinstalled torch
+    need none): when that fails for want of a lock file, say that instead of "no such release"."""
+    try:
+        yield
+    except ResolveError:
+        if offline and not lock_file.is_file():
+            raise ConfigError(f"--offline plans from the lock file alone, and there is none at "
+                              f"{lock_file}: run `torchbisect plan` once with network access to "
+                              f"write it, or pass --lock PATH") from None
+        raise
