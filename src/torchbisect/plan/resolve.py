@@ -110,15 +110,17 @@ def _unique(cells: list[Cell]) -> None:
         seen.add(cell.id)
 
 
-class _Resolver(IndexView):
-    """The entries of one matrix, resolved over the index pages it reads (see `IndexView`)."""
+class _Resolver:
+    """The entries of one matrix, resolved over the index pages its `IndexView` reads."""
 
     def __init__(self, config: MatrixConfig, lock: Lock, *, python: str, platform: str,
                  driver: str | None, today: date, offline: bool, note: Note, fetch: Fetch,
                  select: tuple[str, ...] = ()):
-        super().__init__(config, _trusted(lock, config.allow_links_to, note), platform=platform,
-                         driver=driver, today=today, offline=offline, note=note, fetch=fetch)
-        self.python, self.select = python, select
+        self.lock = _trusted(lock, config.allow_links_to, note)
+        self.indexes = IndexView(config, self.lock, platform=platform, driver=driver,
+                                 today=today, offline=offline, note=note, fetch=fetch)
+        self.config, self.python, self.platform, self.driver = config, python, platform, driver
+        self.today, self.offline, self.note, self.select = today, offline, note, select
 
     def may_select(self, channel: Channel, entry: StableEntry | TestEntry) -> bool:
         """Whether `--cells` can match a cell of this release entry (see `build_plan`)."""
@@ -133,9 +135,9 @@ class _Resolver(IndexView):
     def releases(self, channel: Channel, entry: StableEntry | TestEntry, cells: list[Cell],
                  missing: list[MissingBuild]) -> None:
         s = self.config.settings(entry)
-        python, tags = s.python or self.python, self.tags(s.cuda)
+        python, tags = s.python or self.python, self.indexes.tags(s.cuda)
         if s.cuda == "auto":
-            self.prefetch(channel, tags)
+            self.indexes.prefetch(channel, tags)
         known = self._versions(channel, tags, required=s.cuda != "auto")
         for version in self._wanted(channel, entry, known, tags):
             picked = self._pick(channel, version, tags, python)
@@ -148,17 +150,17 @@ class _Resolver(IndexView):
 
     def _versions(self, channel: Channel, tags: list[str], *, required: bool) -> list[str]:
         found = {w.public_version for t in tags
-                 for w in self.listing(channel, t, required=required)}
+                 for w in self.indexes.listing(channel, t, required=required)}
         return sorted(found, key=Version)
 
     def _wanted(self, channel: Channel, entry: StableEntry | TestEntry, known: list[str],
                 tags: list[str]) -> list[str]:
-        where = self.where(channel, tags)
+        where = self.indexes.where(channel, tags)
         if isinstance(entry.versions, list):
             return [self._exists(v, known, where) for v in entry.versions]
         if entry.versions == "current":
             if len(tags) > 1:
-                self.prefetch(Channel.STABLE, tags)
+                self.indexes.prefetch(Channel.STABLE, tags)
             newest = max(self._versions(Channel.STABLE, tags, required=False) or ["0"], key=Version)
             found = [v for v in known if final(v) and Version(v) > Version(newest)]
             if not found:
@@ -186,12 +188,12 @@ class _Resolver(IndexView):
         for tag in tags:
             if not driver_supports(tag, self.driver):
                 continue
-            fit = [w for w in self.fits(channel, tag, python, required=False)
+            fit = [w for w in self.indexes.fits(channel, tag, python, required=False)
                    if w.public_version == version]
             if fit:
                 return tag, one_per_version(fit, tag)[0]
         built = [t for t in tags if any(w.public_version == version
-                                        for w in self.listing(channel, t, required=False))]
+                                        for w in self.indexes.listing(channel, t, required=False))]
         usable = [t for t in built if driver_supports(t, self.driver)]
         if built and not usable:
             return (f"built only for {', '.join(sorted(built, key=tag_order))}, which need a "
@@ -216,13 +218,14 @@ class _Resolver(IndexView):
                                         reason=f"no nightly index lists a {python_tag(python)} "
                                                f"{self.platform} build this driver supports"))
             return
-        locked = self.locked_nightlies(tag, python)
-        live = self.by_date(tag, python) if any(d not in locked for d in days) else {}
+        locked = self.indexes.locked_nightlies(tag, python)
+        live = self.indexes.by_date(tag, python) if any(d not in locked for d in days) else {}
         for day in days:
             builds = locked.get(day) or live.get(day)
             if not builds:
+                why = self.indexes.why_missing(day, tag, python)
                 missing.append(MissingBuild(channel=Channel.NIGHTLY, what=day,
-                                            reason=f"{tag}: {self.why_missing(day, tag, python)}"))
+                                            reason=f"{tag}: {why}"))
                 continue
             for wheel in builds:
                 bump = wheel.parsed_version.base_version if len(builds) > 1 else ""
@@ -230,8 +233,9 @@ class _Resolver(IndexView):
                 cells.append(self._cell(cell_id, Channel.NIGHTLY, wheel, tag, python, s, day))
 
     def _nightly_tag(self, python: str) -> str | None:
-        for tag in self.tags("auto"):
-            if driver_supports(tag, self.driver) and self.by_date(tag, python, required=False):
+        for tag in self.indexes.tags("auto"):
+            if driver_supports(tag, self.driver) and self.indexes.by_date(tag, python,
+                                                                          required=False):
                 return tag
         return None
 

@@ -23,19 +23,47 @@ from ..model import Cell, CellRun, RunStatus
 from ..outcome import BisectResult
 from ..reuse import covers
 from . import check
-from .rows import (  # noqa: F401 - run_to_json/run_from_json are part of this API
-    RUN_FIELDS,
-    TABLES_SQL,
-    damaged_row,
-    read_export,
-    run_from_json,
-    run_from_row,
-    run_to_json,
-    run_to_row,
-)
+from .rows import RUN_FIELDS, damaged_row, read_export, run_from_row, run_to_json, run_to_row
 
 EXPORT_SCHEMA = 1
 _SCHEMA_VERSION = 1
+
+# The tables of the store: a row of `runs` holds RUN_FIELDS, one bisection a row of `bisections`.
+_TABLES_SQL = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    cell_id TEXT NOT NULL,
+    cell_json TEXT NOT NULL,
+    status TEXT NOT NULL,
+    verdict TEXT,
+    cases_json TEXT NOT NULL,   -- {"case name": "verdict"}, for SQL readers
+    probe_json TEXT,            -- the probe's whole document when status is ok
+    reason TEXT NOT NULL,
+    wheel_sha256 TEXT NOT NULL,
+    probe_version TEXT NOT NULL,
+    gpu TEXT NOT NULL,
+    driver TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    started TEXT NOT NULL,
+    seconds_install REAL NOT NULL,
+    seconds_probe REAL NOT NULL,
+    log_excerpt TEXT NOT NULL,
+    UNIQUE (cell_id, wheel_sha256, probe_version, gpu, driver, started)
+);
+CREATE INDEX IF NOT EXISTS runs_skip_key
+    ON runs (wheel_sha256, probe_version, gpu, driver, status);
+CREATE INDEX IF NOT EXISTS runs_cell ON runs (cell_id, gpu, started);
+CREATE TABLE IF NOT EXISTS bisections (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    direction TEXT NOT NULL,
+    case_name TEXT NOT NULL,
+    cuda TEXT NOT NULL,
+    python TEXT NOT NULL,
+    finished TEXT NOT NULL,
+    result_json TEXT NOT NULL,
+    UNIQUE (direction, case_name, cuda, python, finished)
+);
+"""
 
 
 class Store:
@@ -270,7 +298,7 @@ def _patiently(step, timeout: float) -> None:
 
 def _create(db: sqlite3.Connection) -> None:
     # executescript() would COMMIT the open transaction, so run the statements one by one.
-    for statement in TABLES_SQL.split(";"):
+    for statement in _TABLES_SQL.split(";"):
         if statement.strip():
             db.execute(statement)
     db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")

@@ -26,44 +26,7 @@ RUN_FIELDS = (
     "cell_id", "cell_json", "status", "verdict", "cases_json", "probe_json", "reason",
     "wheel_sha256", "probe_version", "gpu", "driver", "backend", "started",
     "seconds_install", "seconds_probe", "log_excerpt",
-)
-
-# The tables of the store: a row of `runs` holds RUN_FIELDS, one bisection a row of `bisections`.
-TABLES_SQL = """
-CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    cell_id TEXT NOT NULL,
-    cell_json TEXT NOT NULL,
-    status TEXT NOT NULL,
-    verdict TEXT,
-    cases_json TEXT NOT NULL,   -- {"case name": "verdict"}, for SQL readers
-    probe_json TEXT,            -- the probe's whole document when status is ok
-    reason TEXT NOT NULL,
-    wheel_sha256 TEXT NOT NULL,
-    probe_version TEXT NOT NULL,
-    gpu TEXT NOT NULL,
-    driver TEXT NOT NULL,
-    backend TEXT NOT NULL,
-    started TEXT NOT NULL,
-    seconds_install REAL NOT NULL,
-    seconds_probe REAL NOT NULL,
-    log_excerpt TEXT NOT NULL,
-    UNIQUE (cell_id, wheel_sha256, probe_version, gpu, driver, started)
-);
-CREATE INDEX IF NOT EXISTS runs_skip_key
-    ON runs (wheel_sha256, probe_version, gpu, driver, status);
-CREATE INDEX IF NOT EXISTS runs_cell ON runs (cell_id, gpu, started);
-CREATE TABLE IF NOT EXISTS bisections (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    direction TEXT NOT NULL,
-    case_name TEXT NOT NULL,
-    cuda TEXT NOT NULL,
-    python TEXT NOT NULL,
-    finished TEXT NOT NULL,
-    result_json TEXT NOT NULL,
-    UNIQUE (direction, case_name, cuda, python, finished)
-);
-"""
+)  # the columns of a `runs` row (store/db.py creates the table)
 
 
 def run_to_json(run: CellRun) -> dict[str, Any]:
