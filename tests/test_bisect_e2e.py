@@ -135,12 +135,18 @@ def test_script_bisection_finds_the_boundary_with_commits(world, tmp_path):
 
 def test_killed_bisection_resumes_with_the_same_answer(world, tmp_path):
     base, _, url = world
-    slow = f"sleep 0.3; {SCRIPT}"  # room to kill it between probes
-    args = cli_args(base, url, tmp_path, "--script", slow)
+    # From its fourth run on, the script waits for a file that exists only for the rerun: the
+    # kill lands while a probe runs, three verdicts stored, however loaded the machine is.
+    calls, go = tmp_path / "calls", tmp_path / "go"
+    calls.mkdir()
+    gated = (f"n=$(ls {calls} | wc -l); touch {calls}/$$; "
+             f"[ $n -lt 3 ] || while [ ! -e {go} ]; do sleep 0.05; done; {SCRIPT}")
+    args = cli_args(base, url, tmp_path, "--script", gated)
     first = subprocess.Popen(args, env=env(), cwd=tmp_path, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 300
-    while stored_runs(tmp_path) < 3 and first.poll() is None and time.monotonic() < deadline:
+    while len(list(calls.iterdir())) < 4 and first.poll() is None and (
+            time.monotonic() < deadline):
         time.sleep(0.05)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
@@ -148,6 +154,7 @@ def test_killed_bisection_resumes_with_the_same_answer(world, tmp_path):
     assert first.returncode == -signal.SIGKILL and 3 <= before < bound() - REASKS
     assert not (tmp_path / "bisect.json").exists()
 
+    go.touch()
     done = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr

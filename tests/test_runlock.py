@@ -48,7 +48,8 @@ def site(tmp_path):
     (probes / "stale_replay.py").write_text(GATED)
     (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
-    env.update(TORCHBISECT_PROBES=str(probes), TB_STARTED=str(tmp_path / "started"),
+    env.update(TORCHBISECT_PROBES=str(probes), TORCHBISECT_PASS_ENV="TB_*",
+               TB_STARTED=str(tmp_path / "started"),
                TB_GO=str(tmp_path / "go"))
     return tmp_path, env
 

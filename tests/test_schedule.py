@@ -134,14 +134,47 @@ def test_an_install_failure_is_stored_and_the_rest_goes_on(tmp_path, store):
     assert all(runs[f"dev-{i}"].status is RunStatus.OK for i in (0, 2, 3))
 
 
-def test_ctrl_c_stores_nothing_half_done_and_releases_everything(tmp_path, store):
+class _CtrlCAtThirdProbe(ScriptedBackend):
+    """Ctrl-C arrives while the third probe runs, when the first results are stored: the probe
+    that sends it answers only once the main thread has been interrupted, so the moment is
+    decided by events, not by a timer racing the work."""
+
+    def __init__(self, interrupted: threading.Event, **kw):
+        super().__init__(**kw)
+        self.interrupted = interrupted
+        self.started = 0
+
+    def probe(self, prepared, **kw):
+        with self.lock:
+            self.started += 1
+            third = self.started == 3
+        if third:
+            os.kill(os.getpid(), signal.SIGINT)
+            assert self.interrupted.wait(60), "the main thread never heard Ctrl-C"
+        return super().probe(prepared, **kw)
+
+
+@pytest.fixture
+def ctrl_c():
+    """SIGINT raises KeyboardInterrupt in this test whatever the launcher left behind: a shell
+    that starts the suite in the background ignores SIGINT, and then Python installs no
+    handler of its own."""
+    heard = threading.Event()
+
+    def handler(signum, frame):
+        heard.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    yield heard
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_stores_nothing_half_done_and_releases_everything(tmp_path, store, ctrl_c):
     cells = [make_cell(f"dev-{i}") for i in range(12)]
-    backend = ScriptedBackend(install_s=0.02, probe_s=0.3)
-    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
+    backend = _CtrlCAtThirdProbe(ctrl_c, install_s=0.02, probe_s=0.05)
     with pytest.raises(KeyboardInterrupt):
         schedule.run_cells(cells, backend, store=store, gpus=GPUS, logs_dir=tmp_path)
-    timer.join()
     stored = [r.cell.id for r in store.runs()]
     probed = {cell for _, what, cell in backend.events if what == "probe"}
     assert 0 < len(stored) < len(cells)

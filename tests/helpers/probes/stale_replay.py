@@ -3,6 +3,7 @@
 TB_FAKE_SLEEP (seconds before answering) and TB_FAKE_MODE choose the behaviour: ok (default),
 crash, hang, badjson, nojson, exit3, mismatch, write_then_crash.  TB_FAKE_RECORD names a file that
 gets the argv, the interesting environment variables and which torch was imported.
+TB_FAKE_WAIT_FOR names a file the probe waits for before answering: the test decides when.
 """
 
 PROBE_VERSION = "test"
@@ -24,6 +25,11 @@ def main():
     args = parser.parse_args()
     mode = os.environ.get("TB_FAKE_MODE", "ok")
     time.sleep(float(os.environ.get("TB_FAKE_SLEEP", "0")))
+    gate = os.environ.get("TB_FAKE_WAIT_FOR")
+    if gate:  # answer only once the test creates this file; PATH.waiting says we are waiting
+        open(gate + ".waiting", "w").close()
+        while not os.path.exists(gate):
+            time.sleep(0.02)
     import torch
 
     if os.environ.get("TB_FAKE_RECORD"):
