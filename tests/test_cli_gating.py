@@ -282,16 +282,28 @@ def test_an_output_path_mistake_is_refused_before_any_work(argv, said, stand_in,
     assert (workdir / "afile").read_text() == "keep me" and not any((workdir / "adir").iterdir())
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
-def test_an_output_folder_that_is_not_writable_is_refused(workdir, capsys):
-    locked = workdir / "locked"
-    locked.mkdir()
-    locked.chmod(0o500)
-    try:
-        assert main(["report", "--out", "locked/site"]) == 2
-    finally:
+@pytest.fixture
+def unwritable(workdir):
+    """A folder this user cannot write in: a read-only one of ours, or (as root, who may write
+    anywhere else) /proc/sys, which the kernel keeps read-only in a container."""
+    if os.geteuid() != 0:
+        locked = workdir / "locked"
+        locked.mkdir()
+        locked.chmod(0o500)
+        yield locked
         locked.chmod(0o700)
-    assert "locked is not writable" in capsys.readouterr().err
+    elif not os.access("/proc/sys", os.W_OK):
+        yield Path("/proc/sys")
+    else:
+        pytest.skip("root, and /proc/sys is writable: no folder here refuses this user")
+
+
+@pytest.mark.parametrize("argv", [["report", "--out"], ["plan", "--offline", "--json"],
+                                  ["matrix", "--store"]], ids=lambda v: v[0])
+def test_an_output_folder_that_is_not_writable_is_refused(argv, unwritable, capsys):
+    assert main([*argv, str(unwritable / "torchbisect-out" / "x")]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert f"the folder {unwritable} is not writable by this user" in line
 
 
 def _shard(path: Path, *cells: str) -> Path:
@@ -370,3 +382,16 @@ def test_a_script_bisection_needs_no_gpu_under_github_actions(workdir, monkeypat
                    "--index-url", str(workdir / "index"), "--no-github"])
     err = capsys.readouterr().err
     assert status != 3 and "GPU" not in err, err
+
+
+def test_a_command_that_cannot_even_load_is_torchbisect_failing(monkeypatch, capsys):
+    from torchbisect.errors import FAILED
+
+    def broken(name, *args, **kwargs):
+        raise ImportError(f"No module named {name!r} (a broken install)")
+
+    monkeypatch.setattr("importlib.import_module", broken)
+    assert main(["report"]) == FAILED
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("torchbisect report: torchbisect itself failed (ImportError: ")
+    Path(line.rsplit(" ", 1)[1]).unlink()

@@ -101,7 +101,10 @@ def _version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = next((a for a in argv if a in COMMANDS), None)
-    args = _parser(chosen).parse_args(argv)
+    try:  # a command module that fails to import is torchbisect's failure too
+        args = _parser(chosen).parse_args(argv)
+    except Exception as err:  # noqa: BLE001 - argparse's own exits are SystemExit, not this
+        return _failed(chosen or "", argv, err)
     try:
         return _gated(args, argv)
     except TorchbisectError as err:
@@ -154,15 +157,16 @@ def _require_gpu(args: argparse.Namespace) -> None:
 def _failed(command: str, argv: list[str], err: Exception) -> int:
     """torchbisect's own failure: one sentence on stderr, the traceback in a file, FAILED."""
     text = f"{type(err).__name__}: {err}".splitlines()[0][:200]
+    who = " ".join(["torchbisect", command] if command else ["torchbisect"])
     try:
-        fd, name = tempfile.mkstemp(prefix=f"torchbisect-{command}-", suffix=".traceback.txt")
+        fd, name = tempfile.mkstemp(prefix=f"{who.replace(' ', '-')}-", suffix=".traceback.txt")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(f"torchbisect {_version()}: {' '.join(['torchbisect', *argv])}\n\n")
             traceback.print_exc(file=fh)
     except OSError:
         traceback.print_exc()
         name = "printed above (no file could be written)"
-    print(f"torchbisect {command}: torchbisect itself failed ({text}), which is no verdict on "
+    print(f"{who}: torchbisect itself failed ({text}), which is no verdict on "
           f"any build; the full traceback is in {name}", file=sys.stderr)
     return FAILED
 
