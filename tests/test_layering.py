@@ -129,3 +129,12 @@ def test_an_upward_import_inside_a_function_and_a_circle_are_found(tmp_path):
     assert upward(imports) == ["torchbisect.model (vocabulary) imports torchbisect.report.view "
                                "(report)"]
     assert circles(imports) == [["torchbisect.model", "torchbisect.report.view"]]
+
+
+def test_no_two_test_files_share_a_name():
+    """pytest imports test files by their base name (no __init__.py under tests/): a second
+    test_x.py in another folder stops the whole suite at collection."""
+    names: dict[str, list[str]] = {}
+    for path in (SRC.parent / "tests").rglob("test_*.py"):
+        names.setdefault(path.name, []).append(str(path.relative_to(SRC.parent)))
+    assert not {n: p for n, p in names.items() if len(p) > 1}
