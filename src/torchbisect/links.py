@@ -82,6 +82,11 @@ def allowed(url: str, index_url: str, allow: Collection[str] = ()) -> bool:
     return target == PUBLIC or _allowed_by_name(url, allow) or target <= base
 
 
+def kind(url: str) -> str:
+    """What a URL's target is, in words: "a link-local address", "this host (loopback)" …"""
+    return _NAMES[rank(url)]
+
+
 def refusal(url: str, index_url: str) -> str:
     """Why `allowed` said no, as the end of a sentence."""
     return (f"{index_url} is {_NAMES[rank(index_url)]} but links to {url}, which is "

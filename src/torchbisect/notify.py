@@ -5,8 +5,8 @@ summary and, in an HTML comment, the state it was written from (each build's ver
 status).  A run that changes that state rewrites its own section of the body and adds a comment
 naming the changes (a comment is what notifies the people watching); a run that changes nothing
 sends no write at all.  The matrix and the weekly fix check share the issue, each in its section.
-A state marker that is not what torchbisect wrote (edited by hand, say) is said in a note and
-read as no state: every verdict then counts as new.
+A state marker that is not what torchbisect wrote (edited by hand, say) is said in a note, read
+as no state (every verdict counts as new) and written anew.
 """
 
 from __future__ import annotations
@@ -129,10 +129,11 @@ def tell(api: GitHub, repo: str, *, section: str, markdown: str,
         number = api.create_issue(repo, TITLE, new_body, [LABEL])
         return Told(action="opened", number=number, changes=tuple(said))
     number = issue[0]
-    if not said:
-        return Told(action="unchanged", number=number, notes=notes)
-    api.update_issue(repo, number, new_body)
-    api.comment(repo, number, "What changed:\n\n" + "\n".join(f"- {s}" for s in said))
+    if not said and not wrong:
+        return Told(action="unchanged", number=number)
+    api.update_issue(repo, number, new_body)  # a marker that was wrong is written right
+    if said:
+        api.comment(repo, number, "What changed:\n\n" + "\n".join(f"- {s}" for s in said))
     return Told(action="updated", number=number, changes=tuple(said), notes=notes)
 
 

@@ -34,7 +34,7 @@ from ..errors import InfraError
 from ..index.fetch import PYTORCH_INDEX, local_path
 from ..links import wheel_name
 from ..model import Cell, Channel
-from ..net import NetError, Retries, resumable
+from ..net import WHEEL, Deadlines, NetError, Refused, Retries, resumable
 from .base import Watcher, note
 
 Progress = Callable[[int, int | None, float], None]  # (bytes so far, total or None, bytes/s)
@@ -88,7 +88,7 @@ def extra_index(cell: Cell) -> str | None:
 
 
 def download(url: str, folder: Path, *, log: Path, attempts: int = 6, max_wait: float = 120.0,
-             progress: Progress | None = None) -> tuple[Path, str]:
+             progress: Progress | None = None, deadlines: Deadlines = WHEEL) -> tuple[Path, str]:
     """Fetch the wheel at `url` into a new folder under `folder`; (its path, its sha256).
 
     The file only gets its final name once complete.  `discard(path)` removes it and its folder.
@@ -101,14 +101,15 @@ def download(url: str, folder: Path, *, log: Path, attempts: int = 6, max_wait: 
     own.mkdir(parents=True)
     try:
         return _attempts(url, own / name, log=log, attempts=attempts, max_wait=max_wait,
-                         show=progress or (_terminal(name) if sys.stderr.isatty() else None))
+                         show=progress or (_terminal(name) if sys.stderr.isatty() else None),
+                         deadlines=deadlines)
     except BaseException:  # a refusal, the last failed attempt, Ctrl-C: leave no folder
         discard(own / name)
         raise
 
 
 def _attempts(url: str, dest: Path, *, log: Path, attempts: int, max_wait: float,
-              show: Progress | None) -> tuple[Path, str]:
+              show: Progress | None, deadlines: Deadlines) -> tuple[Path, str]:
     part = _Part(dest.with_name(f"{dest.name}.part"))
     start, shown = time.monotonic(), [0.0]
 
@@ -124,9 +125,11 @@ def _attempts(url: str, dest: Path, *, log: Path, attempts: int, max_wait: float
 
     try:
         with part:
-            resumable.fetch(url, part, progress=progress, on_retry=told,
+            resumable.fetch(url, part, progress=progress, on_retry=told, deadlines=deadlines,
                             retries=Retries(attempts=attempts, base=2.0, max_wait=max_wait))
     except NetError as err:
+        if isinstance(err, Refused):
+            raise InfraError(f"download of {url} not done: {err}") from None
         if err.status is not None and not err.transient:
             raise InfraError(f"download of {url} refused: {err}") from None
         tries = f"after {err.attempts} attempts " if err.attempts > 1 else ""

@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 
 from .. import links
 from ..errors import IndexUnreachable, ResolveError
-from ..net import PAGE, WHEEL, Deadlines, NetError, Retries, Route, request, retry
+from ..net import PAGE, WHEEL, Deadlines, NetError, Refused, Retries, Route, request, retry
 from ..net.resumable import Sink
 from ..net.resumable import fetch as fetch_resumable
 from .pages import Garbled, PageMissing, PageTooLarge, Wheel, parse_page, read_folder
@@ -70,6 +70,8 @@ def fetch_wheels(index_url: str, package: str = "torch", *, retries: int = 4,
     try:
         return retry.attempt(lambda: _page(page, package, route, deadlines),
                               Retries(attempts=retries + 1, base=backoff), told)
+    except Refused as err:
+        raise IndexUnreachable(f"the wheel index {page} was not read: {err}") from None
     except NetError as err:
         if err.status in _MISSING_STATUS:
             raise PageMissing(f"the wheel index has no page {page} (HTTP {err.status}): check "
@@ -119,6 +121,8 @@ def sha256_of(url_or_path: str, *, retries: int = 4, backoff: float = 0.5) -> st
     try:
         return fetch_resumable(url_or_path, Sink(), deadlines=WHEEL,
                                retries=Retries(attempts=retries + 1, base=backoff)).sha256
+    except Refused as err:
+        raise IndexUnreachable(f"could not download {url_or_path}: {err}") from None
     except NetError as err:
         if err.status in _MISSING_STATUS:
             raise PageMissing(f"{url_or_path} does not exist (HTTP {err.status})") from None

@@ -152,26 +152,28 @@ def _follow(method: str, url: str, *, route: Route, headers: dict[str, str],
         if raw.status == 303:
             method, body = "GET", None
         target = following
-    raise Refused(f"{url} redirected more than {MAX_HOPS} times")
+    raise Refused(f"it redirected more than {MAX_HOPS} times")
 
 
 def _check(target: str, first: str, route: Route) -> None:
     if urlsplit(target).scheme not in ("http", "https"):
-        raise Refused(f"{first} redirected to {target}, which is not http(s); not followed")
+        raise Refused(f"it redirected to {target}, which is not http(s); not followed")
+    if target == first and not links.allowed(target, route.base, route.allow):
+        raise Refused(links.refusal(target, route.base))
     if not links.allowed(target, route.base, route.allow):
-        said = f"{first} redirected to {target}, which was not followed: " if target != first \
-            else ""
-        raise Refused(said + links.refusal(target, route.base))
+        raise Refused(f"it redirected to {target}, {links.kind(target)}, where a link from "
+                      f"{links.kind(route.base)} may not lead; not followed (`allow_links_to` "
+                      "in matrix.yaml can name that host if that is meant)")
 
 
 def _may_resend(method: str, status: int, target: str, following: str) -> None:
     """A POST or PATCH goes on only through a 307/308 to its own origin."""
     if status not in (307, 308):
-        raise Refused(f"{target} answered {status} to a {method}, which would turn it into a "
-                      f"GET to {following}; not followed")
+        raise Refused(f"it answered the {method} with {status} to {following}, which would turn "
+                      "it into a GET; not followed")
     if origin(following) != origin(target):
-        raise Refused(f"{target} redirected a {method} to another origin ({following}); "
-                      "not followed")
+        raise Refused(f"it redirected the {method} to another origin ({following}); not "
+                      "followed")
 
 
 def _bounded(answer: Answer) -> bytes:

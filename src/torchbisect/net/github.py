@@ -118,7 +118,7 @@ class GitHub:
             hint = f": {hint}" if hint and err.status in (401, 403, 404) else ""
             return GitHubError(f"GitHub answered {err} to {what}{_message(err.body)}{hint}")
         if isinstance(err, Refused):
-            return GitHubError(f"GitHub call {what} refused: {err}")
+            return GitHubError(f"GitHub API call {what} stopped: {err}")
         tries = f" after {err.attempts} attempts" if err.attempts > 1 else ""
         return GitHubError(f"cannot reach the GitHub API at {self.base_url}{tries}: {err}")
 
