@@ -255,6 +255,8 @@ OUTPUT_MISTAKES = [
     (["probe", "--out", "afile/sub"], "afile is a file, not a folder"),
     (["report", "--out", "afile"], "--out afile: is a file"),
     (["plan", "--json", "adir"], "--json adir: is a folder"),
+    (["plan", "--offline", "--lock", "adir"], "--lock adir: is a folder"),
+    (["matrix", "--lock", "adir"], "--lock adir: is a folder"),
     (["plan", "--offline", "--github-output", "adir"], "--github-output adir: is a folder"),
     (["merge", "adir", "in.sqlite"], "OUT adir: is a folder"),
     (["merge", "all.sqlite", "in.sqlite", "--json", "afile/x.json"], "is a file, not a folder"),

@@ -32,7 +32,7 @@ from . import options as flags
 def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     flags.add_matrix_option(parser)
-    flags.add_lock_options(parser)
+    flags.add_lock_options(parser, writes=True)
     flags.add_backend_option(parser, "where cells are installed (default: docker when an "
                                      "engine answers, else venv)")
     add("--overlay", action="store_true",

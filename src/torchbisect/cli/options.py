@@ -61,9 +61,10 @@ def add_matrix_option(parser: argparse.ArgumentParser, help_text: str = "matrix 
                         help=f"{help_text} (default: %(default)s)")
 
 
-def add_lock_options(parser: argparse.ArgumentParser) -> None:
-    """`--lock`, `--offline` and `--driver`: how a command that plans finds its wheels."""
-    parser.add_argument("--lock", type=Path, metavar="PATH",
+def add_lock_options(parser: argparse.ArgumentParser, *, writes: bool = False) -> None:
+    """`--lock`, `--offline` and `--driver`: how a command that plans finds its wheels;
+    `writes`: the command may write new pins into the lock."""
+    parser.add_argument("--lock", type=Output("file") if writes else Path, metavar="PATH",
                         help="lock file (default: <matrix>.lock.json next to the matrix file)")
     parser.add_argument("--offline", action="store_true",
                         help="plan from the lock alone; no index is contacted")

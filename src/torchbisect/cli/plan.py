@@ -22,7 +22,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     flags.add_matrix_option(parser, "the matrix file")
     parser.add_argument("--json", type=flags.Output("file"), metavar="OUT",
                         help="also write the plan as JSON")
-    flags.add_lock_options(parser)
+    flags.add_lock_options(parser, writes=True)
     flags.add_store_option(parser, "result store, to show which cells already have a result")
     parser.add_argument("--hash", action="store_true",
                         help="download wheels whose index publishes no sha256 and lock their hash")
