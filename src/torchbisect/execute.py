@@ -14,6 +14,7 @@ the run with its sentence and exit status 2.
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import traceback
 from dataclasses import dataclass
@@ -73,9 +74,11 @@ def prepare(backend: Backend, cell: Cell, *, log: Path, gpu: Gpu | None) -> Stag
     files.write_text(log, f"# torchbisect: {cell.id} started {started} backend={backend.name}\n")
     try:
         prepared = backend.prepare(cell, log=log)
-    except ConfigError:
-        raise  # a mistake in matrix.yaml stops the run with its sentence; it is not infra
+    except (ConfigError, files.DiskFull):
+        raise  # a mistake in matrix.yaml, a full disk: they stop the run with their sentence
     except Exception as err:  # noqa: BLE001 - every other failure of a backend is infra
+        if full := _disk_full(backend, err):
+            raise full from None  # every cell after it would fail the same way
         return _failure(cell, backend, gpu, started, log, f"install: {_describe(err, cell, log)}")
     return Staged(prepared=prepared, started=started)
 
@@ -86,9 +89,11 @@ def probe(backend: Backend, staged: Staged, *, gpu: Gpu | None, log: Path) -> Ce
     try:
         output = backend.probe(prepared, gpu=device_of(gpu) if gpu else None,
                                probe_args=probe_args(cell), log=log)
-    except ConfigError:
+    except (ConfigError, files.DiskFull):
         raise
     except Exception as err:  # noqa: BLE001
+        if full := _disk_full(backend, err):
+            raise full from None
         return _failure(cell, backend, gpu, started, log, f"probe: {_describe(err, cell, log)}",
                         prepared=prepared)
     status, result, reason = interpret(output)
@@ -178,6 +183,21 @@ def _describe(err: Exception, cell: Cell, log: Path) -> str:
     # A bug, not a known failure: keep the traceback in the log for whoever reads it.
     _append(log, "".join(traceback.format_exception(err)))
     return f"{type(err).__name__}: {err}"
+
+
+_NO_SPACE = re.compile(r"No space left on device|Disk quota exceeded|\(os error (?:28|122)\)"
+                       r"|\bENOSPC\b|\bEDQUOT\b")
+
+
+def _disk_full(backend: Backend, err: Exception) -> files.DiskFull | None:
+    """A full disk under the backend's work folder (an installer said so, or we met it):
+    the run stops with one sentence naming the folder, rather than failing every cell."""
+    folder = getattr(backend, "workdir", None) or getattr(backend, "cells_dir", None)
+    if files.is_full(err):
+        return files.disk_full(folder or "the work folder (--workdir)", err)
+    said = _NO_SPACE.search(f"{err}\n{getattr(err, 'output', '')}")
+    # a probe may print those words: only a work folder that is really full stops the run
+    return files.disk_full(folder) if said and folder and files.nearly_full(folder) else None
 
 
 def _probe_version_or_empty(cell: Cell) -> str:

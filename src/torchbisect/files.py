@@ -23,6 +23,7 @@ from typing import IO
 from .errors import InfraError
 
 FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+_NEARLY_FULL = 1024 * 1024  # bytes free below which an I/O error is taken for a full disk
 
 
 class DiskFull(InfraError):
@@ -33,10 +34,22 @@ class PlantedLink(InfraError):
     """A symbolic link stands where torchbisect writes a file of its own."""
 
 
-def disk_full(folder: Path | str, err: OSError | None = None) -> DiskFull:
-    why = os.strerror(err.errno).lower() if err is not None and err.errno else "no space left"
-    return DiskFull(f"{why} on the device of {folder}: nothing was half-written there; free "
-                    "some space (or choose another folder) and run again")
+def disk_full(folder: Path | str, err: OSError | None = None, *, intact: str = "") -> DiskFull:
+    """The sentence for a full disk (or quota) under `folder`; `intact` names what was kept."""
+    why = os.strerror(err.errno).lower() if err is not None and err.errno else \
+        "no space left on device"
+    kept = f"{intact} is intact, and " if intact else ""
+    return DiskFull(f"{folder}: {why} ({kept}nothing there was half-written); free some space "
+                    "there, or choose another folder, and run again")
+
+
+def nearly_full(folder: Path | str) -> bool:
+    """Whether the file system under `folder` has (almost) no space or inodes left."""
+    try:
+        stat = os.statvfs(folder)
+    except OSError:
+        return False
+    return stat.f_bavail * stat.f_frsize < _NEARLY_FULL or (stat.f_files and not stat.f_favail)
 
 
 def is_full(err: BaseException) -> bool:
@@ -77,6 +90,44 @@ def write_text(path: Path | str, text: str) -> Path:
     return Path(path)
 
 
+def write_all(texts: dict[Path, str]) -> list[Path]:
+    """Write several files that belong together (a page's documents): every one to its
+    temporary name first, and only when all are written are they renamed, so a full disk leaves
+    the old set whole rather than half old, half new."""
+    written: list[tuple[Path, Path]] = []
+    try:
+        for path, text in texts.items():
+            with _fresh_file(path) as (tmp, out):
+                out.write(text)
+            written.append((tmp, path))
+        for tmp, path in written:
+            os.replace(tmp, path)
+    except BaseException as err:
+        for tmp, _ in written:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if is_full(err):
+            raise disk_full(next(iter(texts)).parent, err) from None
+        raise
+    return list(texts)
+
+
+@contextlib.contextmanager
+def _fresh_file(path: Path) -> Iterator[tuple[Path, IO[str]]]:
+    """A temporary file beside `path`, written and synced; removed again on any error."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp, fd = _fresh(path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            yield tmp, out
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def write_bytes(path: Path | str, data: bytes) -> Path:
     with atomic(path, binary=True) as out:
         out.write(data)
@@ -98,12 +149,12 @@ def open_append(path: Path | str) -> Iterator[IO[str]]:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o666)
     except OSError as err:
-        raise _refusal(path, err) from None
+        raise refusal(path, err) from None
     try:
         with os.fdopen(fd, "a", encoding="utf-8") as out:
             yield out
     except OSError as err:
-        raise _refusal(path, err) from None
+        raise refusal(path, err) from None
 
 
 def open_new(path: Path | str, *, binary: bool = True, append: bool = False) -> IO:
@@ -114,7 +165,7 @@ def open_new(path: Path | str, *, binary: bool = True, append: bool = False) -> 
     try:
         fd = os.open(path, flags, 0o666)
     except OSError as err:
-        raise _refusal(path, err) from None
+        raise refusal(path, err) from None
     return os.fdopen(fd, ("ab" if append else "wb") if binary else ("a" if append else "w"))
 
 
@@ -130,7 +181,8 @@ def _fresh(path: Path) -> tuple[Path, int]:
     raise FileExistsError(errno.EEXIST, "no free temporary name", str(path))
 
 
-def _refusal(path: Path, err: OSError) -> Exception:
+def refusal(path: Path, err: OSError) -> Exception:
+    """What to raise when opening `path` failed: PlantedLink, DiskFull, or the error itself."""
     if err.errno == errno.ELOOP:
         return PlantedLink(f"{path} is a symbolic link: torchbisect does not write through "
                            "links in its folders; remove the link and run again")

@@ -115,9 +115,15 @@ class Backend(abc.ABC):
 def cell_lock(path: Path) -> Iterator[None]:
     """Hold an exclusive lock on `path`: one run at a time builds a cell's environment."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as err:
+        raise files.refusal(path, err) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when the file closes, or the process dies
         yield
+    finally:
+        os.close(fd)
 
 
 def read_document(path: Path) -> str:

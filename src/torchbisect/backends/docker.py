@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import files
 from ..errors import BackendUnavailable, ConfigError, InfraError
 from ..model import Cell, Channel
 from ..probes import probe_path
@@ -133,7 +134,7 @@ class DockerBackend(Backend):
             finally:
                 if wheel.downloaded:
                     discard(wheel.path)  # uv's cache and the venv hold it now
-            marker.write_text(json.dumps({**want, "wheel_sha256": sha}))
+            files.write_text(marker, json.dumps({**want, "wheel_sha256": sha}))
         return sha
 
     def probe(self, prepared: Prepared, *, gpu: int | str | None, probe_args: list[str],

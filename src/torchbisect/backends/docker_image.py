@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import files
 from ..errors import InfraError
 from ..proc import run as run_command
 from .base import note
@@ -110,7 +111,7 @@ class RunnerImages:
                     path=ctx, tag=tag, buildargs={"BASE_IMAGE": base}, rm=True, forcerm=True,
                     pull=False, decode=True, timeout=self.timeout,
                     labels={"torchbisect.base": base})
-                with log.open("a", encoding="utf-8") as out:
+                with files.open_append(log) as out:
                     for chunk in stream:
                         out.write(chunk.get("stream", ""))
                         if "error" in chunk:

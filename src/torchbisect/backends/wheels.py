@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import files
 from ..errors import InfraError
 from ..index.fetch import PYTORCH_INDEX, local_path
 from ..links import wheel_name
@@ -149,7 +150,7 @@ class _Part(resumable.Sink):
         self.path, self._file = path, None
 
     def __enter__(self) -> _Part:
-        self._file = self.path.open("wb")
+        self._file = files.open_new(self.path)  # never through a link planted in downloads/
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from .. import defaults
 from ..errors import FAILED, IndexUnreachable, InfraError, TorchbisectError
@@ -115,7 +116,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"torchbisect {args.command}: interrupted", file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001 - the one place an unexpected error is caught
+        full = _full_disk(err, args)
+        if full is not None:  # wherever it struck: one sentence naming the folder, exit 3
+            print(f"torchbisect {args.command}: error: {full}", file=sys.stderr)
+            return full.exit_code
         return _failed(args.command, argv, err)
+
+
+def _full_disk(err: BaseException, args: argparse.Namespace) -> TorchbisectError | None:
+    """A full disk met where no narrower handler said so (files.DiskFull is the rule): named
+    by the file that failed, else by the command's folders whose disk is full."""
+    from ..files import disk_full, is_full, nearly_full
+
+    if not is_full(err):
+        return None
+    name = getattr(err, "filename", None)
+    if name:
+        return disk_full(os.path.dirname(os.path.abspath(name)), err)
+    folders = [Path(p) if Path(p).is_dir() else Path(p).parent
+               for p in (getattr(args, k, None) for k in ("out", "workdir", "store", "lock",
+                                                          "matrix"))
+               if p is not None and str(p) != "-"]
+    full = [str(f) for f in folders if nearly_full(f)]
+    return disk_full(" and ".join(dict.fromkeys(full)) or "a folder torchbisect writes to "
+                     "(its report, logs, store, lock or work folder)", err)
 
 
 def _gated(args: argparse.Namespace, argv: list[str]) -> int:

@@ -72,7 +72,9 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
         **{file: schema_text(name) for name, file in SCHEMA_FILES.items()},
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    return [_write(out_dir / name, text) for name, text in pages.items()]
+    # all or nothing: each to a temporary name, renamed together (no half page, no write
+    # through a link planted in the folder, a full disk one sentence: files.DiskFull)
+    return files.write_all({out_dir / name: text for name, text in pages.items()})
 
 
 def results_json(runs: list[CellRun], bisections: list[BisectResult]) -> str:
@@ -148,10 +150,4 @@ def _json(doc: dict) -> str:
             text = json.dumps(value, ensure_ascii=False)
         parts.append(f"  {json.dumps(key)}: {text}")
     return "{\n" + ",\n".join(parts) + "\n}\n"
-
-
-def _write(path: Path, text: str) -> Path:
-    # a fresh temporary name, then a rename: no half page, no write through a planted link,
-    # a full disk one sentence (files.DiskFull); the umask's usual permissions (published)
-    return files.write_text(path, text)
 

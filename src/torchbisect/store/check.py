@@ -4,6 +4,8 @@ A damaged store (truncated, random bytes, a foreign database, a `runs` table tor
 write, a row that does not decode) is one sentence that names the file and what to do, with exit
 status 2 — and the file is left byte for byte as it was: the check opens it read-only, and only a
 file that passes is opened for writing (which sets WAL mode and creates missing tables).
+A disk that fails under a sound store (full, over quota, an I/O error) is not damage:
+`not_damage` tells them apart, for this check and for every write (`Store`), exit status 3.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from ..errors import ConfigError
+from .. import files
+from ..errors import ConfigError, InfraError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _TABLES = {
@@ -21,6 +24,7 @@ _TABLES = {
     "bisections": {"id", "direction", "case_name", "cuda", "python", "finished", "result_json"},
 }
 _OURS = {*_TABLES, "sqlite_sequence"}
+_DISK_CODES = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN})
 # In SQL, so that checking a store of thousands of runs costs milliseconds.
 _CHANNELS = "('stable', 'test', 'nightly', 'dev', 'preinstalled')"
 _BAD_ROWS = {
@@ -59,13 +63,30 @@ def inspect(path: Path, schema_version: int) -> None:
     try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
     except sqlite3.Error as err:
-        raise ConfigError(damaged(path, str(err))) from None
+        raise not_damage(path, err) or ConfigError(damaged(path, str(err))) from None
     try:
         _check(db, path, schema_version)
     except sqlite3.DatabaseError as err:  # "file is not a database", "malformed", …
-        raise ConfigError(damaged(path, str(err))) from None
+        raise not_damage(path, err) or ConfigError(damaged(path, str(err))) from None
     finally:
         db.close()
+
+
+def not_damage(path: Path, err: sqlite3.Error) -> InfraError | None:
+    """The error, when the disk under the store failed rather than the store: a full disk or
+    quota (`files.DiskFull`, exit 3), or an I/O error or a file SQLite cannot open beside it
+    (exit 3); None when it may be damage.  A full disk is never called damage."""
+    code = getattr(err, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    text = str(err)
+    if primary not in _DISK_CODES and "disk is full" not in text and "disk I/O" not in text:
+        return None
+    folder = path.parent if str(path.parent) else Path(".")
+    if primary == sqlite3.SQLITE_FULL or "disk is full" in text or files.nearly_full(folder):
+        return files.disk_full(folder, intact=f"the result store {path.name}")
+    return InfraError(f"the result store {path} could not be used ({text}): the disk or the "
+                      f"folder {folder} failed, not the store, which is left as it was; check "
+                      "them (space, permissions, the device) and run again")
 
 
 def damaged(path: Path, why: str) -> str:

@@ -14,7 +14,7 @@ import random
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from .. import defaults, files, probe_doc
@@ -78,11 +78,20 @@ class Store:
                                        timeout=timeout, isolation_level=None)
             self._db.row_factory = sqlite3.Row
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            if files.is_full(err):
+                raise files.disk_full(self.path.parent, err) from None
+            raise
         self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
         self._db.row_factory = sqlite3.Row
-        self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-        _patiently(self._setup, timeout)
+        try:
+            self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            _patiently(self._setup, timeout)
+        except sqlite3.Error as err:
+            self._db.close()
+            raise check.not_damage(self.path, err) or err from None
 
     def _setup(self) -> None:
         # Two shards creating one file race for the lock that switching to WAL takes, and SQLite
@@ -242,13 +251,22 @@ class Store:
     def _transaction(self) -> Iterator[None]:
         # BEGIN IMMEDIATE takes the write lock up front, so two shards writing one file queue on
         # busy_timeout instead of failing halfway through a transaction.
-        self._db.execute("BEGIN IMMEDIATE")
         try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                with suppress(sqlite3.Error):  # SQLite rolled back already after some errors
+                    self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        except sqlite3.Error as err:  # a full disk is one sentence, and never called damage
+            failed = check.not_damage(self.path, err)
+            if failed is None:
+                raise
+            with suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+            raise failed from None
 
     def _check_version(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]

@@ -1,0 +1,68 @@
+"""E11: files are never written through a symbolic link planted in the report, log or work
+folders: a whole file (page, log started afresh, marker, lock) replaces the link itself, an
+append or a lock file refuses it with one sentence; the link's target is never touched."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from runaway import project
+
+from torchbisect import files
+
+
+def _plant(link: Path, victim: Path) -> None:
+    link.parent.mkdir(parents=True, exist_ok=True)
+    victim.write_text("precious, not torchbisect's\n")
+    link.symlink_to(victim)
+
+
+@pytest.mark.slow
+def test_links_planted_in_the_report_log_and_work_folders_are_never_written_through(tmp_path):
+    argv = project(tmp_path)
+    argv.remove("--no-report")
+    victims = tmp_path / "victims"
+    victims.mkdir()
+    planted = {tmp_path / "reports" / "logs" / "dev-k0.log": victims / "log",
+               tmp_path / "reports" / "index.html": victims / "page",
+               tmp_path / "reports" / "results.json": victims / "results",
+               tmp_path / "work" / "venvs" / "dev-k0" / ".torchbisect-ready.json":
+                   victims / "marker"}
+    for link, victim in planted.items():
+        _plant(link, victim)
+    env = {**os.environ, "TORCHBISECT_PROBES": str(tmp_path / "probes")}
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    for link, victim in planted.items():
+        assert victim.read_text() == "precious, not torchbisect's\n", link
+    for link in list(planted)[:3]:  # replaced by the file itself
+        assert not link.is_symlink() and link.stat().st_size > 0, link
+    assert "dev-k0" in (tmp_path / "reports" / "logs" / "dev-k0.log").read_text()
+
+
+def test_an_append_or_a_lock_file_refuses_a_planted_link(tmp_path):
+    victim = tmp_path / "victim"
+    _plant(tmp_path / "logs" / "cell.log", victim)
+    with pytest.raises(files.PlantedLink, match="cell.log is a symbolic link"):
+        files.append(tmp_path / "logs" / "cell.log", "a line\n")
+    from torchbisect.backends.base import cell_lock
+
+    _plant(tmp_path / "venvs" / "cell.lock", victim)
+    with pytest.raises(files.PlantedLink), cell_lock(tmp_path / "venvs" / "cell.lock"):
+        pass
+    with pytest.raises(files.PlantedLink):
+        files.open_new(tmp_path / "logs" / "cell.log").close()
+    assert victim.read_text() == "precious, not torchbisect's\n"
+
+
+def test_a_whole_file_replaces_a_planted_link_and_leaves_its_target(tmp_path):
+    victim = tmp_path / "victim"
+    _plant(tmp_path / "out" / "index.html", victim)
+    files.write_all({tmp_path / "out" / "index.html": "new page\n"})
+    assert victim.read_text() == "precious, not torchbisect's\n"
+    assert (tmp_path / "out" / "index.html").read_text() == "new page\n"
+    assert not (tmp_path / "out" / "index.html").is_symlink()
