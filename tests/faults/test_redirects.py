@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import date
 
 import pytest
 from helpers import make_cell, make_run
@@ -21,10 +22,12 @@ from peers import Peer, redirect
 
 from torchbisect import links
 from torchbisect.backends import wheels
+from torchbisect.config.matrix import load_matrix
 from torchbisect.errors import IndexUnreachable, InfraError
 from torchbisect.index import fetch as index
 from torchbisect.index import pages
 from torchbisect.model import Channel
+from torchbisect.plan.resolve import build_plan
 from torchbisect.store.db import Store
 
 PUBLIC = "http://93.184.216.34"
@@ -105,6 +108,24 @@ def test_an_index_page_that_redirects_inward_is_refused_at_once_unless_allowed(i
     found = index.fetch_wheels(f"{PUBLIC}/whl/cpu/", allow=["169.254.169.254"])
     assert [w.version for w in found] == ["2.98.1+cpu"]  # allow_links_to covers hops too
     assert net.seen[-1].target == "http://169.254.169.254/whl/cpu/torch/"
+
+
+def test_plan_applies_allow_links_to_to_the_hops_of_its_index_pages(internet, tmp_path):
+    mirror = "http://10.1.2.3/whl/cpu/torch/"  # where the public index sends its page
+    listing = f'<html><body><a href="{LINK}">t</a></body></html>'.encode()
+    net = internet(lambda seen: (200, {"Content-Type": "text/html"}, listing)
+                   if seen.target == mirror else redirect(mirror))
+    matrix = tmp_path / "matrix.yaml"
+    text = (f"indexes:\n  stable: {PUBLIC}/whl/cpu/\ndefaults:\n  python: '3.11'\n  cuda: cpu\n"
+            "stable:\n  versions: [2.98.1]\n")
+    matrix.write_text(text)
+    options = dict(lock=None, python="3.11", platform="linux_x86_64", driver=None,
+                   today=date(2026, 11, 30))
+    with pytest.raises(IndexUnreachable, match="10.1.2.3.*not followed"):
+        build_plan(load_matrix(matrix), **options)
+    assert mirror not in [s.target for s in net.seen]
+    matrix.write_text(text + "allow_links_to: [10.1.2.3]\n")
+    assert [c.url for c in build_plan(load_matrix(matrix), **options).cells] == [LINK]
 
 
 def test_a_redirect_to_another_public_host_is_followed_hop_by_hop(internet, tmp_path):

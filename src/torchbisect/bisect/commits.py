@@ -19,10 +19,10 @@ from pathlib import Path
 from .. import proc
 from ..errors import CommandFailed, ConfigError
 from ..net import API, Retries
-from ..net.github import GitHub, GitHubError, RateLimited
+from ..net.github import DEFAULT_API, GitHub, GitHubError, RateLimited
 
 PYTORCH = "https://github.com/pytorch/pytorch"
-GITHUB_API = "https://api.github.com/repos/pytorch/pytorch"
+GITHUB_API = f"{DEFAULT_API}/repos/pytorch/pytorch"
 _SUBJECT = re.compile(r"^(\d{4}-\d{2}-\d{2}) nightly release \(([0-9a-f]{7,40})\)")
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 

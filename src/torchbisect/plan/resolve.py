@@ -16,6 +16,7 @@ and holds the picking rules; `cells` names what is picked).  The rules:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable, Sequence
 from datetime import date
@@ -58,6 +59,8 @@ def build_plan(config: MatrixConfig, *, lock: Lock | None, python: str, platform
     can match, so their index pages are not read: the plan then holds the selected cells and
     maybe others of the same entries, which the caller's own filter drops.
     """
+    if fetch is fetch_wheels and config.allow_links_to:  # a page's redirects obey it too
+        fetch = functools.partial(fetch_wheels, allow=tuple(config.allow_links_to))
     r = _Resolver(config, lock or Lock(), python=python, platform=platform, driver=driver,
                   today=today, offline=offline, note=note or (lambda _: None), fetch=fetch,
                   select=tuple(select))
