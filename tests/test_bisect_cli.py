@@ -69,12 +69,26 @@ def test_infra_failure_reason_is_kept():
     (["--script", "/nonexistent/check.sh"], "--script: /nonexistent/check.sh does not exist"),
     (["--script", "./check.sh --fast"], "--script: ./check.sh does not exist"),
     (["--script", "sh 'unclosed"], "is not a shell command (No closing quotation)"),
+    (["--walk-limit", "8"], "--walk-limit is for a bisection without --good"),
 ])
 def test_flag_errors_are_one_sentence_and_exit_2(flags, message, capsys, tmp_path,
                                                  monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = ["bisect", "--good", "2025-08-01", "--bad", "2025-08-09",
             "--index-url", str(tmp_path), "--store", str(tmp_path / "s.sqlite"), *flags]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--bad", "2.15.0"], "--bad 2.15.0 is a release: the walk to a good end steps over nightly "
+                          "dates; give --good too"),
+    (["--bad", "2025-08-01", "--walk-limit", "0"], "a whole number of days of at least 1"),
+])
+def test_without_good_the_walks_errors_are_one_sentence(flags, message, capsys, tmp_path):
+    argv = ["bisect", "--index-url", str(tmp_path), "--store", str(tmp_path / "s.sqlite"),
+            *flags]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]

@@ -51,6 +51,12 @@ class CandidateList:
     notes: tuple[str, ...] = ()  # widened ends, dropped duplicate versions
     missing: tuple[str, ...] = ()  # dates inside the range with no nightly on the index
 
+    def between(self, first: str, last: str) -> CandidateList:
+        """The nightlies from `first` to `last` (dates, both included); the notes were said."""
+        return CandidateList(
+            candidates=tuple(c for c in self.candidates if first <= c.date <= last),
+            missing=tuple(d for d in self.missing if first < d < last))
+
 
 def parse_end(text: str, flag: str) -> str:
     """YYYY-MM-DD from `2025-08-01`, `20250801`, `3 days ago` or `2.10.0.dev20250801+cu128`."""

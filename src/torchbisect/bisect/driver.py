@@ -20,7 +20,7 @@ from typing import Any
 from .. import execute
 from ..backends.base import Backend
 from ..gpus import Gpu
-from ..model import CellRun
+from ..model import Cell, CellRun
 from ..outcome import Direction, NightlyPoint, Outcome
 from ..probes import probe_version
 from .candidates import Candidate, CandidateList
@@ -76,6 +76,21 @@ class Bisector:
         finally:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._release_unused()
+
+    def judge(self, cand: Candidate) -> NightlyPoint:
+        """One candidate outside a search (the walk to a missing end): its stored verdict, or
+        a run now, stored.  Counted in `new_runs` when run now."""
+        cell = _with_rule(cand, self.rule).cell
+        run = self._stored_run(cell)
+        reused = run is not None
+        if run is None:
+            run = execute.run_cell(self.backend, cell, gpu=self.gpu, logs_dir=self.logs)
+            check_script_run(run, self.rule)  # a script asking to stop: nothing stored
+            self.store.add(run)
+            self.new_runs += 1
+        point = _point(cand, self.rule.judge(run))
+        self.progress.judged(cand, point, reused=reused)
+        return point
 
     def prefetch(self, indexes: Sequence[int]) -> None:
         for index in indexes:
@@ -149,11 +164,13 @@ class Bisector:
         """The stored run that answers for each candidate (`Store.find_ok`, the matrix's lookup
         too), by candidate id.  A candidate's bytes are known before installing only when the
         index published their sha256 (nightlies' do not): otherwise its URL names them."""
-        gpu, driver = execute.gpu_name(self.gpu), self.gpu.driver if self.gpu else ""
-        found = {cand.cell.id: self.store.find_ok(cand.cell, wheel_sha256=cand.cell.sha256,
-                                                  probe_version=self.probe_version, gpu=gpu,
-                                                  driver=driver) for cand in self._cands}
+        found = {cand.cell.id: self._stored_run(cand.cell) for cand in self._cands}
         return {cell_id: run for cell_id, run in found.items() if run is not None}
+
+    def _stored_run(self, cell: Cell) -> CellRun | None:
+        gpu, driver = execute.gpu_name(self.gpu), self.gpu.driver if self.gpu else ""
+        return self.store.find_ok(cell, wheel_sha256=cell.sha256,
+                                  probe_version=self.probe_version, gpu=gpu, driver=driver)
 
     def _log(self, cell_id: str) -> Path:
         return self.logs / f"{cell_id}.log"  # the matrix's name: one log per cell, latest run

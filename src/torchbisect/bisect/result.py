@@ -10,7 +10,7 @@ import shlex
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
-from ..outcome import BisectResult, Direction, NightlyPoint
+from ..outcome import BisectResult, Direction, NightlyPoint, Outcome
 from .candidates import CandidateList
 from .commits import CommitLookup, compare_url
 from .search import SearchResult
@@ -29,9 +29,10 @@ class Context:
 
 
 def build_result(search: SearchResult, points: dict[int, NightlyPoint], cands: CandidateList,
-                 ctx: Context, lookup: CommitLookup, *,
-                 extra_probes: int = 0) -> tuple[BisectResult, list[str]]:
-    """`extra_probes`: runs besides the search's own (--repeat's re-asks, the walk to an end)."""
+                 ctx: Context, lookup: CommitLookup, *, extra_probes: int = 0,
+                 extra_points: tuple[NightlyPoint, ...] = ()) -> tuple[BisectResult, list[str]]:
+    """`extra_probes`: verdicts besides the search's own (--repeat's re-asks, the walk to an
+    end); `extra_points`: the walk's verdicts, kept with the search's."""
     notes: list[str] = []
     before = _with_main_sha(points[search.last_good], lookup, notes)
     after = _with_main_sha(points[search.first_bad], lookup, notes)
@@ -44,9 +45,10 @@ def build_result(search: SearchResult, points: dict[int, NightlyPoint], cands: C
     result = BisectResult(
         direction=ctx.direction, case=ctx.case, cuda=ctx.cuda, python=ctx.python,
         before=before, after=after, probes=search.probes + extra_probes,
-        points=tuple(known[i] for i in sorted(known)),
+        points=_merged([known[i] for i in sorted(known)], extra_points),
         candidates=tuple(points[i].key for i in search.candidates),
-        unknown=tuple(points[i].key for i in search.unknown),
+        unknown=tuple(p.key for p in _merged([points[i] for i in search.unknown], extra_points)
+                      if p.verdict is Outcome.UNKNOWN),
         missing=tuple(d for d in cands.missing if first < d < last),
         compare_url=url,
         commits=lookup.commits_between(before.main_sha, after.main_sha),
@@ -72,3 +74,13 @@ def _with_main_sha(point: NightlyPoint, lookup: CommitLookup, notes: list[str]) 
     if not found.sha:
         notes.append(f"main-branch sha of the {point.date} nightly unknown: {found.note}")
     return replace(point, main_sha=found.sha)
+
+
+def _merged(points: list[NightlyPoint],
+            extra: tuple[NightlyPoint, ...]) -> tuple[NightlyPoint, ...]:
+    """The search's points and the walk's (nightlies: by date), one per build (the search's
+    when both have it)."""
+    if not extra:
+        return tuple(points)
+    by_key = {p.key: p for p in extra} | {p.key: p for p in points}
+    return tuple(by_key[k] for k in sorted(by_key))

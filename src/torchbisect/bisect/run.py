@@ -34,11 +34,12 @@ from .driver import Bisector, Progress
 from .result import Context, build_result
 from .search import EndsError, Outcome, SearchResult, flip
 from .verdicts import DEFAULT_CASE, FlakyScript, Rule, ScriptAborted
+from .walk import DEFAULT_LIMIT, walk
 
 
 @dataclass(frozen=True, kw_only=True)
 class BisectOptions:
-    good: str
+    good: str | None  # None: walk from --bad to find it (`walk`)
     bad: str
     direction: Direction = Direction.REGRESSION
     cuda: str = "cu130"
@@ -58,6 +59,7 @@ class BisectOptions:
     timeout: float = defaults.TIMEOUT
     overlay: bool = False
     repeat: int = 1  # answers of --script asked at each of the two decisive nightlies
+    walk_limit: int = DEFAULT_LIMIT  # days from --bad the walk to a good nightly may go
 
     @property
     def rule(self) -> Rule:
@@ -93,7 +95,12 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
             backend=backend, store=store, rule=options.rule, direction=options.direction,
             logs=options.logs or options.store.parent / "logs", gpu=_first_gpu(),
             progress=progress)
+        walked = None
         try:
+            if options.good is None:
+                walked = walk(cands, direction=options.direction, judge=bisector.judge,
+                              say=progress.note, limit=options.walk_limit)
+                cands = walked.range(cands)
             search = bisector.search(cands)
         except EndsError as err:
             raise ConfigError(_ends_sentence(err, cands, bisector, options)) from None
@@ -102,8 +109,10 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
             raise
         if options.script is not None and options.repeat > 1:
             _check_repeats(bisector, search, cands, options.repeat)
+        walk_points = walked.points if walked else ()
         result, notes = build_result(search, bisector.points, cands, _context(options), lookup,
-                                     extra_probes=bisector.reasked)
+                                     extra_probes=bisector.reasked + len(walk_points),
+                                     extra_points=walk_points)
         for note in notes:
             progress.note(note)
         store.add_bisection(result)
@@ -114,6 +123,8 @@ def candidates(options: BisectOptions) -> CandidateList:
     from ..index import fetch, tags
     from ..plan import indexes
 
+    if options.good is None:
+        return _one_end(options)
     releases = release_of(options.good), release_of(options.bad)
     channel = Channel.STABLE if all(releases) else Channel.NIGHTLY
     if channel is Channel.STABLE:
@@ -133,13 +144,41 @@ def candidates(options: BisectOptions) -> CandidateList:
     else:
         wheels = indexes.nightly_builds(index_url, cuda=options.cuda, python=options.python,
                                          platform=options.platform)
-    template = Cell(
+    build = build_release_candidates if channel is Channel.STABLE else build_candidates
+    return build(wheels, older=older, newer=newer, older_flag=older_flag, newer_flag=newer_flag,
+                 cell_template=_template(options, index_url))
+
+
+def _one_end(options: BisectOptions) -> CandidateList:
+    """Without --good: every listed nightly on the walk's side of --bad (older for a
+    regression, newer with --find-fix), for `walk` to pick from."""
+    from ..index import fetch
+    from ..plan import indexes
+
+    if release_of(options.bad):
+        raise ConfigError(f"--bad {options.bad} is a release: the walk to a good end steps over "
+                          "nightly dates; give --good too (a release or a nightly)")
+    bad = parse_end(options.bad, "--bad")
+    index_url = options.index_url or fetch.default_index(Channel.NIGHTLY.value, options.cuda)
+    wheels = list(indexes.nightly_builds(index_url, cuda=options.cuda, python=options.python,
+                                         platform=options.platform))
+    days = sorted(w.nightly_date for w in wheels if w.nightly_date)
+    back = options.direction is Direction.REGRESSION
+    side = [d for d in days if (d < bad if back else d > bad)]
+    if not side:
+        raise ConfigError(f"the index lists no nightly {'before' if back else 'after'} --bad "
+                          f"{bad}, so there is nothing to walk to; give --good")
+    older, newer = (side[0], bad) if back else (bad, side[-1])
+    flags = ("--good", "--bad") if back else ("--bad", "--good")
+    return build_candidates(wheels, older=older, newer=newer, older_flag=flags[0],
+                            newer_flag=flags[1], cell_template=_template(options, index_url))
+
+
+def _template(options: BisectOptions, index_url: str) -> Cell:
+    return Cell(
         id="", channel=Channel.NIGHTLY, version="", cuda=options.cuda, python=options.python,
         probe=options.rule.probe_name, cases=(options.case,) if options.script is None else (),
         trials=options.trials, timeout=options.timeout, index_url=index_url)
-    build = build_release_candidates if channel is Channel.STABLE else build_candidates
-    return build(wheels, older=older, newer=newer, older_flag=older_flag, newer_flag=newer_flag,
-                 cell_template=template)
 
 
 def _check_repeats(bisector: Bisector, search: SearchResult, cands: CandidateList,

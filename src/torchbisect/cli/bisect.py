@@ -18,6 +18,7 @@ from ..bisect.candidates import Candidate, CandidateList
 from ..bisect.driver import Progress
 from ..bisect.run import BisectOptions, bisect
 from ..bisect.verdicts import DEFAULT_CASE
+from ..bisect.walk import DEFAULT_LIMIT
 from ..errors import ConfigError
 from ..outcome import Direction, NightlyPoint
 from ..report.bisection_text import render_markdown, render_text
@@ -31,8 +32,9 @@ NOT_EXACT = 8
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--good", required=True, metavar="DATE|VERSION",
-        help="a nightly without the bug: 2025-08-01, 20250801, '3 days ago' or 2.10.0.dev20250801")
+    add("--good", default=None, metavar="DATE|VERSION",
+        help="a nightly without the bug: 2025-08-01, 20250801, '3 days ago' or 2.10.0.dev20250801 "
+             "(none: walk from --bad, back or, with --find-fix, forward, to find one)")
     add("--bad", required=True, metavar="DATE|VERSION", help="a nightly with the bug")
     add("--find-fix", action="store_true",
         help="find the first good nightly after a bad one (--bad is then the older end)")
@@ -67,6 +69,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--repeat", type=int, default=None, metavar="N",
         help="with --script: ask it N times at the two nightlies that decide the range, and "
              "report a script whose answers differ as flaky (default 2)")
+    add("--walk-limit", type=int, default=None, metavar="DAYS",
+        help=f"without --good: how many days from --bad the walk to a good nightly may go "
+             f"(default {DEFAULT_LIMIT})")
     add("--json", type=flags.Output("file"), default=None, metavar="OUT",
         help="write the result as JSON")
     add("--markdown", type=flags.Output("file"), default=None, metavar="OUT",
@@ -95,6 +100,9 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         raise ConfigError("--min-stale must be between 1 and --trials")
     if not args.timeout > 0 or math.isinf(args.timeout):  # `not >`: NaN is refused too
         raise ConfigError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    if args.walk_limit is not None and (args.good is not None or args.walk_limit < 1):
+        raise ConfigError("--walk-limit is for a bisection without --good, and a whole number of "
+                          "days of at least 1")
     if args.repeat is not None and (args.script is None or args.repeat < 1):
         raise ConfigError("--repeat needs --script and a whole number of at least 1; racy "
                           "probe cases take --trials and --min-stale instead")
@@ -106,7 +114,8 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         min_stale=args.min_stale, index_url=args.index_url, backend=args.backend,
         store=args.store, workdir=args.workdir, repo=args.repo, github=not args.no_github,
         timeout=args.timeout, overlay=args.overlay,
-        repeat=args.repeat or (2 if args.script is not None else 1))
+        repeat=args.repeat or (2 if args.script is not None else 1),
+        walk_limit=args.walk_limit or DEFAULT_LIMIT)
 
 
 class _Console(Progress):

@@ -1,0 +1,98 @@
+"""Finding the missing end: `bisect --bad DATE` without `--good` walks away from the known bad
+nightly, 1, 2, 4, 8 … days (at most `limit`), until a nightly is good; then the search bisects
+between that one and the nearest bad one seen.  Back in time for a regression, forward with
+--find-fix (the fix comes after the bad nightly).
+
+cargo-bisect-rustc does the same when only its end is known.  The known end is judged first (a
+walk from a nightly that is not bad would find nothing).  An unknown nightly on the way is stepped
+over and never taken as good.  Judging is injected (`judge(candidate) -> NightlyPoint`, the
+driver's); so is what is said (`say`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import date
+
+from ..errors import ConfigError
+from ..outcome import Direction, NightlyPoint, Outcome
+from .candidates import Candidate, CandidateList
+
+DEFAULT_LIMIT = 64  # days: about what pytorch's nightly index lists
+
+
+@dataclass(frozen=True, kw_only=True)
+class Walked:
+    """The walk's end: the good nightly it found, the bad one nearest it, every verdict."""
+
+    good: Candidate
+    bad: Candidate
+    points: tuple[NightlyPoint, ...]
+
+    def range(self, cands: CandidateList) -> CandidateList:
+        """The nightlies the search bisects: from one end of the pair to the other."""
+        first, last = sorted((self.good.date, self.bad.date))
+        return cands.between(first, last)
+
+
+def distances(limit: int) -> Iterator[int]:
+    """1, 2, 4, 8 … days, then `limit` itself."""
+    step = 1
+    while step < limit:
+        yield step
+        step *= 2
+    yield limit
+
+
+def walk(cands: CandidateList, *, direction: Direction, judge: Callable[[Candidate], NightlyPoint],
+         say: Callable[[str], None], limit: int = DEFAULT_LIMIT) -> Walked:
+    """Walk from the known bad end of `cands` (the newest for a regression, the oldest with
+    --find-fix) until a nightly is good.  Raises ConfigError when none is, naming the bound."""
+    back = direction is Direction.REGRESSION
+    seq = list(reversed(cands.candidates)) if back else list(cands.candidates)
+    start = seq[0]
+    way, side = ("back", "before") if back else ("forward", "after")
+    say(f"no --good: walking {way} from --bad {start.date}, 1, 2, 4, 8 … days (at most "
+        f"{limit}, --walk-limit), until a nightly is good")
+    first = judge(start)
+    points = [first]
+    if first.verdict is not Outcome.BAD:
+        why = f"could not be judged ({first.reason})" if first.verdict is Outcome.UNKNOWN \
+            else "is not bad but good"
+        raise ConfigError(f"the --bad end, {start.label}, {why}: a walk needs a bad nightly to "
+                          "start from; pick another --bad")
+    away = lambda c: abs((date.fromisoformat(c.date) - date.fromisoformat(start.date)).days)  # noqa: E731
+    bad, pos = start, 0
+    for step in distances(limit):
+        if step <= away(seq[pos]):
+            continue  # a gap in the index already carried the walk this far
+        ahead = [i for i in range(pos + 1, len(seq)) if away(seq[i]) <= limit]
+        if not ahead:
+            break
+        pos = next((i for i in ahead if away(seq[i]) >= step), ahead[-1])
+        cand = seq[pos]
+        say(f"walking {way}: {cand.label}, {away(cand)} days {side} --bad {start.date}")
+        point = judge(cand)
+        points.append(point)
+        if point.verdict is Outcome.GOOD:
+            return Walked(good=cand, bad=bad, points=tuple(points))
+        if point.verdict is Outcome.BAD:
+            bad = cand
+        else:
+            say(f"{cand.date} could not be judged: stepped over (an unknown nightly is never "
+                "taken as good)")
+    raise ConfigError(_not_found(points[1:], seq, away, limit=limit, side=side, start=start))
+
+
+def _not_found(points: list[NightlyPoint], seq: list[Candidate], away, *, limit: int, side: str,
+               start: Candidate) -> str:
+    tried = ", ".join(f"{p.date} {p.verdict.value}" for p in points) or "none"
+    if any(away(c) > limit for c in seq):
+        return (f"the walk found no good nightly within {limit} days {side} --bad {start.date} "
+                f"(tried: {tried}); give --good, or a larger --walk-limit")
+    found = (f"the walk found no good nightly {side} --bad {start.date} on the index "
+             f"(tried: {tried})")
+    if side == "before":
+        return f"{found}; give --good, or --index-url with an index that lists older nightlies"
+    return f"{found}; give --good to bisect a known range"
