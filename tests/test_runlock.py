@@ -127,7 +127,9 @@ def test_wait_queues_behind_the_holder_and_stores_no_duplicate(site):
     try:
         _holding(folder, first)
         second = _start(folder, env, "--wait")
-        said = second.stdout.readline()
+        said = ""
+        while "waiting for" not in said and second.poll() is None:
+            said = second.stdout.readline()  # an event: the line is written before it waits
         assert f"waiting for another run (pid {first.pid}" in said, said
     finally:
         (folder / "go").touch()
