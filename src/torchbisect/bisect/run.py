@@ -31,6 +31,7 @@ from .candidates import (
 )
 from .commits import CommitLookup
 from .driver import Bisector, Progress
+from .forget import Forgotten, Settings, forget
 from .result import Context, build_result
 from .search import EndsError, Outcome, SearchResult, flip
 from .verdicts import DEFAULT_CASE, FlakyScript, Rule, ScriptAborted
@@ -117,6 +118,22 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
             progress.note(note)
         store.add_bisection(result)
     return Bisection(result=result, new_runs=bisector.new_runs, notes=(*cands.notes, *notes))
+
+
+def take_back(options: BisectOptions, what: str) -> Forgotten:
+    """`--forget WHAT`: drop the stored verdicts of WHAT this bisection would reuse."""
+    from .. import execute
+    from ..probes import probe_version
+
+    if not options.store.is_file():
+        raise ConfigError(f"{options.store} does not exist, so it holds no verdict to forget; "
+                          "check --store")
+    gpu, rule = _first_gpu(), options.rule
+    settings = Settings(rule=rule, cuda=options.cuda, python=options.python,
+                        timeout=options.timeout, probe_version=probe_version(rule.probe_name),
+                        gpu=execute.gpu_name(gpu), driver=gpu.driver if gpu else "")
+    with Store(options.store) as store:
+        return forget(store, what, settings)
 
 
 def candidates(options: BisectOptions) -> CandidateList:

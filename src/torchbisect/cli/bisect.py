@@ -16,7 +16,8 @@ from pathlib import Path
 from .. import defaults
 from ..bisect.candidates import Candidate, CandidateList
 from ..bisect.driver import Progress
-from ..bisect.run import BisectOptions, bisect
+from ..bisect.forget import Forgotten, describe
+from ..bisect.run import BisectOptions, bisect, take_back
 from ..bisect.verdicts import DEFAULT_CASE
 from ..bisect.walk import DEFAULT_LIMIT
 from ..errors import ConfigError
@@ -35,7 +36,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--good", default=None, metavar="DATE|VERSION",
         help="a nightly without the bug: 2025-08-01, 20250801, '3 days ago' or 2.10.0.dev20250801 "
              "(none: walk from --bad, back or, with --find-fix, forward, to find one)")
-    add("--bad", required=True, metavar="DATE|VERSION", help="a nightly with the bug")
+    add("--bad", default=None, metavar="DATE|VERSION",
+        help="a nightly with the bug (needed unless --forget is all you ask)")
     add("--find-fix", action="store_true",
         help="find the first good nightly after a bad one (--bad is then the older end)")
     add("--cuda", default="cu130", metavar="TAG", help="CUDA tag of the wheels (default cu130)")
@@ -69,6 +71,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--repeat", type=int, default=None, metavar="N",
         help="with --script: ask it N times at the two nightlies that decide the range, and "
              "report a script whose answers differ as flaky (default 2)")
+    add("--forget", action="append", default=[], metavar="DATE|VERSION|COMMIT",
+        help="first drop the stored verdict of this build that the bisection would reuse (a "
+             "mistaken answer), so it is asked again; names each dropped row; repeatable")
     add("--walk-limit", type=int, default=None, metavar="DAYS",
         help=f"without --good: how many days from --bad the walk to a good nightly may go "
              f"(default {DEFAULT_LIMIT})")
@@ -80,6 +85,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     options = _options(args)
+    for what in args.forget:
+        _say_forgotten(what, take_back(options, what), options)
+    if args.bad is None:
+        return 0
     done = bisect(options, _Console())
     print(render_text(done.result, new_runs=done.new_runs))
     if args.json:
@@ -91,7 +100,22 @@ def run(args: argparse.Namespace) -> int:
     return 0 if done.result.exact else NOT_EXACT
 
 
+def _say_forgotten(what: str, gone: Forgotten, options: BisectOptions) -> None:
+    print(f"forgot {len(gone.runs)} stored verdict(s) of {what}; the next bisection asks again:")
+    for run in gone.runs:
+        print(f"  {describe(run, options.rule)}")
+    for b in gone.bisections:
+        ends = " → ".join(p.key for p in (b.before, b.after) if p)
+        print(f"  the stored bisection finished {b.finished} ({ends}) used it; it stays as it "
+              "was, and a new bisection is stored beside it")
+
+
 def _options(args: argparse.Namespace) -> BisectOptions:
+    if args.bad is None and not args.forget:
+        raise ConfigError("--bad is needed: the nightly with the bug (or --forget alone, to "
+                          "drop a stored verdict)")
+    if args.bad is None and (args.good is not None or args.walk_limit is not None):
+        raise ConfigError("--good and --walk-limit need --bad too")
     if args.script is not None and (args.case or args.trials):
         raise ConfigError("--script decides on its own: drop --case and --trials")
     if args.trials is not None and args.trials < 1:
@@ -107,7 +131,7 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         raise ConfigError("--repeat needs --script and a whole number of at least 1; racy "
                           "probe cases take --trials and --min-stale instead")
     return BisectOptions(
-        good=args.good, bad=args.bad,
+        good=args.good, bad=args.bad or "",
         direction=Direction.FIX if args.find_fix else Direction.REGRESSION,
         cuda=args.cuda, python=args.python, platform=args.platform,
         case=args.case or DEFAULT_CASE, script=args.script, trials=args.trials,

@@ -180,6 +180,15 @@ class Store:
                 return run
         return None
 
+    def drop_runs(self, run_ids: Iterable[int]) -> int:
+        """Delete these runs in one transaction (`bisect --forget`: a verdict taken back on
+        purpose; the caller says which); returns how many went.  Nothing else deletes rows."""
+        ids = sorted(set(run_ids))
+        with self._transaction():
+            before = self._count()
+            self._db.executemany("DELETE FROM runs WHERE id = ?", [(i,) for i in ids])
+            return before - self._count()
+
     # -- bisections -----------------------------------------------------------------------------
 
     def add_bisection(self, result: BisectResult) -> int:

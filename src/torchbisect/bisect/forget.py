@@ -1,0 +1,120 @@
+"""Taking back a verdict: `bisect --forget DATE|VERSION|COMMIT` drops the stored runs a
+bisection with these settings would reuse for that build, so a mistaken answer (a script that was
+wrong that day, a flaky probe) is asked again without starting over — mozregression lets a user
+do the same.
+
+Only the runs that would answer again are dropped: a verdict (status ok) of that build, with this
+bisection's probe (or script) and probe version, case, trials, timeout, CUDA tag, Python, GPU model
+and driver.  Each dropped row is returned for the caller to name; when none matches nothing is
+touched and one sentence says why.  A COMMIT matches a run's `torch.version.git_version`, or the
+main-branch sha a stored bisection recorded for a nightly (the one its compare URL shows).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .. import reuse
+from ..errors import ConfigError
+from ..model import Cell, CellRun, Channel, RunStatus
+from ..outcome import BisectResult
+from .candidates import parse_end, release_of
+from .verdicts import Rule
+
+_SHA = re.compile(r"[0-9a-f]{7,40}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """What decides whether a stored run answers for this bisection (besides the build)."""
+
+    rule: Rule
+    cuda: str
+    python: str
+    timeout: float
+    probe_version: str
+    gpu: str
+    driver: str
+
+    def template(self) -> Cell:
+        return Cell(id="", channel=Channel.NIGHTLY, version="", cuda=self.cuda,
+                    python=self.python, probe=self.rule.probe_name,
+                    cases=(self.rule.case,) if self.rule.script is None else (),
+                    trials=self.rule.trials, timeout=self.timeout, env=self.rule.env)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Forgotten:
+    runs: tuple[CellRun, ...]  # the dropped rows, oldest first
+    bisections: tuple[BisectResult, ...]  # stored results that had used one of their verdicts
+
+
+def forget(store, what: str, settings: Settings) -> Forgotten:
+    """Drop the runs that would answer for `what` under `settings`; ConfigError when none."""
+    bisections = store.bisections()
+    matches = _matcher(what, bisections)
+    builds = [r for r in store.runs() if matches(r)]
+    chosen = tuple(r for r in builds if _answers(r, settings))
+    if not chosen:
+        others = f"; it holds {len(builds)} other run(s) of it (another GPU, driver, probe, " \
+                 "case or setting, or without a verdict), which this bisection would not reuse" \
+            if builds else ""
+        raise ConfigError(f"{store.path} holds no verdict of {what} that this bisection would "
+                          f"reuse (--cuda {settings.cuda}, --python {settings.python}, "
+                          f"{_decider(settings.rule)}){others}: nothing to forget")
+    store.drop_runs(r.run_id for r in chosen if r.run_id is not None)
+    keys = {_key(r) for r in chosen}
+    used = tuple(b for b in bisections
+                 if b.cuda == settings.cuda and b.python == settings.python
+                 and any(p.key in keys for p in (b.before, b.after) if p))
+    return Forgotten(runs=chosen, bisections=used)
+
+
+def describe(run: CellRun, rule: Rule) -> str:
+    """One dropped row, as the user is told: enough to find it in a log or an export."""
+    verdict = rule.judge(run).verdict.value
+    return (f"row {run.run_id}: {run.cell.id} ({run.cell.version}), {verdict}, probed "
+            f"{run.started or '?'} on {run.gpu or '?'}")
+
+
+def _matcher(what: str, bisections: list[BisectResult]):
+    text = what.strip()
+    try:
+        day = parse_end(text, "--forget")
+    except ConfigError:
+        day = ""
+    if day:
+        return lambda r: r.cell.channel is Channel.NIGHTLY and r.cell.date == day
+    release = release_of(text)
+    if release:
+        return lambda r: r.cell.channel is not Channel.NIGHTLY and \
+            release_of(r.cell.version) == release
+    sha = text.lower()
+    if not _SHA.fullmatch(sha):
+        raise ConfigError(f"--forget {what!r} is neither a date, a nightly or release version, "
+                          "nor a commit sha (7 to 40 hex digits)")
+    seen = [p for b in bisections for p in (*b.points, b.before, b.after) if p]
+    dates = {p.date for p in seen if p.date and p.main_sha.startswith(sha)}
+    return lambda r: _git_version(r).startswith(sha) or (
+        r.cell.channel is Channel.NIGHTLY and r.cell.date in dates)
+
+
+def _answers(run: CellRun, s: Settings) -> bool:
+    if run.status is not RunStatus.OK or run.result is None:
+        return False
+    where = (run.cell.cuda, run.cell.python, run.probe_version, run.gpu, run.driver)
+    return where == (s.cuda, s.python, s.probe_version, s.gpu, s.driver) and \
+        reuse.settings_cover(run, s.template())
+
+
+def _git_version(run: CellRun) -> str:
+    return str(run.result.env.get("git_version") or "") if run.result else ""
+
+
+def _key(run: CellRun) -> str:
+    return run.cell.date or run.cell.version
+
+
+def _decider(rule: Rule) -> str:
+    return f"--script {rule.script!r}" if rule.script is not None else f"--case {rule.case}"
