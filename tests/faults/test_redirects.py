@@ -110,6 +110,15 @@ def test_an_index_page_that_redirects_inward_is_refused_at_once_unless_allowed(i
     assert net.seen[-1].target == "http://169.254.169.254/whl/cpu/torch/"
 
 
+@pytest.mark.parametrize("location", ["http://[::1", "http://93.184.216.34:99999/x",
+                                      "file:///etc/passwd", "gopher://93.184.216.34/"])
+def test_a_redirect_that_is_no_http_url_is_one_sentence(location, internet, tmp_path):
+    net = internet(lambda seen: redirect(location))
+    with pytest.raises(InfraError, match="not followed"):
+        wheels.download(LINK, tmp_path / "downloads", log=tmp_path / "cell.log")
+    assert len(net.seen) == 1
+
+
 def test_plan_applies_allow_links_to_to_the_hops_of_its_index_pages(internet, tmp_path):
     mirror = "http://10.1.2.3/whl/cpu/torch/"  # where the public index sends its page
     listing = f'<html><body><a href="{LINK}">t</a></body></html>'.encode()

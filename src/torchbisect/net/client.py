@@ -121,6 +121,7 @@ def request(method: str, url: str, *, route: Route | None = None,
 
 
 def origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port); ValueError for what is not a URL ("http://[::1", a port 99999)."""
     parts = urlsplit(url)
     port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
     return parts.scheme, links.host_of(url), port
@@ -146,7 +147,12 @@ def _follow(method: str, url: str, *, route: Route, headers: dict[str, str],
         if not location:
             return raw, target
         raw.close()  # a redirect's body is never read: a hostile one may be endless
-        following = urljoin(target, location)
+        try:
+            following = urljoin(target, location)
+            origin(following)
+        except ValueError:
+            raise Refused(f"it redirected to {location[:200]!r}, which is not a URL; not "
+                          "followed") from None
         if method not in ("GET", "HEAD"):
             _may_resend(method, raw.status, target, following)
         if raw.status == 303:
@@ -156,10 +162,18 @@ def _follow(method: str, url: str, *, route: Route, headers: dict[str, str],
 
 
 def _check(target: str, first: str, route: Route) -> None:
+    if target == first:
+        try:
+            origin(target)
+        except ValueError:
+            raise Refused(f"{target[:200]!r} is not a URL") from None
+        if urlsplit(target).scheme not in ("http", "https"):
+            raise Refused(f"{target} is not an http(s) URL")
+        if not links.allowed(target, route.base, route.allow):
+            raise Refused(links.refusal(target, route.base))
+        return
     if urlsplit(target).scheme not in ("http", "https"):
         raise Refused(f"it redirected to {target}, which is not http(s); not followed")
-    if target == first and not links.allowed(target, route.base, route.allow):
-        raise Refused(links.refusal(target, route.base))
     if not links.allowed(target, route.base, route.allow):
         raise Refused(f"it redirected to {target}, {links.kind(target)}, where a link from "
                       f"{links.kind(route.base)} may not lead; not followed (`allow_links_to` "
