@@ -100,7 +100,8 @@ def main() -> None:
             paths.append(top)
         elif os.path.isdir("/" + top):
             system += walk(top, paths)
-    paths = [p for p in paths if not p.startswith(base_site.lstrip("/") + "/")]
+    own = base_site.lstrip("/")
+    paths = [p for p in paths if p != own and not p.startswith(own + "/")]
     paths.append("tmp")
     torch_size, names = 0, []
     rel_site = str(site).lstrip("/")
