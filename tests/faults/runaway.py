@@ -28,10 +28,12 @@ args = parser.parse_args()
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
 if os.environ.get("TB_STARTED"):  # not passed into containers
     open(os.environ["TB_STARTED"], "a").close()
+import signal
 if os.environ.get("TB_MODE") == "stubborn":  # deaf to Ctrl-C and SIGTERM
-    import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+else:  # hears Ctrl-C even when the suite was started with SIGINT ignored, which we inherit
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 if os.environ.get("TB_MODE") in ("hang", "stubborn"):
     time.sleep(300)
 doc = {"schema": 1, "probe": "stale_replay", "probe_version": "1", "verdict": "skipped",
