@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from .. import cells, defaults, files
+from .. import cells, defaults, files, probe_doc
 from ..documents import SCHEMA_FILES, schema_text
 from ..model import CellRun, Channel
 from ..outcome import BisectResult
@@ -108,8 +108,8 @@ def workaround_bench(out_dir: Path) -> dict | None:
     for base in (out_dir, out_dir.parent, defaults.OUT):
         found = base / "bench" / "workaround.json"
         try:
-            data = json.loads(found.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = _bounded_json(found)
+        except (OSError, ValueError):  # probe_doc.Rejected is a ValueError
             continue
         plot = found.with_suffix(".svg") if found.with_suffix(".svg").is_file() else found
         beside = base in (out_dir, out_dir.parent)
@@ -121,10 +121,18 @@ def workaround_bench(out_dir: Path) -> dict | None:
 def _previous(out_dir: Path) -> dict | None:
     """The OSV record this render replaces, whose `published` (and `modified`) it keeps."""
     try:
-        doc = json.loads((out_dir / "affected.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = _bounded_json(out_dir / "affected.json")
+    except (OSError, ValueError):  # a hostile or broken file is no record: a new one starts
         return None
     return doc if isinstance(doc, dict) else None
+
+
+def _bounded_json(path: Path) -> object:
+    """A JSON file of the report folder, read within bounds (16 MiB, 64 levels): a file planted
+    there 100,000 levels deep is ignored like any unreadable one, never a RecursionError."""
+    limit = 16 * 1024 * 1024
+    return probe_doc.parse(probe_doc.read_text(path, max_bytes=limit), max_bytes=limit,
+                           max_depth=64)
 
 
 def with_probed_version(run: CellRun) -> CellRun:

@@ -253,7 +253,7 @@ class Store:
     def _run(self, row: sqlite3.Row) -> CellRun:
         try:
             return run_from_row(row)
-        except (ValueError, KeyError, TypeError, AttributeError) as err:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
             raise ConfigError(damaged_row(self.path, "runs", row["id"], err)) from None
 
     @contextmanager

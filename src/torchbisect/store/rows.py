@@ -107,12 +107,12 @@ def run_from_row(row: sqlite3.Row) -> CellRun:
     data = dict(row)
     data["cell"] = json.loads(data["cell_json"])
     text = data["probe_json"] or ""
-    if len(text) > probe_doc.MAX_BYTES:  # stored before the limit: not even parsed
+    try:  # stored before the limits (size, depth): a document past them is not even parsed
+        data["probe"] = probe_doc.parse(text) if text else None
+    except probe_doc.Rejected as err:
         return run_from_json({**data, "probe": None, "status": RunStatus.INFRA_FAILURE.value,
-                              "reason": "stored probe document rejected: larger than "
-                                        f"{probe_doc.MAX_BYTES:,} bytes"},
+                              "reason": f"stored probe document rejected: {err}"},
                              run_id=int(data["id"]))
-    data["probe"] = json.loads(text) if text else None
     return run_from_json(data, run_id=int(data["id"]))
 
 
