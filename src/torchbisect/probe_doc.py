@@ -89,7 +89,9 @@ def check_bisection(doc: Any) -> dict[str, Any]:
     for key in pair:
         if doc.get(key) is not None:
             _point(doc[key], f"`{key}`")
-    for key in ("points", "skipped", "commits"):
+    if type(doc.get("exact", False)) is not bool:
+        raise Rejected(f"`exact` is not true or false ({_short(doc.get('exact'))})")
+    for key in ("points", "skipped", "commits", "candidates", "unknown", "missing"):
         items = doc.get(key, [])
         if not isinstance(items, list) or len(items) > MAX_POINTS:
             raise Rejected(f"`{key}` is not a list of at most {MAX_POINTS:,} items")

@@ -67,11 +67,14 @@ def _bisections(doc: dict) -> dict[str, tuple[str, str]]:
         "fraction": (json.dumps({**doc, "first_good": {**point, "stale_fraction": "1"}}),
                      "stale_fraction is not a number"),
         "commits": (json.dumps({**doc, "commits": [{"sha": 1}]}), "`commits` item 0"),
+        "candidates": (json.dumps({**doc, "candidates": "2026-03-05"}),
+                       "`candidates` is not a list"),
+        "exact": (json.dumps({**doc, "exact": "yes"}), "`exact` is not true or false"),
     }
 
 
 @pytest.mark.parametrize("name", ["deep", "huge", "probes", "points", "point-key", "verdict",
-                                  "direction", "fraction", "commits"])
+                                  "direction", "fraction", "commits", "candidates", "exact"])
 def test_a_hostile_recorded_bisection_is_one_sentence(name, bisection, data_dir, tmp_path,
                                                       capsys):
     text, why = _bisections(bisection)[name]
