@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
+from . import files
 from .errors import Busy
 
 
@@ -62,7 +63,10 @@ def _held(path: Path, *, command: str, wait: bool, say: Callable[[str], None]) -
 
 def _acquire(lock: Path, path: Path, *, wait: bool, say: Callable[[str], None]) -> int:
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:  # never through a link planted at the lock's name: its target is not ours
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        except OSError as err:
+            raise files.refusal(lock, err) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,15 @@ def test_a_whole_file_replaces_a_planted_link_and_leaves_its_target(tmp_path):
     assert victim.read_text() == "precious, not torchbisect's\n"
     assert (tmp_path / "out" / "index.html").read_text() == "new page\n"
     assert not (tmp_path / "out" / "index.html").is_symlink()
+
+
+def test_a_link_planted_where_the_run_lock_goes_is_refused_and_left_alone(tmp_path):
+    victim = tmp_path / "victim"
+    _plant(tmp_path / "reports" / "results.sqlite.lock", victim)
+    (tmp_path / "matrix.yaml").write_text("stable: {versions: [2.15.0]}\n")
+    done = subprocess.run([sys.executable, "-m", "torchbisect", "matrix", "--allow-no-gpu",
+                           "--offline", "--store", "reports/results.sqlite"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3 and "results.sqlite.lock is a symbolic link" in done.stderr, \
+        done.stderr
+    assert victim.read_text() == "precious, not torchbisect's\n"

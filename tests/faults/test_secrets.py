@@ -141,3 +141,28 @@ def test_a_docker_probe_starts_from_an_empty_environment():
     assert not set(probe) & (set(SECRETS) | {"HTTPS_PROXY"}) and probe["FROM_MATRIX"] == "given"
     assert install["HTTPS_PROXY"] and not set(install) & set(SECRETS)
 
+
+
+@pytest.mark.slow
+def test_a_bisect_script_is_a_probe_and_sees_no_credentials(tmp_path, monkeypatch):
+    from torchbisect import execute
+    from torchbisect.backends import BackendOptions, choose_backend
+    from torchbisect.bisect.verdicts import Rule
+    from torchbisect.model import Cell, Channel, RunStatus
+
+    version = "2.10.0.dev20250801+cpu"
+    wheel = fake_torch_wheel(tmp_path / "wheels", version)
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    seen = tmp_path / "seen.txt"
+    rule = Rule(script=f"env > {seen}")
+    cell = Cell(id="nightly-20250801-cpu-test", channel=Channel.NIGHTLY, version=version,
+                cuda="cpu", python=f"{sys.version_info.major}.{sys.version_info.minor}",
+                url=str(wheel), date="2025-08-01", probe=rule.probe_name, env=rule.env,
+                timeout=120)
+    backend = choose_backend("venv", BackendOptions(workdir=tmp_path / "work"), say=print)
+    run = execute.run_cell(backend, cell, gpu=None, logs_dir=tmp_path / "logs")
+    assert run.status is RunStatus.OK, run.reason
+    names = {line.split("=", 1)[0] for line in seen.read_text().splitlines() if "=" in line}
+    assert "PATH" in names and "TORCHBISECT_DATE" in names
+    assert not names & set(SECRETS), names & set(SECRETS)

@@ -135,7 +135,7 @@ def _full_disk(err: BaseException, args: argparse.Namespace) -> TorchbisectError
         return disk_full(os.path.dirname(os.path.abspath(name)), err)
     folders = [Path(p) if Path(p).is_dir() else Path(p).parent
                for p in (getattr(args, k, None) for k in ("out", "workdir", "store", "lock",
-                                                          "matrix"))
+                                                          "matrix", "json", "markdown"))
                if p is not None and str(p) != "-"]
     full = [str(f) for f in folders if nearly_full(f)]
     return disk_full(" and ".join(dict.fromkeys(full)) or "a folder torchbisect writes to "
