@@ -7,9 +7,6 @@ wires (candidates, driver, search, result, commits) are each usable and tested o
 
 from __future__ import annotations
 
-import os
-import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +16,7 @@ from .. import defaults
 from ..errors import ConfigError
 from ..gpus import Gpu, list_gpus
 from ..model import Cell, Channel
-from ..outcome import BisectResult, Direction, NightlyPoint
+from ..outcome import BisectResult, Direction
 from ..store.db import Store
 from .candidates import (
     CandidateList,
@@ -33,7 +30,8 @@ from .commits import CommitLookup
 from .driver import Bisector, Progress
 from .forget import Forgotten, Settings, forget
 from .result import Context, build_result
-from .search import EndsError, Outcome, SearchResult, flip
+from .search import EndsError, SearchResult
+from .telling import check_script, ends_sentence, so_far
 from .verdicts import DEFAULT_CASE, FlakyScript, Rule, ScriptAborted
 from .walk import DEFAULT_LIMIT, walk
 
@@ -104,7 +102,9 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
                 cands = walked.range(cands)
             search = bisector.search(cands)
         except EndsError as err:
-            raise ConfigError(_ends_sentence(err, cands, bisector, options)) from None
+            raise ConfigError(ends_sentence(err, cands, bisector.points,
+                                            direction=options.direction,
+                                            script=options.script)) from None
         except ScriptAborted:
             progress.note(so_far(bisector.points, cands, options.direction))
             raise
@@ -241,80 +241,3 @@ def _context(options: BisectOptions) -> Context:
     return Context(direction=options.direction, case=options.rule.case_name, cuda=options.cuda,
                    python=options.python, rule=options.rule.describe(),
                    rerun_flags=tuple(flags))
-
-
-def _ends_sentence(err: EndsError, cands: CandidateList, bisector: Bisector,
-                   options: BisectOptions) -> str:
-    cand = cands.candidates[err.index]
-    point = bisector.points.get(err.index)
-    at_start = err.index == 0
-    flag = {(True, Direction.REGRESSION): "--good", (False, Direction.REGRESSION): "--bad",
-            (True, Direction.FIX): "--bad", (False, Direction.FIX): "--good"}[
-        (at_start, options.direction)]
-    where = f"the {flag} end, {cand.label},"
-    if err.got is Outcome.UNKNOWN:
-        why = point.reason if point else "no verdict"
-        return (f"{where} could not be judged ({why}): when that is this machine's doing (no GPU, "
-                f"an index or network failure) no build can be, so fix that first; when it is "
-                f"this build's, pick another {flag}")
-    if options.script is not None and point and _NOT_RUN.fullmatch(point.reason):
-        return (f"--script `{options.script}` could not be run on {cand.label} ({point.reason}: "
-                f"the shell {_NOT_RUN_WHY[point.reason[-3:]]}); check the command, its path "
-                "and its permissions")
-    expected = flag[2:]
-    got = "bad" if expected == "good" else "good"
-    if options.direction is Direction.REGRESSION:
-        hint = (", or use --find-fix to look for the build that fixed it" if at_start else "")
-        side = "an older" if at_start else "a newer"
-        return f"{where} is not {expected} but {got}: pick {side} {flag}{hint}"
-    if at_start:  # --find-fix, and the older end is already good
-        return (f"{where} is not {expected} but {got}: pick a --bad where the bug is present, "
-                "or drop --find-fix to look for the build that brought it")
-    return f"{where} is not {expected} but {got}: pick a newer {flag}"
-
-
-# What probes/script.py records for a command the shell could not run (git's statuses).
-_NOT_RUN = re.compile(r"exit 12[67]")
-_NOT_RUN_WHY = {"126": "found it but could not execute it", "127": "did not find it"}
-
-
-def check_script(command: str, *, on_host: bool) -> None:
-    """Refuse a --script that cannot run before anything is probed: a path that is not there
-    or not executable.  A bare name is looked up on the build's PATH where it runs (a venv's
-    `bin` first), so only its exit status 126/127 at an end can tell (`_ends_sentence`)."""
-    try:
-        words = shlex.split(command)
-    except ValueError as err:
-        raise ConfigError(f"--script {command!r} is not a shell command ({err}): check its "
-                          "quotes") from None
-    if not words:
-        raise ConfigError("--script is empty: give the command that decides good or bad")
-    first = words[0]
-    if not on_host or "/" not in first or re.match(r"^\w+=", first):
-        return  # in a container, a name on PATH, or a variable assignment first
-    path = Path(first).expanduser()
-    if not path.exists():
-        raise ConfigError(f"--script: {first} does not exist (seen from {Path.cwd()}); give the "
-                          "path of the command that decides good or bad")
-    if path.is_dir() or not os.access(path, os.X_OK):
-        raise ConfigError(f"--script: {first} is not executable: `chmod +x {first}`, or run it "
-                          f"through its interpreter (--script 'sh {first}')")
-
-
-def so_far(points: dict[int, NightlyPoint], cands: CandidateList, direction: Direction) -> str:
-    """The range the verdicts given so far pin (for a bisection that stops early)."""
-    own = {i: flip(p.verdict) if direction is Direction.FIX else p.verdict
-           for i, p in points.items()}
-    goods = [i for i, o in own.items() if o is Outcome.GOOD]
-    lo = max(goods, default=None)
-    bads = [i for i, o in own.items() if o is Outcome.BAD and (lo is None or i > lo)]
-    hi = min(bads, default=None)
-    names = ("last good", "first bad") if direction is Direction.REGRESSION else (
-        "last bad", "first good")
-    if lo is None or hi is None:
-        return "range found so far: none (the two ends were not both judged yet)"
-    keys = [c.key for c in cands.candidates[lo + 1:hi + 1]]
-    unit = "nightly" if cands.candidates[0].date else "release"
-    return (f"range found so far: {names[0]} {cands.candidates[lo].key}, {names[1]} "
-            f"{cands.candidates[hi].key}; the {names[1]} {unit} is one of {len(keys)}: "
-            f"{', '.join(keys)}")

@@ -1,0 +1,95 @@
+"""What a bisection tells its user when it cannot go on: an end with the wrong verdict, a
+--script that cannot run (refused before anything is probed when its path says so), and the range
+found so far when the script asks to stop.  Each is one sentence with what to do next.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..outcome import Direction, NightlyPoint, Outcome
+from .candidates import CandidateList
+from .search import EndsError, flip
+
+
+def ends_sentence(err: EndsError, cands: CandidateList, points: dict[int, NightlyPoint], *,
+                  direction: Direction, script: str | None) -> str:
+    """An end of the range with the wrong verdict, as one sentence with a hint that fits the
+    direction asked; a script the shell could not run is named as the script's problem."""
+    cand = cands.candidates[err.index]
+    point = points.get(err.index)
+    at_start = err.index == 0
+    flag = {(True, Direction.REGRESSION): "--good", (False, Direction.REGRESSION): "--bad",
+            (True, Direction.FIX): "--bad", (False, Direction.FIX): "--good"}[
+        (at_start, direction)]
+    where = f"the {flag} end, {cand.label},"
+    if err.got is Outcome.UNKNOWN:
+        why = point.reason if point else "no verdict"
+        return (f"{where} could not be judged ({why}): when that is this machine's doing (no GPU, "
+                f"an index or network failure) no build can be, so fix that first; when it is "
+                f"this build's, pick another {flag}")
+    if script is not None and point and _NOT_RUN.fullmatch(point.reason):
+        return (f"--script `{script}` could not be run on {cand.label} ({point.reason}: "
+                f"the shell {_NOT_RUN_WHY[point.reason[-3:]]}); check the command, its path "
+                "and its permissions")
+    expected = flag[2:]
+    got = "bad" if expected == "good" else "good"
+    if direction is Direction.REGRESSION:
+        hint = (", or use --find-fix to look for the build that fixed it" if at_start else "")
+        side = "an older" if at_start else "a newer"
+        return f"{where} is not {expected} but {got}: pick {side} {flag}{hint}"
+    if at_start:  # --find-fix, and the older end is already good
+        return (f"{where} is not {expected} but {got}: pick a --bad where the bug is present, "
+                "or drop --find-fix to look for the build that brought it")
+    return f"{where} is not {expected} but {got}: pick a newer {flag}"
+
+
+# What probes/script.py records for a command the shell could not run (git's statuses).
+_NOT_RUN = re.compile(r"exit 12[67]")
+_NOT_RUN_WHY = {"126": "found it but could not execute it", "127": "did not find it"}
+
+
+def check_script(command: str, *, on_host: bool) -> None:
+    """Refuse a --script that cannot run before anything is probed: a path that is not there
+    or not executable.  A bare name is looked up on the build's PATH where it runs (a venv's
+    `bin` first), so only its exit status 126/127 at an end can tell (`_ends_sentence`)."""
+    try:
+        words = shlex.split(command)
+    except ValueError as err:
+        raise ConfigError(f"--script {command!r} is not a shell command ({err}): check its "
+                          "quotes") from None
+    if not words:
+        raise ConfigError("--script is empty: give the command that decides good or bad")
+    first = words[0]
+    if not on_host or "/" not in first or re.match(r"^\w+=", first):
+        return  # in a container, a name on PATH, or a variable assignment first
+    path = Path(first).expanduser()
+    if not path.exists():
+        raise ConfigError(f"--script: {first} does not exist (seen from {Path.cwd()}); give the "
+                          "path of the command that decides good or bad")
+    if path.is_dir() or not os.access(path, os.X_OK):
+        raise ConfigError(f"--script: {first} is not executable: `chmod +x {first}`, or run it "
+                          f"through its interpreter (--script 'sh {first}')")
+
+
+def so_far(points: dict[int, NightlyPoint], cands: CandidateList, direction: Direction) -> str:
+    """The range the verdicts given so far pin (for a bisection that stops early)."""
+    own = {i: flip(p.verdict) if direction is Direction.FIX else p.verdict
+           for i, p in points.items()}
+    goods = [i for i, o in own.items() if o is Outcome.GOOD]
+    lo = max(goods, default=None)
+    bads = [i for i, o in own.items() if o is Outcome.BAD and (lo is None or i > lo)]
+    hi = min(bads, default=None)
+    names = ("last good", "first bad") if direction is Direction.REGRESSION else (
+        "last bad", "first good")
+    if lo is None or hi is None:
+        return "range found so far: none (the two ends were not both judged yet)"
+    keys = [c.key for c in cands.candidates[lo + 1:hi + 1]]
+    unit = "nightly" if cands.candidates[0].date else "release"
+    return (f"range found so far: {names[0]} {cands.candidates[lo].key}, {names[1]} "
+            f"{cands.candidates[hi].key}; the {names[1]} {unit} is one of {len(keys)}: "
+            f"{', '.join(keys)}")
