@@ -221,8 +221,8 @@ def test_a_path_left_out_means_the_same_file_in_every_command():
 
 def test_torchbisect_failing_is_its_own_status_never_affected(stand_in, workdir, capsys,
                                                               monkeypatch):
-    """A bug after the probes ran (here: the step that pins hashes breaks) is one sentence naming
-    the traceback's file and status FAILED, which no gate reads as "affected"."""
+    """A bug after the probes ran (here: printing the summary table breaks) is one sentence
+    naming the traceback's file and status FAILED, which no gate reads as "affected"."""
     from torchbisect.errors import FAILED
 
     stand_in("affected")
@@ -230,7 +230,7 @@ def test_torchbisect_failing_is_its_own_status_never_affected(stand_in, workdir,
     def broken(*args, **kwargs):
         raise RuntimeError("something nobody expected\nsecond line")
 
-    monkeypatch.setattr("torchbisect.runstage.pin_hashes", broken)
+    monkeypatch.setattr("torchbisect.cli.matrix._summary", broken)
     status = main(["matrix", "--interpreter", sys.executable, "--no-report",
                    "--fail-on", "affected"])
     assert status == FAILED and FAILED not in (0, 1, 2, 3, 4, 5, 125, 130)
@@ -240,7 +240,7 @@ def test_torchbisect_failing_is_its_own_status_never_affected(stand_in, workdir,
     trace = Path(line.rsplit(" ", 1)[1])
     try:
         text = trace.read_text()
-        assert "Traceback (most recent call last)" in text and "pin_hashes" not in line
+        assert "Traceback (most recent call last)" in text and "_summary" not in line
         assert "RuntimeError: something nobody expected" in text and "matrix" in text
     finally:
         trace.unlink()
