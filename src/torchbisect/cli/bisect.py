@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         _say_forgotten(what, take_back(options, what), options)
     if args.bad is None:
         return 0
-    done = bisect(options, _Console())
+    done = bisect(options, _Console(reasks=2 * (options.repeat - 1)))
     print(render_text(done.result, new_runs=done.new_runs))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -143,6 +143,9 @@ def _options(args: argparse.Namespace) -> BisectOptions:
 
 
 class _Console(Progress):
+    def __init__(self, *, reasks: int = 0):
+        self.reasks = reasks  # --repeat's runs at the pair, on top of the search's
+
     def _say(self, text: str) -> None:
         print(f"bisect: {text}", file=sys.stderr, flush=True)
 
@@ -152,9 +155,11 @@ class _Console(Progress):
     def start(self, cands: CandidateList, *, rule, stored):
         first, last = cands.candidates[0], cands.candidates[-1]
         bound = math.ceil(math.log2(len(cands.candidates))) + 2
+        again = f", then {self.reasks} re-asks (--repeat)" if self.reasks else ""
         gaps = f" ({len(cands.missing)} dates have none)" if first.date else ""
         self._say(f"{len(cands.candidates)} {_kind(first)} from {first.key} to {last.key}{gaps}; "
-                  f"at most {bound} probes; {stored} already judged in the store")
+                  f"at most {bound} probes while none is unknown{again}; {stored} already "
+                  "judged in the store")
         self._say(f"rule: {rule}")
 
     def probing(self, cand: Candidate, *, left):
