@@ -28,9 +28,9 @@ from urllib.parse import unquote, urlparse
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 PUBLIC, PRIVATE, LINK_LOCAL, LOOPBACK, LOCAL_FILE, UNRESOLVED = range(6)
-_NAMES = {PUBLIC: "a public address", PRIVATE: "a private address",
-          LINK_LOCAL: "a link-local address", LOOPBACK: "this host (loopback)",
-          LOCAL_FILE: "a local file", UNRESOLVED: "a name that does not resolve here"}
+RANK_NAMES = {PUBLIC: "a public address", PRIVATE: "a private address",
+              LINK_LOCAL: "a link-local address", LOOPBACK: "this host (loopback)",
+              LOCAL_FILE: "a local file", UNRESOLVED: "a name that does not resolve here"}
 _IPV4_SPELLING = frozenset("0123456789abcdefx.")  # what inet_aton reads: 0x…, 0…, dotted or not
 
 
@@ -79,18 +79,18 @@ def allowed(url: str, index_url: str, allow: Collection[str] = ()) -> bool:
         return True  # the index's own host (every link of a PyTorch page): nothing to resolve
     target, base = rank(url), rank(index_url)
     base = PUBLIC if base == UNRESOLVED else base  # an index we cannot place vouches for nothing
-    return target == PUBLIC or _allowed_by_name(url, allow) or target <= base
+    return target == PUBLIC or named_in(url, allow) or target <= base
 
 
 def kind(url: str) -> str:
     """What a URL's target is, in words: "a link-local address", "this host (loopback)" …"""
-    return _NAMES[rank(url)]
+    return RANK_NAMES[rank(url)]
 
 
 def refusal(url: str, index_url: str) -> str:
     """Why `allowed` said no, as the end of a sentence."""
-    return (f"{index_url} is {_NAMES[rank(index_url)]} but links to {url}, which is "
-            f"{_NAMES[rank(url)]}; add its host (or `file`) to `allow_links_to` in matrix.yaml "
+    return (f"{index_url} is {RANK_NAMES[rank(index_url)]} but links to {url}, which is "
+            f"{RANK_NAMES[rank(url)]}; add its host (or `file`) to `allow_links_to` in matrix.yaml "
             "if that is meant")
 
 
@@ -101,13 +101,13 @@ def host_rank(host: str) -> int:
         return LOOPBACK
     address = literal_address(host)
     if address is not None:
-        return _address_rank(address)
+        return address_rank(address)
     if host in _ranked:
         return _ranked[host]
     addresses = _resolve(host)
     if not addresses:  # not cached: the next ask may find the name again
         return UNRESOLVED
-    _ranked[host] = max(_address_rank(a) for a in addresses)
+    _ranked[host] = max(address_rank(a) for a in addresses)
     return _ranked[host]
 
 
@@ -129,7 +129,8 @@ def literal_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address 
     return None
 
 
-def _address_rank(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> int:
+def address_rank(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> int:
+    """How internal one address is (an IPv4-mapped IPv6 address ranks as its IPv4 one)."""
     mapped = getattr(address, "ipv4_mapped", None)
     address = mapped or address
     if address.is_loopback or address.is_unspecified:
@@ -153,7 +154,8 @@ def _resolve(host: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
     return [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
 
 
-def _allowed_by_name(url: str, allow: Collection[str]) -> bool:
+def named_in(url: str, allow: Collection[str]) -> bool:
+    """Does `allow` (`allow_links_to`) name the URL's host (or `file`)?"""
     if not allow:
         return False
     if rank(url) == LOCAL_FILE:

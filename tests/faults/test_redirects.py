@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
 from datetime import date
@@ -108,6 +109,25 @@ def test_an_index_page_that_redirects_inward_is_refused_at_once_unless_allowed(i
     found = index.fetch_wheels(f"{PUBLIC}/whl/cpu/", allow=["169.254.169.254"])
     assert [w.version for w in found] == ["2.98.1+cpu"]  # allow_links_to covers hops too
     assert net.seen[-1].target == "http://169.254.169.254/whl/cpu/torch/"
+
+
+def test_a_name_that_changes_its_answer_after_the_check_is_not_connected(monkeypatch, tmp_path):
+    """DNS rebinding: the check sees a public address, the connection gets this host.  The
+    resolver is the one piece a test on 127.0.0.1 cannot run for real, so it is stood in for."""
+    monkeypatch.setattr(links, "_ranked", {})
+    answers = iter(["93.184.216.34", "127.0.0.1"])  # first for the check, then for the connect
+    real = socket.getaddrinfo
+
+    def rebinding(host, *args, **kwargs):
+        return real(next(answers, "127.0.0.1") if host == "rebind.test" else host, *args,
+                    **kwargs)
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    with Peer(lambda seen: (200, {}, b"internal")) as internal:
+        port = internal.url.rsplit(":", 1)[1]
+        with pytest.raises(InfraError, match="led the connection to 127.0.0.1.*not connected"):
+            wheels.download(f"http://rebind.test:{port}/whl/torch-2.98.1%2Bcpu-cp311-cp311-"
+                            "linux_x86_64.whl", tmp_path / "downloads", log=tmp_path / "log")
+    assert internal.seen == []
 
 
 @pytest.mark.parametrize("location", ["http://[::1", "http://93.184.216.34:99999/x",

@@ -30,7 +30,7 @@ import urllib3
 from urllib3.util import Timeout
 
 from .. import __version__, links
-from . import deadline
+from . import deadline, pools
 from .errors import NetError, Refused, describe, http_error
 
 USER_AGENT = f"torchbisect/{__version__}"
@@ -136,11 +136,13 @@ def _follow(method: str, url: str, *, route: Route, headers: dict[str, str],
         sent = {"User-Agent": USER_AGENT, **headers}
         if origin(target) == origin(route.base):
             sent.update(route.secret)
+        manager, proxied = _manager(target)
         try:
-            raw = _manager(target).urlopen(
-                method, target, body=body, headers=sent, redirect=False, retries=False,
-                preload_content=False, decode_content=decode, assert_same_host=False,
-                timeout=Timeout(connect=deadlines.connect, read=deadlines.idle))
+            with pools.reaching(None if proxied else _reach(target, route)):
+                raw = manager.urlopen(
+                    method, target, body=body, headers=sent, redirect=False, retries=False,
+                    preload_content=False, decode_content=decode, assert_same_host=False,
+                    timeout=Timeout(connect=deadlines.connect, read=deadlines.idle))
         except Exception as err:  # noqa: BLE001 - urllib3, ssl and socket errors alike
             raise _failure(err, target, ends, deadlines) from None
         location = raw.headers.get("Location") if raw.status in _REDIRECTS else None
@@ -178,6 +180,15 @@ def _check(target: str, first: str, route: Route) -> None:
         raise Refused(f"it redirected to {target}, {links.kind(target)}, where a link from "
                       f"{links.kind(route.base)} may not lead; not followed (`allow_links_to` "
                       "in matrix.yaml can name that host if that is meant)")
+
+
+def _reach(target: str, route: Route) -> int | None:
+    """How internal the address a connection to `target` reaches may be: no more than the
+    route's base, unless `allow_links_to` names the host."""
+    if links.named_in(target, route.allow):
+        return None
+    base = links.rank(route.base)
+    return links.PUBLIC if base == links.UNRESOLVED else base
 
 
 def _may_resend(method: str, status: int, target: str, following: str) -> None:
@@ -222,8 +233,8 @@ _managers: dict[str | None, urllib3.PoolManager] = {}
 _managers_lock = threading.Lock()
 
 
-def _manager(url: str) -> urllib3.PoolManager:
-    """The pool for `url`: direct, or through the proxy the environment names for it."""
+def _manager(url: str) -> tuple[urllib3.PoolManager, bool]:
+    """The pools for `url`: direct, or through the proxy the environment names for it (True)."""
     parts = urlsplit(url)
     proxy = urllib.request.getproxies().get(parts.scheme)
     if proxy and urllib.request.proxy_bypass(parts.hostname or ""):
@@ -231,6 +242,6 @@ def _manager(url: str) -> urllib3.PoolManager:
     with _managers_lock:
         if proxy not in _managers:
             made = urllib3.ProxyManager(proxy, **_POOL) if proxy else urllib3.PoolManager(**_POOL)
-            made.pool_classes_by_scheme = deadline.POOLS
+            made.pool_classes_by_scheme = pools.POOLS
             _managers[proxy] = made
-        return _managers[proxy]
+        return _managers[proxy], proxy is not None

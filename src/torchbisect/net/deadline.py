@@ -6,7 +6,8 @@ timeout and can hold a request for days, in the headers as well as in the body. 
 torchbisect's connection pools are wrapped: before each read the timeout is set to the idle bound
 or to what is left of the request's total, whichever is shorter, and a read past the total raises
 `TimeoutError` at once.  The total belongs to the request, which runs in one thread, so it is
-kept per thread (`running`); connections are pooled and shared across requests.
+kept per thread (`running`); connections are pooled and shared across requests (pools.py wraps
+their sockets in `Bounded`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 _now = time.monotonic
 _current = threading.local()
@@ -40,7 +38,7 @@ def past(ends: float) -> bool:
     return _now() >= ends
 
 
-class _Bounded:
+class Bounded:
     """A socket whose reads keep the running request's deadlines; all else is the socket's."""
 
     def __init__(self, sock: Any) -> None:
@@ -78,7 +76,7 @@ class _Bounded:
 
 
 class _Reader(io.RawIOBase):
-    def __init__(self, sock: _Bounded, real: Any) -> None:
+    def __init__(self, sock: Bounded, real: Any) -> None:
         self._sock, self._real = sock, real  # the socket's file: closing it lets the socket go
         self._raw = getattr(real, "raw", real)
 
@@ -92,27 +90,3 @@ class _Reader(io.RawIOBase):
     def close(self) -> None:
         self._real.close()
         super().close()
-
-
-class _Connection(HTTPConnection):
-    def connect(self) -> None:
-        super().connect()
-        self.sock = _Bounded(self.sock)
-
-
-class _TLSConnection(HTTPSConnection):
-    def connect(self) -> None:
-        super().connect()
-        self.sock = _Bounded(self.sock)
-
-
-class Pool(HTTPConnectionPool):
-    ConnectionCls = _Connection
-
-
-class TLSPool(HTTPSConnectionPool):
-    ConnectionCls = _TLSConnection
-
-
-POOLS = {"http": Pool, "https": TLSPool}
-

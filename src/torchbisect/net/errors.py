@@ -31,6 +31,10 @@ class Refused(NetError):
         super().__init__(phrase, transient=False)
 
 
+class PeerRefused(OSError):
+    """A connection reached an address more internal than its request may reach (pools.py)."""
+
+
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
@@ -44,6 +48,9 @@ def http_error(status: int, reason: str, headers: dict[str, str], body: bytes = 
 def describe(err: BaseException, host: str) -> NetError:
     """The NetError for an exception raised while asking `host`."""
     chain = _chain(err)
+    refused = next((e for e in chain if isinstance(e, PeerRefused)), None)
+    if refused is not None:
+        return Refused(str(refused))
     if any(isinstance(e, u3.NameResolutionError) or isinstance(e, socket.gaierror) and
            e.errno in _NO_NAME for e in chain):
         return NetError(f"the name {host} does not resolve", transient=False)
