@@ -5,7 +5,8 @@
   refused when it is more internal than the request may reach (`reaching`).  The hop check ranks
   a name by what it resolved to then; the connection resolves it again, and a name whose answer
   changed in between (DNS rebinding: public for the check, 169.254.169.254 for the connection)
-  is caught here.  Through a proxy the proxy connects, so nothing is checked here.
+  is caught here; a pooled connection is checked again for each request it carries.  Through a
+  proxy the proxy connects, so nothing is checked here.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -55,6 +57,11 @@ class _Connection(HTTPConnection):
         _check(sock, self.host)
         return sock
 
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        if self.sock is not None:  # a pooled connection, checked for this request's reach
+            _check(self.sock, self.host)
+        super().request(*args, **kwargs)
+
     def connect(self) -> None:
         super().connect()
         self.sock = Bounded(self.sock)
@@ -65,6 +72,11 @@ class _TLSConnection(HTTPSConnection):
         sock = super()._new_conn()
         _check(sock, self.host)
         return sock
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        if self.sock is not None:  # a pooled connection, checked for this request's reach
+            _check(self.sock, self.host)
+        super().request(*args, **kwargs)
 
     def connect(self) -> None:
         super().connect()
