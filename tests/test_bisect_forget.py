@@ -160,3 +160,21 @@ def test_a_mistaken_verdict_is_taken_back_and_asked_again(world, tmp_path):  # n
                              timeout=600)
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines()[-1].endswith(": nothing to forget")
+
+
+def test_forget_alone_is_no_gpu_run_and_says_what_it_matched(stored, capsys, monkeypatch):
+    """--forget alone probes nothing: --require-gpu does not stop it on a machine without one
+    (this one, or any: no GPU is seen here whatever the machine has)."""
+    from torchbisect import gpus
+    from torchbisect.bisect import run
+    from torchbisect.cli import main
+
+    store, ids = stored
+    monkeypatch.setattr(gpus, "list_gpus", lambda: [])
+    monkeypatch.setattr(run, "list_gpus", lambda: [])
+    code = main(["bisect", "--forget", "2025-08-13", "--store", str(store.path), "--cuda",
+                 "cu130", "--python", "3.12", "--require-gpu"])
+    err = capsys.readouterr().err.strip().splitlines()
+    # the rows here were probed on an H200: none answers on this GPU-less machine
+    assert code == 2 and len(err) == 1 and err[0].endswith(": nothing to forget"), err
+    assert left(store) == set(ids.values())

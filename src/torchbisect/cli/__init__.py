@@ -48,7 +48,7 @@ _MATRIX_INDEX_ADVICE = "or point `indexes` in the matrix file (--matrix) at a mi
 _GPU_RUNS: dict[str, Callable[[argparse.Namespace], bool]] = {
     "matrix": lambda args: True,
     "probe": lambda args: True,
-    "bisect": lambda args: args.script is None,
+    "bisect": lambda args: args.script is None and args.bad is not None,  # --forget alone: no
 }
 # Commands that write a store or a workdir, and the flags naming them (locked in this order).
 _HOLDS = {"matrix": ("store", "workdir"), "probe": ("store", "workdir"),
