@@ -118,6 +118,16 @@ def tests(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", *session.posargs)
 
 
+FAST = "not slow and not docker and not chromium and not gpu"
+
+
+@nox.session(venv_params=SYSTEM_SITE)
+def fast(session: nox.Session) -> None:
+    """The fast loop: the tests not marked slow, docker, chromium or gpu (CI runs them all)."""
+    _install(session, "-e", ".[test]")
+    session.run("python", "-m", "pytest", "-m", FAST, *session.posargs)
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """Ruff over the package, tests, noxfile and probes (as Python 3.8); zizmor over .github."""

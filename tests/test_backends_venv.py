@@ -94,6 +94,7 @@ def test_overlay_installs_torch_into_the_cells_venv_and_probes_it(wheel, workdir
     assert "--torch-backend" not in log
 
 
+@pytest.mark.slow
 @needs_uv
 def test_an_overlay_over_a_venv_sees_that_venvs_packages_but_its_own_torch(wheel, tmp_path):
     """GPU runners' interpreters are often venvs themselves (the CUDA libraries live there)."""
@@ -201,6 +202,7 @@ def test_a_misbehaving_probe_is_never_a_verdict(wheel, workdir, tmp_path, mode, 
     assert reason in result.reason
 
 
+@pytest.mark.slow
 @needs_uv
 def test_a_hanging_probe_is_stopped_at_the_cells_timeout(wheel, workdir, tmp_path):
     cell = dev_cell(wheel, timeout=2.0)

@@ -40,6 +40,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
+@pytest.mark.slow
 @no_gpu
 def test_without_a_gpu_nothing_in_reports_bench_changes_and_it_says_so(checkout):
     before = _snapshot(checkout / "reports" / "bench")
@@ -51,6 +52,7 @@ def test_without_a_gpu_nothing_in_reports_bench_changes_and_it_says_so(checkout)
     assert '"render"' in done.stdout  # the numbers are still shown
 
 
+@pytest.mark.slow
 @no_gpu
 def test_out_names_where_a_machine_without_a_gpu_writes(checkout, tmp_path):
     before = _snapshot(checkout / "reports" / "bench")
@@ -63,6 +65,7 @@ def test_out_names_where_a_machine_without_a_gpu_writes(checkout, tmp_path):
     assert "nothing is written" not in done.stderr
 
 
+@pytest.mark.slow
 @no_gpu
 @pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(),
                     reason="the baseline probe comes from this checkout's git history")

@@ -285,6 +285,7 @@ def exits(first_bad: str, at: dict[str, int] | None = None) -> str:
     (127, ("2025-08-10", "2025-08-11"), Outcome.BAD),  # as `git bisect run`: 1-127 but 125 is bad
     (125, ("2025-08-10", "2025-08-12"), Outcome.UNKNOWN),  # skip this nightly
 ])
+@pytest.mark.slow
 def test_script_exit_codes_decide_as_git_bisect_run(code, expected, verdict, nightly_wheels,
                                                      venv_backend, store, tmp_path):
     rule = Rule(script=exits("2025-08-11", {"2025-08-11": code}))
@@ -299,6 +300,7 @@ def test_script_exit_codes_decide_as_git_bisect_run(code, expected, verdict, nig
     assert runs["2025-08-11"].result.env["git_version"] == "g20250811"
 
 
+@pytest.mark.slow
 def test_a_script_exit_above_127_stops_the_bisection(nightly_wheels, venv_backend, store,
                                                      tmp_path):
     rule = Rule(script="exit 200")
@@ -307,6 +309,7 @@ def test_a_script_exit_above_127_stops_the_bisection(nightly_wheels, venv_backen
             cands(nightly_wheels, probe=rule.probe_name))
 
 
+@pytest.mark.slow
 def test_the_script_runs_in_the_candidate_environment(nightly_wheels, venv_backend, store,
                                                       tmp_path):
     seen = tmp_path / "seen.txt"
@@ -324,6 +327,7 @@ def test_the_script_runs_in_the_candidate_environment(nightly_wheels, venv_backe
     assert has == version_of("2025-08-01")
 
 
+@pytest.mark.slow
 def test_reask_runs_the_script_again_without_storing(nightly_wheels, venv_backend, store,
                                                      tmp_path):
     counter = tmp_path / "calls"

@@ -107,6 +107,7 @@ def bound(n: int = len(DATES)) -> int:
     return math.ceil(math.log2(n)) + 2 + REASKS
 
 
+@pytest.mark.slow
 def test_script_bisection_finds_the_boundary_with_commits(world, tmp_path):
     base, shas, url = world
     done = subprocess.run(cli_args(base, url, tmp_path, "--script", SCRIPT), env=env(),
@@ -133,6 +134,7 @@ def test_script_bisection_finds_the_boundary_with_commits(world, tmp_path):
     assert "2025-08-20 has two nightlies; using 2.11.0.dev20250820+cpu" in done.stderr
 
 
+@pytest.mark.slow
 def test_killed_bisection_resumes_with_the_same_answer(world, tmp_path):
     base, _, url = world
     # From its fourth run on, the script waits for a file that exists only for the rerun: the
@@ -180,6 +182,7 @@ def test_wrong_ends_are_one_sentence_and_exit_2(world, tmp_path):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_find_fix_with_a_missing_end_date(world, tmp_path):
     base, _, url = world
     fixed = SCRIPT.replace("1 if d >= '20250814' else 0", "0 if d >= '20250822' else 1")
@@ -199,6 +202,7 @@ def test_find_fix_with_a_missing_end_date(world, tmp_path):
 RELEASES = ["2.9.0", "2.9.1", "2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.0", "2.14.1"]
 
 
+@pytest.mark.slow
 def test_release_ends_bisect_the_releases_in_between(tmp_path):
     """`--good 2.9.0 --bad 2.14.1`: which release first had it, over a flat folder of wheels
     (an air-gapped mirror), with a release candidate and a nightly there that must be ignored."""

@@ -84,6 +84,7 @@ def runs(store: Path) -> list:
         return s.runs()
 
 
+@pytest.mark.slow
 def test_a_bisection_reuses_the_matrix_runs_of_the_same_wheels(world, capsys):
     store = world / "results.sqlite"
     assert matrix(world, store) == 0
@@ -100,6 +101,7 @@ def test_a_bisection_reuses_the_matrix_runs_of_the_same_wheels(world, capsys):
     assert len(runs(store)) == len(stored)
 
 
+@pytest.mark.slow
 def test_a_matrix_reuses_a_bisection_run_only_when_it_asks_what_that_run_covered(world):
     store = world / "results.sqlite"
     assert bisect(world, store) == 0

@@ -68,6 +68,7 @@ def test_statuses_that_stop_the_bisection(command, message, wheel, tmp_path):
         check_script_run(run, rule)
 
 
+@pytest.mark.slow
 def test_a_script_that_hangs_is_an_infrastructure_failure_read_as_unknown(wheel, tmp_path):
     rule, run = run_script("sleep 600", wheel, tmp_path, timeout=3)
     assert run.status is RunStatus.INFRA_FAILURE and "timed out after 3 s" in run.reason

@@ -72,6 +72,7 @@ def test_probe_exits_like_the_probe_itself(stand_in, capsys):
         assert [r["verdict"] for r in doc["runs"]] == [verdict]
 
 
+@pytest.mark.slow
 def test_probe_with_the_real_probe_and_no_gpu_cannot_tell(workdir, capsys):
     assert main(["probe", "--interpreter", sys.executable, "--json", "out/probe.json"]) == 125
     doc = json.loads((workdir / "out" / "probe.json").read_text())

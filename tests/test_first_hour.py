@@ -208,6 +208,7 @@ def test_cells_selects_before_planning_and_without_a_gpu_names_the_cells_not_pro
     assert list(builds) == ["stable-2.15.0-cu130-cp312"]
 
 
+@pytest.mark.slow
 def test_cells_selects_before_planning_on_the_path_that_probes(served, capsys, tmp_path):
     """The same selection where cells are installed and probed (a GPU, or --allow-no-gpu): the
     nightly index is not asked either; a wheel that cannot be fetched is an infrastructure

@@ -24,6 +24,7 @@ from torchbisect.store.db import Store
 CELLS = 6
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 def test_a_run_killed_midway_resumes_with_no_cell_lost_or_duplicated(tmp_path):
     wheels = [fake_torch_wheel(tmp_path / "wheels", f"2.99.{i}+cpu") for i in range(CELLS)]

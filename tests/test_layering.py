@@ -8,7 +8,12 @@ top-level module or package has to be put on a floor below before this passes.
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -138,3 +143,15 @@ def test_no_two_test_files_share_a_name():
     for path in (SRC.parent / "tests").rglob("test_*.py"):
         names.setdefault(path.name, []).append(str(path.relative_to(SRC.parent)))
     assert not {n: p for n, p in names.items() if len(p) > 1}
+
+
+@pytest.mark.slow
+def test_the_fast_loop_keeps_more_than_600_tests():
+    """README: `nox -s fast` runs more than 600 tests; marking too much `slow` would empty it."""
+    fast = "not slow and not docker and not chromium and not gpu"
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
+                           "no:cacheprovider", "-m", fast, str(SRC.parent / "tests")],
+                          capture_output=True, text=True, cwd=SRC.parent, timeout=300)
+    counted = re.search(r"(\d+)/\d+ tests collected", done.stdout)
+    assert counted, done.stdout[-2000:] + done.stderr[-2000:]
+    assert int(counted[1]) > 600

@@ -187,6 +187,7 @@ def test_configuration_mistakes_are_one_sentence_and_exit_2(stand_in, capsys):
     assert "; did you mean dev-w" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch_version() is None,
                     reason="the plan's preinstalled cell needs torch in this interpreter")
 def test_sharded_rehearsal_renders_the_same_page_as_one_run(stand_in, capsys):

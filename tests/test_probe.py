@@ -467,6 +467,7 @@ def _forked(children: dict, *, timeout: float = 30.0, jobs: int = 2) -> dict:
     return got
 
 
+@pytest.mark.slow
 def test_a_forked_crash_hang_or_exception_costs_only_its_own_case(tmp_path):
     marker = tmp_path / "outlived"
     got = _forked({
@@ -533,6 +534,7 @@ def _probe(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
                           env=env, cwd=tmp_path, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_TORCH, reason="this interpreter has no torch: pip install torch")
 def test_without_cuda_every_case_is_skipped_with_exit_125(tmp_path):
     done = _probe(tmp_path=tmp_path)
@@ -546,6 +548,7 @@ def test_without_cuda_every_case_is_skipped_with_exit_125(tmp_path):
     assert result.raw["exit_code"] == 125
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_TORCH, reason="this interpreter has no torch: pip install torch")
 def test_json_option_writes_the_document_and_adds_the_controls(tmp_path):
     path = tmp_path / "doc.json"

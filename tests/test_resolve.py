@@ -287,6 +287,7 @@ def test_driver_rules(cuda, driver, ok):
     assert driver_supports(cuda, driver) is ok
 
 
+@pytest.mark.slow
 def test_planning_1000_nightly_dates_reads_the_index_once_and_is_fast(tmp_path):
     """The figure `nox -s bench` reports: 1,000 dates against a local index."""
     first = date(2023, 12, 1)

@@ -121,6 +121,7 @@ def test_the_same_workdir_under_another_store_is_held_too(site):
         first.communicate(timeout=WAIT_S)
 
 
+@pytest.mark.slow
 def test_wait_queues_behind_the_holder_and_stores_no_duplicate(site):
     folder, env = site
     first = _start(folder, env)
@@ -140,6 +141,7 @@ def test_wait_queues_behind_the_holder_and_stores_no_duplicate(site):
     assert _rows(folder / "results.sqlite") == ["preinstalled"]
 
 
+@pytest.mark.slow
 def test_a_holder_killed_with_sigkill_releases_the_store(site):
     folder, env = site
     first = _start(folder, env)

@@ -108,6 +108,7 @@ FLAKY = ("python -c \"import os, sys, torch; d = torch.__version__.split('dev')[
          "sys.exit((n + 1) % 2 if d == '20250814' else int(d >= '20250814'))\"")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 def test_a_flaky_script_is_reported_instead_of_a_confident_range(world, tmp_path):  # noqa: F811
     base, _, url = world

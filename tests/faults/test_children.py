@@ -60,6 +60,7 @@ def _runs(store) -> list[tuple[str, str, str]]:
         db.close()
 
 
+@pytest.mark.slow
 @needs_uv
 def test_a_probe_that_leaves_a_daemon_gets_its_verdict_and_a_hung_one_times_out(tmp_path):
     argv = project(tmp_path, timeout=10)
@@ -91,6 +92,7 @@ def _start_hung_run(tmp_path, mode="hang"):
     return argv, env, child, mark
 
 
+@pytest.mark.slow
 @needs_uv
 def test_kill_9_of_matrix_leaves_nothing_running_and_the_rerun_rebuilds_a_broken_venv(tmp_path):
     argv, env, child, mark = _start_hung_run(tmp_path)
@@ -110,6 +112,7 @@ def test_kill_9_of_matrix_leaves_nothing_running_and_the_rerun_rebuilds_a_broken
     assert _runs(tmp_path / "results.sqlite") == [("dev-k0", "ok", "")]
 
 
+@pytest.mark.slow
 @needs_uv
 @pytest.mark.parametrize("mode", ["hang", "stubborn"])
 def test_sigterm_ends_a_run_within_seconds(tmp_path, mode):
@@ -131,6 +134,7 @@ exec {uv} "$@"
 """
 
 
+@pytest.mark.slow
 @needs_uv
 def test_kill_9_during_install_stops_the_installer_and_the_rerun_succeeds(tmp_path):
     argv = project(tmp_path)

@@ -78,6 +78,7 @@ def test_a_store_with_odd_stored_documents_still_renders(tmp_path):
     assert sum(p.stat().st_size for p in out.iterdir()) < 1_000_000
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 def test_one_bad_document_fails_its_cell_and_the_others_go_on(tmp_path):
     argv = project(tmp_path, cells=5, docs=["ok", "nested", "huge", "badtypes", "longdetail"])

@@ -33,6 +33,7 @@ def _shard(path: str, i: int, barrier, errors) -> None:
         errors.put(repr(err))
 
 
+@pytest.mark.slow
 def test_shards_started_together_on_a_store_that_does_not_exist_yet(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     errors = ctx.Queue()
@@ -73,6 +74,7 @@ def test_simultaneous_lock_writes_leave_one_whole_lock(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["matrix.lock.json"]  # no temporary left
 
 
+@pytest.mark.slow
 @needs_uv
 def test_two_runs_sharing_a_workdir_and_store_give_no_false_failures(tmp_path):
     """With --wait the second run queues behind the first (without it, it is refused: see
@@ -123,6 +125,7 @@ KINDS = ("truncated", "random", "text", "header_then_noise", "bad_json_row", "ba
          "bad_date_row", "foreign_runs", "foreign_db", "newer_schema")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_damaged_store_is_one_sentence_and_is_never_modified(tmp_path, kind):
     store = tmp_path / "results.sqlite"
