@@ -81,6 +81,15 @@ def test_walks_back_doubling_until_a_nightly_is_good(verdicts, asked, good, bad)
     assert (rng.candidates[0].date, rng.candidates[-1].date) == (day(good), day(bad))
 
 
+def test_an_unknown_furthest_in_reach_walks_back_in_to_a_good_one():
+    # 32 days back is bad, 35 (the bound) unknown: the good ones between are found going back in
+    walked, asked, said = run_walk("GGGGUGGB" + "B" * 32, limit=35)
+    assert asked == [39, 38, 37, 35, 31, 23, 7, 4, 5]
+    assert (walked.good.date, walked.bad.date) == (day(5), day(7))
+    assert "2025-06-05 could not be judged: stepped over (an unknown nightly is never taken as " \
+           "good)" in said
+
+
 def test_dates_without_a_nightly_take_the_next_one_out():
     # no nightly 1-3 days before --bad: the first step lands 4 days back, the next further out
     walked, asked, said = run_walk("G" * 10 + "B" * 10, gaps=frozenset({16, 17, 18}))
@@ -138,13 +147,19 @@ def test_property_the_walk_ends_on_a_true_good_and_a_true_bad_around_the_change(
         # no good one was met (an unknown never counts as good), and the bound held
         last = len(verdicts) - 1
         assert all(verdicts[i] != "G" and last - i <= limit for i in asked)
-        assert len(asked) <= len(list(distances(limit))) + 1
+        assert len(asked) <= len(list(distances(limit))) + 1 + unknowns(verdicts, asked)
         return
     good = (date.fromisoformat(walked.good.date) - START).days
     bad = (date.fromisoformat(walked.bad.date) - START).days
     assert verdicts[good] == "G" and verdicts[bad] == "B"
     assert good < boundary <= bad
-    assert len(asked) == len(set(asked)) <= len(list(distances(limit))) + 1
+    assert len(asked) == len(set(asked))
+    assert len(asked) <= len(list(distances(limit))) + 1 + unknowns(verdicts, asked)
+
+
+def unknowns(verdicts: str, asked: list[int]) -> int:
+    """Each unknown met may cost one more step (the walk back in from the last one)."""
+    return sum(verdicts[i] == "U" for i in asked)
 
 
 # -- through the real command, on test_bisect_e2e's stand-in index ------------------------------

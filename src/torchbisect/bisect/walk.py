@@ -63,7 +63,19 @@ def walk(cands: CandidateList, *, direction: Direction, judge: Callable[[Candida
         raise ConfigError(f"the --bad end, {start.label}, {why}: a walk needs a bad nightly to "
                           "start from; pick another --bad")
     away = lambda c: abs((date.fromisoformat(c.date) - date.fromisoformat(start.date)).days)  # noqa: E731
-    bad, pos = start, 0
+    asked = {0}
+
+    def ask(i: int) -> Outcome:
+        asked.add(i)
+        cand = seq[i]
+        say(f"walking {way}: {cand.label}, {away(cand)} days {side} --bad {start.date}")
+        points.append(judge(cand))
+        if points[-1].verdict is Outcome.UNKNOWN:
+            say(f"{cand.date} could not be judged: stepped over (an unknown nightly is never "
+                "taken as good)")
+        return points[-1].verdict
+
+    bad = pos = 0
     for step in distances(limit):
         if step <= away(seq[pos]):
             continue  # a gap in the index already carried the walk this far
@@ -71,17 +83,21 @@ def walk(cands: CandidateList, *, direction: Direction, judge: Callable[[Candida
         if not ahead:
             break
         pos = next((i for i in ahead if away(seq[i]) >= step), ahead[-1])
-        cand = seq[pos]
-        say(f"walking {way}: {cand.label}, {away(cand)} days {side} --bad {start.date}")
-        point = judge(cand)
-        points.append(point)
-        if point.verdict is Outcome.GOOD:
-            return Walked(good=cand, bad=bad, points=tuple(points))
-        if point.verdict is Outcome.BAD:
-            bad = cand
-        else:
-            say(f"{cand.date} could not be judged: stepped over (an unknown nightly is never "
-                "taken as good)")
+        outcome = ask(pos)
+        if outcome is Outcome.GOOD:
+            return Walked(good=seq[pos], bad=seq[bad], points=tuple(points))
+        if outcome is Outcome.BAD:
+            bad = pos
+    # The furthest nightly in reach could not be judged: a good one may lie between it and the
+    # nearest bad one, skipped by a doubling step.  Walk back in from it, one nightly at a time,
+    # until one is good, or bad (then none in reach is good).
+    inward = [i for i in range(pos - 1, bad, -1) if i not in asked]
+    for i in inward if points[-1].verdict is Outcome.UNKNOWN else ():
+        outcome = ask(i)
+        if outcome is Outcome.GOOD:
+            return Walked(good=seq[i], bad=seq[bad], points=tuple(points))
+        if outcome is Outcome.BAD:
+            break
     raise ConfigError(_not_found(points[1:], seq, away, limit=limit, side=side, start=start))
 
 
