@@ -12,6 +12,7 @@ from torchbisect.model import Cell, CellRun, Channel, ProbeResult, RunStatus
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
 from torchbisect.report.bisection_text import render_markdown, render_text
 from torchbisect.report.bisections import bisect_view
+from torchbisect.report.headline import build_headline
 
 CELL = Cell(id="nightly-20250801-cu130-cp312", channel=Channel.NIGHTLY,
             version="2.10.0.dev20250801+cu130", cuda="cu130", python="3.12")
@@ -166,6 +167,13 @@ def test_the_page_leads_with_the_candidates_too():
     view = bisect_view(_result())
     assert view.title == "First affected nightly for side_stream: one of 2 (2025-08-14, 2025-08-15)"
     assert ("unknown (tried, no verdict)", "2025-08-14") in view.facts
+
+
+def test_the_pages_headline_says_one_of_n_for_a_range_too():
+    edge = build_headline("NVIDIA H200", [], [_result()]).first_affected
+    assert not edge.exact
+    assert edge.text == ("one of 2: 2025-08-14, 2025-08-15 (bisected on side_stream; not "
+                         "judged: 2025-08-14)")
 
 
 def test_a_result_stored_before_exact_existed_reads_back_with_its_dates_told_apart():

@@ -76,14 +76,21 @@ class NightlyEdge:
     bisected: bool = False
     case: str = ""
     compare_url: str = ""
+    candidates: tuple[str, ...] = ()  # a bisection's: more than one when unknowns hide the edge
 
     @property
     def exact(self) -> bool:
-        """Bisected, or the previous tested nightly is the day before: no nightly lies between."""
-        return self.bisected or _day_before(self.date) == self.previous
+        """Bisected to one nightly, or the previous tested nightly is the day before: no
+        nightly lies between."""
+        if self.bisected:
+            return len(self.candidates) <= 1
+        return _day_before(self.date) == self.previous
 
     @property
     def text(self) -> str:
+        if self.bisected and not self.exact:
+            return (f"one of {len(self.candidates)}: {', '.join(self.candidates)} (bisected on "
+                    f"{self.case}; not judged: {', '.join(self.candidates[:-1])})")
         how = (f"bisected on {self.case}" if self.bisected
                else "exact: tested on consecutive days" if self.exact else "not bisected")
         if self.previous:
@@ -201,7 +208,8 @@ def _from_bisection(bisection: BisectResult) -> NightlyEdge | None:
         return None
     return NightlyEdge(date=bisection.after.date, version=bisection.after.version,
                        previous=bisection.before.date if bisection.before else "",
-                       bisected=True, case=bisection.case, compare_url=bisection.compare_url)
+                       bisected=True, case=bisection.case, compare_url=bisection.compare_url,
+                       candidates=bisection.candidates)
 
 
 def build_headline(gpu: str, runs: list[CellRun], bisections: list[BisectResult]) -> Headline:
