@@ -114,3 +114,25 @@ def test_a_script_the_shell_cannot_find_is_named_as_the_scripts_problem(world, t
                      "could not be run on the 2025-08-01 nightly (2.10.0.dev20250801+cpu) "
                      "(exit 127: the shell did not find it); check the command, its path and "
                      "its permissions")
+
+
+def test_a_fix_hidden_by_an_unknown_says_the_first_fixed_is_one_of(world, tmp_path):  # noqa: F811
+    fixed = ('[ "$TORCHBISECT_DATE" = 2025-08-21 ] && exit 125; '
+             '[ "$TORCHBISECT_DATE" \\< 2025-08-22 ] && exit 1; exit 0')
+    # --good 08-01 --bad 08-31 as given for the regression: the hint fits --find-fix
+    done = bisect(world, tmp_path, fixed, "--find-fix")
+    assert done.returncode == 2
+    assert "with --find-fix, --bad (2025-08-31) must be older than --good (2025-08-01)" \
+        in done.stderr and "drop --find-fix" in done.stderr
+    base, _, url = world
+    args = cli_args(base, url, tmp_path, "--script", fixed, "--find-fix")
+    args[args.index("--good") + 1], args[args.index("--bad") + 1] = "2025-08-31", "2025-08-01"
+    done = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == NOT_EXACT, done.stderr
+    result = result_of(tmp_path)
+    assert result["candidates"] == ["2025-08-21", "2025-08-22"] and result["exact"] is False
+    assert (result["last_bad"]["date"], result["first_good"]["date"]) == ("2025-08-20",
+                                                                          "2025-08-22")
+    assert done.stdout.splitlines()[0] == "the first fixed nightly is one of 2: 2025-08-21, " \
+                                          "2025-08-22"
