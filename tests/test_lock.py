@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
-import types
 from datetime import date
 
 import pytest
+from helpers import make_cell, make_run
 from indexserver import make_nightly_index, make_release_index, serve
 
 from torchbisect.cli import main
@@ -15,6 +14,7 @@ from torchbisect.errors import ConfigError
 from torchbisect.model import Cell, Channel, Plan
 from torchbisect.net import retry
 from torchbisect.plan.lock import Lock, LockedBuild, pin_sha256
+from torchbisect.store.db import Store
 
 NIGHTLY = Cell(id="nightly-20261001-cu130-cp312", channel=Channel.NIGHTLY,
                version="2.17.0.dev20261001+cu130", cuda="cu130", python="3.12",
@@ -139,34 +139,15 @@ def test_plan_offline_needs_only_the_lock(served, capsys):
     assert "nightly-20261003-cu130-cp312" in capsys.readouterr().out
 
 
-def test_plan_shows_which_cells_have_a_stored_result(served, monkeypatch, capsys):
+def test_plan_shows_which_cells_have_a_stored_result(served, capsys):
     _, matrix = served
     store = matrix.parent / "results.sqlite"
-    store.write_bytes(b"")
-
-    class Store:
-        def __init__(self, path):
-            assert path == store
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return None
-
-        def has_result(self, cell_id: str) -> bool:
-            return cell_id == "preinstalled"
-
-        def runs(self) -> list:  # no timings: the cost line estimates no time
-            return []
-    monkeypatch.setitem(sys.modules, "torchbisect.store.db", types.SimpleNamespace(Store=Store))
+    with Store(store) as opened:
+        opened.add(make_run(make_cell("preinstalled", channel=Channel.PREINSTALLED, url=None,
+                                      sha256=None)))
     assert plan_cli(matrix, "--store", str(store)) == 0
     rows = {line.split()[0]: line.split()[-1] for line in capsys.readouterr().out.splitlines()}
     assert rows["preinstalled"] == "yes" and rows["stable-2.15.0-cu130-cp312"] == "no"
-    monkeypatch.setitem(sys.modules, "torchbisect.store.db", None)  # this install has no store
-    assert plan_cli(matrix, "--store", str(store)) == 0
-    rows = {line.split()[0]: line.split()[-1] for line in capsys.readouterr().out.splitlines()}
-    assert rows["preinstalled"] == "unknown"
 
 
 def test_plan_with_an_unreachable_index_is_one_line_exit_4(served, capsys, monkeypatch):

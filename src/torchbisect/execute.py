@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import signal
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -28,6 +27,7 @@ from .gpus import Gpu, device_of
 from .masking import mask
 from .model import Cell, CellRun, ProbeResult, RunStatus
 from .probes import probe_version
+from .words import last_line, signal_name
 
 PROBE_EXITS = (0, 1, 125)  # the probe's contract: good, bad, cannot tell
 _EXCERPT_LINES = 40
@@ -130,13 +130,13 @@ def interpret(output: ProbeOutput) -> tuple[RunStatus, ProbeResult | None, str]:
     """(status, result, reason) for what the probe printed and how it exited."""
     code = output.exit_code
     if code < 0:
-        return _infra(f"probe killed by signal {_signal_name(-code)}")
+        return _infra(f"probe killed by signal {signal_name(-code)}")
     if code not in PROBE_EXITS:
         return _infra(f"probe exited with status {code} (expected 0, 1 or 125)"
-                      f"{_last_line(output.log_tail)}")
+                      f"{_said(output.log_tail)}")
     if not output.json_text.strip():
         return _infra(f"probe wrote no JSON document (exit status {code})"
-                      f"{_last_line(output.log_tail)}")
+                      f"{_said(output.log_tail)}")
     try:  # checked first: a probe is any script, and its document reaches the page
         result = ProbeResult.from_json(probe_doc.check_text(output.json_text))
     except probe_doc.Rejected as err:
@@ -211,19 +211,14 @@ def _infra(reason: str) -> tuple[RunStatus, None, str]:
     return RunStatus.INFRA_FAILURE, None, reason
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return str(number)
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return f": {lines[-1].strip()[:200]}" if lines else ""
 
 
 def _append(log: Path, text: str) -> None:
     # the reason still reaches the store; a log we cannot write changes no status
     with contextlib.suppress(OSError, TorchbisectError):
         files.append(log, mask(text))
+
+
+def _said(tail: str) -> str:
+    line = last_line(tail)
+    return f": {line}" if line else ""

@@ -220,12 +220,6 @@ _LIVE: set[_Running] = set()
 _LOCK = threading.Lock()
 
 
-def live_count() -> int:
-    """How many commands started by `run` are still running (in any thread)."""
-    with _LOCK:
-        return len(_LIVE)
-
-
 def signal_all(sig: int) -> None:
     """Send `sig` to every running command and what it started (a stop from another thread)."""
     with _LOCK:

@@ -25,7 +25,7 @@ from .backends.base import Watcher
 from .console import make_console, print_table
 from .model import Cell, CellRun, RunStatus, Verdict
 from .plan.cost import Cost, describe, duration
-from .words import count
+from .words import count, megabytes
 
 _STYLES = {
     Verdict.AFFECTED: "bold red",
@@ -103,8 +103,8 @@ class RichHandler(Handler):
 
     def download(self, cell: Cell, got: int, total: int | None, rate: float) -> None:
         left = f", {duration((total - got) / rate)} left" if total and rate > 0 else ""
-        size = f"{_mb(got)[:-3]} of {_mb(total)}" if total else _mb(got)
-        text = f"download {size}, {_mb(rate)}/s{left}"
+        size = f"{megabytes(got)[:-3]} of {megabytes(total)}" if total else megabytes(got)
+        text = f"download {size}, {megabytes(rate)}/s{left}"
         with self._lock:
             now = time.monotonic()
             if self.live and cell.id in self._tasks:
@@ -156,9 +156,6 @@ def _really_a_terminal(console: Console) -> bool:
         tty = False
     return tty and console.is_terminal and not os.environ.get("CI")
 
-
-def _mb(n: float) -> str:
-    return f"{n / 1e6:,.0f} MB" if n >= 1e7 else f"{n / 1e6:.1f} MB"
 
 
 def _finished_line(run: CellRun) -> Text:

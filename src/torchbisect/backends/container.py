@@ -199,10 +199,6 @@ def bind(source: Path, target: str, *, read_only: bool = False) -> Any:
                  read_only=read_only)
 
 
-def last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else "no output"
-
 
 def _wait(box: Any, deadline: float) -> dict | None:
     """The container's exit status, or None at the deadline; gives up when the run ends."""

@@ -30,8 +30,9 @@ from .. import files
 from ..errors import BackendUnavailable, ConfigError, InfraError
 from ..model import Cell, Channel
 from ..probes import probe_path
+from ..words import last_line
 from .base import Backend, BackendOptions, Prepared, ProbeOutput, cell_lock, read_document
-from .container import LABEL, OWNER_LABEL, Containers, bind, last_line
+from .container import LABEL, OWNER_LABEL, Containers, bind
 from .docker_image import RunnerImages, default_base_image, host_ca_bundle
 from .preinstalled import FINGERPRINT_SNIPPET, IMAGE_ANSWER, read_image_answer
 from .wheels import cell_wheel, discard, extra_index, local_wheel, sha256_file
@@ -192,7 +193,7 @@ class DockerBackend(Backend):
             answer = read_image_answer(done.tail) if done.code == 0 else None
             if answer is None:
                 raise InfraError(f"cell {cell.id}: the python of {cell.base_image} has no torch "
-                                 f"({last_line(done.tail)})")
+                                 f"({last_line(done.tail) or 'no output'})")
             self._images[key] = answer
         return self._images[key]
 
@@ -220,7 +221,7 @@ class DockerBackend(Backend):
                                    mounts=[bind(wheel, target, read_only=True)])
         if done.code != 0:
             raise InfraError(f"installing {cell.id} failed (exit {done.code}): "
-                             f"{last_line(done.tail)}; see {log}")
+                             f"{last_line(done.tail) or 'no output'}; see {log}")
 
 
 def _stat(cell: Cell) -> list[int] | None:

@@ -36,6 +36,7 @@ from ..index.fetch import PYTORCH_INDEX, local_path
 from ..links import wheel_name
 from ..model import Cell, Channel
 from ..net import WHEEL, Deadlines, NetError, Refused, Retries, resumable
+from ..words import megabytes
 from .base import Watcher, note
 
 Progress = Callable[[int, int | None, float], None]  # (bytes so far, total or None, bytes/s)
@@ -189,16 +190,13 @@ def sha256_file(path: Path) -> str:
 
 def _terminal(name: str) -> Progress:
     def show(got: int, total: int | None, rate: float) -> None:
-        of = f" of {_mb(total)}" if total else ""
+        of = f" of {megabytes(total)}" if total else ""
         end = "\n" if got == total else ""
-        sys.stderr.write(f"\r{name}: {_mb(got)}{of}, {_mb(rate)}/s   {end}")
+        sys.stderr.write(f"\r{name}: {megabytes(got)}{of}, {megabytes(rate)}/s   {end}")
         sys.stderr.flush()
     return show
 
 
-def _mb(n: float) -> str:
-    return f"{n / 1e6:.1f} MB"
-
 
 def _rate(size: int, seconds: float) -> str:
-    return f"{_mb(size / seconds)}/s" if seconds > 0 else "cached"
+    return f"{megabytes(size / seconds)}/s" if seconds > 0 else "cached"

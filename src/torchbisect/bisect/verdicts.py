@@ -10,13 +10,13 @@ Infrastructure failures (a script that timed out included) and inconclusive runs
 from __future__ import annotations
 
 import hashlib
-import signal
 from dataclasses import dataclass
 
 from ..errors import TorchbisectError
 from ..model import CellRun, RunStatus, Verdict
 from ..outcome import Outcome
 from ..probes import DEFAULT_PROBE
+from ..words import signal_name
 
 DEFAULT_CASE = "capture_data_ptr"
 SCRIPT_CASE = "script"
@@ -122,14 +122,9 @@ def check_script_run(run: CellRun, rule: Rule) -> None:
         return
     if status < 0:
         raise ScriptAborted(f"--script `{rule.script}` was killed by signal "
-                            f"{_signal_name(-status)}, which stops the bisection; exit 125 to "
+                            f"{signal_name(-status)}, which stops the bisection; exit 125 to "
                             "skip a nightly instead")
     raise ScriptAborted(f"--script `{rule.script}` exited with status {status} (above 127), "
                         "which stops the bisection; exit 125 to skip a nightly instead")
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return f"{signal.Signals(number).name} ({number})"
-    except ValueError:
-        return str(number)

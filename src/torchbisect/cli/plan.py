@@ -73,25 +73,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _stored(store: Path, plan: Plan) -> dict[str, str]:
-    """"yes"/"no" per cell id; "unknown" when the store cannot be read by this install."""
+    """"yes"/"no" per cell id."""
     if not store.is_file():
         return {c.id: "no" for c in plan.cells}
-    try:
-        from ..store.db import Store
-    except ImportError:
-        return {c.id: "unknown" for c in plan.cells}
+    from ..store.db import Store
+
     with Store(store) as opened:
         return {c.id: "yes" if opened.has_result(c.id) else "no" for c in plan.cells}
 
 
 def _stored_runs(store: Path) -> list[CellRun]:
-    """The runs whose timings estimate the time; none when the store cannot be read."""
+    """The runs whose timings estimate the time; none without a store."""
     if not store.is_file():
         return []
-    try:
-        from ..store.db import Store
-    except ImportError:
-        return []
+    from ..store.db import Store
+
     with Store(store) as opened:
         return opened.runs()
 
@@ -121,20 +117,17 @@ def source_of(cell: Cell) -> str:
 def _print_table(plan: Plan, stored: dict[str, str]) -> None:
     rows = _rows(plan, stored)
     if sys.stdout.isatty():
-        try:
-            from rich.console import Console
-            from rich.table import Table
-        except ImportError:
-            pass
-        else:
-            table = Table()
-            for name in _COLUMNS:  # ids stay whole; long URLs wrap
-                table.add_column(name, no_wrap=name != "source", overflow="fold",
-                                 min_width=40 if name == "source" else None)
-            for row in rows:
-                table.add_row(*row)
-            Console().print(table)
-            return
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table()
+        for name in _COLUMNS:  # ids stay whole; long URLs wrap
+            table.add_column(name, no_wrap=name != "source", overflow="fold",
+                             min_width=40 if name == "source" else None)
+        for row in rows:
+            table.add_row(*row)
+        Console().print(table)
+        return
     widths = [max(len(r[i]) for r in [_COLUMNS, *rows]) for i in range(len(_COLUMNS))]
     for row in [_COLUMNS, *rows]:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())

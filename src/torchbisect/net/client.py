@@ -30,6 +30,7 @@ import urllib3
 from urllib3.util import Timeout
 
 from .. import __version__, links
+from ..words import megabytes
 from . import deadline, pools
 from .errors import NetError, Refused, describe, http_error
 
@@ -88,12 +89,13 @@ class Answer:
         """The whole body; Refused (naming `what` and the bound) when it is over `limit` bytes."""
         declared = self.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            raise Refused(f"{what} is {_mb(int(declared))}, over the bound of {_mb(limit)}")
+            raise Refused(f"{what} is {megabytes(int(declared))}, over the bound of "
+                          f"{megabytes(limit)}")
         parts, size = [], 0
         for chunk in self.chunks():
             size += len(chunk)
             if size > limit:
-                raise Refused(f"{what} is over the bound of {_mb(limit)}")
+                raise Refused(f"{what} is over the bound of {megabytes(limit)}")
             parts.append(chunk)
         return b"".join(parts)
 
@@ -223,9 +225,6 @@ def _failure(err: BaseException, url: str, ends: float, deadlines: Deadlines) ->
                         "(the total deadline)", transient=False)
     return describe(err, host)
 
-
-def _mb(size: int) -> str:
-    return f"{size / 1e6:.0f} MB" if size >= 10**6 else f"{size} bytes"
 
 
 _POOL = {"num_pools": 16, "maxsize": 8, "block": False, "retries": False}

@@ -245,9 +245,6 @@ class Store:
             fh.write("\n ]\n}\n")
         return out
 
-    def import_json(self, path: str | Path) -> tuple[int, int]:
-        return self.merge_from(path)
-
     # -- internals ------------------------------------------------------------------------------
 
     def _run(self, row: sqlite3.Row) -> CellRun:
