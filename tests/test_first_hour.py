@@ -265,7 +265,7 @@ def test_nox_tests_runs_the_sessions_own_pytest_whatever_the_base_holds(tmp_path
 
     nox = shutil.which("nox")
     if nox is None:
-        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)("nox is not installed")
+        (pytest.fail if IN_CI else pytest.skip)("nox is not installed")
     repo = Path(__file__).resolve().parents[1]
     for name in ("noxfile.py", "pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copy(repo / name, tmp_path / name)

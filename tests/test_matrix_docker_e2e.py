@@ -5,18 +5,17 @@ nothing.  The images are the offline ones `.ci/docker-setup.sh` builds."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 import pytest
+from conftest import IN_CI
 from helpers import find_test_wheel
 
 from torchbisect.model import RunStatus, Verdict
 from torchbisect.store.db import Store
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def _matrix(tmp_path, *extra: str) -> subprocess.CompletedProcess:

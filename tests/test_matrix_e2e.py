@@ -5,20 +5,18 @@ here), renders the report; a second run re-runs nothing."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 import time
 
 import pytest
+from conftest import IN_CI
 from helpers import find_test_wheel, python_with_torch, sha256_of, wheel_python
 
 from torchbisect.backends.preinstalled import torch_version
 from torchbisect.model import RunStatus, Verdict
 from torchbisect.store.db import Store
-
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def _need(what, why: str):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import re
 import sqlite3
 import subprocess
@@ -37,10 +36,10 @@ from act.rehearsal import (
     unpack_actions,
 )
 from act.wheels import nightly_index, nightly_version
+from conftest import IN_CI
 from indexserver import serve
 from test_bisect_commits import make_pytorch_clone
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 TODAY = datetime.now(timezone.utc).date()

@@ -15,12 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import IN_CI
 from helpers import make_run
 from runaway import project
 
 from torchbisect.store.db import Store
-
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 @pytest.fixture
