@@ -31,9 +31,11 @@ json.dump({{"schema": 1, "probe": "stale_replay", "probe_version": "1", "verdict
 sys.exit(125)
 '''
 # torchbisect's own peak memory, reported by the process itself when it ends
-MEASURED = ("import resource, sys\nfrom torchbisect.cli import main\ntry:\n    code = main()\n"
-            "finally:\n    print('maxrss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
-            " file=sys.stderr)\nsys.exit(code)\n")
+MEASURED = ("import sys\nfrom torchbisect.cli import main\ntry:\n    code = main()\nfinally:\n"
+            # VmHWM: the peak of this process alone (getrusage's maxrss survives fork and exec,
+            # so it would report the test runner's own peak)
+            "    hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')]\n"
+            "    print('maxrss_kb', hwm[0].split()[1], file=sys.stderr)\nsys.exit(code)\n")
 
 
 @pytest.mark.slow
