@@ -102,6 +102,8 @@ def _named(gpus: tuple[Gpu, ...], entry: str) -> Gpu | None:
 def _smi(*args: str) -> str | None:
     if not shutil.which("nvidia-smi"):
         return None
+    # Not proc.run: its output merges stderr into stdout (and masks it), and this stdout is
+    # parsed as CSV; a read-only query with a timeout leaves nothing behind to clean up.
     try:
         return subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=30,
                               check=True).stdout

@@ -79,6 +79,7 @@ def probe(python: str, *, baseline: Path | None, out: Path | None) -> None:
 
 def _baseline_from_git() -> Path:
     checkout = Path(__file__).resolve().parents[3]
+    # Not proc.run: stdout is the file's text, and proc.run merges stderr into it.
     done = subprocess.run(["git", "-C", str(checkout), "show", BASELINE_PROBE],
                           capture_output=True, text=True)
     if done.returncode != 0:

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from .. import execute
+from .. import execute, proc
 from ..backends.base import Backend
 from ..cells import dev as dev_id
 from ..gpus import Gpu, list_gpus
@@ -83,12 +81,12 @@ def rerun_unchanged(n_cells: int = 20) -> dict:
                 "--offline", "--allow-no-gpu", "--backend", "venv", "--store", "results.sqlite",
                 "--out", "reports", "--workdir", "work"]
         began = time.monotonic()
-        done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True)
+        done = proc.run(argv, cwd=tmp_path, check=False)
         seconds = time.monotonic() - began
         with Store(tmp_path / "results.sqlite") as store:
             rerun = len(store.runs()) - n_cells
     if done.returncode != 0:
-        raise RuntimeError(f"matrix exited {done.returncode}: {done.stderr[-2000:]}")
+        raise RuntimeError(f"matrix exited {done.returncode}: {done.output[-2000:]}")
     return {"cells": n_cells, "seconds": round(seconds, 3), "rerun_cells": rerun,
             "goal_seconds": 2.0, "ok": rerun == 0 and seconds <= 2.0}
 
@@ -111,11 +109,10 @@ def probe_speed(*, python: str, baseline: Path, warm_repeats: int = 2,
 
 def _timed_probe(python: str, script: Path, caches: Path, out: Path, *,
                  env: dict[str, str] | None) -> tuple[float, dict]:
-    run_env = {**os.environ, **(env or {}), "TRITON_CACHE_DIR": str(caches / "triton"),
+    run_env = {**(env or {}), "TRITON_CACHE_DIR": str(caches / "triton"),
                "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor")}
     began = time.monotonic()
-    subprocess.run([python, str(script), "--json", str(out)], env=run_env,
-                   capture_output=True, timeout=1800)
+    proc.run([python, str(script), "--json", str(out)], env=run_env, timeout=1800, check=False)
     return time.monotonic() - began, json.loads(out.read_text())
 
 

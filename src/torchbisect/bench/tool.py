@@ -109,6 +109,7 @@ def gpu_speedup(matrix: Path | None, *, backend: str) -> dict:
                     "--store", str(Path(tmp) / f"{label}.sqlite")]
             print(f"bench: gpus: {label}: {' '.join(argv)}", file=sys.stderr)
             began = time.monotonic()
+            # Not proc.run: the matrix's own progress goes to this terminal as it happens.
             subprocess.run(argv, env=env, check=True)
             times[label] = time.monotonic() - began
     return {"gpus": len(gpus), "gpu": gpus[0].name, "one_gpu_seconds": round(times["one GPU"], 2),

@@ -139,6 +139,7 @@ def main(argv=None):
 
 
 def _driver():
+    # Standalone (no import of torchbisect, so neither proc.run nor gpus.driver_version).
     try:
         import subprocess
 
