@@ -5,23 +5,25 @@ requested, in `.hits`).  A folder holding `index.json` next to `index.html` answ
 to clients that ask for it.  `fail_first` / `fail_always` answer 503 to test retries;
 `truncate_first` cuts bodies short (the Content-Length promises more): a partial page is an error.
 
-`make_release_index` and `make_nightly_index` write pages shaped like download.pytorch.org's:
-`%2B` in hrefs, data-dist-info-metadata / data-core-metadata, `#sha256=` on releases but not on
-nightlies, several Pythons and platforms per version.
+`make_release_index` and `make_nightly_index` write pages shaped like download.pytorch.org's
+through the package's one page writer (torchbisect.bench.nightly_index: `%2B` in hrefs,
+data-dist-info-metadata / data-core-metadata, `#sha256=` on releases but not on nightlies), with
+several Pythons and platforms per version, and PEP 691 JSON beside them when asked.
 """
 
 from __future__ import annotations
 
 import hashlib
-import html
 import json
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from datetime import date, timedelta
+from datetime import date
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from torchbisect.bench.nightly_index import anchor, write_page
 
 PYTHONS = ("cp310", "cp311", "cp312", "cp313", "cp313t")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64", "win_amd64")
@@ -130,12 +132,6 @@ def make_nightly_index(root: Path, dates: Iterable[date], *, cuda: str = "cu130"
     return root / "whl" / "nightly"
 
 
-def daily(first: date, count: int, *, skip: Iterable[date] = ()) -> list[date]:
-    """`count` consecutive dates from `first`, leaving out `skip` (the gaps)."""
-    gaps = set(skip)
-    return [d for d in (first + timedelta(days=i) for i in range(count)) if d not in gaps]
-
-
 def _exists(version: str, python: str) -> bool:
     return python != "cp313t" or tuple(int(p) for p in version.split(".")[:2]) >= (2, 6)
 
@@ -149,23 +145,19 @@ def _name(version: str, python: str, platform: str) -> str:
 def _write_page(root: Path, folder: str, names: list[str], *, with_sha: bool,
                 write_wheels: bool, json_too: bool) -> None:
     page = root / "whl" / folder / "torch"
-    page.mkdir(parents=True, exist_ok=True)
     links, files = [], []
     for name in names:
-        href = f"/whl/{folder}/{name.replace('+', '%2B')}"
+        href = f"/whl/{folder}/{name}"
         data = fake_wheel(name)
         meta = sha256(b"METADATA " + data)
-        fragment = f"#sha256={sha256(data)}" if with_sha else ""
-        links.append(f'    <a href="{href}{fragment}" data-dist-info-metadata="sha256={meta}" '
-                     f'data-core-metadata="sha256={meta}">{html.escape(name)}</a><br/>')
-        files.append({"filename": name, "url": href,
+        links.append(anchor(href, name, sha256=sha256(data) if with_sha else None, metadata=meta))
+        files.append({"filename": name, "url": href.replace("+", "%2B"),
                       "hashes": {"sha256": sha256(data)} if with_sha else {},
                       "core-metadata": {"sha256": meta}, "dist-info-metadata": {"sha256": meta}})
         if write_wheels:
+            (root / "whl" / folder).mkdir(parents=True, exist_ok=True)
             (root / "whl" / folder / name).write_bytes(data)
-    body = "\n".join(["<!DOCTYPE html>", "<html>", "  <body>", "    <h1>Links for torch</h1>",
-                      *links, "  </body>", "</html>", ""])
-    (page / "index.html").write_text(body, encoding="utf-8")
+    write_page(page, links)
     if json_too:
         doc = {"meta": {"api-version": "1.1"}, "name": "torch", "files": files}
         (page / "index.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")

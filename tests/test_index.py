@@ -6,8 +6,9 @@ import re
 from datetime import date
 
 import pytest
-from indexserver import daily, fake_wheel, make_nightly_index, make_release_index, serve, sha256
+from indexserver import fake_wheel, make_nightly_index, make_release_index, serve, sha256
 
+from torchbisect.bench.nightly_index import daily
 from torchbisect.errors import IndexUnreachable
 from torchbisect.index.fetch import (
     PageMissing,

@@ -8,8 +8,9 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
-from indexserver import daily, fake_wheel, make_nightly_index, make_release_index, serve, sha256
+from indexserver import fake_wheel, make_nightly_index, make_release_index, serve, sha256
 
+from torchbisect.bench.nightly_index import daily
 from torchbisect.bisect.candidates import build_candidates
 from torchbisect.config.matrix import load_matrix
 from torchbisect.errors import ConfigError, ResolveError

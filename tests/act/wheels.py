@@ -11,6 +11,8 @@ from pathlib import Path
 
 from helpers import write_wheel
 
+from torchbisect.bench.nightly_index import anchor, write_page
+
 TAG = "cp311"
 PLATFORM = "manylinux_2_28_x86_64"
 
@@ -33,14 +35,11 @@ def nightly_index(root: Path, days: list[date], *, first_stale: date,
     are affected; `git_versions` are their commits on a (stand-in) pytorch `nightly` branch.
     Returns `root`, whose URL + `{cuda}/` is the index."""
     folder = root / cuda
-    (folder / "torch").mkdir(parents=True)
+    folder.mkdir(parents=True)
     links = []
     for day in days:
         whl = standin_wheel(folder, nightly_version(day, cuda), stale=day >= first_stale,
                             git=git_versions[day])
-        href = "../" + whl.name.replace("+", "%2B")
-        links.append(f'<a href="{href}">{whl.name}</a><br/>')
-    (folder / "torch" / "index.html").write_text(
-        "<!DOCTYPE html>\n<html><body>\n<h1>Links for torch</h1>\n" + "\n".join(links)
-        + "\n</body></html>\n")
+        links.append(anchor("../" + whl.name, whl.name))
+    write_page(folder / "torch", links)
     return root
