@@ -193,3 +193,28 @@ def test_json_keys_follow_the_direction():
     assert "skipped" not in _result().to_json()  # tried and never-published dates apart
     assert _result().to_json()["first_bad"]["verdict"] == "bad"
     assert {"last_bad", "first_good"} <= set(_result(Direction.FIX).to_json())
+
+
+@pytest.mark.parametrize(("direction", "verdicts", "said"), [
+    (Direction.REGRESSION, {0: "good", 2: "good", 6: "bad"},
+     "range found so far: last good 2025-08-03, first bad 2025-08-07; the first bad nightly is "
+     "one of 4: 2025-08-04, 2025-08-05, 2025-08-06, 2025-08-07"),
+    (Direction.FIX, {0: "bad", 3: "unknown", 5: "good"},
+     "range found so far: last bad 2025-08-01, first good 2025-08-06; the first fixed nightly is "
+     "one of 5: 2025-08-02, 2025-08-03, 2025-08-04, 2025-08-05, 2025-08-06"),
+    (Direction.REGRESSION, {0: "good"},
+     "range found so far: none (the two ends were not both judged yet)"),
+])
+def test_the_range_found_so_far_when_a_script_stops_the_bisection(direction, verdicts, said):
+    from types import SimpleNamespace
+
+    from torchbisect.bisect.candidates import build_candidates
+    from torchbisect.bisect.telling import so_far
+
+    days = [f"2025-08-{d:02d}" for d in range(1, 9)]
+    wheels = [SimpleNamespace(nightly_date=d, version=f"2.10.0.dev{d.replace('-', '')}",
+                              sha256=None, url=f"https://example.invalid/{d}.whl") for d in days]
+    cands = build_candidates(wheels, older=days[0], newer=days[-1], older_flag="--good",
+                             newer_flag="--bad", cell_template=CELL)
+    points = {i: NightlyPoint(date=days[i], version="v", verdict=v) for i, v in verdicts.items()}
+    assert so_far(points, cands, direction) == said

@@ -90,6 +90,7 @@ def so_far(points: dict[int, NightlyPoint], cands: CandidateList, direction: Dir
         return "range found so far: none (the two ends were not both judged yet)"
     keys = [c.key for c in cands.candidates[lo + 1:hi + 1]]
     unit = "nightly" if cands.candidates[0].date else "release"
+    first = "first bad" if direction is Direction.REGRESSION else "first fixed"  # as `lead` says
     return (f"range found so far: {names[0]} {cands.candidates[lo].key}, {names[1]} "
-            f"{cands.candidates[hi].key}; the {names[1]} {unit} is one of {len(keys)}: "
+            f"{cands.candidates[hi].key}; the {first} {unit} is one of {len(keys)}: "
             f"{', '.join(keys)}")
