@@ -59,6 +59,24 @@ def test_verdict_table(verdicts, last_good, first_bad_, between):
     assert len(asked) == len(set(asked)) == result.probes  # each index asked once
 
 
+# cargo-bisect-rustc's least_satisfying tests (No = GOOD, Yes = BAD): its answer is our first
+# known bad; where an unknown sits just before it, we say the first bad is one of several.
+@pytest.mark.parametrize(("name", "verdicts", "cargo", "candidates"), [
+    ("least_satisfying_1", "GUUGB", 4, (4,)),
+    ("least_satisfying_2", "GUBUB", 2, (1, 2)),
+    ("least_satisfying_3", "GGGGB", 4, (4,)),
+    ("least_satisfying_4", "GGBBB", 2, (2,)),
+    ("least_satisfying_5", "GBBBB", 1, (1,)),
+    ("least_satisfying_6", "GBBUUBUB", 1, (1,)),
+    ("least_satisfying_7", "GBUB", 1, (1,)),
+])
+def test_cargo_bisect_rustc_least_satisfying_tables(name, verdicts, cargo, candidates):
+    verdict_of, _ = table(verdicts)
+    result = first_bad(len(verdicts), verdict_of)
+    assert result.first_bad == cargo, name
+    assert result.candidates == candidates, name
+
+
 # git's t6030-bisect-porcelain.sh as verdict tables over HASH1..HASHn (HASH1 good, HASHn bad;
 # git's "skip" is UNKNOWN).  Where git says "the first bad commit could be any of" (and exits
 # non-zero), the candidates are that list.
