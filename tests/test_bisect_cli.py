@@ -176,6 +176,14 @@ def test_the_pages_headline_says_one_of_n_for_a_range_too():
                          "judged: 2025-08-14)")
 
 
+def test_the_fix_status_says_one_of_n_for_a_range_too():
+    from torchbisect.notify import fix_status
+
+    status = fix_status([], [_result(Direction.FIX)])
+    assert status.text == "fix found: the first good nightly is one of 2: 2025-08-14, 2025-08-15"
+    assert status.key == "fixed:2025-08-15"  # what the next weekly run compares against
+
+
 def test_a_result_stored_before_exact_existed_reads_back_with_its_dates_told_apart():
     """Older results hold one `skipped` list mixing tried and never-published dates."""
     old = _result().to_json()

@@ -50,7 +50,11 @@ def fix_status(runs: list[CellRun], bisections: list[BisectResult]) -> FixStatus
     """From a fix search's own store: the fix it found, or its newest nightly still affected."""
     fixes = [b for b in bisections if b.direction is Direction.FIX and b.after is not None]
     if fixes:
-        first = fixes[-1].after
+        found, first = fixes[-1], fixes[-1].after
+        if not found.exact:  # unknown nightlies before it: the fix is one of several
+            return FixStatus(key=f"fixed:{first.date}",
+                             text=f"fix found: the first good nightly is one of "
+                                  f"{len(found.candidates)}: {', '.join(found.candidates)}")
         return FixStatus(key=f"fixed:{first.date}",
                          text=f"fix found: first good nightly {first.date} ({first.version})")
     nightlies = sorted((r for r in runs if r.cell.date and r.status is RunStatus.OK),
