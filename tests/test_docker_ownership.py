@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from act.wheels import standin_wheel
+from helpers import FAKE_PROBES
 
 from torchbisect.backends import docker as docker_backend
 from torchbisect.backends.base import BackendOptions
@@ -20,7 +21,6 @@ from torchbisect.backends.docker import DockerBackend
 from torchbisect.model import Cell, Channel
 
 BASE = "torchbisect/base:bookworm"
-PROBES = Path(__file__).resolve().parent / "act" / "probes"
 
 
 @pytest.mark.docker
@@ -36,7 +36,7 @@ def test_the_venv_and_what_a_probe_leaves_belong_to_the_invoking_user(tmp_path, 
     cell = Cell(id=f"dev-owner-{uuid.uuid4().hex[:8]}", channel=Channel.DEV,
                 version="2.17.0.dev20261130+cpu", cuda="cpu", python="3.11", url=str(wheel),
                 base_image=BASE, timeout=120)
-    fake_probes(PROBES)
+    fake_probes(FAKE_PROBES)
     monkeypatch.setattr(docker_backend.os, "getuid", lambda: 4242)
     monkeypatch.setattr(docker_backend.os, "getgid", lambda: 4242)
     backend = DockerBackend(BackendOptions(workdir=tmp_path / "work", client=client))

@@ -152,7 +152,7 @@ class World:
                "TORCHBISECT_ACT_STANDINS": str(standins),
                "TORCHBISECT_ACT_PAGES": str(self.pages),
                "TORCHBISECT_ACT_PAGES_URL": f"{self.hub_url}/pages/",
-               "TORCHBISECT_PROBES": str(self.src / "tests" / "act" / "probes"),
+               "TORCHBISECT_PROBES": str(self.src / "tests" / "helpers" / "probes"),
                "PIP_CERT": ca_bundle(), "SSL_CERT_FILE": ca_bundle(),
                # the stand-in pytorch clone belongs to another user than the container's
                "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",

@@ -1,5 +1,9 @@
-"""Stand-in for probes/stale_replay.py in tests: the same command line and JSON document, no GPU.
+"""Stand-in for probes/stale_replay.py in tests and the act rehearsal: the same command line, JSON
+document and exit codes, no GPU.
 
+A stand-in torch that says whether it is affected (`torch.STALE_LAZY_CLONE`, the act rehearsal's
+wheels) gets that verdict (exit 1 affected, 0 not affected), so workflows see verdicts that change
+by build; any other torch reads as `skipped` (exit 125), as the real probe does without a GPU.
 TB_FAKE_SLEEP (seconds before answering) and TB_FAKE_MODE choose the behaviour: ok (default),
 crash, hang, badjson, nojson, exit3, mismatch, write_then_crash.  TB_FAKE_RECORD names a file that
 gets the argv, the interesting environment variables and which torch was imported.
@@ -48,19 +52,40 @@ def main():
     if mode == "nojson":
         return 125
     cases = [c for c in args.cases.split(",") if c]
+    if hasattr(torch, "STALE_LAZY_CLONE") and mode == "ok":
+        return _told(torch, cases, args.json)
     doc = {"schema": 1, "probe": "stale_replay", "probe_version": PROBE_VERSION,
            "verdict": "not_affected" if mode == "mismatch" else "skipped",
            "cases": {c: {"verdict": "skipped", "detail": "no CUDA device"} for c in cases},
            "env": {"torch_version": torch.__version__}}
-    text = "{not json" if mode == "badjson" else json.dumps(doc)
-    if args.json:
-        with open(args.json, "w") as fh:
-            fh.write(text)
-    else:
-        sys.stdout.write(text + "\n")
+    _write("{not json" if mode == "badjson" else json.dumps(doc), args.json)
     if mode == "write_then_crash":
         os.kill(os.getpid(), signal.SIGSEGV)
     return 125
+
+
+def _told(torch, cases, out):
+    """The verdict a stand-in torch states, with the controls behaving as they should."""
+    stale = bool(torch.STALE_LAZY_CLONE)
+    verdict = "affected" if stale else "not_affected"
+    fixed = {"control_clone": ("not_affected", "correct (stand-in)"),
+             "control_stale": ("affected", "stale as expected (stand-in)")}
+    doc = {"schema": 1, "probe": "stale_replay", "probe_version": PROBE_VERSION,
+           "verdict": verdict,
+           "cases": {c: dict(zip(("verdict", "detail"), fixed.get(
+               c, (verdict, "stand-in probe: %s" % verdict)))) for c in cases},
+           "env": {"torch_version": torch.__version__, "git_version": torch.version.git_version,
+                   "cuda_available": False}}
+    _write(json.dumps(doc), out)
+    return 1 if stale else 0
+
+
+def _write(text, out):
+    if out:
+        with open(out, "w") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text + "\n")
 
 
 if __name__ == "__main__":
