@@ -52,7 +52,8 @@ def test_two_docker_runs_sharing_a_workdir_give_no_false_failures(tmp_path):
         f"images:\n  cpu: torchbisect/base:bookworm\ndev:\n{entries}")
     env, _ = environment(tmp_path, "daemon")
     argv[argv.index("venv")] = "docker"
-    runs = [subprocess.Popen([*argv, "--force"], cwd=tmp_path, env=env, text=True,
+    # one run at a time per store and workdir (runlock): the second queues with --wait
+    runs = [subprocess.Popen([*argv, "--force", "--wait"], cwd=tmp_path, env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(2)]
     outputs = [r.communicate(timeout=600)[0] for r in runs]
     assert [r.returncode for r in runs] == [0, 0], "\n".join(outputs)
