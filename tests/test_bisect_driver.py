@@ -5,20 +5,16 @@ and --script judged on real venvs of stand-in torch wheels, one per nightly."""
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import subprocess
 import sys
-import threading
-from collections import defaultdict
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import fake_torch_wheel, make_cell, make_run, sha256_of
+from helpers import ScriptedBackend, fake_torch_wheel, make_cell, make_run, sha256_of
 
 from torchbisect.backends import BackendOptions, choose_backend
-from torchbisect.backends.base import Backend, Prepared, ProbeOutput
 from torchbisect.bisect.candidates import build_candidates
 from torchbisect.bisect.driver import Bisector
 from torchbisect.bisect.search import EndsError, Outcome
@@ -66,42 +62,17 @@ def affected_from(first_bad: str):
     return decide
 
 
-class FakeBackend(Backend):
-    """Answers the probe from `decide(cell)`, installs nothing; can fail an install, stand in for
-    a kill after some probes, and tell whether a candidate was being installed during a probe."""
+def answering(decide, **kw) -> ScriptedBackend:
+    """The stand-in backend answering each nightly with `decide(cell)`'s probe document."""
+    return ScriptedBackend(answer=decide, **kw)
 
-    name = "fake"
 
-    def __init__(self, decide, *, broken=(), stop_after=None):
-        self.decide = decide
-        self.broken = set(broken)
-        self.stop_after = stop_after
-        self.prepares: list[str] = []
-        self.probes: list[str] = []
-        self.ready = defaultdict(threading.Event)
-        self.waited: dict[str, bool] = {}
-        self.wait_for: dict[str, str] = {}
+def dates(cells) -> list[str]:
+    return [c.date for c in cells]
 
-    def check(self):
-        pass
 
-    def prepare(self, cell, *, log):
-        self.prepares.append(cell.date)
-        self.ready[cell.date].set()
-        if cell.date in self.broken:
-            raise InfraError("download failed: HTTP 404")
-        return Prepared(cell=cell, python=sys.executable, wheel_sha256=cell.sha256)
-
-    def probe(self, prepared, *, gpu, probe_args, log):
-        day = prepared.cell.date
-        if day in self.wait_for:  # is the next candidate being installed while we probe?
-            self.waited[day] = self.ready[self.wait_for[day]].wait(5)
-        if self.stop_after is not None and len(self.probes) >= self.stop_after:
-            raise KeyboardInterrupt  # stands in for the process being killed
-        self.probes.append(day)
-        doc = self.decide(prepared.cell)
-        return ProbeOutput(json_text=json.dumps(doc), seconds=0.0,
-                           exit_code=Verdict(doc["verdict"]).exit_code)
+def id_of(day: str) -> str:
+    return next(c.cell.id for c in cands().candidates if c.cell.date == day)
 
 
 @pytest.fixture
@@ -122,7 +93,7 @@ def pair(result) -> tuple[str, str]:
 
 
 def test_finds_the_first_bad_nightly_and_stores_every_probe(store, tmp_path):
-    b = bisector(FakeBackend(affected_from("2025-08-11")), store, tmp_path)
+    b = bisector(answering(affected_from("2025-08-11")), store, tmp_path)
     listed = cands()
     result = b.search(listed)
     assert pair(result) == ("2025-08-10", "2025-08-11")
@@ -140,22 +111,22 @@ def test_finds_the_first_bad_nightly_and_stores_every_probe(store, tmp_path):
 
 def test_a_killed_bisection_resumes_from_the_store_and_a_rerun_probes_nothing(store_path,
                                                                                   tmp_path):
-    killed = FakeBackend(affected_from("2025-08-11"), stop_after=3)
+    killed = answering(affected_from("2025-08-11"), stop_after=3)
     with Store(store_path) as store, pytest.raises(KeyboardInterrupt):
         bisector(killed, store, tmp_path).search(cands())
     with Store(store_path) as store:  # opened again, as the next process would
         assert len(store.runs()) == 3
-        again = FakeBackend(affected_from("2025-08-11"))
+        again = answering(affected_from("2025-08-11"))
         b = bisector(again, store, tmp_path)
         result = b.search(cands())
     assert pair(result) == ("2025-08-10", "2025-08-11")
     assert b.new_runs == result.probes - 3
-    assert not set(again.probes) & set(killed.probes)  # nothing probed twice
+    assert not set(dates(again.probed)) & set(dates(killed.probed))  # nothing probed twice
     with Store(store_path) as store:
-        third = FakeBackend(affected_from("2025-08-11"))
+        third = answering(affected_from("2025-08-11"))
         b = bisector(third, store, tmp_path)
         assert b.search(cands()).first_bad == result.first_bad
-        assert third.probes == [] and b.new_runs == 0
+        assert third.probed == [] and b.new_runs == 0
         assert len(store.runs()) == result.probes
 
 
@@ -164,19 +135,20 @@ def test_a_changed_probe_script_means_new_evidence(store, tmp_path, fake_probes)
     folder.mkdir()
     (folder / "stale_replay.py").write_text('PROBE_VERSION = "9"\n')
     fake_probes(folder)
-    bisector(FakeBackend(affected_from("2025-08-11")), store, tmp_path).search(cands())
-    same = FakeBackend(affected_from("2025-08-11"))
+    bisector(answering(affected_from("2025-08-11")), store, tmp_path).search(cands())
+    same = answering(affected_from("2025-08-11"))
     bisector(same, store, tmp_path).search(cands())
-    assert same.probes == []
+    assert same.probed == []
     (folder / "stale_replay.py").write_text('PROBE_VERSION = "10"\n')
     fake_probes(folder)
-    fresh = FakeBackend(affected_from("2025-08-11"))
+    fresh = answering(affected_from("2025-08-11"))
     bisector(fresh, store, tmp_path).search(cands())
-    assert fresh.probes
+    assert fresh.probed
 
 
 def test_an_install_failure_is_unknown_stepped_around_and_retried_next_time(store, tmp_path):
-    backend = FakeBackend(affected_from("2025-08-11"), broken={"2025-08-10"})
+    backend = answering(affected_from("2025-08-11"),
+                        installs={id_of("2025-08-10"): InfraError("download failed: HTTP 404")})
     b = bisector(backend, store, tmp_path)
     result = b.search(cands())
     assert pair(result) == ("2025-08-08", "2025-08-11")
@@ -185,15 +157,15 @@ def test_an_install_failure_is_unknown_stepped_around_and_retried_next_time(stor
     assert point.verdict is Outcome.UNKNOWN and "HTTP 404" in point.reason
     failed = [r for r in store.runs() if r.status is RunStatus.INFRA_FAILURE]
     assert [r.cell.date for r in failed] == ["2025-08-10"] and "HTTP 404" in failed[0].reason
-    healed = FakeBackend(affected_from("2025-08-11"))
+    healed = answering(affected_from("2025-08-11"))
     result = bisector(healed, store, tmp_path).search(cands())
-    assert healed.probes == ["2025-08-10"]  # only the failed one is tried again
+    assert dates(healed.probed) == ["2025-08-10"]  # only the failed one is tried again
     assert result.exact and pair(result) == ("2025-08-10", "2025-08-11")
 
 
 def test_an_end_with_the_wrong_verdict_stops_the_search(store, tmp_path):
     with pytest.raises(EndsError) as err:
-        bisector(FakeBackend(affected_from("2025-08-01")), store, tmp_path).search(cands())
+        bisector(answering(affected_from("2025-08-01")), store, tmp_path).search(cands())
     assert err.value.index == 0 and err.value.got is Outcome.BAD
 
 
@@ -202,7 +174,7 @@ def test_find_fix_searches_for_the_first_good(store, tmp_path):
         v = Verdict.AFFECTED if cell.date < "2025-08-06" else Verdict.REFUSED
         return probe_doc(v, cell.date)
 
-    b = bisector(FakeBackend(decide), store, tmp_path, direction=Direction.FIX)
+    b = bisector(answering(decide), store, tmp_path, direction=Direction.FIX)
     result = b.search(cands())
     assert pair(result) == ("2025-08-05", "2025-08-06")
     assert b.points[result.last_good].verdict is Outcome.BAD
@@ -210,12 +182,12 @@ def test_find_fix_searches_for_the_first_good(store, tmp_path):
 
 
 def test_the_next_candidates_install_while_one_is_probed(store, tmp_path):
-    backend = FakeBackend(affected_from("2025-08-11"))
+    backend = answering(affected_from("2025-08-11"))
     # while the good end is probed, the bad end must already be installing
-    backend.wait_for = {"2025-08-01": "2025-08-19"}
+    backend.wait_for = {id_of("2025-08-01"): id_of("2025-08-19")}
     bisector(backend, store, tmp_path).search(cands())
-    assert backend.waited == {"2025-08-01": True}
-    assert len(backend.prepares) == len(set(backend.prepares))  # each nightly installed once
+    assert backend.waited == {id_of("2025-08-01"): True}
+    assert len(backend.prepared) == len(set(backend.prepared))  # each nightly installed once
 
 
 # --- a case run in trials: the flaky rule -------------------------------------------------------
@@ -241,7 +213,7 @@ def test_a_flaky_bisection_keeps_every_stale_fraction(store, tmp_path):
         v = Verdict.AFFECTED if stale else Verdict.NOT_AFFECTED
         return probe_doc(v, cell.date, case="side_stream", stale_trials=stale, trials=4)
 
-    b = bisector(FakeBackend(decide), store, tmp_path,
+    b = bisector(answering(decide), store, tmp_path,
                  rule=Rule(case="side_stream", trials=4, min_stale=1))
     result = b.search(cands(case="side_stream", trials=4))
     assert DATES[result.first_bad] == "2025-08-11"

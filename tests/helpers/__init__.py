@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from torchbisect.backends.base import Backend, Prepared, ProbeOutput
-from torchbisect.model import Cell, CellRun, Channel, ProbeResult, RunStatus
+from torchbisect.model import Cell, CellRun, Channel, ProbeResult, RunStatus, Verdict
 
 HELPERS = Path(__file__).resolve().parent
 FAKE_PROBES = HELPERS / "probes"
@@ -54,18 +54,29 @@ def ok_output(verdict: str = "skipped", seconds: float = 0.01) -> ProbeOutput:
 
 
 class ScriptedBackend(Backend):
-    """Answers from tables keyed by cell id; records overlap so tests can check the scheduling.
+    """The one stand-in backend: installs nothing, answers from tables keyed by cell id or from a
+    function of the cell, and records what happened so tests can check the scheduling.
 
-    `installs[id]` / `probes[id]`: an exception to raise, or (for probes) a ProbeOutput to return.
+    `installs[id]` / `probes[id]`: an exception to raise, or (for probes) a ProbeOutput to return;
+    `answer(cell)`: a probe document (or ProbeOutput) for the cells `probes` does not name;
+    `stop_after`: a KeyboardInterrupt at that many probes, standing in for a kill;
+    `wait_for[a] = b`: the probe of `a` waits (up to 5 s) for `b`'s install to start, and
+    `waited[a]` says whether it did (the lookahead installs while a probe runs).
     """
 
     name = "scripted"
 
     def __init__(self, *, install_s: float = 0.0, probe_s: float = 0.0, installs=None,
-                 probes=None):
+                 probes=None, answer=None, stop_after: int | None = None):
         self.install_s, self.probe_s = install_s, probe_s
         self.installs = dict(installs or {})
         self.probes = dict(probes or {})
+        self.answer, self.stop_after = answer, stop_after
+        self.prepared: list[Cell] = []
+        self.probed: list[Cell] = []
+        self.ready: defaultdict[str, threading.Event] = defaultdict(threading.Event)
+        self.wait_for: dict[str, str] = {}
+        self.waited: dict[str, bool] = {}
         self.lock = threading.Lock()
         self.events: list[tuple[float, str, str]] = []
         self.active_probes: dict[int | None, int] = defaultdict(int)
@@ -85,6 +96,9 @@ class ScriptedBackend(Backend):
     def prepare(self, cell: Cell, *, log: Path) -> Prepared:
         self._event("install", cell.id)
         with self.lock:
+            self.prepared.append(cell)
+        self.ready[cell.id].set()
+        with self.lock:
             self.overlap |= self.probing > 0
         time.sleep(self.install_s)
         outcome = self.installs.get(cell.id)
@@ -102,15 +116,26 @@ class ScriptedBackend(Backend):
             self.gpus_used.append(gpu)
         self._event("probe", prepared.cell.id)
         try:
-            time.sleep(self.probe_s)
-            outcome = self.probes.get(prepared.cell.id, ok_output())
-            if isinstance(outcome, BaseException):
-                raise outcome
-            return outcome
+            return self._answer(prepared.cell)
         finally:
             with self.lock:
                 self.active_probes[gpu] -= 1
                 self.probing -= 1
+
+    def _answer(self, cell: Cell) -> ProbeOutput:
+        if cell.id in self.wait_for:
+            self.waited[cell.id] = self.ready[self.wait_for[cell.id]].wait(5)
+        if self.stop_after is not None and len(self.probed) >= self.stop_after:
+            raise KeyboardInterrupt  # stands in for the process being killed
+        self.probed.append(cell)
+        time.sleep(self.probe_s)
+        outcome = self.probes.get(cell.id) or (self.answer(cell) if self.answer else ok_output())
+        if isinstance(outcome, BaseException):
+            raise outcome
+        if isinstance(outcome, dict):
+            return ProbeOutput(json_text=json.dumps(outcome), seconds=0.0,
+                               exit_code=Verdict(outcome["verdict"]).exit_code)
+        return outcome
 
     def release(self, prepared: Prepared) -> None:
         with self.lock:
