@@ -54,7 +54,7 @@ def build_plan(config: MatrixConfig, *, lock: Lock | None, python: str, platform
 
     `python` is the Python for entries that do not name one; `driver` ("580.159.04", or None when
     unknown) decides what `cuda: auto` may pick; `offline` resolves from the lock alone;
-    `hasher` (e.g. `index.sha256_of`) fills in sha256s the index does not publish.  `select`,
+    `hasher` (e.g. `index.fetch.sha256_of`) fills in sha256s the index does not publish.  `select`,
     the globs of `--cells`, leaves out the entries (and nightly dates) none of whose cells they
     can match, so their index pages are not read: the plan then holds the selected cells and
     maybe others of the same entries, which the caller's own filter drops.
