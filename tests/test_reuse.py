@@ -7,11 +7,17 @@ release candidate keeps its file name and so is probed again when its sha256 is 
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
-from helpers import make_cell, make_run
+from helpers import ScriptedBackend, make_cell, make_run, probe_doc
 
-from torchbisect.model import Channel, RunStatus
+from torchbisect.bisect.candidates import build_candidates
+from torchbisect.bisect.driver import Bisector
+from torchbisect.bisect.verdicts import Rule
+from torchbisect.model import Cell, Channel, RunStatus
+from torchbisect.outcome import Direction
+from torchbisect.probes import probe_version
 from torchbisect.reuse import covers
 from torchbisect.store.db import Store
 
@@ -69,3 +75,29 @@ def test_the_store_lookup_finds_a_nightly_by_its_url_and_nothing_else_by_it(tmp_
         assert store.find_ok(ONE, wheel_sha256=None, **KEY).cell.id == other_id.id
         assert store.find_ok(asked(channel=Channel.TEST), wheel_sha256=None, **KEY) is None
         assert store.find_ok(ONE, wheel_sha256="0" * 64, **KEY) is None
+
+
+def test_the_bisection_asks_the_same_lookup(store, tmp_path, fake_probes):
+    """A nightly the matrix probed under another id (a version-bump date's long id, say) answers
+    for the bisection's candidate of the same URL: the bisection installs and probes only the
+    others."""
+    days = ("2025-08-01", "2025-08-02", "2025-08-03")
+    wheels = [SimpleNamespace(nightly_date=d, version=f"2.10.0.dev{d.replace('-', '')}+cpu",
+                              url=f"http://x/{d}.whl", sha256=None) for d in days]
+    template = Cell(id="", channel=Channel.NIGHTLY, version="", cuda="cpu", python="3.11",
+                    cases=("capture_data_ptr",))
+    listed = build_candidates(wheels, older=days[0], newer=days[-1], older_flag="--good",
+                              newer_flag="--bad", cell_template=template)
+    middle = listed.candidates[1].cell
+    store.add(make_run(dataclasses.replace(middle, id="nightly-20250802-2.10.0-cpu-cp311"),
+                       verdict="not_affected", gpu="none", driver="",
+                       probe_version=probe_version(middle.probe)))
+
+    def decide(cell):
+        verdict = "affected" if cell.date == days[-1] else "not_affected"
+        return probe_doc(verdict, cases={"capture_data_ptr": verdict})
+
+    backend = ScriptedBackend(answer=decide)
+    Bisector(backend=backend, store=store, rule=Rule(), direction=Direction.REGRESSION,
+             logs=tmp_path / "logs").search(listed)
+    assert [c.date for c in backend.probed] == [days[0], days[-1]]
