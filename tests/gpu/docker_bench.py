@@ -24,7 +24,7 @@ import docker
 from torchbisect.backends.container import Containers
 from torchbisect.gpus import device_of, list_gpus
 from torchbisect.model import Cell, Channel
-from torchbisect.store import Store
+from torchbisect.store.db import Store
 
 REPEATS = 5
 

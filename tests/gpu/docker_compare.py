@@ -6,7 +6,7 @@
 import sys
 from pathlib import Path
 
-from torchbisect.store import Store
+from torchbisect.store.db import Store
 
 
 def latest(path: str) -> dict:
