@@ -47,7 +47,7 @@ def pytest_collection_modifyitems(config, items):
     cache: dict[str, bool] = {}
     for item in items:
         for name, (probe, why) in checks.items():
-            if name not in item.keywords:
+            if item.get_closest_marker(name) is None:
                 continue
             if name not in cache:
                 cache[name] = probe()
@@ -55,7 +55,7 @@ def pytest_collection_modifyitems(config, items):
                 continue
             if not IN_CI:  # under CI the test runs and fails loudly instead
                 item.add_marker(pytest.mark.skip(reason=why))
-        if "gpu" in item.keywords and not _has_gpu():
+        if item.get_closest_marker("gpu") is not None and not _has_gpu():
             item.add_marker(pytest.mark.skip(reason="no CUDA GPU on this machine"))
 
 
