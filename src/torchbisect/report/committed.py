@@ -76,6 +76,8 @@ class _Loaded:
 PAGES = (
     CommittedPage(folder="reports/h200", source="reports/evidence/results.sqlite",
                   open_source=_store_copy("reports/evidence/results.sqlite")),
+    CommittedPage(folder="reports/docker-h200", source="reports/docker-h200/results.sqlite",
+                  open_source=_store_copy("reports/docker-h200/results.sqlite")),
     CommittedPage(folder="reports/sample", source="tests/data/probe/h200-torch-*.json",
                   open_source=_probe_documents("tests/data/probe/h200-torch-*.json")),
 )
