@@ -85,11 +85,16 @@ class _Cells(HTMLParser):
             self._row[-1] += data
 
 
-def _expected_rows(view) -> dict[str, list[str]]:
+def _expected_rows(view, *, fold=None) -> dict[str, list[str]]:
+    """The rows drawn on index.html (a folded run's nightlies are on its own page), or, with
+    `fold`, those on that fold's page."""
     rows = {}
     for section in view.sections:
         for group in section.groups:
-            for row in group.rows:
+            shown = [f.head for f in group.folds if not f.folded]
+            if fold is not None:
+                shown = [r for f in group.folds if f is fold for r in f.rows]
+            for row in shown:
                 words = [c.mark.label for c in row.cases]
                 if not row.cases:
                     words = [f"{row.mark.label}: {row.mark.note}"]
@@ -260,17 +265,25 @@ def test_every_text_reaches_4_5_to_1_contrast(rendered, size):
     assert low == [], low[:5]
 
 
-def test_a_folded_run_of_nightlies_opens_without_scripts(rendered):
-    view = rendered[1]
+def test_a_folded_run_of_nightlies_links_to_a_page_that_lists_them(rendered):
+    html, view = rendered
     [fold] = [f for s in view.sections for g in s.groups for f in g.folds if f.folded]
     assert fold.label == "2026-02-10 … 2026-02-15" and len(fold.rows) == 6
-    shown = ("[...document.querySelectorAll('tbody.fold tr.member')]"
-             ".filter(r => r.getClientRects().length).length")
     with _browser(DESKTOP) as browser:
-        browser.open(rendered[0])
+        browser.open(html)
         assert browser.eval("document.scripts.length") == 0
-        assert browser.eval(shown) == 0
-        assert "2026-02-10 … 2026-02-15" in browser.eval(
-            "document.querySelector('tbody.fold tr.fold-head').innerText")
-        browser.click("tbody.fold tr.fold-head summary")
-        assert browser.eval(shown) == 6
+        assert browser.eval("document.querySelectorAll('tbody.fold tr').length") == 1
+        head = browser.eval("document.querySelector('tbody.fold tr.fold-head').innerText")
+        assert "2026-02-10 … 2026-02-15" in head and "6 nightlies" in head
+        href = browser.eval("document.querySelector('tbody.fold a.fold-link').href")
+    members = html.parent / fold.href
+    assert href == members.as_uri() and members.is_file()
+    with _browser(DESKTOP) as browser:
+        browser.open(members)
+        assert browser.eval("document.scripts.length") == 0
+        assert browser.eval("document.querySelectorAll('tbody tr[id]').length") == 6
+        assert browser.eval("document.documentElement.scrollWidth") <= DESKTOP[0]
+    parser = _Cells()
+    parser.feed(members.read_text())
+    assert parser.rows == _expected_rows(view, fold=fold)
+

@@ -177,3 +177,48 @@ def test_the_committed_pages_carry_no_absolute_path_of_the_runner(repo):
             if path.is_file():
                 text = path.read_text()
                 assert not re.search(r"(?<![\w:/.])/(usr|home|tmp|var|opt|work|root)/", text), path
+
+
+def _nightlies(days: int, *, flaky_every: int = 0, infra_on: tuple[int, ...] = ()):
+    out = []
+    for d in range(days):
+        version = f"2.16.0.dev{dt.date(2026, 1, 1) + dt.timedelta(days=d):%Y%m%d}+cu132"
+        if d in infra_on:
+            out.append(run(version, infra="wheel download: HTTP 503"))
+        elif flaky_every and d % flaky_every == 3:
+            out.append(run(version, {**BAD, "side_stream": (7, 20)}))
+        else:
+            out.append(run(version, {**BAD, "side_stream": (20, 20)}))
+    return out
+
+
+def test_a_run_of_nightlies_folds_into_one_row_whose_page_lists_them_all(tmp_path):
+    runs = _nightlies(40, flaky_every=10, infra_on=(20,))
+    render_runs(runs, [], tmp_path, generated=NOW)
+    view = build_view(runs, [], generated=NOW)
+    [nightly] = [g for g in view.sections[0].groups if g.channel == "nightly"]
+    # a side-stream race lost on 7 of 20 trials does not split the run; an infra failure does
+    assert [(f.folded, len(f.rows)) for f in nightly.folds] == [(True, 20), (False, 1),
+                                                                (True, 19)]
+    side = [c for c in nightly.folds[0].cases[2]]
+    assert [(m.word, m.note, n) for m, n in side] == [("affected", "stale 20/20", 18),
+                                                       ("flaky", "stale 7/20", 2)]
+    html = (tmp_path / "index.html").read_text()
+    assert html.count('class="member"') == 0 and html.count("<tr id=") == 1  # the infra row
+    assert "◐ flaky stale 7/20 ×2" in " ".join(html.split())
+    page = (tmp_path / nightly.folds[0].href).read_text()
+    assert page.count("<tr id=") == 20 and "2026-01-04" in page
+    assert "Content-Security-Policy" in page and "<script" not in page
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| 2026-01-01 … 2026-01-20 (20 builds) | nightly | ✗ affected |" in summary
+    assert "✗ affected 20/20 ×18, ◐ flaky 7/20 ×2" in summary
+
+
+def test_pages_of_folds_an_earlier_render_drew_are_removed_with_it(tmp_path):
+    render_runs(_nightlies(12), [], tmp_path, generated=NOW)
+    before = sorted(p.name for p in (tmp_path / "nightlies").iterdir())
+    render_runs(_nightlies(12, infra_on=(6,)), [], tmp_path, generated=NOW)
+    after = sorted(p.name for p in (tmp_path / "nightlies").iterdir())
+    assert len(before) == 1 and len(after) == 2 and not set(before) & set(after)
+    render_runs([run("2.15.0+cu132", BAD)], [], tmp_path, generated=NOW)
+    assert not (tmp_path / "nightlies").exists()

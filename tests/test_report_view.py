@@ -162,11 +162,27 @@ def test_newest_run_date_is_in_the_headline():
     assert build_view(runs, [], generated=NOW).newest_run == "2026-03-19"
 
 
+def _per_date(strip) -> list[str]:
+    """The kind of each calendar date: a bar drawn for consecutive dates stands for each."""
+    return [s.kind for s in strip.slots for _ in range(s.days)]
+
+
 def test_timeline_has_one_slot_per_date_and_shows_missing_dates_as_gaps():
     runs = [run(f"2.16.0.dev202603{d:02d}+cu132", BAD) for d in (1, 2, 5)]
     strip = build_timeline(runs, [])
-    assert [s.kind for s in strip.slots] == ["aff", "aff", "gap", "gap", "aff"]
+    assert _per_date(strip) == ["aff", "aff", "gap", "gap", "aff"]
     assert (strip.tested, strip.gaps, strip.first, strip.last) == (3, 2, "2026-03-01", "2026-03-05")
+
+
+def test_timeline_draws_consecutive_dates_of_one_verdict_as_one_bar_that_names_them():
+    days = [dt.date(2024, 1, 1) + dt.timedelta(days=i) for i in range(3 * 365)]
+    runs = [run(f"2.16.0.dev{d:%Y%m%d}+cu132", BAD if i < 700 else GOOD)
+            for i, d in enumerate(days) if i % 100 != 50]
+    strip = build_timeline(runs, [])
+    assert len(strip.slots) == 11 + 12 + 1  # 11 missing days between 12 runs; a verdict change
+    assert len(_per_date(strip)) == len(days)
+    assert strip.slots[0].title == "2024-01-01 … 2024-02-19: affected (50 nightlies)"
+    assert strip.slots[1].title == "2024-02-20: no result"
 
 
 def test_timeline_marks_the_bisected_range_and_links_only_https():
@@ -178,7 +194,7 @@ def test_timeline_marks_the_bisected_range_and_links_only_https():
     band = strip.bands[0]
     assert band.x == 3 * strip.slot and band.w == 2 * strip.slot  # covers the 4th and 5th
     # dates the bisection probed fill their slots; the rest of the range stays a gap
-    assert [s.kind for s in strip.slots][:6] == ["ok", "gap", "gap", "ok", "aff", "gap"]
+    assert _per_date(strip)[:6] == ["ok", "gap", "gap", "ok", "aff", "gap"]
 
 
 def test_cells_of_recorded_probe_documents_are_inferred_from_the_version():

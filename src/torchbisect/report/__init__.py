@@ -20,8 +20,9 @@ from ..model import CellRun, Channel
 from ..outcome import BisectResult
 from ..probes import probe_path
 from .advice import PROBE_FILE
+from .folding import FOLD_DIR
 from .headline import NO_GPU, gpu_of
-from .html import render_html
+from .html import render_fold_pages, render_html
 from .markdown import render_markdown
 from .osv import osv_document
 from .page import Links, PageView
@@ -74,7 +75,23 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
     out_dir.mkdir(parents=True, exist_ok=True)
     # all or nothing: each to a temporary name, renamed together (no half page, no write
     # through a link planted in the folder, a full disk one sentence: files.DiskFull)
-    return files.write_all({out_dir / name: text for name, text in pages.items()})
+    folds = render_fold_pages(page)
+    written = files.write_all({out_dir / name: text
+                               for name, text in {**pages, **folds}.items()})
+    _remove_old_folds(out_dir, {out_dir / href for href in folds})
+    return written
+
+
+def _remove_old_folds(out_dir: Path, current: set[Path]) -> None:
+    """Pages of folded nightlies an earlier render drew and this one no longer links (their
+    folder is the report's alone)."""
+    folder = out_dir / FOLD_DIR
+    if not folder.is_dir():
+        return
+    for old in set(folder.glob("*.html")) - current:
+        old.unlink()
+    if not any(folder.iterdir()):
+        folder.rmdir()
 
 
 def results_json(runs: list[CellRun], bisections: list[BisectResult]) -> str:

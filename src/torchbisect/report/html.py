@@ -40,3 +40,12 @@ def environment() -> jinja2.Environment:
 
 def render_html(page: PageView) -> str:
     return environment().get_template("index.html.j2").render(page=page)
+
+
+def render_fold_pages(page: PageView) -> dict[str, str]:
+    """The page of each folded run of nightlies, by its path relative to index.html."""
+    template = environment().get_template("nightlies.html.j2")
+    return {fold.href: template.render(section=section, fold=fold, columns=page.columns,
+                                       generated=page.generated, page_title=page.title)
+            for section in page.sections for group in section.groups
+            for fold in group.folds if fold.folded}

@@ -75,22 +75,21 @@ def _cells(row: Row) -> list[str]:
 
 
 def _table_rows(section: Section, ncols: int) -> list[str]:
-    """One line per build; consecutive nightlies with identical cells fold into one line."""
+    """One line per build; a folded run of nightlies (the page's folds) is one line, each column
+    saying how many of its nightlies had which verdict when they differ."""
     lines: list[str] = []
     for group in section.groups:
-        streak: list[Row] = []
-        cells: list[str] = []
-        for row in group.rows:
-            mine = _cells(row)
-            if group.channel == "nightly" and streak and mine == cells:
-                streak.append(row)
-                continue
-            if streak:
-                lines.append(_line(_CHANNEL[group.channel], streak, cells, ncols))
-            streak, cells = [row], mine
-        if streak:
-            lines.append(_line(_CHANNEL[group.channel], streak, cells, ncols))
+        for fold in group.folds:
+            cells = _cells(fold.head) if not fold.folded else [md_mark(fold.head.mark)] + [
+                _summary(column) for column in fold.cases]
+            lines.append(_line(_CHANNEL[group.channel], list(fold.rows), cells, ncols))
     return lines
+
+
+def _summary(column: tuple[tuple[Mark, int], ...]) -> str:
+    if len(column) == 1:
+        return md_mark(column[0][0])
+    return ", ".join(f"{md_mark(mark)} ×{n}" for mark, n in column)
 
 
 def _line(channel: str, rows: list[Row], cells: list[str], ncols: int) -> str:

@@ -47,9 +47,13 @@ class Row:
 
 @dataclass(frozen=True, kw_only=True)
 class Fold:
-    """Rows drawn as one: a single row is drawn as itself, several under one summary row."""
+    """Rows drawn as one: a single row is drawn as itself, several as one summary row that links
+    to a page of their own (`href`, relative to index.html) listing them in full."""
 
     rows: tuple[Row, ...]
+    # Per page column, the members' verdicts with how many members have each, commonest first.
+    cases: tuple[tuple[tuple[Mark, int], ...], ...] = ()
+    href: str = ""
 
     @property
     def folded(self) -> bool:
@@ -65,7 +69,8 @@ class Fold:
 
     @property
     def sub(self) -> str:
-        return f"{len(self.rows)} nightlies, identical verdicts"
+        same = all(len(c) == 1 for c in self.cases)
+        return f"{len(self.rows)} nightlies, {'identical verdicts' if same else 'same run verdict'}"
 
 
 @dataclass(frozen=True, kw_only=True)

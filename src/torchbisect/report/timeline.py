@@ -30,7 +30,17 @@ class Slot:
     y: float
     h: float
     kind: str  # a Mark kind, or "gap" for a date without any result
-    title: str  # tooltip: date, version, verdict
+    date: str  # the first date the bar stands for
+    what: str  # "2.16.0.dev20260301+cu132: affected", or "no result"
+    last: str = ""  # the last date, when the bar stands for consecutive dates of one kind
+    days: int = 1
+
+    @property
+    def title(self) -> str:  # the tooltip
+        if self.days == 1:
+            return f"{self.date} {self.what}" if self.kind != "gap" else f"{self.date}: no result"
+        noun = "days" if self.kind == "gap" else "nightlies"
+        return f"{self.date} … {self.last}: {self.what} ({self.days} {noun})"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,19 +113,39 @@ def build_timeline(runs: list[CellRun], bisections: list[BisectResult]) -> Timel
             numbers.append(Tick(x=round(i * slot + slot * 0.36, 2), label=str(day.day)))
         if iso not in marks:
             slots.append(Slot(x=round(i * slot, 2), y=TOP + BAR - 2, h=2, kind="gap",
-                              title=f"{iso}: no result"))
+                              date=iso, what="no result"))
             continue
         mark, version = marks[iso]
         h = BAR * _HEIGHT.get(mark.kind, 0.7)
         word = f"{mark.word}: {mark.note}" if mark.note else mark.word
         slots.append(Slot(x=round(i * slot, 2), y=round(TOP + BAR - h, 2), h=round(h, 2),
-                          kind=mark.kind,
-                          title=f"{iso} {version}: {word}"))
+                          kind=mark.kind, date=iso, what=f"{version}: {word}"))
     bands = tuple(_band(b, first, slot) for b in bisections if b.before and b.after)
     return Timeline(width=round(len(days) * slot, 2), height=TOP + BAR + 30, slot=slot,
-                    first=first.isoformat(), last=last.isoformat(), slots=tuple(slots),
+                    first=first.isoformat(), last=last.isoformat(), slots=_merged(slots),
                     bands=bands, ticks=_thin(ticks), days=tuple(numbers), tested=len(marks),
                     gaps=len(days) - len(marks))
+
+
+def _merged(slots: list[Slot]) -> tuple[Slot, ...]:
+    """Consecutive dates of the same kind and height as one bar: three years of nightlies draw
+    a few dozen bars, not a thousand (each date is still named in the bar's tooltip range)."""
+    out: list[list[Slot]] = []
+    for slot in slots:
+        if out and (out[-1][-1].kind, out[-1][-1].h) == (slot.kind, slot.h):
+            out[-1].append(slot)
+        else:
+            out.append([slot])
+    return tuple(run[0] if len(run) == 1 else _one_bar(run) for run in out)
+
+
+def _one_bar(run: list[Slot]) -> Slot:
+    """One bar for consecutive dates: named by the verdict (versions differ from day to day),
+    with its note only when every date has the same one."""
+    words = {s.what.split(": ", 1)[-1] for s in run}
+    what = words.pop() if len(words) == 1 else run[0].what.split(": ", 1)[-1].split(": ")[0]
+    return Slot(x=run[0].x, y=run[0].y, h=run[0].h, kind=run[0].kind, date=run[0].date,
+                last=run[-1].date, days=len(run), what=what)
 
 
 def _thin(ticks: list[Tick]) -> tuple[Tick, ...]:

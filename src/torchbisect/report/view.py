@@ -154,12 +154,12 @@ def build_row(run: CellRun, columns: tuple[Column, ...]) -> Row:
                run_line=run_line, facts=_run_facts(run), log_excerpt=public_text(run.log_excerpt))
 
 
-def _groups(runs: list[CellRun], columns: tuple[Column, ...]) -> tuple[Group, ...]:
+def _groups(runs: list[CellRun], columns: tuple[Column, ...], where: str) -> tuple[Group, ...]:
     by_channel: dict[Channel, list[Row]] = {}
     for run in sorted(runs, key=row_key):
         by_channel.setdefault(run.cell.channel, []).append(build_row(run, columns))
     return tuple(Group(channel=ch.value, title=CHANNEL_TITLES[ch], rows=tuple(rows),
-                       folds=fold_rows(rows, fold=ch is Channel.NIGHTLY))
+                       folds=fold_rows(rows, fold=ch is Channel.NIGHTLY, anchor=where))
                  for ch, rows in by_channel.items())
 
 
@@ -185,7 +185,7 @@ def anchor(text: str) -> str:
 
 def _section(gpu: str, runs: list[CellRun], bisections: list[BisectResult],
              columns: tuple[Column, ...]) -> Section:
-    groups = _groups(runs, columns)
+    groups = _groups(runs, columns, anchor(gpu))
     nightly = [r for r in runs if r.cell.channel is Channel.NIGHTLY]
     return Section(gpu=gpu, anchor=anchor(gpu), headline=build_headline(gpu, runs, bisections),
                    groups=groups, timeline=build_timeline(nightly, bisections),
