@@ -5,7 +5,10 @@ a lazy clone that materializes, eager and inside CUDA Graphs; one more pair per
 --compare-interpreter, named by its torch version), `probe.json` + `probe.svg` (whole probe runs
 with an earlier probe script and with today's) and `tool.json` + `tool.svg` (per-cell overhead
 against the bare probe, an unchanged re-run, planning 1,000 nightly dates, rendering 2,000 cells
-and, with --gpu-matrix, one GPU against all).  Each figure is measured in this run; nothing is
+and, with --gpu-matrix, one GPU against all), and `scale.json` + `scale.svg` (`report` on a
+store of three years of nightlies on four GPU kinds: time, peak memory, page size, phone layout;
+no GPU needed, so `--parts scale --out reports/bench` on any machine).  Each figure is measured
+in this run; nothing is
 asserted, the numbers are reported.  reports/bench/ keeps measurements made on a GPU: a machine
 without one writes files only into a folder that --out names.  The measuring is the bench
 package's; this module reads the flags and says where the files go.
@@ -29,7 +32,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Output("dir"),
                         help=f"folder for the JSON and SVG files (default: {DEFAULT_OUT}, on a "
                         "machine with a GPU only)")
-    parser.add_argument("--parts", default="workaround,overhead,rerun,plan,render",
+    parser.add_argument("--parts", default="workaround,overhead,rerun,plan,render,scale",
                         help=f"comma list of {', '.join(PARTS)} (default: %(default)s)")
     add_interpreter_option(parser, "interpreter whose torch the workaround cost is measured "
                                    "with (default: the one running torchbisect)",
@@ -69,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
         figures.probe(args.interpreter, baseline=args.probe_baseline, out=out)
     tool.measure(parts, out=out, overhead_cases=args.overhead_cases,
                  gpu_matrix=args.gpu_matrix, backend=args.backend)
+    if "scale" in parts:
+        from ..bench.scale import write_scale
+
+        write_scale(out)
     return 0
 
 

@@ -1,0 +1,240 @@
+"""The page at the size of a scheduled service: three years of daily nightlies on four GPU kinds.
+
+`torchbisect bench --parts scale` (part of `nox -s bench`; no GPU needed, it measures the report)
+writes a real result store of about 4,400 runs (each with a log excerpt the size of the H200
+evidence's, some flaky days, some infrastructure failures, days without a nightly) and a regression
+and a fix bisection per GPU kind, then runs `torchbisect report` on it in a fresh process, as a
+user would, and measures: the wall time, the peak memory of that process, the size of the page
+and of all it publishes, and, when Chromium is at hand, whether the page holds on a 390×844 phone
+(the document does not scroll sideways).  Goals: report ≤ 3 s, index.html ≤ 1.5 MB.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .. import cells
+from ..model import Verdict
+from ..outcome import BisectResult, Direction, NightlyPoint, Outcome
+
+GOAL_SECONDS = 3.0
+GOAL_PAGE_BYTES = 1_500_000
+PHONE = (390, 844)
+# (GPU model, driver, the day its nightlies turned affected, the day they were fixed)
+KINDS = (("NVIDIA H100 80GB HBM3", "575.57.08", "2024-06-10", "2026-06-02"),
+         ("NVIDIA H200", "580.159.04", "2024-06-10", "2026-06-02"),
+         ("NVIDIA GH200 480GB", "580.65.06", "2024-06-10", "2026-06-02"),
+         ("NVIDIA GB300", "580.65.06", "2024-06-10", "2026-06-09"))
+FIRST_DAY = dt.date(2023, 12, 1)
+DAYS = 3 * 365 + 1
+STABLE = ("2.3.0", "2.4.0", "2.5.0", "2.6.0", "2.7.0", "2.8.0", "2.9.0", "2.10.0", "2.11.0",
+          "2.12.0", "2.13.0", "2.14.1", "2.15.0", "2.16.0", "2.17.0")
+BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5), "side_stream": (20, 20),
+       "compile_reduce_overhead": Verdict.AFFECTED, "raw_pointer_triton": (5, 5)}
+GOOD = {"capture_data_ptr": (0, 5), "capture_write": (0, 5), "side_stream": (0, 20),
+        "compile_reduce_overhead": Verdict.NOT_AFFECTED, "raw_pointer_triton": (0, 5)}
+FIXED = {**GOOD, "capture_data_ptr": Verdict.REFUSED, "capture_write": Verdict.REFUSED}
+
+
+def _log(cell_id: str, version: str, started: str) -> str:
+    """A log excerpt shaped like the H200 evidence's (about 3 KB): the venv, the install, the
+    probe's lines, with the runner's absolute paths in it as a real log has them."""
+    venv = f"/home/runner/work/torchbisect/.torchbisect/venvs/{cell_id}"
+    wheel = f"torch-{version}-cp312-cp312-manylinux_2_28_x86_64.whl"
+    warn = ("warning: The `UV_NATIVE_TLS` environment variable is deprecated and will be removed "
+            "in a future release. Use `UV_SYSTEM_CERTS` instead.\n")
+    cases = "".join(f"[stale_replay] {name:<24} affected       0.4 s (2.6 s wall)\n"
+                    for name in BAD)
+    return (f"# torchbisect: {cell_id} started {started} backend=venv\n"
+            f"$ /usr/local/bin/uv venv --no-project --python /usr/bin/python3.12 {venv}\n{warn}"
+            f"Using CPython 3.12.3 interpreter at: /usr/bin/python3.12\n"
+            f"Creating virtual environment at: .torchbisect/venvs/{cell_id}\n"
+            f"$ /usr/local/bin/uv pip install --python {venv}/bin/python --no-deps "
+            f"'torch @ https://download.pytorch.org/whl/nightly/cu130/{wheel}'\n{warn}{warn}"
+            f"Resolved 1 package in 27ms\nPrepared 1 package in 5.47s\n"
+            f"Installed 1 package in 2.34s\nBytecode compiled 2372 files in 816ms\n"
+            f" + torch=={version}\n"
+            f"$ {venv}/bin/python /home/runner/work/torchbisect/probes/stale_replay.py --trials 20 "
+            f"--json /home/runner/work/torchbisect/.torchbisect/probe-json/{cell_id}.json\n"
+            f"{cases}[stale_replay] verdict: affected (exit 1) in 24.5 s\n")
+
+
+def _outcomes(day: dt.date, bad_from: str, fixed_from: str, i: int) -> dict:
+    iso = day.isoformat()
+    if iso < bad_from:
+        return GOOD
+    if iso >= fixed_from:
+        return FIXED
+    if i % 23 == 5:  # now and then the side-stream race is lost only some of the time
+        return {**BAD, "side_stream": (7 + i % 11, 20)}
+    return BAD
+
+
+def scale_runs() -> tuple[list, list[BisectResult]]:
+    """The runs and bisections of three years of daily nightlies on each GPU kind."""
+    from ..report.synthetic import synthetic_run
+
+    runs, bisections = [], []
+    for k, (gpu, driver, bad_from, fixed_from) in enumerate(KINDS):
+        for i in range(DAYS):
+            day = FIRST_DAY + dt.timedelta(days=i)
+            if i % 37 == 11:  # no nightly that day
+                continue
+            version = f"2.{3 + i // 90}.0.dev{day:%Y%m%d}+cu130"
+            started = f"{day}T0{k + 4}:00:00Z"
+            cell_id = cells.nightly(day.isoformat(), "cu130", "3.12")
+            log = _log(cell_id, version, started)
+            if (i + 13 * k) % 97 == 13:
+                runs.append(synthetic_run(version, gpu=gpu, driver=driver, started=started,
+                                          infra="wheel download: HTTP 503", log=log))
+                continue
+            runs.append(synthetic_run(version, _outcomes(day, bad_from, fixed_from, i),
+                                      gpu=gpu, driver=driver, started=started, log=log))
+        for j, version in enumerate(STABLE):
+            state = GOOD if j < 3 else FIXED if j >= 13 else BAD
+            runs.append(synthetic_run(f"{version}+cu130", state, gpu=gpu, driver=driver,
+                                      started=f"{FIRST_DAY + dt.timedelta(days=DAYS)}T03:00:00Z",
+                                      log=_log(f"stable-{version}", version, "")))
+        bisections += [_bisection(Direction.REGRESSION, bad_from), _bisection(Direction.FIX,
+                                                                               fixed_from)]
+    return runs, bisections
+
+
+def _bisection(direction: Direction, first: str) -> BisectResult:
+    after = dt.date.fromisoformat(first)
+    before = after - dt.timedelta(days=1)
+
+    def point(day: dt.date, verdict: Outcome) -> NightlyPoint:
+        return NightlyPoint(date=day.isoformat(), version=f"2.x.0.dev{day:%Y%m%d}+cu130",
+                            verdict=verdict, main_sha=f"{day:%Y%m%d}" * 5)
+    old, new = (Outcome.GOOD, Outcome.BAD)
+    shas = f"{before:%Y%m%d}{'0' * 32}...{after:%Y%m%d}{'0' * 32}"
+    return BisectResult(direction=direction, case="capture_data_ptr", cuda="cu130",
+                        python="3.12", before=point(before, old), after=point(after, new),
+                        probes=9, compare_url=f"https://github.com/pytorch/pytorch/compare/{shas}")
+
+
+def measure_scale(*, repo: Path | None = None) -> dict:
+    """Write the store, render it with `torchbisect report` in a child process, measure."""
+    from ..store.db import Store
+
+    runs, bisections = scale_runs()
+    with tempfile.TemporaryDirectory() as tmp:
+        store, out = Path(tmp) / "results.sqlite", Path(tmp) / "site"
+        with Store(store) as db:
+            db.add_many(runs)
+            for b in bisections:
+                db.add_bisection(b)
+        phases = _phases(store, Path(tmp) / "phases")
+        argv = [sys.executable, "-m", "torchbisect", "report", "--store", str(store),
+                "--out", str(out), "--matrix", str(Path(tmp) / "none.yaml")]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        began = time.perf_counter()
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+        seconds = time.perf_counter() - began
+        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        files = [p for p in out.rglob("*") if p.is_file()]
+        page = out / "index.html"
+        html = page.read_text(encoding="utf-8")
+        figures = {
+            "runs": len(runs), "gpu_kinds": [k[0] for k in KINDS], "days": DAYS,
+            "bisections": len(bisections),
+            "report_seconds": round(seconds, 2), "goal_report_seconds": GOAL_SECONDS,
+            "report_note": "`torchbisect report --store S --out D` in a fresh process, start to "
+                           "exit",
+            **phases,
+            "peak_rss_mib": round(peak_kib / 1024, 1),
+            "peak_rss_note": "" if peak_kib > before else "an earlier child used more",
+            "page_bytes": page.stat().st_size, "goal_page_bytes": GOAL_PAGE_BYTES,
+            "page_details": html.count("<details"), "page_rows": html.count("<tr"),
+            "published_files": len(files),
+            "published_bytes": sum(p.stat().st_size for p in files),
+            "not_bisected_edges": html.count("not bisected"),
+            "phone": _phone(page, repo),
+            "machine": machine(),
+        }
+    figures["ok"] = (figures["report_seconds"] <= GOAL_SECONDS
+                     and figures["page_bytes"] <= GOAL_PAGE_BYTES
+                     and figures["phone"].get("holds", True) is not False)
+    return figures
+
+
+def _phases(store: Path, out: Path) -> dict:
+    """Where the report's time goes, measured in this process: reading the store, drawing and
+    writing the files."""
+    from ..report import render_runs
+    from ..store.db import Store
+
+    began = time.perf_counter()
+    with Store(store) as db:
+        runs, bisections = db.latest(), db.bisections()
+    read = time.perf_counter() - began
+    began = time.perf_counter()
+    render_runs(runs, bisections, out, generated=dt.datetime.now(dt.timezone.utc))
+    return {"store_read_seconds": round(read, 2),
+            "render_seconds": round(time.perf_counter() - began, 2)}
+
+
+def _phone(page: Path, repo: Path | None) -> dict:
+    """Whether the page holds at 390×844 in headless Chromium (the tests' driver, from a
+    checkout); said as not measured when either is missing."""
+    helper = (repo or Path.cwd()) / "tests" / "helpers" / "chromium.py"
+    if not helper.is_file():
+        return {"measured": False, "why": "tests/helpers/chromium.py not found (run from a "
+                                          "checkout)"}
+    probe = ("import json, sys; sys.path.insert(0, sys.argv[1]); from chromium import Browser\n"
+             "with Browser(390, 844, mobile=True) as b:\n"
+             "    b.open(__import__('pathlib').Path(sys.argv[2]))\n"
+             "    print(json.dumps([b.eval('document.documentElement.scrollWidth'),\n"
+             "                      b.eval('document.body.scrollWidth')]))\n")
+    try:
+        done = subprocess.run([sys.executable, "-c", probe, str(helper.parent), str(page)],
+                              capture_output=True, text=True, timeout=180)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return {"measured": False, "why": f"chromium: {err}"}
+    if done.returncode != 0:
+        return {"measured": False, "why": (done.stderr.strip().splitlines() or ["?"])[-1]}
+    widths = json.loads(done.stdout)
+    return {"measured": True, "viewport": list(PHONE), "scroll_width": max(widths),
+            "holds": max(widths) <= PHONE[0]}
+
+
+def machine() -> dict:
+    return {"cpu": _cpu_name(), "cpus": os.cpu_count(), "python": platform.python_version(),
+            "system": f"{platform.system()} {platform.machine()}"}
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def write_scale(out: Path | None) -> dict:
+    """Measure, print, and write scale.json and scale.svg into `out` (when given)."""
+    from . import plots
+    from .figures import write
+
+    figures = measure_scale()
+    write(out, "scale.json", json.dumps(figures, indent=2) + "\n")
+    bars = {"report (s)": figures["report_seconds"],
+            "index.html (MB)": round(figures["page_bytes"] / 1e6, 2)}
+    goals = {"report (s)": GOAL_SECONDS, "index.html (MB)": GOAL_PAGE_BYTES / 1e6}
+    write(out, "scale.svg", plots.bar_chart(
+        f"report on {figures['runs']:,} runs ({len(KINDS)} GPU kinds × 3 years of nightlies)",
+        "", bars, goals))
+    print(json.dumps(figures, indent=2))
+    return figures
