@@ -26,8 +26,8 @@ def test_every_committed_page_is_in_the_list_that_is_redrawn():
 def test_a_committed_page_equals_a_fresh_render_of_its_data_but_for_timestamps(page, tmp_path):
     evidence = {p: hashlib.sha256(p.read_bytes()).hexdigest()
                 for p in (REPO / "reports" / "evidence").rglob("*") if p.is_file()}
-    fresh = render_fresh(REPO, page, tmp_path, generated=NOW)
-    assert stale_files(REPO, page, fresh) == [], (
+    fresh, names = render_fresh(REPO, page, tmp_path, generated=NOW)
+    assert stale_files(REPO, page, fresh, names) == [], (
         f"{page.folder} is stale: the code that draws it changed since it was rendered from "
         f"{page.source}; run `nox -s pages` and commit the result")
     # the measured data it was drawn from is read, never written

@@ -25,11 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import RunSource, render_runs
-from .advice import PROBE_FILE
 from .page import Links
 
-# The page's documents and the probe its self-check links (published beside it).
-FILES = ("index.html", "results.json", "summary.md", "affected.json", PROBE_FILE)
 # What may differ between two renders of the same data: when each was drawn.
 _STAMPS = re.compile(r'(Generated \d{4}-\d\d-\d\d \d\d:\d\d UTC'
                      r'|"generated": "[^"]*"|"modified": "[^"]*")')
@@ -88,10 +85,10 @@ def without_stamps(text: str) -> str:
 
 
 def render_fresh(repo: Path, page: CommittedPage, out_root: Path, *,
-                 generated: dt.datetime) -> Path:
+                 generated: dt.datetime) -> tuple[Path, list[str]]:
     """Render `page` into `out_root/<folder>`, as it would be drawn beside the repository's
     reports/bench/ (the cost it quotes) and on top of its committed record (whose `published`
-    date a new render keeps)."""
+    date a new render keeps); returns that folder and the files written, relative to it."""
     out = out_root / page.folder
     out.mkdir(parents=True, exist_ok=True)
     bench = out_root / "reports" / "bench"
@@ -102,21 +99,21 @@ def render_fresh(repo: Path, page: CommittedPage, out_root: Path, *,
         shutil.copyfile(record, out / "affected.json")
     with tempfile.TemporaryDirectory() as scratch:
         source = page.open_source(repo, Path(scratch))
-        render_runs(source.latest(), source.bisections(), out, generated=generated,
-                    links=Links())
-    return out
+        written = render_runs(source.latest(), source.bisections(), out, generated=generated,
+                              links=Links())
+    return out, sorted(p.relative_to(out).as_posix() for p in written)
 
 
-def stale_files(repo: Path, page: CommittedPage, fresh: Path) -> list[str]:
-    """The page's files whose committed text differs from `fresh` in more than timestamps."""
-    stale = []
-    for name in FILES:
-        committed = repo / page.folder / name
-        new = (fresh / name).read_text(encoding="utf-8")
-        if not committed.is_file() or (
-                without_stamps(committed.read_text(encoding="utf-8")) != without_stamps(new)):
-            stale.append(name)
-    return stale
+def stale_files(repo: Path, page: CommittedPage, fresh: Path, names: list[str]) -> list[str]:
+    """The page's files whose committed text differs from `fresh` in more than timestamps, and
+    committed files a render no longer writes (the screenshots aside)."""
+    committed = repo / page.folder
+    stale = [name for name in names if not (committed / name).is_file() or (
+        without_stamps((committed / name).read_text(encoding="utf-8"))
+        != without_stamps((fresh / name).read_text(encoding="utf-8")))]
+    kept = set(names) | {name for name, _ in SCREENSHOTS}
+    return stale + sorted(p.relative_to(committed).as_posix() for p in committed.rglob("*")
+                          if p.is_file() and p.relative_to(committed).as_posix() not in kept)
 
 
 def regenerate(repo: Path, *, check: bool = False, say=print) -> list[str]:
@@ -125,8 +122,8 @@ def regenerate(repo: Path, *, check: bool = False, say=print) -> list[str]:
     now = dt.datetime.now(dt.timezone.utc)
     with tempfile.TemporaryDirectory() as tmp:
         for page in PAGES:
-            fresh = render_fresh(repo, page, Path(tmp), generated=now)
-            stale = stale_files(repo, page, fresh)
+            fresh, names = render_fresh(repo, page, Path(tmp), generated=now)
+            stale = stale_files(repo, page, fresh, names)
             if not stale:
                 say(f"{page.folder}: current")
                 continue
@@ -134,11 +131,22 @@ def regenerate(repo: Path, *, check: bool = False, say=print) -> list[str]:
             say(f"{page.folder}: {'stale' if check else 'redrawn'} from {page.source} "
                 f"({', '.join(stale)} changed)")
             if not check:
-                for name in FILES:
-                    shutil.copyfile(fresh / name, repo / page.folder / name)
+                _replace(repo / page.folder, fresh, names)
                 if "index.html" in stale:
                     _screenshots(repo, repo / page.folder, say)
     return changed
+
+
+def _replace(folder: Path, fresh: Path, names: list[str]) -> None:
+    """The committed page becomes the fresh render: its files copied over, files it no longer
+    writes removed (screenshots are retaken, not removed)."""
+    keep = set(names) | {name for name, _ in SCREENSHOTS}
+    for old in [p for p in folder.rglob("*") if p.is_file()]:
+        if old.relative_to(folder).as_posix() not in keep:
+            old.unlink()
+    for name in names:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(fresh / name, folder / name)
 
 
 def _screenshots(repo: Path, folder: Path, say) -> None:
