@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import RunSource, render_runs
+from .folding import FOLD_DIR
 from .page import Links
 
 # What may differ between two renders of the same data: when each was drawn.
@@ -106,14 +107,18 @@ def render_fresh(repo: Path, page: CommittedPage, out_root: Path, *,
 
 def stale_files(repo: Path, page: CommittedPage, fresh: Path, names: list[str]) -> list[str]:
     """The page's files whose committed text differs from `fresh` in more than timestamps, and
-    committed files a render no longer writes (the screenshots aside)."""
+    committed pages of folded nightlies a render no longer draws.  Anything else in the folder
+    (a store, logs: what a GPU run measured beside its page) is not the page's and is left out."""
     committed = repo / page.folder
     stale = [name for name in names if not (committed / name).is_file() or (
         without_stamps((committed / name).read_text(encoding="utf-8"))
         != without_stamps((fresh / name).read_text(encoding="utf-8")))]
-    kept = set(names) | {name for name, _ in SCREENSHOTS}
-    return stale + sorted(p.relative_to(committed).as_posix() for p in committed.rglob("*")
-                          if p.is_file() and p.relative_to(committed).as_posix() not in kept)
+    return stale + _old_folds(committed, names)
+
+
+def _old_folds(folder: Path, names: list[str]) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in (folder / FOLD_DIR).glob("*.html")
+                  if p.relative_to(folder).as_posix() not in names)
 
 
 def regenerate(repo: Path, *, check: bool = False, say=print) -> list[str]:
@@ -138,12 +143,10 @@ def regenerate(repo: Path, *, check: bool = False, say=print) -> list[str]:
 
 
 def _replace(folder: Path, fresh: Path, names: list[str]) -> None:
-    """The committed page becomes the fresh render: its files copied over, files it no longer
-    writes removed (screenshots are retaken, not removed)."""
-    keep = set(names) | {name for name, _ in SCREENSHOTS}
-    for old in [p for p in folder.rglob("*") if p.is_file()]:
-        if old.relative_to(folder).as_posix() not in keep:
-            old.unlink()
+    """The committed page becomes the fresh render: its files copied over, pages of folds it no
+    longer draws removed; nothing else in the folder is touched."""
+    for old in _old_folds(folder, names):
+        (folder / old).unlink()
     for name in names:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(fresh / name, folder / name)
