@@ -318,6 +318,51 @@ def test_an_overlay_cell_shadows_the_image_torch_without_installing_dependencies
     assert torch_file.startswith(str(backend.cells_dir / cell.id / "venv"))
 
 
+# An image whose python3 is itself a venv holding the "CUDA libraries" (a marker package), as
+# many GPU images are; the probe reports where the marker and the overlay's packages come from.
+VENV_BASE = "torchbisect/test:python3-is-a-venv"
+MARKER_PROBE = """
+    import argparse, json, sys
+    import cuda_libs_stand_in
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json")
+    args, _ = parser.parse_known_args()
+    case = {"verdict": "skipped", "detail": "no CUDA device"}
+    doc = {"schema": 1, "probe": "stale_replay", "probe_version": "0", "verdict": "skipped",
+           "cases": {"capture_data_ptr": case},
+           "env": {"marker": cuda_libs_stand_in.__file__, "path": sys.path}}
+    with open(args.json, "w") as fh:
+        json.dump(doc, fh)
+"""
+
+
+@pytest.mark.docker
+def test_an_overlay_on_an_image_whose_python3_is_a_venv_sees_that_venvs_packages(
+        backend, client, fake_probes, tmp_path):
+    import io
+
+    site = "/opt/venv/lib/python3.11/site-packages"
+    client.images.build(fileobj=io.BytesIO(textwrap.dedent(f"""
+        FROM {BASE}
+        RUN python3 -m venv /opt/venv && mkdir {site}/cuda_libs_stand_in \\
+            && touch {site}/cuda_libs_stand_in/__init__.py
+        ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+        """).encode()), tag=VENV_BASE, rm=True, pull=False)
+    fake_probes(_probes(tmp_path / "probes", MARKER_PROBE))
+    cell = _dev_cell(_torch_wheel(), id=_id("dev-overlay-venv"), base_image=VENV_BASE,
+                     overlay=True)
+
+    prepared = backend.prepare(cell, log=tmp_path / "prepare.log")
+    out = backend.probe(prepared, gpu=None, probe_args=[], log=tmp_path / "probe.log")
+
+    assert out.exit_code == 0, out.log_tail
+    env = ProbeResult.from_json(out.json_text).env
+    assert env["marker"].startswith(site + "/")
+    own = str(backend.cells_dir / cell.id / "venv")
+    first_own = next(i for i, p in enumerate(env["path"]) if p.startswith(own))
+    assert first_own < env["path"].index(site)  # the overlay's torch still comes first
+
+
 @pytest.mark.docker
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this host has GPUs")
 def test_asking_for_a_gpu_where_the_engine_has_none_is_an_infrastructure_failure(

@@ -212,7 +212,10 @@ class DockerBackend(Backend):
             install.append("--no-deps")
         elif index:
             install += ["--extra-index-url", index]
-        script = f"{shlex.join([*create, str(venv)])} && {shlex.join([*install, target])}"
+        script = shlex.join([*create, str(venv)])
+        if overlay:
+            script += f" && {_see_base_packages(venv)}"
+        script += f" && {shlex.join([*install, target])}"
         # root in the container; the venv must belong to whoever runs torchbisect, or a runner
         # that is not root cannot delete it on its next job
         script += f" && chown -R {os.getuid()}:{os.getgid()} {shlex.quote(str(venv))}"
@@ -222,6 +225,21 @@ class DockerBackend(Backend):
         if done.code != 0:
             raise InfraError(f"installing {cell.id} failed (exit {done.code}): "
                              f"{last_line(done.tail) or 'no output'}; see {log}")
+
+
+# The overlay sees the packages of the image's python3 after its own, also when that python3 is
+# itself a venv (`--system-site-packages` would give the venv's *base* interpreter's packages and
+# miss the CUDA libraries): a .pth in the overlay lists them, as the venv backend's does.
+_BASE_DIRS = ("import sys; print(chr(10).join(p for p in sys.path "
+              "if p.endswith(('site-packages', 'dist-packages'))))")
+_PURELIB = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+
+
+def _see_base_packages(venv: Path) -> str:
+    """Shell: write the .pth listing the site folders of the image's python3 into `venv`."""
+    own = shlex.join([str(venv / "bin" / "python"), "-c", _PURELIB])
+    return (f"{shlex.join(['python3', '-c', _BASE_DIRS])} "
+            f"> \"$({own})/_torchbisect_overlay_base.pth\"")
 
 
 def _stat(cell: Cell) -> list[int] | None:
