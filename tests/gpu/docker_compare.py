@@ -21,7 +21,8 @@ for cell in sorted(first.keys() | second.keys()):
     names += [c.name for c in (b.result.cases if b and b.result else ()) if c.name not in names]
     if not names:
         same = False
-        print(f"{cell:24} no verdict: {a and (a.backend, a.reason)} / {b and (b.backend, b.reason)}")
+        print(f"{cell:24} no verdict: {a and (a.backend, a.reason)} / "
+              f"{b and (b.backend, b.reason)}")
     for name in names:
         va = a.result.case(name) if a and a.result else None
         vb = b.result.case(name) if b and b.result else None

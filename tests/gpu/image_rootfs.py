@@ -85,7 +85,7 @@ def main() -> None:
     listing = Path(sys.argv[1])
     extra = sys.argv[2:]  # more host folders to include whole (the NCCL stub's)
     site = Path(sysconfig.get_paths()["purelib"])
-    # the base interpreter's own first site folder (Debian's: /usr/local/lib/python3.X/dist-packages)
+    # the base interpreter's first site folder (Debian: /usr/local/lib/python3.X/dist-packages)
     base_site = subprocess.run([sys._base_executable, "-c",
                                 "import site; print(site.getsitepackages()[0])"],
                                check=True, capture_output=True, text=True).stdout.strip()
