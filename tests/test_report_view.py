@@ -3,6 +3,7 @@ the nightly strip.  No browser: `build_view` is a pure function of the runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 from torchbisect.model import Channel, Verdict
@@ -202,3 +203,15 @@ def test_cells_of_recorded_probe_documents_are_inferred_from_the_version():
     nightly = cell_for("2.16.0.dev20260301+cu132", "3.12.3")
     assert (nightly.id, nightly.date) == ("nightly-20260301-cu132-cp312", "2026-03-01")
     assert cell_for("2.11.0a0+ea0fca7b9c.nv26.01", "3.12.3").channel is Channel.PREINSTALLED
+
+
+def test_an_unknown_sha_is_said_as_unknown_never_an_empty_code_span():
+    from torchbisect.report.bisection_text import render_markdown as bisection_markdown
+    from torchbisect.report.bisections import bisect_view
+
+    b = _bisection("2026-03-04", "2026-03-05")
+    b = dataclasses.replace(b, before=dataclasses.replace(b.before, main_sha="", git_version=""))
+    text = bisection_markdown(b)
+    assert "``" not in text and "| unknown |" in text
+    facts = dict(bisect_view(b).facts)
+    assert facts["commits"].startswith("unknown … ")

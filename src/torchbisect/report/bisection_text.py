@@ -93,5 +93,7 @@ def _capital(text: str) -> str:
 
 
 def _code(text: str) -> str:
-    """A one-line code span: inside one, GitHub makes no link, HTML or mention."""
-    return "`" + " ".join(str(text).split()).replace("`", "'").replace("|", "\\|") + "`"
+    """A one-line code span: inside one, GitHub makes no link, HTML or mention.  Nothing known
+    is said as "unknown", not drawn as an empty span."""
+    inner = " ".join(str(text).split()).replace("`", "'").replace("|", "\\|")
+    return f"`{inner}`" if inner else "unknown"

@@ -26,6 +26,10 @@ def gpu_of_bisection(bisection: BisectResult, runs: list[CellRun], gpus: list[st
     return found.pop() if len(found) == 1 else ""
 
 
+def _sha(point) -> str:
+    return (point.main_sha if point else "") or "unknown"
+
+
 def bisect_view(b: BisectResult, gpu: str = "", *, several_gpus: bool = False) -> BisectView:
     regression = b.direction is Direction.REGRESSION
     kind = "nightly" if (b.after or b.before) and (b.after or b.before).date else "release"
@@ -37,8 +41,8 @@ def bisect_view(b: BisectResult, gpu: str = "", *, several_gpus: bool = False) -
         (b.before.date or b.before.version) if b.before else "—")
     facts = [("GPU", gpu or (UNATTRIBUTED if several_gpus else "")),
              ("range", f"{before} → {after}"),
-             ("commits", f"{b.before.main_sha if b.before else '?'} … "
-                         f"{b.after.main_sha if b.after else '?'}"),
+             ("commits", f"{_sha(b.before)} … {_sha(b.after)}"
+              if (b.before and b.before.main_sha) or (b.after and b.after.main_sha) else ""),
              ("builds", f"{b.cuda} · py{b.python}"), ("probes run", str(b.probes)),
              ("unknown (tried, no verdict)", ", ".join(b.unknown)),
              ("missing (no nightly that day)", ", ".join(b.missing)), ("flaky rule", b.rule),
