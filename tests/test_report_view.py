@@ -215,3 +215,40 @@ def test_an_unknown_sha_is_said_as_unknown_never_an_empty_code_span():
     assert "``" not in text and "| unknown |" in text
     facts = dict(bisect_view(b).facts)
     assert facts["commits"].startswith("unknown … ")
+
+
+def test_several_gpu_models_side_by_side_with_what_holds_across_them_and_what_differs(tmp_path):
+    from torchbisect.report import render_runs
+
+    runs = [run("2.14.0+cu130", BAD, gpu="NVIDIA H100"),
+            run("2.15.0+cu132", BAD, gpu="NVIDIA H100"),
+            run("2.14.0+cu130", BAD, gpu="NVIDIA GB300"),
+            run("2.15.0+cu132", GOOD, gpu="NVIDIA GB300")]
+    runs += [run(f"2.16.0.dev202603{d:02d}+cu132", o, gpu=g) for g, d, o in (
+        ("NVIDIA H100", 1, BAD), ("NVIDIA H100", 2, REFUSED),
+        ("NVIDIA GB300", 1, BAD), ("NVIDIA GB300", 5, REFUSED))]
+    page = build_view(runs, [], generated=NOW)
+    c = page.comparison
+    assert c.gpus == ("NVIDIA GB300", "NVIDIA H100")
+    assert c.headline == ("2.14.0 – 2.15.0 affected on at least one of 2 GPU models measured "
+                          "(NVIDIA GB300, NVIDIA H100) (releases before 2.14.0 were not tested)")
+    assert page.title == c.headline
+    assert c.differences == (
+        "2.15.0: not affected on NVIDIA GB300; affected on NVIDIA H100",
+        "first fixed nightly: 2026-03-05 on NVIDIA GB300; 2026-03-02 on NVIDIA H100")
+    assert [r.label for r in c.rows if not r.differs] == ["2.14.0", "first affected nightly"]
+    # each model keeps its own headline: a verdict is never merged across models
+    assert [s.headline.claim for s in page.sections] == [
+        "2.14.0 affected on NVIDIA GB300", "2.14.0 – 2.15.0 affected on NVIDIA H100"]
+    render_runs(runs, [], tmp_path, generated=NOW)
+    html = " ".join((tmp_path / "index.html").read_text().split())
+    assert "The verdict differs between GPU models" in html
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| **2.15.0** (differs) | not affected | affected |" in summary
+    osv = __import__("json").loads((tmp_path / "affected.json").read_text())
+    assert osv["affected"][0]["database_specific"]["gpus"] == ["NVIDIA GB300", "NVIDIA H100"]
+    assert osv["affected"][0]["versions"] == ["2.14.0", "2.15.0"]
+
+
+def test_one_gpu_model_has_no_comparison():
+    assert build_view([run("2.15.0+cu132", BAD)], [], generated=NOW).comparison is None

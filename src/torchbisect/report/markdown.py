@@ -11,7 +11,7 @@ import re
 from functools import cache
 
 from .marks import Mark
-from .page import Advice, PageView, Row, Section
+from .page import Advice, Comparison, PageView, Row, Section
 
 _CHANNEL = {"stable": "stable", "test": "rc", "nightly": "nightly", "dev": "dev",
             "preinstalled": "preinstalled"}
@@ -104,6 +104,8 @@ def render_markdown(page: PageView) -> str:
     head = ["build", "channel", "verdict"] + [c.title for c in page.columns]
     if not page.sections:
         out += [md_spans(page.empty_reason), ""]
+    if page.comparison:
+        out += comparison_lines(page.comparison)
     if page.advice:
         out += advice_lines(page.advice)
     for section in page.sections:
@@ -145,3 +147,17 @@ def advice_lines(a: Advice) -> list[str]:
             f"and run `{a.check}` {md_text(a.check_meaning)} The whole tool: `{a.tool}` "
             f"{md_text(a.tool_meaning)}",
             f"- **Upstream report:** {md_url(a.upstream)}", ""]
+
+
+def comparison_lines(c: Comparison) -> list[str]:
+    """The GPU models side by side, the differences first."""
+    out = ["### Across GPU models", ""]
+    if c.differences:
+        out += ["**The verdict differs between GPU models:**", ""]
+        out += [f"- {md_text(d)}" for d in c.differences] + [""]
+    out.append("| release | " + " | ".join(md_text(g) for g in c.gpus) + " |")
+    out.append("|" + "---|" * (len(c.gpus) + 1))
+    for row in c.rows:
+        label = f"**{md_text(row.label)}** (differs)" if row.differs else md_text(row.label)
+        out.append(f"| {label} | " + " | ".join(md_text(t) for _, t in row.cells) + " |")
+    return out + [""]

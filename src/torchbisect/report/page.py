@@ -132,6 +132,23 @@ class Advice:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ComparisonRow:
+    label: str  # a release, or "first affected nightly" / "first fixed nightly"
+    cells: tuple[tuple[str, str], ...]  # per GPU model, in Comparison.gpus order: (kind, text)
+    differs: bool  # the models that have a verdict disagree
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    """The GPU models side by side, when a store holds several."""
+
+    headline: str  # what holds across the models measured, and which they are
+    gpus: tuple[str, ...]
+    rows: tuple[ComparisonRow, ...]
+    differences: tuple[str, ...]  # one sentence per release or nightly edge the models disagree on
+
+
+@dataclass(frozen=True, kw_only=True)
 class PageView:
     title: str
     generated: str
@@ -146,3 +163,4 @@ class PageView:
     # For a page with no results: why there are none, and pages with real results to look at.
     empty_reason: str = ""
     examples: tuple[tuple[str, str], ...] = ()
+    comparison: Comparison | None = None  # with several GPU models

@@ -18,6 +18,7 @@ from .bisections import bisect_view, gpu_of_bisection
 from .folding import fold_rows
 from .headline import build_headline, gpu_of, nightly_date, version_key
 from .marks import LEGEND, NOT_RUN, Mark, mark_for_case, mark_for_run
+from .models import compare
 from .page import (
     CaseCell,
     Column,
@@ -216,7 +217,9 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
     loose = [b for b, o in zip(bisections, owner, strict=True)
              if not o and b.before and b.before.date]
     newest = max((s.headline.newest_run for s in sections), default="")
-    title = "; ".join(s.headline.text for s in sections) or "No results yet"
+    comparison = compare(sections, runs, gpu_of)
+    title = (comparison.headline if comparison else
+             "; ".join(s.headline.text for s in sections) or "No results yet")
     stamp = generated.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return PageView(title=title, generated=stamp,
                     newest_run=newest, columns=columns, sections=sections,
@@ -224,5 +227,5 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
                                      for b, o in zip(bisections, owner, strict=True)),
                     bisection_timeline=build_timeline([], loose) if loose else None,
                     legend=LEGEND, runs=len(runs), empty_reason=empty_reason or NO_RUNS,
-                    examples=examples,
+                    examples=examples, comparison=comparison,
                     advice=build_advice(sections, links or Links(), bench) if sections else None)
