@@ -94,7 +94,7 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def pages(session: nox.Session) -> None:
-    """Redraw every committed page (reports/h200/, reports/sample/, screenshots) from its data."""
+    """Redraw every committed page under reports/ (and its screenshots) from its own data."""
     _install(session, "-e", ".")
     session.run("python", "-m", "torchbisect.report.committed", *session.posargs)
 
