@@ -4,13 +4,13 @@
 #   docker-bin.tar.xz  Debian's docker.io, containerd, runc and tini binaries and libdevmapper
 #                      (`apt-get download` + `dpkg -x`; ~37 MB, carried in one call)
 #   whl/               torchbisect's dependencies that the H200's python lacks, and uv
-#   parts/             torch 2.12.0 cp312 (PyPI, checked against wheels.sha256) in 60 MB parts,
-#                      one part per call (carry one part-N folder at a time)
+#   p00/ … p08/        torch 2.12.0 cp312 (PyPI, checked against wheels.sha256) in 60 MB parts,
+#                      one folder per call (`carry: [".gpu-carry/p00"]`, then p01 …)
 set -euo pipefail
 DEST=$(realpath -m "${1:-.gpu-carry}")
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
-mkdir -p "$DEST/whl" "$DEST/all-parts"
+mkdir -p "$DEST/whl"
 (cd "$work" && apt-get download docker.io containerd runc tini libdevmapper1.02.1)
 for f in "$work"/*.deb; do dpkg -x "$f" "$work/x"; done
 mkdir -p "$work/dk/bin" "$work/dk/lib"
@@ -27,7 +27,9 @@ pip=(env PIP_CONFIG_FILE=/dev/null python3 -m pip download -q --no-deps --only-b
   annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0 uv==0.13.9
 "${pip[@]}" -d "$work" torch==2.12.0
 (cd "$work" && sha256sum -c --ignore-missing "$here/wheels.sha256")
-split -b 60000000 -d "$work/torch-2.12.0-cp312-cp312-manylinux_2_28_x86_64.whl" \
-  "$DEST/all-parts/t2120_"
+split -b 60000000 -d "$work/torch-2.12.0-cp312-cp312-manylinux_2_28_x86_64.whl" "$work/t2120_"
+for part in "$work"/t2120_*; do
+  mkdir -p "$DEST/p${part##*_}" && mv "$part" "$DEST/p${part##*_}/"
+done
 rm -rf "$work"
-ls -la "$DEST" "$DEST/all-parts"
+ls -la "$DEST" "$DEST"/p*

@@ -2,7 +2,9 @@
 # Harness on the lent H200 (issue 25): the docker backend on a real GPU, with no registry, no
 # network and no NVIDIA Container Toolkit there.  Carried in .gpu-carry/ (made here by
 # tests/gpu/docker_pack.sh): docker-bin.tar.xz (Debian's dockerd, docker, containerd, shim, runc,
-# tini, libdevmapper), whl/ (docker, pydantic, uv for torchbisect), parts/ (the torch wheel).
+# tini, libdevmapper), whl/ (docker, pydantic, uv for torchbisect), p00/ … p08/ (the torch wheel
+# in 60 MB parts: carry `.gpu-carry/pNN`, one per call, back to back while the machine is warm;
+# a machine given back in between loses them all).
 #
 #   h200_docker.sh up      unpack, start dockerd with the toolkit's stand-in, import the image,
 #                          check the GPU through the product's own docker code, build the runner,
@@ -69,7 +71,7 @@ PY
 }
 
 part() {
-  mkdir -p /tmp/parts && cp "$C"/parts/* /tmp/parts/ && ls -la /tmp/parts
+  mkdir -p /tmp/parts && cp "$C"/p*/* /tmp/parts/ && ls -la /tmp/parts
   docker ps -a --format '{{.Names}} {{.Status}}' | head -3
 }
 
