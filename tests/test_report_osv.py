@@ -170,7 +170,11 @@ def test_each_gpu_model_gets_the_same_fix_date_in_headline_bisection_and_record(
     # The A100 keeps its own, unbisected bound, and says so.
     assert headlines["NVIDIA A100"].first_fixed.date == "2026-03-09"
     assert not headlines["NVIDIA A100"].first_fixed.bisected
-    assert per_gpu["NVIDIA A100"]["first_fixed_nightly"] == "2026-03-09"
+    # 2026-03-09 is only the first nightly measured fixed (03-01 is the one before it): the
+    # record names no first fixed nightly, only the span it lies in.
+    assert per_gpu["NVIDIA A100"]["first_fixed_nightly"] is None
+    assert per_gpu["NVIDIA A100"]["first_fixed_nightly_span"] == {
+        "after": "2026-03-01", "at_or_before": "2026-03-09", "candidates": []}
     assert per_gpu["NVIDIA A100"]["affected_versions"] == ["2.15.0"]
 
 
@@ -181,6 +185,79 @@ def test_the_osv_git_range_comes_from_bisected_upstream_commits():
     assert git == {"type": "GIT", "repo": "https://github.com/pytorch/pytorch",
                    "events": [{"introduced": "20260303" * 5}, {"fixed": "20260304" * 5}]}
 
+
+
+def _bisection(direction: Direction, verdicts: dict[str, str]) -> BisectResult:
+    """A bisection over nightlies of 2026-03 whose points are `verdicts` (date: good/bad/unknown);
+    the pair is the nearest judged nightlies around the change."""
+    points = tuple(NightlyPoint(date=d, version=f"2.16.0.dev{d.replace('-', '')}+cu132",
+                                verdict=v, main_sha=d.replace("-", "") * 5)
+                   for d, v in sorted(verdicts.items()))
+    old, new = ("good", "bad") if direction is Direction.REGRESSION else ("bad", "good")
+    after = next(p for p in points if p.verdict.value == new)
+    before = [p for p in points if p.verdict.value == old and p.date < after.date][-1]
+    return BisectResult(direction=direction, case="capture_data_ptr", cuda="cu132",
+                        python="3.12", before=before, after=after, probes=len(points),
+                        points=points)
+
+
+def _git(bisections, validator):
+    doc = osv_document([], bisections, generated=NOW)
+    assert list(validator.iter_errors(doc)) == []
+    [git] = [r for r in doc["affected"][0]["ranges"] if r["type"] == "GIT"]
+    return git
+
+
+def test_a_regression_hidden_by_unknown_nightlies_opens_at_the_first_measured_bad_commit(
+        validator):
+    found = _bisection(Direction.REGRESSION, {"2026-03-01": "good", "2026-03-02": "unknown",
+                                              "2026-03-03": "unknown", "2026-03-04": "bad",
+                                              "2026-03-09": "bad"})
+    assert not found.exact
+    git = _git([found], validator)
+    # No commit of an unjudged nightly is named as where it began: 03-04 was measured bad.
+    assert git["events"] == [{"introduced": "20260304" * 5}, {"last_affected": "20260309" * 5}]
+    assert git["database_specific"] == {
+        "introduced": {"exact": False, "after_commit": "20260301" * 5,
+                       "at_or_before_commit": "20260304" * 5,
+                       "candidates": ["2026-03-02", "2026-03-03", "2026-03-04"],
+                       "unit": "nightly"}}
+
+
+def test_a_fix_hidden_by_unknown_nightlies_ends_at_the_last_measured_bad_commit(validator):
+    regression = _bisection(Direction.REGRESSION, {"2026-03-01": "good", "2026-03-02": "bad"})
+    fix = _bisection(Direction.FIX, {"2026-03-05": "bad", "2026-03-06": "unknown",
+                                     "2026-03-07": "good"})
+    git = _git([regression, fix], validator)
+    # `fixed` at 03-07 would call 03-06 affected; nobody could tell.
+    assert git["events"] == [{"introduced": "20260302" * 5}, {"last_affected": "20260305" * 5}]
+    assert git["database_specific"]["fixed"]["candidates"] == ["2026-03-06", "2026-03-07"]
+    assert "introduced" not in git["database_specific"]  # the regression is exact
+    exact_fix = _bisection(Direction.FIX, {"2026-03-05": "bad", "2026-03-06": "good"})
+    assert _git([regression, exact_fix], validator) == {
+        "type": "GIT", "repo": "https://github.com/pytorch/pytorch",
+        "events": [{"introduced": "20260302" * 5}, {"fixed": "20260306" * 5}]}
+
+
+def test_results_json_names_the_first_affected_nightly_only_as_far_as_it_was_measured(tmp_path):
+    found = _bisection(Direction.REGRESSION, {"2026-03-01": "good", "2026-03-02": "unknown",
+                                              "2026-03-04": "bad"})
+    runs = [_nightly(1, GOOD), _nightly(4, BAD), _nightly(9, GOOD)]
+    render_runs(runs, [found], tmp_path, generated=NOW)
+    [headline] = json.loads((tmp_path / "results.json").read_text())["headlines"]
+    affected, fixed = headline["first_affected_nightly"], headline["first_fixed_nightly"]
+    assert (affected["date"], affected["exact"]) == ("2026-03-04", False)
+    assert affected["candidates"] == ["2026-03-02", "2026-03-04"]
+    assert affected["text"].startswith("one of 2: 2026-03-02, 2026-03-04")
+    # Not bisected, days untested in between: no nightly is named as the first fixed one.
+    assert (fixed["date"], fixed["exact"], fixed["candidates"]) == ("2026-03-09", False, [])
+    assert "not bisected" in fixed["text"]
+    per_gpu = json.loads((tmp_path / "affected.json").read_text())[
+        "affected"][0]["database_specific"]["per_gpu"]["NVIDIA H200"]
+    assert per_gpu["first_affected_nightly"] is None
+    assert per_gpu["first_affected_nightly_span"] == {
+        "after": "2026-03-01", "at_or_before": "2026-03-04",
+        "candidates": ["2026-03-02", "2026-03-04"]}
 
 
 # --- A scanner's reading: osv.dev's own library expands each range over PyPI's torch releases ---

@@ -78,12 +78,20 @@ class RunJson(TypedDict):
 
 
 class NightlyEdgeJson(TypedDict):
+    """Where the verdict changes: `date` is the first nightly MEASURED on the new side, the first
+    nightly there only when `exact`."""
+
     __pydantic_config__ = _CLOSED
     date: str
     version: str
     previous: str | None
     bisected: bool
     exact: bool
+    # Written since the edge said how far it is known (older documents lack them): the nightlies
+    # that can be the first on the new side (empty: not enumerated, any after `previous`), and
+    # the page's sentence for the edge.
+    candidates: NotRequired[list[str]]
+    text: NotRequired[str]
     case: str
     compare_url: str
 

@@ -87,6 +87,16 @@ class NightlyEdge:
         return _day_before(self.date) == self.previous
 
     @property
+    def could_be(self) -> tuple[str, ...]:
+        """The nightlies that can be the first on the new side, oldest first, as far as they
+        were named: a bisection's candidates, or the one nightly of an exact edge.  Empty for
+        an edge that was not bisected and has untested days before it: any nightly published
+        after `previous` (before `date`, without one) up to `date` can be it."""
+        if self.bisected and self.candidates:
+            return self.candidates
+        return (self.date,) if self.exact else ()
+
+    @property
     def text(self) -> str:
         if self.bisected and not self.exact:
             return (f"one of {len(self.candidates)}: {', '.join(self.candidates)} (bisected on "

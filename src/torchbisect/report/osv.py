@@ -10,7 +10,10 @@ so each range claims only the span between two measured affected releases: it op
 `introduced` at the first one and closes with `last_affected` at the last one, never at "0" and
 never with `fixed` at a later good release, because either would claim releases nobody tested.
 The releases outside the tested span are named in `database_specific.not_tested`.  GIT ranges come
-from bisections, between commits a nightly was measured on.
+from bisections, between commits a nightly was measured on; a bisection whose answer is a range of
+nightlies claims none of the unjudged ones (the range's `database_specific` names them).  A
+first affected (fixed) nightly in `per_gpu` is named only when it is exact, else the span it lies
+in.
 
 `published` is the first time the record said anything (kept from the previous record, else the
 earliest affected run); `modified` moves only when the content changes.
@@ -23,7 +26,7 @@ from typing import Any
 
 from ..model import CellRun
 from ..outcome import BisectResult, Direction
-from .headline import Headline, affected_ranges, gpu_of, is_release, release_states
+from .headline import Headline, NightlyEdge, affected_ranges, gpu_of, is_release, release_states
 from .page import UPSTREAM_SEARCH, Links
 from .timeline import safe_url
 
@@ -66,10 +69,18 @@ def not_tested(tested: list[str]) -> str:
             "between the tested ones")
 
 
-def git_events(bisections: list[BisectResult]) -> list[dict[str, str]]:
-    """Upstream commits of nightlies that were measured: from the first bad one (a regression
-    bisection) or the last bad one before a fix, to the fix's first good one (`fixed`), else
-    to the newest commit measured bad (`last_affected`); never from "0"."""
+def git_events(bisections: list[BisectResult]) -> tuple[list[dict[str, str]], dict[str, Any]]:
+    """Upstream commits of nightlies that were measured, and what the range cannot say.
+
+    A regression bisection opens the range at its first bad nightly's commit (or, for a fix
+    only, the last bad one).  A fix closes it with `fixed` at the first good nightly's commit
+    when that answer is exact, else with `last_affected` at the last nightly measured bad:
+    nightlies the fix search could not judge lie between and are claimed neither way.  Without
+    a fix it closes at the newest commit measured bad.  Never from "0".
+
+    An inexact answer (unknown nightlies hide the change) still names only measured commits;
+    `database_specific` says between which commits the change lies and which nightlies can be it.
+    """
     regression = next((b for b in bisections if b.direction is Direction.REGRESSION
                        and b.after and b.after.main_sha), None)
     fix = next((b for b in bisections if b.direction is Direction.FIX
@@ -77,23 +88,48 @@ def git_events(bisections: list[BisectResult]) -> list[dict[str, str]]:
     start = regression.after.main_sha if regression else (
         fix.before.main_sha if fix and fix.before else "")
     if not start:
-        return []
-    if fix:
-        return [{"introduced": start}, {"fixed": fix.after.main_sha}]
-    return [{"introduced": start}, {"last_affected": _newest_bad_sha(regression)}]
+        return [], {}
+    said = {key: _inexact(b) for key, b in (("introduced", regression), ("fixed", fix))
+            if b and not b.exact}
+    if fix and fix.exact:
+        end = {"fixed": fix.after.main_sha}
+    elif fix and fix.before and fix.before.main_sha:
+        end = {"last_affected": fix.before.main_sha}
+    else:
+        end = {"last_affected": _newest_bad_sha(regression or fix)}
+    return [{"introduced": start}, end], said
+
+
+def _inexact(bisection: BisectResult) -> dict[str, Any]:
+    """The bounds of a change the bisection could not pin to one nightly."""
+    before, after = bisection.before, bisection.after
+    return {"exact": False, "after_commit": before.main_sha if before else None,
+            "at_or_before_commit": after.main_sha if after else None,
+            "candidates": list(bisection.candidates), "unit": bisection.unit}
 
 
 def _newest_bad_sha(bisection: BisectResult) -> str:
-    """The newest nightly the regression bisection measured bad (its --bad end, usually)."""
+    """The newest nightly the bisection measured bad (a regression's --bad end, usually)."""
     bad = [p for p in bisection.points if p.main_sha and p.verdict.value == "bad"]
-    return max(bad, key=lambda p: p.date).main_sha if bad else bisection.after.main_sha
+    if bad:
+        return max(bad, key=lambda p: p.date).main_sha
+    end = bisection.after if bisection.direction is Direction.REGRESSION else bisection.before
+    return end.main_sha if end else ""
 
 
 def _per_gpu(h: Headline) -> dict[str, Any]:
-    edge = lambda e: e.date if e else None  # noqa: E731
     return {"affected_versions": list(h.affected), "tested_versions": list(h.tested),
-            "first_affected_nightly": edge(h.first_affected),
-            "first_fixed_nightly": edge(h.first_fixed)}
+            **_edge("first_affected_nightly", h.first_affected),
+            **_edge("first_fixed_nightly", h.first_fixed)}
+
+
+def _edge(key: str, edge: NightlyEdge | None) -> dict[str, Any]:
+    """The nightly only when the edge is exact; otherwise null, and the span it lies in:
+    after `previous` (null: the first nightly tested), at or before `date`."""
+    if edge is None or edge.exact:
+        return {key: edge.date if edge else None}
+    return {key: None, f"{key}_span": {"after": edge.previous or None, "at_or_before": edge.date,
+                                       "candidates": list(edge.could_be)}}
 
 
 def references(links: Links, bisections: list[BisectResult]) -> list[dict[str, str]]:
@@ -114,8 +150,10 @@ def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generat
     releases = [r for r in runs if is_release(r)]
     events, affected, tested = pypi_events(releases)
     ranges: list[dict[str, Any]] = [{"type": "ECOSYSTEM", "events": events}] if events else []
-    if commits := git_events(bisections):
-        ranges.append({"type": "GIT", "repo": REPO, "events": commits})
+    commits, inexact = git_events(bisections)
+    if commits:
+        said = {"database_specific": inexact} if inexact else {}
+        ranges.append({"type": "GIT", "repo": REPO, "events": commits, **said})
     gpus = sorted({gpu_of(r) for r in releases})
     tested_on = ", ".join(gpus) or "no GPU"
     doc = {

@@ -60,11 +60,13 @@ def _bisection_json(b: BisectResult) -> dict[str, Any]:
 
 
 def _edge(edge: NightlyEdge | None) -> dict[str, Any] | None:
+    """`date` is the first nightly measured on the new side; it is the first one there only
+    when `exact`: `candidates` and `text` say what else it can be, in the page's words."""
     if edge is None:
         return None
     return {"date": edge.date, "version": edge.version, "previous": edge.previous,
-            "bisected": edge.bisected, "exact": edge.exact, "case": edge.case,
-            "compare_url": edge.compare_url}
+            "bisected": edge.bisected, "exact": edge.exact, "candidates": list(edge.could_be),
+            "text": edge.text, "case": edge.case, "compare_url": edge.compare_url}
 
 
 def _headline(h: Headline) -> dict[str, Any]:
