@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 
 import pytest
 from conftest import REPO
@@ -20,6 +21,21 @@ def test_every_committed_page_is_in_the_list_that_is_redrawn():
     assert committed == {p.folder for p in PAGES}, (
         "a page under reports/ that `nox -s pages` does not redraw would go stale unseen: add it "
         "to torchbisect.report.committed.PAGES, or remove it")
+
+
+def test_no_gpu_harness_renders_a_page_under_reports_that_is_not_redrawn():
+    """A GPU run brings back what its harness writes under reports/: a page rendered into a
+    folder outside PAGES (reports/evidence holds only measured data) would fail the test above
+    on the next run of the suite.  Such a harness stores with --no-report instead."""
+    strays = []
+    for script in sorted((REPO / "tests" / "gpu").glob("*.sh")):
+        for command in script.read_text().replace("\\\n", " ").splitlines():
+            if not re.search(r"(-s|torchbisect) (matrix|report)\b", command):
+                continue
+            out = re.search(r"--out (reports/\S+)", command)
+            if out and "--no-report" not in command and out[1] not in {p.folder for p in PAGES}:
+                strays.append(f"{script.name}: --out {out[1]}")
+    assert not strays, strays
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.folder)
