@@ -5,7 +5,8 @@
 #   1. Debian's docker.io and debootstrap, when missing (needs root and apt).
 #   2. dockerd in the background, when no engine answers; wait until it does.
 #   3. IMAGE (default torchbisect/base:bookworm): no registry is reachable here, so the base image is
-#      a debootstrapped Debian bookworm (python3.11 with venv and pip) imported with `docker import`.
+#      a debootstrapped Debian bookworm (python3.11 with venv, pip and headers; gcc and libc headers,
+#      which Triton needs to build its launcher) imported with `docker import`.
 #   4. TORCH_IMAGE (IMAGE with "-torch" appended to its tag): IMAGE plus the torch 2.13.0+cpu cp311
 #      wheel pip-installed into its system python, a stand-in for an NGC image in `preinstalled`
 #      and overlay cells.  The wheel: $TORCHBISECT_TEST_WHEEL, else pip's find-links folders (as
@@ -70,7 +71,7 @@ build_base_image() {
     trap 'as_root rm -rf "$root"; trap - RETURN' RETURN
     say "debootstrapping Debian $SUITE into $root (about a minute)"
     as_root debootstrap --variant=minbase \
-        --include=python3,python3-venv,python3-pip,ca-certificates \
+        --include=python3,python3-venv,python3-pip,python3-dev,gcc,libc6-dev,ca-certificates \
         "$SUITE" "$root" >/dev/null
     as_root rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
     say "importing $root as $IMAGE"

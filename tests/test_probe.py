@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -662,3 +663,69 @@ def test_torch_2_11_is_stale_through_compile_only_behind_a_custom_op():
     assert outcomes.pop("custom_op_data_ptr") == "stale"
     assert set(outcomes.values()) == {"correct"}
     assert document["cases"]["side_stream"]["stale_trials"] == 20
+
+
+class _TorchWithoutGpuWork:
+    """Just enough torch for raw_pointer_triton to reach its first kernel launch."""
+
+    def __init__(self):
+        self.cuda = type("cuda", (), {"graph": None, "CUDAGraph": None})
+        self._lazy_clone = lambda x: x
+
+    def zeros(self, n, device):
+        return [0.0] * n
+
+    def empty_like(self, x):
+        return list(x)
+
+
+class _Launch:
+    """A Triton kernel whose launcher build fails the way `launch` does."""
+
+    def __init__(self, launch):
+        self.launch = launch
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.launch()
+
+
+def _launch_failure(monkeypatch, launch) -> str:
+    monkeypatch.setattr(probe, "_triton_double", lambda: _Launch(launch))
+    with pytest.raises(Exception) as raised:  # noqa: B017, PT011 - the probe's one catch-all
+        probe.case_raw_pointer_triton(_TorchWithoutGpuWork(), 1)
+    return probe.exception_text(raised.value)
+
+
+def test_triton_without_a_c_compiler_is_named_as_the_environments_failure(monkeypatch):
+    # The message measured on the H200 in a container without gcc (reports/docker-h200/no-compiler)
+    measured = ("Failed to find C compiler. Please specify via CC environment variable or set "
+                "triton.knobs.build.impl.")
+
+    def launch():
+        raise RuntimeError(measured)
+    said = _launch_failure(monkeypatch, launch)
+    assert said.startswith("RuntimeError: Triton needs a C compiler in the environment")
+    assert "apt-get install gcc libc6-dev python3-dev" in said
+    assert said.endswith(f"<- RuntimeError: {measured}")
+
+
+def test_a_launcher_build_that_finds_no_python_h_is_named_too(monkeypatch, tmp_path):
+    """Triton compiles its launcher as `gcc main.c -I<python include> …`: here a real gcc that
+    sees no system headers, as in an image without python3-dev."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("no gcc on this machine to fail a real build with")
+    (tmp_path / "main.c").write_text("#include <Python.h>\nint main(void) { return 0; }\n")
+
+    def launch():
+        subprocess.check_call([gcc, "-nostdinc", "-c", str(tmp_path / "main.c"), "-o",
+                               str(tmp_path / "main.o")], stderr=subprocess.DEVNULL)
+    said = _launch_failure(monkeypatch, launch)
+    assert said.startswith("RuntimeError: Triton needs a C compiler in the environment")
+    assert "<- CalledProcessError: Command '['" in said
+
+
+def test_any_other_launch_failure_is_left_as_it_was(monkeypatch):
+    def launch():
+        raise ValueError("out of resources: shared memory")
+    assert _launch_failure(monkeypatch, launch) == "ValueError: out of resources: shared memory"
