@@ -791,7 +791,13 @@ def case_raw_pointer_triton(torch, trials):
     kernel = _triton_double()
     grid = (_cdiv(NUMEL, 1024),)
     warm = torch.zeros(NUMEL, device="cuda")
-    kernel[grid](warm, torch.empty_like(warm), NUMEL, BLOCK=1024)  # compile outside capture
+    try:
+        kernel[grid](warm, torch.empty_like(warm), NUMEL, BLOCK=1024)  # compile outside capture
+    except Exception as exc:  # noqa: BLE001 - named when the environment lacks Triton's toolchain
+        named = _without_toolchain(exc)
+        if named is None:
+            raise
+        raise named from exc
 
     def body(x, early):
         y = torch._lazy_clone(x)
@@ -799,6 +805,22 @@ def case_raw_pointer_triton(torch, trials):
         kernel[grid](y, out, NUMEL, BLOCK=1024)  # Triton's launcher calls y.data_ptr()
         return out
     return _replayed(torch, body)
+
+
+def _without_toolchain(exc):
+    """Triton builds its launcher with a C compiler against Python.h the first time a kernel
+    runs; where either is missing that is the environment's failure, said as such (the case
+    stays `error`: nothing was measured).  None for any other failure."""
+    text = exception_text(exc)
+    compiler = "C compiler" in text
+    build = isinstance(exc, subprocess.CalledProcessError) and any(
+        os.path.basename(str(word)) in ("gcc", "clang", "cc") for word in (exc.cmd or [])[:1])
+    if not (compiler or build):
+        return None
+    return RuntimeError(
+        "Triton needs a C compiler in the environment (gcc or clang, with libc headers and "
+        "Python.h: on Debian/Ubuntu `apt-get install gcc libc6-dev python3-dev`; CC picks "
+        "another) to build its kernel launcher")
 
 
 def _cdiv(a, b):
