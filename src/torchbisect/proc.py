@@ -10,6 +10,8 @@ Nothing a command starts may outlive it, hang us, or outlive torchbisect:
 * a watchdog process (`_WATCHDOG`) learns each group and the token of this torchbisect process
   (`TORCHBISECT_OWNER`); when we die — even by kill -9 — its stdin reaches EOF and it kills them,
   then runs the clean-ups registered with `at_end` (the docker backend removes its containers);
+* a command starts with SIGINT at its default even when torchbisect ignores it, so the SIGINT
+  that stops a run reaches it (`_sigint_default`);
 * output is drained as it comes but only its first and last `KEEP_BYTES` are kept (`Kept`): a
   probe that prints 2 GB costs neither our memory nor a 2 GB log, and the kept text says what was
   cut; it is masked (`masking.mask`) before anyone reads it or it reaches a log.
@@ -72,7 +74,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
     try:
         child = subprocess.Popen(argv, env=full_env, cwd=cwd, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 start_new_session=True)
+                                 start_new_session=True, preexec_fn=_sigint_default())
     except FileNotFoundError:
         raise CommandFailed(argv, 127, f"{argv[0]}: command not found") from None
     running = _Running(child, token)
@@ -94,6 +96,25 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
         raise CommandFailed(argv, child.returncode, output)
     return Completed(argv=tuple(argv), returncode=child.returncode, output=output,
                      seconds=seconds)
+
+
+def _sigint_default() -> Callable[[], None] | None:
+    """What makes the child's SIGINT default again, when ours is ignored.
+
+    An ignored signal stays ignored across exec (a handled one does not), so a torchbisect
+    started with SIGINT ignored (a script's background job, nohup-like launchers) would start
+    commands deaf to the SIGINT that stops them (`signal_all`), and every stop would wait for
+    the SIGKILL fallback.  Popen's `restore_signals` resets only SIGPIPE/SIGXFSZ, hence a
+    preexec function, set only then: it runs between fork and exec, which the subprocess docs
+    call unsafe with threads, so the usual launch keeps Popen's fast path without it.  The
+    command runs in a session of its own: no terminal's Ctrl-C reaches it either way."""
+    if signal.getsignal(signal.SIGINT) != signal.SIG_IGN:
+        return None
+    return _default_sigint
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class _Running:

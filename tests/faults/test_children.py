@@ -160,3 +160,41 @@ def test_kill_9_during_install_stops_the_installer_and_the_rerun_succeeds(tmp_pa
                           timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert _runs(tmp_path / "results.sqlite") == [("dev-k0", "ok", "")]
+
+
+# A torchbisect whose own SIGINT is ignored (a script's background job): the SIGINT it sends to
+# stop a command must still stop it, not wait for the SIGKILL fallback.
+STOPPED_BY_SIGINT = r"""
+import os, signal, sys, threading, time
+from torchbisect import proc
+from torchbisect.errors import CommandFailed
+assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN, "not launched with SIGINT ignored"
+pidfile, ended = sys.argv[1], {}
+def command():
+    try:
+        ended["how"] = proc.run(["sh", "-c", 'echo $$ > "$0"; exec sleep 300', pidfile],
+                                check=False, timeout=60).returncode
+    except CommandFailed as exc:
+        ended["how"] = "timed out" if exc.timed_out else exc
+worker = threading.Thread(target=command)
+worker.start()
+deadline = time.monotonic() + 60
+while not (os.path.exists(pidfile) and open(pidfile).read().strip()):
+    assert time.monotonic() < deadline, "the command never started"
+    time.sleep(0.05)
+status = open("/proc/%s/status" % open(pidfile).read().strip()).read()
+ignored = int(status.split("SigIgn:")[1].split()[0], 16)
+print("command ignores SIGINT:", bool(ignored & 1 << (signal.SIGINT - 1)))
+proc.signal_all(signal.SIGINT)
+worker.join()
+print("command ended:", ended["how"])
+"""
+
+
+def test_a_command_started_by_a_torchbisect_that_ignores_sigint_still_stops_on_sigint(tmp_path):
+    done = subprocess.run(["bash", "-c", 'trap "" INT; exec "$@"', "-", sys.executable, "-c",
+                           STOPPED_BY_SIGINT, str(tmp_path / "pid")],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == ["command ignores SIGINT: False",
+                                        f"command ended: {-signal.SIGINT}"]
