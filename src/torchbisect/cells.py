@@ -7,6 +7,7 @@ must give one wheel one id, or neither finds the other's stored verdict.  The sh
     nightly-20261001-cu130-cp312                                        (one build that date)
     nightly-20261001-2.17.0-cu130-cp312                                 (a date with two builds)
     dev-<name>   preinstalled   preinstalled-<label>-cp312              (named, not derived)
+    commit-<sha12>-on-nightly-20261001-cu130-cp312        (a commit's Python on a nightly's binary)
 
 A `--script` run is not a probe run of its build: its id ends in `-script-<sha12>`, so it never
 stands in for the probe's verdict on the page.
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from .model import Channel
 
 PREINSTALLED = "preinstalled"
+COMMIT = "commit"
 _BUILD = re.compile(
     r"(?P<channel>stable|test|nightly)-(?P<key>[^-]+)(?:-(?P<version>\d+(?:\.\d+)+))?"
     r"-(?P<cuda>[^-]+)-(?P<python>cp\d+t?)(?:-(?P<variant>script-[0-9a-f]+))?")
@@ -77,6 +79,17 @@ def nightly(day: str, cuda: str, python: str, *, bump_version: str = "", probe: 
     """
     extra = f"-{bump_version}" if bump_version else ""
     return _variant(f"nightly-{day.replace('-', '')}{extra}-{cuda}-{_tag(python)}", probe)
+
+
+def commit(sha: str, nightly_id: str) -> str:
+    """`commit-<sha12>-on-nightly-20261001-cu130-cp312`: a main-branch commit's Python files
+    overlaid on that nightly's binary (`bisect --pytorch-repo`).  Not a build of its own, so
+    `parse` does not read it and the page's matrix leaves it out (`is_commit`)."""
+    return f"{COMMIT}-{sha[:12]}-on-{nightly_id}"
+
+
+def is_commit(cell_id: str) -> bool:
+    return cell_id.startswith(f"{COMMIT}-")
 
 
 def dev(name: str) -> str:

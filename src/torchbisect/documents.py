@@ -119,6 +119,7 @@ class NightlyPointJson(TypedDict):
     main_sha: str
     stale_fraction: float | None
     reason: str
+    commit: NotRequired[str]  # a main-branch commit overlaid on this nightly's binary
 
 
 class BisectionJson(TypedDict):
@@ -145,6 +146,8 @@ class BisectionJson(TypedDict):
     rule: str
     reproduce: str
     finished: str
+    # down to the commit (`bisect --pytorch-repo`): the bisection over the commits of this pair
+    narrowed: NotRequired[BisectionJson]
 
 
 class ResultsDocument(TypedDict):

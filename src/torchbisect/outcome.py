@@ -38,6 +38,9 @@ class NightlyPoint:
     main_sha: str = ""  # parsed from "YYYY-MM-DD nightly release (<sha>)"
     stale_fraction: float | None = None
     reason: str = ""  # why unknown, or the case detail
+    # A main-branch commit run as an overlay on this nightly's binary (`bisect --pytorch-repo`);
+    # "" for the nightly (or release) itself.
+    commit: str = ""
 
     def __post_init__(self) -> None:
         # Read back from JSON (a store, a --json file) the verdict is text: it becomes the enum
@@ -46,12 +49,15 @@ class NightlyPoint:
 
     @property
     def key(self) -> str:
-        """What the user calls it and passes back as --good/--bad/--forget: a nightly's date,
-        a release's version."""
-        return self.date or self.version
+        """What the user calls it and passes back as --good/--bad/--forget: a commit's short
+        sha, a nightly's date, a release's version."""
+        return self.commit[:12] or self.date or self.version
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "verdict": self.verdict.value}
+        data = {**asdict(self), "verdict": self.verdict.value}
+        if not self.commit:
+            del data["commit"]  # a nightly's point reads as it did before commits were bisected
+        return data
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +89,9 @@ class BisectResult:
     rule: str = ""  # how a flaky case becomes "bad", stated in the output
     reproduce: str = ""
     finished: str = ""  # ISO 8601 UTC
+    # The same change down to the commit (`bisect --pytorch-repo`): a bisection over the
+    # main-branch commits between this one's pair, whose unit is "commit".
+    narrowed: BisectResult | None = None
 
     def __post_init__(self) -> None:
         if not self.candidates and self.after is not None:
@@ -95,8 +104,10 @@ class BisectResult:
 
     @property
     def unit(self) -> str:
-        """What was bisected, in the user's words: "nightly" or "release"."""
+        """What was bisected, in the user's words: "commit", "nightly" or "release"."""
         ends = [p for p in (self.before, self.after, *self.points) if p is not None]
+        if any(p.commit for p in ends):
+            return "commit"
         return "nightly" if any(p.date for p in ends) else "release"
 
     @property
@@ -125,7 +136,7 @@ class BisectResult:
             "rule": self.rule,
             "reproduce": self.reproduce,
             "finished": self.finished,
-        }
+        } | ({"narrowed": self.narrowed.to_json()} if self.narrowed else {})
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BisectResult:
@@ -155,6 +166,7 @@ class BisectResult:
             rule=data.get("rule", ""),
             reproduce=data.get("reproduce", ""),
             finished=data.get("finished", ""),
+            narrowed=cls.from_json(data["narrowed"]) if data.get("narrowed") else None,
         )
 
 

@@ -33,14 +33,17 @@ class Candidate:
     version: str
     wheel: Any  # torchbisect.index.Wheel
     cell: Cell
+    commit: str = ""  # a main-branch commit overlaid on this nightly's binary (bisect/narrow.py)
 
     @property
     def key(self) -> str:
-        """What the user calls it: its date for a nightly, its version for a release."""
-        return self.date or self.version
+        """What the user calls it: a commit's short sha, a nightly's date, a release's version."""
+        return self.commit[:12] or self.date or self.version
 
     @property
     def label(self) -> str:
+        if self.commit:
+            return f"commit {self.commit[:12]} on the {self.date} nightly's binary"
         return f"the {self.date} nightly ({self.version})" if self.date else \
             f"release {self.version}"
 

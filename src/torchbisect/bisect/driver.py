@@ -66,7 +66,7 @@ class Bisector:
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prefetch")
 
     def search(self, cands: CandidateList) -> SearchResult:
-        self._cands = tuple(_with_rule(c, self.rule) for c in cands.candidates)
+        self._cands = tuple(with_rule(c, self.rule) for c in cands.candidates)
         self._stored = self._reusable_runs()
         self.progress.start(cands, rule=self.rule.describe(), stored=len(self._stored))
         try:
@@ -80,7 +80,7 @@ class Bisector:
     def judge(self, cand: Candidate) -> NightlyPoint:
         """One candidate outside a search (the walk to a missing end): its stored verdict, or
         a run now, stored.  Counted in `new_runs` when run now."""
-        cell = _with_rule(cand, self.rule).cell
+        cell = with_rule(cand, self.rule).cell
         run = self._stored_run(cell)
         reused = run is not None
         if run is None:
@@ -189,7 +189,7 @@ class _Steps(SearchHandler):
         self.b.progress.probing(self.b._cands[index], left=max(hi - lo - 1, 0))
 
 
-def _with_rule(cand: Candidate, rule: Rule) -> Candidate:
+def with_rule(cand: Candidate, rule: Rule) -> Candidate:
     """The candidate with what the rule puts in the probe's environment (a --script's command)."""
     env = dict(cand.cell.env) | dict(rule.env)
     if env == dict(cand.cell.env):
@@ -201,4 +201,4 @@ def _with_rule(cand: Candidate, rule: Rule) -> Candidate:
 def _point(cand: Candidate, judged: Judged) -> NightlyPoint:
     return NightlyPoint(date=cand.date, version=cand.version, verdict=judged.verdict,
                         git_version=judged.git_version, stale_fraction=judged.stale_fraction,
-                        reason=judged.reason)
+                        reason=judged.reason, commit=cand.commit)

@@ -7,7 +7,7 @@ wires (candidates, driver, search, result, commits) are each usable and tested o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging.version import Version
@@ -29,6 +29,7 @@ from .candidates import (
 from .commits import CommitLookup
 from .driver import Bisector, Progress
 from .forget import Forgotten, Settings, forget
+from .narrow import narrow
 from .result import Context, build_result
 from .search import EndsError, SearchResult
 from .telling import check_script, ends_sentence, so_far
@@ -59,6 +60,7 @@ class BisectOptions:
     overlay: bool = False
     repeat: int = 1  # answers of --script asked at each of the two decisive nightlies
     walk_limit: int = DEFAULT_LIMIT  # days from --bad the walk to a good nightly may go
+    narrow: bool = False  # --pytorch-repo: then down to the commit, with `repo`'s history
 
     @property
     def rule(self) -> Rule:
@@ -71,6 +73,7 @@ class Bisection:
     result: BisectResult
     new_runs: int  # probe (or script) runs made now; the rest came from the store
     notes: tuple[str, ...] = ()
+    commit_runs: int = 0  # of --pytorch-repo's commit bisection (`result.narrowed`), made now
 
 
 def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisection:
@@ -89,11 +92,17 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
     name = options.backend or ("venv" if options.script is not None else None)
     backend = choose_backend(name, BackendOptions(workdir=options.workdir,
                                                   overlay=options.overlay), say=progress.note)
+    if options.narrow and backend.name != "venv":
+        raise ConfigError(f"--pytorch-repo runs commits as hard-linked copies of a nightly's "
+                          f"venv on this host: use --backend venv, not {backend.name}")
+    gpu = _first_gpu()
     with Store(options.store) as store:
-        bisector = Bisector(
-            backend=backend, store=store, rule=options.rule, direction=options.direction,
-            logs=options.logs or options.store.parent / "logs", gpu=_first_gpu(),
-            progress=progress)
+        def bisector_on(on) -> Bisector:
+            return Bisector(
+                backend=on, store=store, rule=options.rule, direction=options.direction,
+                logs=options.logs or options.store.parent / "logs", gpu=gpu, progress=progress)
+
+        bisector = bisector_on(backend)
         walked = None
         try:
             if options.good is None:
@@ -116,8 +125,18 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
                                      extra_points=walk_points)
         for note in notes:
             progress.note(note)
+        commit_runs = 0
+        if options.narrow and options.repo is not None:
+            done = narrow(result, cands, backend=backend, bisector=bisector_on,
+                          repo=options.repo, workdir=options.workdir)
+            for note in done.notes:
+                progress.note(note)
+            notes = [*notes, *done.notes]
+            commit_runs = done.new_runs
+            result = replace(result, narrowed=done.result)
         store.add_bisection(result)
-    return Bisection(result=result, new_runs=bisector.new_runs, notes=(*cands.notes, *notes))
+    return Bisection(result=result, new_runs=bisector.new_runs, notes=(*cands.notes, *notes),
+                     commit_runs=commit_runs)
 
 
 def take_back(options: BisectOptions, what: str) -> Forgotten:
@@ -238,6 +257,8 @@ def _context(options: BisectOptions) -> Context:
         flags += ["--backend", options.backend]
     if options.overlay:
         flags.append("--overlay")
+    if options.narrow and options.repo is not None:
+        flags += ["--pytorch-repo", str(options.repo)]
     return Context(direction=options.direction, case=options.rule.case_name, cuda=options.cuda,
                    python=options.python, rule=options.rule.describe(),
                    rerun_flags=tuple(flags))

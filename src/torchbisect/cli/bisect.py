@@ -65,6 +65,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="where the venv backend keeps its venvs and downloads (default %(default)s)")
     add("--repo", type=Path, default=None, metavar="PATH",
         help="a pytorch clone with the nightly branch, for main shas and `git log`")
+    add("--pytorch-repo", type=Path, default=None, metavar="PATH",
+        help="a pytorch clone (`git clone --filter=blob:none` is enough): after the nightlies, "
+             "bisect the main-branch commits of the pair, running Python-only commits on a "
+             "nightly's binary (implies --repo PATH; needs the venv backend)")
     add("--no-github", action="store_true", help="do not ask the GitHub API for main shas")
     add("--timeout", type=float, default=defaults.TIMEOUT, metavar="SECONDS",
         help="per nightly (default %(default).0f)")
@@ -90,14 +94,15 @@ def run(args: argparse.Namespace) -> int:
     if args.bad is None:
         return 0
     done = bisect(options, _Console(reasks=2 * (options.repeat - 1)))
-    print(render_text(done.result, new_runs=done.new_runs))
+    print(render_text(done.result, new_runs=done.new_runs, commit_runs=done.commit_runs))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(done.result.to_json(), indent=2) + "\n")
     if args.markdown:
         with args.markdown.open("a", encoding="utf-8") as fh:
             fh.write(render_markdown(done.result) + "\n")
-    return 0 if done.result.exact else NOT_EXACT
+    final = done.result.narrowed or done.result
+    return 0 if final.exact else NOT_EXACT
 
 
 def _say_forgotten(what: str, gone: Forgotten, options: BisectOptions) -> None:
@@ -127,6 +132,11 @@ def _options(args: argparse.Namespace) -> BisectOptions:
     if args.walk_limit is not None and (args.good is not None or args.walk_limit < 1):
         raise ConfigError("--walk-limit is for a bisection without --good, and a whole number of "
                           "days of at least 1")
+    if args.pytorch_repo is not None and args.repo is not None and \
+            args.repo.resolve() != args.pytorch_repo.resolve():
+        raise ConfigError("--repo and --pytorch-repo name two clones: give --pytorch-repo alone")
+    if args.pytorch_repo is not None and args.bad is None:
+        raise ConfigError("--pytorch-repo needs --bad (and the rest of a bisection)")
     if args.repeat is not None and (args.script is None or args.repeat < 1):
         raise ConfigError("--repeat needs --script and a whole number of at least 1; racy "
                           "probe cases take --trials and --min-stale instead")
@@ -136,7 +146,8 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         cuda=args.cuda, python=args.python, platform=args.platform,
         case=args.case or DEFAULT_CASE, script=args.script, trials=args.trials,
         min_stale=args.min_stale, index_url=args.index_url, backend=args.backend,
-        store=args.store, workdir=args.workdir, repo=args.repo, github=not args.no_github,
+        store=args.store, workdir=args.workdir, repo=args.pytorch_repo or args.repo,
+        narrow=args.pytorch_repo is not None, github=not args.no_github,
         timeout=args.timeout, overlay=args.overlay,
         repeat=args.repeat or (2 if args.script is not None else 1),
         walk_limit=args.walk_limit or DEFAULT_LIMIT)
@@ -155,8 +166,10 @@ class _Console(Progress):
     def start(self, cands: CandidateList, *, rule, stored):
         first, last = cands.candidates[0], cands.candidates[-1]
         bound = math.ceil(math.log2(len(cands.candidates))) + 2
-        again = f", then {self.reasks} re-asks (--repeat)" if self.reasks else ""
-        gaps = f" ({len(cands.missing)} dates have none)" if first.date else ""
+        again = f", then {self.reasks} re-asks (--repeat)" if self.reasks and not first.commit \
+            else ""
+        gaps = f" ({len(cands.missing)} dates have none)" if first.date and not first.commit \
+            else ""
         self._say(f"{len(cands.candidates)} {_kind(first)} from {first.key} to {last.key}{gaps}; "
                   f"at most {bound} probes while none is unknown{again}; {stored} already "
                   "judged in the store")
@@ -172,4 +185,4 @@ class _Console(Progress):
 
 
 def _kind(cand: Candidate) -> str:
-    return "nightlies" if cand.date else "releases"
+    return "commits" if cand.commit else "nightlies" if cand.date else "releases"

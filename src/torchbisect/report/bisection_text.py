@@ -21,7 +21,8 @@ def lead(r: BisectResult) -> str:
         return f"the {first} {r.unit} is one of {len(r.candidates)}: {', '.join(r.candidates)}"
     if r.before is None:
         return f"the {first} {r.unit} is {r.after.key}"
-    gap = f"; no nightly was published on {', '.join(r.missing)}" if r.missing else ""
+    gap = f"; no nightly was published on {', '.join(r.missing)}" \
+        if r.missing and r.unit == "nightly" else ""
     return (f"the {first} {r.unit} is {r.after.key} (exact: the {r.unit} before it, "
             f"{r.before.key}, is {r.before.verdict.value}{gap})")
 
@@ -34,8 +35,9 @@ def _line(name: str, p: NightlyPoint | None) -> str:
     return f"{name + ':':11} {when}  {p.version}  git {p.git_version[:12] or '?'}  main {main}"
 
 
-def render_text(r: BisectResult, *, new_runs: int) -> str:
-    """The terminal report; `new_runs` of the result's probes were run now, the rest reused."""
+def render_text(r: BisectResult, *, new_runs: int, commit_runs: int = 0) -> str:
+    """The terminal report; `new_runs` of the result's probes were run now, the rest reused
+    (`commit_runs` of the commit bisection's, when there is one)."""
     names = r.pair_names
     lines = [lead(r), _line(names[0], r.before), _line(names[1], r.after)]
     if not r.exact:
@@ -53,7 +55,40 @@ def render_text(r: BisectResult, *, new_runs: int) -> str:
         lines.append(f"missing:    {', '.join(r.missing)} (no nightly that day)")
     lines.append(f"rule:       {r.rule}")
     lines.append(f"reproduce:  {r.reproduce}")
+    if r.narrowed:
+        lines += ["", *commit_lines(r.narrowed, new_runs=commit_runs)]
     return "\n".join(lines)
+
+
+def commit_lines(c: BisectResult, *, new_runs: int) -> list[str]:
+    """The commit-level answer under the nightlies' (`bisect --pytorch-repo`): each candidate
+    with its subject and link, and, when no nightly's binary could run it, how to build it."""
+    lines = [f"down to the commit: {lead(c)}"]
+    for line in c.commits:
+        sha, kind, subject = (line.split(" ", 2) + ["", ""])[:3]
+        lines.append(f"  {sha[:12]} {kind:8} {subject}")
+        lines.append(f"    {commit_url(sha)}")
+        if not c.exact:
+            lines.append(f"    build: {build_recipe(sha)}")
+    if c.missing:
+        lines.append(f"untestable: {', '.join(c.missing)} (no nightly's binary has their "
+                     "compiled part: build them from source)")
+    if c.unknown:
+        lines.append(f"unknown:    {', '.join(c.unknown)} (tried, no verdict)")
+    lines.append(f"compare:    {c.compare_url}")
+    lines.append(f"probes:     {c.probes} over the commits ({new_runs} run now, "
+                 f"{c.probes - new_runs} from the store)")
+    return lines
+
+
+def commit_url(sha: str) -> str:
+    return f"https://github.com/pytorch/pytorch/commit/{sha}"
+
+
+def build_recipe(sha: str) -> str:
+    """One commit from source, in the clone (PyTorch's own steps, short)."""
+    return (f"git checkout {sha} && git submodule update --init --recursive && "
+            "python setup.py develop")
 
 
 def render_markdown(r: BisectResult) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..model import CellRun
 from ..outcome import BisectResult, Direction
+from .bisection_text import lead
 from .headline import gpu_of
 from .page import BisectView
 from .public import public_text
@@ -24,6 +25,19 @@ def gpu_of_bisection(bisection: BisectResult, runs: list[CellRun], gpus: list[st
     ends = {p.version for p in (bisection.before, bisection.after) if p and p.version}
     found = {gpu_of(r) for r in runs if r.cell.version in ends}
     return found.pop() if len(found) == 1 else ""
+
+
+def _commit_facts(c: BisectResult) -> list[tuple[str, str]]:
+    """The commit bisection under the nightly one it narrows (`bisect --pytorch-repo`)."""
+    listed = []
+    for line in c.commits:
+        sha, kind, subject = (line.split(" ", 2) + ["", ""])[:3]
+        listed.append(f"{sha[:12]} ({kind}) {subject}")
+    return [("down to the commit", public_text(lead(c))),
+            ("commit candidates" if not c.exact else "commit", public_text("; ".join(listed))),
+            ("untestable (no nightly's binary)", ", ".join(c.missing)),
+            ("commit probes run", str(c.probes)),
+            ("commit compare", public_text(c.compare_url))]
 
 
 def _sha(point) -> str:
@@ -49,6 +63,8 @@ def bisect_view(b: BisectResult, gpu: str = "", *, several_gpus: bool = False) -
              ("reproduce", public_text(b.reproduce)), ("finished", b.finished)]
     if b.compare_url and not safe_url(b.compare_url):
         facts.append(("compare (not an https URL, not linked)", b.compare_url))
+    if b.narrowed:
+        facts += _commit_facts(b.narrowed)
     on = f" on {gpu}" if gpu and several_gpus else ""
     return BisectView(title=f"{what} for {b.case}{on}: {answer}",
                       facts=tuple((k, v) for k, v in facts if v and v.strip("?… ")),

@@ -11,6 +11,7 @@ import datetime as dt
 import re
 from collections import Counter
 
+from .. import cells
 from ..model import CaseResult, CellRun, Channel, RunStatus
 from ..outcome import BisectResult
 from .advice import build_advice
@@ -202,8 +203,11 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
                generated: dt.datetime, empty_reason: str = "",
                examples: tuple[tuple[str, str], ...] = (), links: Links | None = None,
                bench: dict | None = None) -> PageView:
-    # `bisect --script` verdicts come from the user's command, not the probe: not on the page.
-    runs = [r for r in runs if not r.cell.probe.startswith("script:")]
+    # `bisect --script` verdicts come from the user's command, not the probe, and a commit's
+    # Python on a nightly's binary (`bisect --pytorch-repo`) is no build: not in the matrix
+    # (the commit bisection shows under the nightly bisection it narrows).
+    runs = [r for r in runs if not r.cell.probe.startswith("script:")
+            and not cells.is_commit(r.cell.id)]
     columns = columns_for(runs)
     by_gpu: dict[str, list[CellRun]] = {}
     for run in runs:

@@ -1,0 +1,339 @@
+"""Down to the commit (`bisect --pytorch-repo`): a stand-in PyTorch-shaped clone, stand-in
+nightlies built from two of its commits, the real CLI with the venv backend and a `--script`.
+
+The clone's `torch/**.py` files are Python; `csrc/kernels.txt` and `setup.py` are "compiled": a
+stand-in nightly's binary is `torch/_C.py`, generated from csrc/kernels.txt at build time (so an
+overlay never carries it), beside the commit's Python files and a `torch/version.py` naming a
+synthetic `YYYY-MM-DD nightly release (<main sha>)` commit on the `nightly` branch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import write_wheel
+from indexserver import serve
+from test_bisect_commits import _git
+
+from torchbisect import cells
+from torchbisect.bisect.gitrange import Commit, PythonTree, is_python_file, plan
+from torchbisect.bisect.overlay import link_tree, overlay_python_files
+from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
+from torchbisect.report.bisection_text import render_text
+from torchbisect.report.bisections import bisect_view
+from torchbisect.report.synthetic import synthetic_run
+from torchbisect.report.view import build_view
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
+OLD, NEW = "2025-09-01", "2025-09-02"
+INIT = ("from .version import __version__, git_version\nfrom . import _C\n"
+        "from .feature import BROKEN\n")
+CHECK = 'python -c "import sys, torch; sys.exit(1 if torch.BROKEN or torch._C.BROKEN else 0)"'
+COMPILED = {13: ("csrc/kernels.txt", "fast\n"), 17: ("setup.py", "# build v2\n")}
+
+
+def history(culprit: int | None = None, broken_kernel: int | None = None,
+            import_breaks: int | None = None) -> list[tuple[str, dict[str, str]]]:
+    """30 commits after the older nightly's: Python ones, and compiled ones at 13 and 17.
+
+    `culprit`: a Python commit that sets torch.feature.BROKEN; `broken_kernel`: the compiled
+    commit whose kernels are broken; `import_breaks`: a Python commit whose torch/__init__.py
+    imports a kernel only a later binary has (main broken there), put back by the next commit.
+    """
+    commits = []
+    for i in range(1, 31):
+        files = {f"torch/utils/m{i}.py": f"N = {i}\n"}
+        if i in COMPILED:
+            path, text = COMPILED[i]
+            files = {path: text + ("broken\n" if i == broken_kernel else "")}
+        if i == culprit:
+            files["torch/feature.py"] = "BROKEN = True\n"
+        if i == import_breaks:
+            files["torch/__init__.py"] = INIT + "from ._C import NEW_KERNEL\n"
+        if import_breaks is not None and i == import_breaks + 1:
+            files["torch/__init__.py"] = INIT
+        commits.append((f"change {i} ({'compiled' if i in COMPILED else 'python'})", files))
+    return commits
+
+
+def make_clone(path: Path, commits: list[tuple[str, dict[str, str]]]) -> list[str]:
+    """main: a start commit, then `commits`; nightly: one commit per end.  Returns main shas."""
+    path.mkdir(parents=True)
+    _git(path, "init", "-q", "-b", "main")
+    start = {"torch/__init__.py": INIT, "torch/feature.py": "BROKEN = False\n",
+             "csrc/kernels.txt": "ok\n", "setup.py": "# build\n"}
+    shas = []
+    for subject, files in [("start", start), *commits]:
+        for name, text in files.items():
+            (path / name).parent.mkdir(parents=True, exist_ok=True)
+            (path / name).write_text(text)
+        _git(path, "add", "-A")
+        _git(path, "commit", "-q", "-m", subject)
+        shas.append(_git(path, "rev-parse", "HEAD"))
+    return shas
+
+
+def nightly_commit(repo: Path, day: str, main: str) -> str:
+    _git(repo, "checkout", "-q", "-B", "nightly")
+    _git(repo, "commit", "-q", "--allow-empty", "-m", f"{day} nightly release ({main})")
+    sha = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "checkout", "-q", "main")
+    return sha
+
+
+def standin_nightly(repo: Path, folder: Path, day: str, main: str) -> Path:
+    """The commit's torch/**.py, its binary (torch/_C.py from csrc/kernels.txt) and version.py."""
+    version = f"2.10.0.dev{day.replace('-', '')}+cpu"
+    git_version = nightly_commit(repo, day, main)
+    names = _git(repo, "ls-tree", "-r", "--name-only", main, "torch").split()
+    files = {n: _git(repo, "show", f"{main}:{n}") + "\n" for n in names if n.endswith(".py")}
+    kernels = _git(repo, "show", f"{main}:csrc/kernels.txt").split()
+    files["torch/_C.py"] = (f"BROKEN = {'broken' in kernels}\n"
+                            + ("NEW_KERNEL = 1\n" if "fast" in kernels else ""))
+    files["torch/version.py"] = f"__version__ = {version!r}\ngit_version = {git_version!r}\n"
+    return write_wheel(folder, version, files, tag=f"{TAG}-{TAG}-manylinux_2_28_x86_64")
+
+
+def make_world(base: Path, commits) -> tuple[Path, list[str]]:
+    shas = make_clone(base / "pytorch", commits)
+    (base / "index" / "torch").mkdir(parents=True)
+    links = []
+    for day, main in ((OLD, shas[0]), (NEW, shas[-1])):
+        whl = standin_nightly(base / "pytorch", base / "index" / "wheels", day, main)
+        links.append(f'<a href="../wheels/{whl.name.replace("+", "%2B")}">{whl.name}</a><br/>')
+    (base / "index" / "torch" / "index.html").write_text(
+        "<!DOCTYPE html>\n<html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+    return base, shas
+
+
+def bisect(base: Path, url: str, *extra: str) -> subprocess.CompletedProcess:
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    args = [sys.executable, "-m", "torchbisect", "bisect", "--good", OLD, "--bad", NEW,
+            "--cuda", "cpu", "--python", PY, "--index-url", url, "--backend", "venv",
+            "--store", str(base / "work" / "results.sqlite"), "--workdir", str(base / "venvs"),
+            "--pytorch-repo", str(base / "pytorch"), "--no-github",
+            "--script", f'echo "${{TORCHBISECT_COMMIT:-nightly}}" >> {base / "runs.txt"}; {CHECK}',
+            "--json", str(base / "work" / "bisect.json"), *extra]
+    (base / "work").mkdir(exist_ok=True)
+    return subprocess.run(args, env=env, cwd=base / "work", capture_output=True, text=True,
+                          timeout=600)
+
+
+def runs(base: Path) -> list[str]:
+    """The commits the script ran on, in order ("nightly" for a nightly itself)."""
+    path = base / "runs.txt"
+    return path.read_text().split() if path.exists() else []
+
+
+def short(shas: list[str], *indexes: int) -> list[str]:
+    return [shas[i][:12] for i in indexes]
+
+
+TESTABLE = 12 + 14  # commits 1-12 on the older nightly's binary, 17-30 on the newer one's
+
+
+# -- fast: the classification and the overlay's files ----------------------------------------
+
+@pytest.mark.parametrize(("path", "python"), [
+    ("torch/_dynamo/eval_frame.py", True), ("torch/version.py", False),
+    ("torch/csrc/autograd/engine.cpp", False), ("torch/_C/__init__.pyi.in", False),
+    ("torchgen/gen.py", False), ("tools/setup_helpers/cmake.py", False),
+    ("third_party/fbgemm", False), ("version.txt", False), ("setup.py", False),
+    ("torch/_inductor/codegen/triton.py", True), ("aten/src/ATen/native/Copy.cpp", False),
+])
+def test_only_python_files_of_the_torch_package_are_python(path, python):
+    assert is_python_file(path) is python
+
+
+def _c(name: str, *paths: str) -> Commit:
+    return Commit(sha=name * 40, subject=name, paths=paths)
+
+
+def test_commits_before_the_first_and_from_the_last_compiled_commit_have_a_binary():
+    commits = (_c("a", "torch/a.py"), _c("b", "csrc/x.cpp"), _c("c", "torch/c.py"),
+               _c("d", "setup.py"), _c("e", "torch/e.py"), _c("f", "torch/f.py"))
+    assert [t.on for t in plan(commits)] == ["older", "", "", "newer", "newer", "newer"]
+    python_only = (_c("a", "torch/a.py"), _c("b", "torch/b.py"), _c("c"))
+    assert [t.on for t in plan(python_only)] == ["older", "older", "newer"]
+
+
+def test_the_overlay_replaces_files_and_never_writes_through_a_link(tmp_path):
+    venv = tmp_path / "venv"
+    site = venv / "lib" / f"python{PY}" / "site-packages"
+    (site / "torch" / "__pycache__").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (site / "torch" / "__init__.py").write_text("A = 1\n")
+    (site / "torch" / "gone.py").write_text("G = 1\n")
+    (site / "torch" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"old")
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    link_tree(venv, tmp_path / "overlay")
+    overlay_python_files(tmp_path / "overlay", PythonTree(
+        write={"torch/__init__.py": b"A = 2\n", "torch/new/mod.py": b"M = 1\n"},
+        delete=("torch/gone.py",)))
+    out = tmp_path / "overlay" / "lib" / f"python{PY}" / "site-packages" / "torch"
+    assert (out / "__init__.py").read_text() == "A = 2\n"
+    assert (out / "new" / "mod.py").read_text() == "M = 1\n"
+    assert not (out / "gone.py").exists()
+    assert not (out / "__pycache__" / "__init__.cpython-311.pyc").exists()
+    # the nightly's venv is as it was, and the files not replaced are the same inodes
+    assert (site / "torch" / "__init__.py").read_text() == "A = 1\n"
+    assert (site / "torch" / "gone.py").exists()
+    assert (site / "torch" / "__pycache__" / "__init__.cpython-311.pyc").read_bytes() == b"old"
+    linked = (tmp_path / "overlay" / "pyvenv.cfg").stat().st_ino
+    assert linked == (venv / "pyvenv.cfg").stat().st_ino
+    assert (tmp_path / "overlay" / "bin" / "python").is_symlink()
+    with pytest.raises(ValueError):
+        overlay_python_files(tmp_path / "overlay", PythonTree(write={"torch/../x.py": b""},
+                                                              delete=()))
+
+
+# -- slow: the real CLI -------------------------------------------------------------------------
+
+needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
+
+
+@pytest.mark.slow
+@needs_uv
+@pytest.mark.parametrize("culprit", [8, 24], ids=["on-the-older-binary", "on-the-newer-binary"])
+def test_a_regression_in_a_python_commit_is_found_exactly(tmp_path, culprit):
+    base, shas = make_world(tmp_path, history(culprit=culprit))
+    with serve(base / "index") as url:
+        done = bisect(base, f"{url}/")
+    assert done.returncode == 0, done.stderr
+    nightly = json.loads((base / "work" / "bisect.json").read_text())
+    found = nightly["narrowed"]
+    assert found["exact"] is True and found["candidates"] == short(shas, culprit)
+    assert found["first_bad"]["commit"] == shas[culprit]
+    assert found["last_good"]["commit"] == shas[culprit - 1]
+    assert found["first_bad"]["date"] == (OLD if culprit < 13 else NEW)
+    assert found["commits"] == [f"{shas[culprit]} python change {culprit} (python)"]
+    overlays = [r for r in runs(base) if r != "nightly"]
+    assert len(overlays) <= math.ceil(math.log2(TESTABLE)) + 2
+    assert found["probes"] == len(overlays) + 2  # and the two nightlies, from the store
+    assert done.stdout.splitlines()[0].startswith("the first bad nightly is 2025-09-02")
+    assert f"down to the commit: the first bad commit is {shas[culprit][:12]} (exact: the " \
+           f"commit before it, {shas[culprit - 1][:12]}, is good)" in done.stdout
+    assert f"https://github.com/pytorch/pytorch/commit/{shas[culprit]}" in done.stdout
+    # the nightly's own venv still holds its own Python files
+    feature = list((base / "venvs" / "venvs").glob("nightly-20250901-*/lib/*/site-packages/"
+                                                   "torch/feature.py"))
+    assert [f.read_text() for f in feature] == ["BROKEN = False\n"]
+
+
+@pytest.mark.slow
+@needs_uv
+def test_a_rerun_reuses_every_commits_stored_verdict(tmp_path):
+    base, shas = make_world(tmp_path, history(culprit=5))
+    with serve(base / "index") as url:
+        first = bisect(base, f"{url}/")
+        asked = [r for r in runs(base) if r != "nightly"]
+        again = bisect(base, f"{url}/")
+    assert first.returncode == again.returncode == 0, first.stderr + again.stderr
+    # only --repeat's re-asks at the nightly pair run again (they are never stored)
+    assert [r for r in runs(base) if r != "nightly"] == asked
+    assert json.loads((base / "work" / "bisect.json").read_text())["narrowed"]["candidates"] == \
+        short(shas, 5)
+    assert f"{shas[5][:12]} is BAD (from the store)" in again.stderr
+    assert f"probes:     {len(asked) + 2} over the commits (0 run now, " in again.stdout
+
+
+@pytest.mark.slow
+@needs_uv
+def test_a_regression_in_a_compiled_commit_narrows_to_the_commits_without_a_binary(tmp_path):
+    base, shas = make_world(tmp_path, history(broken_kernel=13))
+    with serve(base / "index") as url:
+        done = bisect(base, f"{url}/")
+    assert done.returncode == 8, done.stderr
+    found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
+    assert found["exact"] is False
+    assert found["candidates"] == short(shas, 13, 14, 15, 16, 17)
+    assert found["missing"] == short(shas, 13, 14, 15, 16)  # untestable: no binary has them
+    assert found["last_good"]["commit"] == shas[12] and found["first_bad"]["commit"] == shas[17]
+    assert [c.split()[1] for c in found["commits"]] == ["compiled", "python", "python", "python",
+                                                        "compiled"]
+    assert "down to the commit: the first bad commit is one of 5: " in done.stdout
+    assert f"build: git checkout {shas[13]} && git submodule update --init --recursive && " \
+           "python setup.py develop" in done.stdout
+    assert f"compare:    https://github.com/pytorch/pytorch/compare/{shas[12]}...{shas[17]}" \
+        in done.stdout
+
+
+@pytest.mark.slow
+@needs_uv
+def test_a_commit_whose_python_needs_a_newer_binary_is_unknown_never_bad(tmp_path):
+    # commit 6 imports a kernel that only the binary of commit 13 on has; 7 puts it back and
+    # breaks the feature: the change is in 6 or 7, and 6 is unknown, not the first bad
+    base, shas = make_world(tmp_path, history(culprit=7, import_breaks=6))
+    with serve(base / "index") as url:
+        done = bisect(base, f"{url}/")
+    assert done.returncode == 8, done.stderr
+    found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
+    assert found["candidates"] == short(shas, 6, 7)
+    assert found["unknown"] == short(shas, 6)
+    six = next(p for p in found["points"] if p["commit"] == shas[6])
+    assert six["verdict"] == "unknown" and "do not import" in six["reason"]
+    assert shas[6] not in runs(base)  # the script never ran on it
+
+
+# -- fast: the answer as text, JSON and on the page -------------------------------------------
+
+def _narrowed_result() -> BisectResult:
+    a, b, c = "a" * 40, "b" * 40, "c" * 40
+
+    def point(sha: str, verdict: str, day: str = OLD) -> NightlyPoint:
+        return NightlyPoint(date=day, version=f"2.10.0.dev{day.replace('-', '')}+cpu",
+                            verdict=Outcome(verdict), commit=sha, main_sha=sha)
+
+    commits = BisectResult(
+        direction=Direction.REGRESSION, case="script", cuda="cpu", python=PY,
+        before=point(a, "good"), after=point(c, "bad", NEW), probes=5,
+        points=(point(a, "good"), point(c, "bad", NEW)), candidates=(b[:12], c[:12]),
+        missing=(b[:12],), compare_url=f"https://github.com/pytorch/pytorch/compare/{a}...{c}",
+        commits=(f"{b} compiled Move the copy kernel", f"{c} compiled Bump the kernels"),
+        rule="script", reproduce="torchbisect bisect --pytorch-repo /clone")
+    nightly = BisectResult(
+        direction=Direction.REGRESSION, case="script", cuda="cpu", python=PY,
+        before=NightlyPoint(date=OLD, version="v1", verdict=Outcome.GOOD, main_sha=a),
+        after=NightlyPoint(date=NEW, version="v2", verdict=Outcome.BAD, main_sha=c), probes=2)
+    return dataclasses.replace(nightly, narrowed=commits)
+
+
+def test_a_narrowed_answer_reads_back_from_json_and_names_each_candidate():
+    result = _narrowed_result()
+    data = json.loads(json.dumps(result.to_json()))
+    assert data["narrowed"]["candidates"] == ["b" * 12, "c" * 12]
+    assert "commit" not in data["last_good"]  # a nightly's point keeps its old shape
+    back = BisectResult.from_json(data)
+    assert back == result and back.narrowed.unit == "commit" and not back.narrowed.exact
+    text = render_text(result, new_runs=0, commit_runs=3)
+    assert "down to the commit: the first bad commit is one of 2: bbbbbbbbbbbb, cccccccccccc" \
+        in text
+    assert f"  bbbbbbbbbbbb compiled Move the copy kernel\n    {'https://github.com/pytorch/'}" \
+           f"pytorch/commit/{'b' * 40}\n    build: git checkout {'b' * 40} && " in text
+    assert "untestable: bbbbbbbbbbbb (no nightly's binary has their compiled part" in text
+    assert "probes:     5 over the commits (3 run now, 2 from the store)" in text
+
+
+def test_the_page_shows_the_commits_under_the_nightly_bisection_and_no_commit_run_as_a_build():
+    view = dict(bisect_view(_narrowed_result()).facts)
+    assert view["down to the commit"].startswith("the first bad commit is one of 2")
+    assert view["commit candidates"] == ("bbbbbbbbbbbb (compiled) Move the copy kernel; "
+                                         "cccccccccccc (compiled) Bump the kernels")
+    assert view["untestable (no nightly's binary)"] == "b" * 12
+    nightly = synthetic_run("2.10.0.dev20250901+cpu", {"capture_data_ptr": (5, 5)})
+    overlay = synthetic_run("2.10.0.dev20250901+cpu", {"capture_data_ptr": (0, 5)},
+                            cell_id=cells.commit("b" * 40, nightly.cell.id))
+    page = str(build_view([nightly, overlay], [], generated=dt.datetime(2030, 1, 1)))
+    assert nightly.cell.id in page and overlay.cell.id not in page
