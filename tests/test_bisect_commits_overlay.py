@@ -25,10 +25,11 @@ from indexserver import serve
 from test_bisect_commits import _git
 
 from torchbisect import cells
-from torchbisect.bisect.gitrange import Commit, PythonTree, is_python_file, plan
+from torchbisect.bisect.gitrange import Commit, PythonTree, full_sha, is_python_file, plan
 from torchbisect.bisect.overlay import link_tree, overlay_python_files
+from torchbisect.errors import ConfigError
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
-from torchbisect.report.bisection_text import render_text
+from torchbisect.report.bisection_text import render_markdown, render_text
 from torchbisect.report.bisections import bisect_view
 from torchbisect.report.synthetic import synthetic_run
 from torchbisect.report.view import build_view
@@ -116,13 +117,15 @@ def make_world(base: Path, commits) -> tuple[Path, list[str]]:
     return base, shas
 
 
-def bisect(base: Path, url: str, *extra: str) -> subprocess.CompletedProcess:
+def bisect(base: Path, url: str, *extra: str, repo: Path | None = None,
+           forget: str = "") -> subprocess.CompletedProcess:
     src = str(Path(__file__).resolve().parents[1] / "src")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
     args = [sys.executable, "-m", "torchbisect", "bisect", "--good", OLD, "--bad", NEW,
             "--cuda", "cpu", "--python", PY, "--index-url", url, "--backend", "venv",
             "--store", str(base / "work" / "results.sqlite"), "--workdir", str(base / "venvs"),
-            "--pytorch-repo", str(base / "pytorch"), "--no-github",
+            "--pytorch-repo", str(repo or base / "pytorch"), "--no-github",
+            *(["--forget", forget] if forget else []),
             "--script", f'echo "${{TORCHBISECT_COMMIT:-nightly}}" >> {base / "runs.txt"}; {CHECK}',
             "--json", str(base / "work" / "bisect.json"), *extra]
     (base / "work").mkdir(exist_ok=True)
@@ -251,6 +254,30 @@ def test_a_rerun_reuses_every_commits_stored_verdict(tmp_path):
 
 @pytest.mark.slow
 @needs_uv
+def test_a_blobless_clone_is_enough_and_a_commits_verdict_can_be_taken_back(tmp_path):
+    base, shas = make_world(tmp_path, history(culprit=20))
+    _git(base / "pytorch", "config", "uploadpack.allowFilter", "true")
+    subprocess.run(["git", "clone", "-q", "--no-checkout", "--filter=blob:none",
+                    (base / "pytorch").as_uri(), str(base / "blobless")], check=True)
+    _git(base / "blobless", "fetch", "-q", "origin", "nightly:nightly")
+    with serve(base / "index") as url:
+        done = bisect(base, f"{url}/", repo=base / "blobless")
+        assert done.returncode == 0, done.stderr
+        assert json.loads((base / "work" / "bisect.json").read_text())["narrowed"][
+            "candidates"] == short(shas, 20)
+        asked = [r for r in runs(base) if r != "nightly"]
+        again = bisect(base, f"{url}/", repo=base / "blobless", forget=shas[20][:10])
+    assert again.returncode == 0, again.stderr
+    assert f"forgot 1 stored verdict(s) of {shas[20][:10]}" in again.stdout
+    assert f"commit-{shas[20][:12]}-on-nightly-20250902-" in again.stdout
+    # the forgotten commit is asked again, and no other commit whose verdict is stored
+    new = [r for r in runs(base) if r != "nightly"][len(asked):]
+    assert shas[20] in new and not (set(new) - {shas[20]}) & set(asked)
+    assert "the stored bisection finished" in again.stdout
+
+
+@pytest.mark.slow
+@needs_uv
 def test_a_regression_in_a_compiled_commit_narrows_to_the_commits_without_a_binary(tmp_path):
     base, shas = make_world(tmp_path, history(broken_kernel=13))
     with serve(base / "index") as url:
@@ -324,6 +351,19 @@ def test_a_narrowed_answer_reads_back_from_json_and_names_each_candidate():
            f"pytorch/commit/{'b' * 40}\n    build: git checkout {'b' * 40} && " in text
     assert "untestable: bbbbbbbbbbbb (no nightly's binary has their compiled part" in text
     assert "probes:     5 over the commits (3 run now, 2 from the store)" in text
+    markdown = render_markdown(result)
+    assert "**Down to the commit: the first bad commit is one of 2: bbbbbbbbbbbb, cccccccccccc**" \
+        in markdown
+    assert "| `bbbbbbbbbbbb` | compiled | Move the copy kernel |" in markdown
+    assert f"[compare](https://github.com/pytorch/pytorch/compare/{'a' * 40}...{'c' * 40})" \
+        in markdown
+
+
+def test_a_clone_without_a_nightlys_commit_is_one_sentence(tmp_path):
+    make_clone(tmp_path / "clone", [])
+    with pytest.raises(ConfigError, match=r"--pytorch-repo .*clone has no commit 0123456789ab "
+                                          r"\(a nightly's main sha\): run `git -C .* fetch"):
+        full_sha(tmp_path / "clone", "0123456789abcdef" * 2)
 
 
 def test_the_page_shows_the_commits_under_the_nightly_bisection_and_no_commit_run_as_a_build():

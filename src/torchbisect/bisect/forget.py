@@ -6,20 +6,22 @@ do the same.
 Only the runs that would answer again are dropped: a verdict (status ok) of that build, with this
 bisection's probe (or script) and probe version, case, trials, timeout, CUDA tag, Python, GPU model
 and driver.  Each dropped row is returned for the caller to name; when none matches nothing is
-touched and one sentence says why.  A COMMIT matches a run's `torch.version.git_version`, or the
-main-branch sha a stored bisection recorded for a nightly (the one its compare URL shows).
+touched and one sentence says why.  A COMMIT matches a run's `torch.version.git_version`, the
+main-branch sha a stored bisection recorded for a nightly (the one its compare URL shows), or
+the commit a `--pytorch-repo` run overlaid on a nightly's binary.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import reuse
 from ..errors import ConfigError
 from ..model import Cell, CellRun, Channel, RunStatus
 from ..outcome import BisectResult
 from .candidates import parse_end, release_of
+from .overlay import COMMIT_VAR
 from .verdicts import Rule
 
 _SHA = re.compile(r"[0-9a-f]{7,40}")
@@ -67,7 +69,7 @@ def forget(store, what: str, settings: Settings) -> Forgotten:
     keys = {_key(r) for r in chosen}
     used = tuple(b for b in bisections
                  if b.cuda == settings.cuda and b.python == settings.python
-                 and any(p.key in keys for p in (b.before, b.after) if p))
+                 and any(p.key in keys for p in _pairs(b) if p))
     return Forgotten(runs=chosen, bisections=used)
 
 
@@ -96,7 +98,7 @@ def _matcher(what: str, bisections: list[BisectResult]):
                           "nor a commit sha (7 to 40 hex digits)")
     seen = [p for b in bisections for p in (*b.points, b.before, b.after) if p]
     dates = {p.date for p in seen if p.date and p.main_sha.startswith(sha)}
-    return lambda r: _git_version(r).startswith(sha) or (
+    return lambda r: _git_version(r).startswith(sha) or _overlaid(r).startswith(sha) or (
         r.cell.channel is Channel.NIGHTLY and r.cell.date in dates)
 
 
@@ -104,8 +106,17 @@ def _answers(run: CellRun, s: Settings) -> bool:
     if run.status is not RunStatus.OK or run.result is None:
         return False
     where = (run.cell.cuda, run.cell.python, run.probe_version, run.gpu, run.driver)
+    template = s.template()
+    if _overlaid(run):  # a commit on a nightly's binary: its env names the commit too
+        env = {**dict(template.env), COMMIT_VAR: _overlaid(run)}
+        template = replace(template, env=tuple(sorted(env.items())))
     return where == (s.cuda, s.python, s.probe_version, s.gpu, s.driver) and \
-        reuse.settings_cover(run, s.template())
+        reuse.settings_cover(run, template)
+
+
+def _overlaid(run: CellRun) -> str:
+    """The commit a run overlaid on its nightly (`bisect --pytorch-repo`), or ""."""
+    return dict(run.cell.env).get(COMMIT_VAR, "")
 
 
 def _git_version(run: CellRun) -> str:
@@ -113,7 +124,13 @@ def _git_version(run: CellRun) -> str:
 
 
 def _key(run: CellRun) -> str:
-    return run.cell.date or run.cell.version
+    return _overlaid(run)[:12] or run.cell.date or run.cell.version
+
+
+def _pairs(b: BisectResult) -> tuple:
+    """The builds a stored bisection's answer rests on, its commit bisection's included."""
+    narrowed = (b.narrowed.before, b.narrowed.after) if b.narrowed else ()
+    return (b.before, b.after, *narrowed)
 
 
 def _decider(rule: Rule) -> str:

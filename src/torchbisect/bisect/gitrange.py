@@ -91,8 +91,9 @@ def full_sha(repo: Path, rev: str) -> str:
     try:
         return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
     except CommandFailed:
-        raise ConfigError(f"--pytorch-repo {repo} has no commit {rev[:12]}: run `git -C {repo} "
-                          "fetch origin main` (the nightly is newer than the clone)") from None
+        raise ConfigError(f"--pytorch-repo {repo} has no commit {rev[:12]} (a nightly's main "
+                          f"sha): run `git -C {repo} fetch origin main` and bisect again; the "
+                          "nightly bisection is stored and will be reused") from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,6 +151,3 @@ def safe_path(path: str) -> PurePosixPath:
 def _git(repo: Path, *args: str) -> str:
     return proc.run(["git", "-C", str(repo), *args], timeout=600).output
 
-
-__all__ = ["Commit", "PythonTree", "Testable", "first_parent_commits", "full_sha",
-           "is_python_file", "plan", "python_changes", "safe_path"]

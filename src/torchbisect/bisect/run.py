@@ -13,7 +13,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from .. import defaults
-from ..errors import ConfigError
+from ..errors import ConfigError, InfraError
 from ..gpus import Gpu, list_gpus
 from ..model import Cell, Channel
 from ..outcome import BisectResult, Direction
@@ -127,8 +127,12 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
             progress.note(note)
         commit_runs = 0
         if options.narrow and options.repo is not None:
-            done = narrow(result, cands, backend=backend, bisector=bisector_on,
-                          repo=options.repo, workdir=options.workdir)
+            try:
+                done = narrow(result, cands, backend=backend, bisector=bisector_on,
+                              repo=options.repo, workdir=options.workdir)
+            except (ConfigError, InfraError):
+                store.add_bisection(result)  # the nightlies' answer stands: a rerun reuses it
+                raise
             for note in done.notes:
                 progress.note(note)
             notes = [*notes, *done.notes]

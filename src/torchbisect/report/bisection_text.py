@@ -112,7 +112,22 @@ def render_markdown(r: BisectResult) -> str:
         f"{md_text(', '.join(r.unknown) or 'none')} · missing (no nightly that day): "
         f"{md_text(', '.join(r.missing) or 'none')}",
         "", f"Rule: {md_text(r.rule)}", "", f"Reproduce with: {_code(r.reproduce)}",
+        *(_commit_markdown(r.narrowed) if r.narrowed else ()),
     ])
+
+
+def _commit_markdown(c: BisectResult) -> list[str]:
+    """The commit bisection under the nightlies' (`bisect --pytorch-repo`)."""
+    rows = ["| commit | kind | subject |", "|---|---|---|"]
+    for line in c.commits:
+        sha, kind, subject = (line.split(" ", 2) + ["", ""])[:3]
+        rows.append(f"| {_code(sha[:12])} | {md_text(kind)} | {md_text(subject)} |")
+    compare = f"[compare]({md_url(c.compare_url)})" if _COMPARE.fullmatch(c.compare_url) else \
+        "compare URL unavailable"
+    untestable = f" · untestable (no nightly's binary): {md_text(', '.join(c.missing))}" \
+        if c.missing else ""
+    return ["", f"**Down to the commit: {md_text(lead(c))}**", "", *rows, "",
+            f"{compare} · {c.probes} probes over the commits{untestable}"]
 
 
 _COMPARE = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/compare/[0-9a-f]{7,40}\.\.\.[0-9a-f]{7,40}")
