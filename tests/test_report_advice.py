@@ -45,7 +45,9 @@ def test_the_page_and_summary_say_what_to_do_with_the_measured_cost(tmp_path):
     assert "no fixed release yet (every tested release up to 2.15.0 is affected)" in todo
     assert "Download stale_replay.py and run python stale_replay.py with the python" in todo
     assert "0 = not affected, 1 = affected, 125 = cannot tell" in todo
-    assert "The whole tool: pip install torchbisect && torchbisect probe (or uvx" in todo
+    assert ("The whole tool: pip install . && torchbisect probe in a clone of torchbisect's "
+            "repository (it is not published on PyPI)") in todo
+    assert "pip install torchbisect" not in todo
     # the self-check's file is published beside the page: the link downloads the real probe
     assert '<a href="stale_replay.py" download>' in html
     assert (tmp_path / "page" / "stale_replay.py").read_bytes() == probe_path().read_bytes()

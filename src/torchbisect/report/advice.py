@@ -24,9 +24,11 @@ CHECK = f"python {PROBE_FILE}"
 CHECK_MEANING = ("with the python whose torch you want checked: it probes the first GPU and exits "
                  "0 = not affected, 1 = affected, 125 = cannot tell (no GPU, or a control "
                  "misbehaved). It needs only torch.")
-TOOL = "pip install torchbisect && torchbisect probe"
-TOOL_MEANING = ("(or uvx torchbisect probe): the same check with its result stored, and the "
-                "whole tool, which installs and probes a matrix of builds and bisects nightlies.")
+# torchbisect is not on PyPI: the line a reader can follow installs it from a clone of its source.
+TOOL = "pip install . && torchbisect probe"
+TOOL_MEANING = ("in a clone of torchbisect's repository (it is not published on PyPI): the same "
+                "check with its result stored, and the whole tool, which installs and probes a "
+                "matrix of builds and bisects nightlies.")
 
 
 def first_fixed_release(h: Headline) -> str:
