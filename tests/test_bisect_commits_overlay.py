@@ -27,8 +27,10 @@ from test_bisect_commits import _git
 from torchbisect import cells
 from torchbisect.bisect.gitrange import Commit, PythonTree, full_sha, is_python_file, plan
 from torchbisect.bisect.overlay import link_tree, overlay_python_files
+from torchbisect.documents import json_schema
 from torchbisect.errors import ConfigError
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
+from torchbisect.report import render_runs
 from torchbisect.report.bisection_text import render_markdown, render_text
 from torchbisect.report.bisections import bisect_view
 from torchbisect.report.synthetic import synthetic_run
@@ -117,16 +119,20 @@ def make_world(base: Path, commits) -> tuple[Path, list[str]]:
     return base, shas
 
 
-def bisect(base: Path, url: str, *extra: str, repo: Path | None = None,
-           forget: str = "") -> subprocess.CompletedProcess:
+def bisect(base: Path, url: str, *extra: str, repo: Path | None = None, forget: str = "",
+           fix: bool = False) -> subprocess.CompletedProcess:
     src = str(Path(__file__).resolve().parents[1] / "src")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-    args = [sys.executable, "-m", "torchbisect", "bisect", "--good", OLD, "--bad", NEW,
+    # --find-fix: the old behaviour is "broken", the fix makes torch.BROKEN true
+    check = CHECK.replace("sys.exit(1 if", "sys.exit(0 if").replace("else 0)", "else 1)") \
+        if fix else CHECK
+    ends = ["--bad", OLD, "--good", NEW, "--find-fix"] if fix else ["--good", OLD, "--bad", NEW]
+    args = [sys.executable, "-m", "torchbisect", "bisect", *ends,
             "--cuda", "cpu", "--python", PY, "--index-url", url, "--backend", "venv",
             "--store", str(base / "work" / "results.sqlite"), "--workdir", str(base / "venvs"),
             "--pytorch-repo", str(repo or base / "pytorch"), "--no-github",
             *(["--forget", forget] if forget else []),
-            "--script", f'echo "${{TORCHBISECT_COMMIT:-nightly}}" >> {base / "runs.txt"}; {CHECK}',
+            "--script", f'echo "${{TORCHBISECT_COMMIT:-nightly}}" >> {base / "runs.txt"}; {check}',
             "--json", str(base / "work" / "bisect.json"), *extra]
     (base / "work").mkdir(exist_ok=True)
     return subprocess.run(args, env=env, cwd=base / "work", capture_output=True, text=True,
@@ -154,6 +160,7 @@ TESTABLE = 12 + 14  # commits 1-12 on the older nightly's binary, 17-30 on the n
     ("torchgen/gen.py", False), ("tools/setup_helpers/cmake.py", False),
     ("third_party/fbgemm", False), ("version.txt", False), ("setup.py", False),
     ("torch/_inductor/codegen/triton.py", True), ("aten/src/ATen/native/Copy.cpp", False),
+    ("torch/csrc/jit/tensorexpr/codegen_external.py", False),
 ])
 def test_only_python_files_of_the_torch_package_are_python(path, python):
     assert is_python_file(path) is python
@@ -233,6 +240,20 @@ def test_a_regression_in_a_python_commit_is_found_exactly(tmp_path, culprit):
     feature = list((base / "venvs" / "venvs").glob("nightly-20250901-*/lib/*/site-packages/"
                                                    "torch/feature.py"))
     assert [f.read_text() for f in feature] == ["BROKEN = False\n"]
+
+
+@pytest.mark.slow
+@needs_uv
+def test_a_fix_is_found_down_to_the_commit_too(tmp_path):
+    base, shas = make_world(tmp_path, history(culprit=24))
+    with serve(base / "index") as url:
+        done = bisect(base, f"{url}/", fix=True)
+    assert done.returncode == 0, done.stderr
+    found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
+    assert found["direction"] == "fix" and found["candidates"] == short(shas, 24)
+    assert (found["last_bad"]["commit"], found["first_good"]["commit"]) == (shas[23], shas[24])
+    assert f"down to the commit: the first fixed commit is {shas[24][:12]} (exact: the commit " \
+           f"before it, {shas[23][:12]}, is bad)" in done.stdout
 
 
 @pytest.mark.slow
@@ -359,6 +380,22 @@ def test_a_narrowed_answer_reads_back_from_json_and_names_each_candidate():
         in markdown
 
 
+def test_only_the_venv_backend_can_overlay_and_it_is_said_before_any_work(tmp_path, capsys):
+    from torchbisect.cli import main
+
+    def bisect_with(repo: Path) -> int:
+        return main(["bisect", "--good", OLD, "--bad", NEW, "--backend", "docker",
+                     "--pytorch-repo", str(repo), "--index-url", "http://127.0.0.1:9/",
+                     "--store", str(tmp_path / "s.sqlite")])
+
+    assert bisect_with(tmp_path) == 2
+    assert f"--pytorch-repo {tmp_path} is not a git clone of pytorch" in capsys.readouterr().err
+    make_clone(tmp_path / "clone", [])
+    assert bisect_with(tmp_path / "clone") == 2
+    assert "--pytorch-repo runs commits as hard-linked copies of a nightly's venv on this " \
+           "host: use --backend venv, not docker" in capsys.readouterr().err
+
+
 def test_a_clone_without_a_nightlys_commit_is_one_sentence(tmp_path):
     make_clone(tmp_path / "clone", [])
     with pytest.raises(ConfigError, match=r"--pytorch-repo .*clone has no commit 0123456789ab "
@@ -377,3 +414,18 @@ def test_the_page_shows_the_commits_under_the_nightly_bisection_and_no_commit_ru
                             cell_id=cells.commit("b" * 40, nightly.cell.id))
     page = str(build_view([nightly, overlay], [], generated=dt.datetime(2030, 1, 1)))
     assert nightly.cell.id in page and overlay.cell.id not in page
+
+
+def test_a_rendered_page_carries_the_commit_answer_and_its_results_json_meets_the_schema(
+        tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    result = _narrowed_result()
+    runs_ = [synthetic_run("2.10.0.dev20250901+cpu", {"capture_data_ptr": (0, 5)}),
+             synthetic_run("2.10.0.dev20250902+cpu", {"capture_data_ptr": (5, 5)})]
+    render_runs(runs_, [result], tmp_path, generated=dt.datetime(2030, 1, 1,
+                                                                 tzinfo=dt.timezone.utc))
+    doc = json.loads((tmp_path / "results.json").read_text())
+    jsonschema.Draft202012Validator(json_schema("results")).validate(doc)
+    assert doc["bisections"][0]["narrowed"]["candidates"] == ["b" * 12, "c" * 12]
+    page = (tmp_path / "index.html").read_text()
+    assert "down to the commit" in page and "bbbbbbbbbbbb (compiled) Move the copy kernel" in page

@@ -51,9 +51,9 @@ class CommitLookup:
 
     def __init__(self, repo: Path | None = None, *, github: bool = True,
                  api: str = GITHUB_API, timeout: float = 10.0, retries: int = 2,
-                 max_wait: float = 30.0):
+                 max_wait: float = 30.0, flag: str = "--repo"):
         if repo is not None and not (Path(repo) / ".git").exists():
-            raise ConfigError(f"--repo {repo} is not a git clone of pytorch")
+            raise ConfigError(f"{flag} {repo} is not a git clone of pytorch")
         self.repo = Path(repo) if repo is not None else None
         self.github = github
         self._token = os.environ.get("GITHUB_TOKEN") or None  # 5,000 requests an hour, not 60

@@ -36,6 +36,9 @@ from .telling import check_script, ends_sentence, so_far
 from .verdicts import DEFAULT_CASE, FlakyScript, Rule, ScriptAborted
 from .walk import DEFAULT_LIMIT, walk
 
+_VENV_ONLY = ("--pytorch-repo runs commits as hard-linked copies of a nightly's venv on this "
+              "host: use --backend venv, not {}")
+
 
 @dataclass(frozen=True, kw_only=True)
 class BisectOptions:
@@ -78,7 +81,10 @@ class Bisection:
 
 def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisection:
     progress = progress or Progress()
-    lookup = CommitLookup(options.repo, github=options.github)  # checks --repo before any work
+    lookup = CommitLookup(options.repo, github=options.github,  # checks the clone before any work
+                          flag="--pytorch-repo" if options.narrow else "--repo")
+    if options.narrow and options.backend not in (None, "venv"):
+        raise ConfigError(_VENV_ONLY.format(options.backend))
     if options.script is not None:
         check_script(options.script, on_host=options.backend != "docker")
     cands = candidates(options)
@@ -93,8 +99,7 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
     backend = choose_backend(name, BackendOptions(workdir=options.workdir,
                                                   overlay=options.overlay), say=progress.note)
     if options.narrow and backend.name != "venv":
-        raise ConfigError(f"--pytorch-repo runs commits as hard-linked copies of a nightly's "
-                          f"venv on this host: use --backend venv, not {backend.name}")
+        raise ConfigError(_VENV_ONLY.format(backend.name))
     gpu = _first_gpu()
     with Store(options.store) as store:
         def bisector_on(on) -> Bisector:
