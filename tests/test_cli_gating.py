@@ -398,3 +398,22 @@ def test_a_command_that_cannot_even_load_is_torchbisect_failing(monkeypatch, cap
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("torchbisect report: torchbisect itself failed (ImportError: ")
     Path(line.rsplit(" ", 1)[1]).unlink()
+
+
+def test_a_file_appended_to_needs_no_writable_folder_around_it(tmp_path, monkeypatch):
+    """$GITHUB_OUTPUT and $GITHUB_STEP_SUMMARY are files the runner made, in a folder the job's
+    user may not write (act's is read-only for its runner user; the rehearsal meets it for real):
+    appending to them is allowed; a file written whole there still is refused (it is written
+    beside itself and renamed).  The folder is denied to this user through os.access, since root
+    may write anywhere."""
+    from torchbisect.cli.options import check_output
+
+    given = tmp_path / "outputcmd.txt"
+    given.write_text("")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != tmp_path and real_access(p, mode))
+    check_output(given, "--github-output", "append")
+    with pytest.raises(ConfigError, match="the folder .* is not writable by this user"):
+        check_output(given, "--json", "file")
+    with pytest.raises(ConfigError, match="the folder .* is not writable by this user"):
+        check_output(tmp_path / "new.txt", "--github-output", "append")

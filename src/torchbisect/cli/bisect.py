@@ -83,7 +83,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
              f"(default {DEFAULT_LIMIT})")
     add("--json", type=flags.Output("file"), default=None, metavar="OUT",
         help="write the result as JSON")
-    add("--markdown", type=flags.Output("file"), default=None, metavar="OUT",
+    add("--markdown", type=flags.Output("append"), default=None, metavar="OUT",
         help="append the result as Markdown")
 
 

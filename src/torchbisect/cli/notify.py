@@ -25,7 +25,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="Markdown for the issue (summary.md of `report`); required without --fix")
     add("--fix", action="store_true",
         help="report the fix status of a `bisect --find-fix` store instead of the verdicts")
-    add("--summary-out", type=flags.Output("file"), metavar="FILE",
+    add("--summary-out", type=flags.Output("append"), metavar="FILE",
         help="append what was found and told here (e.g. $GITHUB_STEP_SUMMARY)")
     add("--repo", default=os.environ.get("GITHUB_REPOSITORY"), metavar="OWNER/NAME",
         help="repository of the issue (default: $GITHUB_REPOSITORY)")

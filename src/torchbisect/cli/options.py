@@ -28,7 +28,8 @@ from ..model import Cell, CellRun, RunStatus, Verdict
 
 class Output:
     """The `type=` of a flag naming a file (`kind="file"`) or folder (`"dir"`) that the command
-    writes; `stdout=True`: `-` means standard output."""
+    writes, or a file it appends to (`"append"`: $GITHUB_OUTPUT, $GITHUB_STEP_SUMMARY); `stdout=True`:
+    `-` means standard output."""
 
     def __init__(self, kind: str, *, stdout: bool = False):
         self.kind, self.stdout = kind, stdout
@@ -43,7 +44,10 @@ def check_output(value: str | Path | None, flag: str, kind: str) -> None:
     if value is None or value == "-":
         return
     path = Path(os.path.abspath(value))
-    if kind == "file" and path.is_dir():
+    if kind == "append" and path.is_file() and os.access(path, os.W_OK):
+        # appended in place: the runner's folder around it may well be read-only (act's is)
+        return
+    if kind in ("file", "append") and path.is_dir():
         raise ConfigError(f"{flag} {value}: is a folder; name a file to write")
     if kind == "dir" and path.exists() and not path.is_dir():
         raise ConfigError(f"{flag} {value}: is a file; name a folder (it is made if missing)")

@@ -36,7 +36,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "cells the current lock lacks; a missing file is ignored")
     parser.add_argument("--shards", type=int, metavar="N",
                         help="with --github-output: list shards 1/N … N/N for a job matrix")
-    parser.add_argument("--github-output", type=flags.Output("file"), metavar="FILE",
+    parser.add_argument("--github-output", type=flags.Output("append"), metavar="FILE",
                         help="append `shards=[…]` and `cells=N` to this file ($GITHUB_OUTPUT)")
 
 
