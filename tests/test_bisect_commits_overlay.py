@@ -333,6 +333,7 @@ def test_a_commit_whose_python_needs_a_newer_binary_is_unknown_never_bad(tmp_pat
     six = next(p for p in found["points"] if p["commit"] == shas[6])
     assert six["verdict"] == "unknown" and "do not import" in six["reason"]
     assert shas[6] not in runs(base)  # the script never ran on it
+    assert not list((base / "venvs" / "overlays").iterdir())  # every overlay is gone again
 
 
 # -- fast: the answer as text, JSON and on the page -------------------------------------------

@@ -66,14 +66,18 @@ class OverlayBackend(Backend):
             raise InfraError(f"{self.inner.name} gave no venv to overlay {plan.commit[:12]} on")
         dest = self.root / cell.id
         shutil.rmtree(dest, ignore_errors=True)
-        link_tree(base.handle, dest)
-        tree = plan.tree()
-        overlay_python_files(dest, tree)
-        note(log, f"overlay of {plan.commit[:12]} on {plan.base.id}: {len(tree.write)} Python "
-                  f"file(s) written, {len(tree.delete)} removed, the rest hard-linked")
         python = dest / "bin" / "python"
         env = {**base.env, **dict(cell.env), "PYTHONDONTWRITEBYTECODE": "1"}
-        _check_import(python, env, plan, log)
+        try:
+            link_tree(base.handle, dest)
+            tree = plan.tree()
+            overlay_python_files(dest, tree)
+            note(log, f"overlay of {plan.commit[:12]} on {plan.base.id}: {len(tree.write)} "
+                      f"Python file(s) written, {len(tree.delete)} removed, the rest hard-linked")
+            _check_import(python, env, plan, log)
+        except BaseException:
+            shutil.rmtree(dest, ignore_errors=True)  # no probe will run here: nothing to keep
+            raise
         return Prepared(cell=cell, python=str(python), wheel_sha256=base.wheel_sha256, env=env,
                         seconds_install=time.monotonic() - start, handle=dest)
 
