@@ -37,7 +37,9 @@ def test_actionlint_accepts_every_workflow():
         pytest.fail("actionlint is not installed: pip install -e '.[test]'")
     files = sorted(str(p) for p in WORKFLOWS.glob("*.yml"))
     assert len(files) == 3
-    proc = subprocess.run([exe, *files], capture_output=True, text=True)
+    # `-shellcheck=`: the same answer whether or not shellcheck happens to be on PATH (actionlint
+    # runs it when it finds it); the run: lines are one nox call each, checked below.
+    proc = subprocess.run([exe, "-shellcheck=", *files], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -47,7 +49,7 @@ def test_actionlint_catches_a_broken_workflow(tmp_path):
     bad.parent.mkdir(parents=True)
     bad.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n"
                    "    steps:\n      - run: echo ${{ nope.value }}\n")
-    proc = subprocess.run([shutil.which("actionlint") or "actionlint", str(bad)],
+    proc = subprocess.run([shutil.which("actionlint") or "actionlint", "-shellcheck=", str(bad)],
                           capture_output=True, text=True)
     assert proc.returncode == 1
     assert "undefined variable" in proc.stdout
@@ -58,7 +60,7 @@ def test_matrix_workflow_graph_is_plan_then_shards_then_build_then_deploy():
     assert "schedule" in doc["on"] and "workflow_dispatch" in doc["on"]
     assert set(doc["on"]["workflow_dispatch"]["inputs"]) == {"matrix", "shards", "force"}
     jobs = doc["jobs"]
-    assert set(jobs) == {"plan", "probe", "build", "deploy"}
+    assert set(jobs) == {"plan", "probe", "build", "deploy", "notify"}
     assert jobs["probe"]["needs"] == "plan"
     assert set(jobs["build"]["needs"]) == {"plan", "probe"}
     # a failed shard still publishes; a cancelled run does not
@@ -137,15 +139,23 @@ def test_pins_are_the_real_commits_of_their_tags():
 
 def test_dependabot_keeps_the_action_pins_current():
     config = yaml.safe_load((WORKFLOWS.parent / "dependabot.yml").read_text())
-    [update] = config["updates"]
+    update, tools = config["updates"]
     assert update["package-ecosystem"] == "github-actions"
     assert "/" in update["directories"] and "/.github/actions/*" in update["directories"]
+    # and the tools' pins: a pip requirements file that setup-tools installs
+    assert tools["package-ecosystem"] == "pip"
+    requirements = REPO / tools["directory"].lstrip("/") / "requirements.txt"
+    pins = [line for line in requirements.read_text().splitlines()
+            if line and not line.startswith("#")]
+    assert {p.split("==")[0] for p in pins} == {"nox", "uv"}
+    assert all(re.fullmatch(r"[a-z]+==[\d.]+", p) for p in pins), pins
+    setup = (ACTIONS / "setup-tools" / "action.yml").read_text()
+    assert '-r "$GITHUB_ACTION_PATH/requirements.txt"' in setup
 
 
 @pytest.mark.parametrize("name", ["matrix.yml", "tests.yml", "bisect.yml"])
 def test_jobs_are_bounded_and_checkouts_keep_no_credentials(name):
     doc = _load(name)
-    assert "concurrency" in doc
     for job_name, job in doc["jobs"].items():
         assert "timeout-minutes" in job, f"{name}:{job_name} has no timeout"
         for step in job.get("steps", []):
@@ -196,7 +206,7 @@ def test_zizmor_catches_a_tag_pinned_action_and_template_injection(tmp_path):
 def test_every_run_step_is_a_nox_session_or_an_install(name):
     allowed = re.compile(r"^(nox -s \w+|pip (install|download) |uv cache prune --ci$"
                          r'|echo "\w+=[^"]*" >> "\$GITHUB_OUTPUT"$'
-                         r"|cp \S+ \S+$|sudo (apt-get|bash \.ci/)|sudo --preserve-env=\S+ nox -s "
+                         r"|cp \S+ \S+$|nvidia-smi -L$|sudo (apt-get|bash \.ci/)|sudo --preserve-env=\S+ nox -s "
                          r"|sudo --preserve-env=\S+ \.ci/run( \w+)*$)")
     for job, run in _run_steps(_load(name)):
         for line in run.strip().splitlines():
@@ -233,3 +243,120 @@ def test_plan_never_lists_more_shards_than_cells(tmp_path):
                     "--lock", "m.lock.json", "--shards", "2", "--github-output", str(out),
                     "--store", "none.sqlite"], cwd=tmp_path, check=True, capture_output=True)
     assert out.read_text().splitlines() == ['shards=["1/1"]', "cells=1"]
+
+
+def test_tests_workflow_cancels_only_itself():
+    assert _load("tests.yml")["concurrency"]
+
+
+@pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
+def test_only_deploy_waits_its_turn_so_a_dispatch_never_cancels_a_scheduled_run(name):
+    doc = _load(name)
+    assert "concurrency" not in doc
+    holders = {j for j, job in doc["jobs"].items() if "concurrency" in job}
+    assert holders == {"deploy"}
+    assert doc["jobs"]["deploy"]["concurrency"]["cancel-in-progress"] is False
+    assert (_load("matrix.yml")["jobs"]["deploy"]["concurrency"]["group"]
+            == _load("bisect.yml")["jobs"]["deploy"]["concurrency"]["group"])
+
+
+@pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml", "tests.yml"])
+def test_issues_write_is_held_by_exactly_the_jobs_that_notify(name):
+    """`notify` without `issues: write` gets a 403 that only a real run would show."""
+    for job_name, job in _load(name)["jobs"].items():
+        notifies = any(s.get("run", "").startswith("nox -s notify") for s in job.get("steps", []))
+        holds = job.get("permissions", {}).get("issues") == "write"
+        assert notifies == holds, f"{name}:{job_name}: notifies={notifies}, issues: write={holds}"
+
+
+@pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
+def test_notify_runs_after_the_page_is_uploaded_and_never_holds_deploy_back(name):
+    jobs = _load(name)["jobs"]
+    assert jobs["notify"]["needs"] == "build" and jobs["deploy"]["needs"] == "build"
+    assert "!cancelled()" in jobs["notify"]["if"]
+    # the page is uploaded in build, before notify can start
+    assert any(s.get("uses", "").startswith("actions/upload-pages-artifact@")
+               for s in jobs["build"]["steps"])
+    assert not any("notify" in s.get("run", "") for s in jobs["build"]["steps"])
+
+
+@pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
+def test_a_rerun_overwrites_its_uploads_and_the_merged_store_is_kept(name):
+    jobs = _load(name)["jobs"]
+    uploads = [s for job in jobs.values() for s in job.get("steps", [])
+               if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert uploads and all(s["with"]["overwrite"] is True for s in uploads)
+    kept = [s for s in uploads if s["with"]["name"] == "merged-store"]
+    assert kept and "site/data/results.sqlite" in kept[0]["with"]["path"]
+    [pages] = [s for s in jobs["build"]["steps"]
+               if s.get("uses", "").startswith("actions/upload-pages-artifact@")]
+    [deploy] = jobs["deploy"]["steps"]
+    # upload-pages-artifact has no `overwrite`: one name per attempt, the same one deployed
+    assert "github.run_attempt" in pages["with"]["name"]
+    assert deploy["with"]["artifact_name"] == pages["with"]["name"]
+
+
+def test_the_previous_site_fetch_fails_on_anything_but_200_or_404():
+    """A 503 from the site must fail the job, never publish a page without the history."""
+    script = yaml.safe_load((ACTIONS / "previous-site" / "action.yml").read_text())
+    [step] = script["runs"]["steps"]
+    cases = dict(re.findall(r"^\s*(\S+)\) (.*?) ;;$", step["run"], re.M))
+    assert set(cases) == {"200", "404", "*"}
+    assert "exit 1" in cases["*"] and "exit" not in cases["200"] + cases["404"]
+    assert "published=false" in cases["404"]
+
+
+@pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
+def test_gpu_jobs_preflight_the_driver_and_ask_for_a_gpu(name):
+    for job_name, job in _load(name)["jobs"].items():
+        runs = [s.get("run", "") for s in job.get("steps", [])]
+        probes = [r for r in runs if r.startswith(("nox -s matrix", "nox -s bisect"))]
+        if not probes:
+            continue
+        assert "nvidia-smi -L" in runs[:runs.index(probes[0])], job_name
+        assert all("--require-gpu" in r for r in probes), job_name
+
+
+@pytest.mark.slow  # curl's own retries of a 503 wait about 7 s
+@pytest.mark.parametrize("status, exit_code, published", [
+    (200, 0, "true"), (404, 0, "false"), (503, 1, None), (302, 1, None)])
+def test_the_previous_site_script_against_a_real_server(tmp_path, status, exit_code, published):
+    """The composite step's own bash, run against an HTTP server on 127.0.0.1."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Site(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            body = b"SQLite format 3\0" if status == 200 else b"no"
+            self.send_response(status)
+            if status == 302:
+                self.send_header("Location", "/login")  # no such page either: 302 then 503
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Site)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        [step] = yaml.safe_load((ACTIONS / "previous-site" / "action.yml").read_text())[
+            "runs"]["steps"]
+        output = tmp_path / "github_output"
+        output.touch()
+        env = {"PATH": "/usr/bin:/bin", "DEST": str(tmp_path / "previous"),
+               "PAGES_URL": f"http://127.0.0.1:{server.server_address[1]}/",
+               "GITHUB_OUTPUT": str(output), "GITHUB_REPOSITORY": "o/r",
+               "GITHUB_REPOSITORY_OWNER": "o"}
+        done = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == exit_code, done.stdout + done.stderr
+    said = dict(line.split("=", 1) for line in output.read_text().splitlines())
+    assert said.get("published") == published
+    if exit_code:
+        assert "::error::" in done.stdout and "HTTP" in done.stdout
+        assert not (tmp_path / "previous" / "results.sqlite").exists()

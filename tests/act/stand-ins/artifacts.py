@@ -24,7 +24,7 @@ def fail(message):
     sys.exit(1)
 
 
-def upload(name, paths_text, if_none):
+def upload(name, paths_text, if_none, overwrite="false"):
     paths = [os.path.abspath(p.strip()) for p in paths_text.splitlines() if p.strip()]
     found = [p for p in paths if os.path.exists(p)]
     if not found:
@@ -38,7 +38,9 @@ def upload(name, paths_text, if_none):
         root = os.path.dirname(found[0])
     dest = os.path.join(STORE, name)
     if os.path.exists(dest):
-        fail(f"an artifact named {name} was already uploaded in this run")
+        if overwrite != "true":  # as upload-artifact: a second upload of one name is a 409
+            fail(f"an artifact named {name} was already uploaded in this run")
+        shutil.rmtree(dest)
     for path in found:
         target = os.path.join(dest, os.path.relpath(path, root))
         if os.path.isdir(path):
@@ -64,10 +66,10 @@ def download(name, pattern, path):
     print(f"downloaded {len(names)} artifacts matching {pattern} into {path}")
 
 
-def deploy(site_url):
-    archive = os.path.join(STORE, "github-pages", "artifact.tar")
+def deploy(site_url, name="github-pages"):
+    archive = os.path.join(STORE, name, "artifact.tar")
     if not os.path.isfile(archive):
-        fail("no github-pages artifact in this run")
+        fail(f"no {name} artifact in this run")
     site = os.environ["TORCHBISECT_ACT_PAGES"]
     shutil.rmtree(site, ignore_errors=True)
     os.makedirs(site)
