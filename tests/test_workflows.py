@@ -206,7 +206,8 @@ def test_zizmor_catches_a_tag_pinned_action_and_template_injection(tmp_path):
 def test_every_run_step_is_a_nox_session_or_an_install(name):
     allowed = re.compile(r"^(nox -s \w+|pip (install|download) |uv cache prune --ci$"
                          r'|echo "\w+=[^"]*" >> "\$GITHUB_OUTPUT"$'
-                         r"|cp \S+ \S+$|nvidia-smi -L$|sudo (apt-get|bash \.ci/)|sudo --preserve-env=\S+ nox -s "
+                         r"|cp \S+ \S+$|nvidia-smi -L$|sudo (apt-get|bash \.ci/)"
+                         r"|sudo --preserve-env=\S+ nox -s "
                          r"|sudo --preserve-env=\S+ \.ci/run( \w+)*$)")
     for job, run in _run_steps(_load(name)):
         for line in run.strip().splitlines():

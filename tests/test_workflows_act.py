@@ -6,11 +6,18 @@ actions/upload-pages-artifact are the real tagged trees; artifact storage, Pages
 are stand-ins on 127.0.0.1 (tests/act/).  Torch builds are tiny stand-in nightlies on a local
 index and the probe is a stand-in (TORCHBISECT_PROBES): the point here is the pipeline.
 
+Not offline: setup-tools installs the pinned nox and uv from PyPI, as on a real runner; the
+index, the site, the API and git are served on 127.0.0.1.
+
 The rehearsal, in order: (1) a scheduled matrix run with 2 shards where one cell never installs
-still publishes a merged page; (2) the next scheduled run starts from the published store and
-re-probes nothing unchanged; (3) a dispatched bisection appears on the next published page and
-in affected.json; (4) the weekly fix check with no fix says so in its summary and in the issue;
-(5) a dispatch with another matrix file and more shards than cells runs one shard from the lock.
+still publishes a merged page; (2) a re-run of that run (attempt 2, its failed shard again, the
+artifacts of attempt 1 still there) starts from the published store, re-probes nothing unchanged,
+overwrites its uploads, and publishes although the API answers 502 at first (notify retries);
+(3) a dispatched bisection appears on the next published page and in affected.json; (4) the
+weekly fix check with no fix says so in its summary and in the issue; (5) a dispatch with another
+matrix file and more shards than cells runs one shard from the lock; (6) a scheduled run whose
+site answers 503 for the previous store fails and publishes nothing.  Afterwards, whatever the
+outcome, no container, network or volume of act's is left on the engine.
 """
 
 from __future__ import annotations
@@ -27,11 +34,15 @@ from pathlib import Path
 import pytest
 from act.github_standin import github_standin
 from act.rehearsal import (
+    OWNER_REPO,
     RUNNER_IMAGE,
     World,
     build_runner_image,
+    docker_names,
+    left_behind,
     missing_action_trees,
     missing_prerequisite,
+    remove_left_behind,
     snapshot,
     unpack_actions,
 )
@@ -74,6 +85,15 @@ def rehearsal(tmp_path_factory):
     # once would share them.  Concurrent test runs take turns.
     lock = (Path(tempfile.gettempdir()) / "torchbisect-act.lock").open("w")
     fcntl.flock(lock, fcntl.LOCK_EX)
+    before = docker_names()
+    try:
+        yield from _rehearse(tmp_path_factory, before)
+    finally:
+        remove_left_behind(before)
+        lock.close()
+
+
+def _rehearse(tmp_path_factory, before):
     build_runner_image()
     base = tmp_path_factory.mktemp("act")
     base.chmod(0o755)
@@ -103,7 +123,10 @@ def rehearsal(tmp_path_factory):
         results = {"schedule-1": world.act("schedule", "matrix.yml")}
         results["pages-1"] = _published(base)
         results["issues-1"] = [dict(i) for i in hub.issues.values()]
-        results["schedule-2"] = world.act("schedule", "matrix.yml")
+        # attempt 2 of run 1 (its failed shard again), while the API answers 502 twice
+        hub.fail(f"/api/repos/{OWNER_REPO}/issues", 502, times=2)
+        results["schedule-2"] = world.act("schedule", "matrix.yml", rerun_of=1)
+        results["faulted-2"] = list(hub.faulted)
         results["pages-2"] = _published(base)
         results["writes-2"] = [r for r in hub.requests if r.method != "GET"]
         good, bad = TODAY - timedelta(days=90), TODAY - timedelta(days=60)
@@ -115,10 +138,13 @@ def rehearsal(tmp_path_factory):
         results["custom"] = world.act("workflow_dispatch", "matrix.yml", inputs={
             "matrix": "ci/one-cell.yaml", "shards": "2"})
         results["pages-5"] = _published(base)
+        hub.fail("/pages/data/", 503, times=1000)
+        results["site-503"] = world.act("schedule", "matrix.yml")
+        results["pages-6"] = _published(base)
         results["hub"] = hub
         results["shas"] = shas
+        results["before"] = before
         yield results
-    lock.close()
 
 
 def _published(base) -> dict:
@@ -154,7 +180,7 @@ def test_the_stock_runner_image_refuses_a_system_pip_install():
 def test_a_shard_with_a_broken_cell_still_publishes_a_merged_page(rehearsal):
     code, log = rehearsal["schedule-1"]
     assert code != 0  # the shard holding the broken cell failed (exit 3), as it should
-    for name in ("schedule-1", "schedule-2", "dispatch", "weekly", "custom"):
+    for name in ("schedule-1", "schedule-2", "dispatch", "weekly", "custom", "site-503"):
         started = re.findall(r"Start server on (http://[\d.]+):", rehearsal[name][1])
         assert started and set(started) == {"http://127.0.0.1"}, name  # loopback only
     assert "uses: actions/checkout" not in log  # sanity: act ran steps, not a dry listing
@@ -185,38 +211,29 @@ def test_the_next_scheduled_run_starts_from_the_published_store(rehearsal):
     assert [r.method for r in rehearsal["writes-2"]] == ["POST"]
 
 
-def test_a_dispatched_bisection_reaches_the_page_and_affected_json(rehearsal):
-    code, log = rehearsal["dispatch"]
-    assert code == 0, log[-3000:]
-    site = rehearsal["pages-3"]
-    [bisection] = site["results"]["bisections"]
-    assert bisection["first_bad"]["date"] == f"{FIRST_STALE:%Y-%m-%d}"
-    main_sha = rehearsal["shas"][f"{FIRST_STALE:%Y-%m-%d}"][1]
-    git_ranges = [r for a in site["affected"]["affected"] for r in a["ranges"]
-                  if r["type"] == "GIT"]
-    assert {"introduced": main_sha} in git_ranges[0]["events"]
-    # the matrix's runs are still there: the bisection was merged into the chain
-    assert _cell(MATRIX_DAYS[1]) in {r["cell"]["id"] for r in site["results"]["runs"]}
-
-
-def test_the_weekly_fix_check_without_a_fix_says_so(rehearsal):
-    code, log = rehearsal["weekly"]
-    said = (f"no fix yet: newest nightly {TODAY:%Y-%m-%d} ({nightly_version(TODAY)}) "
-            "still affected")
-    assert said in _job_lines(log, "build")
-    assert "Summary - ### Fix check" in log  # act shows the job summary the step wrote
-    assert code == 0, log[-3000:]  # "no fix yet" is an answer, not a failure
-    hub = rehearsal["hub"]
-    [issue] = hub.issues.values()
-    assert said in issue["body"]
-    assert any(said in text for _, text in hub.comments)
-    assert rehearsal["pages-4"]["results"]["bisections"]  # the page kept the bisection
-
-
-def test_a_dispatch_with_another_matrix_file_and_too_many_shards(rehearsal):
-    code, log = rehearsal["custom"]
-    assert code == 0, log[-3000:]
-    assert 'shards=["1/1"]' in _job_lines(log, "plan")  # 2 asked, 1 cell: 1 shard
-    assert "uploaded artifact store-shard-1" in log and "store-shard-2" not in log
-    assert "1 cell: 0 probed now, 1 from the store" in _job_lines(log, "probe")
+def test_a_rerun_overwrites_its_uploads_and_a_502_from_the_api_blocks_nothing(rehearsal):
+    code, log = rehearsal["schedule-2"]
+    # attempt 1's artifacts were still there: each upload replaced its own
+    assert "already uploaded" not in log
+    assert "uploaded artifact store-shard-1" in log and "uploaded artifact merged-store" in log
+    assert "uploaded artifact github-pages-2" in log  # a Pages artifact of its own
     assert "Job succeeded" in _job_lines(log, "deploy")
+    # the API answered 502 twice; notify retried and got through
+    assert [status for status, _ in rehearsal["faulted-2"]] == [502, 502]
+    assert "Job succeeded" in _job_lines(log, "notify")
+
+
+def test_a_site_that_answers_503_fails_the_run_and_publishes_nothing(rehearsal):
+    code, log = rehearsal["site-503"]
+    assert code != 0
+    assert "could not fetch" in log and "HTTP 503" in log
+    assert "deployed" not in log and "uploaded artifact" not in log
+    assert rehearsal["pages-6"] == rehearsal["pages-5"]  # the site is as it was
+
+
+def test_the_rehearsal_leaves_no_container_network_or_volume_behind(rehearsal):
+    """act runs with --rm, but a killed or failed run can leave its containers: the cleanup
+    removes what act made (it also runs at the fixture's teardown, whatever the outcome)."""
+    remove_left_behind(rehearsal["before"])
+    assert left_behind(rehearsal["before"]) == {"containers": set(), "networks": set(),
+                                                  "volumes": set()}

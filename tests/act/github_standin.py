@@ -6,6 +6,10 @@
 - `/<owner>/<repo>/…`: git's smart HTTP protocol through `git http-backend`, so the real
   actions/checkout code fetches the commit under test as it would from github.com.
 - `/pages/…`: the published Pages site, a folder the deploy-pages stand-in extracts into.
+
+Faults, to rehearse what breaks: `fail(prefix, status, times)` answers the next `times` requests
+whose path starts with `prefix` with `status` (e.g. a 502 from the API, a 503 from the site);
+each one so answered is recorded in `.faulted`.
 """
 
 from __future__ import annotations
@@ -39,6 +43,21 @@ class GitHubStandIn:
     issues: dict[int, dict[str, Any]] = field(default_factory=dict)
     comments: list[tuple[int, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    faults: list[list[Any]] = field(default_factory=list)  # [prefix, status, times left]
+    faulted: list[tuple[int, str]] = field(default_factory=list)
+
+    def fail(self, prefix: str, status: int, times: int = 1) -> None:
+        with self.lock:
+            self.faults.append([prefix, status, times])
+
+    def _fault(self, path: str) -> int | None:
+        with self.lock:
+            for fault in self.faults:
+                if path.startswith(fault[0]) and fault[2] > 0:
+                    fault[2] -= 1
+                    self.faulted.append((fault[1], path))
+                    return fault[1]
+        return None
 
     def api_calls(self, method: str | None = None) -> list[Recorded]:
         return [r for r in self.requests if method in (None, r.method)]
@@ -53,16 +72,30 @@ def _handler(hub: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_GET(self):
+            if self._faulted():
+                return None
             if self.path.startswith("/api/"):
                 return self._api()
             if self.path.startswith("/pages/"):
                 return self._page()
             return self._git()
 
+        def _faulted(self) -> bool:
+            status = hub._fault(self.path)
+            if status is None:
+                return False
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._json(status, {"message": f"stand-in fault {status}"})
+            return True
+
         def do_POST(self):
+            if self._faulted():
+                return None
             return self._api() if self.path.startswith("/api/") else self._git()
 
         def do_PATCH(self):
+            if self._faulted():
+                return None
             return self._api()
 
         def _json(self, code: int, doc: Any) -> None:

@@ -68,6 +68,33 @@ def act_binary() -> str | None:
     return str(beside) if beside.is_file() else shutil.which("act")
 
 
+def docker_names() -> dict[str, set[str]]:
+    """Names of every container, network and volume on the engine now."""
+    listing = {"containers": ["docker", "ps", "-a", "--format", "{{.Names}}"],
+               "networks": ["docker", "network", "ls", "--format", "{{.Name}}"],
+               "volumes": ["docker", "volume", "ls", "--format", "{{.Name}}"]}
+    return {kind: set(subprocess.run(argv, capture_output=True, text=True,
+                                     check=True).stdout.split())
+            for kind, argv in listing.items()}
+
+
+def left_behind(before: dict[str, set[str]]) -> dict[str, set[str]]:
+    """What act made since `before` and did not remove (act names all it makes `act-…`)."""
+    now = docker_names()
+    return {kind: {n for n in now[kind] - before[kind] if n.startswith("act-")}
+            for kind in now}
+
+
+def remove_left_behind(before: dict[str, set[str]]) -> None:
+    """Whatever the outcome: containers first (they hold the networks and volumes)."""
+    left = left_behind(before)
+    for kind, argv in (("containers", ["docker", "rm", "-f", "-v"]),
+                       ("networks", ["docker", "network", "rm"]),
+                       ("volumes", ["docker", "volume", "rm", "-f"])):
+        if left[kind]:
+            subprocess.run([*argv, *sorted(left[kind])], capture_output=True, check=False)
+
+
 def build_runner_image() -> None:
     subprocess.run(["docker", "build", "-q", "-t", RUNNER_IMAGE, "--build-arg",
                     f"BASE_IMAGE={BASE_IMAGE}", "-f", str(ACT_DIR / "Dockerfile.runner"),
@@ -137,11 +164,15 @@ class World:
     runs: int = 0
 
     def act(self, event: str, workflow: str, *, inputs: dict[str, str] | None = None,
-            timeout: float = 900) -> tuple[int, str]:
-        """Run one workflow as `event`; returns act's exit status and its whole log."""
+            rerun_of: int | None = None, timeout: float = 900) -> tuple[int, str]:
+        """Run one workflow as `event`; returns act's exit status and its whole log.
+
+        `rerun_of=N`: a second attempt of run N, as "Re-run jobs" on GitHub: the same artifact
+        storage (what attempt 1 uploaded is still there) and `github.run_attempt` 2."""
         self.runs += 1
-        artifacts = self.base / "artifacts" / str(self.runs)  # one run's artifact storage
-        artifacts.mkdir(parents=True)
+        # one run's artifact storage
+        artifacts = self.base / "artifacts" / str(rerun_of or self.runs)
+        artifacts.mkdir(parents=True, exist_ok=rerun_of is not None)
         artifacts.chmod(0o777)  # the container's `runner` user writes there too
         # outside the workspace: checkout empties the workspace, a mount there would stop it
         standins = self.base / "stand-ins"
@@ -156,7 +187,8 @@ class World:
                "PIP_CERT": ca_bundle(), "SSL_CERT_FILE": ca_bundle(),
                # the stand-in pytorch clone belongs to another user than the container's
                "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
-               "GIT_CONFIG_VALUE_0": "*"}
+               "GIT_CONFIG_VALUE_0": "*",
+               "GITHUB_RUN_ATTEMPT": "2" if rerun_of else "1"}
         volumes = [f"-v {shutil.which('node')}:/opt/runner/externals/node/bin/node:ro",
                    f"-v {ca_bundle()}:{ca_bundle()}:ro", f"-v {artifacts}:{artifacts}",
                    f"-v {standins}:{standins}:ro",
@@ -164,6 +196,7 @@ class World:
         argv = [act_binary(), event, "-W", f".github/workflows/{workflow}",
                 "-P", f"self-hosted={RUNNER_IMAGE}", "-P", "ubuntu-latest=-self-hosted",
                 "--pull=false", "--no-skip-checkout", "--container-options", " ".join(volumes),
+                "--rm",  # remove containers and volumes after a failure too
                 # act's own artifact server: loopback only, never its default address
                 "--artifact-server-addr", "127.0.0.1",
                 "--artifact-server-port", str(free_port()),
