@@ -297,14 +297,12 @@ def test_a_rerun_overwrites_its_uploads_and_the_merged_store_is_kept(name):
     assert deploy["with"]["artifact_name"] == pages["with"]["name"]
 
 
-def test_the_previous_site_fetch_fails_on_anything_but_200_or_404():
-    """A 503 from the site must fail the job, never publish a page without the history."""
-    script = yaml.safe_load((ACTIONS / "previous-site" / "action.yml").read_text())
-    [step] = script["runs"]["steps"]
-    cases = dict(re.findall(r"^\s*(\S+)\) (.*?) ;;$", step["run"], re.M))
-    assert set(cases) == {"200", "404", "*"}
-    assert "exit 1" in cases["*"] and "exit" not in cases["200"] + cases["404"]
-    assert "published=false" in cases["404"]
+def test_every_previous_site_fetch_passes_the_first_run_variable():
+    for name in ("matrix.yml", "bisect.yml"):
+        for job in _load(name)["jobs"].values():
+            for step in job.get("steps", []):
+                if step.get("uses") == "./.github/actions/previous-site":
+                    assert step["with"]["first-run"] == "${{ vars.PAGES_FIRST_RUN }}", name
 
 
 @pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
@@ -319,10 +317,13 @@ def test_gpu_jobs_preflight_the_driver_and_ask_for_a_gpu(name):
 
 
 @pytest.mark.slow  # curl's own retries of a 503 wait about 7 s
-@pytest.mark.parametrize("status, exit_code, published", [
-    (200, 0, "true"), (404, 0, "false"), (503, 1, None), (302, 1, None)])
-def test_the_previous_site_script_against_a_real_server(tmp_path, status, exit_code, published):
-    """The composite step's own bash, run against an HTTP server on 127.0.0.1."""
+@pytest.mark.parametrize("status, first_run, exit_code, published", [
+    (200, "", 0, "true"), (404, "true", 0, "false"), (404, "", 1, None), (503, "true", 1, None),
+    (302, "true", 1, None)])
+def test_the_previous_site_script_against_a_real_server(tmp_path, status, first_run, exit_code,
+                                                        published):
+    """The composite step's own bash, run against an HTTP server on 127.0.0.1: only 200 goes on
+    with a store, and only 404 with PAGES_FIRST_RUN=true goes on without one."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -348,7 +349,7 @@ def test_the_previous_site_script_against_a_real_server(tmp_path, status, exit_c
         output.touch()
         env = {"PATH": "/usr/bin:/bin", "DEST": str(tmp_path / "previous"),
                "PAGES_URL": f"http://127.0.0.1:{server.server_address[1]}/",
-               "GITHUB_OUTPUT": str(output), "GITHUB_REPOSITORY": "o/r",
+               "GITHUB_OUTPUT": str(output), "GITHUB_REPOSITORY": "o/r", "FIRST_RUN": first_run,
                "GITHUB_REPOSITORY_OWNER": "o"}
         done = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, cwd=tmp_path,
                               capture_output=True, text=True, timeout=120)
@@ -359,5 +360,6 @@ def test_the_previous_site_script_against_a_real_server(tmp_path, status, exit_c
     said = dict(line.split("=", 1) for line in output.read_text().splitlines())
     assert said.get("published") == published
     if exit_code:
-        assert "::error::" in done.stdout and "HTTP" in done.stdout
+        assert "::error::" in done.stdout
+        assert ("PAGES_FIRST_RUN" if status == 404 else f"HTTP {status}") in done.stdout
         assert not (tmp_path / "previous" / "results.sqlite").exists()

@@ -116,6 +116,7 @@ def _rehearse(tmp_path_factory, before):
             trees=unpack_actions(base / "actions"), mounts=[base / "pytorch"],
             variables={
                 "PAGES_URL": f"{hub.url}/pages/",
+                "PAGES_FIRST_RUN": "true",  # the first run meets a site never deployed (404)
                 "MATRIX_EXTRA_FLAGS": "--allow-no-gpu --backend venv",
                 "BISECT_EXTRA_FLAGS": f"--index-url {index_url}/cu130/ --backend venv "
                                       "--allow-no-gpu "
