@@ -74,7 +74,7 @@ def test_matrix_workflow_graph_is_plan_then_shards_then_build_then_deploy():
 
 
 @pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
-def test_only_the_deploy_job_holds_pages_write_and_runs_nothing_but_deploy_pages(name):
+def test_only_the_deploy_job_holds_pages_write_and_runs_nothing_but_the_pages_actions(name):
     jobs = _load(name)["jobs"]
     holders = [j for j, job in jobs.items()
                if {"pages", "id-token"} & set(job.get("permissions", {}))]
@@ -82,7 +82,8 @@ def test_only_the_deploy_job_holds_pages_write_and_runs_nothing_but_deploy_pages
     deploy = jobs["deploy"]
     assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
     assert deploy["environment"]["name"] == "github-pages"
-    assert [s["uses"].split("@")[0] for s in deploy["steps"]] == ["actions/deploy-pages"]
+    assert [s["uses"].split("@")[0] for s in deploy["steps"]] == ["actions/configure-pages",
+                                                                  "actions/deploy-pages"]
     assert _load(name)["permissions"] == {}  # nothing by default; each job asks for its own
 
 
@@ -291,7 +292,7 @@ def test_a_rerun_overwrites_its_uploads_and_the_merged_store_is_kept(name):
     assert kept and "site/data/results.sqlite" in kept[0]["with"]["path"]
     [pages] = [s for s in jobs["build"]["steps"]
                if s.get("uses", "").startswith("actions/upload-pages-artifact@")]
-    [deploy] = jobs["deploy"]["steps"]
+    [_, deploy] = jobs["deploy"]["steps"]
     # upload-pages-artifact has no `overwrite`: one name per attempt, the same one deployed
     assert "github.run_attempt" in pages["with"]["name"]
     assert deploy["with"]["artifact_name"] == pages["with"]["name"]

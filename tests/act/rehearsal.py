@@ -39,6 +39,7 @@ STAND_INS = {
     "actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f": "upload-artifact",
     "actions/download-artifact@3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c": "download-artifact",
     "actions/deploy-pages@cd2ce8fcbc39b97be8ca5fce6e763baed58fa128": "deploy-pages",
+    "actions/configure-pages@983d7736d9b0ae728b81ab479565c72886d7745b": "configure-pages",
 }
 
 
