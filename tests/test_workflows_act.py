@@ -238,3 +238,40 @@ def test_the_rehearsal_leaves_no_container_network_or_volume_behind(rehearsal):
     remove_left_behind(rehearsal["before"])
     assert left_behind(rehearsal["before"]) == {"containers": set(), "networks": set(),
                                                   "volumes": set()}
+
+
+def test_a_dispatched_bisection_reaches_the_page_and_affected_json(rehearsal):
+    code, log = rehearsal["dispatch"]
+    assert code == 0, log[-3000:]
+    site = rehearsal["pages-3"]
+    [bisection] = site["results"]["bisections"]
+    assert bisection["first_bad"]["date"] == f"{FIRST_STALE:%Y-%m-%d}"
+    main_sha = rehearsal["shas"][f"{FIRST_STALE:%Y-%m-%d}"][1]
+    git_ranges = [r for a in site["affected"]["affected"] for r in a["ranges"]
+                  if r["type"] == "GIT"]
+    assert {"introduced": main_sha} in git_ranges[0]["events"]
+    # the matrix's runs are still there: the bisection was merged into the chain
+    assert _cell(MATRIX_DAYS[1]) in {r["cell"]["id"] for r in site["results"]["runs"]}
+
+
+def test_the_weekly_fix_check_without_a_fix_says_so(rehearsal):
+    code, log = rehearsal["weekly"]
+    said = (f"no fix yet: newest nightly {TODAY:%Y-%m-%d} ({nightly_version(TODAY)}) "
+            "still affected")
+    assert said in _job_lines(log, "notify")
+    assert "Summary - ### Fix check" in log  # act shows the job summary the step wrote
+    assert code == 0, log[-3000:]  # "no fix yet" is an answer, not a failure
+    hub = rehearsal["hub"]
+    [issue] = hub.issues.values()
+    assert said in issue["body"]
+    assert any(said in text for _, text in hub.comments)
+    assert rehearsal["pages-4"]["results"]["bisections"]  # the page kept the bisection
+
+
+def test_a_dispatch_with_another_matrix_file_and_too_many_shards(rehearsal):
+    code, log = rehearsal["custom"]
+    assert code == 0, log[-3000:]
+    assert 'shards=["1/1"]' in _job_lines(log, "plan")  # 2 asked, 1 cell: 1 shard
+    assert "uploaded artifact store-shard-1" in log and "store-shard-2" not in log
+    assert "1 cell: 0 probed now, 1 from the store" in _job_lines(log, "probe")
+    assert "Job succeeded" in _job_lines(log, "deploy")
