@@ -51,7 +51,10 @@ def _check(sock: socket.socket, host: str) -> None:
                           "which it did not resolve to when it was checked; not connected")
 
 
-class _Connection(HTTPConnection):
+class _Checked:
+    """What both connection classes add to urllib3's: the peer's address checked on connecting
+    and before each request on a pooled connection, and a socket whose reads are bounded."""
+
     def _new_conn(self) -> socket.socket:
         sock = super()._new_conn()
         _check(sock, self.host)
@@ -67,20 +70,12 @@ class _Connection(HTTPConnection):
         self.sock = Bounded(self.sock)
 
 
-class _TLSConnection(HTTPSConnection):
-    def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
-        _check(sock, self.host)
-        return sock
+class _Connection(_Checked, HTTPConnection):
+    pass
 
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        if self.sock is not None:  # a pooled connection, checked for this request's reach
-            _check(self.sock, self.host)
-        super().request(*args, **kwargs)
 
-    def connect(self) -> None:
-        super().connect()
-        self.sock = Bounded(self.sock)
+class _TLSConnection(_Checked, HTTPSConnection):
+    pass
 
 
 class Pool(HTTPConnectionPool):
