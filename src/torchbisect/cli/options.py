@@ -28,8 +28,8 @@ from ..model import Cell, CellRun, RunStatus, Verdict
 
 class Output:
     """The `type=` of a flag naming a file (`kind="file"`) or folder (`"dir"`) that the command
-    writes, or a file it appends to (`"append"`: $GITHUB_OUTPUT, $GITHUB_STEP_SUMMARY); `stdout=True`:
-    `-` means standard output."""
+    writes, or a file it appends to (`"append"`: $GITHUB_OUTPUT, $GITHUB_STEP_SUMMARY);
+    `stdout=True`: `-` means standard output."""
 
     def __init__(self, kind: str, *, stdout: bool = False):
         self.kind, self.stdout = kind, stdout
