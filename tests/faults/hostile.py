@@ -15,15 +15,11 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-class HostileServer:
-    def __init__(self, files: dict[str, bytes | str], *, script=(), ignore_range: bool = False):
-        self.files = files
-        self.script = list(script)
-        self.ignore_range = ignore_range
-        self.requests: list[tuple[str, str | None]] = []
-        self._lock = threading.Lock()
+class LoopbackServer:
+    """An HTTP server on 127.0.0.1, served from a thread for the length of a `with`; a subclass
+    gives the request handler class (`_handler()`)."""
 
-    def __enter__(self) -> HostileServer:
+    def __enter__(self):
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         kwargs={"poll_interval": 0.02}, daemon=True)
@@ -35,6 +31,18 @@ class HostileServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        raise NotImplementedError
+
+
+class HostileServer(LoopbackServer):
+    def __init__(self, files: dict[str, bytes | str], *, script=(), ignore_range: bool = False):
+        self.files = files
+        self.script = list(script)
+        self.ignore_range = ignore_range
+        self.requests: list[tuple[str, str | None]] = []
+        self._lock = threading.Lock()
 
     def _next_step(self):
         with self._lock:

@@ -12,10 +12,11 @@ test can give the client a public first URL without leaving 127.0.0.1.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from hostile import LoopbackServer
 
 
 @dataclass
@@ -29,25 +30,11 @@ class Seen:
 Answer = tuple[int, dict[str, str], bytes | Iterable[bytes]]
 
 
-class Peer:
+class Peer(LoopbackServer):
     def __init__(self, answer: Callable[[Seen], Answer]):
         self.answer = answer
         self.seen: list[Seen] = []
         self.sent = 0  # body bytes written, until the client stopped reading
-
-    def __enter__(self) -> Peer:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.02}, daemon=True)
-        self._thread.start()
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
 
     def _handler(self):
         outer = self
