@@ -4,7 +4,9 @@ status changed, and the weekly check's summary says "no fix yet" in so many word
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,7 +79,7 @@ def test_a_build_whose_verdict_changes_updates_the_one_issue_and_nothing_else_wr
     patch, comment = writes(hub)[1:]
     assert (patch.method, patch.path) == ("PATCH", "/api/repos/owner/repo/issues/1")
     assert comment.path == "/api/repos/owner/repo/issues/1/comments"
-    assert "`nightly-20261130-cu130-cp312`: not_affected (the build before it, " \
+    assert "`nightly-20261130-cu130-cp312` on NVIDIA H200: not affected (the build before it, " \
            "`nightly-20261129-cu130-cp312`, was affected)" in comment.body["body"]
     assert len(hub.issues) == 1
 
@@ -131,16 +133,108 @@ def test_fix_status_prefers_a_found_fix():
 
 def test_changes_compare_a_new_build_with_its_predecessor_in_the_same_lane():
     old = {"stable-2.9.0-cu128-cp312": "affected", "stable-2.15.0-cu132-cp312": "affected"}
-    assert changes(old, {**old, "stable-2.16.0-cu132-cp312": "affected"}) == []
-    moved = changes(old, {**old, "stable-2.16.0-cu132-cp312": "refused"})
-    assert moved == ["`stable-2.16.0-cu132-cp312`: refused (the build before it, "
+    h200 = "NVIDIA H200"
+    assert changes({h200: old}, {h200: {**old, "stable-2.16.0-cu132-cp312": "affected"}}) == []
+    moved = changes({h200: old}, {h200: {**old, "stable-2.16.0-cu132-cp312": "refused"}})
+    assert moved == ["`stable-2.16.0-cu132-cp312` on NVIDIA H200: refused (the build before it, "
                      "`stable-2.15.0-cu132-cp312`, was affected)"]
-    assert changes(old, {**old, "stable-2.9.0-cu128-cp312": "not_affected"}) == [
-        "`stable-2.9.0-cu128-cp312`: affected → not_affected"]
+    assert changes({h200: old}, {h200: {**old, "stable-2.9.0-cu128-cp312": "not_affected"}}) == [
+        "`stable-2.9.0-cu128-cp312` on NVIDIA H200: affected → not affected"]
 
 
 def test_a_nightly_of_a_version_bump_date_is_compared_with_the_nightly_before_it():
     old = {"nightly-20261015-cu130-cp312": "affected"}
     new = {**old, "nightly-20261016-2.18.0-cu130-cp312": "refused"}
-    assert changes(old, new) == ["`nightly-20261016-2.18.0-cu130-cp312`: refused (the build "
-                                 "before it, `nightly-20261015-cu130-cp312`, was affected)"]
+    assert changes({"G": old}, {"G": new}) == [
+        "`nightly-20261016-2.18.0-cu130-cp312` on G: refused (the build "
+        "before it, `nightly-20261015-cu130-cp312`, was affected)"]
+
+
+STABLE = "stable-2.15.0-cu130-cp312"
+
+
+def stable(verdict: str, gpu: str):
+    cell = make_cell(STABLE, channel=Channel.STABLE, version="2.15.0+cu130")
+    return make_run(cell, verdict=verdict, gpu=gpu)
+
+
+def test_the_same_build_on_two_models_is_two_verdicts_and_a_change_names_its_model(hub,
+                                                                                    tmp_path):
+    first = store_of(tmp_path / "a.sqlite", stable("not_affected", "NVIDIA H200"),
+                     stable("not_affected", "NVIDIA GB300"))
+    done = notify(hub, tmp_path, "--store", str(first), "--summary", "summary.md")
+    assert done.returncode == 0, done.stderr
+    assert "2 builds with a verdict on 2 GPU models: NVIDIA GB300 (1), NVIDIA H200 (1)" \
+        in done.stdout
+    # H200 turns affected; GB300, which sorts first and used to win the one key, stays
+    later = store_of(tmp_path / "b.sqlite", stable("affected", "NVIDIA H200"),
+                     stable("not_affected", "NVIDIA GB300"))
+    done = notify(hub, tmp_path, "--store", str(later), "--summary", "summary.md")
+    assert "status issue #1: updated" in done.stdout
+    said = hub.comments[-1][1]
+    assert f"- `{STABLE}` on NVIDIA H200: not affected → affected" in said
+    assert "GB300: not affected →" not in said
+    assert (f"- `{STABLE}`: the verdict differs between GPU models: affected on NVIDIA H200; "
+            "not affected on NVIDIA GB300") in said
+    again = notify(hub, tmp_path, "--store", str(later), "--summary", "summary.md")
+    assert "status issue #1: unchanged" in again.stdout  # the difference is said once
+
+
+def test_a_model_measured_for_the_first_time_is_news(hub, tmp_path):
+    notify(hub, tmp_path, "--store", str(store_of(tmp_path / "a.sqlite",
+                                                  stable("affected", "NVIDIA H200"))),
+           "--summary", "summary.md")
+    both = store_of(tmp_path / "b.sqlite", stable("affected", "NVIDIA H200"),
+                    stable("affected", "NVIDIA GB300"))
+    done = notify(hub, tmp_path, "--store", str(both), "--summary", "summary.md")
+    assert "- NVIDIA GB300: measured for the first time, 1 build with a verdict (1 affected)" \
+        in done.stdout
+    assert "differs" not in done.stdout  # they agree
+
+
+def old_issue(hub, verdicts: dict[str, str]) -> None:
+    """An issue as a torchbisect that kept no GPU models left it."""
+    state = json.dumps({"fix": "no-fix:2026-11-30", "verdicts": verdicts}, sort_keys=True)
+    hub.issues[7] = {"number": 7, "title": "torchbisect", "labels": [{"name": "torchbisect"}],
+                     "state": "open",
+                     "body": f"{SUMMARY}\n\n<!-- torchbisect-state: {state} -->\n"}
+
+
+def test_an_older_state_without_models_is_that_models_when_one_is_measured(hub, tmp_path):
+    old_issue(hub, {STABLE: "not_affected"})
+    one = store_of(tmp_path / "a.sqlite", stable("not_affected", "NVIDIA H200"))
+    done = notify(hub, tmp_path, "--store", str(one), "--summary", "summary.md")
+    assert done.returncode == 0, done.stderr
+    assert ("note: the state in issue #7 was written by a torchbisect that kept no GPU models "
+            "(1 build); it is read as NVIDIA H200's") in done.stdout
+    assert "status issue #7: updated" in done.stdout and hub.comments == []  # no news, no comment
+    state = _state(hub.issues[7]["body"])
+    assert state == {"fix": "no-fix:2026-11-30", "models": {"NVIDIA H200": {STABLE: "not_affected"}}}
+    again = notify(hub, tmp_path, "--store", str(one), "--summary", "summary.md")
+    assert "status issue #7: unchanged" in again.stdout and "note:" not in again.stdout
+
+
+def test_an_older_state_without_models_is_each_models_baseline_when_several_are(hub, tmp_path):
+    old_issue(hub, {STABLE: "not_affected"})
+    both = store_of(tmp_path / "a.sqlite", stable("not_affected", "NVIDIA H200"),
+                    stable("affected", "NVIDIA GB300"))
+    done = notify(hub, tmp_path, "--store", str(both), "--summary", "summary.md")
+    assert "each of the 2 GPU models measured now is compared with it" in done.stdout
+    said = hub.comments[-1][1]
+    assert (f"- `{STABLE}` on NVIDIA GB300: not affected → affected (the earlier state named no "
+            "GPU model)") in said
+    assert "on NVIDIA H200: not affected →" not in said
+    assert set(_state(hub.issues[7]["body"])["models"]) == {"NVIDIA H200", "NVIDIA GB300"}
+
+
+def test_a_model_name_recorded_by_a_probe_cannot_become_a_link_or_a_mention():
+    said = changes({"NVIDIA H200": {STABLE: "affected"}},
+                   {"NVIDIA H200": {STABLE: "affected"},
+                    "@team see https://evil.example/x <img src=x>": {STABLE: "not_affected"}})
+    [first, differs] = said
+    assert "`@team see https://evil.example/x <img src=x>`: measured for the first time" in first
+    assert "on `@team see https://evil.example/x <img src=x>`" in differs
+
+
+def _state(body: str) -> dict:
+    return json.loads(re.search(r"<!-- torchbisect-state: (\{.*?\}) -->", body).group(1))

@@ -17,6 +17,7 @@ from typing import Any
 from . import defaults
 
 PROBE_SCHEMA = 1
+NO_GPU = "no GPU"  # the GPU model of a run that had none
 
 
 class Channel(str, enum.Enum):
@@ -220,3 +221,10 @@ class CellRun:
     @property
     def verdict(self) -> Verdict | None:
         return self.result.verdict if self.result else None
+
+    @property
+    def gpu_model(self) -> str:
+        """The GPU model this run's verdict belongs to (`NO_GPU` when it ran on none): results of
+        different models are never merged, on the page nor in the notification."""
+        gpu = self.gpu or (self.result.env.get("gpu", "") if self.result else "")
+        return gpu if isinstance(gpu, str) and gpu and gpu != "none" else NO_GPU

@@ -1,18 +1,25 @@
 """Someone is told: one GitHub issue that follows the verdicts and the fix status.
 
 The issue is the pipeline's memory of what it last said.  Its body holds the newest Markdown
-summary and, in an HTML comment, the state it was written from (each build's verdict, the fix
-status).  A run that changes that state rewrites its own section of the body and adds a comment
-naming the changes (a comment is what notifies the people watching); a run that changes nothing
-sends no write at all.  The matrix and the weekly fix check share the issue, each in its section.
-A state marker that is not what torchbisect wrote (edited by hand, say) is said in a note, read
-as no state (every verdict counts as new) and written anew.
+summary and, in an HTML comment, the state it was written from (each build's verdict per GPU
+model, the fix status).  A run that changes that state rewrites its own section of the body and
+adds a comment naming the changes (a comment is what notifies the people watching); a run that
+changes nothing sends no write at all.  The matrix and the weekly fix check share the issue, each
+in its section.  A state marker that is not what torchbisect wrote (edited by hand, say) is said
+in a note, read as no state (every verdict counts as new) and written anew.
+
+Verdicts are kept per (GPU model, build): the same build measured on an H200 and a GB300 are two
+verdicts, and a change on one model is said naming it.  A state written by a torchbisect that kept
+no models (`"verdicts": {build: verdict}`) is read once as the baseline, said in a note and written
+anew per model: with one model measured now it is that model's; with several, each model is
+compared with it and each such change says the baseline named no model.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +29,7 @@ from . import cells
 from .model import CellRun, RunStatus, Verdict
 from .net.github import GitHub
 from .outcome import BisectResult, Direction
+from .words import count
 
 LABEL = "torchbisect"
 TITLE = "torchbisect: which PyTorch builds hand out stale lazy-clone data"
@@ -40,10 +48,17 @@ class FixStatus:
         return self.key != "unknown"
 
 
-def verdicts_of(runs: list[CellRun]) -> dict[str, str]:
-    """Each build's verdict; infrastructure failures are not verdicts and are left out."""
-    return {r.cell.id: r.verdict.value for r in runs
-            if r.status is RunStatus.OK and r.verdict is not None}
+Verdicts = dict[str, dict[str, str]]  # GPU model -> build (cell id) -> verdict
+
+
+def verdicts_of(runs: list[CellRun]) -> Verdicts:
+    """Each build's verdict per GPU model; infrastructure failures are not verdicts and are
+    left out."""
+    by_model: Verdicts = {}
+    for r in runs:
+        if r.status is RunStatus.OK and r.verdict is not None:
+            by_model.setdefault(r.gpu_model, {})[r.cell.id] = r.verdict.value
+    return by_model
 
 
 def fix_status(runs: list[CellRun], bisections: list[BisectResult]) -> FixStatus:
@@ -68,16 +83,71 @@ def fix_status(runs: list[CellRun], bisections: list[BisectResult]) -> FixStatus
                                          "no verdict (see the bisect step's log)")
 
 
-def changes(old: dict[str, str], new: dict[str, str]) -> list[str]:
-    """Builds whose verdict moved, and new builds that differ from their predecessor."""
-    moved = [f"`{cell}`: {old[cell]} → {new[cell]}" for cell in sorted(new)
-             if cell in old and old[cell] != new[cell]]
+def changes(old: Verdicts, new: Verdicts, *, baseline: dict[str, str] | None = None) -> list[str]:
+    """What a watcher is told: per model, builds whose verdict moved and new builds that differ
+    from their predecessor; a model measured for the first time, or gone from the store; and
+    builds on which the models newly disagree.  `baseline`: an older state that named no model,
+    compared with every model the new state has no state for."""
+    said: list[str] = []
+    for model in sorted(new):
+        before = old.get(model)
+        if before is None and baseline is not None:
+            said += _moved(model, baseline, new[model],
+                           note=" (the earlier state named no GPU model)")
+        elif before is not None:
+            said += _moved(model, before, new[model])
+        elif old:  # (a first issue, or a state read as none, has no news to tell)
+            said.append(f"{_name(model)}: measured for the first time, {_tally(new[model])}")
+    said += [f"{_name(model)}: no verdicts in this store any more ({len(old[model])} before)"
+             for model in sorted(set(old) - set(new))]
+    was, now = _disagreements(old), _disagreements(new)
+    said += [f"`{cell}`: the verdict differs between GPU models: " + "; ".join(
+        f"{_word(v)} on {', '.join(_name(m) for m in ms)}" for v, ms in sorted(now[cell].items()))
+        for cell in sorted(now) if was.get(cell) != now[cell]]
+    return said
+
+
+def _moved(model: str, old: dict[str, str], new: dict[str, str], note: str = "") -> list[str]:
+    on = f"`{{}}` on {_name(model)}"
+    moved = [f"{on.format(cell)}: {_word(old[cell])} → {_word(new[cell])}{note}"
+             for cell in sorted(new) if cell in old and old[cell] != new[cell]]
     for cell in sorted(set(new) - set(old)):
         before = _predecessor(cell, old)
         if before is not None and old[before] != new[cell]:
-            moved.append(f"`{cell}`: {new[cell]} (the build before it, `{before}`, was "
-                         f"{old[before]})")
+            moved.append(f"{on.format(cell)}: {_word(new[cell])} (the build before it, "
+                         f"`{before}`, was {_word(old[before])}){note}")
     return moved
+
+
+def _disagreements(by_model: Verdicts) -> dict[str, dict[str, tuple[str, ...]]]:
+    """Builds measured on several models with different verdicts: verdict -> the models."""
+    seen: dict[str, dict[str, list[str]]] = {}
+    for model, verdicts in sorted(by_model.items()):
+        for cell, verdict in verdicts.items():
+            seen.setdefault(cell, {}).setdefault(verdict, []).append(model)
+    return {cell: {v: tuple(ms) for v, ms in by.items()} for cell, by in seen.items()
+            if len(by) > 1}
+
+
+def _tally(verdicts: dict[str, str]) -> str:
+    counts = Counter(verdicts.values())
+    return f"{count(len(verdicts), 'build')} with a verdict (" + ", ".join(
+        f"{n} {_word(v)}" for v, n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))) + ")"
+
+
+def _word(verdict: str) -> str:
+    return verdict.replace("_", " ")
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9 .()+-]{0,80}")
+
+
+def _name(model: str) -> str:
+    """A GPU model as a comment names it: plain when it reads like one ("NVIDIA H200"), else a
+    code span, so text recorded by a probe cannot become a link, a mention or HTML."""
+    if _PLAIN.fullmatch(model) and "www." not in model.lower():
+        return model
+    return "`" + " ".join(model.replace("`", "'").split())[:80] + "`"
 
 
 def _lane(cell_id: str) -> tuple[tuple[str, ...], str]:
@@ -114,17 +184,26 @@ class Told:
 
 
 def tell(api: GitHub, repo: str, *, section: str, markdown: str,
-         verdicts: dict[str, str] | None = None, fix: FixStatus | None = None) -> Told:
+         verdicts: Verdicts | None = None, fix: FixStatus | None = None) -> Told:
     """Open the issue, or update it when the verdicts or the fix status changed since last said."""
     issue = api.find_issue(repo, LABEL)
+    number = issue[0] if issue else 0
     body = issue[1] if issue else ""
     state, wrong = _read_state(body)
-    notes = (f"the state marker in issue #{issue[0]} is not one torchbisect wrote ({wrong}); "
-             "it is read as no state, so every verdict counts as new",) if wrong else ()
+    notes = [f"the state marker in issue #{number} is not one torchbisect wrote ({wrong}); "
+             "it is read as no state, so every verdict counts as new"] if wrong else []
     said: list[str] = []
+    rewrite = bool(wrong)  # a marker that was wrong, or of an older torchbisect, is written anew
     if verdicts is not None:
-        said += changes(state.get("verdicts", {}), verdicts)
-        state["verdicts"] = verdicts
+        legacy = state.pop("verdicts", None)
+        if legacy is not None and "models" not in state:
+            baseline, old, note = _legacy(legacy, verdicts, number)
+            notes.append(note)
+            rewrite = True
+        else:
+            baseline, old = None, state.get("models", {})
+        said += changes(old, verdicts, baseline=baseline)
+        state["models"] = verdicts
     if fix is not None and fix.decided and state.get("fix") != fix.key:
         said.append(f"fix status: {fix.text}")
         state["fix"] = fix.key
@@ -132,13 +211,27 @@ def tell(api: GitHub, repo: str, *, section: str, markdown: str,
     if issue is None:
         number = api.create_issue(repo, TITLE, new_body, [LABEL])
         return Told(action="opened", number=number, changes=tuple(said))
-    number = issue[0]
-    if not said and not wrong:
+    if not said and not rewrite:
         return Told(action="unchanged", number=number)
-    api.update_issue(repo, number, new_body)  # a marker that was wrong is written right
+    api.update_issue(repo, number, new_body)
     if said:
         api.comment(repo, number, "What changed:\n\n" + "\n".join(f"- {s}" for s in said))
-    return Told(action="updated", number=number, changes=tuple(said), notes=notes)
+    return Told(action="updated", number=number, changes=tuple(said), notes=tuple(notes))
+
+
+def _legacy(verdicts: dict[str, str], now: Verdicts,
+            number: int) -> tuple[dict[str, str] | None, Verdicts, str]:
+    """An older torchbisect's state (one verdict per build, no GPU model): (the baseline every
+    model is compared with, the per-model state it stands for, the note that says so)."""
+    said = (f"the state in issue #{number} was written by a torchbisect that kept no GPU models "
+            f"({count(len(verdicts), 'build')})")
+    if len(now) == 1:
+        [model] = now
+        return None, {model: verdicts}, (f"{said}; it is read as {model}'s, the only GPU model "
+                                         "measured now, and written anew per model")
+    return verdicts, {}, (f"{said}; each of the {len(now)} GPU models measured now is compared "
+                          "with it (a change said against it may be a model's first "
+                          "measurement), and it is written anew per model")
 
 
 def _read_state(body: str) -> tuple[dict[str, Any], str]:
@@ -152,13 +245,20 @@ def _read_state(body: str) -> tuple[dict[str, Any], str]:
         return {}, "it is not JSON"
     if not isinstance(state, dict):
         return {}, "it is not a JSON object"
-    verdicts = state.get("verdicts", {})
-    if not isinstance(verdicts, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in verdicts.items()):
+    if not _builds(state.get("verdicts", {})):
         return {}, "its verdicts are not a mapping of build to verdict"
+    models = state.get("models", {})
+    if not isinstance(models, dict) or not all(
+            isinstance(m, str) and _builds(v) for m, v in models.items()):
+        return {}, "its models are not a mapping of GPU model to each build's verdict"
     if not isinstance(state.get("fix", ""), str):
         return {}, "its fix status is not text"
     return state, ""
+
+
+def _builds(verdicts: Any) -> bool:
+    return isinstance(verdicts, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in verdicts.items())
 
 
 def _write_state(body: str, state: dict[str, Any]) -> str:

@@ -1,9 +1,10 @@
 """`torchbisect notify`: say what changed, in the job summary and in the one status issue.
 
-After a matrix run: each build's verdict from the store, the issue's body from `--summary`
-(summary.md).  With `--fix`, after the weekly fix search: "no fix yet: newest nightly … still
-affected" or the fix found, from that search's own store; a search that could tell neither exits
-3 after saying so, so the job is red instead of silently green.  The issue is opened or updated
+After a matrix run: each build's verdict per GPU model from the store, the issue's body from
+`--summary` (summary.md, which names the models measured and where their verdicts differ).
+With `--fix`, after the weekly fix search: "no fix yet: newest nightly … still affected" or the
+fix found, from that search's own store; a search that could tell neither exits 3 after saying
+so, so the job is red instead of silently green.  The issue is opened or updated
 through the REST API with `$GITHUB_TOKEN` only when something changed (see torchbisect.notify).
 """
 
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         fix, verdicts = None, verdicts_of(runs)
         markdown = _read(args.summary)
-    said = fix.text if fix else f"{len(verdicts)} builds with a verdict"
+    said = fix.text if fix else _measured(verdicts)
     api = _api(args)
     if api is None:
         told = "not told: no GITHUB_TOKEN or --repo, so no issue was opened or updated"
@@ -69,6 +70,17 @@ def run(args: argparse.Namespace) -> int:
     if fix is not None and not fix.decided:
         raise InfraError(fix.text)
     return 0
+
+
+def _measured(verdicts: dict[str, dict[str, str]]) -> str:
+    """"70 builds with a verdict on 2 GPU models: NVIDIA GB300 (34), NVIDIA H200 (36)"."""
+    from ..words import count
+
+    total = count(sum(len(v) for v in verdicts.values()), "build")
+    if not verdicts:
+        return f"{total} with a verdict"
+    return (f"{total} with a verdict on {count(len(verdicts), 'GPU model')}: "
+            + ", ".join(f"{m} ({len(v)})" for m, v in sorted(verdicts.items())))
 
 
 def _api(args: argparse.Namespace):

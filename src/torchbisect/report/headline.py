@@ -16,18 +16,16 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from ..cells import build_tag
-from ..model import CellRun, Channel
+from ..model import NO_GPU, CellRun, Channel
 from ..outcome import BisectResult, Direction
 from .marks import Mark, mark_for_run
 
-NO_GPU = "no GPU"
 _DEV_DATE = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
 
 
 def gpu_of(run: CellRun) -> str:
     """The GPU model a run's verdict belongs to: results of different models are never merged."""
-    gpu = run.gpu or (run.result.env.get("gpu", "") if run.result else "")
-    return gpu if gpu and gpu != "none" else NO_GPU
+    return run.gpu_model
 
 
 def nightly_date(run: CellRun) -> str:
