@@ -107,7 +107,7 @@ def notify(session: nox.Session) -> None:
 
 @nox.session
 def schema(session: nox.Session) -> None:
-    """Regenerate matrix.schema.json, results.schema.json and probe.schema.json from their types."""
+    """Regenerate matrix.schema.json, runners.schema.json, results.schema.json and probe.schema.json."""
     _tool(session, "schema")
 
 

@@ -1,6 +1,7 @@
 """`torchbisect schema`: write the JSON Schemas torchbisect publishes, from the types they describe.
 
-matrix.schema.json (editors validate matrix.yaml against it) comes from the config model;
+matrix.schema.json and runners.schema.json (editors validate the two YAML files against them) come
+from the config models;
 results.schema.json and probe.schema.json (a page's results.json, a probe's document) from
 documents.py.  They sit side by side, and `report` copies the last two into every site.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..config.schema import runners_schema_text
 from ..config.schema import schema_text as matrix_schema_text
 from ..documents import SCHEMA_FILES, schema_text
 from .options import Output
@@ -18,14 +20,15 @@ from .options import Output
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Output("file"), default=Path("matrix.schema.json"),
                         help="where to write matrix.yaml's schema (default: matrix.schema.json); "
-                             "results.schema.json and probe.schema.json go beside it")
+                             "runners.schema.json, results.schema.json and probe.schema.json go "
+                             "beside it")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 when a file is out of date")
 
 
 def run(args: argparse.Namespace) -> int:
     folder = args.out.parent
-    texts = {args.out: matrix_schema_text(),
+    texts = {args.out: matrix_schema_text(), folder / "runners.schema.json": runners_schema_text(),
              **{folder / file: schema_text(name) for name, file in SCHEMA_FILES.items()}}
     stale = [path for path, text in texts.items() if _read(path) != text]
     if args.check:

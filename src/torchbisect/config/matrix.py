@@ -54,7 +54,7 @@ from .fields import (
     stable_versions,
     test_versions,
 )
-from .sentences import parse_yaml, sentence
+from .sentences import parse_yaml, read_config, sentence
 
 DEFAULT_CUDA_TAGS = ("cu118", "cu121", "cu124", "cu126", "cu128", "cu129", "cu130", "cu132",
                      "cu134")
@@ -250,28 +250,12 @@ class Settings:
     overlay: bool
 
 
-MAX_BYTES = 4 * 1024 * 1024
-
-
 def load_matrix(path: Path) -> MatrixConfig:
     """Read and validate matrix.yaml; any problem raises ConfigError with one sentence."""
     path = Path(path)
-    try:
-        with path.open("rb") as fh:  # no further than the bound: a 2 GB file is not loaded
-            raw = fh.read(MAX_BYTES + 1)
-        if len(raw) > MAX_BYTES:
-            raise ConfigError(f"{path} is larger than {MAX_BYTES // 1048576} MiB; a matrix "
-                              "file is a few kilobytes: is this the right file?")
-        text = raw.decode("utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path} does not exist: pass --matrix PATH") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path} is a folder: pass --matrix with a matrix.yaml file") from None
-    except UnicodeDecodeError as err:
-        line = err.object[:err.start].count(b"\n") + 1
-        raise ConfigError(f"{path}, line {line}: not UTF-8 text; save the file as UTF-8") \
-            from None
-    root, data = parse_yaml(path, text)
+    text = read_config(path, what="a matrix", flag="--matrix")
+    root, data = parse_yaml(path, text, empty="expected at least one of `stable`, `test`, "
+                                             "`nightly`, `dev` or `preinstalled`")
     try:
         config = MatrixConfig.model_validate(data, context={"base": path.parent})
     except ValidationError as err:

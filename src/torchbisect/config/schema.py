@@ -1,4 +1,4 @@
-"""The JSON Schema of matrix.yaml (matrix.schema.json, for editors), from the models in matrix.py.
+"""The JSON Schemas of matrix.yaml and runners.yaml (for editors), from the models that check them.
 
 pydantic's schema says what the types are; this adds what the validators accept beyond them: a
 channel given as one mapping, `preinstalled: true`, numbers as environment values.
@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from .matrix import MatrixConfig
+from .runners import runners_schema
 
 
 def matrix_schema() -> dict[str, Any]:
@@ -34,3 +35,7 @@ def matrix_schema() -> dict[str, Any]:
 
 def schema_text() -> str:
     return json.dumps(matrix_schema(), indent=2) + "\n"
+
+
+def runners_schema_text() -> str:
+    return json.dumps(runners_schema(), indent=2) + "\n"

@@ -46,14 +46,37 @@ MAX_DEPTH = 32  # matrix.yaml's deepest key is 4 levels down
 MAX_NODES = 100_000  # values once aliases are expanded; the default matrix has about 200
 
 
-def parse_yaml(path: Path, text: str) -> tuple[yaml.Node, Any]:
+MAX_BYTES = 4 * 1024 * 1024
+
+
+def read_config(path: Path, *, what: str, flag: str) -> str:
+    """The text of a YAML file of ours (`what`: "a matrix"), read no further than MAX_BYTES;
+    a missing, oversized or non-UTF-8 file is one sentence that names `flag`."""
+    try:
+        with path.open("rb") as fh:  # no further than the bound: a 2 GB file is not loaded
+            raw = fh.read(MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES:
+            raise ConfigError(f"{path} is larger than {MAX_BYTES // 1048576} MiB; {what} "
+                              "file is a few kilobytes: is this the right file?")
+        return raw.decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path} does not exist: pass {flag} PATH") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a folder: pass {flag} with {what} file") from None
+    except UnicodeDecodeError as err:
+        line = err.object[:err.start].count(b"\n") + 1
+        raise ConfigError(f"{path}, line {line}: not UTF-8 text; save the file as UTF-8") \
+            from None
+
+
+def parse_yaml(path: Path, text: str, *, empty: str) -> tuple[yaml.Node, Any]:
+    """The node tree (for line numbers) and the data; `empty` says what an empty file lacks."""
     loader = Loader(text)
     try:
         _nesting(path, text)
         root = loader.get_single_node()
         if root is None:
-            raise ConfigError(f"{path}: the file is empty; expected at least one of `stable`, "
-                              "`test`, `nightly`, `dev` or `preinstalled`")
+            raise ConfigError(f"{path}: the file is empty; {empty}")
         _expanded(path, root, 0, {}, set())
         _no_duplicate_keys(path, root)
         return root, loader.construct_document(root)
