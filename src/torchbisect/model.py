@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from . import defaults
@@ -228,3 +228,35 @@ class CellRun:
         different models are never merged, on the page nor in the notification."""
         gpu = self.gpu or (self.result.env.get("gpu", "") if self.result else "")
         return gpu if isinstance(gpu, str) and gpu and gpu != "none" else NO_GPU
+
+@dataclass(frozen=True, kw_only=True)
+class Attendance:
+    """One shard of one runner kind reporting in one scheduled run (`matrix --kind`), stored so the
+    page can say which declared kinds reported and which did not (runners offline, a shard that
+    died before it stored anything)."""
+
+    kind: str  # the name runners.yaml gives the kind: "H200"
+    shard: str  # "1/2"; "1/1" for a run without --shard
+    run: str  # "<GITHUB_RUN_ID>-<GITHUB_RUN_ATTEMPT>", or "local-<started>" outside Actions
+    gpu: str  # the GPU names the shard saw, ", "-joined; "" when it saw none
+    host: str
+    started: str  # ISO 8601 UTC
+    finished: str
+    cells: int  # cells in the shard
+    probed: int  # cells probed in this run
+    reused: int  # cells answered by a stored run
+    failed: int  # cells without a verdict (install failures, crashes, timeouts, not reached)
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Attendance:
+        names = {f.name: f.type for f in fields(cls)}
+        if set(doc) != set(names):
+            raise ValueError(f"attendance keys {sorted(doc)} are not {sorted(names)}")
+        for name, value in doc.items():
+            wanted = int if names[name] == "int" else str
+            if type(value) is not wanted:
+                raise ValueError(f"attendance {name} is not {wanted.__name__}: {value!r}")
+        return cls(**doc)

@@ -5,6 +5,10 @@ One row per cell run, never updated: a rerun adds a row, and readers take the ne
 probe version, GPU, driver, start time) with a UNIQUE constraint, so a process killed at any moment
 leaves either the whole row or nothing, and merging the same shard twice adds nothing the second
 time.  Bisection results sit in their own table; nightlies probed by a bisection are ordinary runs.
+Which shard of which runner kind reported in which scheduled run sits in `attendance`
+(`model.Attendance`).  That table came later and is created by the first write of one, not by
+opening a store: a store that has none reads as "nothing reported", and a committed store opened
+for a report is never changed by it.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 
 from .. import defaults, files, probe_doc
 from ..errors import ConfigError
-from ..model import Cell, CellRun, RunStatus
+from ..model import Attendance, Cell, CellRun, RunStatus
 from ..outcome import BisectResult
 from ..reuse import covers
 from . import check
@@ -64,6 +68,16 @@ CREATE TABLE IF NOT EXISTS bisections (
     UNIQUE (direction, case_name, cuda, python, finished)
 );
 """
+# Created on the first write (`_ensure_attendance`), so opening a store never changes it.
+_ATTENDANCE_SQL = """
+CREATE TABLE IF NOT EXISTS attendance (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    shard TEXT NOT NULL,
+    run TEXT NOT NULL,
+    doc_json TEXT NOT NULL,     -- model.Attendance.to_json()
+    UNIQUE (kind, shard, run)
+)"""
 
 
 class Store:
@@ -206,10 +220,43 @@ class Store:
                 raise ConfigError(damaged_row(self.path, "bisections", row["id"], err)) from None
         return out
 
+    # -- attendance -----------------------------------------------------------------------------
+
+    def add_attendance(self, attended: Attendance) -> None:
+        """Record that a shard reported; the same (kind, shard, run) again keeps the first."""
+        with self._transaction():
+            self._insert_attendance(attended)
+
+    def attendance(self) -> list[Attendance]:
+        """Every shard that reported, oldest first; [] for a store without the table."""
+        if not self._has_attendance():
+            return []
+        out = []
+        for row in self._db.execute("SELECT id, doc_json FROM attendance "
+                                    "ORDER BY json_extract(doc_json, '$.started'), id"):
+            try:
+                out.append(Attendance.from_json(json.loads(row["doc_json"])))
+            except (ValueError, TypeError, RecursionError) as err:
+                raise ConfigError(damaged_row(self.path, "attendance", row["id"], err)) \
+                    from None
+        return out
+
+    def _has_attendance(self) -> bool:
+        return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                "AND name = 'attendance'").fetchone() is not None
+
+    def _insert_attendance(self, attended: Attendance) -> None:
+        self._db.execute(_ATTENDANCE_SQL)
+        self._db.execute(
+            "INSERT OR IGNORE INTO attendance (kind, shard, run, doc_json) VALUES (?, ?, ?, ?)",
+            (attended.kind, attended.shard, attended.run,
+             json.dumps(attended.to_json(), sort_keys=True)))
+
     # -- merging and exports --------------------------------------------------------------------
 
     def merge_from(self, other: str | Path) -> tuple[int, int]:
-        """Add the runs and bisections of another store (SQLite or JSON export) that are not here.
+        """Add the runs, bisections and attendance of another store (SQLite or JSON export) that
+        are not here.
 
         Returns (runs added, runs already present); merging the same file twice adds nothing.
         Entries are read and inserted one at a time, in one transaction: memory stays that of
@@ -221,6 +268,8 @@ class Store:
                 if isinstance(entry, CellRun):
                     self._insert(entry)
                     seen += 1
+                elif isinstance(entry, Attendance):
+                    self._insert_attendance(entry)
                 else:
                     self._insert_bisection(entry)
             added = self._count() - before
@@ -237,6 +286,10 @@ class Store:
             fh.write(f'{{"schema": {EXPORT_SCHEMA},\n "bisections": [')
             for i, result in enumerate(self.bisections()):
                 fh.write(("," if i else "") + "\n  " + json.dumps(result.to_json(),
+                                                                   sort_keys=True))
+            fh.write('\n ],\n "attendance": [')
+            for i, attended in enumerate(self.attendance()):
+                fh.write(("," if i else "") + "\n  " + json.dumps(attended.to_json(),
                                                                    sort_keys=True))
             fh.write('\n ],\n "runs": [')
             for i, run in enumerate(self.iter_runs()):
@@ -328,8 +381,9 @@ def _create(db: sqlite3.Connection) -> None:
     db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
 
-def _read_any(path: Path) -> Iterator[CellRun | BisectResult]:
-    """Runs and bisections from a store file or a JSON export, told apart by content."""
+def _read_any(path: Path) -> Iterator[CellRun | BisectResult | Attendance]:
+    """Runs, bisections and attendance from a store file or a JSON export, told apart by
+    content."""
     if not path.is_file():
         raise ConfigError(f"{path} does not exist: give a results .sqlite file or a JSON export")
     with path.open("rb") as fh:
@@ -338,5 +392,6 @@ def _read_any(path: Path) -> Iterator[CellRun | BisectResult]:
         with Store(path, read_only=True) as other:  # a shard's store is only read
             yield from other.iter_runs()
             yield from other.bisections()
+            yield from other.attendance()
         return
     yield from read_export(path, EXPORT_SCHEMA)

@@ -1,8 +1,9 @@
 """Reading a store's JSON export one entry at a time, in bounded memory.
 
-An export (`Store.export_json`) is `{"schema": 1, "bisections": [...], "runs": [...]}` in any key
-order; a merged shard's may be hundreds of megabytes.  `entries` reads it in 1 MiB pieces and
-yields each run or bisection as soon as it is complete, so memory is that of one entry, whatever
+An export (`Store.export_json`) is `{"schema": 1, "bisections": [...], "attendance": [...],
+"runs": [...]}` in any key order (one without "attendance" is from before it existed); a merged
+shard's may be hundreds of megabytes.  `entries` reads it in 1 MiB pieces and yields each run,
+bisection or attendance as soon as it is complete, so memory is that of one entry, whatever
 the file's size: an entry larger than `MAX_ENTRY_BYTES`, or nested deeper than `MAX_DEPTH`, is
 one sentence naming the file and the bound, never a RecursionError or gigabytes of memory.
 The stdlib decoder parses each entry (`raw_decode`); this module only walks the two outer levels.
@@ -20,7 +21,7 @@ from ..errors import ConfigError
 MAX_ENTRY_BYTES = 16 * 1024 * 1024  # one run: its probe document (≤ 1 MB) and log excerpt
 MAX_DEPTH = 24  # run → probe → cases → case → value is 5
 _CHUNK = 1 << 20
-_LISTS = ("runs", "bisections")
+_LISTS = ("runs", "bisections", "attendance")
 _DECODER = json.JSONDecoder()
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from .. import probe_doc
 from ..errors import ConfigError
 from ..masking import mask
-from ..model import Cell, CellRun, ProbeResult, RunStatus
+from ..model import Attendance, Cell, CellRun, ProbeResult, RunStatus
 from ..outcome import BisectResult
 from . import export
 
@@ -123,7 +123,7 @@ def damaged_row(path: Path, table: str, row_id: int, err: Exception) -> str:
             f"{row_id}'`")
 
 
-def read_export(path: Path, schema: int) -> Iterator[CellRun | BisectResult]:
+def read_export(path: Path, schema: int) -> Iterator[CellRun | BisectResult | Attendance]:
     """The runs and bisections of a JSON export (`Store.export_json`), one at a time (`export`
     bounds memory, entry size and depth); its schema is checked once it has been read, so the
     caller's transaction is rolled back by the ConfigError of a file that is no export."""
@@ -135,6 +135,8 @@ def read_export(path: Path, schema: int) -> Iterator[CellRun | BisectResult]:
         try:
             if kind == "runs":
                 yield run_from_json(entry)
+            elif kind == "attendance":
+                yield Attendance.from_json(entry)
             else:
                 yield BisectResult.from_json(probe_doc.check_bisection(entry))
         except (ValueError, KeyError, TypeError, AttributeError) as err:
