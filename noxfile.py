@@ -106,6 +106,12 @@ def notify(session: nox.Session) -> None:
 
 
 @nox.session
+def preflight(session: nox.Session) -> None:
+    """Check that the backend a GPU run will use gives it the GPUs (docker: --gpus all)."""
+    _tool(session, "preflight")
+
+
+@nox.session
 def schema(session: nox.Session) -> None:
     """Regenerate matrix.schema.json, runners.schema.json, results.schema.json and probe.schema.json."""
     _tool(session, "schema")

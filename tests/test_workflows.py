@@ -313,8 +313,14 @@ def test_gpu_jobs_preflight_the_driver_and_ask_for_a_gpu(name):
         probes = [r for r in runs if r.startswith(("nox -s matrix", "nox -s bisect"))]
         if not probes:
             continue
-        assert "nvidia-smi -L" in runs[:runs.index(probes[0])], job_name
+        before = runs[:runs.index(probes[0])]
+        assert "nvidia-smi -L" in before, job_name
         assert all("--require-gpu" in r for r in probes), job_name
+        # then the backend's own check (docker: a container given the GPUs), skipped alike
+        [smi] = [s for s in job["steps"] if s.get("run") == "nvidia-smi -L"]
+        [check] = [s for s in job["steps"] if s.get("run", "").startswith("nox -s preflight")]
+        assert runs.index(smi["run"]) < runs.index(check["run"]) < runs.index(probes[0])
+        assert check["if"] == smi["if"] and '--flags="$EXTRA_FLAGS"' in check["run"], job_name
 
 
 @pytest.mark.slow  # curl's own retries of a 503 wait about 7 s

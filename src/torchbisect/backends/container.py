@@ -5,7 +5,8 @@ Every container carries its cell, its owner (host and pid) and its run, and is r
 (`proc.at_end`), and `remove_orphans` clears those of dead runs on this host.  Its output goes to
 the cell's log as it comes.  A timeout, a signal or the OOM killer raise InfraError: they are
 never a verdict.  Every container sees its cell's work folder at the same path, uv's cache
-volume, and the host's CA bundle when there is one.
+volume, and the host's CA bundle when there is one.  A container that is no cell's (the GPU
+preflight) carries its job's name where a cell id goes.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _REMOVE_OWNED = ("import docker\nfor box in docker.from_env(timeout=60).containe
                  "filters={'label': %r}):\n    box.remove(force=True)\n")
 UV_CACHE_VOLUME = "torchbisect-uv-cache"
 UV_CACHE = "/var/cache/torchbisect-uv"
+ALL_GPUS = "all"  # run(gpu=ALL_GPUS): every GPU, as `docker run --gpus all`
 CA_PATH = "/etc/torchbisect/ca-bundle.crt"
 _TAIL_LINES = 60
 _POLL = 2.0  # seconds between checks that the run is still alive while a container runs
@@ -109,8 +111,9 @@ class Containers:
         run = uuid.uuid4().hex[:12]
         labels = {LABEL: cell.id, OWNER_LABEL: self.owner, "torchbisect.step": step,
                   "torchbisect.run": run}
-        gpus = [] if gpu is None else [DeviceRequest(device_ids=[str(gpu)],
-                                                     capabilities=[["gpu"]])]
+        gpus = [] if gpu is None else [
+            DeviceRequest(count=-1, capabilities=[["gpu"]]) if gpu == ALL_GPUS else
+            DeviceRequest(device_ids=[str(gpu)], capabilities=[["gpu"]])]
         try:
             try:
                 box = self._client().containers.create(

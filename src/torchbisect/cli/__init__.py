@@ -36,6 +36,7 @@ COMMANDS = {
     "schema": "Write the JSON Schemas of matrix.yaml, results.json and a probe's document.",
     "bench": "Measure tool overhead and the workaround's cost; write reports/bench/.",
     "notify": "Open or update the status issue when a verdict or the fix status changed.",
+    "preflight": "Check that the backend a GPU run will use gives its probes the GPUs.",
 }
 
 # What to do about an index that does not answer, in the terms of the command that asked it.
