@@ -37,21 +37,28 @@ class RunSource(Protocol):
     def bisections(self) -> list[BisectResult]: ...
 
 
+class AttendanceSource(RunSource, Protocol):
+    def attendance(self) -> list: ...  # model.Attendance, oldest first
+
+
 # The committed pages rendered from real H200 results, for a reader whose own store is empty.
 _EXAMPLES = (("sample page (probe documents)", "sample/index.html"),
              ("the H200 matrix run's page", "h200/index.html"))
 
 
 def render(store: RunSource, out_dir: Path, *, empty_reason: str = "",
-           links: Links | None = None) -> list[Path]:
+           links: Links | None = None, runners=None) -> list[Path]:
+    """With `runners` (runners.yaml, loaded), `store` is an AttendanceSource: the page says which
+    declared kinds reported in the latest run."""
     return render_runs(store.latest(), store.bisections(), Path(out_dir),
                        generated=dt.datetime.now(dt.timezone.utc), empty_reason=empty_reason,
-                       links=links)
+                       links=links, runners=runners,
+                       attendance=store.attendance() if runners else ())
 
 
 def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Path, *,
                 generated: dt.datetime, empty_reason: str = "",
-                links: Links | None = None) -> list[Path]:
+                links: Links | None = None, runners=None, attendance=()) -> list[Path]:
     """Write the page's files into `out_dir` and return their paths: the four documents, the
     probe script the page's self-check runs (published beside it, so the page is enough), and the
     JSON Schemas of results.json and of a probe's document."""
@@ -60,9 +67,11 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
     page = build_view(runs, bisections, generated=generated, empty_reason=empty_reason,
                       examples=example_links(out_dir) if not measured_on_a_gpu(runs) else (),
                       links=links,
-                      bench=workaround_bench(out_dir))
+                      bench=workaround_bench(out_dir), runners=runners, attendance=attendance)
     osv = osv_document(runs, bisections, generated=generated,
-                       headlines=tuple(s.headline for s in page.sections), links=links,
+                       headlines=tuple(s.headline for s in page.sections),
+                       differences=page.comparison.differences if page.comparison else (),
+                       links=links,
                        previous=_previous(out_dir))
     pages = {
         "index.html": render_html(page),

@@ -2,8 +2,9 @@
 
 The id carries the `x_` prefix the schema reserves for databases not registered with OSV.  PyPI
 ranges are over measured releases (stable rows, and a preinstalled final release), from all GPU
-models together; each model's own findings, the same ones its headline shows, are in
-`database_specific.per_gpu`.
+models together (`database_specific.gpus` names them); each model's own findings, the same ones
+its headline shows, are in `database_specific.per_gpu`, and every release or nightly edge whose
+verdict differs between models is named in `details` and `database_specific.differs_between_gpus`.
 
 A scanner expands a range over every PyPI release of torch (osv.dev's library does exactly that),
 so each range claims only the span between two measured affected releases: it opens with
@@ -143,10 +144,12 @@ def references(links: Links, bisections: list[BisectResult]) -> list[dict[str, s
 
 
 def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generated: dt.datetime,
-                 headlines: tuple[Headline, ...] = (), links: Links | None = None,
-                 previous: dict | None = None) -> dict[str, Any]:
-    """The record; `headlines` (the page's, one per GPU model) fill `per_gpu`; `previous` is the
-    record this one replaces."""
+                 headlines: tuple[Headline, ...] = (), differences: tuple[str, ...] = (),
+                 links: Links | None = None, previous: dict | None = None) -> dict[str, Any]:
+    """The record; `headlines` (the page's, one per GPU model) fill `per_gpu`; `differences`
+    (the page's, one sentence per release or nightly edge the models disagree on) are called out
+    in `details` and `database_specific.differs_between_gpus`; `previous` is the record this one
+    replaces."""
     releases = [r for r in runs if is_release(r)]
     events, affected, tested = pypi_events(releases)
     ranges: list[dict[str, Any]] = [{"type": "ECOSYSTEM", "events": events}] if events else []
@@ -160,13 +163,14 @@ def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generat
         "schema_version": "1.6.0",
         "id": OSV_ID,
         "summary": SUMMARY,
-        "details": f"{DETAILS} ({', '.join(tested) or 'none'}) on {tested_on}.",
+        "details": f"{DETAILS} ({', '.join(tested) or 'none'}) on {tested_on}."
+                   + _differ(differences),
         "affected": [{
             "package": {"ecosystem": "PyPI", "name": "torch", "purl": "pkg:pypi/torch"},
             "ranges": ranges,
             "versions": affected,
             "database_specific": {"tested_versions": tested, "not_tested": not_tested(tested),
-                                  "gpus": gpus,
+                                  "gpus": gpus, "differs_between_gpus": list(differences),
                                   "per_gpu": {h.gpu: _per_gpu(h) for h in headlines},
                                   "source": "torchbisect"},
         }],
@@ -174,6 +178,15 @@ def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generat
     }
     head = {k: doc.pop(k) for k in ("schema_version", "id")}
     return {**head, **_stamps({**head, **doc}, previous or {}, runs, generated), **doc}
+
+
+def _differ(differences: tuple[str, ...]) -> str:
+    """A scanner's reader is on one GPU model: where the models disagree is said in so many
+    words, since the ranges count a release affected on any of them."""
+    if not differences:
+        return ""
+    return (" The verdict differs between GPU models (a result on one model is no answer for "
+            "another): " + " ".join(f"({i}) {d}." for i, d in enumerate(differences, 1)))
 
 
 def _stamps(doc: dict[str, Any], previous: dict, runs: list[CellRun],
