@@ -41,12 +41,12 @@ def _install(session: nox.Session, *args: str) -> None:
         stamp.write_text(digest.hexdigest())
 
 
-def _tool(session: nox.Session, command: str) -> None:
+def _tool(session: nox.Session, command: str, *extra: str) -> None:
     _install(session, "-e", ".")
     # "preinstalled" means the torch of the interpreter running nox, which a session venv built
     # on another venv would not see through --system-site-packages alone.
     host = os.environ.get("TORCHBISECT_HOST_PYTHON", sys.executable)
-    session.run("python", "-m", "torchbisect", command, *session.posargs,
+    session.run("python", "-m", "torchbisect", command, *extra, *session.posargs,
                 env={"TORCHBISECT_HOST_PYTHON": host})
 
 
@@ -71,7 +71,10 @@ def plan(session: nox.Session) -> None:
 @nox.session
 def report(session: nox.Session) -> None:
     """Render the affected-versions page and its Markdown, JSON and OSV twins."""
-    _tool(session, "report")
+    # the declared runner kinds, so a kind that did not report is said on the page
+    runners = ["--runners", "runners.yaml"] if Path("runners.yaml").is_file() and not any(
+        a.startswith("--runners") for a in session.posargs) else []
+    _tool(session, "report", *runners)
 
 
 @nox.session

@@ -150,6 +150,30 @@ class BisectionJson(TypedDict):
     narrowed: NotRequired[BisectionJson]
 
 
+class KindJson(TypedDict):
+    """A runner kind runners.yaml declares (or the store's attendance names), and what the
+    attendance says of it in the latest run."""
+
+    __pydantic_config__ = _CLOSED
+    name: str
+    gpu: str  # the GPU name it declares (undeclared: the names its runners reported)
+    platform: str  # "" for an undeclared kind
+    declared: bool
+    state: Literal["reported", "partial", "absent", "never"]
+    text: str  # the page's sentence
+    gpus: list[str]  # the GPU models with results that it names
+
+
+class ModelsJson(TypedDict):
+    """The GPU models measured, what holds across them, where their verdicts differ."""
+
+    __pydantic_config__ = _CLOSED
+    measured: list[str]  # the GPU models with results, one headline each
+    headline: str  # across the models ("" with fewer than two)
+    differences: list[str]  # one sentence per release or nightly edge the models disagree on
+    kinds: list[KindJson]  # empty when the report read no runners.yaml
+
+
 class ResultsDocument(TypedDict):
     """results.json: every run the page shows (in page order), the headlines, the bisections."""
 
@@ -157,6 +181,7 @@ class ResultsDocument(TypedDict):
     schema: Literal[1]
     generated: str  # ISO 8601, UTC
     headlines: list[HeadlineJson]
+    models: NotRequired[ModelsJson]  # written since several GPU kinds were compared
     cases: list[str]  # the page's columns
     runs: list[RunJson]
     bisections: list[BisectionJson]

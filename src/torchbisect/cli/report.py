@@ -2,7 +2,9 @@
 
 From the result store by default; `--probe-json` renders probe documents recorded by hand (this is
 how reports/sample/ is made from the real H200 results in tests/data/probe/).  The page's upstream
-and page links come from `references:` in the matrix file, when there is one.
+and page links come from `references:` in the matrix file, when there is one.  With `--runners
+runners.yaml` the page also lists each declared runner kind and whether it reported in the store's
+latest run (`nox -s report` passes it when runners.yaml exists).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="with --probe-json: a bisection result JSON to draw (repeatable)")
     flags.add_matrix_option(parser, "matrix file whose `references:` the page links, when it "
                                     "exists")
+    parser.add_argument("--runners", type=Path, metavar="YAML",
+                        help="runners.yaml: say on the page which declared runner kinds reported "
+                             "in the store's latest run and which did not")
 
 
 def links_from(matrix: Path):
@@ -41,6 +46,15 @@ def run(args: argparse.Namespace) -> int:
     from ..report import render
     from ..report.probe_files import DocumentSource
 
+    runners = None
+    if args.runners is not None:
+        if args.probe_json:
+            raise ConfigError("--runners needs the result store (its attendance says which kinds "
+                              "reported); probe documents hold none: drop --runners or "
+                              "--probe-json")
+        from ..config.runners import load_runners
+
+        runners = load_runners(args.runners)
     if args.probe_json:
         paths = render(DocumentSource(args.probe_json, args.bisection), args.out,
                        links=links_from(args.matrix))
@@ -52,8 +66,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         from ..store.db import Store
 
+        # Not read_only: a read-only connection leaves -wal and -shm files beside the store
+        # (published with it in CI); opening one never changes it (store/db.py).
         with Store(args.store) as store:
-            paths = render(store, args.out, links=links_from(args.matrix))
+            paths = render(store, args.out, links=links_from(args.matrix), runners=runners)
     for path in paths:
         print(path)
     return 0

@@ -11,7 +11,7 @@ import re
 from functools import cache
 
 from .marks import Mark
-from .page import Advice, Comparison, PageView, Row, Section
+from .page import Advice, Comparison, KindView, PageView, Row, Section
 
 _CHANNEL = {"stable": "stable", "test": "rc", "nightly": "nightly", "dev": "dev",
             "preinstalled": "preinstalled"}
@@ -104,8 +104,8 @@ def render_markdown(page: PageView) -> str:
     head = ["build", "channel", "verdict"] + [c.title for c in page.columns]
     if not page.sections:
         out += [md_spans(page.empty_reason), ""]
-    if page.comparison:
-        out += comparison_lines(page.comparison)
+    if page.comparison or page.kinds:
+        out += comparison_lines(page.comparison, page.kinds)
     if page.advice:
         out += advice_lines(page.advice)
     for section in page.sections:
@@ -149,9 +149,29 @@ def advice_lines(a: Advice) -> list[str]:
             f"- **Upstream report:** {md_url(a.upstream)}", ""]
 
 
-def comparison_lines(c: Comparison) -> list[str]:
-    """The GPU models side by side, the differences first."""
+def comparison_lines(c: Comparison | None, kinds: tuple[KindView, ...] = ()) -> list[str]:
+    """The GPU models side by side, the differences first; then the runner kinds, those that did
+    not all report in the latest run first."""
     out = ["### Across GPU models", ""]
+    if c is not None:
+        out += _side_by_side(c)
+    missing = [md_text(k.name) for k in kinds if k.state != "reported"]
+    if missing:
+        out += [f"**Not every runner kind reported in the latest run: {', '.join(missing)}** "
+                "(a kind that did not run is no verdict for its GPU model).", ""]
+    if kinds:
+        out += ["Runner kinds (runners.yaml):", ""]
+        out += [f"- {_kind(k)}" for k in kinds] + [""]
+    return out
+
+
+def _kind(k: KindView) -> str:
+    where = " · ".join(md_text(x) for x in (k.gpu or "GPU not recorded", k.platform) if x)
+    return f"**{md_text(k.name)}** ({where}): {md_text(k.text)}"
+
+
+def _side_by_side(c: Comparison) -> list[str]:
+    out = []  # (its headline is the summary's title)
     if c.differences:
         out += ["**The verdict differs between GPU models:**", ""]
         out += [f"- {md_text(d)}" for d in c.differences] + [""]

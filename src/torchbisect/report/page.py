@@ -149,6 +149,19 @@ class Comparison:
 
 
 @dataclass(frozen=True, kw_only=True)
+class KindView:
+    """A runner kind (runners.yaml) and what the store's attendance says of it."""
+
+    name: str
+    platform: str  # "" for a kind the store names but runners.yaml does not declare
+    gpu: str  # the GPU name it declares (undeclared: the names its runners reported)
+    state: str  # "reported", "partial" (some shards missing), "absent", "never"
+    text: str  # the sentence the page, summary.md and results.json say
+    gpus: tuple[str, ...]  # the page's GPU models (sections) it names
+    declared: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
 class PageView:
     title: str
     generated: str
@@ -164,3 +177,9 @@ class PageView:
     empty_reason: str = ""
     examples: tuple[tuple[str, str], ...] = ()
     comparison: Comparison | None = None  # with several GPU models
+    kinds: tuple[KindView, ...] = ()  # with runners.yaml: each kind and whether it reported
+
+    @property
+    def missing_kinds(self) -> tuple[KindView, ...]:
+        """Kinds that are not all there in the latest run: said before anything else."""
+        return tuple(k for k in self.kinds if k.state != "reported")

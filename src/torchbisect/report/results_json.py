@@ -76,6 +76,15 @@ def _headline(h: Headline) -> dict[str, Any]:
             "first_fixed_nightly": _edge(h.first_fixed), "newest_run": h.newest_run}
 
 
+def _models(page: PageView) -> dict[str, Any]:
+    c = page.comparison
+    return {"measured": [s.gpu for s in page.sections], "headline": c.headline if c else "",
+            "differences": list(c.differences) if c else [],
+            "kinds": [{"name": k.name, "gpu": k.gpu, "platform": k.platform,
+                       "declared": k.declared, "state": k.state, "text": k.text,
+                       "gpus": list(k.gpus)} for k in page.kinds]}
+
+
 def results_document(page: PageView, runs: list[CellRun], bisections: list[BisectResult], *,
                      generated: dt.datetime) -> dict[str, Any]:
     """Runs in page order (GPU, channel, version or date), so diffs between renders stay small."""
@@ -86,6 +95,7 @@ def results_document(page: PageView, runs: list[CellRun], bisections: list[Bisec
         "schema": RESULTS_SCHEMA,
         "generated": generated.astimezone(dt.timezone.utc).isoformat(timespec="seconds"),
         "headlines": [_headline(s.headline) for s in page.sections],
+        "models": _models(page),
         "cases": [c.name for c in page.columns],
         "runs": [run_json(r) for r in ordered],
         "bisections": [_bisection_json(b) for b in bisections],

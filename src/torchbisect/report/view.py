@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections import Counter
+from collections.abc import Sequence
 
 from .. import cells
 from ..model import CaseResult, CellRun, Channel, RunStatus
@@ -18,6 +19,7 @@ from .advice import build_advice
 from .bisections import bisect_view, gpu_of_bisection
 from .folding import fold_rows
 from .headline import build_headline, gpu_of, nightly_date, version_key
+from .kinds import kind_views
 from .marks import LEGEND, NOT_RUN, Mark, mark_for_case, mark_for_run
 from .models import compare
 from .page import (
@@ -202,7 +204,9 @@ NO_RUNS = ("Nothing has been probed into this store yet: `nox -s matrix` on a ma
 def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
                generated: dt.datetime, empty_reason: str = "",
                examples: tuple[tuple[str, str], ...] = (), links: Links | None = None,
-               bench: dict | None = None) -> PageView:
+               bench: dict | None = None, runners=None, attendance: Sequence = ()) -> PageView:
+    """`runners` (config.runners.Runners, when runners.yaml is read) and the store's
+    `attendance` say which declared kinds reported (kinds.py)."""
     # `bisect --script` verdicts come from the user's command, not the probe, and a commit's
     # Python on a nightly's binary (`bisect --pytorch-repo`) is no build: not in the matrix
     # (the commit bisection shows under the nightly bisection it narrows).
@@ -232,4 +236,5 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
                     bisection_timeline=build_timeline([], loose) if loose else None,
                     legend=LEGEND, runs=len(runs), empty_reason=empty_reason or NO_RUNS,
                     examples=examples, comparison=comparison,
+                    kinds=kind_views(runners.kinds, attendance, sorted(by_gpu)) if runners else (),
                     advice=build_advice(sections, links or Links(), bench) if sections else None)

@@ -1,0 +1,117 @@
+"""The runner kinds runners.yaml declares, each with what the store's attendance says of it.
+
+A kind whose runners did not run is no verdict and would otherwise be silently missing from the
+page: its GPU model simply has no section.  So each declared kind is listed with the one thing the
+store can say: it reported in the latest run (which shards, how many cells probed, reused or
+left without a verdict), it did not (and when it last did), or it never has.  "The latest run" is
+the run of the newest attendance row, whatever kind wrote it; nothing here is guessed beyond the
+rows, and a store without attendance (an older one) says every kind never reported.
+
+Attendance rows of a kind runners.yaml no longer declares are listed too, as such: the store
+holds them, and dropping them would hide where results came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..words import count
+from .page import KindView
+
+
+class _Kind(Protocol):  # config.runners.Kind, as far as the page reads it
+    name: str
+    gpu: str
+    platform: str
+    shards: int
+
+    def matches(self, gpu_name: str) -> bool: ...
+
+
+class _Attendance(Protocol):  # model.Attendance
+    kind: str
+    shard: str
+    run: str
+    gpu: str
+    started: str
+    finished: str
+    cells: int
+    probed: int
+    reused: int
+    failed: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Run:
+    run: str
+    date: str
+
+
+def kind_views(kinds: Sequence[_Kind], attendance: Sequence[_Attendance],
+               gpus: Iterable[str]) -> tuple[KindView, ...]:
+    """Each declared kind (in runners.yaml's order), then each undeclared kind that reported;
+    `gpus` are the GPU models with results on the page, which a kind links to when it names them."""
+    gpus = tuple(gpus)
+    latest = _Run(run=attendance[-1].run, date=_date(attendance[-1])) if attendance else None
+    views = [_view(k.name, k.platform, k.gpu, k.shards,
+                   [a for a in attendance if a.kind == k.name], latest,
+                   tuple(g for g in gpus if k.matches(g)))
+             for k in kinds]
+    declared = {k.name for k in kinds}
+    for name in dict.fromkeys(a.kind for a in attendance if a.kind not in declared):
+        rows = [a for a in attendance if a.kind == name]
+        seen = {g.strip() for a in rows for g in a.gpu.split(",") if g.strip()}
+        views.append(_view(name, "", ", ".join(sorted(seen)), 0, rows, latest,
+                           tuple(g for g in gpus if g in seen), declared=False))
+    return tuple(views)
+
+
+def _view(name: str, platform: str, gpu: str, shards: int, rows: list[_Attendance],
+          latest: _Run | None, gpus: tuple[str, ...], *, declared: bool = True) -> KindView:
+    state, text = _state(shards, rows, latest)
+    if not declared:
+        text = f"not declared in runners.yaml; {text}"
+    return KindView(name=name, platform=platform, gpu=gpu, state=state, text=text, gpus=gpus,
+                    declared=declared)
+
+
+def _state(shards: int, rows: list[_Attendance], latest: _Run | None) -> tuple[str, str]:
+    if not rows or latest is None:
+        return "never", "declared, never reported — its runners have not run the matrix"
+    now = [a for a in rows if a.run == latest.run]
+    if not now:
+        last = rows[-1]
+        return "absent", (f"did not report in the latest run (run {latest.run}, {latest.date}); "
+                          f"last reported {_date(last)} (run {last.run})")
+    seen = sorted({a.shard for a in now}, key=_shard_order)
+    missing = _missing_shards(seen, shards)
+    cells = sum(a.cells for a in now)
+    said = (f"reported in the latest run (run {latest.run}, {latest.date}): "
+            f"{'shard' if len(seen) == 1 else 'shards'} {', '.join(seen)} seen"
+            + (f", {missing} did not report" if missing else "")
+            + f"; {count(cells, 'cell')}: {sum(a.probed for a in now)} probed, "
+              f"{sum(a.reused for a in now)} reused, "
+              f"{sum(a.failed for a in now)} without a verdict")
+    return ("partial" if missing else "reported"), said
+
+
+def _missing_shards(seen: list[str], shards: int) -> str:
+    """The shards of the run's fan-out (the `N` of the `i/N` seen, else runners.yaml's count)
+    that did not report."""
+    sizes = {int(n) for s in seen if (n := s.partition("/")[2]).isdigit()}
+    if len(sizes) > 1:  # several fan-outs in one run: nothing sure to say
+        return ""
+    size = sizes.pop() if sizes else shards
+    gone = [f"{i}/{size}" for i in range(1, size + 1) if f"{i}/{size}" not in seen]
+    return (("shard " if len(gone) == 1 else "shards ") + ", ".join(gone)) if gone else ""
+
+
+def _shard_order(shard: str) -> tuple[int, str]:
+    head = shard.partition("/")[0]
+    return (int(head), shard) if head.isdigit() else (1 << 30, shard)
+
+
+def _date(a: _Attendance) -> str:
+    return (a.finished or a.started)[:10] or "date not recorded"
