@@ -248,6 +248,15 @@ def test_several_gpu_models_side_by_side_with_what_holds_across_them_and_what_di
     osv = __import__("json").loads((tmp_path / "affected.json").read_text())
     assert osv["affected"][0]["database_specific"]["gpus"] == ["NVIDIA GB300", "NVIDIA H100"]
     assert osv["affected"][0]["versions"] == ["2.14.0", "2.15.0"]
+    # a scanner's reader on one model is told the models disagree, in the record itself
+    assert osv["affected"][0]["database_specific"]["differs_between_gpus"] == list(c.differences)
+    assert osv["details"].endswith(
+        "The verdict differs between GPU models (a result on one model is no answer for "
+        "another): (1) 2.15.0: not affected on NVIDIA GB300; affected on NVIDIA H100. (2) first "
+        "fixed nightly: 2026-03-05 on NVIDIA GB300; 2026-03-02 on NVIDIA H100.")
+    models = __import__("json").loads((tmp_path / "results.json").read_text())["models"]
+    assert models == {"measured": ["NVIDIA GB300", "NVIDIA H100"], "headline": c.headline,
+                      "differences": list(c.differences), "kinds": []}
 
 
 def test_one_gpu_model_has_no_comparison():
