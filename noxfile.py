@@ -41,6 +41,14 @@ def _install(session: nox.Session, *args: str) -> None:
         stamp.write_text(digest.hexdigest())
 
 
+def _runners(session: nox.Session) -> list[str]:
+    """`--runners runners.yaml` when that file exists and the command line does not name one."""
+    if not Path("runners.yaml").is_file() or any(a.startswith("--runners")
+                                                 for a in session.posargs):
+        return []
+    return ["--runners", "runners.yaml"]
+
+
 def _tool(session: nox.Session, command: str, *extra: str) -> None:
     _install(session, "-e", ".")
     # "preinstalled" means the torch of the interpreter running nox, which a session venv built
@@ -72,9 +80,7 @@ def plan(session: nox.Session) -> None:
 def report(session: nox.Session) -> None:
     """Render the affected-versions page and its Markdown, JSON and OSV twins."""
     # the declared runner kinds, so a kind that did not report is said on the page
-    runners = ["--runners", "runners.yaml"] if Path("runners.yaml").is_file() and not any(
-        a.startswith("--runners") for a in session.posargs) else []
-    _tool(session, "report", *runners)
+    _tool(session, "report", *_runners(session))
 
 
 @nox.session
@@ -105,7 +111,8 @@ def pages(session: nox.Session) -> None:
 @nox.session
 def notify(session: nox.Session) -> None:
     """Open or update the status issue when a verdict or the fix status changed (CI)."""
-    _tool(session, "notify")
+    # the matrix's notification also tells when a declared runner kind stops reporting
+    _tool(session, "notify", *([] if "--fix" in session.posargs else _runners(session)))
 
 
 @nox.session

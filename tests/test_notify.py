@@ -15,7 +15,7 @@ import pytest
 from act.github_standin import github_standin
 from helpers import make_cell, make_run
 
-from torchbisect.model import Channel, RunStatus
+from torchbisect.model import Attendance, Channel, RunStatus
 from torchbisect.notify import changes, fix_status
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 from torchbisect.store.db import Store
@@ -239,3 +239,55 @@ def test_a_model_name_recorded_by_a_probe_cannot_become_a_link_or_a_mention():
 
 def _state(body: str) -> dict:
     return json.loads(re.search(r"<!-- torchbisect-state: (\{.*?\}) -->", body).group(1))
+
+
+RUNNERS = """\
+kinds:
+  - name: H200
+    gpu: NVIDIA H200
+    labels: [self-hosted, h200]
+    platform: linux_x86_64
+  - name: GB300
+    gpu: NVIDIA GB300
+    labels: [self-hosted, gb300]
+    platform: linux_aarch64
+"""
+
+
+def came(kind: str, run_id: str, day: str) -> Attendance:
+    return Attendance(kind=kind, shard="1/1", run=run_id, gpu="", host="r", cells=1, probed=1,
+                      reused=0, failed=0, started=f"{day}T06:00:00+00:00",
+                      finished=f"{day}T07:00:00+00:00")
+
+
+def test_a_runner_kind_that_stops_reporting_is_news_and_said_once(hub, tmp_path):
+    (tmp_path / "runners.yaml").write_text(RUNNERS)
+    path = store_of(tmp_path / "a.sqlite", stable("affected", "NVIDIA H200"))
+    with Store(path) as store:
+        store.add_attendance(came("H200", "100-1", "2026-11-30"))
+    args = ("--store", str(path), "--summary", "summary.md", "--runners", "runners.yaml")
+    first = notify(hub, tmp_path, *args)
+    assert first.returncode == 0, first.stderr
+    assert "status issue #1: opened" in first.stdout
+    # the first time kinds are followed, only the kind that is not there is news
+    assert "runner kind GB300: declared, never reported" in first.stdout
+    assert "runner kind H200" not in first.stdout
+    with Store(path) as store:  # the next run: GB300's runners report, H200's are offline
+        store.add_attendance(came("GB300", "101-1", "2026-12-01"))
+    second = notify(hub, tmp_path, *args)
+    assert "status issue #1: updated" in second.stdout
+    said = hub.comments[-1][1]
+    assert ("- runner kind H200: did not report in the latest run (run 101-1, 2026-12-01); "
+            "last reported 2026-11-30 (run 100-1)") in said
+    assert "- runner kind GB300: reported in the latest run (run 101-1, 2026-12-01)" in said
+    assert "→" not in said  # no verdict moved
+    third = notify(hub, tmp_path, *args)
+    assert "status issue #1: unchanged" in third.stdout and len(hub.comments) == 1
+
+
+def test_runners_with_the_fix_check_is_one_sentence(hub, tmp_path):
+    (tmp_path / "runners.yaml").write_text(RUNNERS)
+    store_of(tmp_path / "fix.sqlite", nightly("2026-11-30", "affected"))
+    done = notify(hub, tmp_path, "--fix", "--store", "fix.sqlite", "--runners", "runners.yaml")
+    assert done.returncode == 2 and "--runners is for the matrix's notification" in done.stderr
+    assert writes(hub) == []

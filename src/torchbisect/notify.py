@@ -184,8 +184,10 @@ class Told:
 
 
 def tell(api: GitHub, repo: str, *, section: str, markdown: str,
-         verdicts: Verdicts | None = None, fix: FixStatus | None = None) -> Told:
-    """Open the issue, or update it when the verdicts or the fix status changed since last said."""
+         verdicts: Verdicts | None = None, fix: FixStatus | None = None,
+         kinds: dict[str, tuple[str, str]] | None = None) -> Told:
+    """Open the issue, or update it when the verdicts, the fix status or whether each runner
+    kind reported (`kinds`: name -> (state, the sentence that says it)) changed since last said."""
     issue = api.find_issue(repo, LABEL)
     number = issue[0] if issue else 0
     body = issue[1] if issue else ""
@@ -204,6 +206,9 @@ def tell(api: GitHub, repo: str, *, section: str, markdown: str,
             baseline, old = None, state.get("models", {})
         said += changes(old, verdicts, baseline=baseline)
         state["models"] = verdicts
+    if kinds is not None:
+        said += kind_changes(state.get("kinds"), kinds)
+        state["kinds"] = {name: st for name, (st, _) in kinds.items()}
     if fix is not None and fix.decided and state.get("fix") != fix.key:
         said.append(f"fix status: {fix.text}")
         state["fix"] = fix.key
@@ -217,6 +222,14 @@ def tell(api: GitHub, repo: str, *, section: str, markdown: str,
     if said:
         api.comment(repo, number, "What changed:\n\n" + "\n".join(f"- {s}" for s in said))
     return Told(action="updated", number=number, changes=tuple(said), notes=tuple(notes))
+
+
+def kind_changes(old: dict[str, str] | None, new: dict[str, tuple[str, str]]) -> list[str]:
+    """Runner kinds whose attendance moved ("reported", "partial", "absent", "never"): a kind
+    whose runners went offline is news, and so is one that came back.  The first time kinds are
+    followed (`old` None) only a kind that is not all there is news."""
+    return [f"runner kind {_name(name)}: {text}" for name, (state, text) in new.items()
+            if (old or {}).get(name) != state and (old is not None or state != "reported")]
 
 
 def _legacy(verdicts: dict[str, str], now: Verdicts,
@@ -251,6 +264,10 @@ def _read_state(body: str) -> tuple[dict[str, Any], str]:
     if not isinstance(models, dict) or not all(
             isinstance(m, str) and _builds(v) for m, v in models.items()):
         return {}, "its models are not a mapping of GPU model to each build's verdict"
+    kinds = state.get("kinds", {})
+    if not isinstance(kinds, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in kinds.items()):
+        return {}, "its runner kinds are not a mapping of kind to state"
     if not isinstance(state.get("fix", ""), str):
         return {}, "its fix status is not text"
     return state, ""

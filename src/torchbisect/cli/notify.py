@@ -6,6 +6,8 @@ With `--fix`, after the weekly fix search: "no fix yet: newest nightly … still
 fix found, from that search's own store; a search that could tell neither exits 3 after saying
 so, so the job is red instead of silently green.  The issue is opened or updated
 through the REST API with `$GITHUB_TOKEN` only when something changed (see torchbisect.notify).
+With `--runners runners.yaml` a declared runner kind that stops (or starts again) reporting in
+the store's latest run is such a change, said as the page says it (report/kinds.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="Markdown for the issue (summary.md of `report`); required without --fix")
     add("--fix", action="store_true",
         help="report the fix status of a `bisect --find-fix` store instead of the verdicts")
+    add("--runners", type=Path, metavar="YAML",
+        help="runners.yaml: also tell when a declared runner kind stops (or starts) reporting "
+             "in the store's latest run (not with --fix)")
     add("--summary-out", type=flags.Output("append"), metavar="FILE",
         help="append what was found and told here (e.g. $GITHUB_STEP_SUMMARY)")
     add("--repo", default=os.environ.get("GITHUB_REPOSITORY"), metavar="OWNER/NAME",
@@ -41,10 +46,15 @@ def run(args: argparse.Namespace) -> int:
     if not args.fix and args.summary is None:
         raise ConfigError("--summary MD is required (the summary.md that `report` wrote), "
                           "or pass --fix")
+    if args.fix and args.runners is not None:
+        raise ConfigError("--runners is for the matrix's notification; the fix check "
+                          "(--fix) reads no runner kinds: drop one of them")
+    runners = _runners(args.runners)
     if not args.store.is_file():
         raise ConfigError(f"no result store at {args.store}: pass --store PATH")
     with Store(args.store) as store:
         runs, bisections = store.latest(), store.bisections()
+        attendance = store.attendance() if runners else []
     if args.fix:
         fix = fix_status(runs, bisections)
         markdown, verdicts = f"### Fix check\n\n{fix.text}\n", None
@@ -59,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
         told = "the status issue is left as it is"
     else:
         done = tell(api, args.repo, section="fix" if args.fix else "matrix",
-                    markdown=markdown, verdicts=verdicts, fix=fix)
+                    markdown=markdown, verdicts=verdicts, fix=fix,
+                    kinds=_kinds(runners, attendance, verdicts) if runners else None)
         told = "".join(f"note: {n}\n" for n in done.notes) + \
             f"status issue #{done.number}: {done.action}" + "".join(
             f"\n- {c}" for c in done.changes)
@@ -81,6 +92,24 @@ def _measured(verdicts: dict[str, dict[str, str]]) -> str:
         return f"{total} with a verdict"
     return (f"{total} with a verdict on {count(len(verdicts), 'GPU model')}: "
             + ", ".join(f"{m} ({len(v)})" for m, v in sorted(verdicts.items())))
+
+
+def _runners(path: Path | None):
+    if path is None:
+        return None
+    from ..config.runners import load_runners
+
+    return load_runners(path)
+
+
+def _kinds(runners, attendance, verdicts) -> dict[str, tuple[str, str]]:
+    """Each runner kind's attendance state and sentence, as the page says it (report/kinds.py),
+    the sentence escaped for a comment."""
+    from ..report.kinds import kind_views
+    from ..report.markdown import md_text
+
+    return {k.name: (k.state, md_text(k.text))
+            for k in kind_views(runners.kinds, attendance, sorted(verdicts or {}))}
 
 
 def _api(args: argparse.Namespace):
