@@ -43,3 +43,32 @@ def test_a_session_reinstalls_only_when_the_package_changed(tmp_path):
     edited = (tmp_path / "pyproject.toml").read_text().replace('version = "', 'version = "1')
     (tmp_path / "pyproject.toml").write_text(edited)
     assert INSTALLS in schema_session()
+
+
+def test_report_and_notify_sessions_read_runners_yaml_when_it_exists(tmp_path):
+    """`nox -s report` says the declared kinds on the page; `nox -s notify` reads them too
+    (here with no token: it says it told no one, after loading runners.yaml)."""
+    nox = shutil.which("nox")
+    if nox is None:
+        (pytest.fail if IN_CI else pytest.skip)("nox is not installed")
+    for name in ("noxfile.py", "pyproject.toml", "setup.py", "README.md", "LICENSE",
+                 "runners.yaml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    for folder in ("src", "probes"):
+        shutil.copytree(REPO / folder, tmp_path / folder,
+                        ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    shutil.copy(REPO / "reports" / "evidence" / "results.sqlite", tmp_path / "s.sqlite")
+    env = {k: v for k, v in os.environ.items()
+           if k != "PYTHONPATH" and not k.startswith("GITHUB_")}
+
+    def session(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([nox, "-s", *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=600)
+
+    done = session("report", "--", "--store", "s.sqlite", "--out", "site")
+    assert done.returncode == 0, done.stdout + done.stderr
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert "Runner kinds" in page and "declared, never reported" in page
+    (tmp_path / "runners.yaml").write_text("kinds: []\n")  # a mistake: notify loads the file
+    told = session("notify", "--", "--store", "s.sqlite", "--summary", "site/summary.md")
+    assert told.returncode != 0 and "runners.yaml" in told.stdout + told.stderr

@@ -199,3 +199,7 @@ def test_on_a_phone_the_kinds_stay_inside_the_screen(tmp_path):
         rights = browser.eval("[...document.querySelectorAll('.kinds li, #runner-kinds')]"
                               ".map(e => e.getBoundingClientRect().right)")
         assert len(rights) == 4 and max(rights) <= 390
+        from test_report_chromium import CONTRAST_JS  # the page's one contrast measure
+
+        low = [x for x in browser.eval(CONTRAST_JS) if x["ratio"] < 4.5]
+    assert low == [], low[:5]
