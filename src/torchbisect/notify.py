@@ -240,8 +240,8 @@ def _legacy(verdicts: dict[str, str], now: Verdicts,
             f"({count(len(verdicts), 'build')})")
     if len(now) == 1:
         [model] = now
-        return None, {model: verdicts}, (f"{said}; it is read as {model}'s, the only GPU model "
-                                         "measured now, and written anew per model")
+        return None, {model: verdicts}, (f"{said}; it is read as {_name(model)}'s, the only GPU "
+                                         "model measured now, and written anew per model")
     return verdicts, {}, (f"{said}; each of the {len(now)} GPU models measured now is compared "
                           "with it (a change said against it may be a model's first "
                           "measurement), and it is written anew per model")
