@@ -203,3 +203,23 @@ def test_on_a_phone_the_kinds_stay_inside_the_screen(tmp_path):
 
         low = [x for x in browser.eval(CONTRAST_JS) if x["ratio"] < 4.5]
     assert low == [], low[:5]
+
+
+def test_a_re_run_shard_counts_for_its_run_with_its_newest_attempt(tmp_path):
+    from torchbisect.config.runners import load_runners
+    from torchbisect.report.kinds import kind_views
+
+    (tmp_path / "runners.yaml").write_text(RUNNERS)
+    runners = load_runners(tmp_path / "runners.yaml")
+    attendance = [came("H200", "1/2", "100-1", "2026-11-30"),
+                  came("H200", "2/2", "100-1", "2026-11-30", probed=0, reused=0, failed=4),
+                  came("H200", "2/2", "100-2", "2026-12-01")]  # the failed shard, re-run
+    h200, gb300, _ = kind_views(runners.kinds, attendance, ["NVIDIA H200"])
+    assert (h200.state, h200.text) == ("reported", (
+        "reported in the latest run (run 100-1, 100-2, 2026-12-01): shards 1/2, 2/2 seen; "
+        "8 cells: 6 probed, 2 reused, 0 without a verdict"))
+    assert gb300.text.startswith("declared, never reported")
+    # a local run's id has dashes of its own and no attempt
+    local = [came("H200", "1/1", "local-2026-11-30T06:00:00", "2026-11-30")]
+    assert kind_views(runners.kinds, local, [])[0].text.startswith(
+        "reported in the latest run (run local-2026-11-30T06:00:00, 2026-11-30): shard 1/1 seen;")

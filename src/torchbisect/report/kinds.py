@@ -4,8 +4,9 @@ A kind whose runners did not run is no verdict and would otherwise be silently m
 page: its GPU model simply has no section.  So each declared kind is listed with the one thing the
 store can say: it reported in the latest run (which shards, how many cells probed, reused or
 left without a verdict), it did not (and when it last did), or it never has.  "The latest run" is
-the run of the newest attendance row, whatever kind wrote it; nothing here is guessed beyond the
-rows, and a store without attendance (an older one) says every kind never reported.
+the run of the newest attendance row, whatever kind wrote it, with all its attempts (a re-run of
+a failed shard is the same run); nothing here is guessed beyond the rows, and a store without
+attendance (an older one) says every kind never reported.
 
 Attendance rows of a kind runners.yaml no longer declares are listed too, as such: the store
 holds them, and dropping them would hide where results came from.
@@ -13,6 +14,7 @@ holds them, and dropping them would hide where results came from.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -45,8 +47,28 @@ class _Attendance(Protocol):  # model.Attendance
 
 @dataclass(frozen=True, kw_only=True)
 class _Run:
-    run: str
+    key: str  # the workflow run, whatever its attempt
+    label: str  # its ids as the rows have them: "100-1" or "100-1, 100-2"
     date: str
+
+
+def _run_key(run: str) -> str:
+    """`<run id>-<attempt>` → the run id: re-running a failed shard is attempt 2 of the same run,
+    and the shards attempt 1 finished still count for it (GitHub keeps their results)."""
+    match = _ATTEMPT.fullmatch(run)
+    return match[1] if match else run
+
+
+_ATTEMPT = re.compile(r"(\d+)-\d+")
+
+
+def _latest(attendance: Sequence[_Attendance]) -> _Run | None:
+    """The run of the newest row, with every attempt of it."""
+    if not attendance:
+        return None
+    key = _run_key(attendance[-1].run)
+    ids = dict.fromkeys(a.run for a in attendance if _run_key(a.run) == key)
+    return _Run(key=key, label=", ".join(ids), date=_date(attendance[-1]))
 
 
 def kind_views(kinds: Sequence[_Kind], attendance: Sequence[_Attendance],
@@ -54,7 +76,7 @@ def kind_views(kinds: Sequence[_Kind], attendance: Sequence[_Attendance],
     """Each declared kind (in runners.yaml's order), then each undeclared kind that reported;
     `gpus` are the GPU models with results on the page, which a kind links to when it names them."""
     gpus = tuple(gpus)
-    latest = _Run(run=attendance[-1].run, date=_date(attendance[-1])) if attendance else None
+    latest = _latest(attendance)
     views = [_view(k.name, k.platform, k.gpu, k.shards,
                    [a for a in attendance if a.kind == k.name], latest,
                    tuple(g for g in gpus if k.matches(g)))
@@ -80,15 +102,16 @@ def _view(name: str, platform: str, gpu: str, shards: int, rows: list[_Attendanc
 def _state(shards: int, rows: list[_Attendance], latest: _Run | None) -> tuple[str, str]:
     if not rows or latest is None:
         return "never", "declared, never reported — its runners have not run the matrix"
-    now = [a for a in rows if a.run == latest.run]
+    # each shard's newest row in the latest run (a re-run attempt's, when it was re-run)
+    now = list({a.shard: a for a in rows if _run_key(a.run) == latest.key}.values())
     if not now:
         last = rows[-1]
-        return "absent", (f"did not report in the latest run (run {latest.run}, {latest.date}); "
-                          f"last reported {_date(last)} (run {last.run})")
+        return "absent", (f"did not report in the latest run (run {latest.label}, "
+                          f"{latest.date}); last reported {_date(last)} (run {last.run})")
     seen = sorted({a.shard for a in now}, key=_shard_order)
     missing = _missing_shards(seen, shards)
     cells = sum(a.cells for a in now)
-    said = (f"reported in the latest run (run {latest.run}, {latest.date}): "
+    said = (f"reported in the latest run (run {latest.label}, {latest.date}): "
             f"{'shard' if len(seen) == 1 else 'shards'} {', '.join(seen)} seen"
             + (f", {missing} did not report" if missing else "")
             + f"; {count(cells, 'cell')}: {sum(a.probed for a in now)} probed, "
