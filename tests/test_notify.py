@@ -291,3 +291,11 @@ def test_runners_with_the_fix_check_is_one_sentence(hub, tmp_path):
     done = notify(hub, tmp_path, "--fix", "--store", "fix.sqlite", "--runners", "runners.yaml")
     assert done.returncode == 2 and "--runners is for the matrix's notification" in done.stderr
     assert writes(hub) == []
+
+
+def test_only_affected_against_not_affected_is_a_difference_between_models():
+    old = {"NVIDIA H200": {STABLE: "affected"}}
+    assert changes(old, {**old, "no GPU": {STABLE: "skipped"}})[1:] == []
+    assert changes(old, {**old, "NVIDIA GB300": {STABLE: "refused"}})[1:] == [
+        f"`{STABLE}`: the verdict differs between GPU models: affected on NVIDIA H200; "
+        "refused on NVIDIA GB300"]

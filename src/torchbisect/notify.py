@@ -119,14 +119,20 @@ def _moved(model: str, old: dict[str, str], new: dict[str, str], note: str = "")
     return moved
 
 
+_ANSWERS = {Verdict.AFFECTED.value: True, Verdict.NOT_AFFECTED.value: False,
+            Verdict.REFUSED.value: False}  # a refusal at capture is a fixed build
+
+
 def _disagreements(by_model: Verdicts) -> dict[str, dict[str, tuple[str, ...]]]:
-    """Builds measured on several models with different verdicts: verdict -> the models."""
+    """Builds measured affected on one model and not affected (or refused) on another: verdict
+    -> the models.  A model without an answer (skipped, inconclusive…) disagrees with none."""
     seen: dict[str, dict[str, list[str]]] = {}
     for model, verdicts in sorted(by_model.items()):
         for cell, verdict in verdicts.items():
-            seen.setdefault(cell, {}).setdefault(verdict, []).append(model)
+            if verdict in _ANSWERS:
+                seen.setdefault(cell, {}).setdefault(verdict, []).append(model)
     return {cell: {v: tuple(ms) for v, ms in by.items()} for cell, by in seen.items()
-            if len(by) > 1}
+            if len({_ANSWERS[v] for v in by}) > 1}
 
 
 def _tally(verdicts: dict[str, str]) -> str:
