@@ -299,3 +299,14 @@ def test_only_affected_against_not_affected_is_a_difference_between_models():
     assert changes(old, {**old, "NVIDIA GB300": {STABLE: "refused"}})[1:] == [
         f"`{STABLE}`: the verdict differs between GPU models: affected on NVIDIA H200; "
         "refused on NVIDIA GB300"]
+
+
+def test_a_store_without_attendance_tells_nothing_about_kinds():
+    from torchbisect.notify import kind_changes
+
+    unknown = {"H200": ("unknown", "declared; the store holds no attendance …")}
+    assert kind_changes(None, unknown) == [] and kind_changes({"H200": "absent"}, unknown) == []
+    reported = {"H200": ("reported", "reported in the latest run …")}
+    assert kind_changes({"H200": "unknown"}, reported) == []  # the first attendance: no news
+    assert kind_changes({"H200": "absent"}, reported) == [
+        "runner kind H200: reported in the latest run …"]

@@ -68,7 +68,7 @@ def test_report_and_notify_sessions_read_runners_yaml_when_it_exists(tmp_path):
     done = session("report", "--", "--store", "s.sqlite", "--out", "site")
     assert done.returncode == 0, done.stdout + done.stderr
     page = (tmp_path / "site" / "index.html").read_text()
-    assert "Runner kinds" in page and "declared, never reported" in page
+    assert "Runner kinds" in page and "whether its runners ran is not known" in page
     (tmp_path / "runners.yaml").write_text("kinds: []\n")  # a mistake: notify loads the file
     told = session("notify", "--", "--store", "s.sqlite", "--summary", "site/summary.md")
     assert told.returncode != 0 and "runners.yaml" in told.stdout + told.stderr

@@ -128,7 +128,7 @@ def test_without_runners_the_page_lists_no_kinds(tmp_path):
     assert json.loads((tmp_path / "site" / "results.json").read_text())["models"]["kinds"] == []
 
 
-def test_an_older_store_is_read_without_a_byte_changed_and_every_kind_never_reported(tmp_path):
+def test_an_older_store_is_read_without_a_byte_changed_and_says_no_kind_is_known(tmp_path):
     (tmp_path / "runners.yaml").write_text(RUNNERS)
     evidence = tmp_path / "evidence" / "results.sqlite"  # schema 1: no attendance table
     evidence.parent.mkdir()
@@ -140,8 +140,11 @@ def test_an_older_store_is_read_without_a_byte_changed_and_every_kind_never_repo
     assert hashlib.sha256(evidence.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in evidence.parent.iterdir()) == ["results.sqlite"]
     text = page_text(tmp_path / "site")
-    assert text.count("declared, never reported") == 3
-    assert "H200 · NVIDIA H200 · linux_x86_64 · NVIDIA H200’s results declared, never" in text
+    # no attendance at all: not "never reported", which the store cannot tell
+    assert "never reported" not in text and "Not every runner kind" not in text
+    assert text.count("so whether its runners ran is not known") == 3
+    assert ("H200 · NVIDIA H200 · linux_x86_64 · NVIDIA H200’s results declared; the store holds "
+            "no attendance") in text
 
 
 def test_a_hostile_kind_or_gpu_name_stays_text(tmp_path):

@@ -159,7 +159,7 @@ class KindJson(TypedDict):
     gpu: str  # the GPU name it declares (undeclared: the names its runners reported)
     platform: str  # "" for an undeclared kind
     declared: bool
-    state: Literal["reported", "partial", "absent", "never"]
+    state: Literal["reported", "partial", "absent", "never", "unknown"]  # unknown: no attendance
     text: str  # the page's sentence
     gpus: list[str]  # the GPU models with results that it names
 

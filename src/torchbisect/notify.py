@@ -233,9 +233,15 @@ def tell(api: GitHub, repo: str, *, section: str, markdown: str,
 def kind_changes(old: dict[str, str] | None, new: dict[str, tuple[str, str]]) -> list[str]:
     """Runner kinds whose attendance moved ("reported", "partial", "absent", "never"): a kind
     whose runners went offline is news, and so is one that came back.  The first time kinds are
-    followed (`old` None) only a kind that is not all there is news."""
-    return [f"runner kind {_name(name)}: {text}" for name, (state, text) in new.items()
-            if (old or {}).get(name) != state and (old is not None or state != "reported")]
+    followed (`old` None, or the store held no attendance: "unknown") only a kind that is not all
+    there is news; a store without attendance says nothing either way."""
+    said = []
+    for name, (state, text) in new.items():
+        before = (old or {}).get(name)
+        first = old is None or before == "unknown"
+        if state not in (before, "unknown") and not (first and state == "reported"):
+            said.append(f"runner kind {_name(name)}: {text}")
+    return said
 
 
 def _legacy(verdicts: dict[str, str], now: Verdicts,

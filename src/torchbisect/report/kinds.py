@@ -5,8 +5,8 @@ page: its GPU model simply has no section.  So each declared kind is listed with
 store can say: it reported in the latest run (which shards, how many cells probed, reused or
 left without a verdict), it did not (and when it last did), or it never has.  "The latest run" is
 the run of the newest attendance row, whatever kind wrote it, with all its attempts (a re-run of
-a failed shard is the same run); nothing here is guessed beyond the rows, and a store without
-attendance (an older one) says every kind never reported.
+a failed shard is the same run); nothing here is guessed beyond the rows, and of a store without
+any attendance (an older one, or local runs) each kind is said to be not known.
 
 Attendance rows of a kind runners.yaml no longer declares are listed too, as such: the store
 holds them, and dropping them would hide where results came from.
@@ -100,7 +100,11 @@ def _view(name: str, platform: str, gpu: str, shards: int, rows: list[_Attendanc
 
 
 def _state(shards: int, rows: list[_Attendance], latest: _Run | None) -> tuple[str, str]:
-    if not rows or latest is None:
+    if latest is None:  # no kind ever reported: nothing says whether this one ran
+        return "unknown", ("declared; the store holds no attendance (it was written before "
+                           "torchbisect kept it, or by runs without `matrix --kind`), so whether "
+                           "its runners ran is not known")
+    if not rows:
         return "never", "declared, never reported — its runners have not run the matrix"
     # each shard's newest row in the latest run (a re-run attempt's, when it was re-run)
     now = list({a.shard: a for a in rows if _run_key(a.run) == latest.key}.values())

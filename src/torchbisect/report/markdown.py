@@ -155,7 +155,7 @@ def comparison_lines(c: Comparison | None, kinds: tuple[KindView, ...] = ()) -> 
     out = ["### Across GPU models", ""]
     if c is not None:
         out += _side_by_side(c)
-    missing = [md_text(k.name) for k in kinds if k.state != "reported"]
+    missing = [md_text(k.name) for k in kinds if k.state not in ("reported", "unknown")]
     if missing:
         out += [f"**Not every runner kind reported in the latest run: {', '.join(missing)}** "
                 "(a kind that did not run is no verdict for its GPU model).", ""]

@@ -155,7 +155,7 @@ class KindView:
     name: str
     platform: str  # "" for a kind the store names but runners.yaml does not declare
     gpu: str  # the GPU name it declares (undeclared: the names its runners reported)
-    state: str  # "reported", "partial" (some shards missing), "absent", "never"
+    state: str  # "reported", "partial" (some shards missing), "absent", "never", "unknown"
     text: str  # the sentence the page, summary.md and results.json say
     gpus: tuple[str, ...]  # the page's GPU models (sections) it names
     declared: bool = True
@@ -182,4 +182,4 @@ class PageView:
     @property
     def missing_kinds(self) -> tuple[KindView, ...]:
         """Kinds that are not all there in the latest run: said before anything else."""
-        return tuple(k for k in self.kinds if k.state != "reported")
+        return tuple(k for k in self.kinds if k.state not in ("reported", "unknown"))
