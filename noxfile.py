@@ -122,6 +122,12 @@ def preflight(session: nox.Session) -> None:
 
 
 @nox.session
+def cache(session: nox.Session) -> None:
+    """The docker backend's uv cache volume: its size, or `nox -s cache -- --prune`."""
+    _tool(session, "cache")
+
+
+@nox.session
 def schema(session: nox.Session) -> None:
     """Regenerate matrix.schema.json, runners.schema.json, results.schema.json and probe.schema.json."""
     _tool(session, "schema")

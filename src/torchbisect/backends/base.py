@@ -16,13 +16,14 @@ import contextlib
 import fcntl
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from .. import files
 from ..defaults import WORKDIR
+from ..errors import TorchbisectError
 from ..masking import mask
 from ..model import Cell
 from ..probe_doc import MAX_BYTES
@@ -109,6 +110,22 @@ class Backend(abc.ABC):
 
     def release(self, prepared: Prepared) -> None:  # noqa: B027 - optional hook
         """Free what `prepare` made (venv dirs are kept for reuse; containers are removed)."""
+
+    def finish(self, *, say: Callable[[str], None]) -> None:  # noqa: B027 - optional hook
+        """After a run's last cell: tidy what runs share (docker: prune uv's cache volume).
+        Says what it did in one line; never raises: the run's results are stored by then."""
+
+
+@contextlib.contextmanager
+def finishing(backend: Backend, say: Callable[[str], None]) -> Iterator[Backend]:
+    """The block, then `backend.finish`: also when the block stopped with one of torchbisect's
+    errors (a bisection that stops at its ends has installed builds too), not after Ctrl-C."""
+    try:
+        yield backend
+    except TorchbisectError:
+        backend.finish(say=say)
+        raise
+    backend.finish(say=say)
 
 
 @contextlib.contextmanager

@@ -5,8 +5,9 @@ Every container carries its cell, its owner (host and pid) and its run, and is r
 (`proc.at_end`), and `remove_orphans` clears those of dead runs on this host.  Its output goes to
 the cell's log as it comes.  A timeout, a signal or the OOM killer raise InfraError: they are
 never a verdict.  Every container sees its cell's work folder at the same path, uv's cache
-volume, and the host's CA bundle when there is one.  A container that is no cell's (the GPU
-preflight) carries its job's name where a cell id goes.
+volume (pruned by docker_cache.py) and uv's Pythons volume, and the host's CA bundle when there
+is one.  A container that is no cell's (the GPU preflight, the cache prune) carries its job's
+name where a cell id goes.
 """
 
 from __future__ import annotations
@@ -34,8 +35,13 @@ LABEL = "torchbisect.cell"  # `docker ps -a --filter label=torchbisect.cell`
 OWNER_LABEL = "torchbisect.owner"  # "<hostname>:<pid>" of the run that made the container
 _REMOVE_OWNED = ("import docker\nfor box in docker.from_env(timeout=60).containers.list(all=True, "
                  "filters={'label': %r}):\n    box.remove(force=True)\n")
-UV_CACHE_VOLUME = "torchbisect-uv-cache"
+UV_CACHE_VOLUME = "torchbisect-uv-cache"  # unless $TORCHBISECT_UV_CACHE_VOLUME names another
 UV_CACHE = "/var/cache/torchbisect-uv"
+# uv's Pythons live in a volume of their own: `uv cache prune` deletes every folder of the cache
+# that is none of its buckets, and a venv whose interpreter went with it would break, under the
+# probe of another run too.
+UV_PYTHON_VOLUME = "torchbisect-uv-python"
+UV_PYTHON = "/opt/torchbisect/python"
 ALL_GPUS = "all"  # run(gpu=ALL_GPUS): every GPU, as `docker run --gpus all`
 CA_PATH = "/etc/torchbisect/ca-bundle.crt"
 _TAIL_LINES = 60
@@ -140,7 +146,8 @@ class Containers:
         from docker.types import Mount
 
         mounts = [bind(workdir, str(workdir)),
-                  Mount(target=UV_CACHE, source=UV_CACHE_VOLUME, type="volume")]
+                  Mount(target=UV_CACHE, source=uv_cache_volume(), type="volume"),
+                  Mount(target=UV_PYTHON, source=UV_PYTHON_VOLUME, type="volume")]
         if self.ca_bundle:
             mounts.append(bind(self.ca_bundle, CA_PATH, read_only=True))
         return mounts
@@ -151,7 +158,7 @@ class Containers:
         only for the steps that download (a proxy URL may carry a password; a probe needs none).
         """
         env = {"PYTHONUNBUFFERED": "1", "UV_CACHE_DIR": UV_CACHE, "UV_LINK_MODE": "copy",
-               "UV_PYTHON_INSTALL_DIR": f"{UV_CACHE}/python", "UV_NO_PROGRESS": "1",
+               "UV_PYTHON_INSTALL_DIR": UV_PYTHON, "UV_NO_PROGRESS": "1",
                # bytecode stays in the container: no root-owned __pycache__ in the host's venv
                "PYTHONPYCACHEPREFIX": "/tmp/torchbisect-pycache"}
         if self.ca_bundle:  # uv reads SSL_CERT_FILE (UV_NATIVE_TLS is deprecated since 0.13)
@@ -192,6 +199,12 @@ class _LogPump(threading.Thread):
 
     def tail(self) -> str:
         return "\n".join(self._kept.text().splitlines()[-_TAIL_LINES:])
+
+
+def uv_cache_volume() -> str:
+    """The named volume every container uses as uv's cache (two deployments on one host, or a
+    test, keep theirs apart with $TORCHBISECT_UV_CACHE_VOLUME)."""
+    return os.environ.get("TORCHBISECT_UV_CACHE_VOLUME") or UV_CACHE_VOLUME
 
 
 def bind(source: Path, target: str, *, read_only: bool = False) -> Any:

@@ -5,13 +5,15 @@
 runs a second one that runs the probe with that venv's python.  The venv lives on the host, in
 `<workdir>/docker/<cell id>/venv`, bind-mounted at the same path in both containers (a venv's
 paths are absolute); uv's cache is the named volume `torchbisect-uv-cache`, shared by every
-container of the host, so each wheel and dependency is downloaded once.  The runner image
+container of the host, so each wheel and dependency is downloaded once per run (the run prunes
+it when it ends: docker_cache.py).  The runner image
 (`containers/Dockerfile`: base image + python3 + uv) is built with the docker SDK and tagged by a
 hash of its inputs, so it is reused until they change.  A `preinstalled` cell runs the python of
 its base image (an NGC image, say) and installs nothing.
 
 `release` removes a cell's containers from another thread; `check` removes those a killed run
-left behind.  A signal, the OOM killer, a timeout or a failed install raise InfraError.
+left behind; `finish` prunes the uv cache volume at the end of a run that installed through it.
+A signal, the OOM killer, a timeout or a failed install raise InfraError.
 """
 
 from __future__ import annotations
@@ -69,6 +71,16 @@ class DockerBackend(Backend):
     # -- the Backend interface ----------------------------------------------------------------
 
     def check(self) -> None:
+        self.ping()
+        self.containers.remove_orphans()
+        from ..gpus import list_gpus
+        from .docker_gpu import require_gpu_support
+
+        if list_gpus():  # every probe will ask for a GPU: can this engine attach one?
+            require_gpu_support(self.client)
+
+    def ping(self) -> None:
+        """BackendUnavailable (one sentence) when no engine answers."""
         host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
         try:
             self.client.ping()
@@ -76,12 +88,6 @@ class DockerBackend(Backend):
             raise BackendUnavailable(
                 f"no Docker engine answers at {host} ({type(exc).__name__}): "
                 "start dockerd (.ci/docker-setup.sh) or use --backend venv") from None
-        self.containers.remove_orphans()
-        from ..gpus import list_gpus
-        from .docker_gpu import require_gpu_support
-
-        if list_gpus():  # every probe will ask for a GPU: can this engine attach one?
-            require_gpu_support(self.client)
 
     def fingerprint(self, cell: Cell) -> str | None:
         """What `Prepared.wheel_sha256` will be, when it is known without installing."""
@@ -160,6 +166,13 @@ class DockerBackend(Backend):
     def release(self, prepared: Prepared) -> None:
         """Remove the cell's containers (a probe still running on Ctrl-C); keep its venv."""
         self.containers.remove({LABEL: prepared.cell.id, OWNER_LABEL: self.containers.owner})
+
+    def finish(self, *, say) -> None:
+        """Prune uv's cache volume when this run installed through it (docker_cache.py)."""
+        if self.images.used():
+            from .docker_cache import prune_at_end
+
+            prune_at_end(self, say)
 
     # -- preparing ------------------------------------------------------------------------------
 

@@ -89,6 +89,19 @@ class RunnerImages:
                 self._runners[base] = self._build_runner(base, log)
             return self._runners[base]
 
+    def used(self) -> list[str]:
+        """The runner images this run has prepared cells in."""
+        with self._lock:
+            return list(self._runners.values())
+
+    def newest_runner(self) -> str | None:
+        """A runner image on this engine to run uv in: one this run used, else the newest."""
+        if used := self.used():
+            return used[-1]
+        found = self._client().images.list(name=RUNNER_REPO)
+        found.sort(key=lambda image: image.attrs.get("Created", ""), reverse=True)
+        return next((image.tags[0] for image in found if image.tags), None)
+
     def _build_runner(self, base: str, log: Path) -> str:
         import docker
 

@@ -91,7 +91,7 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
     for note in cands.notes:
         progress.note(note)
     from ..backends import choose_backend  # imported late: the docker SDK is slow to import
-    from ..backends.base import BackendOptions
+    from ..backends.base import BackendOptions, finishing
 
     # A script usually reads files of this host: it runs in a venv here unless told otherwise
     # (with --backend docker it runs inside the build's container, as the probe does).
@@ -101,7 +101,8 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
     if options.narrow and backend.name != "venv":
         raise ConfigError(_VENV_ONLY.format(backend.name))
     gpu = _first_gpu()
-    with Store(options.store) as store:
+    # finishing: docker prunes uv's cache volume, also after a search that stopped at its ends
+    with Store(options.store) as store, finishing(backend, progress.note):
         def bisector_on(on) -> Bisector:
             return Bisector(
                 backend=on, store=store, rule=options.rule, direction=options.direction,

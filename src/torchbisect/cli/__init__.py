@@ -37,6 +37,7 @@ COMMANDS = {
     "bench": "Measure tool overhead and the workaround's cost; write reports/bench/.",
     "notify": "Open or update the status issue when a verdict or the fix status changed.",
     "preflight": "Check that the backend a GPU run will use gives its probes the GPUs.",
+    "cache": "Show the size of the docker backend's uv cache volume, or --prune it.",
 }
 
 # What to do about an index that does not answer, in the terms of the command that asked it.

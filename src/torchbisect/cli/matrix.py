@@ -2,8 +2,9 @@
 
 The steps, each a small function: resolve the plan (plan/planning.py; only the entries `--cells`
 can match), pick this shard's cells, choose the backend, skip the cells whose verdict is already
-stored, run the rest (runstage.py), print the summary table, render the report.  Without a GPU only
-a preinstalled torch is probed, unless `--allow-no-gpu`.
+stored, run the rest (runstage.py), let the backend tidy up (docker: prune uv's cache volume),
+print the summary table, render the report.  Without a GPU only a preinstalled torch is probed,
+unless `--allow-no-gpu`.
 
 Exit status (`--fail-on`, see cli/options.py): by default 3 when some cell ended as an
 infrastructure failure (it is retried on the next run), else 0; 1 with `--fail-on affected` when a
@@ -21,7 +22,7 @@ from pathlib import Path
 from rich.console import Console
 
 from .. import defaults, runstage
-from ..backends.base import BackendOptions, host_python
+from ..backends.base import BackendOptions, finishing, host_python
 from ..console import make_console
 from ..model import Cell, CellRun, Plan, RunStatus
 from ..plan import planning
@@ -136,10 +137,11 @@ def _probe(cells, backend_name, store, slots, args, console) -> tuple[list[CellR
     options = BackendOptions(python=args.interpreter, workdir=args.workdir or defaults.WORKDIR,
                              watcher=handler)
     backend = choose_backend(backend_name, options, say=console.print)
-    return runstage.probe_cells(cells, backend=backend, store=store, slots=slots,
-                                force=args.force, logs=args.out / "logs", lookahead=args.jobs,
-                                handler=handler, lock_file=_lock_path(args),
-                                python=_python(args))
+    with finishing(backend, say=_say(console)):  # docker: prunes uv's cache volume
+        return runstage.probe_cells(cells, backend=backend, store=store, slots=slots,
+                                    force=args.force, logs=args.out / "logs",
+                                    lookahead=args.jobs, handler=handler,
+                                    lock_file=_lock_path(args), python=_python(args))
 
 
 def _lock_path(args: argparse.Namespace) -> Path:
