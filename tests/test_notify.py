@@ -310,3 +310,24 @@ def test_a_store_without_attendance_tells_nothing_about_kinds():
     assert kind_changes({"H200": "unknown"}, reported) == []  # the first attendance: no news
     assert kind_changes({"H200": "absent"}, reported) == [
         "runner kind H200: reported in the latest run …"]
+
+
+def test_the_issue_body_names_the_models_their_difference_and_the_kinds(hub, tmp_path):
+    (tmp_path / "runners.yaml").write_text(RUNNERS)
+    path = store_of(tmp_path / "a.sqlite", stable("affected", "NVIDIA H200"),
+                    stable("not_affected", "NVIDIA GB300"))
+    with Store(path) as store:
+        store.add_attendance(came("H200", "100-1", "2026-11-30"))
+    drawn = subprocess.run([sys.executable, "-m", "torchbisect", "report", "--store", str(path),
+                            "--out", "site", "--runners", "runners.yaml"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+    assert drawn.returncode == 0, drawn.stderr
+    done = notify(hub, tmp_path, "--store", str(path), "--summary", "site/summary.md",
+                  "--runners", "runners.yaml")
+    assert done.returncode == 0, done.stderr
+    body = hub.issues[1]["body"]
+    assert "2 GPU models measured (NVIDIA GB300, NVIDIA H200)" in body
+    assert ("**The verdict differs between GPU models:**\n\n- 2.15.0: not affected on NVIDIA "
+            "GB300; affected on NVIDIA H200") in body
+    assert "**Not every runner kind reported in the latest run: GB300**" in body
+    assert "- **GB300** (NVIDIA GB300 · linux_aarch64): declared, never reported" in body
