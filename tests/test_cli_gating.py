@@ -36,7 +36,7 @@ doc = {"schema": 1, "probe": "stale_replay", "probe_version": PROBE_VERSION, "ve
 open(a.json, "w").write(json.dumps(doc)) if a.json else print(json.dumps(doc))
 sys.exit({"affected": 1, "not_affected": 0}.get(verdict, 125))
 '''
-RESULTS_KEYS = {"schema", "generated", "headlines", "cases", "runs", "bisections"}
+RESULTS_KEYS = {"schema", "generated", "headlines", "models", "cases", "runs", "bisections"}
 
 
 @pytest.fixture
