@@ -3,7 +3,8 @@
 Runs through torchbisect's own code, unchanged: `docker_gpu.require_gpu_support` (the engine
 check that `--backend docker` makes before any cell) and `container.Containers.run` (the
 `DeviceRequest(device_ids=[…], capabilities=[["gpu"]])` every probe container carries), selecting
-the GPU by nvidia-smi index, by GPU UUID, and not at all.  Prints what each container saw.
+the GPU by nvidia-smi index, by GPU UUID, and not at all; and `docker_gpu.gpus_in_a_container`
+(`torchbisect preflight`: every GPU, `--gpus all`).  Prints what each container saw.
 
     python3 tests/gpu/docker_gpu_check.py IMAGE LOGDIR
 """
@@ -16,8 +17,10 @@ from pathlib import Path
 
 import docker
 
+from torchbisect.backends.base import BackendOptions
 from torchbisect.backends.container import Containers
-from torchbisect.backends.docker_gpu import require_gpu_support
+from torchbisect.backends.docker import DockerBackend
+from torchbisect.backends.docker_gpu import gpus_in_a_container, require_gpu_support
 from torchbisect.gpus import device_of, list_gpus
 from torchbisect.model import Cell, Channel
 
@@ -32,6 +35,9 @@ def main() -> None:
     client = docker.from_env(timeout=120)
     require_gpu_support(client, image)
     print("require_gpu_support: the engine gives a container a GPU")
+    preflight = DockerBackend(BackendOptions(workdir=logs, client=client, ca_bundle=None))
+    print("gpus_in_a_container (torchbisect preflight, --gpus all):",
+          *gpus_in_a_container(preflight, image), sep="\n  ")
     gpu = list_gpus()[0]
     boxes = Containers(lambda: client, ca_bundle=None)
     cell = Cell(id="gpu-check", channel=Channel.PREINSTALLED, version="", cuda="", python="")
