@@ -7,8 +7,9 @@ from one `BackendOptions`; an option it does not have is a TypeError, never drop
 
 Inside: `base` (the interface, the options, the `Watcher` that hears phases and downloads),
 `wheels` (a cell's wheel: local path, download, sha256), `preinstalled` (a torch already in an
-interpreter or an image, and its fingerprint), `container` (one container run), `docker_image`
-and `docker_gpu` (the images and the GPU check of the docker backend).
+interpreter or an image, and its fingerprint), `container` (one container run), `docker_image`,
+`docker_gpu` and `docker_cache` (the images, the GPU check and preflight, and the uv cache volume
+of the docker backend).
 """
 
 from __future__ import annotations
