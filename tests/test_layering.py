@@ -26,7 +26,7 @@ FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
     ("sources", frozenset({"config", "index"})),
     ("plan and store", frozenset({"plan", "store"})),
     ("backends", frozenset({"backends"})),
-    ("run", frozenset({"execute", "progress", "schedule", "runstage", "notify"})),
+    ("run", frozenset({"execute", "progress", "schedule", "runstage", "runkind", "notify"})),
     ("bisect", frozenset({"bisect"})),
     ("report", frozenset({"report"})),
     ("commands", frozenset({"cli", "bench", "__main__"})),

@@ -61,14 +61,18 @@ def no_gpu_cells(cells: tuple[Cell, ...], *, python: str, backend: str | None, s
 
 def probe_cells(cells: Sequence[Cell], *, backend: Backend, store: Store,
                 slots: Sequence[Gpu | None], force: bool, logs: Path, lookahead: int | None,
-                handler: Handler, lock_file: Path,
-                python: str) -> tuple[list[CellRun], list[CellRun]]:
+                handler: Handler, lock_file: Path, python: str,
+                on_picked: Callable[[int, int], None] | None = None,
+                ) -> tuple[list[CellRun], list[CellRun]]:
     """Probe the cells without a stored verdict (all with `force`) and store them; the new runs
-    and the stored ones standing in for the rest."""
+    and the stored ones standing in for the rest.  `on_picked(to_run, reused)` is told the
+    split before any probe starts (a shard's attendance needs it even if none finishes)."""
     cells = tuple(with_torch_version(c, python=python) for c in cells)
     picked = select(cells, store, backend=backend, gpu=slots[0], force=force,
                     lock=Lock.load(lock_file), gpus=sum(s is not None for s in slots))
     picked = keep_reused(picked, store)
+    if on_picked is not None:
+        on_picked(len(picked.to_run), len(picked.reused))
     with handler:
         handler.start(to_run=len(picked.to_run), reused=len(picked.reused), cost=picked.cost)
         new = run_cells(picked.to_run, backend, store=store, gpus=slots, logs_dir=logs,

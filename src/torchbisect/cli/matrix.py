@@ -9,6 +9,11 @@ unless `--allow-no-gpu`.
 Exit status (`--fail-on`, see cli/options.py): by default 3 when some cell ended as an
 infrastructure failure (it is retried on the next run), else 0; 1 with `--fail-on affected` when a
 cell is affected.  2 for configuration errors, 5 when the backend cannot run.
+
+With `--runners runners.yaml --kind NAME` the runner is first checked against its declared kind
+(platform, and GPU model unless `--allow-no-gpu`; exit 3 on a mismatch, nothing probed: runkind.py),
+the kind's own lock is used (plan_kinds.kind_lock), and the shard's attendance is written to the
+store at its end, also after a failure or an interrupt.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from rich.console import Console
 from .. import defaults, runstage
 from ..backends.base import BackendOptions, finishing, host_python
 from ..console import make_console
+from ..errors import ConfigError
+from ..execute import now
 from ..model import Cell, CellRun, Plan, RunStatus
 from ..plan import planning
 from ..words import count
@@ -57,14 +64,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="cells installed ahead of the probes (default: two per GPU)")
     flags.add_fail_on_option(parser)
     flags.add_json_option(parser)
+    kinds = parser.add_argument_group("runner kinds (runners.yaml)")
+    kinds.add_argument("--runners", type=Path, metavar="PATH",
+                       help="the declared runner kinds; with --kind, this runner is checked "
+                            "against its kind first and the shard's attendance is stored")
+    kinds.add_argument("--kind", metavar="NAME", help="which declared kind this runner is")
+    kinds.add_argument("--lock-dir", type=Path, metavar="DIR",
+                       help="with --kind: the kind's lock is DIR/<name>.lock.json (default: "
+                            "<matrix>.locks/ next to the matrix file, as `plan --runners`)")
 
 
 def run(args: argparse.Namespace) -> int:
     _sigterm_stops_like_ctrl_c()
+    started = now()
     console = make_console(stderr=args.json == "-")
     from ..gpus import list_gpus
 
     gpus = list_gpus()
+    roll = _roll_call(args, gpus, started)
     backend_name = args.backend
     why_nothing = ""
     if not gpus and not args.allow_no_gpu:
@@ -88,8 +105,14 @@ def run(args: argparse.Namespace) -> int:
     from ..store.db import Store
 
     with Store(args.store) as store:
-        new, reused = _probe(cells, backend_name, store, slots, args, console) if cells else (
-            [], [])
+        if roll is not None:
+            roll.begin(cells, store)
+        try:
+            new, reused = _probe(cells, backend_name, store, slots, args, console,
+                                 roll) if cells else ([], [])
+        finally:
+            if roll is not None:
+                _said_attendance(roll.end(store), console)
         runstage.pin_hashes(new, _lock_path(args))
         _summary(new, reused, console, logs=args.out / "logs")
         if not args.no_report:
@@ -104,6 +127,42 @@ def run(args: argparse.Namespace) -> int:
 
 def _say(console: Console):
     return lambda text: console.print(text, highlight=False)
+
+
+def _roll_call(args: argparse.Namespace, gpus, started: str):
+    """With --kind: the runner checked against its kind (before anything else) and the
+    attendance to take; None without."""
+    for flag, given in (("--kind", args.kind), ("--lock-dir", args.lock_dir)):
+        if given is not None and args.runners is None:
+            raise ConfigError(f"{flag} names a kind of runners.yaml: add --runners PATH")
+    if args.runners is None:
+        return None
+    if args.kind is None:
+        raise ConfigError("--runners needs --kind NAME: which declared kind this runner is")
+    if args.lock is not None and args.lock_dir is not None:
+        raise ConfigError("--lock and --lock-dir both name the lock: give one of them")
+    from .. import runkind
+    from ..config.runners import load_runners
+    from ..index.tags import host_platform
+
+    kind = load_runners(args.runners).kind(args.kind)
+    runkind.check_runner(kind, args.runners, platform=host_platform(), gpus=gpus,
+                         check_gpus=not args.allow_no_gpu)
+    if args.driver is None and kind.driver:  # the cells the plan job chose for this kind
+        args.driver = kind.driver
+    if args.lock is None:
+        from .plan_kinds import kind_lock
+
+        args.lock = kind_lock(kind.name, matrix=args.matrix, lock_dir=args.lock_dir)
+    return runkind.Roll(kind=kind, shard=args.shard or "1/1", started=started,
+                        gpus=runkind.gpu_names(gpus))
+
+
+def _said_attendance(attendance, console: Console) -> None:
+    console.print(f"attendance: {attendance.kind} shard {attendance.shard} of run "
+                  f"{attendance.run}: {count(attendance.cells, 'cell')}, {attendance.probed} "
+                  f"probed now, {attendance.reused} from the store, {attendance.failed} without "
+                  "a verdict", highlight=False)
 
 
 def _plan(args: argparse.Namespace, console: Console, *, preinstalled_only: bool = False) -> Plan:
@@ -128,8 +187,8 @@ def _python(args: argparse.Namespace) -> str:
     return args.interpreter or host_python()
 
 
-def _probe(cells, backend_name, store, slots, args, console) -> tuple[list[CellRun],
-                                                                      list[CellRun]]:
+def _probe(cells, backend_name, store, slots, args, console, roll) -> tuple[list[CellRun],
+                                                                            list[CellRun]]:
     from ..backends import choose_backend
     from ..progress import RichHandler
 
@@ -141,7 +200,8 @@ def _probe(cells, backend_name, store, slots, args, console) -> tuple[list[CellR
         return runstage.probe_cells(cells, backend=backend, store=store, slots=slots,
                                     force=args.force, logs=args.out / "logs",
                                     lookahead=args.jobs, handler=handler,
-                                    lock_file=_lock_path(args), python=_python(args))
+                                    lock_file=_lock_path(args), python=_python(args),
+                                    on_picked=roll.picked if roll is not None else None)
 
 
 def _lock_path(args: argparse.Namespace) -> Path:

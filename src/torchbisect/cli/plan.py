@@ -1,21 +1,23 @@
-"""`torchbisect plan`: resolve matrix.yaml into cells, update the lock, print and export it."""
+"""`torchbisect plan`: resolve matrix.yaml into cells, update the lock, print and export it.
+
+With `--runners runners.yaml` it plans every declared runner kind for the kind's own platform and
+driver (nothing is read from this machine, so it runs on any host: CI plans on ubuntu-latest),
+one lock per kind (`<lock-dir>/<name>.lock.json`: cell ids carry no platform, so two kinds cannot
+share a lock), and lists each kind's shards for a job matrix (`probes=[{kind, labels, shard}]`).
+`--kinds-only` writes the declared kinds without planning (a workflow needs their names and
+labels before it can fetch their previous locks or pick a runner).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..index.fetch import sha256_of
-from ..model import Cell, CellRun, Channel, Plan
 from ..plan.cost import describe, estimate
-from ..plan.planning import plan_and_lock
-from ..words import count
 from . import options as flags
-
-_COLUMNS = ("id", "channel", "version", "cuda", "source", "stored")
+from .plan_table import plan_one, stored_cells, stored_runs
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -37,29 +39,43 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shards", type=int, metavar="N",
                         help="with --github-output: list shards 1/N … N/N for a job matrix")
     parser.add_argument("--github-output", type=flags.Output("append"), metavar="FILE",
-                        help="append `shards=[…]` and `cells=N` to this file ($GITHUB_OUTPUT)")
+                        help="append `shards=[…]` and `cells=N` to this file ($GITHUB_OUTPUT); "
+                             "with --runners `probes=[{kind, labels, shard}, …]` for a job "
+                             "matrix's include")
+    kinds = parser.add_argument_group("runner kinds (runners.yaml)")
+    kinds.add_argument("--runners", type=Path, metavar="PATH",
+                       help="plan every kind declared there for its own platform and driver, "
+                            "one lock each")
+    kinds.add_argument("--lock-dir", type=flags.Output("dir"), metavar="DIR",
+                       help="with --runners: the kinds' locks, DIR/<name>.lock.json (default: "
+                            "<matrix>.locks/ next to the matrix file)")
+    kinds.add_argument("--previous-lock-dir", type=Path, metavar="DIR",
+                       help="with --runners: older locks, DIR/<name>.lock.json, as "
+                            "--previous-lock per kind; a missing file is that kind's first run")
+    kinds.add_argument("--json-dir", type=flags.Output("dir"), metavar="DIR",
+                       help="with --runners: also write each kind's plan as "
+                            "DIR/<name>.plan.json")
+    kinds.add_argument("--kind", metavar="NAME",
+                       help="with --runners: only this kind (empty: the first declared)")
+    kinds.add_argument("--kinds-only", action="store_true",
+                       help="with --runners and --github-output: plan nothing, write "
+                            "`kinds=` (the names), `kind=` and `labels=` (--kind's, else the "
+                            "first's)")
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.shards is not None and args.shards < 1:
-        raise ConfigError(f"--shards must be 1 or more, got {args.shards}")
+    _check_flags(args)
+    if args.runners is not None:
+        from .plan_kinds import run_kinds
+
+        return run_kinds(args)
     previous = args.previous_lock if args.previous_lock and args.previous_lock.is_file() else None
-    notes: list[str] = []
-    locked = plan_and_lock(args.matrix, lock=args.lock, previous=previous, offline=args.offline,
-                           driver=args.driver, python=args.python, platform=args.platform,
-                           hasher=sha256_of if args.hash else None, note=notes.append)
-    plan, new_lock, lock_path, changed = locked.plan, locked.lock, locked.path, locked.changed
-    stored = _stored(args.store, plan)
-    _print_table(plan, stored)
-    for m in plan.missing:
-        print(f"missing {m.channel.value} {m.what}: {m.reason}")
-    for note in notes:
-        print(f"note: {note}")
-    print(f"{count(len(plan.cells), 'cell')}, {count(len(plan.missing), 'requested build')} "
-          "missing; "
-          f"lock {'written to' if changed else 'unchanged:'} {lock_path}")
+    locked = plan_one(args, lock=args.lock, previous=previous, driver=args.driver,
+                      platform=args.platform)
+    plan = locked.plan
+    stored = stored_cells(args.store, plan)
     print(describe(estimate(plan.cells, stored=[c for c, s in stored.items() if s == "yes"],
-                            lock=new_lock, runs=_stored_runs(args.store), gpus=_gpu_count())))
+                            lock=locked.lock, runs=stored_runs(args.store), gpus=_gpu_count())))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
@@ -72,62 +88,47 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stored(store: Path, plan: Plan) -> dict[str, str]:
-    """"yes"/"no" per cell id."""
-    if not store.is_file():
-        return {c.id: "no" for c in plan.cells}
-    from ..store.db import Store
-
-    with Store(store) as opened:
-        return {c.id: "yes" if opened.has_result(c.id) else "no" for c in plan.cells}
+_ONE_KIND = ("--lock", "--previous-lock", "--json", "--platform", "--driver", "--shards")
+_KINDS = ("--lock-dir", "--previous-lock-dir", "--json-dir", "--kind", "--kinds-only")
 
 
-def _stored_runs(store: Path) -> list[CellRun]:
-    """The runs whose timings estimate the time; none without a store."""
-    if not store.is_file():
-        return []
-    from ..store.db import Store
+def _check_flags(args: argparse.Namespace) -> None:
+    """One sentence, exit 2, for flags that do not go together."""
+    given = {flag for flag in (*_ONE_KIND, *_KINDS)
+             if getattr(args, flag[2:].replace("-", "_")) not in (None, False)}
+    if args.runners is None:
+        for flag in _KINDS:
+            if flag in given:
+                raise ConfigError(f"{flag} is for runner kinds: add --runners runners.yaml, "
+                                  f"or leave {flag} out")
+    else:
+        for flag in _ONE_KIND:
+            if flag in given:
+                raise ConfigError(f"{flag} plans one machine, but --runners plans every kind "
+                                  "as runners.yaml declares it (platform, driver, shards): leave "
+                                  f"{flag} out{_instead(flag)}")
+        if args.kinds_only:
+            planning = [f for f in ("--lock-dir", "--previous-lock-dir", "--json-dir")
+                        if f in given] + (["--hash"] if args.hash else [])
+            if planning:
+                raise ConfigError(f"--kinds-only plans nothing, so {planning[0]} has nothing to "
+                                  "do: leave one of them out")
+            if args.github_output is None:
+                raise ConfigError("--kinds-only writes the declared kinds to --github-output: "
+                                  "add --github-output FILE")
+    if args.shards is not None and args.shards < 1:
+        raise ConfigError(f"--shards must be 1 or more, got {args.shards}")
 
-    with Store(store) as opened:
-        return opened.runs()
+
+def _instead(flag: str) -> str:
+    other = {"--lock": "--lock-dir", "--previous-lock": "--previous-lock-dir",
+             "--json": "--json-dir", "--shards": "`shards:` in runners.yaml",
+             "--driver": "`driver:` in runners.yaml",
+             "--platform": "`platform:` in runners.yaml"}[flag]
+    return f" (use {other})"
 
 
 def _gpu_count() -> int:
     from ..gpus import list_gpus
 
     return len(list_gpus()) or 1
-
-
-def _rows(plan: Plan, stored: dict[str, str]) -> list[tuple[str, ...]]:
-    return [(c.id, c.channel.value, c.version or "-", c.cuda or "-", source_of(c), stored[c.id])
-            for c in plan.cells]
-
-
-def source_of(cell: Cell) -> str:
-    """Where a cell's torch comes from, in the words a user would look for."""
-    if cell.url:
-        return cell.url
-    if cell.channel is Channel.PREINSTALLED and cell.base_image:
-        return f"the torch in image {cell.base_image}"
-    if cell.interpreter:
-        return f"the torch of {cell.interpreter}"
-    return "the torch of the interpreter running torchbisect"
-
-
-def _print_table(plan: Plan, stored: dict[str, str]) -> None:
-    rows = _rows(plan, stored)
-    if sys.stdout.isatty():
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table()
-        for name in _COLUMNS:  # ids stay whole; long URLs wrap
-            table.add_column(name, no_wrap=name != "source", overflow="fold",
-                             min_width=40 if name == "source" else None)
-        for row in rows:
-            table.add_row(*row)
-        Console().print(table)
-        return
-    widths = [max(len(r[i]) for r in [_COLUMNS, *rows]) for i in range(len(_COLUMNS))]
-    for row in [_COLUMNS, *rows]:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())

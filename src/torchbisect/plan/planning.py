@@ -45,8 +45,10 @@ class Locked:
 def plan_and_lock(matrix: Path, *, lock: Path | None = None, previous: Path | None = None,
                   offline: bool = False, driver: str | None = None, python: str | None = None,
                   platform: str | None = None, hasher: Callable[[str], str] | None = None,
-                  select: Sequence[str] = (), note: Say) -> Locked:
+                  select: Sequence[str] = (), host_driver: bool = True, note: Say) -> Locked:
     """Resolve `matrix` (for this interpreter, host and driver unless told) and save its lock;
+    without `host_driver` a `driver` of None means none at all (a runner kind that declares
+    none, planned on another machine), never this machine's;
     `previous`, an older lock, supplies pins the lock lacks (and allows --offline without one).
     With `select` (the globs of --cells) only the entries those can match are resolved, and the
     lock keeps its other cells as they were."""
@@ -58,7 +60,7 @@ def plan_and_lock(matrix: Path, *, lock: Path | None = None, previous: Path | No
     with lock_needed_offline(offline and previous is None, path):
         plan = build_plan(config, lock=locked, python=python or _this_python(),
                           platform=platform or host_platform(),
-                          driver=driver or driver_version(),
+                          driver=driver or (driver_version() if host_driver else None),
                           today=datetime.now(timezone.utc).date(), offline=offline, note=note,
                           hasher=hasher, select=select)
     saved = with_sizes(Lock.from_plan(plan), known=locked, offline=offline)

@@ -1,0 +1,91 @@
+"""`torchbisect plan --runners runners.yaml`: every declared runner kind planned for its own
+platform and driver, one lock per kind, and the job matrix of the kinds' shards.
+
+Nothing is read from the machine that plans (no GPU, no driver, no platform): the declaration is
+the truth, so the plan job needs no GPU runner.  A kind's lock is `<lock-dir>/<name>.lock.json`,
+the file `matrix --runners … --kind NAME` reads by default too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..config.runners import Kind, Runners, load_runners
+from ..plan.cost import describe, estimate
+from ..words import count
+from .plan_table import plan_one, stored_cells, stored_runs
+
+
+def kind_lock(kind: str, *, matrix: Path, lock_dir: Path | None) -> Path:
+    """`<lock-dir>/<kind>.lock.json`; the lock folder defaults to `<matrix>.locks/` beside the
+    matrix file, as `<matrix>.lock.json` is the lock of a plan without kinds."""
+    folder = lock_dir if lock_dir is not None else matrix.with_name(f"{matrix.stem}.locks")
+    return folder / f"{kind}.lock.json"
+
+
+def chosen(runners: Runners, name: str | None) -> tuple[Kind, ...]:
+    """`--kind NAME` (empty: the first declared), else every kind."""
+    if name is None:
+        return runners.kinds
+    return (runners.kind(name) if name else runners.kinds[0],)
+
+
+def run_kinds(args: argparse.Namespace) -> int:
+    runners = load_runners(args.runners)
+    kinds = chosen(runners, args.kind)
+    if args.kinds_only:
+        _write_kinds(args.github_output, runners, kinds[0])
+        return 0
+    probes: list[dict] = []
+    for kind in kinds:
+        probes += _plan_kind(args, kind, runners)
+    if args.github_output:
+        with args.github_output.open("a", encoding="utf-8") as out:
+            out.write(f"probes={json.dumps(probes)}\n")
+    return 0
+
+
+def _plan_kind(args: argparse.Namespace, kind: Kind, runners: Runners) -> list[dict]:
+    """Plan one kind, print its table under its name; its shards as job-matrix entries."""
+    print(f"\n{kind.name}: {kind.gpu}, {kind.platform}, "
+          f"driver {kind.driver or 'not declared'} ({runners.path}:{kind.line})")
+    if kind.driver is None:
+        print(f"note: {kind.name} declares no driver, so `cuda: auto` takes the newest CUDA tag "
+              f"of each release; add `driver:` (its runners' oldest) at {runners.path}:"
+              f"{kind.line} to plan only what they can run")
+    previous = None
+    if args.previous_lock_dir is not None:
+        previous = args.previous_lock_dir / f"{kind.name}.lock.json"
+        if not previous.is_file():
+            print(f"note: no previous lock of {kind.name} at {previous}: its first run, so new "
+                  "pins only")
+            previous = None
+    lock = kind_lock(kind.name, matrix=args.matrix, lock_dir=args.lock_dir)
+    locked = plan_one(args, lock=lock, previous=previous, driver=kind.driver,
+                      platform=kind.platform, host_driver=False, kind=kind)
+    plan = locked.plan
+    stored = stored_cells(args.store, plan, kind=kind)
+    print(describe(estimate(plan.cells, stored=[c for c, s in stored.items() if s == "yes"],
+                            lock=locked.lock, runs=stored_runs(args.store, kind),
+                            gpus=kind.shards)))
+    if args.json_dir:
+        args.json_dir.mkdir(parents=True, exist_ok=True)
+        (args.json_dir / f"{kind.name}.plan.json").write_text(
+            json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
+    if not plan.cells:
+        print(f"{kind.name}: no cell to probe, so no runner of this kind is asked for")
+        return []
+    # never more shards than cells: a GPU runner with nothing to probe is a wasted job
+    total = min(kind.shards, len(plan.cells))
+    print(f"{kind.name}: {count(total, 'shard')} on {list(kind.labels)}")
+    return [{"kind": kind.name, "labels": list(kind.labels), "shard": f"{i}/{total}"}
+            for i in range(1, total + 1)]
+
+
+def _write_kinds(output: Path, runners: Runners, kind: Kind) -> None:
+    names = " ".join(k.name for k in runners.kinds)
+    print(f"kinds: {names}; {kind.name} runs on {list(kind.labels)}")
+    with output.open("a", encoding="utf-8") as out:
+        out.write(f"kinds={names}\nkind={kind.name}\nlabels={json.dumps(list(kind.labels))}\n")
