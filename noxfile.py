@@ -129,7 +129,7 @@ def cache(session: nox.Session) -> None:
 
 @nox.session
 def schema(session: nox.Session) -> None:
-    """Regenerate matrix.schema.json, runners.schema.json, results.schema.json and probe.schema.json."""
+    """Regenerate the JSON Schemas (matrix, runners, results, probe) from their types."""
     _tool(session, "schema")
 
 
