@@ -95,8 +95,8 @@ docker version --format 'dockerd {{.Server.Version}}' || { tail -30 /tmp/dockerd
 # and the driver's libraries into it, as the toolkit does).
 python3 - "$work/rootfs.list" <<'PY'
 import os, shutil, subprocess, sys
-paths = {"/bin/sh", "/bin/dash", "/usr/bin/dash", "/sbin/ldconfig", "/usr/sbin/ldconfig",
-         "/etc/ld.so.conf"}
+paths = {"/bin/sh", "/bin/dash", "/usr/bin/dash", "/sbin/ldconfig", "/sbin/ldconfig.real",
+         "/usr/sbin/ldconfig", "/etc/ld.so.conf"}  # Ubuntu: ldconfig wraps ldconfig.real
 for binary in ("/bin/sh", shutil.which("nvidia-smi") or "/bin/sh"):  # and what nvidia-smi needs
     out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
     paths |= {p for p in out.split() if p.startswith("/") and "nvidia" not in p}
