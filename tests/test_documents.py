@@ -102,3 +102,10 @@ def test_schema_check_names_a_stale_results_schema_and_schema_rewrites_it(tmp_pa
     assert str(tmp_path / "probe.schema.json") not in said
     assert main(["schema", "--out", str(out)]) == 0
     assert (tmp_path / "results.schema.json").read_text() == schema_text("results")
+
+
+def test_schema_makes_the_folder_it_writes_into(tmp_path, capsys):
+    out = tmp_path / "new" / "folder" / "matrix.schema.json"
+    assert main(["schema", "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.parent.iterdir()) == [
+        "matrix.schema.json", "probe.schema.json", "results.schema.json", "runners.schema.json"]

@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
             return 1
         print(f"{', '.join(map(str, texts))} up to date")
         return 0
+    folder.mkdir(parents=True, exist_ok=True)  # the output gate checked it can be made
     for path in stale:
         path.write_text(texts[path], encoding="utf-8")
     print(f"wrote {', '.join(map(str, stale))}" if stale else "every schema was up to date")
