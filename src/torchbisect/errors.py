@@ -66,7 +66,9 @@ class CommandFailed(InfraError):
         what = "timed out" if timed_out else f"exited with status {returncode}"
         tail = output.strip().splitlines()[-1:] if output.strip() else []
         suffix = f": {tail[0]}" if tail else ""
-        super().__init__(f"`{_short(argv)}` {what}{suffix}")
+        from .masking import mask  # a URL's password in the command line (uv's index) is hidden
+
+        super().__init__(mask(f"`{_short(argv)}` {what}{suffix}"))
 
 
 def _short(argv: list[str], limit: int = 120) -> str:

@@ -50,6 +50,7 @@ _SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = tuple(
          r"\1" + MASK),
         (("://",), r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@",
          r"\1" + MASK + "@"),  # a password in a URL
+        (("://",), r"(?i)(\bhttps?://)[^/\s:@]{16,}@", r"\1" + MASK + "@"),  # a token as the user
         (("PRIVATE KEY",),
          r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
          "-----BEGIN PRIVATE KEY----- " + MASK),

@@ -126,7 +126,7 @@ class DockerBackend(Backend):
         venv, marker = workdir / "venv", workdir / "prepared.json"
         want = {"image": image, "url": cell.url, "wheel_stat": _stat(cell),
                 "overlay": self.overlay or cell.overlay, "python": cell.python,
-                "index": extra_index(cell)}
+                "index": extra_index(cell, credentials=False)}  # no password in the marker
         old = _read_json(marker) or {}
         if (want == {k: old.get(k) for k in want} and (venv / "bin" / "python").exists()
                 and cell.sha256 in (None, old.get("wheel_sha256"))):

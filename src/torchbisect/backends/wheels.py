@@ -36,6 +36,7 @@ from ..index.fetch import PYTORCH_INDEX, local_path
 from ..links import wheel_name
 from ..model import Cell, Channel
 from ..net import WHEEL, Deadlines, NetError, Refused, Retries, resumable
+from ..net import credentials as userinfo
 from ..words import megabytes
 from .base import Watcher, note
 
@@ -79,10 +80,12 @@ def cell_wheel(cell: Cell, folder: Path, *, log: Path, watcher: Watcher) -> Loca
     return LocalWheel(path=path.resolve(), sha256=sha, downloaded=downloaded)
 
 
-def extra_index(cell: Cell) -> str | None:
-    """The index that has a nightly's or release candidate's dependencies (pytorch-triton)."""
+def extra_index(cell: Cell, *, credentials: bool = True) -> str | None:
+    """The index that has a nightly's or release candidate's dependencies (pytorch-triton), with
+    the credentials matrix.yaml gave for its origin unless `credentials` is False: uv reads
+    them only from the URL (its command line is masked wherever it is logged or said)."""
     if cell.index_url:
-        return cell.index_url
+        return userinfo.restore(cell.index_url) if credentials else cell.index_url
     sub = {Channel.NIGHTLY: "nightly/", Channel.TEST: "test/"}.get(cell.channel)
     if sub is None or not cell.cuda:
         return None
@@ -95,6 +98,7 @@ def download(url: str, folder: Path, *, log: Path, attempts: int = 6, max_wait: 
 
     The file only gets its final name once complete.  `discard(path)` removes it and its folder.
     """
+    url = userinfo.remember(url)  # `user:password@` becomes Basic auth, never a sentence
     name = wheel_name(url)
     if name is None or not url.startswith(("http://", "https://")):
         raise InfraError(f"refusing to download {url}: a wheel link must be http(s) and end in "

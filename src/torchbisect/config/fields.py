@@ -16,6 +16,7 @@ from annotated_types import Ge, Gt
 from pydantic import BeforeValidator, StringConstraints, ValidationInfo
 from pydantic_core import PydanticCustomError
 
+from ..net import credentials
 from .sentences import show
 
 
@@ -135,19 +136,25 @@ def _wheel_ref(value: Any, info: ValidationInfo) -> str:
 
     what = "a local path or an https:// URL of a .whl file"
     if not isinstance(value, str) or re.match(r"^(?!https://|file://)\w+://", value):
-        raise expected(what, value)
+        raise expected(what, _hidden(value))
     try:
         parse_wheel_filename(value.rsplit("/", 1)[-1].replace("%2B", "+"))
     except InvalidWheelFilename:
         raise expected(what + " (named like torch-<version>-<python>-<abi>-<platform>.whl)",
-                        value) from None
-    return _resolve_path(value, info)
+                        _hidden(value)) from None
+    return _resolve_path(credentials.remember(value), info)
 
 
 def _index_ref(value: Any, info: ValidationInfo) -> str:
     if not isinstance(value, str) or re.search(r"\{(?!cuda\})", value) or not value:
-        raise expected("an index URL or folder, with {cuda} where the CUDA tag goes", value)
-    return _resolve_path(value, info)
+        raise expected("an index URL or folder, with {cuda} where the CUDA tag goes",
+                       _hidden(value))
+    return _resolve_path(credentials.remember(value), info)
+
+
+def _hidden(value: Any) -> Any:
+    """A URL's password masked before a sentence quotes it."""
+    return credentials.hide(value) if isinstance(value, str) else value
 
 
 def _resolve_path(value: str, info: ValidationInfo) -> str:

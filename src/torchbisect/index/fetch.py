@@ -22,6 +22,7 @@ from packaging.utils import canonicalize_name
 from .. import links
 from ..errors import IndexUnreachable, ResolveError
 from ..net import PAGE, WHEEL, Deadlines, NetError, Refused, Retries, Route, request, retry
+from ..net import credentials as userinfo
 from ..net.resumable import Sink
 from ..net.resumable import fetch as fetch_resumable
 from .pages import Garbled, PageMissing, PageTooLarge, Wheel, parse_page, read_folder
@@ -59,6 +60,7 @@ def fetch_wheels(index_url: str, package: str = "torch", *, retries: int = 4,
     folder = local_path(index_url)
     if folder is not None:
         return read_folder(folder, package)
+    index_url = userinfo.remember(index_url)  # `user:password@` becomes Basic auth
     page = index_url.rstrip("/") + "/" + canonicalize_name(package) + "/"
     route = Route(base=page, allow=tuple(allow))
 
@@ -118,6 +120,7 @@ def sha256_of(url_or_path: str, *, retries: int = 4, backoff: float = 0.5) -> st
                 return _digest(fh)
         except OSError as err:
             raise ResolveError(f"cannot read the wheel {path}: {err.strerror}") from None
+    url_or_path = userinfo.remember(url_or_path)
     try:
         return fetch_resumable(url_or_path, Sink(), deadlines=WHEEL,
                                retries=Retries(attempts=retries + 1, base=backoff)).sha256

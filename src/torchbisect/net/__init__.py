@@ -3,6 +3,7 @@
 client.py   the one HTTP client (urllib3): redirects followed hop by hop through the link policy,
             credentials only to their origin, connect/idle/total deadlines, size bounds
 deadline.py the idle and total deadlines on every socket read
+credentials.py a URL's `user:password@`: taken out, sent as Basic auth to its origin only
 pools.py    the connection pools: bounded sockets, and the address reached checked (rebinding)
 errors.py   NetError and the one describer of a failed request
 retry.py    the one retry policy (Retry-After, exponential backoff, jitter, a cap)

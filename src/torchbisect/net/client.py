@@ -7,7 +7,10 @@ what urllib3 leaves to its caller done here, once:
   the link policy (`links.allowed`) against the route's base, as the first URL did, so an index
   cannot reach 169.254.169.254 or 127.0.0.1 through a 302.  At most `MAX_HOPS` hops.
 * A route's credentials (`Route.secret`, e.g. GitHub's `Authorization`) go only to the origin
-  they belong to; a hop to another origin goes without them.
+  they belong to; a hop to another origin goes without them.  Credentials written into a URL
+  (`https://user:password@mirror/`) are taken out of it (credentials.py) and sent as
+  `Authorization: Basic` to that origin only, by the same rule; no URL this module names in a
+  sentence carries them.
 * A redirect never turns a POST into a GET: a POST (or PATCH) follows only a 307/308 to its own
   origin, and is otherwise refused with a sentence.
 * Every request has a connect deadline, an idle deadline (the longest silence between two reads)
@@ -31,7 +34,7 @@ from urllib3.util import Timeout
 
 from .. import __version__, links
 from ..words import megabytes
-from . import deadline, pools
+from . import credentials, deadline, pools
 from .errors import NetError, Refused, describe, http_error
 
 USER_AGENT = f"torchbisect/{__version__}"
@@ -107,7 +110,9 @@ def request(method: str, url: str, *, route: Route | None = None,
     """Ask `url`, following redirects as the module docstring says; the final answer, whose body
     the caller reads inside the `with`.  A status of 400 or more raises NetError (429 and 5xx
     transient) carrying the status, headers and the first 64 KB of the body."""
-    route = route or Route(base=url)
+    url = credentials.remember(url)
+    route = Route(base=credentials.remember(route.base), allow=route.allow,
+                  secret=route.secret) if route else Route(base=url)
     with deadline.running(idle=deadlines.idle, total=deadlines.total) as ends:
         raw, final = _follow(method, url, route=route, headers=dict(headers or {}), body=body,
                              deadlines=deadlines, ends=ends, decode=decode)
@@ -138,6 +143,9 @@ def _follow(method: str, url: str, *, route: Route, headers: dict[str, str],
         sent = {"User-Agent": USER_AGENT, **headers}
         if origin(target) == origin(route.base):
             sent.update(route.secret)
+        basic = credentials.authorization(target)
+        if basic and not any(k.lower() == "authorization" for k in sent):
+            sent["Authorization"] = basic  # given for this origin (credentials.py)
         manager, proxied = _manager(target)
         try:
             with pools.reaching(None if proxied else _reach(target, route)):
@@ -152,11 +160,13 @@ def _follow(method: str, url: str, *, route: Route, headers: dict[str, str],
             return raw, target
         raw.close()  # a redirect's body is never read: a hostile one may be endless
         try:
-            following = urljoin(target, location)
+            # A Location's own userinfo is never sent (nor shown): credentials come from the
+            # user, not from a peer.
+            following = credentials.split(urljoin(target, location))[0]
             origin(following)
         except ValueError:
-            raise Refused(f"it redirected to {location[:200]!r}, which is not a URL; not "
-                          "followed") from None
+            raise Refused(f"it redirected to {credentials.hide(location[:200])!r}, which is not "
+                          "a URL; not followed") from None
         if method not in ("GET", "HEAD"):
             _may_resend(method, raw.status, target, following)
         if raw.status == 303:

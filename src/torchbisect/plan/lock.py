@@ -5,6 +5,9 @@ index pruned them: `resolve` uses a locked build instead of the index.  The file
 sorted keys, fixed formatting and no timestamps, so resolving twice without changes gives the
 same bytes (and a clean `git diff`).  Wheels whose index publishes no sha256 (nightlies) are
 locked with `sha256: null` until `plan --hash` or the installer pins them (`pin_sha256`).
+A URL's credentials (`https://user:password@mirror/`) are never written: `url` and `index` are
+kept without their userinfo, and the runner sends the credentials matrix.yaml gives for that
+origin (net/credentials.py), as it does for the index pages.
 
 Several runs may write one lock at once (four `plan --hash`, shards pinning what they hashed):
 every write is a read-modify-write under an exclusive `fcntl.flock` on the lock's folder
@@ -31,6 +34,7 @@ from .. import files, probe_doc
 from ..errors import ConfigError
 from ..links import wheel_name
 from ..model import Plan
+from ..net.credentials import split as without_userinfo
 
 LOCK_FORMAT = 1
 _COMMENT = ("Written by `torchbisect plan` from the matrix file next to it: the exact wheel of "
@@ -179,6 +183,9 @@ def _current(path: Path) -> Lock:
 def _entry(build: LockedBuild) -> dict[str, Any]:
     # Without a size the entry reads as before sizes were recorded: older locks stay unchanged.
     entry = asdict(build)
+    for key in ("url", "index"):  # a committed file: no password, whoever built the lock
+        if entry[key]:
+            entry[key] = without_userinfo(entry[key])[0]
     if entry["size"] is None:
         del entry["size"]
     return entry
@@ -195,7 +202,9 @@ def _builds(path: Path, doc: Any) -> dict[str, LockedBuild]:
         if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in _FIELDS):
             raise ConfigError(_bad(path, f"entry {cell_id!r} lacks one of {', '.join(_FIELDS)}"))
         try:
-            out[cell_id] = LockedBuild(**entry)
+            out[cell_id] = LockedBuild(**{k: without_userinfo(v)[0] if k in ("url", "index")
+                                          and isinstance(v, str) else v
+                                          for k, v in entry.items()})
         except TypeError:
             raise ConfigError(_bad(path, f"entry {cell_id!r} has unknown keys")) from None
         if not isinstance(entry.get("size", 0), int | None):
