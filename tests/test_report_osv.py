@@ -239,6 +239,67 @@ def test_a_fix_hidden_by_unknown_nightlies_ends_at_the_last_measured_bad_commit(
         "events": [{"introduced": "20260302" * 5}, {"fixed": "20260306" * 5}]}
 
 
+def _down_to(nightly: BisectResult, *verdicts: str) -> BisectResult:
+    """`nightly` with a commit bisection over commits "1…", "2…", … (40 hex digits each) between
+    its pair, judged `verdicts` (good/bad/unknown, oldest first; a fix's answer turns good)."""
+    points = tuple(NightlyPoint(date="2026-03-04", version="v", verdict=v, commit=f"{i}" * 40,
+                                main_sha=f"{i}" * 40)
+                   for i, v in enumerate(verdicts, 1))
+    new = "bad" if nightly.direction is Direction.REGRESSION else "good"
+    after = next(p for p in points if p.verdict.value == new)
+    before = [p for p in points[:points.index(after)] if p.verdict.value != "unknown"][-1]
+    between = points[points.index(before) + 1:points.index(after) + 1]
+    commits = dataclasses.replace(nightly, before=before, after=after, points=points,
+                                  candidates=tuple(p.key for p in between))
+    return dataclasses.replace(nightly, narrowed=commits)
+
+
+def test_an_exact_first_bad_commit_opens_the_git_range_at_that_commit(validator):
+    nightly = _bisection(Direction.REGRESSION, {"2026-03-01": "good", "2026-03-04": "bad",
+                                                "2026-03-09": "bad"})
+    found = _down_to(nightly, "good", "good", "bad", "bad")
+    assert found.narrowed.exact
+    # the commit itself, not the first bad nightly's main commit three commits later
+    assert _git([found], validator) == {
+        "type": "GIT", "repo": "https://github.com/pytorch/pytorch",
+        "events": [{"introduced": "3" * 40}, {"last_affected": "20260309" * 5}]}
+
+
+def test_an_exact_commit_under_an_inexact_nightly_answer_is_the_answer(validator):
+    # unknown nightlies hid the change; the commits between the pair found it
+    nightly = _bisection(Direction.REGRESSION, {"2026-03-01": "good", "2026-03-02": "unknown",
+                                                "2026-03-04": "bad"})
+    assert not nightly.exact
+    git = _git([_down_to(nightly, "good", "unknown", "good", "bad")], validator)
+    assert git["events"] == [{"introduced": "4" * 40}, {"last_affected": "20260304" * 5}]
+    assert "database_specific" not in git  # nothing left unjudged to name
+
+
+def test_an_exact_fixing_commit_closes_the_git_range_with_fixed_there(validator):
+    regression = _bisection(Direction.REGRESSION, {"2026-03-01": "good", "2026-03-02": "bad"})
+    fix = _bisection(Direction.FIX, {"2026-03-05": "bad", "2026-03-06": "unknown",
+                                     "2026-03-07": "good"})
+    git = _git([regression, _down_to(fix, "bad", "bad", "good", "good")], validator)
+    assert git["events"] == [{"introduced": "20260302" * 5}, {"fixed": "3" * 40}]
+    assert "database_specific" not in git
+    both = _git([_down_to(regression, "good", "bad"), _down_to(fix, "bad", "good")], validator)
+    assert both["events"] == [{"introduced": "2" * 40}, {"fixed": "2" * 40}]
+
+
+@pytest.mark.parametrize("direction", list(Direction))
+def test_a_commit_answer_that_is_a_range_claims_no_unjudged_commit(direction, validator):
+    """"One of N commits" (compiled commits no binary could run): the range stays on the
+    nightlies' measured commits, as without the commit bisection."""
+    old, new = ("good", "bad") if direction is Direction.REGRESSION else ("bad", "good")
+    regression = _bisection(Direction.REGRESSION, {"2026-03-01": "good", "2026-03-02": "bad"})
+    nightly = _bisection(direction, {"2026-03-05": old, "2026-03-06": "unknown",
+                                     "2026-03-07": new})
+    others = [regression] if direction is Direction.FIX else []
+    commits = _down_to(nightly, old, "unknown", "unknown", new)
+    assert not commits.narrowed.exact
+    assert _git([*others, commits], validator) == _git([*others, nightly], validator)
+
+
 def test_results_json_names_the_first_affected_nightly_only_as_far_as_it_was_measured(tmp_path):
     found = _bisection(Direction.REGRESSION, {"2026-03-01": "good", "2026-03-02": "unknown",
                                               "2026-03-04": "bad"})

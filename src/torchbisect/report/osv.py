@@ -11,10 +11,10 @@ so each range claims only the span between two measured affected releases: it op
 `introduced` at the first one and closes with `last_affected` at the last one, never at "0" and
 never with `fixed` at a later good release, because either would claim releases nobody tested.
 The releases outside the tested span are named in `database_specific.not_tested`.  GIT ranges come
-from bisections, between commits a nightly was measured on; a bisection whose answer is a range of
-nightlies claims none of the unjudged ones (the range's `database_specific` names them).  A
-first affected (fixed) nightly in `per_gpu` is named only when it is exact, else the span it lies
-in.
+from bisections, between commits a nightly was measured on, or the exact commit a commit-level
+bisection (`bisect --pytorch-repo`) found; a bisection whose answer is a range of nightlies (or
+commits) claims none of the unjudged ones (the range's `database_specific` names them).  A first
+affected (fixed) nightly in `per_gpu` is named only when it is exact, else the span it lies in.
 
 `published` is the first time the record said anything (kept from the previous record, else the
 earliest affected run); `modified` moves only when the content changes.
@@ -74,10 +74,13 @@ def git_events(bisections: list[BisectResult]) -> tuple[list[dict[str, str]], di
     """Upstream commits of nightlies that were measured, and what the range cannot say.
 
     A regression bisection opens the range at its first bad nightly's commit (or, for a fix
-    only, the last bad one).  A fix closes it with `fixed` at the first good nightly's commit
-    when that answer is exact, else with `last_affected` at the last nightly measured bad:
-    nightlies the fix search could not judge lie between and are claimed neither way.  Without
-    a fix it closes at the newest commit measured bad.  Never from "0".
+    only, the last bad one), or at the first bad commit itself when a commit-level bisection
+    found it exactly.  A fix closes it with `fixed` at the first good commit when the commit
+    bisection found it exactly, else at the first good nightly's commit when that answer is
+    exact, else with `last_affected` at the last nightly measured bad: nightlies the fix search
+    could not judge lie between and are claimed neither way.  Without a fix it closes at the
+    newest commit measured bad.  Never from "0".  A commit answer that is a range of commits
+    changes nothing: the nightly's measured commit stays the bound.
 
     An inexact answer (unknown nightlies hide the change) still names only measured commits;
     `database_specific` says between which commits the change lies and which nightlies can be it.
@@ -86,19 +89,30 @@ def git_events(bisections: list[BisectResult]) -> tuple[list[dict[str, str]], di
                        and b.after and b.after.main_sha), None)
     fix = next((b for b in bisections if b.direction is Direction.FIX
                 and b.after and b.after.main_sha), None)
-    start = regression.after.main_sha if regression else (
-        fix.before.main_sha if fix and fix.before else "")
+    start = _culprit(regression) or (regression.after.main_sha if regression else (
+        fix.before.main_sha if fix and fix.before else ""))
     if not start:
         return [], {}
     said = {key: _inexact(b) for key, b in (("introduced", regression), ("fixed", fix))
-            if b and not b.exact}
-    if fix and fix.exact:
+            if b and not b.exact and not _culprit(b)}
+    if fix and _culprit(fix):
+        end = {"fixed": _culprit(fix)}
+    elif fix and fix.exact:
         end = {"fixed": fix.after.main_sha}
     elif fix and fix.before and fix.before.main_sha:
         end = {"last_affected": fix.before.main_sha}
     else:
         end = {"last_affected": _newest_bad_sha(regression or fix)}
     return [{"introduced": start}, end], said
+
+
+def _culprit(bisection: BisectResult | None) -> str:
+    """The commit that brought (or fixed) the change, when the commit bisection found exactly
+    one: its first bad (good) commit, the one before it measured the other way; else ""."""
+    commits = bisection.narrowed if bisection else None
+    if commits is None or not commits.exact or commits.after is None:
+        return ""
+    return commits.after.main_sha
 
 
 def _inexact(bisection: BisectResult) -> dict[str, Any]:
