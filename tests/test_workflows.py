@@ -58,7 +58,7 @@ def test_actionlint_catches_a_broken_workflow(tmp_path):
 def test_matrix_workflow_graph_is_plan_then_shards_then_build_then_deploy():
     doc = _load("matrix.yml")
     assert "schedule" in doc["on"] and "workflow_dispatch" in doc["on"]
-    assert set(doc["on"]["workflow_dispatch"]["inputs"]) == {"matrix", "shards", "force"}
+    assert set(doc["on"]["workflow_dispatch"]["inputs"]) == {"matrix", "runners", "force"}
     jobs = doc["jobs"]
     assert set(jobs) == {"plan", "probe", "build", "deploy", "notify"}
     assert jobs["probe"]["needs"] == "plan"
@@ -68,9 +68,55 @@ def test_matrix_workflow_graph_is_plan_then_shards_then_build_then_deploy():
     assert jobs["deploy"]["needs"] == "build"
     strategy = jobs["probe"]["strategy"]
     assert strategy["fail-fast"] is False
-    assert "needs.plan.outputs.shards" in strategy["matrix"]["shard"]
-    for gpu_job in ("plan", "probe"):  # plan too: `cuda: auto` needs the GPU runners' driver
-        assert '"self-hosted", "linux", "x64", "gpu"' in jobs[gpu_job]["runs-on"]
+    # one job per shard of each kind, on that kind's labels (runners.yaml, no variable)
+    assert strategy["matrix"] == {"include": "${{ fromJSON(needs.plan.outputs.probes) }}"}
+    assert jobs["probe"]["runs-on"] == "${{ matrix.labels }}"
+    assert jobs["probe"]["if"] == "${{ needs.plan.outputs.probes != '[]' }}"  # no kind, no job
+    # plan reads platform and driver from runners.yaml, not from the machine: no GPU needed
+    assert jobs["plan"]["runs-on"] == "ubuntu-latest"
+    assert "GPU_RUNNER_LABELS" not in (WORKFLOWS / "matrix.yml").read_text()
+    assert "GPU_RUNNER_LABELS" not in (WORKFLOWS / "bisect.yml").read_text()
+
+
+def test_each_kind_is_planned_locked_probed_and_published_with_its_own_lock():
+    jobs = _load("matrix.yml")["jobs"]
+    runs = {j: [s.get("run", "") for s in job["steps"]] for j, job in jobs.items()}
+    plan = next(r for r in runs["plan"] if r.startswith("nox -s plan -- --matrix"))
+    assert ('--runners "$RUNNERS_FILE" --lock-dir locks --previous-lock-dir previous/locks '
+            "--hash") in plan and '--github-output "$GITHUB_OUTPUT"' in plan
+    assert jobs["plan"]["outputs"]["probes"] == "${{ steps.plan.outputs.probes }}"
+    # the previous locks of the declared kinds, named before the plan runs
+    kinds = next(s for s in jobs["plan"]["steps"] if s.get("id") == "kinds")
+    assert "--kinds-only" in kinds["run"]
+    [fetch] = [s for s in jobs["plan"]["steps"]
+               if s.get("uses") == "./.github/actions/previous-site"]
+    assert fetch["with"]["kinds"] == "${{ steps.kinds.outputs.kinds }}"
+    probe = next(r for r in runs["probe"] if r.startswith("nox -s matrix"))
+    assert '--runners "$RUNNERS_FILE" --kind "$KIND" --lock-dir locks --offline' in probe
+    assert jobs["probe"]["env"]["KIND"] == "${{ matrix.kind }}"
+    assert any("store-shard-${KIND}-${SHARD%%/*}" in r for r in runs["probe"])
+    upload = next(s for s in jobs["plan"]["steps"] if s.get("uses", "").startswith(
+        "actions/upload-artifact@"))
+    assert "locks/" in upload["with"]["path"]
+    assert "cp -r locks site/data/" in runs["build"]  # data/locks/<kind>.lock.json
+    assert any(r.startswith("nox -s report") and '--runners "$RUNNERS_FILE"' in r
+               for r in runs["build"])
+
+
+def test_a_bisection_runs_on_one_declared_kind():
+    doc = _load("bisect.yml")
+    assert "kind" in doc["on"]["workflow_dispatch"]["inputs"]
+    jobs = doc["jobs"]
+    assert jobs["kind"]["runs-on"] == "ubuntu-latest"
+    [kinds] = [s["run"] for s in jobs["kind"]["steps"] if "nox -s plan" in s.get("run", "")]
+    assert '--kinds-only --kind="$KIND"' in kinds
+    assert jobs["bisect"]["runs-on"] == "${{ fromJSON(needs.kind.outputs.labels) }}"
+    # the build publishes every kind's lock again, so a bisection's deploy drops none
+    [fetch] = [s for s in jobs["build"]["steps"]
+               if s.get("uses") == "./.github/actions/previous-site"]
+    assert fetch["with"]["kinds"] == "${{ needs.kind.outputs.kinds }}"
+    assert "cp -r previous/locks site/data/" in [s.get("run") for s in jobs["build"]["steps"]]
+    assert "needs.kind.result == 'success'" in jobs["build"]["if"]
 
 
 @pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
@@ -98,17 +144,6 @@ def test_the_published_site_carries_the_store_chain(name):
     pages = next(i for i, u in enumerate(uses) if u.startswith("actions/upload-pages-artifact@"))
     assert fetch < merge < pages
     assert "dawidd6" not in (WORKFLOWS / name).read_text()
-
-
-def test_custom_matrix_files_use_one_lock_name_from_plan_to_shards():
-    jobs = _load("matrix.yml")["jobs"]
-    plan = next(r for _, r in _run_steps({"jobs": {"plan": jobs["plan"]}}) if "nox -s plan" in r)
-    probe = next(r for _, r in _run_steps({"jobs": {"p": jobs["probe"]}}) if "-s matrix" in r)
-    assert '--matrix "$MATRIX_FILE" --lock matrix.lock.json' in plan
-    assert '--matrix "$MATRIX_FILE" --lock matrix.lock.json --offline' in probe
-    upload = next(s for s in jobs["plan"]["steps"] if s.get("uses", "").startswith(
-        "actions/upload-artifact@"))
-    assert "matrix.lock.json" in upload["with"]["path"]
 
 
 def _workflow_and_action_files() -> list[Path]:
@@ -207,7 +242,7 @@ def test_zizmor_catches_a_tag_pinned_action_and_template_injection(tmp_path):
 def test_every_run_step_is_a_nox_session_or_an_install(name):
     allowed = re.compile(r"^(nox -s \w+|pip (install|download) |uv cache prune --ci$"
                          r'|echo "\w+=[^"]*" >> "\$GITHUB_OUTPUT"$'
-                         r"|cp \S+ \S+$|nvidia-smi -L$|sudo (apt-get|bash \.ci/)"
+                         r"|cp (-r )?\S+ \S+$|nvidia-smi -L$|sudo (apt-get|bash \.ci/)"
                          r"|sudo --preserve-env=\S+ nox -s "
                          r"|sudo --preserve-env=\S+ \.ci/run( \w+)*$)")
     for job, run in _run_steps(_load(name)):
@@ -323,19 +358,16 @@ def test_gpu_jobs_preflight_the_driver_and_ask_for_a_gpu(name):
         assert check["if"] == smi["if"] and '--flags="$EXTRA_FLAGS"' in check["run"], job_name
 
 
-@pytest.mark.slow  # curl's own retries of a 503 wait about 7 s
-@pytest.mark.parametrize("status, first_run, exit_code, published", [
-    (200, "", 0, "true"), (404, "true", 0, "false"), (404, "", 1, None), (503, "true", 1, None),
-    (302, "true", 1, None)])
-def test_the_previous_site_script_against_a_real_server(tmp_path, status, first_run, exit_code,
-                                                        published):
-    """The composite step's own bash, run against an HTTP server on 127.0.0.1: only 200 goes on
-    with a store, and only 404 with PAGES_FIRST_RUN=true goes on without one."""
+def _previous_site(tmp_path: Path, statuses: dict[str, int], *, first_run: str = "",
+                   kinds: str = "") -> tuple[subprocess.CompletedProcess, dict[str, str]]:
+    """Run the composite step's own bash against an HTTP server on 127.0.0.1 that answers each
+    path under /data/ with its status in `statuses` (the "" entry: every other path)."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Site(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 (http.server's name)
+            status = statuses.get(self.path.removeprefix("/data/"), statuses[""])
             body = b"SQLite format 3\0" if status == 200 else b"no"
             self.send_response(status)
             if status == 302:
@@ -357,16 +389,47 @@ def test_the_previous_site_script_against_a_real_server(tmp_path, status, first_
         env = {"PATH": "/usr/bin:/bin", "DEST": str(tmp_path / "previous"),
                "PAGES_URL": f"http://127.0.0.1:{server.server_address[1]}/",
                "GITHUB_OUTPUT": str(output), "GITHUB_REPOSITORY": "o/r", "FIRST_RUN": first_run,
-               "GITHUB_REPOSITORY_OWNER": "o"}
+               "GITHUB_REPOSITORY_OWNER": "o", "KINDS": kinds}
         done = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, cwd=tmp_path,
                               capture_output=True, text=True, timeout=120)
     finally:
         server.shutdown()
         server.server_close()
+    return done, dict(line.split("=", 1) for line in output.read_text().splitlines())
+
+
+@pytest.mark.slow  # curl's own retries of a 503 wait about 7 s
+@pytest.mark.parametrize("status, first_run, exit_code, published", [
+    (200, "", 0, "true"), (404, "true", 0, "false"), (404, "", 1, None), (503, "true", 1, None),
+    (302, "true", 1, None)])
+def test_the_previous_site_script_against_a_real_server(tmp_path, status, first_run, exit_code,
+                                                        published):
+    """Only 200 goes on with a store, and only 404 with PAGES_FIRST_RUN=true goes on without."""
+    done, said = _previous_site(tmp_path, {"": status}, first_run=first_run)
     assert done.returncode == exit_code, done.stdout + done.stderr
-    said = dict(line.split("=", 1) for line in output.read_text().splitlines())
     assert said.get("published") == published
     if exit_code:
         assert "::error::" in done.stdout
         assert ("PAGES_FIRST_RUN" if status == 404 else f"HTTP {status}") in done.stdout
         assert not (tmp_path / "previous" / "results.sqlite").exists()
+
+
+@pytest.mark.slow  # curl's own retries of a 503 wait about 7 s
+@pytest.mark.parametrize("status, exit_code", [(404, 0), (503, 1)])
+def test_a_kinds_lock_that_is_not_published_is_its_first_run_and_nothing_else(tmp_path, status,
+                                                                               exit_code):
+    """Each declared kind's lock is fetched beside the store: a 404 for one is that kind's first
+    run (a notice, the others are kept), any other failure fails the step as for the store."""
+    done, said = _previous_site(tmp_path, {"": 200, "locks/GB300.lock.json": status},
+                                kinds="H200 GB300")
+    assert done.returncode == exit_code, done.stdout + done.stderr
+    previous = tmp_path / "previous"
+    assert (previous / "locks" / "H200.lock.json").is_file()
+    assert not (previous / "locks" / "GB300.lock.json").exists()
+    if exit_code:
+        assert "::error::could not fetch" in done.stdout and "locks/GB300.lock.json (HTTP 503)" \
+            in done.stdout
+    else:
+        assert said["published"] == "true"
+        assert "::notice::no locks/GB300.lock.json published" in done.stdout
+        assert "first run of that kind" in done.stdout
