@@ -4,6 +4,7 @@ interrupted.  Real planning of per-platform stand-in wheels, real uv venvs, the 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -110,3 +111,30 @@ def test_a_shard_leaves_its_attendance_even_when_interrupted(world):
     assert (stopped.run, stopped.cells, stopped.probed, stopped.reused, stopped.failed) == (
         "77-2", 3, 0, 1, 2)
     assert stopped.gpu == "" and stopped.host and stopped.started < stopped.finished
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
+def test_a_shards_own_page_says_which_declared_kinds_reported(world):
+    """Without --no-report the shard draws its page after its attendance is stored, with the
+    declared kinds: this kind reported, the others never did (not a silent omission)."""
+    planned = subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--runners",
+                              "runners.yaml", "--kind", "H200", "--store", "none.sqlite"],
+                             cwd=world, capture_output=True, text=True, timeout=120)
+    assert planned.returncode == 0, planned.stderr
+    argv = [sys.executable, "-m", "torchbisect", "matrix", "--runners", "runners.yaml", "--kind",
+            "H200", "--allow-no-gpu", "--offline", "--cells", f"nightly-{DAYS[0]:%Y%m%d}-*",
+            "--store", "results.sqlite", "--out", "site", "--workdir", "work", "--backend",
+            "venv"]
+    done = subprocess.run(argv, cwd=world, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TORCHBISECT_PROBES": str(FAKE_PROBES),
+                               "GITHUB_RUN_ID": "78", "GITHUB_RUN_ATTEMPT": "1"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    kinds = {k["name"]: k for k in
+             json.loads((world / "site" / "results.json").read_text())["models"]["kinds"]}
+    assert list(kinds) == ["H200", "GB300", "A100"]
+    assert kinds["H200"]["state"] == "reported"
+    assert kinds["H200"]["text"].startswith("reported in the latest run (run 78-1, ")
+    assert kinds["GB300"]["state"] == kinds["A100"]["state"] == "never"
+    html = (world / "site" / "index.html").read_text()
+    assert "declared, never reported — its runners have not run the matrix" in html

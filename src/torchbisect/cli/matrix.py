@@ -225,7 +225,15 @@ def _render(store, args: argparse.Namespace, console: Console, *, empty_reason: 
     from ..report import render
     from .report import links_from
 
-    for path in render(store, args.out, empty_reason=empty_reason, links=links_from(args.matrix)):
+    # With --kind the shard's attendance is already in the store: the local page says which
+    # declared kinds reported, as the published one does.
+    runners = None
+    if args.runners is not None:
+        from ..config.runners import load_runners
+
+        runners = load_runners(args.runners)
+    for path in render(store, args.out, empty_reason=empty_reason, links=links_from(args.matrix),
+                       runners=runners):
         console.print(f"wrote {path}", highlight=False)
 
 
