@@ -9,15 +9,28 @@ index and the probe is a stand-in (TORCHBISECT_PROBES): the point here is the pi
 Not offline: setup-tools installs the pinned nox and uv from PyPI, as on a real runner; the
 index, the site, the API and git are served on 127.0.0.1.
 
-The rehearsal, in order: (1) a scheduled matrix run with 2 shards where one cell never installs
-still publishes a merged page; (2) a re-run of that run (attempt 2, its failed shard again, the
-artifacts of attempt 1 still there) starts from the published store, re-probes nothing unchanged,
-overwrites its uploads, and publishes although the API answers 502 at first (notify retries);
-(3) a dispatched bisection appears on the next published page and in affected.json; (4) the
-weekly fix check with no fix says so in its summary and in the issue; (5) a dispatch with another
-matrix file and more shards than cells runs one shard from the lock; (6) a scheduled run whose
-site answers 503 for the previous store fails and publishes nothing.  Afterwards, whatever the
-outcome, no container, network or volume of act's is left on the engine.
+Two runner kinds (runners.yaml): H200, an x86_64 kind with 2 shards, and GB300, an aarch64 kind.
+Each kind's plan locks its own platform's stand-in wheels (the index carries both), and each
+kind's shards run on its own label set.  This machine has no aarch64 emulation (no binfmt_misc),
+so an aarch64 shard could not install its wheels here: GB300's labels are mapped to the same
+x86_64 image, `matrix --kind GB300` refuses that runner with its sentence (exit 3, nothing
+probed), its job fails, and the build still merges H200's shards into one store and publishes a
+page whose results.json and index.html say GB300 never reported.  So this shows the per-kind
+plans and locks, the per-kind fan-out, the merge, and how a kind whose runners fail or are
+offline is said; it does NOT show an aarch64 wheel installed or probed, nor two kinds' verdicts
+side by side (both would need aarch64 hardware or emulation), nor GitHub's 24-hour queue of a
+kind with no runner online (act runs every job at once).
+
+The rehearsal, in order: (1) a scheduled matrix run (H200's 2 shards, GB300's refused one) where
+one cell never installs still publishes a merged page; (2) a re-run of that run (attempt 2, its
+failed shard again, the artifacts of attempt 1 still there) starts from the published store,
+re-probes nothing unchanged, overwrites its uploads, and publishes although the API answers 502
+at first (notify retries); (3) a dispatched bisection appears on the next published page and in
+affected.json; (4) the weekly fix check with no fix says so in its summary and in the issue; (5)
+a dispatch with another matrix file and runners file (one kind, more shards than cells) runs one
+shard from the lock; (6) a scheduled run whose site answers 503 for the previous store fails and
+publishes nothing.  Afterwards, whatever the outcome, no container, network or volume of act's
+is left on the engine.
 """
 
 from __future__ import annotations
@@ -66,6 +79,24 @@ def _cell(day: date) -> str:
     return f"nightly-{day:%Y%m%d}-cu130-cp311"
 
 
+# H200 stands for every x86_64 kind, GB300 for every aarch64 one (GitHub's label is ARM64).
+RUNNERS = """\
+kinds:
+  - name: H200
+    gpu: NVIDIA H200
+    labels: [self-hosted, linux, x64, h200]
+    platform: linux_x86_64
+    driver: "580.95.05"
+    shards: 2
+  - name: GB300
+    gpu: NVIDIA GB300
+    labels: [self-hosted, linux, ARM64, gb300]
+    platform: linux_aarch64
+    driver: "580.95.05"
+"""
+ONE_KIND = RUNNERS.split("  - name: GB300")[0]
+
+
 def _matrix_yaml(index_url: str, days: list[date] = MATRIX_DAYS) -> str:
     dates = ", ".join(f"{d:%Y-%m-%d}" for d in days)
     return (f"defaults:\n  cuda: cu130\n  python: \"3.11\"\n"
@@ -110,7 +141,9 @@ def _rehearse(tmp_path_factory, before):
             github_standin(base / "git", base / "pages") as hub:
         snapshot(base / "src", base / "git", {
             "matrix.yaml": _matrix_yaml(f"{index_url}/"),
-            "ci/one-cell.yaml": _matrix_yaml(f"{index_url}/", MATRIX_DAYS[1:2])})
+            "runners.yaml": RUNNERS,
+            "ci/one-cell.yaml": _matrix_yaml(f"{index_url}/", MATRIX_DAYS[1:2]),
+            "ci/one-kind.yaml": ONE_KIND.replace("shards: 2", "shards: 3")})
         world = World(
             base=base, src=base / "src", hub_url=hub.url, pages=base / "pages",
             trees=unpack_actions(base / "actions"), mounts=[base / "pytorch"],
@@ -137,7 +170,7 @@ def _rehearse(tmp_path_factory, before):
         results["weekly"] = world.act("schedule", "bisect.yml")
         results["pages-4"] = _published(base)
         results["custom"] = world.act("workflow_dispatch", "matrix.yml", inputs={
-            "matrix": "ci/one-cell.yaml", "shards": "2"})
+            "matrix": "ci/one-cell.yaml", "runners": "ci/one-kind.yaml"})
         results["pages-5"] = _published(base)
         hub.fail("/pages/data/", 503, times=1000)
         results["site-503"] = world.act("schedule", "matrix.yml")
@@ -154,7 +187,10 @@ def _published(base) -> dict:
         return {}
     with sqlite3.connect(site / "data" / "results.sqlite") as db:
         runs = db.execute("SELECT cell_id, status FROM runs ORDER BY id").fetchall()
+        attendance = db.execute("SELECT kind, shard, run FROM attendance ORDER BY id").fetchall()
+    locks = {p.name: json.loads(p.read_text()) for p in (site / "data" / "locks").glob("*.json")}
     return {"results": json.loads((site / "results.json").read_text()),
+            "locks": locks, "attendance": attendance,
             "affected": json.loads((site / "affected.json").read_text()),
             "html": (site / "index.html").read_text(), "store_runs": runs}
 
@@ -187,7 +223,8 @@ def test_a_shard_with_a_broken_cell_still_publishes_a_merged_page(rehearsal):
     assert "uses: actions/checkout" not in log  # sanity: act ran steps, not a dry listing
     assert re.search(r"\[matrix/probe[^\]]*\].*docker exec", log), "GPU jobs ran in containers"
     assert "Success - Main actions/checkout@3d3c42e5" in _job_lines(log, "probe")
-    assert "uploaded artifact store-shard-1" in log and "uploaded artifact store-shard-2" in log
+    assert "uploaded artifact store-shard-H200-1" in log
+    assert "uploaded artifact store-shard-H200-2" in log
     site = rehearsal["pages-1"]
     assert site, "nothing was deployed"
     runs = {r["cell"]["id"]: r for r in site["results"]["runs"]}
@@ -216,7 +253,8 @@ def test_a_rerun_overwrites_its_uploads_and_a_502_from_the_api_blocks_nothing(re
     code, log = rehearsal["schedule-2"]
     # attempt 1's artifacts were still there: each upload replaced its own
     assert "already uploaded" not in log
-    assert "uploaded artifact store-shard-1" in log and "uploaded artifact merged-store" in log
+    assert "uploaded artifact store-shard-H200-1" in log
+    assert "uploaded artifact merged-store" in log
     assert "uploaded artifact github-pages-2" in log  # a Pages artifact of its own
     assert "Job succeeded" in _job_lines(log, "deploy")
     # the API answered 502 twice; notify retried and got through
@@ -271,7 +309,45 @@ def test_the_weekly_fix_check_without_a_fix_says_so(rehearsal):
 def test_a_dispatch_with_another_matrix_file_and_too_many_shards(rehearsal):
     code, log = rehearsal["custom"]
     assert code == 0, log[-3000:]
-    assert 'shards=["1/1"]' in _job_lines(log, "plan")  # 2 asked, 1 cell: 1 shard
-    assert "uploaded artifact store-shard-1" in log and "store-shard-2" not in log
+    # 3 declared, 1 cell: 1 shard, and only the kind that file declares
+    assert "H200: 1 shard on ['self-hosted', 'linux', 'x64', 'h200']" in _job_lines(log, "plan")
+    assert "uploaded artifact store-shard-H200-1" in log and "store-shard-H200-2" not in log
+    assert "GB300" not in _job_lines(log, "probe")
     assert "1 cell: 0 probed now, 1 from the store" in _job_lines(log, "probe")
     assert "Job succeeded" in _job_lines(log, "deploy")
+
+
+def _wheels(lock: dict) -> set[str]:
+    return {b["url"].rsplit("/", 1)[1] for b in lock["builds"].values()}
+
+
+def test_each_kind_plans_its_own_platform_and_a_refused_kind_is_said_on_the_page(rehearsal):
+    code, log = rehearsal["schedule-1"]
+    site = rehearsal["pages-1"]
+    # one lock per kind, published under data/locks/, each with its own platform's wheels only
+    assert set(site["locks"]) == {"H200.lock.json", "GB300.lock.json"}
+    x86, arm = _wheels(site["locks"]["H200.lock.json"]), _wheels(site["locks"]["GB300.lock.json"])
+    assert len(x86) == len(arm) == len(MATRIX_DAYS)
+    assert all(w.endswith("-manylinux_2_28_x86_64.whl") for w in x86)
+    assert all(w.endswith("-manylinux_2_28_aarch64.whl") for w in arm)
+    assert "no locks/GB300.lock.json published" in log  # each kind's first run: a notice
+    # each kind's shards: H200's two and GB300's one, on their own label sets
+    plan = _job_lines(log, "plan")
+    assert "H200: 2 shards on ['self-hosted', 'linux', 'x64', 'h200']" in plan
+    assert "GB300: 1 shard on ['self-hosted', 'linux', 'ARM64', 'gb300']" in plan
+    # the aarch64 kind's job got the x86_64 image: refused with its sentence, nothing probed
+    assert ("runners.yaml:8 declares kind GB300 as linux_aarch64, but this runner is "
+            "linux_x86_64: give the runner the labels of its own kind (or fix that entry); "
+            "nothing was probed, so no other kind's wheels run here") in log
+    # one merged store: both H200 shards' attendance, none of GB300's
+    assert sorted(site["attendance"]) == [("H200", "1/2", "1-1"), ("H200", "2/2", "1-1")]
+    kinds = {k["name"]: k for k in site["results"]["models"]["kinds"]}
+    assert kinds["H200"]["state"] == "reported"
+    assert kinds["GB300"]["state"] == "never"
+    assert kinds["GB300"]["text"] == ("declared, never reported — its runners have not run the "
+                                      "matrix")
+    assert kinds["GB300"]["text"] in site["html"]
+    # the re-run (attempt 2 of the same run) still says so, and attendance of both attempts
+    # counts as one run for H200
+    again = {k["name"]: k["state"] for k in rehearsal["pages-2"]["results"]["models"]["kinds"]}
+    assert again == {"H200": "reported", "GB300": "never"}

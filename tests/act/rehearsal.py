@@ -189,12 +189,18 @@ class World:
                # the stand-in pytorch clone belongs to another user than the container's
                "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
                "GIT_CONFIG_VALUE_0": "*",
+               # each run its own id (act would give every run id 1), as the attendance of a
+               # kind's shards is kept per run and attempt
+               "GITHUB_RUN_ID": str(rerun_of or self.runs),
                "GITHUB_RUN_ATTEMPT": "2" if rerun_of else "1"}
         volumes = [f"-v {shutil.which('node')}:/opt/runner/externals/node/bin/node:ro",
                    f"-v {ca_bundle()}:{ca_bundle()}:ro", f"-v {artifacts}:{artifacts}",
                    f"-v {standins}:{standins}:ro",
                    *(f"-v {m}:{m}" for m in self.mounts)]
         argv = [act_binary(), event, "-W", f".github/workflows/{workflow}",
+                # every kind's label set starts with self-hosted: the aarch64 kind's jobs get
+                # the same x86_64 image (no aarch64 emulation here), which `matrix --kind`
+                # refuses as a mislabelled runner
                 "-P", f"self-hosted={RUNNER_IMAGE}", "-P", "ubuntu-latest=-self-hosted",
                 "--pull=false", "--no-skip-checkout", "--container-options", " ".join(volumes),
                 "--rm",  # remove containers and volumes after a failure too
