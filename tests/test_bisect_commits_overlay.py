@@ -35,6 +35,7 @@ from torchbisect.report.bisection_text import render_markdown, render_text
 from torchbisect.report.bisections import bisect_view
 from torchbisect.report.synthetic import synthetic_run
 from torchbisect.report.view import build_view
+from torchbisect.store.db import Store
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
@@ -120,12 +121,16 @@ def make_world(base: Path, commits) -> tuple[Path, list[str]]:
 
 
 def bisect(base: Path, url: str, *extra: str, repo: Path | None = None, forget: str = "",
-           fix: bool = False) -> subprocess.CompletedProcess:
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+           fix: bool = False, flip: str = "") -> subprocess.CompletedProcess:
+    """`flip`: a commit on which the script, asked again, answers the other way (flaky)."""
+    env = _env()
     # --find-fix: the old behaviour is "broken", the fix makes torch.BROKEN true
     check = CHECK.replace("sys.exit(1 if", "sys.exit(0 if").replace("else 0)", "else 1)") \
         if fix else CHECK
+    if flip:
+        asked = f'"$(grep -c {flip} {base / "runs.txt"})"'
+        again = f'[ "$TORCHBISECT_COMMIT" = {flip} ] && [ {asked} -ge 2 ]'
+        check = f"if {again}; then if {check}; then exit 1; else exit 0; fi; fi; {check}"
     ends = ["--bad", OLD, "--good", NEW, "--find-fix"] if fix else ["--good", OLD, "--bad", NEW]
     args = [sys.executable, "-m", "torchbisect", "bisect", *ends,
             "--cuda", "cpu", "--python", PY, "--index-url", url, "--backend", "venv",
@@ -137,6 +142,11 @@ def bisect(base: Path, url: str, *extra: str, repo: Path | None = None, forget: 
     (base / "work").mkdir(exist_ok=True)
     return subprocess.run(args, env=env, cwd=base / "work", capture_output=True, text=True,
                           timeout=600)
+
+
+def _env() -> dict[str, str]:
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
 
 
 def runs(base: Path) -> list[str]:
@@ -230,7 +240,10 @@ def test_a_regression_in_a_python_commit_is_found_exactly(tmp_path, culprit):
     assert found["first_bad"]["date"] == (OLD if culprit < 13 else NEW)
     assert found["commits"] == [f"{shas[culprit]} python change {culprit} (python)"]
     overlays = [r for r in runs(base) if r != "nightly"]
-    assert len(overlays) <= math.ceil(math.log2(TESTABLE)) + 2
+    # --repeat 2 (a script's default): the commit pair is asked once more each, as the nightly
+    # pair is; every run of the script counts as a probe
+    assert overlays.count(shas[culprit]) == overlays.count(shas[culprit - 1]) == 2
+    assert len(overlays) <= math.ceil(math.log2(TESTABLE)) + 2 + 2
     assert found["probes"] == len(overlays) + 2  # and the two nightlies, from the store
     assert done.stdout.splitlines()[0].startswith("the first bad nightly is 2025-09-02")
     assert f"down to the commit: the first bad commit is {shas[culprit][:12]} (exact: the " \
@@ -240,6 +253,14 @@ def test_a_regression_in_a_python_commit_is_found_exactly(tmp_path, culprit):
     feature = list((base / "venvs" / "venvs").glob("nightly-20250901-*/lib/*/site-packages/"
                                                    "torch/feature.py"))
     assert [f.read_text() for f in feature] == ["BROKEN = False\n"]
+    # the site's OSV record opens its GIT range at the commit itself
+    site = subprocess.run([sys.executable, "-m", "torchbisect", "report", "--store",
+                           str(base / "work" / "results.sqlite"), "--out", str(base / "site")],
+                          env=_env(), capture_output=True, text=True, timeout=300)
+    assert site.returncode == 0, site.stderr
+    osv = json.loads((base / "site" / "affected.json").read_text())
+    [git] = [r for r in osv["affected"][0]["ranges"] if r["type"] == "GIT"]
+    assert git["events"] == [{"introduced": shas[culprit]}, {"last_affected": shas[-1]}]
 
 
 @pytest.mark.slow
@@ -265,12 +286,56 @@ def test_a_rerun_reuses_every_commits_stored_verdict(tmp_path):
         asked = [r for r in runs(base) if r != "nightly"]
         again = bisect(base, f"{url}/")
     assert first.returncode == again.returncode == 0, first.stderr + again.stderr
-    # only --repeat's re-asks at the nightly pair run again (they are never stored)
-    assert [r for r in runs(base) if r != "nightly"] == asked
+    # only --repeat's re-asks at the nightly pair and the commit pair run again (they are
+    # never stored)
+    assert [r for r in runs(base) if r != "nightly"][len(asked):] == [shas[4], shas[5]]
     assert json.loads((base / "work" / "bisect.json").read_text())["narrowed"]["candidates"] == \
         short(shas, 5)
     assert f"{shas[5][:12]} is BAD (from the store)" in again.stderr
-    assert f"probes:     {len(asked) + 2} over the commits (0 run now, " in again.stdout
+    assert f"probes:     {len(asked) + 2} over the commits (2 run now, " in again.stdout
+
+
+@pytest.mark.slow
+@needs_uv
+@pytest.mark.parametrize(("flip", "answers"), [(8, "bad 1×, good 1×"), (7, "good 1×, bad 1×")],
+                         ids=["at-the-first-bad-commit", "at-the-last-good-commit"])
+def test_a_script_that_answers_otherwise_when_asked_again_at_a_commit_is_flaky(tmp_path, flip,
+                                                                                 answers):
+    base, shas = make_world(tmp_path, history(culprit=8))
+    with serve(base / "index") as url:
+        done = bisect(base, f"{url}/", flip=shas[flip])
+    assert done.returncode == 1, done.stderr
+    assert (f"--script is flaky: on commit {shas[flip][:12]} on the {OLD} nightly's binary it "
+            f"answered {answers} in 2 runs (--repeat 2), so no first bad commit can be "
+            "trusted") in done.stderr
+    assert runs(base).count(shas[flip]) == 2
+    # no commit is given as the answer, in any form; the nightlies' answer is stored and said
+    assert done.stdout == "" and not (base / "work" / "bisect.json").exists()
+    assert (f"the nightly bisection is stored and stands (last good {OLD}, first bad {NEW}); "
+            "only the commits have no answer") in done.stderr
+    with Store(base / "work" / "results.sqlite") as store:
+        [stored] = store.bisections()
+    assert (stored.after.date, stored.narrowed) == (NEW, None)
+
+
+@pytest.mark.slow
+@needs_uv
+def test_repeat_n_asks_each_commit_of_the_pair_n_times_and_counts_every_run(tmp_path):
+    # commit 1 is the first bad one: the pair is the older nightly (asked at the nightly pair
+    # already) and commit 1, so only commit 1 is asked again at the commits
+    base, shas = make_world(tmp_path, history(culprit=1))
+    with serve(base / "index") as url:
+        done = bisect(base, f"{url}/", "--repeat", "3")
+    assert done.returncode == 0, done.stderr
+    found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
+    assert found["candidates"] == short(shas, 1)
+    overlays = [r for r in runs(base) if r != "nightly"]
+    assert overlays.count(shas[1]) == 3
+    assert runs(base).count("nightly") == 2 * 3  # each nightly of the pair: 3 answers, once
+    assert found["probes"] == len(overlays) + 2  # the re-asks counted; the nightlies stored
+    assert (f"probes:     {len(overlays) + 2} over the commits ({len(overlays)} run now, 2 from "
+            "the store)") in done.stdout
+    assert "then at most 4 re-asks (--repeat)" in done.stderr
 
 
 @pytest.mark.slow
@@ -291,9 +356,12 @@ def test_a_blobless_clone_is_enough_and_a_commits_verdict_can_be_taken_back(tmp_
     assert again.returncode == 0, again.stderr
     assert f"forgot 1 stored verdict(s) of {shas[20][:10]}" in again.stdout
     assert f"commit-{shas[20][:12]}-on-nightly-20250902-" in again.stdout
-    # the forgotten commit is asked again, and no other commit whose verdict is stored
+    # the forgotten commit is asked again, and no other commit whose verdict is stored (but
+    # --repeat's re-asks of the commit pair, last, which are never stored)
     new = [r for r in runs(base) if r != "nightly"][len(asked):]
-    assert shas[20] in new and not (set(new) - {shas[20]}) & set(asked)
+    searched, reasked = new[:-2], new[-2:]
+    assert reasked == [shas[19], shas[20]]
+    assert shas[20] in searched and not (set(searched) - {shas[20]}) & set(asked)
     assert "the stored bisection finished" in again.stdout
 
 

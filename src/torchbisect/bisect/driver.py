@@ -25,7 +25,7 @@ from ..outcome import Direction, NightlyPoint, Outcome
 from ..probes import probe_version
 from .candidates import Candidate, CandidateList
 from .search import SearchHandler, SearchResult, first_bad, flip
-from .verdicts import Judged, Rule, check_script_run
+from .verdicts import FlakyScript, Judged, Rule, check_script_run
 
 
 class Progress:
@@ -124,6 +124,28 @@ class Bisector:
             check_script_run(run, self.rule)
             answers.append(self.rule.judge(run).verdict)
         return answers
+
+    def check_repeats(self, search: SearchResult, repeat: int, *,
+                      asked: frozenset[int] = frozenset()) -> None:
+        """--repeat: ask the script `repeat - 1` more times at the two candidates that decide
+        the range (but those in `asked`, already re-asked); one different answer and the range is
+        not reported, as if it were known: FlakyScript names the candidate and its answers."""
+        for index in (search.last_good, search.first_bad):
+            point = self.points.get(index)
+            if point is None or index in asked:
+                continue
+            answers = [point.verdict, *self.reask(index, repeat - 1)]
+            if len(set(answers)) > 1:
+                cand = self._cands[index]
+                counts = ", ".join(f"{a.value} {answers.count(a)}×"
+                                   for a in dict.fromkeys(answers))
+                first = "first bad" if self.direction is Direction.REGRESSION else "first fixed"
+                unit = "commit" if cand.commit else "nightly" if cand.date else "release"
+                raise FlakyScript(
+                    f"--script is flaky: on {cand.label} it answered {counts} in {repeat} runs "
+                    f"(--repeat {repeat}), so no {first} {unit} can be trusted; make the script "
+                    "decide the same way every time (e.g. count stale trials inside it) and run "
+                    "again")
 
     def _verdict_of(self, index: int) -> Outcome:
         cand = self._cands[index]

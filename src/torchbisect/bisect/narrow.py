@@ -38,9 +38,14 @@ class Narrowed:
 
 
 def narrow(nightly: BisectResult, cands: CandidateList, *, backend: Backend,
-           bisector: Callable[[Backend], Bisector], repo: Path, workdir: Path) -> Narrowed:
+           bisector: Callable[[Backend], Bisector], repo: Path, workdir: Path,
+           repeat: int = 1) -> Narrowed:
     """The commit-level bisection between `nightly`'s pair, on overlays of `backend`'s venvs,
-    judged by a `bisector(backend)` (the nightly search's rule, store and direction)."""
+    judged by a `bisector(backend)` (the nightly search's rule, store and direction).
+
+    `repeat` > 1 (--script --repeat): the commits that decide the range are asked that many
+    times, as the nightly pair was (FlakyScript when the answers differ); the two nightlies
+    themselves were asked already, so not again."""
     older, newer = _ends(nightly, cands)
     if older is None or newer is None:
         return Narrowed(result=None, notes=("no commit bisection: the nightly bisection found "
@@ -66,7 +71,10 @@ def narrow(nightly: BisectResult, cands: CandidateList, *, backend: Backend,
         return Narrowed(result=None, new_runs=judge.new_runs, notes=(
             f"no commit bisection: {cand.label} read {err.got.value} here, where the nightly "
             f"bisection's order needs {err.expected.value}",))
-    result = _result(nightly, search, judge.points, commits, testable, old)
+    if repeat > 1:
+        judge.check_repeats(search, repeat, asked=frozenset({0, len(items) - 1}))
+    result = _result(nightly, search, judge.points, commits, testable, old,
+                     reasked=judge.reasked)
     told = (f"{len(commits)} commits between the pair: {sum(1 for t in testable if t.on)} "
             f"testable on a nightly's binary, {sum(1 for t in testable if not t.on)} not (a "
             "compiled part no nightly was built from)")
@@ -103,9 +111,11 @@ def _search_list(old: str, older: Candidate, newer: Candidate, testable: tuple[T
 
 
 def _result(nightly: BisectResult, search: SearchResult, points: dict[int, NightlyPoint],
-            commits: tuple[Commit, ...], testable: tuple[Testable, ...], old: str) -> BisectResult:
+            commits: tuple[Commit, ...], testable: tuple[Testable, ...], old: str, *,
+            reasked: int = 0) -> BisectResult:
     """The commit-level result: keys are short shas; `missing` holds the untestable commits
-    between the pair (no binary), `unknown` the tried ones without a verdict."""
+    between the pair (no binary), `unknown` the tried ones without a verdict; the probes count
+    --repeat's `reasked` runs too."""
     order = [old, *(c.sha for c in commits)]
     where = {sha: i for i, sha in enumerate(order)}
     done = {i: replace(p, main_sha=p.commit) for i, p in points.items()}
@@ -116,7 +126,7 @@ def _result(nightly: BisectResult, search: SearchResult, points: dict[int, Night
     chosen = [*between, after.commit]
     return BisectResult(
         direction=nightly.direction, case=nightly.case, cuda=nightly.cuda,
-        python=nightly.python, before=before, after=after, probes=search.probes,
+        python=nightly.python, before=before, after=after, probes=search.probes + reasked,
         points=tuple(done[i] for i in sorted(done)),
         candidates=tuple(sha[:12] for sha in chosen),
         unknown=tuple(done[i].key for i in search.unknown),

@@ -31,7 +31,7 @@ from .driver import Bisector, Progress
 from .forget import Forgotten, Settings, forget
 from .narrow import narrow
 from .result import Context, build_result
-from .search import EndsError, SearchResult
+from .search import EndsError
 from .telling import check_script, ends_sentence, so_far
 from .verdicts import DEFAULT_CASE, FlakyScript, Rule, ScriptAborted
 from .walk import DEFAULT_LIMIT, walk
@@ -124,7 +124,7 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
             progress.note(so_far(bisector.points, cands, options.direction))
             raise
         if options.script is not None and options.repeat > 1:
-            _check_repeats(bisector, search, cands, options.repeat)
+            bisector.check_repeats(search, options.repeat)
         walk_points = walked.points if walked else ()
         result, notes = build_result(search, bisector.points, cands, _context(options), lookup,
                                      extra_probes=bisector.reasked + len(walk_points),
@@ -135,9 +135,11 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
         if options.narrow and options.repo is not None:
             try:
                 done = narrow(result, cands, backend=backend, bisector=bisector_on,
-                              repo=options.repo, workdir=options.workdir)
-            except (ConfigError, InfraError):
+                              repo=options.repo, workdir=options.workdir,
+                              repeat=options.repeat if options.script is not None else 1)
+            except (ConfigError, InfraError, FlakyScript):
                 store.add_bisection(result)  # the nightlies' answer stands: a rerun reuses it
+                progress.note(_stands(result))
                 raise
             for note in done.notes:
                 progress.note(note)
@@ -227,22 +229,11 @@ def _template(options: BisectOptions, index_url: str) -> Cell:
         trials=options.trials, timeout=options.timeout, index_url=index_url)
 
 
-def _check_repeats(bisector: Bisector, search: SearchResult, cands: CandidateList,
-                   repeat: int) -> None:
-    """Ask the script again at the two nightlies that decide the range; one disagreement and
-    the range is not reported as if it were known."""
-    for index in (search.last_good, search.first_bad):
-        point = bisector.points.get(index)
-        if point is None:
-            continue
-        answers = [point.verdict, *bisector.reask(index, repeat - 1)]
-        if len(set(answers)) > 1:
-            counts = ", ".join(f"{a.value} {answers.count(a)}×" for a in dict.fromkeys(answers))
-            raise FlakyScript(
-                f"--script is flaky: on {cands.candidates[index].label} it answered {counts} "
-                f"in {repeat} runs (--repeat {repeat}), so no first bad nightly can be trusted; "
-                "make the script decide the same way every time (e.g. count stale trials "
-                "inside it) and run again")
+def _stands(result: BisectResult) -> str:
+    """The nightlies' pair, stored before a commit bisection that could not finish."""
+    pair = zip(result.pair_names, (result.before, result.after), strict=True)
+    ends = ", ".join(f"{name} {p.key}" for name, p in pair if p)
+    return f"the nightly bisection is stored and stands ({ends}); only the commits have no answer"
 
 
 def _first_gpu() -> Gpu | None:

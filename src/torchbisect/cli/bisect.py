@@ -73,8 +73,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--timeout", type=float, default=defaults.TIMEOUT, metavar="SECONDS",
         help="per nightly (default %(default).0f)")
     add("--repeat", type=int, default=None, metavar="N",
-        help="with --script: ask it N times at the two nightlies that decide the range, and "
-             "report a script whose answers differ as flaky (default 2)")
+        help="with --script: ask it N times at the two nightlies (and, with --pytorch-repo, "
+             "the two commits) that decide the range, and report a script whose answers differ "
+             "as flaky (default 2)")
     add("--forget", action="append", default=[], metavar="DATE|VERSION|COMMIT",
         help="first drop the stored verdict of this build that the bisection would reuse (a "
              "mistaken answer), so it is asked again; names each dropped row; repeatable")
@@ -166,8 +167,9 @@ class _Console(Progress):
     def start(self, cands: CandidateList, *, rule, stored):
         first, last = cands.candidates[0], cands.candidates[-1]
         bound = math.ceil(math.log2(len(cands.candidates))) + 2
-        again = f", then {self.reasks} re-asks (--repeat)" if self.reasks and not first.commit \
-            else ""
+        # the commits' re-asks skip the pair's nightlies, asked already: at most, not exactly
+        again = "" if not self.reasks else f", then {'at most ' if first.commit else ''}" \
+            f"{self.reasks} re-asks (--repeat)"
         gaps = f" ({len(cands.missing)} dates have none)" if first.date and not first.commit \
             else ""
         self._say(f"{len(cands.candidates)} {_kind(first)} from {first.key} to {last.key}{gaps}; "
