@@ -133,10 +133,19 @@ def schema(session: nox.Session) -> None:
     _tool(session, "schema")
 
 
+def _install_tests(session: nox.Session) -> None:
+    """The package with its test extras, and torch when $TORCHBISECT_TEST_TORCH names a wheel or a
+    requirement (.ci/run names the torch 2.13.0+cpu wheel): the tests that probe the torch of the
+    interpreter running them need one, and a session's venv cannot see the torch of a venv it was
+    made from (only that venv's base).  Without it those tests skip, with the reason."""
+    torch = os.environ.get("TORCHBISECT_TEST_TORCH", "")
+    _install(session, "-e", ".[test]", *([torch] if torch else []))
+
+
 @nox.session(venv_params=SYSTEM_SITE)
 def tests(session: nox.Session) -> None:
     """Run the test suite (Docker and Chromium tests run when available, and always under CI)."""
-    _install(session, "-e", ".[test]")
+    _install_tests(session)
     session.run("python", "-m", "pytest", *session.posargs)
 
 
@@ -146,7 +155,7 @@ FAST = "not slow and not docker and not chromium and not gpu"
 @nox.session(venv_params=SYSTEM_SITE)
 def fast(session: nox.Session) -> None:
     """The fast loop: the tests not marked slow, docker, chromium or gpu (CI runs them all)."""
-    _install(session, "-e", ".[test]")
+    _install_tests(session)
     session.run("python", "-m", "pytest", "-m", FAST, *session.posargs)
 
 
