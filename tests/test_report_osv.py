@@ -187,6 +187,19 @@ def test_the_osv_git_range_comes_from_bisected_upstream_commits():
 
 
 
+def test_a_newer_bisection_of_the_same_edge_is_the_one_record_and_page_tell(validator):
+    """Bisections come oldest first; the page's headline takes the newest of each direction,
+    and so does the record's GIT range (it took the oldest, and the two told different fixes)."""
+    older = _bisection(Direction.FIX, {"2026-03-01": "bad", "2026-03-04": "good"})
+    newer = _bisection(Direction.FIX, {"2026-03-01": "bad", "2026-03-05": "bad",
+                                       "2026-03-06": "good"})
+    git = _git([older, newer], validator)
+    assert git["events"][-1] == {"fixed": "20260306" * 5}
+    from torchbisect.report.headline import build_headline
+
+    assert build_headline("NVIDIA H200", [], [older, newer]).first_fixed.date == "2026-03-06"
+
+
 def _bisection(direction: Direction, verdicts: dict[str, str]) -> BisectResult:
     """A bisection over nightlies of 2026-03 whose points are `verdicts` (date: good/bad/unknown);
     the pair is the nearest judged nightlies around the change."""

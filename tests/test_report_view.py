@@ -224,9 +224,10 @@ def test_several_gpu_models_side_by_side_with_what_holds_across_them_and_what_di
             run("2.15.0+cu132", BAD, gpu="NVIDIA H100"),
             run("2.14.0+cu130", BAD, gpu="NVIDIA GB300"),
             run("2.15.0+cu132", GOOD, gpu="NVIDIA GB300")]
+    # GB300 was still affected on the 3rd, a day after H100's fix: a real disagreement
     runs += [run(f"2.16.0.dev202603{d:02d}+cu132", o, gpu=g) for g, d, o in (
         ("NVIDIA H100", 1, BAD), ("NVIDIA H100", 2, REFUSED),
-        ("NVIDIA GB300", 1, BAD), ("NVIDIA GB300", 5, REFUSED))]
+        ("NVIDIA GB300", 1, BAD), ("NVIDIA GB300", 3, BAD), ("NVIDIA GB300", 5, REFUSED))]
     page = build_view(runs, [], generated=NOW)
     c = page.comparison
     assert c.gpus == ("NVIDIA GB300", "NVIDIA H100")
@@ -261,3 +262,64 @@ def test_several_gpu_models_side_by_side_with_what_holds_across_them_and_what_di
 
 def test_one_gpu_model_has_no_comparison():
     assert build_view([run("2.15.0+cu132", BAD)], [], generated=NOW).comparison is None
+
+
+def _two_models(extra_h100=(), extra_gb300=()):
+    runs = [run("2.15.0+cu132", BAD, gpu="NVIDIA H100"), run("2.15.0+cu132", BAD,
+                                                            gpu="NVIDIA GB300")]
+    runs += [run(f"2.16.0.dev202603{d:02d}+cu132", o, gpu="NVIDIA H100") for d, o in extra_h100]
+    runs += [run(f"2.16.0.dev202603{d:02d}+cu132", o, gpu="NVIDIA GB300") for d, o in extra_gb300]
+    return build_view(runs, [], generated=NOW).comparison
+
+
+def test_a_model_that_tested_no_nightly_is_not_tested_there_never_a_disagreement():
+    c = _two_models(extra_h100=((1, GOOD), (2, BAD)))
+    [edge] = [r for r in c.rows if r.label == "first affected nightly"]
+    assert dict(zip(c.gpus, edge.cells, strict=True)) == {"NVIDIA GB300": ("none", "not tested"),
+                                             "NVIDIA H100": ("edge", "2026-03-02")}
+    assert not edge.differs and c.differences == ()
+
+
+def test_edges_whose_untested_days_overlap_are_bounds_of_one_edge_not_a_disagreement():
+    # H100 tested daily (bad from the 4th); GB300 only on the 1st and the 8th: the 4th lies in
+    # GB300's span, so the two models may well agree
+    c = _two_models(extra_h100=((1, GOOD), (3, GOOD), (4, BAD)),
+                    extra_gb300=((1, GOOD), (8, BAD)))
+    [edge] = [r for r in c.rows if r.label == "first affected nightly"]
+    assert [text for _, text in edge.cells] == ["2026-03-08", "2026-03-04"]
+    assert not edge.differs and c.differences == ()
+    # GB300 tested good on the 5th, after H100 turned bad: that is a disagreement
+    c = _two_models(extra_h100=((1, GOOD), (3, GOOD), (4, BAD)),
+                    extra_gb300=((1, GOOD), (5, GOOD), (8, BAD)))
+    assert c.differences == ("first affected nightly: 2026-03-08 on NVIDIA GB300; 2026-03-04 on "
+                             "NVIDIA H100",)
+    # a model whose tested nightlies never turned bad, tested after the other's edge, disagrees
+    c = _two_models(extra_h100=((1, GOOD), (4, BAD)), extra_gb300=((1, GOOD), (6, GOOD)))
+    assert c.differences == ("first affected nightly: none found on NVIDIA GB300; 2026-03-04 on "
+                             "NVIDIA H100",)
+
+
+def test_the_headline_across_models_never_covers_a_model_without_a_release_verdict():
+    runs = [run("2.14.0+cu130", GOOD, gpu="NVIDIA H200"), run("2.15.0+cu132", GOOD,
+                                                             gpu="NVIDIA H200")]
+    runs += [run(f"2.16.0.dev202603{d:02d}+cu132", BAD, gpu="NVIDIA GB300") for d in (1, 2)]
+    c = build_view(runs, [], generated=NOW).comparison
+    assert c.headline == ("No tested stable release is affected on any of 2 GPU models measured "
+                          "(NVIDIA GB300, NVIDIA H200) (2.14.0 – 2.15.0 tested); no release "
+                          "verdict on NVIDIA GB300")
+    only_nightlies = [r for r in runs if "dev" in r.cell.version]
+    only_nightlies += [run("2.16.0.dev20260301+cu132", GOOD, gpu="NVIDIA H200")]
+    c = build_view(only_nightlies, [], generated=NOW).comparison
+    assert c.headline == ("No verdict for a stable release on any of 2 GPU models measured "
+                          "(NVIDIA GB300, NVIDIA H200)")
+
+
+def test_a_model_never_affected_has_no_fix_to_compare():
+    c = _two_models(extra_h100=((1, BAD), (5, REFUSED)), extra_gb300=((1, GOOD), (6, GOOD)))
+    rows = {r.label: r for r in c.rows}
+    assert dict(zip(c.gpus, rows["first fixed nightly"].cells, strict=True))["NVIDIA GB300"] == (
+        "none", "never affected")
+    assert not rows["first fixed nightly"].differs
+    # the disagreement is the first affected nightly, said once
+    assert c.differences == ("first affected nightly: none found on NVIDIA GB300; 2026-03-01 on "
+                             "NVIDIA H100",)

@@ -10,8 +10,18 @@ between models, so a reader on one model does not take another's answer for thei
 
 from __future__ import annotations
 
-from ..model import CellRun
-from .headline import affected_ranges, is_release, public_version, release_states, version_key
+from ..model import CellRun, Channel
+from .headline import (
+    NightlyEdge,
+    affected_ranges,
+    is_release,
+    marks_by,
+    nightly_date,
+    public_version,
+    release_states,
+    state_of,
+    version_key,
+)
 from .page import Comparison, ComparisonRow, Section
 
 _WORDS = {"bad": ("aff", "affected"), "good": ("ok", "not affected"),
@@ -28,12 +38,14 @@ def compare(sections: tuple[Section, ...], runs: list[CellRun],
               for g in gpus}
     versions = sorted({v for by in states.values() for v in by}, key=version_key)
     rows = [_release_row(v, [states[g].get(v, "") for g in gpus]) for v in versions]
-    rows += [_edge_row(name, [getattr(s.headline, attr) for s in sections])
+    last = {g: _last_tested_nightly([r for r in runs if gpu_of(r) == g]) for g in gpus}
+    rows += [_edge_row(name, [_edge_of(s, attr, last[s.gpu]) for s in sections])
              for name, attr in (("first affected nightly", "first_affected"),
                                 ("first fixed nightly", "first_fixed"))
              if any(getattr(s.headline, attr) for s in sections)]
     differences = tuple(_difference(row, gpus) for row in rows if row.differs)
-    return Comparison(headline=_headline(gpus, runs), gpus=gpus, rows=tuple(rows),
+    told = {g for g in gpus if any(state != "unknown" for state in states[g].values())}
+    return Comparison(headline=_headline(gpus, runs, told), gpus=gpus, rows=tuple(rows),
                       differences=differences)
 
 
@@ -43,11 +55,44 @@ def _release_row(version: str, states: list[str]) -> ComparisonRow:
                          differs=len(said) > 1)
 
 
-def _edge_row(name: str, edges: list) -> ComparisonRow:
-    dates = [e.date if e else "" for e in edges]
-    return ComparisonRow(label=name, cells=tuple(("edge", d) if d else ("none", "none found")
-                                                 for d in dates),
-                         differs=len(set(dates)) > 1)
+def _last_tested_nightly(runs: list[CellRun]) -> str:
+    """The newest nightly date with a verdict: how far a model's nightlies were looked at."""
+    dated = [r for r in runs if r.cell.channel is Channel.NIGHTLY and nightly_date(r)]
+    return max((d for d, marks in marks_by(dated, nightly_date) if state_of(marks) != "unknown"),
+               default="")
+
+
+def _edge_of(section: Section, attr: str, last: str) -> tuple[NightlyEdge | None, str, str]:
+    """(the model's edge, its newest tested nightly, what it says without one): a model whose
+    nightlies never turned affected has no fix to compare."""
+    if attr == "first_fixed" and section.headline.first_affected is None:
+        return None, "", "never affected"
+    return getattr(section.headline, attr), last, "not tested"
+
+
+def _edge_row(name: str, edges: list[tuple[NightlyEdge | None, str, str]]) -> ComparisonRow:
+    """One nightly edge per model.  A tested edge is a span of dates, (previous tested nightly,
+    date]: one day when exact, wider when the nightlies between were not tested.  A model whose
+    nightlies never crossed it ("none found") spans the days after its newest tested nightly; a
+    model with nothing to compare (no nightly tested, or no fix of a change it never showed)
+    says so and is left out.  Models disagree only when two spans share no day: different dates
+    inside one span are bounds of the same edge, not a disagreement."""
+    cells, spans = [], []
+    for edge, last, silent in edges:
+        if edge is not None:
+            cells.append(("edge", edge.date))
+            spans.append((edge.previous, edge.date))
+        elif last:
+            cells.append(("none", "none found"))
+            spans.append((last, _END))
+        else:
+            cells.append(("none", silent))
+    disjoint = max((lo for lo, _ in spans), default="") >= min((hi for _, hi in spans),
+                                                              default=_END)
+    return ComparisonRow(label=name, cells=tuple(cells), differs=len(spans) > 1 and disjoint)
+
+
+_END = "9999-12-31"  # after every nightly
 
 
 def _difference(row: ComparisonRow, gpus: tuple[str, ...]) -> str:
@@ -58,15 +103,29 @@ def _difference(row: ComparisonRow, gpus: tuple[str, ...]) -> str:
     return f"{row.label}: {'; '.join(parts)}"
 
 
-def _headline(gpus: tuple[str, ...], runs: list[CellRun]) -> str:
-    """What affected.json says: a release measured affected on any model is affected."""
-    states = release_states([r for r in runs if is_release(r)])
+def _headline(gpus: tuple[str, ...], runs: list[CellRun], told: set[str]) -> str:
+    """What affected.json says: a release measured affected on any model is affected.  The
+    models are named, and those without a verdict for any release (`told` holds the others) are
+    said apart: "no tested release is affected" must never read as covering a model that has
+    no release verdict."""
+    releases = [r for r in runs if is_release(r)]
+    states = release_states(releases)
     ranges = affected_ranges(states)
     models = f"{len(gpus)} GPU models measured ({', '.join(gpus)})"
-    probed = sorted({public_version(r.cell.version) for r in runs if is_release(r)},
-                    key=version_key)
-    untested = f"releases before {probed[0]} were not tested" if probed else "no release tested"
+    without = [g for g in gpus if g not in told]
+    if not told:
+        return f"No verdict for a stable release on any of {models}"
+    note = f"; no release verdict on {_listed(without)}" if without else ""
     if not ranges:
-        return f"No tested stable release is affected on any of {models}"
+        verdicts = [v for v, state in states if state == "good"]  # on every model tested
+        span = (f" ({verdicts[0]} tested)" if len(verdicts) == 1
+                else f" ({verdicts[0]} – {verdicts[-1]} tested)" if verdicts else "")
+        return f"No tested stable release is affected on any of {models}{span}{note}"
+    probed = sorted({public_version(r.cell.version) for r in releases}, key=version_key)
     said = " and ".join(a if a == b else f"{a} – {b}" for a, b in ranges)
-    return f"{said} affected on at least one of {models} ({untested})"
+    return (f"{said} affected on at least one of {models} (releases before {probed[0]} were "
+            f"not tested){note}")
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

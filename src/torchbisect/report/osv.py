@@ -85,9 +85,11 @@ def git_events(bisections: list[BisectResult]) -> tuple[list[dict[str, str]], di
     An inexact answer (unknown nightlies hide the change) still names only measured commits;
     `database_specific` says between which commits the change lies and which nightlies can be it.
     """
-    regression = next((b for b in bisections if b.direction is Direction.REGRESSION
+    # the newest bisection of each direction (bisections come oldest first), as the page's
+    # headline takes it: the record and the page never tell two different edges
+    regression = next((b for b in reversed(bisections) if b.direction is Direction.REGRESSION
                        and b.after and b.after.main_sha), None)
-    fix = next((b for b in bisections if b.direction is Direction.FIX
+    fix = next((b for b in reversed(bisections) if b.direction is Direction.FIX
                 and b.after and b.after.main_sha), None)
     start = _culprit(regression) or (regression.after.main_sha if regression else (
         fix.before.main_sha if fix and fix.before else ""))
