@@ -226,3 +226,58 @@ def test_a_re_run_shard_counts_for_its_run_with_its_newest_attempt(tmp_path):
     local = [came("H200", "1/1", "local-2026-11-30T06:00:00", "2026-11-30")]
     assert kind_views(runners.kinds, local, [])[0].text.startswith(
         "reported in the latest run (run local-2026-11-30T06:00:00, 2026-11-30): shard 1/1 seen;")
+
+
+def test_a_run_in_which_no_shard_reported_is_still_the_latest_run_through_its_roll_call(tmp_path):
+    """Yesterday every kind reported; today every probe job failed before storing anything (a
+    broken driver on every runner, say).  The build's `merge --roll-call` records today's run,
+    so the page says each kind missed it, instead of showing yesterday's run as the latest."""
+    shard = tmp_path / "yesterday.sqlite"
+    with Store(shard) as db:
+        db.add_many([run("2.15.0+cu132", BAD, gpu="NVIDIA H200")])
+        for a in (came("H200", "1/2", "100-1", "2026-11-30", gpu="NVIDIA H200"),
+                  came("H200", "2/2", "100-1", "2026-11-30", gpu="NVIDIA H200")):
+            db.add_attendance(a)
+    (tmp_path / "runners.yaml").write_text(RUNNERS)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "GITHUB_RUN_ID": "101",
+           "GITHUB_RUN_ATTEMPT": "1"}
+    merged = tmp_path / "site" / "data" / "results.sqlite"
+    # no probe job uploaded a store-shard artifact: the download made no folder at all
+    done = subprocess.run([sys.executable, "-m", "torchbisect", "merge", str(merged), str(shard),
+                           "--shards", "shards", "--roll-call"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert ("shards: no shard store (*/shard.sqlite) there: no shard of any runner kind "
+            "reported, so none is merged") in done.stdout
+    assert "roll call: run 101-1 merged" in done.stdout
+    done = report(tmp_path, "--store", str(merged), "--out", "site", "--runners", "runners.yaml")
+    assert done.returncode == 0, done.stderr
+    kinds = {k["name"]: k for k in json.loads(
+        (tmp_path / "site" / "results.json").read_text())["models"]["kinds"]}
+    assert kinds["H200"]["state"] == "absent"
+    assert kinds["H200"]["text"].startswith("did not report in the latest run (run 101-1, ")
+    assert "last reported 2026-11-30 (run 100-1)" in kinds["H200"]["text"]
+    assert kinds["GB300"]["state"] == "never"
+    assert set(kinds) == {"H200", "GB300", "GH200"}  # the roll call is no kind of its own
+    # merging it again changes nothing: the same run's roll call is kept once
+    subprocess.run([sys.executable, "-m", "torchbisect", "merge", str(merged), str(shard),
+                    "--roll-call"], cwd=tmp_path, env=env, capture_output=True, check=True)
+    with Store(merged) as db:
+        assert [a.run for a in db.attendance() if a.is_roll_call] == ["101-1"]
+
+
+def test_merge_takes_every_shard_artifact_folder_under_shards(tmp_path):
+    for n in (1, 2):
+        with Store(tmp_path / "shards" / f"store-shard-H200-{n}" / "shard.sqlite") as db:
+            db.add_many([run(f"2.1{n + 3}.0+cu130", BAD, gpu="NVIDIA H200")])
+            db.add_attendance(came("H200", f"{n}/2", "7-1", "2026-12-01", gpu="NVIDIA H200"))
+    (tmp_path / "shards" / "store-shard-H200-3").mkdir()  # a job that uploaded only its logs
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    done = subprocess.run([sys.executable, "-m", "torchbisect", "merge", "out.sqlite",
+                           "prev.sqlite", "--allow-missing", "prev.sqlite", "--shards", "shards"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "shards/store-shard-H200-1/shard.sqlite: 1 runs added" in done.stdout
+    assert "shards/store-shard-H200-2/shard.sqlite: 1 runs added" in done.stdout
+    with Store(tmp_path / "out.sqlite") as db:
+        assert db.count() == 2 and [a.shard for a in db.attendance()] == ["1/2", "2/2"]

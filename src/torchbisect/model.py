@@ -247,6 +247,17 @@ class Attendance:
     reused: int  # cells answered by a stored run
     failed: int  # cells without a verdict (install failures, crashes, timeouts, not reached)
 
+    @classmethod
+    def roll_call(cls, run: str, at: str, host: str) -> Attendance:
+        """The build's record that scheduled run `run` was merged (kind and shard empty): the
+        page then knows which run is the latest even when no shard of any kind reported in it."""
+        return cls(kind="", shard="", run=run, gpu="", host=host, started=at, finished=at,
+                   cells=0, probed=0, reused=0, failed=0)
+
+    @property
+    def is_roll_call(self) -> bool:
+        return not self.kind and not self.shard
+
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 

@@ -7,6 +7,11 @@ is missing, unreadable or damaged is one sentence (exit 2) and OUT stays as it w
 An input that may rightly be absent (the previous store, on the first run ever) is named with
 `--allow-missing PATH`.  OUT ending in `.json` writes a JSON export instead of a SQLite store.
 `--json FILE` (or `-`) writes the merged store's newest runs shaped like the page's results.json.
+`--shards DIR` adds every `DIR/*/shard.sqlite` (the probe jobs' `store-shard-*` artifacts, one
+folder each): none there is said, not an error, since the page then says which runner kinds did
+not report.  `--roll-call` (the scheduled build) also records this CI run ($GITHUB_RUN_ID and
+attempt) as merged, so the page reads it as the latest run even when no shard of any kind
+reported in it.
 """
 
 from __future__ import annotations
@@ -25,9 +30,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="store to merge into (created if missing; .json: write an export)")
     parser.add_argument("inputs", type=Path, nargs="+", metavar="INPUT",
                         help="SQLite stores or JSON exports to merge")
+    parser.add_argument("--shards", type=Path, metavar="DIR",
+                        help="also every DIR/*/shard.sqlite (the probe jobs' store-shard-* "
+                             "artifacts); none there is said, and is no error")
     parser.add_argument("--allow-missing", type=Path, action="append", default=[], metavar="PATH",
                         help="an INPUT that may not exist yet, e.g. the previous store on a first "
                              "run (repeatable); any other missing input is an error")
+    parser.add_argument("--roll-call", action="store_true",
+                        help="record this CI run ($GITHUB_RUN_ID) as merged: the page then takes "
+                             "it as the latest run, and says which runner kinds did not report "
+                             "in it, even if none did")
     from .options import add_json_option
 
     add_json_option(parser)
@@ -37,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     from ..store.db import Store
 
     say = _say(to_stderr=args.json == "-")
-    inputs = _present(args.inputs, allowed=args.allow_missing, out=args.out, say=say)
+    inputs = _present(args.inputs + _shards(args.shards, say), allowed=args.allow_missing,
+                      out=args.out, say=say)
     with tempfile.TemporaryDirectory(prefix="torchbisect-merge-") as tmp:
         scratch = Path(tmp) / "merge.sqlite"
         with Store(scratch) as work:
@@ -46,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
             for path in inputs:
                 added, present = work.merge_from(path)
                 say(f"{path}: {added} runs added, {present} already present")
+            if args.roll_call:
+                say(f"roll call: run {_roll_call(work)} merged")
             # Every input was read: only now is OUT written (an export, or one transaction).
             if args.out.suffix == ".json":
                 work.export_json(args.out)
@@ -56,6 +71,30 @@ def run(args: argparse.Namespace) -> int:
                     total = _written(store, args.json)
     say(f"{args.out}: {total} runs")
     return 0
+
+
+def _shards(folder: Path | None, say) -> list[Path]:
+    if folder is None:
+        return []
+    found = sorted(folder.glob("*/shard.sqlite")) if folder.is_dir() else []
+    if not found:
+        say(f"{folder}: no shard store (*/shard.sqlite) there: no shard of any runner kind "
+            "reported, so none is merged")
+    return found
+
+
+def _roll_call(store) -> str:
+    """Record this CI run as merged; its id, as the shards' attendance names it."""
+    import socket
+
+    from ..execute import now
+    from ..model import Attendance
+    from ..runkind import run_id
+
+    at = now()
+    run = run_id(at)
+    store.add_attendance(Attendance.roll_call(run, at, socket.gethostname()))
+    return run
 
 
 def _written(store, json_target: str | None) -> int:

@@ -6,7 +6,10 @@ store can say: it reported in the latest run (which shards, how many cells probe
 left without a verdict), it did not (and when it last did), or it never has.  "The latest run" is
 the run of the newest attendance row, whatever kind wrote it, with all its attempts (a re-run of
 a failed shard is the same run); nothing here is guessed beyond the rows, and of a store without
-any attendance (an older one, or local runs) each kind is said to be not known.
+any attendance (an older one, or local runs) each kind is said to be not known.  The scheduled
+build's merge adds a roll call for its run (`merge --roll-call`: a row without kind or shard), so
+a run in which no shard of any kind reported is still the latest run, and every kind is said to
+have missed it, instead of the run before it reading as the latest.
 
 Attendance rows of a kind runners.yaml no longer declares are listed too, as such: the store
 holds them, and dropping them would hide where results came from.
@@ -33,6 +36,7 @@ class _Kind(Protocol):  # config.runners.Kind, as far as the page reads it
 
 
 class _Attendance(Protocol):  # model.Attendance
+    is_roll_call: bool
     kind: str
     shard: str
     run: str
@@ -76,7 +80,8 @@ def kind_views(kinds: Sequence[_Kind], attendance: Sequence[_Attendance],
     """Each declared kind (in runners.yaml's order), then each undeclared kind that reported;
     `gpus` are the GPU models with results on the page, which a kind links to when it names them."""
     gpus = tuple(gpus)
-    latest = _latest(attendance)
+    latest = _latest(attendance)  # a roll call counts here: it names the run
+    attendance = [a for a in attendance if not a.is_roll_call]  # and only here
     views = [_view(k.name, k.platform, k.gpu, k.shards,
                    [a for a in attendance if a.kind == k.name], latest,
                    tuple(g for g in gpus if k.matches(g)))
