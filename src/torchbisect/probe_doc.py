@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .masking import mask
+from .masking import SHORTEST_SECRET, mask
 from .model import PROBE_SCHEMA, Verdict
 
 MAX_BYTES = 1_000_000  # the real probe writes about 10 KB
@@ -197,12 +197,19 @@ def _capped(value: Any, depth: int = 1) -> Any:
     if depth > MAX_DEPTH:
         raise Rejected(f"the document nests deeper than {MAX_DEPTH} levels")
     if isinstance(value, str):
+        if len(value) < SHORTEST_SECRET:  # most strings of a document: nothing to cap or mask
+            return value
         return mask(value if len(value) <= DETAIL_CHARS else value[:DETAIL_CHARS - 1] + "…")
     if isinstance(value, dict):
-        return {mask(str(k)[:DETAIL_CHARS]): _capped(v, depth + 1) for k, v in value.items()}
+        return {_key(k): _capped(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
         return [_capped(v, depth + 1) for v in value]
     return value
+
+
+def _key(key: Any) -> str:
+    key = key if isinstance(key, str) else str(key)
+    return key if len(key) < SHORTEST_SECRET else mask(key[:DETAIL_CHARS])
 
 
 def _depth(text: str) -> int:

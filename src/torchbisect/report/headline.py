@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from packaging.version import InvalidVersion, Version
 
@@ -35,6 +36,7 @@ def nightly_date(run: CellRun) -> str:
     return "-".join(match.groups()) if match else ""
 
 
+@lru_cache(maxsize=1 << 14)  # the same few hundred versions, asked for by every row of a page
 def public_version(version: str) -> str:
     """`2.15.0+cu132` → `2.15.0`; strings that are not PEP 440 versions stay as they are."""
     try:
@@ -57,6 +59,7 @@ def is_release(run: CellRun) -> bool:
     return not version.is_prerelease and (not version.local or bool(build_tag(run.cell.version)))
 
 
+@lru_cache(maxsize=1 << 14)
 def version_key(version: str) -> tuple:
     try:
         return (0, Version(version), version)

@@ -12,6 +12,7 @@ part from there on, any other absolute path keeps its file name, and URLs stay a
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 # An absolute path of two parts or more, or a file: URL, starting where a word cannot continue it
 # (so the path part of an https URL is not one, nor `</b>`).  It ends at whitespace, quotes,
@@ -33,6 +34,7 @@ def public_path(path: str) -> str:
     return trimmed.rsplit("/", 1)[-1] or path
 
 
+@lru_cache(maxsize=1 << 16)  # case details repeat from run to run; a big page asks ~70,000 times
 def public_text(text: str) -> str:
     """`text` with every absolute path (and file: URL) made public as `public_path` says."""
     if "/" not in text:
