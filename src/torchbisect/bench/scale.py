@@ -2,11 +2,14 @@
 
 `torchbisect bench --parts scale` (part of `nox -s bench`; no GPU needed, it measures the report)
 writes a real result store of about 4,400 runs (each with a log excerpt the size of the H200
-evidence's, some flaky days, some infrastructure failures, days without a nightly) and a regression
-and a fix bisection per GPU kind, then runs `torchbisect report` on it in a fresh process, as a
-user would, and measures: the wall time, the peak memory of that process, the size of the page
-and of all it publishes, and, when Chromium is at hand, whether the page holds on a 390×844 phone
-(the document does not scroll sideways).  Goals: report ≤ 3 s, index.html ≤ 1.5 MB.
+evidence's, some flaky days, some infrastructure failures, days without a nightly), a regression
+and a fix bisection per GPU kind, and the attendance of every daily run's shards (the four kinds
+of a runners.yaml, x86_64 and aarch64, one of them offline for the last days), then runs
+`torchbisect report --runners` on it in a fresh process, as the scheduled build does (five
+times: the median counts), and measures: the wall time, the peak memory of that process, the
+size of the page and of all it publishes, and, when Chromium is at hand, whether the page holds
+on a 390×844 phone (the document does not scroll sideways).  Goals: report ≤ 3 s, index.html
+≤ 1.5 MB.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,6 +31,7 @@ from ..model import Verdict
 from ..outcome import BisectResult, Direction, NightlyPoint, Outcome
 
 GOAL_SECONDS = 3.0
+REPEATS = 5
 GOAL_PAGE_BYTES = 1_500_000
 PHONE = (390, 844)
 # (GPU model, driver, the day its nightlies turned affected, the day they were fixed)
@@ -34,6 +39,10 @@ KINDS = (("NVIDIA H100 80GB HBM3", "575.57.08", "2024-06-10", "2026-06-02"),
          ("NVIDIA H200", "580.159.04", "2024-06-10", "2026-06-02"),
          ("NVIDIA GH200 480GB", "580.65.06", "2024-06-10", "2026-06-02"),
          ("NVIDIA GB300", "580.65.06", "2024-06-10", "2026-06-09"))
+# The same kinds as runners.yaml declares them: (name, platform, shards), in KINDS' order
+RUNNER_KINDS = (("H100", "linux_x86_64", 2), ("H200", "linux_x86_64", 2),
+                ("GH200", "linux_aarch64", 1), ("GB300", "linux_aarch64", 1))
+OFFLINE_DAYS = 4  # GB300's runners are offline for the last days: the page says so
 FIRST_DAY = dt.date(2023, 12, 1)
 DAYS = 3 * 365 + 1
 STABLE = ("2.3.0", "2.4.0", "2.5.0", "2.6.0", "2.7.0", "2.8.0", "2.9.0", "2.10.0", "2.11.0",
@@ -87,7 +96,7 @@ def scale_runs() -> tuple[list, list[BisectResult]]:
     for k, (gpu, driver, bad_from, fixed_from) in enumerate(KINDS):
         for i in range(DAYS):
             day = FIRST_DAY + dt.timedelta(days=i)
-            if i % 37 == 11:  # no nightly that day
+            if i % 37 == 11 or not _reported(k, i):  # no nightly that day, or runners offline
                 continue
             version = f"2.{3 + i // 90}.0.dev{day:%Y%m%d}+cu130"
             started = f"{day}T0{k + 4}:00:00Z"
@@ -109,6 +118,45 @@ def scale_runs() -> tuple[list, list[BisectResult]]:
     return runs, bisections
 
 
+def _reported(kind: int, day: int) -> bool:
+    """Whether kind `kind`'s runners ran the matrix on day `day`: all but GB300's last days."""
+    return kind != len(KINDS) - 1 or day < DAYS - OFFLINE_DAYS
+
+
+def runners_yaml() -> str:
+    """The runners.yaml that declares the four kinds."""
+    entries = []
+    for (name, platform_, shards), (gpu, driver, *_) in zip(RUNNER_KINDS, KINDS, strict=True):
+        arch = "x64" if platform_ == "linux_x86_64" else "ARM64"
+        entries.append(f"  - name: {name}\n    gpu: {gpu}\n"
+                       f"    labels: [self-hosted, linux, {arch}, {name.lower()}]\n"
+                       f"    platform: {platform_}\n    driver: \"{driver}\"\n"
+                       f"    shards: {shards}\n")
+    return "kinds:\n" + "".join(entries)
+
+
+def scale_attendance() -> list:
+    """Each daily run's shards, as `matrix --kind` stores them: one run a day (its new nightly
+    probed by shard 1, the other cells reused), every kind's shards but an offline kind's."""
+    from ..model import Attendance
+
+    rows = []
+    for i in range(DAYS):
+        day = FIRST_DAY + dt.timedelta(days=i)
+        for k, (name, _, shards) in enumerate(RUNNER_KINDS):
+            if not _reported(k, i):
+                continue
+            cells = (min(i, 60) // 7 + len(STABLE)) // shards + 1
+            for n in range(1, shards + 1):
+                probed = int(n == 1 and i % 37 != 11)
+                rows.append(Attendance(
+                    kind=name, shard=f"{n}/{shards}", run=f"{7000 + i}-1", gpu=KINDS[k][0],
+                    host=f"{name.lower()}-runner-{n}", started=f"{day}T0{k + 4}:00:00Z",
+                    finished=f"{day}T0{k + 4}:40:00Z", cells=cells, probed=probed,
+                    reused=cells - probed, failed=int((i + 13 * k) % 97 == 13)))
+    return rows
+
+
 def _bisection(direction: Direction, first: str) -> BisectResult:
     after = dt.date.fromisoformat(first)
     before = after - dt.timedelta(days=1)
@@ -128,28 +176,41 @@ def measure_scale(*, repo: Path | None = None) -> dict:
     from ..store.db import Store
 
     runs, bisections = scale_runs()
+    attendance = scale_attendance()
     with tempfile.TemporaryDirectory() as tmp:
         store, out = Path(tmp) / "results.sqlite", Path(tmp) / "site"
+        runners = Path(tmp) / "runners.yaml"
+        runners.write_text(runners_yaml(), encoding="utf-8")
         with Store(store) as db:
             db.add_many(runs)
             for b in bisections:
                 db.add_bisection(b)
-        phases = _phases(store, Path(tmp) / "phases")
+            db.add_attendance_many(attendance)
+        phases = _phases(store, runners, Path(tmp) / "phases")
         argv = [sys.executable, "-m", "torchbisect", "report", "--store", str(store),
-                "--out", str(out), "--matrix", str(Path(tmp) / "none.yaml")]
+                "--out", str(out), "--matrix", str(Path(tmp) / "none.yaml"),
+                "--runners", str(runners)]
         before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        began = time.perf_counter()
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
-        seconds = time.perf_counter() - began
+        times = []
+        for _ in range(REPEATS):  # the same report again: a loaded machine varies by ±20 %
+            began = time.perf_counter()
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+            times.append(round(time.perf_counter() - began, 2))
+        seconds = statistics.median(times)
         peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         files = [p for p in out.rglob("*") if p.is_file()]
         page = out / "index.html"
         html = page.read_text(encoding="utf-8")
         figures = {
             "runs": len(runs), "gpu_kinds": [k[0] for k in KINDS], "days": DAYS,
-            "bisections": len(bisections),
-            "report_seconds": round(seconds, 2), "goal_report_seconds": GOAL_SECONDS,
-            "report_note": "`torchbisect report --store S --out D` in a fresh process, start to "
+            "bisections": len(bisections), "attendance_rows": len(attendance),
+            "runner_kinds": {name: platform_ for name, platform_, _ in RUNNER_KINDS},
+            "offline_kind": {"name": RUNNER_KINDS[-1][0], "days": OFFLINE_DAYS,
+                             "said_on_page": _said_offline(html)},
+            "report_seconds": round(seconds, 2), "report_seconds_runs": times,
+            "goal_report_seconds": GOAL_SECONDS,
+            "report_note": f"the median of {REPEATS} runs of `torchbisect report --store S --out D "
+                           "--runners R` in a fresh process, start to "
                            "exit",
             **phases,
             # ru_maxrss of children is the largest of any child so far: this one's when it grew
@@ -170,18 +231,25 @@ def measure_scale(*, repo: Path | None = None) -> dict:
     return figures
 
 
-def _phases(store: Path, out: Path) -> dict:
+def _said_offline(html: str) -> bool:
+    """Whether the page names the offline kind as not reporting in the latest run."""
+    return f"{RUNNER_KINDS[-1][0]}" in html and "did not report in the latest run" in html
+
+
+def _phases(store: Path, runners: Path, out: Path) -> dict:
     """Where the report's time goes, measured in this process: reading the store, drawing and
     writing the files."""
+    from ..config.runners import load_runners
     from ..report import render_runs
     from ..store.db import Store
 
     began = time.perf_counter()
     with Store(store) as db:
-        runs, bisections = db.latest(), db.bisections()
+        runs, bisections, attendance = db.latest(), db.bisections(), db.attendance()
     read = time.perf_counter() - began
     began = time.perf_counter()
-    render_runs(runs, bisections, out, generated=dt.datetime.now(dt.timezone.utc))
+    render_runs(runs, bisections, out, generated=dt.datetime.now(dt.timezone.utc),
+                runners=load_runners(runners), attendance=attendance)
     return {"store_read_seconds": round(read, 2),
             "render_seconds": round(time.perf_counter() - began, 2)}
 

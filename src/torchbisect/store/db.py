@@ -224,8 +224,13 @@ class Store:
 
     def add_attendance(self, attended: Attendance) -> None:
         """Record that a shard reported; the same (kind, shard, run) again keeps the first."""
+        self.add_attendance_many([attended])
+
+    def add_attendance_many(self, attendance: Iterable[Attendance]) -> None:
+        """`add_attendance` for each, in one transaction: all are recorded, or none."""
         with self._transaction():
-            self._insert_attendance(attended)
+            for attended in attendance:
+                self._insert_attendance(attended)
 
     def attendance(self) -> list[Attendance]:
         """Every shard that reported, oldest first; [] for a store without the table."""
