@@ -3,10 +3,13 @@ their own beyond calling nox sessions."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -126,10 +129,14 @@ def test_only_the_deploy_job_holds_pages_write_and_runs_nothing_but_the_pages_ac
                if {"pages", "id-token"} & set(job.get("permissions", {}))]
     assert holders == ["deploy"]
     deploy = jobs["deploy"]
-    assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
+    assert deploy["permissions"] == {"contents": "read", "pages": "write", "id-token": "write"}
     assert deploy["environment"]["name"] == "github-pages"
-    assert [s["uses"].split("@")[0] for s in deploy["steps"]] == ["actions/configure-pages",
-                                                                  "actions/deploy-pages"]
+    # no `run:` of its own and no project code: the site check is a curl in a composite action
+    assert [s["uses"].split("@")[0] for s in deploy["steps"]] == [
+        "actions/checkout", "./.github/actions/site-unchanged", "actions/configure-pages",
+        "actions/deploy-pages"]
+    assert deploy["steps"][0]["with"] == {"persist-credentials": False,
+                                          "sparse-checkout": ".github/actions"}
     assert _load(name)["permissions"] == {}  # nothing by default; each job asks for its own
 
 
@@ -287,14 +294,21 @@ def test_tests_workflow_cancels_only_itself():
 
 
 @pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
-def test_only_deploy_waits_its_turn_so_a_dispatch_never_cancels_a_scheduled_run(name):
+def test_only_the_writers_wait_their_turn_so_a_dispatch_never_cancels_a_scheduled_run(name):
+    """The jobs that write something shared (the site: deploy; the status issue: notify) take
+    turns across both workflows; no other job waits, so a queued run never cancels one that
+    is probing."""
     doc = _load(name)
     assert "concurrency" not in doc
     holders = {j for j, job in doc["jobs"].items() if "concurrency" in job}
-    assert holders == {"deploy"}
-    assert doc["jobs"]["deploy"]["concurrency"]["cancel-in-progress"] is False
-    assert (_load("matrix.yml")["jobs"]["deploy"]["concurrency"]["group"]
-            == _load("bisect.yml")["jobs"]["deploy"]["concurrency"]["group"])
+    assert holders == {"deploy", "notify"}
+    for job in holders:
+        assert doc["jobs"][job]["concurrency"]["cancel-in-progress"] is False
+        # every waiting job keeps its place: without `queue: max` a third run's deploy would
+        # cancel the one pending, and that run's results would never be published
+        assert doc["jobs"][job]["concurrency"]["queue"] == "max"
+        assert (_load("matrix.yml")["jobs"][job]["concurrency"]["group"]
+                == _load("bisect.yml")["jobs"][job]["concurrency"]["group"])
 
 
 @pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml", "tests.yml"])
@@ -307,10 +321,12 @@ def test_issues_write_is_held_by_exactly_the_jobs_that_notify(name):
 
 
 @pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
-def test_notify_runs_after_the_page_is_uploaded_and_never_holds_deploy_back(name):
+def test_notify_tells_what_was_deployed_and_never_holds_deploy_back(name):
     jobs = _load(name)["jobs"]
-    assert jobs["notify"]["needs"] == "build" and jobs["deploy"]["needs"] == "build"
+    # after the deploy (the issue tells what the page shows), which never waits for notify
+    assert jobs["notify"]["needs"] == ["build", "deploy"] and jobs["deploy"]["needs"] == "build"
     assert "!cancelled()" in jobs["notify"]["if"]
+    assert "needs.deploy.result == 'success'" in jobs["notify"]["if"]
     # the page is uploaded in build, before notify can start
     assert any(s.get("uses", "").startswith("actions/upload-pages-artifact@")
                for s in jobs["build"]["steps"])
@@ -327,7 +343,7 @@ def test_a_rerun_overwrites_its_uploads_and_the_merged_store_is_kept(name):
     assert kept and "site/data/results.sqlite" in kept[0]["with"]["path"]
     [pages] = [s for s in jobs["build"]["steps"]
                if s.get("uses", "").startswith("actions/upload-pages-artifact@")]
-    [_, deploy] = jobs["deploy"]["steps"]
+    [*_, deploy] = jobs["deploy"]["steps"]
     # upload-pages-artifact has no `overwrite`: one name per attempt, the same one deployed
     assert "github.run_attempt" in pages["with"]["name"]
     assert deploy["with"]["artifact_name"] == pages["with"]["name"]
@@ -358,17 +374,24 @@ def test_gpu_jobs_preflight_the_driver_and_ask_for_a_gpu(name):
         assert check["if"] == smi["if"] and '--flags="$EXTRA_FLAGS"' in check["run"], job_name
 
 
-def _previous_site(tmp_path: Path, statuses: dict[str, int], *, first_run: str = "",
-                   kinds: str = "") -> tuple[subprocess.CompletedProcess, dict[str, str]]:
-    """Run the composite step's own bash against an HTTP server on 127.0.0.1 that answers each
-    path under /data/ with its status in `statuses` (the "" entry: every other path)."""
+STORE = b"SQLite format 3\0"  # what the stand-in site publishes as data/results.sqlite
+
+
+@contextmanager
+def _site(statuses: dict[str, int],
+          bodies: dict[str, bytes] | None = None) -> Iterator[tuple[str, list[str]]]:
+    """An HTTP server on 127.0.0.1 that answers each path under /data/ with its status in
+    `statuses` (the "" entry: every other path) and, for a 200, its body in `bodies` (default
+    STORE); yields its URL and the list of paths asked, which fills as requests come."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Site(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 (http.server's name)
-            status = statuses.get(self.path.removeprefix("/data/"), statuses[""])
-            body = b"SQLite format 3\0" if status == 200 else b"no"
+            asked.append(self.path)
+            path = self.path.split("?", 1)[0].removeprefix("/data/")
+            status = statuses.get(path, statuses[""])
+            body = (bodies or {}).get(path, STORE) if status == 200 else b"no"
             self.send_response(status)
             if status == 302:
                 self.send_header("Location", "/login")  # no such page either: 302 then 503
@@ -379,23 +402,44 @@ def _previous_site(tmp_path: Path, statuses: dict[str, int], *, first_run: str =
         def log_message(self, *args):
             pass
 
+    asked: list[str] = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Site)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        [step] = yaml.safe_load((ACTIONS / "previous-site" / "action.yml").read_text())[
-            "runs"]["steps"]
-        output = tmp_path / "github_output"
-        output.touch()
-        env = {"PATH": "/usr/bin:/bin", "DEST": str(tmp_path / "previous"),
-               "PAGES_URL": f"http://127.0.0.1:{server.server_address[1]}/",
-               "GITHUB_OUTPUT": str(output), "GITHUB_REPOSITORY": "o/r", "FIRST_RUN": first_run,
-               "GITHUB_REPOSITORY_OWNER": "o", "KINDS": kinds}
-        done = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, cwd=tmp_path,
-                              capture_output=True, text=True, timeout=120)
+        yield f"http://127.0.0.1:{server.server_address[1]}/", asked
     finally:
         server.shutdown()
         server.server_close()
+    # each request its own query string: no CDN cache answers with a store older than the site's
+    # (what a redirect leads to is the server's URL, not ours)
+    asked = [path for path in asked if path.startswith("/data/")]
+    assert all(re.search(r"\?fresh=\d+$", path) for path in asked), asked
+    # (curl's retries of one fetch repeat its URL; each file fetched has a query of its own)
+    assert len(set(asked)) == len({path.split("?", 1)[0] for path in asked})
+
+
+def _composite(tmp_path: Path, action: str, env: dict[str, str]
+               ) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
+    """Run a composite action's one step, its own bash, as the runner would; returns the run and
+    what it wrote to $GITHUB_OUTPUT."""
+    [step] = yaml.safe_load((ACTIONS / action / "action.yml").read_text())["runs"]["steps"]
+    output = tmp_path / "github_output"
+    output.touch()
+    env = {"PATH": "/usr/bin:/bin", "GITHUB_OUTPUT": str(output), "GITHUB_REPOSITORY": "o/r",
+           "GITHUB_REPOSITORY_OWNER": "o", **env}
+    done = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
     return done, dict(line.split("=", 1) for line in output.read_text().splitlines())
+
+
+def _previous_site(tmp_path: Path, statuses: dict[str, int], *, first_run: str = "",
+                   kinds: str = "", bodies: dict[str, bytes] | None = None
+                   ) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
+    """previous-site against a site answering `statuses` (as `_site` reads them)."""
+    with _site(statuses, bodies) as (url, _):
+        return _composite(tmp_path, "previous-site", {
+            "DEST": str(tmp_path / "previous"), "PAGES_URL": url, "FIRST_RUN": first_run,
+            "KINDS": kinds})
 
 
 @pytest.mark.slow  # curl's own retries of a 503 wait about 7 s
@@ -408,6 +452,9 @@ def test_the_previous_site_script_against_a_real_server(tmp_path, status, first_
     done, said = _previous_site(tmp_path, {"": status}, first_run=first_run)
     assert done.returncode == exit_code, done.stdout + done.stderr
     assert said.get("published") == published
+    # the store merged from, for deploy's check: its sha256, or "none" before the first deploy
+    assert said.get("store-sha256") == {"true": hashlib.sha256(STORE).hexdigest(),
+                                        "false": "none", None: None}[published]
     if exit_code:
         assert "::error::" in done.stdout
         assert ("PAGES_FIRST_RUN" if status == 404 else f"HTTP {status}") in done.stdout
@@ -433,3 +480,92 @@ def test_a_kinds_lock_that_is_not_published_is_its_first_run_and_nothing_else(tm
         assert said["published"] == "true"
         assert "::notice::no locks/GB300.lock.json published" in done.stdout
         assert "first run of that kind" in done.stdout
+
+
+@pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
+def test_deploy_is_given_the_store_its_build_merged_from(name):
+    """build says which store it fetched (previous-site's sha256), and deploy's site check is
+    given exactly that, before anything touches Pages."""
+    jobs = _load(name)["jobs"]
+    [fetch] = [s for s in jobs["build"]["steps"]
+               if s.get("uses") == "./.github/actions/previous-site"]
+    wired = f"${{{{ steps.{fetch['id']}.outputs.store-sha256 }}}}"
+    assert jobs["build"]["outputs"]["base"] == wired
+    [check] = [s for s in jobs["deploy"]["steps"]
+               if s.get("uses") == "./.github/actions/site-unchanged"]
+    assert check["with"] == {"expected": "${{ needs.build.outputs.base }}",
+                             "pages-url": "${{ vars.PAGES_URL }}"}
+    uses = [s["uses"] for s in jobs["deploy"]["steps"]]
+    assert uses.index("./.github/actions/site-unchanged") < min(
+        i for i, u in enumerate(uses) if u.startswith(("actions/configure-pages@",
+                                                       "actions/deploy-pages@")))
+
+
+def _site_unchanged(tmp_path: Path, expected: str, status: int, published: bytes = STORE
+                    ) -> subprocess.CompletedProcess:
+    with _site({"": status}, {"results.sqlite": published}) as (url, asked):
+        done, _ = _composite(tmp_path, "site-unchanged", {"EXPECTED": expected, "PAGES_URL": url})
+    assert all(p.startswith("/data/results.sqlite?") for p in asked)
+    return done
+
+
+def test_deploy_goes_on_while_the_site_has_the_store_its_build_merged_from(tmp_path):
+    done = _site_unchanged(tmp_path, hashlib.sha256(STORE).hexdigest(), 200)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "still publishes the store this run merged from" in done.stdout
+    # before the first deploy: nothing was fetched, nothing is published yet
+    done = _site_unchanged(tmp_path, "none", 404)
+    assert done.returncode == 0 and "still publishes no store" in done.stdout
+
+
+@pytest.mark.parametrize("expected, status, published", [
+    # another run deployed after this build fetched the store: its results would be dropped
+    (hashlib.sha256(STORE).hexdigest(), 200, STORE + b"another run's results"),
+    # two first runs: the other one deployed first
+    ("none", 200, STORE),
+    # the store this build merged from is gone from the site
+    (hashlib.sha256(STORE).hexdigest(), 404, b""),
+])
+def test_a_deploy_after_another_runs_deploy_stops_and_says_how_to_repair(tmp_path, expected,
+                                                                         status, published):
+    done = _site_unchanged(tmp_path, expected, status, published)
+    assert done.returncode == 1
+    [error] = [line for line in done.stdout.splitlines() if line.startswith("::error::")]
+    assert "another run deployed after this run's build fetched the store" in error
+    assert f"it merged sha256 {expected}" in error and "nothing is deployed" in error
+    assert "Re-run this run's build job" in error
+
+
+@pytest.mark.slow  # curl's own retries of a 503 wait about 7 s
+def test_a_site_that_cannot_be_read_stops_the_deploy(tmp_path):
+    done = _site_unchanged(tmp_path, hashlib.sha256(STORE).hexdigest(), 503)
+    assert done.returncode == 1
+    assert "::error::could not fetch" in done.stdout and "(HTTP 503)" in done.stdout
+
+
+def test_a_build_that_named_no_store_never_deploys(tmp_path):
+    """A wiring mistake (an output renamed, say) must not read as "nothing changed"."""
+    done = _site_unchanged(tmp_path, "", 200)
+    assert done.returncode == 1 and "named no store it merged from" in done.stdout
+
+
+@pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
+def test_the_rehearsal_runs_the_committed_workflow_less_one_line_act_cannot_read(name):
+    from act.rehearsal import for_act
+
+    text = (WORKFLOWS / name).read_text()
+    lines, seen = text.splitlines(), for_act(text).splitlines()
+    queues = [line for line in lines if line.strip() == "queue: max"]
+    assert len(lines) - len(seen) == len(queues) == 2  # deploy's and notify's
+    assert [line.strip() for line in set(lines) - set(seen)] == ["queue: max"]
+
+
+def test_a_200_that_is_not_a_result_store_fails_the_fetch(tmp_path):
+    """A redirect to a login page ends in a 200 that curl follows: its HTML must never be taken
+    for the store (the merge would stop on it later, or worse)."""
+    done, said = _previous_site(tmp_path, {"": 200},
+                                bodies={"results.sqlite": b"<html>Sign in</html>"})
+    assert done.returncode == 1
+    assert "is not a result store" in done.stdout and "::error::" in done.stdout
+    assert "published" not in said
+    assert not (tmp_path / "previous" / "results.sqlite").exists()

@@ -29,8 +29,10 @@ at first (notify retries); (3) a dispatched bisection appears on the next publis
 affected.json; (4) the weekly fix check with no fix says so in its summary and in the issue; (5)
 a dispatch with another matrix file and runners file (one kind, more shards than cells) runs one
 shard from the lock; (6) a scheduled run whose site answers 503 for the previous store fails and
-publishes nothing.  Afterwards, whatever the outcome, no container, network or volume of act's
-is left on the engine.
+publishes nothing; (7) a dispatched bisection during whose run another run deploys (after its
+build fetched the store) stops at its deploy's site check, publishes nothing over the other
+run's store, and its re-run (8) publishes both.  Afterwards, whatever the outcome, no
+container, network or volume of act's is left on the engine.
 """
 
 from __future__ import annotations
@@ -175,10 +177,39 @@ def _rehearse(tmp_path_factory, before):
         hub.fail("/pages/data/", 503, times=1000)
         results["site-503"] = world.act("schedule", "matrix.yml")
         results["pages-6"] = _published(base)
+        # two runs overlap: another run deploys after this bisection's build fetched the store
+        # (its first GET of the store; nothing before build fetches it in bisect.yml)
+        hub.faults.clear()
+        hub.after_get("data/results.sqlite", 1, _another_run_deploys)
+        overlap = {"good": f"{good:%Y-%m-%d}", "bad": f"{bad:%Y-%m-%d}"}
+        results["overlap"] = world.act("workflow_dispatch", "bisect.yml", inputs=overlap)
+        results["pages-7"] = _published(base)
+        # the repair the sentence gives: run the build again (act re-runs the whole workflow)
+        results["overlap-rerun"] = world.act("workflow_dispatch", "bisect.yml", inputs=overlap,
+                                             rerun_of=world.runs)
+        results["pages-8"] = _published(base)
         results["hub"] = hub
         results["shas"] = shas
         results["before"] = before
         yield results
+
+
+OTHER_RUN = "another run's deploy"  # the log excerpt of the run that run leaves in the store
+
+
+def _another_run_deploys(store: Path) -> None:
+    """What another run's deploy leaves on the site: the store as it was, plus a run of its own
+    (a copy of the newest one, started a second later)."""
+    with sqlite3.connect(store) as db:
+        cols = [c[1] for c in db.execute("PRAGMA table_info(runs)") if c[1] != "id"]
+        row = dict(zip(cols, db.execute(f"SELECT {', '.join(cols)} FROM runs "
+                                        "ORDER BY id DESC LIMIT 1").fetchone(), strict=True))
+        started = datetime.fromisoformat(row["started"].replace("Z", "+00:00"))
+        row["started"] = (started + timedelta(seconds=1)).isoformat().replace("+00:00", "Z")
+        row["log_excerpt"] = OTHER_RUN
+        db.execute(f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                   list(row.values()))
+    db.close()
 
 
 def _published(base) -> dict:
@@ -188,11 +219,16 @@ def _published(base) -> dict:
     with sqlite3.connect(site / "data" / "results.sqlite") as db:
         runs = db.execute("SELECT cell_id, status FROM runs ORDER BY id").fetchall()
         attendance = db.execute("SELECT kind, shard, run FROM attendance ORDER BY id").fetchall()
+        others = db.execute("SELECT count(*) FROM runs WHERE log_excerpt = ?",
+                            (OTHER_RUN,)).fetchone()[0]
+        bisections = db.execute("SELECT count(*) FROM bisections").fetchone()[0]
+    db.close()
     locks = {p.name: json.loads(p.read_text()) for p in (site / "data" / "locks").glob("*.json")}
     return {"results": json.loads((site / "results.json").read_text()),
             "locks": locks, "attendance": attendance,
             "affected": json.loads((site / "affected.json").read_text()),
-            "html": (site / "index.html").read_text(), "store_runs": runs}
+            "html": (site / "index.html").read_text(), "store_runs": runs,
+            "other_runs": others, "store_bisections": bisections}
 
 
 def _job_lines(log: str, job: str) -> str:
@@ -217,7 +253,8 @@ def test_the_stock_runner_image_refuses_a_system_pip_install():
 def test_a_shard_with_a_broken_cell_still_publishes_a_merged_page(rehearsal):
     code, log = rehearsal["schedule-1"]
     assert code != 0  # the shard holding the broken cell failed (exit 3), as it should
-    for name in ("schedule-1", "schedule-2", "dispatch", "weekly", "custom", "site-503"):
+    for name in ("schedule-1", "schedule-2", "dispatch", "weekly", "custom", "site-503",
+                 "overlap", "overlap-rerun"):
         started = re.findall(r"Start server on (http://[\d.]+):", rehearsal[name][1])
         assert started and set(started) == {"http://127.0.0.1"}, name  # loopback only
     assert "uses: actions/checkout" not in log  # sanity: act ran steps, not a dry listing
@@ -268,6 +305,30 @@ def test_a_site_that_answers_503_fails_the_run_and_publishes_nothing(rehearsal):
     assert "could not fetch" in log and "HTTP 503" in log
     assert "deployed" not in log and "uploaded artifact" not in log
     assert rehearsal["pages-6"] == rehearsal["pages-5"]  # the site is as it was
+
+
+def test_a_deploy_after_another_runs_deploy_publishes_nothing_and_its_rerun_keeps_both(rehearsal):
+    """Deploys take turns, but two runs can fetch the store before either deploys: the second
+    deploy would drop the first run's results.  Its site check stops it instead, and running
+    its build again merges its results into what the other run published."""
+    code, log = rehearsal["overlap"]
+    assert code != 0
+    deploy = _job_lines(log, "deploy")
+    assert "another run deployed after this run's build fetched the store" in deploy
+    assert "Re-run this run's build job" in deploy
+    assert "Job failed" in deploy
+    assert "uploaded artifact merged-store" in log  # this run's results are kept meanwhile
+    site, before = rehearsal["pages-7"], rehearsal["pages-6"]
+    # what the other run published stays; this run's page was not deployed over it
+    assert site["other_runs"] == 1
+    assert site["results"] == before["results"]
+    assert site["store_bisections"] == before["store_bisections"]
+    code, log = rehearsal["overlap-rerun"]
+    assert code == 0, log[-3000:]
+    assert "still publishes the store this run merged from" in _job_lines(log, "deploy")
+    repaired = rehearsal["pages-8"]
+    assert repaired["other_runs"] == 1  # the other run's results
+    assert repaired["store_bisections"] == before["store_bisections"] + 1  # and this run's
 
 
 def test_the_rehearsal_leaves_no_container_network_or_volume_behind(rehearsal):
@@ -340,7 +401,9 @@ def test_each_kind_plans_its_own_platform_and_a_refused_kind_is_said_on_the_page
             "linux_x86_64: give the runner the labels of its own kind (or fix that entry); "
             "nothing was probed, so no other kind's wheels run here") in log
     # one merged store: both H200 shards' attendance, none of GB300's
-    assert sorted(site["attendance"]) == [("H200", "1/2", "1-1"), ("H200", "2/2", "1-1")]
+    # (and the build's roll call of the run: no kind, no shard)
+    assert sorted(site["attendance"]) == [("", "", "1-1"), ("H200", "1/2", "1-1"),
+                                          ("H200", "2/2", "1-1")]
     kinds = {k["name"]: k for k in site["results"]["models"]["kinds"]}
     assert kinds["H200"]["state"] == "reported"
     assert kinds["GB300"]["state"] == "never"

@@ -9,7 +9,9 @@
 
 Faults, to rehearse what breaks: `fail(prefix, status, times)` answers the next `times` requests
 whose path starts with `prefix` with `status` (e.g. a 502 from the API, a 503 from the site);
-each one so answered is recorded in `.faulted`.
+each one so answered is recorded in `.faulted`.  `after_get(rel, n, change)` calls `change` on
+the site's file `rel` once its n-th GET has been answered: another run's deploy landing at that
+moment, between two steps of the run under test.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import json
 import re
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,6 +47,7 @@ class GitHubStandIn:
     lock: threading.Lock = field(default_factory=threading.Lock)
     faults: list[list[Any]] = field(default_factory=list)  # [prefix, status, times left]
     faulted: list[tuple[int, str]] = field(default_factory=list)
+    changes: list[list[Any]] = field(default_factory=list)  # [rel, GETs left, change]
 
     def fail(self, prefix: str, status: int, times: int = 1) -> None:
         with self.lock:
@@ -58,6 +61,19 @@ class GitHubStandIn:
                     self.faulted.append((fault[1], path))
                     return fault[1]
         return None
+
+    def after_get(self, rel: str, n: int, change: Callable[[Path], None]) -> None:
+        with self.lock:
+            self.changes.append([rel, n, change])
+
+    def _answered(self, rel: str) -> None:
+        with self.lock:
+            due = [c for c in self.changes if c[0] == rel and c[1] > 0]
+            for c in due:
+                c[1] -= 1
+            due = [c for c in due if c[1] == 0]
+        for _, _, change in due:
+            change(self.pages / rel)
 
     def api_calls(self, method: str | None = None) -> list[Recorded]:
         return [r for r in self.requests if method in (None, r.method)]
@@ -145,6 +161,8 @@ def _handler(hub: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+            self.wfile.flush()
+            hub._answered(rel)
 
         def _git(self):
             path, _, query = self.path.partition("?")

@@ -124,6 +124,8 @@ def snapshot(src: Path, git_root: Path, files: dict[str, str]) -> None:
         if (REPO / rel).is_file():
             (src / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, src / rel)
+    for workflow in (src / ".github" / "workflows").glob("*.yml"):
+        workflow.write_text(for_act(workflow.read_text()))
     for rel, text in files.items():
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         (src / rel).write_text(text)
@@ -137,6 +139,16 @@ def snapshot(src: Path, git_root: Path, files: dict[str, str]) -> None:
     subprocess.run(["git", "clone", "-q", "--bare", str(src), str(bare)], check=True)
     subprocess.run(["git", "config", "uploadpack.allowAnySHA1InWant", "true"], cwd=bare,
                    check=True)
+
+
+_QUEUE = re.compile(r"^ +queue: max\n", re.M)
+
+
+def for_act(workflow: str) -> str:
+    """The workflow as act can read it: act 0.2.89's schema does not know `concurrency.queue`
+    (GitHub added it in May 2026) and refuses the whole file, so the rehearsal's snapshot drops
+    that one line; the rehearsal runs one workflow at a time, so no group ever has a queue."""
+    return _QUEUE.sub("", workflow)
 
 
 def free_port() -> int:
