@@ -569,3 +569,14 @@ def test_a_200_that_is_not_a_result_store_fails_the_fetch(tmp_path):
     assert "is not a result store" in done.stdout and "::error::" in done.stdout
     assert "published" not in said
     assert not (tmp_path / "previous" / "results.sqlite").exists()
+
+
+def test_the_plan_leaves_out_kinds_with_no_runner_online_when_it_may_list_runners():
+    """The runner-listing token reaches the one step that uses it, and nothing else."""
+    doc = _load("matrix.yml")
+    [plan] = [s for s in doc["jobs"]["plan"]["steps"] if s.get("id") == "plan"]
+    assert '--online-runners "repos/$GITHUB_REPOSITORY" $ORG_RUNNERS' in plan["run"]
+    assert plan["env"]["RUNNERS_TOKEN"] == "${{ secrets.RUNNERS_TOKEN }}"
+    text = (WORKFLOWS / "matrix.yml").read_text()
+    assert text.count("secrets.RUNNERS_TOKEN") == 1
+    assert "RUNNERS_TOKEN" not in (WORKFLOWS / "bisect.yml").read_text()

@@ -396,6 +396,8 @@ def test_each_kind_plans_its_own_platform_and_a_refused_kind_is_said_on_the_page
     plan = _job_lines(log, "plan")
     assert "H200: 2 shards on ['self-hosted', 'linux', 'x64', 'h200']" in plan
     assert "GB300: 1 shard on ['self-hosted', 'linux', 'ARM64', 'gb300']" in plan
+    # no RUNNERS_TOKEN here: the online check is not made, said, and drops no kind
+    assert "online runners: not checked: no $RUNNERS_TOKEN" in plan
     # the aarch64 kind's job got the x86_64 image: refused with its sentence, nothing probed
     assert ("runners.yaml:8 declares kind GB300 as linux_aarch64, but this runner is "
             "linux_x86_64: give the runner the labels of its own kind (or fix that entry); "

@@ -61,6 +61,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="with --runners and --github-output: plan nothing, write "
                             "`kinds=` (the names), `kind=` and `labels=` (--kind's, else the "
                             "first's)")
+    kinds.add_argument("--online-runners", action="append", metavar="SCOPE",
+                       help="with --runners: ask GitHub ($RUNNERS_TOKEN) for the self-hosted "
+                            "runners of SCOPE (repos/OWNER/REPO, orgs/ORG; repeatable) and "
+                            "queue no shard of a kind none of whose runners is online; without "
+                            "the token, or when GitHub does not answer, every kind is queued")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 _ONE_KIND = ("--lock", "--previous-lock", "--json", "--platform", "--driver", "--shards")
-_KINDS = ("--lock-dir", "--previous-lock-dir", "--json-dir", "--kind", "--kinds-only")
+_KINDS = ("--lock-dir", "--previous-lock-dir", "--json-dir", "--kind", "--kinds-only",
+          "--online-runners")
 
 
 def _check_flags(args: argparse.Namespace) -> None:
@@ -108,7 +114,8 @@ def _check_flags(args: argparse.Namespace) -> None:
                                   "as runners.yaml declares it (platform, driver, shards): leave "
                                   f"{flag} out{_instead(flag)}")
         if args.kinds_only:
-            planning = [f for f in ("--lock-dir", "--previous-lock-dir", "--json-dir")
+            planning = [f for f in ("--lock-dir", "--previous-lock-dir", "--json-dir",
+                                    "--online-runners")
                         if f in given] + (["--hash"] if args.hash else [])
             if planning:
                 raise ConfigError(f"--kinds-only plans nothing, so {planning[0]} has nothing to "

@@ -1,5 +1,6 @@
 """`torchbisect plan --runners runners.yaml`: every declared runner kind planned for its own
-platform and driver, one lock per kind, and the job matrix of the kinds' shards.
+platform and driver, one lock per kind, and the job matrix of the kinds' shards (with
+`--online-runners`, only of the kinds GitHub says have a runner online: plan/online.py).
 
 Nothing is read from the machine that plans (no GPU, no driver, no platform): the declaration is
 the truth, so the plan job needs no GPU runner.  A kind's lock is `<lock-dir>/<name>.lock.json`,
@@ -38,9 +39,21 @@ def run_kinds(args: argparse.Namespace) -> int:
     if args.kinds_only:
         _write_kinds(args.github_output, runners, kinds[0])
         return 0
+    offline: tuple[Kind, ...] = ()
+    if args.online_runners:
+        from ..plan.online import check
+
+        found = check(kinds, args.online_runners)
+        for line in found.said:
+            print(f"online runners: {line}")
+        offline = found.offline
     probes: list[dict] = []
     for kind in kinds:
-        probes += _plan_kind(args, kind, runners)
+        shards = _plan_kind(args, kind, runners)  # planned and locked, online or not
+        if kind in offline and shards:
+            print(f"{kind.name}: {count(len(shards), 'shard')} not queued: no runner online")
+            shards = []
+        probes += shards
     if args.github_output:
         with args.github_output.open("a", encoding="utf-8") as out:
             out.write(f"probes={json.dumps(probes)}\n")
