@@ -2,7 +2,7 @@
 not queued (its jobs would hold the scheduled run for a day or more), and a check that cannot be
 made leaves every kind queued.  GitHub's runner listing is served from 127.0.0.1 in its own shape
 (`{"total_count", "runners": [{"name", "status", "busy", "labels": [{"name", "type"}]}]}`), page by
-page, and each request is recorded with whether the token came."""
+page, by tests/helpers/loopback.py's Peer, which records every request."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from helpers.loopback import Answer, Peer, Seen
 from test_plan_kinds import make_world
 
 TOKEN = "runners-list-token-0123456789"
@@ -30,36 +29,20 @@ def _runner(name: str, status: str, *labels: str) -> dict:
 
 @contextmanager
 def api(runners: list[dict], *, status: int = 200):
-    asked: list[tuple[str, bool]] = []
+    """GitHub's runner listing of repos/o/r, page by page; any other path, or `status`, fails."""
+    def answer(seen: Seen) -> Answer:
+        url = urlsplit(seen.target)
+        query = parse_qs(url.query)
+        per, page = int(query["per_page"][0]), int(query["page"][0])
+        if url.path != "/repos/o/r/actions/runners" or status != 200:
+            code, doc = (status if status != 200 else 404), {"message": "Not Found"}
+        else:
+            code, doc = 200, {"total_count": len(runners),
+                              "runners": runners[(page - 1) * per: page * per]}
+        return code, {"Content-Type": "application/json"}, json.dumps(doc).encode()
 
-    class Api(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
-            url = urlsplit(self.path)
-            asked.append((self.path, self.headers.get("Authorization") == f"Bearer {TOKEN}"))
-            query = parse_qs(url.query)
-            per, page = int(query["per_page"][0]), int(query["page"][0])
-            if url.path != "/repos/o/r/actions/runners" or status != 200:
-                code, doc = (status if status != 200 else 404), {"message": "Not Found"}
-            else:
-                code, doc = 200, {"total_count": len(runners),
-                                  "runners": runners[(page - 1) * per: page * per]}
-            body = json.dumps(doc).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Api)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", asked
-    finally:
-        server.shutdown()
-        server.server_close()
+    with Peer(answer) as peer:
+        yield peer.url, peer.seen  # every request, as it comes
 
 
 def _plan(world: Path, url: str, *, token: str | None = TOKEN) -> tuple[subprocess.CompletedProcess,
@@ -98,7 +81,8 @@ def test_a_kind_with_no_runner_online_is_planned_and_locked_but_not_queued(world
             "'ARM64', 'gb300'] (1 registered with them, 2 runners online in repos/o/r): not "
             "queued this run, so the page says it did not report") in said
     assert "GB300: 3 shards not queued: no runner online" in said
-    assert asked and all(with_token for _, with_token in asked)
+    assert asked and all(seen.headers.get("Authorization") == f"Bearer {TOKEN}"
+                         for seen in asked)
 
 
 def test_runners_are_read_page_by_page(world):
@@ -109,7 +93,7 @@ def test_runners_are_read_page_by_page(world):
         done, probes = _plan(world, url)
     assert done.returncode == 0, done.stdout + done.stderr
     assert {p["kind"] for p in probes} == {"H200", "GB300"}
-    assert [urlsplit(path).query for path, _ in asked] == [
+    assert [urlsplit(seen.target).query for seen in asked] == [
         "per_page=100&page=1", "per_page=100&page=2"]
 
 

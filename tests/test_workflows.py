@@ -379,43 +379,27 @@ STORE = b"SQLite format 3\0"  # what the stand-in site publishes as data/results
 
 @contextmanager
 def _site(statuses: dict[str, int],
-          bodies: dict[str, bytes] | None = None) -> Iterator[tuple[str, list[str]]]:
-    """An HTTP server on 127.0.0.1 that answers each path under /data/ with its status in
-    `statuses` (the "" entry: every other path) and, for a 200, its body in `bodies` (default
-    STORE); yields its URL and the list of paths asked, which fills as requests come."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+          bodies: dict[str, bytes] | None = None) -> Iterator[tuple[str, list]]:
+    """An HTTP server on 127.0.0.1 (tests/helpers/loopback.py) that answers each path under
+    /data/ with its status in `statuses` (the "" entry: every other path) and, for a 200, its
+    body in `bodies` (default STORE); yields its URL and the requests it gets, as they come."""
+    from helpers.loopback import Peer
 
-    class Site(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
-            asked.append(self.path)
-            path = self.path.split("?", 1)[0].removeprefix("/data/")
-            status = statuses.get(path, statuses[""])
-            body = (bodies or {}).get(path, STORE) if status == 200 else b"no"
-            self.send_response(status)
-            if status == 302:
-                self.send_header("Location", "/login")  # no such page either: 302 then 503
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(seen):
+        path = seen.target.split("?", 1)[0].removeprefix("/data/")
+        status = statuses.get(path, statuses[""])
+        body = (bodies or {}).get(path, STORE) if status == 200 else b"no"
+        # a 302 leads to a page that does not exist either: 302 then 503
+        return status, {"Location": "/login"} if status == 302 else {}, body
 
-        def log_message(self, *args):
-            pass
-
-    asked: list[str] = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/", asked
-    finally:
-        server.shutdown()
-        server.server_close()
+    with Peer(answer) as peer:
+        yield f"{peer.url}/", peer.seen
     # each request its own query string: no CDN cache answers with a store older than the site's
     # (what a redirect leads to is the server's URL, not ours)
-    asked = [path for path in asked if path.startswith("/data/")]
-    assert all(re.search(r"\?fresh=\d+$", path) for path in asked), asked
+    paths = [seen.target for seen in peer.seen if seen.target.startswith("/data/")]
+    assert all(re.search(r"\?fresh=\d+$", path) for path in paths), paths
     # (curl's retries of one fetch repeat its URL; each file fetched has a query of its own)
-    assert len(set(asked)) == len({path.split("?", 1)[0] for path in asked})
+    assert len(set(paths)) == len({path.split("?", 1)[0] for path in paths})
 
 
 def _composite(tmp_path: Path, action: str, env: dict[str, str]
@@ -505,7 +489,7 @@ def _site_unchanged(tmp_path: Path, expected: str, status: int, published: bytes
                     ) -> subprocess.CompletedProcess:
     with _site({"": status}, {"results.sqlite": published}) as (url, asked):
         done, _ = _composite(tmp_path, "site-unchanged", {"EXPECTED": expected, "PAGES_URL": url})
-    assert all(p.startswith("/data/results.sqlite?") for p in asked)
+    assert all(seen.target.startswith("/data/results.sqlite?") for seen in asked)
     return done
 
 

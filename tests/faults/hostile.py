@@ -12,28 +12,9 @@ Every request's path and `Range` header are recorded in `.requests`.  Range requ
 from __future__ import annotations
 
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
-
-class LoopbackServer:
-    """An HTTP server on 127.0.0.1, served from a thread for the length of a `with`; a subclass
-    gives the request handler class (`_handler()`)."""
-
-    def __enter__(self):
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.02}, daemon=True)
-        self._thread.start()
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        raise NotImplementedError
+from helpers.loopback import LoopbackServer
 
 
 class HostileServer(LoopbackServer):
