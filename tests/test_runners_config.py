@@ -3,6 +3,7 @@ sentence with its line, and the shipped file and schema agree."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import textwrap
 from pathlib import Path
@@ -53,6 +54,9 @@ def test_two_kinds_come_back_with_their_platforms_and_lines(tmp_path):
     assert runners.kind("GB300") is gb300
     assert h200.matches("NVIDIA H200") and h200.matches("NVIDIA   H200 NVL")
     assert not h200.matches("NVIDIA H100 80GB HBM3")
+    # whole words: the H20 is another GPU than the H200, though its name begins the same
+    h20 = dataclasses.replace(h200, gpu="NVIDIA H20")
+    assert not h20.matches("NVIDIA H200") and h20.matches("NVIDIA H20")
     assert runners.kind_of_gpu("NVIDIA GB300") is gb300
     assert runners.kind_of_gpu("NVIDIA A100-SXM4-80GB") is None
 

@@ -69,7 +69,7 @@ class KindEntry(BaseModel):
 
     name: Name = Field(description="What the page and the notification call this kind: H200.")
     gpu: Annotated[str, BeforeValidator(_gpu)] = Field(description=(
-        "The GPU name `nvidia-smi -L` prints on these runners, or its beginning."))
+        "The GPU name `nvidia-smi -L` prints on these runners, or its first words."))
     labels: Annotated[list[Annotated[str, BeforeValidator(_label)]],
                       BeforeValidator(_labels)] = Field(description=(
                           "The `runs-on` label set that selects these runners."))
@@ -100,8 +100,11 @@ class Kind:
     line: int
 
     def matches(self, gpu_name: str) -> bool:
-        """Whether a GPU that nvidia-smi names `gpu_name` is this kind's GPU (prefix match)."""
-        return " ".join(gpu_name.split()).startswith(self.gpu)
+        """Whether a GPU that nvidia-smi names `gpu_name` is this kind's GPU: the name, or the
+        name followed by more words (`NVIDIA H200` matches `NVIDIA H200 NVL`, `NVIDIA H20`
+        does not match `NVIDIA H200`: another GPU)."""
+        name = " ".join(gpu_name.split())
+        return name == self.gpu or name.startswith(self.gpu + " ")
 
 
 @dataclass(frozen=True)
