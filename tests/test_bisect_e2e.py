@@ -168,6 +168,7 @@ def test_killed_bisection_resumes_with_the_same_answer(world, tmp_path):
     assert f"{new} run now, {result['probes'] - new} from the store" in done.stdout
 
 
+@pytest.mark.slow  # over 2 s on a 2-core machine: out of the fast loop
 def test_wrong_ends_are_one_sentence_and_exit_2(world, tmp_path):
     base, _, url = world
     args = cli_args(base, url, tmp_path, "--script", SCRIPT)

@@ -150,6 +150,7 @@ def test_shards_of_the_matrix_probe_each_cell_once(stand_in, capsys):
         assert sorted(r.cell.id for r in store.runs()) == ["dev-w0", "dev-w1"]
 
 
+@pytest.mark.slow  # over 2 s on a 2-core machine: out of the fast loop
 def test_without_a_gpu_only_the_interpreters_torch_is_probed(stand_in, capsys):
     # Nightlies on an index that cannot answer: without a GPU no index is asked at all.
     with open("matrix.yaml", "a") as fh:

@@ -260,6 +260,7 @@ def came(kind: str, run_id: str, day: str) -> Attendance:
                       finished=f"{day}T07:00:00+00:00")
 
 
+@pytest.mark.slow  # over 2 s on a 2-core machine: out of the fast loop
 def test_a_runner_kind_that_stops_reporting_is_news_and_said_once(hub, tmp_path):
     (tmp_path / "runners.yaml").write_text(RUNNERS)
     path = store_of(tmp_path / "a.sqlite", stable("affected", "NVIDIA H200"))

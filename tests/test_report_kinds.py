@@ -228,6 +228,7 @@ def test_a_re_run_shard_counts_for_its_run_with_its_newest_attempt(tmp_path):
         "reported in the latest run (run local-2026-11-30T06:00:00, 2026-11-30): shard 1/1 seen;")
 
 
+@pytest.mark.slow  # over 2 s on a 2-core machine: out of the fast loop
 def test_a_run_in_which_no_shard_reported_is_still_the_latest_run_through_its_roll_call(tmp_path):
     """Yesterday every kind reported; today every probe job failed before storing anything (a
     broken driver on every runner, say).  The build's `merge --roll-call` records today's run,

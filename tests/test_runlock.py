@@ -89,6 +89,7 @@ def _rows(store: Path) -> list[str]:
         return [r[0] for r in db.execute("SELECT cell_id FROM runs")]
 
 
+@pytest.mark.slow  # over 2 s on a 2-core machine: out of the fast loop
 def test_a_second_run_names_the_holder_and_exits_3_without_touching_anything(site):
     folder, env = site
     first = _start(folder, env)
@@ -107,6 +108,7 @@ def test_a_second_run_names_the_holder_and_exits_3_without_touching_anything(sit
     assert not lock_path(folder / "results.sqlite").exists()  # released and removed
 
 
+@pytest.mark.slow  # over 2 s on a 2-core machine: out of the fast loop
 def test_the_same_workdir_under_another_store_is_held_too(site):
     folder, env = site
     first = _start(folder, env)

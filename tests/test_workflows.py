@@ -265,6 +265,7 @@ def test_bisect_workflow_posts_markdown_to_job_summary():
     assert any("nox -s bisect" in r and "$GITHUB_STEP_SUMMARY" in r for r in runs)
 
 
+@pytest.mark.slow  # over 2 s on a 2-core machine: out of the fast loop
 @pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
 def test_every_flag_a_workflow_passes_exists_in_its_session(name):
     """The workflows and the CLI must not drift apart: each --flag is in the command's --help."""
