@@ -233,7 +233,7 @@ def measure_scale(*, repo: Path | None = None) -> dict:
 
 def _said_offline(html: str) -> bool:
     """Whether the page names the offline kind as not reporting in the latest run."""
-    return f"{RUNNER_KINDS[-1][0]}" in html and "did not report in the latest run" in html
+    return RUNNER_KINDS[-1][0] in html and "did not report in the latest run" in html
 
 
 def _phases(store: Path, runners: Path, out: Path) -> dict:

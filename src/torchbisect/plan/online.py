@@ -30,25 +30,23 @@ MAX_PAGES = 50  # 5,000 runners: more than any pool this serves; a looping API s
 
 @dataclass(frozen=True, kw_only=True)
 class Runner:
-    name: str
     online: bool
     labels: frozenset[str]  # lower case
 
 
 @dataclass(frozen=True, kw_only=True)
 class Online:
-    """What the check found: the kinds to queue, and one line to say."""
+    """What the check found: the kinds not to queue, and the lines to say."""
 
-    kept: tuple[Kind, ...]
     offline: tuple[Kind, ...]
     said: tuple[str, ...]
 
 
 def check(kinds: Sequence[Kind], scopes: Sequence[str], *, environ=os.environ) -> Online:
-    """The kinds with an online runner in `scopes`; every kind when the check cannot be made."""
+    """The kinds without an online runner in `scopes`; none when the check cannot be made."""
     token = environ.get(TOKEN_VARIABLE, "")
     if not token:
-        return Online(kept=tuple(kinds), offline=(), said=(
+        return Online(offline=(), said=(
             f"not checked: no ${TOKEN_VARIABLE} (a token that may list the "
             "self-hosted runners): every kind's shards are queued, and a kind with no runner "
             "online holds the run until GitHub drops its jobs (24-48 hours)",))
@@ -56,16 +54,15 @@ def check(kinds: Sequence[Kind], scopes: Sequence[str], *, environ=os.environ) -
     try:
         runners = [r for scope in scopes for r in _listed(client, scope)]
     except GitHubError as err:
-        return Online(kept=tuple(kinds), offline=(), said=(
+        return Online(offline=(), said=(
             f"not checked ({err}): every kind's shards are queued",))
     online = [r for r in runners if r.online]
-    kept, offline, said = [], [], []
+    offline, said = [], []
     for kind in kinds:
         wanted = {label.lower() for label in kind.labels}
         carrying = [r for r in runners if wanted <= r.labels]
         up = [r for r in carrying if r.online]
         if up:
-            kept.append(kind)
             said.append(f"{kind.name}: {len(up)} of {len(carrying)} runners with its labels "
                         "online")
         else:
@@ -74,7 +71,7 @@ def check(kinds: Sequence[Kind], scopes: Sequence[str], *, environ=os.environ) -
                         f"({len(carrying)} registered with them, {len(online)} runners online "
                         f"in {', '.join(scopes)}): not queued this run, so the page says it "
                         "did not report")
-    return Online(kept=tuple(kept), offline=tuple(offline), said=tuple(said))
+    return Online(offline=tuple(offline), said=tuple(said))
 
 
 def _listed(client: GitHub, scope: str) -> Iterable[Runner]:
@@ -99,5 +96,5 @@ def _runner(entry, scope: str) -> Runner:
             isinstance(label, dict) and isinstance(label.get("name"), str) for label in labels):
         raise GitHubError(f"GitHub's answer listing the runners of {scope} has a runner "
                           "without its labels")
-    return Runner(name=str(entry.get("name", "")), online=entry.get("status") == "online",
+    return Runner(online=entry.get("status") == "online",
                   labels=frozenset(label["name"].lower() for label in labels))
