@@ -114,13 +114,15 @@ def test_an_unreachable_index_in_bisect_points_at_its_own_flag(tmp_path, capsys,
     assert "2026-10-01" in out.out + out.err
 
 
-def test_probe_of_an_interpreter_without_torch_is_a_usage_error_and_stores_nothing(
+def test_probe_of_an_interpreter_without_torch_cannot_tell_and_stores_nothing(
         tmp_path, capsys, monkeypatch, no_torch_python):
     monkeypatch.chdir(tmp_path)
     for backend in ((), ("--backend", "venv"), ("--backend", "current")):
-        assert run("probe", "--interpreter", no_torch_python, *backend) == 2
+        # 125, as the probe script itself exits under that interpreter
+        assert run("probe", "--interpreter", no_torch_python, *backend) == 125
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "has no torch" in err and "--backend venv" not in err
+        assert "cannot tell: the interpreter" in err
         assert "pass --interpreter with an interpreter that has one" in err
     assert not Path("reports/results.sqlite").exists()
 

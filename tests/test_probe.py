@@ -506,7 +506,7 @@ def test_compile_variants_run_apart_merge_into_one_case():
     merged = probe.merge_variants(parts)
     assert merged["verdict"] == "affected"
     assert list(merged["variants"]) == list(probe.COMPILE_VARIANTS)
-    assert merged["env"] == {"gpu": "NVIDIA H200"} and merged["wall_seconds"] == 2.0
+    assert "env" not in merged and merged["wall_seconds"] == 2.0  # the env is asked apart
 
 
 def test_a_crashed_variant_child_is_the_compile_case_crash_unless_another_was_stale():
@@ -729,3 +729,141 @@ def test_any_other_launch_failure_is_left_as_it_was(monkeypatch):
     def launch():
         raise ValueError("out of resources: shared memory")
     assert _launch_failure(monkeypatch, launch) == "ValueError: out of resources: shared memory"
+
+
+# --- the environment is asked apart from the cases (issue 31) ------------------------------------
+
+def _torch_stub(folder: Path, cudnn: str = "return 90100", dynamo: str | None = None) -> Path:
+    """A `torch` package without CUDA whose cuDNN query runs `cudnn` (e.g. `os.abort()`), and,
+    with `dynamo`, a `torch._dynamo.eval_frame.check_if_dynamo_supported` whose body that is."""
+    package = folder / "torch"
+    (package / "backends").mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        "__version__ = '2.3.0+cu121'\nfrom . import backends\n"
+        "class version:\n    git_version = 'abc'\n    cuda = '12.1'\n"
+        "class cuda:\n    @staticmethod\n    def is_available():\n        return False\n")
+    (package / "backends" / "__init__.py").write_text("from . import cudnn\n")
+    (package / "backends" / "cudnn.py").write_text(f"import os\ndef version():\n    {cudnn}\n")
+    if dynamo is not None:
+        (package / "_dynamo").mkdir()
+        (package / "_dynamo" / "__init__.py").write_text("")
+        (package / "_dynamo" / "eval_frame.py").write_text(
+            f"def check_if_dynamo_supported():\n    {dynamo}\n")
+    return folder
+
+
+def _run_script(tmp_path: Path, stub: Path | None, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if stub is not None:
+        env["PYTHONPATH"] = str(stub)
+    return subprocess.run([sys.executable, str(SCRIPT), "--timeout", "60", *args],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+
+
+def test_an_aborting_environment_query_reads_unknown_and_takes_no_case_down(tmp_path):
+    done = _run_script(tmp_path, _torch_stub(tmp_path / "stub", cudnn="os.abort()"))
+    document = json.loads(done.stdout)
+    assert {case["verdict"] for case in document["cases"].values()} == {"skipped"}
+    env = document["env"]
+    assert env["cudnn"] is None and "SIGABRT" in env["unknown"]["cudnn"]
+    # the queries before it and after it were answered all the same
+    assert env["torch"] == "2.3.0+cu121" and env["cuda_available"] is False
+    assert set(env["unknown"]) == {"cudnn"}
+    assert ProbeResult.from_json(done.stdout).env["torch"] == "2.3.0+cu121"
+
+
+def test_a_raising_environment_query_is_unknown_with_its_reason(tmp_path):
+    done = _run_script(tmp_path, _torch_stub(tmp_path / "stub", cudnn="raise OSError('no cuDNN')"))
+    env = json.loads(done.stdout)["env"]
+    assert env["cudnn"] is None and env["unknown"] == {"cudnn": "OSError: no cuDNN"}
+
+
+def _runs(*outcomes):
+    """A `run_one` for gather_env that plays `outcomes` (how it ended, JSON lines) in turn and
+    records which keys each process was told to skip."""
+    asked = []
+
+    def run_one(skip):
+        asked.append(list(skip))
+        ended, lines = outcomes[len(asked) - 1]
+        return ended, "\n".join(json.dumps(line) for line in lines), "Aborted (core dumped)"
+    return run_one, asked
+
+
+def test_gather_env_asks_again_after_the_query_that_ended_the_process():
+    answered = [{"asking": "torch"}, {"answer": "torch", "value": "2.4.0"}, {"asking": "gpu"}]
+    rest = [{"asking": k} if i % 2 == 0 else {"answer": k, "value": "x"}
+            for k in probe.ENV_KEYS if k not in ("torch", "gpu") for i in (0, 1)]
+    run_one, asked = _runs(("SIGABRT", answered), ("status 0", rest + [{"env_done": True}]))
+    env = probe.gather_env(run_one)
+    assert asked == [[], ["gpu", "torch"]]
+    assert env["torch"] == "2.4.0" and env["gpu"] is None and env["cudnn"] == "x"
+    assert list(env["unknown"]) == ["gpu"] and "SIGABRT" in env["unknown"]["gpu"]
+
+
+def test_gather_env_says_what_it_never_asked_when_the_process_died_outside_a_query():
+    run_one, _ = _runs(("status 1", [{"asking": "torch"}, {"answer": "torch", "value": "2.4"}]))
+    env = probe.gather_env(run_one)
+    assert env["torch"] == "2.4" and env["driver"] is None
+    assert env["unknown"]["driver"].startswith("not asked: the query process ended (status 1)")
+
+
+def test_gather_env_is_none_when_torch_does_not_import():
+    run_one, _ = _runs(("status 0", [{"no_torch": "ImportError: libcudart.so.12"}]))
+    assert probe.gather_env(run_one) is None
+
+
+def _needs(stub: Path, call: str) -> subprocess.CompletedProcess:
+    program = ("import importlib.util, sys\n"
+               f"spec = importlib.util.spec_from_file_location('probe', {str(SCRIPT)!r})\n"
+               "probe = importlib.util.module_from_spec(spec); spec.loader.exec_module(probe)\n"
+               "import torch\n"
+               f"try:\n    {call}\nexcept probe.NotApplicable as exc:\n"
+               "    print('not_applicable:', exc)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(stub)
+    return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_the_compile_case_is_not_applicable_where_dynamo_does_not_support_the_python(tmp_path):
+    refusal = "raise RuntimeError('Python 3.12+ not yet supported for torch.compile')"
+    done = _needs(_torch_stub(tmp_path, dynamo=refusal), "probe._needs_dynamo_here(torch)")
+    assert done.stdout.startswith("not_applicable: torch.compile does not run here: Python 3.12+ "
+                                  "not yet supported for torch.compile"), done.stderr
+
+
+def test_the_compile_case_runs_where_dynamo_supports_the_python(tmp_path):
+    done = _needs(_torch_stub(tmp_path, dynamo="return None"), "probe._needs_dynamo_here(torch)")
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+
+
+def test_the_compile_case_is_not_applicable_without_triton(tmp_path):
+    stub = _torch_stub(tmp_path)
+    (stub / "triton.py").write_text("raise ImportError('No module named triton')\n")
+    done = _needs(stub, "probe._needs_triton()")
+    assert done.stdout.startswith("not_applicable: torch.compile on CUDA needs Triton"), done.stderr
+
+
+# --- the self-check without torch or a GPU speaks plainly (issue 34, item 5) ---------------------
+
+def test_the_script_without_torch_says_one_line_and_exits_125(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-S", str(SCRIPT)], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 125
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("[stale_replay] cannot tell: torch does not import")
+    document = json.loads(done.stdout)  # the document stays on stdout, as the contract says
+    assert document["verdict"] == "error" and document["exit_code"] == 125
+
+
+def test_the_script_without_a_gpu_says_one_line_and_exits_125(tmp_path):
+    done = _run_script(tmp_path, _torch_stub(tmp_path / "stub"))
+    assert done.returncode == 125
+    assert done.stderr.splitlines() == [
+        "[stale_replay] cannot tell: no CUDA device: torch.cuda.is_available() is False; run "
+        "this script on a machine with an NVIDIA GPU (and a CUDA build of torch)"]
+    assert json.loads(done.stdout)["verdict"] == "skipped"

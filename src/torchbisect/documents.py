@@ -218,6 +218,9 @@ class ProbeEnvJson(TypedDict):
     python: NotRequired[str | None]
     platform: NotRequired[str | None]
     triton: NotRequired[str | None]
+    # key -> why it is null: the query raised, or ended the process that asked it (an aborting
+    # library), or was never asked
+    unknown: NotRequired[dict[str, str]]
 
 
 class ProbeDocument(TypedDict):

@@ -27,6 +27,13 @@ class ConfigError(TorchbisectError):
     exit_code = 2
 
 
+class CannotTell(TorchbisectError):
+    """Nothing can be measured where it was asked (an interpreter without torch): the probe's own
+    "cannot tell", 125, as `git bisect run` reads it and as the probe script exits there."""
+
+    exit_code = 125
+
+
 class ResolveError(TorchbisectError):
     """A requested build does not exist on its index (e.g. an unknown stable version)."""
 

@@ -5,7 +5,8 @@ no matrix.yaml and installs nothing.  Any other identifier comes from the plan o
 The cell is always probed (no skip key): asking for one cell means asking for a fresh verdict.
 
 Exit status: the probe's own, as `git bisect run` reads it: 0 not affected, 1 affected, 125 cannot
-tell (no GPU, a control misbehaved, a crash); 3 for an infrastructure failure.
+tell (no GPU, no torch in the interpreter, a control misbehaved, a crash); 3 for an infrastructure
+failure.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ..backends.base import BackendOptions, host_python
 from ..backends.preinstalled import preinstalled_cell, with_torch_version
 from ..cells import PREINSTALLED as PREINSTALLED_ID
 from ..console import make_console, print_table
-from ..errors import ConfigError, InfraError
+from ..errors import CannotTell, ConfigError, InfraError
 from ..model import Cell, CellRun, Channel, RunStatus
 from . import options as flags
 from .options import add_backend_option, add_interpreter_option, add_json_option, write_json
@@ -103,13 +104,14 @@ def _find(args: argparse.Namespace) -> Cell:
 
 
 def _require_torch(cell: Cell, args: argparse.Namespace) -> None:
-    """Probing an interpreter that has no torch is a usage mistake, not an infrastructure failure:
-    say so before anything is run or stored."""
+    """Probing an interpreter that has no torch cannot tell anything (125, as the probe script
+    says there itself), and is no infrastructure failure: said before anything is run or stored."""
     if cell.channel is not Channel.PREINSTALLED or cell.base_image or cell.version:
         return
     from ..backends.preinstalled import interpreter_of, no_torch_message
 
-    raise ConfigError(no_torch_message(interpreter_of(cell, args.interpreter or host_python())))
+    raise CannotTell("cannot tell: " + no_torch_message(
+        interpreter_of(cell, args.interpreter or host_python())))
 
 
 def _overrides(cell: Cell, args: argparse.Namespace) -> Cell:
