@@ -456,3 +456,66 @@ def test_a_scanner_expanding_each_record_gets_exactly_the_measured_span(osv_pyth
                    for e in r["events"])
     assert expanded[str(records[0])] == ["2.11.0", "2.12.0", "2.12.1", "2.13.0", "2.14.0",
                                          "2.14.1", "2.15.0"]
+
+
+# --- since when: a release measured without torch._lazy_clone (issue 31) -------------------------
+
+ABSENT = {name: Verdict.NOT_APPLICABLE for name in ("capture_data_ptr", "capture_write",
+                                                     "side_stream", "compile_reduce_overhead",
+                                                     "raw_pointer_triton")}
+
+
+def _ecosystem(doc):
+    [pypi] = [r for r in doc["affected"][0]["ranges"] if r["type"] == "ECOSYSTEM"]
+    return pypi
+
+
+def _since(detail: str, *newer: str):
+    return [run("2.2.2+cu121", ABSENT, detail=detail)] + [run(v, BAD) for v in newer]
+
+
+def test_a_release_measured_without_the_api_just_before_the_first_affected_one_says_since_when(
+        validator):
+    from torchbisect.report.headline import build_headline
+
+    runs = _since("torch._lazy_clone is absent in this build", "2.3.0+cu121", "2.15.0+cu132")
+    doc = osv_document(runs, [], generated=NOW)
+    validator.validate(doc)
+    assert _ecosystem(doc)["events"] == [{"introduced": "2.3.0"}, {"last_affected": "2.15.0"}]
+    assert _ecosystem(doc)["database_specific"]["introduced"] == {
+        "2.3.0": "the first release with torch._lazy_clone: 2.2.2 was measured without it"}
+    found = doc["affected"][0]
+    assert found["versions"] == ["2.3.0", "2.15.0"]
+    assert found["database_specific"]["tested_versions"] == ["2.2.2", "2.3.0", "2.15.0"]
+    assert build_headline("NVIDIA H200", runs, []).text == (
+        "2.3.0 – 2.15.0 affected on NVIDIA H200 (releases before 2.3.0 have no "
+        "torch._lazy_clone: 2.2.2 was measured without it)")
+
+
+def test_without_that_measurement_the_first_affected_release_is_only_the_oldest_tested():
+    from torchbisect.report.headline import build_headline
+
+    runs = [run("2.3.0+cu121", BAD), run("2.15.0+cu132", BAD)]
+    assert _ecosystem(osv_document(runs, [], generated=NOW))["database_specific"] == {
+        "introduced": {"2.3.0": "the oldest release tested: older ones were not tested"}}
+    assert build_headline("NVIDIA H200", runs, []).text.endswith(
+        "(releases before 2.3.0 were not tested)")
+
+
+def test_not_applicable_for_want_of_another_api_is_no_sign_the_bug_begins_after_it():
+    from torchbisect.report.headline import build_headline
+
+    runs = _since("torch.cuda.graph is absent in this build", "2.3.0+cu121")
+    assert _ecosystem(osv_document(runs, [], generated=NOW))["database_specific"] == {
+        "introduced": {"2.3.0": "the oldest affected release tested; 2.2.2 before it was "
+                                "measured without a verdict"}}
+    assert build_headline("NVIDIA H200", runs, []).text.endswith(
+        "(releases before 2.2.2 were not tested)")
+
+
+def test_a_release_between_that_was_not_measured_keeps_the_range_open_at_the_first_tested():
+    runs = _since("torch._lazy_clone is absent in this build", "2.3.0+cu121")
+    runs.insert(1, run("2.2.9+cu121", infra="wheel download: HTTP 503"))
+    basis = _ecosystem(osv_document(runs, [], generated=NOW))["database_specific"]["introduced"]
+    assert basis == {"2.3.0": "the first release with torch._lazy_clone: 2.2.2 was measured "
+                              "without it"}  # an infrastructure failure says nothing either way

@@ -17,7 +17,7 @@ from functools import lru_cache
 from packaging.version import InvalidVersion, Version
 
 from ..cells import build_tag
-from ..model import NO_GPU, CellRun, Channel
+from ..model import NO_GPU, CellRun, Channel, Verdict
 from ..outcome import BisectResult, Direction
 from .marks import Mark, mark_for_run
 
@@ -126,12 +126,20 @@ class Headline:
     first_affected: NightlyEdge | None = None
     first_fixed: NightlyEdge | None = None
     newest_run: str = ""
+    absent: tuple[str, ...] = ()  # releases measured without torch._lazy_clone, ascending
 
     @property
     def untested(self) -> str:
-        """What the claim does not cover: every release older than the oldest one probed."""
+        """What the claim does not cover: every release older than the oldest one probed, unless
+        the release just before the first affected one was measured without the API."""
         probed = sorted(self.tested + self.unclear, key=version_key)
-        return f"releases before {probed[0]} were not tested" if probed else "no release was tested"
+        if not probed:
+            return "no release was tested"
+        since = introduced_after(self.affected_ranges, probed, self.absent)
+        if since:
+            return (f"releases before {self.affected_ranges[0][0]} have no torch._lazy_clone: "
+                    f"{since} was measured without it")
+        return f"releases before {probed[0]} were not tested"
 
     @property
     def text(self) -> str:
@@ -149,6 +157,17 @@ class Headline:
         if self.unclear:
             return f"No verdict for stable releases {where} ({', '.join(self.unclear)} probed)"
         return f"No stable release tested {where}"
+
+
+def introduced_after(ranges: tuple[tuple[str, str], ...], probed: list[str],
+                     absent: tuple[str, ...]) -> str:
+    """The release just before the first affected one when it was measured without
+    torch._lazy_clone (so the bug begins there, as far as releases go); else "" (the first
+    affected release is only the first one tested, or one measured good or unclear precedes it)."""
+    if not ranges or ranges[0][0] not in probed:
+        return ""
+    index = probed.index(ranges[0][0])
+    return probed[index - 1] if index and probed[index - 1] in absent else ""
 
 
 def _span(versions: tuple[str, ...]) -> str:
@@ -173,10 +192,27 @@ def state_of(marks: list[Mark]) -> str:
 
 
 def release_states(stable: list[CellRun]) -> list[tuple[str, str]]:
-    """(public version, good/bad/unknown) for each tested release, ascending."""
+    """(public version, good/bad/absent/unknown) for each tested release, ascending; `absent`:
+    every run of it measured the build without torch._lazy_clone (a measurement: the bug
+    cannot be there), which is neither good nor bad for the ranges."""
     by_version = marks_by(stable, lambda r: public_version(r.cell.version))
-    states = [(v, state_of(m)) for v, m in by_version]
+    absent = _without_api(stable)
+    states = [(v, "absent" if v in absent else state_of(m)) for v, m in by_version]
     return sorted(states, key=lambda item: version_key(item[0]))
+
+
+def _without_api(runs: list[CellRun]) -> set[str]:
+    """Versions whose every run with a verdict read not_applicable because torch._lazy_clone
+    is absent (the probe's case detail says so), not for want of some other API."""
+    seen: dict[str, bool] = {}
+    for run in runs:
+        if run.result is None:
+            continue
+        version = public_version(run.cell.version)
+        without = run.verdict is Verdict.NOT_APPLICABLE and any(
+            "_lazy_clone is absent" in case.detail for case in run.result.cases)
+        seen[version] = seen.get(version, True) and without
+    return {version for version, without in seen.items() if without}
 
 
 def affected_ranges(states: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
@@ -235,6 +271,7 @@ def build_headline(gpu: str, runs: list[CellRun], bisections: list[BisectResult]
     newest = max((r.started for r in runs if r.started), default="")
     return Headline(gpu=gpu, tested=tuple(v for v, s in states if s != "unknown"),
                     unclear=tuple(v for v, s in states if s == "unknown"),
+                    absent=tuple(v for v, s in states if s == "absent"),
                     affected_ranges=affected_ranges(states),
                     affected=tuple(v for v, s in states if s == "bad"), first_affected=first_bad,
                     first_fixed=first_good, newest_run=newest[:10])

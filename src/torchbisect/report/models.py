@@ -14,6 +14,7 @@ from ..model import CellRun, Channel
 from .headline import (
     NightlyEdge,
     affected_ranges,
+    introduced_after,
     is_release,
     marks_by,
     nightly_date,
@@ -25,6 +26,7 @@ from .headline import (
 from .page import Comparison, ComparisonRow, Section
 
 _WORDS = {"bad": ("aff", "affected"), "good": ("ok", "not affected"),
+          "absent": ("na", "no torch._lazy_clone"),
           "unknown": ("na", "no verdict"), "": ("none", "not tested")}
 
 
@@ -123,8 +125,10 @@ def _headline(gpus: tuple[str, ...], runs: list[CellRun], told: set[str]) -> str
         return f"No tested stable release is affected on any of {models}{span}{note}"
     probed = sorted({public_version(r.cell.version) for r in releases}, key=version_key)
     said = " and ".join(a if a == b else f"{a} – {b}" for a, b in ranges)
-    return (f"{said} affected on at least one of {models} (releases before {probed[0]} were "
-            f"not tested){note}")
+    since = introduced_after(ranges, probed, tuple(v for v, s in states if s == "absent"))
+    covered = (f"releases before {ranges[0][0]} have no torch._lazy_clone: {since} was measured "
+               "without it") if since else f"releases before {probed[0]} were not tested"
+    return f"{said} affected on at least one of {models} ({covered}){note}"
 
 
 def _listed(names: list[str]) -> str:

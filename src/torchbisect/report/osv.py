@@ -27,7 +27,15 @@ from typing import Any
 
 from ..model import CellRun
 from ..outcome import BisectResult, Direction
-from .headline import Headline, NightlyEdge, affected_ranges, gpu_of, is_release, release_states
+from .headline import (
+    Headline,
+    NightlyEdge,
+    affected_ranges,
+    gpu_of,
+    introduced_after,
+    is_release,
+    release_states,
+)
 from .page import UPSTREAM_SEARCH, Links
 from .timeline import safe_url
 
@@ -44,20 +52,38 @@ DETAILS = (
     "clear error. Ranges below are over the releases torchbisect tested"
 )
 _STAMPS = ("modified", "published")
+_MEASURED = {"good": "not affected", "unknown": "without a verdict",
+             "absent": "without torch._lazy_clone"}
 
 
-def pypi_events(releases: list[CellRun]) -> tuple[list[dict[str, str]], list[str], list[str]]:
-    """OSV events over tested releases, the affected versions and all tested versions.
+def pypi_events(releases: list[CellRun]) -> tuple[list[dict[str, str]], list[str], list[str],
+                                                  dict[str, str]]:
+    """OSV events over tested releases, the affected versions, all tested versions and what
+    each `introduced` rests on.
 
     One `introduced`/`last_affected` pair per run of consecutive affected releases (a release
     without a verdict ends a run, as on the page): between two measured affected releases a
     scanner may count the untested ones in between, but nothing before the first or after the
-    last, and nothing across a release measured not affected."""
+    last, and nothing across a release measured not affected.  An `introduced` is where the
+    bug begins only when the release before it was measured without torch._lazy_clone; else it
+    is the first affected release that was tested, and the record says which."""
     states = release_states(releases)
-    events = [{key: version} for first, last in affected_ranges(states)
+    ranges = affected_ranges(states)
+    events = [{key: version} for first, last in ranges
               for key, version in (("introduced", first), ("last_affected", last))]
     affected = [v for v, s in states if s == "bad"]
-    return events, affected, [v for v, s in states if s != "unknown"]
+    measured = [v for v, _ in states]
+    absent = tuple(v for v, s in states if s == "absent")
+    basis = {}
+    for first, _ in ranges:
+        since = introduced_after(((first, first),), measured, absent)
+        before = measured[measured.index(first) - 1] if measured.index(first) else ""
+        basis[first] = (f"the first release with torch._lazy_clone: {since} was measured "
+                        "without it") if since else (
+            f"the oldest affected release tested; {before} before it was measured "
+            f"{_MEASURED[dict(states)[before]]}" if before else
+            "the oldest release tested: older ones were not tested")
+    return events, affected, [v for v, s in states if s != "unknown"], basis
 
 
 def not_tested(tested: list[str]) -> str:
@@ -167,8 +193,9 @@ def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generat
     in `details` and `database_specific.differs_between_gpus`; `previous` is the record this one
     replaces."""
     releases = [r for r in runs if is_release(r)]
-    events, affected, tested = pypi_events(releases)
-    ranges: list[dict[str, Any]] = [{"type": "ECOSYSTEM", "events": events}] if events else []
+    events, affected, tested, basis = pypi_events(releases)
+    ranges: list[dict[str, Any]] = [{"type": "ECOSYSTEM", "events": events, "database_specific":
+                                     {"introduced": basis}}] if events else []
     commits, inexact = git_events(bisections)
     if commits:
         said = {"database_specific": inexact} if inexact else {}
