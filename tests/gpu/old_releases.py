@@ -1,0 +1,74 @@
+"""The PyPI releases measured on the lent H200 by h200_releases.sh, and what each one needs there.
+
+Harness, not product (README.md here). One table for both sides: `h200_releases_pack.py` (the
+development machine: what to download and carry, in which order) and `h200_releases_daemon.py`
+(the H200: what to rebuild, install and probe). What each release pins comes from its wheel's
+METADATA (Requires-Dist), read on PyPI's cp312 wheels on 2026-12-02.
+"""
+
+from dataclasses import dataclass
+from typing import Optional
+
+# The CUDA 12 user space a cu12x wheel needs at run time and the machine lacks: PyPI's packages of
+# that CUDA minor, carried as they are (the other CUDA libraries get stand-ins: standins.py).
+RUNTIMES = {
+    "12.1": ("nvidia-cuda-runtime-cu12==12.1.105", "nvidia-cuda-nvrtc-cu12==12.1.105",
+             "nvidia-cuda-cupti-cu12==12.1.105"),
+    "12.4": ("nvidia-cuda-runtime-cu12==12.4.127", "nvidia-cuda-nvrtc-cu12==12.4.127",
+             "nvidia-cuda-cupti-cu12==12.4.127"),
+    "12.6": ("nvidia-cuda-runtime-cu12==12.6.77", "nvidia-cuda-nvrtc-cu12==12.6.77",
+             "nvidia-cuda-cupti-cu12==12.6.80"),
+    "12.8": ("nvidia-cuda-runtime-cu12==12.8.90", "nvidia-cuda-nvrtc-cu12==12.8.93",
+             "nvidia-cuda-cupti-cu12==12.8.90"),
+}
+MACHINE = "machine"  # the H200's own (CUDA 13 libraries, Triton 3.6.0)
+NO_TRITON = "none"  # the wheel pins no Triton for Python 3.12 (2.2, 2.3: python_version < "3.12")
+
+
+@dataclass(frozen=True)
+class Release:
+    version: str
+    cuda: str  # the wheel's CUDA tag, as the matrix cell names it
+    runtime: str  # a RUNTIMES key, or MACHINE
+    triton: str  # the Triton version it pins (carried), MACHINE, or NO_TRITON
+    cudnn: Optional[str]  # the cuDNN it pins: its stand-in answers this version
+
+    @property
+    def cell(self) -> str:
+        return f"stable-{self.version}-{self.cuda}-cp312"
+
+
+# Carry order: oldest first (each wheel travels as a zstd patch on the one before it).
+RELEASES = (
+    Release("2.2.2", "cu121", "12.1", NO_TRITON, "8.9.2.26"),
+    Release("2.3.0", "cu121", "12.1", NO_TRITON, "8.9.2.26"),
+    Release("2.3.1", "cu121", "12.1", NO_TRITON, "8.9.2.26"),
+    Release("2.4.0", "cu121", "12.1", "3.0.0", "9.1.0.70"),
+    Release("2.4.1", "cu121", "12.1", "3.0.0", "9.1.0.70"),
+    Release("2.5.0", "cu124", "12.4", "3.1.0", "9.1.0.70"),
+    Release("2.5.1", "cu124", "12.4", "3.1.0", "9.1.0.70"),
+    Release("2.6.0", "cu124", "12.4", "3.2.0", "9.1.0.70"),
+    Release("2.7.0", "cu126", "12.6", "3.3.0", "9.5.1.17"),
+    Release("2.7.1", "cu126", "12.6", "3.3.1", "9.5.1.17"),
+    Release("2.8.0", "cu128", "12.8", "3.4.0", "9.10.2.21"),
+    Release("2.9.0", "cu128", "12.8", "3.5.0", "9.10.2.21"),
+    Release("2.9.1", "cu128", "12.8", "3.5.1", "9.10.2.21"),
+    Release("2.10.0", "cu128", "12.8", MACHINE, "9.10.2.21"),  # pins 3.6.0, the machine's
+    # CUDA 13 builds run on the machine's own libraries, as 2.12.0 - 2.15.0 did (h200.matrix.yaml);
+    # they pin Triton 3.7.1 / 3.8.0, which were not carried: the machine's 3.6.0 is used.
+    Release("2.12.1", "cu130", MACHINE, MACHINE, None),
+    Release("2.14.0", "cu130", MACHINE, MACHINE, None),
+)
+
+TRITONS = ("3.0.0", "3.1.0", "3.2.0", "3.3.0", "3.3.1", "3.4.0", "3.5.0", "3.5.1")
+
+
+def stream():
+    """The bundles in the order they travel: what a release needs comes before it."""
+    sent = set()
+    for release in RELEASES:
+        for kind, name in (("runtime", release.runtime), ("triton", release.triton)):
+            if name not in (MACHINE, NO_TRITON) and (kind, name) not in sent:
+                sent.add((kind, name))
+                yield kind, name
+        yield "torch", release.version
