@@ -123,23 +123,49 @@ def install_runtime(name, folder):
     done(f"runtime-{name}")
 
 
-def rebuild(kind, name, folder, previous):
-    """wheel_delta.py unpack against the previous release's raw members; the wheel's path."""
-    target = os.path.join(H, "wheels" if kind == "torch" else "triton-wheels")
-    os.makedirs(target, exist_ok=True)
-    keep = os.path.join(H, "raw", kind, name)
-    env = tool_env()
-    env["LD_PRELOAD"] = os.path.join(TOOLS, "lib", "libz.so.1")  # zlib 1.2.13, as packed
-    argv = [sys.executable, os.path.join(HERE, "wheel_delta.py"), "unpack", folder, target,
-            "--keep", keep]
-    if previous:
-        argv += ["--previous", os.path.join(H, "raw", kind, previous)]
-    started = time.time()
-    out = subprocess.run(argv, check=True, stdout=subprocess.PIPE, text=True, env=env).stdout
-    say(f"rebuilt {os.path.basename(out.strip())} (sha256 as PyPI's) in "
-        f"{time.time() - started:.0f} s")
-    shutil.rmtree(folder)
-    return out.strip()
+class Rebuild(threading.Thread):
+    """wheel_delta.py unpack against the previous release's raw members, in the background: the
+    next release's starts as soon as this one's raw members are expanded (`wait_expanded`), so
+    the slow deflates of several releases run at once on the machine's cores."""
+
+    def __init__(self, kind, name, folder, previous, then):
+        super().__init__()
+        self.kind, self.name, self.folder, self.previous, self.then = (
+            kind, name, folder, previous, then)
+        self.keep = os.path.join(H, "raw", kind, name)
+        self.ready = self.keep + ".expanded"
+        self.failed = None
+        self.start()
+
+    def run(self):
+        target = os.path.join(H, "wheels" if self.kind == "torch" else "triton-wheels")
+        os.makedirs(target, exist_ok=True)
+        env = tool_env()
+        env["LD_PRELOAD"] = os.path.join(TOOLS, "lib", "libz.so.1")  # zlib 1.2.13, as packed
+        argv = [sys.executable, os.path.join(HERE, "wheel_delta.py"), "unpack", self.folder,
+                target, "--keep", self.keep, "--ready", self.ready]
+        if self.previous:
+            argv += ["--previous", os.path.join(H, "raw", self.kind, self.previous)]
+        started = time.time()
+        try:
+            out = subprocess.run(argv, check=True, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=env)
+            wheel = out.stdout.strip()
+            say(f"rebuilt {os.path.basename(wheel)} (sha256 as PyPI's) in "
+                f"{time.time() - started:.0f} s")
+            shutil.rmtree(self.folder)
+            self.then(wheel)
+        except Exception as exc:  # noqa: BLE001 - said; the releases after it still go on
+            stderr = getattr(exc, "stderr", "") or traceback.format_exc()
+            self.failed = f"{self.kind} {self.name}: {exc}: {stderr[-1500:]}"
+            say(f"REBUILD FAILED {self.failed}")
+            done(f"failed-{self.kind}-{self.name}")
+        finally:
+            open(self.ready, "a").close()  # never leave the next one waiting
+
+    def wait_expanded(self):
+        while not os.path.exists(self.ready) and self.is_alive():
+            time.sleep(0.5)
 
 
 def install_triton(name, wheel):
@@ -157,9 +183,11 @@ def standins(release, wheel):
 
 
 def wait_for(key):
+    """Until `key` is done (or failed: the probe then says what is missing)."""
     path = os.path.join(H, "done")
     while True:
-        if os.path.exists(path) and key in open(path).read().split():
+        said = open(path).read().split() if os.path.exists(path) else []
+        if key in said or f"failed-{key}" in said:
             return
         time.sleep(1)
 
@@ -215,25 +243,34 @@ def main():
                 say(f"matrix for {release.cell} failed:\n{traceback.format_exc()}")
                 done(f"probed-{release.version}")
 
+    def then_torch(release):
+        def go(wheel):
+            standins(release, wheel)
+            done(f"torch-{release.version}")
+            probes.put(release)
+        return go
+
+    def then_triton(name):
+        return lambda wheel: install_triton(name, wheel)
+
     worker = threading.Thread(target=prober)
     worker.start()
-    previous = {"torch": None, "triton": None}
+    chains = {"torch": [], "triton": []}  # the Rebuilds of each kind, in stream order
     try:
         for kind, name, folder in bundles():
             if kind == "runtime":
                 install_runtime(name, folder)
                 continue
-            wheel = rebuild(kind, name, folder, previous[kind])
-            if previous[kind]:  # the next one patches on this one only
-                shutil.rmtree(os.path.join(H, "raw", kind, previous[kind]), ignore_errors=True)
-            previous[kind] = name
-            if kind == "triton":
-                install_triton(name, wheel)
-                continue
-            release = BY_VERSION[name]
-            standins(release, wheel)
-            done(f"torch-{name}")
-            probes.put(release)
+            chain = chains[kind]
+            if chain:
+                chain[-1].wait_expanded()  # this one patches on its raw members
+            then = then_torch(BY_VERSION[name]) if kind == "torch" else then_triton(name)
+            chain.append(Rebuild(kind, name, folder, chain[-1].name if chain else None, then))
+            _tidy(chain)
+        for chain in chains.values():
+            for rebuild in chain:
+                rebuild.join()
+            _tidy(chain)
     except BaseException:
         say(f"daemon stopped:\n{traceback.format_exc()}")
         raise
@@ -242,6 +279,13 @@ def main():
         worker.join()
         say("daemon: all done")
         done("all")
+
+
+def _tidy(chain):
+    """Raw members nobody needs any more: their own rebuild ended and the next one's expanded."""
+    for older, newer in zip(chain, chain[1:]):
+        if not older.is_alive() and os.path.exists(newer.ready):
+            shutil.rmtree(older.keep, ignore_errors=True)
 
 
 def reprobe(version):

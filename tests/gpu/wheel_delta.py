@@ -132,15 +132,21 @@ def _write_skeleton(wheel, cuts, path):
         raise SystemExit("zstd failed on the skeleton")
 
 
-def unpack(folder, target, previous, keep):
-    """Rebuild the wheel described in `folder` as `target` (its folder); check its sha256."""
+def unpack(folder, target, previous, keep, ready=None):
+    """Rebuild the wheel described in `folder` as `target` (its folder); check its sha256.
+    `ready` is touched once every raw member is expanded: the next release's unpack may start
+    (it patches on them) while this one still deflates."""
     with open(os.path.join(folder, "manifest.json")) as handle:
         manifest = json.load(handle)
     prev = _raw_index(previous)
     os.makedirs(keep, exist_ok=True)
     with ThreadPoolExecutor(max_workers=len(manifest["members"]) or 1) as pool:
-        deflated = list(pool.map(lambda m: _unpack_member(folder, m, prev, keep),
-                                 manifest["members"]))
+        list(pool.map(lambda m: _expand(folder, m, prev, keep), manifest["members"]))
+        with open(os.path.join(keep, "index.json"), "w") as handle:
+            json.dump({m["key"]: m["blob"] + ".raw" for m in manifest["members"]}, handle)
+        if ready:
+            open(ready, "w").close()
+        deflated = list(pool.map(lambda m: _deflated(m, keep), manifest["members"]))
     skeleton = subprocess.run(["zstd", "-q", "-d", "-c", os.path.join(folder, "skeleton.zst")],
                               stdout=subprocess.PIPE, check=True).stdout
     path = os.path.join(target, manifest["wheel"])
@@ -159,18 +165,20 @@ def unpack(folder, target, previous, keep):
         raise SystemExit(f"{manifest['wheel']}: rebuilt with sha256 {digest}, "
                          f"PyPI's is {manifest['sha256']}")
     os.replace(path + ".part", path)
-    with open(os.path.join(keep, "index.json"), "w") as handle:
-        json.dump({m["key"]: m["blob"] + ".raw" for m in manifest["members"]}, handle)
     return path
 
 
-def _unpack_member(folder, member, prev, keep):
+def _expand(folder, member, prev, keep):
     raw = os.path.join(keep, member["blob"] + ".raw")
     argv = ["zstd", "-q", "-f", "-d", "--long=31", "--memory=2048MB",
             os.path.join(folder, member["blob"]), "-o", raw]
     if member.get("patch_of"):
         argv[3:3] = [f"--patch-from={prev[member['patch_of']]}"]
     subprocess.run(argv, check=True)
+
+
+def _deflated(member, keep):
+    raw = os.path.join(keep, member["blob"] + ".raw")
     data = _deflate(raw, member["method"])
     with open(raw, "rb") as handle:
         crc = zlib.crc32(handle.read())
@@ -201,6 +209,7 @@ def main(argv=None):
     parser.add_argument("out", help="pack: the packed folder; unpack: the folder for the wheel")
     parser.add_argument("--previous", help="the previous release's raw members (its --keep)")
     parser.add_argument("--keep", required=True, help="where this release's raw members go")
+    parser.add_argument("--ready", help="unpack: a file touched once the raw members are there")
     args = parser.parse_args(argv)
     if args.verb == "pack":
         manifest = pack(args.source, args.out, args.previous, args.keep)
@@ -208,7 +217,7 @@ def main(argv=None):
         print(f"{manifest['wheel']}: {manifest['bytes'] / 2**20:.0f} MiB -> {sizes / 2**20:.0f}"
               f" MiB packed ({len(manifest['members'])} large members)")
     else:
-        print(unpack(args.source, args.out, args.previous, args.keep))
+        print(unpack(args.source, args.out, args.previous, args.keep, args.ready))
     return 0
 
 
