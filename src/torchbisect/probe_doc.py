@@ -170,6 +170,11 @@ def _case(name: str, case: Any) -> None:
 
 
 def _env_value(key: str, value: Any) -> None:
+    if key == "unknown":  # why a key is null: {key: reason}, both text (the probe's gather_env)
+        if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            raise Rejected(f"env unknown is not a mapping of text to text ({_short(value)})")
+        return
     if key == "capability" and isinstance(value, list):  # older probes wrote [9, 0]
         if len(value) > 4 or not all(type(v) is int for v in value):
             raise Rejected(f"env capability is not a version ({_short(value)})")
