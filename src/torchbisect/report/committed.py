@@ -101,7 +101,7 @@ def render_fresh(repo: Path, page: CommittedPage, out_root: Path, *,
     with tempfile.TemporaryDirectory() as scratch:
         source = page.open_source(repo, Path(scratch))
         written = render_runs(source.latest(), source.bisections(), out, generated=generated,
-                              links=Links())
+                              links=Links(), store=page.source)
     return out, sorted(p.relative_to(out).as_posix() for p in written)
 
 
