@@ -213,6 +213,8 @@ def row_summary(columns: tuple[Column, ...], cases: tuple[CaseCell, ...]) -> str
     by_word: dict[str, list[str]] = {}
     for col, c in measured:
         by_word.setdefault(c.mark.word, []).append(col.title)
+    if len({c.mark.word for _, c in measured + controls}) == 1 and len(measured + controls) > 1:
+        return f"all {len(measured + controls)} cases {(measured + controls)[0][1].mark.word}"
     if len(by_word) == 1:
         [(word, titles)] = by_word.items()
         parts = [f"all {len(titles)} cases {word}" if len(titles) > 1 else f"{word}: {titles[0]}"]
