@@ -99,7 +99,7 @@ def test_an_opened_build_is_never_covered_by_the_rows_below_it(page21, size, n):
         sheet = _open(browser, f"{_row(n)} th[scope=row] summary")
         _assert_uncovered(browser, sheet)
         text = browser.eval(f"document.querySelector({sheet!r}).innerText")
-    assert "driver" in text and ("The probe's output" in text)
+    assert "driver" in text and ("The probe's output" in text) is (n > 0)
 
 
 @pytest.mark.parametrize("where", ["td.c.case:last-child", "td.c.case:nth-child(4)"],
@@ -189,13 +189,18 @@ def test_the_nu_checker_finds_no_error_and_no_warning(page21):
 
 
 @SIZES
-@pytest.mark.parametrize("opened", ["", "th[scope=row] summary"], ids=["closed", "opened"])
+@pytest.mark.parametrize("opened", ["", f"{_row(10)} th[scope=row] summary",
+                                    f"{_row(0)} th[scope=row] summary",
+                                    f"{_row(10)} td.c.case:last-child summary"],
+                         ids=["closed", "a-build", "a-build-without-log", "a-cell"])
 def test_axe_finds_no_violation(page21, size, opened):
+    if size == PHONE and "td.c" in opened:
+        pytest.skip("a phone draws no case cells: their verdicts are in the build's sheet")
     axe = _tool("TORCHBISECT_TEST_AXE", NODE / "axe-core" / "axe.min.js").read_text()
     with _browser(size) as browser:
         browser.open(page21)
         if opened:
-            _open(browser, f"{_row(10)} {opened}")
+            _open(browser, opened)
         browser.call("Runtime.evaluate", expression=axe)
         found = browser.call("Runtime.evaluate", awaitPromise=True, returnByValue=True,
                              expression="axe.run(document).then(r => r.violations.map("

@@ -372,7 +372,8 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
     how = made_with(runs)
     if how and sections:  # sibling pages of one GPU differ in how their runs were made
         title = f"{title} · {how}"
-    source = "; ".join(x for x in (f"measured with {how}" if how else "",
+    verb = "drawn from" if how == _BACKENDS["recorded probe JSON"] else "measured with"
+    source = "; ".join(x for x in (f"{verb} {how}" if how else "",
                                    f"read from {store}" if store else "") if x)
     stamp = generated.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     legend, legend_more = legend_for(_marks_shown(sections))
