@@ -206,3 +206,18 @@ def test_axe_finds_no_violation(page21, size, opened):
                              expression="axe.run(document).then(r => r.violations.map("
                                         "v => [v.id, v.nodes.length, v.nodes[0].target]))")
     assert found["result"]["value"] == []
+
+
+def test_on_a_phone_the_sheet_closes_from_its_close_button_above_it(page21):
+    with _browser(PHONE) as browser:
+        browser.open(page21)
+        sheet = _open(browser, f"{_row(20)} th[scope=row] summary")
+        top = browser.eval(f"{RECT_JS}({sheet!r})")["top"]
+        # the button is drawn by the opened summary itself, just above the sheet's right end
+        x, y = PHONE[0] - 40, top - 24
+        assert browser.eval(f"document.elementFromPoint({x}, {y}).closest('summary') === "
+                            f"document.querySelector({_row(20) + ' th[scope=row] summary'!r})")
+        for kind in ("mousePressed", "mouseReleased"):
+            browser.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left",
+                         clickCount=1)
+        assert browser.eval("document.querySelectorAll('details[name][open]').length") == 0
