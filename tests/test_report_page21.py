@@ -127,9 +127,15 @@ def test_on_a_desk_an_opened_build_stays_in_its_card_and_moves_no_row(page21):
         sheet = _open(browser, f"{_row(20)} th[scope=row] summary")
         box = browser.eval(f"{RECT_JS}({sheet!r})")
         card = browser.eval(f"{RECT_JS}('#gpu-nvidia-h200')")
+        # a hash and a time are one line each, not broken mid-token
+        lines = browser.eval(f"Object.fromEntries([...document.querySelectorAll({sheet!r} + "
+                             "' dl.facts dt')].map(dt => [dt.innerText, Math.round("
+                             "dt.nextElementSibling.getBoundingClientRect().height / "
+                             "parseFloat(getComputedStyle(dt.nextElementSibling).lineHeight))]))")
         browser.eval("scrollTo(0, 0)")
         after = browser.eval(rows)
     assert len(before) > 21 and after == before
+    assert lines["git_version"] == lines["started"] == lines["wheel sha256"] == 1, lines
     assert card["top"] <= box["top"] and box["bottom"] <= card["bottom"]
     assert card["left"] <= box["left"] and box["right"] <= card["right"]
 

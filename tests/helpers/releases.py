@@ -8,6 +8,7 @@ measured 2.11–2.15; each run has a log of the tool's real shape (uv's warnings
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 from torchbisect.model import Channel, ProbeResult, Verdict
 from torchbisect.report.synthetic import synthetic_run
@@ -73,5 +74,6 @@ def release_runs() -> list:
             run = dataclasses.replace(run, cell=dataclasses.replace(
                 run.cell, channel=Channel.PREINSTALLED, id="preinstalled", version="2.11.0",
                 cuda="", python="", url=None))
-        runs.append(dataclasses.replace(run, backend="venv"))
+        runs.append(dataclasses.replace(run, backend="venv", wheel_sha256=hashlib.sha256(
+            version.encode()).hexdigest()))
     return runs
