@@ -349,7 +349,7 @@ def test_a_preinstalled_release_is_shown_as_that_release_among_the_stable_ones()
 
 
 def test_versions_and_times_read_as_such():
-    from torchbisect.report.view import cudnn_version
+    from torchbisect.report.rows import cudnn_version
 
     assert [cudnn_version(v) for v in (91900, 90100, 8902, 8600, None)] == [
         "9.19.0", "9.1.0", "8.9.2", "8.6.0", ""]
@@ -434,7 +434,7 @@ def test_sibling_pages_say_how_their_runs_were_made_and_when():
 
 
 def test_a_row_summary_names_the_cases_a_phone_has_no_room_for():
-    from torchbisect.report.view import row_summary
+    from torchbisect.report.rows import row_summary
 
     page = build_view([run("2.15.0+cu132", BAD),
                        run("2.3.0+cu121", {"capture_data_ptr": (5, 5),
