@@ -456,3 +456,13 @@ def test_the_upstream_link_reads_as_words():
                                           '"CUDA graph" stale (a GitHub search)')
     assert link_text("https://github.com/pytorch/pytorch/issues/12345") == (
         "pytorch/pytorch#12345 on GitHub")
+
+
+def test_long_tokens_may_break_where_a_reader_expects_and_nowhere_else():
+    from torchbisect.report.html import breaks
+
+    sha = "9f37c46b1da1d9d38305b030b432631083aaecc0b19a3b70fcf870326a81b337"
+    assert str(breaks(f"preinstalled:2.11.0:{sha}")).split("<wbr>") == [
+        "preinstalled:2.11.0:", sha[:16], sha[16:32], sha[32:48], sha[48:]]
+    assert str(breaks("2026-11-29 23:48:45 UTC")) == "2026-11-29 23:48:45 UTC"
+    assert str(breaks("torch-2.12.0-cp312.whl <b>")) == "torch-2.12.0-<wbr>cp312.whl &lt;b&gt;"
