@@ -173,8 +173,12 @@ def test_an_images_preinstalled_torch_has_its_version_everywhere(tmp_path):
     results = json.loads((tmp_path / "results.json").read_text())
     (cell,) = [r["cell"] for r in results["runs"]]
     assert cell["version"] == "2.13.0+cpu" and cell["cuda"] == "cpu"
-    assert "2.13.0+cpu" in (tmp_path / "summary.md").read_text()
-    assert ">2.13.0+cpu<" in (tmp_path / "index.html").read_text()
+    assert "| 2.13.0 | stable, preinstalled |" in (tmp_path / "summary.md").read_text()
+    page = (tmp_path / "index.html").read_text()
+    # the build's name is the release, its CUDA tag on the line below, the full version in its
+    # details
+    assert '<span class="ver">2.13.0</span><span class="sub">cpu · py' in page
+    assert "<dd>2.13.0+cpu</dd>" in page
 
 
 def test_plan_names_an_images_torch_and_counts_in_english(capsys):

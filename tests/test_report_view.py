@@ -110,9 +110,9 @@ def test_rows_are_grouped_by_channel_in_version_and_date_order():
             run("2.16.0+cu132", BAD, channel=Channel.TEST),
             run("2.16.0+cu132", BAD, channel=Channel.DEV, cell_id="dev-my-fix")]
     assert _rows(build_view(runs, [], generated=NOW)) == [
-        ("stable", "2.9.1+cu128"), ("stable", "2.10.0+cu128"), ("stable", "2.15.0+cu132"),
-        ("test", "2.16.0+cu132"), ("nightly", "2026-03-02"), ("nightly", "2026-03-10"),
-        ("dev", "2.16.0+cu132"), ("preinstalled", "2.11.0a0+gitabc")]
+        ("stable", "2.9.1"), ("stable", "2.10.0"), ("stable", "2.15.0"),
+        ("test", "2.16.0"), ("nightly", "2026-03-02"), ("nightly", "2026-03-10"),
+        ("dev", "2.16.0"), ("preinstalled", "2.11.0a0")]
 
 
 def test_a_flaky_case_shows_its_stale_fraction():
@@ -139,7 +139,7 @@ def test_controls_that_behave_are_not_drawn_as_affected():
 def test_an_infrastructure_failure_is_shown_with_its_reason_and_no_verdict():
     page = build_view([run("2.12.0+cu130", infra="uv: wheel download failed (HTTP 503)"),
                        run("2.11.0+cu130", BAD)], [], generated=NOW)
-    row = next(r for r in page.sections[0].groups[0].rows if r.label == "2.12.0+cu130")
+    row = next(r for r in page.sections[0].groups[0].rows if r.label == "2.12.0")
     assert (row.mark.kind, row.mark.word) == ("infra", "infra failure")
     assert row.mark.note == "uv: wheel download failed (HTTP 503)"
     assert row.cases == () and not row.mark.is_affected and not row.mark.is_safe
@@ -323,3 +323,146 @@ def test_a_model_never_affected_has_no_fix_to_compare():
     # the disagreement is the first affected nightly, said once
     assert c.differences == ("first affected nightly: none found on NVIDIA GB300; 2026-03-01 on "
                              "NVIDIA H100",)
+
+
+# -- the page as its readers meet it (issue 35) -------------------------------------------------
+
+def _preinstalled(version: str, *, backend: str = "venv", image: str | None = None):
+    made = run(version, BAD, channel=Channel.PREINSTALLED, cell_id="preinstalled")
+    cell = dataclasses.replace(made.cell, base_image=image)
+    return dataclasses.replace(made, cell=cell, backend=backend)
+
+
+def test_a_preinstalled_release_is_shown_as_that_release_among_the_stable_ones():
+    runs = [run("2.15.0+cu132", BAD), run("2.12.0+cu130", BAD),
+            _preinstalled("2.11.0+cu130", backend="docker", image="torchbisect/h200:torch-2.11.0"),
+            _preinstalled("2.11.0a0+gitabc")]
+    page = build_view(runs, [], generated=NOW)
+    assert _rows(page) == [("stable", "2.11.0"), ("stable", "2.12.0"), ("stable", "2.15.0"),
+                           ("preinstalled", "2.11.0a0")]
+    [release] = [r for r in page.sections[0].groups[0].rows if r.label == "2.11.0"]
+    assert release.sub == "cu130 · py3.12 · preinstalled"
+    assert dict(release.facts)["from"] == ("preinstalled in the image "
+                                          "torchbisect/h200:torch-2.11.0, docker backend")
+    [other] = page.sections[0].groups[1].rows
+    assert dict(other.facts)["from"].startswith("preinstalled: the torch of the python")
+
+
+def test_versions_and_times_read_as_such():
+    from torchbisect.report.rows import cudnn_version
+
+    assert [cudnn_version(v) for v in (91900, 90100, 8902, 8600, None)] == [
+        "9.19.0", "9.1.0", "8.9.2", "8.6.0", ""]
+    made = run("2.15.0+cu132", BAD, started="2026-11-29T23:48:45.379326+00:00")
+    made = dataclasses.replace(made, result=dataclasses.replace(
+        made.result, env={**made.result.env, "cudnn": 91900}))
+    facts = dict(build_view([made], [], generated=NOW).sections[0].groups[0].rows[0].facts)
+    assert facts["cuDNN"] == "9.19.0" and facts["started"] == "2026-11-29 23:48:45 UTC"
+
+
+def test_the_log_excerpt_leads_with_the_probe_and_leaves_out_uvs_deprecation_warnings():
+    log = ("# torchbisect: stable-2.12.0-cu130-cp312 started 2026-11-29T23:48:36Z backend=venv\n"
+           "$ /usr/local/bin/uv venv --no-project /w/.torchbisect/venvs/x\n"
+           "warning: The `UV_NATIVE_TLS` environment variable is deprecated and will be removed "
+           "in a future release. Use `UV_SYSTEM_CERTS` instead.\n"
+           "warning: The `native-tls` setting is deprecated and will be removed in a future "
+           "release. Use `system-certs` instead.\n"
+           " + torch==2.12.0 (from file:///tmp/w/torch-2.12.0-cp312-cp312-linux_x86_64.whl)\n"
+           "$ /w/.torchbisect/venvs/x/bin/python /w/probes/stale_replay.py --trials 20\n"
+           "[stale_replay] capture_data_ptr         affected       0.8 s (4.4 s wall)\n"
+           "[stale_replay] verdict: affected (exit 1) in 29.4 s")
+    row = build_view([run("2.12.0+cu130", BAD, log=log)], [], generated=NOW
+                     ).sections[0].groups[0].rows[0]
+    assert row.log.probe.splitlines() == [
+        "$ .torchbisect/venvs/x/bin/python probes/stale_replay.py --trials 20",
+        "[stale_replay] capture_data_ptr         affected       0.8 s (4.4 s wall)",
+        "[stale_replay] verdict: affected (exit 1) in 29.4 s"]
+    assert row.log.dropped == 2 and "deprecated" not in row.log.setup
+    assert row.log.setup.splitlines()[-1].startswith(" + torch==2.12.0")
+    failed = run("2.12.0+cu130", infra="uv: HTTP 503", log="$ uv pip install x\nerror: HTTP 503")
+    failed_row = build_view([failed], [], generated=NOW).sections[0].groups[0].rows[0]
+    assert failed_row.log.probe == "" and "HTTP 503" in failed_row.log.setup
+
+
+def test_the_legend_explains_the_states_the_page_shows_and_keeps_the_others():
+    page = build_view([run("2.15.0+cu132", BAD), run("2.14.0+cu130", infra="HTTP 503")], [],
+                      generated=NOW)
+    assert [m.word for m, _ in page.legend] == ["affected", "as expected", "infra failure"]
+    assert len(page.legend) + len(page.legend_more) == 10
+    assert "refused" in [m.word for m, _ in page.legend_more]
+
+
+def test_a_compile_case_counts_its_stale_variant_as_its_neighbours_do():
+    made = run("2.15.0+cu132", {**BAD, "compile_reduce_overhead": Verdict.AFFECTED})
+    doc = dict(made.result.raw)
+    doc["cases"] = {**doc["cases"], "compile_reduce_overhead": {
+        **doc["cases"]["compile_reduce_overhead"],
+        "variants": {"inline_inplace": {"outcome": "correct", "stale_trials": 0, "trials": 6},
+                     "custom_op_data_ptr": {"outcome": "stale", "stale_trials": 4, "trials": 6}}}}
+    from torchbisect.model import ProbeResult
+
+    made = dataclasses.replace(made, result=ProbeResult.from_json(doc))
+    page = build_view([made], [], generated=NOW)
+    row = page.sections[0].groups[0].rows[0]
+    cells = dict(zip([c.name for c in page.columns], row.cases, strict=True))
+    assert cells["capture_data_ptr"].mark.note == "stale 5/5"
+    assert cells["compile_reduce_overhead"].mark.note == "stale 4/6"
+    assert cells["compile_reduce_overhead"].stale == "stale 4/6 calls (67%) in custom_op_data_ptr"
+
+
+def test_one_gpu_is_one_line_with_the_cuda_runtimes_of_its_builds():
+    newer = run("2.15.0+cu132", BAD)
+    newer = dataclasses.replace(newer, result=dataclasses.replace(
+        newer.result, env={**newer.result.env, "cuda_runtime": "13.2"}))
+    page = build_view([run("2.12.0+cu130", BAD), run("2.13.0+cu130", BAD), newer], [],
+                      generated=NOW)
+    [env] = page.sections[0].environments
+    assert (env.gpu, env.runs, env.cuda_runtimes) == ("NVIDIA H200", 3, (("13.0", 2), ("13.2", 1)))
+
+
+def test_sibling_pages_say_how_their_runs_were_made_and_when():
+    docker = [dataclasses.replace(run("2.12.0+cu130", BAD, started="2026-12-01T09:10:00Z"),
+                                  backend="docker")]
+    recorded = [dataclasses.replace(run("2.12.0+cu130", BAD), backend="recorded probe JSON")]
+    on_docker = build_view(docker, [], generated=NOW, store="results.sqlite")
+    from_documents = build_view(recorded, [], generated=NOW)
+    assert on_docker.title.endswith("· the docker backend")
+    assert on_docker.source == "measured with the docker backend; read from results.sqlite"
+    assert on_docker.newest_run == "2026-12-01"
+    assert from_documents.title.endswith("· recorded probe documents")
+    assert from_documents.newest_run == "not dated (recorded probe documents carry no date)"
+
+
+def test_a_row_summary_names_the_cases_a_phone_has_no_room_for():
+    from torchbisect.report.rows import row_summary
+
+    page = build_view([run("2.15.0+cu132", BAD),
+                       run("2.3.0+cu121", {"capture_data_ptr": (5, 5),
+                                           "capture_write": (5, 5),
+                                           "compile_reduce_overhead": Verdict.NOT_APPLICABLE,
+                                           "control_clone": (5, 5)})], [], generated=NOW)
+    rows = {r.label: r for r in page.sections[0].groups[0].rows}
+    assert rows["2.15.0"].summary == "all 2 cases affected; controls as expected"
+    assert rows["2.3.0"].summary == ("2 affected; not applicable: compile (reduce-overhead); "
+                                     "controls: control: clone() affected")
+    assert row_summary(page.columns, rows["2.15.0"].cases).endswith("controls as expected")
+
+
+def test_the_upstream_link_reads_as_words():
+    from torchbisect.report.advice import link_text
+    from torchbisect.report.page import UPSTREAM_SEARCH
+
+    assert link_text(UPSTREAM_SEARCH) == ('pytorch/pytorch issues matching _lazy_clone '
+                                          '"CUDA graph" stale (a GitHub search)')
+    assert link_text("https://github.com/pytorch/pytorch/issues/12345") == (
+        "pytorch/pytorch#12345 on GitHub")
+
+
+def test_long_tokens_may_break_where_a_reader_expects_and_nowhere_else():
+    from torchbisect.report.html import breaks
+
+    sha = "9f37c46b1da1d9d38305b030b432631083aaecc0b19a3b70fcf870326a81b337"
+    assert str(breaks(f"preinstalled:2.11.0:{sha}")).split("<wbr>") == [
+        "preinstalled:2.11.0:", sha[:16], sha[16:32], sha[32:48], sha[48:]]
+    assert str(breaks("2026-11-29 23:48:45 UTC")) == "2026-11-29 23:48:45 UTC"
+    assert str(breaks("torch-2.12.0-cp312.whl <b>")) == "torch-2.12.0-<wbr>cp312.whl &lt;b&gt;"

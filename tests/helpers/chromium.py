@@ -5,7 +5,8 @@ pipe` reads protocol commands on fd 3 and writes replies on fd 4, NUL-separated 
 opened at a given viewport (a phone: mobile emulation, so `<meta name=viewport>` applies), then
 measured with `Runtime.evaluate`, clicked with real mouse events, and captured as PNG.
 
-    python tests/helpers/chromium.py PAGE.html OUT.png 390x844   # one screenshot
+    python tests/helpers/chromium.py PAGE.html OUT.png 390x844 [SELECTOR]   # one screenshot,
+                                                # after a click on SELECTOR when one is given
 """
 
 from __future__ import annotations
@@ -130,12 +131,17 @@ class Browser:
         return Path(out)
 
 
-def screenshot(page: Path, out: Path, width: int, height: int) -> Path:
+def screenshot(page: Path, out: Path, width: int, height: int, click: str = "") -> Path:
+    """The page at `width`×`height` (a phone below 600 px), after a click on `click` if given:
+    the opened page shows what the click opened, scrolled into view."""
     with Browser(width, height, mobile=width < 600) as browser:
         browser.open(page)
+        if click and browser.eval(f"!!document.querySelector({json.dumps(click)})"):
+            browser.click(click)
         return browser.screenshot(out)
 
 
 if __name__ == "__main__":
     size = sys.argv[3].split("x")
-    print(screenshot(Path(sys.argv[1]), Path(sys.argv[2]), int(size[0]), int(size[1])))
+    print(screenshot(Path(sys.argv[1]), Path(sys.argv[2]), int(size[0]), int(size[1]),
+                     *sys.argv[4:5]))

@@ -50,24 +50,29 @@ def render(store: RunSource, out_dir: Path, *, empty_reason: str = "",
            links: Links | None = None, runners=None) -> list[Path]:
     """With `runners` (runners.yaml, loaded), `store` is an AttendanceSource: the page says which
     declared kinds reported in the latest run."""
+    path = getattr(store, "path", None)  # a store's file is named on the page (never its folder)
     return render_runs(store.latest(), store.bisections(), Path(out_dir),
                        generated=dt.datetime.now(dt.timezone.utc), empty_reason=empty_reason,
                        links=links, runners=runners,
-                       attendance=store.attendance() if runners else ())
+                       attendance=store.attendance() if runners else (),
+                       store=Path(path).name if path else "")
 
 
 def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Path, *,
                 generated: dt.datetime, empty_reason: str = "",
-                links: Links | None = None, runners=None, attendance=()) -> list[Path]:
+                links: Links | None = None, runners=None, attendance=(),
+                store: str = "") -> list[Path]:
     """Write the page's files into `out_dir` and return their paths: the four documents, the
     probe script the page's self-check runs (published beside it, so the page is enough), and the
-    JSON Schemas of results.json and of a probe's document."""
+    JSON Schemas of results.json and of a probe's document.  `store`: what the runs were read
+    from, as the page names it."""
     out_dir = Path(out_dir)
     runs = [with_probed_version(r) for r in runs]
     page = build_view(runs, bisections, generated=generated, empty_reason=empty_reason,
                       examples=example_links(out_dir) if not measured_on_a_gpu(runs) else (),
                       links=links,
-                      bench=workaround_bench(out_dir), runners=runners, attendance=attendance)
+                      bench=workaround_bench(out_dir), runners=runners, attendance=attendance,
+                      store=store)
     osv = osv_document(runs, bisections, generated=generated,
                        headlines=tuple(s.headline for s in page.sections),
                        differences=page.comparison.differences if page.comparison else (),

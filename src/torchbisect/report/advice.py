@@ -8,7 +8,9 @@ pytorch/pytorch's issues, since the bug had no issue of record when this was wri
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import unquote_plus, urlsplit
 
 from .headline import Headline, version_key
 from .page import UPSTREAM_SEARCH, Advice, Links, Section
@@ -108,4 +110,22 @@ def build_advice(sections: tuple[Section, ...], links: Links,
     return Advice(workaround=WORKAROUND, cost=cost_sentence(bench.get("data") or {}),
                   cost_href=bench.get("href", ""), fixes=fixes, check=CHECK,
                   check_href=PROBE_FILE, check_meaning=CHECK_MEANING, tool=TOOL,
-                  tool_meaning=TOOL_MEANING, upstream=links.upstream or UPSTREAM_SEARCH)
+                  tool_meaning=TOOL_MEANING, upstream=links.upstream or UPSTREAM_SEARCH,
+                  upstream_text=link_text(links.upstream or UPSTREAM_SEARCH))
+
+
+_GITHUB_THREAD = re.compile(r"/([\w.-]+)/([\w.-]+)/(?:issues|pull)/(\d+)/?$")
+
+
+def link_text(url: str) -> str:
+    """What a link to `url` says instead of the URL: `pytorch/pytorch#12345` for a GitHub issue
+    or pull request, the query of a GitHub issue search, else the host and path decoded."""
+    parts = urlsplit(url)
+    if parts.netloc == "github.com":
+        if m := _GITHUB_THREAD.match(parts.path):
+            return f"{m[1]}/{m[2]}#{m[3]} on GitHub"
+        if parts.path.endswith("/issues") and parts.query.startswith("q="):
+            repo = parts.path.strip("/").removesuffix("/issues")
+            query = unquote_plus(parts.query[2:].split("&", 1)[0]).replace("is:issue", "").strip()
+            return f"{repo} issues matching {query} (a GitHub search)"
+    return unquote_plus(f"{parts.netloc}{parts.path}".rstrip("/")) or url

@@ -31,7 +31,12 @@ from .page import Links
 # What may differ between two renders of the same data: when each was drawn.
 _STAMPS = re.compile(r'(Generated \d{4}-\d\d-\d\d \d\d:\d\d UTC'
                      r'|"generated": "[^"]*"|"modified": "[^"]*")')
-SCREENSHOTS = (("screenshot.png", "1400x1000"), ("screenshot-390x844.png", "390x844"))
+# (file, size, what is clicked first): the page as it opens, and with its first build opened (a
+# desk's pop-up over the table, a phone's sheet).
+_FIRST_BUILD = ".matrix tbody:not(.fold) th[scope=row] summary"
+SCREENSHOTS = (("screenshot.png", "1400x1000", ""), ("screenshot-390x844.png", "390x844", ""),
+               ("screenshot-opened.png", "1400x1000", _FIRST_BUILD),
+               ("screenshot-390x844-opened.png", "390x844", _FIRST_BUILD))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,7 +106,7 @@ def render_fresh(repo: Path, page: CommittedPage, out_root: Path, *,
     with tempfile.TemporaryDirectory() as scratch:
         source = page.open_source(repo, Path(scratch))
         written = render_runs(source.latest(), source.bisections(), out, generated=generated,
-                              links=Links())
+                              links=Links(), store=page.source)
     return out, sorted(p.relative_to(out).as_posix() for p in written)
 
 
@@ -158,10 +163,11 @@ def _screenshots(repo: Path, folder: Path, say) -> None:
     if not (shutil.which("chromium") or shutil.which("chromium-browser")) or not helper.is_file():
         say(f"{folder}: screenshots not retaken: no chromium on PATH (apt-get install chromium)")
         return
-    for name, size in SCREENSHOTS:
+    for name, size, click in SCREENSHOTS:
         subprocess.run([sys.executable, str(helper), str(folder / "index.html"),
-                        str(folder / name), size], check=True, stdout=subprocess.DEVNULL)
-        say(f"{folder / name}: retaken at {size}")
+                        str(folder / name), size, *([click] if click else [])], check=True,
+                       stdout=subprocess.DEVNULL)
+        say(f"{folder / name}: retaken at {size}{', opened' if click else ''}")
 
 
 def main(argv: list[str] | None = None) -> int:

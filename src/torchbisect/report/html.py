@@ -7,6 +7,7 @@ forbids scripts, so a mistake in escaping would be blocked (and logged) rather t
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 import jinja2
@@ -25,6 +26,29 @@ def code_spans(text: str) -> Markup:
                            for i, p in enumerate(parts))
 
 
+_AFTER = re.compile(r"(?<=[/?&=])|(?<=[-:])(?!\d)")  # not inside a date, time or version
+_HEX = re.compile(r"([0-9a-f]{24,})")
+
+
+def breaks(text: str) -> Markup:
+    """`text` escaped, with line-break opportunities (<wbr>) where a reader expects a long
+    token to break: after a path's or URL's separators, and every 16 digits of a long hash, so
+    a narrow sheet never breaks `2026-11-29` or a version in the middle."""
+    pieces = []
+    for part in _AFTER.split(str(text)):
+        for chunk in _HEX.split(part):
+            if _HEX.fullmatch(chunk):
+                pieces += [chunk[i:i + 16] for i in range(0, len(chunk), 16)]
+            elif chunk:
+                pieces.append(chunk)
+    return Markup("<wbr>").join(escape(p) for p in pieces)
+
+
+def capitalize_first(text: str) -> str:
+    text = str(text)
+    return text[:1].upper() + text[1:]
+
+
 @cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -35,6 +59,8 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["code_spans"] = code_spans
+    env.filters["breaks"] = breaks
+    env.filters["capitalize_first"] = capitalize_first
     return env
 
 

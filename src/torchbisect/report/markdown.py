@@ -95,12 +95,16 @@ def _summary(column: tuple[tuple[Mark, int], ...]) -> str:
 def _line(channel: str, rows: list[Row], cells: list[str], ncols: int) -> str:
     first, last = rows[0], rows[-1]
     build = first.label if len(rows) == 1 else f"{first.label} … {last.label} ({len(rows)} builds)"
+    if len(rows) == 1 and first.origin and channel != "preinstalled":  # a release, preinstalled
+        channel = f"{channel}, preinstalled"
     padded = cells + [""] * (ncols + 1 - len(cells))
     return "| " + " | ".join([md_text(build), md_text(channel)] + padded) + " |"
 
 
 def render_markdown(page: PageView) -> str:
     out = [f"## torch._lazy_clone stale data: {md_text(page.title)}", ""]
+    if page.source:  # what sets this page apart from a sibling of the same GPU
+        out += [md_text(page.source[:1].upper() + page.source[1:]) + ".", ""]
     head = ["build", "channel", "verdict"] + [c.title for c in page.columns]
     if not page.sections:
         out += [md_spans(page.empty_reason), ""]
@@ -122,7 +126,7 @@ def render_markdown(page: PageView) -> str:
         envs = "; ".join(f"{e.gpu}, {'driver ' + e.driver if e.driver else 'driver not recorded'}, "
                          f"{'CUDA ' + e.cuda_runtime if e.cuda_runtime else 'no CUDA runtime'}"
                          for e in section.environments)
-        out += [f"- newest run: {md_text(h.newest_run) or 'date not recorded'}",
+        out += [f"- newest run: {md_text(h.newest_run or page.newest_run)}",
                 f"- environment: {md_text(envs)}", ""]
         out.append("| " + " | ".join(md_text(x) for x in head) + " |")
         out.append("|" + "---|" * len(head))

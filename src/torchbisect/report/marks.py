@@ -55,7 +55,7 @@ CONTROLS = {"control_clone": Verdict.NOT_AFFECTED, "control_stale": Verdict.AFFE
 
 # The legend, in the order a reader meets the kinds: (mark, what it means).
 LEGEND: tuple[tuple[Mark, str], ...] = (
-    (_BY_VERDICT[Verdict.AFFECTED], "stale data seen (on every trial, when counted)"),
+    (_BY_VERDICT[Verdict.AFFECTED], "stale data seen; stale n/m: on n of the m trials run"),
     (FLAKY, "stale on some trials only: a race, with its rate"),
     (_BY_VERDICT[Verdict.NOT_AFFECTED], "correct results"),
     (_BY_VERDICT[Verdict.REFUSED], "not affected: the build raises a clear error instead"),
@@ -66,6 +66,15 @@ LEGEND: tuple[tuple[Mark, str], ...] = (
     (_BY_VERDICT[Verdict.ERROR], "error, crash or timeout inside the probe"),
     (INFRA, "install or container failed: no verdict, retried next run"),
 )
+
+
+def legend_for(shown) -> tuple[tuple[tuple[Mark, str], ...], tuple[tuple[Mark, str], ...]]:
+    """The legend's entries for the marks a page shows, and the others (a page of one state
+    explains that one first; the rest stay a click away).  An entry stands for every mark of its
+    kind and word; "error" also for "crashed" and "timeout", which it explains."""
+    seen = {(m.kind, "" if m.kind == "err" else m.word) for m in shown}
+    used = tuple(e for e in LEGEND if (e[0].kind, "" if e[0].kind == "err" else e[0].word) in seen)
+    return used, tuple(e for e in LEGEND if e not in used)
 
 
 def stale_note(case: CaseResult) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .headline import Headline
+from .logs import LogExcerpt
 from .marks import Mark
 from .timeline import Timeline
 
@@ -42,7 +43,13 @@ class Row:
     cases: tuple[CaseCell, ...]  # one per page column; empty for an infrastructure failure
     run_line: str  # GPU · driver · torch git, repeated in every case cell's details
     facts: tuple[Fact, ...]
-    log_excerpt: str
+    log: LogExcerpt
+    summary: str = ""  # the cases in a line ("all 5 cases affected; controls as expected")
+    origin: str = ""  # a preinstalled torch: where it came from
+
+    @property
+    def log_excerpt(self) -> str:
+        return self.log.text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,11 +90,17 @@ class Group:
 
 @dataclass(frozen=True, kw_only=True)
 class Environment:
+    """One GPU and driver; the CUDA runtimes are the builds' own (each wheel brings its own)."""
+
     gpu: str
     driver: str
-    cuda_runtime: str
     capability: str
     runs: int
+    cuda_runtimes: tuple[tuple[str, int], ...] = ()  # (runtime, runs), "" for a CPU-only torch
+
+    @property
+    def cuda_runtime(self) -> str:
+        return ", ".join(c for c, _ in self.cuda_runtimes if c)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,6 +142,7 @@ class Advice:
     tool: str
     tool_meaning: str
     upstream: str
+    upstream_text: str = ""  # what the link says: never the raw, percent-encoded URL
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,8 +184,10 @@ class PageView:
     sections: tuple[Section, ...]
     bisections: tuple[BisectView, ...]
     bisection_timeline: Timeline | None  # when several GPUs: bisections are drawn on their own
-    legend: tuple[tuple[Mark, str], ...]
+    legend: tuple[tuple[Mark, str], ...]  # the states this page shows
     runs: int
+    legend_more: tuple[tuple[Mark, str], ...] = ()  # the other states, one click away
+    source: str = ""  # what sets the page apart: how the runs were made, from which store
     advice: Advice | None = None  # "What to do"; None on a page without results
     # For a page with no results: why there are none, and pages with real results to look at.
     empty_reason: str = ""

@@ -1,8 +1,9 @@
 """The page as data: `build_view(runs, bisections)` turns stored runs into sections, rows and cells.
 
-Everything the templates show is decided here, as plain strings and numbers, so the templates stay
-dumb and the logic (grouping, order, flaky display, infra failures, GPU separation) is unit-tested
-without a browser.  Strings from probes and logs stay raw here; escaping is the template's job.
+Everything the templates show is decided here (each build's row in rows.py), as plain strings and
+numbers, so the templates stay dumb and the logic (grouping, order, flaky display, infra failures,
+GPU separation, what the page says it is) is unit-tested without a browser.  Strings from probes
+and logs stay raw here; escaping is the template's job.
 """
 
 from __future__ import annotations
@@ -13,27 +14,25 @@ from collections import Counter
 from collections.abc import Sequence
 
 from .. import cells
-from ..model import CaseResult, CellRun, Channel, RunStatus
+from ..model import CellRun, Channel
 from ..outcome import BisectResult
 from .advice import build_advice
 from .bisections import bisect_view, gpu_of_bisection
 from .folding import fold_rows
-from .headline import build_headline, gpu_of, nightly_date, version_key
+from .headline import build_headline, gpu_of, is_release, nightly_date, version_key
 from .kinds import kind_views
-from .marks import LEGEND, NOT_RUN, Mark, mark_for_case, mark_for_run
+from .marks import Mark, legend_for
 from .models import compare
 from .page import (
-    CaseCell,
     Column,
     Environment,
-    Fact,
     Group,
     Links,
     PageView,
     Row,
     Section,
 )
-from .public import public_text, public_url
+from .rows import build_row, capability, env_of
 from .timeline import build_timeline
 
 CHANNEL_TITLES = {
@@ -65,116 +64,47 @@ def columns_for(runs: list[CellRun]) -> tuple[Column, ...]:
                  for n in names)
 
 
+def group_channel(run: CellRun) -> Channel:
+    """A preinstalled torch that is a release (2.11.0+cu130) is shown as that release: grouped
+    and ordered with the stable ones, its row saying where it came from."""
+    if run.cell.channel is Channel.PREINSTALLED and is_release(run):
+        return Channel.STABLE
+    return run.cell.channel
+
+
 def row_key(run: CellRun) -> tuple:
-    order = list(Channel).index(run.cell.channel)
+    order = list(Channel).index(group_channel(run))
     when = nightly_date(run) if run.cell.channel is Channel.NIGHTLY else ""
     return (order, when, version_key(run.cell.version), run.cell.cuda, run.cell.python,
             run.cell.id)
 
 
-def _env(run: CellRun) -> dict:
-    return run.result.env if run.result else {}
-
-
-def _seconds(value: float) -> str:
-    return f"{value:.2f} s" if value < 10 else f"{value:.0f} s"
-
-
-_NOT_RUN = CaseCell(mark=NOT_RUN, stale="", time="", detail="this case is not in the run")
-
-
-def _case_cell(case: CaseResult | None) -> CaseCell:
-    if case is None:
-        return _NOT_RUN
-    stale = ""
-    if case.stale_fraction is not None:
-        stale = (f"{'flaky: ' if case.flaky else ''}stale {case.stale_trials}/{case.trials} "
-                 f"trials ({case.stale_fraction:.0%})")
-    return CaseCell(mark=mark_for_case(case), stale=stale, time=_seconds(case.seconds),
-                    detail=public_text(case.detail))
-
-
-def _run_facts(run: CellRun) -> tuple[Fact, ...]:
-    """The build's details (shown when its label is clicked); empty values are left out."""
-    env = _env(run)
-    pairs = [
-        ("infra failure", public_text(run.reason) if run.status is RunStatus.INFRA_FAILURE
-         else ""),
-        ("cell", run.cell.id),
-        ("torch", env.get("torch") or run.cell.version),
-        ("git_version", env.get("git_version")),
-        ("CUDA tag", run.cell.cuda),
-        ("CUDA runtime", env.get("cuda_runtime")),
-        ("cuDNN", env.get("cudnn")),
-        ("GPU", f"{gpu_of(run)} {_capability(env)}".strip()),
-        ("driver", run.driver or env.get("driver")),
-        ("Python", env.get("python") or run.cell.python),
-        ("backend", run.backend),
-        ("started", run.started),
-        ("install", run.seconds_install and _seconds(run.seconds_install)),
-        ("probe", run.seconds_probe and _seconds(run.seconds_probe)),
-        ("wheel", public_url(run.cell.url)),
-        ("wheel sha256", run.wheel_sha256),
-        ("probe version", run.probe_version),
-    ]
-    return tuple((k, str(v)) for k, v in pairs if v)
-
-
-def _capability(env: dict) -> str:
-    cap = env.get("capability")
-    if isinstance(cap, (list, tuple)):
-        cap = ".".join(str(c) for c in cap)
-    return f"(sm {cap})" if cap else ""
-
-
-def _label(run: CellRun) -> tuple[str, str]:
-    cell = run.cell
-    python = cell.python or _probed_python(run)
-    if cell.channel is Channel.NIGHTLY:
-        return nightly_date(run) or cell.version, f"{cell.version} · py{python}"
-    return cell.version, f"{cell.cuda or _probed_cuda(run)} · py{python}"
-
-
-def _probed_cuda(run: CellRun) -> str:
-    """A preinstalled torch's CUDA build, as the probe saw it ("cu130" from "2.11.0+cu130")."""
-    local = str(_env(run).get("torch", "")).partition("+")[2]
-    return local or "cuda ?"
-
-
-def _probed_python(run: CellRun) -> str:
-    return ".".join(str(_env(run).get("python", "?")).split(".")[:2])
-
-
-def build_row(run: CellRun, columns: tuple[Column, ...]) -> Row:
-    env = _env(run)
-    git = str(env.get("git_version", ""))[:12]
-    driver = run.driver or env.get("driver")
-    run_line = " · ".join(x for x in (gpu_of(run), f"driver {driver}" if driver else "",
-                                      f"torch git {git}" if git else "") if x)
-    by_name = {c.name: c for c in run.result.cases} if run.result else {}
-    cases = () if run.result is None else tuple(_case_cell(by_name.get(c.name)) for c in columns)
-    label, sub = _label(run)
-    return Row(cell_id=run.cell.id, label=label, sub=sub, mark=mark_for_run(run), cases=cases,
-               run_line=run_line, facts=_run_facts(run), log_excerpt=public_text(run.log_excerpt))
-
-
 def _groups(runs: list[CellRun], columns: tuple[Column, ...], where: str) -> tuple[Group, ...]:
     by_channel: dict[Channel, list[Row]] = {}
     for run in sorted(runs, key=row_key):
-        by_channel.setdefault(run.cell.channel, []).append(build_row(run, columns))
+        by_channel.setdefault(group_channel(run), []).append(build_row(run, columns))
     return tuple(Group(channel=ch.value, title=CHANNEL_TITLES[ch], rows=tuple(rows),
                        folds=fold_rows(rows, fold=ch is Channel.NIGHTLY, anchor=where))
                  for ch, rows in by_channel.items())
 
 
 def _environments(runs: list[CellRun]) -> tuple[Environment, ...]:
-    """Where the verdicts came from; an infrastructure failure ran nothing, so it is not counted."""
-    # `or ""`: a CPU-only torch reports cuda_runtime None, which must not read "CUDA None".
-    counts = Counter((gpu_of(r), str(r.driver or _env(r).get("driver") or ""),
-                      str(_env(r).get("cuda_runtime") or ""), _capability(_env(r)))
-                     for r in runs if r.result is not None)
-    return tuple(Environment(gpu=g, driver=d, cuda_runtime=c, capability=cap, runs=n)
-                 for (g, d, c, cap), n in sorted(counts.items()))
+    """Where the verdicts came from, one line per GPU and driver (the CUDA runtime is each
+    build's own: its runtimes are listed on that line); an infrastructure failure ran nothing."""
+    counts: dict[tuple[str, str, str], Counter] = {}
+    for r in runs:
+        if r.result is None:
+            continue
+        key = (gpu_of(r), str(r.driver or env_of(r).get("driver") or ""), capability(env_of(r)))
+        # `or ""`: a CPU-only torch reports cuda_runtime None, which must not read "CUDA None".
+        counts.setdefault(key, Counter())[str(env_of(r).get("cuda_runtime") or "")] += 1
+    return tuple(Environment(gpu=g, driver=d, capability=cap, runs=sum(c.values()),
+                             cuda_runtimes=tuple(sorted(c.items(), key=_by_version)))
+                 for (g, d, cap), c in sorted(counts.items()))
+
+
+def _by_version(item: tuple[str, int]) -> tuple:
+    return version_key(item[0])
 
 
 def _tally(rows: list[Row]) -> tuple[tuple[Mark, int], ...]:
@@ -197,16 +127,51 @@ def _section(gpu: str, runs: list[CellRun], bisections: list[BisectResult],
                    tally=_tally([row for g in groups for row in g.rows]))
 
 
+def _marks_shown(sections: tuple[Section, ...]) -> list[Mark]:
+    """Every mark drawn in the matrices: run verdicts, case verdicts, folded summaries."""
+    marks = []
+    for section in sections:
+        for group in section.groups:
+            for row in group.rows:
+                marks += [row.mark, *(c.mark for c in row.cases)]
+    return marks
+
+
 NO_RUNS = ("Nothing has been probed into this store yet: `nox -s matrix` on a machine with an "
            "NVIDIA GPU installs each build and fills it.")
+
+
+# How each backend's runs are named where the page says what it is drawn from.
+_BACKENDS = {"venv": "the venv backend", "docker": "the docker backend",
+             "recorded probe JSON": "recorded probe documents"}
+
+
+def made_with(runs: list[CellRun]) -> str:
+    """What sets a page apart from its siblings of the same GPU: how its runs were made
+    ("the docker backend (image torchbisect/h200:torch-2.11.0)")."""
+    backends = sorted({r.backend for r in runs if r.backend})
+    how = " and ".join(_BACKENDS.get(b, f"the {b} backend") for b in backends)
+    images = sorted({r.cell.base_image for r in runs if r.cell.base_image})
+    if how and images:
+        how += f" (image{'s' if len(images) > 1 else ''} {', '.join(images)})"
+    return how
+
+
+def _undated(runs: list[CellRun]) -> str:
+    """What the page says for the newest run when no run has a date."""
+    if runs and all(r.backend == "recorded probe JSON" for r in runs):
+        return "not dated (recorded probe documents carry no date)"
+    return "date not recorded"
 
 
 def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
                generated: dt.datetime, empty_reason: str = "",
                examples: tuple[tuple[str, str], ...] = (), links: Links | None = None,
-               bench: dict | None = None, runners=None, attendance: Sequence = ()) -> PageView:
+               bench: dict | None = None, runners=None, attendance: Sequence = (),
+               store: str = "") -> PageView:
     """`runners` (config.runners.Runners, when runners.yaml is read) and the store's
-    `attendance` say which declared kinds reported (kinds.py)."""
+    `attendance` say which declared kinds reported (kinds.py); `store` names what the runs
+    were read from, as the page may say it (a store's file, the probe documents' pattern)."""
     # `bisect --script` verdicts come from the user's command, not the probe, and a commit's
     # Python on a nightly's binary (`bisect --pytorch-repo`) is no build: not in the matrix
     # (the commit bisection shows under the nightly bisection it narrows).
@@ -228,13 +193,21 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
     comparison = compare(sections, runs, gpu_of)
     title = (comparison.headline if comparison else
              "; ".join(s.headline.text for s in sections) or "No results yet")
+    how = made_with(runs)
+    if how and sections:  # sibling pages of one GPU differ in how their runs were made
+        title = f"{title} · {how}"
+    verb = "drawn from" if how == _BACKENDS["recorded probe JSON"] else "measured with"
+    source = "; ".join(x for x in (f"{verb} {how}" if how else "",
+                                   f"read from {store}" if store else "") if x)
     stamp = generated.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return PageView(title=title, generated=stamp,
-                    newest_run=newest, columns=columns, sections=sections,
+    legend, legend_more = legend_for(_marks_shown(sections))
+    return PageView(title=title, generated=stamp, source=source,
+                    newest_run=newest or _undated(runs), columns=columns, sections=sections,
                     bisections=tuple(bisect_view(b, o, several_gpus=len(by_gpu) > 1)
                                      for b, o in zip(bisections, owner, strict=True)),
                     bisection_timeline=build_timeline([], loose) if loose else None,
-                    legend=LEGEND, runs=len(runs), empty_reason=empty_reason or NO_RUNS,
+                    legend=legend, legend_more=legend_more, runs=len(runs),
+                    empty_reason=empty_reason or NO_RUNS,
                     examples=examples, comparison=comparison,
                     kinds=kind_views(runners.kinds, attendance, sorted(by_gpu)) if runners else (),
                     advice=build_advice(sections, links or Links(), bench) if sections else None)
