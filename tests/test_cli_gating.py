@@ -166,9 +166,9 @@ def test_the_interpreter_flag_is_interpreter_and_python_still_works_with_a_note(
                                                                                capsys):
     from torchbisect.cli import _parser
 
-    args = _parser(command).parse_args([command, "--interpreter", "/opt/py/bin/python3"])
+    args = _parser(command)[0].parse_args([command, "--interpreter", "/opt/py/bin/python3"])
     assert args.interpreter == "/opt/py/bin/python3"
-    old = _parser(command).parse_args([command, "--python", "/opt/py/bin/python3"])
+    old = _parser(command)[0].parse_args([command, "--python", "/opt/py/bin/python3"])
     assert old.interpreter == "/opt/py/bin/python3"
     assert "--python PATH is now --interpreter PATH" in capsys.readouterr().err
 
@@ -178,7 +178,7 @@ def test_python_means_a_version_where_it_is_not_deprecated(command, capsys):
     from torchbisect.cli import _parser
 
     extra = ["--good", "1", "--bad", "2"] if command == "bisect" else []
-    args = _parser(command).parse_args([command, "--python", "3.12", *extra])
+    args = _parser(command)[0].parse_args([command, "--python", "3.12", *extra])
     assert args.python == "3.12" and not hasattr(args, "interpreter")
     assert capsys.readouterr().err == ""
 

@@ -38,6 +38,7 @@ COMMANDS = {
     "notify": "Open or update the status issue when a verdict or the fix status changed.",
     "preflight": "Check that the backend a GPU run will use gives its probes the GPUs.",
     "cache": "Show the size of the docker backend's uv cache volume, or --prune it.",
+    "completion": "Print the shell code that completes torchbisect's commands and flags.",
 }
 
 # What to do about an index that does not answer, in the terms of the command that asked it.
@@ -57,21 +58,45 @@ _HOLDS = {"matrix": ("store", "workdir"), "probe": ("store", "workdir"),
           "bisect": ("store", "workdir"), "merge": ("out",)}
 
 
-def _parser(chosen: str | None) -> argparse.ArgumentParser:
+def _parser(chosen: str | None) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
+    """The top-level parser, and the chosen command's own (the only one configured)."""
+    from .usage import epilog
+
     parser = argparse.ArgumentParser(
-        prog="torchbisect",
+        prog="torchbisect", allow_abbrev=False, epilog=epilog(None),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Test PyTorch builds for the lazy-clone / CUDA Graph stale-data bug.",
     )
     parser.add_argument("--version", action="version", version=f"torchbisect {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    own = None
     for name, help_text in COMMANDS.items():
-        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        cmd = sub.add_parser(name, help=help_text, description=help_text, allow_abbrev=False,
+                             epilog=epilog(name),
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
         if name == chosen:
             module = importlib.import_module(f"{__name__}.{name}")
             module.configure(cmd)
             _add_gates(cmd, name)
             cmd.set_defaults(_run=module.run, _outputs=_outputs(cmd))
-    return parser
+            own = cmd
+    return parser, own
+
+
+def _parse(argv: list[str], chosen: str | None) -> argparse.Namespace:
+    """argparse, with the command's own usage and a "did you mean" for what it does not know."""
+    from . import usage
+
+    parser, own = _parser(chosen)
+    words = usage.completing()
+    if words is not None:
+        usage.complete(parser)  # answers the shell and exits
+    if chosen is None and (wrong := usage.unknown_command(argv, COMMANDS)):
+        parser.error(wrong)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        (own or parser).error(usage.unknown_flags(own or parser, extras))
+    return args
 
 
 def _add_gates(cmd: argparse.ArgumentParser, name: str) -> None:
@@ -103,9 +128,11 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    chosen = next((a for a in argv if a in COMMANDS), None)
+    from .usage import completing
+
+    chosen = next((a for a in (completing() or argv) if a in COMMANDS), None)
     try:  # a command module that fails to import is torchbisect's failure too
-        args = _parser(chosen).parse_args(argv)
+        args = _parse(argv, chosen)
     except Exception as err:  # noqa: BLE001 - argparse's own exits are SystemExit, not this
         return _failed(chosen or "", argv, err)
     try:
