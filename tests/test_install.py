@@ -1,6 +1,7 @@
-"""torchbisect installs as a tool: `uv build` makes an sdist and a wheel that carry the probes, and
-the wheel, installed into a fresh venv, probes and runs a matrix outside any checkout; the probe
-the rendered site carries runs on its own.
+"""torchbisect installs as a tool: `uv build` makes an sdist and a wheel that carry the probes and
+the default matrix, and the wheel, installed into a fresh venv, probes (writing nothing) and runs
+its whole job from an empty folder, its results in the per-user data folder; the probe the
+rendered site carries runs on its own.
 
 The build runs on a copy of the files git tracks (what a clone holds), so it writes nothing into
 the checkout; the venv has no PYTHONPATH and no TORCHBISECT_PROBES, so the probe the command runs
@@ -60,6 +61,7 @@ def test_the_wheel_and_the_sdist_carry_the_probes_and_the_license(built):
         for script in ("stale_replay.py", "script.py"):
             shipped = zf.read(f"torchbisect/_probes/{script}")
             assert shipped == (REPO / "probes" / script).read_bytes()
+        assert zf.read("torchbisect/_data/matrix.yaml") == (REPO / "matrix.yaml").read_bytes()
         meta = email.message_from_bytes(zf.read(next(n for n in names if n.endswith("METADATA"))))
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert meta["License-Expression"] == "BSD-3-Clause" and meta["License-File"] == "LICENSE"
@@ -79,8 +81,10 @@ def test_the_installed_tool_probes_and_runs_a_matrix_outside_a_checkout(built, t
     tool = str(venv / "bin" / "torchbisect")
     work = tmp_path / "work"
     work.mkdir()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "TORCHBISECT_PROBES", "VIRTUAL_ENV")}
+    home = tmp_path / "data"  # the per-user data folder (platformdirs reads XDG_DATA_HOME)
+    env = {**{k: v for k, v in os.environ.items()
+              if k not in ("PYTHONPATH", "TORCHBISECT_PROBES", "VIRTUAL_ENV")},
+           "XDG_DATA_HOME": str(home)}
 
     def run(*argv: str) -> subprocess.CompletedProcess:
         return subprocess.run([tool, *argv], cwd=work, env=env, capture_output=True, text=True,
@@ -89,14 +93,42 @@ def test_the_installed_tool_probes_and_runs_a_matrix_outside_a_checkout(built, t
     version = run("--version")
     assert version.returncode == 0 and version.stdout.strip() == "torchbisect 0.1.0"
 
+    # uvx's or pipx's environment has no torch: one line says which interpreter to name
+    bare = run("probe")
+    assert bare.returncode not in (0, 1) and bare.stderr.count("\n") == 1, bare.stderr
+    assert "the interpreter running torchbisect" in bare.stderr
+    assert '--interpreter "$(command -v python3)"' in bare.stderr
+
     here = "{}.{}".format(*sys.version_info[:2])
     torch_python = _need(f"a Python {here} with torch", python_with_torch(here))
     probed = run("probe", "--interpreter", torch_python, "--backend", "current")
     assert probed.returncode in (0, 1, 125), probed.stdout + probed.stderr  # a verdict, or no GPU
     assert "Traceback" not in probed.stderr
-    with sqlite3.connect(work / "reports" / "results.sqlite") as db:
+    assert not list(work.iterdir()) and not home.exists()  # a one-off probe writes nothing
+    kept = run("probe", "--interpreter", torch_python, "--backend", "current",
+               "--store", str(tmp_path / "kept.sqlite"))
+    assert kept.returncode == probed.returncode, kept.stdout + kept.stderr
+    with sqlite3.connect(tmp_path / "kept.sqlite") as db:
         (stored,) = db.execute("SELECT probe_version FROM runs").fetchall()
     assert stored[0] == probe_version()  # the wheel's copy of the checkout's probe
+
+    # The main job from an empty folder: the packaged matrix, results in the data folder.
+    # Without a GPU only the preinstalled torch is probed, so no index is asked.
+    whole = run("matrix", "--interpreter", torch_python, "--backend", "venv")
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    assert "no matrix.yaml here, so torchbisect's default matrix is planned" in whole.stderr
+    data = home / "torchbisect"
+    assert (data / "matrix.yaml").read_text() == (REPO / "matrix.yaml").read_text()
+    assert (data / "reports" / "index.html").is_file() and not list(work.iterdir())
+    report = run("report")
+    assert report.returncode == 0, report.stdout + report.stderr
+    assert str(data / "reports" / "index.html") in report.stdout
+    # `init` makes the folder a project: its matrix.yaml, then its own reports/
+    assert run("init").returncode == 0
+    assert (work / "matrix.yaml").read_text() == (REPO / "matrix.yaml").read_text()
+    assert run("init").returncode == 2  # never overwritten without --force
+    (work / "matrix.yaml").unlink()
+    (work / "matrix.schema.json").unlink()
 
     (work / "small.yaml").write_text("preinstalled: true\n")
     matrix = run("matrix", "--matrix", "small.yaml", "--interpreter", torch_python,

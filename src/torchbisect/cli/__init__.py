@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import defaults
+from ..cells import PREINSTALLED
 from ..errors import FAILED, IndexUnreachable, InfraError, TorchbisectError
 
 # command name (also its module under torchbisect.cli) -> one-line help
@@ -38,6 +39,7 @@ COMMANDS = {
     "notify": "Open or update the status issue when a verdict or the fix status changed.",
     "preflight": "Check that the backend a GPU run will use gives its probes the GPUs.",
     "cache": "Show the size of the docker backend's uv cache volume, or --prune it.",
+    "init": "Write torchbisect's default matrix.yaml here, to edit: this folder becomes a project.",
     "completion": "Print the shell code that completes torchbisect's commands and flags.",
 }
 
@@ -56,6 +58,9 @@ _GPU_RUNS: dict[str, Callable[[argparse.Namespace], bool]] = {
 # Commands that write a store or a workdir, and the flags naming them (locked in this order).
 _HOLDS = {"matrix": ("store", "workdir"), "probe": ("store", "workdir"),
           "bisect": ("store", "workdir"), "merge": ("out",)}
+# Commands that plan from --matrix: outside a project its default is the package's own matrix,
+# copied into the data folder first (defaults.py).
+_PLANS = ("plan", "matrix", "probe")
 
 
 def _parser(chosen: str | None) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
@@ -178,12 +183,26 @@ def _gated(args: argparse.Namespace, argv: list[str]) -> int:
     for flag, dest, kind in args._outputs:
         check_output(getattr(args, dest), flag, kind)
     _require_gpu(args)
-    held = [getattr(args, dest) or defaults.WORKDIR for dest in _HOLDS.get(args.command, ())]
+    if args.command in _PLANS and not (args.command == "probe" and args.cell == PREINSTALLED) \
+            and defaults.refresh_default_matrix(args.matrix):
+        print(f"torchbisect {args.command}: no matrix.yaml here, so torchbisect's default "
+              f"matrix is planned; results go to {defaults.data_home()}/ (`torchbisect init` "
+              "writes a matrix.yaml here to edit, and keeps them here)", file=sys.stderr)
+    held = [path for dest in _HOLDS.get(args.command, ()) if (path := _held(args, dest))]
     with runlock.hold(held, command=" ".join(["torchbisect", *argv]),
                       wait=getattr(args, "wait", False),
                       say=lambda text: print(f"torchbisect {args.command}: {text}",
                                              file=sys.stderr, flush=True)):
         return int(args._run(args) or 0)
+
+
+def _held(args: argparse.Namespace, dest: str) -> Path | None:
+    """What a command holds: the paths it names; a workdir left out is the default one, but
+    `probe` holds only what it is told to write (a one-off probe writes nothing of its own)."""
+    value = getattr(args, dest)
+    if value is None and dest == "workdir" and args.command != "probe":
+        return defaults.WORKDIR
+    return value
 
 
 def _require_gpu(args: argparse.Namespace) -> None:

@@ -97,9 +97,9 @@ def run(args: argparse.Namespace) -> int:
                                                     selected=picked)
         if not cells:
             why_nothing = (
-                "No GPU is visible on the machine that ran `nox -s matrix`, so none of the "
+                "No GPU is visible on the machine that ran `torchbisect matrix`, so none of the "
                 "selected cells was probed." if picked else
-                "No GPU is visible on the machine that ran `nox -s matrix`, and its "
+                "No GPU is visible on the machine that ran `torchbisect matrix`, and its "
                 "interpreter has no torch, so nothing was probed.")
     else:
         cells = _pick(_plan(args, console).cells, args)

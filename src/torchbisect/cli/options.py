@@ -61,6 +61,14 @@ def check_output(value: str | Path | None, flag: str, kind: str) -> None:
         raise ConfigError(f"{flag} {value}: the folder {where} is not writable by this user")
 
 
+def shown(path: Path) -> str:
+    """A default path as --help shows it: under the home folder as `~/…`."""
+    try:
+        return f"~/{Path(path).relative_to(Path.home()).as_posix()}"
+    except ValueError:
+        return str(path)
+
+
 def add_matrix_option(parser: argparse.ArgumentParser, help_text: str = "matrix file") -> None:
     parser.add_argument("--matrix", type=Path, default=defaults.MATRIX,
                         help=f"{help_text} (default: %(default)s)")

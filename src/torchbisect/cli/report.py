@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.bisection:
         raise ConfigError("--bisection needs --probe-json; stored bisections are drawn already")
     elif not args.store.is_file():
-        raise ConfigError(f"no result store at {args.store}: run `nox -s matrix` first, "
+        raise ConfigError(f"no result store at {args.store}: run `torchbisect matrix` first, "
                           "or pass --store PATH (or --probe-json FILE …)")
     else:
         from ..store.db import Store
