@@ -36,9 +36,11 @@ def _install(session: nox.Session, *args: str) -> None:
         session.log("torchbisect is installed from unchanged sources: not reinstalling")
         return
     session.install(*args)
-    # `-R`/--no-install makes session.install a no-op on a reused venv: no stamp then.
-    if not session._runner.global_config.no_install:
-        stamp.write_text(digest.hexdigest())
+    # `-R`/--no-install makes session.install a no-op on a reused venv, and run_install with it:
+    # the stamp is written exactly when the install ran.
+    session.run_install("python", "-c", "import pathlib, sys; "
+                        "pathlib.Path(sys.argv[1]).write_text(sys.argv[2])",
+                        str(stamp), digest.hexdigest(), silent=True)
 
 
 def _runners(session: nox.Session) -> list[str]:

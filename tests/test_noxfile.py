@@ -27,8 +27,9 @@ def test_a_session_reinstalls_only_when_the_package_changed(tmp_path):
                         ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
-    def schema_session() -> str:
-        done = subprocess.run([nox, "-s", "schema", "--", "--out", "out/matrix.schema.json"],
+    def schema_session(*flags: str) -> str:
+        done = subprocess.run([nox, *flags, "-s", "schema", "--", "--out",
+                               "out/matrix.schema.json"],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout + done.stderr
@@ -42,6 +43,10 @@ def test_a_session_reinstalls_only_when_the_package_changed(tmp_path):
     assert INSTALLS not in schema_session()
     edited = (tmp_path / "pyproject.toml").read_text().replace('version = "', 'version = "1')
     (tmp_path / "pyproject.toml").write_text(edited)
+    assert INSTALLS in schema_session()
+    # -R installs nothing, so it marks nothing installed: the next plain run installs the change
+    (tmp_path / "pyproject.toml").write_text(edited.replace('version = "1', 'version = "2'))
+    assert INSTALLS not in schema_session("-R")
     assert INSTALLS in schema_session()
 
 
