@@ -135,6 +135,13 @@ def schema(session: nox.Session) -> None:
     _tool(session, "schema")
 
 
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the manual (docs/, MkDocs, strict) into site/docs/; `-- --site-dir DIR` elsewhere."""
+    session.install("mkdocs>=1.6")
+    session.run("mkdocs", "build", "--strict", *session.posargs)
+
+
 def _install_tests(session: nox.Session) -> None:
     """The package with its test extras, and torch when $TORCHBISECT_TEST_TORCH names a wheel or a
     requirement (.ci/run names the torch 2.13.0+cpu wheel): the tests that probe the torch of the

@@ -130,3 +130,29 @@ def test_completion_prints_shell_code_and_completes_commands_and_flags(tmp_path)
     assert "plan" in complete("torchbisect pl")
     assert "--shards" in complete("torchbisect plan --sha")
     assert "--backend" in complete("torchbisect matrix --back")
+
+
+def _shown_commands() -> list[str]:
+    """Every `torchbisect …` line in the code blocks of the README and the manual."""
+    from conftest import REPO
+
+    lines = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = page.read_text(encoding="utf-8").replace("\\\n", " ")  # continued lines
+        for line in text.splitlines():
+            if line.startswith("    torchbisect "):
+                lines.append(line.strip().split("  #", 1)[0].strip())
+    return lines
+
+
+def test_every_command_the_readme_and_the_manual_show_is_one_torchbisect_accepts():
+    import shlex
+
+    shown = _shown_commands()
+    assert len(shown) >= 8
+    for line in shown:
+        argv = shlex.split(line.replace("…", ""))[1:]
+        chosen = next(a for a in argv if a in cli.COMMANDS)
+        parser, own = cli._parser(chosen)
+        args, extras = parser.parse_known_args(argv)
+        assert not extras, f"{line}: torchbisect does not know {extras}"
