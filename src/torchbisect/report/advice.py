@@ -108,4 +108,5 @@ def build_advice(sections: tuple[Section, ...], links: Links,
     return Advice(workaround=WORKAROUND, cost=cost_sentence(bench.get("data") or {}),
                   cost_href=bench.get("href", ""), fixes=fixes, check=CHECK,
                   check_href=PROBE_FILE, check_meaning=CHECK_MEANING, tool=TOOL,
-                  tool_meaning=TOOL_MEANING, upstream=links.upstream or UPSTREAM_SEARCH)
+                  tool_meaning=TOOL_MEANING, upstream=links.upstream or UPSTREAM_SEARCH,
+                  repository=links.repository)

@@ -115,6 +115,7 @@ class Links:
 
     upstream: str = UPSTREAM_SEARCH
     page: str = ""
+    repository: str = ""  # the source the page was built with (https), "" when not known
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,6 +130,7 @@ class Advice:
     tool: str
     tool_meaning: str
     upstream: str
+    repository: str = ""  # where the tool lives, linked after tool_meaning when known
 
 
 @dataclass(frozen=True, kw_only=True)
