@@ -43,14 +43,6 @@ def _install(session: nox.Session, *args: str) -> None:
                         str(stamp), digest.hexdigest(), silent=True)
 
 
-def _runners(session: nox.Session) -> list[str]:
-    """`--runners runners.yaml` when that file exists and the command line does not name one."""
-    if not Path("runners.yaml").is_file() or any(a.startswith("--runners")
-                                                 for a in session.posargs):
-        return []
-    return ["--runners", "runners.yaml"]
-
-
 def _tool(session: nox.Session, command: str, *extra: str) -> None:
     _install(session, "-e", ".")
     # "preinstalled" means the torch of the interpreter running nox, which a session venv built
@@ -81,8 +73,8 @@ def plan(session: nox.Session) -> None:
 @nox.session
 def report(session: nox.Session) -> None:
     """Render the affected-versions page and its Markdown, JSON and OSV twins."""
-    # the declared runner kinds, so a kind that did not report is said on the page
-    _tool(session, "report", *_runners(session))
+    # runners.yaml is the service's fleet: the workflows pass --runners, a local page has none
+    _tool(session, "report")
 
 
 @nox.session
@@ -113,8 +105,7 @@ def pages(session: nox.Session) -> None:
 @nox.session
 def notify(session: nox.Session) -> None:
     """Open or update the status issue when a verdict or the fix status changed (CI)."""
-    # the matrix's notification also tells when a declared runner kind stops reporting
-    _tool(session, "notify", *([] if "--fix" in session.posargs else _runners(session)))
+    _tool(session, "notify")
 
 
 @nox.session

@@ -50,9 +50,10 @@ def test_a_session_reinstalls_only_when_the_package_changed(tmp_path):
     assert INSTALLS in schema_session()
 
 
-def test_report_and_notify_sessions_read_runners_yaml_when_it_exists(tmp_path):
-    """`nox -s report` says the declared kinds on the page; `nox -s notify` reads them too
-    (here with no token: it says it told no one, after loading runners.yaml)."""
+def test_a_local_report_session_leaves_the_services_runner_kinds_out(tmp_path):
+    """`nox -s report` in a clone draws the user's page, not the maintainers' fleet of
+    runners.yaml; `-- --runners runners.yaml` (as the workflows pass it) says the kinds, and
+    `nox -s notify` reads the file it is given."""
     nox = shutil.which("nox")
     if nox is None:
         (pytest.fail if IN_CI else pytest.skip)("nox is not installed")
@@ -72,8 +73,13 @@ def test_report_and_notify_sessions_read_runners_yaml_when_it_exists(tmp_path):
 
     done = session("report", "--", "--store", "s.sqlite", "--out", "site")
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "Runner kinds" not in (tmp_path / "site" / "index.html").read_text()
+    done = session("report", "--", "--store", "s.sqlite", "--out", "site", "--runners",
+                   "runners.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
     page = (tmp_path / "site" / "index.html").read_text()
     assert "Runner kinds" in page and "whether its runners ran is not known" in page
     (tmp_path / "runners.yaml").write_text("kinds: []\n")  # a mistake: notify loads the file
-    told = session("notify", "--", "--store", "s.sqlite", "--summary", "site/summary.md")
+    told = session("notify", "--", "--store", "s.sqlite", "--summary", "site/summary.md",
+                   "--runners", "runners.yaml")
     assert told.returncode != 0 and "runners.yaml" in told.stdout + told.stderr

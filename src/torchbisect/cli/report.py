@@ -5,7 +5,7 @@ how reports/sample/ is made from the real H200 results in tests/data/probe/).  T
 and page links come from `references:` in the matrix file, when there is one; its link to the
 repository it was built from comes from the Actions context in a workflow (`repository_url`).
 With `--runners runners.yaml` the page also lists each declared runner kind and whether it
-reported in the store's latest run (`nox -s report` passes it when runners.yaml exists)."""
+reported in the store's latest run (the matrix workflow passes it)."""
 
 from __future__ import annotations
 
