@@ -117,6 +117,9 @@ def test_completion_prints_shell_code_and_completes_commands_and_flags(tmp_path)
     code = subprocess.run([sys.executable, "-m", "torchbisect", "completion", "bash"],
                           capture_output=True, text=True, check=True).stdout
     assert "complete " in code and "torchbisect" in code
+    registered = subprocess.run(["bash", "-c", 'eval "$1" && complete -p torchbisect', "-", code],
+                                capture_output=True, text=True)
+    assert registered.returncode == 0 and "torchbisect" in registered.stdout, registered.stderr
 
     def complete(line: str) -> list[str]:
         answer = tmp_path / "completions"
