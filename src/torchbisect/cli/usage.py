@@ -23,7 +23,7 @@ exit statuses:
   4    a wheel index that does not answer
   5    a backend that cannot run here (no Docker engine, no uv)
   8    bisect: the answer is a range of builds, not one
-  125  probe: cannot tell (no GPU, no torch, a control misbehaved)
+  125  probe: cannot tell (no GPU, a control misbehaved)
   130  interrupted
   250  torchbisect itself failed (a bug): the message names the traceback's file"""
 
