@@ -84,14 +84,20 @@ def test_plan_offline_without_a_lock_says_to_plan_first_and_that_works(served, c
 
 
 def test_probe_of_an_unknown_cell_names_it_and_the_closest_ids(served, capsys):
+    # a date the matrix does not list: said before any lock or index is read
     assert run("probe", "nightly-20261002-cu130-cp312", "--offline") == 2
     err = capsys.readouterr().err
-    assert "cannot look up cell 'nightly-20261002-cu130-cp312'" in err and "lock file" in err
+    assert "no cell of matrix.yaml can match nightly-20261002-cu130-cp312" in err
+    assert "did you mean " in err and "nightly-20261001-*" in err
+    # a cell the matrix can give, offline without a lock: the lock is what is missing
+    assert run("probe", "nightly-20261001-cu130-cp312", "--offline") == 2
+    err = capsys.readouterr().err
+    assert "cannot look up cell 'nightly-20261001-cu130-cp312'" in err and "lock file" in err
     assert run("plan", "--driver", "580.65.06") == 0
     capsys.readouterr()
-    assert run("probe", "nightly-20261002-cu130-cp312", "--offline") == 2
+    assert run("probe", "nightly-20261001-cu126-cp312", "--offline") == 2
     err = capsys.readouterr().err
-    assert "no cell 'nightly-20261002-cu130-cp312'" in err
+    assert "no cell 'nightly-20261001-cu126-cp312'" in err
     assert "did you mean " in err and "nightly-20261001-cu130-cp312" in err
 
 

@@ -16,6 +16,7 @@ the gates the CLI itself applies (cli/__init__.py).
 from __future__ import annotations
 
 import argparse
+import difflib
 import fnmatch
 import os
 import sys
@@ -224,7 +225,8 @@ def by_patterns(cells: tuple[Cell, ...], *, keep: str, skip: str, matrix: Path) 
 
 
 def check_patterns(matrix: Path, **flags_given: str | None) -> None:
-    """`--cells`/`--skip` patterns that no cell of the matrix's entries can match, refused before
+    """`--cells`/`--skip` patterns (or probe's cell id) that no cell of the matrix's entries can
+    match, refused before
     any index is asked: their channel, listed versions and nightly dates are known without one
     (a release range's versions are not, so `stable-9*` under `all from 2.3` waits for the plan)."""
     if not any(flags_given.values()) or not Path(matrix).is_file():
@@ -234,9 +236,11 @@ def check_patterns(matrix: Path, **flags_given: str | None) -> None:
         wrong = [p for p in globs(text) if not any(may_match([p], s) for s in shapes)]
         if wrong:
             like = {s.split("-")[0].rstrip("*"): s for s in reversed(shapes)}  # one per channel
-            raise ConfigError(f"--{flag}: no cell of {matrix} can match {', '.join(wrong)} (its "
-                              f"entries give ids like {', '.join(like.values())}); "
-                              "`torchbisect plan` lists them")
+            close = difflib.get_close_matches(wrong[0], shapes, n=3)
+            hint = f"did you mean {', '.join(close)}?" if close else "`torchbisect plan` lists them"
+            said = "the cell asked for" if flag == "cell" else f"--{flag}"
+            raise ConfigError(f"{said}: no cell of {matrix} can match {', '.join(wrong)} (its "
+                              f"entries give ids like {', '.join(like.values())}); {hint}")
 
 
 def _shapes(matrix: Path) -> list[str]:

@@ -105,6 +105,8 @@ def _find(args: argparse.Namespace) -> Cell:
 
     # The interpreter's own torch needs no index: only the matrix's settings for it.
     only_mine = args.cell == PREINSTALLED_ID
+    if not only_mine:  # an id no entry can give is said before any index is asked
+        flags.check_patterns(args.matrix, cell=args.cell)
     console = make_console(stderr=True)
     try:
         plan = resolve_plan(args.matrix, lock=args.lock, offline=args.offline, driver=args.driver,
