@@ -36,17 +36,11 @@ def _install(session: nox.Session, *args: str) -> None:
         session.log("torchbisect is installed from unchanged sources: not reinstalling")
         return
     session.install(*args)
-    # `-R`/--no-install makes session.install a no-op on a reused venv: no stamp then.
-    if not session._runner.global_config.no_install:
-        stamp.write_text(digest.hexdigest())
-
-
-def _runners(session: nox.Session) -> list[str]:
-    """`--runners runners.yaml` when that file exists and the command line does not name one."""
-    if not Path("runners.yaml").is_file() or any(a.startswith("--runners")
-                                                 for a in session.posargs):
-        return []
-    return ["--runners", "runners.yaml"]
+    # `-R`/--no-install makes session.install a no-op on a reused venv, and run_install with it:
+    # the stamp is written exactly when the install ran.
+    session.run_install("python", "-c", "import pathlib, sys; "
+                        "pathlib.Path(sys.argv[1]).write_text(sys.argv[2])",
+                        str(stamp), digest.hexdigest(), silent=True)
 
 
 def _tool(session: nox.Session, command: str, *extra: str) -> None:
@@ -79,8 +73,8 @@ def plan(session: nox.Session) -> None:
 @nox.session
 def report(session: nox.Session) -> None:
     """Render the affected-versions page and its Markdown, JSON and OSV twins."""
-    # the declared runner kinds, so a kind that did not report is said on the page
-    _tool(session, "report", *_runners(session))
+    # runners.yaml is the service's fleet: the workflows pass --runners, a local page has none
+    _tool(session, "report")
 
 
 @nox.session
@@ -111,8 +105,7 @@ def pages(session: nox.Session) -> None:
 @nox.session
 def notify(session: nox.Session) -> None:
     """Open or update the status issue when a verdict or the fix status changed (CI)."""
-    # the matrix's notification also tells when a declared runner kind stops reporting
-    _tool(session, "notify", *([] if "--fix" in session.posargs else _runners(session)))
+    _tool(session, "notify")
 
 
 @nox.session
@@ -131,6 +124,13 @@ def cache(session: nox.Session) -> None:
 def schema(session: nox.Session) -> None:
     """Regenerate the JSON Schemas (matrix, runners, results, probe) from their types."""
     _tool(session, "schema")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the manual (docs/, MkDocs, strict) into site/docs/; `-- --site-dir DIR` elsewhere."""
+    session.install("mkdocs>=1.6")
+    session.run("mkdocs", "build", "--strict", *session.posargs)
 
 
 def _install_tests(session: nox.Session) -> None:

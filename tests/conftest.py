@@ -111,3 +111,10 @@ def repo() -> Path:
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+@pytest.fixture(autouse=True)
+def _own_data_folder(monkeypatch, tmp_path_factory):
+    """Outside a project torchbisect keeps its results in the per-user data folder
+    (defaults.py): every test gets its own, so none reads or writes the user's."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))

@@ -323,3 +323,28 @@ def test_an_images_answer_gives_its_python_and_fingerprint_or_says_no_torch():
         "/usr/bin/python3", fingerprint)
     assert read_image_answer("/usr/bin/python3\n") is None  # exit 3: no torch in that python
     assert read_image_answer("") is None
+
+
+@needs_uv
+def test_cache_shows_and_prunes_what_the_venv_backend_keeps(wheel, tmp_path, monkeypatch):
+    """`torchbisect cache --backend venv` as a user runs it: the venvs' size, then --prune
+    removes them and prunes uv's cache (a cache of this test's own, not the machine's)."""
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    work = tmp_path / "work"
+    venv_backend(work).prepare(dev_cell(wheel, "dev-kept"), log=tmp_path / "install.log")
+
+    def cache(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "torchbisect", "cache", "--backend", "venv",
+                               "--workdir", str(work), *argv], capture_output=True, text=True,
+                              timeout=300, cwd=tmp_path)
+
+    shown = cache()
+    assert shown.returncode == 0, shown.stderr
+    venvs = next(line for line in shown.stdout.splitlines() if line.startswith("venvs: "))
+    assert venvs.startswith("venvs: 1 venv, ") and venvs.endswith(f"in {work / 'venvs'}")
+    assert "uv cache: " in shown.stdout and str(tmp_path / "uv-cache") in shown.stdout
+    pruned = cache("--prune")
+    assert pruned.returncode == 0, pruned.stderr
+    assert f"removed 1 venv(s) under {work / 'venvs'}" in pruned.stdout
+    assert not (work / "venvs" / "dev-kept").exists()
+    assert cache().stdout.startswith("venvs: 0 venvs, 0.0 MB")

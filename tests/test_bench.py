@@ -31,8 +31,10 @@ def _bench(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
-    """A folder with a copy of the committed reports/bench/, as a clone has it."""
+    """A folder with a copy of the committed reports/bench/ and the matrix file, as a clone
+    has them (a folder with a matrix.yaml is a project: its own reports/ is the default)."""
     shutil.copytree(COMMITTED, tmp_path / "reports" / "bench")
+    shutil.copy(REPO / "matrix.yaml", tmp_path / "matrix.yaml")
     return tmp_path
 
 

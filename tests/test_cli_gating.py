@@ -166,9 +166,9 @@ def test_the_interpreter_flag_is_interpreter_and_python_still_works_with_a_note(
                                                                                capsys):
     from torchbisect.cli import _parser
 
-    args = _parser(command).parse_args([command, "--interpreter", "/opt/py/bin/python3"])
+    args = _parser(command)[0].parse_args([command, "--interpreter", "/opt/py/bin/python3"])
     assert args.interpreter == "/opt/py/bin/python3"
-    old = _parser(command).parse_args([command, "--python", "/opt/py/bin/python3"])
+    old = _parser(command)[0].parse_args([command, "--python", "/opt/py/bin/python3"])
     assert old.interpreter == "/opt/py/bin/python3"
     assert "--python PATH is now --interpreter PATH" in capsys.readouterr().err
 
@@ -178,7 +178,7 @@ def test_python_means_a_version_where_it_is_not_deprecated(command, capsys):
     from torchbisect.cli import _parser
 
     extra = ["--good", "1", "--bad", "2"] if command == "bisect" else []
-    args = _parser(command).parse_args([command, "--python", "3.12", *extra])
+    args = _parser(command)[0].parse_args([command, "--python", "3.12", *extra])
     assert args.python == "3.12" and not hasattr(args, "interpreter")
     assert capsys.readouterr().err == ""
 
@@ -204,18 +204,28 @@ def _defaults(flag: str) -> dict[str, object]:
     return found
 
 
-def test_a_path_left_out_means_the_same_file_in_every_command():
-    """What `matrix` stores, `report`, `plan`, `notify`, `probe` and `bisect` read without being
-    told; the page goes where `probe` puts its logs; every planning command reads matrix.yaml."""
-    stores = _defaults("store")
-    assert set(stores) >= {"matrix", "probe", "plan", "report", "notify", "bisect"}
-    assert set(stores.values()) == {Path("reports/results.sqlite")}
-    # bench writes reports/bench/ on a GPU machine only; schema's --out is the schema file
-    outs = {c: v for c, v in _defaults("out").items() if c not in ("bench", "schema")}
-    assert set(outs) >= {"matrix", "probe", "report"} and set(outs.values()) == {Path("reports")}
-    matrices = _defaults("matrix")
-    assert set(matrices) >= {"matrix", "probe", "plan", "report"}
-    assert set(matrices.values()) == {Path("matrix.yaml")}
+def test_a_path_left_out_means_the_same_file_in_every_command(tmp_path, monkeypatch):
+    """What `matrix` stores, `report`, `plan`, `notify` and `bisect` read without being told; the
+    page goes where `matrix` puts its logs; every planning command reads matrix.yaml; in a
+    project (a folder with a matrix.yaml) all of it is that folder's, elsewhere the per-user data
+    folder's; a one-off `probe` writes nothing it is not told to."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "matrix.yaml").write_text("preinstalled: true\n")
+    home = Path(os.environ["XDG_DATA_HOME"]) / "torchbisect"
+    for where, base in (("project", Path()), (".", home)):
+        monkeypatch.chdir(tmp_path / where)
+        stores = _defaults("store")
+        assert set(stores) >= {"matrix", "probe", "plan", "report", "notify", "bisect"}
+        assert stores.pop("probe") is None
+        assert set(stores.values()) == {base / "reports" / "results.sqlite"}
+        # bench writes reports/bench/ on a GPU machine only; schema's --out is the schema file
+        outs = {c: v for c, v in _defaults("out").items() if c not in ("bench", "schema")}
+        assert outs.pop("probe") is None
+        assert set(outs) >= {"matrix", "report"} and set(outs.values()) == {base / "reports"}
+        matrices = _defaults("matrix")
+        assert set(matrices) >= {"matrix", "probe", "plan", "report"}
+        assert set(matrices.values()) == {base / "matrix.yaml"}
 
 
 # -- a gate reads a verdict only from a verdict ---------------------------------------------------

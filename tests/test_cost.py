@@ -17,7 +17,7 @@ from torchbisect.cli import main
 from torchbisect.errors import ConfigError
 from torchbisect.model import Cell, CellRun, Channel, RunStatus
 from torchbisect.plan.cost import Cost, describe, duration, estimate, head_size
-from torchbisect.plan.lock import Lock
+from torchbisect.plan.lock import Lock, LockedBuild
 from torchbisect.progress import RichHandler
 from torchbisect.store.db import Store
 
@@ -109,11 +109,12 @@ def test_head_size_is_none_when_nobody_answers():
 
 
 def test_estimate_counts_stored_cells_and_divides_the_time_over_gpus(tmp_path):
-    wheel = tmp_path / WHEEL
-    wheel.write_bytes(b"x" * 1000)
+    url = f"https://example.org/{WHEEL}"
     cells = [Cell(id=f"c{i}", channel=Channel.DEV, version="", cuda="", python="3.12",
-                  url=str(wheel)) for i in range(4)]
-    cost = estimate(cells, stored=["c0"], lock=Lock(), runs=[_run("c0", 40, 20)], gpus=2)
+                  url=url) for i in range(4)]
+    lock = Lock(builds={c.id: LockedBuild(channel="dev", version="", cuda="", python="3.12",
+                                          url=url, size=1000) for c in cells})
+    cost = estimate(cells, stored=["c0"], lock=lock, runs=[_run("c0", 40, 20)], gpus=2)
     assert cost == Cost(to_probe=3, stored=1, wheels=3, download_bytes=3000, unknown_sizes=0,
                         seconds_per_cell=60.0, timed_runs=1, gpus=2)
     assert cost.seconds == 90.0
@@ -183,6 +184,8 @@ def test_matrix_starts_with_the_cost_and_shows_its_download(tmp_path, monkeypatc
     assert "1 cell to probe; none stored yet; 0.0 GB of torch wheels to download; " \
            "no stored runs yet to estimate the time from." in said
     assert "nightly-20261001-cpu-" in said and ": download 0.0 of 0.0 MB, " in said
+    # without a GPU the probe decided nothing: the cell is done, but never ticked as decided
+    assert "skipped, no verdict (install" in said and "✓" not in said
     lock = json.loads(Path("matrix.lock.json").read_text())["builds"]
     assert [b["size"] for b in lock.values()] == [size]
 
@@ -193,3 +196,13 @@ def _run(cell_id: str, install: float, probe: float) -> CellRun:
     return CellRun(cell=cell, status=RunStatus.OK, seconds_install=install,
                    seconds_probe=probe, started="2026-11-30T10:00:00+00:00", gpu="H200",
                    driver="580.159.04", probe_version="1", wheel_sha256="ab" * 32)
+
+
+def test_a_local_wheel_is_not_counted_as_a_download(tmp_path):
+    from helpers import fake_torch_wheel, make_cell
+
+    wheel = fake_torch_wheel(tmp_path)
+    local = make_cell("dev-local", url=str(wheel))
+    cost = estimate([local], stored=(), lock=Lock(builds={}), runs=(), gpus=1)
+    assert describe(cost) == ("1 cell to probe; none stored yet; nothing to download; no stored "
+                              "runs yet to estimate the time from.")

@@ -27,8 +27,9 @@ def test_a_session_reinstalls_only_when_the_package_changed(tmp_path):
                         ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
-    def schema_session() -> str:
-        done = subprocess.run([nox, "-s", "schema", "--", "--out", "out/matrix.schema.json"],
+    def schema_session(*flags: str) -> str:
+        done = subprocess.run([nox, *flags, "-s", "schema", "--", "--out",
+                               "out/matrix.schema.json"],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout + done.stderr
@@ -43,11 +44,16 @@ def test_a_session_reinstalls_only_when_the_package_changed(tmp_path):
     edited = (tmp_path / "pyproject.toml").read_text().replace('version = "', 'version = "1')
     (tmp_path / "pyproject.toml").write_text(edited)
     assert INSTALLS in schema_session()
+    # -R installs nothing, so it marks nothing installed: the next plain run installs the change
+    (tmp_path / "pyproject.toml").write_text(edited.replace('version = "1', 'version = "2'))
+    assert INSTALLS not in schema_session("-R")
+    assert INSTALLS in schema_session()
 
 
-def test_report_and_notify_sessions_read_runners_yaml_when_it_exists(tmp_path):
-    """`nox -s report` says the declared kinds on the page; `nox -s notify` reads them too
-    (here with no token: it says it told no one, after loading runners.yaml)."""
+def test_a_local_report_session_leaves_the_services_runner_kinds_out(tmp_path):
+    """`nox -s report` in a clone draws the user's page, not the maintainers' fleet of
+    runners.yaml; `-- --runners runners.yaml` (as the workflows pass it) says the kinds, and
+    `nox -s notify` reads the file it is given."""
     nox = shutil.which("nox")
     if nox is None:
         (pytest.fail if IN_CI else pytest.skip)("nox is not installed")
@@ -67,8 +73,13 @@ def test_report_and_notify_sessions_read_runners_yaml_when_it_exists(tmp_path):
 
     done = session("report", "--", "--store", "s.sqlite", "--out", "site")
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "Runner kinds" not in (tmp_path / "site" / "index.html").read_text()
+    done = session("report", "--", "--store", "s.sqlite", "--out", "site", "--runners",
+                   "runners.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
     page = (tmp_path / "site" / "index.html").read_text()
     assert "Runner kinds" in page and "whether its runners ran is not known" in page
     (tmp_path / "runners.yaml").write_text("kinds: []\n")  # a mistake: notify loads the file
-    told = session("notify", "--", "--store", "s.sqlite", "--summary", "site/summary.md")
+    told = session("notify", "--", "--store", "s.sqlite", "--summary", "site/summary.md",
+                   "--runners", "runners.yaml")
     assert told.returncode != 0 and "runners.yaml" in told.stdout + told.stderr

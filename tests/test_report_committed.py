@@ -9,6 +9,7 @@ import re
 
 import pytest
 from conftest import REPO
+from helpers import committed
 
 from torchbisect.report.committed import PAGES, render_fresh, stale_files, without_stamps
 
@@ -16,9 +17,9 @@ NOW = dt.datetime(2030, 1, 2, 3, 4, tzinfo=dt.timezone.utc)
 
 
 def test_every_committed_page_is_in_the_list_that_is_redrawn():
-    committed = {p.parent.relative_to(REPO).as_posix()
-                 for p in (REPO / "reports").glob("**/index.html")}
-    assert committed == {p.folder for p in PAGES}, (
+    pages = {p.parent.relative_to(REPO).as_posix()
+             for p in committed(REPO / "reports", "index.html")}
+    assert pages == {p.folder for p in PAGES}, (
         "a page under reports/ that `nox -s pages` does not redraw would go stale unseen: add it "
         "to torchbisect.report.committed.PAGES, or remove it")
 

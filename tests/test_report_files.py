@@ -76,7 +76,7 @@ def test_report_command_renders_recorded_probe_documents(data_dir, tmp_path, cap
 def test_report_command_without_a_store_says_what_to_do(tmp_path, capsys):
     assert main(["report", "--store", str(tmp_path / "none.sqlite")]) == 2
     err = capsys.readouterr().err
-    assert "no result store at" in err and "nox -s matrix" in err
+    assert "no result store at" in err and "run `torchbisect matrix` first" in err
 
 
 def test_report_command_rejects_a_file_that_is_not_a_probe_document(tmp_path, capsys):

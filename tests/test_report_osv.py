@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import IN_CI, REPO
+from helpers import committed
 from indexserver import serve
 from packaging.version import Version
 
@@ -31,7 +32,7 @@ NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
 BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5)}
 GOOD = {"capture_data_ptr": (0, 5), "capture_write": (0, 5)}
 # Every record committed under reports/ (the pages `nox -s pages` draws).
-COMMITTED = sorted((REPO / "reports").glob("**/affected.json"))
+COMMITTED = committed(REPO / "reports", "affected.json")
 
 
 @pytest.fixture(scope="module")

@@ -228,6 +228,7 @@ def _published(base) -> dict:
             "locks": locks, "attendance": attendance,
             "affected": json.loads((site / "affected.json").read_text()),
             "html": (site / "index.html").read_text(), "store_runs": runs,
+            "manual": (site / "docs" / "index.html").is_file(),
             "other_runs": others, "store_bisections": bisections}
 
 
@@ -269,6 +270,7 @@ def test_a_shard_with_a_broken_cell_still_publishes_a_merged_page(rehearsal):
     assert runs[_cell(MATRIX_DAYS[1])]["verdict"] == "affected"
     assert runs[_cell(BROKEN)]["status"] == "infra_failure"
     assert _cell(BROKEN) in site["html"]
+    assert site["manual"], "the manual (docs/) is published beside the page"
     [issue] = rehearsal["issues-1"]  # someone is told: the status issue was opened
     assert issue["labels"] == ["torchbisect"] and "torchbisect-state" in issue["body"]
 

@@ -164,6 +164,10 @@ def _finished_line(run: CellRun) -> Text:
         return Text.assemble(("✗ ", "red"), run.cell.id, "  ", (INFRA_LABEL, "red"),
                              f": {run.reason}  ({secs})")
     verdict = run.verdict or Verdict.ERROR
+    if verdict.exit_code == 125:  # skipped, inconclusive, a crash: done, but nothing decided
+        return Text.assemble(("? ", "yellow"), run.cell.id, "  ",
+                             (verdict.value, _STYLES.get(verdict, "yellow")),
+                             f", no verdict  ({secs})")
     return Text.assemble(("✓ ", "green"), run.cell.id, "  ",
                          (verdict.value, _STYLES.get(verdict, "yellow")), f"  ({secs})")
 

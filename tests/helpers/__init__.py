@@ -240,3 +240,14 @@ def wheel_python(wheel: Path) -> str:
     """"3.11" for a cp311 wheel."""
     tag = wheel.name.split("-")[2]  # torch-2.13.0+cpu-cp311-cp311-…
     return f"{tag[2]}.{tag[3:]}"
+
+
+def committed(folder: Path, pattern: str) -> list[Path]:
+    """The files under `folder` that git tracks whose path ends in `pattern` (Path.match): a
+    user's own outputs there (a quick start's reports/index.html) are never read."""
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files", "-z", "--", "."], cwd=folder,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    return sorted(folder / name for name in filter(None, listed)
+                  if Path(name).match(pattern))

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import files
-from ..defaults import WORKDIR
+from .. import defaults, files
 from ..errors import TorchbisectError
 from ..masking import mask
 from ..model import Cell
@@ -53,7 +52,8 @@ class Watcher:
 class BackendOptions:
     """How to build a backend; every backend takes all of these, and reads those it needs."""
 
-    workdir: Path = WORKDIR  # venvs, downloads and probe output
+    # venvs, downloads and probe output (the project's, or the data folder's: defaults.py)
+    workdir: Path = field(default_factory=lambda: defaults.WORKDIR)
     overlay: bool = False  # install only torch, over the packages of `python` (or the image's)
     # The interpreter whose torch is "preinstalled" and which overlays build on (venv, current;
     # docker runs the image's python).  None: `host_python()`.

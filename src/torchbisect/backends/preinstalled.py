@@ -91,6 +91,11 @@ def torch_version(python: str | None = None) -> str | None:
 
 
 def no_torch_message(python: str) -> str:
+    if _same_interpreter(python):  # e.g. uvx's or pipx's environment, which nobody installs into
+        return (f"the interpreter running torchbisect ({python}) has no torch: pass "
+                "--interpreter with an interpreter that has one (e.g. --interpreter "
+                "\"$(command -v python3)\"), or name a cell of the plan that installs a wheel "
+                "(`torchbisect plan` lists them)")
     return (f"the interpreter {python} has no torch: install torch into it, pass "
             "--interpreter with an interpreter that has one, or name a cell of the plan that "
             "installs a wheel (`torchbisect plan` lists them)")

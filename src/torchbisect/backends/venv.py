@@ -17,7 +17,9 @@ The preinstalled cell needs no venv: it runs that interpreter as it is.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import time
 import uuid
 from functools import cache
@@ -222,3 +224,43 @@ def _read_marker(venv: Path) -> dict | None:
 
 def _write_marker(venv: Path, marker: dict) -> None:
     files.write_text(venv / _MARKER, json.dumps(marker, sort_keys=True))
+
+
+# -- clean-up (`torchbisect cache --backend venv`) ------------------------------------------------
+
+def kept(workdir: Path) -> dict[str, Path]:
+    """What the backend keeps between runs: the cells' venvs and stray downloads under the work
+    directory, and uv's cache (shared with every uv user on the host)."""
+    cache_dir = proc.run([uv_binary(), "cache", "dir"], timeout=60).output.strip()
+    return {"venvs": Path(workdir) / "venvs", "downloads": Path(workdir) / "downloads",
+            "uv cache": Path(cache_dir.splitlines()[-1])}
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of the files under `folder` (links not followed; a file another process removes
+    meanwhile, such as uv's temporary ones, counts nothing); 0 when it does not exist."""
+    total = 0
+    for root, _dirs, names in os.walk(folder):
+        for name in names:
+            try:
+                info = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            total += info.st_size if stat.S_ISREG(info.st_mode) else 0
+    return total
+
+
+def prune(workdir: Path) -> list[str]:
+    """Remove every cell's venv (each under its lock, so a venv another run is building is
+    waited for) and the downloads folder, then `uv cache prune --ci`: uv's downloaded wheels
+    go, the next install downloads what it needs.  What was done, one line each."""
+    venvs = Path(workdir) / "venvs"
+    removed = 0
+    for venv in sorted(p for p in venvs.iterdir() if p.is_dir()) if venvs.is_dir() else ():
+        with cell_lock(venv.with_name(f"{venv.name}.lock")):
+            shutil.rmtree(venv, ignore_errors=True)
+        removed += 1
+    shutil.rmtree(Path(workdir) / "downloads", ignore_errors=True)
+    pruned = proc.run([uv_binary(), "cache", "prune", "--ci"], timeout=600).output.strip()
+    said = pruned.splitlines()[-1] if pruned else "uv's cache pruned"
+    return [f"removed {removed} venv(s) under {venvs}", said]

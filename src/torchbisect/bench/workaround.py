@@ -111,7 +111,7 @@ def _row(torch, size_mib, reps, peak):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--sizes-mib", default=",".join(str(s) for s in DEFAULT_SIZES_MIB))
     parser.add_argument("--reps", type=int, default=20)
     args = parser.parse_args(argv)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import defaults
+from ..cells import PREINSTALLED
 from ..errors import FAILED, IndexUnreachable, InfraError, TorchbisectError
 
 # command name (also its module under torchbisect.cli) -> one-line help
@@ -38,6 +39,8 @@ COMMANDS = {
     "notify": "Open or update the status issue when a verdict or the fix status changed.",
     "preflight": "Check that the backend a GPU run will use gives its probes the GPUs.",
     "cache": "Show the size of the docker backend's uv cache volume, or --prune it.",
+    "init": "Write torchbisect's default matrix.yaml here, to edit: this folder becomes a project.",
+    "completion": "Print the shell code that completes torchbisect's commands and flags.",
 }
 
 # What to do about an index that does not answer, in the terms of the command that asked it.
@@ -55,23 +58,50 @@ _GPU_RUNS: dict[str, Callable[[argparse.Namespace], bool]] = {
 # Commands that write a store or a workdir, and the flags naming them (locked in this order).
 _HOLDS = {"matrix": ("store", "workdir"), "probe": ("store", "workdir"),
           "bisect": ("store", "workdir"), "merge": ("out",)}
+# Commands that plan from --matrix: outside a project its default is the package's own matrix,
+# copied into the data folder first (defaults.py).
+_PLANS = ("plan", "matrix", "probe")
 
 
-def _parser(chosen: str | None) -> argparse.ArgumentParser:
+def _parser(chosen: str | None) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
+    """The top-level parser, and the chosen command's own (the only one configured)."""
+    from .usage import epilog
+
     parser = argparse.ArgumentParser(
-        prog="torchbisect",
+        prog="torchbisect", allow_abbrev=False, epilog=epilog(None),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Test PyTorch builds for the lazy-clone / CUDA Graph stale-data bug.",
     )
     parser.add_argument("--version", action="version", version=f"torchbisect {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    own = None
     for name, help_text in COMMANDS.items():
-        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        cmd = sub.add_parser(name, help=help_text, description=help_text, allow_abbrev=False,
+                             epilog=epilog(name),
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
         if name == chosen:
             module = importlib.import_module(f"{__name__}.{name}")
             module.configure(cmd)
             _add_gates(cmd, name)
             cmd.set_defaults(_run=module.run, _outputs=_outputs(cmd))
-    return parser
+            own = cmd
+    return parser, own
+
+
+def _parse(argv: list[str], chosen: str | None) -> argparse.Namespace:
+    """argparse, with the command's own usage and a "did you mean" for what it does not know."""
+    from . import usage
+
+    parser, own = _parser(chosen)
+    words = usage.completing()
+    if words is not None:
+        usage.complete(parser)  # answers the shell and exits
+    if chosen is None and (wrong := usage.unknown_command(argv, COMMANDS)):
+        parser.error(wrong)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        (own or parser).error(usage.unknown_flags(own or parser, extras))
+    return args
 
 
 def _add_gates(cmd: argparse.ArgumentParser, name: str) -> None:
@@ -103,9 +133,11 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    chosen = next((a for a in argv if a in COMMANDS), None)
+    from .usage import completing
+
+    chosen = next((a for a in (completing() or argv) if a in COMMANDS), None)
     try:  # a command module that fails to import is torchbisect's failure too
-        args = _parser(chosen).parse_args(argv)
+        args = _parse(argv, chosen)
     except Exception as err:  # noqa: BLE001 - argparse's own exits are SystemExit, not this
         return _failed(chosen or "", argv, err)
     try:
@@ -151,12 +183,26 @@ def _gated(args: argparse.Namespace, argv: list[str]) -> int:
     for flag, dest, kind in args._outputs:
         check_output(getattr(args, dest), flag, kind)
     _require_gpu(args)
-    held = [getattr(args, dest) or defaults.WORKDIR for dest in _HOLDS.get(args.command, ())]
+    if args.command in _PLANS and not (args.command == "probe" and args.cell == PREINSTALLED) \
+            and defaults.refresh_default_matrix(args.matrix):
+        print(f"torchbisect {args.command}: no matrix.yaml here, so torchbisect's default "
+              f"matrix is planned; results go to {defaults.data_home()}/ (`torchbisect init` "
+              "writes a matrix.yaml here to edit, and keeps them here)", file=sys.stderr)
+    held = [path for dest in _HOLDS.get(args.command, ()) if (path := _held(args, dest))]
     with runlock.hold(held, command=" ".join(["torchbisect", *argv]),
                       wait=getattr(args, "wait", False),
                       say=lambda text: print(f"torchbisect {args.command}: {text}",
                                              file=sys.stderr, flush=True)):
         return int(args._run(args) or 0)
+
+
+def _held(args: argparse.Namespace, dest: str) -> Path | None:
+    """What a command holds: the paths it names; a workdir left out is the default one, but
+    `probe` holds only what it is told to write (a one-off probe writes nothing of its own)."""
+    value = getattr(args, dest)
+    if value is None and dest == "workdir" and args.command != "probe":
+        return defaults.WORKDIR
+    return value
 
 
 def _require_gpu(args: argparse.Namespace) -> None:

@@ -20,18 +20,18 @@ import argparse
 import sys
 from pathlib import Path
 
+from .. import defaults
 from ..backends.base import host_python
 from ..bench import PARTS
 from ..bench.figures import BASELINE_PROBE
-from ..defaults import BENCH_OUT as DEFAULT_OUT
 from ..errors import ConfigError
 from .options import Output, add_backend_option, add_interpreter_option
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Output("dir"),
-                        help=f"folder for the JSON and SVG files (default: {DEFAULT_OUT}, on a "
-                        "machine with a GPU only)")
+                        help="folder for the JSON and SVG files (default: "
+                             f"{defaults.BENCH_OUT}, on a machine with a GPU only)")
     parser.add_argument("--parts", default="workaround,overhead,rerun,plan,render,scale",
                         help=f"comma list of {', '.join(PARTS)} (default: %(default)s)")
     add_interpreter_option(parser, "interpreter whose torch the workaround cost is measured "
@@ -84,7 +84,7 @@ def _out(out: Path | None) -> Path | None:
     from ..gpus import list_gpus
 
     if out is not None or list_gpus():
-        return out or DEFAULT_OUT
-    print(f"bench: no GPU here, so nothing is written to {DEFAULT_OUT}/ (it keeps the numbers "
-          "measured on a GPU); pass --out DIR to keep this run's numbers", file=sys.stderr)
+        return out or defaults.BENCH_OUT
+    print(f"bench: no GPU here, so nothing is written to {defaults.BENCH_OUT}/ (it keeps the "
+          "numbers measured on a GPU); pass --out DIR to keep this run's numbers", file=sys.stderr)
     return None

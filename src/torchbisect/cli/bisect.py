@@ -11,10 +11,11 @@ import argparse
 import json
 import math
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import defaults
-from ..bisect.candidates import Candidate, CandidateList
+from ..bisect.candidates import Candidate, CandidateList, parse_end, release_of
 from ..bisect.driver import Progress
 from ..bisect.forget import Forgotten, describe
 from ..bisect.run import BisectOptions, bisect, take_back
@@ -34,10 +35,12 @@ NOT_EXACT = 8
 def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--good", default=None, metavar="DATE|VERSION",
-        help="a nightly without the bug: 2025-08-01, 20250801, '3 days ago' or 2.10.0.dev20250801 "
-             "(none: walk from --bad, back or, with --find-fix, forward, to find one)")
+        help="a nightly without the bug: 2025-08-01, 20250801, '3 days ago' or 2.10.0.dev20250801; "
+             "or a release such as 2.9.0 when --bad is one too, to bisect releases (none: walk "
+             "from --bad, back or, with --find-fix, forward, to find one)")
     add("--bad", default=None, metavar="DATE|VERSION",
-        help="a nightly with the bug (needed unless --forget is all you ask)")
+        help="a nightly (or, with a release --good, a release such as 2.15.0) with the bug "
+             "(needed unless --forget is all you ask)")
     add("--find-fix", action="store_true",
         help="find the first good nightly after a bad one (--bad is then the older end)")
     add("--cuda", default="cu130", metavar="TAG", help="CUDA tag of the wheels (default cu130)")
@@ -82,8 +85,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--walk-limit", type=int, default=None, metavar="DAYS",
         help=f"without --good: how many days from --bad the walk to a good nightly may go "
              f"(default {DEFAULT_LIMIT})")
-    add("--json", type=flags.Output("file"), default=None, metavar="OUT",
-        help="write the result as JSON")
+    add("--json", type=flags.Output("file", stdout=True), default=None, metavar="OUT",
+        help="write the result as JSON (`-`: to stdout, the report to stderr)")
     add("--markdown", type=flags.Output("append"), default=None, metavar="OUT",
         help="append the result as Markdown")
 
@@ -95,10 +98,10 @@ def run(args: argparse.Namespace) -> int:
     if args.bad is None:
         return 0
     done = bisect(options, _Console(reasks=2 * (options.repeat - 1)))
-    print(render_text(done.result, new_runs=done.new_runs, commit_runs=done.commit_runs))
+    print(render_text(done.result, new_runs=done.new_runs, commit_runs=done.commit_runs),
+          file=sys.stderr if args.json == "-" else sys.stdout)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(done.result.to_json(), indent=2) + "\n")
+        flags.write_text(args.json, json.dumps(done.result.to_json(), indent=2) + "\n")
     if args.markdown:
         with args.markdown.open("a", encoding="utf-8") as fh:
             fh.write(render_markdown(done.result) + "\n")
@@ -116,7 +119,20 @@ def _say_forgotten(what: str, gone: Forgotten, options: BisectOptions) -> None:
               "was, and a new bisection is stored beside it")
 
 
+def _check_end(text: str | None, flag: str) -> None:
+    """A date end is checked before any index is asked: its form, and that it is not to come."""
+    if text is None or release_of(text) is not None:
+        return
+    day = parse_end(text, flag)
+    today = datetime.now(timezone.utc).date().isoformat()
+    if day > today:
+        raise ConfigError(f"{flag} {text!r} is {day}, after today ({today}, UTC): no nightly "
+                          "exists yet for it; name a date up to today")
+
+
 def _options(args: argparse.Namespace) -> BisectOptions:
+    _check_end(args.good, "--good")
+    _check_end(args.bad, "--bad")
     if args.bad is None and not args.forget:
         raise ConfigError("--bad is needed: the nightly with the bug (or --forget alone, to "
                           "drop a stored verdict)")

@@ -47,7 +47,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="install only the torch wheel (--no-deps) over an environment that has the CUDA "
              "libraries, for every cell")
     flags.add_store_option(parser, writes=True)
-    add("--shard", metavar="I/N", help="run only shard I of N (cells split by a hash of their id)")
+    add("--shard", metavar="I/N", type=flags.shard_spec,
+        help="run only shard I of N (cells split by a hash of their id)")
     add("--cells", metavar="GLOB,…", help="only the cells whose id matches a pattern "
                                          "(e.g. 'stable-*,nightly-202610*')")
     add("--skip", metavar="GLOB,…", help="leave out the cells whose id matches a pattern")
@@ -60,7 +61,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     flags.add_workdir_option(parser, "venvs, downloads and probe output")
     flags.add_out_option(parser, "report folder; cell logs go to OUT/logs/")
     add("--no-report", action="store_true", help="store results but render no report")
-    add("--jobs", type=int, metavar="N",
+    add("--jobs", type=flags.positive, metavar="N",
         help="cells installed ahead of the probes (default: two per GPU)")
     flags.add_fail_on_option(parser)
     flags.add_json_option(parser)
@@ -76,6 +77,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _sigterm_stops_like_ctrl_c()
+    flags.check_patterns(args.matrix, cells=args.cells, skip=args.skip)
     started = now()
     console = make_console(stderr=args.json == "-")
     from ..gpus import list_gpus
@@ -95,9 +97,9 @@ def run(args: argparse.Namespace) -> int:
                                                     selected=picked)
         if not cells:
             why_nothing = (
-                "No GPU is visible on the machine that ran `nox -s matrix`, so none of the "
+                "No GPU is visible on the machine that ran `torchbisect matrix`, so none of the "
                 "selected cells was probed." if picked else
-                "No GPU is visible on the machine that ran `nox -s matrix`, and its "
+                "No GPU is visible on the machine that ran `torchbisect matrix`, and its "
                 "interpreter has no torch, so nothing was probed.")
     else:
         cells = _pick(_plan(args, console).cells, args)

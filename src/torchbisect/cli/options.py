@@ -16,12 +16,14 @@ the gates the CLI itself applies (cli/__init__.py).
 from __future__ import annotations
 
 import argparse
+import difflib
 import fnmatch
 import os
 import sys
 from pathlib import Path
 
 from .. import defaults
+from ..cells import may_match
 from ..errors import ConfigError, InfraError
 from ..model import Cell, CellRun, RunStatus, Verdict
 
@@ -58,6 +60,14 @@ def check_output(value: str | Path | None, flag: str, kind: str) -> None:
         raise ConfigError(f"{flag} {value}: {where} is a file, not a folder")
     if not os.access(where, os.W_OK | os.X_OK):
         raise ConfigError(f"{flag} {value}: the folder {where} is not writable by this user")
+
+
+def shown(path: Path) -> str:
+    """A default path as --help shows it: under the home folder as `~/…`."""
+    try:
+        return f"~/{Path(path).relative_to(Path.home()).as_posix()}"
+    except ValueError:
+        return str(path)
 
 
 def add_matrix_option(parser: argparse.ArgumentParser, help_text: str = "matrix file") -> None:
@@ -126,13 +136,42 @@ def write_json(target: str | None, runs: list[CellRun], bisections=()) -> None:
         return
     from ..report import results_json
 
-    text = results_json(runs, list(bisections))
+    write_text(target, results_json(runs, list(bisections)))
+
+
+def write_text(target: str | Path, text: str) -> None:
+    """The document of a `--json OUT` flag: `-` is standard output, else the file (and its
+    folder) is made."""
     if target == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
         Path(target).parent.mkdir(parents=True, exist_ok=True)
         Path(target).write_text(text, encoding="utf-8")
+
+
+def positive(text: str) -> int:
+    """The `type=` of a count that must be at least 1 (`--jobs`, `--shards`)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of at least 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value}")
+    return value
+
+
+def shard_spec(text: str) -> str:
+    """The `type=` of `--shard I/N`: checked before anything is planned."""
+    from ..schedule import parse_shard
+
+    try:
+        parse_shard(text)
+    except ConfigError:
+        raise argparse.ArgumentTypeError(
+            f"expected I/N with 1 <= I <= N, e.g. 2/3; got {text!r}") from None
+    return text
 
 
 def add_gate_options(parser: argparse.ArgumentParser, *, gpu: bool, lock: bool,
@@ -183,6 +222,46 @@ def by_patterns(cells: tuple[Cell, ...], *, keep: str, skip: str, matrix: Path) 
         unwanted = _patterns(cells, skip, "skip", matrix)
         cells = tuple(c for c in cells if not _matches(c.id, unwanted))
     return cells
+
+
+def check_patterns(matrix: Path, **flags_given: str | None) -> None:
+    """`--cells`/`--skip` patterns (or probe's cell id) that no cell of the matrix's entries can
+    match, refused before
+    any index is asked: their channel, listed versions and nightly dates are known without one
+    (a release range's versions are not, so `stable-9*` under `all from 2.3` waits for the plan)."""
+    if not any(flags_given.values()) or not Path(matrix).is_file():
+        return  # planning names a missing matrix file
+    shapes = _shapes(matrix)
+    for flag, text in flags_given.items():
+        wrong = [p for p in globs(text) if not any(may_match([p], s) for s in shapes)]
+        if wrong:
+            like = {s.split("-")[0].rstrip("*"): s for s in reversed(shapes)}  # one per channel
+            close = difflib.get_close_matches(wrong[0], shapes, n=3)
+            hint = f"did you mean {', '.join(close)}?" if close else "`torchbisect plan` lists them"
+            said = "the cell asked for" if flag == "cell" else f"--{flag}"
+            raise ConfigError(f"{said}: no cell of {matrix} can match {', '.join(wrong)} (its "
+                              f"entries give ids like {', '.join(like.values())}); {hint}")
+
+
+def _shapes(matrix: Path) -> list[str]:
+    """Globs of the ids each entry of the matrix can produce, known without an index."""
+    from datetime import datetime, timezone
+
+    from .. import cells as ids
+    from ..config.matrix import load_matrix
+
+    config = load_matrix(matrix)
+    today = datetime.now(timezone.utc).date()
+    shapes = []
+    for channel, entries in (("stable", config.stable), ("test", config.test)):
+        for entry in entries:  # a list names its versions; a range or `current` does not
+            listed = entry.versions if isinstance(entry.versions, list) else ["*"]
+            shapes += [f"{channel}-{v}-*" for v in listed]
+    shapes += [f"nightly-{d:%Y%m%d}-*" for entry in config.nightly for d in entry.days(today)]
+    shapes += [ids.dev(entry.cell_name) for entry in config.dev]
+    if config.preinstalled is not None:
+        shapes.append(f"{ids.PREINSTALLED}*")
+    return shapes
 
 
 def globs(text: str | None) -> tuple[str, ...]:

@@ -11,7 +11,9 @@ labels before it can fetch their previous locks or pick a runner).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import sys
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -22,8 +24,9 @@ from .plan_table import plan_one, stored_cells, stored_runs
 
 def configure(parser: argparse.ArgumentParser) -> None:
     flags.add_matrix_option(parser, "the matrix file")
-    parser.add_argument("--json", type=flags.Output("file"), metavar="OUT",
-                        help="also write the plan as JSON")
+    parser.add_argument("--json", type=flags.Output("file", stdout=True), metavar="OUT",
+                        help="also write the plan as JSON (`-`: to stdout, the rest of the "
+                             "output to stderr)")
     flags.add_lock_options(parser, writes=True)
     flags.add_store_option(parser, "result store, to show which cells already have a result")
     parser.add_argument("--hash", action="store_true",
@@ -36,7 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--previous-lock", type=Path, metavar="PATH",
                         help="an older lock (e.g. from the last CI run) whose pins are kept for "
                              "cells the current lock lacks; a missing file is ignored")
-    parser.add_argument("--shards", type=int, metavar="N",
+    parser.add_argument("--shards", type=flags.positive, metavar="N",
                         help="with --github-output: list shards 1/N … N/N for a job matrix")
     parser.add_argument("--github-output", type=flags.Output("append"), metavar="FILE",
                         help="append `shards=[…]` and `cells=N` to this file ($GITHUB_OUTPUT); "
@@ -70,6 +73,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_flags(args)
+    if args.json == "-":  # the document alone on stdout: every line of the plan to stderr
+        out = sys.stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            return _run(args, json_to=out)
+    return _run(args, json_to=None)
+
+
+def _run(args: argparse.Namespace, *, json_to) -> int:
     if args.runners is not None:
         from .plan_kinds import run_kinds
 
@@ -81,9 +92,10 @@ def run(args: argparse.Namespace) -> int:
     stored = stored_cells(args.store, plan)
     print(describe(estimate(plan.cells, stored=[c for c, s in stored.items() if s == "yes"],
                             lock=locked.lock, runs=stored_runs(args.store), gpus=_gpu_count())))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
+    if json_to is not None:
+        json_to.write(json.dumps(plan.to_json(), indent=2) + "\n")
+    elif args.json:
+        flags.write_text(args.json, json.dumps(plan.to_json(), indent=2) + "\n")
     if args.github_output:
         # never more shards than cells: a GPU runner with nothing to probe is a wasted job
         total = min(args.shards or 1, max(len(plan.cells), 1))
@@ -123,8 +135,6 @@ def _check_flags(args: argparse.Namespace) -> None:
             if args.github_output is None:
                 raise ConfigError("--kinds-only writes the declared kinds to --github-output: "
                                   "add --github-output FILE")
-    if args.shards is not None and args.shards < 1:
-        raise ConfigError(f"--shards must be 1 or more, got {args.shards}")
 
 
 def _instead(flag: str) -> str:

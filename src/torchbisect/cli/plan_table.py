@@ -37,7 +37,8 @@ def plan_one(args: argparse.Namespace, *, lock: Path | None, previous: Path | No
         print(f"note: {note}")
     print(f"{count(len(plan.cells), 'cell')}, {count(len(plan.missing), 'requested build')} "
           "missing; "
-          f"lock {'written to' if locked.changed else 'unchanged:'} {locked.path}")
+          + (f"lock {'written to' if locked.changed else 'unchanged:'} {locked.path}"
+             if locked.lock.builds else "no wheel to pin, so no lock is written"))
     return locked
 
 

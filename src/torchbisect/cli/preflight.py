@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 def _named_in(text: str) -> str | None:
     """The `--backend` among a run's flags, as that run's own parser reads it (`--backend=X` and
     abbreviations too); a name that is no backend is refused when the backend is built."""
-    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    parser = argparse.ArgumentParser(add_help=False, exit_on_error=False, allow_abbrev=False)
     parser.add_argument("--backend")
     parser.add_argument("--script")  # bisect decides with a script on the host (bisect/run.py)
     try:

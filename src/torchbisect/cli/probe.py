@@ -3,6 +3,10 @@
 The default cell, `preinstalled`, is this interpreter's torch on the `current` backend: it needs
 no matrix.yaml and installs nothing.  Any other identifier comes from the plan of `--matrix`.
 The cell is always probed (no skip key): asking for one cell means asking for a fresh verdict.
+A one-off probe writes nothing unless asked: the run is stored with `--store`, its log kept with
+`--out`, the document written with `--json`; the preinstalled cell works in a temporary folder
+(`--workdir` names one to keep), a cell that installs a wheel in the usual work folder, where its
+venv is reused (defaults.py says where that is).
 
 Exit status: the probe's own, as `git bisect run` reads it: 0 not affected, 1 affected, 125 cannot
 tell (no GPU, no torch in the interpreter, a control misbehaved, a crash); 3 for an infrastructure
@@ -13,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import tempfile
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -41,40 +47,56 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--gpu", type=int, metavar="INDEX", help="GPU to use (default: the first visible one)")
     add("--cases", metavar="A,B", help="only these cases (the controls always run)")
     add("--trials", type=int, metavar="N", help="trials of the timing-dependent cases")
-    flags.add_store_option(parser, writes=True)
+    add("--store", type=flags.Output("file"), metavar="PATH",
+        help=f"store the run in this result store, e.g. {flags.shown(defaults.STORE)} (default: "
+             "not stored)")
     add_interpreter_option(parser, "interpreter whose torch `preinstalled` tests and over "
                                    "which overlays install")
-    flags.add_workdir_option(parser, "venvs and downloads")
-    flags.add_out_option(parser, "the log goes to OUT/logs/<cell>.log")
+    add("--workdir", type=flags.Output("dir"), metavar="DIR",
+        help="venvs and downloads (default: a temporary folder for preinstalled; else "
+             f"{flags.shown(defaults.WORKDIR)}/)")
+    add("--out", type=flags.Output("dir"), metavar="OUT",
+        help="keep the log as OUT/logs/<cell>.log (default: no log is kept)")
     add_json_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import execute
-    from ..backends import choose_backend
-    from ..store.db import Store
-
     console = make_console(stderr=args.json == "-")
     cell = with_torch_version(_overrides(_find(args), args),
                               python=args.interpreter or host_python())
     _require_torch(cell, args)
-    name = args.backend or ("current" if cell.channel is Channel.PREINSTALLED else None)
-    backend = choose_backend(name, BackendOptions(python=args.interpreter,
-                                                  workdir=args.workdir or defaults.WORKDIR),
-                             say=console.print)
-    gpu = _gpu(args.gpu)
-    where = f"on {gpu.name}" if gpu else "without a GPU (every case will read skipped)"
-    console.print(f"probing {cell.id} {where} with the {backend.name} backend", highlight=False)
-    result = execute.run_cell(backend, cell, gpu=gpu, logs_dir=args.out / "logs")
-    with Store(args.store) as store:
-        run_id = store.add(result)
-    _print(result, console)
-    console.print(f"stored as run {run_id} in {args.store}; log: "
-                  f"{execute.log_path(args.out / 'logs', cell)}", highlight=False)
+    with tempfile.TemporaryDirectory(prefix="torchbisect-probe-") as scratch:
+        result = _probe(cell, args, console, scratch=Path(scratch))
+    if args.store is not None:
+        from ..store.db import Store
+
+        with Store(args.store) as store:
+            run_id = store.add(result)
+        console.print(f"stored as run {run_id} in {args.store}", highlight=False)
     write_json(args.json, [result])
     if result.status is RunStatus.INFRA_FAILURE or result.verdict is None:
         return InfraError.exit_code
     return result.verdict.exit_code
+
+
+def _probe(cell: Cell, args: argparse.Namespace, console: Console, *, scratch: Path) -> CellRun:
+    from .. import execute
+    from ..backends import choose_backend
+
+    name = args.backend or ("current" if cell.channel is Channel.PREINSTALLED else None)
+    workdir = args.workdir or (scratch if cell.channel is Channel.PREINSTALLED
+                               else defaults.WORKDIR)
+    backend = choose_backend(name, BackendOptions(python=args.interpreter, workdir=workdir),
+                             say=console.print)
+    gpu = _gpu(args.gpu)
+    where = f"on {gpu.name}" if gpu else "without a GPU (every case will read skipped)"
+    console.print(f"probing {cell.id} {where} with the {backend.name} backend", highlight=False)
+    logs = args.out / "logs" if args.out is not None else scratch / "logs"
+    result = execute.run_cell(backend, cell, gpu=gpu, logs_dir=logs)
+    _print(result, console)
+    if args.out is not None:
+        console.print(f"log: {execute.log_path(logs, cell)}", highlight=False)
+    return result
 
 
 def _find(args: argparse.Namespace) -> Cell:
@@ -84,6 +106,8 @@ def _find(args: argparse.Namespace) -> Cell:
 
     # The interpreter's own torch needs no index: only the matrix's settings for it.
     only_mine = args.cell == PREINSTALLED_ID
+    if not only_mine:  # an id no entry can give is said before any index is asked
+        flags.check_patterns(args.matrix, cell=args.cell)
     console = make_console(stderr=True)
     try:
         plan = resolve_plan(args.matrix, lock=args.lock, offline=args.offline, driver=args.driver,

@@ -28,7 +28,7 @@ _HEAD_WORKERS = 8
 class Cost:
     to_probe: int
     stored: int
-    wheels: int  # cells to probe that install a wheel (the preinstalled torch needs none)
+    wheels: int  # cells to probe whose wheel is downloaded (not preinstalled, not a local file)
     download_bytes: int  # the wheels of the cells to probe whose size is known
     unknown_sizes: int  # cells to probe with a wheel of unknown size
     seconds_per_cell: float | None  # median install + probe of stored runs; None without any
@@ -74,7 +74,8 @@ def estimate(cells: Sequence[Cell], *, stored: Iterable[str], lock: Lock,
     """The cost of probing `cells` minus those in `stored` (ids that already have a verdict)."""
     stored = set(stored)
     todo = [c for c in cells if c.id not in stored]
-    sizes = [wheel_size(c, lock) for c in todo if c.url]
+    # a local wheel (a dev build, a mirror folder) is read where it lies: nothing to download
+    sizes = [wheel_size(c, lock) for c in todo if c.url and local_path(c.url) is None]
     timings = [r.seconds_install + r.seconds_probe for r in runs if r.status is RunStatus.OK]
     return Cost(to_probe=len(todo), stored=len(cells) - len(todo), wheels=len(sizes),
                 download_bytes=sum(s for s in sizes if s is not None),
@@ -98,7 +99,7 @@ def wheel_size(cell: Cell, lock: Lock) -> int | None:
 def describe(cost: Cost) -> str:
     """One sentence: "28 cells to probe; 2 already have a verdict in the store; 24.6 GB of torch
     wheels to download; about 1 h 5 min (the median of 12 stored runs, 2 min 20 s a cell, on one
-    GPU)."  Cells without a wheel (the preinstalled torch) download nothing."""
+    GPU)."  Cells without a wheel (the preinstalled torch) or with a local one download nothing."""
     stored = f"{cost.stored} already have a verdict in the store" if cost.stored else \
         "none stored yet"
     cells = f"{count(cost.to_probe, 'cell')} to probe; {stored}"

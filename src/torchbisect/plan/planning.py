@@ -68,7 +68,10 @@ def plan_and_lock(matrix: Path, *, lock: Path | None = None, previous: Path | No
         kept = {cid: b for cid, b in Lock.load(path).builds.items()
                 if not any(fnmatch.fnmatchcase(cid, p) for p in select)}
         saved = saved.over(Lock(builds=kept))
-    return Locked(plan=plan, lock=saved, path=path, changed=saved.save(path))
+    # a lock that pins nothing (only preinstalled or dev cells) is never written: "commit it"
+    # would be advice about an empty file, and --offline would read it as "no such release"
+    changed = saved.save(path) if saved.builds else False
+    return Locked(plan=plan, lock=saved, path=path, changed=changed)
 
 
 def resolve_plan(matrix: Path, *, lock: Path | None = None, offline: bool = False,

@@ -171,6 +171,10 @@ class _Resolver:
             return found
         low, high = re.fullmatch(r"all(?: from (\S+?)(?: to (\S+))?)?", entry.versions).groups()
         found = [v for v in known if final(v) and within(v, low, high)]
+        if not found and not known and self.offline:
+            raise ResolveError(f"--offline plans from the lock alone, and the lock pins no "
+                               f"{channel.value} build: run `torchbisect plan` once with network "
+                               "access first")
         if not found:
             raise ResolveError(f"no {channel.value} release matches {entry.versions!r} on {where}; "
                                f"the newest there is {known[-1] if known else 'none'}")

@@ -111,7 +111,8 @@ def build_advice(sections: tuple[Section, ...], links: Links,
                   cost_href=bench.get("href", ""), fixes=fixes, check=CHECK,
                   check_href=PROBE_FILE, check_meaning=CHECK_MEANING, tool=TOOL,
                   tool_meaning=TOOL_MEANING, upstream=links.upstream or UPSTREAM_SEARCH,
-                  upstream_text=link_text(links.upstream or UPSTREAM_SEARCH))
+                  upstream_text=link_text(links.upstream or UPSTREAM_SEARCH),
+                  repository=links.repository)
 
 
 _GITHUB_THREAD = re.compile(r"/([\w.-]+)/([\w.-]+)/(?:issues|pull)/(\d+)/?$")

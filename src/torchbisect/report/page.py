@@ -128,6 +128,7 @@ class Links:
 
     upstream: str = UPSTREAM_SEARCH
     page: str = ""
+    repository: str = ""  # the source the page was built with (https), "" when not known
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,6 +144,7 @@ class Advice:
     tool_meaning: str
     upstream: str
     upstream_text: str = ""  # what the link says: never the raw, percent-encoded URL
+    repository: str = ""  # where the tool lives, linked after tool_meaning when known
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,103 @@
+"""What `--help` shows beyond the flags, and what a mistyped command line is told.
+
+Each command's help ends with examples and the exit statuses it can give; a flag or command that
+does not exist is answered by the command's own usage and the closest real names ("did you
+mean"), exit 2.  `torchbisect completion SHELL` prints the shell code of argcomplete, which
+completes commands, flags and their choices by asking torchbisect itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import shlex
+
+EXIT_STATUSES = """\
+exit statuses:
+  0    done; probe: not affected
+  1    affected (probe; matrix --fail-on affected)
+  2    a mistake to fix: a flag, matrix.yaml, lock or output path (one sentence names it)
+  3    infrastructure, no verdict: a cell not installed or probed, no GPU under
+       --require-gpu, the store or workdir held by another run
+  4    a wheel index that does not answer
+  5    a backend that cannot run here (no Docker engine, no uv)
+  8    bisect: the answer is a range of builds, not one
+  125  probe: cannot tell (no GPU, a control misbehaved)
+  130  interrupted
+  250  torchbisect itself failed (a bug): the message names the traceback's file"""
+
+EXAMPLES = {
+    "plan": ["torchbisect plan", "torchbisect plan --offline --json -"],
+    "matrix": ["torchbisect matrix --cells 'stable-2.15*'",
+               "torchbisect matrix --backend venv --shard 1/2 --fail-on affected"],
+    "probe": ["torchbisect probe", "torchbisect probe --interpreter ~/venv/bin/python",
+              "torchbisect probe stable-2.15.0-cu132-cp312 --json -"],
+    "report": ["torchbisect report", "torchbisect report --store shard.sqlite --out site/"],
+    "merge": ["torchbisect merge all.sqlite a.sqlite b.sqlite"],
+    "bisect": ["torchbisect bisect --good 2025-08-01 --bad 2025-09-15",
+               "torchbisect bisect --good 2.9.0 --bad 2.15.0   # releases",
+               "torchbisect bisect --bad '3 days ago' --find-fix --json -"],
+    "schema": ["torchbisect schema --check"],
+    "bench": ["torchbisect bench"],
+    "notify": ["torchbisect notify --summary reports/summary.md"],
+    "preflight": ["torchbisect preflight --backend docker"],
+    "cache": ["torchbisect cache", "torchbisect cache --prune"],
+    "init": ["torchbisect init", "torchbisect init ci/matrix.yaml"],
+    "completion": ['eval "$(torchbisect completion bash)"   # in ~/.bashrc'],
+}
+
+TOP_EXAMPLES = ["torchbisect probe                 # is this interpreter's torch affected?",
+                "torchbisect init                  # write matrix.yaml to edit",
+                "torchbisect matrix                # probe every build it lists, draw the page",
+                "torchbisect bisect --bad 2025-09-15"]
+
+
+def epilog(command: str | None) -> str:
+    lines = TOP_EXAMPLES if command is None else EXAMPLES.get(command, [])
+    shown = "\n".join(f"  {line}" for line in lines)
+    return f"examples:\n{shown}\n\n{EXIT_STATUSES}" if shown else EXIT_STATUSES
+
+
+def unknown_command(argv: list[str], commands) -> str | None:
+    """The error for a first word that is no command, with the nearest ones; None if it is."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    if word is None or word in commands:
+        return None
+    close = difflib.get_close_matches(word, list(commands), n=2)
+    hint = f"; did you mean {' or '.join(close)}?" if close else \
+        "; `torchbisect --help` lists them"
+    return f"no command {word!r}{hint}"
+
+
+def unknown_flags(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """'unrecognized arguments' in one sentence, with the nearest real flag of each."""
+    known = [o for action in parser._actions for o in action.option_strings
+             if action.help is not argparse.SUPPRESS and o.startswith("--") and o != "--help"]
+    hints = []
+    for extra in extras:
+        flag = extra.split("=", 1)[0]
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.7) if \
+            flag.startswith("-") else []
+        if close:
+            hints.append(f"{flag}: did you mean {close[0]}?")
+    said = " ".join(shlex.quote(e) for e in extras)
+    return f"unrecognized arguments: {said}" + (f" ({'; '.join(hints)})" if hints else "")
+
+
+def completing() -> list[str] | None:
+    """The words typed so far when argcomplete asks for completions, else None."""
+    if "_ARGCOMPLETE" not in os.environ:
+        return None
+    line = os.environ.get("COMP_LINE", "")[: int(os.environ.get("COMP_POINT", 0) or 0)]
+    try:
+        return shlex.split(line)[1:]
+    except ValueError:  # an open quote: complete the command's words all the same
+        return line.split()[1:]
+
+
+def complete(parser: argparse.ArgumentParser) -> None:
+    """Answer argcomplete (it exits the process)."""
+    import argcomplete
+
+    argcomplete.autocomplete(parser)
