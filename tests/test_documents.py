@@ -86,9 +86,13 @@ def test_the_probe_schema_refuses_what_the_gate_refuses(why):
 
 def test_the_probe_schemas_text_keys_are_the_gates():
     env = json_schema("probe")["$defs"]["ProbeEnvJson"]["properties"]
-    assert set(env) == set(gate._TEXT_ENV)
-    good = {**probe_doc("affected"), "env": {"torch": "2.15.0", "device_count": 1, "ok": True}}
+    assert set(env) - {"unknown"} == set(gate._TEXT_ENV)  # unknown: key -> why it is null
+    good = {**probe_doc("affected"), "env": {"torch": "2.15.0", "device_count": 1, "ok": True,
+                                              "cudnn": None, "unknown": {"cudnn": "OSError: x"}}}
     assert gate.check(good) and _problems("probe", good) == []
+    for bad in ({"cudnn": 1}, ["cudnn"], "cudnn"):
+        with pytest.raises(gate.Rejected, match="env unknown"):
+            gate.check({**probe_doc("affected"), "env": {"unknown": bad}})
 
 
 def test_schema_check_names_a_stale_results_schema_and_schema_rewrites_it(tmp_path, capsys):
