@@ -101,9 +101,11 @@ def commit_url(sha: str) -> str:
 
 
 def build_recipe(sha: str) -> str:
-    """One commit from source, in the clone (PyTorch's own steps, short)."""
-    return (f"git checkout {sha} && git submodule update --init --recursive && "
-            "python setup.py develop")
+    """One commit from source, in the clone: PyTorch's README's steps ("Install PyTorch" from
+    source), short — `setup.py develop` is no longer what it says."""
+    return (f"git checkout {sha} && git submodule sync && git submodule update --init "
+            "--recursive && python -m pip install -r requirements.txt && "
+            "python -m pip install --no-build-isolation -v -e .")
 
 
 def render_markdown(r: BisectResult) -> str:
