@@ -626,6 +626,58 @@ def test_a_narrowed_answer_reads_back_from_json_and_names_each_candidate():
         in markdown
 
 
+def test_inert_commits_between_the_pair_are_said_in_text_markdown_and_on_the_page():
+    a, i1, i2, c = "a" * 40, "1" * 40, "2" * 40, "c" * 40
+    point = lambda sha, v: NightlyPoint(date=OLD, version="v", verdict=Outcome(v),  # noqa: E731
+                                        commit=sha, main_sha=sha)
+    commits = BisectResult(
+        direction=Direction.REGRESSION, case="script", cuda="cpu", python=PY,
+        before=point(a, "good"), after=point(c, "bad"), probes=4, candidates=(c[:12],),
+        commits=(f"{i1} inert Test the copy", f"{i2} inert Document it", f"{c} python Break it"),
+        compare_url=f"https://github.com/pytorch/pytorch/compare/{a}...{c}")
+    result = dataclasses.replace(_narrowed_result(), narrowed=commits)
+    text = render_text(result, new_runs=0, commit_runs=2)
+    assert (f"down to the commit: the first bad commit is {c[:12]} (exact: the commit before it "
+            f"that can change the package, {a[:12]}, is good; the 2 commits between them are "
+            "inert)") in text
+    assert f"inert:      {i1[:12]}, {i2[:12]} (only test/ or docs/: they cannot change" in text
+    assert "build:" not in text  # exact: no commit to build
+    assert f"| `{i1[:12]}` | inert | Test the copy |" in render_markdown(result)
+    facts = dict(bisect_view(result).facts)
+    assert facts["inert (test/ or docs/ only: took the verdict before them, unprobed)"] == \
+        f"{i1[:12]}, {i2[:12]}"
+    assert facts["commit"].startswith(f"{i1[:12]} (inert) Test the copy")
+
+
+@pytest.mark.slow
+@needs_uv
+def test_a_shallow_clone_gives_no_commit_answer_and_says_the_fetch_that_completes_it(tmp_path):
+    base, shas = make_world(tmp_path, history(culprit=8))
+    for key in ("uploadpack.allowFilter", "uploadpack.allowAnySHA1InWant"):
+        _git(base / "pytorch", "config", key, "true")
+    shallow = base / "shallow"
+    _git(tmp_path, "init", "-q", str(shallow))
+    _git(shallow, "remote", "add", "origin", (base / "pytorch").as_uri())
+    # what a CI job that fetched the two nightlies' commits holds (and their nightly commits)
+    nightlies = _git(base / "pytorch", "log", "-g", "--format=%H %s", "nightly").splitlines()
+    wanted = [line.split()[0] for line in nightlies if "nightly release" in line]
+    _git(shallow, "fetch", "-q", "--depth", "1", "origin", shas[0], shas[-1], *wanted)
+    with serve(base / "index") as url:
+        done = bisect(base, f"{url}/", repo=shallow)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"torchbisect bisect: error: --pytorch-repo {shallow} does not hold the history from "
+        f"{shas[0][:12]} to {shas[-1][:12]} (the older nightly's main commit is not an ancestor "
+        f"of the newer one's there, and the clone is shallow): run `git -C {shallow} fetch "
+        "--unshallow origin main` and bisect again; the nightly bisection is stored and will be "
+        "reused")
+    assert done.stdout == "" and not (base / "work" / "bisect.json").exists()
+    assert [r for r in runs(base) if r != "nightly"] == []  # no commit was probed
+    with Store(base / "work" / "results.sqlite") as store:
+        [stored] = store.bisections()
+    assert (stored.after.date, stored.narrowed) == (NEW, None)
+
+
 def test_only_the_venv_backend_can_overlay_and_it_is_said_before_any_work(tmp_path, capsys):
     from torchbisect.cli import main
 
