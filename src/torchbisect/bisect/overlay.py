@@ -130,16 +130,18 @@ def _place(src: Path, dst: Path, names_venv: tuple[bytes, bytes]) -> None:
         if fh.read(4) == _ELF:
             _link(src, dst)
             return
-        fh.seek(0)
-        data = fh.read()
     old, new = names_venv
-    if old in data and src.suffix != ".pyc":  # bytecode holds lengths: never edited
-        data = data.replace(old, new)
-    dst.write_bytes(data)
+    # what names the venv is small text (scripts, .pth, pyvenv.cfg); bytecode holds lengths
+    data = src.read_bytes() if src.stat().st_size <= _NAMING and src.suffix != ".pyc" else b""
+    if old in data:
+        dst.write_bytes(data.replace(old, new))
+    else:
+        shutil.copyfile(src, dst)
     shutil.copystat(src, dst)  # the mode (scripts), and the mtime that bytecode checks
 
 
 _ELF = b"\x7fELF"
+_NAMING = 1 << 20
 
 
 def _link(src: Path, dst: Path) -> None:
