@@ -98,9 +98,8 @@ def run(args: argparse.Namespace) -> int:
         _say_forgotten(what, take_back(options, what), options)
     if args.bad is None:
         return 0
-    if args.script is not None and args.repeat is None:
-        print(f"bisect: {REPEAT_DEFAULT}", file=sys.stderr, flush=True)
-    done = bisect(options, _Console(repeat=options.repeat))
+    done = bisect(options, _Console(repeat=options.repeat,
+                                    default=args.script is not None and args.repeat is None))
     print(render_text(done.result, new_runs=done.new_runs, commit_runs=done.commit_runs))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -161,8 +160,9 @@ def _options(args: argparse.Namespace) -> BisectOptions:
 
 
 class _Console(Progress):
-    def __init__(self, *, repeat: int = 1):
+    def __init__(self, *, repeat: int = 1, default: bool = False):
         self.repeat = repeat  # --repeat: runs of the script per verdict judged now
+        self.say_default = default  # said once, when the first search starts
 
     def _say(self, text: str) -> None:
         print(f"bisect: {text}", file=sys.stderr, flush=True)
@@ -171,6 +171,9 @@ class _Console(Progress):
         self._say(text)
 
     def start(self, cands: CandidateList, *, rule, stored):
+        if self.say_default:
+            self._say(REPEAT_DEFAULT)
+            self.say_default = False
         first, last = cands.candidates[0], cands.candidates[-1]
         bound = math.ceil(math.log2(len(cands.candidates))) + 2
         again = "" if self.repeat < 2 else f" (--repeat {self.repeat}: each judged now runs " \
