@@ -5,6 +5,7 @@ and --script judged on real venvs of stand-in torch wheels, one per nightly."""
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -369,3 +370,21 @@ def test_repeat_stops_at_the_first_different_answer_of_a_nightly(store, tmp_path
     # otherwise stopped the search at its second run, not after 5
     [middle] = set(asked) - {DATES[0], DATES[-1]}
     assert asked == {DATES[0]: 5, DATES[-1]: 5, middle: 2}
+
+
+@pytest.mark.slow  # 40 seeded bisections: over 2 s on a 2-core machine
+def test_the_flaky_rate_measurement_runs_and_a_steady_script_is_always_right():
+    """tests/flaky_rate.py (the measurement of issue 32) on today's driver: a script whose bug
+    always shows is exact and right on every seed; a flaky one never passes unnoticed more
+    often than it is caught."""
+    script = Path(__file__).parent / "flaky_rate.py"
+    src = str(Path(__file__).parents[1] / "src")
+
+    def rate(*args: str) -> dict:
+        done = subprocess.run([sys.executable, str(script), "--src", src, "--seeds", "20",
+                               *args], capture_output=True, text=True, timeout=300, check=True)
+        return json.loads(done.stdout)["outcomes"]
+
+    assert rate("--bad-shows", "1.0") == {"right": 20}
+    flaky = rate("--bad-shows", "0.5")
+    assert sum(flaky.values()) == 20 and flaky.get("wrong", 0) < flaky["flaky"]
