@@ -26,7 +26,8 @@ def lead(r: BisectResult) -> str:
     if inert := inert_commits(r):
         return (f"the {first} {r.unit} is {r.after.key} (exact: the commit before it that can "
                 f"change the package, {r.before.key}, is {r.before.verdict.value}; the "
-                f"{_count(len(inert), 'commit')} between them are inert)")
+                f"{_count(len(inert), 'commit')} between them {'is' if len(inert) == 1 else 'are'} "
+                "inert)")
     return (f"the {first} {r.unit} is {r.after.key} (exact: the {r.unit} before it, "
             f"{r.before.key}, is {r.before.verdict.value}{gap})")
 
