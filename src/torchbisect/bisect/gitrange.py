@@ -96,7 +96,7 @@ def first_parent_commits(repo: Path, old: str, new: str) -> tuple[Commit, ...]:
     """The first-parent commits after `old` up to `new`, oldest first, with their paths; one
     sentence (ConfigError) when the clone does not hold all of them (`check_whole`)."""
     order = check_whole(repo, old, new)
-    data = _git_data(repo, "log", "-z", "--first-parent", "--reverse", "--diff-merges=first-parent",
+    data = git_data(repo, "log", "-z", "--first-parent", "--reverse", "--diff-merges=first-parent",
                      "--name-only", "--no-renames", "--format=%x00%H%x00%s", f"{old}..{new}")
     commits = _parse_log(data)
     if tuple(c.sha for c in commits) != order:
@@ -140,7 +140,7 @@ def check_whole(repo: Path, old: str, new: str) -> tuple[str, ...]:
             f"(the older nightly's main commit is not an ancestor of the newer one's there"
             f"{', and the clone is shallow' if _shallow(repo) else ''}): run {fetch} and bisect "
             "again; the nightly bisection is stored and will be reused")
-    order = tuple(_git_data(repo, "rev-list", "--first-parent", "--reverse", f"{old}..{new}")
+    order = tuple(git_data(repo, "rev-list", "--first-parent", "--reverse", f"{old}..{new}")
                   .decode("ascii", "replace").split())
     boundaries = _boundaries(repo)
     cut = [sha for sha in order if sha in boundaries]
@@ -207,7 +207,7 @@ class PythonTree:
 def python_changes(repo: Path, base: str, target: str) -> PythonTree:
     """The `torch/**.py` files that differ between `base` (what the binary holds) and
     `target`: their content at `target`, or their deletion."""
-    listed = _git_data(repo, "diff", "-z", "--name-status", "--no-renames", base, target,
+    listed = git_data(repo, "diff", "-z", "--name-status", "--no-renames", base, target,
                        "--", PACKAGE).split(b"\0")
     changed, delete, was = [], [], []
     for status, raw in zip(listed[0::2], listed[1::2], strict=False):
@@ -255,7 +255,7 @@ def _git(repo: Path, *args: str) -> str:
     return proc.run(_argv(repo, args), timeout=600).output
 
 
-def _git_data(repo: Path, *args: str) -> bytes:
+def git_data(repo: Path, *args: str) -> bytes:
     """A git command's stdout as it is: whole, unmasked (a file named like a token is still that
     file), through a file rather than proc's kept-and-masked text."""
     with tempfile.TemporaryDirectory(prefix="torchbisect-git-") as tmp:
