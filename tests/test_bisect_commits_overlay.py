@@ -218,6 +218,8 @@ def _venv(tmp_path: Path) -> tuple[Path, Path]:
     (site / "torch" / "gone.py").write_text("G = 1\n")
     (site / "torch" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"old")
     (site / "torch" / "lib" / "libtorch.so").write_bytes(b"\x7fELF" + b"\0" * 60)
+    (site / "torch" / "include" / "ATen").mkdir(parents=True)
+    (site / "torch" / "include" / "ATen" / "Tensor.h").write_text("#pragma once\n")
     (venv / "bin").mkdir()
     (venv / "bin" / "python").symlink_to(sys.executable)
     (venv / "bin" / "torchrun").write_text(f"#!{venv}/bin/python\nimport torch\n")
@@ -240,9 +242,11 @@ def test_the_overlay_replaces_files_and_never_writes_through_a_link(tmp_path):
     assert (site / "torch" / "__init__.py").read_text() == "A = 1\n"
     assert (site / "torch" / "gone.py").exists()
     assert (site / "torch" / "__pycache__" / "__init__.cpython-311.pyc").read_bytes() == b"old"
-    # compiled files are the same inodes; every other file is a copy of its own
-    assert (out / "lib" / "libtorch.so").stat().st_ino == \
-        (site / "torch" / "lib" / "libtorch.so").stat().st_ino
+    # the compiled part (ELF, the headers built with it) is the same inodes; every other file
+    # is a copy of its own
+    for part in ("lib/libtorch.so", "include/ATen/Tensor.h"):
+        assert (out / part).stat().st_ino == (site / "torch" / part).stat().st_ino
+    assert (out / "__init__.py").stat().st_ino != (site / "torch" / "__init__.py").stat().st_ino
     assert (tmp_path / "overlay" / "pyvenv.cfg").stat().st_ino != \
         (venv / "pyvenv.cfg").stat().st_ino
     assert (tmp_path / "overlay" / "bin" / "python").is_symlink()

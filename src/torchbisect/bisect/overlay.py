@@ -5,10 +5,11 @@ The nightly is installed once by the wrapped backend (the venv backend: its venv
 commits and runs).  For each commit an overlay folder is made beside it — seconds, where a
 reinstall would take minutes — and it is that commit's tree on that binary, nothing else:
 
-* compiled files (ELF: torch's libraries, extension modules, CUDA's) are hard links, since they
-  are the bulk of the disk and no Python code rewrites them; every other file is a *copy*, so a
-  commit whose code rewrites a file of its package at import writes into its own overlay, never
-  through a link into the nightly's venv;
+* the compiled part is hard links, since it is the bulk of the disk and no Python code
+  rewrites it: ELF files (torch's libraries, extension modules, CUDA's) and the headers and CMake
+  files built with them (`torch/include/`, `torch/share/`, two thirds of torch's files); every
+  other file is a *copy*, so a commit whose code rewrites a file of its package at import writes
+  into its own overlay, never through a link into the nightly's venv;
 * a copied file that names the nightly's venv (a console script's `#!…/bin/python`, activate
   scripts, .pth files) names the overlay instead, so `torchrun` runs the overlay's code;
 * the commit's changed `torch/**.py` files are written, its deleted ones removed with their
@@ -122,12 +123,20 @@ def link_tree(source: Path, dest: Path) -> None:
                 if name in dirs:
                     dirs.remove(name)  # a link to a folder is copied as a link, not walked
             elif name in names:
-                _place(src, target / name, names_venv)
+                _place(src, target / name, names_venv, built=_built_with_binary(here))
 
 
-def _place(src: Path, dst: Path, names_venv: tuple[bytes, bytes]) -> None:
+def _built_with_binary(folder: Path) -> bool:
+    """Inside torch/include or torch/share of a site-packages folder."""
+    parts = folder.parts
+    return any(parts[i:i + 3] in (("site-packages", "torch", "include"),
+                                  ("site-packages", "torch", "share"))
+               for i in range(len(parts) - 2))
+
+
+def _place(src: Path, dst: Path, names_venv: tuple[bytes, bytes], *, built: bool) -> None:
     with src.open("rb") as fh:
-        if fh.read(4) == _ELF:
+        if built or fh.read(4) == _ELF:
             _link(src, dst)
             return
     old, new = names_venv
