@@ -282,3 +282,5 @@ print("bin/torchrun starts:", first or "(no torchrun)")
 PY
 echo
 echo "=== done in $(( $(date +%s) - t0 )) s; results: $(ls "$OUT")"
+exec >/dev/null 2>&1  # tee sees the end of its input and writes the log's last lines
+sleep 1
