@@ -124,3 +124,16 @@ def test_github_api_answer_and_clean_failures():
     # the server is gone: offline is a note, not an exception
     offline = CommitLookup(api=api, timeout=2).main_sha(nightly)
     assert offline.sha == "" and "cannot reach the GitHub API" in offline.note
+
+
+def test_the_commits_between_are_one_entry_each_whatever_their_subjects_hold(tmp_path):
+    shas = make_pytorch_clone(tmp_path / "pytorch", ["2025-08-01", "2025-08-02"])
+    repo = tmp_path / "pytorch"
+    (repo / "file.txt").write_text("odd\n")
+    _git(repo, "add", "file.txt")
+    subprocess.run(["git", "-C", str(repo), "commit", "-q", "-F", "-"], env=GIT_ENV, check=True,
+                   input="carriage\rreturn and \x01 separator", text=True)
+    lookup = CommitLookup(repo, github=False)
+    log = lookup.commits_between(shas["2025-08-01"][1], _git(repo, "rev-parse", "HEAD"))
+    assert [line.split(" ", 1)[1] for line in log] == [
+        "carriage\rreturn and \x01 separator", "change 1 of 2025-08-02", "change 0 of 2025-08-02"]

@@ -28,7 +28,7 @@ from torchbisect import cells
 from torchbisect.bisect.gitrange import Commit, PythonTree, full_sha, is_python_file, plan
 from torchbisect.bisect.overlay import link_tree, overlay_python_files
 from torchbisect.documents import json_schema
-from torchbisect.errors import ConfigError
+from torchbisect.errors import ConfigError, InfraError
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
 from torchbisect.report import render_runs
 from torchbisect.report.bisection_text import render_markdown, render_text
@@ -44,10 +44,14 @@ INIT = ("from .version import __version__, git_version\nfrom . import _C\n"
         "from .feature import BROKEN\n")
 CHECK = 'python -c "import sys, torch; sys.exit(1 if torch.BROKEN or torch._C.BROKEN else 0)"'
 COMPILED = {13: ("csrc/kernels.txt", "fast\n"), 17: ("setup.py", "# build v2\n")}
+# the package's console script (`torchrun`): its verdict is the code of the venv it starts
+RUN = "import sys\n\n\ndef main():\n    import torch\n    sys.exit(1 if torch.BROKEN else 0)\n"
 
 
 def history(culprit: int | None = None, broken_kernel: int | None = None,
-            import_breaks: int | None = None) -> list[tuple[str, dict[str, str]]]:
+            import_breaks: int | None = None,
+            extra: dict[int, dict[str, str | None]] | None = None,
+            inert: tuple[int, ...] = ()) -> list[tuple[str, dict[str, str | None]]]:
     """30 commits after the older nightly's: Python ones, and compiled ones at 13 and 17.
 
     `culprit`: a Python commit that sets torch.feature.BROKEN; `broken_kernel`: the compiled
@@ -56,31 +60,39 @@ def history(culprit: int | None = None, broken_kernel: int | None = None,
     """
     commits = []
     for i in range(1, 31):
-        files = {f"torch/utils/m{i}.py": f"N = {i}\n"}
+        files: dict[str, str | None] = {f"torch/utils/m{i}.py": f"N = {i}\n"}
         if i in COMPILED:
             path, text = COMPILED[i]
             files = {path: text + ("broken\n" if i == broken_kernel else "")}
+        if i in inert:
+            files = {f"test/test_m{i}.py": "def test(): pass\n", f"docs/m{i}.md": "# doc\n"}
         if i == culprit:
             files["torch/feature.py"] = "BROKEN = True\n"
         if i == import_breaks:
             files["torch/__init__.py"] = INIT + "from ._C import NEW_KERNEL\n"
         if import_breaks is not None and i == import_breaks + 1:
             files["torch/__init__.py"] = INIT
+        files.update((extra or {}).get(i, {}))  # None: the file is deleted
         commits.append((f"change {i} ({'compiled' if i in COMPILED else 'python'})", files))
     return commits
 
 
-def make_clone(path: Path, commits: list[tuple[str, dict[str, str]]]) -> list[str]:
+def make_clone(path: Path, commits: list[tuple[str, dict[str, str | None]]],
+               start_extra: dict[str, str] | None = None) -> list[str]:
     """main: a start commit, then `commits`; nightly: one commit per end.  Returns main shas."""
     path.mkdir(parents=True)
     _git(path, "init", "-q", "-b", "main")
     start = {"torch/__init__.py": INIT, "torch/feature.py": "BROKEN = False\n",
-             "csrc/kernels.txt": "ok\n", "setup.py": "# build\n"}
+             "torch/run.py": RUN, "csrc/kernels.txt": "ok\n", "setup.py": "# build\n",
+             **(start_extra or {})}
     shas = []
     for subject, files in [("start", start), *commits]:
         for name, text in files.items():
             (path / name).parent.mkdir(parents=True, exist_ok=True)
-            (path / name).write_text(text)
+            if text is None:
+                (path / name).unlink()
+            else:
+                (path / name).write_text(text)
         _git(path, "add", "-A")
         _git(path, "commit", "-q", "-m", subject)
         shas.append(_git(path, "rev-parse", "HEAD"))
@@ -100,16 +112,23 @@ def standin_nightly(repo: Path, folder: Path, day: str, main: str) -> Path:
     version = f"2.10.0.dev{day.replace('-', '')}+cpu"
     git_version = nightly_commit(repo, day, main)
     names = _git(repo, "ls-tree", "-r", "--name-only", main, "torch").split()
-    files = {n: _git(repo, "show", f"{main}:{n}") + "\n" for n in names if n.endswith(".py")}
+    files = {n: _show(repo, main, n) for n in names if n.endswith(".py")}  # as git has them
     kernels = _git(repo, "show", f"{main}:csrc/kernels.txt").split()
     files["torch/_C.py"] = (f"BROKEN = {'broken' in kernels}\n"
                             + ("NEW_KERNEL = 1\n" if "fast" in kernels else ""))
     files["torch/version.py"] = f"__version__ = {version!r}\ngit_version = {git_version!r}\n"
+    files[f"torch-{version}.dist-info/entry_points.txt"] = \
+        "[console_scripts]\ntorchrun = torch.run:main\n"
     return write_wheel(folder, version, files, tag=f"{TAG}-{TAG}-manylinux_2_28_x86_64")
 
 
-def make_world(base: Path, commits) -> tuple[Path, list[str]]:
-    shas = make_clone(base / "pytorch", commits)
+def _show(repo: Path, sha: str, path: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "show", f"{sha}:{path}"], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def make_world(base: Path, commits, start_extra=None) -> tuple[Path, list[str]]:
+    shas = make_clone(base / "pytorch", commits, start_extra)
     (base / "index" / "torch").mkdir(parents=True)
     links = []
     for day, main in ((OLD, shas[0]), (NEW, shas[-1])):
@@ -121,12 +140,12 @@ def make_world(base: Path, commits) -> tuple[Path, list[str]]:
 
 
 def bisect(base: Path, url: str, *extra: str, repo: Path | None = None, forget: str = "",
-           fix: bool = False, flip: str = "") -> subprocess.CompletedProcess:
+           fix: bool = False, flip: str = "", check: str = CHECK) -> subprocess.CompletedProcess:
     """`flip`: a commit on which the script, asked again, answers the other way (flaky)."""
     env = _env()
     # --find-fix: the old behaviour is "broken", the fix makes torch.BROKEN true
-    check = CHECK.replace("sys.exit(1 if", "sys.exit(0 if").replace("else 0)", "else 1)") \
-        if fix else CHECK
+    check = check.replace("sys.exit(1 if", "sys.exit(0 if").replace("else 0)", "else 1)") \
+        if fix else check
     if flip:
         asked = f'"$(grep -c {flip} {base / "runs.txt"})"'
         again = f'[ "$TORCHBISECT_COMMIT" = {flip} ] && [ {asked} -ge 2 ]'
@@ -188,16 +207,28 @@ def test_commits_before_the_first_and_from_the_last_compiled_commit_have_a_binar
     assert [t.on for t in plan(python_only)] == ["older", "older", "newer"]
 
 
-def test_the_overlay_replaces_files_and_never_writes_through_a_link(tmp_path):
+def _venv(tmp_path: Path) -> tuple[Path, Path]:
+    """A venv-shaped folder with a torch package, a compiled library and a console script."""
     venv = tmp_path / "venv"
     site = venv / "lib" / f"python{PY}" / "site-packages"
     (site / "torch" / "__pycache__").mkdir(parents=True)
+    (site / "torch" / "lib").mkdir()
     (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
     (site / "torch" / "__init__.py").write_text("A = 1\n")
     (site / "torch" / "gone.py").write_text("G = 1\n")
     (site / "torch" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"old")
+    (site / "torch" / "lib" / "libtorch.so").write_bytes(b"\x7fELF" + b"\0" * 60)
+    (site / "torch" / "include" / "ATen").mkdir(parents=True)
+    (site / "torch" / "include" / "ATen" / "Tensor.h").write_text("#pragma once\n")
     (venv / "bin").mkdir()
     (venv / "bin" / "python").symlink_to(sys.executable)
+    (venv / "bin" / "torchrun").write_text(f"#!{venv}/bin/python\nimport torch\n")
+    (venv / "bin" / "torchrun").chmod(0o755)
+    return venv, site
+
+
+def test_the_overlay_replaces_files_and_never_writes_through_a_link(tmp_path):
+    venv, site = _venv(tmp_path)
     link_tree(venv, tmp_path / "overlay")
     overlay_python_files(tmp_path / "overlay", PythonTree(
         write={"torch/__init__.py": b"A = 2\n", "torch/new/mod.py": b"M = 1\n"},
@@ -207,16 +238,65 @@ def test_the_overlay_replaces_files_and_never_writes_through_a_link(tmp_path):
     assert (out / "new" / "mod.py").read_text() == "M = 1\n"
     assert not (out / "gone.py").exists()
     assert not (out / "__pycache__" / "__init__.cpython-311.pyc").exists()
-    # the nightly's venv is as it was, and the files not replaced are the same inodes
+    # the nightly's venv is as it was
     assert (site / "torch" / "__init__.py").read_text() == "A = 1\n"
     assert (site / "torch" / "gone.py").exists()
     assert (site / "torch" / "__pycache__" / "__init__.cpython-311.pyc").read_bytes() == b"old"
-    linked = (tmp_path / "overlay" / "pyvenv.cfg").stat().st_ino
-    assert linked == (venv / "pyvenv.cfg").stat().st_ino
+    # the compiled part (ELF, the headers built with it) is the same inodes; every other file
+    # is a copy of its own
+    for part in ("lib/libtorch.so", "include/ATen/Tensor.h"):
+        assert (out / part).stat().st_ino == (site / "torch" / part).stat().st_ino
+    assert (out / "__init__.py").stat().st_ino != (site / "torch" / "__init__.py").stat().st_ino
+    assert (tmp_path / "overlay" / "pyvenv.cfg").stat().st_ino != \
+        (venv / "pyvenv.cfg").stat().st_ino
     assert (tmp_path / "overlay" / "bin" / "python").is_symlink()
     with pytest.raises(ValueError):
         overlay_python_files(tmp_path / "overlay", PythonTree(write={"torch/../x.py": b""},
                                                               delete=()))
+
+
+def test_a_console_script_of_the_overlay_starts_the_overlays_python(tmp_path):
+    venv, _ = _venv(tmp_path)
+    link_tree(venv, tmp_path / "overlay")
+    script = tmp_path / "overlay" / "bin" / "torchrun"
+    assert script.read_text() == f"#!{tmp_path / 'overlay'}/bin/python\nimport torch\n"
+    assert os.access(script, os.X_OK)
+    assert (venv / "bin" / "torchrun").read_text().startswith(f"#!{venv}/bin/python\n")
+
+
+def test_a_package_the_commit_does_not_have_leaves_no_folder_to_import(tmp_path):
+    venv, site = _venv(tmp_path)
+    (site / "torch" / "newpkg" / "sub" / "__pycache__").mkdir(parents=True)
+    (site / "torch" / "newpkg" / "__init__.py").write_text("")
+    (site / "torch" / "newpkg" / "sub" / "__init__.py").write_text("")
+    (site / "torch" / "newpkg" / "sub" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(
+        b"pyc")
+    link_tree(venv, tmp_path / "overlay")
+    overlay_python_files(tmp_path / "overlay", PythonTree(
+        write={}, delete=("torch/newpkg/__init__.py", "torch/newpkg/sub/__init__.py")))
+    out = tmp_path / "overlay" / "lib" / f"python{PY}" / "site-packages"
+    assert not (out / "torch" / "newpkg").exists() and (out / "torch" / "lib").is_dir()
+    (out / "torch" / "__init__.py").write_text("")
+    found = subprocess.run([sys.executable, "-c", "import torch.newpkg"], cwd=out,
+                           capture_output=True, text=True)
+    assert found.returncode == 1 and "No module named 'torch.newpkg'" in found.stderr
+    assert (site / "torch" / "newpkg" / "sub" / "__init__.py").is_file()
+
+
+def test_a_file_the_nightly_installed_otherwise_than_git_is_never_replaced(tmp_path):
+    # a ROCm wheel hipifies torch/_inductor/codegen files: git's copy is not the wheel's
+    venv, site = _venv(tmp_path)
+    (site / "torch" / "hip.py").write_text("HIP = 'hipified'\n")
+    link_tree(venv, tmp_path / "overlay")
+    with pytest.raises(InfraError, match=r"the nightly's torch/hip.py is not git's copy at the "
+                                         r"nightly's own commit \(a ROCm wheel hipifies some "
+                                         r"files\), so the change of abcdefabcdef to it"):
+        overlay_python_files(tmp_path / "overlay", PythonTree(
+            write={"torch/hip.py": b"HIP = 'cuda, changed'\n"}, delete=(),
+            base={"torch/hip.py": b"HIP = 'cuda'\n"}), commit="abcdefabcdef" * 3)
+    # a file installed as git has it is replaced as before
+    overlay_python_files(tmp_path / "overlay", PythonTree(
+        write={"torch/__init__.py": b"A = 3\n"}, delete=(), base={"torch/__init__.py": b"A = 1\n"}))
 
 
 # -- slow: the real CLI -------------------------------------------------------------------------
@@ -240,11 +320,15 @@ def test_a_regression_in_a_python_commit_is_found_exactly(tmp_path, culprit):
     assert found["first_bad"]["date"] == (OLD if culprit < 13 else NEW)
     assert found["commits"] == [f"{shas[culprit]} python change {culprit} (python)"]
     overlays = [r for r in runs(base) if r != "nightly"]
-    # --repeat 2 (a script's default): the commit pair is asked once more each, as the nightly
-    # pair is; every run of the script counts as a probe
-    assert overlays.count(shas[culprit]) == overlays.count(shas[culprit - 1]) == 2
-    assert len(overlays) <= math.ceil(math.log2(TESTABLE)) + 2 + 2
+    # --repeat 2 (a script's default): every commit probed is asked twice on the spot, and the
+    # commit pair once more each, as the nightly pair is; every run of the script is a probe
+    pair = {shas[culprit], shas[culprit - 1]}
+    assert {sha: overlays.count(sha) for sha in overlays} == {
+        sha: 3 if sha in pair else 2 for sha in overlays}
+    assert len(overlays) <= 2 * (math.ceil(math.log2(TESTABLE)) + 2) + 2
     assert found["probes"] == len(overlays) + 2  # and the two nightlies, from the store
+    assert "bisect: --repeat 2, the default with --script: every nightly or commit judged now " \
+           "runs the script twice" in done.stderr
     assert done.stdout.splitlines()[0].startswith("the first bad nightly is 2025-09-02")
     assert f"down to the commit: the first bad commit is {shas[culprit][:12]} (exact: the " \
            f"commit before it, {shas[culprit - 1][:12]}, is good)" in done.stdout
@@ -292,7 +376,8 @@ def test_a_rerun_reuses_every_commits_stored_verdict(tmp_path):
     assert json.loads((base / "work" / "bisect.json").read_text())["narrowed"]["candidates"] == \
         short(shas, 5)
     assert f"{shas[5][:12]} is BAD (from the store)" in again.stderr
-    assert f"probes:     {len(asked) + 2} over the commits (2 run now, " in again.stdout
+    # the commits judged (and the two nightlies), from the store; the pair's 2 re-asks now
+    assert f"probes:     {len(set(asked)) + 2 + 2} over the commits (2 run now, " in again.stdout
 
 
 @pytest.mark.slow
@@ -330,12 +415,16 @@ def test_repeat_n_asks_each_commit_of_the_pair_n_times_and_counts_every_run(tmp_
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["candidates"] == short(shas, 1)
     overlays = [r for r in runs(base) if r != "nightly"]
-    assert overlays.count(shas[1]) == 3
-    assert runs(base).count("nightly") == 2 * 3  # each nightly of the pair: 3 answers, once
+    # 3 answers in the search, 2 more as the pair's newer end; every other commit 3
+    assert {sha: overlays.count(sha) for sha in overlays} == {
+        sha: 5 if sha == shas[1] else 3 for sha in overlays}
+    assert runs(base).count("nightly") == 2 * 5  # each nightly of the pair: 3 + 2 answers
     assert found["probes"] == len(overlays) + 2  # the re-asks counted; the nightlies stored
     assert (f"probes:     {len(overlays) + 2} over the commits ({len(overlays)} run now, 2 from "
             "the store)") in done.stdout
-    assert "then at most 4 re-asks (--repeat)" in done.stderr
+    assert "(--repeat 3: each judged now runs 3 times, the two that decide the range 2 more)" \
+        in done.stderr
+    assert "the default with --script" not in done.stderr
 
 
 @pytest.mark.slow
@@ -380,8 +469,9 @@ def test_a_regression_in_a_compiled_commit_narrows_to_the_commits_without_a_bina
     assert [c.split()[1] for c in found["commits"]] == ["compiled", "python", "python", "python",
                                                         "compiled"]
     assert "down to the commit: the first bad commit is one of 5: " in done.stdout
-    assert f"build: git checkout {shas[13]} && git submodule update --init --recursive && " \
-           "python setup.py develop" in done.stdout
+    assert f"build: git checkout {shas[13]} && git submodule sync && git submodule update " \
+           "--init --recursive && python -m pip install -r requirements.txt && python -m pip " \
+           "install --no-build-isolation -v -e ." in done.stdout
     assert f"compare:    https://github.com/pytorch/pytorch/compare/{shas[12]}...{shas[17]}" \
         in done.stdout
 
@@ -402,6 +492,97 @@ def test_a_commit_whose_python_needs_a_newer_binary_is_unknown_never_bad(tmp_pat
     assert six["verdict"] == "unknown" and "do not import" in six["reason"]
     assert shas[6] not in runs(base)  # the script never ran on it
     assert not list((base / "venvs" / "overlays").iterdir())  # every overlay is gone again
+
+
+NEWPKG = {"torch/newpkg/__init__.py": "", "torch/newpkg/sub/__init__.py": "X = 1\n"}
+FOUND = ("import importlib.util as u, sys, torch; "
+         "sys.exit({} if u.find_spec('torch.newpkg') else {})")
+
+
+@pytest.mark.slow
+@needs_uv
+@pytest.mark.parametrize(("culprit", "start", "change", "check"), [
+    (22, None, NEWPKG, FOUND.format(1, 0)),  # bad once the package is there
+    (5, NEWPKG, dict.fromkeys(NEWPKG), FOUND.format(0, 1)),  # bad once it is gone
+], ids=["added-in-the-newer-stretch", "deleted-in-the-older-stretch"])
+def test_a_package_a_commit_does_not_have_is_not_in_its_overlay(tmp_path, culprit, start,
+                                                                 change, check):
+    # the other stretch's overlays delete its files; the folder left behind (its bytecode
+    # folders) would import as a namespace package, and every commit would read the same
+    base, shas = make_world(tmp_path, history(extra={culprit: change}), start_extra=start)
+    with serve(base / "index") as url:
+        done = bisect(base, f"{url}/", check=f'python -c "{check}"')
+    assert done.returncode == 0, done.stderr
+    found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
+    assert found["candidates"] == short(shas, culprit)
+    assert found["last_good"]["commit"] == shas[culprit - 1]
+
+
+@pytest.mark.slow
+@needs_uv
+@pytest.mark.parametrize("culprit", [8, 24], ids=["on-the-older-binary", "on-the-newer-binary"])
+def test_a_probe_started_through_the_console_script_runs_the_commits_code(tmp_path, culprit):
+    base, shas = make_world(tmp_path, history(culprit=culprit))
+    with serve(base / "index") as url:
+        done = bisect(base, f"{url}/", check="torchrun")
+    assert done.returncode == 0, done.stderr
+    found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
+    assert found["candidates"] == short(shas, culprit)
+    assert found["last_good"]["commit"] == shas[culprit - 1]
+
+
+REWRITES = ("import os\nwith open(os.path.join(os.path.dirname(__file__), 'feature.py'), 'w') "
+            "as f:\n    f.write('BROKEN = True\\n')\n" + INIT)
+
+
+@pytest.mark.slow
+@needs_uv
+def test_a_commit_that_rewrites_its_package_at_import_writes_only_its_own_overlay(tmp_path):
+    base, shas = make_world(tmp_path, history(extra={8: {"torch/__init__.py": REWRITES}}))
+    with serve(base / "index") as url:
+        done = bisect(base, f"{url}/")
+    assert done.returncode == 0, done.stderr
+    found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
+    assert found["candidates"] == short(shas, 8)
+    assert found["last_good"]["commit"] == shas[7]
+    feature = list((base / "venvs" / "venvs").glob("nightly-20250901-*/lib/*/site-packages/"
+                                                   "torch/feature.py"))
+    assert [f.read_text() for f in feature] == ["BROKEN = False\n"]
+
+
+@pytest.mark.slow
+@needs_uv
+def test_inert_commits_are_never_probed_and_take_the_verdict_before_them(tmp_path):
+    inert = (3, 4, 5, 6, 7, 8, 10, 11, 12)
+    base, shas = make_world(tmp_path, history(culprit=9, inert=inert))
+    with serve(base / "index") as url:
+        done = bisect(base, f"{url}/")
+    assert done.returncode == 0, done.stderr
+    found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
+    assert found["exact"] is True and found["candidates"] == short(shas, 9)
+    assert found["last_good"]["commit"] == shas[2] and found["first_bad"]["commit"] == shas[9]
+    assert [c.split()[1] for c in found["commits"]] == ["inert"] * 6 + ["python"]
+    assert not {shas[i] for i in inert} & set(runs(base))
+    assert (f"down to the commit: the first bad commit is {shas[9][:12]} (exact: the commit "
+            f"before it that can change the package, {shas[2][:12]}, is good; the 6 commits "
+            "between them are inert)") in done.stdout
+    assert f"inert:      {', '.join(short(shas, *inert[:6]))} (only test/ or docs/" in done.stdout
+    assert "30 commits between the pair: 17 testable on a nightly's binary, 9 inert" \
+        in done.stderr
+
+
+@pytest.mark.slow
+@needs_uv
+def test_inert_commits_among_compiled_ones_are_never_candidates(tmp_path):
+    base, shas = make_world(tmp_path, history(broken_kernel=13, inert=(14, 15)))
+    with serve(base / "index") as url:
+        done = bisect(base, f"{url}/")
+    assert done.returncode == 8, done.stderr
+    found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
+    assert found["candidates"] == short(shas, 13, 16, 17)
+    assert found["missing"] == short(shas, 13, 16)
+    assert [c.split()[1] for c in found["commits"]] == ["compiled", "inert", "inert", "python",
+                                                        "compiled"]
 
 
 # -- fast: the answer as text, JSON and on the page -------------------------------------------
@@ -447,6 +628,58 @@ def test_a_narrowed_answer_reads_back_from_json_and_names_each_candidate():
     assert "| `bbbbbbbbbbbb` | compiled | Move the copy kernel |" in markdown
     assert f"[compare](https://github.com/pytorch/pytorch/compare/{'a' * 40}...{'c' * 40})" \
         in markdown
+
+
+def test_inert_commits_between_the_pair_are_said_in_text_markdown_and_on_the_page():
+    a, i1, i2, c = "a" * 40, "1" * 40, "2" * 40, "c" * 40
+    point = lambda sha, v: NightlyPoint(date=OLD, version="v", verdict=Outcome(v),  # noqa: E731
+                                        commit=sha, main_sha=sha)
+    commits = BisectResult(
+        direction=Direction.REGRESSION, case="script", cuda="cpu", python=PY,
+        before=point(a, "good"), after=point(c, "bad"), probes=4, candidates=(c[:12],),
+        commits=(f"{i1} inert Test the copy", f"{i2} inert Document it", f"{c} python Break it"),
+        compare_url=f"https://github.com/pytorch/pytorch/compare/{a}...{c}")
+    result = dataclasses.replace(_narrowed_result(), narrowed=commits)
+    text = render_text(result, new_runs=0, commit_runs=2)
+    assert (f"down to the commit: the first bad commit is {c[:12]} (exact: the commit before it "
+            f"that can change the package, {a[:12]}, is good; the 2 commits between them are "
+            "inert)") in text
+    assert f"inert:      {i1[:12]}, {i2[:12]} (only test/ or docs/: they cannot change" in text
+    assert "build:" not in text  # exact: no commit to build
+    assert f"| `{i1[:12]}` | inert | Test the copy |" in render_markdown(result)
+    facts = dict(bisect_view(result).facts)
+    assert facts["inert (test/ or docs/ only: took the verdict before them, unprobed)"] == \
+        f"{i1[:12]}, {i2[:12]}"
+    assert facts["commit"].startswith(f"{i1[:12]} (inert) Test the copy")
+
+
+@pytest.mark.slow
+@needs_uv
+def test_a_shallow_clone_gives_no_commit_answer_and_says_the_fetch_that_completes_it(tmp_path):
+    base, shas = make_world(tmp_path, history(culprit=8))
+    for key in ("uploadpack.allowFilter", "uploadpack.allowAnySHA1InWant"):
+        _git(base / "pytorch", "config", key, "true")
+    shallow = base / "shallow"
+    _git(tmp_path, "init", "-q", str(shallow))
+    _git(shallow, "remote", "add", "origin", (base / "pytorch").as_uri())
+    # what a CI job that fetched the two nightlies' commits holds (and their nightly commits)
+    nightlies = _git(base / "pytorch", "log", "-g", "--format=%H %s", "nightly").splitlines()
+    wanted = [line.split()[0] for line in nightlies if "nightly release" in line]
+    _git(shallow, "fetch", "-q", "--depth", "1", "origin", shas[0], shas[-1], *wanted)
+    with serve(base / "index") as url:
+        done = bisect(base, f"{url}/", repo=shallow)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"torchbisect bisect: error: --pytorch-repo {shallow} does not hold the history from "
+        f"{shas[0][:12]} to {shas[-1][:12]} (the older nightly's main commit is not an ancestor "
+        f"of the newer one's there, and the clone is shallow): run `git -C {shallow} fetch "
+        "--unshallow origin main` and bisect again; the nightly bisection is stored and will be "
+        "reused")
+    assert done.stdout == "" and not (base / "work" / "bisect.json").exists()
+    assert [r for r in runs(base) if r != "nightly"] == []  # no commit was probed
+    with Store(base / "work" / "results.sqlite") as store:
+        [stored] = store.bisections()
+    assert (stored.after.date, stored.narrowed) == (NEW, None)
 
 
 def test_only_the_venv_backend_can_overlay_and_it_is_said_before_any_work(tmp_path, capsys):

@@ -99,12 +99,23 @@ def stored_runs(work: Path) -> int:
             return 0
 
 
-REASKS = 2  # --repeat 2 (the default with --script) asks once more at each end of the pair
+# --repeat 2 (the default with --script) asks each verdict run now twice, then once more at
+# each end of the pair
+PAIR_REASKS = 2
+
+
+def search_bound(n: int = len(DATES)) -> int:
+    return math.ceil(math.log2(n)) + 2
 
 
 def bound(n: int = len(DATES)) -> int:
     """The search's probes, and the script's re-asks: every run is counted."""
-    return math.ceil(math.log2(n)) + 2 + REASKS
+    return 2 * search_bound(n) + PAIR_REASKS
+
+
+def runs_now(stored_now: int) -> int:
+    """The script's runs for `stored_now` verdicts judged now (each stored once)."""
+    return 2 * stored_now + PAIR_REASKS
 
 
 @pytest.mark.slow
@@ -125,7 +136,7 @@ def test_script_bisection_finds_the_boundary_with_commits(world, tmp_path):
     assert result["probes"] <= bound()
     assert "exit 0 good, 125 skip" in result["rule"]
     assert result["reproduce"].startswith("torchbisect bisect --good 2025-08-13 --bad 2025-08-14")
-    assert stored_runs(tmp_path) == result["probes"] - REASKS  # re-asks are not stored
+    assert result["probes"] == runs_now(stored_runs(tmp_path))  # re-asks are not stored
     assert result["exact"] is True and result["candidates"] == [FIRST_BAD]
     assert result["unknown"] == [] and result["missing"] == []
     assert done.stdout.splitlines()[0].startswith(
@@ -137,23 +148,24 @@ def test_script_bisection_finds_the_boundary_with_commits(world, tmp_path):
 @pytest.mark.slow
 def test_killed_bisection_resumes_with_the_same_answer(world, tmp_path):
     base, _, url = world
-    # From its fourth run on, the script waits for a file that exists only for the rerun: the
-    # kill lands while a probe runs, three verdicts stored, however loaded the machine is.
+    # From its fifth run on, the script waits for a file that exists only for the rerun: the
+    # kill lands while a probe runs, two verdicts stored (--repeat 2: two runs each), however
+    # loaded the machine is.
     calls, go = tmp_path / "calls", tmp_path / "go"
     calls.mkdir()
     gated = (f"n=$(ls {calls} | wc -l); touch {calls}/$$; "
-             f"[ $n -lt 3 ] || while [ ! -e {go} ]; do sleep 0.05; done; {SCRIPT}")
+             f"[ $n -lt 4 ] || while [ ! -e {go} ]; do sleep 0.05; done; {SCRIPT}")
     args = cli_args(base, url, tmp_path, "--script", gated)
     first = subprocess.Popen(args, env=env(), cwd=tmp_path, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 300
-    while len(list(calls.iterdir())) < 4 and first.poll() is None and (
+    while len(list(calls.iterdir())) < 5 and first.poll() is None and (
             time.monotonic() < deadline):
         time.sleep(0.05)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     before = stored_runs(tmp_path)
-    assert first.returncode == -signal.SIGKILL and 3 <= before < bound() - REASKS
+    assert first.returncode == -signal.SIGKILL and 2 <= before < search_bound()
     assert not (tmp_path / "bisect.json").exists()
 
     go.touch()
@@ -163,7 +175,7 @@ def test_killed_bisection_resumes_with_the_same_answer(world, tmp_path):
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_good"]["date"], result["first_bad"]["date"]) == ("2025-08-13",
                                                                           FIRST_BAD)
-    new = stored_runs(tmp_path) - before + REASKS
+    new = runs_now(stored_runs(tmp_path) - before)
     assert new < result["probes"] <= bound()
     assert f"{new} run now, {result['probes'] - new} from the store" in done.stdout
 

@@ -60,7 +60,8 @@ def test_unknowns_next_to_the_change_say_could_be_any_of(world, tmp_path):  # no
     # every run of the script is a probe, --repeat's re-asks at the pair included; the bound
     # said at the start holds only while no nightly is unknown, and says so
     assert result["probes"] == len(runs.read_text().split())
-    assert "at most 7 probes while none is unknown, then 2 re-asks (--repeat)" in done.stderr
+    assert "at most 7 probes while none is unknown (--repeat 2: each judged now runs 2 times, " \
+           "the two that decide the range 1 more)" in done.stderr
     lead = "the first bad nightly is one of 3: 2025-08-12, 2025-08-13, 2025-08-14"
     assert done.stdout.splitlines()[0] == lead
     summary = (tmp_path / "summary.md").read_text()

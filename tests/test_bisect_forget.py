@@ -147,10 +147,11 @@ def test_a_mistaken_verdict_is_taken_back_and_asked_again(world, tmp_path):  # n
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_good"]["date"], result["first_bad"]["date"]) == ("2025-08-13",
                                                                           "2025-08-14")
-    # probed now: 08-13 again and 08-14, which the mistake had kept the search from asking
-    # (and the script re-asked at the pair); the rest came from the store: no start over
+    # probed now: 08-13 again and 08-14, which the mistake had kept the search from asking,
+    # twice each (--repeat 2), and the script re-asked at the pair; the rest came from the
+    # store: no start over
     assert stored_count(store) == before + 1
-    assert f"(4 run now, {result['probes'] - 4} from the store)" in again.stdout
+    assert f"(6 run now, {result['probes'] - 6} from the store)" in again.stdout
 
     nothing = subprocess.run(only, env=env(), cwd=tmp_path, capture_output=True, text=True,
                              timeout=600)

@@ -14,7 +14,10 @@ Nothing a command starts may outlive it, hang us, or outlive torchbisect:
   that stops a run reaches it (`_sigint_default`);
 * output is drained as it comes but only its first and last `KEEP_BYTES` are kept (`Kept`): a
   probe that prints 2 GB costs neither our memory nor a 2 GB log, and the kept text says what was
-  cut; it is masked (`masking.mask`) before anyone reads it or it reaches a log.
+  cut; it is masked (`masking.mask`) before anyone reads it or it reaches a log;
+* a command whose output is data, not a message (`git log` of 100,000 commits, whose subjects and
+  paths must stay the commit's), writes its stdout whole into a file (`stdout=PATH`): neither cut
+  nor masked, and never logged; only its stderr is kept as above.
 """
 
 from __future__ import annotations
@@ -57,8 +60,12 @@ class Completed:
 def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
         base_env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None, timeout: float | None = None, log: Path | None = None,
-        echo: Echo | None = None, check: bool = True, grace: float = GRACE) -> Completed:
+        echo: Echo | None = None, check: bool = True, grace: float = GRACE,
+        stdout: Path | None = None) -> Completed:
     """Run `argv`, appending its output to `log`; raise CommandFailed on failure when `check`.
+
+    `stdout`: a file that receives the command's stdout as it is (module docstring); `output`
+    is then its stderr alone.
 
     `env` entries are added to `base_env` (default: the current environment), not substituted
     for it: a probe passes `probe_env.allowed()` as its base, so it sees no credentials.
@@ -72,9 +79,13 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
     full_env = {**base, **(env or {}), OWNER_VAR: _OWNER, RUN_VAR: token}
     start = time.monotonic()
     try:
-        child = subprocess.Popen(argv, env=full_env, cwd=cwd, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 start_new_session=True, preexec_fn=_sigint_default())
+        with contextlib.ExitStack() as opened:
+            data = opened.enter_context(open(stdout, "wb")) if stdout is not None else None
+            child = subprocess.Popen(
+                argv, env=full_env, cwd=cwd, stdin=subprocess.DEVNULL,
+                stdout=data or subprocess.PIPE,
+                stderr=subprocess.PIPE if data else subprocess.STDOUT,
+                start_new_session=True, preexec_fn=_sigint_default())
     except FileNotFoundError:
         raise CommandFailed(argv, 127, f"{argv[0]}: command not found") from None
     running = _Running(child, token)
@@ -122,6 +133,7 @@ class _Running:
 
     def __init__(self, child: subprocess.Popen, token: str):
         self.child, self.token, self._kept = child, token, Kept()
+        self._pipe = child.stdout or child.stderr  # stderr alone when stdout goes to a file
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
         _watchdog_say(f"+{child.pid}")
@@ -153,14 +165,14 @@ class _Running:
             _LIVE.discard(self)
         _watchdog_say(f"-{self.child.pid}")
         if not self._reader.is_alive():  # a reader still blocked keeps its fd: never reused
-            self.child.stdout.close()
+            self._pipe.close()
 
     def output(self) -> str:
         text = self._kept.text()
         return text.replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
 
     def _drain(self) -> None:
-        fd = self.child.stdout.fileno()
+        fd = self._pipe.fileno()
         with contextlib.suppress(OSError):
             while chunk := os.read(fd, _READ):
                 self._kept.add(chunk)

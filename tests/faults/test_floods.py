@@ -77,3 +77,16 @@ def test_what_is_kept_is_the_head_and_the_tail_with_the_cut_said_once():
         live.add(b"line %05d\n" % i)
         pieces.append(live.new_lines())
     assert "".join(pieces) + live.rest() == text
+
+
+def test_data_read_into_a_file_is_whole_and_unmasked_while_messages_stay_bounded(tmp_path):
+    """`proc.run(stdout=FILE)` (git log's thousands of commits): the data is the command's own,
+    however long, and a token-shaped file name in it stays; its stderr is kept and masked."""
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    code = (f"import sys; sys.stdout.write('torch/{token}.py\\0' * 300000); "
+            f"sys.stderr.write('warning: {token}\\n')")
+    out = tmp_path / "stdout"
+    done = proc.run([sys.executable, "-c", code], stdout=out, timeout=120)
+    data = out.read_bytes()
+    assert len(data) > 2 * proc.KEEP_BYTES and data == f"torch/{token}.py\0".encode() * 300000
+    assert done.output.startswith("warning: ") and token not in done.output

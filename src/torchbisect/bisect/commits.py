@@ -20,6 +20,7 @@ from .. import proc
 from ..errors import CommandFailed, ConfigError
 from ..net import API, Retries
 from ..net.github import DEFAULT_API, GitHub, GitHubError, RateLimited
+from .gitrange import git_data
 
 PYTORCH = "https://github.com/pytorch/pytorch"
 GITHUB_API = f"{DEFAULT_API}/repos/pytorch/pytorch"
@@ -94,15 +95,16 @@ class CommitLookup:
         return MainSha(note="; ".join(notes))
 
     def commits_between(self, old_sha: str, new_sha: str) -> tuple[str, ...]:
-        """`git log --oneline old..new` from the clone; empty without one or on failure."""
+        """`git log --oneline old..new` from the clone, read whole (however many commits) and
+        NUL-separated; empty without one or on failure."""
         if self.repo is None or not old_sha or not new_sha:
             return ()
         try:
-            out = proc.run(["git", "-C", str(self.repo), "log", "--oneline", "--no-decorate",
-                            f"{old_sha}..{new_sha}"], timeout=60).output
+            out = git_data(self.repo, "log", "-z", "--format=%h %s", f"{old_sha}..{new_sha}")
         except CommandFailed:
             return ()
-        return tuple(line for line in out.splitlines() if line.strip())
+        return tuple(entry for entry in out.decode("utf-8", "replace").split("\0")
+                     if entry.strip())
 
     def _subject_from_repo(self, git_version: str) -> str | None:
         try:

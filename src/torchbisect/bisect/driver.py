@@ -7,11 +7,17 @@ install the nightly with the backend and run the probe, store the run, and judge
 rule.  A `--script` is a probe like any other (probes/script.py runs it), so `execute` turns
 whatever happens into a run here as for the matrix, on every backend.  While one candidate is
 probed, the two candidates the search may ask next are prepared in background threads.
+
+`repeat` (--script --repeat N): every verdict the search (or the walk) gets from a run made now
+is asked N times on the same install, stopping at the first different answer (FlakyScript, with
+the counts), so an early wrong answer of a flaky script cannot steer the search to a pair that
+then answers consistently; the two candidates that decide the range are asked N - 1 times more
+(`check_repeats`), which also covers a pair whose verdicts came from the store.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +26,7 @@ from typing import Any
 from .. import execute
 from ..backends.base import Backend
 from ..gpus import Gpu
-from ..model import Cell, CellRun
+from ..model import Cell, CellRun, RunStatus
 from ..outcome import Direction, NightlyPoint, Outcome
 from ..probes import probe_version
 from .candidates import Candidate, CandidateList
@@ -48,7 +54,8 @@ class Bisector:
     """One bisection over a candidate list, with its backend, store, rule and direction."""
 
     def __init__(self, *, backend: Backend, store: Any, rule: Rule, direction: Direction,
-                 logs: Path, gpu: Gpu | None = None, progress: Progress | None = None):
+                 logs: Path, gpu: Gpu | None = None, progress: Progress | None = None,
+                 repeat: int = 1):
         self.backend = backend
         self.store = store
         self.rule = rule
@@ -56,6 +63,7 @@ class Bisector:
         self.logs = logs
         self.gpu = gpu
         self.progress = progress or Progress()
+        self.repeat = repeat
         self.probe_version = probe_version(rule.probe_name)
         self.new_runs = 0  # runs made now, --repeat's re-asks included
         self.reasked = 0  # of those, re-asks: runs the search itself did not ask for
@@ -86,6 +94,8 @@ class Bisector:
         if run is None:
             run = execute.run_cell(self.backend, cell, gpu=self.gpu, logs_dir=self.logs)
             check_script_run(run, self.rule)  # a script asking to stop: nothing stored
+            self._confirm(cand, run, lambda: execute.run_cell(self.backend, cell, gpu=self.gpu,
+                                                              logs_dir=self.logs))
             self.store.add(run)
             self.new_runs += 1
         point = _point(cand, self.rule.judge(run))
@@ -136,16 +146,32 @@ class Bisector:
                 continue
             answers = [point.verdict, *self.reask(index, repeat - 1)]
             if len(set(answers)) > 1:
-                cand = self._cands[index]
-                counts = ", ".join(f"{a.value} {answers.count(a)}×"
-                                   for a in dict.fromkeys(answers))
-                first = "first bad" if self.direction is Direction.REGRESSION else "first fixed"
-                unit = "commit" if cand.commit else "nightly" if cand.date else "release"
-                raise FlakyScript(
-                    f"--script is flaky: on {cand.label} it answered {counts} in {repeat} runs "
-                    f"(--repeat {repeat}), so no {first} {unit} can be trusted; make the script "
-                    "decide the same way every time (e.g. count stale trials inside it) and run "
-                    "again")
+                raise self._flaky(self._cands[index], answers, repeat)
+
+    def _confirm(self, cand: Candidate, run: CellRun, again: Callable[[], CellRun]) -> None:
+        """--repeat N: ask a verdict just run N - 1 more times (`again`, not stored), stopping
+        at the first different answer.  A run that gave no answer (an install or import
+        failure) is not asked again: there is nothing to confirm."""
+        if self.repeat < 2 or run.status is not RunStatus.OK:
+            return
+        answers = [self.rule.judge(run).verdict]
+        for _ in range(self.repeat - 1):
+            more = again()
+            self.new_runs += 1
+            self.reasked += 1
+            check_script_run(more, self.rule)
+            answers.append(self.rule.judge(more).verdict)
+            if answers[-1] is not answers[0]:
+                raise self._flaky(cand, answers, self.repeat)
+
+    def _flaky(self, cand: Candidate, answers: list[Outcome], repeat: int) -> FlakyScript:
+        counts = ", ".join(f"{a.value} {answers.count(a)}×" for a in dict.fromkeys(answers))
+        first = "first bad" if self.direction is Direction.REGRESSION else "first fixed"
+        unit = "commit" if cand.commit else "nightly" if cand.date else "release"
+        return FlakyScript(
+            f"--script is flaky: on {cand.label} it answered {counts} in {len(answers)} runs "
+            f"(--repeat {repeat}), so no {first} {unit} can be trusted; make the script decide "
+            "the same way every time (e.g. count stale trials inside it) and run again")
 
     def _verdict_of(self, index: int) -> Outcome:
         cand = self._cands[index]
@@ -177,9 +203,12 @@ class Bisector:
         log = self._log(staged.cell.id)
         try:
             run = execute.probe(self.backend, staged, gpu=self.gpu, log=log)
+            check_script_run(run, self.rule)  # a script asking to stop: nothing stored
+            # --repeat's answers on the same install: an overlay is made once, not N times
+            self._confirm(self._cands[index], run,
+                          lambda: execute.probe(self.backend, staged, gpu=self.gpu, log=log))
         finally:
             execute.release(self.backend, staged.prepared, log=log)
-        check_script_run(run, self.rule)  # a script asking to stop: nothing stored
         return run
 
     def _reusable_runs(self) -> dict[str, CellRun]:

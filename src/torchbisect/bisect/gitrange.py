@@ -1,16 +1,24 @@
 """The main-branch commits between two nightlies, read from a local pytorch clone, and which of
 them a nightly's binary can test.
 
-A commit is *Python-only* when every file it changes (against its first parent) is a `.py` file
-under the Python package `torch/`, generated files excepted; anything else — C++/CUDA sources,
-build files, `third_party`, `version.txt`, `torchgen/`, a `.pyi` — is *compiled*: no nightly holds
-its binary.  Between an older nightly O and a newer N (commits c1 … cn, cn = N):
+A commit is *inert* when every file it changes (against its first parent) lies where no wheel
+ships it and no build reads it (`test/`, `docs/`): it cannot change the installed package, so it
+is never probed and takes the verdict of the commit before it.  It is *Python-only* when every
+other file it changes is a `.py` file under the Python package `torch/`, generated files
+excepted; anything else — C++/CUDA sources, build files, `third_party`, `version.txt`,
+`torchgen/`, a `.pyi`, `.github/`, package data — is *compiled*: no nightly holds its binary.
+Between an older nightly O and a newer N (commits c1 … cn, cn = N):
 
 * c1 … c(k-1), before the first compiled commit ck, share O's compiled part: each is O's binary
   with its own Python files;
 * cm … cn, from the last compiled commit cm on, share N's compiled part (no compiled change
   follows cm): each is N's binary with its own Python files — cm included;
 * ck … c(m-1) have a compiled part no nightly was built from: untestable here.
+
+A commit answer is only as good as the range: `first_parent_commits` proves it whole first (the
+older main commit an ancestor of the newer one, no shallow or grafted commit in between) and
+reads `git log` NUL-separated into a file (`proc.run(stdout=...)`), so no subject or path is cut,
+masked or split where it should not be, and every sha is checked to be one.
 
 Everything goes through `git` subprocesses (`torchbisect.proc`); a blobless clone
 (`git clone --filter=blob:none`) is enough: git log reads trees, and the blobs of the few files an
@@ -19,9 +27,10 @@ overlay needs are fetched by `git archive` on demand.
 
 from __future__ import annotations
 
+import re
 import tarfile
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .. import proc
@@ -31,7 +40,11 @@ PACKAGE = "torch/"
 # Written by the build, not the commit: a nightly's own copy must stay (its git_version).
 GENERATED = frozenset({"torch/version.py", "torch/_version.py"})
 SOURCES = "torch/csrc/"
-_COMMIT = "\x01"
+# Folders no wheel ships and no build reads: a commit that only touches them changes nothing
+# installed.  (`.github/`, `benchmarks/`, `functorch/` stay compiled: CI images, the build's
+# own scripts or packages read some of their files.)
+INERT = ("test/", "docs/")
+_SHA = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,12 +54,17 @@ class Commit:
     paths: tuple[str, ...]  # changed against the first parent
 
     @property
+    def inert(self) -> bool:
+        """Changes nothing a wheel installs (an empty commit neither)."""
+        return all(is_inert(p) for p in self.paths)
+
+    @property
     def python_only(self) -> bool:
-        return all(is_python_file(p) for p in self.paths)
+        return all(is_python_file(p) or is_inert(p) for p in self.paths)
 
     @property
     def kind(self) -> str:
-        return "python" if self.python_only else "compiled"
+        return "inert" if self.inert else "python" if self.python_only else "compiled"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,7 +72,13 @@ class Testable:
     """One commit of the range and the nightly binary that can run it, if any."""
 
     commit: Commit
-    on: str  # "older" | "newer" | "" (untestable: its compiled part was never built)
+    # "older" | "newer" | "" (untestable: its compiled part was never built) | "inert" (not
+    # probed: it has the package of the commit before it)
+    on: str
+
+    @property
+    def probed(self) -> bool:
+        return self.on in ("older", "newer")
 
 
 def is_python_file(path: str) -> bool:
@@ -64,29 +88,99 @@ def is_python_file(path: str) -> bool:
         and not path.startswith(SOURCES)
 
 
+def is_inert(path: str) -> bool:
+    return path.startswith(INERT)
+
+
 def first_parent_commits(repo: Path, old: str, new: str) -> tuple[Commit, ...]:
-    """The first-parent commits after `old` up to `new`, oldest first, with their paths."""
-    out = _git(repo, "-c", "core.quotePath=false", "log", "--first-parent", "--reverse",
-               "--diff-merges=first-parent", "--name-only", "--no-renames",
-               f"--format={_COMMIT}%H %s", f"{old}..{new}")
-    commits = []
-    for block in out.split(_COMMIT)[1:]:
-        head, _, rest = block.partition("\n")
-        sha, _, subject = head.partition(" ")
-        paths = tuple(line for line in rest.splitlines() if line.strip())
-        commits.append(Commit(sha=sha, subject=subject.strip(), paths=paths))
+    """The first-parent commits after `old` up to `new`, oldest first, with their paths; one
+    sentence (ConfigError) when the clone does not hold all of them (`check_whole`)."""
+    order = check_whole(repo, old, new)
+    data = git_data(repo, "log", "-z", "--first-parent", "--reverse", "--diff-merges=first-parent",
+                     "--name-only", "--no-renames", "--format=%x00%H%x00%s", f"{old}..{new}")
+    commits = _parse_log(data)
+    if tuple(c.sha for c in commits) != order:
+        raise InfraError(f"`git log {old[:12]}..{new[:12]}` in {repo} listed {len(commits)} "
+                         f"commits where `git rev-list` lists {len(order)}: the clone may be "
+                         "changing under us; run the bisection again")
+    return commits
+
+
+def _parse_log(data: bytes) -> tuple[Commit, ...]:
+    """`git log -z --format=%x00%H%x00%s --name-only`: each commit is an empty field, its sha,
+    its subject, then its paths (the first after a newline) — a path is never empty, so the
+    empty field is the only thing that starts a commit, whatever a subject or path holds."""
+    fields = data.split(b"\0")
+    commits, i = [], 0
+    while i + 2 < len(fields) and fields[i] == b"":
+        sha, subject = fields[i + 1].decode("ascii", "replace"), fields[i + 2]
+        if not _SHA.fullmatch(sha):
+            raise InfraError(f"`git log` gave {sha[:50]!r} where a commit sha belongs")
+        j = i + 3
+        while j < len(fields) and fields[j] != b"":
+            j += 1
+        paths = [f.removeprefix(b"\n") for f in fields[i + 3:j]]
+        commits.append(Commit(sha=sha, subject=subject.decode("utf-8", "replace"),
+                              paths=tuple(p.decode("utf-8", "surrogateescape") for p in paths)))
+        i = j
     return tuple(commits)
 
 
+def check_whole(repo: Path, old: str, new: str) -> tuple[str, ...]:
+    """The first-parent shas of `old..new`, oldest first, once the clone is proven to hold the
+    whole range: `old` an ancestor of `new`, and no shallow or grafted commit among them (git
+    would list a shorter range, or diff a commit against the wrong parent, without a word)."""
+    fetch = f"`git -C {repo} fetch --unshallow origin main`" if _shallow(repo) else \
+        f"`git -C {repo} fetch origin main`"
+    ancestor = proc.run(_argv(repo, ("merge-base", "--is-ancestor", old, new)), timeout=600,
+                        check=False)
+    if ancestor.returncode != 0:
+        raise ConfigError(
+            f"--pytorch-repo {repo} does not hold the history from {old[:12]} to {new[:12]} "
+            f"(the older nightly's main commit is not an ancestor of the newer one's there"
+            f"{', and the clone is shallow' if _shallow(repo) else ''}): run {fetch} and bisect "
+            "again; the nightly bisection is stored and will be reused")
+    order = tuple(git_data(repo, "rev-list", "--first-parent", "--reverse", f"{old}..{new}")
+                  .decode("ascii", "replace").split())
+    boundaries = _boundaries(repo)
+    cut = [sha for sha in order if sha in boundaries]
+    if cut:
+        raise ConfigError(
+            f"--pytorch-repo {repo} has {len(cut)} commit(s) between {old[:12]} and {new[:12]} "
+            f"whose parents it does not hold (a shallow or grafted boundary at {cut[0][:12]}), "
+            f"so their changes cannot be read: run {fetch} and bisect again; the nightly "
+            "bisection is stored and will be reused")
+    return order
+
+
+def _shallow(repo: Path) -> bool:
+    return _git(repo, "rev-parse", "--is-shallow-repository").strip() == "true"
+
+
+def _boundaries(repo: Path) -> frozenset[str]:
+    """The commits whose parents the clone pretends or does not have: shallow, grafted."""
+    found = set()
+    for name in ("shallow", "info/grafts"):
+        path = Path(_git(repo, "rev-parse", "--path-format=absolute", "--git-path", name).strip())
+        if path.is_file():
+            found |= {line.split()[0] for line in path.read_text("ascii", "replace").splitlines()
+                      if line.strip() and not line.startswith("#")}
+    return frozenset(found)
+
+
 def plan(commits: tuple[Commit, ...]) -> tuple[Testable, ...]:
-    """Which binary tests each commit (module docstring)."""
+    """Which binary tests each commit (module docstring); inert commits need none."""
     compiled = [i for i, c in enumerate(commits) if not c.python_only]
-    if not compiled:  # one compiled part throughout: the older nightly's, bar the newest commit
-        return tuple(Testable(commit=c, on="newer" if i == len(commits) - 1 else "older")
-                     for i, c in enumerate(commits))
-    first, last = compiled[0], compiled[-1]
-    return tuple(Testable(commit=c, on="older" if i < first else "newer" if i >= last else "")
-                 for i, c in enumerate(commits))
+    last_index = len(commits) - 1
+
+    def on(i: int, c: Commit) -> str:
+        if c.inert and i != last_index:  # the newest commit is the newer nightly itself
+            return "inert"
+        if not compiled:  # one compiled part throughout: the older nightly's, bar the newest
+            return "newer" if i == last_index else "older"
+        return "older" if i < compiled[0] else "newer" if i >= compiled[-1] else ""
+
+    return tuple(Testable(commit=c, on=on(i, c)) for i, c in enumerate(commits))
 
 
 def full_sha(repo: Path, rev: str) -> str:
@@ -105,20 +199,26 @@ class PythonTree:
 
     write: dict[str, bytes]  # path under the repo root (torch/...) → content
     delete: tuple[str, ...]
+    # git's copy at the binary's own commit of each file written or deleted that was there: a
+    # nightly whose installed copy differs (a ROCm wheel hipifies some) cannot take the change
+    base: dict[str, bytes] = field(default_factory=dict)
 
 
 def python_changes(repo: Path, base: str, target: str) -> PythonTree:
     """The `torch/**.py` files that differ between `base` (what the binary holds) and
     `target`: their content at `target`, or their deletion."""
-    listed = _git(repo, "-c", "core.quotePath=false", "diff", "--name-status", "--no-renames",
-                  base, target, "--", PACKAGE)
-    changed, delete = [], []
-    for line in listed.splitlines():
-        status, _, path = line.partition("\t")
+    listed = git_data(repo, "diff", "-z", "--name-status", "--no-renames", base, target,
+                       "--", PACKAGE).split(b"\0")
+    changed, delete, was = [], [], []
+    for status, raw in zip(listed[0::2], listed[1::2], strict=False):
+        path = raw.decode("utf-8", "surrogateescape")
         if not is_python_file(path):
             continue
-        (delete if status.startswith("D") else changed).append(path)
-    return PythonTree(write=_contents(repo, target, changed), delete=tuple(delete))
+        (delete if status.startswith(b"D") else changed).append(path)
+        if not status.startswith(b"A"):
+            was.append(path)
+    return PythonTree(write=_contents(repo, target, changed), delete=tuple(delete),
+                      base=_contents(repo, base, was))
 
 
 def _contents(repo: Path, sha: str, paths: list[str], chunk: int = 500) -> dict[str, bytes]:
@@ -152,5 +252,19 @@ def safe_path(path: str) -> PurePosixPath:
 
 
 def _git(repo: Path, *args: str) -> str:
-    return proc.run(["git", "-C", str(repo), *args], timeout=600).output
+    return proc.run(_argv(repo, args), timeout=600).output
+
+
+def git_data(repo: Path, *args: str) -> bytes:
+    """A git command's stdout as it is: whole, unmasked (a file named like a token is still that
+    file), through a file rather than proc's kept-and-masked text."""
+    with tempfile.TemporaryDirectory(prefix="torchbisect-git-") as tmp:
+        out = Path(tmp) / "stdout"
+        proc.run(_argv(repo, args), timeout=600, stdout=out)
+        return out.read_bytes()
+
+
+def _argv(repo: Path, args: tuple[str, ...]) -> list[str]:
+    # replace refs would show other commits than the ones named; a path is never a pattern
+    return ["git", "-C", str(repo), "--no-replace-objects", "--literal-pathspecs", *args]
 

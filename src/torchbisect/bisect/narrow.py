@@ -7,7 +7,9 @@ every testable commit, and the newer nightly itself (the newest commit *is* it):
 from the store, every verdict is a stored run with a cell id of its own (`cells.commit`), and a
 rerun reuses them.  Untestable commits (a compiled part no nightly was built from) are never
 probed: when the change lies among them the answer is those commits (report/bisection_text says
-how to build each from source).
+how to build each from source).  Inert commits (`test/`, `docs/` only) are never probed either,
+and never an answer: each has the package of the commit before it, so it takes that verdict;
+the answer lists those between the pair as `inert` in its commit lines.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ def narrow(nightly: BisectResult, cands: CandidateList, *, backend: Backend,
         return Narrowed(result=None, notes=(f"no commit bisection: {repo} has no first-parent "
                                             f"commit between {old[:12]} and {new[:12]}",))
     testable = plan(commits)
+    untestable = sum(1 for t in testable if not t.on)
     rule = bisector(backend).rule
     items, plans = _search_list(old, older, newer, testable, rule, repo)
     judge = bisector(OverlayBackend(backend, workdir, plans))
@@ -75,8 +78,10 @@ def narrow(nightly: BisectResult, cands: CandidateList, *, backend: Backend,
         judge.check_repeats(search, repeat, asked=frozenset({0, len(items) - 1}))
     result = _result(nightly, search, judge.points, commits, testable, old,
                      reasked=judge.reasked)
-    told = (f"{len(commits)} commits between the pair: {sum(1 for t in testable if t.on)} "
-            f"testable on a nightly's binary, {sum(1 for t in testable if not t.on)} not (a "
+    inert = sum(1 for t in testable if t.on == "inert")
+    told = (f"{len(commits)} commits between the pair: {len(commits) - inert - untestable} "
+            f"testable on a nightly's binary, {inert} inert (test/ or docs/ only: not probed, "
+            f"each takes the verdict of the commit before it), {untestable} not testable (a "
             "compiled part no nightly was built from)")
     return Narrowed(result=result, new_runs=judge.new_runs, notes=(told,))
 
@@ -96,7 +101,7 @@ def _search_list(old: str, older: Candidate, newer: Candidate, testable: tuple[T
     for i, t in enumerate(testable):
         if i == len(testable) - 1:
             items.append(replace(newer, commit=t.commit.sha))
-        elif t.on:
+        elif t.probed:
             base = older if t.on == "older" else newer
             base_sha = old if t.on == "older" else testable[-1].commit.sha
             cell = replace(base.cell, id=cells.commit(t.commit.sha, base.cell.id),
@@ -115,20 +120,22 @@ def _result(nightly: BisectResult, search: SearchResult, points: dict[int, Night
             reasked: int = 0) -> BisectResult:
     """The commit-level result: keys are short shas; `missing` holds the untestable commits
     between the pair (no binary), `unknown` the tried ones without a verdict; the probes count
-    --repeat's `reasked` runs too."""
+    --repeat's `reasked` runs too.  Inert commits between the pair are in `commits` (kind
+    "inert"), never among the candidates: they took the verdict of the commit before them."""
     order = [old, *(c.sha for c in commits)]
     where = {sha: i for i, sha in enumerate(order)}
     done = {i: replace(p, main_sha=p.commit) for i, p in points.items()}
     before, after = done[search.last_good], done[search.first_bad]
     between = order[where[before.commit] + 1:where[after.commit]]
     untestable = {t.commit.sha for t in testable if not t.on}
+    inert = {t.commit.sha for t in testable if t.on == "inert"}
     by_sha = {c.sha: c for c in commits}
     chosen = [*between, after.commit]
     return BisectResult(
         direction=nightly.direction, case=nightly.case, cuda=nightly.cuda,
         python=nightly.python, before=before, after=after, probes=search.probes + reasked,
         points=tuple(done[i] for i in sorted(done)),
-        candidates=tuple(sha[:12] for sha in chosen),
+        candidates=tuple(sha[:12] for sha in chosen if sha not in inert),
         unknown=tuple(done[i].key for i in search.unknown),
         missing=tuple(sha[:12] for sha in between if sha in untestable),
         compare_url=compare_url(before.commit, after.commit),

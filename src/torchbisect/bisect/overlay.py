@@ -1,12 +1,27 @@
-"""A commit's Python files on a nightly's binary: a hard-linked copy of the nightly's venv.
+"""A commit's Python files on a nightly's binary: a copy of the nightly's venv whose compiled
+files are hard links.
 
 The nightly is installed once by the wrapped backend (the venv backend: its venv is reused across
-commits and runs).  For each commit an overlay folder is made beside it with hard links — seconds
-and no disk, where a reinstall would take minutes — and the commit's changed `torch/**.py` files
-are then *replaced*: the link is removed first and a new file written, so nothing is ever written
-through a link into the nightly's venv.  Their stale bytecode goes too, and the probe runs with
-PYTHONDONTWRITEBYTECODE.  An overlay that cannot `import torch` (the commit's Python wants a binary
-the nightly does not have) is an infrastructure failure of that commit: unknown, never bad.
+commits and runs).  For each commit an overlay folder is made beside it — seconds, where a
+reinstall would take minutes — and it is that commit's tree on that binary, nothing else:
+
+* the compiled part is hard links, since it is the bulk of the disk and no Python code
+  rewrites it: ELF files (torch's libraries, extension modules, CUDA's) and the headers and CMake
+  files built with them (`torch/include/`, `torch/share/`, two thirds of torch's files); every
+  other file is a *copy*, so a commit whose code rewrites a file of its package at import writes
+  into its own overlay, never through a link into the nightly's venv;
+* a copied file that names the nightly's venv (a console script's `#!…/bin/python`, activate
+  scripts, .pth files) names the overlay instead, so `torchrun` runs the overlay's code;
+* the commit's changed `torch/**.py` files are written, its deleted ones removed with their
+  bytecode, and a folder left with nothing but bytecode goes too: no namespace package is left
+  where the commit has no package;
+* a file the nightly installed otherwise than git has it at the nightly's commit (a ROCm wheel
+  hipifies some of torch/_inductor) is never replaced by git's copy: a commit changing one is
+  an infrastructure failure of that commit.
+
+The probe runs with PYTHONDONTWRITEBYTECODE.  An overlay that cannot `import torch` (the commit's
+Python wants a binary the nightly does not have) is an infrastructure failure of that commit:
+unknown, never bad.
 """
 
 from __future__ import annotations
@@ -71,7 +86,7 @@ class OverlayBackend(Backend):
         try:
             link_tree(base.handle, dest)
             tree = plan.tree()
-            overlay_python_files(dest, tree)
+            overlay_python_files(dest, tree, commit=plan.commit)
             note(log, f"overlay of {plan.commit[:12]} on {plan.base.id}: {len(tree.write)} "
                       f"Python file(s) written, {len(tree.delete)} removed, the rest hard-linked")
             _check_import(python, env, plan, log)
@@ -93,8 +108,10 @@ class OverlayBackend(Backend):
 
 
 def link_tree(source: Path, dest: Path) -> None:
-    """`cp -al source dest`: folders made anew, files hard-linked, links copied as links.
-    Across file systems (no hard link possible) files are copied."""
+    """A copy of the venv `source` at `dest` (module docstring): folders made anew, compiled
+    files hard-linked, the rest copied with `source`'s path rewritten to `dest`'s, links copied
+    as links.  Across file systems (no hard link possible) compiled files are copied too."""
+    names_venv = (str(Path(source).absolute()).encode(), str(Path(dest).absolute()).encode())
     for folder, dirs, names in os.walk(source):
         here = Path(folder)
         target = dest / here.relative_to(source)
@@ -106,7 +123,34 @@ def link_tree(source: Path, dest: Path) -> None:
                 if name in dirs:
                     dirs.remove(name)  # a link to a folder is copied as a link, not walked
             elif name in names:
-                _link(src, target / name)
+                _place(src, target / name, names_venv, built=_built_with_binary(here))
+
+
+def _built_with_binary(folder: Path) -> bool:
+    """Inside torch/include or torch/share of a site-packages folder."""
+    parts = folder.parts
+    return any(parts[i:i + 3] in (("site-packages", "torch", "include"),
+                                  ("site-packages", "torch", "share"))
+               for i in range(len(parts) - 2))
+
+
+def _place(src: Path, dst: Path, names_venv: tuple[bytes, bytes], *, built: bool) -> None:
+    with src.open("rb") as fh:
+        if built or fh.read(4) == _ELF:
+            _link(src, dst)
+            return
+    old, new = names_venv
+    # what names the venv is small text (scripts, .pth, pyvenv.cfg); bytecode holds lengths
+    data = src.read_bytes() if src.stat().st_size <= _NAMING and src.suffix != ".pyc" else b""
+    if old in data:
+        dst.write_bytes(data.replace(old, new))
+    else:
+        shutil.copyfile(src, dst)
+    shutil.copystat(src, dst)  # the mode (scripts), and the mtime that bytecode checks
+
+
+_ELF = b"\x7fELF"
+_NAMING = 1 << 20
 
 
 def _link(src: Path, dst: Path) -> None:
@@ -118,20 +162,45 @@ def _link(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def overlay_python_files(dest: Path, tree: PythonTree) -> None:
-    """Replace (never write through) the overlay's copies of the commit's Python files."""
+def overlay_python_files(dest: Path, tree: PythonTree, *, commit: str = "") -> None:
+    """Replace (never write through) the overlay's copies of the commit's Python files, remove
+    its deleted ones and the folders they leave with nothing but bytecode."""
     site = package_root(dest)
     inside = dest.resolve()
+    emptied = set()
     for path in (*tree.write, *tree.delete):
         target = site / safe_path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.parent.resolve().is_relative_to(inside):
             raise InfraError(f"{target.parent} leads out of the overlay {dest}")
-        target.unlink(missing_ok=True)  # drops the link; the nightly's file is untouched
+        _check_as_git_has_it(target, path, tree, commit)
+        target.unlink(missing_ok=True)  # drops the copy (or link); the nightly's is untouched
         for stale in (target.parent / "__pycache__").glob(f"{target.stem}.*.pyc"):
             stale.unlink()
         if path in tree.write:
             target.write_bytes(tree.write[path])
+        else:
+            emptied.add(target.parent)
+    for folder in sorted(emptied, key=lambda f: len(f.parts), reverse=True):
+        _drop_if_bare(folder, site / "torch")
+
+
+def _check_as_git_has_it(target: Path, path: str, tree: PythonTree, commit: str) -> None:
+    if path in tree.base and target.is_file() and target.read_bytes() != tree.base[path]:
+        raise InfraError(
+            f"the nightly's {path} is not git's copy at the nightly's own commit (a ROCm wheel "
+            f"hipifies some files), so the change of {commit[:12] or 'this commit'} to it cannot "
+            "be overlaid: the commit cannot be judged on this binary (unknown, not bad)")
+
+
+def _drop_if_bare(folder: Path, top: Path) -> None:
+    """Remove `folder`, and the folders above it up to `top`, while they hold nothing but
+    bytecode: left there, an emptied package imports as a namespace package."""
+    while folder != top and folder.is_relative_to(top) and folder.is_dir():
+        if any(entry.name != "__pycache__" for entry in folder.iterdir()):
+            return
+        shutil.rmtree(folder)
+        folder = folder.parent
 
 
 def package_root(venv: Path) -> Path:

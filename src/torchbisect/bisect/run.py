@@ -61,7 +61,7 @@ class BisectOptions:
     github: bool = True
     timeout: float = defaults.TIMEOUT
     overlay: bool = False
-    repeat: int = 1  # answers of --script asked at each of the two decisive nightlies
+    repeat: int = 1  # answers of --script asked of each verdict run now (driver.py)
     walk_limit: int = DEFAULT_LIMIT  # days from --bad the walk to a good nightly may go
     narrow: bool = False  # --pytorch-repo: then down to the commit, with `repo`'s history
 
@@ -106,7 +106,8 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
         def bisector_on(on) -> Bisector:
             return Bisector(
                 backend=on, store=store, rule=options.rule, direction=options.direction,
-                logs=options.logs or options.store.parent / "logs", gpu=gpu, progress=progress)
+                logs=options.logs or options.store.parent / "logs", gpu=gpu, progress=progress,
+                repeat=options.repeat if options.script is not None else 1)
 
         bisector = bisector_on(backend)
         walked = None

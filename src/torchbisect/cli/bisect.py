@@ -30,6 +30,10 @@ from .options import add_backend_option
 # The status of an answer that is a range, not one build (README's exit-code table): a caller
 # tells "one of N" from "this one" by the status alone.
 NOT_EXACT = 8
+REPEAT_DEFAULT = ("--repeat 2, the default with --script: every nightly or commit judged now runs "
+                  "the script twice (and the two that decide the range once more), about twice "
+                  "the runs of --repeat 1, so that a flaky script is said to be flaky instead "
+                  "of giving a wrong exact answer")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -76,9 +80,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--timeout", type=float, default=defaults.TIMEOUT, metavar="SECONDS",
         help="per nightly (default %(default).0f)")
     add("--repeat", type=int, default=None, metavar="N",
-        help="with --script: ask it N times at the two nightlies (and, with --pytorch-repo, "
-             "the two commits) that decide the range, and report a script whose answers differ "
-             "as flaky (default 2)")
+        help="with --script: ask it N times of every nightly (and, with --pytorch-repo, "
+             "commit) it judges now, and N-1 more at the two that decide the range; a script "
+             "whose answers differ is reported as flaky, exit 1 (default 2)")
     add("--forget", action="append", default=[], metavar="DATE|VERSION|COMMIT",
         help="first drop the stored verdict of this build that the bisection would reuse (a "
              "mistaken answer), so it is asked again; names each dropped row; repeatable")
@@ -97,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
         _say_forgotten(what, take_back(options, what), options)
     if args.bad is None:
         return 0
-    done = bisect(options, _Console(reasks=2 * (options.repeat - 1)))
+    done = bisect(options, _Console(repeat=options.repeat,
+                                    default=args.script is not None and args.repeat is None))
     print(render_text(done.result, new_runs=done.new_runs, commit_runs=done.commit_runs),
           file=sys.stderr if args.json == "-" else sys.stdout)
     if args.json:
@@ -171,8 +176,9 @@ def _options(args: argparse.Namespace) -> BisectOptions:
 
 
 class _Console(Progress):
-    def __init__(self, *, reasks: int = 0):
-        self.reasks = reasks  # --repeat's runs at the pair, on top of the search's
+    def __init__(self, *, repeat: int = 1, default: bool = False):
+        self.repeat = repeat  # --repeat: runs of the script per verdict judged now
+        self.say_default = default  # said once, when the first search starts
 
     def _say(self, text: str) -> None:
         print(f"bisect: {text}", file=sys.stderr, flush=True)
@@ -181,11 +187,13 @@ class _Console(Progress):
         self._say(text)
 
     def start(self, cands: CandidateList, *, rule, stored):
+        if self.say_default:
+            self._say(REPEAT_DEFAULT)
+            self.say_default = False
         first, last = cands.candidates[0], cands.candidates[-1]
         bound = math.ceil(math.log2(len(cands.candidates))) + 2
-        # the commits' re-asks skip the pair's nightlies, asked already: at most, not exactly
-        again = "" if not self.reasks else f", then {'at most ' if first.commit else ''}" \
-            f"{self.reasks} re-asks (--repeat)"
+        again = "" if self.repeat < 2 else f" (--repeat {self.repeat}: each judged now runs " \
+            f"{self.repeat} times, the two that decide the range {self.repeat - 1} more)"
         gaps = f" ({len(cands.missing)} dates have none)" if first.date and not first.commit \
             else ""
         self._say(f"{len(cands.candidates)} {_kind(first)} from {first.key} to {last.key}{gaps}; "

@@ -23,8 +23,20 @@ def lead(r: BisectResult) -> str:
         return f"the {first} {r.unit} is {r.after.key}"
     gap = f"; no nightly was published on {', '.join(r.missing)}" \
         if r.missing and r.unit == "nightly" else ""
+    if inert := inert_commits(r):
+        return (f"the {first} {r.unit} is {r.after.key} (exact: the commit before it that can "
+                f"change the package, {r.before.key}, is {r.before.verdict.value}; the "
+                f"{_count(len(inert), 'commit')} between them {'is' if len(inert) == 1 else 'are'} "
+                "inert)")
     return (f"the {first} {r.unit} is {r.after.key} (exact: the {r.unit} before it, "
             f"{r.before.key}, is {r.before.verdict.value}{gap})")
+
+
+def inert_commits(r: BisectResult) -> list[str]:
+    """The short shas of the inert commits between a commit answer's pair (`test/` or `docs/`
+    only: they took the verdict of the commit before them)."""
+    return [line.split(" ", 1)[0][:12] for line in r.commits
+            if line.split(" ", 2)[1:2] == ["inert"]]
 
 
 def _line(name: str, p: NightlyPoint | None) -> str:
@@ -68,8 +80,12 @@ def commit_lines(c: BisectResult, *, new_runs: int) -> list[str]:
         sha, kind, subject = (line.split(" ", 2) + ["", ""])[:3]
         lines.append(f"  {sha[:12]} {kind:8} {subject}")
         lines.append(f"    {commit_url(sha)}")
-        if not c.exact:
+        if not c.exact and kind != "inert":
             lines.append(f"    build: {build_recipe(sha)}")
+    if inert := inert_commits(c):
+        lines.append(f"inert:      {', '.join(inert)} (only test/ or docs/: they cannot change "
+                     "the installed package, so each took the verdict of the commit before it, "
+                     "unprobed)")
     if c.missing:
         lines.append(f"untestable: {', '.join(c.missing)} (no nightly's binary has their "
                      "compiled part: build them from source)")
@@ -86,9 +102,11 @@ def commit_url(sha: str) -> str:
 
 
 def build_recipe(sha: str) -> str:
-    """One commit from source, in the clone (PyTorch's own steps, short)."""
-    return (f"git checkout {sha} && git submodule update --init --recursive && "
-            "python setup.py develop")
+    """One commit from source, in the clone: PyTorch's README's steps ("Install PyTorch" from
+    source), short — `setup.py develop` is no longer what it says."""
+    return (f"git checkout {sha} && git submodule sync && git submodule update --init "
+            "--recursive && python -m pip install -r requirements.txt && "
+            "python -m pip install --no-build-isolation -v -e .")
 
 
 def render_markdown(r: BisectResult) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..model import CellRun
 from ..outcome import BisectResult, Direction
-from .bisection_text import lead
+from .bisection_text import inert_commits, lead
 from .headline import gpu_of
 from .page import BisectView
 from .public import public_text
@@ -36,6 +36,8 @@ def _commit_facts(c: BisectResult) -> list[tuple[str, str]]:
     return [("down to the commit", public_text(lead(c))),
             ("commit candidates" if not c.exact else "commit", public_text("; ".join(listed))),
             ("untestable (no nightly's binary)", ", ".join(c.missing)),
+            ("inert (test/ or docs/ only: took the verdict before them, unprobed)",
+             ", ".join(inert_commits(c))),
             ("commit probes run", str(c.probes)),
             ("commit compare", public_text(c.compare_url))]
 
