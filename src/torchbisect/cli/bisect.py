@@ -116,6 +116,20 @@ def _say_forgotten(what: str, gone: Forgotten, options: BisectOptions) -> None:
               "was, and a new bisection is stored beside it")
 
 
+def _in_calendar(flag: str, text: str | None) -> None:
+    """`--good '99999999 days ago'` is before year 1: one sentence, not an OverflowError."""
+    from ..bisect.candidates import parse_end
+
+    try:
+        if text is not None:
+            parse_end(text, flag)
+    except OverflowError:
+        raise ConfigError(f"{flag} {text[:40]!r} is before the first day of the calendar; give "
+                          "a date such as 2025-08-01 or a few days ago") from None
+    except ConfigError:
+        pass  # said later, where a release or a version is told from a date
+
+
 def _options(args: argparse.Namespace) -> BisectOptions:
     if args.bad is None and not args.forget:
         raise ConfigError("--bad is needed: the nightly with the bug (or --forget alone, to "
@@ -138,6 +152,8 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         raise ConfigError("--repo and --pytorch-repo name two clones: give --pytorch-repo alone")
     if args.pytorch_repo is not None and args.bad is None:
         raise ConfigError("--pytorch-repo needs --bad (and the rest of a bisection)")
+    for flag, end in (("--good", args.good), ("--bad", args.bad)):
+        _in_calendar(flag, end)
     if args.repeat is not None and (args.script is None or args.repeat < 1):
         raise ConfigError("--repeat needs --script and a whole number of at least 1; racy "
                           "probe cases take --trials and --min-stale instead")
