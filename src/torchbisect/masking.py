@@ -25,7 +25,7 @@ import binascii
 import os
 import re
 from collections.abc import Iterator
-from functools import cache
+from functools import cache, lru_cache
 
 MASK = "***"
 # A variable whose name says it holds a secret (also refused to probes by probe_env).
@@ -98,7 +98,14 @@ def mask(text: str) -> str:
     if len(text) < SHORTEST_SECRET:
         return text
     text = _masked(text)
-    return _unhidden(text) if _HIDING.search(text) else text
+    if _HIDING.search(text) is None:
+        return text
+    return _unhidden_short(text) if len(text) <= 1024 else _unhidden(text)
+
+
+@lru_cache(maxsize=16384)  # a store's documents repeat the same short strings many times
+def _unhidden_short(text: str) -> str:
+    return _unhidden(text)
 
 
 def at_cut(before: str, after: str) -> tuple[str, str]:
@@ -137,6 +144,7 @@ def _unhidden(text: str) -> str:
     return _ENCODED.sub(lambda m: MASK if _reveals(m.group()) else m.group(), text)
 
 
+@lru_cache(maxsize=8192)  # the same runs (case names, digests) come back in every document
 def _reveals(run: str) -> bool:
     """Whether a base64 or hex run decodes (at some alignment) to text holding a secret."""
     for decoded in _decodings(run):
@@ -181,6 +189,8 @@ def refresh() -> None:
     """Read our own secrets again (they are read once: the environment torchbisect started
     with; call this after changing it in the same process)."""
     _own_secrets.cache_clear()
+    _reveals.cache_clear()
+    _unhidden_short.cache_clear()
 
 
 @cache
