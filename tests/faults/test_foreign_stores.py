@@ -109,6 +109,7 @@ def test_the_target_stores_schema_is_checked_the_same_way(tmp_path, case):
     assert shown.returncode == 2 and said in shown.stderr, shown.stderr
 
 
+@pytest.mark.slow  # over 2 s here: child processes
 def test_the_connection_is_defended_on_this_python_and_on_any_other_found(tmp_path):
     """Python 3.12+ has Connection.setconfig (defensive, no views, no triggers, untrusted
     schema); 3.11 has only the pragmas, and relies on the schema check above: both are run."""
@@ -152,6 +153,7 @@ def test_a_row_over_16_mib_is_refused_by_sqlite_not_loaded(tmp_path):
     assert not (tmp_path / "site.sqlite").exists()
 
 
+@pytest.mark.slow  # over 2 s here: child processes
 def test_a_huge_log_excerpt_is_capped_when_merged_and_when_drawn(tmp_path):
     """A 120 MB excerpt became a 120 MB index.html: now the store and the page keep its end."""
     excerpt = "FIRST LINE\n" + "y" * (3 * 1024 * 1024) + "\nLAST LINE"

@@ -56,6 +56,7 @@ def _aliases(tmp_path: Path, real: Path) -> dict[str, Path]:
             "a detour through ..": tmp_path / "other" / ".." / "real" / real.name}
 
 
+@pytest.mark.slow  # over 2 s here: child processes
 def test_a_store_named_through_a_link_or_a_detour_has_the_same_lock(tmp_path):
     real = tmp_path / "real" / "results.sqlite"
     real.parent.mkdir()
