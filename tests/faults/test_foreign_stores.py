@@ -181,6 +181,9 @@ def test_text_that_is_not_utf8_reads_as_replacement_characters(tmp_path):
     with Store(tmp_path / "site.sqlite") as store:
         texts = sorted(r.log_excerpt for r in store.runs())
     assert "ok \ufffd\ufffd end" in texts
+    drawn = _cli(tmp_path, "report", "--store", str(shard), "--out", "page")  # read in place
+    assert drawn.returncode == 0, drawn.stderr
+    assert "ok \ufffd\ufffd end" in (tmp_path / "page" / "index.html").read_text()
 
 
 def test_a_store_without_a_bisections_or_attendance_table_merges_its_runs(tmp_path):

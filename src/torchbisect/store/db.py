@@ -103,6 +103,7 @@ class Store:
             raise
         self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
         self._db.row_factory = sqlite3.Row
+        self._db.text_factory = foreign.lenient_text  # a store edited elsewhere may hold any bytes
         try:
             self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             _patiently(self._setup, timeout)

@@ -96,8 +96,13 @@ def _connect(copy: Path, shown: Path) -> sqlite3.Connection:
         raise check.not_damage(shown, err) or ConfigError(check.damaged(shown, str(err))) \
             from None
     db.row_factory = sqlite3.Row
-    db.text_factory = lambda raw: raw.decode("utf-8", errors="replace")
+    db.text_factory = lenient_text
     return db
+
+
+def lenient_text(raw: bytes) -> str:
+    """A stored text as str: bytes that are not UTF-8 become U+FFFD, never an error."""
+    return raw.decode("utf-8", errors="replace")
 
 
 def _defend(db: sqlite3.Connection) -> None:
