@@ -178,6 +178,7 @@ class Kept:
         self._head = bytearray()
         self._tail: collections.deque[bytes] = collections.deque()
         self._tail_bytes, self._given = 0, 0
+        self._full_end: int | None = None  # where a full head is given out up to (new_lines)
         self._lock = threading.Lock()  # a reader still draining while the output is read
 
     def add(self, chunk: bytes) -> None:
@@ -214,7 +215,9 @@ class Kept:
             full = len(self._head) >= self.keep
             # a full head ends where the cut may go: its last word waits for `rest`, which
             # masks it when a cut comes (`at_cut`)
-            end = _word_start(self._head) if full else self._head.rfind(b"\n") + 1
+            if full and self._full_end is None:  # a full head never changes: asked once
+                self._full_end = _word_start(self._head)
+            end = self._full_end if full else self._head.rfind(b"\n") + 1
             text, self._given = _decode(self._head[self._given:end]), max(self._given, end)
         return mask(text)
 
@@ -238,11 +241,15 @@ class Kept:
 
 
 def _word_start(data: bytearray) -> int:
-    """Where the word `data` ends with begins (len(data) when it ends with no word)."""
-    end = len(data)
-    while end > 0 and data[end - 1] in _WORD_BYTES:
+    """Where the word `data` ends with begins (len(data) when it ends with no word), looked for
+    no further back than `at_cut` masks: this runs on every chunk once the head is full."""
+    end, bound = len(data), max(0, len(data) - _CUT_WORD)
+    while end > bound and data[end - 1] in _WORD_BYTES:
         end -= 1
     return end
+
+
+_CUT_WORD = 4096  # masking._LONGEST_SECRET: the most of a word cut in two that is masked
 
 
 _WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+/=.-")
