@@ -31,7 +31,9 @@ a dispatch with another matrix file and runners file (one kind, more shards than
 shard from the lock; (6) a scheduled run whose site answers 503 for the previous store fails and
 publishes nothing; (7) a dispatched bisection during whose run another run deploys (after its
 build fetched the store) stops at its deploy's site check, publishes nothing over the other
-run's store, and its re-run (8) publishes both.  Afterwards, whatever the outcome, no
+run's store, and its re-run (8) publishes both; (9) a shard whose `matrix` is killed with
+SIGKILL after it stored a run still uploads that run (the probe job's copy step) and the page
+has it.  Afterwards, whatever the outcome, no
 container, network or volume of act's is left on the engine.
 """
 
@@ -99,10 +101,10 @@ kinds:
 ONE_KIND = RUNNERS.split("  - name: GB300")[0]
 
 
-def _matrix_yaml(index_url: str, days: list[date] = MATRIX_DAYS) -> str:
+def _matrix_yaml(index_url: str, days: list[date] = MATRIX_DAYS, extra: str = "") -> str:
     dates = ", ".join(f"{d:%Y-%m-%d}" for d in days)
     return (f"defaults:\n  cuda: cu130\n  python: \"3.11\"\n"
-            f"  cases: [capture_data_ptr, control_clone]\n  timeout: 300\n"
+            f"  cases: [capture_data_ptr, control_clone]\n  timeout: 300\n{extra}"
             f"indexes:\n  nightly: \"{index_url}{{cuda}}/\"\n"
             f"nightly:\n  dates: [{dates}]\n")
 
@@ -145,7 +147,11 @@ def _rehearse(tmp_path_factory, before):
             "matrix.yaml": _matrix_yaml(f"{index_url}/"),
             "runners.yaml": RUNNERS,
             "ci/one-cell.yaml": _matrix_yaml(f"{index_url}/", MATRIX_DAYS[1:2]),
-            "ci/one-kind.yaml": ONE_KIND.replace("shards: 2", "shards: 3")})
+            "ci/one-kind.yaml": ONE_KIND.replace("shards: 2", "shards: 3"),
+            # (9): the stand-in probe SIGKILLs the shard's `matrix` at its second cell
+            "ci/killed.yaml": _matrix_yaml(f"{index_url}/", MATRIX_DAYS[:2],
+                                           "  env: {TB_FAKE_KILL_RUN: /tmp/torchbisect-killed}\n"),
+            "ci/one-shard.yaml": ONE_KIND.replace("shards: 2", "shards: 1")})
         world = World(
             base=base, src=base / "src", hub_url=hub.url, pages=base / "pages",
             trees=unpack_actions(base / "actions"), mounts=[base / "pytorch"],
@@ -188,6 +194,10 @@ def _rehearse(tmp_path_factory, before):
         results["overlap-rerun"] = world.act("workflow_dispatch", "bisect.yml", inputs=overlap,
                                              rerun_of=world.runs)
         results["pages-8"] = _published(base)
+        # a shard killed with SIGKILL after storing its first cell's run (forced re-probes)
+        results["killed"] = world.act("workflow_dispatch", "matrix.yml", inputs={
+            "matrix": "ci/killed.yaml", "runners": "ci/one-shard.yaml", "force": "true"})
+        results["pages-9"] = _published(base)
         results["hub"] = hub
         results["shas"] = shas
         results["before"] = before
@@ -286,6 +296,21 @@ def test_the_next_scheduled_run_starts_from_the_published_store(rehearsal):
     assert "previous results.sqlite:" in log
     # nothing changed, so nothing was written to the issue
     assert [r.method for r in rehearsal["writes-2"]] == ["POST"]
+
+
+def test_a_shard_killed_with_sigkill_uploads_and_publishes_the_run_it_stored(rehearsal):
+    """Its runs sat in the live store's -wal: the upload of the file alone lost them (exit 250
+    in the build); the copy step's one-file store keeps them."""
+    code, log = rehearsal["killed"]
+    assert code != 0  # the killed shard's job failed
+    probe = _job_lines(log, "probe")
+    assert "no torchbisect process above" not in probe  # the stand-in found the run to kill
+    assert "The shard's store as one file" in probe and "uploaded artifact store-shard-H200-1" \
+        in log
+    assert "deployed" in log
+    before, after = rehearsal["pages-8"]["store_runs"], rehearsal["pages-9"]["store_runs"]
+    assert len(after) == len(before) + 1  # the first cell's run; the killed one stored none
+    assert after[-1][0] in {_cell(d) for d in MATRIX_DAYS[:2]}
 
 
 def test_a_rerun_overwrites_its_uploads_and_a_502_from_the_api_blocks_nothing(rehearsal):

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from . import files
 from .errors import CommandFailed
-from .masking import mask
+from .masking import at_cut, mask
 
 Echo = Callable[[str], None]
 OWNER_VAR, RUN_VAR = "TORCHBISECT_OWNER", "TORCHBISECT_RUN"
@@ -190,6 +190,7 @@ class Kept:
         self._head = bytearray()
         self._tail: collections.deque[bytes] = collections.deque()
         self._tail_bytes, self._given = 0, 0
+        self._full_end: int | None = None  # where a full head is given out up to (new_lines)
         self._lock = threading.Lock()  # a reader still draining while the output is read
 
     def add(self, chunk: bytes) -> None:
@@ -218,27 +219,52 @@ class Kept:
     def text(self) -> str:
         """All that was kept, with the cut said where it is."""
         with self._lock:
-            return mask(_decode(self._head) + self._rest())
+            return mask(self._head_end(_decode(self._head)) + self._rest())
 
     def new_lines(self) -> str:
         """The complete lines of the head not given out before (a log written as it comes)."""
         with self._lock:
             full = len(self._head) >= self.keep
-            end = len(self._head) if full else self._head.rfind(b"\n") + 1
+            # a full head ends where the cut may go: its last word waits for `rest`, which
+            # masks it when a cut comes (`at_cut`)
+            if full and self._full_end is None:  # a full head never changes: asked once
+                self._full_end = _word_start(self._head)
+            end = self._full_end if full else self._head.rfind(b"\n") + 1
             text, self._given = _decode(self._head[self._given:end]), max(self._given, end)
         return mask(text)
 
     def rest(self) -> str:
         """What `new_lines` has not given out yet: the end of the head, the cut, the tail."""
         with self._lock:
-            text = _decode(self._head[self._given:]) + self._rest()
+            text = self._head_end(_decode(self._head[self._given:])) + self._rest()
             self._given = len(self._head)
         return mask(text)
 
+    def _head_end(self, head: str) -> str:
+        return at_cut(head, "")[0] if self.cut else head
+
     def _rest(self) -> str:
-        note = (f"\n# torchbisect: {self.cut:,} bytes of output cut here (a command's output "
-                f"is kept to its first and last {_mib(self.keep)})\n") if self.cut else ""
-        return note + _decode(b"".join(self._tail))
+        tail = _decode(b"".join(self._tail))
+        if not self.cut:
+            return tail
+        _, tail = at_cut("", tail)  # a token the cut goes through has lost its shape
+        return (f"\n# torchbisect: {self.cut:,} bytes of output cut here (a command's output "
+                f"is kept to its first and last {_mib(self.keep)})\n") + tail
+
+
+def _word_start(data: bytearray) -> int:
+    """Where the word `data` ends with begins (len(data) when it ends with no word), looked for
+    no further back than `at_cut` masks: this runs on every chunk once the head is full."""
+    end, bound = len(data), max(0, len(data) - _CUT_WORD)
+    while end > bound and data[end - 1] in _WORD_BYTES:
+        end -= 1
+    return end
+
+
+_CUT_WORD = 4096  # masking._LONGEST_SECRET: the most of a word cut in two that is masked
+
+
+_WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+/=.-")
 
 
 def _decode(data: bytes | bytearray) -> str:

@@ -7,6 +7,11 @@ when) and stops, or queues behind it with `--wait`.  The kernel drops a flock wh
 even by `kill -9`, so a crashed run never leaves a lock that has to be deleted by hand.  The file
 is removed on release (a published site folder keeps no lock file); whoever opened it just before
 the removal notices the file is gone and opens the new one.
+
+A lock belongs to the real file, not to the name it was given: the path is resolved through
+every symbolic link first, so a store reached through a link, `./` or `..` has the same lock as
+the store itself.  A lock path that is not a regular file (a folder, a FIFO, a device) is one
+sentence, never a lock taken on it.
 """
 
 from __future__ import annotations
@@ -14,13 +19,14 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 from . import files
-from .errors import Busy
+from .errors import Busy, ConfigError
 
 
 def lock_path(path: Path) -> Path:
@@ -32,9 +38,9 @@ def lock_path(path: Path) -> Path:
 def hold(paths: Sequence[Path], *, command: str, wait: bool = False,
          say: Callable[[str], None] = print) -> Iterator[None]:
     """Hold the locks of `paths`, in the order given (every command takes them in the same order:
-    store, then workdir), until the block ends."""
+    store, then workdir), until the block ends; each the lock of the real file a path names."""
     with ExitStack() as stack:
-        for path in dict.fromkeys(Path(os.path.abspath(p)) for p in paths):
+        for path in dict.fromkeys(Path(os.path.realpath(p)) for p in paths):
             stack.enter_context(_held(path, command=command, wait=wait, say=say))
         yield
 
@@ -64,9 +70,18 @@ def _held(path: Path, *, command: str, wait: bool, say: Callable[[str], None]) -
 def _acquire(lock: Path, path: Path, *, wait: bool, say: Callable[[str], None]) -> int:
     while True:
         try:  # never through a link planted at the lock's name: its target is not ours
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+                         | os.O_NONBLOCK, 0o644)  # a FIFO there must not block the open
+        except IsADirectoryError:
+            raise _odd(lock, "a folder") from None
         except OSError as err:
             raise files.refusal(lock, err) from None
+        kind = os.fstat(fd).st_mode
+        if not stat.S_ISREG(kind):
+            os.close(fd)
+            raise _odd(lock, "a FIFO" if stat.S_ISFIFO(kind) else "a socket" if
+                       stat.S_ISSOCK(kind) else "a device" if stat.S_ISCHR(kind) or
+                       stat.S_ISBLK(kind) else "not a regular file")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -84,6 +99,11 @@ def _acquire(lock: Path, path: Path, *, wait: bool, say: Callable[[str], None]) 
         if _still_there(fd, lock):
             return fd
         os.close(fd)  # its holder removed it while we waited: take the new one
+
+
+def _odd(lock: Path, what: str) -> ConfigError:
+    return ConfigError(f"{lock} is {what}, not a lock file: torchbisect makes that file and "
+                       "removes it again; move what is there away and run again")
 
 
 def _still_there(fd: int, lock: Path) -> bool:

@@ -73,7 +73,7 @@ class Stream:
         path = os.path.join(H, "incoming", f"s{self.index:03d}", "part")
         while not os.path.exists(path + ".ready"):
             time.sleep(0.5)
-        self.handle, self.index = open(path, "rb"), self.index + 1
+        self.handle, self.index = open(path, "rb"), self.index + 1  # noqa: SIM115 - closed in read
 
     def read(self, size):
         chunks = []
@@ -148,8 +148,7 @@ class Rebuild(threading.Thread):
             argv += ["--previous", os.path.join(H, "raw", self.kind, self.previous)]
         started = time.time()
         try:
-            out = subprocess.run(argv, check=True, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, env=env)
+            out = subprocess.run(argv, check=True, capture_output=True, text=True, env=env)
             wheel = out.stdout.strip()
             say(f"rebuilt {os.path.basename(wheel)} (sha256 as PyPI's) in "
                 f"{time.time() - started:.0f} s")
@@ -182,11 +181,16 @@ def standins(release, wheel):
          release.cudnn, "--provided", os.path.join(H, "cuda", release.runtime)])
 
 
+def _words(path):
+    with open(path) as handle:
+        return handle.read().split()
+
+
 def wait_for(key):
     """Until `key` is done (or failed: the probe then says what is missing)."""
     path = os.path.join(H, "done")
     while True:
-        said = open(path).read().split() if os.path.exists(path) else []
+        said = _words(path) if os.path.exists(path) else []
         if key in said or f"failed-{key}" in said:
             return
         time.sleep(1)
@@ -197,8 +201,9 @@ def matrix(release):
     for kind, name in (("runtime", release.runtime), ("triton", release.triton)):
         if name not in (MACHINE, NO_TRITON):
             wait_for(f"{kind}-{name}")
-    here = set(open(os.path.join(H, "done")).read().split())
-    template = open(os.path.join(REPO, "tests", "gpu", "h200.releases.matrix.yaml")).read()
+    here = set(_words(os.path.join(H, "done")))
+    with open(os.path.join(REPO, "tests", "gpu", "h200.releases.matrix.yaml")) as handle:
+        template = handle.read()
     text = os.path.expandvars(template.replace("$H", H))
     import yaml  # the machine's PyYAML
 
@@ -283,7 +288,7 @@ def main():
 
 def _tidy(chain):
     """Raw members nobody needs any more: their own rebuild ended and the next one's expanded."""
-    for older, newer in zip(chain, chain[1:]):
+    for older, newer in zip(chain, chain[1:], strict=False):
         if not older.is_alive() and os.path.exists(newer.ready):
             shutil.rmtree(older.keep, ignore_errors=True)
 

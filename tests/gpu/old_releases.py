@@ -7,7 +7,6 @@ METADATA (Requires-Dist), read on PyPI's cp312 wheels on 2026-12-02.
 """
 
 from dataclasses import dataclass
-from typing import Optional
 
 # The CUDA 12 user space a cu12x wheel needs at run time and the machine lacks: PyPI's packages of
 # that CUDA minor, carried as they are (the other CUDA libraries get stand-ins: standins.py).
@@ -31,7 +30,7 @@ class Release:
     cuda: str  # the wheel's CUDA tag, as the matrix cell names it
     runtime: str  # a RUNTIMES key, or MACHINE
     triton: str  # the Triton version it pins (carried), MACHINE, or NO_TRITON
-    cudnn: Optional[str]  # the cuDNN it pins: its stand-in answers this version
+    cudnn: str | None  # the cuDNN it pins: its stand-in answers this version
 
     @property
     def cell(self) -> str:

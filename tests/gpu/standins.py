@@ -100,7 +100,7 @@ def _needs(path):
 def _provided(folders):
     names = set()
     for folder in folders:
-        for root, _, files in os.walk(folder):
+        for _, _, files in os.walk(folder):
             names.update(files)
     return names
 

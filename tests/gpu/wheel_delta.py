@@ -153,7 +153,7 @@ def unpack(folder, target, previous, keep, ready=None):
     with open(path + ".part", "wb") as out:
         position = 0  # in the original wheel
         taken = 0  # in the skeleton
-        for member, data in zip(manifest["members"], deflated):
+        for member, data in zip(manifest["members"], deflated, strict=True):
             gap = member["offset"] - position
             out.write(skeleton[taken:taken + gap])
             taken += gap

@@ -135,9 +135,22 @@ def _check_end(text: str | None, flag: str) -> None:
                           "exists yet for it; name a date up to today")
 
 
+def _in_calendar(flag: str, text: str | None) -> None:
+    """`--good '99999999 days ago'` is before year 1: one sentence, not an OverflowError."""
+    try:
+        if text is not None:
+            parse_end(text, flag)
+    except OverflowError:
+        raise ConfigError(f"{flag} {text[:40]!r} is before the first day of the calendar; give "
+                          "a date such as 2025-08-01 or a few days ago") from None
+    except ConfigError:
+        pass  # said later, where a release or a version is told from a date
+
+
 def _options(args: argparse.Namespace) -> BisectOptions:
-    _check_end(args.good, "--good")
-    _check_end(args.bad, "--bad")
+    for flag, end in (("--good", args.good), ("--bad", args.bad)):
+        _in_calendar(flag, end)  # before _check_end, which parses the date itself
+        _check_end(end, flag)
     if args.bad is None and not args.forget:
         raise ConfigError("--bad is needed: the nightly with the bug (or --forget alone, to "
                           "drop a stored verdict)")

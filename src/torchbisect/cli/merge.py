@@ -12,6 +12,11 @@ folder each): none there is said, not an error, since the page then says which r
 not report.  `--roll-call` (the scheduled build) also records this CI run ($GITHUB_RUN_ID and
 attempt) as merged, so the page reads it as the latest run even when no shard of any kind
 reported in it.
+
+Inputs are data, never code (`store/foreign.py`): each is read from a private copy taken with its
+`-wal`, so a shard killed mid-run merges every run it committed; an entry dated more than
+`CLOCK_SKEW` after the merge is refused and said.  OUT is left as one file (its `-wal`
+checkpointed into it): the probe job's upload step copies the live shard store this way.
 """
 
 from __future__ import annotations
@@ -19,10 +24,14 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from ..errors import ConfigError
 from .options import Output
+
+# How far a runner's clock may run ahead of the merge's before its entries are refused.
+CLOCK_SKEW = timedelta(minutes=10)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -56,8 +65,9 @@ def run(args: argparse.Namespace) -> int:
         with Store(scratch) as work:
             if args.out.is_file():
                 work.merge_from(args.out)  # what OUT holds: the counts below are against it
+            not_after = datetime.now(timezone.utc) + CLOCK_SKEW
             for path in inputs:
-                added, present = work.merge_from(path)
+                added, present = work.merge_from(path, not_after=not_after, say=say)
                 say(f"{path}: {added} runs added, {present} already present")
             if args.roll_call:
                 say(f"roll call: run {_roll_call(work)} merged")
@@ -69,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
                 with Store(args.out) as store:
                     store.merge_from(scratch)
                     total = _written(store, args.json)
+                    store.checkpoint()  # OUT alone holds every run: an upload takes only it
     say(f"{args.out}: {total} runs")
     return 0
 

@@ -20,9 +20,10 @@ import difflib
 import fnmatch
 import os
 import sys
+import tempfile
 from pathlib import Path
 
-from .. import defaults
+from .. import defaults, files
 from ..cells import may_match
 from ..errors import ConfigError, InfraError
 from ..model import Cell, CellRun, RunStatus, Verdict
@@ -53,6 +54,9 @@ def check_output(value: str | Path | None, flag: str, kind: str) -> None:
         raise ConfigError(f"{flag} {value}: is a folder; name a file to write")
     if kind == "dir" and path.exists() and not path.is_dir():
         raise ConfigError(f"{flag} {value}: is a file; name a folder (it is made if missing)")
+    if kind == "file" and path.exists() and not path.is_file():
+        raise ConfigError(f"{flag} {value}: is not a regular file (a FIFO, a device or a "
+                          "socket); name a file to write")
     if path.exists() and not os.access(path, os.W_OK):
         raise ConfigError(f"{flag} {value}: is not writable by this user")
     where = next(p for p in (path if kind == "dir" else path.parent, *path.parents) if p.exists())
@@ -60,6 +64,21 @@ def check_output(value: str | Path | None, flag: str, kind: str) -> None:
         raise ConfigError(f"{flag} {value}: {where} is a file, not a folder")
     if not os.access(where, os.W_OK | os.X_OK):
         raise ConfigError(f"{flag} {value}: the folder {where} is not writable by this user")
+    _can_create(where, flag, value)
+
+
+def _can_create(where: Path, flag: str, value: str | Path) -> None:
+    """Refuse a folder where no file can be made although the mode bits allow it (/proc, /sys:
+    root passes os.access there)."""
+    try:
+        fd, name = tempfile.mkstemp(dir=where, prefix=".torchbisect-")
+    except OSError as err:
+        if files.is_full(err):
+            return  # a full disk is said, with what was kept, where the write fails
+        raise ConfigError(f"{flag} {value}: no file can be made in {where} ({err.strerror}); "
+                          "name a folder on an ordinary disk") from None
+    os.close(fd)
+    os.unlink(name)
 
 
 def shown(path: Path) -> str:

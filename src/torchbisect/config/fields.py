@@ -12,7 +12,7 @@ from datetime import date
 from pathlib import Path
 from typing import Annotated, Any
 
-from annotated_types import Ge, Gt
+from annotated_types import Ge, Gt, Le
 from pydantic import BeforeValidator, StringConstraints, ValidationInfo
 from pydantic_core import PydanticCustomError
 
@@ -25,14 +25,19 @@ def expected(what: str, value: Any, hint: str = "") -> PydanticCustomError:
                                {"what": what, "got": show(value), "hint": hint})
 
 
-def _whole(one: str, many: str) -> BeforeValidator:
+def _whole(one: str, many: str, most: int | None = None) -> BeforeValidator:
     def check(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise expected(f"a whole number of {many}", value)
         if value < 1:
             raise expected(f"at least 1 {one}", value)
+        if most is not None and value > most:
+            raise expected(f"at most {most:,} {many}", value)
         return value
     return BeforeValidator(check)
+
+
+MAX_DAYS = 3660  # ten years of nightlies: far more than any index keeps, and than a matrix needs
 
 
 def _seconds(value: Any) -> float:
@@ -187,18 +192,26 @@ def preinstalled_entry(value: Any) -> Any:
     return value
 
 
-_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+def _short_name(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > 64 and re.fullmatch(r"[A-Za-z0-9][\w.-]*", value):
+        raise expected("a name of at most 64 characters (it becomes part of file names)", value)
+    return value
+
+
+# At most 64: a name becomes part of file names (`dev-<name>.log`, `locks/<kind>.lock.json`).
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 CudaTag = _matching(r"cu\d{3}|cpu|auto", "a CUDA tag such as cu130, cpu or auto")
 ConcreteTag = _matching(r"cu\d{3}|cpu", "a CUDA tag such as cu130 or cpu")
 ImageKey = _matching(r"cu\d{3}|cpu|default", "a CUDA tag such as cu130, or default")
-Name = _matching(_NAME, "a name of letters, digits, '.', '_' or '-'")
+Name = Annotated[_matching(_NAME, "a name of letters, digits, '.', '_' or '-'"),
+                 BeforeValidator(lambda value: _short_name(value))]
 EnvName = _matching(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name")
 Sha256 = _matching(r"[0-9a-fA-F]{64}", "a sha256 of 64 hex digits")
 ImageRef = _matching(r"\S+", "a container image such as nvidia/cuda:13.0.1-base-ubuntu24.04")
 EnvValue = Annotated[str, BeforeValidator(_env_value)]
 Python = Annotated[str, StringConstraints(pattern=r"^3\.\d{1,2}t?$"), BeforeValidator(_python)]
 Day = Annotated[date, BeforeValidator(_day)]
-Days = Annotated[int, Ge(1), _whole("day", "days")]
+Days = Annotated[int, Ge(1), Le(MAX_DAYS), _whole("day", "days", MAX_DAYS)]
 Trials = Annotated[int, Ge(1), _whole("trial", "trials")]
 Seconds = Annotated[float, Gt(0), BeforeValidator(_seconds)]
 Flag = Annotated[bool, BeforeValidator(_boolean)]

@@ -31,6 +31,7 @@ from pydantic_core import PydanticCustomError
 from .. import defaults as builtin  # not `defaults`: matrix.yaml has a key of that name
 from ..errors import ConfigError
 from .fields import (
+    MAX_DAYS,
     ConcreteTag,
     CudaTag,
     Day,
@@ -128,6 +129,11 @@ class NightlyEntry(Options):
                                       {"got": " and ".join(f"`{g}`" for g in given) or "none"})
         if self.end is not None and self.start is None:
             raise PydanticCustomError("expected", "`to` needs a `from`")
+        span = ((self.end or date.today()) - self.start).days if self.start else 0
+        if span > MAX_DAYS:
+            raise PydanticCustomError("expected", "expected a range of at most {most} days from "
+                                      "`from`, got {got}", {"most": f"{MAX_DAYS:,}",
+                                                            "got": f"{span:,}"})
         if self.step is not None and self.dates is not None:
             raise PydanticCustomError("expected", "`step` applies to `from` or `last`, not to "
                                       "a list of `dates`")

@@ -12,8 +12,11 @@ never a RecursionError or a run that never ends.
 from __future__ import annotations
 
 import difflib
+import re
+import stat
 import types
 import typing
+import unicodedata
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,6 +31,8 @@ def show(value: Any) -> str:
         return "nothing"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, str) and len(value) > _SHOWN:
+        return repr(value[:_SHOWN]) + f"… ({len(value)} characters)"
     if isinstance(value, (int, float, str)):
         return repr(value)
     if value == [] or value == {}:
@@ -47,11 +52,19 @@ MAX_NODES = 100_000  # values once aliases are expanded; the default matrix has 
 
 
 MAX_BYTES = 4 * 1024 * 1024
+_SHOWN = 200  # characters of a value quoted in a sentence
+# Characters no matrix or runners file needs, which hide what a value is: control characters
+# (a BEL, a NUL), invisible ones (a zero-width space, a direction override), unassigned and
+# private-use code points.  A tab or line break is YAML; a BOM may begin the file.
+_INVISIBLE = re.compile(r"[^\t\n\r\x20-\x7e\xa0-\uffff\U00010000-\U0010ffff]|"
+                        r"[\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+                        r"\ufeff\ufff9-\ufffb\ue000-\uf8ff]")
 
 
 def read_config(path: Path, *, what: str, flag: str) -> str:
     """The text of a YAML file of ours (`what`: "a matrix"), read no further than MAX_BYTES;
     a missing, oversized or non-UTF-8 file is one sentence that names `flag`."""
+    _regular(path, what=what, flag=flag)
     try:
         with path.open("rb") as fh:  # no further than the bound: a 2 GB file is not loaded
             raw = fh.read(MAX_BYTES + 1)
@@ -69,8 +82,36 @@ def read_config(path: Path, *, what: str, flag: str) -> str:
             from None
 
 
+def _regular(path: Path, *, what: str, flag: str) -> None:
+    """Refuse a FIFO, a device or a socket before it is opened (a FIFO would block the open)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # opening it says what is wrong, in its own sentence
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or
+                stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "a special file")
+        raise ConfigError(f"{path} is {kind}, not a file: pass {flag} with {what} file")
+
+
+def _visible(path: Path, text: str) -> None:
+    """Refuse a character that hides what a value is, by line and code point."""
+    found = _INVISIBLE.search(text, 1 if text.startswith("\ufeff") else 0)
+    if found:
+        line = text.count("\n", 0, found.start()) + 1
+        raise ConfigError(f"{path}, line {line}: holds the invisible or control character "
+                          f"U+{ord(found.group()):04X} {_char_name(found.group())}; delete it "
+                          "(it would make a name or label differ from what you see)")
+
+
+def _char_name(char: str) -> str:
+    name = unicodedata.name(char, "")
+    return f"({name})" if name else f"(a {unicodedata.category(char)} character)"
+
+
 def parse_yaml(path: Path, text: str, *, empty: str) -> tuple[yaml.Node, Any]:
     """The node tree (for line numbers) and the data; `empty` says what an empty file lacks."""
+    _visible(path, text)
     loader = Loader(text)
     try:
         _nesting(path, text)
@@ -147,8 +188,13 @@ def _no_duplicate_keys(path: Path, node: yaml.Node, trail: str = "") -> None:
         return
     seen: dict[str, int] = {}
     for key, value in node.value:
-        name = f"{trail}.{key.value}" if trail else str(key.value)
         line = key.start_mark.line + 1
+        if not isinstance(key, yaml.ScalarNode):  # `? [a, b]`: a YAML complex key
+            where = f", under `{trail}`" if trail else ""
+            raise ConfigError(f"{path}, line {line}{where}: a key is a "
+                              f"{'list' if isinstance(key, yaml.SequenceNode) else 'mapping'}; "
+                              "keys are plain names such as `dates`")
+        name = f"{trail}.{key.value}" if trail else str(key.value)
         if key.value in seen:
             raise ConfigError(f"{path}, line {line}, key `{name}`: appears twice (first on line "
                               f"{seen[key.value]}); keep one")

@@ -4,6 +4,9 @@ A damaged store (truncated, random bytes, a foreign database, a `runs` table tor
 write, a row that does not decode) is one sentence that names the file and what to do, with exit
 status 2 — and the file is left byte for byte as it was: the check opens it read-only, and only a
 file that passes is opened for writing (which sets WAL mode and creates missing tables).
+Its schema is checked entry by entry before any row is read (`_structure`): a store torchbisect
+wrote holds tables and indexes only, so a view, a trigger, a virtual table or a generated column
+(SQL that would run when the store is read or written) is refused, whoever the store came from.
 A disk that fails under a sound store (full, over quota, an I/O error) is not damage:
 `not_damage` tells them apart, for this check and for every write (`Store`), exit status 3.
 """
@@ -25,6 +28,9 @@ _TABLES = {
 }
 _OURS = {*_TABLES, "sqlite_sequence"}
 _DISK_CODES = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN})
+# What a reader's bounds (store/foreign.py) stop, in words.
+_READER_BOUNDS = {"SQLITE_TOOBIG": "a row is larger than any run or bisection is",
+                  "SQLITE_INTERRUPT": "checking it ran past the time a read may take"}
 # In SQL, so that checking a store of thousands of runs costs milliseconds.
 _CHANNELS = "('stable', 'test', 'nightly', 'dev', 'preinstalled')"
 _BAD_ROWS = {
@@ -65,11 +71,18 @@ def inspect(path: Path, schema_version: int) -> None:
     except sqlite3.Error as err:
         raise not_damage(path, err) or ConfigError(damaged(path, str(err))) from None
     try:
-        _check(db, path, schema_version)
-    except sqlite3.DatabaseError as err:  # "file is not a database", "malformed", …
-        raise not_damage(path, err) or ConfigError(damaged(path, str(err))) from None
+        inspect_open(db, path, schema_version)
     finally:
         db.close()
+
+
+def inspect_open(db: sqlite3.Connection, path: Path, schema_version: int) -> None:
+    """`inspect` of an open connection to the store (or a copy of it) at `path`."""
+    try:
+        _check(db, path, schema_version)
+    except sqlite3.DatabaseError as err:  # "file is not a database", "malformed", …
+        why = _READER_BOUNDS.get(getattr(err, "sqlite_errorname", ""), str(err))
+        raise not_damage(path, err) or ConfigError(damaged(path, why)) from None
 
 
 def not_damage(path: Path, err: sqlite3.Error) -> InfraError | None:
@@ -103,8 +116,9 @@ def _check(db: sqlite3.Connection, path: Path, schema_version: int) -> None:
     problems = [row[0] for row in db.execute("PRAGMA quick_check(3)")]
     if problems != ["ok"]:
         raise ConfigError(damaged(path, "; ".join(problems)[:200]))
-    tables = {row[0] for row in db.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    tables = _structure(db, path)
+    if version == schema_version and "runs" not in tables:
+        raise ConfigError(damaged(path, "it has no `runs` table"))
     foreign = sorted(tables - _OURS)
     if foreign and not tables & set(_TABLES):
         raise ConfigError(damaged(path, f"it holds other tables: {', '.join(foreign[:5])}"))
@@ -117,3 +131,33 @@ def _check(db: sqlite3.Connection, path: Path, schema_version: int) -> None:
             bad = db.execute(_BAD_ROWS[table]).fetchone()
             if bad:  # found now, before any write: later a reader would stop halfway
                 raise ConfigError(damaged(path, f"row {bad[0]} of `{table}` does not decode"))
+
+
+def _structure(db: sqlite3.Connection, path: Path) -> set[str]:
+    """The store's table names, after refusing any schema entry that is code rather than data:
+    views and triggers (torchbisect creates neither), virtual tables, generated columns, and a
+    table of ours whose row id is not an integer (damage advice names rows by it)."""
+    entries = db.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+    for kind, name, sql in entries:
+        if kind not in ("table", "index"):
+            raise ConfigError(damaged(path, f"it holds a {kind} ({_shown(name)}), which "
+                                            "torchbisect never writes"))
+        if kind == "table" and not str(sql).lstrip().upper().startswith("CREATE TABLE"):
+            raise ConfigError(damaged(path, f"its table {_shown(name)} is a virtual table"))
+    tables = {name for kind, name, _ in entries if kind == "table"}
+    for table in tables & {*_TABLES, "attendance"}:
+        columns = db.execute(f"PRAGMA table_xinfo({table})").fetchall()
+        generated = [c[1] for c in columns if c[6] != 0]
+        if generated:
+            raise ConfigError(damaged(path, f"its `{table}` table has a generated column "
+                                            f"({_shown(generated[0])})"))
+        key = [c for c in columns if c[1] == "id"]
+        if key and (key[0][5] != 1 or str(key[0][2]).upper() != "INTEGER"):
+            raise ConfigError(damaged(path, f"the `id` of its `{table}` table is not an "
+                                            "INTEGER PRIMARY KEY"))
+    return tables
+
+
+def _shown(name: object) -> str:
+    """A name from a foreign schema, shown quoted and cut: it is data, never a command."""
+    return repr(str(name)[:60])

@@ -17,16 +17,17 @@ import json
 import random
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
+from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import defaults, files, probe_doc
-from ..errors import ConfigError
+from ..errors import ConfigError, InfraError
 from ..model import Attendance, Cell, CellRun, RunStatus
 from ..outcome import BisectResult
 from ..reuse import covers
-from . import check
+from . import check, foreign
 from .rows import RUN_FIELDS, damaged_row, read_export, run_from_row, run_to_json, run_to_row
 
 EXPORT_SCHEMA = 1
@@ -57,6 +58,9 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_skip_key
     ON runs (wheel_sha256, probe_version, gpu, driver, status);
 CREATE INDEX IF NOT EXISTS runs_cell ON runs (cell_id, gpu, started);
+"""
+# Also made by the first write of one: a store from elsewhere may lack the table.
+_BISECTIONS_SQL = """
 CREATE TABLE IF NOT EXISTS bisections (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     direction TEXT NOT NULL,
@@ -66,8 +70,7 @@ CREATE TABLE IF NOT EXISTS bisections (
     finished TEXT NOT NULL,
     result_json TEXT NOT NULL,
     UNIQUE (direction, case_name, cuda, python, finished)
-);
-"""
+)"""
 # Created on the first write (`_ensure_attendance`), so opening a store never changes it.
 _ATTENDANCE_SQL = """
 CREATE TABLE IF NOT EXISTS attendance (
@@ -86,12 +89,12 @@ class Store:
     def __init__(self, path: str | Path = defaults.STORE, *, timeout: float = 60.0,
                  read_only: bool = False):
         self.path = Path(path)
-        check.inspect(self.path, _SCHEMA_VERSION)  # read-only: a damaged file stays as is
-        if read_only:
-            self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
-                                       timeout=timeout, isolation_level=None)
-            self._db.row_factory = sqlite3.Row
+        self._copy: foreign.Copy | None = None
+        if read_only:  # an input: read from a private, defended copy (store/foreign.py)
+            self._copy = foreign.Copy(self.path, schema_version=_SCHEMA_VERSION)
+            self._db = self._copy.db
             return
+        check.inspect(self.path, _SCHEMA_VERSION)  # read-only: a damaged file stays as is
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -100,6 +103,7 @@ class Store:
             raise
         self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
         self._db.row_factory = sqlite3.Row
+        self._db.text_factory = foreign.lenient_text  # a store edited elsewhere may hold any bytes
         try:
             self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             _patiently(self._setup, timeout)
@@ -128,6 +132,8 @@ class Store:
 
     def close(self) -> None:
         self._db.close()
+        if self._copy is not None:
+            self._copy.close()
 
     # -- cell runs ------------------------------------------------------------------------------
 
@@ -150,7 +156,7 @@ class Store:
 
     def iter_runs(self) -> Iterator[CellRun]:
         """Every stored run, oldest first, one at a time (an export of any size)."""
-        for row in self._db.execute("SELECT * FROM runs ORDER BY started, id"):
+        for row in self._rows("runs", "*", "started, id"):
             yield self._run(row)
 
     def count(self) -> int:
@@ -210,7 +216,10 @@ class Store:
             return self._insert_bisection(result)
 
     def bisections(self) -> list[BisectResult]:
-        rows = self._db.execute("SELECT id, result_json FROM bisections ORDER BY finished, id")
+        """Every bisection, oldest first; [] for a store without the table."""
+        if not self._has("bisections"):
+            return []
+        rows = self._rows("bisections", "id, result_json", "finished, id")
         out = []
         for row in rows:
             try:
@@ -234,11 +243,11 @@ class Store:
 
     def attendance(self) -> list[Attendance]:
         """Every shard that reported, oldest first; [] for a store without the table."""
-        if not self._has_attendance():
+        if not self._has("attendance"):
             return []
         out = []
-        for row in self._db.execute("SELECT id, doc_json FROM attendance "
-                                    "ORDER BY json_extract(doc_json, '$.started'), id"):
+        for row in self._rows("attendance", "id, doc_json",
+                              "json_extract(doc_json, '$.started'), id"):
             try:
                 out.append(Attendance.from_json(json.loads(row["doc_json"])))
             except (ValueError, TypeError, RecursionError) as err:
@@ -246,9 +255,29 @@ class Store:
                     from None
         return out
 
-    def _has_attendance(self) -> bool:
+    def _has(self, table: str) -> bool:
         return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
-                                "AND name = 'attendance'").fetchone() is not None
+                                "AND name = ?", (table,)).fetchone() is not None
+
+    def _rows(self, table: str, columns: str, order: str) -> Iterator[sqlite3.Row]:
+        """`columns` of every row of `table` in `order`; an input is read in row-id order (no
+        sort, so no temporary storage), and a row over its bounds is one sentence."""
+        if self._copy is None:
+            yield from self._db.execute(f"SELECT {columns} FROM {table} ORDER BY {order}")
+            return
+        last = None
+        try:
+            for row in self._db.execute(f"SELECT {columns} FROM {table} ORDER BY id"):
+                last = row["id"]
+                yield row
+        except sqlite3.DataError:  # SQLITE_TOOBIG: a value over foreign.MAX_ROW_BYTES
+            after = self._db.execute(f"SELECT min(id) FROM {table} WHERE ? IS NULL OR id > ?",
+                                     (last, last)).fetchone()[0]
+            raise foreign.too_big(self.path, table, after) from None
+        except sqlite3.OperationalError as err:
+            if "interrupt" not in str(err):
+                raise
+            raise foreign.stopped(self.path) from None
 
     def _insert_attendance(self, attended: Attendance) -> None:
         self._db.execute(_ATTENDANCE_SQL)
@@ -259,18 +288,24 @@ class Store:
 
     # -- merging and exports --------------------------------------------------------------------
 
-    def merge_from(self, other: str | Path) -> tuple[int, int]:
+    def merge_from(self, other: str | Path, *, not_after: datetime | None = None,
+                   say: Callable[[str], None] = print) -> tuple[int, int]:
         """Add the runs, bisections and attendance of another store (SQLite or JSON export) that
         are not here.
 
         Returns (runs added, runs already present); merging the same file twice adds nothing.
         Entries are read and inserted one at a time, in one transaction: memory stays that of
-        one run whatever the input's size, and a bad input adds nothing.
+        one run whatever the input's size, and a bad input adds nothing.  An entry dated after
+        `not_after` (the merge's own time) is refused and said: a runner whose clock says 2099
+        would otherwise hold the newest verdict of its cell forever.
         """
+        future: list[str] = []
         with self._transaction():
             before, seen = self._count(), 0
             for entry in _read_any(Path(other)):
-                if isinstance(entry, CellRun):
+                if not_after is not None and _after(entry, not_after):
+                    future.append(_date_of(entry))
+                elif isinstance(entry, CellRun):
                     self._insert(entry)
                     seen += 1
                 elif isinstance(entry, Attendance):
@@ -278,7 +313,23 @@ class Store:
                 else:
                     self._insert_bisection(entry)
             added = self._count() - before
+        if future:
+            when = f"{not_after:%Y-%m-%d %H:%M} UTC"
+            say(f"{other}: {len(future)} entries dated after this merge ({when}; the latest "
+                f"{max(future)[:40]!r}) were not merged: the clock of the machine that made "
+                "them is wrong; correct it and run those cells again")
         return added, seen - added
+
+    def checkpoint(self) -> None:
+        """Move every committed transaction from the `-wal` into the file itself, so that the
+        file alone holds them all (what `merge` leaves for an upload that takes that file)."""
+        try:
+            busy = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except sqlite3.Error as err:
+            raise check.not_damage(self.path, err) or err from None
+        if busy:
+            raise InfraError(f"{self.path}: another process holds it open, so its -wal could not "
+                             "be moved into it; run again once that process has ended")
 
     def export_json(self, path: str | Path) -> Path:
         """Write every run and bisection to a JSON document that `merge_from` reads back.
@@ -356,6 +407,7 @@ class Store:
 
     def _insert_bisection(self, result: BisectResult) -> int:
         key = (result.direction.value, result.case, result.cuda, result.python, result.finished)
+        self._db.execute(_BISECTIONS_SQL)
         self._db.execute(
             """INSERT OR IGNORE INTO bisections
                (direction, case_name, cuda, python, finished, result_json)
@@ -365,6 +417,18 @@ class Store:
             """SELECT id FROM bisections WHERE direction = ? AND case_name = ? AND cuda = ?
                AND python = ? AND finished = ?""", key).fetchone()
         return int(row[0])
+
+
+def _date_of(entry: CellRun | BisectResult | Attendance) -> str:
+    return entry.finished if isinstance(entry, BisectResult) else entry.started
+
+
+def _after(entry: CellRun | BisectResult | Attendance, limit: datetime) -> bool:
+    try:
+        when = datetime.fromisoformat(_date_of(entry))
+    except ValueError:  # no date to trust: nothing to refuse it by
+        return False
+    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)) > limit
 
 
 def _patiently(step, timeout: float) -> None:
@@ -380,7 +444,7 @@ def _patiently(step, timeout: float) -> None:
 
 def _create(db: sqlite3.Connection) -> None:
     # executescript() would COMMIT the open transaction, so run the statements one by one.
-    for statement in _TABLES_SQL.split(";"):
+    for statement in [*_TABLES_SQL.split(";"), _BISECTIONS_SQL]:
         if statement.strip():
             db.execute(statement)
     db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")

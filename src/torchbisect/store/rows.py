@@ -4,11 +4,16 @@ Reading is where a store written by an older version, or edited by hand, meets t
 probe document is checked again (`probe_doc.check`) and one that fails becomes an
 infrastructure failure with the reason, so nothing stored can stop a page from rendering; a row
 that does not decode at all is `damaged_row`'s one sentence.
+
+A run's texts are bounded when stored and again when read (`_capped`): a log excerpt keeps its
+last `EXCERPT_CHARS`, a reason its first `REASON_CHARS`, so a store from elsewhere holding a
+120 MB excerpt draws a page of ordinary size.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import sqlite3
 from collections.abc import Iterator
 from datetime import date
@@ -22,6 +27,8 @@ from ..model import Attendance, Cell, CellRun, ProbeResult, RunStatus
 from ..outcome import BisectResult
 from . import export
 
+EXCERPT_CHARS = 64 * 1024  # 40 log lines (execute.excerpt) of ordinary length, with room
+REASON_CHARS = 4 * 1024
 RUN_FIELDS = (
     "cell_id", "cell_json", "status", "verdict", "cases_json", "probe_json", "reason",
     "wheel_sha256", "probe_version", "gpu", "driver", "backend", "started",
@@ -50,7 +57,8 @@ def run_to_json(run: CellRun) -> dict[str, Any]:
 
 
 def run_from_json(data: dict[str, Any], *, run_id: int | None = None) -> CellRun:
-    probe, status, reason = data.get("probe"), RunStatus(data["status"]), data.get("reason", "")
+    probe, status = data.get("probe"), RunStatus(data["status"])
+    reason = _capped(str(data.get("reason", "")), REASON_CHARS, keep="start")
     try:  # a store written before documents were checked may hold anything
         result = ProbeResult.from_json(probe_doc.check(probe)) if probe else None
     except probe_doc.Rejected as err:
@@ -69,9 +77,17 @@ def run_from_json(data: dict[str, Any], *, run_id: int | None = None) -> CellRun
         started=str(data.get("started", "")),
         seconds_install=float(data.get("seconds_install", 0.0)),
         seconds_probe=float(data.get("seconds_probe", 0.0)),
-        log_excerpt=str(data.get("log_excerpt", "")),
+        log_excerpt=_capped(str(data.get("log_excerpt", "")), EXCERPT_CHARS, keep="end"),
         run_id=run_id,
     )
+
+
+def _capped(text: str, limit: int, *, keep: str) -> str:
+    """`text` cut to `limit` characters, keeping its end (a log) or its start (a reason)."""
+    if len(text) <= limit:
+        return text
+    note = f"[torchbisect: {len(text) - limit:,} characters cut]"
+    return f"{note}\n{text[-limit:]}" if keep == "end" else f"{text[:limit]} {note}"
 
 
 def _checked(cell: Cell) -> Cell:
@@ -92,7 +108,8 @@ def _checked(cell: Cell) -> Cell:
 def run_to_row(run: CellRun) -> dict[str, Any]:
     """The row a run is stored as; its texts masked (`masking`), as every page drawn later is."""
     data = run_to_json(run)
-    data.update(reason=mask(data["reason"]), log_excerpt=mask(data["log_excerpt"]))
+    data.update(reason=mask(_capped(data["reason"], REASON_CHARS, keep="start")),
+                log_excerpt=mask(_capped(data["log_excerpt"], EXCERPT_CHARS, keep="end")))
     cases = {c.name: c.verdict.value for c in run.result.cases} if run.result else {}
     return {
         **{k: data[k] for k in RUN_FIELDS if k in data},
@@ -116,11 +133,16 @@ def run_from_row(row: sqlite3.Row) -> CellRun:
     return run_from_json(data, run_id=int(data["id"]))
 
 
-def damaged_row(path: Path, table: str, row_id: int, err: Exception) -> str:
-    return (f"the result store {path} has a damaged row (`{table}` id {row_id}: "
-            f"{type(err).__name__}: {str(err)[:120]}); it was left untouched: restore it from a "
-            f"backup, or delete that row with `sqlite3 {path} 'DELETE FROM {table} WHERE id = "
-            f"{row_id}'`")
+def damaged_row(path: Path, table: str, row_id: object, err: Exception) -> str:
+    """The sentence for a row that does not decode.  Its advice pastes nothing from the store into
+    a shell: the path is quoted, and a command is given only for a whole-number row id."""
+    why = f"{type(err).__name__}: {str(err)[:120]!r}"
+    if type(row_id) is not int:  # check.py refuses such a key; a row id is data here too
+        return (f"the result store {path} has a damaged row in `{table}` ({why}); it was left "
+                "untouched: restore it from a backup")
+    return (f"the result store {path} has a damaged row (`{table}` id {row_id}: {why}); it was "
+            f"left untouched: restore it from a backup, or delete that row with `sqlite3 "
+            f"{shlex.quote(str(path))} 'DELETE FROM {table} WHERE id = {row_id}'`")
 
 
 def read_export(path: Path, schema: int) -> Iterator[CellRun | BisectResult | Attendance]:

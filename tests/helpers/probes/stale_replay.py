@@ -8,6 +8,8 @@ TB_FAKE_SLEEP (seconds before answering) and TB_FAKE_MODE choose the behaviour: 
 crash, hang, badjson, nojson, exit3, mismatch, write_then_crash.  TB_FAKE_RECORD names a file that
 gets the argv, the interesting environment variables and which torch was imported.
 TB_FAKE_WAIT_FOR names a file the probe waits for before answering: the test decides when.
+TB_FAKE_KILL_RUN names a file: the first probe that finds it missing makes it and answers; the
+next one kills the `torchbisect` run that started it with SIGKILL (a shard killed mid-run).
 """
 
 PROBE_VERSION = "test"
@@ -28,6 +30,11 @@ def main():
     parser.add_argument("--json")
     args = parser.parse_args()
     mode = os.environ.get("TB_FAKE_MODE", "ok")
+    mark = os.environ.get("TB_FAKE_KILL_RUN")
+    if mark:
+        if os.path.exists(mark):
+            _kill_the_run()
+        open(mark, "w").close()
     time.sleep(float(os.environ.get("TB_FAKE_SLEEP", "0")))
     gate = os.environ.get("TB_FAKE_WAIT_FOR")
     if gate:  # answer only once the test creates this file; PATH.waiting says we are waiting
@@ -78,6 +85,20 @@ def _told(torch, cases, out):
                    "cuda_available": False}}
     _write(json.dumps(doc), out)
     return 1 if stale else 0
+
+
+def _kill_the_run():
+    """SIGKILL the nearest ancestor that is a `torchbisect` command, as a runner's kill -9 would."""
+    pid = os.getppid()
+    while pid > 1:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            argv = fh.read().split(b"\0")
+        if any(b"torchbisect" in a for a in argv):
+            os.kill(pid, signal.SIGKILL)
+            sys.exit(137)
+        with open("/proc/%d/stat" % pid) as fh:
+            pid = int(fh.read().rsplit(")", 1)[1].split()[1])
+    sys.exit("fake probe: no torchbisect process above this one")
 
 
 def _write(text, out):

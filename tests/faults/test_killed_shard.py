@@ -1,0 +1,147 @@
+"""Round 3, item 1: a shard killed at any moment loses nothing it committed.
+
+A real `torchbisect matrix` (venv backend, stand-in torch wheels, the stand-in probe) is killed
+with SIGKILL once some runs are stored: its runs then sit in the store's `-wal`.  The store left
+so still merges whole; the file alone (what the workflow used to upload) is one sentence instead
+of a silent empty merge or a traceback; and the workflow's own copy step, run as the workflow
+writes it, leaves one file that holds every committed run, which is all the upload step takes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO
+from helpers import fake_torch_wheel
+from runaway import wait_until
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")]
+CELLS = 8
+KILL_AFTER = 3  # stored runs
+
+
+def _count(store: Path) -> int:
+    """Runs in `store` as SQLite reads the file and its -wal together, on a copy of both."""
+    copy = Path(tempfile.mkdtemp(prefix="count-")) / store.name
+    for suffix in ("", "-wal"):
+        if Path(f"{store}{suffix}").exists():
+            shutil.copyfile(f"{store}{suffix}", f"{copy}{suffix}")
+    db = sqlite3.connect(copy)
+    try:
+        has = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone()
+        return db.execute("SELECT count(*) FROM runs").fetchone()[0] if has else 0
+    finally:
+        db.close()
+        shutil.rmtree(copy.parent)
+
+
+def _digests(store: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in store.parent.glob(store.name + "*")}
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory) -> Path:
+    """A shard's live store, as a SIGKILL in the middle of its matrix run left it."""
+    root = tmp_path_factory.mktemp("killed")
+    entries = "".join(
+        f"  - wheel: {fake_torch_wheel(root / 'wheels', f'2.99.{i}+cpu')}\n    name: k{i}\n"
+        "    overlay: true\n" for i in range(CELLS))
+    (root / "matrix.yaml").write_text(f"defaults:\n  timeout: 120\ndev:\n{entries}")
+    store = root / "live" / "shard.sqlite"
+    env = {**os.environ, "TORCHBISECT_PROBES": str(REPO / "tests" / "helpers" / "probes"),
+           "TB_FAKE_SLEEP": "1"}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
+         "--allow-no-gpu", "--backend", "venv", "--store", str(store), "--out", "reports",
+         "--workdir", "work", "--no-report"], cwd=root, env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: store.exists() and _count(store) >= KILL_AFTER, 300)
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    assert Path(f"{store}-wal").stat().st_size > 0  # the runs are in the -wal, as after any kill
+    return store
+
+
+def _merge(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "torchbisect", "merge", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_killed_shards_store_merges_every_committed_run_and_is_left_as_it_was(killed,
+                                                                                 tmp_path):
+    committed, before = _count(killed), _digests(killed)
+    assert committed >= KILL_AFTER
+    done = _merge(tmp_path, "site.sqlite", str(killed))
+    assert done.returncode == 0, done.stderr
+    assert f"{committed} runs added" in done.stdout
+    assert _count(tmp_path / "site.sqlite") == committed
+    assert _digests(killed) == before  # read from a copy: nothing written or created beside it
+
+
+def test_the_file_without_its_wal_is_one_sentence_never_an_empty_merge(killed, tmp_path):
+    alone = tmp_path / "artifact" / "shard.sqlite"
+    alone.parent.mkdir()
+    shutil.copyfile(killed, alone)  # what an upload of `shard.sqlite` alone took
+    done = _merge(tmp_path, "site.sqlite", str(alone))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "holds no tables: its runs were written to shard.sqlite-wal, which is not beside it" \
+        in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "site.sqlite").exists()
+
+
+def _probe_steps() -> list[dict]:
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "matrix.yml").read_text())
+    return workflow["jobs"]["probe"]["steps"]
+
+
+def test_the_workflows_copy_step_uploads_one_file_with_every_committed_run(killed, tmp_path):
+    """The probe job's own steps: the copy step's command as the workflow writes it (nox's
+    merge session is `torchbisect merge`), then exactly the paths its upload step lists."""
+    steps = _probe_steps()
+    copy = next(s for s in steps if s.get("name", "").startswith("The shard's store as one file"))
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@"))
+    assert steps.index(copy) + 1 == steps.index(upload) and copy["if"] == "always()"
+    assert upload["with"]["path"].split() == ["shard.sqlite", "reports/logs/"]
+    matrix = next(s for s in steps if "nox -s matrix" in s.get("run", ""))
+    assert '--store "$RUNNER_TEMP/live/shard.sqlite"' in matrix["run"]
+
+    workspace, temp = tmp_path / "workspace", tmp_path / "runner-temp"
+    workspace.mkdir()
+    shutil.copytree(killed.parent, temp / "live")  # the live store, its -wal and -shm
+    command = copy["run"].replace("nox -s merge --", f"{sys.executable} -m torchbisect merge")
+    done = subprocess.run(["bash", "-c", command], cwd=workspace, capture_output=True, text=True,
+                          env={**os.environ, "RUNNER_TEMP": str(temp)}, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(p.name for p in workspace.iterdir()) == ["shard.sqlite"]  # no -wal beside it
+
+    artifact = tmp_path / "shards" / "store-shard-H200-1"
+    artifact.mkdir(parents=True)
+    shutil.copyfile(workspace / "shard.sqlite", artifact / "shard.sqlite")  # the upload
+    built = _merge(tmp_path, "site.sqlite", "previous.sqlite", "--allow-missing",
+                   "previous.sqlite", "--shards", "shards")  # as the build job merges
+    assert built.returncode == 0, built.stderr
+    assert _count(tmp_path / "site.sqlite") == _count(killed)
+
+
+def test_the_copy_step_of_a_shard_that_never_ran_uploads_an_empty_store(tmp_path):
+    copy = next(s for s in _probe_steps()
+                if s.get("name", "").startswith("The shard's store as one file"))
+    command = copy["run"].replace("nox -s merge --", f"{sys.executable} -m torchbisect merge")
+    done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "RUNNER_TEMP": str(tmp_path / "temp")}, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _count(tmp_path / "shard.sqlite") == 0
