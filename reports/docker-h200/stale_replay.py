@@ -64,7 +64,7 @@ import tempfile
 import threading
 import time
 
-PROBE_VERSION = "2"  # bump when a change alters what a verdict means
+PROBE_VERSION = "3"  # bump when a change alters what a verdict means
 
 SCHEMA = 1
 PROBE = "stale_replay"
@@ -324,26 +324,71 @@ def default_jobs():
 def run_probe(cases, trials, timeout, jobs):
     """Every case in its own process, settled against the controls and rolled up into the document.
 
-    The forking helper runs them first; any case it did not finish (it could not import torch, or
-    died) runs in a fresh interpreter, as every case did before the helper existed.
+    The forking helper runs them first; any case it did not finish (it died) runs in a fresh
+    interpreter, as every case did before the helper existed. The environment is asked apart from
+    the cases, at the same time (`probe_environment`), so a query that fails costs no case.
     """
     started = time.perf_counter()
+    if not _torch_installed():
+        return _document(dict.fromkeys(cases, _no_torch(
+            "No module named 'torch'")), _bare_env(), cases, trials,
+            timeout, jobs, None, started)
+    envs = []
+    asking = threading.Thread(target=lambda: envs.append(probe_environment(timeout)), daemon=True)
+    asking.start()
     results, import_seconds = _run_forked_helper(cases, trials, timeout, jobs)
     missing = [name for name in cases if name not in results]
     if missing:
         _say(f"running {', '.join(missing)} in fresh interpreters")
         results.update(_run_cases(missing, trials, timeout, jobs))
+    asking.join(timeout * (len(ENV_KEYS) + 1))
     results = {name: results[name] for name in cases}
-    envs = [r.pop("env") for r in results.values() if isinstance(r.get("env"), dict)]
+    return _document(results, envs[0] if envs else _bare_env(), cases, trials, timeout, jobs,
+                     import_seconds, started)
+
+
+def _document(results, env, cases, trials, timeout, jobs, import_seconds, started):
     settled = settle(results)
-    verdict = roll_up(settled)
+    verdict = ERROR if torch_failed(settled) else roll_up(settled)
     return {"schema": SCHEMA, "probe": PROBE, "probe_version": PROBE_VERSION,
             "verdict": verdict, "exit_code": exit_code(verdict), "cases": settled,
-            "env": envs[0] if envs else _bare_env(),
+            "env": env,
             "options": {"cases": list(cases), "trials": trials, "timeout": timeout,
                         "replays": REPLAYS, "jobs": jobs},
             "import_seconds": import_seconds,
             "seconds": round(time.perf_counter() - started, 3)}
+
+
+def torch_failed(cases):
+    """True when no case could import torch: the run could not start, which is an `error` (a
+    control that never ran did not misbehave)."""
+    return bool(cases) and all(c.get("torch_import_failed") for c in cases.values())
+
+
+def cannot_tell(document):
+    """The one line a person reads when nothing could be measured here at all, else None."""
+    cases = document.get("cases") or {}
+    if torch_failed(cases):
+        first = next(iter(cases.values()))["detail"]
+        return (f"cannot tell: {first} (Python {sys.executable}); run this script with the "
+                "Python whose torch you want to check")
+    if document.get("verdict") == SKIPPED:
+        return (f"cannot tell: {NO_CUDA}; run this script on a machine with an NVIDIA GPU (and "
+                "a CUDA build of torch)")
+    return None
+
+
+def _torch_installed():
+    try:
+        from importlib.util import find_spec
+        return find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return True  # let the import itself say what is wrong
+
+
+def _no_torch(reason):
+    return {"verdict": ERROR, "detail": f"torch does not import: {reason}",
+            "torch_import_failed": True}
 
 
 def _run_forked_helper(cases, trials, timeout, jobs):
@@ -368,12 +413,14 @@ def _run_forked_helper(cases, trials, timeout, jobs):
             break
         if message is None:
             break
+        if "no_torch" in message:
+            helper.wait()
+            return dict.fromkeys(cases, _no_torch(message["no_torch"])), None
         if "import_seconds" in message:
             import_seconds = message["import_seconds"]
         elif message.get("case") in cases:
             results[message["case"]] = message["result"]
-            _say(f"{message['case']:<24} {message['result']['verdict']:<14} "
-                 f"{_seconds(message['result'])}")
+            _progress(message["case"], message["result"])
     helper.wait()
     return results, import_seconds
 
@@ -399,7 +446,7 @@ def _run_cases(cases, trials, timeout, jobs):
     """Case name -> raw result, in `cases` order; `jobs` fresh interpreters at a time."""
     def one(name):
         result = run_child(_child_argv(name, trials), timeout)
-        _say(f"{name:<24} {result['verdict']:<14} {_seconds(result)}")
+        _progress(name, result)
         return result
 
     if jobs > 1:
@@ -416,7 +463,14 @@ def _run_cases(cases, trials, timeout, jobs):
 
 
 def _found_no_gpu(results):
-    return any((r.get("env") or {}).get("cuda_available") is False for r in results)
+    return any(r.get("verdict") == SKIPPED and r.get("detail") == NO_CUDA for r in results)
+
+
+def _progress(name, result):
+    """A case's line on stderr; none where nothing ran (no GPU, no torch): `cannot_tell` says it
+    once for the run."""
+    if result.get("verdict") != SKIPPED and not result.get("torch_import_failed"):
+        _say(f"{name:<24} {result['verdict']:<14} {_seconds(result)}")
 
 
 def _no_gpu():
@@ -435,8 +489,11 @@ def _fork_main(cases, trials, timeout, jobs):
     _die_with_parent()
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # see _child_main
     started = time.perf_counter()
-    import torch  # noqa: F401 - loaded once here; every forked child finds it imported
-
+    try:
+        import torch  # noqa: F401 - loaded once here; every forked child finds it imported
+    except Exception as exc:  # noqa: BLE001 - every case would fail the same way: said once
+        _emit({"no_torch": exception_text(exc)})
+        return 0
     _emit({"import_seconds": round(time.perf_counter() - started, 3)})
     variants = {}
 
@@ -476,9 +533,6 @@ def merge_variants(parts):
     if result["verdict"] == ERROR and failed:
         result["verdict"] = min(failed, key=FAILURES.index)
     result["variants"] = variants
-    envs = [p["env"] for p in parts.values() if isinstance(p.get("env"), dict)]
-    if envs:
-        result["env"] = envs[0]
     for key in ("seconds", "wall_seconds"):  # the variants ran at once: the slowest bounds it
         result[key] = max(p.get(key, 0.0) for p in parts.values())
     return result
@@ -613,8 +667,9 @@ def _parse(argv):
     parser.add_argument("--json", metavar="PATH", help="write the document here, not to stdout")
     parser.add_argument("--_child", help=argparse.SUPPRESS)
     parser.add_argument("--_fork", help=argparse.SUPPRESS)
+    parser.add_argument("--_env", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args._child or args._fork:
+    if args._child or args._fork or args._env:
         return args
     wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in wanted if c not in CASES]
@@ -631,6 +686,8 @@ def main(argv=None):
     args = _parse(argv)
     if args._child:
         return _child_main(args._child, args.trials)
+    if args._env:
+        return _env_main([key for key in args._env.split(",") if key in ENV_KEYS])
     if args._fork:
         return _fork_main(args._fork.split(","), args.trials, args.timeout, args.jobs)
     document = run_probe(args.cases, args.trials, args.timeout, args.jobs)
@@ -640,8 +697,8 @@ def main(argv=None):
             handle.write(text)
     else:
         sys.stdout.write(text)
-    _say(f"verdict: {document['verdict']} (exit {document['exit_code']}) "
-         f"in {document['seconds']:.1f} s")
+    _say(cannot_tell(document) or f"verdict: {document['verdict']} (exit "
+         f"{document['exit_code']}) in {document['seconds']:.1f} s")
     return document["exit_code"]
 
 
@@ -669,11 +726,15 @@ def _child_main(case, trials):
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     try:
         import torch
+    except Exception as exc:  # noqa: BLE001 - said once for the whole run (see run_probe)
+        result = _no_torch(exception_text(exc))
+    else:
         imported = time.perf_counter()
-        result = _run_case(torch, case, trials)
-    except Exception as exc:  # noqa: BLE001 - the one place an exception becomes a verdict
-        result = {"verdict": ERROR, "detail": exception_text(exc),
-                  "message_names_lazy_copy": names_lazy_copy(exception_text(exc))}
+        try:
+            result = _run_case(torch, case, trials)
+        except Exception as exc:  # noqa: BLE001 - the one place an exception becomes a verdict
+            result = {"verdict": ERROR, "detail": exception_text(exc),
+                      "message_names_lazy_copy": names_lazy_copy(exception_text(exc))}
     result["seconds"] = round(time.perf_counter() - imported, 3)
     result["import_seconds"] = round(imported - started, 3)
     sys.stdout.write(json.dumps(result) + "\n")
@@ -684,9 +745,7 @@ def _child_main(case, trials):
 
 def _run_case(torch, case, trials):
     """`case`, or `case:variant` for one variant of the compile case (see `_fork_main`)."""
-    result = _measure(torch, case, trials)
-    result["env"] = _environment(torch)
-    return result
+    return _measure(torch, case, trials)
 
 
 def _measure(torch, case, trials):
@@ -871,6 +930,8 @@ def case_compile_reduce_overhead(torch, trials, only=None):
     """Every variant, or `only` that one (the forking helper runs each in a child of its own)."""
     _needs_lazy_clone(torch)
     _require(hasattr(torch, "compile"), "torch.compile")
+    _needs_dynamo_here(torch)
+    _needs_triton()
     variants = {}
     for name, variant in _COMPILE_VARIANTS:
         if only and name != only:
@@ -880,6 +941,30 @@ def case_compile_reduce_overhead(torch, trials, only=None):
     result = compile_outcome(variants)
     result["variants"] = variants
     return result
+
+
+def _needs_dynamo_here(torch):
+    """torch.compile on a Python its Dynamo does not support (2.2 - 2.3 on 3.12) measures nothing:
+    Dynamo says so itself (`check_if_dynamo_supported`, where the build has it)."""
+    import torch._dynamo.eval_frame as frame  # noqa: F401 - only the compile case pays for it
+
+    check = getattr(frame, "check_if_dynamo_supported", None)
+    try:
+        if check is not None:
+            check()
+    except RuntimeError as exc:
+        raise NotApplicable(f"torch.compile does not run here: {exc} (Python "
+                            f"{platform.python_version()})") from exc
+
+
+def _needs_triton():
+    """reduce-overhead on CUDA generates Triton kernels: with no Triton installed nothing can be
+    compiled. A Triton that imports but does not fit the build stays an `error` (it is broken)."""
+    try:
+        import triton  # noqa: F401
+    except ImportError as exc:
+        raise NotApplicable(f"torch.compile on CUDA needs Triton, which does not import here "
+                            f"({exc})") from exc
 
 
 def _compile_variant(torch, variant):
@@ -1087,36 +1172,126 @@ _CASES = {
 }
 
 
-def _environment(torch):
-    """What the document's `env` says about this build and machine."""
-    env = {"torch": torch.__version__,
-           "git_version": getattr(torch.version, "git_version", None),
-           "cuda_runtime": getattr(torch.version, "cuda", None),
-           "cudnn": _quiet(lambda: torch.backends.cudnn.version()),
-           "driver": _driver_version(),
-           "gpu": None, "capability": None,
-           "python": platform.python_version(), "platform": platform.platform(),
-           "triton": _distribution_version("triton") or _distribution_version("pytorch-triton"),
-           "cuda_available": bool(torch.cuda.is_available())}
-    if env["cuda_available"]:
-        env["gpu"] = torch.cuda.get_device_name(0)
-        env["gpu_uuid"] = _quiet(lambda: _gpu_uuid(torch))
-        env["capability"] = "{}.{}".format(*torch.cuda.get_device_capability(0))
-        env["device_count"] = torch.cuda.device_count()
+# --- the environment: asked once, apart from the cases ------------------------------------------
+
+# In the order they are asked: those that load a library (CUDA, cuDNN) last, so a query that aborts
+# the process (a broken or stand-in library) costs only itself: the rest are asked again without it.
+ENV_KEYS = ("torch", "git_version", "cuda_runtime", "python", "platform", "triton", "driver",
+            "cuda_available", "gpu", "gpu_uuid", "capability", "device_count", "cudnn")
+
+
+def _env_queries(torch):
+    def cuda(fn):
+        return lambda: fn() if torch.cuda.is_available() else None
+
+    return {"torch": lambda: torch.__version__,
+            "git_version": lambda: getattr(torch.version, "git_version", None),
+            "cuda_runtime": lambda: getattr(torch.version, "cuda", None),
+            "python": platform.python_version,
+            "platform": platform.platform,
+            "triton": lambda: (_distribution_version("triton")
+                               or _distribution_version("pytorch-triton")),
+            "driver": _driver_version,
+            "cuda_available": lambda: bool(torch.cuda.is_available()),
+            "gpu": cuda(lambda: torch.cuda.get_device_name(0)),
+            "gpu_uuid": cuda(lambda: _gpu_uuid(torch)),
+            "capability": cuda(lambda: "{}.{}".format(*torch.cuda.get_device_capability(0))),
+            "device_count": cuda(lambda: torch.cuda.device_count()),
+            "cudnn": lambda: torch.backends.cudnn.version()}
+
+
+def _env_main(skip):
+    """`--_env [SKIP]`: ask each environment query not in SKIP, one JSON line before and after."""
+    _die_with_parent()
+    try:
+        import torch
+    except Exception as exc:  # noqa: BLE001 - the cases say why; the environment stays bare
+        _emit({"no_torch": exception_text(exc)})
+        os._exit(0)
+    queries = _env_queries(torch)
+    for key in ENV_KEYS:
+        if key in skip:
+            continue
+        _emit({"asking": key})
+        try:
+            _emit({"answer": key, "value": _plain(queries[key]())})
+        except Exception as exc:  # noqa: BLE001 - an unknown value, with the reason
+            _emit({"failed": key, "reason": exception_text(exc)})
+    _emit({"env_done": True})
+    os._exit(0)
+
+
+def _plain(value):
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
+
+
+def gather_env(run_one):
+    """The document's `env` from `run_one(skip)` -> (how it ended, stdout, stderr), which runs the
+    queries not in `skip`. A query that ends the process (an abort in a library) reads as unknown
+    with the reason, and the queries after it are asked again in a new process; a query that
+    raises reads as unknown too. Unknowns are listed in env["unknown"]; None when torch does not
+    import (the cases say why)."""
+    env, unknown, lost = {}, {}, "not asked"
+    for _ in range(len(ENV_KEYS)):
+        ended, stdout, stderr = run_one(sorted(set(env) | set(unknown)))
+        asking, done = None, False
+        for message in _json_lines(stdout):
+            if "no_torch" in message:
+                return None
+            if "asking" in message:
+                asking = message["asking"]
+            elif "answer" in message:
+                env[message["answer"]], asking = message["value"], None
+            elif "failed" in message:
+                unknown[message["failed"]], asking = message["reason"], None
+            done = done or bool(message.get("env_done"))
+        if done:
+            break
+        if asking is None:
+            lost = _clip(f"not asked: the query process ended ({ended}): {_tail(stderr, 3)}")
+            break
+        unknown[asking] = _clip(f"asking it ended the process ({ended}): {_tail(stderr, 3)}")
+    for key in ENV_KEYS:
+        if key not in env:
+            env[key] = None
+            unknown.setdefault(key, lost)
+    if unknown:
+        env["unknown"] = unknown
     return env
+
+
+def _json_lines(text):
+    for line in (text or "").splitlines():
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(message, dict):
+            yield message
+
+
+def probe_environment(timeout):
+    """`gather_env` over fresh interpreters (`--_env`): no case shares a process with a query."""
+    def run_one(skip):
+        argv = [sys.executable, os.path.abspath(__file__), "--_env", ",".join(skip) or "-"]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                errors="replace", start_new_session=True)
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            stdout, stderr = proc.communicate()
+            return f"no answer within {timeout:g} s", stdout, stderr
+        return _status_name(proc.returncode), stdout, stderr
+
+    env = gather_env(run_one)
+    return env if env is not None else _bare_env()
 
 
 def _gpu_uuid(torch):
     """The UUID of the GPU this ran on, as nvidia-smi and CUDA_VISIBLE_DEVICES spell it."""
     uuid = str(torch.cuda.get_device_properties(0).uuid)
     return uuid if uuid.startswith(("GPU-", "MIG-")) else "GPU-" + uuid
-
-
-def _quiet(fn):
-    try:
-        return fn()
-    except Exception:  # noqa: BLE001 - a missing library is reported as null
-        return None
 
 
 def _driver_version():
