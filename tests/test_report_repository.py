@@ -42,3 +42,19 @@ def test_locally_the_page_links_the_checkouts_origin(tmp_path, monkeypatch, remo
 def test_without_a_known_repository_no_link_is_made_up(tmp_path):
     (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
     assert "Its repository" not in _page(tmp_path)
+
+
+def test_references_repository_names_it_where_no_checkout_says(tmp_path, monkeypatch):
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    (tmp_path / "matrix.yaml").write_text(
+        "preinstalled: true\nreferences:\n  repository: https://example.org/team/torchbisect\n")
+    assert 'href="https://example.org/team/torchbisect"' in _page(tmp_path)
+
+
+def test_a_references_repository_that_is_not_https_is_one_sentence(tmp_path, capsys):
+    (tmp_path / "matrix.yaml").write_text(
+        "preinstalled: true\nreferences:\n  repository: javascript:alert(1)\n")
+    assert main(["report", "--probe-json", str(DOC), "--out", str(tmp_path / "site"),
+                 "--matrix", str(tmp_path / "matrix.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "line 3" in err and "references.repository" in err and err.count("\n") == 1

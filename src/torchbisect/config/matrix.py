@@ -195,6 +195,9 @@ class References(_Strict):
         "The upstream bug report (default: a search of pytorch/pytorch's issues)."))
     page: HttpsUrl | None = Field(None, description=(
         "Where the page is published, for affected.json's references."))
+    repository: HttpsUrl | None = Field(None, description=(
+        "The torchbisect repository the page links as where the tool lives (default: the "
+        "workflow's repository under Actions, else the checkout's origin)."))
 
 
 StableList = Annotated[list[StableEntry], BeforeValidator(as_list)]
