@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -77,7 +78,9 @@ def test_the_probe_part_runs_the_earlier_probe_beside_todays(tmp_path):
     done = _bench(tmp_path, "--parts", "probe", "--out", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
     doc = json.loads((tmp_path / "out" / "probe.json").read_text())
-    assert (doc["before_probe_version"], doc["after_probe_version"]) == ("1", "2")
+    today = re.search(r'^PROBE_VERSION = "([^"]+)"', (REPO / "probes" / "stale_replay.py")
+                      .read_text(), re.M)[1]
+    assert (doc["before_probe_version"], doc["after_probe_version"]) == ("1", today)
     assert len(doc["seconds"]["before"]["cold"]) == 1 and len(doc["seconds"]["after"]["warm"]) == 2
     assert doc["same_verdicts"] and doc["verdicts"]["capture_data_ptr"] == ["skipped", "skipped"]
     assert (tmp_path / "out" / "probe.svg").read_text().startswith("<svg")
