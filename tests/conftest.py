@@ -74,7 +74,7 @@ def fake_probes(monkeypatch):
     process, so the cache is cleared on each switch and after the test."""
     from helpers import FAKE_PROBES
 
-    from torchbisect.probes import probe_version
+    from torchbisect.probe.scripts import probe_version
 
     def use(folder: Path = FAKE_PROBES) -> Path:
         monkeypatch.setenv("TORCHBISECT_PROBES", str(folder))

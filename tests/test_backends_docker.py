@@ -23,11 +23,11 @@ import pytest
 from conftest import IN_CI
 from helpers import find_test_wheel, sha256_of
 
-from torchbisect import execute
 from torchbisect.backends.base import BackendOptions, Prepared
 from torchbisect.backends.docker import LABEL, OWNER_LABEL, DockerBackend
 from torchbisect.errors import BackendUnavailable, ConfigError, InfraError
 from torchbisect.model import Cell, Channel, ProbeResult, RunStatus, Verdict
+from torchbisect.run import execute
 
 BASE = "torchbisect/base:bookworm"
 TORCH_BASE = "torchbisect/base:bookworm-torch"

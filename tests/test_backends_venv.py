@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from helpers import fake_torch_wheel, make_cell, sha256_of
 
-from torchbisect import execute
 from torchbisect.backends import BACKENDS, BackendOptions, Watcher, backend_class, choose_backend
 from torchbisect.backends.current import CurrentBackend
 from torchbisect.backends.preinstalled import (
@@ -29,6 +28,7 @@ from torchbisect.backends.venv import VenvBackend
 from torchbisect.backends.wheels import extra_index
 from torchbisect.errors import BackendUnavailable, ConfigError
 from torchbisect.model import Cell, Channel, RunStatus, Verdict, split_interpreter
+from torchbisect.run import execute
 
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
@@ -75,7 +75,7 @@ def run(backend, cell, tmp_path, *, gpu=None, **env):
 
 @needs_uv
 def test_overlay_installs_torch_into_the_cells_venv_and_probes_it(wheel, workdir, tmp_path):
-    from torchbisect.gpus import Gpu
+    from torchbisect.utils.gpus import Gpu
 
     record = tmp_path / "record.json"
     backend = venv_backend(workdir, overlay=True)

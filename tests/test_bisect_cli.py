@@ -177,7 +177,7 @@ def test_the_pages_headline_says_one_of_n_for_a_range_too():
 
 
 def test_the_fix_status_says_one_of_n_for_a_range_too():
-    from torchbisect.notify import fix_status
+    from torchbisect.report.notify import fix_status
 
     status = fix_status([], [_result(Direction.FIX)])
     assert status.text == "fix found: the first good nightly is one of 2: 2025-08-14, 2025-08-15"

@@ -27,12 +27,12 @@ from test_bisect_commits import _git
 from torchbisect import cells
 from torchbisect.bisect.gitrange import Commit, PythonTree, full_sha, is_python_file, plan
 from torchbisect.bisect.overlay import link_tree, overlay_python_files
-from torchbisect.documents import json_schema
 from torchbisect.errors import ConfigError, InfraError
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
 from torchbisect.report import render_runs
 from torchbisect.report.bisection_text import render_markdown, render_text
 from torchbisect.report.bisections import bisect_view
+from torchbisect.report.documents import json_schema
 from torchbisect.report.synthetic import synthetic_run
 from torchbisect.report.view import build_view
 from torchbisect.store.db import Store

@@ -166,9 +166,9 @@ def test_a_mistaken_verdict_is_taken_back_and_asked_again(world, tmp_path):  # n
 def test_forget_alone_is_no_gpu_run_and_says_what_it_matched(stored, capsys, monkeypatch):
     """--forget alone probes nothing: --require-gpu does not stop it on a machine without one
     (this one, or any: no GPU is seen here whatever the machine has)."""
-    from torchbisect import gpus
     from torchbisect.bisect import run
     from torchbisect.cli import main
+    from torchbisect.utils import gpus
 
     store, ids = stored
     monkeypatch.setattr(gpus, "list_gpus", lambda: [])

@@ -17,7 +17,7 @@ from torchbisect.bisect.gitrange import (
     python_changes,
 )
 from torchbisect.errors import ConfigError, InfraError
-from torchbisect.proc import KEEP_BYTES
+from torchbisect.utils.proc import KEEP_BYTES
 
 
 def _commit(repo: Path, subject: str, files: dict[str, str]) -> str:

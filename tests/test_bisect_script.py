@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from helpers import fake_torch_wheel
 
-from torchbisect import execute
 from torchbisect.backends import BackendOptions, choose_backend
 from torchbisect.bisect.candidates import build_release_candidates
 from torchbisect.bisect.driver import Bisector
@@ -22,6 +21,7 @@ from torchbisect.bisect.verdicts import Rule, ScriptAborted, check_script_run
 from torchbisect.index.fetch import fetch_wheels
 from torchbisect.model import Cell, Channel, RunStatus
 from torchbisect.outcome import Direction, Outcome
+from torchbisect.run import execute
 from torchbisect.store.db import Store
 
 pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")

@@ -44,7 +44,7 @@ def workdir(tmp_path, monkeypatch):
     """A folder with a preinstalled-only matrix; no GPU is visible, whatever the machine has."""
     pytest.importorskip("torch", reason="the probe needs this interpreter to have torch")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("torchbisect.gpus.list_gpus", lambda: [])
+    monkeypatch.setattr("torchbisect.utils.gpus.list_gpus", lambda: [])
     (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
     return tmp_path
 

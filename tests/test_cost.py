@@ -18,7 +18,7 @@ from torchbisect.errors import ConfigError
 from torchbisect.model import Cell, CellRun, Channel, RunStatus
 from torchbisect.plan.cost import Cost, describe, duration, estimate, head_size
 from torchbisect.plan.lock import Lock, LockedBuild
-from torchbisect.progress import RichHandler
+from torchbisect.run.progress import RichHandler
 from torchbisect.store.db import Store
 
 STABLE = "stable-2.15.0-cu130-cp312"
@@ -159,11 +159,11 @@ def test_matrix_starts_with_the_cost_and_shows_its_download(tmp_path, monkeypatc
     """The venv backend downloads a nightly (no sha256 on the index) through torchbisect."""
     from helpers import fake_torch_wheel
 
-    import torchbisect.gpus
+    import torchbisect.utils.gpus
 
     if shutil.which("uv") is None:
         pytest.skip("uv is not installed")
-    monkeypatch.setattr(torchbisect.gpus, "list_gpus", lambda: ())
+    monkeypatch.setattr(torchbisect.utils.gpus, "list_gpus", lambda: ())
     monkeypatch.setenv("CI", "true")  # plain lines, as in a CI log
     monkeypatch.chdir(tmp_path)
     page = tmp_path / "site" / "nightly" / "cpu" / "torch"

@@ -1,5 +1,6 @@
-"""The JSON Schemas of results.json and of a probe's document: generated from documents.py, equal
-to the committed files, published in every site, and true of every document we have."""
+"""The JSON Schemas of results.json and of a probe's document: generated from
+report/documents.py, equal to the committed files, published in every site, and true of every
+document we have."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ import pytest
 from conftest import REPO
 from helpers import probe_doc
 
-from torchbisect import probe_doc as gate
 from torchbisect.cli import main
-from torchbisect.documents import SCHEMA_FILES, json_schema, schema_text
 from torchbisect.outcome import BisectResult
+from torchbisect.probe import document as gate
 from torchbisect.report import render_runs
+from torchbisect.report.documents import SCHEMA_FILES, json_schema, schema_text
 from torchbisect.report.synthetic import synthetic_run
 
 jsonschema = pytest.importorskip("jsonschema")

@@ -11,11 +11,11 @@ from helpers import ScriptedBackend, make_cell, ok_output, probe_doc
 from hypothesis import given
 from hypothesis import strategies as st
 
-from torchbisect import execute
 from torchbisect.backends.base import ProbeOutput
 from torchbisect.errors import CommandFailed, InfraError
-from torchbisect.gpus import Gpu
 from torchbisect.model import RunStatus, Verdict
+from torchbisect.run import execute
+from torchbisect.utils.gpus import Gpu
 
 GPU = Gpu(index=1, name="NVIDIA H200", driver="580.159.04")
 

@@ -33,7 +33,7 @@ def served(tmp_path, monkeypatch):
     """A matrix on a local index with cu126 and cu130 builds, `cuda: auto`, in a work folder."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(retry, "_sleep", lambda s: None)
-    monkeypatch.setattr("torchbisect.gpus.list_gpus", lambda: [])
+    monkeypatch.setattr("torchbisect.utils.gpus.list_gpus", lambda: [])
     root = tmp_path / "site"
     make_release_index(root, {"cu126": ["2.15.0"], "cu130": ["2.15.0"]}, pythons=("cp312",))
     make_nightly_index(root, [date(2026, 10, 1), date(2026, 10, 3)], pythons=("cp312",))
@@ -232,7 +232,7 @@ def test_cells_selects_before_planning_on_the_path_that_probes(served, capsys, t
 
 
 def test_without_a_gpu_the_docker_backend_probes_the_images_torch(no_torch_python):
-    from torchbisect.runstage import no_gpu_cells
+    from torchbisect.run.stage import no_gpu_cells
 
     image = Cell(id="preinstalled", channel=Channel.PREINSTALLED, version="", cuda="",
                  python="", base_image="torchbisect/base:bookworm-torch")
@@ -254,7 +254,7 @@ def test_an_empty_page_says_why_and_links_the_committed_examples(tmp_path, no_to
         (tmp_path / "reports" / name / "index.html").write_text("<html></html>")
     (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("torchbisect.gpus.list_gpus", lambda: [])
+    monkeypatch.setattr("torchbisect.utils.gpus.list_gpus", lambda: [])
     assert run("matrix", "--interpreter", no_torch_python) == 0
     page = (tmp_path / "reports" / "index.html").read_text()
     assert "No GPU is visible" in page and "has no torch" in page

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from torchbisect.gpus import Gpu, list_gpus, parse_query, visible, with_mig
+from torchbisect.utils.gpus import Gpu, list_gpus, parse_query, visible, with_mig
 
 QUERY = """\
 0, NVIDIA H200, 580.159.04, GPU-3f2a9c10-1111-2222-3333-444455556666
@@ -95,8 +95,8 @@ def test_a_mig_slice_is_pinned_by_its_uuid_and_a_whole_gpu_by_its_index(tmp_path
     under CUDA's rules, none): the backend must get what CUDA_VISIBLE_DEVICES can name."""
     from helpers import ScriptedBackend, make_cell
 
-    from torchbisect import execute
     from torchbisect.backends.venv import gpu_env
+    from torchbisect.run import execute
 
     backend = ScriptedBackend()
     whole, _, slice_, _ = HOST

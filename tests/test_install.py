@@ -29,7 +29,7 @@ from conftest import IN_CI, REPO
 from helpers import python_with_torch
 from indexserver import make_nightly_index, make_release_index, serve
 
-from torchbisect.probes import probe_version
+from torchbisect.probe.scripts import probe_version
 
 pytestmark = pytest.mark.slow
 

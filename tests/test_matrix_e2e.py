@@ -101,11 +101,11 @@ def stand_in(tmp_path, monkeypatch, fake_probes):
     """A work folder with two stand-in wheels, the stand-in probe, and no GPU."""
     from helpers import fake_torch_wheel
 
-    import torchbisect.gpus
+    import torchbisect.utils.gpus
 
     if shutil.which("uv") is None:
         pytest.skip("uv is not installed")
-    monkeypatch.setattr(torchbisect.gpus, "list_gpus", lambda: ())
+    monkeypatch.setattr(torchbisect.utils.gpus, "list_gpus", lambda: ())
     monkeypatch.chdir(tmp_path)
     wheels = [fake_torch_wheel(tmp_path / "wheels", f"2.99.{i}+cpu") for i in range(2)]
     entries = "".join(f"  - wheel: {w}\n    name: w{i}\n    overlay: true\n"

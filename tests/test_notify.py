@@ -16,8 +16,8 @@ from act.github_standin import github_standin
 from helpers import make_cell, make_run
 
 from torchbisect.model import Attendance, Channel, RunStatus
-from torchbisect.notify import changes, fix_status
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
+from torchbisect.report.notify import changes, fix_status
 from torchbisect.store.db import Store
 
 SUMMARY = "## torchbisect\n\n| build | verdict |\n|---|---|\n| 2.15.0 | affected |\n"
@@ -303,7 +303,7 @@ def test_only_affected_against_not_affected_is_a_difference_between_models():
 
 
 def test_a_store_without_attendance_tells_nothing_about_kinds():
-    from torchbisect.notify import kind_changes
+    from torchbisect.report.notify import kind_changes
 
     unknown = {"H200": ("unknown", "declared; the store holds no attendance …")}
     assert kind_changes(None, unknown) == [] and kind_changes({"H200": "absent"}, unknown) == []

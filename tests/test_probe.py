@@ -26,7 +26,7 @@ from helpers import python_with_torch
 from helpers.py38 import find_python38, runtime_typing_errors
 
 from torchbisect.model import ProbeResult, Verdict
-from torchbisect.probes import probe_version
+from torchbisect.probe.scripts import probe_version
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "probes" / "stale_replay.py"

@@ -11,7 +11,7 @@ from html import unescape
 
 from torchbisect.cli import main
 from torchbisect.model import Channel, Verdict
-from torchbisect.probes import probe_path
+from torchbisect.probe.scripts import probe_path
 from torchbisect.report import build_view, render_runs
 from torchbisect.report.advice import UPSTREAM_SEARCH, cost_sentence, duration
 from torchbisect.report.synthetic import synthetic_run as run

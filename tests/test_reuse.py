@@ -17,9 +17,9 @@ from torchbisect.bisect.driver import Bisector
 from torchbisect.bisect.verdicts import Rule
 from torchbisect.model import Cell, Channel, RunStatus
 from torchbisect.outcome import Direction
-from torchbisect.probes import probe_version
-from torchbisect.reuse import covers
+from torchbisect.probe.scripts import probe_version
 from torchbisect.store.db import Store
+from torchbisect.store.reuse import covers
 
 KEY = dict(probe_version="1+abc", gpu="NVIDIA H200", driver="580.159.04")
 FULL = make_cell("nightly-20261001-cu130-cp312", channel=Channel.NIGHTLY)  # the default cases

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from torchbisect.runlock import lock_path
+from torchbisect.utils.runlock import lock_path
 
 pytest.importorskip("torch", reason="the preinstalled cell needs this interpreter to have torch")
 

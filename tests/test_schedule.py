@@ -13,11 +13,11 @@ from helpers import ScriptedBackend, make_cell, make_run
 from hypothesis import given
 from hypothesis import strategies as st
 
-from torchbisect import schedule
 from torchbisect.errors import ConfigError, InfraError
-from torchbisect.gpus import Gpu
 from torchbisect.model import Channel, RunStatus
-from torchbisect.probes import probe_version
+from torchbisect.probe.scripts import probe_version
+from torchbisect.run import schedule
+from torchbisect.utils.gpus import Gpu
 
 GPUS = (Gpu(index=0, name="NVIDIA H200", driver="580.159.04"),
         Gpu(index=1, name="NVIDIA H200", driver="580.159.04"))

@@ -53,7 +53,7 @@ class IndexUnreachable(TorchbisectError):
 
 
 class Busy(InfraError):
-    """Another torchbisect process holds the store or workdir this run needs (see runlock.py)."""
+    """Another torchbisect process holds the store or workdir this run needs (utils/runlock.py)."""
 
 
 class BackendUnavailable(TorchbisectError):
@@ -73,7 +73,7 @@ class CommandFailed(InfraError):
         what = "timed out" if timed_out else f"exited with status {returncode}"
         tail = output.strip().splitlines()[-1:] if output.strip() else []
         suffix = f": {tail[0]}" if tail else ""
-        from .masking import mask  # a URL's password in the command line (uv's index) is hidden
+        from .utils.masking import mask
 
         super().__init__(mask(f"`{_short(argv)}` {what}{suffix}"))
 

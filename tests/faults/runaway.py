@@ -15,7 +15,7 @@ from pathlib import Path
 
 from helpers import fake_torch_wheel
 
-from torchbisect import proc
+from torchbisect.utils import proc
 
 PROBE = '''
 import argparse, json, os, subprocess, sys, time

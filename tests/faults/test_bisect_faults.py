@@ -14,13 +14,13 @@ from helpers import make_cell, probe_doc
 from runaway import wait_until
 from test_bisect_e2e import cli_args, env, world  # noqa: F401 - `world` is a fixture
 
-from torchbisect import proc
 from torchbisect.bisect.verdicts import Rule, ScriptAborted, check_script_run
 from torchbisect.cli import main
 from torchbisect.model import CellRun, ProbeResult, RunStatus
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 from torchbisect.report.bisection_text import render_markdown
 from torchbisect.store.db import Store
+from torchbisect.utils import proc
 
 EVIL = ("see [this](https://evil.example/x) ![i](http://evil.example/i.png) "
         "<img src=x onerror=alert(1)> <b>bold</b> @octocat #123 www.evil.example")

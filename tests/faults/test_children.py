@@ -14,8 +14,8 @@ import uuid
 import pytest
 from runaway import environment, left, project, wait_until
 
-from torchbisect import proc
 from torchbisect.errors import CommandFailed
+from torchbisect.utils import proc
 
 # The daemon leaves TB_OUTLIVED only if it lives out its 30 s: a run that waited for it (the pipe
 # it holds) leaves that file; a run that ended it, none.
@@ -166,7 +166,7 @@ def test_kill_9_during_install_stops_the_installer_and_the_rerun_succeeds(tmp_pa
 # stop a command must still stop it, not wait for the SIGKILL fallback.
 STOPPED_BY_SIGINT = r"""
 import os, signal, sys, threading, time
-from torchbisect import proc
+from torchbisect.utils import proc
 from torchbisect.errors import CommandFailed
 assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN, "not launched with SIGINT ignored"
 pidfile, ended = sys.argv[1], {}

@@ -11,7 +11,7 @@ import sys
 import pytest
 from helpers import fake_torch_wheel
 
-from torchbisect import proc
+from torchbisect.utils import proc
 
 FLOOD_MB = 300
 PROBE = f'''

@@ -12,10 +12,10 @@ import pytest
 from helpers import make_cell, probe_doc
 from runaway import environment, project
 
-from torchbisect import probe_doc as gate
 from torchbisect.backends.base import ProbeOutput
-from torchbisect.execute import interpret
 from torchbisect.model import CellRun, ProbeResult, RunStatus
+from torchbisect.probe import document as gate
+from torchbisect.run.execute import interpret
 from torchbisect.store.db import Store
 
 

@@ -18,11 +18,11 @@ import pytest
 from helpers import make_run
 from runaway import wait_until
 
-from torchbisect.runlock import lock_path
 from torchbisect.store.db import Store
+from torchbisect.utils.runlock import lock_path
 
 HOLD = ("import pathlib, sys, time\n"
-        "from torchbisect import runlock\n"
+        "from torchbisect.utils import runlock\n"
         "with runlock.hold([pathlib.Path(p) for p in sys.argv[2:]], command='the holder'):\n"
         "    pathlib.Path(sys.argv[1] + '.held').touch()\n"
         "    while not pathlib.Path(sys.argv[1]).exists(): time.sleep(0.02)\n")

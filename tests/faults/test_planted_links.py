@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from runaway import project
 
-from torchbisect import files
+from torchbisect.utils import files
 
 
 def _plant(link: Path, victim: Path) -> None:

@@ -9,8 +9,8 @@ import json
 import pytest
 from helpers import probe_doc
 
-from torchbisect import probe_doc as gate
 from torchbisect.cli import main
+from torchbisect.probe import document as gate
 
 DEEP = "[" * 100_000 + "]" * 100_000
 

@@ -21,13 +21,13 @@ import pytest
 from helpers import make_cell, make_run
 from peers import Peer, redirect
 
-from torchbisect import links
 from torchbisect.backends import wheels
 from torchbisect.config.matrix import load_matrix
 from torchbisect.errors import IndexUnreachable, InfraError
 from torchbisect.index import fetch as index
 from torchbisect.index import pages
 from torchbisect.model import Channel
+from torchbisect.net import links
 from torchbisect.plan.resolve import build_plan
 from torchbisect.store.db import Store
 

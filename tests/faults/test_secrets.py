@@ -12,7 +12,7 @@ import pytest
 from helpers import fake_torch_wheel
 
 from torchbisect.backends import probe_env
-from torchbisect.masking import mask
+from torchbisect.utils.masking import mask
 
 GITHUB_TOKEN = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0" * 2  # the shape of a real one
 SECRETS = {"GITHUB_TOKEN": GITHUB_TOKEN, "ACTIONS_RUNTIME_TOKEN": "eyJ0eXAiOiJKV1QifQ.eyJzdWIiOi"
@@ -118,7 +118,7 @@ def test_token_shapes_are_masked_and_ordinary_text_is_not(text, shown):
 
 
 def test_the_values_of_our_own_secrets_are_masked_whatever_their_shape(monkeypatch):
-    from torchbisect import masking
+    from torchbisect.utils import masking
 
     monkeypatch.setenv("MY_SERVICE_TOKEN", "plain-words-no-shape")
     masking.refresh()  # read once per process: the environment torchbisect started with
@@ -145,10 +145,10 @@ def test_a_docker_probe_starts_from_an_empty_environment():
 
 @pytest.mark.slow
 def test_a_bisect_script_is_a_probe_and_sees_no_credentials(tmp_path, monkeypatch):
-    from torchbisect import execute
     from torchbisect.backends import BackendOptions, choose_backend
     from torchbisect.bisect.verdicts import Rule
     from torchbisect.model import Cell, Channel, RunStatus
+    from torchbisect.run import execute
 
     version = "2.10.0.dev20250801+cpu"
     wheel = fake_torch_wheel(tmp_path / "wheels", version)

@@ -17,8 +17,8 @@ from helpers import ScriptedBackend, make_cell, make_run
 from runaway import environment, project
 
 from torchbisect.plan.lock import Lock, LockedBuild
-from torchbisect.probes import probe_version
-from torchbisect.schedule import select
+from torchbisect.probe.scripts import probe_version
+from torchbisect.run.schedule import select
 from torchbisect.store.db import Store
 
 needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
@@ -148,7 +148,7 @@ def test_a_damaged_store_is_one_sentence_and_is_never_modified(tmp_path, kind):
 
 
 @pytest.mark.parametrize("change", [
-    # cases: one the stored run never ran (a subset of its cases is reused: reuse.py's rule)
+    # cases: one the stored run never ran (a subset of its cases is reused: store/reuse.py's rule)
     {"env": (("TB_ENTRY_VAR", "1"),)}, {"cases": ("case_it_never_ran",)}, {"trials": 7},
     {"timeout": 60.0}])
 def test_a_cell_probed_differently_is_not_reused(tmp_path, change):

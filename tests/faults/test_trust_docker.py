@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from torchbisect import proc
 from torchbisect.store.db import Store
+from torchbisect.utils import proc
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

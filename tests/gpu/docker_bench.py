@@ -22,9 +22,9 @@ from pathlib import Path
 import docker
 
 from torchbisect.backends.container import Containers
-from torchbisect.gpus import device_of, list_gpus
 from torchbisect.model import Cell, Channel
 from torchbisect.store.db import Store
+from torchbisect.utils.gpus import device_of, list_gpus
 
 REPEATS = 5
 

@@ -21,8 +21,8 @@ from torchbisect.backends.base import BackendOptions
 from torchbisect.backends.container import Containers
 from torchbisect.backends.docker import DockerBackend
 from torchbisect.backends.docker_gpu import gpus_in_a_container, require_gpu_support
-from torchbisect.gpus import device_of, list_gpus
 from torchbisect.model import Cell, Channel
+from torchbisect.utils.gpus import device_of, list_gpus
 
 SEE = ("ls /dev/nvidia* | tr '\\n' ' '; echo; nvidia-smi -L; "
        "python3 -c 'import torch; print(torch.__version__, torch.cuda.is_available(), "

@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import defaults, files
+from .. import defaults
 from ..errors import TorchbisectError
-from ..masking import mask
 from ..model import Cell
-from ..probe_doc import MAX_BYTES
+from ..probe.document import MAX_BYTES
+from ..utils import files
+from ..utils.masking import mask
 
 
 def host_python() -> str:

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import files, proc
 from ..errors import InfraError
 from ..model import Cell
+from ..utils import files, proc
 from .base import note
 
 LABEL = "torchbisect.cell"  # `docker ps -a --filter label=torchbisect.cell`

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import files
 from ..errors import BackendUnavailable, ConfigError, InfraError
 from ..model import Cell, Channel
-from ..probes import probe_path
-from ..words import last_line
+from ..probe.scripts import probe_path
+from ..utils import files
+from ..utils.words import last_line
 from .base import Backend, BackendOptions, Prepared, ProbeOutput, cell_lock, read_document
 from .container import LABEL, OWNER_LABEL, Containers, bind
 from .docker_image import RunnerImages, default_base_image, host_ca_bundle
@@ -73,7 +73,7 @@ class DockerBackend(Backend):
     def check(self) -> None:
         self.ping()
         self.containers.remove_orphans()
-        from ..gpus import list_gpus
+        from ..utils.gpus import list_gpus
         from .docker_gpu import require_gpu_support
 
         if list_gpus():  # every probe will ask for a GPU: can this engine attach one?

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import InfraError
 from ..model import Cell, Channel
-from ..words import last_line, megabytes
+from ..utils.words import last_line, megabytes
 from .container import UV_CACHE, uv_cache_volume
 
 _MARK = "torchbisect-cache-kib"  # the line carrying the sizes, among uv's output

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import BackendUnavailable, InfraError
 from ..model import Cell, Channel
-from ..words import last_line
+from ..utils.words import last_line
 from .container import ALL_GPUS
 
 NO_DRIVER = "could not select device driver"

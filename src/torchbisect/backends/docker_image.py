@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import files
 from ..errors import InfraError
-from ..proc import run as run_command
+from ..utils import files
+from ..utils.proc import run as run_command
 from .base import note
 from .wheels import sha256_file
 

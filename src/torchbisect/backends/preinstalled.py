@@ -21,9 +21,10 @@ import shutil
 import sys
 from functools import cache
 
-from .. import cells, proc
+from .. import cells
 from ..errors import BackendUnavailable, CommandFailed
 from ..model import Cell, Channel
+from ..utils import proc
 
 _NO_TORCH = 3
 # Run by another interpreter, which may be as old as 3.8: stdlib only, no import of torch.

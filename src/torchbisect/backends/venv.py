@@ -25,10 +25,10 @@ import uuid
 from functools import cache
 from pathlib import Path
 
-from .. import files, proc
 from ..errors import BackendUnavailable, InfraError
 from ..model import Cell, Channel
-from ..probes import probe_path
+from ..probe.scripts import probe_path
+from ..utils import files, proc
 from . import probe_env
 from .base import (
     Backend,

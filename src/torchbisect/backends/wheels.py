@@ -30,14 +30,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import files
 from ..errors import InfraError
 from ..index.fetch import PYTORCH_INDEX, local_path
-from ..links import wheel_name
 from ..model import Cell, Channel
 from ..net import WHEEL, Deadlines, NetError, Refused, Retries, resumable
 from ..net import credentials as userinfo
-from ..words import megabytes
+from ..net.links import wheel_name
+from ..utils import files
+from ..utils.words import megabytes
 from .base import Watcher, note
 
 Progress = Callable[[int, int | None, float], None]  # (bytes so far, total or None, bytes/s)

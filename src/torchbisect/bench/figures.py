@@ -17,8 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import proc
 from ..errors import ConfigError
+from ..utils import proc
 from . import plots
 
 # The probe before it imported torch once and forked its cases (PROBE_VERSION 1).

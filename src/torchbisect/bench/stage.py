@@ -21,13 +21,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import execute, proc
 from ..backends.base import Backend
 from ..cells import dev as dev_id
-from ..gpus import Gpu, list_gpus
 from ..model import Cell, CellRun, Channel, ProbeResult, RunStatus
-from ..probes import probe_path, probe_version
+from ..probe.scripts import probe_path, probe_version
+from ..run import execute
 from ..store.db import Store
+from ..utils import proc
+from ..utils.gpus import Gpu, list_gpus
 
 
 def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
@@ -39,7 +40,7 @@ def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
     """
     from ..backends.current import CurrentBackend
     from ..backends.preinstalled import preinstalled_cell
-    from ..schedule import run_cells
+    from ..run.schedule import run_cells
 
     backend = backend or CurrentBackend()
     cell = cell or preinstalled_cell()
@@ -140,8 +141,8 @@ def _probe_speed_summary(python: str, seconds: dict, docs: dict) -> dict:
 
 def _bare_probe(python: str, cell: Cell, gpu: Gpu | None, out: Path, *,
                 env: dict[str, str]) -> float:
-    from .. import proc
     from ..backends.venv import gpu_env
+    from ..utils import proc
 
     argv = [python, str(probe_path(cell.probe)), *execute.probe_args(cell), "--json", str(out)]
     began = time.monotonic()

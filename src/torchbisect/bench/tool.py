@@ -92,7 +92,7 @@ def render_cells(n_cells: int = 2000, repeat: int = 3) -> dict:
 
 def gpu_speedup(matrix: Path | None, *, backend: str) -> dict:
     """The same matrix on the first GPU alone, then on every GPU; environments already built."""
-    from ..gpus import list_gpus
+    from ..utils.gpus import list_gpus
 
     gpus = list_gpus()
     if len(gpus) < 2:

@@ -16,10 +16,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import proc
 from ..errors import CommandFailed, ConfigError
 from ..net import API, Retries
 from ..net.github import DEFAULT_API, GitHub, GitHubError, RateLimited
+from ..utils import proc
 from .gitrange import git_data
 
 PYTORCH = "https://github.com/pytorch/pytorch"

@@ -23,12 +23,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import execute
 from ..backends.base import Backend
-from ..gpus import Gpu
 from ..model import Cell, CellRun, RunStatus
 from ..outcome import Direction, NightlyPoint, Outcome
-from ..probes import probe_version
+from ..probe.scripts import probe_version
+from ..run import execute
+from ..utils.gpus import Gpu
 from .candidates import Candidate, CandidateList
 from .search import SearchHandler, SearchResult, first_bad, flip
 from .verdicts import FlakyScript, Judged, Rule, check_script_run

@@ -16,10 +16,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from .. import reuse
 from ..errors import ConfigError
 from ..model import Cell, CellRun, Channel, RunStatus
 from ..outcome import BisectResult
+from ..store import reuse
 from .candidates import parse_end, release_of
 from .overlay import COMMIT_VAR
 from .verdicts import Rule

@@ -20,7 +20,7 @@ older main commit an ancestor of the newer one, no shallow or grafted commit in 
 reads `git log` NUL-separated into a file (`proc.run(stdout=...)`), so no subject or path is cut,
 masked or split where it should not be, and every sha is checked to be one.
 
-Everything goes through `git` subprocesses (`torchbisect.proc`); a blobless clone
+Everything goes through `git` subprocesses (`torchbisect.utils.proc`); a blobless clone
 (`git clone --filter=blob:none`) is enough: git log reads trees, and the blobs of the few files an
 overlay needs are fetched by `git archive` on demand.
 """
@@ -33,8 +33,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from .. import proc
 from ..errors import CommandFailed, ConfigError, InfraError
+from ..utils import proc
 
 PACKAGE = "torch/"
 # Written by the build, not the commit: a nightly's own copy must stay (its git_version).

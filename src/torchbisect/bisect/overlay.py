@@ -34,12 +34,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import proc
 from ..backends import probe_env
 from ..backends.base import Backend, Prepared, ProbeOutput, note
 from ..errors import InfraError
 from ..model import Cell
-from ..words import last_line
+from ..utils import proc
+from ..utils.words import last_line
 from .gitrange import PythonTree, safe_path
 
 COMMIT_VAR = "TORCHBISECT_COMMIT"  # in an overlay cell's env: the commit, for scripts and reuse

@@ -14,10 +14,10 @@ from packaging.version import Version
 
 from .. import defaults
 from ..errors import ConfigError, InfraError
-from ..gpus import Gpu, list_gpus
 from ..model import Cell, Channel
 from ..outcome import BisectResult, Direction
 from ..store.db import Store
+from ..utils.gpus import Gpu, list_gpus
 from .candidates import (
     CandidateList,
     build_candidates,
@@ -154,8 +154,8 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
 
 def take_back(options: BisectOptions, what: str) -> Forgotten:
     """`--forget WHAT`: drop the stored verdicts of WHAT this bisection would reuse."""
-    from .. import execute
-    from ..probes import probe_version
+    from ..probe.scripts import probe_version
+    from ..run import execute
 
     if not options.store.is_file():
         raise ConfigError(f"{options.store} does not exist, so it holds no verdict to forget; "

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from ..errors import TorchbisectError
 from ..model import CellRun, RunStatus, Verdict
 from ..outcome import Outcome
-from ..probes import DEFAULT_PROBE
-from ..words import signal_name
+from ..probe.scripts import DEFAULT_PROBE
+from ..utils.words import signal_name
 
 DEFAULT_CASE = "capture_data_ptr"
 SCRIPT_CASE = "script"

@@ -160,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _full_disk(err: BaseException, args: argparse.Namespace) -> TorchbisectError | None:
     """A full disk met where no narrower handler said so (files.DiskFull is the rule): named
     by the file that failed, else by the command's folders whose disk is full."""
-    from ..files import disk_full, is_full, nearly_full
+    from ..utils.files import disk_full, is_full, nearly_full
 
     if not is_full(err):
         return None
@@ -177,7 +177,7 @@ def _full_disk(err: BaseException, args: argparse.Namespace) -> TorchbisectError
 
 
 def _gated(args: argparse.Namespace, argv: list[str]) -> int:
-    from .. import runlock
+    from ..utils import runlock
     from .options import check_output
 
     for flag, dest, kind in args._outputs:
@@ -216,7 +216,7 @@ def _require_gpu(args: argparse.Namespace) -> None:
         asked = "GITHUB_ACTIONS=true implies --require-gpu"
     else:
         return
-    from ..gpus import list_gpus
+    from ..utils.gpus import list_gpus
 
     if not list_gpus():
         hidden = os.environ.get("CUDA_VISIBLE_DEVICES")

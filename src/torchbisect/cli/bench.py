@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _out(out: Path | None) -> Path | None:
     """Where to write: --out, else reports/bench/ on a machine with a GPU, else nowhere."""
-    from ..gpus import list_gpus
+    from ..utils.gpus import list_gpus
 
     if out is not None or list_gpus():
         return out or defaults.BENCH_OUT

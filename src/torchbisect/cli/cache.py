@@ -48,7 +48,7 @@ def _docker(workdir, *, prune: bool) -> int:
     from ..backends.docker import DockerBackend
     from ..backends.docker_cache import prune as prune_volume
     from ..backends.docker_cache import size
-    from ..words import megabytes
+    from ..utils.words import megabytes
 
     backend = DockerBackend(BackendOptions(workdir=workdir))
     backend.ping()
@@ -67,10 +67,10 @@ def _docker(workdir, *, prune: bool) -> int:
 def _venv(workdir, *, prune: bool) -> int:
     import sys
 
-    from .. import runlock
     from ..backends.venv import folder_bytes, kept
     from ..backends.venv import prune as prune_venvs
-    from ..words import count, megabytes
+    from ..utils import runlock
+    from ..utils.words import count, megabytes
 
     if prune:  # not while a matrix, probe or bisect builds venvs in the same folder
         with runlock.hold([workdir], command="torchbisect cache --prune",

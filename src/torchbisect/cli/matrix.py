@@ -2,7 +2,7 @@
 
 The steps, each a small function: resolve the plan (plan/planning.py; only the entries `--cells`
 can match), pick this shard's cells, choose the backend, skip the cells whose verdict is already
-stored, run the rest (runstage.py), let the backend tidy up (docker: prune uv's cache volume),
+stored, run the rest (run/stage.py), let the backend tidy up (docker: prune uv's cache volume),
 print the summary table, render the report.  Without a GPU only a preinstalled torch is probed,
 unless `--allow-no-gpu`.
 
@@ -10,10 +10,10 @@ Exit status (`--fail-on`, see cli/options.py): by default 3 when some cell ended
 infrastructure failure (it is retried on the next run), else 0; 1 with `--fail-on affected` when a
 cell is affected.  2 for configuration errors, 5 when the backend cannot run.
 
-With `--runners runners.yaml --kind NAME` the runner is first checked against its declared kind
-(platform, and GPU model unless `--allow-no-gpu`; exit 3 on a mismatch, nothing probed: runkind.py),
-the kind's own lock is used (plan_kinds.kind_lock), and the shard's attendance is written to the
-store at its end, also after a failure or an interrupt.
+With `--runners runners.yaml --kind NAME` the runner is first checked against its declared
+kind (platform, and GPU model unless `--allow-no-gpu`; exit 3 on a mismatch, nothing probed:
+run/kind.py), the kind's own lock is used (plan_kinds.kind_lock), and the shard's attendance is
+written to the store at its end, also after a failure or an interrupt.
 """
 
 from __future__ import annotations
@@ -26,14 +26,15 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import defaults, runstage
+from .. import defaults
 from ..backends.base import BackendOptions, finishing, host_python
-from ..console import make_console
 from ..errors import ConfigError
-from ..execute import now
 from ..model import Cell, CellRun, Plan, RunStatus
 from ..plan import planning
-from ..words import count
+from ..run import stage as runstage
+from ..run.execute import now
+from ..utils.console import make_console
+from ..utils.words import count
 from . import options as flags
 
 
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     flags.check_patterns(args.matrix, cells=args.cells, skip=args.skip)
     started = now()
     console = make_console(stderr=args.json == "-")
-    from ..gpus import list_gpus
+    from ..utils.gpus import list_gpus
 
     gpus = list_gpus()
     roll = _roll_call(args, gpus, started)
@@ -143,9 +144,9 @@ def _roll_call(args: argparse.Namespace, gpus, started: str):
         raise ConfigError("--runners needs --kind NAME: which declared kind this runner is")
     if args.lock is not None and args.lock_dir is not None:
         raise ConfigError("--lock and --lock-dir both name the lock: give one of them")
-    from .. import runkind
     from ..config.runners import load_runners
     from ..index.tags import host_platform
+    from ..run import kind as runkind
 
     kind = load_runners(args.runners).kind(args.kind)
     runkind.check_runner(kind, args.runners, platform=host_platform(), gpus=gpus,
@@ -176,7 +177,7 @@ def _plan(args: argparse.Namespace, console: Console, *, preinstalled_only: bool
 
 def _pick(cells: tuple[Cell, ...], args: argparse.Namespace) -> tuple[Cell, ...]:
     """--cells and --skip, then --shard, then --overlay."""
-    from ..schedule import shard
+    from ..run.schedule import shard
 
     cells = flags.by_patterns(cells, keep=args.cells, skip=args.skip, matrix=args.matrix)
     cells = shard(cells, args.shard)
@@ -192,7 +193,7 @@ def _python(args: argparse.Namespace) -> str:
 def _probe(cells, backend_name, store, slots, args, console, roll) -> tuple[list[CellRun],
                                                                             list[CellRun]]:
     from ..backends import choose_backend
-    from ..progress import RichHandler
+    from ..run.progress import RichHandler
 
     handler = RichHandler()
     options = BackendOptions(python=args.interpreter, workdir=args.workdir or defaults.WORKDIR,
@@ -211,7 +212,7 @@ def _lock_path(args: argparse.Namespace) -> Path:
 
 
 def _summary(new: list[CellRun], reused: list[CellRun], console: Console, *, logs: Path) -> None:
-    from ..progress import print_summary
+    from ..run.progress import print_summary
 
     if not new and not reused:
         return

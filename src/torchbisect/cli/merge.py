@@ -98,9 +98,9 @@ def _roll_call(store) -> str:
     """Record this CI run as merged; its id, as the shards' attendance names it."""
     import socket
 
-    from ..execute import now
     from ..model import Attendance
-    from ..runkind import run_id
+    from ..run.execute import now
+    from ..run.kind import run_id
 
     at = now()
     run = run_id(at)

@@ -4,8 +4,8 @@ After a matrix run: each build's verdict per GPU model from the store, the issue
 `--summary` (summary.md, which names the models measured and where their verdicts differ).
 With `--fix`, after the weekly fix search: "no fix yet: newest nightly … still affected" or the
 fix found, from that search's own store; a search that could tell neither exits 3 after saying
-so, so the job is red instead of silently green.  The issue is opened or updated
-through the REST API with `$GITHUB_TOKEN` only when something changed (see torchbisect.notify).
+so, so the job is red instead of silently green.  The issue is opened or updated through the
+REST API with `$GITHUB_TOKEN` only when something changed (see torchbisect.report.notify).
 With `--runners runners.yaml` a declared runner kind that stops (or starts again) reporting in
 the store's latest run is such a change, said as the page says it (report/kinds.py).
 """
@@ -40,7 +40,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..notify import fix_status, tell, verdicts_of
+    from ..report.notify import fix_status, tell, verdicts_of
     from ..store.db import Store
 
     if not args.fix and args.summary is None:
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _measured(verdicts: dict[str, dict[str, str]]) -> str:
     """"70 builds with a verdict on 2 GPU models: NVIDIA GB300 (34), NVIDIA H200 (36)"."""
-    from ..words import count
+    from ..utils.words import count
 
     total = count(sum(len(v) for v in verdicts.values()), "build")
     if not verdicts:

@@ -23,10 +23,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import defaults, files
+from .. import defaults
 from ..cells import may_match
 from ..errors import ConfigError, InfraError
 from ..model import Cell, CellRun, RunStatus, Verdict
+from ..utils import files
 
 
 class Output:
@@ -183,7 +184,7 @@ def positive(text: str) -> int:
 
 def shard_spec(text: str) -> str:
     """The `type=` of `--shard I/N`: checked before anything is planned."""
-    from ..schedule import parse_shard
+    from ..run.schedule import parse_shard
 
     try:
         parse_shard(text)

@@ -146,6 +146,6 @@ def _instead(flag: str) -> str:
 
 
 def _gpu_count() -> int:
-    from ..gpus import list_gpus
+    from ..utils.gpus import list_gpus
 
     return len(list_gpus()) or 1

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..config.runners import Kind, Runners, load_runners
 from ..plan.cost import describe, estimate
-from ..words import count
+from ..utils.words import count
 from .plan_table import plan_one, stored_cells, stored_runs
 
 

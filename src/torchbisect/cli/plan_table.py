@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ..index.fetch import sha256_of
 from ..model import Cell, CellRun, Channel, Plan, RunStatus
 from ..plan.planning import Locked, plan_and_lock
-from ..words import count
+from ..utils.words import count
 
 if TYPE_CHECKING:
     from ..config.runners import Kind

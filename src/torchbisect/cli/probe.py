@@ -27,9 +27,9 @@ from .. import defaults
 from ..backends.base import BackendOptions, host_python
 from ..backends.preinstalled import preinstalled_cell, with_torch_version
 from ..cells import PREINSTALLED as PREINSTALLED_ID
-from ..console import make_console, print_table
 from ..errors import CannotTell, ConfigError, InfraError
 from ..model import Cell, CellRun, Channel, RunStatus
+from ..utils.console import make_console, print_table
 from . import options as flags
 from .options import add_backend_option, add_interpreter_option, add_json_option, write_json
 
@@ -80,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _probe(cell: Cell, args: argparse.Namespace, console: Console, *, scratch: Path) -> CellRun:
-    from .. import execute
     from ..backends import choose_backend
+    from ..run import execute
 
     name = args.backend or ("current" if cell.channel is Channel.PREINSTALLED else None)
     workdir = args.workdir or (scratch if cell.channel is Channel.PREINSTALLED
@@ -150,7 +150,7 @@ def _overrides(cell: Cell, args: argparse.Namespace) -> Cell:
 
 
 def _gpu(index: int | None):
-    from ..gpus import list_gpus
+    from ..utils.gpus import list_gpus
 
     gpus = list_gpus()
     if index is None:

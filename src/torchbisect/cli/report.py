@@ -59,7 +59,7 @@ def repository_url(matrix: Path, refs) -> str:
         return _https(str(named))
     if shutil.which("git") is None:
         return ""
-    from .. import proc
+    from ..utils import proc
 
     folder = Path(matrix).absolute().parent
     found = proc.run(["git", "-C", str(folder), "config", "--get", "remote.origin.url"],

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..config.schema import runners_schema_text
 from ..config.schema import schema_text as matrix_schema_text
-from ..documents import SCHEMA_FILES, schema_text
+from ..report.documents import SCHEMA_FILES, schema_text
 from .options import Output
 
 

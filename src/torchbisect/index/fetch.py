@@ -19,9 +19,8 @@ from urllib.request import url2pathname
 
 from packaging.utils import canonicalize_name
 
-from .. import links
 from ..errors import IndexUnreachable, ResolveError
-from ..net import PAGE, WHEEL, Deadlines, NetError, Refused, Retries, Route, request, retry
+from ..net import PAGE, WHEEL, Deadlines, NetError, Refused, Retries, Route, links, request, retry
 from ..net import credentials as userinfo
 from ..net.resumable import Sink
 from ..net.resumable import fetch as fetch_resumable

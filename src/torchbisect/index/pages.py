@@ -21,7 +21,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import IndexUnreachable, ResolveError
-from ..links import wheel_name
+from ..net.links import wheel_name
 
 _JSON_TYPES = ("application/vnd.pypi.simple.v1+json", "application/json")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")

@@ -32,9 +32,9 @@ from urllib.parse import urljoin, urlsplit
 import urllib3
 from urllib3.util import Timeout
 
-from .. import __version__, links
-from ..words import megabytes
-from . import credentials, deadline, pools
+from .. import __version__
+from ..utils.words import megabytes
+from . import credentials, deadline, links, pools
 from .errors import NetError, Refused, describe, http_error
 
 USER_AGENT = f"torchbisect/{__version__}"

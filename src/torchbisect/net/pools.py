@@ -21,7 +21,7 @@ from typing import Any
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from .. import links
+from . import links
 from .deadline import Bounded
 from .errors import PeerRefused
 

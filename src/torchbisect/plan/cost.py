@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ..index.fetch import local_path
 from ..model import Cell, CellRun, RunStatus
 from ..net import HEAD, Deadlines, NetError, request
-from ..words import count
+from ..utils.words import count
 from .lock import Lock
 
 _HEAD_WORKERS = 8

@@ -30,11 +30,12 @@ from urllib.parse import unquote, urlparse
 
 from packaging.utils import InvalidWheelFilename
 
-from .. import files, probe_doc
 from ..errors import ConfigError
-from ..links import wheel_name
 from ..model import Plan
 from ..net.credentials import split as without_userinfo
+from ..net.links import wheel_name
+from ..probe import document as probe_doc
+from ..utils import files
 
 LOCK_FORMAT = 1
 _COMMENT = ("Written by `torchbisect plan` from the matrix file next to it: the exact wheel of "

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from ..config.matrix import load_matrix
 from ..errors import ConfigError, ResolveError
-from ..gpus import driver_version
 from ..index.tags import host_platform
 from ..model import Plan
+from ..utils.gpus import driver_version
 from .cost import with_sizes
 from .lock import Lock
 from .resolve import build_plan, preinstalled_plan

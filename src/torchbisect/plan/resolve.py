@@ -24,13 +24,13 @@ from datetime import date
 from packaging.version import Version
 
 from .. import cells as ids
-from .. import links
 from ..cells import python_tag
 from ..config.matrix import DevEntry, MatrixConfig, NightlyEntry, Settings, StableEntry, TestEntry
 from ..errors import ConfigError, ResolveError
 from ..index.fetch import Wheel, fetch_wheels, local_path, sha256_of
 from ..index.tags import compatible, python_of
 from ..model import Cell, Channel, MissingBuild, Plan, split_interpreter
+from ..net import links
 from .indexes import (
     Fetch,
     IndexView,

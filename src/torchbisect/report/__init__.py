@@ -14,12 +14,14 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from .. import cells, defaults, files, probe_doc
-from ..documents import SCHEMA_FILES, schema_text
+from .. import cells, defaults
 from ..model import CellRun, Channel
 from ..outcome import BisectResult
-from ..probes import probe_path
+from ..probe import document as probe_doc
+from ..probe.scripts import probe_path
+from ..utils import files
 from .advice import PROBE_FILE
+from .documents import SCHEMA_FILES, schema_text
 from .folding import FOLD_DIR
 from .headline import NO_GPU, gpu_of
 from .html import render_fold_pages, render_html

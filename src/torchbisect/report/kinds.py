@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..words import count
+from ..utils.words import count
 from .page import KindView
 
 

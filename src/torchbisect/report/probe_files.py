@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .. import cells, probe_doc
+from .. import cells
 from ..errors import ConfigError
 from ..model import Cell, CellRun, Channel, ProbeResult, RunStatus
 from ..outcome import BisectResult
+from ..probe import document as probe_doc
 
 _DEV = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
 

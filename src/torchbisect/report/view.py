@@ -19,10 +19,10 @@ from ..outcome import BisectResult
 from .advice import build_advice
 from .bisections import bisect_view, gpu_of_bisection
 from .folding import fold_rows
+from .gpu_models import compare
 from .headline import build_headline, gpu_of, is_release, nightly_date, version_key
 from .kinds import kind_views
 from .marks import Mark, legend_for
-from .models import compare
 from .page import (
     Column,
     Environment,

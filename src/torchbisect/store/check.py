@@ -16,8 +16,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from .. import files
 from ..errors import ConfigError, InfraError
+from ..utils import files
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _TABLES = {

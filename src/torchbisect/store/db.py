@@ -22,12 +22,14 @@ from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import defaults, files, probe_doc
+from .. import defaults
 from ..errors import ConfigError, InfraError
 from ..model import Attendance, Cell, CellRun, RunStatus
 from ..outcome import BisectResult
-from ..reuse import covers
+from ..probe import document as probe_doc
+from ..utils import files
 from . import check, foreign
+from .reuse import covers
 from .rows import RUN_FIELDS, damaged_row, read_export, run_from_row, run_to_json, run_to_row
 
 EXPORT_SCHEMA = 1

@@ -25,8 +25,8 @@ import time
 from contextlib import suppress
 from pathlib import Path
 
-from .. import files
 from ..errors import ConfigError
+from ..utils import files
 from . import check
 from .export import MAX_ENTRY_BYTES
 

@@ -20,11 +20,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from .. import probe_doc
 from ..errors import ConfigError
-from ..masking import mask
 from ..model import Attendance, Cell, CellRun, ProbeResult, RunStatus
 from ..outcome import BisectResult
+from ..probe import document as probe_doc
+from ..utils.masking import mask
 from . import export
 
 EXCERPT_CHARS = 64 * 1024  # 40 log lines (execute.excerpt) of ordinary length, with room

@@ -27,16 +27,17 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import execute, proc
-from .backends.base import Backend
-from .errors import ConfigError, TorchbisectError
-from .gpus import Gpu
-from .model import Cell, CellRun
-from .plan.cost import Cost, estimate
-from .plan.lock import Lock
-from .probes import probe_version
+from ..backends.base import Backend
+from ..errors import ConfigError, TorchbisectError
+from ..model import Cell, CellRun
+from ..plan.cost import Cost, estimate
+from ..plan.lock import Lock
+from ..probe.scripts import probe_version
+from ..store.db import Store
+from ..utils import proc
+from ..utils.gpus import Gpu
+from . import execute
 from .progress import Handler
-from .store.db import Store
 
 _STOP_GRACE = 5.0  # seconds children get to exit after SIGINT before SIGKILL: a stop is prompt
 

@@ -15,8 +15,8 @@ import re
 from functools import cache
 from pathlib import Path
 
-from .defaults import PROBE as DEFAULT_PROBE
-from .errors import ConfigError
+from ..defaults import PROBE as DEFAULT_PROBE
+from ..errors import ConfigError
 
 SCRIPT_PROBE = "script"  # runs `bisect --script CMD`; torchbisect's own, never a user's folder
 

@@ -25,11 +25,11 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from . import cells
-from .model import CellRun, RunStatus, Verdict
-from .net.github import GitHub
-from .outcome import BisectResult, Direction
-from .words import count
+from .. import cells
+from ..model import CellRun, RunStatus, Verdict
+from ..net.github import GitHub
+from ..outcome import BisectResult, Direction
+from ..utils.words import count
 
 LABEL = "torchbisect"
 TITLE = "torchbisect: which PyTorch builds hand out stale lazy-clone data"

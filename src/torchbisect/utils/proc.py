@@ -37,8 +37,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import CommandFailed
 from . import files
-from .errors import CommandFailed
 from .masking import at_cut, mask
 
 Echo = Callable[[str], None]

@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config.runners import Kind
-from .errors import InfraError
+from ..config.runners import Kind
+from ..errors import InfraError
+from ..model import Attendance, Cell, RunStatus
+from ..store.db import Store
+from ..utils.gpus import Gpu
 from .execute import now
-from .gpus import Gpu
-from .model import Attendance, Cell, RunStatus
-from .store.db import Store
 
 
 def check_runner(kind: Kind, runners: Path, *, platform: str, gpus: Sequence[Gpu],

@@ -12,19 +12,19 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .backends.base import Backend
-from .backends.preinstalled import (
+from ..backends.base import Backend
+from ..backends.preinstalled import (
     interpreter_of,
     preinstalled_cell,
     torch_version,
     with_torch_version,
 )
-from .gpus import Gpu
-from .model import Cell, CellRun, Channel
-from .plan.lock import Lock, pin_sha256
+from ..model import Cell, CellRun, Channel
+from ..plan.lock import Lock, pin_sha256
+from ..store.db import Store
+from ..utils.gpus import Gpu
 from .progress import Handler
 from .schedule import keep_reused, run_cells, select
-from .store.db import Store
 
 Say = Callable[[str], None]
 

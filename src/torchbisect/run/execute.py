@@ -20,14 +20,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import files, probe_doc
-from .backends.base import Backend, Prepared, ProbeOutput
-from .errors import CommandFailed, ConfigError, TorchbisectError
-from .gpus import Gpu, device_of
-from .masking import mask
-from .model import Cell, CellRun, ProbeResult, RunStatus
-from .probes import probe_version
-from .words import last_line, signal_name
+from ..backends.base import Backend, Prepared, ProbeOutput
+from ..errors import CommandFailed, ConfigError, TorchbisectError
+from ..model import Cell, CellRun, ProbeResult, RunStatus
+from ..probe import document as probe_doc
+from ..probe.scripts import probe_version
+from ..utils import files
+from ..utils.gpus import Gpu, device_of
+from ..utils.masking import mask
+from ..utils.words import last_line, signal_name
 
 PROBE_EXITS = (0, 1, 125)  # the probe's contract: good, bad, cannot tell
 _EXCERPT_LINES = 40

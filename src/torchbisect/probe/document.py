@@ -21,8 +21,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .masking import SHORTEST_SECRET, mask
-from .model import PROBE_SCHEMA, Verdict
+from ..model import PROBE_SCHEMA, Verdict
+from ..utils.masking import SHORTEST_SECRET, mask
 
 MAX_BYTES = 1_000_000  # the real probe writes about 10 KB
 MAX_DEPTH = 12  # document → cases → case → variants → variant → value is 6

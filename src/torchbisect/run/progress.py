@@ -21,11 +21,11 @@ from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElaps
 from rich.table import Table
 from rich.text import Text
 
-from .backends.base import Watcher
-from .console import make_console, print_table
-from .model import Cell, CellRun, RunStatus, Verdict
-from .plan.cost import Cost, describe, duration
-from .words import count, megabytes
+from ..backends.base import Watcher
+from ..model import Cell, CellRun, RunStatus, Verdict
+from ..plan.cost import Cost, describe, duration
+from ..utils.console import make_console, print_table
+from ..utils.words import count, megabytes
 
 _STYLES = {
     Verdict.AFFECTED: "bold red",
@@ -196,7 +196,7 @@ def _summary_rows(runs: Sequence[CellRun], stored: Iterable[str]) -> list[tuple[
 
 def print_summary(runs: Sequence[CellRun], *, stored: Iterable[str] = (),
                   console: Console | None = None, title: str | None = None) -> None:
-    """The summary table, or one line per cell where the table does not fit (console.py)."""
+    """The summary table, or one line per cell where the table does not fit (utils/console.py)."""
     print_table(console or make_console(), summary_table(runs, stored=stored, title=title),
                 _summary_rows(runs, stored))
 

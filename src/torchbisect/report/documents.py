@@ -1,7 +1,7 @@
 """The JSON documents torchbisect publishes or reads, as types, and their JSON Schemas.
 
 `ResultsDocument` is the page's results.json (written by report/results_json.py); `ProbeDocument`
-is what a probe prints (probes/README.md's contract, checked by probe_doc.py before anything
+is what a probe prints (probes/README.md's contract, checked by probe/document.py before anything
 is stored).  The schemas published beside matrix.schema.json (results.schema.json,
 probe.schema.json, and copies in every rendered site) are generated from these types, as
 matrix.schema.json is from the config model, and the tests validate every committed document
@@ -19,8 +19,8 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, TypeAdapter
 from typing_extensions import NotRequired, TypedDict
 
-from .model import Channel, RunStatus, Verdict
-from .outcome import Direction, Outcome
+from ..model import Channel, RunStatus, Verdict
+from ..outcome import Direction, Outcome
 
 SCHEMA_FILES = {"results": "results.schema.json", "probe": "probe.schema.json"}
 

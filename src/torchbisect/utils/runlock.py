@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
+from ..errors import Busy, ConfigError
 from . import files
-from .errors import Busy, ConfigError
 
 
 def lock_path(path: Path) -> Path:

@@ -21,7 +21,7 @@ A `--script` run has a probe of its own (`script:<sha12>`) and never answers for
 
 from __future__ import annotations
 
-from .model import Cell, CellRun, Channel, RunStatus
+from ..model import Cell, CellRun, Channel, RunStatus
 
 
 def covers(run: CellRun, asked: Cell, *, wheel_sha256: str | None, probe_version: str,

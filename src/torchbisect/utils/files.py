@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from .errors import InfraError
+from ..errors import InfraError
 
 FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _NEARLY_FULL = 1024 * 1024  # bytes free below which an I/O error is taken for a full disk
