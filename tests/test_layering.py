@@ -162,3 +162,41 @@ def test_the_fast_loop_keeps_more_than_600_tests():
     assert counted, done.stdout[-2000:] + done.stderr[-2000:]
     assert int(counted[1]) > 600
 
+
+def _layout_table(doc: Path) -> list[tuple[str, list[str]]]:
+    """docs/development.md's layout table: (floor, the file and folder names it writes in
+    backticks), one per row under `| floor | rooms |`."""
+    text = doc.read_text()
+    table = text[text.index("| floor | rooms |"):].split("\n\n", 1)[0].splitlines()[2:]
+    rows = []
+    for line in table:
+        name, rooms = line.strip("|").split("|", 1)
+        rows.append((name.strip(), [t for t in re.findall(r"`([^`]+)`", rooms)
+                                    if t.endswith(("/", ".py", ".json"))]))
+    return rows
+
+
+def _rooms_named(names: list[str], package: Path) -> set[str]:
+    rooms = set()
+    for name in names:
+        path = package / name.rstrip("/")
+        if path.is_dir() and any(path.glob("*.py")):
+            rooms.add(name.rstrip("/"))
+        elif path.is_file() and path.suffix == ".py":
+            rooms.add("torchbisect" if name == "__init__.py" else path.stem)
+    return rooms
+
+
+def test_the_layout_table_in_the_manual_is_the_floors():
+    """The manual's map of the package and FLOORS are one map: the same floors in the same order,
+    each with the same rooms, and every file the table names is in the tree."""
+    doc = SRC.parent / "docs" / "development.md"
+    package = SRC / "torchbisect"
+    rows = _layout_table(doc)
+    assert [name for name, _ in rows] == [name for name, _ in FLOORS]
+    for (name, names), (_, rooms) in zip(rows, FLOORS, strict=True):
+        assert _rooms_named(names, package) == rooms, f"the {name} floor"
+        where = [package / r for r in rooms if (package / r).is_dir()]
+        where += [package, SRC.parent, SRC.parent / "probes"]
+        missing = [n for n in names if not any((w / n.rstrip("/")).exists() for w in where)]
+        assert not missing, f"the {name} floor names what is not in the tree: {missing}"
