@@ -7,16 +7,16 @@ test chooses its probe scripts), `store` (a real, empty SQLite store), `repo`, `
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import DATA, IN_CI, REPO, TESTS
+from helpers.nightly_world import nightly_world
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data"
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# tests/<folder>/ marks its tests with the folder's name
+FOLDER_MARKERS = ("unit", "e2e", "faults")
 
 
 def _docker_ok() -> bool:
@@ -46,6 +46,10 @@ def pytest_collection_modifyitems(config, items):
     }
     cache: dict[str, bool] = {}
     for item in items:
+        # the kind of a test is its folder (as pip's tests do): -m unit, -m e2e
+        kind = item.path.relative_to(TESTS).parts[0]
+        if kind in FOLDER_MARKERS:
+            item.add_marker(kind)
         for name, (probe, why) in checks.items():
             if item.get_closest_marker(name) is None:
                 continue
@@ -118,3 +122,11 @@ def _own_data_folder(monkeypatch, tmp_path_factory):
     """Outside a project torchbisect keeps its results in the per-user data folder
     (defaults.py): every test gets its own, so none reads or writes the user's."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """The bisection tests' stand-in nightlies on HTTP and a stand-in pytorch clone, made once per
+    test module: (base folder, {date: (nightly sha, main sha)}, index URL)."""
+    with nightly_world(tmp_path_factory) as made:
+        yield made

@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 from helpers import make_cell, probe_doc
-from runaway import wait_until
-from test_bisect_e2e import cli_args, env, world  # noqa: F401 - `world` is a fixture
+from helpers.nightly_world import cli_args, env
+from helpers.runaway import wait_until
 
 from torchbisect.bisect.verdicts import Rule, ScriptAborted, check_script_run
 from torchbisect.cli import main
@@ -110,7 +110,7 @@ FLAKY = ("python -c \"import os, sys, torch; d = torch.__version__.split('dev')[
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
-def test_a_flaky_script_is_reported_instead_of_a_confident_range(world, tmp_path):  # noqa: F811
+def test_a_flaky_script_is_reported_instead_of_a_confident_range(world, tmp_path):
     base, _, url = world
     run_env = {**env(), "TB_COUNTER": str(tmp_path / "counter")}
     done = subprocess.run(cli_args(base, url, tmp_path, "--script", FLAKY, "--repeat", "3"),
@@ -123,7 +123,7 @@ def test_a_flaky_script_is_reported_instead_of_a_confident_range(world, tmp_path
 
 
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
-def test_kill_9_of_bisect_leaves_nothing_running(world, tmp_path):  # noqa: F811
+def test_kill_9_of_bisect_leaves_nothing_running(world, tmp_path):
     base, _, url = world
     started, mark = tmp_path / "started", uuid.uuid4().hex
     hang = f"python -c \"import subprocess, time; subprocess.Popen(['sleep', '300'], " \

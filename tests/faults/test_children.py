@@ -12,7 +12,7 @@ import time
 import uuid
 
 import pytest
-from runaway import environment, left, project, wait_until
+from helpers.runaway import environment, left, project, wait_until
 
 from torchbisect.errors import CommandFailed
 from torchbisect.utils import proc

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from runaway import environment, project, wait_until
+from helpers.runaway import environment, project, wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -7,7 +7,7 @@ import hashlib
 import os
 
 import pytest
-from hostile import HostileServer, page
+from helpers.hostile import HostileServer, page
 
 from torchbisect.backends import wheels
 from torchbisect.errors import InfraError

@@ -15,9 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import IN_CI
-from helpers import make_run
-from runaway import project
+from helpers import IN_CI, make_run
+from helpers.runaway import project
 
 from torchbisect.store.db import Store
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 from helpers import make_cell, make_run
-from peers import Peer
+from helpers.loopback import Peer
 
 from torchbisect.errors import IndexUnreachable
 from torchbisect.index import fetch as index

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 from helpers import make_cell, probe_doc
-from runaway import environment, project
+from helpers.runaway import environment, project
 
 from torchbisect.backends.base import ProbeOutput
 from torchbisect.model import CellRun, ProbeResult, RunStatus

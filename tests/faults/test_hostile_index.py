@@ -11,7 +11,7 @@ from datetime import date
 from pathlib import Path
 
 import pytest
-from hostile import HostileServer, page
+from helpers.hostile import HostileServer, page
 
 from torchbisect.backends import wheels
 from torchbisect.config.matrix import load_matrix

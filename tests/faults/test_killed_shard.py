@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO
-from helpers import fake_torch_wheel
-from runaway import wait_until
+from helpers import REPO, fake_torch_wheel
+from helpers.runaway import wait_until
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")]

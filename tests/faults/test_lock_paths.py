@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import make_run
-from runaway import wait_until
+from helpers.runaway import wait_until
 
 from torchbisect.store.db import Store
 from torchbisect.utils.runlock import lock_path

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from runaway import project
+from helpers.runaway import project
 
 from torchbisect.utils import files
 

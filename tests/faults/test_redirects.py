@@ -19,7 +19,7 @@ from datetime import date
 
 import pytest
 from helpers import make_cell, make_run
-from peers import Peer, redirect
+from helpers.loopback import Peer, redirect
 
 from torchbisect.backends import wheels
 from torchbisect.config.matrix import load_matrix

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from peers import Peer
+from helpers.loopback import Peer
 
 from torchbisect.backends import wheels
 from torchbisect.bisect.commits import CommitLookup

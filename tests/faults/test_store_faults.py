@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 from helpers import ScriptedBackend, make_cell, make_run
-from runaway import environment, project
+from helpers.runaway import environment, project
 
 from torchbisect.plan.lock import Lock, LockedBuild
 from torchbisect.probe.scripts import probe_version

@@ -15,7 +15,7 @@ import json
 import os
 
 import pytest
-from peers import Peer, redirect
+from helpers.loopback import Peer, redirect
 
 from torchbisect.backends import wheels
 from torchbisect.cli import main

@@ -8,8 +8,8 @@ that a failing case costs only itself.
 
 These run only where a GPU is (marker `gpu`). With TORCHBISECT_GPU_RECORD=DIR each document is
 also written to DIR; those recorded on the H200 are committed in `recorded/`, and
-`tests/test_probe.py` applies the same checks (`check_build`, `check_isolation`) to them on every
-machine.
+`tests/unit/test_probe.py` applies the same checks (`check_build`, `check_isolation`) to them on
+every machine.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import threading
 import time
 import zipfile
@@ -16,6 +17,11 @@ from torchbisect.backends.base import Backend, Prepared, ProbeOutput
 from torchbisect.model import Cell, CellRun, Channel, ProbeResult, RunStatus, Verdict
 
 HELPERS = Path(__file__).resolve().parent
+TESTS = HELPERS.parent
+REPO = TESTS.parent
+DATA = TESTS / "data"
+# Under CI the Docker and Chromium tests are required: they fail instead of skipping (conftest).
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 FAKE_PROBES = HELPERS / "probes"
 CASES = ("capture_data_ptr", "control_clone")
 

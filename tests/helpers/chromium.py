@@ -145,3 +145,33 @@ if __name__ == "__main__":
     size = sys.argv[3].split("x")
     print(screenshot(Path(sys.argv[1]), Path(sys.argv[2]), int(size[0]), int(size[1]),
                      *sys.argv[4:5]))
+
+
+# the page's one contrast measure
+CONTRAST_JS = r"""(() => {
+  const rgb = s => (s.match(/[\d.]+/g) || []).map(Number);
+  const lum = c => { const v = c.slice(0, 3).map(x => { x /= 255;
+      return x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4); });
+    return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]; };
+  const out = [];
+  for (const el of document.body.querySelectorAll('*')) {
+    if (el.closest('svg') || !el.getClientRects().length) continue;
+    const text = [...el.childNodes].filter(n => n.nodeType === 3).map(n => n.data).join('').trim();
+    if (!text) continue;
+    let bg = null, alpha = 1;
+    for (let e = el; e; e = e.parentElement) {
+      const st = getComputedStyle(e);
+      alpha *= Number(st.opacity);
+      const b = rgb(st.backgroundColor);
+      if (!bg && b.length === 3 || (b.length === 4 && b[3] > 0.99)) bg = bg || b;
+    }
+    bg = bg || [255, 255, 255];
+    const fg = rgb(getComputedStyle(el).color);
+    const a = alpha * (fg.length === 4 ? fg[3] : 1);
+    const mixed = [0, 1, 2].map(i => fg[i] * a + bg[i] * (1 - a));
+    const [hi, lo] = [lum(mixed), lum(bg)].sort((x, y) => y - x);
+    out.push({text: text.slice(0, 40), ratio: (hi + 0.05) / (lo + 0.05),
+              size: getComputedStyle(el).fontSize});
+  }
+  return out;
+})()"""

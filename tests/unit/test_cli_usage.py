@@ -1,0 +1,161 @@
+"""The command line as a user types it: flags are never abbreviated, a mistyped one is answered
+by the command's own usage and the nearest real flag, `--json -` is a real pipe, the checks that
+need no index come before any index is asked, and the shell completes what torchbisect knows."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from torchbisect import cli
+
+# an index on a loopback port nobody listens on: a check that came after the network would
+# show as exit 4, not 2
+UNREACHABLE = "http://127.0.0.1:9/whl/{cuda}/"
+
+
+def main(argv: list[str]) -> int:
+    """The exit status of `torchbisect ARGV`, whether argparse or the command gave it."""
+    try:
+        return cli.main(argv)
+    except SystemExit as done:
+        return done.code
+
+
+def _matrix(tmp_path: Path, body: str = "") -> Path:
+    path = tmp_path / "matrix.yaml"
+    path.write_text(f"indexes:\n  stable: {UNREACHABLE}\n  nightly: {UNREACHABLE}\n"
+                    f"stable:\n  versions: all from 2.3\nnightly:\n  last: 3\n{body}")
+    return path
+
+
+def test_a_prefix_of_a_flag_is_not_taken_for_it_and_the_real_one_is_named(capsys):
+    assert main(["plan", "--shard", "1/2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: torchbisect plan ")
+    assert "--shard: did you mean --shards?" in err
+    assert main(["matrix", "--cell", "stable-*"]) == 2
+    assert "did you mean --cells?" in capsys.readouterr().err
+
+
+def test_a_mistyped_command_is_answered_with_the_nearest_one(capsys):
+    assert main(["plna"]) == 2
+    assert "no command 'plna'; did you mean plan?" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["matrix", "--shard", "3/2"], "argument --shard: expected I/N with 1 <= I <= N"),
+    (["matrix", "--shard", "two"], "argument --shard: expected I/N"),
+    (["matrix", "--jobs", "0"], "argument --jobs: expected a whole number of at least 1, got 0"),
+    (["matrix", "--jobs", "-3"], "argument --jobs: expected a whole number of at least 1"),
+    (["plan", "--shards", "0"], "argument --shards: expected a whole number of at least 1"),
+])
+def test_counts_and_shards_are_refused_before_anything_is_planned(argv, said, tmp_path,
+                                                                  monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _matrix(tmp_path)
+    assert main(argv) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_a_bad_end_in_the_future_is_refused_without_asking_the_index(tmp_path, monkeypatch,
+                                                                     capsys):
+    monkeypatch.chdir(tmp_path)
+    later = (date.today() + timedelta(days=40)).isoformat()
+    assert main(["bisect", "--bad", later, "--index-url", UNREACHABLE.format(cuda="cu130"),
+                 "--store", str(tmp_path / "s.sqlite"), "--workdir", str(tmp_path / "w")]) == 2
+    assert f"--bad '{later}' is {later}, after today" in capsys.readouterr().err
+
+
+def test_a_cells_pattern_no_entry_can_match_is_refused_before_the_index(tmp_path, monkeypatch,
+                                                                        capsys):
+    monkeypatch.chdir(tmp_path)
+    matrix = _matrix(tmp_path)
+    for pattern in ("stabel-*", f"nightly-{date.today().year + 5}*"):
+        assert main(["matrix", "--matrix", str(matrix), "--cells", pattern, "--allow-no-gpu",
+                     "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "r")]) == 2
+        assert f"--cells: no cell of {matrix} can match {pattern}" in capsys.readouterr().err
+    # a pattern an entry can match goes on to the index, which does not answer here
+    assert main(["matrix", "--matrix", str(matrix), "--cells", "stable-2.1*", "--allow-no-gpu",
+                 "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "r")]) == 4
+
+
+@pytest.mark.parametrize("command", ["plan", "matrix", "probe", "bisect", "report", "cache"])
+def test_help_shows_examples_and_the_exit_statuses(command, capsys):
+    assert main([command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert f"examples:\n  torchbisect {command}" in out
+    assert "exit statuses:" in out and "125  probe: cannot tell" in out
+
+
+def test_bisect_help_says_the_ends_may_be_releases(capsys):
+    assert main(["bisect", "--help"]) == 0
+    assert "a release such as 2.9.0" in " ".join(capsys.readouterr().out.split())
+
+
+def test_plan_json_dash_is_a_real_pipe_and_writes_no_file(tmp_path):
+    (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
+    plan = subprocess.Popen([sys.executable, "-m", "torchbisect", "plan", "--json", "-"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    reader = subprocess.run([sys.executable, "-c", "import json, sys; "
+                             "print(sorted(json.load(sys.stdin)))"],
+                            stdin=plan.stdout, capture_output=True, text=True)
+    plan.stdout.close()
+    assert plan.wait() == 0, plan.stderr.read().decode()
+    assert reader.returncode == 0, reader.stderr
+    assert "cells" in reader.stdout
+    assert "1 cell" in plan.stderr.read().decode()  # the plan's own lines went to stderr
+    assert not (tmp_path / "-").exists()
+
+
+def test_completion_prints_shell_code_and_completes_commands_and_flags(tmp_path):
+    code = subprocess.run([sys.executable, "-m", "torchbisect", "completion", "bash"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "complete " in code and "torchbisect" in code
+    registered = subprocess.run(["bash", "-c", 'eval "$1" && complete -p torchbisect', "-", code],
+                                capture_output=True, text=True)
+    assert registered.returncode == 0 and "torchbisect" in registered.stdout, registered.stderr
+
+    def complete(line: str) -> list[str]:
+        answer = tmp_path / "completions"
+        env = {**os.environ, "_ARGCOMPLETE": "1", "_ARGCOMPLETE_IFS": "\n",
+               "_ARGCOMPLETE_STDOUT_FILENAME": str(answer),
+               "COMP_LINE": line, "COMP_POINT": str(len(line))}
+        subprocess.run([sys.executable, "-m", "torchbisect"], env=env, cwd=tmp_path,
+                       capture_output=True, check=True)
+        return [word.strip() for word in answer.read_text().split("\n")]
+
+    assert "plan" in complete("torchbisect pl")
+    assert "--shards" in complete("torchbisect plan --sha")
+    assert "--backend" in complete("torchbisect matrix --back")
+
+
+def _shown_commands() -> list[str]:
+    """Every `torchbisect …` line in the code blocks of the README and the manual."""
+    from helpers import REPO
+
+    lines = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = page.read_text(encoding="utf-8").replace("\\\n", " ")  # continued lines
+        for line in text.splitlines():
+            if line.startswith("    torchbisect "):
+                lines.append(line.strip().split("  #", 1)[0].strip())
+    return lines
+
+
+def test_every_command_the_readme_and_the_manual_show_is_one_torchbisect_accepts():
+    import shlex
+
+    shown = _shown_commands()
+    assert len(shown) >= 8
+    for line in shown:
+        argv = shlex.split(line.replace("…", ""))[1:]
+        chosen = next(a for a in argv if a in cli.COMMANDS)
+        parser, own = cli._parser(chosen)
+        args, extras = parser.parse_known_args(argv)
+        assert not extras, f"{line}: torchbisect does not know {extras}"
