@@ -222,9 +222,9 @@ def _download(cost: Cost) -> str:
 
 
 def _tag_line(t: TagCost) -> str:
-    """"cu126: 9 torch wheels 7.4 GB + 14 CUDA libraries 3.1 GB + triton 0.3 GB"."""
-    parts = [f"{count(t.wheels, 'torch wheel')} {_gb(t.wheel_bytes)}"
-             + (f" ({t.wheel_unknown} of unknown size)" if t.wheel_unknown else "")]
+    """"cu126: 9 torch wheels 7.4 GB + 14 CUDA libraries 3.1 GB + triton 0.3 GB", and what is
+    unknown or left out on indented lines below it (each under 80 columns in the usual case)."""
+    parts = [f"{count(t.wheels, 'torch wheel')} {_gb(t.wheel_bytes)}"]
     if t.libraries:
         parts.append(f"{count(t.libraries, 'CUDA library', 'CUDA libraries')} "
                      f"{_gb(t.library_bytes)}")
@@ -232,13 +232,17 @@ def _tag_line(t: TagCost) -> str:
         parts.append(f"triton {_gb(t.triton_bytes)}" if t.triton == 1 else
                      f"{count(t.triton, 'triton wheel')} {_gb(t.triton_bytes)}")
     notes = []
+    if t.wheel_unknown:
+        notes.append(f"{count(t.wheel_unknown, 'torch wheel')} of unknown size")
     if t.dep_unknown:
-        notes.append(f"{count(t.dep_unknown, 'file')} of unknown size")
+        notes.append(f"{count(t.dep_unknown, 'dependency file')} of unknown size")
     if t.no_metadata:
-        notes.append(f"CUDA libraries of {count(t.no_metadata, 'wheel')} unknown (no metadata)")
+        notes.append(f"{count(t.no_metadata, 'wheel')} without metadata: CUDA libraries "
+                     "unknown")
     if t.overlay:
-        notes.append(f"{count(t.overlay, 'wheel')} --no-deps over an image")
-    return f"{t.tag or 'no CUDA tag'}: " + " + ".join(parts) + "".join(f"; {n}" for n in notes)
+        notes.append(f"{count(t.overlay, 'wheel')} --no-deps over an image: no CUDA libraries")
+    line = f"{t.tag or 'no CUDA tag'}: " + " + ".join(parts)
+    return "\n  ".join([line, *notes])
 
 
 def _gb(n: int) -> str:
