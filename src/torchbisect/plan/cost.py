@@ -210,15 +210,16 @@ def _download(cost: Cost) -> str:
                 "of CUDA libraries and triton, each file once)")
     else:
         said = f"{_gb(cost.download_bytes)} of torch wheels to download"
+    unknown = []
     if cost.unknown_sizes:
-        said += f" plus {count(cost.unknown_sizes, 'wheel')} of unknown size"
+        unknown.append(f"{count(cost.unknown_sizes, 'wheel')} of unknown size")
     no_metadata = sum(t.no_metadata for t in cost.tags)
     if no_metadata:
-        said += f" plus the CUDA libraries of {count(no_metadata, 'wheel')}, unknown"
+        unknown.append(f"the CUDA libraries of {count(no_metadata, 'wheel')}, unknown")
     dep_unknown = sum(t.dep_unknown for t in cost.tags)
     if dep_unknown:
-        said += f" plus {count(dep_unknown, 'dependency file')} of unknown size"
-    return said
+        unknown.append(f"{count(dep_unknown, 'dependency file')} of unknown size")
+    return said + (" plus " + ", ".join(unknown) if unknown else "")
 
 
 def _tag_line(t: TagCost) -> str:
