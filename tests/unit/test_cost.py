@@ -16,7 +16,8 @@ from rich.console import Console
 from torchbisect.cli import main
 from torchbisect.errors import ConfigError
 from torchbisect.model import Cell, CellRun, Channel, RunStatus
-from torchbisect.plan.cost import Cost, describe, duration, estimate, head_size
+from torchbisect.plan.cost import Cost, TagCost, describe, duration, estimate
+from torchbisect.plan.deps import head_size
 from torchbisect.plan.lock import Lock, LockedBuild
 from torchbisect.run.progress import RichHandler
 from torchbisect.store.db import Store
@@ -54,7 +55,8 @@ def test_plan_says_cells_gigabytes_and_that_no_timings_are_stored_yet(served, ca
     total = sum(b["size"] for b in sizes.values())
     assert capsys.readouterr().out.splitlines()[-1] == (
         f"3 cells to probe; none stored yet; {total / 1e9:.1f} GB of torch wheels to "
-        "download; no stored runs yet to estimate the time from.")
+        "download plus the CUDA libraries of 2 wheels, unknown; no stored runs yet to estimate "
+        "the time from.")  # the stand-in wheels have no metadata beside them
 
 
 def test_a_second_plan_takes_the_sizes_from_the_lock_and_asks_nothing(served, capsys):
@@ -78,8 +80,9 @@ def test_plan_estimates_the_time_from_stored_runs(served, capsys):
     # median of 80, 120, 180, 20 s = 100 s; two cells left (preinstalled is stored)
     last = capsys.readouterr().out.splitlines()[-1]
     assert last.startswith("2 cells to probe; 1 already have a verdict in the store; ")
-    assert last.endswith("GB of torch wheels to download; about 3 min 20 s (the median of 4 "
-                         "stored runs, 1 min 40 s a cell, on one GPU).")
+    assert last.endswith("GB of torch wheels to download plus the CUDA libraries of 2 wheels, "
+                         "unknown; about 3 min 20 s (the median of 4 stored runs, 1 min 40 s a "
+                         "cell, on one GPU).")
 
 
 def test_offline_asks_no_sizes_and_says_which_are_unknown(served, capsys):
@@ -116,7 +119,8 @@ def test_estimate_counts_stored_cells_and_divides_the_time_over_gpus(tmp_path):
                                           url=url, size=1000) for c in cells})
     cost = estimate(cells, stored=["c0"], lock=lock, runs=[_run("c0", 40, 20)], gpus=2)
     assert cost == Cost(to_probe=3, stored=1, wheels=3, download_bytes=3000, unknown_sizes=0,
-                        seconds_per_cell=60.0, timed_runs=1, gpus=2)
+                        seconds_per_cell=60.0, timed_runs=1, gpus=2,
+                        tags=(TagCost(tag="", wheels=3, wheel_bytes=3000, no_metadata=3),))
     assert cost.seconds == 90.0
     preinstalled = Cell(id="preinstalled", channel=Channel.PREINSTALLED, version="", cuda="",
                         python="")

@@ -90,12 +90,14 @@ def _run(args: argparse.Namespace, *, json_to) -> int:
                       platform=args.platform)
     plan = locked.plan
     stored = stored_cells(args.store, plan)
-    print(describe(estimate(plan.cells, stored=[c for c, s in stored.items() if s == "yes"],
-                            lock=locked.lock, runs=stored_runs(args.store), gpus=_gpu_count())))
+    cost = estimate(plan.cells, stored=[c for c, s in stored.items() if s == "yes"],
+                    lock=locked.lock, runs=stored_runs(args.store), gpus=_gpu_count())
+    print(describe(cost))
+    doc = {**plan.to_json(), "cost": cost.to_json()}  # the figures the lines above say
     if json_to is not None:
-        json_to.write(json.dumps(plan.to_json(), indent=2) + "\n")
+        json_to.write(json.dumps(doc, indent=2) + "\n")
     elif args.json:
-        flags.write_text(args.json, json.dumps(plan.to_json(), indent=2) + "\n")
+        flags.write_text(args.json, json.dumps(doc, indent=2) + "\n")
     if args.github_output:
         # never more shards than cells: a GPU runner with nothing to probe is a wasted job
         total = min(args.shards or 1, max(len(plan.cells), 1))

@@ -80,13 +80,14 @@ def _plan_kind(args: argparse.Namespace, kind: Kind, runners: Runners) -> list[d
                       platform=kind.platform, host_driver=False, kind=kind)
     plan = locked.plan
     stored = stored_cells(args.store, plan, kind=kind)
-    print(describe(estimate(plan.cells, stored=[c for c, s in stored.items() if s == "yes"],
-                            lock=locked.lock, runs=stored_runs(args.store, kind),
-                            gpus=kind.shards)))
+    cost = estimate(plan.cells, stored=[c for c, s in stored.items() if s == "yes"],
+                    lock=locked.lock, runs=stored_runs(args.store, kind), gpus=kind.shards)
+    print(describe(cost))
     if args.json_dir:
         args.json_dir.mkdir(parents=True, exist_ok=True)
         (args.json_dir / f"{kind.name}.plan.json").write_text(
-            json.dumps(plan.to_json(), indent=2) + "\n", encoding="utf-8")
+            json.dumps({**plan.to_json(), "cost": cost.to_json()}, indent=2) + "\n",
+            encoding="utf-8")
     if not plan.cells:
         print(f"{kind.name}: no cell to probe, so no runner of this kind is asked for")
         return []

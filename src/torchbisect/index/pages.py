@@ -62,10 +62,11 @@ class Wheel:
     platform_tag: str  # "manylinux_2_28_x86_64", "win_amd64", …
     nightly_date: str | None  # "YYYY-MM-DD" for a nightly (".devYYYYMMDD"), else None
     metadata_sha256: str | None = None  # data-dist-info-metadata / data-core-metadata
+    size: int | None = None  # bytes, from a PEP 691 page's `size`; None when the page gives none
 
     @classmethod
     def parse(cls, filename: str, url: str, *, sha256: str | None = None,
-              metadata_sha256: str | None = None) -> Wheel:
+              metadata_sha256: str | None = None, size: int | None = None) -> Wheel:
         """Raise InvalidWheelFilename when `filename` is not a wheel name."""
         match = _WHEEL_NAME.match(filename)
         parts = _version_parts(match[2]) if match else None
@@ -76,7 +77,7 @@ class Wheel:
         return cls(filename=filename, url=url, sha256=sha256, version=version,
                    public_version=public, local=local, python_tag=python_tag, abi_tag=abi_tag,
                    platform_tag=platform_tag, nightly_date=nightly,
-                   metadata_sha256=metadata_sha256)
+                   metadata_sha256=metadata_sha256, size=size)
 
     @cached_property
     def tags(self) -> frozenset[tuple[str, str, str]]:
@@ -153,20 +154,22 @@ def _from_json(text: str, base: str, package: str) -> list[Wheel]:
                                "for an index page)")
         files = [(f["url"], f["filename"], f["hashes"]) for f in doc["files"]]
         metas = [f.get("core-metadata", f.get("dist-info-metadata")) for f in doc["files"]]
+        sizes = [f.get("size") for f in doc["files"]]
     except (ValueError, KeyError, TypeError) as err:
         raise Garbled(f"not a PEP 691 JSON page ({err.__class__.__name__}: {err})") from None
     wheels = []
-    for (url, filename, hashes), meta in zip(files, metas, strict=True):
+    for (url, filename, hashes), meta, size in zip(files, metas, sizes, strict=True):
         wheel = _wheel(urljoin(base, url), package, filename=filename,
                        sha256=hashes.get("sha256") if isinstance(hashes, dict) else None,
-                       metadata_sha256=meta.get("sha256") if isinstance(meta, dict) else None)
+                       metadata_sha256=meta.get("sha256") if isinstance(meta, dict) else None,
+                       size=size if type(size) is int and size >= 0 else None)
         if wheel:
             wheels.append(wheel)
     return wheels
 
 
 def _wheel(url: str, package: str, *, filename: str | None = None, sha256: str | None,
-           metadata_sha256: str | None) -> Wheel | None:
+           metadata_sha256: str | None, size: int | None = None) -> Wheel | None:
     """A Wheel for `package`, or None for other files (sdists, other projects, odd names)."""
     # The name is the decoded end of the URL's *path* (never of a query): the download is saved
     # under it, so anything that could leave the download folder is not a candidate.
@@ -177,7 +180,7 @@ def _wheel(url: str, package: str, *, filename: str | None = None, sha256: str |
     filename = named
     try:
         return Wheel.parse(filename, url, sha256=_hex(sha256),
-                           metadata_sha256=_hex(metadata_sha256))
+                           metadata_sha256=_hex(metadata_sha256), size=size)
     except InvalidWheelFilename:
         return None
 

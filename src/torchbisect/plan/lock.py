@@ -5,6 +5,9 @@ index pruned them: `resolve` uses a locked build instead of the index.  The file
 sorted keys, fixed formatting and no timestamps, so resolving twice without changes gives the
 same bytes (and a clean `git diff`).  Wheels whose index publishes no sha256 (nightlies) are
 locked with `sha256: null` until `plan --hash` or the installer pins them (`pin_sha256`).
+Beside a wheel the lock keeps what `plan` learned to say its cost, so a re-plan asks nothing:
+`size` (bytes) and `deps`, the CUDA libraries and triton its metadata pins, each with the file
+and size found on its index; a lock written before either was kept still loads.
 A URL's credentials (`https://user:password@mirror/`) are never written: `url` and `index` are
 kept without their userinfo, and the runner sends the credentials matrix.yaml gives for that
 origin (net/credentials.py), as it does for the index pages.
@@ -46,6 +49,16 @@ MAX_DEPTH = 8  # lock → builds → entry → value is 3
 
 
 @dataclass(frozen=True, kw_only=True)
+class LockedDep:
+    """A wheel a torch wheel's metadata pins and a first run downloads beside it (deps.py)."""
+
+    name: str  # normalized: "nvidia-cublas-cu12", "triton"
+    version: str | None  # the `==` pin; None when the requirement pins no exact version
+    url: str | None = None  # the file picked on the torch wheel's index; None when not found
+    size: int | None = None  # bytes; None when unknown
+
+
+@dataclass(frozen=True, kw_only=True)
 class LockedBuild:
     channel: str  # Channel value
     version: str  # "2.10.0.dev20250801+cu128"
@@ -56,6 +69,8 @@ class LockedBuild:
     date: str | None = None  # nightly date YYYY-MM-DD
     index: str | None = None  # the index it was listed on (where its dependencies come from)
     size: int | None = None  # bytes, from a HEAD request (`cost.with_sizes`); omitted if unknown
+    # what its metadata pins (`deps.with_deps`); None, omitted: not learned (no metadata, offline)
+    deps: tuple[LockedDep, ...] | None = None
 
     @property
     def filename(self) -> str:
@@ -187,8 +202,12 @@ def _entry(build: LockedBuild) -> dict[str, Any]:
     for key in ("url", "index"):  # a committed file: no password, whoever built the lock
         if entry[key]:
             entry[key] = without_userinfo(entry[key])[0]
-    if entry["size"] is None:
-        del entry["size"]
+    for key in ("size", "deps"):
+        if entry[key] is None:
+            del entry[key]
+    for dep in entry.get("deps") or ():
+        if dep["url"]:
+            dep["url"] = without_userinfo(dep["url"])[0]
     return entry
 
 
@@ -202,10 +221,11 @@ def _builds(path: Path, doc: Any) -> dict[str, LockedBuild]:
     for cell_id, entry in builds.items():
         if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in _FIELDS):
             raise ConfigError(_bad(path, f"entry {cell_id!r} lacks one of {', '.join(_FIELDS)}"))
+        deps = _deps(path, cell_id, entry.get("deps"))
         try:
             out[cell_id] = LockedBuild(**{k: without_userinfo(v)[0] if k in ("url", "index")
                                           and isinstance(v, str) else v
-                                          for k, v in entry.items()})
+                                          for k, v in entry.items() if k != "deps"}, **deps)
         except TypeError:
             raise ConfigError(_bad(path, f"entry {cell_id!r} has unknown keys")) from None
         if not isinstance(entry.get("size", 0), int | None):
@@ -214,6 +234,20 @@ def _builds(path: Path, doc: Any) -> dict[str, LockedBuild]:
             raise ConfigError(_bad(path, f"the url of entry {cell_id!r} does not end in a wheel "
                                          "file name"))
     return out
+
+
+def _deps(path: Path, cell_id: str, deps: Any) -> dict[str, tuple[LockedDep, ...] | None]:
+    """`{"deps": …}` as LockedDeps ({} when the entry has none: a lock older than deps)."""
+    if deps is None:
+        return {}
+    typed = {"name": (str,), "version": (str, type(None)), "url": (str, type(None)),
+             "size": (int, type(None))}
+    if not isinstance(deps, list) or not all(
+            isinstance(d, dict) and set(d) <= set(typed) and isinstance(d.get("name"), str)
+            and all(isinstance(d.get(k), t) for k, t in typed.items()) for d in deps):
+        raise ConfigError(_bad(path, f"the deps of entry {cell_id!r} are not a list of "
+                                     "{name, version, url, size}"))
+    return {"deps": tuple(LockedDep(**d) for d in deps)}
 
 
 def _is_wheel(url: str) -> bool:

@@ -17,10 +17,12 @@ from pathlib import Path
 
 from ..config.matrix import load_matrix
 from ..errors import ConfigError, ResolveError
+from ..index.fetch import local_path
 from ..index.tags import host_platform
 from ..model import Plan
 from ..utils.gpus import driver_version
 from .cost import with_sizes
+from .deps import with_deps
 from .lock import Lock
 from .resolve import build_plan, preinstalled_plan
 
@@ -57,13 +59,18 @@ def plan_and_lock(matrix: Path, *, lock: Path | None = None, previous: Path | No
     locked = Lock.load(path)
     if previous:
         locked = locked.over(Lock.load(previous))
+    platform = platform or host_platform()
     with lock_needed_offline(offline and previous is None, path):
         plan = build_plan(config, lock=locked, python=python or _this_python(),
-                          platform=platform or host_platform(),
+                          platform=platform,
                           driver=driver or (driver_version() if host_driver else None),
                           today=datetime.now(timezone.utc).date(), offline=offline, note=note,
                           hasher=hasher, select=select)
-    saved = with_sizes(Lock.from_plan(plan), known=locked, offline=offline)
+    # installed --no-deps over an image, or read where it lies: their dependencies cost nothing
+    no_deps = {c.id for c in plan.cells if c.overlay or (c.url and local_path(c.url))}
+    saved = with_deps(with_sizes(Lock.from_plan(plan), known=locked, offline=offline),
+                      known=locked, platform=platform, offline=offline,
+                      allow=config.allow_links_to, skip=no_deps)
     if select:  # the cells --cells cannot match were not planned: they stay as locked
         kept = {cid: b for cid, b in Lock.load(path).builds.items()
                 if not any(fnmatch.fnmatchcase(cid, p) for p in select)}
