@@ -33,6 +33,7 @@ from ..model import Cell, CellRun, Plan, RunStatus
 from ..plan import planning
 from ..run import stage as runstage
 from ..run.execute import now
+from ..run.selection import globs
 from ..utils.console import make_console
 from ..utils.words import count
 from . import options as flags
@@ -171,15 +172,15 @@ def _said_attendance(attendance, console: Console) -> None:
 def _plan(args: argparse.Namespace, console: Console, *, preinstalled_only: bool = False) -> Plan:
     return planning.resolve_plan(args.matrix, lock=args.lock, offline=args.offline,
                                  driver=args.driver, say=_say(console),
-                                 select=flags.globs(args.cells),
+                                 select=globs(args.cells),
                                  preinstalled_only=preinstalled_only)
 
 
 def _pick(cells: tuple[Cell, ...], args: argparse.Namespace) -> tuple[Cell, ...]:
     """--cells and --skip, then --shard, then --overlay."""
-    from ..run.schedule import shard
+    from ..run.selection import by_patterns, shard
 
-    cells = flags.by_patterns(cells, keep=args.cells, skip=args.skip, matrix=args.matrix)
+    cells = by_patterns(cells, keep=args.cells, skip=args.skip, matrix=args.matrix)
     cells = shard(cells, args.shard)
     if args.overlay:
         cells = tuple(dataclasses.replace(c, overlay=True) if c.url else c for c in cells)

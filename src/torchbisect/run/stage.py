@@ -24,7 +24,8 @@ from ..plan.lock import Lock, pin_sha256
 from ..store.db import Store
 from ..utils.gpus import Gpu
 from .progress import Handler
-from .schedule import keep_reused, run_cells, select
+from .schedule import run_cells
+from .selection import keep_reused, select
 
 Say = Callable[[str], None]
 
