@@ -12,7 +12,7 @@ cell is affected.  2 for configuration errors, 5 when the backend cannot run.
 
 With `--runners runners.yaml --kind NAME` the runner is first checked against its declared
 kind (platform, and GPU model unless `--allow-no-gpu`; exit 3 on a mismatch, nothing probed:
-run/kind.py), the kind's own lock is used (plan_kinds.kind_lock), and the shard's attendance is
+run/kind.py), the kind's own lock is used (plan/lock.py lock_path), and the shard's attendance is
 written to the store at its end, also after a failure or an interrupt.
 """
 
@@ -155,9 +155,9 @@ def _roll_call(args: argparse.Namespace, gpus, started: str):
     if args.driver is None and kind.driver:  # the cells the plan job chose for this kind
         args.driver = kind.driver
     if args.lock is None:
-        from .plan_kinds import kind_lock
+        from ..plan.lock import lock_path
 
-        args.lock = kind_lock(kind.name, matrix=args.matrix, lock_dir=args.lock_dir)
+        args.lock = lock_path(args.matrix, lock_dir=args.lock_dir, kind=kind.name)
     return runkind.Roll(kind=kind, shard=args.shard or "1/1", started=started,
                         gpus=runkind.gpu_names(gpus))
 
@@ -209,7 +209,9 @@ def _probe(cells, backend_name, store, slots, args, console, roll) -> tuple[list
 
 
 def _lock_path(args: argparse.Namespace) -> Path:
-    return planning.lock_path(args.matrix, args.lock)
+    from ..plan.lock import lock_path
+
+    return lock_path(args.matrix, lock=args.lock)
 
 
 def _summary(new: list[CellRun], reused: list[CellRun], console: Console, *, logs: Path) -> None:
