@@ -103,7 +103,7 @@ def shard(cells: Iterable[Cell], spec: str | None) -> tuple[Cell, ...]:
 class Selection:
     to_run: tuple[Cell, ...]
     reused: tuple[CellRun, ...]  # stored verdicts standing in for the cells not run
-    cost: Cost  # what running `to_run` will cost, said before it starts
+    cost: Cost | None = None  # what running `to_run` will cost, said before it starts
 
 
 def select(cells: Iterable[Cell], store: Store, *, backend: Backend, gpu: Gpu | None,
