@@ -18,7 +18,7 @@ from helpers.runaway import environment, project
 
 from torchbisect.plan.lock import Lock, LockedBuild
 from torchbisect.probe.scripts import probe_version
-from torchbisect.run.schedule import select
+from torchbisect.run.selection import select
 from torchbisect.store.db import Store
 
 needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")

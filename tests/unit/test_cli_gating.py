@@ -13,7 +13,6 @@ import importlib
 import json
 import os
 import sys
-from argparse import Namespace
 from pathlib import Path
 
 import pytest
@@ -107,12 +106,12 @@ def test_matrix_fail_on_takes_only_what_it_knows(workdir, capsys):
 
 
 def _pick(cells: str = "", skip: str = ""):
-    from torchbisect.cli.matrix import _pick
+    from torchbisect.run.selection import pick
 
     plan = tuple(make_cell(i) for i in ("stable-2.15.0-cu130-cp312", "stable-2.15.0-cu126-cp312",
                                         "nightly-20261001-cu130-cp312", "preinstalled"))
-    args = Namespace(cells=cells, skip=skip, shard=None, overlay=False, matrix=Path("m.yaml"))
-    return [c.id for c in _pick(plan, args)]
+    return [c.id for c in pick(plan, keep=cells, skip=skip, shard_spec=None, overlay=False,
+                               matrix=Path("m.yaml"))]
 
 
 def test_cells_and_skip_take_glob_patterns():

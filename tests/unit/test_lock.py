@@ -13,7 +13,7 @@ from torchbisect.cli import main
 from torchbisect.errors import ConfigError
 from torchbisect.model import Cell, Channel, Plan
 from torchbisect.net import retry
-from torchbisect.plan.lock import Lock, LockedBuild, pin_sha256
+from torchbisect.plan.lock import Lock, LockedBuild, lock_path, pin_sha256
 from torchbisect.store.db import Store
 
 NIGHTLY = Cell(id="nightly-20261001-cu130-cp312", channel=Channel.NIGHTLY,
@@ -53,7 +53,13 @@ def test_the_lock_is_sorted_and_has_no_timestamps():
 
 def test_a_missing_lock_is_empty_and_the_default_path_sits_next_to_the_matrix(tmp_path):
     assert Lock.load(tmp_path / "absent.json") == Lock()
-    assert Lock.default_path(tmp_path / "matrix.yaml") == tmp_path / "matrix.lock.json"
+    assert lock_path(tmp_path / "matrix.yaml") == tmp_path / "matrix.lock.json"
+    assert lock_path(tmp_path / "matrix.yaml", kind="H200") == \
+        tmp_path / "matrix.locks" / "H200.lock.json"
+    assert lock_path(tmp_path / "matrix.yaml", lock_dir=tmp_path / "l", kind="H200") == \
+        tmp_path / "l" / "H200.lock.json"
+    assert lock_path(tmp_path / "matrix.yaml", lock=tmp_path / "x.json", kind="H200") == \
+        tmp_path / "x.json"
     assert LockedBuild(channel="stable", version="v", cuda="cpu", python="3.12",
                        url="/w/torch-2.15.0-cp312-cp312-linux_x86_64.whl").filename == \
         "torch-2.15.0-cp312-cp312-linux_x86_64.whl"

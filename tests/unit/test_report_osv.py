@@ -19,9 +19,10 @@ from helpers import IN_CI, REPO, committed
 from helpers.indexserver import serve
 from packaging.version import Version
 
+from torchbisect.config.matrix import References
 from torchbisect.model import Channel, Verdict
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
-from torchbisect.report import Links, build_view, render_runs
+from torchbisect.report import build_view, render_runs
 from torchbisect.report.osv import osv_document
 from torchbisect.report.synthetic import synthetic_run as run
 
@@ -75,7 +76,7 @@ SCENARIOS = {
 def test_every_rendered_record_validates_against_the_official_schema(name, validator, tmp_path):
     runs, bisections = SCENARIOS[name]
     render_runs(runs, bisections, tmp_path, generated=NOW,
-                links=Links(page="https://example.org/torchbisect/"))
+                links=References(page="https://example.org/torchbisect/"))
     doc = json.loads((tmp_path / "affected.json").read_text())
     validator.validate(doc)
     assert doc["id"].startswith("x_")  # not a registered OSV database
@@ -139,7 +140,8 @@ def test_published_stays_and_modified_moves_only_when_the_content_changes(tmp_pa
 
 
 def test_references_name_the_page_the_upstream_report_and_the_bisected_range():
-    links = Links(page="https://example.org/tb/", upstream="https://github.com/pytorch/pytorch/issues/1")
+    links = References(page="https://example.org/tb/",
+                       upstream="https://github.com/pytorch/pytorch/issues/1")
     runs, bisections = SCENARIOS["two gpus and a bisection"]
     doc = osv_document(runs, bisections, generated=NOW, links=links)
     assert doc["references"] == [

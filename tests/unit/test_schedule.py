@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from torchbisect.errors import ConfigError, InfraError
 from torchbisect.model import Channel, RunStatus
 from torchbisect.probe.scripts import probe_version
-from torchbisect.run import schedule
+from torchbisect.run import schedule, selection
 from torchbisect.utils.gpus import Gpu
 
 GPUS = (Gpu(index=0, name="NVIDIA H200", driver="580.159.04"),
@@ -32,24 +32,24 @@ ids = st.lists(st.from_regex(r"[a-z0-9.+-]{1,30}", fullmatch=True), unique=True,
 @given(ids=ids, n=st.integers(1, 8))
 def test_shards_hold_every_cell_exactly_once(ids, n):
     cells = [make_cell(i) for i in ids]
-    shards = [schedule.shard(cells, f"{i}/{n}") for i in range(1, n + 1)]
+    shards = [selection.shard(cells, f"{i}/{n}") for i in range(1, n + 1)]
     seen = [c.id for part in shards for c in part]
     assert sorted(seen) == sorted(ids)
     # a cell's shard depends on its id alone, not on which other cells the plan holds
     for i, part in enumerate(shards, start=1):
-        assert all(schedule.shard([c], f"{i}/{n}") == (c,) for c in part)
+        assert all(selection.shard([c], f"{i}/{n}") == (c,) for c in part)
 
 
 def test_shards_are_balanced_enough_on_a_realistic_plan():
     cells = [make_cell(f"nightly-202610{d:02d}-cu130-cp312") for d in range(1, 31)]
-    sizes = [len(schedule.shard(cells, f"{i}/3")) for i in (1, 2, 3)]
+    sizes = [len(selection.shard(cells, f"{i}/3")) for i in (1, 2, 3)]
     assert sum(sizes) == 30 and min(sizes) >= 5
 
 
 @pytest.mark.parametrize("spec", ["0/3", "4/3", "1", "a/b", "1/0", "2/3/4"])
 def test_a_bad_shard_is_a_config_error(spec):
     with pytest.raises(ConfigError, match="--shard"):
-        schedule.parse_shard(spec)
+        selection.parse_shard(spec)
 
 
 def _stored(store, cell, **kw):
@@ -63,10 +63,10 @@ def test_select_reuses_verdicts_and_retries_infrastructure_failures(store):
     _stored(store, a)
     _stored(store, b, status=RunStatus.INFRA_FAILURE)
     _stored(store, c, driver="570.1")  # another driver: the verdict may not hold here
-    picked = schedule.select([a, b, c], store, backend=ScriptedBackend(), gpu=GPUS[0])
+    picked = selection.select([a, b, c], store, backend=ScriptedBackend(), gpu=GPUS[0])
     assert [x.id for x in picked.to_run] == ["dev-b", "dev-c"]
     assert [r.cell.id for r in picked.reused] == ["dev-a"]
-    forced = schedule.select([a, b, c], store, backend=ScriptedBackend(), gpu=GPUS[0],
+    forced = selection.select([a, b, c], store, backend=ScriptedBackend(), gpu=GPUS[0],
                              force=True)
     assert len(forced.to_run) == 3
 
@@ -75,13 +75,13 @@ def test_the_same_wheel_under_another_id_is_reused_and_stored_under_that_id(stor
     a = make_cell("dev-a")
     _stored(store, a)
     twin = make_cell("stable-2.99.0-cpu-cp311", sha256=a.sha256)
-    picked = schedule.select([twin], store, backend=ScriptedBackend(), gpu=GPUS[0])
+    picked = selection.select([twin], store, backend=ScriptedBackend(), gpu=GPUS[0])
     assert picked.to_run == () and picked.reused[0].cell == twin
     assert not store.has_result(twin.id) and len(store.runs()) == 1  # a query writes nothing
-    kept = schedule.keep_reused(picked, store)
+    kept = selection.keep_reused(picked, store)
     assert store.has_result(twin.id) and len(store.runs()) == 2
     assert kept.reused[0].run_id is not None and kept.reused[0].cell == twin
-    assert schedule.keep_reused(kept, store) == kept and len(store.runs()) == 2  # stored once
+    assert selection.keep_reused(kept, store) == kept and len(store.runs()) == 2  # stored once
 
 
 def test_a_nightly_without_a_sha256_reuses_the_run_of_its_url_and_an_rc_does_not(store):
@@ -93,7 +93,7 @@ def test_a_nightly_without_a_sha256_reuses_the_run_of_its_url_and_an_rc_does_not
     nightly = make_cell("nightly-20261001-2.17.0-cu130-cp312", channel=Channel.NIGHTLY,
                         url=probed.url, sha256=None)
     rc = make_cell("test-2.17.0-cu130-cp312", channel=Channel.TEST, url=probed.url, sha256=None)
-    picked = schedule.select([nightly, rc], store, backend=ScriptedBackend(), gpu=GPUS[0])
+    picked = selection.select([nightly, rc], store, backend=ScriptedBackend(), gpu=GPUS[0])
     assert [r.cell.id for r in picked.reused] == [nightly.id]
     assert [c.id for c in picked.to_run] == [rc.id]
 

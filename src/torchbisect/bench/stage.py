@@ -1,8 +1,9 @@
 """Benchmarks of the run stage and the probe, as functions returning plain dicts of numbers.
 
-* `cell_overhead`: one cell through the whole scheduler (fingerprint, skip check, thread pools,
-  log, store write) against the bare probe script run by hand in the same environment, on a warm
-  cache (the cell's environment already prepared).  Goal: tool / bare ≤ 1.2.
+* `cell_overhead`: one cell through the probing step of a matrix run (`run_picked`, as
+  `run_matrix` calls it: thread pools, log, store write) against the bare probe script run by
+  hand in the same environment, on a warm cache (the cell's environment already prepared).
+  Goal: tool / bare ≤ 1.2.
 * `rerun_unchanged`: `torchbisect matrix` over an unchanged 20-cell matrix whose verdicts are all
   stored: nothing may be re-run, and the whole command (plan, skip checks, summary, report) should
   take ≤ 2 s.
@@ -40,7 +41,8 @@ def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
     """
     from ..backends.current import CurrentBackend
     from ..backends.preinstalled import preinstalled_cell
-    from ..run.schedule import run_cells
+    from ..run.matrix import run_picked
+    from ..run.selection import Selection
 
     backend = backend or CurrentBackend()
     cell = cell or preinstalled_cell()
@@ -59,8 +61,8 @@ def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
                 bare.append(_bare_probe(staged.prepared.python, cell, gpu, tmp_path / f"{i}.json",
                                         env=staged.prepared.env))
                 began = time.monotonic()
-                (run,) = run_cells([cell], backend, store=store, gpus=[gpu],
-                                   logs_dir=tmp_path / "logs")
+                (run,) = run_picked(Selection(to_run=(cell,), reused=()), backend=backend,
+                                    store=store, slots=[gpu], logs=tmp_path / "logs")
                 tool.append(time.monotonic() - began)
         bare_s, tool_s = statistics.median(bare), statistics.median(tool)
     return {"cell": cell.id, "backend": backend.name, "gpu": execute.gpu_name(gpu),

@@ -1,10 +1,10 @@
 """`torchbisect matrix`: plan → install and probe each cell on the GPUs → store → report.
 
-The steps, each a small function: resolve the plan (plan/planning.py; only the entries `--cells`
-can match), pick this shard's cells, choose the backend, skip the cells whose verdict is already
-stored, run the rest (run/stage.py), let the backend tidy up (docker: prune uv's cache volume),
-print the summary table, render the report.  Without a GPU only a preinstalled torch is probed,
-unless `--allow-no-gpu`.
+This module reads the flags and prints: the flags become one `MatrixOptions` (run/options.py),
+once, with what they imply worked out (a kind's driver and lock); `run_matrix` (run/matrix.py)
+does the run, its progress drawn by `RichHandler`; then the summary table, the report and the
+exit status are this module's.  Without a GPU only a preinstalled torch is probed, unless
+`--allow-no-gpu`.
 
 Exit status (`--fail-on`, see cli/options.py): by default 3 when some cell ended as an
 infrastructure failure (it is retried on the next run), else 0; 1 with `--fail-on affected` when a
@@ -12,14 +12,13 @@ cell is affected.  2 for configuration errors, 5 when the backend cannot run.
 
 With `--runners runners.yaml --kind NAME` the runner is first checked against its declared
 kind (platform, and GPU model unless `--allow-no-gpu`; exit 3 on a mismatch, nothing probed:
-run/kind.py), the kind's own lock is used (plan_kinds.kind_lock), and the shard's attendance is
-written to the store at its end, also after a failure or an interrupt.
+run/kind.py), the kind's own lock is used (plan/lock.py's `lock_path`), and the shard's attendance
+is written to the store at its end, also after a failure or an interrupt.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import signal
 import threading
 from pathlib import Path
@@ -27,12 +26,11 @@ from pathlib import Path
 from rich.console import Console
 
 from .. import defaults
-from ..backends.base import BackendOptions, finishing, host_python
+from ..config.runners import Kind, Runners
 from ..errors import ConfigError
-from ..model import Cell, CellRun, Plan, RunStatus
-from ..plan import planning
-from ..run import stage as runstage
-from ..run.execute import now
+from ..model import CellRun, RunStatus
+from ..plan.lock import lock_path
+from ..run.options import MatrixOptions
 from ..utils.console import make_console
 from ..utils.words import count
 from . import options as flags
@@ -78,137 +76,55 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _sigterm_stops_like_ctrl_c()
-    flags.check_patterns(args.matrix, cells=args.cells, skip=args.skip)
-    started = now()
+    options = matrix_options(args)
+    from ..run.matrix import run_matrix
+    from ..run.progress import RichHandler
+
     console = make_console(stderr=args.json == "-")
-    from ..utils.gpus import list_gpus
-
-    gpus = list_gpus()
-    roll = _roll_call(args, gpus, started)
-    backend_name = args.backend
-    why_nothing = ""
-    if not gpus and not args.allow_no_gpu:
-        # Nothing but a preinstalled torch will run: no index to ask, no wheel to fetch (unless
-        # --cells/--skip/--shard select cells: the plan names them, and says which are not run).
-        picked = bool(args.cells or args.shard or args.skip)
-        plan = _plan(args, console, preinstalled_only=not picked)
-        cells = _pick(plan.cells, args) if picked else plan.cells
-        cells, backend_name = runstage.no_gpu_cells(cells, python=_python(args),
-                                                    backend=backend_name, say=_say(console),
-                                                    selected=picked)
-        if not cells:
-            why_nothing = (
-                "No GPU is visible on the machine that ran `torchbisect matrix`, so none of the "
-                "selected cells was probed." if picked else
-                "No GPU is visible on the machine that ran `torchbisect matrix`, and its "
-                "interpreter has no torch, so nothing was probed.")
-    else:
-        cells = _pick(_plan(args, console).cells, args)
-    slots = list(gpus) or [None]
-    from ..store.db import Store
-
-    with Store(args.store) as store:
-        if roll is not None:
-            roll.begin(cells, store)
-        try:
-            new, reused = _probe(cells, backend_name, store, slots, args, console,
-                                 roll) if cells else ([], [])
-        finally:
-            if roll is not None:
-                _said_attendance(roll.end(store), console)
-        runstage.pin_hashes(new, _lock_path(args))
-        _summary(new, reused, console, logs=args.out / "logs")
-        if not args.no_report:
-            _render(store, args, console, empty_reason=why_nothing)
-    flags.write_json(args.json, [*new, *reused])
-    failed = [r for r in new if r.status is RunStatus.INFRA_FAILURE]
+    done = run_matrix(options, RichHandler(notes=console))
+    _summary(list(done.new), list(done.reused), console, logs=options.logs)
+    if not args.no_report:
+        _render(options, args.out, console, empty_reason=done.empty_reason)
+    flags.write_json(args.json, done.runs)
+    failed = [r for r in done.new if r.status is RunStatus.INFRA_FAILURE]
     if failed:
         console.print(f"{count(len(failed), 'cell')} failed for infrastructure reasons (see the "
-                      f"note column and {args.out / 'logs'}/); they are retried on the next run")
-    return flags.exit_status([*new, *reused], args.fail_on)
+                      f"note column and {options.logs}/); they are retried on the next run")
+    return flags.exit_status(done.runs, args.fail_on)
 
 
-def _say(console: Console):
-    return lambda text: console.print(text, highlight=False)
+def matrix_options(args: argparse.Namespace) -> MatrixOptions:
+    """The flags as the run's options, once: with --kind, the kind's driver and lock too."""
+    flags.check_patterns(args.matrix, cells=args.cells, skip=args.skip)
+    runners, kind = _kind(args)
+    driver = args.driver
+    if driver is None and kind is not None and kind.driver:  # the cells the plan job chose
+        driver = kind.driver
+    return MatrixOptions(
+        matrix=args.matrix, offline=args.offline, driver=driver,
+        lock=lock_path(args.matrix, lock=args.lock, lock_dir=args.lock_dir,
+                       kind=kind.name if kind is not None else None),
+        backend=args.backend, overlay=args.overlay, store=args.store, cells=args.cells,
+        skip=args.skip, shard=args.shard, force=args.force, allow_no_gpu=args.allow_no_gpu,
+        interpreter=args.interpreter, workdir=args.workdir or defaults.WORKDIR,
+        logs=args.out / "logs", jobs=args.jobs, runners=runners, kind=kind)
 
 
-def _roll_call(args: argparse.Namespace, gpus, started: str):
-    """With --kind: the runner checked against its kind (before anything else) and the
-    attendance to take; None without."""
+def _kind(args: argparse.Namespace) -> tuple[Runners | None, Kind | None]:
+    """--runners and --kind: the declared kinds, and the one this runner claims to be."""
     for flag, given in (("--kind", args.kind), ("--lock-dir", args.lock_dir)):
         if given is not None and args.runners is None:
             raise ConfigError(f"{flag} names a kind of runners.yaml: add --runners PATH")
     if args.runners is None:
-        return None
+        return None, None
     if args.kind is None:
         raise ConfigError("--runners needs --kind NAME: which declared kind this runner is")
     if args.lock is not None and args.lock_dir is not None:
         raise ConfigError("--lock and --lock-dir both name the lock: give one of them")
     from ..config.runners import load_runners
-    from ..index.tags import host_platform
-    from ..run import kind as runkind
 
-    kind = load_runners(args.runners).kind(args.kind)
-    runkind.check_runner(kind, args.runners, platform=host_platform(), gpus=gpus,
-                         check_gpus=not args.allow_no_gpu)
-    if args.driver is None and kind.driver:  # the cells the plan job chose for this kind
-        args.driver = kind.driver
-    if args.lock is None:
-        from .plan_kinds import kind_lock
-
-        args.lock = kind_lock(kind.name, matrix=args.matrix, lock_dir=args.lock_dir)
-    return runkind.Roll(kind=kind, shard=args.shard or "1/1", started=started,
-                        gpus=runkind.gpu_names(gpus))
-
-
-def _said_attendance(attendance, console: Console) -> None:
-    console.print(f"attendance: {attendance.kind} shard {attendance.shard} of run "
-                  f"{attendance.run}: {count(attendance.cells, 'cell')}, {attendance.probed} "
-                  f"probed now, {attendance.reused} from the store, {attendance.failed} without "
-                  "a verdict", highlight=False)
-
-
-def _plan(args: argparse.Namespace, console: Console, *, preinstalled_only: bool = False) -> Plan:
-    return planning.resolve_plan(args.matrix, lock=args.lock, offline=args.offline,
-                                 driver=args.driver, say=_say(console),
-                                 select=flags.globs(args.cells),
-                                 preinstalled_only=preinstalled_only)
-
-
-def _pick(cells: tuple[Cell, ...], args: argparse.Namespace) -> tuple[Cell, ...]:
-    """--cells and --skip, then --shard, then --overlay."""
-    from ..run.schedule import shard
-
-    cells = flags.by_patterns(cells, keep=args.cells, skip=args.skip, matrix=args.matrix)
-    cells = shard(cells, args.shard)
-    if args.overlay:
-        cells = tuple(dataclasses.replace(c, overlay=True) if c.url else c for c in cells)
-    return cells
-
-
-def _python(args: argparse.Namespace) -> str:
-    return args.interpreter or host_python()
-
-
-def _probe(cells, backend_name, store, slots, args, console, roll) -> tuple[list[CellRun],
-                                                                            list[CellRun]]:
-    from ..backends import choose_backend
-    from ..run.progress import RichHandler
-
-    handler = RichHandler()
-    options = BackendOptions(python=args.interpreter, workdir=args.workdir or defaults.WORKDIR,
-                             watcher=handler)
-    backend = choose_backend(backend_name, options, say=console.print)
-    with finishing(backend, say=_say(console)):  # docker: prunes uv's cache volume
-        return runstage.probe_cells(cells, backend=backend, store=store, slots=slots,
-                                    force=args.force, logs=args.out / "logs",
-                                    lookahead=args.jobs, handler=handler,
-                                    lock_file=_lock_path(args), python=_python(args),
-                                    on_picked=roll.picked if roll is not None else None)
-
-
-def _lock_path(args: argparse.Namespace) -> Path:
-    return planning.lock_path(args.matrix, args.lock)
+    runners = load_runners(args.runners)
+    return runners, runners.kind(args.kind)
 
 
 def _summary(new: list[CellRun], reused: list[CellRun], console: Console, *, logs: Path) -> None:
@@ -224,20 +140,18 @@ def _summary(new: list[CellRun], reused: list[CellRun], console: Console, *, log
         console.print(f"cell logs: {logs}/<cell id>.log", highlight=False)
 
 
-def _render(store, args: argparse.Namespace, console: Console, *, empty_reason: str = "") -> None:
+def _render(options: MatrixOptions, out: Path, console: Console, *,
+            empty_reason: str = "") -> None:
     from ..report import render
-    from .report import links_from
+    from ..report.links import links_from
+    from ..store.db import Store
 
     # With --kind the shard's attendance is already in the store: the local page says which
     # declared kinds reported, as the published one does.
-    runners = None
-    if args.runners is not None:
-        from ..config.runners import load_runners
-
-        runners = load_runners(args.runners)
-    for path in render(store, args.out, empty_reason=empty_reason, links=links_from(args.matrix),
-                       runners=runners):
-        console.print(f"wrote {path}", highlight=False)
+    with Store(options.store) as store:
+        for path in render(store, out, empty_reason=empty_reason,
+                           links=links_from(options.matrix), runners=options.runners):
+            console.print(f"wrote {path}", highlight=False)
 
 
 def _sigterm_stops_like_ctrl_c() -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import fnmatch
 import os
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from pathlib import Path
 from .. import defaults
 from ..cells import may_match
 from ..errors import ConfigError, InfraError
-from ..model import Cell, CellRun, RunStatus, Verdict
+from ..model import CellRun, RunStatus, Verdict
 from ..utils import files
 
 
@@ -184,7 +183,7 @@ def positive(text: str) -> int:
 
 def shard_spec(text: str) -> str:
     """The `type=` of `--shard I/N`: checked before anything is planned."""
-    from ..run.schedule import parse_shard
+    from ..run.selection import parse_shard
 
     try:
         parse_shard(text)
@@ -233,17 +232,6 @@ def exit_status(runs: list[CellRun], fail_on: frozenset[str]) -> int:
     return InfraError.exit_code if "infra" in fail_on and infra else 0
 
 
-def by_patterns(cells: tuple[Cell, ...], *, keep: str, skip: str, matrix: Path) -> tuple[Cell, ...]:
-    """`--cells` and `--skip`: comma lists of glob patterns over cell ids."""
-    if keep:  # the patterns are checked even when the plan is empty
-        wanted = _patterns(cells, keep, "cells", matrix)
-        cells = tuple(c for c in cells if _matches(c.id, wanted))
-    if skip:
-        unwanted = _patterns(cells, skip, "skip", matrix)
-        cells = tuple(c for c in cells if not _matches(c.id, unwanted))
-    return cells
-
-
 def check_patterns(matrix: Path, **flags_given: str | None) -> None:
     """`--cells`/`--skip` patterns (or probe's cell id) that no cell of the matrix's entries can
     match, refused before
@@ -251,6 +239,8 @@ def check_patterns(matrix: Path, **flags_given: str | None) -> None:
     (a release range's versions are not, so `stable-9*` under `all from 2.3` waits for the plan)."""
     if not any(flags_given.values()) or not Path(matrix).is_file():
         return  # planning names a missing matrix file
+    from ..run.selection import globs
+
     shapes = _shapes(matrix)
     for flag, text in flags_given.items():
         wrong = [p for p in globs(text) if not any(may_match([p], s) for s in shapes)]
@@ -282,22 +272,3 @@ def _shapes(matrix: Path) -> list[str]:
     if config.preinstalled is not None:
         shapes.append(f"{ids.PREINSTALLED}*")
     return shapes
-
-
-def globs(text: str | None) -> tuple[str, ...]:
-    """The patterns of `--cells` or `--skip` ("stable-*,nightly-202610*")."""
-    return tuple(p.strip() for p in (text or "").split(",") if p.strip())
-
-
-def _patterns(cells: tuple[Cell, ...], text: str, flag: str, matrix: Path) -> list[str]:
-    """The patterns of one flag; one that matches no cell is a mistake, said as such."""
-    patterns = globs(text)
-    unknown = [p for p in patterns if not any(_matches(c.id, [p]) for c in cells)]
-    if unknown:
-        raise ConfigError(f"--{flag}: no cell matches {', '.join(unknown)} in the plan of "
-                          f"{matrix}; `torchbisect plan` lists them")
-    return patterns
-
-
-def _matches(cell_id: str, patterns: list[str]) -> bool:
-    return any(fnmatch.fnmatchcase(cell_id, p) for p in patterns)

@@ -4,7 +4,7 @@ platform and driver, one lock per kind, and the job matrix of the kinds' shards 
 
 Nothing is read from the machine that plans (no GPU, no driver, no platform): the declaration is
 the truth, so the plan job needs no GPU runner.  A kind's lock is `<lock-dir>/<name>.lock.json`,
-the file `matrix --runners … --kind NAME` reads by default too.
+the file `matrix --runners … --kind NAME` reads by default too (plan/lock.py's `lock_path`).
 """
 
 from __future__ import annotations
@@ -15,15 +15,9 @@ from pathlib import Path
 
 from ..config.runners import Kind, Runners, load_runners
 from ..plan.cost import describe, estimate
+from ..plan.lock import lock_path
 from ..utils.words import count
 from .plan_table import plan_one, stored_cells, stored_runs
-
-
-def kind_lock(kind: str, *, matrix: Path, lock_dir: Path | None) -> Path:
-    """`<lock-dir>/<kind>.lock.json`; the lock folder defaults to `<matrix>.locks/` beside the
-    matrix file, as `<matrix>.lock.json` is the lock of a plan without kinds."""
-    folder = lock_dir if lock_dir is not None else matrix.with_name(f"{matrix.stem}.locks")
-    return folder / f"{kind}.lock.json"
 
 
 def chosen(runners: Runners, name: str | None) -> tuple[Kind, ...]:
@@ -70,12 +64,12 @@ def _plan_kind(args: argparse.Namespace, kind: Kind, runners: Runners) -> list[d
               f"{kind.line} to plan only what they can run")
     previous = None
     if args.previous_lock_dir is not None:
-        previous = args.previous_lock_dir / f"{kind.name}.lock.json"
+        previous = lock_path(args.matrix, lock_dir=args.previous_lock_dir, kind=kind.name)
         if not previous.is_file():
             print(f"note: no previous lock of {kind.name} at {previous}: its first run, so new "
                   "pins only")
             previous = None
-    lock = kind_lock(kind.name, matrix=args.matrix, lock_dir=args.lock_dir)
+    lock = lock_path(args.matrix, lock_dir=args.lock_dir, kind=kind.name)
     locked = plan_one(args, lock=lock, previous=previous, driver=kind.driver,
                       platform=kind.platform, host_driver=False, kind=kind)
     plan = locked.plan

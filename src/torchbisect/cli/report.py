@@ -3,16 +3,13 @@
 From the result store by default; `--probe-json` renders probe documents recorded by hand (this is
 how reports/sample/ is made from the real H200 results in tests/data/probe/).  The page's upstream
 and page links come from `references:` in the matrix file, when there is one; its link to the
-repository it was built from comes from the Actions context in a workflow (`repository_url`).
+repository it was built from comes from the Actions context in a workflow (report/links.py).
 With `--runners runners.yaml` the page also lists each declared runner kind and whether it
 reported in the store's latest run (the matrix workflow passes it)."""
 
 from __future__ import annotations
 
 import argparse
-import os
-import re
-import shutil
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -33,52 +30,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "in the store's latest run and which did not")
 
 
-def links_from(matrix: Path):
-    """The report's links from `references:` in `matrix` (the defaults when there is no file),
-    and the repository the page is built from (`repository_url`)."""
-    from ..report import Links
-
-    if not matrix.is_file():
-        return Links(repository=repository_url(matrix, None))
-    from ..config.matrix import load_matrix
-
-    refs = load_matrix(matrix).references
-    given = {k: v for k, v in (("upstream", refs.upstream), ("page", refs.page)) if v}
-    return Links(**given, repository=repository_url(matrix, refs))
-
-
-def repository_url(matrix: Path, refs) -> str:
-    """In a workflow, the repository it runs in (GitHub's Actions context); elsewhere
-    `references: repository:` when the matrix names one, else the `origin` of the git checkout
-    that holds the matrix file; https URLs only, "" when none is known."""
-    if os.environ.get("GITHUB_ACTIONS") == "true" and os.environ.get("GITHUB_REPOSITORY"):
-        server = os.environ.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
-        return _https(f"{server}/{os.environ['GITHUB_REPOSITORY']}")
-    named = getattr(refs, "repository", None) if refs is not None else None
-    if named:
-        return _https(str(named))
-    if shutil.which("git") is None:
-        return ""
-    from ..utils import proc
-
-    folder = Path(matrix).absolute().parent
-    found = proc.run(["git", "-C", str(folder), "config", "--get", "remote.origin.url"],
-                     timeout=30, check=False)
-    return _https(found.output.strip()) if found.returncode == 0 else ""
-
-
-def _https(url: str) -> str:
-    """`git@github.com:o/r.git` and `https://github.com/o/r.git` → `https://github.com/o/r`;
-    anything that is not then an https URL without credentials → ""."""
-    ssh = re.fullmatch(r"git@([\w.-]+):(\S+?)(?:\.git)?/?", url)
-    if ssh:
-        url = f"https://{ssh[1]}/{ssh[2]}"
-    url = re.sub(r"\.git/?$", "", url)
-    return url if re.fullmatch(r"https://[\w.-]+(:\d+)?/[^\s@\"<>]+", url) else ""
-
-
 def run(args: argparse.Namespace) -> int:
     from ..report import render
+    from ..report.links import links_from
     from ..report.probe_files import DocumentSource
 
     runners = None

@@ -48,6 +48,20 @@ MAX_BYTES = 64 * 1024 * 1024  # a lock of every nightly since 2023 on every tag 
 MAX_DEPTH = 8  # lock → builds → entry → value is 3
 
 
+def lock_path(matrix: Path, *, lock: Path | None = None, lock_dir: Path | None = None,
+              kind: str | None = None) -> Path:
+    """Where a plan's lock lives: `lock` (`--lock`) when given; a runner kind's is
+    `<lock_dir>/<kind>.lock.json`, the folder defaulting to `<matrix>.locks/` beside the matrix
+    file; else `<matrix>.lock.json` beside it (`matrix.yaml` → `matrix.lock.json`)."""
+    if lock is not None:
+        return Path(lock)
+    matrix = Path(matrix)
+    if kind is not None:
+        folder = lock_dir if lock_dir is not None else matrix.with_name(f"{matrix.stem}.locks")
+        return Path(folder) / f"{kind}.lock.json"
+    return matrix.with_name(f"{matrix.stem}.lock.json")
+
+
 @dataclass(frozen=True, kw_only=True)
 class LockedDep:
     """A wheel a torch wheel's metadata pins and a first run downloads beside it (deps.py)."""
@@ -81,12 +95,6 @@ class LockedBuild:
 @dataclass(frozen=True)
 class Lock:
     builds: Mapping[str, LockedBuild] = field(default_factory=dict)
-
-    @staticmethod
-    def default_path(matrix: Path) -> Path:
-        """`matrix.yaml` → `matrix.lock.json`, in the same folder."""
-        matrix = Path(matrix)
-        return matrix.with_name(f"{matrix.stem}.lock.json")
 
     @classmethod
     def load(cls, path: Path) -> Lock:

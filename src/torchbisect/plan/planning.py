@@ -23,15 +23,10 @@ from ..model import Plan
 from ..utils.gpus import driver_version
 from .cost import with_sizes
 from .deps import with_deps
-from .lock import Lock
+from .lock import Lock, lock_path
 from .resolve import build_plan, preinstalled_plan
 
 Say = Callable[[str], None]
-
-
-def lock_path(matrix: Path, lock: Path | None = None) -> Path:
-    """`--lock`, else `<matrix>.lock.json` next to the matrix file."""
-    return lock or Lock.default_path(matrix)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,7 +50,7 @@ def plan_and_lock(matrix: Path, *, lock: Path | None = None, previous: Path | No
     With `select` (the globs of --cells) only the entries those can match are resolved, and the
     lock keeps its other cells as they were."""
     config = load_matrix(matrix)
-    path = lock_path(matrix, lock)
+    path = lock_path(matrix, lock=lock)
     locked = Lock.load(path)
     if previous:
         locked = locked.over(Lock.load(previous))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .. import cells, defaults
+from ..config.matrix import References
 from ..model import CellRun, Channel
 from ..outcome import BisectResult
 from ..probe import document as probe_doc
@@ -27,11 +28,11 @@ from .headline import NO_GPU, gpu_of
 from .html import render_fold_pages, render_html
 from .markdown import render_markdown
 from .osv import osv_document
-from .page import Links, PageView
+from .page import PageView
 from .results_json import results_document
 from .view import build_view
 
-__all__ = ["Links", "PageView", "build_view", "render", "render_runs", "results_json"]
+__all__ = ["PageView", "build_view", "render", "render_runs", "results_json"]
 
 
 class RunSource(Protocol):
@@ -49,7 +50,7 @@ _EXAMPLES = (("sample page (probe documents)", "sample/index.html"),
 
 
 def render(store: RunSource, out_dir: Path, *, empty_reason: str = "",
-           links: Links | None = None, runners=None) -> list[Path]:
+           links: References | None = None, runners=None) -> list[Path]:
     """With `runners` (runners.yaml, loaded), `store` is an AttendanceSource: the page says which
     declared kinds reported in the latest run."""
     path = getattr(store, "path", None)  # a store's file is named on the page (never its folder)
@@ -62,7 +63,7 @@ def render(store: RunSource, out_dir: Path, *, empty_reason: str = "",
 
 def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Path, *,
                 generated: dt.datetime, empty_reason: str = "",
-                links: Links | None = None, runners=None, attendance=(),
+                links: References | None = None, runners=None, attendance=(),
                 store: str = "") -> list[Path]:
     """Write the page's files into `out_dir` and return their paths: the four documents, the
     probe script the page's self-check runs (published beside it, so the page is enough), and the

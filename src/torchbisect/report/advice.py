@@ -12,8 +12,9 @@ import re
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
+from ..config.matrix import References
 from .headline import Headline, version_key
-from .page import UPSTREAM_SEARCH, Advice, Links, Section
+from .page import UPSTREAM_SEARCH, Advice, Section
 
 WORKAROUND = ("Use x.clone() instead of torch._lazy_clone(x): a real copy is captured into the "
               "graph and ordered on the current stream. Materializing the lazy clone before "
@@ -101,7 +102,7 @@ def cost_sentence(doc: dict[str, Any]) -> str:
             f"at {big['size_mib']} MiB.")
 
 
-def build_advice(sections: tuple[Section, ...], links: Links,
+def build_advice(sections: tuple[Section, ...], links: References,
                  bench: dict[str, Any] | None) -> Advice:
     several = len(sections) > 1
     fixes = tuple(f"{s.gpu}: {fix_line(s.headline)}" if several else fix_line(s.headline)
@@ -112,7 +113,7 @@ def build_advice(sections: tuple[Section, ...], links: Links,
                   check_href=PROBE_FILE, check_meaning=CHECK_MEANING, tool=TOOL,
                   tool_meaning=TOOL_MEANING, upstream=links.upstream or UPSTREAM_SEARCH,
                   upstream_text=link_text(links.upstream or UPSTREAM_SEARCH),
-                  repository=links.repository)
+                  repository=links.repository or "")
 
 
 _GITHUB_THREAD = re.compile(r"/([\w.-]+)/([\w.-]+)/(?:issues|pull)/(\d+)/?$")

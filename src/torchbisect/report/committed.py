@@ -24,9 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config.matrix import References
 from . import RunSource, render_runs
 from .folding import FOLD_DIR
-from .page import Links
 
 # What may differ between two renders of the same data: when each was drawn.
 _STAMPS = re.compile(r'(Generated \d{4}-\d\d-\d\d \d\d:\d\d UTC'
@@ -106,7 +106,7 @@ def render_fresh(repo: Path, page: CommittedPage, out_root: Path, *,
     with tempfile.TemporaryDirectory() as scratch:
         source = page.open_source(repo, Path(scratch))
         written = render_runs(source.latest(), source.bisections(), out, generated=generated,
-                              links=Links(), store=page.source)
+                              links=References(), store=page.source)
     return out, sorted(p.relative_to(out).as_posix() for p in written)
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from ..config.matrix import References
 from ..model import CellRun
 from ..outcome import BisectResult, Direction
 from .headline import (
@@ -36,7 +37,7 @@ from .headline import (
     is_release,
     release_states,
 )
-from .page import UPSTREAM_SEARCH, Links
+from .page import UPSTREAM_SEARCH
 from .timeline import safe_url
 
 OSV_ID = "x_TORCHBISECT-lazy-clone-cuda-graph"
@@ -175,11 +176,12 @@ def _edge(key: str, edge: NightlyEdge | None) -> dict[str, Any]:
                                        "candidates": list(edge.could_be)}}
 
 
-def references(links: Links, bisections: list[BisectResult]) -> list[dict[str, str]]:
+def references(links: References, bisections: list[BisectResult]) -> list[dict[str, str]]:
     # The default upstream link is a search, not a report: typed WEB until an issue is named.
-    upstream = "WEB" if links.upstream == UPSTREAM_SEARCH else "REPORT"
-    refs = [{"type": "EVIDENCE", "url": safe_url(links.page)},
-            {"type": upstream, "url": safe_url(links.upstream)}]
+    upstream = links.upstream or UPSTREAM_SEARCH
+    kind = "WEB" if upstream == UPSTREAM_SEARCH else "REPORT"
+    refs = [{"type": "EVIDENCE", "url": safe_url(links.page or "")},
+            {"type": kind, "url": safe_url(upstream)}]
     refs += [{"type": "WEB", "url": url}
              for url in sorted({safe_url(b.compare_url) for b in bisections} - {""})]
     return [r for r in refs if r["url"]]
@@ -187,7 +189,7 @@ def references(links: Links, bisections: list[BisectResult]) -> list[dict[str, s
 
 def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generated: dt.datetime,
                  headlines: tuple[Headline, ...] = (), differences: tuple[str, ...] = (),
-                 links: Links | None = None, previous: dict | None = None) -> dict[str, Any]:
+                 links: References | None = None, previous: dict | None = None) -> dict[str, Any]:
     """The record; `headlines` (the page's, one per GPU model) fill `per_gpu`; `differences`
     (the page's, one sentence per release or nightly edge the models disagree on) are called out
     in `details` and `database_specific.differs_between_gpus`; `previous` is the record this one
@@ -217,7 +219,7 @@ def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generat
                                   "per_gpu": {h.gpu: _per_gpu(h) for h in headlines},
                                   "source": "torchbisect"},
         }],
-        "references": references(links or Links(), bisections),
+        "references": references(links or References(), bisections),
     }
     head = {k: doc.pop(k) for k in ("schema_version", "id")}
     return {**head, **_stamps({**head, **doc}, previous or {}, runs, generated), **doc}

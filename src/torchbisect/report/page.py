@@ -123,15 +123,6 @@ class BisectView:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Links:
-    """Where the record points: the upstream report and the published page (when known)."""
-
-    upstream: str = UPSTREAM_SEARCH
-    page: str = ""
-    repository: str = ""  # the source the page was built with (https), "" when not known
-
-
-@dataclass(frozen=True, kw_only=True)
 class Advice:
     workaround: str
     cost: str  # the measured cost of the workaround, "" when no benchmark is at hand

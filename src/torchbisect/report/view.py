@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from .. import cells
+from ..config.matrix import References
 from ..model import CellRun, Channel
 from ..outcome import BisectResult
 from .advice import build_advice
@@ -27,7 +28,6 @@ from .page import (
     Column,
     Environment,
     Group,
-    Links,
     PageView,
     Row,
     Section,
@@ -166,7 +166,7 @@ def _undated(runs: list[CellRun]) -> str:
 
 def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
                generated: dt.datetime, empty_reason: str = "",
-               examples: tuple[tuple[str, str], ...] = (), links: Links | None = None,
+               examples: tuple[tuple[str, str], ...] = (), links: References | None = None,
                bench: dict | None = None, runners=None, attendance: Sequence = (),
                store: str = "") -> PageView:
     """`runners` (config.runners.Runners, when runners.yaml is read) and the store's
@@ -201,6 +201,7 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
                                    f"read from {store}" if store else "") if x)
     stamp = generated.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     legend, legend_more = legend_for(_marks_shown(sections))
+    advice = build_advice(sections, links or References(), bench) if sections else None
     return PageView(title=title, generated=stamp, source=source,
                     newest_run=newest or _undated(runs), columns=columns, sections=sections,
                     bisections=tuple(bisect_view(b, o, several_gpus=len(by_gpu) > 1)
@@ -210,4 +211,4 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
                     empty_reason=empty_reason or NO_RUNS,
                     examples=examples, comparison=comparison,
                     kinds=kind_views(runners.kinds, attendance, sorted(by_gpu)) if runners else (),
-                    advice=build_advice(sections, links or Links(), bench) if sections else None)
+                    advice=advice)

@@ -1,7 +1,8 @@
 """What a matrix run shows its user: a live line per cell (phase, elapsed) and the final table.
 
-The scheduler calls a `Handler`, and the backend tells it each cell's phase and download progress
-(a `Handler` is the backend's `Watcher`, given in its options); all printing lives here.
+The run (`run_matrix`) and its scheduler call a `Handler`, and the backend tells it each cell's
+phase and download progress (a `Handler` is the backend's `Watcher`, given in its options); all
+printing lives here.
 `RichHandler` draws live rows (cell, phase: download / install / probe, elapsed; bytes, rate
 and time left while torchbisect downloads a wheel) under an overall "cells done, time left" row
 on a terminal, and prints plain timestamped lines elsewhere (CI logs), where a redrawn display
@@ -22,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..backends.base import Watcher
-from ..model import Cell, CellRun, RunStatus, Verdict
+from ..model import Attendance, Cell, CellRun, RunStatus, Verdict
 from ..plan.cost import Cost, describe, duration
 from ..utils.console import make_console, print_table
 from ..utils.words import count, megabytes
@@ -41,6 +42,16 @@ class Handler(Watcher):
     """Callbacks of a matrix run; the default stays silent.  `phase` and `download` (from
     `Watcher`) come from worker threads."""
 
+    def note(self, text: str) -> None:
+        """A sentence for the user: a planning note, a cell not probed, the backend tidied up."""
+
+    def backend_chosen(self, text: str) -> None:
+        """The sentence naming the backend chosen, and why."""
+        self.note(text)
+
+    def attended(self, attendance: Attendance) -> None:
+        """A runner kind's shard has its attendance stored (also after a failure or Ctrl-C)."""
+
     def start(self, *, to_run: int, reused: int, cost: Cost | None = None) -> None:
         """`to_run` cells will be installed and probed; `reused` already have a verdict."""
 
@@ -58,8 +69,11 @@ class Handler(Watcher):
 
 
 class RichHandler(Handler):
-    def __init__(self, console: Console | None = None):
+    """The live rows on `console` (stderr); the run's sentences on `notes` (default: the same)."""
+
+    def __init__(self, console: Console | None = None, *, notes: Console | None = None):
         self.console = console or make_console(stderr=True)
+        self.notes = notes or self.console
         self.live = _really_a_terminal(self.console)
         self._lock = threading.Lock()
         self._tasks: dict[str, TaskID] = {}
@@ -88,6 +102,18 @@ class RichHandler(Handler):
             self._progress.start()
             self._overall = self._progress.add_task(f"[bold]{self._count()}", total=None,
                                                     phase="")
+
+    def note(self, text: str) -> None:
+        self.notes.print(text, highlight=False)
+
+    def backend_chosen(self, text: str) -> None:
+        self.notes.print(text)
+
+    def attended(self, attendance: Attendance) -> None:
+        self.note(f"attendance: {attendance.kind} shard {attendance.shard} of run "
+                  f"{attendance.run}: {count(attendance.cells, 'cell')}, {attendance.probed} "
+                  f"probed now, {attendance.reused} from the store, {attendance.failed} without "
+                  "a verdict")
 
     def phase(self, cell: Cell, phase: str) -> None:
         with self._lock:

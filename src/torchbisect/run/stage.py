@@ -1,7 +1,7 @@
-"""The run stage between the plan and the store: which cells a machine without a GPU probes, and
-the probing of the picked cells, with the verdicts already stored standing in for the rest.
+"""Around the probing of a matrix run: which cells a machine without a GPU probes, and the wheel
+hashes the installer found, pinned into the lock afterwards.
 
-`torchbisect matrix` and the benchmarks call these; nothing here reads the command line.  Which
+`run_matrix` (matrix.py) calls these; nothing here reads the command line.  Which
 plan a run uses is plan/planning.py's; the preinstalled cell is backends/preinstalled.py's.
 """
 
@@ -9,22 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
-from ..backends.base import Backend
 from ..backends.preinstalled import (
     interpreter_of,
     preinstalled_cell,
     torch_version,
-    with_torch_version,
 )
 from ..model import Cell, CellRun, Channel
-from ..plan.lock import Lock, pin_sha256
-from ..store.db import Store
-from ..utils.gpus import Gpu
-from .progress import Handler
-from .schedule import keep_reused, run_cells, select
+from ..plan.lock import pin_sha256
 
 Say = Callable[[str], None]
 
@@ -57,27 +51,6 @@ def no_gpu_cells(cells: tuple[Cell, ...], *, python: str, backend: str | None, s
     say(f"No GPU is visible (nvidia-smi lists none), so only the torch of {interpreter} is "
         f"probed; {again}")
     return (dataclasses.replace(mine, base_image=None),), "current"
-
-
-def probe_cells(cells: Sequence[Cell], *, backend: Backend, store: Store,
-                slots: Sequence[Gpu | None], force: bool, logs: Path, lookahead: int | None,
-                handler: Handler, lock_file: Path, python: str,
-                on_picked: Callable[[int, int], None] | None = None,
-                ) -> tuple[list[CellRun], list[CellRun]]:
-    """Probe the cells without a stored verdict (all with `force`) and store them; the new runs
-    and the stored ones standing in for the rest.  `on_picked(to_run, reused)` is told the
-    split before any probe starts (a shard's attendance needs it even if none finishes)."""
-    cells = tuple(with_torch_version(c, python=python) for c in cells)
-    picked = select(cells, store, backend=backend, gpu=slots[0], force=force,
-                    lock=Lock.load(lock_file), gpus=sum(s is not None for s in slots))
-    picked = keep_reused(picked, store)
-    if on_picked is not None:
-        on_picked(len(picked.to_run), len(picked.reused))
-    with handler:
-        handler.start(to_run=len(picked.to_run), reused=len(picked.reused), cost=picked.cost)
-        new = run_cells(picked.to_run, backend, store=store, gpus=slots, logs_dir=logs,
-                        lookahead=lookahead, handler=handler)
-    return new, list(picked.reused)
 
 
 def pin_hashes(runs: list[CellRun], lock_file: Path) -> None:
