@@ -32,7 +32,7 @@ from ..errors import ConfigError
 from ..model import Cell, CellRun, Plan, RunStatus
 from ..plan import planning
 from ..run import stage as runstage
-from ..run.execute import now
+from ..utils.clock import now
 from ..utils.console import make_console
 from ..utils.words import count
 from . import options as flags
