@@ -130,3 +130,13 @@ def test_what_probe_result_reads_is_named_by_the_probe_documents_types():
     assert {f.name for f in fields(ProbeResult)} - {"raw"} <= set(document)
     assert {f.name for f in fields(CaseResult)} - {"name"} <= set(get_type_hints(ProbeCaseJson))
     assert get_args(document["schema"]) == (PROBE_SCHEMA,)
+
+
+def test_the_gate_reads_each_kind_of_key_from_the_types():
+    """Read from the annotations, so a typing quirk that read none would quietly open the gate."""
+    assert gate._TEXT == ("probe", "probe_version") and gate._SECONDS == ("seconds",)
+    assert gate._CASE_TEXT == ("detail",)
+    assert gate._NUMBERS == ("seconds", "import_seconds", "wall_seconds")
+    assert gate._COUNTS == ("stale_trials", "trials")
+    assert gate._TEXT_ENV == ("torch", "torch_version", "git_version", "cuda_runtime", "driver",
+                              "gpu", "capability", "python", "platform", "triton")
