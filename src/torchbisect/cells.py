@@ -11,6 +11,9 @@ must give one wheel one id, or neither finds the other's stored verdict.  The sh
 
 A `--script` run is not a probe run of its build: its id ends in `-script-<sha12>`, so it never
 stands in for the probe's verdict on the page.
+
+The preinstalled cell's id is fixed, so the whole cell is built here too (`preinstalled_cell`),
+once for the plan and the backends both.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .model import Channel
+from .model import Cell, Channel
 
 PREINSTALLED = "preinstalled"
 COMMIT = "commit"
@@ -101,6 +104,14 @@ def preinstalled(label: str = "", python: str = "") -> str:
     if not label:
         return PREINSTALLED
     return f"{PREINSTALLED}-{re.sub(r'[^A-Za-z0-9.]+', '-', label)}-{_tag(python)}"
+
+
+def preinstalled_cell(*, python: str = "", **fields) -> Cell:
+    """The cell of a torch already there: the matrix's `preinstalled` entry, or the interpreter's
+    own torch when the plan has none.  Its version and CUDA tag are unknown until it is read
+    (`backends.preinstalled.with_torch_version`); `python` only when matrix.yaml names one."""
+    return Cell(id=PREINSTALLED, channel=Channel.PREINSTALLED, version="", cuda="",
+                python=python, **fields)
 
 
 def parse(cell_id: str) -> CellId:

@@ -1,6 +1,6 @@
 """The JSON Schemas of results.json and of a probe's document: generated from
-report/documents.py, equal to the committed files, published in every site, and true of every
-document we have."""
+report/documents.py (a probe's types from probe/shape.py), equal to the committed files,
+published in every site, and true of every document we have."""
 
 from __future__ import annotations
 
@@ -113,3 +113,30 @@ def test_schema_makes_the_folder_it_writes_into(tmp_path, capsys):
     assert main(["schema", "--out", str(out)]) == 0
     assert sorted(p.name for p in out.parent.iterdir()) == [
         "matrix.schema.json", "probe.schema.json", "results.schema.json", "runners.schema.json"]
+
+
+def test_what_probe_result_reads_is_named_by_the_probe_documents_types():
+    """probe/shape.py is the one statement of the shape: the gate and the schema are made of it,
+    and `ProbeResult.from_json` (model.py, a floor that cannot import it) reads only its keys."""
+    from dataclasses import fields
+    from typing import get_args
+
+    from typing_extensions import get_type_hints
+
+    from torchbisect.model import PROBE_SCHEMA, CaseResult, ProbeResult
+    from torchbisect.probe.shape import ProbeCaseJson, ProbeDocument
+
+    document = get_type_hints(ProbeDocument)
+    assert {f.name for f in fields(ProbeResult)} - {"raw"} <= set(document)
+    assert {f.name for f in fields(CaseResult)} - {"name"} <= set(get_type_hints(ProbeCaseJson))
+    assert get_args(document["schema"]) == (PROBE_SCHEMA,)
+
+
+def test_the_gate_reads_each_kind_of_key_from_the_types():
+    """Read from the annotations, so a typing quirk that read none would quietly open the gate."""
+    assert gate._TEXT == ("probe", "probe_version") and gate._SECONDS == ("seconds",)
+    assert gate._CASE_TEXT == ("detail",)
+    assert gate._NUMBERS == ("seconds", "import_seconds", "wall_seconds")
+    assert gate._COUNTS == ("stale_trials", "trials")
+    assert gate._TEXT_ENV == ("torch", "torch_version", "git_version", "cuda_runtime", "driver",
+                              "gpu", "capability", "python", "platform", "triton")

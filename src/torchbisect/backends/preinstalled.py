@@ -22,6 +22,7 @@ import sys
 from functools import cache
 
 from .. import cells
+from ..cells import preinstalled_cell as preinstalled_cell  # built below, where plan/ reaches it
 from ..errors import BackendUnavailable, CommandFailed
 from ..model import Cell, Channel
 from ..utils import proc
@@ -41,12 +42,6 @@ print("preinstalled:%s:%s" % (d.version, hashlib.sha256(text.encode("utf-8")).he
 # python's torch, then that python's path (see `read_image_answer`).
 IMAGE_ANSWER = ('py=$(command -v "${1:-python3}" || command -v python) && '
                 '"$py" -c "$0" && echo "$py"')
-
-
-def preinstalled_cell(**fields) -> Cell:
-    """The interpreter's own torch, for when the plan has no `preinstalled` entry."""
-    return Cell(id=cells.PREINSTALLED, channel=Channel.PREINSTALLED, version="", cuda="",
-                python="", **fields)
 
 
 def with_torch_version(cell: Cell, *, python: str) -> Cell:

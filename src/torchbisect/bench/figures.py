@@ -12,7 +12,7 @@ numbers are printed either way.
 from __future__ import annotations
 
 import json
-import subprocess
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -79,12 +79,12 @@ def probe(python: str, *, baseline: Path | None, out: Path | None) -> None:
 
 def _baseline_from_git() -> Path:
     checkout = Path(__file__).resolve().parents[3]
-    # Not proc.run: stdout is the file's text, and proc.run merges stderr into it.
-    done = subprocess.run(["git", "-C", str(checkout), "show", BASELINE_PROBE],
-                          capture_output=True, text=True)
+    path = Path(tempfile.mkdtemp(prefix="torchbisect-baseline-")) / "stale_replay.py"
+    # stdout is the file's text: it goes whole into the file, apart from git's stderr
+    done = proc.run(["git", "-C", str(checkout), "show", BASELINE_PROBE], stdout=path,
+                    check=False)
     if done.returncode != 0:
+        shutil.rmtree(path.parent)
         raise ConfigError(f"the 'probe' part needs the earlier probe, and git cannot show "
                           f"{BASELINE_PROBE} here: pass --probe-baseline SCRIPT")
-    path = Path(tempfile.mkdtemp(prefix="torchbisect-baseline-")) / "stale_replay.py"
-    path.write_text(done.stdout)
     return path

@@ -27,8 +27,10 @@ import time
 from pathlib import Path
 
 from .. import cells
+from ..errors import CommandFailed
 from ..model import Verdict
 from ..outcome import BisectResult, Direction, NightlyPoint, Outcome
+from ..utils import proc
 
 GOAL_SECONDS = 3.0
 REPEATS = 5
@@ -194,6 +196,8 @@ def measure_scale(*, repo: Path | None = None) -> dict:
         times = []
         for _ in range(REPEATS):  # the same report again: a loaded machine varies by ±20 %
             began = time.perf_counter()
+            # Not proc.run: this call is what is timed, and proc's sweep after the child exits
+            # (its group, then /proc for its token) would be counted as the report's time.
             subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
             times.append(round(time.perf_counter() - began, 2))
         seconds = statistics.median(times)
@@ -266,14 +270,16 @@ def _phone(page: Path, repo: Path | None) -> dict:
              "    b.open(__import__('pathlib').Path(sys.argv[2]))\n"
              "    print(json.dumps([b.eval('document.documentElement.scrollWidth'),\n"
              "                      b.eval('document.body.scrollWidth')]))\n")
-    try:
-        done = subprocess.run([sys.executable, "-c", probe, str(helper.parent), str(page)],
-                              capture_output=True, text=True, timeout=180)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return {"measured": False, "why": f"chromium: {err}"}
-    if done.returncode != 0:
-        return {"measured": False, "why": (done.stderr.strip().splitlines() or ["?"])[-1]}
-    widths = json.loads(done.stdout)
+    with tempfile.TemporaryDirectory(prefix="torchbisect-phone-") as tmp:
+        out = Path(tmp) / "stdout"  # the widths, apart from the stderr that says why not
+        try:
+            done = proc.run([sys.executable, "-c", probe, str(helper.parent), str(page)],
+                            timeout=180, stdout=out, check=False)
+        except (OSError, CommandFailed) as err:
+            return {"measured": False, "why": f"chromium: {err}"}
+        if done.returncode != 0:
+            return {"measured": False, "why": (done.output.strip().splitlines() or ["?"])[-1]}
+        widths = json.loads(out.read_text())
     return {"measured": True, "viewport": list(PHONE), "scroll_width": max(widths),
             "holds": max(widths) <= PHONE[0]}
 

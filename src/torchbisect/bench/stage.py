@@ -29,6 +29,7 @@ from ..probe.scripts import probe_path, probe_version
 from ..run import execute
 from ..store.db import Store
 from ..utils import proc
+from ..utils.clock import now
 from ..utils.gpus import Gpu, list_gpus
 
 
@@ -173,7 +174,7 @@ def _stored_verdict(cell: Cell, gpu: Gpu | None) -> CellRun:
     return CellRun(cell=cell, status=RunStatus.OK, result=ProbeResult.from_json(doc),
                    wheel_sha256=cell.sha256 or "", probe_version=probe_version(cell.probe),
                    gpu=execute.gpu_name(gpu), driver=gpu.driver if gpu else "", backend="venv",
-                   started=execute.now())
+                   started=now())
 
 
 def _verdict(run: CellRun) -> str:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 
 from .. import cells
 from ..backends.base import Backend
 from ..outcome import BisectResult, NightlyPoint
+from ..utils.clock import now
 from .candidates import Candidate, CandidateList
 from .commits import compare_url
 from .driver import Bisector, with_rule
@@ -141,4 +141,4 @@ def _result(nightly: BisectResult, search: SearchResult, points: dict[int, Night
         compare_url=compare_url(before.commit, after.commit),
         commits=tuple(f"{sha} {by_sha[sha].kind} {by_sha[sha].subject}" for sha in chosen),
         rule=nightly.rule, reproduce=nightly.reproduce,
-        finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        finished=now(timespec="seconds"))

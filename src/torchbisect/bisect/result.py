@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 
 from ..outcome import BisectResult, Direction, NightlyPoint, Outcome
+from ..utils.clock import now
 from .candidates import CandidateList
 from .commits import CommitLookup, compare_url
 from .search import SearchResult
@@ -54,7 +54,7 @@ def build_result(search: SearchResult, points: dict[int, NightlyPoint], cands: C
         commits=lookup.commits_between(before.main_sha, after.main_sha),
         rule=ctx.rule,
         reproduce=reproduce_line(first, last, ctx),
-        finished=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        finished=now(timespec="seconds"),
     )
     return result, notes
 

@@ -99,8 +99,8 @@ def _roll_call(store) -> str:
     import socket
 
     from ..model import Attendance
-    from ..run.execute import now
     from ..run.kind import run_id
+    from ..utils.clock import now
 
     at = now()
     run = run_id(at)

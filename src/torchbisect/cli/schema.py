@@ -3,7 +3,8 @@
 matrix.schema.json and runners.schema.json (editors validate the two YAML files against them) come
 from the config models;
 results.schema.json and probe.schema.json (a page's results.json, a probe's document) from
-documents.py.  They sit side by side, and `report` copies the last two into every site.
+report/documents.py (the probe's types from probe/shape.py).  They sit side by side, and
+`report` copies the last two into every site.
 """
 
 from __future__ import annotations

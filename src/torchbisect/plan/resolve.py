@@ -282,9 +282,8 @@ class _Resolver:
         entry = self.config.preinstalled
         s = self.config.settings(entry)
         python, interpreter = split_interpreter(entry.interpreter)
-        return Cell(id=ids.PREINSTALLED, channel=Channel.PREINSTALLED, version="", cuda="",
-                    python=python, interpreter=interpreter, base_image=entry.image,
-                    **_run_fields(s))
+        return ids.preinstalled_cell(python=python, interpreter=interpreter,
+                                     base_image=entry.image, **_run_fields(s))
 
     # ---- shared
     def _cell(self, cell_id: str, channel: Channel, wheel: Wheel, tag: str, python: str,

@@ -11,6 +11,8 @@ page as large as the file.
 
 Limits: `MAX_BYTES` of text, `MAX_DEPTH` levels of nesting, the verdicts of `model.Verdict`,
 numbers where numbers are read (seconds, trials), strings (or null) where the report prints text.
+Which keys are text, numbers or counts is read from the document's types (probe/shape.py), which
+probe.schema.json is made of too.
 """
 
 from __future__ import annotations
@@ -23,15 +25,18 @@ from typing import Any
 
 from ..model import PROBE_SCHEMA, Verdict
 from ..utils.masking import SHORTEST_SECRET, mask
+from .shape import Count, ProbeCaseJson, ProbeDocument, ProbeEnvJson, keys
 
 MAX_BYTES = 1_000_000  # the real probe writes about 10 KB
 MAX_DEPTH = 12  # document → cases → case → variants → variant → value is 6
 DETAIL_CHARS = 2_000  # per string: a traceback's last lines, not a log
 _VERDICTS = frozenset(v.value for v in Verdict)
-_TEXT_ENV = ("torch", "torch_version", "git_version", "cuda_runtime", "driver", "gpu",
-             "capability", "python", "platform", "triton")
-_NUMBERS = ("seconds", "import_seconds", "wall_seconds")
-_COUNTS = ("stale_trials", "trials")
+_TEXT = keys(ProbeDocument, str)  # probe, probe_version
+_SECONDS = keys(ProbeDocument, float | None)
+_CASE_TEXT = keys(ProbeCaseJson, str)  # detail
+_NUMBERS = keys(ProbeCaseJson, float | None)  # seconds, import_seconds, wall_seconds
+_COUNTS = keys(ProbeCaseJson, Count | None)  # stale_trials, trials
+_TEXT_ENV = keys(ProbeEnvJson, str | None)  # torch, …, triton
 _STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
 _BRACKETS = re.compile(r"[\[\]{}]")
 
@@ -144,10 +149,11 @@ def check(doc: Any) -> dict[str, Any]:
         raise Rejected("`env` is not an object")
     for key, value in env.items():
         _env_value(key, value)
-    for key in ("probe", "probe_version"):
+    for key in _TEXT:
         if key in doc and not isinstance(doc[key], str):
             raise Rejected(f"`{key}` is not a string")
-    _number(doc.get("seconds"), "seconds")
+    for key in _SECONDS:
+        _number(doc.get(key), key)
     return _capped(doc)
 
 
@@ -156,8 +162,9 @@ def _case(name: str, case: Any) -> None:
     if not isinstance(case, dict):
         raise Rejected(f"{where} is not an object")
     _verdict(case.get("verdict"), f"{where}: verdict")
-    if not isinstance(case.get("detail", ""), str):
-        raise Rejected(f"{where}: detail is not a string")
+    for key in _CASE_TEXT:
+        if not isinstance(case.get(key, ""), str):
+            raise Rejected(f"{where}: {key} is not a string")
     for key in _NUMBERS:
         _number(case.get(key), f"{where}: {key}")
     for key in _COUNTS:

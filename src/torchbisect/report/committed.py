@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config.matrix import References
+from ..errors import CommandFailed
+from ..utils import proc
 from . import RunSource, render_runs
 from .folding import FOLD_DIR
 
@@ -164,9 +166,12 @@ def _screenshots(repo: Path, folder: Path, say) -> None:
         say(f"{folder}: screenshots not retaken: no chromium on PATH (apt-get install chromium)")
         return
     for name, size, click in SCREENSHOTS:
-        subprocess.run([sys.executable, str(helper), str(folder / "index.html"),
-                        str(folder / name), size, *([click] if click else [])], check=True,
-                       stdout=subprocess.DEVNULL)
+        argv = [sys.executable, str(helper), str(folder / "index.html"), str(folder / name),
+                size, *([click] if click else [])]
+        done = proc.run(argv, stdout=Path(os.devnull), check=False)
+        sys.stderr.write(done.output)  # its stderr, shown as before (once it ended)
+        if done.returncode:
+            raise CommandFailed(argv, done.returncode, done.output)
         say(f"{folder / name}: retaken at {size}{', opened' if click else ''}")
 
 

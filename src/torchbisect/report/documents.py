@@ -1,11 +1,11 @@
 """The JSON documents torchbisect publishes or reads, as types, and their JSON Schemas.
 
 `ResultsDocument` is the page's results.json (written by report/results_json.py); `ProbeDocument`
-is what a probe prints (probes/README.md's contract, checked by probe/document.py before anything
-is stored).  The schemas published beside matrix.schema.json (results.schema.json,
-probe.schema.json, and copies in every rendered site) are generated from these types, as
-matrix.schema.json is from the config model, and the tests validate every committed document
-against them, so a change to either shape shows up as a schema diff.
+is what a probe prints (probes/README.md's contract; its types live in probe/shape.py, where the
+gate of probe/document.py reads them too).  The schemas published beside matrix.schema.json
+(results.schema.json, probe.schema.json, and copies in every rendered site) are generated from
+these types, as matrix.schema.json is from the config model, and the tests validate every
+committed document against them, so a change to either shape shows up as a schema diff.
 
 results.json is torchbisect's own output: its objects name every key and allow no others.  A
 probe document is any probe's output: the schema asks for what the gate reads and allows more.
@@ -21,11 +21,11 @@ from typing_extensions import NotRequired, TypedDict
 
 from ..model import Channel, RunStatus, Verdict
 from ..outcome import Direction, Outcome
+from ..probe.shape import ProbeDocument
 
 SCHEMA_FILES = {"results": "results.schema.json", "probe": "probe.schema.json"}
 
 _CLOSED = ConfigDict(extra="forbid")
-_OPEN = ConfigDict(extra="allow")
 Count = Annotated[int, Field(ge=0)]
 Seconds = Annotated[float, Field(ge=0)]
 
@@ -185,57 +185,6 @@ class ResultsDocument(TypedDict):
     cases: list[str]  # the page's columns
     runs: list[RunJson]
     bisections: list[BisectionJson]
-
-
-# ---- a probe's document ------------------------------------------------------------------------
-
-class ProbeCaseJson(TypedDict):
-    __pydantic_config__ = _OPEN  # a case may add its own keys (`variants`, …)
-    verdict: Verdict
-    detail: NotRequired[str]
-    seconds: NotRequired[float | None]
-    import_seconds: NotRequired[float | None]
-    wall_seconds: NotRequired[float | None]
-    stale_trials: NotRequired[Count | None]
-    trials: NotRequired[Count | None]
-
-
-_PLAIN = {"type": ["string", "number", "boolean", "null"]}
-
-
-class ProbeEnvJson(TypedDict):
-    """Where the probe ran: these keys are text (or null, unknown); any other is a plain value."""
-
-    __pydantic_config__ = ConfigDict(extra="allow",
-                                     json_schema_extra={"additionalProperties": _PLAIN})
-    torch: NotRequired[str | None]
-    torch_version: NotRequired[str | None]
-    git_version: NotRequired[str | None]
-    cuda_runtime: NotRequired[str | None]
-    driver: NotRequired[str | None]
-    gpu: NotRequired[str | None]
-    capability: NotRequired[str | None]
-    python: NotRequired[str | None]
-    platform: NotRequired[str | None]
-    triton: NotRequired[str | None]
-    # key -> why it is null: the query raised, or ended the process that asked it (an aborting
-    # library), or was never asked
-    unknown: NotRequired[dict[str, str]]
-
-
-class ProbeDocument(TypedDict):
-    """What a probe prints (probes/README.md): one verdict, a verdict per case, the environment."""
-
-    __pydantic_config__ = _OPEN
-    schema: Literal[1]
-    verdict: Verdict
-    probe: NotRequired[str]
-    probe_version: NotRequired[str]
-    exit_code: NotRequired[int]
-    cases: NotRequired[dict[str, ProbeCaseJson]]
-    env: NotRequired[ProbeEnvJson]
-    options: NotRequired[dict[str, Any]]
-    seconds: NotRequired[float | None]
 
 
 _TYPES = {"results": (ResultsDocument, "torchbisect results.json"),

@@ -17,7 +17,6 @@ import contextlib
 import re
 import traceback
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 from ..backends.base import Backend, Prepared, ProbeOutput
@@ -26,6 +25,7 @@ from ..model import Cell, CellRun, ProbeResult, RunStatus
 from ..probe import document as probe_doc
 from ..probe.scripts import probe_version
 from ..utils import files
+from ..utils.clock import now
 from ..utils.gpus import Gpu, device_of
 from ..utils.masking import mask
 from ..utils.words import last_line, signal_name
@@ -48,10 +48,6 @@ class Staged:
 
 def log_path(logs_dir: Path, cell: Cell) -> Path:
     return Path(logs_dir) / f"{cell.id}.log"
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 def probe_args(cell: Cell) -> list[str]:

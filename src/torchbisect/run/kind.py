@@ -22,8 +22,8 @@ from ..config.runners import Kind
 from ..errors import InfraError
 from ..model import Attendance, Cell, RunStatus
 from ..store.db import Store
+from ..utils.clock import now
 from ..utils.gpus import Gpu
-from .execute import now
 
 
 def check_runner(kind: Kind, runners: Path, *, platform: str, gpus: Sequence[Gpu],

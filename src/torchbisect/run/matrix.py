@@ -23,9 +23,9 @@ from ..model import Attendance, Cell, CellRun, Plan
 from ..plan import planning
 from ..plan.lock import Lock
 from ..store.db import Store
+from ..utils.clock import now
 from ..utils.gpus import Gpu
 from . import kind as runkind
-from .execute import now
 from .options import MatrixOptions
 from .progress import Handler
 from .schedule import run_cells

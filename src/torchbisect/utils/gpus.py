@@ -12,8 +12,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CommandFailed
+from . import proc
 
 _MIG_LINE = re.compile(r"^\s+MIG\s+(?P<profile>\S+)\s+Device\s+\d+:\s+\(UUID:\s*(?P<uuid>[^)]+)\)")
 _GPU_LINE = re.compile(r"^GPU\s+(?P<index>\d+):.*\(UUID:\s*(?P<uuid>[^)]+)\)")
@@ -102,13 +106,15 @@ def _named(gpus: tuple[Gpu, ...], entry: str) -> Gpu | None:
 def _smi(*args: str) -> str | None:
     if not shutil.which("nvidia-smi"):
         return None
-    # Not proc.run: its output merges stderr into stdout (and masks it), and this stdout is
-    # parsed as CSV; a read-only query with a timeout leaves nothing behind to clean up.
-    try:
-        return subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=30,
-                              check=True).stdout
-    except (subprocess.SubprocessError, OSError):
-        return None
+    # Its stdout is data (the CSV parsed above), so it goes whole into a file, as proc keeps a
+    # command's data: apart from its stderr, neither cut nor masked.
+    with tempfile.TemporaryDirectory(prefix="torchbisect-smi-") as tmp:
+        out = Path(tmp) / "stdout"
+        try:
+            proc.run(["nvidia-smi", *args], timeout=30, stdout=out)
+            return out.read_text()
+        except (CommandFailed, OSError):
+            return None
 
 
 def driver_version() -> str | None:
