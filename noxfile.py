@@ -142,11 +142,16 @@ def _install_tests(session: nox.Session) -> None:
     _install(session, "-e", ".[test]", *([torch] if torch else []))
 
 
+# one worker per core; the act rehearsal and the other Docker tests each keep to one worker
+# (tests/conftest.py), the rest spread.  `-- -n 0` runs everything in one process.
+XDIST = ["-n", "auto", "--dist", "loadgroup"]
+
+
 @nox.session(venv_params=SYSTEM_SITE)
 def tests(session: nox.Session) -> None:
     """Run the test suite (Docker and Chromium tests run when available, and always under CI)."""
     _install_tests(session)
-    session.run("python", "-m", "pytest", *session.posargs)
+    session.run("python", "-m", "pytest", *XDIST, *session.posargs)
 
 
 FAST = "not slow and not docker and not chromium and not gpu"
@@ -156,7 +161,7 @@ FAST = "not slow and not docker and not chromium and not gpu"
 def fast(session: nox.Session) -> None:
     """The fast loop: the tests not marked slow, docker, chromium or gpu (CI runs them all)."""
     _install_tests(session)
-    session.run("python", "-m", "pytest", "-m", FAST, *session.posargs)
+    session.run("python", "-m", "pytest", *XDIST, "-m", FAST, *session.posargs)
 
 
 @nox.session

@@ -7,8 +7,11 @@ test chooses its probe scripts), `store` (a real, empty SQLite store), `repo`, `
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,14 @@ from helpers.nightly_world import nightly_world
 
 # tests/<folder>/ marks its tests with the folder's name
 FOLDER_MARKERS = ("unit", "e2e", "faults")
+# The two long real-component groups, each kept on one xdist worker (`--dist loadgroup`, as
+# `nox -s tests` runs): the act rehearsal is one chain of workflow runs (about 10 minutes), and
+# the other Docker tests share the engine's uv cache volume, image tags and container labels, so
+# they take turns as in a serial run.  Everything else spreads over the workers beside them.
+ACT_MODULE = Path("e2e") / "test_workflows_act.py"
+# xdist 3.8 marks a group by renaming the item's nodeid, which pytest 9.2 no longer reads: the
+# workers write each grouped test's group here, and the controller's scheduler reads it.
+GROUPS_FILE = "TORCHBISECT_XDIST_GROUPS"
 
 
 def _docker_ok() -> bool:
@@ -39,7 +50,57 @@ def _has_gpu() -> bool:
     return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
 
 
+def _xdist_group(item) -> str | None:
+    if item.path.relative_to(TESTS) == ACT_MODULE:
+        return "act"
+    if item.get_closest_marker("docker") is not None:
+        return "docker"
+    return None
+
+
+def pytest_configure(config):
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput") \
+            and config.getoption("dist", "no") == "loadgroup":
+        fd, path = tempfile.mkstemp(prefix="torchbisect-xdist-groups-", suffix=".json")
+        os.close(fd)
+        os.environ[GROUPS_FILE] = path  # the workers start after this, with this environment
+        config.add_cleanup(lambda: Path(path).unlink(missing_ok=True))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` whose groups are the ones the workers wrote (see GROUPS_FILE)."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class FromWorkers(LoadGroupScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # read once, when the workers have all collected
+                self.groups = json.loads(Path(os.environ[GROUPS_FILE]).read_text() or "{}")
+            return self.groups.get(nodeid) or super()._split_scope(nodeid)
+
+    return FromWorkers(config, log)
+
+
+def _write_groups(config, items) -> None:
+    if not hasattr(config, "workerinput") or GROUPS_FILE not in os.environ:
+        return
+    groups = {item.nodeid: group for item in items if (group := _xdist_group(item))}
+    path = Path(os.environ[GROUPS_FILE])
+    # every worker collects the same tests: each writes the whole map, whole (renamed into place)
+    mine = path.with_name(f"{path.name}.{config.workerinput['workerid']}")
+    mine.write_text(json.dumps(groups))
+    mine.replace(path)
+
+
 def pytest_collection_modifyitems(config, items):
+    # the longest group first, so that a worker starts it at once and the rest fill the others
+    rank = {"act": 0, "docker": 1}
+    items.sort(key=lambda item: rank.get(_xdist_group(item), 2))
+    _write_groups(config, items)
     checks = {
         "docker": (_docker_ok, "no Docker engine answers (start dockerd)"),
         "chromium": (lambda: _chromium() is not None, "Debian's chromium is not installed"),
