@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ..index.fetch import local_path
 from ..model import Cell, CellRun, RunStatus
 from ..utils.words import count
-from .deps import TRITON, head_size
+from .deps import TRITON, file_size, head_size
 from .lock import Lock, LockedDep
 
 _HEAD_WORKERS = 8
@@ -159,10 +159,7 @@ def wheel_size(cell: Cell, lock: Lock) -> int | None:
     """Bytes of the cell's wheel: the lock's for a URL, the file's for a local wheel."""
     path = local_path(cell.url or "")
     if path is not None:
-        try:
-            return path.stat().st_size
-        except OSError:
-            return None
+        return file_size(path)
     build = lock.get(cell.id)
     return build.size if build is not None and build.url == cell.url else None
 

@@ -21,6 +21,7 @@ import email.parser
 import email.policy
 from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
@@ -180,10 +181,12 @@ def _same(a: str, b: str) -> bool:
 
 
 def _size(url: str) -> int | None:
-
     path = local_path(url)
-    if path is None:
-        return head_size(url)
+    return head_size(url) if path is None else file_size(path)
+
+
+def file_size(path: Path) -> int | None:
+    """Bytes of a local file; None when it cannot be read (the size is advice)."""
     try:
         return path.stat().st_size
     except OSError:
