@@ -166,10 +166,10 @@ def fast(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Ruff over the package, tests, noxfile and probes (as Python 3.8); zizmor over .github."""
+    """Ruff over the package, tests, noxfile; the probes and setup-tools as Python 3.8; zizmor."""
     _install(session, "-e", ".", "ruff", "zizmor")
     session.run("ruff", "check", "src", "tests", "noxfile.py")
     session.run("zizmor", "--offline", "--min-severity", "high", ".github")
     session.run("python", "-m", "torchbisect", "schema", "--check")
     session.run("ruff", "check", "--isolated", "--target-version", "py38", "--line-length", "100",
-                "--select", "E,F,W,B,SIM,UP,I", "probes")
+                "--select", "E,F,W,B,SIM,UP,I", "probes", ".github/actions/setup-tools/tools.py")

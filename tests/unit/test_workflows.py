@@ -193,7 +193,7 @@ def test_dependabot_keeps_the_action_pins_current():
     assert {p.split("==")[0] for p in pins} == {"nox", "uv"}
     assert all(re.fullmatch(r"[a-z]+==[\d.]+", p) for p in pins), pins
     setup = (ACTIONS / "setup-tools" / "action.yml").read_text()
-    assert '-r "$GITHUB_ACTION_PATH/requirements.txt"' in setup
+    assert '"$GITHUB_ACTION_PATH/requirements.txt"' in setup  # handed to tools.py's pip -r
 
 
 @pytest.mark.parametrize("name", ["matrix.yml", "tests.yml", "bisect.yml"])
@@ -220,7 +220,7 @@ def test_gpu_jobs_get_their_tools_without_touching_the_system_python(name):
             assert steps[-1]["run"] == "uv cache prune --ci" and steps[-1]["if"] == "always()"
         assert not any("pip install" in s.get("run", "") for s in steps), job_name
     setup = (ACTIONS / "setup-tools" / "action.yml").read_text()
-    assert 'python3 -m venv "$RUNNER_TEMP/tools"' in setup
+    assert 'python3 "$GITHUB_ACTION_PATH/tools.py" "$GITHUB_ACTION_PATH/requirements.txt"' in setup
 
 
 def test_zizmor_finds_no_high_severity_problem():
