@@ -285,6 +285,19 @@ def test_a_shard_with_a_broken_cell_still_publishes_a_merged_page(rehearsal):
     assert issue["labels"] == ["torchbisect"] and "torchbisect-state" in issue["body"]
 
 
+def test_a_runners_tool_cache_keeps_the_tools_for_its_next_jobs(rehearsal):
+    """setup-tools builds nox and uv once per runner (its tool cache outlives the job): the
+    first run's GPU jobs build them, and every job of the next run reuses what is there."""
+    first = _job_lines(rehearsal["schedule-1"][1], "probe")
+    assert "nox and uv: built in" in first
+    assert first.count("nox 2026.10.20") >= 3  # each shard's job got its tools
+    again = rehearsal["schedule-2"][1]
+    said = [line for line in again.splitlines() if "nox and uv: " in line]
+    assert said and all("nox and uv: reusing " in line for line in said), said
+    assert {re.match(r"\[[^/]+/(\w+)", line).group(1) for line in said} >= {"plan", "probe",
+                                                                           "build", "notify"}
+
+
 def test_the_next_scheduled_run_starts_from_the_published_store(rehearsal):
     code, log = rehearsal["schedule-2"]
     runs = rehearsal["pages-2"]["store_runs"]
