@@ -185,7 +185,11 @@ while not (os.path.exists(pidfile) and open(pidfile).read().strip()):
 status = open("/proc/%s/status" % open(pidfile).read().strip()).read()
 ignored = int(status.split("SigIgn:")[1].split()[0], 16)
 print("command ignores SIGINT:", bool(ignored & 1 << (signal.SIGINT - 1)))
-proc.signal_all(signal.SIGINT)
+# The command may write its pid before run() has counted it as running (a loaded machine):
+# a SIGINT sent then reaches nothing, so it is sent again until the command ends.
+while worker.is_alive() and time.monotonic() < deadline:
+    proc.signal_all(signal.SIGINT)
+    worker.join(0.5)
 worker.join()
 print("command ended:", ended["how"])
 """
