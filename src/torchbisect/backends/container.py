@@ -76,13 +76,20 @@ class Containers:
                              env=self._environment(env or {}, gpu,
                                                    network=step != "probe"), gpu=gpu,
                              log=log) as (box, pump):
+            import docker
+
             started = time.monotonic()
-            status = _wait(box, started + timeout)
+            try:
+                status = _wait(box, started + timeout)
+                if status is not None:
+                    box.reload()
+            except docker.errors.NotFound:  # removed under us: release() on Ctrl-C, or by hand
+                raise InfraError(f"{step} of {cell.id} was stopped: its container was removed "
+                                 f"while it ran; see {log}") from None
             seconds = time.monotonic() - started
             if status is None:
                 raise InfraError(f"{step} of {cell.id} timed out after {timeout:g} s and was "
                                  f"killed; see {log}")
-            box.reload()
             pump.join(10)
             done = Exit(code=int(status.get("StatusCode", -1)), seconds=seconds,
                         oom_killed=bool(box.attrs["State"].get("OOMKilled")), tail=pump.tail())
