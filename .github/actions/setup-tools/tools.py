@@ -13,8 +13,14 @@ link names and links unused for a week are pruned.  Standalone: stdlib only, Pyt
 as it runs on any runner's python3 before anything else is installed.
 """
 
+import contextlib
 import hashlib
 import os
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: there jobs build side by side, as without the lock
+    fcntl = None
 import shutil
 import subprocess
 import sys
@@ -24,6 +30,7 @@ import time
 DONE = "torchbisect-tools.done"  # written last: the venv under it is complete
 UNUSED = 7 * 24 * 3600  # a link unused this long (and its venv) is pruned
 ABANDONED = 2 * 24 * 3600  # a folder no link names, this old, is no job's (jobs end in 6 h)
+WAIT = 15 * 60  # a build takes 15-45 s; one still holding the lock after this is stuck
 
 
 def say(line):
@@ -75,6 +82,29 @@ def build(root, key, requirements_file, requirements):
     return venv
 
 
+@contextlib.contextmanager
+def turn_to_build(cache_root):
+    """Held by this job while the block runs (the kernel gives it back when the job dies too);
+    after WAIT seconds of waiting for it, the block runs without it."""
+    with open(os.path.join(cache_root, "torchbisect-tools.lock"), "a") as lock:
+        deadline = time.monotonic() + WAIT
+        waiting = False
+        while fcntl is not None:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    say(f"nox and uv: waited {WAIT} s for another job's build; building one of "
+                        "this job's own beside it")
+                    break
+                if not waiting:
+                    say("nox and uv: another job is building them; waiting for it")
+                    waiting = True
+                time.sleep(0.5)
+        yield
+
+
 def publish(root, key, venv):
     """Point root/key at venv; the rename replaces whatever link was there, atomically."""
     staged = os.path.join(root, f".{key}.{os.getpid()}.link")
@@ -106,6 +136,15 @@ def prune(root, keep):
                 os.unlink(path)
 
 
+def reuse(link, requirements):
+    """Whether the venv `link` names is complete and runs (then it counts as used)."""
+    if not (os.path.islink(link) and usable(os.path.realpath(link), requirements)):
+        return False
+    os.utime(link, follow_symlinks=False)  # used: not pruned for another week
+    say("nox and uv: reusing " + os.path.realpath(link))
+    return True
+
+
 def main(argv):
     requirements_file, cache_root = argv
     with open(requirements_file, "rb") as f:
@@ -114,14 +153,14 @@ def main(argv):
     os.makedirs(root, exist_ok=True)
     key = key_of(requirements)
     link = os.path.join(root, key)
-    if os.path.islink(link) and usable(os.path.realpath(link), requirements):
-        os.utime(link, follow_symlinks=False)  # used: not pruned for another week
-        say("nox and uv: reusing " + os.path.realpath(link))
-    else:
-        venv = build(root, key, requirements_file, requirements)
-        if venv is None:
-            return 1
-        publish(root, key, venv)
+    if not reuse(link, requirements):
+        with turn_to_build(cache_root):
+            # the job that held the turn may have built this very venv meanwhile
+            if not reuse(link, requirements):
+                venv = build(root, key, requirements_file, requirements)
+                if venv is None:
+                    return 1
+                publish(root, key, venv)
     prune(root, key)
     # the folder the link names now: a link replaced later never changes this job's tools
     print(os.path.join(os.path.realpath(link), "bin"))
