@@ -7,25 +7,28 @@ A self-hosted runner keeps its tool cache between jobs, so each job building the
 (15-25 s of venv and pip) is waste.  The venv for one requirements file and one interpreter lives
 under CACHE_ROOT/torchbisect-tools/, built in a folder of its own and published by renaming a
 symlink onto it, which is atomic: a job killed mid-build leaves a folder nobody links, two jobs
-building at once both end with a complete venv, and a job never runs a half-installed one.  A
-venv whose python no longer runs (its interpreter was upgraded away) is built again.  Folders no
-link names and links unused for a week are pruned.  Standalone: stdlib only, Python 3.8 syntax,
+building at once both end with a complete venv, and a job never runs a half-installed one.  Jobs
+sharing a tool cache take turns to build (CACHE_ROOT/torchbisect-tools.lock): a job that finds
+another building waits for it and reuses its venv rather than building a second at the same time;
+a turn not given back within WAIT (a stuck build) is waited for no longer.  A venv whose python
+no longer runs (its interpreter was upgraded away) is built again.  Folders no link names and
+links unused for a week are pruned.  Standalone: stdlib only, Python 3.8 syntax,
 as it runs on any runner's python3 before anything else is installed.
 """
 
 import contextlib
 import hashlib
 import os
-
-try:
-    import fcntl
-except ImportError:  # not on Windows: there jobs build side by side, as without the lock
-    fcntl = None
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+
+try:
+    import fcntl
+except ImportError:  # Windows: there jobs build side by side, as without the lock
+    fcntl = None
 
 DONE = "torchbisect-tools.done"  # written last: the venv under it is complete
 UNUSED = 7 * 24 * 3600  # a link unused this long (and its venv) is pruned
@@ -138,10 +141,11 @@ def prune(root, keep):
 
 def reuse(link, requirements):
     """Whether the venv `link` names is complete and runs (then it counts as used)."""
-    if not (os.path.islink(link) and usable(os.path.realpath(link), requirements)):
+    venv = os.path.realpath(link)
+    if not (os.path.islink(link) and usable(venv, requirements)):
         return False
     os.utime(link, follow_symlinks=False)  # used: not pruned for another week
-    say("nox and uv: reusing " + os.path.realpath(link))
+    say("nox and uv: reusing " + venv)
     return True
 
 
