@@ -25,16 +25,15 @@ The rehearsal, in order: (1) a scheduled matrix run (H200's 2 shards, GB300's re
 one cell never installs still publishes a merged page; (2) a re-run of that run (attempt 2, its
 failed shard again, the artifacts of attempt 1 still there) starts from the published store,
 re-probes nothing unchanged, overwrites its uploads, and publishes although the API answers 502
-at first (notify retries); (3) a dispatched bisection appears on the next published page and in
-affected.json; (4) the weekly fix check with no fix says so in its summary and in the issue; (5)
+at first (notify retries); (3) a dispatched bisection during whose run another run deploys (after
+its build fetched the store) stops at its deploy's site check, publishes nothing over the other
+run's store, and its re-run (4) publishes both: the bisection appears on the page and in
+affected.json; (5) the weekly fix check with no fix says so in its summary and in the issue; (6)
 a dispatch with another matrix file and runners file (one kind, more shards than cells) runs one
-shard from the lock; (6) a scheduled run whose site answers 503 for the previous store fails and
-publishes nothing; (7) a dispatched bisection during whose run another run deploys (after its
-build fetched the store) stops at its deploy's site check, publishes nothing over the other
-run's store, and its re-run (8) publishes both; (9) a shard whose `matrix` is killed with
-SIGKILL after it stored a run still uploads that run (the probe job's copy step) and the page
-has it.  Afterwards, whatever the outcome, no
-container, network or volume of act's is left on the engine.
+shard from the lock; (7) a scheduled run whose site answers 503 for the previous store fails and
+publishes nothing; (8) a shard whose `matrix` is killed with SIGKILL after it stored a run still
+uploads that run (the probe job's copy step) and the page has it.  Afterwards, whatever the
+outcome, no container, network or volume of act's is left on the engine.
 """
 
 from __future__ import annotations
@@ -171,33 +170,31 @@ def _rehearse(tmp_path_factory, before):
         results["faulted-2"] = list(hub.faulted)
         results["pages-2"] = _published(base)
         results["writes-2"] = [r for r in hub.requests if r.method != "GET"]
+        # a dispatched bisection while another run deploys (after this run's build fetched the
+        # store; its first GET of the store: nothing before build fetches it in bisect.yml)
         good, bad = TODAY - timedelta(days=90), TODAY - timedelta(days=60)
-        results["dispatch"] = world.act("workflow_dispatch", "bisect.yml", inputs={
-            "good": f"{good:%Y-%m-%d}", "bad": f"{bad:%Y-%m-%d}"})
-        results["pages-3"] = _published(base)
-        results["weekly"] = world.act("schedule", "bisect.yml")
-        results["pages-4"] = _published(base)
-        results["custom"] = world.act("workflow_dispatch", "matrix.yml", inputs={
-            "matrix": "ci/one-cell.yaml", "runners": "ci/one-kind.yaml"})
-        results["pages-5"] = _published(base)
-        hub.fail("/pages/data/", 503, times=1000)
-        results["site-503"] = world.act("schedule", "matrix.yml")
-        results["pages-6"] = _published(base)
-        # two runs overlap: another run deploys after this bisection's build fetched the store
-        # (its first GET of the store; nothing before build fetches it in bisect.yml)
+        overlap = {"good": f"{good:%Y-%m-%d}", "bad": f"{bad:%Y-%m-%d}"}
         hub.faults.clear()
         hub.after_get("data/results.sqlite", 1, _another_run_deploys)
-        overlap = {"good": f"{good:%Y-%m-%d}", "bad": f"{bad:%Y-%m-%d}"}
         results["overlap"] = world.act("workflow_dispatch", "bisect.yml", inputs=overlap)
-        results["pages-7"] = _published(base)
+        results["pages-3"] = _published(base)
         # the repair the sentence gives: run the build again (act re-runs the whole workflow)
         results["overlap-rerun"] = world.act("workflow_dispatch", "bisect.yml", inputs=overlap,
                                              rerun_of=world.runs)
-        results["pages-8"] = _published(base)
+        results["pages-4"] = _published(base)
+        results["weekly"] = world.act("schedule", "bisect.yml")
+        results["pages-5"] = _published(base)
+        results["custom"] = world.act("workflow_dispatch", "matrix.yml", inputs={
+            "matrix": "ci/one-cell.yaml", "runners": "ci/one-kind.yaml"})
+        results["pages-6"] = _published(base)
+        hub.fail("/pages/data/", 503, times=1000)
+        results["site-503"] = world.act("schedule", "matrix.yml")
+        results["pages-7"] = _published(base)
+        hub.faults.clear()
         # a shard killed with SIGKILL after storing its first cell's run (forced re-probes)
         results["killed"] = world.act("workflow_dispatch", "matrix.yml", inputs={
             "matrix": "ci/killed.yaml", "runners": "ci/one-shard.yaml", "force": "true"})
-        results["pages-9"] = _published(base)
+        results["pages-8"] = _published(base)
         results["hub"] = hub
         results["shas"] = shas
         results["before"] = before
@@ -264,8 +261,8 @@ def test_the_stock_runner_image_refuses_a_system_pip_install():
 def test_a_shard_with_a_broken_cell_still_publishes_a_merged_page(rehearsal):
     code, log = rehearsal["schedule-1"]
     assert code != 0  # the shard holding the broken cell failed (exit 3), as it should
-    for name in ("schedule-1", "schedule-2", "dispatch", "weekly", "custom", "site-503",
-                 "overlap", "overlap-rerun"):
+    for name in ("schedule-1", "schedule-2", "overlap", "overlap-rerun", "weekly", "custom",
+                 "site-503"):
         started = re.findall(r"Start server on (http://[\d.]+):", rehearsal[name][1])
         assert started and set(started) == {"http://127.0.0.1"}, name  # loopback only
     assert "uses: actions/checkout" not in log  # sanity: act ran steps, not a dry listing
@@ -322,7 +319,7 @@ def test_a_shard_killed_with_sigkill_uploads_and_publishes_the_run_it_stored(reh
     assert "The shard's store as one file" in probe and "uploaded artifact store-shard-H200-1" \
         in log
     assert "deployed" in log
-    before, after = rehearsal["pages-8"]["store_runs"], rehearsal["pages-9"]["store_runs"]
+    before, after = rehearsal["pages-7"]["store_runs"], rehearsal["pages-8"]["store_runs"]
     assert len(after) == len(before) + 1  # the first cell's run; the killed one stored none
     assert after[-1][0] in {_cell(d) for d in MATRIX_DAYS[:2]}
 
@@ -345,7 +342,7 @@ def test_a_site_that_answers_503_fails_the_run_and_publishes_nothing(rehearsal):
     assert code != 0
     assert "could not fetch" in log and "HTTP 503" in log
     assert "deployed" not in log and "uploaded artifact" not in log
-    assert rehearsal["pages-6"] == rehearsal["pages-5"]  # the site is as it was
+    assert rehearsal["pages-7"] == rehearsal["pages-6"]  # the site is as it was
 
 
 def test_a_deploy_after_another_runs_deploy_publishes_nothing_and_its_rerun_keeps_both(rehearsal):
@@ -359,7 +356,7 @@ def test_a_deploy_after_another_runs_deploy_publishes_nothing_and_its_rerun_keep
     assert "Re-run this run's build job" in deploy
     assert "Job failed" in deploy
     assert "uploaded artifact merged-store" in log  # this run's results are kept meanwhile
-    site, before = rehearsal["pages-7"], rehearsal["pages-6"]
+    site, before = rehearsal["pages-3"], rehearsal["pages-2"]
     # what the other run published stays; this run's page was not deployed over it
     assert site["other_runs"] == 1
     assert site["results"] == before["results"]
@@ -367,7 +364,7 @@ def test_a_deploy_after_another_runs_deploy_publishes_nothing_and_its_rerun_keep
     code, log = rehearsal["overlap-rerun"]
     assert code == 0, log[-3000:]
     assert "still publishes the store this run merged from" in _job_lines(log, "deploy")
-    repaired = rehearsal["pages-8"]
+    repaired = rehearsal["pages-4"]
     assert repaired["other_runs"] == 1  # the other run's results
     assert repaired["store_bisections"] == before["store_bisections"] + 1  # and this run's
 
@@ -381,9 +378,10 @@ def test_the_rehearsal_leaves_no_container_network_or_volume_behind(rehearsal):
 
 
 def test_a_dispatched_bisection_reaches_the_page_and_affected_json(rehearsal):
-    code, log = rehearsal["dispatch"]
+    """The overlapping dispatch's re-run (a whole run of bisect.yml, attempt 2) publishes it."""
+    code, log = rehearsal["overlap-rerun"]
     assert code == 0, log[-3000:]
-    site = rehearsal["pages-3"]
+    site = rehearsal["pages-4"]
     [bisection] = site["results"]["bisections"]
     assert bisection["first_bad"]["date"] == f"{FIRST_STALE:%Y-%m-%d}"
     main_sha = rehearsal["shas"][f"{FIRST_STALE:%Y-%m-%d}"][1]
@@ -405,7 +403,7 @@ def test_the_weekly_fix_check_without_a_fix_says_so(rehearsal):
     [issue] = hub.issues.values()
     assert said in issue["body"]
     assert any(said in text for _, text in hub.comments)
-    assert rehearsal["pages-4"]["results"]["bisections"]  # the page kept the bisection
+    assert rehearsal["pages-5"]["results"]["bisections"]  # the page kept the bisection
 
 
 def test_a_dispatch_with_another_matrix_file_and_too_many_shards(rehearsal):
