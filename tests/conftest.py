@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,10 @@ ACT_MODULE = Path("e2e") / "test_workflows_act.py"
 # xdist 3.8 marks a group by renaming the item's nodeid, which pytest 9.2 no longer reads: the
 # workers write each grouped test's group here, and the controller's scheduler reads it.
 GROUPS_FILE = "TORCHBISECT_XDIST_GROUPS"
+# .ci/run starts the suite while .ci/docker-setup.sh still builds the images (the engine already
+# answers): it names the file where that script's exit status will be, and its log.
+DOCKER_SETUP = "TORCHBISECT_TEST_DOCKER_SETUP"
+DOCKER_SETUP_WAIT = 30 * 60  # the images take about two minutes; a setup this late is stuck
 
 
 def _docker_ok() -> bool:
@@ -38,6 +43,11 @@ def _docker_ok() -> bool:
         return True
     except Exception:
         return False
+
+
+def _image_exists(image: str) -> bool:
+    return subprocess.run(["docker", "image", "inspect", image], capture_output=True,
+                          check=False).returncode == 0
 
 
 def _chromium() -> str | None:
@@ -122,6 +132,32 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=why))
         if item.get_closest_marker("gpu") is not None and not _has_gpu():
             item.add_marker(pytest.mark.skip(reason="no CUDA GPU on this machine"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _docker_images_built(request):
+    """A module with Docker tests waits for .ci/docker-setup.sh's images when .ci/run started
+    the suite before they were ready (DOCKER_SETUP): for the images its DOCKER_IMAGES names
+    (the act rehearsal needs only the base image, made first), else until the script ends.  Its
+    tests fail (skip, outside CI) with the script's log when the script failed."""
+    status = os.environ.get(DOCKER_SETUP)
+    if not status or not any(item.path == request.path and item.get_closest_marker("docker")
+                             for item in request.session.items):
+        return
+    needs = getattr(request.module, "DOCKER_IMAGES", ())
+    deadline = time.monotonic() + DOCKER_SETUP_WAIT
+    while not Path(status).is_file():
+        if needs and all(_image_exists(image) for image in needs):
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f".ci/docker-setup.sh did not finish within {DOCKER_SETUP_WAIT} s")
+        time.sleep(2)
+    code = Path(status).read_text().strip()
+    if code != "0":
+        log = Path(f"{status}.log")
+        tail = log.read_text(errors="replace")[-3000:] if log.is_file() else "(no log)"
+        (pytest.fail if IN_CI else pytest.skip)(
+            f".ci/docker-setup.sh failed (exit {code}); the end of its log:\n{tail}")
 
 
 @pytest.fixture(autouse=True)

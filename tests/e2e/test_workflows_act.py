@@ -50,6 +50,7 @@ from pathlib import Path
 import pytest
 from act.github_standin import github_standin
 from act.rehearsal import (
+    BASE_IMAGE,
     OWNER_REPO,
     RUNNER_IMAGE,
     World,
@@ -68,6 +69,9 @@ from helpers.indexserver import serve
 from helpers.pytorch_clone import make_pytorch_clone
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# what the rehearsal waits for while .ci/run's docker-setup goes on (tests/conftest.py): the
+# runner image is built on the base image; the torch image is not used here
+DOCKER_IMAGES = (BASE_IMAGE,)
 
 TODAY = datetime.now(timezone.utc).date()
 # Every third day for 90 days, and yesterday.  From FIRST_STALE on, builds are affected, so the
