@@ -107,9 +107,12 @@ def _write_groups(config, items) -> None:
 
 
 def pytest_collection_modifyitems(config, items):
-    # the longest group first, so that a worker starts it at once and the rest fill the others
+    # the longest group first, so that a worker starts it at once and the rest fill the others;
+    # then the slow tests, so that the suite ends on short ones rather than waiting on a long one
+    # started last (sorted is stable: the order within each rank stays the collection's)
     rank = {"act": 0, "docker": 1}
-    items.sort(key=lambda item: rank.get(_xdist_group(item), 2))
+    items.sort(key=lambda item: rank.get(_xdist_group(item),
+                                         2 if item.get_closest_marker("slow") else 3))
     _write_groups(config, items)
     checks = {
         "docker": (_docker_ok, "no Docker engine answers (start dockerd)"),
