@@ -142,18 +142,21 @@ def _install_tests(session: nox.Session) -> None:
     _install(session, "-e", ".[test]", *([torch] if torch else []))
 
 
-# One worker more than the cores: the act rehearsal and the other Docker tests each keep to one
-# worker (tests/conftest.py), and the spare one keeps a core busy while theirs waits on a
-# container (at -n 3 on 2 cores the CPU stayed 97-100 % busy; docs/development.md has the figures).
-# `-- -n 0` runs everything in one process.
-XDIST = ["-n", str((os.cpu_count() or 1) + 1), "--dist", "loadgroup"]
+# More workers than cores, one per long group: the act rehearsal and the other Docker tests each
+# keep to one worker (tests/conftest.py), and both can be waiting at once — on a container, or,
+# under .ci/run, on the images .ci/docker-setup.sh is still building when the suite starts — while
+# the spare workers keep the cores busy.  The fast loop has no such group: one spare.  (At -n 3
+# on 2 cores the CPU stayed 97-100 % busy once the images were there, but 64-90 % while they were
+# being built; docs/development.md has the figures.)  `-- -n 0` runs everything in one process.
+def _xdist(spare: int) -> list[str]:
+    return ["-n", str((os.cpu_count() or 1) + spare), "--dist", "loadgroup"]
 
 
 @nox.session(venv_params=SYSTEM_SITE)
 def tests(session: nox.Session) -> None:
     """Run the test suite (Docker and Chromium tests run when available, and always under CI)."""
     _install_tests(session)
-    session.run("python", "-m", "pytest", *XDIST, *session.posargs)
+    session.run("python", "-m", "pytest", *_xdist(2), *session.posargs)
 
 
 FAST = "not slow and not docker and not chromium and not gpu"
@@ -163,7 +166,7 @@ FAST = "not slow and not docker and not chromium and not gpu"
 def fast(session: nox.Session) -> None:
     """The fast loop: the tests not marked slow, docker, chromium or gpu (CI runs them all)."""
     _install_tests(session)
-    session.run("python", "-m", "pytest", *XDIST, "-m", FAST, *session.posargs)
+    session.run("python", "-m", "pytest", *_xdist(1), "-m", FAST, *session.posargs)
 
 
 @nox.session
