@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import DATA, IN_CI, REPO, TESTS
+from helpers import DATA, IN_CI, REPO, TESTS, docker_image_exists
 from helpers.nightly_world import nightly_world
 
 # tests/<folder>/ marks its tests with the folder's name
@@ -43,11 +43,6 @@ def _docker_ok() -> bool:
         return True
     except Exception:
         return False
-
-
-def _image_exists(image: str) -> bool:
-    return subprocess.run(["docker", "image", "inspect", image], capture_output=True,
-                          check=False).returncode == 0
 
 
 def _chromium() -> str | None:
@@ -150,7 +145,7 @@ def _docker_images_built(request):
     needs = getattr(request.module, "DOCKER_IMAGES", ())
     deadline = time.monotonic() + DOCKER_SETUP_WAIT
     while not Path(status).is_file():
-        if needs and all(_image_exists(image) for image in needs):
+        if needs and all(docker_image_exists(image) for image in needs):
             return
         if time.monotonic() > deadline:
             pytest.fail(f".ci/docker-setup.sh did not finish within {DOCKER_SETUP_WAIT} s")

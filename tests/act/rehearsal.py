@@ -21,6 +21,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers import docker_image_exists
+
 ACT_DIR = Path(__file__).resolve().parent
 REPO = ACT_DIR.parent.parent
 SHARED_ACTIONS = REPO.parent / "shared" / "actions"
@@ -58,8 +60,7 @@ def missing_prerequisite() -> str | None:
     for tool in ("git", "node", "docker"):
         if shutil.which(tool) is None:
             return f"{tool} is not installed"
-    if subprocess.run(["docker", "image", "inspect", BASE_IMAGE],
-                      capture_output=True).returncode != 0:
+    if not docker_image_exists(BASE_IMAGE):
         return f"no {BASE_IMAGE} image (bash .ci/docker-setup.sh builds it)"
     return None
 

@@ -18,7 +18,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from helpers import IN_CI, REPO
+from helpers import IN_CI, REPO, docker_image_exists
 
 from torchbisect.store.db import Store
 
@@ -110,8 +110,7 @@ def _stored(out: Path) -> list[tuple[str, str]]:
 
 
 def _need_image(image: str) -> str:
-    found = subprocess.run(["docker", "image", "inspect", image], capture_output=True)
-    if found.returncode != 0:
+    if not docker_image_exists(image):
         why = f"no image {image}: run .ci/docker-setup.sh to build it offline"
         if IN_CI:
             pytest.fail(why)

@@ -7,6 +7,7 @@ import base64
 import hashlib
 import json
 import os
+import subprocess
 import threading
 import time
 import zipfile
@@ -193,6 +194,12 @@ def _b64(text: str) -> str:
 
 def _hex(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def docker_image_exists(image: str) -> bool:
+    """Whether the local Docker engine has `image` (no pull)."""
+    return subprocess.run(["docker", "image", "inspect", image], capture_output=True,
+                          check=False).returncode == 0
 
 
 def find_test_wheel(pattern: str = "torch-2.13.0+cpu-cp3*-*.whl") -> Path | None:
