@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, write_wheel
 from helpers.indexserver import serve
-from helpers.pytorch_clone import _git
+from helpers.pytorch_clone import _git, check_out, fast_import
 
 from torchbisect import cells
 from torchbisect.bisect.gitrange import Commit, PythonTree, full_sha, is_python_file, plan
@@ -85,17 +85,9 @@ def make_clone(path: Path, commits: list[tuple[str, dict[str, str | None]]],
     start = {"torch/__init__.py": INIT, "torch/feature.py": "BROKEN = False\n",
              "torch/run.py": RUN, "csrc/kernels.txt": "ok\n", "setup.py": "# build\n",
              **(start_extra or {})}
-    shas = []
-    for subject, files in [("start", start), *commits]:
-        for name, text in files.items():
-            (path / name).parent.mkdir(parents=True, exist_ok=True)
-            if text is None:
-                (path / name).unlink()
-            else:
-                (path / name).write_text(text)
-        _git(path, "add", "-A")
-        _git(path, "commit", "-q", "-m", subject)
-        shas.append(_git(path, "rev-parse", "HEAD"))
+    shas = fast_import(path, [("main", subject, files, None)
+                              for subject, files in [("start", start), *commits]])
+    check_out(path)
     return shas
 
 
@@ -112,8 +104,10 @@ def standin_nightly(repo: Path, folder: Path, day: str, main: str) -> Path:
     version = f"2.10.0.dev{day.replace('-', '')}+cpu"
     git_version = nightly_commit(repo, day, main)
     names = _git(repo, "ls-tree", "-r", "--name-only", main, "torch").split()
-    files = {n: _show(repo, main, n) for n in names if n.endswith(".py")}  # as git has them
-    kernels = _git(repo, "show", f"{main}:csrc/kernels.txt").split()
+    python = [n for n in names if n.endswith(".py")]
+    *texts, kernels_text = _show(repo, main, [*python, "csrc/kernels.txt"])
+    files = dict(zip(python, texts, strict=True))  # as git has them
+    kernels = kernels_text.split()
     files["torch/_C.py"] = (f"BROKEN = {'broken' in kernels}\n"
                             + ("NEW_KERNEL = 1\n" if "fast" in kernels else ""))
     files["torch/version.py"] = f"__version__ = {version!r}\ngit_version = {git_version!r}\n"
@@ -122,9 +116,18 @@ def standin_nightly(repo: Path, folder: Path, day: str, main: str) -> Path:
     return write_wheel(folder, version, files, tag=f"{TAG}-{TAG}-manylinux_2_28_x86_64")
 
 
-def _show(repo: Path, sha: str, path: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "show", f"{sha}:{path}"], check=True,
-                          capture_output=True, text=True).stdout
+def _show(repo: Path, sha: str, paths: list[str]) -> list[str]:
+    """Each path's text at `sha`, read by one `git cat-file --batch`."""
+    out = subprocess.run(["git", "-C", str(repo), "cat-file", "--batch"], check=True,
+                         capture_output=True,
+                         input="".join(f"{sha}:{p}\n" for p in paths).encode()).stdout
+    texts = []
+    for _ in paths:
+        header, _, out = out.partition(b"\n")
+        size = int(header.split()[2])  # "<sha> blob <size>"
+        texts.append(out[:size].decode())
+        out = out[size + 1:]
+    return texts
 
 
 def make_world(base: Path, commits, start_extra=None) -> tuple[Path, list[str]]:
