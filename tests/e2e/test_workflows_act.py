@@ -54,6 +54,7 @@ from act.rehearsal import (
     OWNER_REPO,
     RUNNER_IMAGE,
     World,
+    ahead_of_the_other_tests,
     build_runner_image,
     docker_names,
     left_behind,
@@ -125,7 +126,8 @@ def rehearsal(tmp_path_factory):
     fcntl.flock(lock, fcntl.LOCK_EX)
     before = docker_names()
     try:
-        yield from _rehearse(tmp_path_factory, before)
+        with ahead_of_the_other_tests():
+            yield from _rehearse(tmp_path_factory, before)
     finally:
         remove_left_behind(before)
         lock.close()
