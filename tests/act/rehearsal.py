@@ -18,8 +18,6 @@ import socket
 import subprocess
 import sys
 import tarfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,29 +63,6 @@ def missing_prerequisite() -> str | None:
     if not docker_image_exists(BASE_IMAGE):
         return f"no {BASE_IMAGE} image (bash .ci/docker-setup.sh builds it)"
     return None
-
-
-AHEAD = 5  # nice levels: on 2 cores the rehearsal's host jobs get about three times the share
-
-
-@contextmanager
-def ahead_of_the_other_tests() -> Iterator[bool]:
-    """The rehearsal is the suite's longest chain of work that cannot be spread (one workflow run
-    after another); the other tests fill the cores around it.  Where this process may raise its
-    priority (root, as on CI), it and everything it starts from here on (act, the host jobs,
-    the stand-in servers' threads) run AHEAD nice levels before the other tests, so the chain
-    is not what the suite waits for at its end; elsewhere nothing changes.  Yields whether it
-    could."""
-    before = os.getpriority(os.PRIO_PROCESS, 0)
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, before - AHEAD)
-    except PermissionError:
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        os.setpriority(os.PRIO_PROCESS, 0, before)
 
 
 def act_binary() -> str | None:

@@ -54,7 +54,6 @@ from act.rehearsal import (
     OWNER_REPO,
     RUNNER_IMAGE,
     World,
-    ahead_of_the_other_tests,
     build_runner_image,
     docker_names,
     left_behind,
@@ -126,8 +125,7 @@ def rehearsal(tmp_path_factory):
     fcntl.flock(lock, fcntl.LOCK_EX)
     before = docker_names()
     try:
-        with ahead_of_the_other_tests():
-            yield from _rehearse(tmp_path_factory, before)
+        yield from _rehearse(tmp_path_factory, before)
     finally:
         remove_left_behind(before)
         lock.close()
