@@ -3,7 +3,8 @@
 Playwright cannot download its browsers here, and Debian's chromium is enough: `--remote-debugging-
 pipe` reads protocol commands on fd 3 and writes replies on fd 4, NUL-separated JSON.  The page is
 opened at a given viewport (a phone: mobile emulation, so `<meta name=viewport>` applies), then
-measured with `Runtime.evaluate`, clicked with real mouse events, and captured as PNG.
+measured with `Runtime.evaluate`, clicked with real mouse events, and captured as PNG.  One
+chromium process serves every page a test process opens, each page in a browser context of its own.
 
     python tests/helpers/chromium.py PAGE.html OUT.png 390x844 [SELECTOR]   # one screenshot,
                                                 # after a click on SELECTOR when one is given
@@ -11,6 +12,7 @@ measured with `Runtime.evaluate`, clicked with real mouse events, and captured a
 
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
 import fcntl
@@ -33,14 +35,12 @@ def executable() -> str:
     return shutil.which("chromium") or shutil.which("chromium-browser") or "chromium"
 
 
-class Browser:
-    """One chromium process and one page in it; use as a context manager."""
+class _Chromium:
+    """The one chromium process of this test process, shared by every `Browser` (a launch costs
+    about half a second of CPU, and the suite opens some fifty pages).  Each Browser gets a browser
+    context of its own, so no page sees another's storage, cache or cookies."""
 
-    def __init__(self, width: int, height: int, *, mobile: bool = False, timeout: float = 60):
-        self.width, self.height, self.mobile, self.timeout = width, height, mobile, timeout
-        self._id, self._buf, self.events, self.session = 0, b"", [], None
-
-    def __enter__(self) -> Browser:
+    def __init__(self) -> None:
         to_child, self._out = os.pipe()
         self._in, from_child = os.pipe()
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_child, from_child)]
@@ -51,48 +51,29 @@ class Browser:
             os.dup2(high[1], 4)
 
         self._proc = subprocess.Popen(
-            [executable(), *FLAGS[:-1], f"--user-data-dir={self._profile}",
-             f"--window-size={self.width},{self.height}", FLAGS[-1]],
+            [executable(), *FLAGS[:-1], f"--user-data-dir={self._profile}", FLAGS[-1]],
             # close_fds would close 3 and 4 after `fds` ran; dup2 leaves them inheritable
             close_fds=False, preexec_fn=fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for fd in (to_child, from_child, *high):
             os.close(fd)
-        target = self.call("Target.createTarget", url="about:blank")["targetId"]
-        self.session = self.call("Target.attachToTarget", targetId=target,
-                                 flatten=True)["sessionId"]
-        self.call("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height,
-                  deviceScaleFactor=2 if self.mobile else 1, mobile=self.mobile)
-        self.call("Page.enable")
-        return self
+        self._id, self._buf = 0, b""
+        self.replies: dict[int, dict] = {}
+        self.inbox: dict[str, list[dict]] = {}  # each attached page's events, by session
 
-    def __exit__(self, *exc) -> None:
-        with contextlib.suppress(Exception):  # best effort: the process is killed below
-            self.call("Browser.close", session=False)
-        os.close(self._out)
-        os.close(self._in)
-        try:
-            self._proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        shutil.rmtree(self._profile, ignore_errors=True)
+    def alive(self) -> bool:
+        return self._proc.poll() is None
 
-    def call(self, method: str, session: bool = True, **params):
+    def send(self, method: str, session: str | None, params: dict) -> int:
         self._id += 1
         message = {"id": self._id, "method": method, "params": params}
-        if session and self.session:
-            message["sessionId"] = self.session
+        if session:
+            message["sessionId"] = session
         os.write(self._out, json.dumps(message).encode() + b"\0")
-        while True:
-            reply = self._next()
-            if reply.get("id") == self._id:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                return reply.get("result", {})
-            self.events.append(reply)
+        return self._id
 
-    def _next(self) -> dict:
-        deadline = time.monotonic() + self.timeout
+    def pump(self, timeout: float) -> None:
+        """Read one message: a reply is kept by its id, an event in its page's inbox."""
+        deadline = time.monotonic() + timeout
         while b"\0" not in self._buf:
             if not select.select([self._in], [], [], max(0, deadline - time.monotonic()))[0]:
                 raise TimeoutError("chromium did not answer")
@@ -101,13 +82,90 @@ class Browser:
                 raise RuntimeError("chromium exited")
             self._buf += chunk
         line, self._buf = self._buf.split(b"\0", 1)
-        return json.loads(line)
+        message = json.loads(line)
+        if "id" in message:
+            self.replies[message["id"]] = message
+        elif message.get("sessionId") in self.inbox:
+            self.inbox[message["sessionId"]].append(message)
+
+    def call(self, method: str, session: str | None, timeout: float, **params) -> dict:
+        sent = self.send(method, session, params)
+        while sent not in self.replies:
+            self.pump(timeout)
+        reply = self.replies.pop(sent)
+        if "error" in reply:
+            raise RuntimeError(f"{method}: {reply['error']}")
+        return reply.get("result", {})
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # best effort: the process is killed below
+            self.call("Browser.close", None, 10)
+        for fd in (self._out, self._in):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        shutil.rmtree(self._profile, ignore_errors=True)
+
+
+_shared: list[_Chromium] = []
+
+
+def _chromium() -> _Chromium:
+    """The shared process, launched on first use (and again if it died); closed at exit."""
+    if _shared and not _shared[0].alive():
+        _shared.pop().close()
+    if not _shared:
+        _shared.append(_Chromium())
+    return _shared[0]
+
+
+@atexit.register
+def _close_shared() -> None:
+    while _shared:
+        _shared.pop().close()
+
+
+class Browser:
+    """One page, at one viewport, in a browser context of its own; use as a context manager.
+    The chromium process under it is shared (`_Chromium`)."""
+
+    def __init__(self, width: int, height: int, *, mobile: bool = False, timeout: float = 60):
+        self.width, self.height, self.mobile, self.timeout = width, height, mobile, timeout
+        self.events: list[dict] = []
+        self.session: str | None = None
+
+    def __enter__(self) -> Browser:
+        self._chromium = _chromium()
+        self._context = self.call("Target.createBrowserContext", session=False)["browserContextId"]
+        target = self.call("Target.createTarget", session=False, url="about:blank",
+                           browserContextId=self._context)["targetId"]
+        self.session = self.call("Target.attachToTarget", session=False, targetId=target,
+                                 flatten=True)["sessionId"]
+        self.events = self._chromium.inbox.setdefault(self.session, [])
+        self.call("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height,
+                  deviceScaleFactor=2 if self.mobile else 1, mobile=self.mobile)
+        self.call("Page.enable")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._chromium.inbox.pop(self.session or "", None)
+        with contextlib.suppress(Exception):  # the page and its context go; the process stays
+            self.call("Target.disposeBrowserContext", session=False,
+                      browserContextId=self._context)
+
+    def call(self, method: str, session: bool = True, **params):
+        return self._chromium.call(method, self.session if session else None, self.timeout,
+                                   **params)
 
     def open(self, path: Path) -> None:
         self.events.clear()
         self.call("Page.navigate", url=Path(path).resolve().as_uri())
         while not any(e.get("method") == "Page.loadEventFired" for e in self.events):
-            self.events.append(self._next())
+            self._chromium.pump(self.timeout)
 
     def eval(self, expression: str):
         result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
