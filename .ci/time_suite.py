@@ -153,7 +153,7 @@ def main(argv: list[str]) -> int:
     pytest_started = result = took = None
     busy.start()
     env = {**os.environ, "CI": "true"}
-    with log_path.open("w") as log, subprocess.Popen(
+    with log_path.open("w", buffering=1) as log, subprocess.Popen(
             ["bash", ".ci/run"], cwd=clone, env=env, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, errors="replace") as run:
         for line in run.stdout:
