@@ -235,7 +235,7 @@ def python_with_torch(version: str) -> str | None:
     code = ("import sys, importlib.metadata as m; m.distribution('torch');"
             "import sympy, networkx, jinja2, fsspec, filelock, typing_extensions;"
             "print('%d.%d' % sys.version_info[:2])")
-    # $TORCHBISECT_TEST_PYTHON: another interpreter with torch, named by whoever runs the tests.
+    # $TORCHBISECT_TEST_PYTHON: CI's venv (.ci/run), which a nox session's venv cannot see.
     # In a nox session, python3 on PATH is the session's venv; its base may have torch.
     candidates = (os.environ.get("TORCHBISECT_TEST_PYTHON"), sys.executable,
                   getattr(sys, "_base_executable", None),

@@ -35,7 +35,7 @@ RECORDED = sorted(DATA.glob("h200-*.json"))
 # Releases measured stale by an independent probe (shared BACKGROUND.md): their capture cases must
 # be affected in any recording; others are checked for consistency only.
 KNOWN_AFFECTED = ("2.11.0", "2.15.0")
-# This interpreter (under .ci/run, the session venv holds torch), or $TORCHBISECT_TEST_PYTHON.
+# This interpreter, or CI's venv (TORCHBISECT_TEST_PYTHON), which a nox session cannot see.
 TORCH_PYTHON = python_with_torch("{}.{}".format(*sys.version_info[:2]))
 HAS_TORCH = TORCH_PYTHON is not None
 PY38 = find_python38()
