@@ -1,4 +1,4 @@
-"""Time `CI=true bash .ci/run` as CI meets it, and add the figure to reports/bench/suite.json.
+"""Time `CI=true bash .ci/run` as CI meets it, and add the figure to .ci/suite.json.
 
 Usage: python3 .ci/time_suite.py [--cold] [--record FILE] [--keep DIR]
 
@@ -10,7 +10,7 @@ What it does, in order:
   3. times a fixed pure-Python loop, so that figures from two machines can be compared;
   4. runs `CI=true bash .ci/run` in the clone, reading the CPU's busy share from /proc/stat every
      5 s and noting when pytest starts and what it ends with;
-  5. appends one record to FILE (default reports/bench/suite.json, beside this script's checkout),
+  5. appends one record to FILE (default .ci/suite.json, beside this script),
      never changing the records already there.  The clone's log is kept in DIR (default: the new
      folder), and its path is printed.
 
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-RECORD = REPO / "reports" / "bench" / "suite.json"
+RECORD = Path(__file__).resolve().parent / "suite.json"  # not reports/: no GPU measured it
 SUMMARY = re.compile(r"^=+ (?P<result>.*\b(?:passed|failed|error)\b.*) in (?P<took>[\d.]+)s\b")
 CACHES = ("~/.cache/uv", "~/.cache/act", "~/.npm/_cacache")
 YARDSTICK = 20_000_000  # additions in a pure-Python loop: about 1.2 s on the machines seen
