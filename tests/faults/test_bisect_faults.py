@@ -136,3 +136,14 @@ def test_kill_9_of_bisect_leaves_nothing_running(world, tmp_path):
     child.send_signal(signal.SIGKILL)
     child.wait()
     assert wait_until(lambda: not proc.holders("TB_MARK", mark), 60)  # they sleep 300 s
+
+
+def test_a_bad_flag_is_said_at_once_while_another_run_holds_the_workdir(tmp_path, capsys):
+    from torchbisect.utils import runlock
+
+    work = tmp_path / "work"
+    with runlock.hold([work], command="torchbisect bisect (another)", say=lambda _: None):
+        code = main(["bisect", "--good", "2025-08-01", "--bad", "2025-08-31", "--timeout", "0",
+                     "--workdir", str(work), "--store", str(tmp_path / "s.sqlite")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--timeout must be a positive number" in err[0]

@@ -83,7 +83,8 @@ def _parser(chosen: str | None) -> tuple[argparse.ArgumentParser, argparse.Argum
             module = importlib.import_module(f"{__name__}.{name}")
             module.configure(cmd)
             _add_gates(cmd, name)
-            cmd.set_defaults(_run=module.run, _outputs=_outputs(cmd))
+            cmd.set_defaults(_run=module.run, _check=getattr(module, "check_args", None),
+                             _outputs=_outputs(cmd))
             own = cmd
     return parser, own
 
@@ -188,6 +189,8 @@ def _gated(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"torchbisect {args.command}: no matrix.yaml here, so torchbisect's default "
               f"matrix is planned; results go to {defaults.data_home()}/ (`torchbisect init` "
               "writes a matrix.yaml here to edit, and keeps them here)", file=sys.stderr)
+    if args._check is not None:  # a flag's mistake is said at once, not after a held lock
+        args._check(args)
     held = [path for dest in _HOLDS.get(args.command, ()) if (path := _held(args, dest))]
     with runlock.hold(held, command=" ".join(["torchbisect", *argv]),
                       wait=getattr(args, "wait", False),

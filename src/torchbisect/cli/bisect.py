@@ -95,6 +95,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="append the result as Markdown")
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """The flags' own checks (cli/__init__ calls them before it waits for or holds the run lock
+    on the store and workdir): a mistake in one is one sentence at once, whoever holds them."""
+    _options(args)
+
+
 def run(args: argparse.Namespace) -> int:
     options = _options(args)
     for what in args.forget:
