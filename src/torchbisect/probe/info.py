@@ -1,0 +1,143 @@
+"""What a probe says it is, read from its own file without importing it.
+
+A probe is any script in the probes folder; the tool runs it with each build's interpreter, so the
+package may never import it (it may need a torch the tool's own Python lacks).  Everything the
+report needs to name the regression comes from the file's text, parsed with `ast`:
+
+- the docstring's first line is the regression's title, the rest of its first paragraph the
+  description (the next paragraph when the title stands alone, as PEP 257 writes it);
+- optional module-level string literals: `UPSTREAM_ISSUE` (a URL), `FIX_PR` (a URL),
+  `WORKAROUND` (one sentence), `REQUIRES_API` (a dotted name such as `torch._lazy_clone`: a build
+  without it is `not_applicable`), `PROBE_VERSION` (bumped when a verdict changes meaning);
+- optional `CASE_LABELS` and `CASE_NOTES`, dict literals of case name to a short label / note,
+  in the order the page shows the cases;
+- `PROBE_OUTPUT`: `"document"` for a probe that prints the JSON document of probes/README.md, or
+  `"exit_status"` for a plain `git bisect run` script (exit 0 not affected, 1-127 affected, 125
+  cannot tell, 128 and above an error; its last line of output is the detail).  Without it, a
+  file that declares `PROBE_VERSION` is a document probe (the contract before this field) and any
+  other file an exit-status script.
+
+Nothing here is trusted beyond its type: a literal of the wrong type is a ConfigError naming the
+file and line, and a file that does not parse as Python is one too.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConfigError
+
+
+class ProbeOutput(enum.Enum):
+    DOCUMENT = "document"  # prints the JSON document (probes/README.md)
+    EXIT_STATUS = "exit_status"  # a plain `git bisect run` script
+
+
+_STRINGS = ("UPSTREAM_ISSUE", "FIX_PR", "WORKAROUND", "REQUIRES_API", "PROBE_VERSION",
+            "PROBE_OUTPUT")
+_MAPPINGS = ("CASE_LABELS", "CASE_NOTES")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeInfo:
+    """A probe as its file describes it; `name` is the file's stem (the matrix's `probe:`)."""
+
+    name: str
+    path: Path
+    output: ProbeOutput
+    declared_version: str  # PROBE_VERSION, "0" when the file declares none
+    sha256: str
+    title: str
+    description: str = ""
+    upstream_issue: str = ""
+    fix_pr: str = ""
+    workaround: str = ""
+    requires_api: str = ""
+    case_labels: dict[str, str] = field(default_factory=dict)
+    case_notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def version(self) -> str:
+        """`<PROBE_VERSION>+<first 12 hex of the file's sha256>`: a stored result is reused only
+        while the file is byte-for-byte the same."""
+        return f"{self.declared_version}+{self.sha256[:12]}"
+
+    def label(self, case: str) -> str:
+        return self.case_labels.get(case, case)
+
+
+def read_info(path: Path, name: str | None = None) -> ProbeInfo:
+    """Parse `path` (never import it) into a ProbeInfo; ConfigError for what cannot be read."""
+    data = path.read_bytes()
+    try:
+        tree = ast.parse(data, filename=str(path))
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None)
+        where = f"{path}:{line}" if line else str(path)
+        raise ConfigError(f"{where}: the probe is not a Python file this tool can read "
+                          f"({getattr(exc, 'msg', exc)}); fix it or choose another probe") from None
+    literals = _literals(tree, path)
+    title, description = _describe(ast.get_docstring(tree) or "", path)
+    declared = literals.get("PROBE_VERSION", "")
+    output = _output(literals.get("PROBE_OUTPUT", ""), declared, path)
+    return ProbeInfo(
+        name=name or path.stem, path=path, output=output, declared_version=declared or "0",
+        sha256=hashlib.sha256(data).hexdigest(), title=title, description=description,
+        upstream_issue=literals.get("UPSTREAM_ISSUE", ""), fix_pr=literals.get("FIX_PR", ""),
+        workaround=literals.get("WORKAROUND", ""),
+        requires_api=literals.get("REQUIRES_API", ""),
+        case_labels=literals.get("CASE_LABELS", {}), case_notes=literals.get("CASE_NOTES", {}))
+
+
+def _literals(tree: ast.Module, path: Path) -> dict:
+    """The module-level assignments this module knows, as plain values (last one wins)."""
+    found: dict = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            continue
+        key = node.targets[0].id
+        if key not in _STRINGS + _MAPPINGS:
+            continue
+        try:
+            value = ast.literal_eval(node.value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            value = None
+        if not _well_typed(key, value):
+            kind = "a string" if key in _STRINGS else "a dict of strings to strings"
+            raise ConfigError(f"{path}:{node.lineno}: {key} must be {kind} literal; "
+                              "the tool reads it without running the probe")
+        found[key] = value.strip() if isinstance(value, str) else dict(value)
+    return found
+
+
+def _well_typed(key: str, value: object) -> bool:
+    if key in _STRINGS:
+        return isinstance(value, str)
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def _describe(docstring: str, path: Path) -> tuple[str, str]:
+    """(title, description): the first line, and the rest of the first paragraph joined; when
+    the title stands alone (PEP 257's summary line), the paragraph after it."""
+    paragraphs = [p.splitlines() for p in docstring.strip().split("\n\n")]
+    first = paragraphs[0]
+    if not first or not first[0].strip():
+        return path.stem.replace("_", " "), ""
+    rest = first[1:] or (paragraphs[1] if len(paragraphs) > 1 else [])
+    return first[0].strip(), " ".join(line.strip() for line in rest).strip()
+
+
+def _output(value: str, declared_version: str, path: Path) -> ProbeOutput:
+    if not value:
+        return ProbeOutput.DOCUMENT if declared_version else ProbeOutput.EXIT_STATUS
+    try:
+        return ProbeOutput(value)
+    except ValueError:
+        choices = ", ".join(repr(o.value) for o in ProbeOutput)
+        raise ConfigError(f"{path}: PROBE_OUTPUT is {value!r}; it must be one of {choices}") from None
