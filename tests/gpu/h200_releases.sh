@@ -5,6 +5,10 @@
 #   part N carry: [".gpu-carry/sNNN"]   the stream's part N goes to $H/incoming (the daemon reads it)
 #   final  wait for the daemon; the store, the cells' logs, the lock and the daemon's log to $OUT
 #   status what the daemon has done so far; sync / reprobe V: after a fix to the harness
+#   bisect GOOD BAD  (H200_RELEASES_RUN=cumsum, after final) `torchbisect bisect --find-fix` over
+#          the rebuilt releases, once with the probe and once with the same file as --script;
+#          release_env/ gives each release its libraries
+# H200_RELEASES_RUN (lazy_clone, the default, or cumsum) chooses the run: old_releases.RUNS.
 # Each call prints the daemon's last lines, so a failure is seen at the next call.
 set -uo pipefail
 H=${H200_RELEASES:-/tmp/h200r}
@@ -18,12 +22,16 @@ setup)
   [ -s "$H/evidence/results.sqlite" ] || cp reports/evidence/results.sqlite "$H/evidence/"
   python3 -m pip install -q --no-index --no-deps --target "$H/site" "$H"/setup/whl/*.whl
   gcc -shared -fPIC -o "$H/libncclstub.so" tests/gpu/nccl_stub.c
+  echo "run: ${H200_RELEASES_RUN:-lazy_clone}"
   mkdir -p "$H/bin"  # the carried tools, each with its own libraries only (never the machine's)
   for t in zstd zip readelf; do
     command -v $t >/dev/null && echo "machine has $t (the carried one is used: the same bytes)"
     printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$H/setup/tools/lib" \
       "$H/setup/tools/bin/$t" > "$H/bin/$t" && chmod +x "$H/bin/$t"
   done
+  if [ -f "$H/setup/libnvshmem_host.so.3.zst" ]; then  # 2.15.0 links NVSHMEM 3
+    "$H/bin/zstd" -q -d -f "$H/setup/libnvshmem_host.so.3.zst" -o "$H/libnvshmem_host.so.3"
+  fi
   python3 -c "import zlib, sys; print('python', sys.version.split()[0], 'zlib', zlib.ZLIB_RUNTIME_VERSION)"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   setsid nohup python3 "$H/repo/tests/gpu/h200_releases_daemon.py" > "$H/daemon.out" 2>&1 < /dev/null &
@@ -47,5 +55,22 @@ final)
   tar -C "$H/evidence" -czf "$OUT/logs.tgz" logs
   tar -C "$H" -czf "$OUT/standins.tgz" standins 2>/dev/null
   ls -la "$OUT" ;;
-*) echo "usage: $0 setup|part N|status|sync|reprobe V|final [SECONDS]" >&2; exit 2 ;;
+bisect)  # the fix, found by the tool over the rebuilt releases: probe, then --script
+  good=$2; bad=$3; shift 3
+  export PYTHONPATH="$PWD/tests/gpu/release_env:$PWD/src:$H/site" PATH="$H/site/bin:$PATH" \
+    PYTHONUNBUFFERED=1 UV_OFFLINE=1 PIP_NO_INDEX=1 UV_CACHE_DIR="$H/uv-cache" UV_LINK_MODE=copy \
+    H200_RELEASES="$H"
+  common=(--bad "$bad" --good "$good" --find-fix --index-url "$H/wheels" --backend venv --overlay
+          --python 3.12 --no-github --workdir "$H/bisect-work" "$@")
+  for how in probe script; do
+    if [ $how = probe ]; then decide=(--probe cumsum_64bit); else
+      decide=(--script "python $PWD/probes/cumsum_64bit.py"); fi
+    start=$(date +%s)
+    python3 -m torchbisect bisect "${common[@]}" "${decide[@]}" --store "$H/bisect-$how.sqlite" \
+      --json "$OUT/$how-bisect.json" --markdown "$OUT/$how-bisect.md" 2>&1 | tee "$OUT/$how-bisect.log"
+    echo "$how bisect exit: ${PIPESTATUS[0]} in $(( $(date +%s) - start )) s" | tee -a "$OUT/$how-bisect.log"
+    rm -rf "$H/bisect-work/venvs" "$H/uv-cache"
+  done
+  cp "$H"/bisect-*.sqlite "$OUT/" ;;
+*) echo "usage: $0 setup|part N|status|sync|reprobe V|final [SECONDS]|bisect GOOD BAD [FLAGS]" >&2; exit 2 ;;
 esac

@@ -7,8 +7,8 @@ order, as one stream of bundles (h200_releases_pack.py), and for each bundle:
   runtime  the CUDA 12.x runtime, NVRTC and CUPTI wheels  -> pip install --target H/cuda/<minor>
   triton   a packed Triton wheel  -> rebuilt (sha256 checked), pip install --target H/triton/<v>
   torch    a packed torch wheel   -> rebuilt into H/wheels (sha256 checked), its stand-ins built
-           (standins.py), then `torchbisect matrix` over the releases rebuilt so far
-           (h200.releases.matrix.yaml, only the entries whose wheel is there): the store keeps
+           (standins.py), then `torchbisect matrix` over the releases rebuilt so far (the run's
+           matrix file, old_releases.RUNS; only the entries whose wheel is there): the store keeps
            every verdict, so each run probes only the new release.
 
 Everything is logged to H/daemon.log; H/done lists what finished. Stdlib only, Python 3.12.
@@ -28,7 +28,7 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from old_releases import MACHINE, NO_TRITON, RELEASES, stream  # noqa: E402
+from old_releases import MACHINE, NO_TRITON, RELEASES, RUN, stream  # noqa: E402
 
 H = os.environ.get("H200_RELEASES", "/tmp/h200r")
 REPO = os.path.join(H, "repo")
@@ -197,12 +197,12 @@ def wait_for(key):
 
 
 def matrix(release):
-    """torchbisect matrix over the entries of h200.releases.matrix.yaml whose wheel is here."""
+    """torchbisect matrix over the entries of the run's matrix file whose wheel is here."""
     for kind, name in (("runtime", release.runtime), ("triton", release.triton)):
-        if name not in (MACHINE, NO_TRITON):
+        if name not in (MACHINE, NO_TRITON) and (kind == "runtime" or RUN.tritons):
             wait_for(f"{kind}-{name}")
     here = set(_words(os.path.join(H, "done")))
-    with open(os.path.join(REPO, "tests", "gpu", "h200.releases.matrix.yaml")) as handle:
+    with open(os.path.join(REPO, "tests", "gpu", RUN.matrix)) as handle:
         template = handle.read()
     text = os.path.expandvars(template.replace("$H", H))
     import yaml  # the machine's PyYAML

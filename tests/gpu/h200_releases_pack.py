@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from old_releases import RUNTIMES, stream  # noqa: E402
@@ -33,7 +34,8 @@ TOOLS = {"bin": ("/usr/bin/zstd", "/usr/bin/zip", "/usr/bin/x86_64-linux-gnu-rea
          "lib": ("libz.so.1", "liblz4.so.1", "liblzma.so.5", "libbz2.so.1.0", "libzstd.so.1",
                  "libctf-nobfd.so.0", "libsframe.so.0")}
 DEPS = ("docker==7.1.0", "pydantic==2.14.4", "pydantic-core==2.50.5", "annotated-types==0.8.0",
-        "typing-inspection==0.4.5", "typing-extensions==4.16.0", "uv==0.13.9")
+        "typing-inspection==0.4.5", "typing-extensions==4.16.0", "uv==0.13.9",
+        "platformdirs==4.14.9", "argcomplete==3.7.2")
 
 
 def setup(work):
@@ -47,6 +49,12 @@ def setup(work):
             target = os.path.join(dest, "tools", kind, os.path.basename(source).replace(
                 "x86_64-linux-gnu-", ""))
             shutil.copy2(os.path.realpath(source), target)
+    nvshmem = glob.glob(os.path.join(work, "aux", "nvidia_nvshmem_cu13-*.whl"))
+    if nvshmem:  # 2.15.0 links libnvshmem_host.so.3; the rest of the 135 MB wheel stays here
+        with zipfile.ZipFile(nvshmem[0]) as wheel:
+            data = wheel.read("nvidia/nvshmem/lib/libnvshmem_host.so.3")
+        subprocess.run(["zstd", "-q", "-19", "-f", "-", "-o",
+                        os.path.join(dest, "libnvshmem_host.so.3.zst")], input=data, check=True)
     whl = os.path.join(dest, "whl")
     os.makedirs(whl, exist_ok=True)
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",

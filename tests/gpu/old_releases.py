@@ -4,8 +4,14 @@ Harness, not product (README.md here). One table for both sides: `h200_releases_
 development machine: what to download and carry, in which order) and `h200_releases_daemon.py`
 (the H200: what to rebuild, install and probe). What each release pins comes from its wheel's
 METADATA (Requires-Dist), read on PyPI's cp312 wheels on 2026-12-02.
+
+Two runs use it, chosen by `H200_RELEASES_RUN` on both sides (`RUNS` below): `lazy_clone` (issue
+31: 2.2.2 - 2.10.0, 2.12.1 and 2.14.0 with the default probe, each with the Triton it pins) and
+`cumsum` (issue 47: every release 2.3.0 - 2.15.0 with probes/cumsum_64bit.py, which needs no
+Triton, so none travels).
 """
 
+import os
 from dataclasses import dataclass
 
 # The CUDA 12 user space a cu12x wheel needs at run time and the machine lacks: PyPI's packages of
@@ -55,9 +61,33 @@ RELEASES = (
     Release("2.10.0", "cu128", "12.8", MACHINE, "9.10.2.21"),  # pins 3.6.0, the machine's
     # CUDA 13 builds run on the machine's own libraries, as 2.12.0 - 2.15.0 did (h200.matrix.yaml);
     # they pin Triton 3.7.1 / 3.8.0, which were not carried: the machine's 3.6.0 is used.
+    Release("2.11.0", "cu130", MACHINE, MACHINE, None),
+    Release("2.12.0", "cu130", MACHINE, MACHINE, None),
     Release("2.12.1", "cu130", MACHINE, MACHINE, None),
+    Release("2.13.0", "cu130", MACHINE, MACHINE, None),
     Release("2.14.0", "cu130", MACHINE, MACHINE, None),
+    Release("2.14.1", "cu130", MACHINE, MACHINE, None),
+    # 2.15.0 also links NVSHMEM 3 (libnvshmem_host.so.3, carried in the setup bundle)
+    Release("2.15.0", "cu132", MACHINE, MACHINE, None),
 )
+
+
+@dataclass(frozen=True)
+class Run:
+    matrix: str  # the matrix file in tests/gpu/, entries for the releases of this run
+    versions: tuple[str, ...]
+    tritons: bool  # whether each release's pinned Triton travels
+
+
+RUNS = {
+    "lazy_clone": Run("h200.releases.matrix.yaml",
+                      ("2.2.2", "2.3.0", "2.3.1", "2.4.0", "2.4.1", "2.5.0", "2.5.1", "2.6.0",
+                       "2.7.0", "2.7.1", "2.8.0", "2.9.0", "2.9.1", "2.10.0", "2.12.1", "2.14.0"),
+                      tritons=True),
+    "cumsum": Run("h200.cumsum.matrix.yaml",
+                  tuple(r.version for r in RELEASES if r.version != "2.2.2"), tritons=False),
+}
+RUN = RUNS[os.environ.get("H200_RELEASES_RUN", "lazy_clone")]
 
 TRITONS = ("3.0.0", "3.1.0", "3.2.0", "3.3.0", "3.3.1", "3.4.0", "3.5.0", "3.5.1")
 
@@ -66,7 +96,11 @@ def stream():
     """The bundles in the order they travel: what a release needs comes before it."""
     sent = set()
     for release in RELEASES:
+        if release.version not in RUN.versions:
+            continue
         for kind, name in (("runtime", release.runtime), ("triton", release.triton)):
+            if kind == "triton" and not RUN.tritons:
+                continue
             if name not in (MACHINE, NO_TRITON) and (kind, name) not in sent:
                 sent.add((kind, name))
                 yield kind, name
