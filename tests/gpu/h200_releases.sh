@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Harness on the lent H200 (README.md here): every release since 2.2.2 measured by torchbisect.
+#   lib    carry: [".gpu-carry/nvshmem"]  NVSHMEM 3's host library (cumsum run: 2.15.0), first
 #   setup  carry: [".gpu-carry/setup"]  tools, wheels, the repository's copy and the evidence store
 #          go to $H; the NCCL stub is built; h200_releases_daemon.py starts (setsid)
 #   part N carry: [".gpu-carry/sNNN"]   the stream's part N goes to $H/incoming (the daemon reads it)
@@ -14,6 +15,8 @@ set -uo pipefail
 H=${H200_RELEASES:-/tmp/h200r}
 tail_log() { echo "--- daemon"; tail -n "${1:-4}" "$H/daemon.log" 2>/dev/null; df -h /tmp | tail -1; }
 case "${1:-}" in
+lib)  # carry: [".gpu-carry/nvshmem"], before setup (with the tools it would pass 64 MiB)
+  mkdir -p "$H" && mv .gpu-carry/nvshmem/libnvshmem_host.so.3.zst "$H/" && ls -la "$H" ;;
 setup)
   mkdir -p "$H/incoming" "$H/no-triton" "$H/evidence"
   cp -r .gpu-carry/setup "$H/"
@@ -29,8 +32,8 @@ setup)
     printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$H/setup/tools/lib" \
       "$H/setup/tools/bin/$t" > "$H/bin/$t" && chmod +x "$H/bin/$t"
   done
-  if [ -f "$H/setup/libnvshmem_host.so.3.zst" ]; then  # 2.15.0 links NVSHMEM 3
-    "$H/bin/zstd" -q -d -f "$H/setup/libnvshmem_host.so.3.zst" -o "$H/libnvshmem_host.so.3"
+  if [ -f "$H/libnvshmem_host.so.3.zst" ]; then  # 2.15.0 links NVSHMEM 3 (the `lib` call)
+    "$H/bin/zstd" -q -d -f "$H/libnvshmem_host.so.3.zst" -o "$H/libnvshmem_host.so.3"
   fi
   python3 -c "import zlib, sys; print('python', sys.version.split()[0], 'zlib', zlib.ZLIB_RUNTIME_VERSION)"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
