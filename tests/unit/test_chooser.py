@@ -234,3 +234,26 @@ def test_a_lock_read_offline_keeps_the_cuda_and_the_yank(index, tmp_path):
     assert [(c.id, c.yanked) for c in again.cells] == [
         ("stable-2.5.0-cu124-cp311", None), ("stable-2.7.1-cu124-cp311", "broken CUDA graphs")]
     assert all(c.channel is Channel.STABLE for c in again.cells)
+
+
+def test_a_nightly_re_spin_is_chosen_by_its_build_number(tmp_path):
+    """The nightly path sorted by file name, so `-9-` came after `-10-`, and `-1-` before `-2-`."""
+    from torchbisect.bisect.candidates import build_candidates
+    from torchbisect.model import Cell
+    from torchbisect.plan.indexes import nightly_builds
+
+    page = tmp_path / "site" / "torch"
+    page.mkdir(parents=True)
+    names = [_whl(f"2.10.0.dev2025080{d}+cu130", build=b) for d, b in
+             (("1", ""), ("1", "9"), ("1", "10"), ("2", "1"), ("2", "2"), ("3", ""))]
+    links = "".join(f'<a href="{n.replace("+", "%2B")}">{n}</a><br/>' for n in names)
+    (page / "index.html").write_text(f"<html><body>{links}</body></html>")
+    with serve(tmp_path / "site") as url:
+        wheels = nightly_builds(f"{url}/", cuda="cu130", python="3.11", platform=OLD_GLIBC)
+    assert [w.filename for w in wheels] == [names[2], names[4], names[5]]
+    template = Cell(id="", channel=Channel.NIGHTLY, version="", cuda="cu130", python="3.11")
+    got = build_candidates(wheels, older="2025-08-01", newer="2025-08-03", older_flag="--good",
+                           newer_flag="--bad", cell_template=template)
+    assert [c.cell.id for c in got.candidates] == ["nightly-20250801-10-cu130-cp311",
+                                                   "nightly-20250802-2-cu130-cp311",
+                                                   "nightly-20250803-cu130-cp311"]
