@@ -5,7 +5,8 @@ probe the file `pip install torch==V+<cuda>` installs, and say so.
 * Re-spins: 2.10.0 is listed first as a bad build and again as its good re-spin `-3`; pip installs
   the re-spin, so the first bad release is 2.10.1, never 2.10.0.
 * Labels: with `--cuda cu124` an unlabelled `torch-2.10.0` (bad) is listed before
-  `torch-2.10.0+cu124` (good); the labelled one is the cu124 build, so again 2.10.1.
+  `torch-2.10.0+cu124` (good); the labelled one is the cu124 build, so again 2.10.1 — a yanked
+  file, probed (pip installs it for an `==` pin) and said to be yanked.
 
 Each stand-in wheel carries its own file name; the script writes it to a file, so the test asserts
 which file was installed, not only the answer.
@@ -48,10 +49,11 @@ def html_index(root: Path, names: list[str]) -> None:
         f'<a href="{n.replace("+", "%2B")}">{n}</a><br/>' for n in names) + "\n</body></html>\n")
 
 
-def json_index(root: Path, names: list[str]) -> None:
+def json_index(root: Path, names: list[str], yanked: dict[str, str]) -> None:
     (root / "torch" / "index.json").write_text(json.dumps({
         "meta": {"api-version": "1.1"}, "name": "torch",
-        "files": [{"filename": n, "url": n.replace("+", "%2B"), "hashes": {}} for n in names]}))
+        "files": [{"filename": n, "url": n.replace("+", "%2B"), "hashes": {}}
+                  | ({"yanked": yanked[n]} if n in yanked else {}) for n in names]}))
     (root / "torch" / "index.html").write_text("<html><body>torch</body></html>")  # never read
 
 
@@ -95,7 +97,7 @@ def test_the_labelled_twin_is_the_cuda_build_asked_for(tmp_path):
              standin(index, "2.10.0+cu124", bad=False),
              standin(index, "2.10.1+cu124", bad=True),
              standin(index, "2.11.0+cu124", bad=True)]
-    json_index(tmp_path / "index", names)
+    json_index(tmp_path / "index", names, yanked={names[3]: "wrong CUDA graphs"})
     with serve(tmp_path / "index") as url:
         done, installed = bisect(tmp_path, f"{url}/", "cu124")
     assert done.returncode == 0, done.stderr
@@ -103,5 +105,10 @@ def test_the_labelled_twin_is_the_cuda_build_asked_for(tmp_path):
     assert (result["last_good"]["version"], result["first_bad"]["version"]) == (
         "2.10.0+cu124", "2.10.1+cu124")
     assert names[2] in installed and names[1] not in installed
+    # the yanked first bad is probed, as pip installs it for ==2.10.1, and said to be yanked
+    assert result["first_bad"]["yanked"] == "wrong CUDA graphs"
+    assert result["yanked"] == {"2.10.1+cu124": "wrong CUDA graphs"}
+    assert ("yanked:     2.10.1+cu124 (wrong CUDA graphs) (yanked on the index, probed: pip "
+            "installs a yanked file for an == pin)") in done.stdout.splitlines()
     assert done.stdout.splitlines()[0] == ("the first bad release is 2.10.1+cu124 (exact: the "
                                            "release before it, 2.10.0+cu124, is good)")

@@ -257,3 +257,17 @@ def test_a_nightly_re_spin_is_chosen_by_its_build_number(tmp_path):
     assert [c.cell.id for c in got.candidates] == ["nightly-20250801-10-cu130-cp311",
                                                    "nightly-20250802-2-cu130-cp311",
                                                    "nightly-20250803-cu130-cp311"]
+
+
+def test_the_page_row_names_a_re_spin_and_marks_a_yanked_file():
+    import dataclasses
+
+    from torchbisect.report.rows import build_row
+    from torchbisect.report.synthetic import synthetic_run
+
+    run = synthetic_run("2.10.0+cu130", cell_id="stable-2.10.0-3-cu130-cp312")
+    run = dataclasses.replace(run, cell=dataclasses.replace(run.cell, yanked="broken wheel"))
+    row = build_row(run, ())
+    assert (row.label, row.sub) == ("2.10.0", "cu130 · py3.12 · build 3 · yanked")
+    assert ("yanked", "broken wheel") in row.facts
+    assert run.cell.to_json()["yanked"] == "broken wheel"
