@@ -210,6 +210,8 @@ def test_bisect_probes_each_releases_pip_file_and_says_what_it_skipped(index):
     yanked = candidates(BisectOptions(good="2.5.0", bad="2.9.0", cuda="cu124", python="3.11",
                                       platform=OLD_GLIBC, index_url=index))
     assert [c.cell.yanked for c in yanked.candidates] == [None, "broken CUDA graphs", None]
+    assert (f"release 2.5.0: its file {_whl('2.5.0', platform='manylinux1_x86_64')} has no CUDA "
+            "label; its metadata pins cu124's runtime, so it is the cu124 build") in yanked.notes
     assert ("release 2.7.1+cu124 is yanked on the index (broken CUDA graphs); it is probed, as "
             "pip installs a yanked file for an == pin") in yanked.notes
 

@@ -128,6 +128,9 @@ def build_release_candidates(builds: Any, *, older: str, newer: str, older_flag:
               "pip installs a yanked file for an == pin" for c in cands if c.yanked is not None]
     notes += [f"release {c.version}: probing its re-spin, build {c.build} ({c.wheel.filename}), "
               "the file pip installs" for c in cands if c.build]
+    notes += [f"release {c.version}: its file {c.wheel.filename} has no CUDA label; its metadata "
+              f"pins {c.cell.cuda}'s runtime, so it is the {c.cell.cuda} build"
+              for c in cands if not getattr(c.wheel, "local", "x")]
     return CandidateList(candidates=cands, missing=missing, notes=tuple(notes))
 
 

@@ -123,7 +123,8 @@ def host_platform() -> str:
 def runner_platform() -> str:
     """This machine's own platform tag, its glibc included ("manylinux_2_36_x86_64"): what
     `plan` resolves for when no --platform is given."""
-    return next((p for p in ptags.platform_tags() if p.startswith("manylinux_")), host_platform())
+    return next((p for p in ptags.platform_tags() if p.startswith(("manylinux_", "musllinux_"))),
+                host_platform())
 
 
 def python_of(wheel: Wheel) -> str | None:
