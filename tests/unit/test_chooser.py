@@ -156,11 +156,12 @@ def test_manylinux_glibc_is_compared_with_the_runners():
     assert len(compatible(wheels, python="3.11", platform="linux_x86_64")) == 2  # glibc unsaid
 
 
-def plan(index: str, tmp_path: Path, versions: str, *, cuda: str = "cu124"):
+def plan(index: str, tmp_path: Path, versions: str, *, cuda: str = "cu124",
+         platform: str = OLD_GLIBC):
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(f"stable:\n  versions: [{versions}]\n  cuda: {cuda}\n"
                       f"indexes:\n  stable: {index}\n")
-    return build_plan(load_matrix(matrix), lock=None, python="3.11", platform=OLD_GLIBC,
+    return build_plan(load_matrix(matrix), lock=None, python="3.11", platform=platform,
                       driver="580.65.06", today=date(2026, 12, 4))
 
 
@@ -273,3 +274,35 @@ def test_the_page_row_names_a_re_spin_and_marks_a_yanked_file():
     assert (row.label, row.sub) == ("2.10.0", "cu130 · py3.12 · build 3 · yanked")
     assert ("yanked", "broken wheel") in row.facts
     assert run.cell.to_json()["yanked"] == "broken wheel"
+
+
+def test_a_pypi_shaped_folder_plans_each_wheel_as_the_cuda_its_own_metadata_pins(tmp_path):
+    """The issue's case: a 2.3.0 wheel without a +cu label, its METADATA pinning CUDA 12.1,
+    planned from a local folder with `cuda: cu128`, was the cell stable-2.3.0-cu128-cp311."""
+    from helpers import write_wheel
+
+    folder = tmp_path / "wheels"
+    for fixture in ("torch-2.3.0-cp311-cp311-manylinux1_x86_64.whl",
+                    "torch-2.7.1-cp311-cp311-manylinux_2_28_x86_64.whl"):
+        text = (METADATA / f"{fixture}.metadata").read_text()
+        requires = tuple(line.split(": ", 1)[1] for line in text.splitlines()
+                         if line.startswith("Requires-Dist: "))
+        version, tag = fixture[len("torch-"):-len(".whl")].split("-", 1)
+        write_wheel(folder, version, {"torch/__init__.py": ""}, tag=tag, requires=requires)
+
+    def planned(cuda: str):
+        return plan(str(folder), tmp_path, "2.3.0, 2.7.1", cuda=cuda, platform=M28)
+
+    got = planned("cu128")
+    assert got.cells == ()
+    assert {m.what: m.reason for m in got.missing} == {
+        "2.3.0": "cu128: its wheel torch-2.3.0-cp311-cp311-manylinux1_x86_64.whl is a cu121 "
+                 "build (its metadata pins that CUDA)",
+        "2.7.1": "cu128: its wheel torch-2.7.1-cp311-cp311-manylinux_2_28_x86_64.whl is a cu126 "
+                 "build (its metadata pins that CUDA)"}
+    auto = planned("auto")
+    assert [(c.id, name(c.url)) for c in auto.cells] == [
+        ("stable-2.3.0-cu121-cp311", "torch-2.3.0-cp311-cp311-manylinux1_x86_64.whl"),
+        ("stable-2.7.1-cu126-cp311", "torch-2.7.1-cp311-cp311-manylinux_2_28_x86_64.whl")]
+    assert [(c.id, c.cuda) for c in planned("cu121").cells] == [
+        ("stable-2.3.0-cu121-cp311", "cu121")]
