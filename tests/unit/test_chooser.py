@@ -306,3 +306,25 @@ def test_a_pypi_shaped_folder_plans_each_wheel_as_the_cuda_its_own_metadata_pins
         ("stable-2.7.1-cu126-cp311", "torch-2.7.1-cp311-cp311-manylinux_2_28_x86_64.whl")]
     assert [(c.id, c.cuda) for c in planned("cu121").cells] == [
         ("stable-2.3.0-cu121-cp311", "cu121")]
+
+
+def test_a_release_answer_names_its_missing_releases_and_the_re_spin():
+    from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
+    from torchbisect.report.bisection_text import render_text
+
+    good = NightlyPoint(date="", version="2.10.0+cu130", verdict=Outcome.GOOD, build="3")
+    bad = NightlyPoint(date="", version="2.12.0+cu130", verdict=Outcome.BAD, yanked="")
+    result = BisectResult(direction=Direction.REGRESSION, case="c", cuda="cu130", python="3.11",
+                          before=good, after=bad, probes=3, points=(good, bad),
+                          missing=("2.11.0",))
+    text = render_text(result, new_runs=3).splitlines()
+    assert text[0] == ("the first bad release is 2.12.0+cu130 (exact: the release before it, "
+                       "2.10.0+cu130 (build 3), is good)")
+    assert "missing:    2.11.0 (listed on the index without a build for this runner)" in text
+    assert ("yanked:     2.12.0+cu130 (yanked on the index, probed: pip installs a yanked file "
+            "for an == pin)") in text
+    doc = result.to_json()
+    assert (doc["last_good"]["build"], doc["first_bad"]["yanked"], doc["yanked"]) == (
+        "3", "", {"2.12.0+cu130": ""})
+    assert "build" not in doc["first_bad"] and "yanked" not in doc["last_good"]
+    assert BisectResult.from_json(doc).before == good
