@@ -6,9 +6,13 @@ must give one wheel one id, or neither finds the other's stored verdict.  The sh
     stable-2.15.0-cu132-cp312            test-2.16.0-cu132-cp312       (a release, an rc)
     nightly-20261001-cu130-cp312                                        (one build that date)
     nightly-20261001-2.17.0-cu130-cp312                                 (a date with two builds)
+    stable-2.10.0-3-cu130-cp312          stable-2.3.0-unknown-cp312    (a re-spin; CUDA unsaid)
     dev-<name>   preinstalled   preinstalled-<label>-cp312              (named, not derived)
     commit-<sha12>-on-nightly-20261001-cu130-cp312        (a commit's Python on a nightly's binary)
 
+A re-spin (a file with a PEP 427 build tag, `torch-2.10.0-3-cp312-…whl`) is another build than
+the original: its build tag follows the version, so a verdict on one never stands for the other.
+The CUDA part is what the build says (index/cuda.py): "unknown" when it says nothing.
 A `--script` run is not a probe run of its build: its id ends in `-script-<sha12>`, so it never
 stands in for the probe's verdict on the page.
 
@@ -30,7 +34,7 @@ PREINSTALLED = "preinstalled"
 COMMIT = "commit"
 _BUILD = re.compile(
     r"(?P<channel>stable|test|nightly)-(?P<key>[^-]+)(?:-(?P<version>\d+(?:\.\d+)+))?"
-    r"-(?P<cuda>[^-]+)-(?P<python>cp\d+t?)(?:-(?P<variant>script-[0-9a-f]+))?")
+    r"(?:-(?P<build>\d+[^-.]*))?-(?P<cuda>[^-]+)-(?P<python>cp\d+t?)(?:-(?P<variant>script-[0-9a-f]+))?")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,6 +45,7 @@ class CellId:
     channel: Channel
     key: str
     version: str = ""
+    build: str = ""  # a re-spin's PEP 427 build tag ("3"), or ""
     cuda: str = ""
     python: str = ""  # "cp312"
     variant: str = ""  # "script-<sha12>", or ""
@@ -69,18 +74,25 @@ def build_tag(version: str) -> str:
     return local if _BUILD_TAG.fullmatch(local) else ""
 
 
-def release(channel: Channel, version: str, cuda: str, python: str, probe: str = "") -> str:
-    """`stable-2.15.0-cu132-cp312` (or `test-…`)."""
-    return _variant(f"{channel.value}-{version}-{cuda}-{_tag(python)}", probe)
+def release(channel: Channel, version: str, cuda: str, python: str, probe: str = "", *,
+            build: str = "") -> str:
+    """`stable-2.15.0-cu132-cp312` (or `test-…`); `stable-2.10.0-3-cu130-cp312` for the file of
+    build tag 3."""
+    return _variant(f"{channel.value}-{version}{_build(build)}-{cuda}-{_tag(python)}", probe)
 
 
-def nightly(day: str, cuda: str, python: str, *, bump_version: str = "", probe: str = "") -> str:
+def _build(build: str) -> str:
+    return f"-{build}" if build else ""
+
+
+def nightly(day: str, cuda: str, python: str, *, bump_version: str = "", probe: str = "",
+            build: str = "") -> str:
     """`nightly-20261001-cu130-cp312`; `day` is YYYY-MM-DD or YYYYMMDD.
 
     `bump_version` ("2.17.0", a base version) is given only when the date has two builds, around
     a version bump: both keep a cell then, and the version keeps their ids apart.
     """
-    extra = f"-{bump_version}" if bump_version else ""
+    extra = (f"-{bump_version}" if bump_version else "") + _build(build)
     return _variant(f"nightly-{day.replace('-', '')}{extra}-{cuda}-{_tag(python)}", probe)
 
 

@@ -86,12 +86,17 @@ class Cell:
     # A preinstalled cell: the interpreter whose torch it tests, by name or path; None: the
     # default one (the interpreter running torchbisect; `python3` in an image).
     interpreter: str | None = None
+    # The index had yanked this file (PEP 592): its reason, "" when none was given; None when it
+    # was not.  pip installs a yanked file for an `==` pin, with a warning: it is probed, and said.
+    yanked: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["channel"] = self.channel.value
         data["cases"] = list(self.cases)
         data["env"] = dict(self.env)
+        if self.yanked is None:
+            del data["yanked"]  # a build that was not yanked reads as it did before the field
         return data
 
     @classmethod

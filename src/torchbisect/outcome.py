@@ -41,6 +41,13 @@ class NightlyPoint:
     # A main-branch commit run as an overlay on this nightly's binary (`bisect --pytorch-repo`);
     # "" for the nightly (or release) itself.
     commit: str = ""
+    build: str = ""  # the file's PEP 427 build tag ("3" for a re-spin), "" for none
+    yanked: str | None = None  # the index had yanked the file: its reason ("" for none given)
+
+    @property
+    def named(self) -> str:
+        """The build as the text names it: its version, and a re-spin's build tag."""
+        return self.version + (f" (build {self.build})" if self.build else "")
 
     def __post_init__(self) -> None:
         # Read back from JSON (a store, a --json file) the verdict is text: it becomes the enum
@@ -55,8 +62,10 @@ class NightlyPoint:
 
     def to_json(self) -> dict[str, Any]:
         data = {**asdict(self), "verdict": self.verdict.value}
-        if not self.commit:
-            del data["commit"]  # a nightly's point reads as it did before commits were bisected
+        # a nightly's point reads as it did before commits, re-spins and yanks were told apart
+        for key, unset in (("commit", ""), ("build", ""), ("yanked", None)):
+            if data[key] == unset:
+                del data[key]
         return data
 
 
@@ -111,6 +120,11 @@ class BisectResult:
         return "nightly" if any(p.date for p in ends) else "release"
 
     @property
+    def yanked(self) -> dict[str, str]:
+        """The builds probed whose file the index had yanked, by key, with the reason given."""
+        return {p.key: p.yanked for p in self.points if p.yanked is not None}
+
+    @property
     def pair_names(self) -> tuple[str, str]:
         if self.direction is Direction.REGRESSION:
             return "last good", "first bad"
@@ -131,6 +145,7 @@ class BisectResult:
             "points": [p.to_json() for p in self.points],
             "unknown": list(self.unknown),
             "missing": list(self.missing),
+            "yanked": self.yanked,
             "compare_url": self.compare_url,
             "commits": list(self.commits),
             "rule": self.rule,

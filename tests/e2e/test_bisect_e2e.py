@@ -137,7 +137,7 @@ def test_release_ends_bisect_the_releases_in_between(tmp_path):
     folder = tmp_path / "wheels"
     folder.mkdir()
     for i, version in enumerate(RELEASES):
-        standin_wheel(folder, version, f"{i:040x}")
+        standin_wheel(folder, f"{version}+cpu", f"{i:040x}")
     standin_wheel(folder, "2.15.0rc1", "f" * 40)
     standin_wheel(folder, "2.16.0.dev20251001", "e" * 40)
     script = ("python -c \"import sys, torch; "
@@ -151,7 +151,8 @@ def test_release_ends_bisect_the_releases_in_between(tmp_path):
                           timeout=600)
     assert done.returncode == 0, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
-    assert (result["last_good"]["version"], result["first_bad"]["version"]) == ("2.11.0", "2.12.0")
+    assert (result["last_good"]["version"], result["first_bad"]["version"]) == ("2.11.0+cpu",
+                                                                                "2.12.0+cpu")
     assert result["first_bad"]["git_version"] == f"{4:040x}"
     assert result["compare_url"] == ("https://github.com/pytorch/pytorch/compare/"
                                      f"{3:040x}...{4:040x}")

@@ -18,6 +18,7 @@ from torchbisect.backends import BackendOptions, choose_backend
 from torchbisect.bisect.candidates import build_release_candidates
 from torchbisect.bisect.driver import Bisector
 from torchbisect.bisect.verdicts import Rule, ScriptAborted, check_script_run
+from torchbisect.index.choose import Chooser
 from torchbisect.index.fetch import fetch_wheels
 from torchbisect.model import Cell, Channel, RunStatus
 from torchbisect.outcome import Direction, Outcome
@@ -88,11 +89,12 @@ def test_the_script_runs_with_the_build_first_on_path(wheel, tmp_path):
 def release_bisection(tmp_path: Path, backend, *, script: str, image: str | None = None):
     folder = tmp_path / "index"
     for minor in range(9, 15):
-        fake_torch_wheel(folder, f"2.{minor}.0", git_version=f"{minor:040x}")
+        fake_torch_wheel(folder, f"2.{minor}.0+cpu", git_version=f"{minor:040x}")
     rule = Rule(script=script)
     template = Cell(id="", channel=Channel.STABLE, version="", cuda="cpu", python=PY,
                     probe=rule.probe_name, timeout=300, base_image=image)
-    cands = build_release_candidates(fetch_wheels(str(folder)), older="2.9.0", newer="2.14.0",
+    builds = Chooser().builds(fetch_wheels(str(folder)), cuda="cpu", python=PY)
+    cands = build_release_candidates(builds, older="2.9.0", newer="2.14.0",
                                      older_flag="--good", newer_flag="--bad",
                                      cell_template=template)
     with Store(tmp_path / "results.sqlite") as store:
@@ -126,5 +128,6 @@ def test_a_script_bisects_with_the_docker_backend(tmp_path):
     in_container = f"test -e {tmp_path / 'host-only'} && exit 200; {DECIDE}"
     versions, result, stored = release_bisection(tmp_path, backend, script=in_container,
                                                  image=image)
-    assert (versions[result.last_good], versions[result.first_bad]) == ("2.11.0", "2.12.0")
+    assert (versions[result.last_good], versions[result.first_bad]) == ("2.11.0+cpu",
+                                                                        "2.12.0+cpu")
     assert stored and all(r.backend == "docker" and r.status is RunStatus.OK for r in stored)

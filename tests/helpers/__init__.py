@@ -164,19 +164,24 @@ def fake_torch_wheel(folder: Path, version: str = "2.99.0+cpu", git_version: str
 
 
 def write_wheel(folder: Path, version: str, files: dict[str, str], *,
-                tag: str = "py3-none-any") -> Path:
+                tag: str = "py3-none-any", build: str = "", requires: tuple[str, ...] = ()
+                ) -> Path:
     """An installable wheel named torch holding `files`: dist-info (METADATA, WHEEL, RECORD with
-    real hashes) is added, so pip and uv accept it.  The one wheel writer of the test suite."""
+    real hashes) is added, so pip and uv accept it.  The one wheel writer of the test suite.
+    `build` is a PEP 427 build tag (a re-spin: `torch-2.10.0-3-…whl`); `requires` are
+    Requires-Dist lines of its METADATA."""
     folder.mkdir(parents=True, exist_ok=True)
     dist = f"torch-{version}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires)
     files = {**files,
-             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n",
+             f"{dist}/METADATA": metadata,
              f"{dist}/WHEEL": ("Wheel-Version: 1.0\nGenerator: tests\n"
                                f"Root-Is-Purelib: {str(tag.endswith('-any')).lower()}\n"
-                               f"Tag: {tag}\n")}
+                               + (f"Build: {build}\n" if build else "") + f"Tag: {tag}\n")}
     record = [f"{name},sha256={_b64(text)},{len(text.encode())}" for name, text in files.items()]
     files[f"{dist}/RECORD"] = "\n".join([*record, f"{dist}/RECORD,,"]) + "\n"
-    path = folder / f"torch-{version}-{tag}.whl"
+    path = folder / f"torch-{version}{'-' + build if build else ''}-{tag}.whl"
     with zipfile.ZipFile(path, "w") as zf:
         for name, text in files.items():
             zf.writestr(name, text)

@@ -7,6 +7,7 @@ from datetime import date
 
 import pytest
 from helpers.indexserver import fake_wheel, make_nightly_index, make_release_index, serve, sha256
+from packaging.tags import Tag
 
 from torchbisect.bench.nightly_index import daily
 from torchbisect.errors import IndexUnreachable
@@ -40,7 +41,7 @@ def test_stable_page_decodes_plus_and_reads_fragment_hashes(pytorch):
     assert first.filename == "torch-2.3.0+cu121-cp38-cp38-linux_x86_64.whl"
     assert first.url == f"{pytorch}/whl/cu121/torch-2.3.0%2Bcu121-cp38-cp38-linux_x86_64.whl"
     assert (first.version, first.public_version, first.local) == ("2.3.0+cu121", "2.3.0", "cu121")
-    assert (first.python_tag, first.abi_tag, first.platform_tag) == ("cp38", "cp38", "linux_x86_64")
+    assert first.tags == {Tag("cp38", "cp38", "linux_x86_64")} and first.build == ()
     assert first.nightly_date is None
     assert first.sha256 == sha256(fake_wheel(first.filename))
     assert first.metadata_sha256 and len(first.metadata_sha256) == 64

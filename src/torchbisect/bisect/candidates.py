@@ -2,9 +2,11 @@
 ends, or, when both ends are release versions (`--good 2.12.0 --bad 2.15.0`), every release
 between them ("which release first had it?").
 
-Pure: it takes wheels already read from the index (and filtered for CUDA tag, Python and platform)
-and the `--good`/`--bad` flags, and returns candidates in order plus notes for the user.
-An end whose date has no nightly widens to the nearest date that has one, and says so.
+Pure: it takes the builds the chooser (index/choose.py) picked from the index — the file of each
+version that pip would install on this runner for the CUDA tag — and the `--good`/`--bad` flags,
+and returns candidates in order plus notes for the user.  An end whose date has no nightly widens
+to the nearest date that has one, and says so; a release listed without a build for this runner
+is missing, with why; a yanked file is probed (pip installs it for an `==` pin) and said to be.
 """
 
 from __future__ import annotations
@@ -36,6 +38,16 @@ class Candidate:
     commit: str = ""  # a main-branch commit overlaid on this nightly's binary (bisect/narrow.py)
 
     @property
+    def build(self) -> str:
+        """The wheel's PEP 427 build tag ("3" for a re-spin), "" for none."""
+        return getattr(self.wheel, "build_label", "")
+
+    @property
+    def yanked(self) -> str | None:
+        """The index's reason when the file is yanked ("" for none given); None when not."""
+        return getattr(self.wheel, "yanked", None)
+
+    @property
     def key(self) -> str:
         """What the user calls it: a commit's short sha, a nightly's date, a release's version."""
         return self.commit[:12] or self.date or self.version
@@ -44,15 +56,17 @@ class Candidate:
     def label(self) -> str:
         if self.commit:
             return f"commit {self.commit[:12]} on the {self.date} nightly's binary"
-        return f"the {self.date} nightly ({self.version})" if self.date else \
-            f"release {self.version}"
+        named = self.version + (f", build {self.build}" if self.build else "")
+        return f"the {self.date} nightly ({named})" if self.date else f"release {named}"
 
 
 @dataclass(frozen=True, kw_only=True)
 class CandidateList:
     candidates: tuple[Candidate, ...]
-    notes: tuple[str, ...] = ()  # widened ends, dropped duplicate versions
-    missing: tuple[str, ...] = ()  # dates inside the range with no nightly on the index
+    notes: tuple[str, ...] = ()  # widened ends, dropped duplicate versions, skipped releases
+    # dates inside the range with no nightly on the index; releases listed there without a
+    # build for this runner (their reasons are in `notes`)
+    missing: tuple[str, ...] = ()
 
     def between(self, first: str, last: str) -> CandidateList:
         """The nightlies from `first` to `last` (dates, both included); the notes were said."""
@@ -86,32 +100,50 @@ def release_of(text: str) -> str | None:
     return version.public
 
 
-def build_release_candidates(wheels: Iterable[Any], *, older: str, newer: str, older_flag: str,
+def build_release_candidates(builds: Any, *, older: str, newer: str, older_flag: str,
                              newer_flag: str, cell_template: Cell) -> CandidateList:
-    """Every final release from `older` to `newer` that the index has for this build."""
+    """Every final release from `older` to `newer` that the index has for this build.
+
+    `builds` is the chooser's answer (`index.choose.Builds`) over the index's final releases:
+    the file of each version for this runner, and why the others have none."""
     check_order(Version(older), Version(newer), shown=(older, newer), older_flag=older_flag,
                 unit="release")
-    by_version = {}
-    for wheel in wheels:
-        public = release_of(wheel.version)
-        if public and (not wheel.local or wheel.local == cell_template.cuda):
-            by_version.setdefault(public, wheel)
+    chosen, skipped = builds.chosen, builds.skipped
     for end, flag in ((older, older_flag), (newer, newer_flag)):
-        if end not in by_version:
-            near = ", ".join(sorted(by_version, key=Version)[-5:]) or "none"
-            raise ConfigError(f"{flag} {end} is not on the index for {cell_template.cuda} / "
-                              f"Python {cell_template.python}; releases there include {near}")
-    chosen = sorted((v for v in by_version if Version(older) <= Version(v) <= Version(newer)),
-                    key=Version)
-    cands = tuple(_release_candidate(by_version[v], v, cell_template) for v in chosen)
-    return CandidateList(candidates=cands)
+        if end in chosen:
+            continue
+        if end in skipped:
+            raise ConfigError(f"{flag} {end} has no build for this runner on the index "
+                              f"({cell_template.cuda}, Python {cell_template.python}): "
+                              f"{skipped[end]}")
+        near = ", ".join(sorted(chosen, key=Version)[-5:]) or "none"
+        raise ConfigError(f"{flag} {end} is not on the index for {cell_template.cuda} / "
+                          f"Python {cell_template.python}; releases there include {near}")
+    inside = lambda v: Version(older) <= Version(v) <= Version(newer)  # noqa: E731
+    cands = tuple(_release_candidate(chosen[v], v, cell_template)
+                  for v in sorted(filter(inside, chosen), key=Version))
+    missing = tuple(sorted(filter(inside, skipped), key=Version))
+    notes = [f"release {v} is left out: {skipped[v]}" for v in missing]
+    notes += [f"release {c.version} is yanked on the index{_why(c.yanked)}; it is probed, as "
+              "pip installs a yanked file for an == pin" for c in cands if c.yanked is not None]
+    notes += [f"release {c.version}: probing its re-spin, build {c.build} ({c.wheel.filename}), "
+              "the file pip installs" for c in cands if c.build]
+    notes += [f"release {c.version}: its file {c.wheel.filename} has no CUDA label; its metadata "
+              f"pins {c.cell.cuda}'s runtime, so it is the {c.cell.cuda} build"
+              for c in cands if not getattr(c.wheel, "local", "x")]
+    return CandidateList(candidates=cands, missing=missing, notes=tuple(notes))
+
+
+def _why(reason: str | None) -> str:
+    return f" ({reason})" if reason else ""
 
 
 def _release_candidate(wheel: Any, version: str, template: Cell) -> Candidate:
     cell_id = cells.release(Channel.STABLE, version, template.cuda, template.python,
-                            template.probe)
+                            template.probe, build=wheel.build_label)
     cell = dataclasses.replace(template, id=cell_id, channel=Channel.STABLE,
-                               version=wheel.version, url=wheel.url, sha256=wheel.sha256)
+                               version=wheel.version, url=wheel.url, sha256=wheel.sha256,
+                               yanked=getattr(wheel, "yanked", None))
     return Candidate(date="", version=wheel.version, wheel=wheel, cell=cell)
 
 
@@ -172,6 +204,8 @@ def build_candidates(wheels: Iterable[Any], *, older: str, newer: str, older_fla
                           "widen --good/--bad")
     cands = tuple(_candidate(by_date[d], d, cell_template, bump=d in bumps) for d in chosen)
     missing = tuple(d for d in _calendar(first, last) if d not in by_date)
+    notes += [f"the {c.date} nightly is yanked on the index{_why(c.yanked)}; it is probed"
+              for c in cands if c.yanked is not None]
     return CandidateList(candidates=cands, notes=(*notes, *filter(None, (note_a, note_b))),
                          missing=missing)
 
@@ -215,10 +249,11 @@ def _widen(days: Sequence[str], want: str, flag: str, *, outward: int,
 def _candidate(wheel: Any, day: str, template: Cell, *, bump: bool) -> Candidate:
     base = Version(wheel.version).base_version if bump else ""
     cell_id = cells.nightly(day, template.cuda, template.python, bump_version=base,
-                            probe=template.probe)
+                            probe=template.probe, build=getattr(wheel, "build_label", ""))
     cell = dataclasses.replace(
         template, id=cell_id, channel=Channel.NIGHTLY,
-        version=wheel.version, url=wheel.url, sha256=wheel.sha256, date=day)
+        version=wheel.version, url=wheel.url, sha256=wheel.sha256, date=day,
+        yanked=getattr(wheel, "yanked", None))
     return Candidate(date=day, version=wheel.version, wheel=wheel, cell=cell)
 
 

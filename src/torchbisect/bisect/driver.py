@@ -252,4 +252,5 @@ def with_rule(cand: Candidate, rule: Rule) -> Candidate:
 def _point(cand: Candidate, judged: Judged) -> NightlyPoint:
     return NightlyPoint(date=cand.date, version=cand.version, verdict=judged.verdict,
                         git_version=judged.git_version, stale_fraction=judged.stale_fraction,
-                        reason=judged.reason, commit=cand.commit)
+                        reason=judged.reason, commit=cand.commit, build=cand.build,
+                        yanked=cand.yanked)

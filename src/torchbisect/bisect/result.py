@@ -9,9 +9,11 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, replace
 
+from packaging.version import InvalidVersion, Version
+
 from ..outcome import BisectResult, Direction, NightlyPoint, Outcome
 from ..utils.clock import now
-from .candidates import CandidateList
+from .candidates import CandidateList, release_of
 from .commits import CommitLookup, compare_url
 from .search import SearchResult
 
@@ -36,7 +38,8 @@ def build_result(search: SearchResult, points: dict[int, NightlyPoint], cands: C
     notes: list[str] = []
     before = _with_main_sha(points[search.last_good], lookup, notes)
     after = _with_main_sha(points[search.first_bad], lookup, notes)
-    first, last = before.date or before.version, after.date or after.version
+    # a release is passed back as its public version: `--good 2.11.0` finds its file again
+    first, last = (p.date or release_of(p.version) or p.version for p in (before, after))
     url = compare_url(before.main_sha, after.main_sha) if before.main_sha and after.main_sha else ""
     if not url:
         notes.append("no compare URL: the main-branch sha of an end is unknown")
@@ -49,7 +52,7 @@ def build_result(search: SearchResult, points: dict[int, NightlyPoint], cands: C
         candidates=tuple(points[i].key for i in search.candidates),
         unknown=tuple(p.key for p in _merged([points[i] for i in search.unknown], extra_points)
                       if p.verdict is Outcome.UNKNOWN),
-        missing=tuple(d for d in cands.missing if first < d < last),
+        missing=tuple(d for d in cands.missing if _between(first, d, last)),
         compare_url=url,
         commits=lookup.commits_between(before.main_sha, after.main_sha),
         rule=ctx.rule,
@@ -57,6 +60,14 @@ def build_result(search: SearchResult, points: dict[int, NightlyPoint], cands: C
         finished=now(timespec="seconds"),
     )
     return result, notes
+
+
+def _between(first: str, key: str, last: str) -> bool:
+    """Dates compare as text; releases as versions (2.9.1 comes before 2.10.0)."""
+    try:
+        return Version(first) < Version(key) < Version(last)
+    except InvalidVersion:
+        return first < key < last
 
 
 def reproduce_line(before: str, after: str, ctx: Context) -> str:

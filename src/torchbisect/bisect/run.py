@@ -169,7 +169,8 @@ def take_back(options: BisectOptions, what: str) -> Forgotten:
 
 
 def candidates(options: BisectOptions) -> CandidateList:
-    from ..index import fetch, tags
+    from ..index import fetch
+    from ..index.choose import Chooser
     from ..plan import indexes
 
     if options.good is None:
@@ -187,9 +188,11 @@ def candidates(options: BisectOptions) -> CandidateList:
     check_order(order(older), order(newer), shown=(older, newer),  # before reading the index
                 older_flag=older_flag, unit="release" if order is Version else "nightly")
     index_url = options.index_url or fetch.default_index(channel.value, options.cuda)
-    if channel is Channel.STABLE:
+    if channel is Channel.STABLE:  # the file pip installs of each release (index/choose.py)
         listed = fetch.reachable(fetch.fetch_wheels(index_url), index_url)
-        wheels = tags.compatible(list(listed), python=options.python, platform=options.platform)
+        wheels = Chooser().builds([w for w in listed if release_of(w.version)],
+                                  cuda=options.cuda, python=options.python,
+                                  platform=options.platform)
     else:
         wheels = indexes.nightly_builds(index_url, cuda=options.cuda, python=options.python,
                                          platform=options.platform)

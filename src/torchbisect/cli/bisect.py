@@ -50,7 +50,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--cuda", default="cu130", metavar="TAG", help="CUDA tag of the wheels (default cu130)")
     add("--python", default=f"{sys.version_info.major}.{sys.version_info.minor}",
         help="Python of the wheels and venvs (default: this interpreter's)")
-    add("--platform", default=None, help="wheel platform (default: this machine's)")
+    add("--platform", default=None, help="wheel platform, e.g. manylinux_2_17_x86_64 for a "
+        "runner with glibc 2.17 (default: this machine's, its glibc included)")
     add("--case", default=None, help=f"probe case that decides (default {DEFAULT_CASE})")
     add("--trials", type=int, default=None, metavar="N",
         help="trials per nightly for racy cases such as side_stream")

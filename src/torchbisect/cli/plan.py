@@ -34,8 +34,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--python", metavar="X.Y",
                         help="Python for entries that name none (default: this interpreter's)")
     parser.add_argument("--platform", metavar="TAG",
-                        help="wheel platform, e.g. linux_x86_64 or linux_aarch64 (default: this "
-                             "machine's)")
+                        help="wheel platform, e.g. manylinux_2_17_x86_64 (a runner with glibc "
+                             "2.17) or linux_aarch64 (any glibc) (default: this machine's, its "
+                             "glibc included)")
     parser.add_argument("--previous-lock", type=Path, metavar="PATH",
                         help="an older lock (e.g. from the last CI run) whose pins are kept for "
                              "cells the current lock lacks; a missing file is ignored")

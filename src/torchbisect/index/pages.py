@@ -3,7 +3,10 @@
 A page that arrived but is not a whole index page raises `Garbled` (fetch.py retries it like a
 network error); one listing more than MAX_FILES files raises `PageTooLarge`, counted before the
 page is parsed so that a million-file page is refused in well under a second.  Links to anything
-but a wheel of the package are left out, and a wheel's name is the decoded end of its URL's path.
+but a wheel of the package are left out, and a wheel's name is the decoded end of its URL's path,
+read by `packaging.utils.parse_wheel_filename` (version, PEP 427 build tag, tags).  A yanked file
+(PEP 592 `data-yanked`, PEP 691 `yanked`) is listed with its reason: pip still installs it for an
+`==` pin, so choosing it is the chooser's job (choose.py), and saying so the answer's.
 Fetching the pages is fetch.py's.
 """
 
@@ -17,8 +20,9 @@ from functools import cache, cached_property
 from pathlib import Path
 from urllib.parse import urljoin, urlparse
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.tags import Tag
+from packaging.utils import BuildTag, InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
 
 from ..errors import IndexUnreachable, ResolveError
 from ..net.links import wheel_name
@@ -30,9 +34,9 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _ANCHOR = re.compile(r"<a\s([^>]*)>", re.IGNORECASE)
 _ATTR = re.compile(r"""([\w-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
 _BASE = re.compile(r"<base\s[^>]*href\s*=\s*[\"']([^\"']+)", re.IGNORECASE)
+_YANKED = re.compile(r"(?:^|\s)data-yanked(?:\s|$)", re.IGNORECASE)  # bare: yanked, no reason
 _ANCHOR_START = re.compile(rb"<a\s", re.IGNORECASE)
 MAX_FILES = 200_000  # 13x the 15,000 files of 1,000 nightly dates with 15 wheels each
-_WHEEL_NAME = re.compile(r"^([^-\s]+)-([^-\s]+)(?:-\d[^-\s]*)?-([^-\s]+)-([^-\s]+)-([^-\s]+)\.whl$")
 
 
 class PageMissing(ResolveError):
@@ -57,46 +61,48 @@ class Wheel:
     version: str  # "2.10.0.dev20250801+cu128"
     public_version: str  # "2.10.0.dev20250801"
     local: str  # "cu128", or "" for a wheel without a local version label
-    python_tag: str  # "cp312" (may be compressed, e.g. "py2.py3")
-    abi_tag: str  # "cp312", "cp313t", "none", "abi3"
-    platform_tag: str  # "manylinux_2_28_x86_64", "win_amd64", …
+    build: BuildTag  # PEP 427 build tag: (3, "") for "torch-2.10.0-3-…whl"; () for none
+    tags: frozenset[Tag]  # (interpreter, abi, platform), compressed tag sets expanded
     nightly_date: str | None  # "YYYY-MM-DD" for a nightly (".devYYYYMMDD"), else None
     metadata_sha256: str | None = None  # data-dist-info-metadata / data-core-metadata
     size: int | None = None  # bytes, from a PEP 691 page's `size`; None when the page gives none
+    yanked: str | None = None  # PEP 592 / 691: None when not yanked, else the reason ("" if none)
 
     @classmethod
     def parse(cls, filename: str, url: str, *, sha256: str | None = None,
-              metadata_sha256: str | None = None, size: int | None = None) -> Wheel:
+              metadata_sha256: str | None = None, size: int | None = None,
+              yanked: str | None = None) -> Wheel:
         """Raise InvalidWheelFilename when `filename` is not a wheel name."""
-        match = _WHEEL_NAME.match(filename)
-        parts = _version_parts(match[2]) if match else None
-        if parts is None:
-            raise InvalidWheelFilename(f"not a wheel file name: {filename!r}")
-        version, public, local, nightly = parts
-        python_tag, abi_tag, platform_tag = match.groups()[2:]
+        _, version, build, tags = _parse_name(filename)
+        version, public, local, nightly = _version_parts(version)
         return cls(filename=filename, url=url, sha256=sha256, version=version,
-                   public_version=public, local=local, python_tag=python_tag, abi_tag=abi_tag,
-                   platform_tag=platform_tag, nightly_date=nightly,
-                   metadata_sha256=metadata_sha256, size=size)
+                   public_version=public, local=local, build=build, tags=tags,
+                   nightly_date=nightly, metadata_sha256=metadata_sha256, size=size,
+                   yanked=yanked)
 
-    @cached_property
-    def tags(self) -> frozenset[tuple[str, str, str]]:
-        """(interpreter, abi, platform) triples, compressed tag sets expanded."""
-        return frozenset((i, a, p) for i in self.python_tag.split(".")
-                         for a in self.abi_tag.split(".") for p in self.platform_tag.split("."))
+    @property
+    def build_label(self) -> str:
+        """The build tag as the file name spells it ("3", "10"), "" for none."""
+        return "".join(str(part) for part in self.build)
+
+    @property
+    def label(self) -> str:
+        """The build, named: "2.10.0+cu130", "2.10.0+cu130 (build 3)" for a re-spin."""
+        return self.version + (f" (build {self.build_label})" if self.build else "")
 
     @cached_property
     def parsed_version(self) -> Version:
         return Version(self.version)
 
 
+@cache  # a page repeats each file name's parts for nothing: cached per name
+def _parse_name(filename: str) -> tuple[str, Version, BuildTag, frozenset[Tag]]:
+    return parse_wheel_filename(filename)
+
+
 @cache  # a page repeats each version for every Python and platform
-def _version_parts(text: str) -> tuple[str, str, str, str | None] | None:
-    """(version, public version, local label, nightly date) of a version string; None if invalid."""
-    try:
-        version = Version(text)
-    except InvalidVersion:
-        return None
+def _version_parts(version: Version) -> tuple[str, str, str, str | None]:
+    """(version, public version, local label, nightly date) of a parsed version."""
     stamp = str(version.dev or "")
     nightly = f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:]}" if len(stamp) == 8 else None
     return str(version), version.public, version.local or "", nightly
@@ -138,7 +144,8 @@ def _from_html(text: str, base: str, package: str) -> list[Wheel]:
             urljoin(base, href)
         meta = attrs.get("data-dist-info-metadata") or attrs.get("data-core-metadata") or ""
         wheel = _wheel(url, package, sha256=_hash_value(fragment),
-                       metadata_sha256=_hash_value(meta))
+                       metadata_sha256=_hash_value(meta),
+                       yanked=attrs.get("data-yanked", "" if _YANKED.search(anchor[1]) else None))
         if wheel:
             wheels.append(wheel)
     return wheels
@@ -155,21 +162,31 @@ def _from_json(text: str, base: str, package: str) -> list[Wheel]:
         files = [(f["url"], f["filename"], f["hashes"]) for f in doc["files"]]
         metas = [f.get("core-metadata", f.get("dist-info-metadata")) for f in doc["files"]]
         sizes = [f.get("size") for f in doc["files"]]
+        yanks = [_json_yanked(f.get("yanked")) for f in doc["files"]]
     except (ValueError, KeyError, TypeError) as err:
         raise Garbled(f"not a PEP 691 JSON page ({err.__class__.__name__}: {err})") from None
     wheels = []
-    for (url, filename, hashes), meta, size in zip(files, metas, sizes, strict=True):
+    for (url, filename, hashes), meta, size, yanked in zip(files, metas, sizes, yanks,
+                                                            strict=True):
         wheel = _wheel(urljoin(base, url), package, filename=filename,
                        sha256=hashes.get("sha256") if isinstance(hashes, dict) else None,
                        metadata_sha256=meta.get("sha256") if isinstance(meta, dict) else None,
-                       size=size if type(size) is int and size >= 0 else None)
+                       size=size if type(size) is int and size >= 0 else None, yanked=yanked)
         if wheel:
             wheels.append(wheel)
     return wheels
 
 
+def _json_yanked(value: object) -> str | None:
+    """PEP 691: `yanked` is false, true, or the reason (a string, meaning yanked)."""
+    if value is True:
+        return ""
+    return value if isinstance(value, str) else None
+
+
 def _wheel(url: str, package: str, *, filename: str | None = None, sha256: str | None,
-           metadata_sha256: str | None, size: int | None = None) -> Wheel | None:
+           metadata_sha256: str | None, size: int | None = None,
+           yanked: str | None = None) -> Wheel | None:
     """A Wheel for `package`, or None for other files (sdists, other projects, odd names)."""
     # The name is the decoded end of the URL's *path* (never of a query): the download is saved
     # under it, so anything that could leave the download folder is not a candidate.
@@ -180,7 +197,8 @@ def _wheel(url: str, package: str, *, filename: str | None = None, sha256: str |
     filename = named
     try:
         return Wheel.parse(filename, url, sha256=_hex(sha256),
-                           metadata_sha256=_hex(metadata_sha256), size=size)
+                           metadata_sha256=_hex(metadata_sha256), size=size,
+                           yanked=None if yanked is None else _reason(yanked))
     except InvalidWheelFilename:
         return None
 
@@ -207,6 +225,11 @@ def read_folder(folder: Path, package: str) -> list[Wheel]:
     wheels = [_wheel(str(p.resolve()), package, filename=p.name, sha256=None,
                      metadata_sha256=None) for p in files]
     return [w for w in wheels if w]
+
+
+def _reason(text: str) -> str:
+    """A yank's reason as it may be said: printable, one line, at most 200 characters."""
+    return " ".join("".join(c for c in text if c.isprintable()).split())[:200]
 
 
 def _hash_value(text: str) -> str | None:

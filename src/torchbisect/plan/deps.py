@@ -2,16 +2,17 @@
 the size of each, so that `plan` can say what a first run downloads.
 
 A torch wheel declares its CUDA libraries as pinned requirements (`nvidia-cublas-cu12==12.8.4.1;
-platform_system == "Linux" and platform_machine == "x86_64"`) in its core metadata, which an
-index serves at `<wheel URL>.metadata` (PEP 658/714; PyPI serves it even where its page leaves
-the mark out, so the file is asked for, and a 404 means none).  The requirements are read with
-the stdlib's email parser and `packaging`, their markers evaluated for the cell's Python and the
-plan's platform; the `nvidia-*` ones and triton (`triton`, `pytorch-triton`) are kept.  Each pin's
-file is the one the torch wheel's own index lists for that Python and platform (read through
-index/fetch.py like any index), its size the page's PEP 691 `size`, else a HEAD's, else the local
-file's.  Anything not found — no metadata, a requirement without an exact pin, a page that does
-not answer — stays unknown, never guessed: the cost is advice, never a reason to stop.  What is
-learned goes into the lock (`LockedBuild.deps`), so a re-plan asks nothing.
+platform_system == "Linux" and platform_machine == "x86_64"`) in its core metadata, which an index
+serves at `<wheel URL>.metadata` (PEP 658/714; PyPI serves it even where its page leaves the mark
+out, so the file is asked for, and a 404 means none; index/cuda.py reads it, a local wheel's own
+METADATA too). The requirements are read with the stdlib's email parser and `packaging`, their
+markers evaluated for the cell's Python and the plan's platform; the `nvidia-*` ones and triton
+(`triton`, `pytorch-triton`) are kept. Each pin's file is the one the torch wheel's own index lists
+for that Python and platform (read through index/fetch.py like any index), its size the page's PEP
+691 `size`, else a HEAD's, else the local file's. Anything not found — no metadata, a requirement
+without an exact pin, a page that does not answer — stays unknown, never guessed: the cost is
+advice, never a reason to stop. What is learned goes into the lock (`LockedBuild.deps`), so a
+re-plan asks nothing.
 """
 
 from __future__ import annotations
@@ -29,12 +30,12 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import ResolveError
+from ..index.cuda import read_metadata
 from ..index.fetch import fetch_wheels, local_path, reachable
 from ..index.tags import compatible, platform_family
-from ..net import HEAD, PAGE, Deadlines, NetError, request
+from ..net import HEAD, Deadlines, NetError, request
 from .lock import Lock, LockedBuild, LockedDep
 
-METADATA_LIMIT = 4 * 2**20  # torch's METADATA is ~31 KB, its description included
 TRITON = ("triton", "pytorch-triton")
 _WORKERS = 8
 # platform family → (platform_system, platform_machine, sys_platform, os_name) for markers
@@ -92,24 +93,6 @@ def _exact(req: Requirement) -> str | None:
     if len(specs) == 1 and specs[0].operator in ("==", "===") and "*" not in specs[0].version:
         return specs[0].version
     return None
-
-
-def read_metadata(url: str) -> str | None:
-    """The core metadata served beside the wheel at `url`; None when there is none, it is over
-    METADATA_LIMIT or not text, or the index does not answer (asked once)."""
-    path = local_path(url)
-    try:
-        if path is not None:
-            meta = path.with_name(path.name + ".metadata")
-            if meta.stat().st_size > METADATA_LIMIT:
-                return None
-            body = meta.read_bytes()
-        else:
-            with request("GET", url.split("#", 1)[0] + ".metadata", deadlines=PAGE) as answer:
-                body = answer.read(METADATA_LIMIT, f"the metadata of {url}")
-        return body.decode("utf-8")
-    except (OSError, NetError, UnicodeDecodeError):
-        return None
 
 
 def with_deps(lock: Lock, *, known: Lock, platform: str, offline: bool = False,

@@ -5,14 +5,14 @@ offline, lists what the lock knows instead; it answers "which wheels of this cha
 install here", "which nightly builds does each date have", and, for a date without one, why.
 `nightly_builds` is the bisection's list of one index's nightlies, picked by the same rules as
 the matrix's (so both name a build alike).  The other module-level functions are the pure rules:
-which CUDA tags a driver runs, where a channel's index is, which file of a version to keep, how
-release versions are compared, which Python a wheel is for.
+which CUDA tags a driver runs, where a channel's index is, how release versions are compared.
+Which file of a version is the build is the chooser's (index/choose.py), one for every path.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 
@@ -20,6 +20,7 @@ from packaging.version import Version
 
 from ..cells import python_tag
 from ..config.matrix import MatrixConfig
+from ..index.choose import Builds, Chooser
 from ..index.fetch import (
     PageMissing,
     Wheel,
@@ -45,7 +46,10 @@ class IndexView:
         self.driver, self.today, self.offline, self.note, self.fetch = (
             driver, today, offline, note, fetch)
         self._pages: dict[str, tuple | PageMissing] = {}  # by URL; "<channel> <tag>" offline
-        self._fits: dict[tuple[str, str, str], list[Wheel]] = {}
+        self._builds: dict[tuple[str, str, str], Builds] = {}
+        # offline, an unlabelled file's CUDA is what the lock says, never asked of an index
+        known = {b.url: b.cuda for b in lock.builds.values()}
+        self.chooser = Chooser(read=(lambda _: None) if offline else None, known=known)
         self._nights: dict[tuple[str, str], dict[str, list[Wheel]]] = {}
         self._assumed = False
 
@@ -80,26 +84,29 @@ class IndexView:
     def _locked(self, channel: Channel, tag: str) -> tuple[Wheel, ...]:
         key = f"{channel.value} {tag}"
         if key not in self._pages:
-            self._pages[key] = tuple(Wheel.parse(b.filename, b.url, sha256=b.sha256)
+            self._pages[key] = tuple(Wheel.parse(b.filename, b.url, sha256=b.sha256,
+                                                 yanked=b.yanked)
                                      for b in self.lock.builds.values()
                                      if b.channel == channel.value and b.cuda == tag)
         return self._pages[key]
 
-    def fits(self, channel: Channel, tag: str, python: str, *, required: bool) -> list[Wheel]:
-        """The wheels of the (channel, tag) index that install on this runner."""
+    def builds(self, channel: Channel, tag: str, python: str, *, required: bool) -> Builds:
+        """The build of each version the (channel, tag) index lists, as pip would install it
+        on this runner, and why the other versions have none (index/choose.py)."""
         key = (channel.value, tag, python)
-        if key not in self._fits:
-            wheels = compatible(list(self.listing(channel, tag, required=required)),
-                                python=python, platform=self.platform)
-            self._fits[key] = [w for w in wheels if w.local in (tag, "")]
-        return self._fits[key]
+        if key not in self._builds:
+            self._builds[key] = self.chooser.builds(
+                self.listing(channel, tag, required=required), cuda=tag, python=python,
+                platform=self.platform)
+        return self._builds[key]
 
     def by_date(self, tag: str, python: str, *, required: bool = True) -> dict[str, list[Wheel]]:
         if (tag, python) not in self._nights:
             days: dict[str, list[Wheel]] = {}
-            fit = self.fits(Channel.NIGHTLY, tag, python, required=required)
-            for w in one_per_version((w for w in fit if w.nightly_date), tag):
-                days.setdefault(w.nightly_date, []).append(w)
+            chosen = self.builds(Channel.NIGHTLY, tag, python, required=required).chosen
+            for w in chosen.values():
+                if w.nightly_date:
+                    days.setdefault(w.nightly_date, []).append(w)
             self._nights[tag, python] = {d: sorted(ws, key=lambda w: w.parsed_version)
                                          for d, ws in days.items()}
         return self._nights[tag, python]
@@ -108,7 +115,7 @@ class IndexView:
         days: dict[str, list[Wheel]] = {}
         for b in self.lock.builds.values():
             if b.channel == Channel.NIGHTLY.value and b.cuda == tag and b.python == python:
-                wheel = Wheel.parse(b.filename, b.url, sha256=b.sha256)
+                wheel = Wheel.parse(b.filename, b.url, sha256=b.sha256, yanked=b.yanked)
                 if compatible([wheel], python=python, platform=self.platform) and b.date:
                     days.setdefault(b.date, []).append(wheel)
         return {d: sorted(ws, key=lambda w: w.parsed_version) for d, ws in days.items()}
@@ -153,12 +160,11 @@ class IndexView:
 
 def nightly_builds(index_url: str, *, cuda: str, python: str,
                    platform: str | None = None) -> list[Wheel]:
-    """Every nightly on `index_url` installable here, sorted by date then version."""
-    listed = list(reachable(fetch_wheels(index_url), index_url))
-    wheels = [w for w in compatible(listed, python=python, platform=platform)
-              if w.nightly_date and w.local in (cuda, "")]
-    return sorted(one_per_version(wheels, cuda),
-                  key=lambda w: (w.nightly_date, w.parsed_version))
+    """Every nightly on `index_url` installable here, one file per version as pip would install
+    it (index/choose.py), sorted by date then version."""
+    listed = [w for w in reachable(fetch_wheels(index_url), index_url) if w.nightly_date]
+    chosen = Chooser().builds(listed, cuda=cuda, python=python, platform=platform).chosen
+    return sorted(chosen.values(), key=lambda w: (w.nightly_date, w.parsed_version))
 
 
 def driver_supports(cuda: str, driver: str | None) -> bool:
@@ -177,14 +183,6 @@ def index_for(config: MatrixConfig, channel: Channel, cuda: str) -> str:
 
 def tag_order(tag: str) -> int:
     return int(tag[2:]) if tag.startswith("cu") else 0
-
-
-def one_per_version(wheels: Iterable[Wheel], cuda: str) -> list[Wheel]:
-    """Several files of a version can fit (manylinux_2_17 and _2_28): keep one, always the same."""
-    best: dict[str, Wheel] = {}
-    for w in sorted(wheels, key=lambda w: (w.local != cuda, w.filename)):
-        best.setdefault(w.version, w)
-    return list(best.values())
 
 
 def final(version: str) -> bool:

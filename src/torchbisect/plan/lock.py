@@ -7,7 +7,8 @@ same bytes (and a clean `git diff`).  Wheels whose index publishes no sha256 (ni
 locked with `sha256: null` until `plan --hash` or the installer pins them (`pin_sha256`).
 Beside a wheel the lock keeps what `plan` learned to say its cost, so a re-plan asks nothing:
 `size` (bytes) and `deps`, the CUDA libraries and triton its metadata pins, each with the file
-and size found on its index; a lock written before either was kept still loads.
+and size found on its index; a lock written before either was kept still loads.  A file the index
+had yanked keeps the reason (`yanked`), so an offline plan still says so.
 A URL's credentials (`https://user:password@mirror/`) are never written: `url` and `index` are
 kept without their userinfo, and the runner sends the credentials matrix.yaml gives for that
 origin (net/credentials.py), as it does for the index pages.
@@ -85,6 +86,7 @@ class LockedBuild:
     size: int | None = None  # bytes, from a HEAD request (`cost.with_sizes`); omitted if unknown
     # what its metadata pins (`deps.with_deps`); None, omitted: not learned (no metadata, offline)
     deps: tuple[LockedDep, ...] | None = None
+    yanked: str | None = None  # the index's yank reason ("" for none given); omitted: not yanked
 
     @property
     def filename(self) -> str:
@@ -116,7 +118,8 @@ class Lock:
         """Every cell of the plan that has a wheel; nothing else (the lock mirrors the matrix)."""
         return cls(builds={c.id: LockedBuild(channel=c.channel.value, version=c.version,
                                              cuda=c.cuda, python=c.python, url=c.url,
-                                             sha256=c.sha256, date=c.date, index=c.index_url)
+                                             sha256=c.sha256, date=c.date, index=c.index_url,
+                                             yanked=c.yanked)
                            for c in plan.cells if c.url})
 
     def get(self, cell_id: str) -> LockedBuild | None:
@@ -210,7 +213,7 @@ def _entry(build: LockedBuild) -> dict[str, Any]:
     for key in ("url", "index"):  # a committed file: no password, whoever built the lock
         if entry[key]:
             entry[key] = without_userinfo(entry[key])[0]
-    for key in ("size", "deps"):
+    for key in ("size", "deps", "yanked"):
         if entry[key] is None:
             del entry[key]
     for dep in entry.get("deps") or ():
@@ -236,6 +239,8 @@ def _builds(path: Path, doc: Any) -> dict[str, LockedBuild]:
                                           for k, v in entry.items() if k != "deps"}, **deps)
         except TypeError:
             raise ConfigError(_bad(path, f"entry {cell_id!r} has unknown keys")) from None
+        if not isinstance(entry.get("yanked"), str | None):
+            raise ConfigError(_bad(path, f"the yanked of entry {cell_id!r} is not text"))
         if not isinstance(entry.get("size", 0), int | None):
             raise ConfigError(_bad(path, f"the size of entry {cell_id!r} is not a whole number"))
         if not _is_wheel(entry["url"]):  # resolve and the backends use it as a file name

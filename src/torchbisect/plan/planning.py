@@ -18,7 +18,7 @@ from pathlib import Path
 from ..config.matrix import load_matrix
 from ..errors import ConfigError, ResolveError
 from ..index.fetch import local_path
-from ..index.tags import host_platform
+from ..index.tags import host_platform, runner_platform
 from ..model import Plan
 from ..utils.gpus import driver_version
 from .cost import with_sizes
@@ -54,7 +54,7 @@ def plan_and_lock(matrix: Path, *, lock: Path | None = None, previous: Path | No
     locked = Lock.load(path)
     if previous:
         locked = locked.over(Lock.load(previous))
-    platform = platform or host_platform()
+    platform = platform or runner_platform()  # this machine, its glibc included
     with lock_needed_offline(offline and previous is None, path):
         plan = build_plan(config, lock=locked, python=python or _this_python(),
                           platform=platform,

@@ -39,7 +39,6 @@ from .indexes import (
     driver_supports,
     final,
     index_for,
-    one_per_version,
     tag_order,
     within,
 )
@@ -131,7 +130,8 @@ class _Resolver:
         versions = entry.versions if isinstance(entry.versions, list) else ["*"]
         tag = "*" if s.cuda == "auto" else s.cuda
         cp = python_tag(s.python or self.python)
-        return any(ids.may_match(self.select, f"{channel.value}-{v}-{tag}-{cp}")
+        # a re-spin's build tag follows the version (`stable-2.10.0-3-cu130-cp312`)
+        return any(ids.may_match(self.select, f"{channel.value}-{v}*-{tag}-{cp}")
                    for v in versions)
 
     # ---- stable and release candidates
@@ -148,7 +148,8 @@ class _Resolver:
                 missing.append(MissingBuild(channel=channel, what=version, reason=picked))
                 continue
             tag, wheel = picked
-            cells.append(self._cell(ids.release(channel, version, tag, python),
+            cells.append(self._cell(ids.release(channel, version, tag, python,
+                                                build=wheel.build_label),
                                     channel, wheel, tag, python, s))
 
     def _versions(self, channel: Channel, tags: list[str], *, required: bool) -> list[str]:
@@ -191,22 +192,28 @@ class _Resolver:
 
     def _pick(self, channel: Channel, version: str, tags: list[str],
               python: str) -> tuple[str, Wheel] | str:
-        """The newest tag with an installable wheel of `version`, or why there is none."""
+        """The newest tag with a build of `version` for this runner (the file pip would install:
+        index/choose.py), or why there is none."""
+        why: dict[str, str] = {}
         for tag in tags:
             if not driver_supports(tag, self.driver):
                 continue
-            fit = [w for w in self.indexes.fits(channel, tag, python, required=False)
-                   if w.public_version == version]
-            if fit:
-                return tag, one_per_version(fit, tag)[0]
+            builds = self.indexes.builds(channel, tag, python, required=False)
+            if version in builds.chosen:
+                return tag, builds.chosen[version]
+            if version in builds.skipped:
+                why[tag] = builds.skipped[version]
         built = [t for t in tags if any(w.public_version == version
                                         for w in self.indexes.listing(channel, t, required=False))]
         usable = [t for t in built if driver_supports(t, self.driver)]
         if built and not usable:
             return (f"built only for {', '.join(sorted(built, key=tag_order))}, which need a "
                     f"newer driver than {self.driver}")
-        return (f"no {python_tag(python)} wheel for {self.platform} among its "
-                f"{', '.join(sorted(usable, key=tag_order))} builds")
+        no_wheel = f"no {python_tag(python)} wheel for"
+        if all(r.startswith(no_wheel) for r in why.values()):
+            return (f"{no_wheel} {self.platform} among its "
+                    f"{', '.join(sorted(usable, key=tag_order))} builds")
+        return "; ".join(f"{t}: {why[t]}" for t in sorted(why, key=tag_order, reverse=True))
 
     # ---- nightlies
     def nightlies(self, entry: NightlyEntry, cells: list[Cell],
@@ -236,7 +243,8 @@ class _Resolver:
                 continue
             for wheel in builds:
                 bump = wheel.parsed_version.base_version if len(builds) > 1 else ""
-                cell_id = ids.nightly(day, tag, python, bump_version=bump)
+                cell_id = ids.nightly(day, tag, python, bump_version=bump,
+                                      build=wheel.build_label)
                 cells.append(self._cell(cell_id, Channel.NIGHTLY, wheel, tag, python, s, day))
 
     def _nightly_tag(self, python: str) -> str | None:
@@ -254,7 +262,8 @@ class _Resolver:
         if not compatible([wheel], python=python, platform=self.platform):
             raise ResolveError(f"the dev wheel {wheel.filename} does not install on "
                                f"{python_tag(python)} {self.platform}")
-        cuda = s.cuda if s.cuda != "auto" else ids.build_tag(wheel.version)
+        # `cuda: auto`: what the build says (its label, else its metadata), else "unknown"
+        cuda = s.cuda if s.cuda != "auto" else self.indexes.chooser.cuda_of(wheel)
         cell = Cell(id=ids.dev(entry.cell_name), channel=Channel.DEV, version=wheel.version,
                     cuda=cuda, python=python, url=entry.wheel, sha256=self._dev_sha(entry),
                     index_url=entry.index, **_run_fields(s), base_image=self.config.image(cuda),
@@ -290,7 +299,8 @@ class _Resolver:
               s: Settings, day: str | None = None) -> Cell:
         wheel = self._pinned(cell_id, channel, wheel, python)
         return Cell(id=cell_id, channel=channel, version=wheel.version, cuda=tag, python=python,
-                    url=wheel.url, sha256=wheel.sha256, date=day, **_run_fields(s),
+                    url=wheel.url, sha256=wheel.sha256, date=day, yanked=wheel.yanked,
+                    **_run_fields(s),
                     base_image=self.config.image(tag), overlay=s.overlay,
                     index_url=index_for(self.config, channel, tag))
 
@@ -299,7 +309,7 @@ class _Resolver:
         b = self.lock.builds.get(cell_id)
         if b is None:
             return wheel
-        locked = Wheel.parse(b.filename, b.url, sha256=b.sha256)
+        locked = Wheel.parse(b.filename, b.url, sha256=b.sha256, yanked=b.yanked)
         if not compatible([locked], python=python, platform=self.platform):
             self.note(f"{cell_id}: the lock names a wheel for another platform; re-resolved")
             return wheel

@@ -20,7 +20,7 @@ def lead(r: BisectResult) -> str:
     if not r.exact:
         return f"the {first} {r.unit} is one of {len(r.candidates)}: {', '.join(r.candidates)}"
     if r.before is None:
-        return f"the {first} {r.unit} is {r.after.key}"
+        return f"the {first} {r.unit} is {_key(r.after)}"
     gap = f"; no nightly was published on {', '.join(r.missing)}" \
         if r.missing and r.unit == "nightly" else ""
     if inert := inert_commits(r):
@@ -28,8 +28,13 @@ def lead(r: BisectResult) -> str:
                 f"change the package, {r.before.key}, is {r.before.verdict.value}; the "
                 f"{_count(len(inert), 'commit')} between them {'is' if len(inert) == 1 else 'are'} "
                 "inert)")
-    return (f"the {first} {r.unit} is {r.after.key} (exact: the {r.unit} before it, "
-            f"{r.before.key}, is {r.before.verdict.value}{gap})")
+    return (f"the {first} {r.unit} is {_key(r.after)} (exact: the {r.unit} before it, "
+            f"{_key(r.before)}, is {r.before.verdict.value}{gap})")
+
+
+def _key(p: NightlyPoint) -> str:
+    """A build as the answer names it: a re-spin by its build tag too."""
+    return p.key + (f" (build {p.build})" if p.build and not p.commit else "")
 
 
 def inert_commits(r: BisectResult) -> list[str]:
@@ -44,7 +49,9 @@ def _line(name: str, p: NightlyPoint | None) -> str:
         return f"{name}: -"
     main = p.main_sha[:12] or "unknown"
     when = p.date or "release"
-    return f"{name + ':':11} {when}  {p.version}  git {p.git_version[:12] or '?'}  main {main}"
+    yanked = "  (yanked on the index)" if p.yanked is not None else ""
+    return (f"{name + ':':11} {when}  {p.named}  git {p.git_version[:12] or '?'}  main {main}"
+            f"{yanked}")
 
 
 def render_text(r: BisectResult, *, new_runs: int, commit_runs: int = 0) -> str:
@@ -64,12 +71,21 @@ def render_text(r: BisectResult, *, new_runs: int, commit_runs: int = 0) -> str:
     tried = f"{', '.join(r.unknown)} (tried, no verdict)" if r.unknown else "none"
     lines.append(f"unknown:    {tried}")
     if r.missing:
-        lines.append(f"missing:    {', '.join(r.missing)} (no nightly that day)")
+        lines.append(f"missing:    {', '.join(r.missing)} ({_why_missing(r)})")
+    if r.yanked:
+        said = ", ".join(f"{k} ({why})" if why else k for k, why in r.yanked.items())
+        lines.append(f"yanked:     {said} (yanked on the index, probed: pip installs a yanked "
+                     "file for an == pin)")
     lines.append(f"rule:       {r.rule}")
     lines.append(f"reproduce:  {r.reproduce}")
     if r.narrowed:
         lines += ["", *commit_lines(r.narrowed, new_runs=commit_runs)]
     return "\n".join(lines)
+
+
+def _why_missing(r: BisectResult) -> str:
+    return "no nightly that day" if r.unit == "nightly" else \
+        "listed on the index without a build for this runner"
 
 
 def commit_lines(c: BisectResult, *, new_runs: int) -> list[str]:
@@ -117,7 +133,7 @@ def render_markdown(r: BisectResult) -> str:
     rows = ["| | date | version | git_version | main sha |", "|---|---|---|---|---|"]
     for name, p in zip(names, (r.before, r.after), strict=True):
         if p:
-            rows.append(f"| {name} | {md_text(p.date or 'release')} | {_code(p.version)} | "
+            rows.append(f"| {name} | {md_text(p.date or 'release')} | {_code(p.named)} | "
                         f"{_code(p.git_version[:12])} | {_code(p.main_sha[:12])} |")
     compare = f"[compare]({md_url(r.compare_url)})" if _COMPARE.fullmatch(r.compare_url) else \
         "compare URL unavailable"
@@ -127,8 +143,9 @@ def render_markdown(r: BisectResult) -> str:
         f"**{md_text(_capital(lead(r)))}**", "",
         *rows, "",
         f"{compare} · {r.probes} probes · unknown (tried, no verdict): "
-        f"{md_text(', '.join(r.unknown) or 'none')} · missing (no nightly that day): "
-        f"{md_text(', '.join(r.missing) or 'none')}",
+        f"{md_text(', '.join(r.unknown) or 'none')} · missing ({_why_missing(r)}): "
+        f"{md_text(', '.join(r.missing) or 'none')}"
+        + (f" · yanked on the index, probed: {md_text(', '.join(r.yanked))}" if r.yanked else ""),
         "", f"Rule: {md_text(r.rule)}", "", f"Reproduce with: {_code(r.reproduce)}",
         *(_commit_markdown(r.narrowed) if r.narrowed else ()),
     ])

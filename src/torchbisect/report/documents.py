@@ -45,6 +45,7 @@ class CellJson(TypedDict):
     url: str | None  # the wheel's URL; a local wheel by its file name only
     sha256: str | None
     probe: str
+    yanked: NotRequired[str]  # only for a file the index had yanked: its reason ("" for none)
 
 
 class CaseJson(TypedDict):
@@ -120,6 +121,8 @@ class NightlyPointJson(TypedDict):
     stale_fraction: float | None
     reason: str
     commit: NotRequired[str]  # a main-branch commit overlaid on this nightly's binary
+    build: NotRequired[str]  # a re-spin's PEP 427 build tag ("3")
+    yanked: NotRequired[str]  # the index had yanked the file: its reason ("" for none given)
 
 
 class BisectionJson(TypedDict):
@@ -140,7 +143,10 @@ class BisectionJson(TypedDict):
     probes: Count
     points: list[NightlyPointJson]
     unknown: list[str]  # tried, no verdict
-    missing: list[str]  # dates between the pair with no nightly on the index
+    missing: list[str]  # dates between the pair with no nightly; releases without a build here
+    # the builds probed whose file the index had yanked, by key, with the reason (since re-spins
+    # and yanks were told apart)
+    yanked: NotRequired[dict[str, str]]
     compare_url: str
     commits: list[str]
     rule: str

@@ -23,7 +23,8 @@ def _cell_json(cell: Cell) -> dict[str, Any]:
     return {"id": cell.id, "channel": cell.channel.value, "version": cell.version,
             "cuda": cell.cuda, "python": cell.python, "date": cell.date,
             "url": public_url(cell.url),
-            "sha256": cell.sha256, "probe": cell.probe}
+            "sha256": cell.sha256, "probe": cell.probe} | (
+                {"yanked": cell.yanked} if cell.yanked is not None else {})
 
 
 def run_json(run: CellRun) -> dict[str, Any]:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ..model import CaseResult, CellRun, Channel, RunStatus
+from .. import cells
+from ..model import CaseResult, Cell, CellRun, Channel, RunStatus
 from .headline import gpu_of, nightly_date, public_version
 from .logs import split_log
 from .marks import CONTROLS, NOT_RUN, Mark, mark_for_case, mark_for_run
@@ -68,6 +69,8 @@ def _run_facts(run: CellRun) -> tuple[Fact, ...]:
         ("from", _origin(run)),
         ("git_version", env.get("git_version")),
         ("CUDA tag", run.cell.cuda),
+        ("yanked", (public_text(run.cell.yanked) or "yes, no reason given")
+         if run.cell.yanked is not None else ""),
         ("CUDA runtime", env.get("cuda_runtime")),
         ("cuDNN", cudnn_version(env.get("cudnn"))),
         ("GPU", f"{gpu_of(run)} {capability(env)}".strip()),
@@ -132,10 +135,20 @@ def _label(run: CellRun) -> tuple[str, str]:
     cell = run.cell
     python = cell.python or _probed_python(run)
     if cell.channel is Channel.NIGHTLY:
-        return nightly_date(run) or cell.version, f"{cell.version} · py{python}"
+        return nightly_date(run) or cell.version, f"{cell.version} · py{python}{_marks(cell)}"
     where = " · preinstalled" if cell.channel is Channel.PREINSTALLED else ""
     return (public_version(cell.version) or "torch ?",
-            f"{cell.cuda or _probed_cuda(run)} · py{python}{where}")
+            f"{cell.cuda or _probed_cuda(run)} · py{python}{where}{_marks(cell)}")
+
+
+def _marks(cell: Cell) -> str:
+    """A re-spin's build tag and a yanked file, said beside the build's name."""
+    try:
+        build = cells.parse(cell.id).build
+    except ValueError:
+        build = ""
+    return (f" · build {build}" if build else "") + \
+        (" · yanked" if cell.yanked is not None else "")
 
 
 def row_summary(columns: tuple[Column, ...], cases: tuple[CaseCell, ...]) -> str:

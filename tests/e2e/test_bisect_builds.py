@@ -1,0 +1,114 @@
+"""The two exact-wrong answers of the held-out bisection round 3, end to end through the real
+`bisect --script` command (uv venvs, a local index served over HTTP): the release bisection must
+probe the file `pip install torch==V+<cuda>` installs, and say so.
+
+* Re-spins: 2.10.0 is listed first as a bad build and again as its good re-spin `-3`; pip installs
+  the re-spin, so the first bad release is 2.10.1, never 2.10.0.
+* Labels: with `--cuda cu124` an unlabelled `torch-2.10.0` (bad) is listed before
+  `torch-2.10.0+cu124` (good); the labelled one is the cu124 build, so again 2.10.1 — a yanked
+  file, probed (pip installs it for an `==` pin) and said to be yanked.
+
+Each stand-in wheel carries its own file name; the script writes it to a file, so the test asserts
+which file was installed, not only the answer.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import write_wheel
+from helpers.indexserver import serve
+from helpers.nightly_world import PY, TAG, env
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")]
+
+PLATFORM = "manylinux_2_28_x86_64"
+SCRIPT = ("python -c \"import sys, torch; open({log!r}, 'a').write(torch.FILE + '\\n'); "
+          "sys.exit(1 if torch.BAD else 0)\"")
+
+
+def standin(folder: Path, version: str, *, bad: bool, build: str = "") -> str:
+    """A stand-in torch wheel that knows its own file name and whether it is bad."""
+    name = f"torch-{version}{'-' + build if build else ''}-{TAG}-{TAG}-{PLATFORM}.whl"
+    write_wheel(folder, version, {"torch/__init__.py": (
+        f"__version__ = {version!r}\nFILE = {name!r}\nBAD = {bad!r}\n"
+        "class version:\n    git_version = ''\n"
+        "class cuda:\n    @staticmethod\n    def is_available():\n        return False\n")},
+        tag=f"{TAG}-{TAG}-{PLATFORM}", build=build)
+    return name
+
+
+def html_index(root: Path, names: list[str]) -> None:
+    (root / "torch" / "index.html").write_text("<!DOCTYPE html>\n<html><body>\n" + "\n".join(
+        f'<a href="{n.replace("+", "%2B")}">{n}</a><br/>' for n in names) + "\n</body></html>\n")
+
+
+def json_index(root: Path, names: list[str], yanked: dict[str, str]) -> None:
+    (root / "torch" / "index.json").write_text(json.dumps({
+        "meta": {"api-version": "1.1"}, "name": "torch",
+        "files": [{"filename": n, "url": n.replace("+", "%2B"), "hashes": {}}
+                  | ({"yanked": yanked[n]} if n in yanked else {}) for n in names]}))
+    (root / "torch" / "index.html").write_text("<html><body>torch</body></html>")  # never read
+
+
+def bisect(tmp_path: Path, url: str, cuda: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    log = tmp_path / "installed.txt"
+    argv = [sys.executable, "-m", "torchbisect", "bisect", "--good", "2.9.0", "--bad", "2.11.0",
+            "--cuda", cuda, "--python", PY, "--index-url", url, "--backend", "venv",
+            "--store", str(tmp_path / "results.sqlite"), "--workdir", str(tmp_path / "venvs"),
+            "--no-github", "--json", str(tmp_path / "bisect.json"),
+            "--script", SCRIPT.format(log=str(log)), "--repeat", "1"]
+    done = subprocess.run(argv, env=env(), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600)
+    return done, log.read_text().split() if log.exists() else []
+
+
+def test_a_re_spin_is_the_build_probed_and_named(tmp_path):
+    index = tmp_path / "index" / "torch"
+    names = [standin(index, "2.9.0+cu130", bad=False),
+             standin(index, "2.10.0+cu130", bad=True),  # the original, listed first
+             standin(index, "2.10.0+cu130", bad=False, build="3"),  # its re-spin
+             standin(index, "2.10.1+cu130", bad=True),
+             standin(index, "2.11.0+cu130", bad=True)]
+    html_index(tmp_path / "index", names)
+    with serve(tmp_path / "index") as url:
+        done, installed = bisect(tmp_path, f"{url}/", "cu130")
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "bisect.json").read_text())
+    assert (result["last_good"]["version"], result["last_good"]["build"]) == ("2.10.0+cu130", "3")
+    assert result["first_bad"]["version"] == "2.10.1+cu130"
+    assert names[2] in installed and names[1] not in installed  # the re-spin, never the original
+    assert done.stdout.splitlines()[0] == ("the first bad release is 2.10.1+cu130 (exact: the "
+                                           "release before it, 2.10.0+cu130 (build 3), is good)")
+    assert "release 2.10.0+cu130: probing its re-spin, build 3" in done.stderr
+    assert "2.10.0+cu130 (build 3)" in done.stdout
+
+
+def test_the_labelled_twin_is_the_cuda_build_asked_for(tmp_path):
+    index = tmp_path / "index" / "torch"
+    names = [standin(index, "2.9.0+cu124", bad=False),
+             standin(index, "2.10.0", bad=True),  # unlabelled, listed first
+             standin(index, "2.10.0+cu124", bad=False),
+             standin(index, "2.10.1+cu124", bad=True),
+             standin(index, "2.11.0+cu124", bad=True)]
+    json_index(tmp_path / "index", names, yanked={names[3]: "wrong CUDA graphs"})
+    with serve(tmp_path / "index") as url:
+        done, installed = bisect(tmp_path, f"{url}/", "cu124")
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "bisect.json").read_text())
+    assert (result["last_good"]["version"], result["first_bad"]["version"]) == (
+        "2.10.0+cu124", "2.10.1+cu124")
+    assert names[2] in installed and names[1] not in installed
+    # the yanked first bad is probed, as pip installs it for ==2.10.1, and said to be yanked
+    assert result["first_bad"]["yanked"] == "wrong CUDA graphs"
+    assert result["yanked"] == {"2.10.1+cu124": "wrong CUDA graphs"}
+    assert ("yanked:     2.10.1+cu124 (wrong CUDA graphs) (yanked on the index, probed: pip "
+            "installs a yanked file for an == pin)") in done.stdout.splitlines()
+    assert done.stdout.splitlines()[0] == ("the first bad release is 2.10.1+cu124 (exact: the "
+                                           "release before it, 2.10.0+cu124, is good)")
