@@ -18,6 +18,7 @@ import json
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -33,14 +34,15 @@ SCRIPT = ("python -c \"import sys, torch; open({log!r}, 'a').write(torch.FILE + 
           "sys.exit(1 if torch.BAD else 0)\"")
 
 
-def standin(folder: Path, version: str, *, bad: bool, build: str = "") -> str:
+def standin(folder: Path, version: str, *, bad: bool, build: str = "",
+            requires: tuple[str, ...] = ()) -> str:
     """A stand-in torch wheel that knows its own file name and whether it is bad."""
     name = f"torch-{version}{'-' + build if build else ''}-{TAG}-{TAG}-{PLATFORM}.whl"
     write_wheel(folder, version, {"torch/__init__.py": (
         f"__version__ = {version!r}\nFILE = {name!r}\nBAD = {bad!r}\n"
         "class version:\n    git_version = ''\n"
         "class cuda:\n    @staticmethod\n    def is_available():\n        return False\n")},
-        tag=f"{TAG}-{TAG}-{PLATFORM}", build=build)
+        tag=f"{TAG}-{TAG}-{PLATFORM}", build=build, requires=requires)
     return name
 
 
@@ -57,10 +59,11 @@ def json_index(root: Path, names: list[str], yanked: dict[str, str]) -> None:
     (root / "torch" / "index.html").write_text("<html><body>torch</body></html>")  # never read
 
 
-def bisect(tmp_path: Path, url: str, cuda: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+def bisect(tmp_path: Path, url: str, cuda: str, *flags: str,
+           ends: tuple[str, ...] = ("--good", "2.9.0", "--bad", "2.11.0")
+           ) -> tuple[subprocess.CompletedProcess, list[str]]:
     log = tmp_path / "installed.txt"
-    argv = [sys.executable, "-m", "torchbisect", "bisect", "--good", "2.9.0", "--bad", "2.11.0",
-            "--cuda", cuda, "--python", PY, "--index-url", url, "--backend", "venv",
+    argv = [sys.executable, "-m", "torchbisect", "bisect", *ends, *flags, "--cuda", cuda, "--python", PY, "--index-url", url, "--backend", "venv",
             "--store", str(tmp_path / "results.sqlite"), "--workdir", str(tmp_path / "venvs"),
             "--no-github", "--json", str(tmp_path / "bisect.json"),
             "--script", SCRIPT.format(log=str(log)), "--repeat", "1"]
@@ -112,3 +115,43 @@ def test_the_labelled_twin_is_the_cuda_build_asked_for(tmp_path):
             "installs a yanked file for an == pin)") in done.stdout.splitlines()
     assert done.stdout.splitlines()[0] == ("the first bad release is 2.10.1+cu124 (exact: the "
                                            "release before it, 2.10.0+cu124, is good)")
+
+
+def runtime(version: str) -> tuple[str, ...]:
+    """The CUDA runtime a PyPI torch wheel pins, with a marker that keeps it out of the venv."""
+    return (f'nvidia-cuda-runtime-cu12=={version}; sys_platform == "never"',)
+
+
+def test_cuda_auto_bisects_a_pypi_shaped_index_across_cuda_generations(tmp_path):
+    # PyPI holds one unlabelled build a release, of whatever CUDA it was built with: --cuda auto
+    # takes that file for each release and names it by the CUDA its metadata pins
+    index = tmp_path / "index" / "torch"
+    names = [standin(index, "2.8.0", bad=True, requires=runtime("12.6.77")),
+             standin(index, "2.9.0", bad=True, requires=runtime("12.8.90")),
+             standin(index, "2.10.0", bad=False, requires=runtime("12.8.90")),
+             standin(index, "2.11.0", bad=False, requires=runtime("12.9.79"))]
+    for name in names:  # served beside each file, as PyPI does (PEP 658)
+        with zipfile.ZipFile(index / name) as wheel:
+            meta = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+            (index / f"{name}.metadata").write_bytes(wheel.read(meta))
+    html_index(tmp_path / "index", names)
+    with serve(tmp_path / "index") as url:
+        done, installed = bisect(tmp_path, f"{url}/", "auto", "--find-fix",
+                                 ends=("--bad", "2.8.0", "--good", "2.11.0"))
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "bisect.json").read_text())
+    assert (result["last_bad"]["version"], result["first_good"]["version"]) == ("2.9.0", "2.10.0")
+    assert set(installed) == set(names)  # both ends, then the two between
+    assert done.stdout.splitlines()[0].startswith("the first fixed release is 2.10.0")
+    for version, cuda in (("2.8.0", "cu126"), ("2.9.0", "cu128"), ("2.11.0", "cu129")):
+        assert (f"release {version}: its file torch-{version}-{TAG}-{TAG}-{PLATFORM}.whl has no "
+                f"CUDA label; its metadata pins {cuda}'s runtime") in done.stderr
+
+
+def test_cuda_auto_is_for_releases_only(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "torchbisect", "bisect", "--good", "2025-08-01",
+                           "--bad", "2025-08-20", "--cuda", "auto", "--store",
+                           str(tmp_path / "r.sqlite"), "--workdir", str(tmp_path / "w")],
+                          env=env(), cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "--cuda auto chooses each release's build" in done.stderr

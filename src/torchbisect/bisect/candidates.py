@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
@@ -101,11 +101,15 @@ def release_of(text: str) -> str | None:
 
 
 def build_release_candidates(builds: Any, *, older: str, newer: str, older_flag: str,
-                             newer_flag: str, cell_template: Cell) -> CandidateList:
+                             newer_flag: str, cell_template: Cell,
+                             origin: Mapping[str, tuple[str, str]] | None = None
+                             ) -> CandidateList:
     """Every final release from `older` to `newer` that the index has for this build.
 
     `builds` is the chooser's answer (`index.choose.Builds`) over the index's final releases:
-    the file of each version for this runner, and why the others have none."""
+    the file of each version for this runner, and why the others have none. `origin` gives, per
+    version, the CUDA tag and index its file was chosen for when they are not the template's
+    (`--cuda auto`)."""
     check_order(Version(older), Version(newer), shown=(older, newer), older_flag=older_flag,
                 unit="release")
     chosen, skipped = builds.chosen, builds.skipped
@@ -120,7 +124,8 @@ def build_release_candidates(builds: Any, *, older: str, newer: str, older_flag:
         raise ConfigError(f"{flag} {end} is not on the index for {cell_template.cuda} / "
                           f"Python {cell_template.python}; releases there include {near}")
     inside = lambda v: Version(older) <= Version(v) <= Version(newer)  # noqa: E731
-    cands = tuple(_release_candidate(chosen[v], v, cell_template)
+    origin = origin or {}
+    cands = tuple(_release_candidate(chosen[v], v, _for(cell_template, origin.get(v)))
                   for v in sorted(filter(inside, chosen), key=Version))
     missing = tuple(sorted(filter(inside, skipped), key=Version))
     notes = [f"release {v} is left out: {skipped[v]}" for v in missing]
@@ -132,6 +137,13 @@ def build_release_candidates(builds: Any, *, older: str, newer: str, older_flag:
               f"pins {c.cell.cuda}'s runtime, so it is the {c.cell.cuda} build"
               for c in cands if not getattr(c.wheel, "local", "x")]
     return CandidateList(candidates=cands, missing=missing, notes=tuple(notes))
+
+
+def _for(template: Cell, origin: tuple[str, str] | None) -> Cell:
+    if origin is None:
+        return template
+    cuda, index_url = origin
+    return dataclasses.replace(template, cuda=cuda, index_url=index_url)
 
 
 def _why(reason: str | None) -> str:

@@ -17,7 +17,10 @@ from ..errors import ConfigError, InfraError
 from ..model import Cell, Channel
 from ..outcome import BisectResult, Direction
 from ..store.db import Store
-from ..utils.gpus import Gpu, list_gpus
+from ..config.matrix import DEFAULT_CUDA_TAGS
+from ..index.choose import Builds
+from ..plan.indexes import driver_supports, tag_order
+from ..utils.gpus import Gpu, driver_version, list_gpus
 from .candidates import (
     CandidateList,
     build_candidates,
@@ -35,6 +38,8 @@ from .search import EndsError
 from .telling import check_script, ends_sentence, so_far
 from .verdicts import DEFAULT_CASE, FlakyScript, Rule, ScriptAborted
 from .walk import DEFAULT_LIMIT, walk
+
+AUTO = "auto"  # --cuda auto: each release's own build (release bisection only)
 
 _VENV_ONLY = ("--pytorch-repo runs commits as hard-linked copies of a nightly's venv on this "
               "host: use --backend venv, not {}")
@@ -187,18 +192,68 @@ def candidates(options: BisectOptions) -> CandidateList:
     order = Version if channel is Channel.STABLE else str
     check_order(order(older), order(newer), shown=(older, newer),  # before reading the index
                 older_flag=older_flag, unit="release" if order is Version else "nightly")
-    index_url = options.index_url or fetch.default_index(channel.value, options.cuda)
+    if options.cuda == AUTO and channel is not Channel.STABLE:
+        raise ConfigError(f"--cuda {AUTO} chooses each release's build; nightlies are bisected "
+                          "within one CUDA tag: give one, such as --cuda cu130")
+    index_url = _index_url(options, channel, options.cuda)
     if channel is Channel.STABLE:  # the file pip installs of each release (index/choose.py)
-        listed = fetch.reachable(fetch.fetch_wheels(index_url), index_url)
-        wheels = Chooser().builds([w for w in listed if release_of(w.version)],
-                                  cuda=options.cuda, python=options.python,
-                                  platform=options.platform)
+        builds, origin = _release_builds(options)
+        return build_release_candidates(
+            builds, older=older, newer=newer, older_flag=older_flag, newer_flag=newer_flag,
+            cell_template=_template(options, index_url), origin=origin)
     else:
         wheels = indexes.nightly_builds(index_url, cuda=options.cuda, python=options.python,
                                          platform=options.platform)
     build = build_release_candidates if channel is Channel.STABLE else build_candidates
     return build(wheels, older=older, newer=newer, older_flag=older_flag, newer_flag=newer_flag,
                  cell_template=_template(options, index_url))
+
+
+def _index_url(options: BisectOptions, channel: Channel, cuda: str) -> str:
+    from ..index import fetch
+
+    if options.index_url:
+        return options.index_url.replace("{cuda}", cuda)
+    return fetch.default_index(channel.value, cuda)
+
+
+def _release_builds(options: BisectOptions) -> tuple[Builds, dict[str, tuple[str, str]]]:
+    """The file of each release that pip installs (index/choose.py), for --cuda TAG; for --cuda
+    auto, per release the newest CUDA tag this driver runs that has a build of it, named by what
+    the build says it is (a PyPI-shaped index holds one build a release, of whatever CUDA).
+    Also, per release, the CUDA tag and index it was taken for."""
+    from ..index import fetch
+    from ..index.choose import Chooser
+
+    tags = [options.cuda]
+    if options.cuda == AUTO:
+        driver = driver_version()
+        tags = [t for t in sorted(DEFAULT_CUDA_TAGS, key=tag_order, reverse=True)
+                if driver_supports(t, driver)]
+    chooser, listings = Chooser(), {}
+    chosen, skipped, origin = {}, {}, {}
+    for tag in tags:
+        url = _index_url(options, Channel.STABLE, tag)
+        if url not in listings:
+            try:
+                listed = fetch.reachable(fetch.fetch_wheels(url), url)
+            except fetch.PageMissing:
+                if len(tags) == 1:
+                    raise
+                listed = []  # no index for this tag: its builds are elsewhere
+            listings[url] = [w for w in listed if release_of(w.version)]
+        found = chooser.builds(listings[url], cuda=tag, python=options.python,
+                               platform=options.platform)
+        for version, wheel in found.chosen.items():
+            if version not in chosen:
+                chosen[version], origin[version] = wheel, (tag, url)
+        for version, why in found.skipped.items():
+            skipped.setdefault(version, why if len(tags) == 1 else f"{tag}: {why}")
+    skipped = {v: why for v, why in skipped.items() if v not in chosen}
+    if not chosen and options.cuda == AUTO and not tags:
+        raise ConfigError("--cuda auto found no CUDA tag this driver runs; name one with --cuda")
+    return Builds(chosen=dict(sorted(chosen.items(), key=lambda i: Version(i[0]))),
+                  skipped=skipped), origin
 
 
 def _one_end(options: BisectOptions) -> CandidateList:
