@@ -63,7 +63,8 @@ def bisect(tmp_path: Path, url: str, cuda: str, *flags: str,
            ends: tuple[str, ...] = ("--good", "2.9.0", "--bad", "2.11.0")
            ) -> tuple[subprocess.CompletedProcess, list[str]]:
     log = tmp_path / "installed.txt"
-    argv = [sys.executable, "-m", "torchbisect", "bisect", *ends, *flags, "--cuda", cuda, "--python", PY, "--index-url", url, "--backend", "venv",
+    argv = [sys.executable, "-m", "torchbisect", "bisect", *ends, *flags, "--cuda", cuda,
+            "--python", PY, "--index-url", url, "--backend", "venv",
             "--store", str(tmp_path / "results.sqlite"), "--workdir", str(tmp_path / "venvs"),
             "--no-github", "--json", str(tmp_path / "bisect.json"),
             "--script", SCRIPT.format(log=str(log)), "--repeat", "1"]

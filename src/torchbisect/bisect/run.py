@@ -13,13 +13,13 @@ from pathlib import Path
 from packaging.version import Version
 
 from .. import defaults
+from ..config.matrix import DEFAULT_CUDA_TAGS
 from ..errors import ConfigError, InfraError
+from ..index.choose import Builds
 from ..model import Cell, Channel
 from ..outcome import BisectResult, Direction
-from ..store.db import Store
-from ..config.matrix import DEFAULT_CUDA_TAGS
-from ..index.choose import Builds
 from ..plan.indexes import driver_supports, tag_order
+from ..store.db import Store
 from ..utils.gpus import Gpu, driver_version, list_gpus
 from .candidates import (
     CandidateList,
@@ -174,8 +174,6 @@ def take_back(options: BisectOptions, what: str) -> Forgotten:
 
 
 def candidates(options: BisectOptions) -> CandidateList:
-    from ..index import fetch
-    from ..index.choose import Chooser
     from ..plan import indexes
 
     if options.good is None:

@@ -47,9 +47,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
              "(needed unless --forget is all you ask)")
     add("--find-fix", action="store_true",
         help="find the first good nightly after a bad one (--bad is then the older end)")
-    add("--cuda", default="cu130", metavar="TAG", help="CUDA tag of the wheels (default cu130); for releases, `auto`: each "
-        "release's own build, the newest CUDA this driver runs (on a PyPI-shaped index, the one "
-        "file pip installs, named by the CUDA its metadata pins)")
+    add("--cuda", default="cu130", metavar="TAG",
+        help="CUDA tag of the wheels (default cu130); for releases, `auto`: each release's own "
+             "build, of the newest CUDA this driver runs (on a PyPI-shaped index the one file "
+             "pip installs, named by the CUDA its metadata pins)")
     add("--python", default=f"{sys.version_info.major}.{sys.version_info.minor}",
         help="Python of the wheels and venvs (default: this interpreter's)")
     add("--platform", default=None, help="wheel platform, e.g. manylinux_2_17_x86_64 for a "

@@ -140,4 +140,5 @@ def _output(value: str, declared_version: str, path: Path) -> ProbeOutput:
         return ProbeOutput(value)
     except ValueError:
         choices = ", ".join(repr(o.value) for o in ProbeOutput)
-        raise ConfigError(f"{path}: PROBE_OUTPUT is {value!r}; it must be one of {choices}") from None
+        raise ConfigError(f"{path}: PROBE_OUTPUT is {value!r}; it must be one of "
+                          f"{choices}") from None
