@@ -63,7 +63,7 @@ bisect)  # the fix, found by the tool over the rebuilt releases: probe, then --s
   export PYTHONPATH="$PWD/tests/gpu/release_env:$PWD/src:$H/site" PATH="$H/site/bin:$PATH" \
     PYTHONUNBUFFERED=1 UV_OFFLINE=1 PIP_NO_INDEX=1 UV_CACHE_DIR="$H/uv-cache" UV_LINK_MODE=copy \
     H200_RELEASES="$H"
-  common=(--bad "$bad" --good "$good" --find-fix --index-url "$H/wheels" --backend venv --overlay
+  common=(--bad "$bad" --good "$good" --find-fix --cuda auto --index-url "$H/wheels" --backend venv --overlay
           --python 3.12 --no-github --workdir "$H/bisect-work" "$@")
   for how in probe script; do
     if [ $how = probe ]; then decide=(--probe cumsum_64bit); else
