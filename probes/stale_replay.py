@@ -1,5 +1,11 @@
 """torch._lazy_clone copies can hand stale data to kernels under CUDA Graph replay and race with side streams
 
+Materializing a copy-on-write tensor made by torch._lazy_clone runs a synchronous cudaMemcpy on the
+legacy default stream. During CUDA Graph capture the copy runs once and is not recorded in the
+graph, so every replay reads the data as of capture time; outside graphs the copy does not wait for
+work on PyTorch's non-blocking streams. A fixed build either copies in stream order or refuses at
+capture with a clear error.
+
 Does this torch build give stale data when a copy-on-write tensor is materialized?
 `torch._lazy_clone` defers its copy until the clone is written or asked for a mutable pointer. That
 deferred copy is a plain synchronous `cudaMemcpy` on the legacy stream: under CUDA Graph capture it
@@ -76,6 +82,7 @@ WORKAROUND = ("Use x.clone() instead of torch._lazy_clone(x): a real copy is cap
               "graph and ordered on the current stream. Materializing the lazy clone before "
               "capture (one write, after the stream that produced x is synchronized) avoids the "
               "race too, but the graph then replays that one copy.")
+WORKAROUND_BENCH = "workaround"  # reports/bench/workaround.json: the clone's cost per replay
 CASE_LABELS = {
     "capture_data_ptr": "capture + data_ptr()",
     "capture_write": "capture + write",

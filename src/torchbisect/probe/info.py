@@ -13,6 +13,8 @@ report needs to name the regression comes from the file's text, parsed with `ast
   in the order the page shows the cases; `CONTROLS`, a dict literal of each control case to the
   verdict it must show (the page draws a control that shows it as "as expected", never red);
   `OSV_ID`, the id of the regression's OSV record when it must stay what it was;
+  `WORKAROUND_BENCH`, the name of the `nox -s bench` document (reports/bench/NAME.json) that
+  measures the workaround's cost, quoted beside it;
 - `PROBE_OUTPUT`: `"document"` for a probe that prints the JSON document of probes/README.md, or
   `"exit_status"` for a plain `git bisect run` script (exit 0 not affected, 1-127 affected, 125
   cannot tell, 128 and above an error; its last line of output is the detail).  Without it, a
@@ -40,7 +42,7 @@ class ProbeOutput(enum.Enum):
 
 
 _STRINGS = ("UPSTREAM_ISSUE", "FIX_PR", "WORKAROUND", "REQUIRES_API", "PROBE_VERSION",
-            "PROBE_OUTPUT", "OSV_ID")
+            "PROBE_OUTPUT", "OSV_ID", "WORKAROUND_BENCH")
 _MAPPINGS = ("CASE_LABELS", "CASE_NOTES", "CONTROLS")
 
 
@@ -61,8 +63,9 @@ class ProbeInfo:
     requires_api: str = ""
     case_labels: dict[str, str] = field(default_factory=dict)
     case_notes: dict[str, str] = field(default_factory=dict)
-    controls: dict[str, str] = field(default_factory=dict)  # control case -> the verdict it must show
+    controls: dict[str, str] = field(default_factory=dict)  # control case -> its verdict
     osv_id: str = ""
+    workaround_bench: str = ""
 
     @property
     def version(self) -> str:
@@ -95,7 +98,8 @@ def read_info(path: Path, name: str | None = None) -> ProbeInfo:
         workaround=literals.get("WORKAROUND", ""),
         requires_api=literals.get("REQUIRES_API", ""),
         case_labels=literals.get("CASE_LABELS", {}), case_notes=literals.get("CASE_NOTES", {}),
-        controls=literals.get("CONTROLS", {}), osv_id=literals.get("OSV_ID", ""))
+        controls=literals.get("CONTROLS", {}), osv_id=literals.get("OSV_ID", ""),
+        workaround_bench=literals.get("WORKAROUND_BENCH", ""))
 
 
 def _literals(tree: ast.Module, path: Path) -> dict:
