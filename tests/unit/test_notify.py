@@ -209,7 +209,7 @@ def test_an_older_state_without_models_is_that_models_when_one_is_measured(hub, 
             "(1 build); it is read as NVIDIA H200's") in done.stdout
     assert "status issue #7: updated" in done.stdout and hub.comments == []  # no news, no comment
     state = _state(hub.issues[7]["body"])
-    assert state == {"fix": "no-fix:2026-11-30",
+    assert state == {"fix": "no-fix:2026-11-30", "probe": "stale_replay",
                      "models": {"NVIDIA H200": {STABLE: "not_affected"}}}
     again = notify(hub, tmp_path, "--store", str(one), "--summary", "summary.md")
     assert "status issue #7: unchanged" in again.stdout and "note:" not in again.stdout
