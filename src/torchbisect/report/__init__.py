@@ -91,7 +91,8 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
         folder = out_dir / site_folder(probe) if several else out_dir
         own = bisections_of(probe, groups, bisections) if several else bisections
         page, files_ = _page_files(
-            mine, own, folder, regression, generated=generated, empty_reason=empty_reason,
+            mine, own, folder, regression, generated=generated,
+            empty_reason=empty_reason or (_none_of(probe) if runs and not mine else ""),
             links=_links_for(regression, links, several), runners=runners,
             attendance=attendance, store=store, root=out_dir,
             site_home="../index.html" if several else "")
@@ -136,6 +137,12 @@ def _page_files(runs: list[CellRun], bisections: list[BisectResult], folder: Pat
         **render_fold_pages(page),
     }
     return page, {folder / name: text for name, text in texts.items()}
+
+
+def _none_of(probe: str) -> str:
+    """Why a regression's page is empty when the store holds runs of other probes."""
+    return (f"The store holds no run of the probe {probe} yet: `nox -s matrix` with it in "
+            "matrix.yaml, on a machine with an NVIDIA GPU, adds them.")
 
 
 def _probe_file(regression: Regression) -> dict[str, str]:

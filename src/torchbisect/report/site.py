@@ -40,9 +40,15 @@ def by_probe(runs: list[CellRun], probes: Sequence[str] = ()) -> dict[str, list[
     return {**groups, **dict(sorted(found.items()))}
 
 
+# What else a published site holds beside the pages (the store, the manual, folds, benchmarks).
+_TAKEN = {"data", "docs", "bench", "logs", "nightlies", "evidence"}
+
+
 def folder_of(probe: str) -> str:
-    """A regression's folder on a site of several: the probe's name, as a plain file name."""
-    return _FOLDER.sub("-", probe).strip(".-") or "probe"
+    """A regression's folder on a site of several: the probe's name, as a plain file name (one
+    the site uses for something else gets `-probe` after it)."""
+    name = _FOLDER.sub("-", probe).strip(".-") or "probe"
+    return f"{name}-probe" if name.lower() in _TAKEN else name
 
 
 def bisections_of(probe: str, groups: dict[str, list[CellRun]],
