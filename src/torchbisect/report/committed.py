@@ -7,10 +7,10 @@ results.sqlite, read from a copy so the evidence stays byte-identical), `reports
 probe documents recorded on that H200 (tests/data/probe/).  Each is one regression's page: the
 runs of its probe (`CommittedPage.probe`) and the bisections of it, so one store of several
 probes gives a committed page per probe, each in a folder of its own.  Whenever the code that
-draws a page changes, this regenerates them all; a page whose files differ from a fresh render in anything but
-their timestamps is rewritten (with a new screenshot when Chromium is at hand), the others are
-left alone, so a run with nothing to change changes nothing.  `--check` only says which are stale
-(exit 1), which is what the test of the committed pages asserts.
+draws a page changes, this regenerates them all; a page whose files differ from a fresh render in
+anything but their timestamps is rewritten (with a new screenshot when Chromium is at hand), the
+others are left alone, so a run with nothing to change changes nothing.  `--check` only says
+which are stale (exit 1), which is what the test of the committed pages asserts.
 """
 
 from __future__ import annotations
