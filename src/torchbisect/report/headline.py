@@ -165,7 +165,7 @@ class Headline:
 
 
 def without_api_sentence(first: str, since: str, api: str) -> str:
-    """"releases before 2.3.0 have no torch._lazy_clone: 2.2.2 was measured without it"."""
+    """"releases before 2.3.0 have no torch.foo: 2.2.2 was measured without it"."""
     return f"releases before {first} have no {api}: {since} was measured without it"
 
 
@@ -213,7 +213,7 @@ def release_states(stable: list[CellRun], api: str = "") -> list[tuple[str, str]
 
 def _without_api(runs: list[CellRun], api: str) -> set[str]:
     """Versions whose every run with a verdict read not_applicable for want of `api` (a case's
-    detail names it, as "torch._lazy_clone is absent in this build"), not of some other API."""
+    detail names it, as "torch.foo is absent in this build"), not of some other API."""
     seen: dict[str, bool] = {}
     for run in runs:
         if run.result is None:
