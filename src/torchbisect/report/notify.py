@@ -124,7 +124,7 @@ def _moved(model: str, old: dict[str, str], new: dict[str, str], note: str = "")
 
 
 _ANSWERS = {Verdict.AFFECTED.value: True, Verdict.NOT_AFFECTED.value: False,
-            Verdict.REFUSED.value: False}  # a refusal at capture is a fixed build
+            Verdict.REFUSED.value: False}  # a build that refuses with a clear error is fixed
 
 
 def _disagreements(by_model: Verdicts) -> dict[str, dict[str, tuple[str, ...]]]:
