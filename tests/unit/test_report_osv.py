@@ -431,6 +431,10 @@ SPANS = {
     "two gpus": [run("2.13.0+cu130", BAD), run("2.14.0+cu130", GOOD, gpu="NVIDIA A100"),
                  run("2.14.0+cu130", BAD)],
     "nothing affected": [run("2.15.0+cu132", GOOD)],
+    # a `fixed` event: the next release after the last affected one, measured not affected
+    "a measured fix": [run("2.4.1+cu124", BAD), run("2.5.0+cu124", BAD), run("2.5.1+cu124", GOOD)],
+    "a fix behind an unmeasured release": [run("2.4.0+cu124", BAD), run("2.4.1+cu124", infra="x"),
+                                           run("2.5.0+cu124", GOOD)],
 }
 
 
@@ -457,6 +461,11 @@ def test_a_scanner_expanding_each_record_gets_exactly_the_measured_span(osv_pyth
                    for e in r["events"])
     assert expanded[str(records[0])] == ["2.11.0", "2.12.0", "2.12.1", "2.13.0", "2.14.0",
                                          "2.14.1", "2.15.0"]
+    ranges = {r.parent.name: json.loads(r.read_text())["affected"][0]["ranges"]
+              for r in records[:len(SPANS)]}
+    assert ranges["a-measured-fix"][0]["events"][-1] == {"fixed": "2.5.1"}
+    assert ranges["a-fix-behind-an-unmeasured-release"][0]["events"][-1] == {
+        "last_affected": "2.4.0"}
 
 
 # --- since when: a release measured without torch._lazy_clone (issue 31) -------------------------
