@@ -162,6 +162,10 @@ def test_a_report_without_the_lazy_clone_probe_says_nothing_of_that_bug(tmp_path
     page = _text(tmp_path / "index.html")
     assert "torch.cumsum over the last dimension is silently wrong past 2**32 elements" in page
     assert "2.5.1 affected on NVIDIA H200, fixed in 2.6.0" in page
+    # the title's `2**32` stays text in Markdown, never the start of bold
+    assert (tmp_path / "summary.md").read_text().startswith(
+        "## torch.cumsum over the last dimension is silently wrong past 2\\*\\*32 elements "
+        "on CUDA\n")
 
 
 def _pypi(doc: dict) -> list[dict]:

@@ -28,7 +28,7 @@ def md_text(text: str) -> str:
     return _MD_AUTOLINK.sub(lambda m: m[0][0] + "\u200b" + m[0][1:], text)
 
 
-_MD_SPECIAL = re.compile(r"[\\|`\[\]<>&]")  # no `[`: no link, no image
+_MD_SPECIAL = re.compile(r"[\\|`\[\]<>&*]")  # no `[`: no link, no image; no `*`: no bold
 _MD_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _MD_AUTOLINK = re.compile(r"(?i):(?=//)|@(?=\w)|\bw(?=ww\.)|#(?=\d)")
 
