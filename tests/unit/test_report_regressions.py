@@ -263,3 +263,13 @@ def test_a_probe_file_that_is_not_at_hand_still_draws_its_page(tmp_path, monkeyp
     assert "The probe's file is not at hand where this page was drawn" in text
     assert json.loads((tmp_path / "page" / "affected.json").read_text())["id"] == (
         "x_TORCHBISECT-gone-probe")
+
+
+def test_a_probe_the_matrix_names_gets_its_page_before_it_has_runs(tmp_path):
+    render_runs([synthetic_run("2.11.0+cu130", BAD)], [], tmp_path, generated=NOW,
+                probes=["stale_replay", "cumsum_64bit"])
+    listed = json.loads((tmp_path / "regressions.json").read_text())["regressions"]
+    assert [(r["probe"], r["runs"]) for r in listed] == [("stale_replay", 1), ("cumsum_64bit", 0)]
+    assert "The store holds no run of the probe cumsum_64bit yet" in _text(
+        tmp_path / "cumsum_64bit" / "index.html")
+    assert "none yet" in _text(tmp_path / "index.html")  # no GPU model measured it
