@@ -273,3 +273,17 @@ def test_a_probe_the_matrix_names_gets_its_page_before_it_has_runs(tmp_path):
     assert "The store holds no run of the probe cumsum_64bit yet" in _text(
         tmp_path / "cumsum_64bit" / "index.html")
     assert "none yet" in _text(tmp_path / "index.html")  # no GPU model measured it
+
+
+def test_a_site_that_grows_a_second_regression_keeps_the_first_record_s_published_date(
+        tmp_path):
+    lazy = [synthetic_run("2.11.0+cu130", BAD)]
+    render_runs(lazy, [], tmp_path, generated=NOW)
+    first = json.loads((tmp_path / "affected.json").read_text())
+    later = NOW + dt.timedelta(days=3)
+    render_runs(lazy + [one_case_run("cumsum_64bit", "2.5.1+cu124", "affected")], [], tmp_path,
+                generated=later)
+    moved = json.loads((tmp_path / "stale_replay" / "affected.json").read_text())
+    assert moved["id"] == first["id"] and moved["published"] == first["published"]
+    cumsum = json.loads((tmp_path / "cumsum_64bit" / "affected.json").read_text())
+    assert cumsum["published"] == "2026-03-23T12:00:00Z"  # a new record: not the other's date
