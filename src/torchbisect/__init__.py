@@ -1,3 +1,3 @@
-"""torchbisect: which PyTorch builds read stale lazy clones under CUDA Graphs, and since when."""
+"""torchbisect: which PyTorch builds a GPU regression affects, since when, and which fixed it."""
 
 __version__ = "0.1.0"

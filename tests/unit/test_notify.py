@@ -209,7 +209,7 @@ def test_an_older_state_without_models_is_that_models_when_one_is_measured(hub, 
             "(1 build); it is read as NVIDIA H200's") in done.stdout
     assert "status issue #7: updated" in done.stdout and hub.comments == []  # no news, no comment
     state = _state(hub.issues[7]["body"])
-    assert state == {"fix": "no-fix:2026-11-30",
+    assert state == {"fix": "no-fix:2026-11-30", "probe": "stale_replay",
                      "models": {"NVIDIA H200": {STABLE: "not_affected"}}}
     again = notify(hub, tmp_path, "--store", str(one), "--summary", "summary.md")
     assert "status issue #7: unchanged" in again.stdout and "note:" not in again.stdout
@@ -332,3 +332,46 @@ def test_the_issue_body_names_the_models_their_difference_and_the_kinds(hub, tmp
             "GB300; affected on NVIDIA H200") in body
     assert "**Not every runner kind reported in the latest run: GB300**" in body
     assert "- **GB300** (NVIDIA GB300 · linux_aarch64): declared, never reported" in body
+
+
+def test_each_regression_has_its_own_issue_titled_by_its_probe(hub, tmp_path):
+    """A store of two probes: two issues, each titled by its probe's title and holding its own
+    summary.md (from the folder `report` drew); a change in one regression updates its issue
+    alone."""
+    def release(version: str, probe: str, verdict: str):
+        public, cuda = version.split("+")
+        cell = make_cell(f"stable-{public}-{cuda}-cp312", channel=Channel.STABLE,
+                         version=version, probe=probe)
+        return make_run(cell, verdict=verdict)
+
+    lazy = release("2.15.0+cu132", "stale_replay", "affected")
+    cumsum = release("2.5.1+cu124", "cumsum_64bit", "affected")
+    for probe in ("stale_replay", "cumsum_64bit"):
+        (tmp_path / "site" / probe).mkdir(parents=True)
+        (tmp_path / "site" / probe / "summary.md").write_text(f"## the page of {probe}\n")
+    first = store_of(tmp_path / "a.sqlite", lazy, cumsum)
+    done = notify(hub, tmp_path, "--store", str(first), "--summary", "site")
+    assert done.returncode == 0, done.stderr
+    opened = {w.body["title"]: w.body["body"] for w in writes(hub)}
+    assert set(opened) == {
+        "torchbisect: torch._lazy_clone copies can hand stale data to kernels under CUDA Graph "
+        "replay and race with side streams",
+        "torchbisect: torch.cumsum over the last dimension is silently wrong past 2**32 elements "
+        "on CUDA"}
+    assert all(w.body["labels"] == ["torchbisect"] for w in writes(hub))
+    for title, body in opened.items():
+        probe = "cumsum_64bit" if "cumsum" in title else "stale_replay"
+        assert f"## the page of {probe}" in body and f'"probe": "{probe}"' in body
+    numbers = {i["body"].split('"probe": "')[1].split('"')[0]: n for n, i in hub.issues.items()}
+
+    fixed = store_of(tmp_path / "b.sqlite", lazy, cumsum,
+                     release("2.6.0+cu124", "cumsum_64bit", "not_affected"))
+    again = notify(hub, tmp_path, "--store", str(fixed), "--summary", "site")
+    assert again.returncode == 0, again.stderr
+    patched = [w.path for w in writes(hub)[2:] if w.method == "PATCH"]
+    assert patched == [f"/api/repos/owner/repo/issues/{numbers['cumsum_64bit']}"]
+    assert f"status issue #{numbers['stale_replay']}: unchanged" in again.stdout
+
+    one_file = notify(hub, tmp_path, "--store", str(fixed), "--summary", "summary.md")
+    assert one_file.returncode == 2
+    assert "the store holds 2 regressions (cumsum_64bit, stale_replay)" in one_file.stderr

@@ -13,7 +13,8 @@ from torchbisect.cli import main
 from torchbisect.model import Channel, Verdict
 from torchbisect.probe.scripts import probe_path
 from torchbisect.report import build_view, render_runs
-from torchbisect.report.advice import UPSTREAM_SEARCH, cost_sentence, duration
+from torchbisect.report.advice import cost_sentence, duration, upstream_search
+from torchbisect.report.regression import regression_for
 from torchbisect.report.synthetic import synthetic_run as run
 
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
@@ -39,7 +40,7 @@ def test_the_page_and_summary_say_what_to_do_with_the_measured_cost(tmp_path):
     html = (tmp_path / "page" / "index.html").read_text()
     todo = _todo(html)
     assert todo.startswith("What to do Workaround Use x.clone() instead of torch._lazy_clone(x)")
-    assert ("Measured on NVIDIA H200 (torch 2.11.0+cu130): the clone adds below 1 µs (the "
+    assert ("Measured on NVIDIA H200 (torch 2.11.0+cu130): the workaround adds below 1 µs (the "
             "timer's resolution) to a graph replay at 1 MiB and 0.77 ms at 1024 MiB.") in todo
     assert '<a href="../bench/workaround.svg">The benchmark</a>' in html
     assert "no fixed release yet (every tested release up to 2.15.0 is affected)" in todo
@@ -51,14 +52,15 @@ def test_the_page_and_summary_say_what_to_do_with_the_measured_cost(tmp_path):
     # the self-check's file is published beside the page: the link downloads the real probe
     assert '<a href="stale_replay.py" download>' in html
     assert (tmp_path / "page" / "stale_replay.py").read_bytes() == probe_path().read_bytes()
-    assert f'href="{UPSTREAM_SEARCH}"' in html
+    search = upstream_search(regression_for("stale_replay"))
+    assert f'href="{search}"' in html.replace("&amp;", "&")
     # near the top: before the matrix
     assert html.index('class="todo"') < html.index('class="matrix"')
     summary = (tmp_path / "page" / "summary.md").read_text()
     assert "### What to do" in summary and "([benchmark](../bench/workaround.svg))" in summary
     assert ("- **Check your own torch:** download [stale_replay.py](stale_replay.py) and run "
             "`python stale_replay.py`") in summary
-    assert f"- **Upstream report:** {UPSTREAM_SEARCH}" in summary
+    assert f"- **Upstream report:** {search}" in summary
 
 
 def test_the_first_fixed_release_and_nightly_are_named_when_known(tmp_path):
@@ -66,8 +68,8 @@ def test_the_first_fixed_release_and_nightly_are_named_when_known(tmp_path):
             run("2.17.0.dev20260301+cu132", BAD), run("2.17.0.dev20260305+cu132", GOOD)]
     render_runs(runs, [], tmp_path, generated=NOW)
     todo = _todo((tmp_path / "index.html").read_text())
-    assert ("first fixed release 2.16.0; first fixed nightly 2026-03-05 (not bisected, previous "
-            "tested nightly 2026-03-01)") in todo
+    assert ("fixed in 2.16.0 (the first release measured after 2.15.0); first fixed nightly "
+            "2026-03-05 (not bisected, previous tested nightly 2026-03-01)") in todo
 
 
 def test_with_two_gpu_models_each_gets_its_own_fix_line():

@@ -26,8 +26,11 @@ def test_markdown_has_the_headline_and_one_table_line_per_build():
     runs = [run("2.11.0+cu130", {**BAD, "side_stream": (7, 20)}), run("2.15.0+cu132", BAD),
             run("2.12.0+cu130", infra="docker: image build failed")]
     text = render_markdown(build_view(runs, [], generated=NOW))
-    assert text.splitlines()[0] == ("## torch._lazy_clone stale data: 2.11.0 – 2.15.0 affected on "
-                                    "NVIDIA H200 (releases before 2.11.0 were not tested)")
+    # the heading is the probe's title; the headline follows it
+    assert text.splitlines()[0] == ("## torch._lazy_clone copies can hand stale data to kernels "
+                                    "under CUDA Graph replay and race with side streams")
+    assert text.splitlines()[2] == ("**2.11.0 – 2.15.0 affected on NVIDIA H200 (releases before "
+                                    "2.11.0 were not tested)**")
     table = [line for line in text.splitlines() if line.startswith("|")]
     assert table[0].startswith("| build | channel | verdict | capture + data_ptr() |")
     assert table[2] == ("| 2.11.0 | stable | ✗ affected | ✗ affected 5/5 | ✗ affected 5/5 "
@@ -94,7 +97,7 @@ def test_report_command_renders_the_newest_run_per_cell_from_the_store(tmp_path,
         store.add(run("2.11.0+cu130", BAD, started="2026-03-02T00:00:00Z"))
     assert main(["report", "--store", str(path), "--out", str(tmp_path / "out")]) == 0
     summary = (tmp_path / "out" / "summary.md").read_text()
-    assert "stale data: 2.11.0 affected on NVIDIA H200" in summary
+    assert "**2.11.0 affected on NVIDIA H200" in summary
     assert "newest run: 2026-03-02" in summary
 
 
@@ -201,11 +204,11 @@ def test_a_run_of_nightlies_folds_into_one_row_whose_page_lists_them_all(tmp_pat
     assert [(f.folded, len(f.rows)) for f in nightly.folds] == [(True, 20), (False, 1),
                                                                 (True, 19)]
     side = [c for c in nightly.folds[0].cases[2]]
-    assert [(m.word, m.note, n) for m, n in side] == [("affected", "stale 20/20", 18),
-                                                       ("flaky", "stale 7/20", 2)]
+    assert [(m.word, m.note, n) for m, n in side] == [("affected", "20/20", 18),
+                                                       ("flaky", "7/20", 2)]
     html = (tmp_path / "index.html").read_text()
     assert html.count('class="member"') == 0 and html.count("<tr id=") == 1  # the infra row
-    assert "◐ flaky stale 7/20 ×2" in " ".join(html.split())
+    assert "◐ flaky 7/20 ×2" in " ".join(html.split())
     page = (tmp_path / nightly.folds[0].href).read_text()
     assert page.count("<tr id=") == 20 and "2026-01-04" in page
     assert "Content-Security-Policy" in page and "<script" not in page

@@ -120,7 +120,7 @@ def test_a_preinstalled_final_release_counts_as_that_release_everywhere(tmp_path
     assert osv["affected"][0]["versions"] == ["2.11.0", "2.12.0"]  # the NGC build is no release
     assert results["headlines"][0]["text"] == (
         "2.11.0 – 2.12.0 affected on NVIDIA H200 (releases before 2.11.0 were not tested)")
-    assert "## torch._lazy_clone stale data: 2.11.0 – 2.12.0 affected" in (
+    assert "**2.11.0 – 2.12.0 affected" in (
         tmp_path / "summary.md").read_text()
     assert "2.11.0 – 2.12.0 affected on NVIDIA H200" in (tmp_path / "index.html").read_text()
 
@@ -431,6 +431,10 @@ SPANS = {
     "two gpus": [run("2.13.0+cu130", BAD), run("2.14.0+cu130", GOOD, gpu="NVIDIA A100"),
                  run("2.14.0+cu130", BAD)],
     "nothing affected": [run("2.15.0+cu132", GOOD)],
+    # a `fixed` event: the next release after the last affected one, measured not affected
+    "a measured fix": [run("2.4.1+cu124", BAD), run("2.5.0+cu124", BAD), run("2.5.1+cu124", GOOD)],
+    "a fix behind an unmeasured release": [run("2.4.0+cu124", BAD), run("2.4.1+cu124", infra="x"),
+                                           run("2.5.0+cu124", GOOD)],
 }
 
 
@@ -457,6 +461,11 @@ def test_a_scanner_expanding_each_record_gets_exactly_the_measured_span(osv_pyth
                    for e in r["events"])
     assert expanded[str(records[0])] == ["2.11.0", "2.12.0", "2.12.1", "2.13.0", "2.14.0",
                                          "2.14.1", "2.15.0"]
+    ranges = {r.parent.name: json.loads(r.read_text())["affected"][0]["ranges"]
+              for r in records[:len(SPANS)]}
+    assert ranges["a-measured-fix"][0]["events"][-1] == {"fixed": "2.5.1"}
+    assert ranges["a-fix-behind-an-unmeasured-release"][0]["events"][-1] == {
+        "last_affected": "2.4.0"}
 
 
 # --- since when: a release measured without torch._lazy_clone (issue 31) -------------------------
@@ -488,7 +497,7 @@ def test_a_release_measured_without_the_api_just_before_the_first_affected_one_s
     found = doc["affected"][0]
     assert found["versions"] == ["2.3.0", "2.15.0"]
     assert found["database_specific"]["tested_versions"] == ["2.2.2", "2.3.0", "2.15.0"]
-    assert build_headline("NVIDIA H200", runs, []).text == (
+    assert build_headline("NVIDIA H200", runs, [], api="torch._lazy_clone").text == (
         "2.3.0 – 2.15.0 affected on NVIDIA H200 (releases before 2.3.0 have no "
         "torch._lazy_clone: 2.2.2 was measured without it)")
 

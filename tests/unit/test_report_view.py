@@ -118,15 +118,15 @@ def test_rows_are_grouped_by_channel_in_version_and_date_order():
 def test_a_flaky_case_shows_its_stale_fraction():
     page = build_view([run("2.11.0+cu130", {"side_stream": (7, 20)})], [], generated=NOW)
     (cell,) = [c for c in page.sections[0].groups[0].rows[0].cases if c.mark.kind == "flaky"]
-    assert (cell.mark.word, cell.mark.note) == ("flaky", "stale 7/20")
-    assert cell.stale == "flaky: stale 7/20 trials (35%)"
+    assert (cell.mark.word, cell.mark.note) == ("flaky", "7/20")
+    assert cell.rate == "flaky: affected on 7/20 trials (35%)"
 
 
 def test_refused_reads_as_the_kind_of_fix_it_is():
     page = build_view([run("2.17.0+cu132", REFUSED)], [], generated=NOW)
     row = page.sections[0].groups[0].rows[0]
     assert row.mark.is_safe
-    assert f"{row.mark.word} {row.mark.note}" == "refused (error at capture)"
+    assert f"{row.mark.word} {row.mark.note}" == "refused (a clear error)"
 
 
 def test_controls_that_behave_are_not_drawn_as_affected():
@@ -240,7 +240,8 @@ def test_several_gpu_models_side_by_side_with_what_holds_across_them_and_what_di
     assert [r.label for r in c.rows if not r.differs] == ["2.14.0", "first affected nightly"]
     # each model keeps its own headline: a verdict is never merged across models
     assert [s.headline.claim for s in page.sections] == [
-        "2.14.0 affected on NVIDIA GB300", "2.14.0 – 2.15.0 affected on NVIDIA H100"]
+        "2.14.0 affected on NVIDIA GB300, fixed in 2.15.0",
+        "2.14.0 – 2.15.0 affected on NVIDIA H100"]
     render_runs(runs, [], tmp_path, generated=NOW)
     html = " ".join((tmp_path / "index.html").read_text().split())
     assert "The verdict differs between GPU models" in html
@@ -405,9 +406,10 @@ def test_a_compile_case_counts_its_stale_variant_as_its_neighbours_do():
     page = build_view([made], [], generated=NOW)
     row = page.sections[0].groups[0].rows[0]
     cells = dict(zip([c.name for c in page.columns], row.cases, strict=True))
-    assert cells["capture_data_ptr"].mark.note == "stale 5/5"
-    assert cells["compile_reduce_overhead"].mark.note == "stale 4/6"
-    assert cells["compile_reduce_overhead"].stale == "stale 4/6 calls (67%) in custom_op_data_ptr"
+    assert cells["capture_data_ptr"].mark.note == "5/5"
+    assert cells["compile_reduce_overhead"].mark.note == "4/6"
+    assert cells["compile_reduce_overhead"].rate == (
+        "affected on 4/6 calls (67%) in custom_op_data_ptr")
 
 
 def test_one_gpu_is_one_line_with_the_cuda_runtimes_of_its_builds():
@@ -449,11 +451,11 @@ def test_a_row_summary_names_the_cases_a_phone_has_no_room_for():
 
 
 def test_the_upstream_link_reads_as_words():
-    from torchbisect.report.advice import link_text
-    from torchbisect.report.page import UPSTREAM_SEARCH
+    from torchbisect.report.advice import link_text, upstream_search
+    from torchbisect.report.regression import Regression
 
-    assert link_text(UPSTREAM_SEARCH) == ('pytorch/pytorch issues matching _lazy_clone '
-                                          '"CUDA graph" stale (a GitHub search)')
+    search = upstream_search(Regression(probe="p", title="t", requires_api="torch.cumsum"))
+    assert link_text(search) == "pytorch/pytorch issues matching torch.cumsum (a GitHub search)"
     assert link_text("https://github.com/pytorch/pytorch/issues/12345") == (
         "pytorch/pytorch#12345 on GitHub")
 

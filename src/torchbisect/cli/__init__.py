@@ -70,7 +70,7 @@ def _parser(chosen: str | None) -> tuple[argparse.ArgumentParser, argparse.Argum
     parser = argparse.ArgumentParser(
         prog="torchbisect", allow_abbrev=False, epilog=epilog(None),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Test PyTorch builds for the lazy-clone / CUDA Graph stale-data bug.",
+        description="Test PyTorch builds for a GPU regression: which are affected, since when.",
     )
     parser.add_argument("--version", action="version", version=f"torchbisect {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

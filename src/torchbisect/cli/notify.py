@@ -1,7 +1,9 @@
-"""`torchbisect notify`: say what changed, in the job summary and in the one status issue.
+"""`torchbisect notify`: say what changed, in the job summary and in each regression's status issue.
 
-After a matrix run: each build's verdict per GPU model from the store, the issue's body from
-`--summary` (summary.md, which names the models measured and where their verdicts differ).
+After a matrix run: each build's verdict per GPU model from the store, for each probe in it (one
+regression, one issue, titled by the probe's title), the issue's body from `--summary`: the
+folder `report` drew (each regression's summary.md in it, where `report` put it) or, for a store of
+one regression (or with `--probe`), that summary.md itself.
 With `--fix`, after the weekly fix search: "no fix yet: newest nightly … still affected" or the
 fix found, from that search's own store; a search that could tell neither exits 3 after saying
 so, so the job is red instead of silently green.  The issue is opened or updated through the
@@ -17,6 +19,7 @@ import os
 import re
 from pathlib import Path
 
+from .. import defaults
 from ..errors import ConfigError, InfraError
 from . import options as flags
 
@@ -25,9 +28,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     flags.add_store_option(parser, "result store to read")
     add("--summary", type=Path, metavar="MD",
-        help="Markdown for the issue (summary.md of `report`); required without --fix")
+        help="the folder `report` wrote (each regression's summary.md in it), or one summary.md "
+             "(a store of one regression, or with --probe); required without --fix")
     add("--fix", action="store_true",
         help="report the fix status of a `bisect --find-fix` store instead of the verdicts")
+    add("--probe", metavar="NAME",
+        help="tell only this regression (a probe of the store); default: each one in it")
     add("--runners", type=Path, metavar="YAML",
         help="runners.yaml: also tell when a declared runner kind stops (or starts) reporting "
              "in the store's latest run (not with --fix)")
@@ -40,7 +46,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report.notify import fix_status, tell, verdicts_of
+    from ..report.site import by_probe
     from ..store.db import Store
 
     if not args.fix and args.summary is None:
@@ -55,14 +61,48 @@ def run(args: argparse.Namespace) -> int:
     with Store(args.store) as store:
         runs, bisections = store.latest(), store.bisections()
         attendance = store.attendance() if runners else []
+    groups = _regressions(runs, args.probe, args.fix)
+    site = list(by_probe(runs)) or [defaults.PROBE]  # the regressions `report` drew
+    api = _api(args)
+    undecided = []
+    for probe, mine in groups.items():
+        fix = _tell_one(args, api, probe, mine, bisections, site, len(groups) > 1, runners,
+                        attendance)
+        if fix is not None and not fix.decided:
+            undecided.append(fix.text)
+    if undecided:
+        raise InfraError(undecided[0])
+    return 0
+
+
+def _regressions(runs, probe: str | None, fix: bool) -> dict[str, list]:
+    """Each regression's runs: the probe asked for, else every probe in the store (the fix
+    check's store is one search's: its one probe, the default one when it holds none)."""
+    from ..report.site import by_probe
+
+    groups = by_probe(runs)
+    if probe is not None:
+        return {probe: groups.get(probe, [])}
+    if fix and len(groups) != 1:
+        return {defaults.PROBE: groups.get(defaults.PROBE, [])}
+    return groups or {defaults.PROBE: []}
+
+
+def _tell_one(args, api, probe: str, runs, bisections, site: list[str], named: bool, runners,
+              attendance):
+    """Say one regression's news (named, among several), print it and append it to
+    --summary-out; its fix status.  `site`: every regression the report drew."""
+    from ..report.notify import fix_status, tell, verdicts_of
+    from ..report.regression import regression_for
+
+    regression = regression_for(probe)
     if args.fix:
         fix = fix_status(runs, bisections)
         markdown, verdicts = f"### Fix check\n\n{fix.text}\n", None
     else:
         fix, verdicts = None, verdicts_of(runs)
-        markdown = _read(args.summary)
+        markdown = _read(_summary_of(args.summary, probe, site, args.probe is not None))
     said = fix.text if fix else _measured(verdicts)
-    api = _api(args)
     if api is None:
         told = "not told: no GITHUB_TOKEN or --repo, so no issue was opened or updated"
     elif fix is not None and not fix.decided:
@@ -70,17 +110,32 @@ def run(args: argparse.Namespace) -> int:
     else:
         done = tell(api, args.repo, section="fix" if args.fix else "matrix",
                     markdown=markdown, verdicts=verdicts, fix=fix,
-                    kinds=_kinds(runners, attendance, verdicts) if runners else None)
+                    kinds=_kinds(runners, attendance, verdicts) if runners else None,
+                    probe=probe, title=regression.title)
         told = "".join(f"note: {n}\n" for n in done.notes) + \
             f"status issue #{done.number}: {done.action}" + "".join(
             f"\n- {c}" for c in done.changes)
-    print(f"{said}\n{told}")
+    head = f"{regression.title} ({probe}): " if named else ""
+    print(f"{head}{said}\n{told}")
     if args.summary_out:
         with args.summary_out.open("a", encoding="utf-8") as out:
-            out.write(f"{markdown if args.fix else ''}\n{told}\n")
-    if fix is not None and not fix.decided:
-        raise InfraError(fix.text)
-    return 0
+            out.write(f"{markdown if args.fix else ''}\n{head}{told}\n")
+    return fix
+
+
+def _summary_of(summary: Path, probe: str, probes: list[str], chosen: bool) -> Path:
+    """A regression's summary.md: in the folder `report` drew, where it drew it (site.py); a
+    file given as --summary is the one regression's (the store's only one, or --probe's)."""
+    from ..report.site import folder_of
+
+    if not summary.is_dir():
+        if len(probes) > 1 and not chosen:
+            raise ConfigError(f"the store holds {len(probes)} regressions ({', '.join(probes)}); "
+                              f"--summary {summary} is one summary.md: pass the folder `report` "
+                              "wrote, or --probe NAME")
+        return summary
+    return summary / folder_of(probe) / "summary.md" if len(probes) > 1 else \
+        summary / "summary.md"
 
 
 def _measured(verdicts: dict[str, dict[str, str]]) -> str:

@@ -5,7 +5,11 @@ how reports/sample/ is made from the real H200 results in tests/data/probe/).  T
 and page links come from `references:` in the matrix file, when there is one; its link to the
 repository it was built from comes from the Actions context in a workflow (report/links.py).
 With `--runners runners.yaml` the page also lists each declared runner kind and whether it
-reported in the store's latest run (the matrix workflow passes it)."""
+reported in the store's latest run (the matrix workflow passes it).
+
+One regression per probe: a store (or documents) of one probe draws its page into `--out`; of
+several (or a matrix that names several under `probes:`), each regression's page goes into
+`--out/<probe>/` and `--out/index.html` lists them (report/site.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ from . import options as flags
 
 def configure(parser: argparse.ArgumentParser) -> None:
     flags.add_store_option(parser, "result store to read")
-    flags.add_out_option(parser, "folder to write the four files into")
+    flags.add_out_option(parser, "folder to write the four files into (with several "
+                                 "regressions: a folder each, and the index page)")
     parser.add_argument("--probe-json", type=Path, nargs="+", metavar="FILE",
                         help="render these probe JSON documents instead of the store")
     parser.add_argument("--bisection", type=Path, action="append", default=[], metavar="FILE",
@@ -44,9 +49,10 @@ def run(args: argparse.Namespace) -> int:
         from ..config.runners import load_runners
 
         runners = load_runners(args.runners)
+    links = links_from(args.matrix)
+    probes = matrix_probes(args.matrix)
     if args.probe_json:
-        paths = render(DocumentSource(args.probe_json, args.bisection), args.out,
-                       links=links_from(args.matrix))
+        paths = render(DocumentSource(args.probe_json, args.bisection), args.out, links=links)
     elif args.bisection:
         raise ConfigError("--bisection needs --probe-json; stored bisections are drawn already")
     elif not args.store.is_file():
@@ -58,7 +64,17 @@ def run(args: argparse.Namespace) -> int:
         # Not read_only: a read-only connection leaves -wal and -shm files beside the store
         # (published with it in CI); opening one never changes it (store/db.py).
         with Store(args.store) as store:
-            paths = render(store, args.out, links=links_from(args.matrix), runners=runners)
+            paths = render(store, args.out, links=links, runners=runners, probes=probes)
     for path in paths:
         print(path)
     return 0
+
+
+def matrix_probes(matrix: Path) -> list[str]:
+    """The probes the matrix names under `probes:` (each drawn, runs or not); none without the
+    file or the key."""
+    if not Path(matrix).is_file():
+        return []
+    from ..config.matrix import load_matrix
+
+    return list(getattr(load_matrix(matrix), "probes", None) or ())

@@ -72,6 +72,10 @@ class GitHub:
 
     def find_issue(self, repo: str, label: str) -> tuple[int, str] | None:
         """(number, body) of the oldest open issue with this label (pull requests left out)."""
+        return min(self.find_issues(repo, label), default=None)
+
+    def find_issues(self, repo: str, label: str) -> list[tuple[int, str]]:
+        """(number, body) of each open issue with this label, oldest first (no pull requests)."""
         found = self.call("GET", f"/repos/{repo}/issues?state=open&labels={label}"
                                  "&sort=created&direction=asc&per_page=100", hint=WRITE_HINT)
         if not isinstance(found, list) or not all(isinstance(i, dict) for i in found):
@@ -82,7 +86,7 @@ class GitHub:
         if any(not _whole(n) or not isinstance(b, str) for n, b in issues):
             raise GitHubError(f"GitHub's answer listing the issues of {repo} has an issue "
                               "without a number or with a body that is not text")
-        return min(issues, default=None)
+        return sorted(issues)
 
     def create_issue(self, repo: str, title: str, body: str, labels: list[str]) -> int:
         made = self.call("POST", f"/repos/{repo}/issues",

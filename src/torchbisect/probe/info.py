@@ -10,7 +10,11 @@ report needs to name the regression comes from the file's text, parsed with `ast
   `WORKAROUND` (one sentence), `REQUIRES_API` (a dotted name such as `torch._lazy_clone`: a build
   without it is `not_applicable`), `PROBE_VERSION` (bumped when a verdict changes meaning);
 - optional `CASE_LABELS` and `CASE_NOTES`, dict literals of case name to a short label / note,
-  in the order the page shows the cases;
+  in the order the page shows the cases; `CONTROLS`, a dict literal of each control case to the
+  verdict it must show (the page draws a control that shows it as "as expected", never red);
+  `OSV_ID`, the id of the regression's OSV record when it must stay what it was;
+  `WORKAROUND_BENCH`, the name of the `nox -s bench` document (reports/bench/NAME.json) that
+  measures the workaround's cost, quoted beside it;
 - `PROBE_OUTPUT`: `"document"` for a probe that prints the JSON document of probes/README.md, or
   `"exit_status"` for a plain `git bisect run` script (exit 0 not affected, 1-127 affected, 125
   cannot tell, 128 and above an error; its last line of output is the detail).  Without it, a
@@ -38,8 +42,8 @@ class ProbeOutput(enum.Enum):
 
 
 _STRINGS = ("UPSTREAM_ISSUE", "FIX_PR", "WORKAROUND", "REQUIRES_API", "PROBE_VERSION",
-            "PROBE_OUTPUT")
-_MAPPINGS = ("CASE_LABELS", "CASE_NOTES")
+            "PROBE_OUTPUT", "OSV_ID", "WORKAROUND_BENCH")
+_MAPPINGS = ("CASE_LABELS", "CASE_NOTES", "CONTROLS")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +63,9 @@ class ProbeInfo:
     requires_api: str = ""
     case_labels: dict[str, str] = field(default_factory=dict)
     case_notes: dict[str, str] = field(default_factory=dict)
+    controls: dict[str, str] = field(default_factory=dict)  # control case -> its verdict
+    osv_id: str = ""
+    workaround_bench: str = ""
 
     @property
     def version(self) -> str:
@@ -90,7 +97,9 @@ def read_info(path: Path, name: str | None = None) -> ProbeInfo:
         upstream_issue=literals.get("UPSTREAM_ISSUE", ""), fix_pr=literals.get("FIX_PR", ""),
         workaround=literals.get("WORKAROUND", ""),
         requires_api=literals.get("REQUIRES_API", ""),
-        case_labels=literals.get("CASE_LABELS", {}), case_notes=literals.get("CASE_NOTES", {}))
+        case_labels=literals.get("CASE_LABELS", {}), case_notes=literals.get("CASE_NOTES", {}),
+        controls=literals.get("CONTROLS", {}), osv_id=literals.get("OSV_ID", ""),
+        workaround_bench=literals.get("WORKAROUND_BENCH", ""))
 
 
 def _literals(tree: ast.Module, path: Path) -> dict:

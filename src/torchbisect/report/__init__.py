@@ -3,6 +3,11 @@
 `render(store, out_dir)` reads the newest run per (cell, GPU) and every bisection from the store;
 `render_runs` is the pure core used by tests and the benchmarks (bench/tool.py).  Each file is
 written to a temporary name and renamed, so a reader never sees half a page.
+
+One regression per page: the runs are grouped by the probe that made them (`CellRun.cell.probe`).
+Runs of one probe draw its page into `out_dir` itself, as they always have; runs of several (or
+probes the matrix names) draw each regression's page, Markdown, results.json and OSV record into
+`out_dir/<probe>/` and one index page, `out_dir/index.html`, that lists them (site.py).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -19,9 +25,7 @@ from ..config.matrix import References
 from ..model import CellRun, Channel
 from ..outcome import BisectResult
 from ..probe import document as probe_doc
-from ..probe.scripts import probe_path
 from ..utils import files
-from .advice import PROBE_FILE
 from .documents import SCHEMA_FILES, schema_text
 from .folding import FOLD_DIR
 from .headline import NO_GPU, gpu_of
@@ -29,7 +33,10 @@ from .html import render_fold_pages, render_html
 from .markdown import render_markdown
 from .osv import osv_document
 from .page import PageView
+from .regression import Regression, probe_of, regression_for
 from .results_json import results_document
+from .site import INDEX_JSON, SiteEntry, bisections_of, by_probe, render_index, site_entry
+from .site import folder_of as site_folder
 from .view import build_view
 
 __all__ = ["PageView", "build_view", "render", "render_runs", "results_json"]
@@ -50,53 +57,112 @@ _EXAMPLES = (("sample page (probe documents)", "sample/index.html"),
 
 
 def render(store: RunSource, out_dir: Path, *, empty_reason: str = "",
-           links: References | None = None, runners=None) -> list[Path]:
+           links: References | None = None, runners=None,
+           probes: Sequence[str] = ()) -> list[Path]:
     """With `runners` (runners.yaml, loaded), `store` is an AttendanceSource: the page says which
-    declared kinds reported in the latest run."""
+    declared kinds reported in the latest run.  `probes`: those the matrix names, drawn even
+    before the store holds a run of theirs."""
     path = getattr(store, "path", None)  # a store's file is named on the page (never its folder)
     return render_runs(store.latest(), store.bisections(), Path(out_dir),
                        generated=dt.datetime.now(dt.timezone.utc), empty_reason=empty_reason,
                        links=links, runners=runners,
                        attendance=store.attendance() if runners else (),
-                       store=Path(path).name if path else "")
+                       store=Path(path).name if path else "", probes=probes)
 
 
 def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Path, *,
                 generated: dt.datetime, empty_reason: str = "",
                 links: References | None = None, runners=None, attendance=(),
-                store: str = "") -> list[Path]:
-    """Write the page's files into `out_dir` and return their paths: the four documents, the
-    probe script the page's self-check runs (published beside it, so the page is enough), and the
-    JSON Schemas of results.json and of a probe's document.  `store`: what the runs were read
-    from, as the page names it."""
+                store: str = "", probes: Sequence[str] = ()) -> list[Path]:
+    """Write each regression's files and return their paths: the four documents, the probe
+    script the page's self-check runs (published beside it, so the page is enough), and the JSON
+    Schemas of results.json and of a probe's document; with several regressions, each in a
+    folder of its own and the index page beside them.  `store`: what the runs were read from,
+    as the page names it; `probes`: those to draw even without runs (the matrix's)."""
     out_dir = Path(out_dir)
     runs = [with_probed_version(r) for r in runs]
-    page = build_view(runs, bisections, generated=generated, empty_reason=empty_reason,
-                      examples=example_links(out_dir) if not measured_on_a_gpu(runs) else (),
-                      links=links,
-                      bench=workaround_bench(out_dir), runners=runners, attendance=attendance,
-                      store=store)
-    osv = osv_document(runs, bisections, generated=generated,
-                       headlines=tuple(s.headline for s in page.sections),
-                       differences=page.comparison.differences if page.comparison else (),
-                       links=links,
-                       previous=_previous(out_dir))
-    pages = {
-        "index.html": render_html(page),
-        "results.json": _json(results_document(page, runs, bisections, generated=generated)),
-        "summary.md": render_markdown(page),
-        "affected.json": json.dumps(osv, indent=2, ensure_ascii=False) + "\n",
-        PROBE_FILE: probe_path(defaults.PROBE).read_text(encoding="utf-8"),
-        **{file: schema_text(name) for name, file in SCHEMA_FILES.items()},
-    }
+    groups = by_probe(runs, probes)
+    several = len(groups) > 1
+    texts: dict[Path, str] = {}
+    folds: dict[Path, set[Path]] = {}
+    entries: list[SiteEntry] = []
+    for probe, mine in groups.items() or [(probe_of(runs), runs)]:
+        regression = regression_for(probe)
+        folder = out_dir / site_folder(probe) if several else out_dir
+        own = bisections_of(probe, groups, bisections) if several else bisections
+        page, files_ = _page_files(
+            mine, own, folder, regression, generated=generated,
+            empty_reason=empty_reason or (_none_of(probe) if runs and not mine else ""),
+            links=_links_for(regression, links, several), runners=runners,
+            attendance=attendance, store=store, root=out_dir,
+            site_home="../index.html" if several else "")
+        texts.update(files_)
+        folds[folder] = {p for p in files_ if p.parent.name == FOLD_DIR}
+        entries.append(site_entry(page, site_folder(probe)))
+    if several:
+        index_html, index_json = render_index(entries, generated=generated, store=store)
+        texts[out_dir / "index.html"] = index_html
+        texts[out_dir / INDEX_JSON] = index_json
     out_dir.mkdir(parents=True, exist_ok=True)
     # all or nothing: each to a temporary name, renamed together (no half page, no write
     # through a link planted in the folder, a full disk one sentence: files.DiskFull)
-    folds = render_fold_pages(page)
-    written = files.write_all({out_dir / name: text
-                               for name, text in {**pages, **folds}.items()})
-    _remove_old_folds(out_dir, {out_dir / href for href in folds})
+    written = files.write_all(texts)
+    for folder, current in folds.items():
+        _remove_old_folds(folder, current)
     return written
+
+
+def _page_files(runs: list[CellRun], bisections: list[BisectResult], folder: Path,
+                regression: Regression, *, generated: dt.datetime, empty_reason: str,
+                links: References | None, runners, attendance, store: str, root: Path,
+                site_home: str) -> tuple[PageView, dict[Path, str]]:
+    """One regression's page and its files, by their paths under `folder`."""
+    page = build_view(runs, bisections, generated=generated, empty_reason=empty_reason,
+                      examples=example_links(folder) if not measured_on_a_gpu(runs) else (),
+                      links=links, bench=workaround_bench(folder, regression.workaround_bench),
+                      runners=runners, attendance=attendance, store=store,
+                      regression=regression)
+    osv = osv_document(runs, bisections, generated=generated,
+                       headlines=tuple(s.headline for s in page.sections),
+                       differences=page.comparison.differences if page.comparison else (),
+                       links=links, previous=_previous(folder, root, regression.osv_id),
+                       regression=regression)
+    texts = {
+        "index.html": render_html(page, site_home),
+        "results.json": _json(results_document(page, runs, bisections, generated=generated)),
+        "summary.md": render_markdown(page),
+        "affected.json": json.dumps(osv, indent=2, ensure_ascii=False) + "\n",
+        **_probe_file(regression),
+        **{file: schema_text(name) for name, file in SCHEMA_FILES.items()},
+        **render_fold_pages(page),
+    }
+    return page, {folder / name: text for name, text in texts.items()}
+
+
+def _none_of(probe: str) -> str:
+    """Why a regression's page is empty when the store holds runs of other probes."""
+    return (f"The store holds no run of the probe {probe} yet: `nox -s matrix` with it in "
+            "matrix.yaml, on a machine with an NVIDIA GPU, adds them.")
+
+
+def _probe_file(regression: Regression) -> dict[str, str]:
+    """The probe's file by its name, published for the page's self-check; none when the file is
+    not at hand (a store from elsewhere) or cannot be read."""
+    if regression.file is None:
+        return {}
+    try:
+        return {regression.file.name: regression.file.read_text(encoding="utf-8")}
+    except (OSError, UnicodeDecodeError):
+        return {}
+
+
+def _links_for(regression: Regression, links: References | None,
+               several: bool) -> References | None:
+    """On a site of several regressions the matrix's `references.upstream` is one regression's
+    report: a probe that names its own (UPSTREAM_ISSUE) keeps it."""
+    if several and links is not None and links.upstream and regression.upstream_issue:
+        return links.model_copy(update={"upstream": None})
+    return links
 
 
 def _remove_old_folds(out_dir: Path, current: set[Path]) -> None:
@@ -136,29 +202,38 @@ def example_links(out_dir: Path) -> tuple[tuple[str, str], ...]:
     return tuple(links)
 
 
-def workaround_bench(out_dir: Path) -> dict | None:
-    """The workaround's measured cost (`nox -s bench`: reports/bench/workaround.json), linked
-    when the page is published beside it (reports/ or reports/<page>/), else only quoted."""
-    for base in (out_dir, out_dir.parent, defaults.OUT):
-        found = base / "bench" / "workaround.json"
+def workaround_bench(out_dir: Path, name: str) -> dict | None:
+    """The workaround's measured cost (`nox -s bench`: reports/bench/<name>.json, as the probe's
+    WORKAROUND_BENCH names it), linked when the page is published beside it (reports/,
+    reports/<page>/ or reports/<page>/<probe>/), else only quoted; None when the probe names
+    no benchmark or none is at hand."""
+    if not name:
+        return None
+    for base in (out_dir, out_dir.parent, out_dir.parent.parent, defaults.OUT):
+        found = base / "bench" / f"{name}.json"
         try:
             data = _bounded_json(found)
         except (OSError, ValueError):  # probe_doc.Rejected is a ValueError
             continue
         plot = found.with_suffix(".svg") if found.with_suffix(".svg").is_file() else found
-        beside = base in (out_dir, out_dir.parent)
+        beside = base in (out_dir, out_dir.parent, out_dir.parent.parent)
         return {"data": data, "href": Path(os.path.relpath(plot, out_dir)).as_posix()
                 if beside else ""}
     return None
 
 
-def _previous(out_dir: Path) -> dict | None:
-    """The OSV record this render replaces, whose `published` (and `modified`) it keeps."""
-    try:
-        doc = _bounded_json(out_dir / "affected.json")
-    except (OSError, ValueError):  # a hostile or broken file is no record: a new one starts
-        return None
-    return doc if isinstance(doc, dict) else None
+def _previous(folder: Path, root: Path, osv_id: str) -> dict | None:
+    """The OSV record this render replaces, whose `published` (and `modified`) it keeps: the
+    folder's own, else (a site that drew one regression and now draws several) the record at
+    the root when it is this regression's."""
+    for path in dict.fromkeys((folder / "affected.json", root / "affected.json")):
+        try:
+            doc = _bounded_json(path)
+        except (OSError, ValueError):  # a hostile or broken file is no record: a new one starts
+            continue
+        if isinstance(doc, dict) and (path.parent == folder or doc.get("id") == osv_id):
+            return doc
+    return None
 
 
 def _bounded_json(path: Path) -> object:

@@ -1,32 +1,31 @@
 """"What to do": the answer to an affected user's second question, built from the same headlines.
 
-The workaround (a real `clone()`) with its cost as measured by `nox -s bench`, the first fixed
-release and nightly per GPU model when known, a one-line self-check, and the upstream report.
-The upstream link comes from `references:` in matrix.yaml; by default it is a search of
-pytorch/pytorch's issues, since the bug had no issue of record when this was written.
+The probe's workaround (its WORKAROUND) with its cost as measured by `nox -s bench` when the probe
+names that benchmark, the release the fix is measured in and the first fixed nightly per GPU
+model when known, the fix's pull request when the probe names one, a one-line self-check with the
+probe file published beside the page, and the upstream report: `references.upstream` in
+matrix.yaml, else the probe's UPSTREAM_ISSUE, else a search of pytorch/pytorch's issues.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import unquote_plus, urlsplit
+from urllib.parse import quote_plus, unquote_plus, urlsplit
 
 from ..config.matrix import References
 from .headline import Headline, version_key
-from .page import UPSTREAM_SEARCH, Advice, Section
+from .page import Advice, Section
+from .regression import Regression
 
-WORKAROUND = ("Use x.clone() instead of torch._lazy_clone(x): a real copy is captured into the "
-              "graph and ordered on the current stream. Materializing the lazy clone before "
-              "capture (one write, after the stream that produced x is synchronized) avoids the "
-              "race too, but the graph then replays that one copy.")
+NO_WORKAROUND = "The probe names no workaround."
 # The self-check a reader of the page alone can follow: `report` publishes the standalone probe
-# beside the page (PROBE_FILE), which runs under any torch with nothing else installed.
-PROBE_FILE = "stale_replay.py"
-CHECK = f"python {PROBE_FILE}"
+# beside the page, which runs under any torch with nothing else installed.
 CHECK_MEANING = ("with the python whose torch you want checked: it probes the first GPU and exits "
-                 "0 = not affected, 1 = affected, 125 = cannot tell (no GPU, or a control "
-                 "misbehaved). It needs only torch.")
+                 "0 = not affected, 1 = affected, 125 = cannot tell (no GPU, say). It needs only "
+                 "torch.")
+NO_CHECK = ("The probe's file is not at hand where this page was drawn; `torchbisect probe` "
+            "runs it from a clone of torchbisect.")
 # torchbisect is not on PyPI: the line a reader can follow installs it from a clone of its source.
 TOOL = "pip install . && torchbisect probe"
 TOOL_MEANING = ("in a clone of torchbisect's repository (it is not published on PyPI): the same "
@@ -34,7 +33,13 @@ TOOL_MEANING = ("in a clone of torchbisect's repository (it is not published on 
                 "matrix of builds and bisects nightlies.")
 
 
-def first_fixed_release(h: Headline) -> str:
+def upstream_search(regression: Regression) -> str:
+    """A search of pytorch/pytorch's issues for the API the probe needs, else its title."""
+    words = regression.requires_api or regression.title
+    return f"https://github.com/pytorch/pytorch/issues?q=is%3Aissue+{quote_plus(words)}"
+
+
+def first_good_release(h: Headline) -> str:
     """The first tested release after the newest affected one that is not affected, or ""."""
     if not h.affected:
         return ""
@@ -44,14 +49,17 @@ def first_fixed_release(h: Headline) -> str:
 
 
 def fix_line(h: Headline) -> str:
+    newest = max(h.affected, key=version_key) if h.affected else ""
     if not h.tested:
         release = "no release has a verdict yet"
     elif not h.affected:
         release = "no tested release is affected"
-    elif fixed := first_fixed_release(h):
-        release = f"first fixed release {fixed}"
+    elif h.fixed:
+        release = f"fixed in {h.fixed} (the first release measured after {newest})"
+    elif good := first_good_release(h):
+        release = (f"{good} was measured not affected, but not every release between it and "
+                   f"{newest} (the newest affected) was measured")
     else:
-        newest = max(h.affected, key=version_key)
         release = f"no fixed release yet (every tested release up to {newest} is affected)"
     nightly = (f"first fixed nightly {h.first_fixed.text}" if h.first_fixed
                else "no fixed nightly found" if h.first_affected else "")
@@ -96,24 +104,33 @@ def cost_sentence(doc: dict[str, Any]) -> str:
     resolution = resolution if isinstance(resolution, (int, float)) else RESOLUTION_MS
     small, big = rows[0], rows[-1]
     where = f"{doc.get('gpu', 'the benchmark GPU')} (torch {doc.get('torch', '?')})"
-    return (f"Measured on {where}: the clone adds "
+    return (f"Measured on {where}: the workaround adds "
             f"{measured_cost(small['graph_clone_node_ms'], resolution)} to a graph replay at "
             f"{small['size_mib']} MiB and {measured_cost(big['graph_clone_node_ms'], resolution)} "
             f"at {big['size_mib']} MiB.")
 
 
+def upstream_of(regression: Regression, links: References) -> str:
+    """`references.upstream`, else the probe's UPSTREAM_ISSUE, else a search."""
+    return str(links.upstream or "") or regression.upstream_issue or upstream_search(regression)
+
+
 def build_advice(sections: tuple[Section, ...], links: References,
-                 bench: dict[str, Any] | None) -> Advice:
+                 bench: dict[str, Any] | None, regression: Regression) -> Advice:
     several = len(sections) > 1
     fixes = tuple(f"{s.gpu}: {fix_line(s.headline)}" if several else fix_line(s.headline)
                   for s in sections)
     bench = bench or {}
-    return Advice(workaround=WORKAROUND, cost=cost_sentence(bench.get("data") or {}),
-                  cost_href=bench.get("href", ""), fixes=fixes, check=CHECK,
-                  check_href=PROBE_FILE, check_meaning=CHECK_MEANING, tool=TOOL,
-                  tool_meaning=TOOL_MEANING, upstream=links.upstream or UPSTREAM_SEARCH,
-                  upstream_text=link_text(links.upstream or UPSTREAM_SEARCH),
-                  repository=links.repository or "")
+    upstream = upstream_of(regression, links)
+    check = regression.check_file
+    return Advice(workaround=regression.workaround or NO_WORKAROUND,
+                  cost=cost_sentence(bench.get("data") or {}),
+                  cost_href=bench.get("href", ""), fixes=fixes,
+                  check=f"python {check}" if check else "", check_href=check,
+                  check_meaning=CHECK_MEANING if check else NO_CHECK, tool=TOOL,
+                  tool_meaning=TOOL_MEANING, upstream=upstream, upstream_text=link_text(upstream),
+                  repository=links.repository or "", fix_pr=regression.fix_pr,
+                  fix_pr_text=link_text(regression.fix_pr) if regression.fix_pr else "")
 
 
 _GITHUB_THREAD = re.compile(r"/([\w.-]+)/([\w.-]+)/(?:issues|pull)/(\d+)/?$")

@@ -108,6 +108,7 @@ class HeadlineJson(TypedDict):
     affected_ranges: list[list[str]]  # [first, last] affected releases of each run of them
     first_affected_nightly: NightlyEdgeJson | None
     first_fixed_nightly: NightlyEdgeJson | None
+    fixed_in: NotRequired[str | None]  # the release the fix is measured in (fixed_release)
     newest_run: str
 
 

@@ -53,7 +53,7 @@ def _close(streak: list[Row], anchor: str) -> list[Fold]:
 
 def column_summary(marks: list[Mark]) -> tuple[tuple[Mark, int], ...]:
     """The verdicts of one column over the folded rows, commonest first; a verdict's note (the
-    stale fraction) is kept when every row with that verdict has the same one."""
+    trial count) is kept when every row with that verdict has the same one."""
     counts = Counter((m.kind, m.word) for m in marks)
     notes: dict[tuple[str, str], set[str]] = {}
     first: dict[tuple[str, str], Mark] = {}

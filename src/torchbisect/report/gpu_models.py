@@ -14,6 +14,7 @@ from ..model import CellRun, Channel
 from .headline import (
     NightlyEdge,
     affected_ranges,
+    fixed_release,
     introduced_after,
     is_release,
     marks_by,
@@ -22,24 +23,26 @@ from .headline import (
     release_states,
     state_of,
     version_key,
+    without_api_sentence,
 )
 from .page import Comparison, ComparisonRow, Section
 
 _WORDS = {"bad": ("aff", "affected"), "good": ("ok", "not affected"),
-          "absent": ("na", "no torch._lazy_clone"),
+          "absent": ("na", "without the API"),
           "unknown": ("na", "no verdict"), "": ("none", "not tested")}
 
 
-def compare(sections: tuple[Section, ...], runs: list[CellRun],
-            gpu_of) -> Comparison | None:
-    """The comparison of the models in `sections`, or None with fewer than two."""
+def compare(sections: tuple[Section, ...], runs: list[CellRun], gpu_of,
+            api: str = "") -> Comparison | None:
+    """The comparison of the models in `sections`, or None with fewer than two; `api`: the
+    probe's REQUIRES_API, named where a release was measured without it."""
     if len(sections) < 2:
         return None
     gpus = tuple(s.gpu for s in sections)
-    states = {g: dict(release_states([r for r in runs if gpu_of(r) == g and is_release(r)]))
-              for g in gpus}
+    states = {g: dict(release_states([r for r in runs if gpu_of(r) == g and is_release(r)],
+                                     api)) for g in gpus}
     versions = sorted({v for by in states.values() for v in by}, key=version_key)
-    rows = [_release_row(v, [states[g].get(v, "") for g in gpus]) for v in versions]
+    rows = [_release_row(v, [states[g].get(v, "") for g in gpus], api) for v in versions]
     last = {g: _last_tested_nightly([r for r in runs if gpu_of(r) == g]) for g in gpus}
     rows += [_edge_row(name, [_edge_of(s, attr, last[s.gpu]) for s in sections])
              for name, attr in (("first affected nightly", "first_affected"),
@@ -47,13 +50,14 @@ def compare(sections: tuple[Section, ...], runs: list[CellRun],
              if any(getattr(s.headline, attr) for s in sections)]
     differences = tuple(_difference(row, gpus) for row in rows if row.differs)
     told = {g for g in gpus if any(state != "unknown" for state in states[g].values())}
-    return Comparison(headline=_headline(gpus, runs, told), gpus=gpus, rows=tuple(rows),
+    return Comparison(headline=_headline(gpus, runs, told, api), gpus=gpus, rows=tuple(rows),
                       differences=differences)
 
 
-def _release_row(version: str, states: list[str]) -> ComparisonRow:
+def _release_row(version: str, states: list[str], api: str) -> ComparisonRow:
     said = {s for s in states if s in ("bad", "good")}
-    return ComparisonRow(label=version, cells=tuple(_WORDS[s] for s in states),
+    words = {**_WORDS, "absent": ("na", f"no {api}")} if api else _WORDS
+    return ComparisonRow(label=version, cells=tuple(words[s] for s in states),
                          differs=len(said) > 1)
 
 
@@ -105,13 +109,13 @@ def _difference(row: ComparisonRow, gpus: tuple[str, ...]) -> str:
     return f"{row.label}: {'; '.join(parts)}"
 
 
-def _headline(gpus: tuple[str, ...], runs: list[CellRun], told: set[str]) -> str:
+def _headline(gpus: tuple[str, ...], runs: list[CellRun], told: set[str], api: str) -> str:
     """What affected.json says: a release measured affected on any model is affected.  The
     models are named, and those without a verdict for any release (`told` holds the others) are
     said apart: "no tested release is affected" must never read as covering a model that has
     no release verdict."""
     releases = [r for r in runs if is_release(r)]
-    states = release_states(releases)
+    states = release_states(releases, api)
     ranges = affected_ranges(states)
     models = f"{len(gpus)} GPU models measured ({', '.join(gpus)})"
     without = [g for g in gpus if g not in told]
@@ -126,9 +130,11 @@ def _headline(gpus: tuple[str, ...], runs: list[CellRun], told: set[str]) -> str
     probed = sorted({public_version(r.cell.version) for r in releases}, key=version_key)
     said = " and ".join(a if a == b else f"{a} – {b}" for a, b in ranges)
     since = introduced_after(ranges, probed, tuple(v for v, s in states if s == "absent"))
-    covered = (f"releases before {ranges[0][0]} have no torch._lazy_clone: {since} was measured "
-               "without it") if since else f"releases before {probed[0]} were not tested"
-    return f"{said} affected on at least one of {models} ({covered}){note}"
+    covered = (without_api_sentence(ranges[0][0], since, api) if since
+               else f"releases before {probed[0]} were not tested")
+    fixed = fixed_release(states, releases)
+    fixed = f", fixed in {fixed}" if fixed else ""
+    return f"{said} affected on at least one of {models}{fixed} ({covered}){note}"
 
 
 def _listed(names: list[str]) -> str:

@@ -1,10 +1,13 @@
 """The sentence a maintainer reads first: which releases are affected, since and until which
-nightly.
+nightly, and in which release it was fixed, as measured.
 
 The release range is computed from releases only: stable rows, and a preinstalled torch whose
 version is a final release (release candidates, nightlies and local builds are not releases).
 Nightly edges come from a bisection when there is one, else from the tested nightlies themselves,
-and then they are bounds, said as such.
+and then they are bounds, said as such.  A release is "fixed in" only as measured: the first release
+measured not affected after the last one measured affected, with no release the store knows of
+between them left without a verdict.  Which API a probe needs (its `REQUIRES_API`) comes from the
+probe file; a release measured without it is where the regression cannot be yet.
 """
 
 from __future__ import annotations
@@ -126,7 +129,9 @@ class Headline:
     first_affected: NightlyEdge | None = None
     first_fixed: NightlyEdge | None = None
     newest_run: str = ""
-    absent: tuple[str, ...] = ()  # releases measured without torch._lazy_clone, ascending
+    absent: tuple[str, ...] = ()  # releases measured without `api`, ascending
+    api: str = ""  # the API the probe needs (its REQUIRES_API), "" when it names none
+    fixed: str = ""  # the release the fix is measured in (fixed_release), or ""
 
     @property
     def untested(self) -> str:
@@ -137,8 +142,7 @@ class Headline:
             return "no release was tested"
         since = introduced_after(self.affected_ranges, probed, self.absent)
         if since:
-            return (f"releases before {self.affected_ranges[0][0]} have no torch._lazy_clone: "
-                    f"{since} was measured without it")
+            return without_api_sentence(self.affected_ranges[0][0], since, self.api)
         return f"releases before {probed[0]} were not tested"
 
     @property
@@ -151,7 +155,8 @@ class Headline:
         where = "without a GPU" if self.gpu == NO_GPU else f"on {self.gpu}"
         if self.affected_ranges:
             ranges = " and ".join(a if a == b else f"{a} – {b}" for a, b in self.affected_ranges)
-            return f"{ranges} affected {where}"
+            fixed = f", fixed in {self.fixed}" if self.fixed else ""
+            return f"{ranges} affected {where}{fixed}"
         if self.tested:
             return f"No tested stable release is affected {where} ({_span(self.tested)} tested)"
         if self.unclear:
@@ -159,10 +164,15 @@ class Headline:
         return f"No stable release tested {where}"
 
 
+def without_api_sentence(first: str, since: str, api: str) -> str:
+    """"releases before 2.3.0 have no torch.foo: 2.2.2 was measured without it"."""
+    return f"releases before {first} have no {api}: {since} was measured without it"
+
+
 def introduced_after(ranges: tuple[tuple[str, str], ...], probed: list[str],
                      absent: tuple[str, ...]) -> str:
-    """The release just before the first affected one when it was measured without
-    torch._lazy_clone (so the bug begins there, as far as releases go); else "" (the first
+    """The release just before the first affected one when it was measured without the API the
+    probe needs (so the regression begins there, as far as releases go); else "" (the first
     affected release is only the first one tested, or one measured good or unclear precedes it)."""
     if not ranges or ranges[0][0] not in probed:
         return ""
@@ -191,26 +201,26 @@ def state_of(marks: list[Mark]) -> str:
     return "good" if all(m.is_safe for m in marks) else "unknown"
 
 
-def release_states(stable: list[CellRun]) -> list[tuple[str, str]]:
+def release_states(stable: list[CellRun], api: str = "") -> list[tuple[str, str]]:
     """(public version, good/bad/absent/unknown) for each tested release, ascending; `absent`:
-    every run of it measured the build without torch._lazy_clone (a measurement: the bug
-    cannot be there), which is neither good nor bad for the ranges."""
+    every run of it measured the build without `api` (a measurement: the regression cannot be
+    there), which is neither good nor bad for the ranges."""
     by_version = marks_by(stable, lambda r: public_version(r.cell.version))
-    absent = _without_api(stable)
+    absent = _without_api(stable, api) if api else set()
     states = [(v, "absent" if v in absent else state_of(m)) for v, m in by_version]
     return sorted(states, key=lambda item: version_key(item[0]))
 
 
-def _without_api(runs: list[CellRun]) -> set[str]:
-    """Versions whose every run with a verdict read not_applicable because torch._lazy_clone
-    is absent (the probe's case detail says so), not for want of some other API."""
+def _without_api(runs: list[CellRun], api: str) -> set[str]:
+    """Versions whose every run with a verdict read not_applicable for want of `api` (a case's
+    detail names it, as "torch.foo is absent in this build"), not of some other API."""
     seen: dict[str, bool] = {}
     for run in runs:
         if run.result is None:
             continue
         version = public_version(run.cell.version)
         without = run.verdict is Verdict.NOT_APPLICABLE and any(
-            "_lazy_clone is absent" in case.detail for case in run.result.cases)
+            api in case.detail for case in run.result.cases)
         seen[version] = seen.get(version, True) and without
     return {version for version, without in seen.items() if without}
 
@@ -229,6 +239,37 @@ def affected_ranges(states: list[tuple[str, str]]) -> tuple[tuple[str, str], ...
     if start:
         ranges.append((start, end))
     return tuple(ranges)
+
+
+def fixed_release(states: list[tuple[str, str]], releases: list[CellRun]) -> str:
+    """The first release measured not affected after the last one measured affected, or "".
+
+    Only when nothing lies between them: the next release the store knows of (`releases`, every
+    run of a release, infrastructure failures too: a matrix of `all from X` plans every release
+    the index lists) after the last affected one must be that release, measured not affected,
+    and it must follow without a gap a version can show (no minor series skipped, the next
+    series from its .0).  A release between them without a verdict, or never measured, leaves
+    the fix unplaced: it could be there."""
+    bad = [v for v, s in states if s == "bad"]
+    if not bad:
+        return ""
+    known = sorted({public_version(r.cell.version) for r in releases}, key=version_key)
+    later = [v for v in known if version_key(v) > version_key(bad[-1])]
+    if not later or dict(states).get(later[0]) != "good" or _gap(bad[-1], later[0]):
+        return ""
+    return later[0]
+
+
+def _gap(older: str, newer: str) -> bool:
+    """Whether a release must exist between two versions: a minor series skipped, a new series
+    that does not start at .0, a new major; or versions that are not PEP 440 at all."""
+    try:
+        a, b = Version(older).release + (0, 0), Version(newer).release + (0, 0)
+    except InvalidVersion:
+        return True
+    if a[0] != b[0]:
+        return True
+    return b[1] > a[1] + 1 or (b[1] == a[1] + 1 and b[2] != 0)
 
 
 def nightly_edges(nightly: list[CellRun]) -> tuple[NightlyEdge | None, NightlyEdge | None]:
@@ -259,8 +300,11 @@ def _from_bisection(bisection: BisectResult) -> NightlyEdge | None:
                        candidates=bisection.candidates)
 
 
-def build_headline(gpu: str, runs: list[CellRun], bisections: list[BisectResult]) -> Headline:
-    states = release_states([r for r in runs if is_release(r)])
+def build_headline(gpu: str, runs: list[CellRun], bisections: list[BisectResult],
+                   api: str = "") -> Headline:
+    """`api`: the probe's REQUIRES_API, whose absence in a release is said as such."""
+    releases = [r for r in runs if is_release(r)]
+    states = release_states(releases, api)
     first_bad, first_good = nightly_edges([r for r in runs if r.cell.channel is Channel.NIGHTLY])
     for bisection in bisections:
         edge = _from_bisection(bisection)
@@ -274,4 +318,5 @@ def build_headline(gpu: str, runs: list[CellRun], bisections: list[BisectResult]
                     absent=tuple(v for v, s in states if s == "absent"),
                     affected_ranges=affected_ranges(states),
                     affected=tuple(v for v, s in states if s == "bad"), first_affected=first_bad,
-                    first_fixed=first_good, newest_run=newest[:10])
+                    first_fixed=first_good, newest_run=newest[:10], api=api,
+                    fixed=fixed_release(states, releases))

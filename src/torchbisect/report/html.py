@@ -64,8 +64,9 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def render_html(page: PageView) -> str:
-    return environment().get_template("index.html.j2").render(page=page)
+def render_html(page: PageView, site_home: str = "") -> str:
+    """`site_home`: the index of a site of several regressions, relative to the page, or ""."""
+    return environment().get_template("index.html.j2").render(page=page, site_home=site_home)
 
 
 def render_fold_pages(page: PageView) -> dict[str, str]:

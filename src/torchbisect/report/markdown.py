@@ -28,7 +28,7 @@ def md_text(text: str) -> str:
     return _MD_AUTOLINK.sub(lambda m: m[0][0] + "\u200b" + m[0][1:], text)
 
 
-_MD_SPECIAL = re.compile(r"[\\|`\[\]<>&]")  # no `[`: no link, no image
+_MD_SPECIAL = re.compile(r"[\\|`\[\]<>&*]")  # no `[`: no link, no image; no `*`: no bold
 _MD_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _MD_AUTOLINK = re.compile(r"(?i):(?=//)|@(?=\w)|\bw(?=ww\.)|#(?=\d)")
 
@@ -60,7 +60,7 @@ def md_url(url: str) -> str:
 @cache  # a handful of distinct marks recur thousands of times
 def md_mark(mark: Mark) -> str:
     if mark.kind in ("aff", "flaky") and mark.note:
-        word = f"{mark.word} {mark.note.removeprefix('stale ')}"
+        word = f"{mark.word} {mark.note}"
     elif mark.kind == "infra":
         word = f"infra failure: {mark.note}" if mark.note else "infra failure"
     elif mark.word == "skipped":
@@ -102,7 +102,7 @@ def _line(channel: str, rows: list[Row], cells: list[str], ncols: int) -> str:
 
 
 def render_markdown(page: PageView) -> str:
-    out = [f"## torch._lazy_clone stale data: {md_text(page.title)}", ""]
+    out = [f"## {md_text(page.heading)}", "", f"**{md_text(page.title)}**", ""]
     if page.source:  # what sets this page apart from a sibling of the same GPU
         out += [md_text(page.source[:1].upper() + page.source[1:]) + ".", ""]
     head = ["build", "channel", "verdict"] + [c.title for c in page.columns]
@@ -144,11 +144,15 @@ def advice_lines(a: Advice) -> list[str]:
     cost = f" {md_text(a.cost)}" if a.cost else ""
     bench = f" ([benchmark]({md_url(a.cost_href)}))" if a.cost_href else ""
     fixes = " ".join(f"{md_text(line)}." for line in a.fixes)
+    if a.fix_pr:
+        fixes += f" The fix, as the probe names it: {md_url(a.fix_pr)}"
+    check = (f"download [{md_text(a.check_href)}]({md_url(a.check_href)}) and run "
+             f"`{a.check}` {md_text(a.check_meaning)}" if a.check_href
+             else md_spans(a.check_meaning))
     return ["### What to do", "",
             f"- **Workaround:** {md_text(a.workaround)}{cost}{bench}",
             f"- **Fixed builds:** {fixes}",
-            f"- **Check your own torch:** download [{a.check_href}]({md_url(a.check_href)}) "
-            f"and run `{a.check}` {md_text(a.check_meaning)} The whole tool: `{a.tool}` "
+            f"- **Check your own torch:** {check} The whole tool: `{a.tool}` "
             f"{md_text(a.tool_meaning)}",
             f"- **Upstream report:** {md_url(a.upstream)}", ""]
 

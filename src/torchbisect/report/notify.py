@@ -1,4 +1,4 @@
-"""Someone is told: one GitHub issue that follows the verdicts and the fix status.
+"""Someone is told: one GitHub issue per regression that follows the verdicts and the fix status.
 
 The issue is the pipeline's memory of what it last said.  Its body holds the newest Markdown
 summary and, in an HTML comment, the state it was written from (each build's verdict per GPU
@@ -13,6 +13,11 @@ verdicts, and a change on one model is said naming it.  A state written by a tor
 no models (`"verdicts": {build: verdict}`) is read once as the baseline, said in a note and written
 anew per model: with one model measured now it is that model's; with several, each model is
 compared with it and each such change says the baseline named no model.
+
+Each regression (each probe of the store) has its own issue, titled by the probe's title and
+found among the open issues labelled `torchbisect` by the probe its state names; an issue whose
+state names no probe was written when there was one regression, the default probe's, and stays
+that regression's.
 """
 
 from __future__ import annotations
@@ -25,14 +30,13 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from .. import cells
+from .. import cells, defaults
 from ..model import CellRun, RunStatus, Verdict
 from ..net.github import GitHub
 from ..outcome import BisectResult, Direction
 from ..utils.words import count
 
 LABEL = "torchbisect"
-TITLE = "torchbisect: which PyTorch builds hand out stale lazy-clone data"
 _STATE = re.compile(r"<!-- torchbisect-state: (\{.*?\}) -->", re.DOTALL)
 
 
@@ -120,7 +124,7 @@ def _moved(model: str, old: dict[str, str], new: dict[str, str], note: str = "")
 
 
 _ANSWERS = {Verdict.AFFECTED.value: True, Verdict.NOT_AFFECTED.value: False,
-            Verdict.REFUSED.value: False}  # a refusal at capture is a fixed build
+            Verdict.REFUSED.value: False}  # a build that refuses with a clear error is fixed
 
 
 def _disagreements(by_model: Verdicts) -> dict[str, dict[str, tuple[str, ...]]]:
@@ -189,12 +193,29 @@ class Told:
     notes: tuple[str, ...] = ()
 
 
+def title_of(regression_title: str) -> str:
+    """The issue's title: the regression's, as its probe names it."""
+    return f"torchbisect: {regression_title}"[:256]
+
+
+def issue_of(issues: list[tuple[int, str]], probe: str) -> tuple[int, str] | None:
+    """The oldest issue whose state names `probe`; one whose state names no probe (or cannot be
+    read) belongs to the default probe, the one regression there was before there were several."""
+    for number, body in sorted(issues):
+        state, _ = _read_state(body)
+        if state.get("probe", defaults.PROBE) == probe:
+            return number, body
+    return None
+
+
 def tell(api: GitHub, repo: str, *, section: str, markdown: str,
          verdicts: Verdicts | None = None, fix: FixStatus | None = None,
-         kinds: dict[str, tuple[str, str]] | None = None) -> Told:
-    """Open the issue, or update it when the verdicts, the fix status or whether each runner
-    kind reported (`kinds`: name -> (state, the sentence that says it)) changed since last said."""
-    issue = api.find_issue(repo, LABEL)
+         kinds: dict[str, tuple[str, str]] | None = None, probe: str = defaults.PROBE,
+         title: str = "") -> Told:
+    """Open the regression's issue (`title`), or update it when the verdicts, the fix status or
+    whether each runner kind reported (`kinds`: name -> (state, the sentence that says it))
+    changed since last said.  `probe`: the regression's, whose issue this is."""
+    issue = issue_of(api.find_issues(repo, LABEL), probe)
     number = issue[0] if issue else 0
     body = issue[1] if issue else ""
     state, wrong = _read_state(body)
@@ -202,6 +223,7 @@ def tell(api: GitHub, repo: str, *, section: str, markdown: str,
              "it is read as no state, so every verdict counts as new"] if wrong else []
     said: list[str] = []
     rewrite = bool(wrong)  # a marker that was wrong, or of an older torchbisect, is written anew
+    state["probe"] = probe  # written with the next change (an older state named none)
     if verdicts is not None:
         legacy = state.pop("verdicts", None)
         if legacy is not None and "models" not in state:
@@ -220,7 +242,7 @@ def tell(api: GitHub, repo: str, *, section: str, markdown: str,
         state["fix"] = fix.key
     new_body = _write_state(_set_section(body, section, markdown), state)
     if issue is None:
-        number = api.create_issue(repo, TITLE, new_body, [LABEL])
+        number = api.create_issue(repo, title_of(title or probe), new_body, [LABEL])
         return Told(action="opened", number=number, changes=tuple(said))
     if not said and not rewrite:
         return Told(action="unchanged", number=number)
@@ -282,6 +304,8 @@ def _read_state(body: str) -> tuple[dict[str, Any], str]:
         return {}, "its runner kinds are not a mapping of kind to state"
     if not isinstance(state.get("fix", ""), str):
         return {}, "its fix status is not text"
+    if not isinstance(state.get("probe", ""), str):
+        return {}, "its probe is not a name"
     return state, ""
 
 

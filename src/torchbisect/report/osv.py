@@ -8,8 +8,11 @@ verdict differs between models is named in `details` and `database_specific.diff
 
 A scanner expands a range over every PyPI release of torch (osv.dev's library does exactly that),
 so each range claims only the span between two measured affected releases: it opens with
-`introduced` at the first one and closes with `last_affected` at the last one, never at "0" and
-never with `fixed` at a later good release, because either would claim releases nobody tested.
+`introduced` at the first one and closes with `last_affected` at the last one, never at "0",
+because that would claim releases nobody tested.  The last range closes with `fixed` instead when
+the fix is measured: the first release measured not affected after the last one measured
+affected, with no release the store knows of left unmeasured between them (headline.py's
+`fixed_release`), so the `fixed` event claims nothing untested either.
 The releases outside the tested span are named in `database_specific.not_tested`.  GIT ranges come
 from bisections, between commits a nightly was measured on, or the exact commit a commit-level
 bisection (`bisect --pytorch-repo`) found; a bisection whose answer is a range of nightlies (or
@@ -17,7 +20,9 @@ commits) claims none of the unjudged ones (the range's `database_specific` names
 affected (fixed) nightly in `per_gpu` is named only when it is exact, else the span it lies in.
 
 `published` is the first time the record said anything (kept from the previous record, else the
-earliest affected run); `modified` moves only when the content changes.
+earliest affected run); `modified` moves only when the content changes.  The id, summary and the
+words of `details` are the probe's (report/regression.py): its OSV_ID, title, description and
+workaround; the API it needs names the releases measured without it.
 """
 
 from __future__ import annotations
@@ -28,50 +33,45 @@ from typing import Any
 from ..config.matrix import References
 from ..model import CellRun
 from ..outcome import BisectResult, Direction
+from .advice import upstream_of, upstream_search
 from .headline import (
     Headline,
     NightlyEdge,
     affected_ranges,
+    fixed_release,
     gpu_of,
     introduced_after,
     is_release,
     release_states,
 )
-from .page import UPSTREAM_SEARCH
+from .regression import Regression, probe_of, regression_for
 from .timeline import safe_url
 
-OSV_ID = "x_TORCHBISECT-lazy-clone-cuda-graph"
 REPO = "https://github.com/pytorch/pytorch"
-SUMMARY = ("torch._lazy_clone copies can hand stale data to kernels under CUDA Graph replay "
-           "and race with side streams")
-DETAILS = (
-    "Materializing a copy-on-write tensor made by torch._lazy_clone runs a synchronous "
-    "cudaMemcpy on the legacy default stream. During CUDA Graph capture the copy runs once and is "
-    "not recorded in the graph, so every replay reads the data as of capture time; outside graphs "
-    "the copy does not wait for work on PyTorch's non-blocking streams. Workaround: use "
-    "tensor.clone(). A fixed build either copies in stream order or refuses at capture with a "
-    "clear error. Ranges below are over the releases torchbisect tested"
-)
+TESTED = "Ranges below are over the releases torchbisect tested"
 _STAMPS = ("modified", "published")
-_MEASURED = {"good": "not affected", "unknown": "without a verdict",
-             "absent": "without torch._lazy_clone"}
+_MEASURED = {"good": "not affected", "unknown": "without a verdict"}
 
 
-def pypi_events(releases: list[CellRun]) -> tuple[list[dict[str, str]], list[str], list[str],
-                                                  dict[str, str]]:
+def pypi_events(releases: list[CellRun], api: str = "") -> tuple[
+        list[dict[str, str]], list[str], list[str], dict[str, str]]:
     """OSV events over tested releases, the affected versions, all tested versions and what
     each `introduced` rests on.
 
     One `introduced`/`last_affected` pair per run of consecutive affected releases (a release
     without a verdict ends a run, as on the page): between two measured affected releases a
     scanner may count the untested ones in between, but nothing before the first or after the
-    last, and nothing across a release measured not affected.  An `introduced` is where the
-    bug begins only when the release before it was measured without torch._lazy_clone; else it
-    is the first affected release that was tested, and the record says which."""
-    states = release_states(releases)
+    last, and nothing across a release measured not affected; the last pair's `last_affected`
+    is a `fixed` at the release the fix is measured in, when it is (headline.fixed_release).  An
+    `introduced` is where the regression begins only when the release before it was measured
+    without `api` (the probe's REQUIRES_API); else it is the first affected release that was
+    tested, and the record says which."""
+    states = release_states(releases, api)
     ranges = affected_ranges(states)
     events = [{key: version} for first, last in ranges
               for key, version in (("introduced", first), ("last_affected", last))]
+    if fixed := fixed_release(states, releases):
+        events[-1] = {"fixed": fixed}
     affected = [v for v, s in states if s == "bad"]
     measured = [v for v, _ in states]
     absent = tuple(v for v, s in states if s == "absent")
@@ -79,12 +79,16 @@ def pypi_events(releases: list[CellRun]) -> tuple[list[dict[str, str]], list[str
     for first, _ in ranges:
         since = introduced_after(((first, first),), measured, absent)
         before = measured[measured.index(first) - 1] if measured.index(first) else ""
-        basis[first] = (f"the first release with torch._lazy_clone: {since} was measured "
+        basis[first] = (f"the first release with {api}: {since} was measured "
                         "without it") if since else (
             f"the oldest affected release tested; {before} before it was measured "
-            f"{_MEASURED[dict(states)[before]]}" if before else
+            f"{_measured(dict(states)[before], api)}" if before else
             "the oldest release tested: older ones were not tested")
     return events, affected, [v for v, s in states if s != "unknown"], basis
+
+
+def _measured(state: str, api: str) -> str:
+    return f"without {api}" if state == "absent" else _MEASURED[state]
 
 
 def not_tested(tested: list[str]) -> str:
@@ -163,6 +167,7 @@ def _newest_bad_sha(bisection: BisectResult) -> str:
 
 def _per_gpu(h: Headline) -> dict[str, Any]:
     return {"affected_versions": list(h.affected), "tested_versions": list(h.tested),
+            "fixed_version": h.fixed or None,
             **_edge("first_affected_nightly", h.first_affected),
             **_edge("first_fixed_nightly", h.first_fixed)}
 
@@ -176,12 +181,15 @@ def _edge(key: str, edge: NightlyEdge | None) -> dict[str, Any]:
                                        "candidates": list(edge.could_be)}}
 
 
-def references(links: References, bisections: list[BisectResult]) -> list[dict[str, str]]:
+def references(links: References, bisections: list[BisectResult],
+               regression: Regression) -> list[dict[str, str]]:
     # The default upstream link is a search, not a report: typed WEB until an issue is named.
-    upstream = links.upstream or UPSTREAM_SEARCH
-    kind = "WEB" if upstream == UPSTREAM_SEARCH else "REPORT"
-    refs = [{"type": "EVIDENCE", "url": safe_url(links.page or "")},
+    upstream = upstream_of(regression, links)
+    kind = "WEB" if upstream == upstream_search(regression) else "REPORT"
+    refs = [{"type": "EVIDENCE", "url": safe_url(str(links.page or ""))},
             {"type": kind, "url": safe_url(upstream)}]
+    if regression.fix_pr:
+        refs.append({"type": "FIX", "url": regression.fix_pr})
     refs += [{"type": "WEB", "url": url}
              for url in sorted({safe_url(b.compare_url) for b in bisections} - {""})]
     return [r for r in refs if r["url"]]
@@ -189,13 +197,15 @@ def references(links: References, bisections: list[BisectResult]) -> list[dict[s
 
 def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generated: dt.datetime,
                  headlines: tuple[Headline, ...] = (), differences: tuple[str, ...] = (),
-                 links: References | None = None, previous: dict | None = None) -> dict[str, Any]:
+                 links: References | None = None, previous: dict | None = None,
+                 regression: Regression | None = None) -> dict[str, Any]:
     """The record; `headlines` (the page's, one per GPU model) fill `per_gpu`; `differences`
     (the page's, one sentence per release or nightly edge the models disagree on) are called out
     in `details` and `database_specific.differs_between_gpus`; `previous` is the record this one
-    replaces."""
+    replaces; `regression`: what the runs' probe says it is (by default read from its file)."""
+    regression = regression or regression_for(probe_of(runs))
     releases = [r for r in runs if is_release(r)]
-    events, affected, tested, basis = pypi_events(releases)
+    events, affected, tested, basis = pypi_events(releases, regression.requires_api)
     ranges: list[dict[str, Any]] = [{"type": "ECOSYSTEM", "events": events, "database_specific":
                                      {"introduced": basis}}] if events else []
     commits, inexact = git_events(bisections)
@@ -206,10 +216,10 @@ def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generat
     tested_on = ", ".join(gpus) or "no GPU"
     doc = {
         "schema_version": "1.6.0",
-        "id": OSV_ID,
-        "summary": SUMMARY,
-        "details": f"{DETAILS} ({', '.join(tested) or 'none'}) on {tested_on}."
-                   + _differ(differences),
+        "id": regression.osv_id,
+        "summary": regression.title,
+        "details": f"{_described(regression)}{TESTED} ({', '.join(tested) or 'none'}) on "
+                   f"{tested_on}." + _differ(differences),
         "affected": [{
             "package": {"ecosystem": "PyPI", "name": "torch", "purl": "pkg:pypi/torch"},
             "ranges": ranges,
@@ -217,12 +227,25 @@ def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generat
             "database_specific": {"tested_versions": tested, "not_tested": not_tested(tested),
                                   "gpus": gpus, "differs_between_gpus": list(differences),
                                   "per_gpu": {h.gpu: _per_gpu(h) for h in headlines},
-                                  "source": "torchbisect"},
+                                  "fixed_version": _fixed(events),
+                                  "probe": regression.probe, "source": "torchbisect"},
         }],
-        "references": references(links or References(), bisections),
+        "references": references(links or References(), bisections, regression),
     }
     head = {k: doc.pop(k) for k in ("schema_version", "id")}
     return {**head, **_stamps({**head, **doc}, previous or {}, runs, generated), **doc}
+
+
+def _described(regression: Regression) -> str:
+    """The probe's description and workaround, each a sentence, with a space after them."""
+    said = [regression.description, f"Workaround: {regression.workaround}"
+            if regression.workaround else ""]
+    return "".join(f"{s}{'' if s.endswith(('.', '!', '?')) else '.'} " for s in said if s)
+
+
+def _fixed(events: list[dict[str, str]]) -> str | None:
+    """The release the fix is measured in, as the last event says it, or None."""
+    return events[-1].get("fixed") if events else None
 
 
 def _differ(differences: tuple[str, ...]) -> str:

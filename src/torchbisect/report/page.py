@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..model import Verdict
 from .headline import Headline
 from .logs import LogExcerpt
 from .marks import Mark
+from .regression import Regression
 from .timeline import Timeline
 
-UPSTREAM_SEARCH = ("https://github.com/pytorch/pytorch/issues?q=is%3Aissue+"
-                   "_lazy_clone+%22CUDA+graph%22+stale")
 Fact = tuple[str, str]  # (name, value) in a row's or a bisection's details
 
 
@@ -24,12 +24,13 @@ class Column:
     name: str
     title: str
     note: str = ""
+    expected: Verdict | None = None  # a control case: the verdict it must show (the probe's)
 
 
 @dataclass(frozen=True, kw_only=True)
 class CaseCell:
     mark: Mark
-    stale: str  # "flaky: stale 7/20 trials (35%)", or ""
+    rate: str  # "flaky: affected on 7/20 trials (35%)", or ""
     time: str
     detail: str  # untrusted: the probe's message
 
@@ -136,6 +137,8 @@ class Advice:
     upstream: str
     upstream_text: str = ""  # what the link says: never the raw, percent-encoded URL
     repository: str = ""  # where the tool lives, linked after tool_meaning when known
+    fix_pr: str = ""  # the pull request the probe names as the fix (https), or ""
+    fix_pr_text: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,6 +190,11 @@ class PageView:
     examples: tuple[tuple[str, str], ...] = ()
     comparison: Comparison | None = None  # with several GPU models
     kinds: tuple[KindView, ...] = ()  # with runners.yaml: each kind and whether it reported
+    regression: Regression | None = None  # what the page is about, as its probe says
+
+    @property
+    def heading(self) -> str:
+        return self.regression.title if self.regression else "a regression"
 
     @property
     def missing_kinds(self) -> tuple[KindView, ...]:

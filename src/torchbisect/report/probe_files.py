@@ -8,6 +8,7 @@ depth, types, capped and masked strings); one that fails is one sentence naming 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -46,7 +47,10 @@ def run_from_document(path: Path) -> CellRun:
         raise ConfigError(f"{path}: not a probe JSON document this report can draw "
                           f"({_why(err)}); pass the JSON file a probe wrote") from None
     env = result.env
-    return CellRun(cell=cell_for(str(env.get("torch", "unknown")), str(env.get("python", "?"))),
+    cell = cell_for(str(env.get("torch", "unknown")), str(env.get("python", "?")))
+    # the probe the document names: its page, on a site of several regressions
+    cell = dataclasses.replace(cell, probe=result.probe) if result.probe else cell
+    return CellRun(cell=cell,
                    status=RunStatus.OK, result=result, probe_version=result.probe_version,
                    gpu=str(env.get("gpu", "")), driver=str(env.get("driver", "")),
                    backend="recorded probe JSON", seconds_probe=float(result.raw.get("seconds", 0)),

@@ -74,7 +74,8 @@ def _headline(h: Headline) -> dict[str, Any]:
     return {"gpu": h.gpu, "text": h.text, "tested": list(h.tested), "unclear": list(h.unclear),
             "affected_ranges": [list(r) for r in h.affected_ranges],
             "first_affected_nightly": _edge(h.first_affected),
-            "first_fixed_nightly": _edge(h.first_fixed), "newest_run": h.newest_run}
+            "first_fixed_nightly": _edge(h.first_fixed), "fixed_in": h.fixed or None,
+            "newest_run": h.newest_run}
 
 
 def _models(page: PageView) -> dict[str, Any]:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import datetime as dt
 
 from .. import cells
-from ..model import CaseResult, Cell, CellRun, Channel, RunStatus
+from ..model import CaseResult, Cell, CellRun, Channel, RunStatus, Verdict
 from .headline import gpu_of, nightly_date, public_version
 from .logs import split_log
-from .marks import CONTROLS, NOT_RUN, Mark, mark_for_case, mark_for_run
+from .marks import NOT_RUN, Mark, mark_for_case, mark_for_run
 from .page import CaseCell, Column, Fact, Row
 from .public import public_text, public_url
 
@@ -25,29 +25,32 @@ def _seconds(value: float) -> str:
     return f"{value:.2f} s" if value < 10 else f"{value:.0f} s"
 
 
-_NOT_RUN = CaseCell(mark=NOT_RUN, stale="", time="", detail="this case is not in the run")
+_NOT_RUN = CaseCell(mark=NOT_RUN, rate="", time="", detail="this case is not in the run")
 
 
-def _case_cell(case: CaseResult | None, raw: object = None) -> CaseCell:
-    """`raw`: the case's part of the probe's document, whose variants count a compile case."""
+def _case_cell(case: CaseResult | None, raw: object = None,
+               controls: dict[str, Verdict] | None = None) -> CaseCell:
+    """`raw`: the case's part of the probe's document, whose `variants` count a case that tries
+    several; `controls`: the probe's, as mark_for_case takes them."""
     if case is None:
         return _NOT_RUN
-    mark = mark_for_case(case)
-    stale = ""
+    mark = mark_for_case(case, controls)
+    rate = ""
     if case.stale_fraction is not None:
-        stale = (f"{'flaky: ' if case.flaky else ''}stale {case.stale_trials}/{case.trials} "
-                 f"trials ({case.stale_fraction:.0%})")
+        rate = (f"{'flaky: ' if case.flaky else ''}affected on {case.stale_trials}/{case.trials} "
+                f"trials ({case.stale_fraction:.0%})")
     elif counted := _variant_counts(raw) if mark.is_affected else None:
-        # a compile case counts per variant: the stale one's count, worded as its neighbours'
+        # a case of variants counts per variant: the affected one's count, as its neighbours'
         name, bad, trials = counted
-        stale = f"stale {bad}/{trials} calls ({bad / trials:.0%}) in {name}"
-        mark = Mark(kind=mark.kind, icon=mark.icon, word=mark.word, note=f"stale {bad}/{trials}")
-    return CaseCell(mark=mark, stale=stale, time=_seconds(case.seconds),
+        rate = f"affected on {bad}/{trials} calls ({bad / trials:.0%}) in {name}"
+        mark = Mark(kind=mark.kind, icon=mark.icon, word=mark.word, note=f"{bad}/{trials}")
+    return CaseCell(mark=mark, rate=rate, time=_seconds(case.seconds),
                     detail=public_text(case.detail))
 
 
 def _variant_counts(raw: object) -> tuple[str, int, int] | None:
-    """The first variant that saw stale data, with its counts: (name, stale, trials)."""
+    """The first variant the document says was affected (its outcome "stale", as stale_replay
+    writes it), with its counts: (name, affected trials, trials)."""
     variants = raw.get("variants") if isinstance(raw, dict) else None
     for name, v in (variants.items() if isinstance(variants, dict) else ()):
         if not isinstance(v, dict) or v.get("outcome") != "stale":
@@ -155,9 +158,9 @@ def row_summary(columns: tuple[Column, ...], cases: tuple[CaseCell, ...]) -> str
     """The row's cases in a line, for a screen too narrow for their columns: "all 5 cases
     affected; controls as expected", or each state with its count (its case when only one)."""
     measured = [(col, c) for col, c in zip(columns, cases, strict=True)
-                if col.name not in CONTROLS and c.mark is not NOT_RUN]
+                if col.expected is None and c.mark is not NOT_RUN]
     controls = [(col, c) for col, c in zip(columns, cases, strict=True)
-                if col.name in CONTROLS and c.mark is not NOT_RUN]
+                if col.expected is not None and c.mark is not NOT_RUN]
     by_word: dict[str, list[str]] = {}
     for col, c in measured:
         by_word.setdefault(c.mark.word, []).append(col.title)
@@ -186,6 +189,7 @@ def _probed_python(run: CellRun) -> str:
 
 
 def build_row(run: CellRun, columns: tuple[Column, ...]) -> Row:
+    controls = {c.name: c.expected for c in columns if c.expected is not None}
     env = env_of(run)
     git = str(env.get("git_version", ""))[:12]
     driver = run.driver or env.get("driver")
@@ -195,7 +199,7 @@ def build_row(run: CellRun, columns: tuple[Column, ...]) -> Row:
     raw = run.result.raw.get("cases") if run.result else None
     raw = raw if isinstance(raw, dict) else {}
     cases = () if run.result is None else tuple(
-        _case_cell(by_name.get(c.name), raw.get(c.name)) for c in columns)
+        _case_cell(by_name.get(c.name), raw.get(c.name), controls) for c in columns)
     label, sub = _label(run)
     return Row(cell_id=run.cell.id, label=label, sub=sub, mark=mark_for_run(run), cases=cases,
                run_line=run_line, facts=_run_facts(run),

@@ -11,10 +11,15 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
+from .. import defaults
 from ..model import PROBE_SCHEMA, CellRun, Channel, ProbeResult, RunStatus, Verdict
-from .marks import CONTROLS
 from .probe_files import cell_for
-from .view import CASE_ORDER
+from .regression import regression_for
+
+# The default probe's cases and controls, as its file says them: the runs made up here are its.
+_PROBE = regression_for(defaults.PROBE)
+CONTROLS = _PROBE.controls
+CASE_ORDER = tuple(_PROBE.case_labels)
 
 Outcome = Verdict | tuple[int, int]  # a verdict, or (stale_trials, trials) of a comparison
 
@@ -47,12 +52,14 @@ def synthetic_run(version: str, outcomes: dict[str, Outcome] | None = None, *,
     common = dict(cell=cell, gpu=gpu, driver=driver, started=started, log_excerpt=log)
     if infra:
         return CellRun(status=RunStatus.INFRA_FAILURE, reason=infra, **common)
-    chosen = {"control_clone": (0, 5), "control_stale": (5, 5), **(outcomes or {})}
+    behaving = {name: (5, 5) if verdict is Verdict.AFFECTED else (0, 5)
+                for name, verdict in CONTROLS.items()}
+    chosen = {**behaving, **(outcomes or {})}
     cases = {n: _case(chosen[n], detail) for n in CASE_ORDER if n in chosen}
     env = {"torch": version, "git_version": "0123456789abcdef" * 2 + "01234567",
            "cuda_runtime": "13.0", "driver": driver, "gpu": gpu, "capability": "9.0",
            "python": "3.12.3"}
-    doc = {"schema": PROBE_SCHEMA, "probe": "stale_replay", "probe_version": "1",
+    doc = {"schema": PROBE_SCHEMA, "probe": defaults.PROBE, "probe_version": "1",
            "verdict": _roll_up(cases).value, "cases": cases, "env": env}
     return CellRun(status=RunStatus.OK, result=ProbeResult.from_json(doc), probe_version="1",
                    **common)

@@ -3,7 +3,8 @@
 Everything the templates show is decided here (each build's row in rows.py), as plain strings and
 numbers, so the templates stay dumb and the logic (grouping, order, flaky display, infra failures,
 GPU separation, what the page says it is) is unit-tested without a browser.  Strings from probes
-and logs stay raw here; escaping is the template's job.
+and logs stay raw here; escaping is the template's job.  What the regression is called, its cases'
+labels and which of them are controls come from its probe (report/regression.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .page import (
     Row,
     Section,
 )
+from .regression import Regression, probe_of, regression_for
 from .rows import build_row, capability, env_of
 from .timeline import build_timeline
 
@@ -42,26 +44,13 @@ CHANNEL_TITLES = {
     Channel.DEV: "Development builds",
     Channel.PREINSTALLED: "Preinstalled",
 }
-CASE_ORDER = ("capture_data_ptr", "capture_write", "side_stream", "compile_reduce_overhead",
-              "raw_pointer_triton", "control_clone", "control_stale")
-CASE_TITLES = {
-    "capture_data_ptr": "capture + data_ptr()",
-    "capture_write": "capture + write",
-    "side_stream": "side-stream race",
-    "compile_reduce_overhead": "compile (reduce-overhead)",
-    "raw_pointer_triton": "raw pointer → Triton",
-    "control_clone": "control: clone()",
-    "control_stale": "control: stale copy",
-}
-CASE_NOTES = {
-    "control_clone": "negative control, must be correct",
-    "control_stale": "positive control, must be detected",
-}
-def columns_for(runs: list[CellRun]) -> tuple[Column, ...]:
+def columns_for(runs: list[CellRun], regression: Regression) -> tuple[Column, ...]:
+    """The cases the runs have, in the probe's CASE_LABELS order, then the others by name."""
     seen = {c.name for r in runs if r.result for c in r.result.cases}
-    names = [n for n in CASE_ORDER if n in seen] + sorted(seen - set(CASE_ORDER))
-    return tuple(Column(name=n, title=CASE_TITLES.get(n, n), note=CASE_NOTES.get(n, ""))
-                 for n in names)
+    order = list(regression.case_labels)
+    names = [n for n in order if n in seen] + sorted(seen - set(order))
+    return tuple(Column(name=n, title=regression.label(n), note=regression.case_notes.get(n, ""),
+                        expected=regression.controls.get(n)) for n in names)
 
 
 def group_channel(run: CellRun) -> Channel:
@@ -118,10 +107,11 @@ def anchor(text: str) -> str:
 
 
 def _section(gpu: str, runs: list[CellRun], bisections: list[BisectResult],
-             columns: tuple[Column, ...]) -> Section:
+             columns: tuple[Column, ...], api: str) -> Section:
     groups = _groups(runs, columns, anchor(gpu))
     nightly = [r for r in runs if r.cell.channel is Channel.NIGHTLY]
-    return Section(gpu=gpu, anchor=anchor(gpu), headline=build_headline(gpu, runs, bisections),
+    return Section(gpu=gpu, anchor=anchor(gpu),
+                   headline=build_headline(gpu, runs, bisections, api),
                    groups=groups, timeline=build_timeline(nightly, bisections),
                    environments=_environments(runs),
                    tally=_tally([row for g in groups for row in g.rows]))
@@ -168,16 +158,19 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
                generated: dt.datetime, empty_reason: str = "",
                examples: tuple[tuple[str, str], ...] = (), links: References | None = None,
                bench: dict | None = None, runners=None, attendance: Sequence = (),
-               store: str = "") -> PageView:
+               store: str = "", regression: Regression | None = None) -> PageView:
     """`runners` (config.runners.Runners, when runners.yaml is read) and the store's
     `attendance` say which declared kinds reported (kinds.py); `store` names what the runs
-    were read from, as the page may say it (a store's file, the probe documents' pattern)."""
+    were read from, as the page may say it (a store's file, the probe documents' pattern);
+    `regression`: what the runs' probe says it is (by default read from the probe's file)."""
     # `bisect --script` verdicts come from the user's command, not the probe, and a commit's
     # Python on a nightly's binary (`bisect --pytorch-repo`) is no build: not in the matrix
     # (the commit bisection shows under the nightly bisection it narrows).
     runs = [r for r in runs if not r.cell.probe.startswith("script:")
             and not cells.is_commit(r.cell.id)]
-    columns = columns_for(runs)
+    regression = regression or regression_for(probe_of(runs))
+    api = regression.requires_api
+    columns = columns_for(runs, regression)
     by_gpu: dict[str, list[CellRun]] = {}
     for run in runs:
         by_gpu.setdefault(gpu_of(run), []).append(run)
@@ -185,12 +178,12 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
     # they are listed, not drawn on the nightly strip.
     owner = [gpu_of_bisection(b, runs, sorted(by_gpu)) for b in bisections]
     sections = tuple(_section(g, rs, [b for b, o in zip(bisections, owner, strict=True)
-                                      if o == g and b.before and b.before.date], columns)
+                                      if o == g and b.before and b.before.date], columns, api)
                      for g, rs in sorted(by_gpu.items()))
     loose = [b for b, o in zip(bisections, owner, strict=True)
              if not o and b.before and b.before.date]
     newest = max((s.headline.newest_run for s in sections), default="")
-    comparison = compare(sections, runs, gpu_of)
+    comparison = compare(sections, runs, gpu_of, api)
     title = (comparison.headline if comparison else
              "; ".join(s.headline.text for s in sections) or "No results yet")
     how = made_with(runs)
@@ -200,8 +193,9 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
     source = "; ".join(x for x in (f"{verb} {how}" if how else "",
                                    f"read from {store}" if store else "") if x)
     stamp = generated.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    legend, legend_more = legend_for(_marks_shown(sections))
-    advice = build_advice(sections, links or References(), bench) if sections else None
+    legend, legend_more = legend_for(_marks_shown(sections), api)
+    advice = (build_advice(sections, links or References(), bench, regression) if sections
+              else None)
     return PageView(title=title, generated=stamp, source=source,
                     newest_run=newest or _undated(runs), columns=columns, sections=sections,
                     bisections=tuple(bisect_view(b, o, several_gpus=len(by_gpu) > 1)
@@ -211,4 +205,4 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
                     empty_reason=empty_reason or NO_RUNS,
                     examples=examples, comparison=comparison,
                     kinds=kind_views(runners.kinds, attendance, sorted(by_gpu)) if runners else (),
-                    advice=advice)
+                    advice=advice, regression=regression)
