@@ -158,3 +158,11 @@ def test_a_run_of_both_probes_stores_two_runs_with_two_logs(store, tmp_path):
         "stable-2.15.0-cu132-cp312.cumsum_64bit.log", "stable-2.15.0-cu132-cp312.log"]
     rows = [str(cell) for cell in summary_table(runs).columns[0].cells]
     assert rows == ["stable-2.15.0-cu132-cp312.cumsum_64bit", "stable-2.15.0-cu132-cp312"]
+
+
+def test_plan_lists_a_build_once_per_probe(probes, tmp_path, capsys):
+    path = matrix(tmp_path, "probes: {stale_replay: {}, cumsum_64bit: {}}\npreinstalled: true\n")
+    assert main(["plan", "--matrix", str(path), "--offline", "--store",
+                 str(tmp_path / "none.sqlite")]) == 0
+    rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:3]]
+    assert rows == ["preinstalled", "preinstalled.cumsum_64bit"]
