@@ -60,15 +60,17 @@ def test_every_build_is_probed_by_every_probe_each_with_its_settings(probes, tmp
         "preinstalled: {timeout: 1200}\n"))
     assert cells(path) == [
         ("preinstalled", "stale_replay", 1200.0, 20, (("A", "1"),)),
-        ("preinstalled", "cumsum_64bit", 300.0, 20, (("A", "1"), ("B", "2")))]
+        ("preinstalled", "cumsum_64bit", 300.0, None, (("A", "1"), ("B", "2")))]  # no trials
 
 
 def test_an_entry_picks_among_the_probes(probes, tmp_path):
     path = matrix(tmp_path, (
-        "probes: {stale_replay: {}, cumsum_64bit: {cases: [cumsum_64bit]}}\n"
+        "defaults: {cases: [capture_data_ptr]}\n"
+        "probes: {stale_replay: {}, cumsum_64bit: {}}\n"
         "preinstalled: {probe: cumsum_64bit}\n"))
     (cell,) = plan(path).cells
-    assert (cell.probe, cell.cases) == ("cumsum_64bit", ("cumsum_64bit",))
+    # the script's one case, not stale_replay's: its runs are the ones a bisection reuses
+    assert (cell.probe, cell.cases) == ("cumsum_64bit", ())
     path = matrix(tmp_path, "preinstalled: {probe: [stale_replay, cumsum_64bit]}\n")
     assert [c.probe for c in plan(path).cells] == ["stale_replay", "cumsum_64bit"]
 

@@ -30,7 +30,7 @@ from pydantic_core import PydanticCustomError
 
 from .. import defaults as builtin  # not `defaults`: matrix.yaml has a key of that name
 from ..errors import ConfigError
-from ..probe.scripts import default_probe, probe_info
+from ..probe.scripts import default_probe, is_exit_status, probe_info
 from .fields import (
     MAX_DAYS,
     ConcreteTag,
@@ -255,8 +255,11 @@ class MatrixConfig(_Strict):
         def run(name: str) -> ProbeSettings:
             own = self.probes.get(name)
             env = {**self.defaults.env, **entry.env, **(own.env if own else {})}
-            return ProbeSettings(probe=name, cases=tuple(pick("cases", (), own)),
-                                 trials=pick("trials", None, own),
+            # a plain git-bisect-run script has one case and no trials: another probe's `cases`
+            # and `trials` in `defaults` must not make its runs differ from a bisection's
+            plain = is_exit_status(name)
+            return ProbeSettings(probe=name, cases=() if plain else tuple(pick("cases", (), own)),
+                                 trials=None if plain else pick("trials", None, own),
                                  timeout=pick("timeout", builtin.TIMEOUT, own),
                                  env=tuple(sorted(env.items())))
 
