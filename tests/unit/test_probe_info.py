@@ -207,3 +207,35 @@ def test_the_adapter_is_python_3_8():
     source = ADAPTER.read_text()
     ast.parse(source, feature_version=(3, 8))
     assert runtime_typing_errors(source) == []
+
+
+def test_the_docker_backend_mounts_the_adapter_and_the_users_script(fake_probes, tmp_path):
+    """A user's folder and torchbisect's adapter are two folders: each file the launch needs is
+    mounted on its own under /probes, read-only (no engine needed to see the container asked)."""
+    from torchbisect.backends.base import BackendOptions, Prepared
+    from torchbisect.backends.container import Exit
+    from torchbisect.backends.docker import DockerBackend, _Handle
+    from torchbisect.model import Cell, Channel
+
+    folder = fake_probes(tmp_path / "probes")
+    folder.mkdir()
+    (folder / "my_bug.py").write_text('REQUIRES_API = "torch.special"\n')
+    asked = {}
+
+    class Containers:
+        def run(self, cell, step, image, command, **kw):
+            asked.update(command=command, mounts=kw["mounts"])
+            return Exit(code=125, oom_killed=False, seconds=0.1, tail="")
+
+    backend = DockerBackend(BackendOptions(workdir=tmp_path / "work", ca_bundle=None))
+    backend.containers = Containers()
+    cell = Cell(id="stable-2.15.0-cu132-cp312", channel=Channel.STABLE, version="2.15.0",
+                cuda="cu132", python="3.12", probe="my_bug")
+    prepared = Prepared(cell=cell, python="/venv/bin/python", wheel_sha256="0" * 64,
+                        handle=_Handle(image="img", workdir=tmp_path / "cell"))
+    backend.probe(prepared, gpu=0, probe_args=[], log=tmp_path / "log")
+    assert asked["command"][:7] == ["/venv/bin/python", "/probes/script.py", "--probe",
+                                    "/probes/my_bug.py", "--case", "my_bug", "--requires-api"]
+    assert {(m["Source"], m["Target"], m["ReadOnly"]) for m in asked["mounts"]} == {
+        (str(ADAPTER), "/probes/script.py", True),
+        (str((folder / "my_bug.py").resolve()), "/probes/my_bug.py", True)}
