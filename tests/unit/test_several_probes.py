@@ -168,3 +168,11 @@ def test_plan_lists_a_build_once_per_probe(probes, tmp_path, capsys):
                  str(tmp_path / "none.sqlite")]) == 0
     rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:3]]
     assert rows == ["preinstalled", "preinstalled.cumsum_64bit"]
+
+
+def test_probe_asks_which_probe_when_the_matrix_names_several(probes, tmp_path, capsys):
+    path = matrix(tmp_path, "probes: {stale_replay: {}, cumsum_64bit: {}}\npreinstalled: true\n")
+    assert main(["probe", "preinstalled", "--matrix", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"torchbisect probe: error: {path} probes preinstalled with stale_replay, cumsum_64bit: "
+        "pick one with --probe NAME\n")
