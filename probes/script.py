@@ -1,20 +1,28 @@
-"""Runs the command of `torchbisect bisect --script CMD` as a probe, where the build is installed.
+"""Runs a `git bisect run` command or script as a probe, where the build is installed.
 
-The command comes in the environment (`TORCHBISECT_SCRIPT`, which torchbisect sets from --script)
-and decides as `git bisect run` does: exit 0 good, 125 skip, 1-127 bad, above 127 (or a signal)
-stops the bisection.  This script turns that exit status into the probe document every probe
-writes, with one case, `script`, so torchbisect installs, runs, times out, stores and judges a
-script exactly as it does its own probe, on every backend (the venv on this host, or a container).
+Two uses, one reading of an exit status.  `torchbisect bisect --script CMD` puts CMD in the
+environment (`TORCHBISECT_SCRIPT`) and this script runs it through `/bin/sh -c`; its one case is
+`script`.  An exit-status probe (a plain `git bisect run` script in the probes folder, named in
+matrix.yaml or with `--probe`) is run as `script.py --probe FILE --case NAME`: the build's
+interpreter runs FILE, and the one case is NAME (the probe's file name).  Either way the exit
+status decides as `git bisect run` does: 0 not affected, 125 cannot tell (`inconclusive`), 1-127
+affected, above 127 (or a signal) an error that stops a bisection; the last non-empty line of
+output is the case's detail.  With `--requires-api torch.x.y` (the probe's REQUIRES_API) a build
+without that API is `not_applicable` and FILE is not run.  This script writes the document every
+probe writes, so torchbisect installs, runs, times out, stores and judges such a script exactly
+as it does its own probe, on every backend (the venv on this host, or a container).
 
-The command runs through `/bin/sh -c` with the build's interpreter first on PATH and these set:
-TORCHBISECT_PYTHON (that interpreter), TORCHBISECT_TORCH_VERSION (its torch's version) and
-TORCHBISECT_DATE (YYYY-MM-DD of a nightly, empty for a release).
+The command runs with the build's interpreter first on PATH and these set: TORCHBISECT_PYTHON
+(that interpreter), TORCHBISECT_TORCH_VERSION (its torch's version) and TORCHBISECT_DATE
+(YYYY-MM-DD of a nightly, empty for a release).  Its output goes on to this script's own (the
+cell's log) as it comes.
 
 Standalone by contract (see probes/README.md): stdlib + torch only, Python 3.8 syntax, no import of
 torchbisect; torch is asked for its version in a child interpreter, so a torch that cannot even be
 imported still lets the command decide.
 
 Usage: TORCHBISECT_SCRIPT=CMD python script.py [--cases script] [--trials N] --json PATH
+       python script.py --probe FILE [--case NAME] [--requires-api DOTTED] --json PATH
 """
 
 import argparse
@@ -27,6 +35,8 @@ import time
 
 PROBE_VERSION = "1"
 CASE = "script"
+DETAIL_CHARS = 2000  # a case's detail, as the document's contract bounds it
+TAIL_BYTES = 8192  # of the command's output kept to find its last line
 _ASK_TORCH = "import torch; print(torch.__version__); print(torch.version.git_version)"
 
 
@@ -60,41 +70,113 @@ def command_env(version):
     return env
 
 
-def verdict_of(status):
-    """The `git bisect run` reading of an exit status, as a probe verdict."""
+def verdict_of(status, said=""):
+    """The `git bisect run` reading of an exit status, as a probe verdict and its detail: the
+    last line the command printed, and its status."""
     if status == 0:
-        return "not_affected", "exit 0"
-    if status == 125:
-        return "inconclusive", "exit 125 (skip)"
-    if 1 <= status <= 127:
-        return "affected", f"exit {status}"
-    if status < 0:
-        return "error", f"killed by signal {-status}"
-    return "error", f"exit {status} (above 127: stops the bisection)"
+        verdict, how = "not_affected", "exit 0"
+    elif status == 125:
+        verdict, how = "inconclusive", "exit 125"
+    elif 1 <= status <= 127:
+        verdict, how = "affected", "exit %d" % status
+    elif status < 0:
+        verdict, how = "error", "killed by signal %d" % -status
+    else:
+        verdict, how = "error", "exit %d (above 127: stops the bisection)" % status
+    return verdict, ("%s (%s)" % (said, how) if said else how)[-DETAIL_CHARS:]
+
+
+def last_line(data):
+    """The last non-empty line of some output bytes, as text."""
+    lines = [line.strip() for line in data.decode("utf-8", "replace").splitlines()]
+    return next((line for line in reversed(lines) if line), "")
+
+
+def run_and_tail(argv, env):
+    """Run argv, passing its output on as it comes; (exit status, its last non-empty line)."""
+    child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = getattr(sys.stdout, "buffer", sys.stdout)
+    tail = b""
+    while True:
+        chunk = child.stdout.read1(65536)
+        if not chunk:
+            break
+        out.write(chunk)
+        out.flush()
+        tail = (tail + chunk)[-TAIL_BYTES:]
+    return child.wait(), last_line(tail)
+
+
+_HAS_API = """
+import importlib, sys
+parts = sys.argv[1].split(".")
+try:
+    found = importlib.import_module(parts[0])
+except Exception:
+    sys.exit(3)
+for i in range(1, len(parts)):
+    try:
+        found = getattr(found, parts[i])
+    except AttributeError:
+        try:
+            found = importlib.import_module(".".join(parts[:i + 1]))
+        except Exception:
+            sys.exit(1)
+"""
+
+
+def has_api(name, env):
+    """False when this build lacks the dotted name (its module imports, the name is absent);
+    True when it has it, or when that cannot be told (the script decides then)."""
+    try:
+        status = subprocess.call([sys.executable, "-c", _HAS_API, name], env=env, timeout=300,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    return status != 1
+
+
+def document(case, verdict, detail, status, seconds, version, git_version):
+    result = {"verdict": verdict, "detail": detail, "seconds": round(seconds, 3)}
+    if status is not None:  # None: not run
+        result["exit_status"] = status
+    return {"schema": 1, "probe": case, "probe_version": PROBE_VERSION, "verdict": verdict,
+            "cases": {case: result},
+            "env": {"torch_version": version, "git_version": git_version}}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default=CASE, help="accepted for the contract; one case")
+    parser.add_argument("--probe", metavar="FILE",
+                        help="an exit-status probe to run with this interpreter")
+    parser.add_argument("--case", help="the one case's name (default: FILE's name, or script)")
+    parser.add_argument("--requires-api", metavar="DOTTED",
+                        help="not_applicable, without running FILE, when this build lacks it")
+    parser.add_argument("--cases", help="accepted for the contract; one case")
     parser.add_argument("--trials", help="accepted for the contract; the command decides alone")
     parser.add_argument("--json", metavar="PATH", required=True)
     args = parser.parse_args(argv)
     command = os.environ.get("TORCHBISECT_SCRIPT", "")
-    if not command.strip():
-        sys.stderr.write("script.py: TORCHBISECT_SCRIPT is empty: nothing to run\n")
+    if args.probe is None and not command.strip():
+        sys.stderr.write("script.py: TORCHBISECT_SCRIPT is empty and no --probe: nothing to run\n")
         return 128
+    case = args.case or (os.path.splitext(os.path.basename(args.probe))[0] if args.probe
+                         else CASE)
     version, git_version = torch_versions(dict(os.environ))
+    env = command_env(version)
     started = time.monotonic()
-    status = subprocess.call(["/bin/sh", "-c", command], env=command_env(version))
-    verdict, detail = verdict_of(status)
-    document = {
-        "schema": 1, "probe": CASE, "probe_version": PROBE_VERSION, "verdict": verdict,
-        "cases": {CASE: {"verdict": verdict, "detail": detail, "exit_status": status,
-                         "seconds": round(time.monotonic() - started, 3)}},
-        "env": {"torch_version": version, "git_version": git_version},
-    }
+    if args.requires_api and not has_api(args.requires_api, env):
+        verdict, status = "not_applicable", None
+        detail = "%s does not exist in this build: not run" % args.requires_api
+        print(detail)
+    else:
+        argv = [sys.executable, args.probe] if args.probe else ["/bin/sh", "-c", command]
+        status, said = run_and_tail(argv, env)
+        verdict, detail = verdict_of(status, said)
+    doc = document(case, verdict, detail, status, time.monotonic() - started, version,
+                   git_version)
     with open(args.json, "w") as fh:
-        json.dump(document, fh, indent=2)
+        json.dump(doc, fh, indent=2)
     return {"not_affected": 0, "affected": 1}.get(verdict, 125)
 
 

@@ -90,6 +90,21 @@ class Cell:
     # was not.  pip installs a yanked file for an `==` pin, with a warning: it is probed, and said.
     yanked: str | None = None
 
+    @property
+    def key(self) -> tuple[str, str]:
+        """(id, probe): what a run is of.  One build probed by two probes (two regressions) is
+        two runs, which never stand in for each other: the plan, the store, the logs and the
+        progress keep them apart by this key."""
+        return self.id, self.probe
+
+    @property
+    def run_name(self) -> str:
+        """The key as one word, for log files and progress lines: the id for the default probe
+        (and for a --script run, whose id carries its script), else `<id>.<probe>`."""
+        if self.probe == defaults.PROBE or ":" in self.probe:
+            return self.id
+        return f"{self.id}.{self.probe}"
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["channel"] = self.channel.value

@@ -66,7 +66,9 @@ def _id(name: str) -> str:
 
 def _probes(folder: Path, source: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "stale_replay.py").write_text(textwrap.dedent(source))
+    # a document probe (the contract's stand-in), however little of it the test needs
+    (folder / "stale_replay.py").write_text('PROBE_OUTPUT = "document"\n'
+                                            + textwrap.dedent(source))
     return folder
 
 

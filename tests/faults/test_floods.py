@@ -15,6 +15,7 @@ from torchbisect.utils import proc
 
 FLOOD_MB = 300
 PROBE = f'''
+PROBE_OUTPUT = "document"
 import argparse, json, sys
 parser = argparse.ArgumentParser()
 parser.add_argument("--cases"); parser.add_argument("--trials"); parser.add_argument("--json")

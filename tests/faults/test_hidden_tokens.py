@@ -125,6 +125,7 @@ def test_a_token_cut_where_a_long_output_is_cut_is_masked_on_both_sides(side, of
 
 
 PROBE = '''
+PROBE_OUTPUT = "document"
 import argparse, json, os, sys
 parser = argparse.ArgumentParser()
 parser.add_argument("--cases"); parser.add_argument("--trials"); parser.add_argument("--json")

@@ -28,6 +28,7 @@ PRINTED = {"ghp_" + "p" * 36: "ghp_***", "github_pat_" + "Q" * 40: "github_pat_*
            "hf_" + "w" * 34: "hf_***"}
 
 PROBE = '''
+PROBE_OUTPUT = "document"
 import argparse, json, os, sys
 parser = argparse.ArgumentParser()
 parser.add_argument("--cases"); parser.add_argument("--trials"); parser.add_argument("--json")

@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 FLOOD_MB = 40
 PROBE = f'''
+PROBE_OUTPUT = "document"
 import argparse, json, os, sys
 parser = argparse.ArgumentParser()
 parser.add_argument("--cases"); parser.add_argument("--trials"); parser.add_argument("--json")

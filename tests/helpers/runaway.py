@@ -17,6 +17,7 @@ from helpers import fake_torch_wheel
 from torchbisect.utils import proc
 
 PROBE = '''
+PROBE_OUTPUT = "document"
 import argparse, json, os, subprocess, sys, time
 parser = argparse.ArgumentParser()
 parser.add_argument("--cases", default="capture_data_ptr")

@@ -66,7 +66,8 @@ def test_the_default_matrix_says_what_the_issue_asks_for(repo):
     assert (nightly.last, nightly.step) == (60, 7)
     assert cfg.preinstalled is not None
     s = cfg.settings(cfg.stable[0])
-    assert (s.cuda, s.python, s.probe, s.trials, s.timeout) == ("auto", "3.12", "stale_replay", 20,
+    (p,) = s.probes
+    assert (s.cuda, s.python, p.probe, p.trials, p.timeout) == ("auto", "3.12", "stale_replay", 20,
                                                                  900.0)
     assert cfg.image("cu130").startswith("nvidia/cuda:13") and cfg.image("cu121")
     first = (repo / "matrix.yaml").read_text().splitlines()[0]
@@ -77,11 +78,12 @@ def test_every_key_means_what_it_says(tmp_path):
     (tmp_path / "full.yaml").write_text((DATA / "good" / "full.yaml").read_text())
     cfg = load_matrix(tmp_path / "full.yaml")
     auto, cpu = cfg.stable
-    assert cfg.settings(auto).cuda == "auto" and cfg.settings(auto).trials == 3
+    assert cfg.settings(auto).cuda == "auto" and cfg.settings(auto).probes[0].trials == 3
     s = cfg.settings(cpu)
-    assert (s.cuda, s.python, s.trials, s.timeout, s.cases) == (
+    (p,) = s.probes
+    assert (s.cuda, s.python, p.trials, p.timeout, p.cases) == (
         "cpu", "3.13t", 10, 600.0, ("capture_data_ptr", "side_stream"))
-    assert s.env == (("CUDA_LAUNCH_BLOCKING", "0"), ("OMP_NUM_THREADS", "4"),
+    assert p.env == (("CUDA_LAUNCH_BLOCKING", "0"), ("OMP_NUM_THREADS", "4"),
                      ("TORCH_SHOW_CPP_STACKTRACES", "1"))
     assert cfg.settings(cfg.test[0]).overlay is True
     today = date(2026, 11, 29)
@@ -89,7 +91,7 @@ def test_every_key_means_what_it_says(tmp_path):
     assert dates == [date(2026, 8, 15), date(2026, 9, 1)]
     assert weekly == [date(2026, 8, d) for d in (1, 8, 15, 22, 29)]
     assert last == [date(2026, 11, 16), date(2026, 11, 23)]  # Mondays
-    assert cfg.settings(cfg.nightly[2]).timeout == 1200
+    assert cfg.settings(cfg.nightly[2]).probes[0].timeout == 1200
     local, remote = cfg.dev
     assert local.wheel == str(tmp_path / "wheels" / local.filename)  # relative to the file
     assert local.cell_name == "2.17.0a0-git1234abc"

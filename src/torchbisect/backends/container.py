@@ -32,6 +32,7 @@ from ..utils import files, proc
 from .base import note
 
 LABEL = "torchbisect.cell"  # `docker ps -a --filter label=torchbisect.cell`
+PROBE_LABEL = "torchbisect.probe"  # one build probed by two probes at once: each its own
 OWNER_LABEL = "torchbisect.owner"  # "<hostname>:<pid>" of the run that made the container
 _REMOVE_OWNED = ("import docker\nfor box in docker.from_env(timeout=60).containers.list(all=True, "
                  "filters={'label': %r}):\n    box.remove(force=True)\n")
@@ -122,8 +123,8 @@ class Containers:
 
         self._remove_when_we_die()
         run = uuid.uuid4().hex[:12]
-        labels = {LABEL: cell.id, OWNER_LABEL: self.owner, "torchbisect.step": step,
-                  "torchbisect.run": run}
+        labels = {LABEL: cell.id, PROBE_LABEL: cell.probe, OWNER_LABEL: self.owner,
+                  "torchbisect.step": step, "torchbisect.run": run}
         gpus = [] if gpu is None else [
             DeviceRequest(count=-1, capabilities=[["gpu"]]) if gpu == ALL_GPUS else
             DeviceRequest(device_ids=[str(gpu)], capabilities=[["gpu"]])]

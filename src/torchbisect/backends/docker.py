@@ -30,11 +30,11 @@ from typing import Any
 
 from ..errors import BackendUnavailable, ConfigError, InfraError
 from ..model import Cell, Channel
-from ..probe.scripts import probe_path
+from ..probe.scripts import launch
 from ..utils import files
 from ..utils.words import last_line
 from .base import Backend, BackendOptions, Prepared, ProbeOutput, cell_lock, read_document
-from .container import LABEL, OWNER_LABEL, Containers, bind
+from .container import LABEL, OWNER_LABEL, PROBE_LABEL, Containers, bind
 from .docker_image import RunnerImages, default_base_image, host_ca_bundle
 from .preinstalled import FINGERPRINT_SNIPPET, IMAGE_ANSWER, read_image_answer
 from .wheels import cell_wheel, discard, extra_index, local_wheel, sha256_file
@@ -148,14 +148,14 @@ class DockerBackend(Backend):
               log: Path) -> ProbeOutput:
         cell, handle = prepared.cell, prepared.handle
         self.watcher.phase(cell, "probe")
-        script = probe_path(cell.probe)
+        how = launch(cell.probe)  # the probe, or the adapter and the exit-status probe it runs
         # A fresh name per run: a container orphaned by a killed run must not answer for this one.
         doc = handle.workdir / f"result-{uuid.uuid4().hex}.json"
-        command = [prepared.python, f"/probes/{script.name}", *probe_args, "--json", str(doc)]
-        probes = bind(script.parent, "/probes", read_only=True)
+        command = how.argv(prepared.python, probe_args, str(doc), where=_in_container)
+        probes = [bind(path, _in_container(path), read_only=True) for path in how.files]
         try:
             done = self.containers.run(cell, "probe", handle.image, command, workdir=handle.workdir,
-                             mounts=[probes], log=log, timeout=cell.timeout, gpu=gpu,
+                             mounts=probes, log=log, timeout=cell.timeout, gpu=gpu,
                              env=prepared.env)
             text = read_document(doc)
         finally:
@@ -164,8 +164,10 @@ class DockerBackend(Backend):
                            log_tail=done.tail)
 
     def release(self, prepared: Prepared) -> None:
-        """Remove the cell's containers (a probe still running on Ctrl-C); keep its venv."""
-        self.containers.remove({LABEL: prepared.cell.id, OWNER_LABEL: self.containers.owner})
+        """Remove the cell's containers of this probe (one still running on Ctrl-C), not another
+        probe's of the same build; keep its venv."""
+        self.containers.remove({LABEL: prepared.cell.id, PROBE_LABEL: prepared.cell.probe,
+                                OWNER_LABEL: self.containers.owner})
 
     def finish(self, *, say) -> None:
         """Prune uv's cache volume when this run installed through it (docker_cache.py)."""
@@ -253,6 +255,12 @@ def _see_base_packages(venv: Path) -> str:
     own = shlex.join([str(venv / "bin" / "python"), "-c", _PURELIB])
     return (f"{shlex.join(['python3', '-c', _BASE_DIRS])} "
             f"> \"$({own})/_torchbisect_overlay_base.pth\"")
+
+
+def _in_container(path: Path) -> str:
+    """Where a probe file is mounted (each file on its own: a user's probes folder and
+    torchbisect's adapter are two folders)."""
+    return f"/probes/{path.name}"
 
 
 def _stat(cell: Cell) -> list[int] | None:

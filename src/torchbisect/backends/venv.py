@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..errors import BackendUnavailable, InfraError
 from ..model import Cell, Channel
-from ..probe.scripts import probe_path
+from ..probe.scripts import launch
 from ..utils import files, proc
 from . import probe_env
 from .base import (
@@ -105,7 +105,7 @@ class VenvBackend(Backend):
         out_dir.mkdir(parents=True, exist_ok=True)
         # A fresh name per run: a probe orphaned by a killed run must not answer for this one.
         doc = out_dir / f"{cell.id}.{uuid.uuid4().hex}.json"
-        argv = [prepared.python, str(probe_path(cell.probe)), *probe_args, "--json", str(doc)]
+        argv = launch(cell.probe).argv(prepared.python, probe_args, str(doc))
         try:
             # no credentials: the allow-listed part of our environment, then the cell's env
             done = proc.run(argv, env={**prepared.env, **gpu_env(gpu)}, timeout=cell.timeout,

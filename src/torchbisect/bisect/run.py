@@ -55,6 +55,7 @@ class BisectOptions:
     platform: str | None = None
     case: str = DEFAULT_CASE
     script: str | None = None
+    probe: str = defaults.PROBE  # --probe: the probe that judges (without --script)
     trials: int | None = None
     min_stale: int = 1
     index_url: str | None = None
@@ -73,7 +74,7 @@ class BisectOptions:
     @property
     def rule(self) -> Rule:
         return Rule(case=self.case, trials=self.trials, min_stale=self.min_stale,
-                    script=self.script)
+                    script=self.script, probe=self.probe)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -304,6 +305,8 @@ def _context(options: BisectOptions) -> Context:
     if options.script is not None:
         flags += ["--script", options.script]
     else:
+        if options.probe != defaults.PROBE:
+            flags += ["--probe", options.probe]
         flags += ["--case", options.case]
         if options.trials:
             flags += ["--trials", str(options.trials)]

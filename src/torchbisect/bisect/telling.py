@@ -32,9 +32,11 @@ def ends_sentence(err: EndsError, cands: CandidateList, points: dict[int, Nightl
         return (f"{where} could not be judged ({why}): when that is this machine's doing (no GPU, "
                 f"an index or network failure) no build can be, so fix that first; when it is "
                 f"this build's, pick another {flag}")
-    if script is not None and point and _NOT_RUN.fullmatch(point.reason):
-        return (f"--script `{script}` could not be run on {cand.label} ({point.reason}: "
-                f"the shell {_NOT_RUN_WHY[point.reason[-3:]]}); check the command, its path "
+    not_run = _NOT_RUN.search(point.reason) if script is not None and point else None
+    if not_run:
+        status = not_run.group(1)
+        return (f"--script `{script}` could not be run on {cand.label} (exit {status}: "
+                f"the shell {_NOT_RUN_WHY[status]}); check the command, its path "
                 "and its permissions")
     expected = flag[2:]
     got = "bad" if expected == "good" else "good"
@@ -48,8 +50,9 @@ def ends_sentence(err: EndsError, cands: CandidateList, points: dict[int, Nightl
     return f"{where} is not {expected} but {got}: pick a newer {flag}"
 
 
-# What probes/script.py records for a command the shell could not run (git's statuses).
-_NOT_RUN = re.compile(r"exit 12[67]")
+# What probes/script.py records for a command the shell could not run (git's statuses): the
+# detail ends in the status, after the command's last line when it printed one.
+_NOT_RUN = re.compile(r"(?:^|\()exit (12[67])\)?$")
 _NOT_RUN_WHY = {"126": "found it but could not execute it", "127": "did not find it"}
 
 

@@ -49,6 +49,7 @@ class Rule:
     trials: int | None = None  # None: the probe's default
     min_stale: int = 1
     script: str | None = None
+    probe: str = DEFAULT_PROBE  # the probe that judges (`--probe`); ignored with a script
 
     @property
     def case_name(self) -> str:
@@ -57,9 +58,10 @@ class Rule:
 
     @property
     def probe_name(self) -> str:
-        """The probe a run was made with: "stale_replay", or "script:<sha256 of CMD, 12 hex>"."""
+        """The probe a run was made with: `probe` ("stale_replay", "cumsum_64bit"), or
+        "script:<sha256 of CMD, 12 hex>"."""
         if self.script is None:
-            return DEFAULT_PROBE
+            return self.probe
         return "script:" + hashlib.sha256(self.script.encode()).hexdigest()[:12]
 
     @property
@@ -71,8 +73,9 @@ class Rule:
         if self.script is not None:
             return (f"script `{self.script}`: exit 0 good, 125 skip, 1-127 bad, "
                     ">127 aborts the bisection")
-        rule = (f"case {self.case}: bad when affected, good when not affected or refused, "
-                "unknown otherwise")
+        probe = "" if self.probe == DEFAULT_PROBE else f"probe {self.probe}, "
+        rule = (f"{probe}case {self.case}: bad when affected, good when not affected or "
+                "refused, unknown otherwise")
         if self.trials or self.min_stale != 1 or self.case in RACY_CASES:
             of = f"{self.trials}" if self.trials else "the probe's default number of"
             rule += (f"; a case run in trials is bad when stale on at least {self.min_stale} of "

@@ -23,6 +23,8 @@ from ..bisect.verdicts import DEFAULT_CASE
 from ..bisect.walk import DEFAULT_LIMIT
 from ..errors import ConfigError
 from ..outcome import Direction, NightlyPoint
+from ..probe.info import ProbeOutput
+from ..probe.scripts import default_probe, probe_info
 from ..report.bisection_text import render_markdown, render_text
 from . import options as flags
 from .options import add_backend_option
@@ -55,7 +57,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="Python of the wheels and venvs (default: this interpreter's)")
     add("--platform", default=None, help="wheel platform, e.g. manylinux_2_17_x86_64 for a "
         "runner with glibc 2.17 (default: this machine's, its glibc included)")
-    add("--case", default=None, help=f"probe case that decides (default {DEFAULT_CASE})")
+    add("--probe", default=None, metavar="NAME",
+        help="the probe that decides: a file NAME.py of the probes folder (TORCHBISECT_PROBES), "
+             "a JSON-document probe or a plain `git bisect run` script (default: stale_replay, or "
+             "the one probe of a folder without it)")
+    add("--case", default=None,
+        help=f"probe case that decides (default: {DEFAULT_CASE} for stale_replay; an exit-status "
+             "probe's one case; else the first of the probe's CASE_LABELS)")
     add("--trials", type=int, default=None, metavar="N",
         help="trials per nightly for racy cases such as side_stream")
     add("--min-stale", type=int, default=1, metavar="K",
@@ -166,8 +174,8 @@ def _options(args: argparse.Namespace) -> BisectOptions:
                           "drop a stored verdict)")
     if args.bad is None and (args.good is not None or args.walk_limit is not None):
         raise ConfigError("--good and --walk-limit need --bad too")
-    if args.script is not None and (args.case or args.trials):
-        raise ConfigError("--script decides on its own: drop --case and --trials")
+    if args.script is not None and (args.case or args.trials or args.probe):
+        raise ConfigError("--script decides on its own: drop --probe, --case and --trials")
     if args.trials is not None and args.trials < 1:
         raise ConfigError("--trials must be at least 1")
     if args.min_stale < 1 or (args.trials and args.min_stale > args.trials):
@@ -182,6 +190,9 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         raise ConfigError("--repo and --pytorch-repo name two clones: give --pytorch-repo alone")
     if args.pytorch_repo is not None and args.bad is None:
         raise ConfigError("--pytorch-repo needs --bad (and the rest of a bisection)")
+    probe = args.probe or default_probe()
+    if args.script is None:
+        probe_info(probe)  # a probe that is not there, or does not read: one sentence, exit 2
     if args.repeat is not None and (args.script is None or args.repeat < 1):
         raise ConfigError("--repeat needs --script and a whole number of at least 1; racy "
                           "probe cases take --trials and --min-stale instead")
@@ -189,13 +200,28 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         good=args.good, bad=args.bad or "",
         direction=Direction.FIX if args.find_fix else Direction.REGRESSION,
         cuda=args.cuda, python=args.python, platform=args.platform,
-        case=args.case or DEFAULT_CASE, script=args.script, trials=args.trials,
+        probe=probe, script=args.script, trials=args.trials,
+        case=args.case or (DEFAULT_CASE if args.script is not None else _default_case(probe)),
         min_stale=args.min_stale, index_url=args.index_url, backend=args.backend,
         store=args.store, workdir=args.workdir, repo=args.pytorch_repo or args.repo,
         narrow=args.pytorch_repo is not None, github=not args.no_github,
         timeout=args.timeout, overlay=args.overlay,
         repeat=args.repeat or (2 if args.script is not None else 1),
         walk_limit=args.walk_limit or DEFAULT_LIMIT)
+
+
+def _default_case(probe: str) -> str:
+    """The case that decides when --case is not given: the lazy-clone probe's capture case, an
+    exit-status probe's one case (its own name), else the first case its CASE_LABELS names."""
+    info = probe_info(probe)
+    if probe == defaults.PROBE:
+        return DEFAULT_CASE
+    if info.output is ProbeOutput.EXIT_STATUS:
+        return info.name
+    if info.case_labels:
+        return next(iter(info.case_labels))
+    raise ConfigError(f"--probe {probe}: its file names no case (CASE_LABELS), so name the case "
+                      "that decides with --case")
 
 
 class _Console(Progress):

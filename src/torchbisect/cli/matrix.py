@@ -134,10 +134,12 @@ def _summary(new: list[CellRun], reused: list[CellRun], console: Console, *, log
         return
     title = (f"{count(len(new) + len(reused), 'cell')}: {len(new)} probed now, "
              f"{len(reused)} from the store")
-    print_summary([*new, *reused], stored=[r.cell.id for r in reused], console=console,
+    print_summary([*new, *reused], stored=[r.cell.run_name for r in reused], console=console,
                   title=title)
     if new:
-        console.print(f"cell logs: {logs}/<cell id>.log", highlight=False)
+        console.print(f"cell logs: {logs}/<cell id>.log (<cell id>.<probe>.log for a probe "
+                      "other than stale_replay)" if any(r.cell.run_name != r.cell.id for r in new)
+                      else f"cell logs: {logs}/<cell id>.log", highlight=False)
 
 
 def _render(options: MatrixOptions, out: Path, console: Console, *,

@@ -43,18 +43,17 @@ def plan_one(args: argparse.Namespace, *, lock: Path | None, previous: Path | No
 
 
 def stored_cells(store: Path, plan: Plan, *, kind: Kind | None = None) -> dict[str, str]:
-    """"yes"/"no" per cell id; with `kind`, yes only for a verdict measured on its GPU model:
-    one kind's verdict says nothing about another's."""
+    """"yes"/"no" per cell run name (`Cell.run_name`: a build's cell once per probe); with
+    `kind`, yes only for a verdict measured on its GPU model: one kind's verdict says nothing
+    about another's, nor one probe's about another's."""
     if not store.is_file():
-        return {c.id: "no" for c in plan.cells}
+        return {c.run_name: "no" for c in plan.cells}
     from ..store.db import Store
 
     with Store(store) as opened:
-        if kind is None:
-            return {c.id: "yes" if opened.has_result(c.id) else "no" for c in plan.cells}
-        measured = {r.cell.id for r in opened.iter_runs()
-                    if r.status is RunStatus.OK and kind.matches(r.gpu)}
-    return {c.id: "yes" if c.id in measured else "no" for c in plan.cells}
+        measured = {r.cell.key for r in opened.iter_runs()
+                    if r.status is RunStatus.OK and (kind is None or kind.matches(r.gpu))}
+    return {c.run_name: "yes" if c.key in measured else "no" for c in plan.cells}
 
 
 def stored_runs(store: Path, kind: Kind | None = None) -> list[CellRun]:
@@ -69,8 +68,8 @@ def stored_runs(store: Path, kind: Kind | None = None) -> list[CellRun]:
 
 
 def _rows(plan: Plan, stored: dict[str, str]) -> list[tuple[str, ...]]:
-    return [(c.id, c.channel.value, c.version or "-", c.cuda or "-", source_of(c), stored[c.id])
-            for c in plan.cells]
+    return [(c.run_name, c.channel.value, c.version or "-", c.cuda or "-", source_of(c),
+             stored[c.run_name]) for c in plan.cells]
 
 
 def source_of(cell: Cell) -> str:

@@ -2,6 +2,9 @@
 
 The default cell, `preinstalled`, is this interpreter's torch on the `current` backend: it needs
 no matrix.yaml and installs nothing.  Any other identifier comes from the plan of `--matrix`.
+`--probe NAME` runs any probe of the probes folder, a document probe or a plain `git bisect run`
+script (default: the one matrix.yaml names for the cell, else `stale_replay`, or the one probe
+of a TORCHBISECT_PROBES folder that holds only that).
 The cell is always probed (no skip key): asking for one cell means asking for a fresh verdict.
 A one-off probe writes nothing unless asked: the run is stored with `--store`, its log kept with
 `--out`, the document written with `--json`; the preinstalled cell works in a temporary folder
@@ -9,8 +12,8 @@ A one-off probe writes nothing unless asked: the run is stored with `--store`, i
 venv is reused (defaults.py says where that is).
 
 Exit status: the probe's own, as `git bisect run` reads it: 0 not affected, 1 affected, 125 cannot
-tell (no GPU, no torch in the interpreter, a control misbehaved, a crash); 3 for an infrastructure
-failure.
+tell (no GPU, no torch in the interpreter, a control misbehaved, a crash, a script's 125 or its
+status above 127, an API the probe requires absent); 3 for an infrastructure failure.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from ..backends.preinstalled import preinstalled_cell, with_torch_version
 from ..cells import PREINSTALLED as PREINSTALLED_ID
 from ..errors import CannotTell, ConfigError, InfraError
 from ..model import Cell, CellRun, Channel, RunStatus
+from ..probe.scripts import default_probe, probe_info
 from ..utils.console import make_console, print_table
 from . import options as flags
 from .options import add_backend_option, add_interpreter_option, add_json_option, write_json
@@ -45,6 +49,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                "answers, else venv")
     add("--overlay", action="store_true", help="install only the torch wheel (--no-deps)")
     add("--gpu", type=int, metavar="INDEX", help="GPU to use (default: the first visible one)")
+    add("--probe", metavar="NAME",
+        help="the probe to run: a file NAME.py of the probes folder (TORCHBISECT_PROBES), a "
+             "JSON-document probe or a plain `git bisect run` script (default: the matrix's "
+             "for this cell, else stale_replay)")
     add("--cases", metavar="A,B", help="only these cases (the controls always run)")
     add("--trials", type=int, metavar="N", help="trials of the timing-dependent cases")
     add("--store", type=flags.Output("file"), metavar="PATH",
@@ -62,6 +70,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     console = make_console(stderr=args.json == "-")
+    if args.probe is not None:
+        probe_info(args.probe)  # a probe that is not there, or not readable: one sentence
     cell = with_torch_version(_overrides(_find(args), args),
                               python=args.interpreter or host_python())
     _require_torch(cell, args)
@@ -89,7 +99,7 @@ def _probe(cell: Cell, args: argparse.Namespace, console: Console, *, scratch: P
     backend = choose_backend(name, BackendOptions(python=args.interpreter, workdir=workdir),
                              say=console.print)
     gpu = _gpu(args.gpu)
-    where = f"on {gpu.name}" if gpu else "without a GPU (every case will read skipped)"
+    where = f"on {gpu.name}" if gpu else "without a GPU (a GPU probe can only say it cannot tell)"
     console.print(f"probing {cell.id} {where} with the {backend.name} backend", highlight=False)
     logs = args.out / "logs" if args.out is not None else scratch / "logs"
     result = execute.run_cell(backend, cell, gpu=gpu, logs_dir=logs)
@@ -101,7 +111,7 @@ def _probe(cell: Cell, args: argparse.Namespace, console: Console, *, scratch: P
 
 def _find(args: argparse.Namespace) -> Cell:
     if args.cell == PREINSTALLED_ID and not args.matrix.is_file():
-        return preinstalled_cell()
+        return preinstalled_cell(probe=args.probe or default_probe())
     from ..plan.planning import resolve_plan
 
     # The interpreter's own torch needs no index: only the matrix's settings for it.
@@ -115,16 +125,32 @@ def _find(args: argparse.Namespace) -> Cell:
                             preinstalled_only=only_mine)
     except ConfigError as err:
         raise ConfigError(f"cannot look up cell {args.cell!r}: {err}") from None
-    cells = {c.id: c for c in plan.cells}
+    cells: dict[str, list[Cell]] = {}
+    for c in plan.cells:
+        cells.setdefault(c.id, []).append(c)
     if args.cell in cells:
-        return cells[args.cell]
+        return _one_probe(cells[args.cell], args)
     if args.cell == PREINSTALLED_ID:
-        return preinstalled_cell()
+        return preinstalled_cell(probe=args.probe or default_probe())
     import difflib
 
     close = difflib.get_close_matches(args.cell, list(cells), n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else "; `torchbisect plan` lists them"
     raise ConfigError(f"no cell {args.cell!r} in the plan of {args.matrix}{hint}")
+
+
+def _one_probe(cells: list[Cell], args: argparse.Namespace) -> Cell:
+    """The plan's cell for `--probe` (its settings from matrix.yaml), else that build with the
+    probe swapped in (its cases are the probe's own); without --probe, the one probe matrix.yaml
+    names for it."""
+    if args.probe is None:
+        if len(cells) > 1:
+            names = ", ".join(c.probe for c in cells)
+            raise ConfigError(f"{args.matrix} probes {cells[0].id} with {names}: pick one with "
+                              "--probe NAME")
+        return cells[0]
+    same = [c for c in cells if c.probe == args.probe]
+    return same[0] if same else dataclasses.replace(cells[0], probe=args.probe, cases=())
 
 
 def _require_torch(cell: Cell, args: argparse.Namespace) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from annotated_types import Ge, Gt, Le
-from pydantic import BeforeValidator, StringConstraints, ValidationInfo
+from pydantic import BeforeValidator, StringConstraints, ValidationInfo, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from ..net import credentials
@@ -203,7 +203,8 @@ _NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 CudaTag = _matching(r"cu\d{3}|cpu|auto", "a CUDA tag such as cu130, cpu or auto")
 ConcreteTag = _matching(r"cu\d{3}|cpu", "a CUDA tag such as cu130 or cpu")
 ImageKey = _matching(r"cu\d{3}|cpu|default", "a CUDA tag such as cu130, or default")
-Name = Annotated[_matching(_NAME, "a name of letters, digits, '.', '_' or '-'"),
+_NAME_IS = "a name of letters, digits, '.', '_' or '-'"
+Name = Annotated[_matching(_NAME, _NAME_IS),
                  BeforeValidator(lambda value: _short_name(value))]
 EnvName = _matching(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name")
 Sha256 = _matching(r"[0-9a-fA-F]{64}", "a sha256 of 64 hex digits")
@@ -212,6 +213,27 @@ EnvValue = Annotated[str, BeforeValidator(_env_value)]
 Python = Annotated[str, StringConstraints(pattern=r"^3\.\d{1,2}t?$"), BeforeValidator(_python)]
 Day = Annotated[date, BeforeValidator(_day)]
 Days = Annotated[int, Ge(1), Le(MAX_DAYS), _whole("day", "days", MAX_DAYS)]
+
+
+def _probe_names(value: Any) -> list[str]:
+    """`probe:` is one name or a list of them; each is checked here, so a bad one is said at
+    the key (`probe`), as a single name always was."""
+    names = [value] if not isinstance(value, list) else value
+    for name in names:
+        _short_name(name)
+        if isinstance(name, int) and not isinstance(name, bool) and re.fullmatch(_NAME,
+                                                                                str(name)):
+            raise expected(_NAME_IS, name, " (put it in quotes: YAML reads it as a number)")
+        if not isinstance(name, str) or not re.fullmatch(_NAME, name):
+            raise expected(_NAME_IS if not isinstance(value, list) else
+                           f"a list of probe names ({_NAME_IS})", name)
+    return list(names)
+
+
+# A probe's name, or a list of them; the schema says both.
+ProbeNames = Annotated[list[str], BeforeValidator(_probe_names), WithJsonSchema({"anyOf": [
+    {"type": "string", "pattern": f"^(?:{_NAME})$"},
+    {"type": "array", "items": {"type": "string", "pattern": f"^(?:{_NAME})$"}}]})]
 Trials = Annotated[int, Ge(1), _whole("trial", "trials")]
 Seconds = Annotated[float, Gt(0), BeforeValidator(_seconds)]
 Flag = Annotated[bool, BeforeValidator(_boolean)]

@@ -30,6 +30,7 @@ from pydantic_core import PydanticCustomError
 
 from .. import defaults as builtin  # not `defaults`: matrix.yaml has a key of that name
 from ..errors import ConfigError
+from ..probe.scripts import default_probe, is_exit_status, probe_info
 from .fields import (
     MAX_DAYS,
     ConcreteTag,
@@ -44,6 +45,7 @@ from .fields import (
     ImageRef,
     IndexRef,
     Name,
+    ProbeNames,
     Python,
     Seconds,
     Sha256,
@@ -68,15 +70,24 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class RunOptions(_Strict):
-    """How a cell is probed; set in `defaults` and overridden per entry."""
+class ProbeOptions(_Strict):
+    """How a probe runs: set in `defaults`, per entry, or per probe under `probes:`."""
 
-    probe: Name | None = Field(None, description="Probe script in probes/ (without .py).")
     cases: list[Name] | None = Field(None, description="Cases to run; empty: the probe's own.")
     trials: Trials | None = Field(None, description="Repetitions of timing-dependent cases.")
     timeout: Seconds | None = Field(None, description="Seconds per cell before it is stopped.")
     env: dict[EnvName, EnvValue] = Field(default_factory=dict,
                                          description="Extra environment variables for the probe.")
+
+
+class _ProbeChoice(_Strict):
+    probe: ProbeNames | None = Field(None, description=(
+        "Probe script in probes/ (without .py), or a list of them: which probes run on these "
+        "builds (default: every probe under `probes:`, else stale_replay)."))
+
+
+class RunOptions(ProbeOptions, _ProbeChoice):  # in this order, `probe` is the first key
+    """How a cell is probed; set in `defaults` and overridden per entry."""
 
 
 class Options(RunOptions):
@@ -226,36 +237,67 @@ class MatrixConfig(_Strict):
     preinstalled: Annotated[Preinstalled | None, BeforeValidator(preinstalled_entry)] = Field(
         None, description="The torch already installed in the image or interpreter.")
     references: References = Field(default_factory=References)
+    probes: dict[Name, ProbeOptions | None] = Field(default_factory=dict, description=(
+        "The probes every entry runs (each build is probed by each), with each one's own "
+        "cases, trials, timeout and env; an entry's `probe:` picks among them. Without it, "
+        "`probe:` names the probe (default stale_replay)."))
 
     def settings(self, entry: RunOptions) -> Settings:
-        """The entry's options, with `defaults` (then built-in defaults) filling the gaps."""
-        def pick(name: str, fallback: Any) -> Any:
-            for source in (entry, self.defaults):
+        """The entry's options, with `defaults` (then built-in defaults) filling the gaps; one
+        `ProbeSettings` per probe it runs, whose own settings (`probes:`) come first."""
+        def pick(name: str, fallback: Any, *first: ProbeOptions | None) -> Any:
+            for source in (*first, entry, self.defaults):
                 value = getattr(source, name, None)
                 if value is not None:
                     return value
             return fallback
-        env = {**self.defaults.env, **entry.env}
+
+        def run(name: str) -> ProbeSettings:
+            own = self.probes.get(name)
+            env = {**self.defaults.env, **entry.env, **(own.env if own else {})}
+            # a plain git-bisect-run script has one case and no trials: another probe's `cases`
+            # and `trials` in `defaults` must not make its runs differ from a bisection's
+            plain = is_exit_status(name)
+            return ProbeSettings(probe=name, cases=() if plain else tuple(pick("cases", (), own)),
+                                 trials=None if plain else pick("trials", None, own),
+                                 timeout=pick("timeout", builtin.TIMEOUT, own),
+                                 env=tuple(sorted(env.items())))
+
         return Settings(cuda=pick("cuda", "auto"), python=pick("python", None),
-                        probe=pick("probe", builtin.PROBE), cases=tuple(pick("cases", ())),
-                        trials=pick("trials", None), timeout=pick("timeout", builtin.TIMEOUT),
-                        env=tuple(sorted(env.items())), overlay=pick("overlay", False))
+                        probes=tuple(run(name) for name in self.probe_names(entry)),
+                        overlay=pick("overlay", False))
+
+    def probe_names(self, entry: RunOptions) -> list[str]:
+        """The probes an entry runs: its `probe:` (or `defaults`'), else every one of `probes:`,
+        else the built-in default (stale_replay, or the one probe of a TORCHBISECT_PROBES
+        folder)."""
+        named = entry.probe if entry.probe is not None else self.defaults.probe
+        if named is not None:
+            return list(dict.fromkeys(named))
+        return list(self.probes) or [default_probe()]
 
     def image(self, cuda: str) -> str | None:
         return self.images.get(cuda) or self.images.get("default")
 
 
 @dataclass(frozen=True, kw_only=True)
-class Settings:
-    """One entry's effective options."""
+class ProbeSettings:
+    """How one probe runs on one entry's builds: a cell's probe fields."""
 
-    cuda: str
-    python: str | None  # None: the runner's Python
     probe: str
     cases: tuple[str, ...]
     trials: int | None
     timeout: float
     env: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """One entry's effective options: its builds', and each of its probes'."""
+
+    cuda: str
+    python: str | None  # None: the runner's Python
+    probes: tuple[ProbeSettings, ...]  # at least one: every build is probed by each
     overlay: bool
 
 
@@ -282,6 +324,7 @@ def _semantic_problems(config: MatrixConfig) -> list[dict[str, Any]]:
         problems.append({"type": "expected", "loc": (), "msg": (
             "nothing to test; add at least one of `stable`, `test`, `nightly`, `dev` or "
             "`preinstalled`")})
+    problems += _probe_problems(config)
     names: dict[str, int] = {}
     for i, entry in enumerate(config.dev):
         name = entry.cell_name
@@ -292,3 +335,46 @@ def _semantic_problems(config: MatrixConfig) -> list[dict[str, Any]]:
                                     "one a different `name`"})
         names[name] = i
     return problems
+
+
+def _probe_problems(config: MatrixConfig) -> list[dict[str, Any]]:
+    """Each probe the file names is in the probes folder and reads (probe/info.py), and, with
+    `probes:`, each `probe:` picks among them: said at the line that names it."""
+    problems = []
+    for name in config.probes:
+        if why := _unreadable(name):
+            problems.append({"type": "expected", "loc": ("probes", name), "msg": why})
+    for loc, entry in _entries(config):
+        named = entry.probe
+        if named is None:
+            continue
+        if not named:
+            problems.append({"type": "expected", "loc": (*loc, "probe"), "msg": (
+                "expected a probe's name or a list of them, got an empty list")})
+        for name in named:
+            if config.probes and name not in config.probes:
+                listed = ", ".join(config.probes)
+                why = (f"probe {name!r} is not among `probes:` ({listed}); list it there "
+                       f"(`{name}: {{}}` runs it with the defaults) or pick one of those")
+                problems.append({"type": "expected", "loc": (*loc, "probe"), "msg": why})
+            elif why := _unreadable(name):
+                problems.append({"type": "expected", "loc": (*loc, "probe"), "msg": why})
+    return problems
+
+
+def _entries(config: MatrixConfig) -> list[tuple[tuple, RunOptions]]:
+    found: list[tuple[tuple, RunOptions]] = [(("defaults",), config.defaults)]
+    for channel in ("stable", "test", "nightly", "dev"):
+        found += [((channel, i), e) for i, e in enumerate(getattr(config, channel))]
+    if config.preinstalled is not None:
+        found.append((("preinstalled",), config.preinstalled))
+    return found
+
+
+def _unreadable(name: str) -> str:
+    """Why the probe `name` cannot run, or ""."""
+    try:
+        probe_info(name)
+    except ConfigError as err:
+        return str(err)
+    return ""

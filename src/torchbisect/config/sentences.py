@@ -281,10 +281,13 @@ def _child(node: yaml.Node | None, part: Any) -> tuple[yaml.Node | None, int | N
 
 def _fields_at(model: Any, loc: tuple) -> list[str]:
     """The keys allowed at `loc` under `model`, for "did you mean …" on an unknown key."""
+    keyed = False  # the part after a mapping of names (`probes:`) is a name, not a key
     for part in loc:
-        if isinstance(part, int):
+        if isinstance(part, int) or keyed:
+            keyed = False
             continue
         field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
+        keyed = field is not None and typing.get_origin(field.annotation) is dict
         model = _model_in(field.annotation) if field else None
         if model is None:
             return []
@@ -294,7 +297,7 @@ def _fields_at(model: Any, loc: tuple) -> list[str]:
 def _model_in(annotation: Any) -> type[BaseModel] | None:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
-    if typing.get_origin(annotation) in (list, typing.Union, types.UnionType, Annotated):
+    if typing.get_origin(annotation) in (list, dict, typing.Union, types.UnionType, Annotated):
         for arg in typing.get_args(annotation):
             found = _model_in(arg)
             if found:

@@ -104,11 +104,13 @@ def with_sizes(lock: Lock, *, known: Lock, offline: bool = False) -> Lock:
 
 def estimate(cells: Sequence[Cell], *, stored: Iterable[str], lock: Lock,
              runs: Iterable[CellRun], gpus: int) -> Cost:
-    """The cost of probing `cells` minus those in `stored` (ids that already have a verdict)."""
+    """The cost of probing `cells` minus those in `stored` (run names, `Cell.run_name`, that
+    already have a verdict)."""
     stored = set(stored)
-    todo = [c for c in cells if c.id not in stored]
-    # a local wheel (a dev build, a mirror folder) is read where it lies: nothing to download
-    fetched = [c for c in todo if c.url and local_path(c.url) is None]
+    todo = [c for c in cells if c.run_name not in stored]
+    # a local wheel (a dev build, a mirror folder) is read where it lies: nothing to download;
+    # a build probed by several probes is downloaded once
+    fetched = list({c.id: c for c in todo if c.url and local_path(c.url) is None}.values())
     sizes = [wheel_size(c, lock) for c in fetched]
     timings = [r.seconds_install + r.seconds_probe for r in runs if r.status is RunStatus.OK]
     return Cost(to_probe=len(todo), stored=len(cells) - len(todo), wheels=len(sizes),

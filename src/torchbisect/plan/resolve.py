@@ -71,11 +71,13 @@ def build_plan(config: MatrixConfig, *, lock: Lock | None, python: str, platform
                 r.releases(channel, entry, cells, missing)
     for entry in config.nightly:
         r.nightlies(entry, cells, missing)
-    cells += [r.dev(entry) for entry in config.dev
-              if ids.may_match(select, ids.dev(entry.cell_name))]
+    for entry in config.dev:
+        if ids.may_match(select, ids.dev(entry.cell_name)):
+            cells += r.dev(entry)
     if config.preinstalled is not None and ids.may_match(select, ids.PREINSTALLED):
-        cells.append(r.preinstalled())
+        cells += r.preinstalled()
     if hasher:
+        hasher = functools.cache(hasher)  # a build probed by several probes is hashed once
         cells = [dataclasses.replace(c, sha256=hasher(c.url)) if c.url and not c.sha256 else c
                  for c in cells]
     _unique(cells)
@@ -88,7 +90,7 @@ def preinstalled_plan(config: MatrixConfig, *, python: str, platform: str, today
         return Plan(cells=())
     r = _Resolver(config, Lock(), python=python, platform=platform, driver=None, today=today,
                   offline=True, note=lambda _: None, fetch=fetch_wheels)
-    return Plan(cells=(r.preinstalled(),))
+    return Plan(cells=tuple(r.preinstalled()))
 
 
 def _trusted(lock: Lock, allow: list[str], note: Note) -> Lock:
@@ -104,12 +106,14 @@ def _trusted(lock: Lock, allow: list[str], note: Note) -> Lock:
 
 
 def _unique(cells: list[Cell]) -> None:
-    seen: set[str] = set()
+    """One build may be probed by several probes, but by each only once."""
+    seen: set[tuple[str, str]] = set()
     for cell in cells:
-        if cell.id in seen:
-            raise ConfigError(f"two entries of the matrix produce the cell {cell.id}; remove one "
-                              "or give it another cuda or python")
-        seen.add(cell.id)
+        if (cell.id, cell.probe) in seen:
+            raise ConfigError(f"two entries of the matrix produce the cell {cell.id} for the "
+                              f"probe {cell.probe}; remove one or give it another cuda, python "
+                              "or probe")
+        seen.add((cell.id, cell.probe))
 
 
 class _Resolver:
@@ -148,9 +152,9 @@ class _Resolver:
                 missing.append(MissingBuild(channel=channel, what=version, reason=picked))
                 continue
             tag, wheel = picked
-            cells.append(self._cell(ids.release(channel, version, tag, python,
-                                                build=wheel.build_label),
-                                    channel, wheel, tag, python, s))
+            cells += self._cells(ids.release(channel, version, tag, python,
+                                             build=wheel.build_label),
+                                 channel, wheel, tag, python, s)
 
     def _versions(self, channel: Channel, tags: list[str], *, required: bool) -> list[str]:
         found = {w.public_version for t in tags
@@ -245,7 +249,7 @@ class _Resolver:
                 bump = wheel.parsed_version.base_version if len(builds) > 1 else ""
                 cell_id = ids.nightly(day, tag, python, bump_version=bump,
                                       build=wheel.build_label)
-                cells.append(self._cell(cell_id, Channel.NIGHTLY, wheel, tag, python, s, day))
+                cells += self._cells(cell_id, Channel.NIGHTLY, wheel, tag, python, s, day)
 
     def _nightly_tag(self, python: str) -> str | None:
         for tag in self.indexes.tags("auto"):
@@ -255,7 +259,7 @@ class _Resolver:
         return None
 
     # ---- dev wheels and the preinstalled torch
-    def dev(self, entry: DevEntry) -> Cell:
+    def dev(self, entry: DevEntry) -> list[Cell]:
         s = self.config.settings(entry)
         wheel = Wheel.parse(entry.filename, entry.wheel, sha256=entry.sha256)
         python = python_of(wheel) or s.python or self.python
@@ -264,11 +268,11 @@ class _Resolver:
                                f"{python_tag(python)} {self.platform}")
         # `cuda: auto`: what the build says (its label, else its metadata), else "unknown"
         cuda = s.cuda if s.cuda != "auto" else self.indexes.chooser.cuda_of(wheel)
-        cell = Cell(id=ids.dev(entry.cell_name), channel=Channel.DEV, version=wheel.version,
-                    cuda=cuda, python=python, url=entry.wheel, sha256=self._dev_sha(entry),
-                    index_url=entry.index, **_run_fields(s), base_image=self.config.image(cuda),
-                    overlay=s.overlay)
-        return cell
+        sha256 = self._dev_sha(entry)
+        return [Cell(id=ids.dev(entry.cell_name), channel=Channel.DEV, version=wheel.version,
+                     cuda=cuda, python=python, url=entry.wheel, sha256=sha256,
+                     index_url=entry.index, **run, base_image=self.config.image(cuda),
+                     overlay=s.overlay) for run in _per_probe(s)]
 
     def _dev_sha(self, entry: DevEntry) -> str | None:
         if entry.sha256:
@@ -287,22 +291,22 @@ class _Resolver:
             return None
         return sha256_of(entry.wheel)
 
-    def preinstalled(self) -> Cell:
+    def preinstalled(self) -> list[Cell]:
         entry = self.config.preinstalled
         s = self.config.settings(entry)
         python, interpreter = split_interpreter(entry.interpreter)
-        return ids.preinstalled_cell(python=python, interpreter=interpreter,
-                                     base_image=entry.image, **_run_fields(s))
+        return [ids.preinstalled_cell(python=python, interpreter=interpreter,
+                                      base_image=entry.image, **run) for run in _per_probe(s)]
 
     # ---- shared
-    def _cell(self, cell_id: str, channel: Channel, wheel: Wheel, tag: str, python: str,
-              s: Settings, day: str | None = None) -> Cell:
+    def _cells(self, cell_id: str, channel: Channel, wheel: Wheel, tag: str, python: str,
+               s: Settings, day: str | None = None) -> list[Cell]:
+        """The build's cell for each probe of its entry: one wheel, one id, several probes."""
         wheel = self._pinned(cell_id, channel, wheel, python)
-        return Cell(id=cell_id, channel=channel, version=wheel.version, cuda=tag, python=python,
-                    url=wheel.url, sha256=wheel.sha256, date=day, yanked=wheel.yanked,
-                    **_run_fields(s),
-                    base_image=self.config.image(tag), overlay=s.overlay,
-                    index_url=index_for(self.config, channel, tag))
+        return [Cell(id=cell_id, channel=channel, version=wheel.version, cuda=tag, python=python,
+                     url=wheel.url, sha256=wheel.sha256, date=day, yanked=wheel.yanked, **run,
+                     base_image=self.config.image(tag), overlay=s.overlay,
+                     index_url=index_for(self.config, channel, tag)) for run in _per_probe(s)]
 
     def _pinned(self, cell_id: str, channel: Channel, wheel: Wheel, python: str) -> Wheel:
         """The locked bytes for this cell when the lock has usable ones, else the index's."""
@@ -329,6 +333,7 @@ class _Resolver:
 
 
 
-def _run_fields(s: Settings) -> dict:
-    return {"probe": s.probe, "cases": s.cases, "trials": s.trials, "timeout": s.timeout,
-            "env": s.env}
+def _per_probe(s: Settings) -> list[dict]:
+    """A cell's probe fields, once for each probe the entry runs."""
+    return [{"probe": p.probe, "cases": p.cases, "trials": p.trials, "timeout": p.timeout,
+             "env": p.env} for p in s.probes]

@@ -47,7 +47,8 @@ class Staged:
 
 
 def log_path(logs_dir: Path, cell: Cell) -> Path:
-    return Path(logs_dir) / f"{cell.id}.log"
+    """One log per (cell, probe): the latest run's (`Cell.run_name`)."""
+    return Path(logs_dir) / f"{cell.run_name}.log"
 
 
 def probe_args(cell: Cell) -> list[str]:
@@ -68,7 +69,8 @@ def prepare(backend: Backend, cell: Cell, *, log: Path, gpu: Gpu | None) -> Stag
     """
     started = now()
     # a fresh file: a link planted at the log's name is replaced, its target left alone
-    files.write_text(log, f"# torchbisect: {cell.id} started {started} backend={backend.name}\n")
+    files.write_text(log, f"# torchbisect: {cell.id} started {started} backend={backend.name} "
+                          f"probe={cell.probe}\n")
     try:
         prepared = backend.prepare(cell, log=log)
     except (ConfigError, files.DiskFull):

@@ -75,11 +75,11 @@ class Roll:
 
     def end(self, store: Store) -> Attendance:
         """Write what the shard did to `store` (once) and return it."""
-        ids = {c.id for c in self.cells}
+        keys = {c.key for c in self.cells}  # a build probed by two probes is two cells here
         mine = [r for r in store.iter_runs() if (r.run_id or 0) > self.last_id
-                and r.cell.id in ids]
-        probed = {r.cell.id for r in mine}
-        verdicts = {r.cell.id for r in mine if r.status is RunStatus.OK}
+                and r.cell.key in keys]
+        probed = {r.cell.key for r in mine}
+        verdicts = {r.cell.key for r in mine if r.status is RunStatus.OK}
         attendance = Attendance(
             kind=self.kind.name, shard=self.shard, run=run_id(self.started), gpu=self.gpus,
             host=socket.gethostname(), started=self.started, finished=now(),

@@ -118,12 +118,13 @@ class RichHandler(Handler):
     def phase(self, cell: Cell, phase: str) -> None:
         with self._lock:
             if not self.live:
-                self.console.print(f"[{time.monotonic() - self._t0:7.1f}s] {cell.id}: {phase}",
-                                   highlight=False)
+                self.console.print(f"[{time.monotonic() - self._t0:7.1f}s] {cell.run_name}: "
+                                   f"{phase}", highlight=False)
                 return
-            task = self._tasks.get(cell.id)
+            task = self._tasks.get(cell.run_name)
             if task is None:
-                self._tasks[cell.id] = self._progress.add_task(cell.id, total=None, phase=phase)
+                self._tasks[cell.run_name] = self._progress.add_task(cell.run_name, total=None,
+                                                                     phase=phase)
             else:
                 self._progress.update(task, phase=phase)
 
@@ -133,16 +134,17 @@ class RichHandler(Handler):
         text = f"download {size}, {megabytes(rate)}/s{left}"
         with self._lock:
             now = time.monotonic()
-            if self.live and cell.id in self._tasks:
-                self._progress.update(self._tasks[cell.id], phase=text)
-            elif not self.live and (got == total or now - self._shown.get(cell.id, 0) >= 15):
-                self._shown[cell.id] = now  # a line every 15 s keeps a CI log readable
-                self.console.print(f"[{now - self._t0:7.1f}s] {cell.id}: {text}",
+            if self.live and cell.run_name in self._tasks:
+                self._progress.update(self._tasks[cell.run_name], phase=text)
+            elif not self.live and (got == total
+                                    or now - self._shown.get(cell.run_name, 0) >= 15):
+                self._shown[cell.run_name] = now  # a line every 15 s keeps a CI log readable
+                self.console.print(f"[{now - self._t0:7.1f}s] {cell.run_name}: {text}",
                                    highlight=False)
 
     def finished(self, run: CellRun) -> None:
         with self._lock:
-            task = self._tasks.pop(run.cell.id, None)
+            task = self._tasks.pop(run.cell.run_name, None)
             if task is not None:
                 self._progress.remove_task(task)
             self._done += 1
@@ -187,21 +189,22 @@ def _really_a_terminal(console: Console) -> bool:
 def _finished_line(run: CellRun) -> Text:
     secs = f"install {run.seconds_install:.1f} s, probe {run.seconds_probe:.1f} s"
     if run.status is RunStatus.INFRA_FAILURE:
-        return Text.assemble(("✗ ", "red"), run.cell.id, "  ", (INFRA_LABEL, "red"),
+        return Text.assemble(("✗ ", "red"), run.cell.run_name, "  ", (INFRA_LABEL, "red"),
                              f": {run.reason}  ({secs})")
     verdict = run.verdict or Verdict.ERROR
     if verdict.exit_code == 125:  # skipped, inconclusive, a crash: done, but nothing decided
-        return Text.assemble(("? ", "yellow"), run.cell.id, "  ",
+        return Text.assemble(("? ", "yellow"), run.cell.run_name, "  ",
                              (verdict.value, _STYLES.get(verdict, "yellow")),
                              f", no verdict  ({secs})")
-    return Text.assemble(("✓ ", "green"), run.cell.id, "  ",
+    return Text.assemble(("✓ ", "green"), run.cell.run_name, "  ",
                          (verdict.value, _STYLES.get(verdict, "yellow")), f"  ({secs})")
 
 
 def summary_table(runs: Sequence[CellRun], *, stored: Iterable[str] = (),
                   title: str | None = None) -> Table:
-    """One row per run: cell id, verdict, its cases grouped by verdict, seconds, and a note
-    (the reason of an infrastructure failure, or when a verdict taken from the store was made)."""
+    """One row per run: cell id (with its probe unless the default one: `Cell.run_name`),
+    verdict, its cases grouped by verdict, seconds, and a note (the reason of an infrastructure
+    failure, or when a verdict taken from the store was made); `stored` holds run names."""
     table = Table(title=title, title_justify="left")
     table.add_column("cell", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
@@ -215,9 +218,9 @@ def summary_table(runs: Sequence[CellRun], *, stored: Iterable[str] = (),
 
 def _summary_rows(runs: Sequence[CellRun], stored: Iterable[str]) -> list[tuple[str | Text, ...]]:
     stored = set(stored)
-    return [(run.cell.id, _verdict_text(run), cases_text(run),
-             _seconds(run, run.cell.id in stored), _note(run, run.cell.id in stored))
-            for run in sorted(runs, key=lambda r: r.cell.id)]
+    return [(run.cell.run_name, _verdict_text(run), cases_text(run),
+             _seconds(run, run.cell.run_name in stored), _note(run, run.cell.run_name in stored))
+            for run in sorted(runs, key=lambda r: (r.cell.id, r.cell.probe))]
 
 
 def print_summary(runs: Sequence[CellRun], *, stored: Iterable[str] = (),

@@ -118,7 +118,7 @@ def select(cells: Iterable[Cell], store: Store, *, backend: Backend, gpu: Gpu | 
             to_run.append(cell)
         else:
             reused.append(found)
-    cost = estimate([*to_run, *(r.cell for r in reused)], stored=[r.cell.id for r in reused],
+    cost = estimate([*to_run, *(r.cell for r in reused)], stored=[r.cell.run_name for r in reused],
                     lock=lock or Lock(), runs=store.runs(), gpus=max(gpus, 1))
     return Selection(to_run=tuple(to_run), reused=tuple(reused), cost=cost)
 

@@ -19,6 +19,7 @@ from ..backends.preinstalled import (
 )
 from ..model import Cell, CellRun, Channel
 from ..plan.lock import pin_sha256
+from ..probe.scripts import default_probe
 
 Say = Callable[[str], None]
 
@@ -38,19 +39,21 @@ def no_gpu_cells(cells: tuple[Cell, ...], *, python: str, backend: str | None, s
                 f"anyway (every case then reads skipped).")
         if len(left) == len(cells):
             return (), backend
-    mine = ([c for c in cells if c.channel is Channel.PREINSTALLED] or [preinstalled_cell()])[0]
-    if mine.base_image and backend in (None, "docker"):
+    # one cell per probe of the matrix's preinstalled entry
+    mine = ([c for c in cells if c.channel is Channel.PREINSTALLED]
+            or [preinstalled_cell(probe=default_probe())])
+    if mine[0].base_image and backend in (None, "docker"):
         say(f"No GPU is visible (nvidia-smi lists none), so only the torch in image "
-            f"{mine.base_image} is probed; {again}")
-        return (mine,), backend
-    interpreter = interpreter_of(mine, python)
+            f"{mine[0].base_image} is probed; {again}")
+        return tuple(mine), backend
+    interpreter = interpreter_of(mine[0], python)
     if torch_version(interpreter) is None:
         say(f"No GPU is visible (nvidia-smi lists none) and {interpreter} has no torch, so "
             f"nothing is probed; {again}")
         return (), "current"
     say(f"No GPU is visible (nvidia-smi lists none), so only the torch of {interpreter} is "
         f"probed; {again}")
-    return (dataclasses.replace(mine, base_image=None),), "current"
+    return tuple(dataclasses.replace(c, base_image=None) for c in mine), "current"
 
 
 def pin_hashes(runs: list[CellRun], lock_file: Path) -> None:

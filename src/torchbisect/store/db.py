@@ -166,12 +166,14 @@ class Store:
         return self._count()
 
     def latest(self) -> list[CellRun]:
-        """The newest run of each (cell id, GPU model), ordered by cell id then GPU."""
+        """The newest run of each (cell id, probe, GPU model), ordered by cell id, probe, GPU:
+        one build's runs by two probes (two regressions) never stand in for each other."""
         rows = self._db.execute(
             """SELECT * FROM runs r WHERE r.id = (
                    SELECT id FROM runs s WHERE s.cell_id = r.cell_id AND s.gpu = r.gpu
+                   AND json_extract(s.cell_json, '$.probe') IS json_extract(r.cell_json, '$.probe')
                    ORDER BY s.started DESC, s.id DESC LIMIT 1)
-               ORDER BY r.cell_id, r.gpu""")
+               ORDER BY r.cell_id, json_extract(r.cell_json, '$.probe'), r.gpu""")
         return [self._run(r) for r in rows]
 
     def has_result(self, cell_id: str) -> bool:

@@ -1,0 +1,241 @@
+"""Any reproducer is a probe: what a probe's file says it is (probe/info.py, read without importing
+it), how a build runs it (probe/scripts.py's `launch`), and the adapter, probes/script.py, that
+turns a plain `git bisect run` script's exit status and last line into a document of one case.
+
+The adapter runs here as every backend runs it: the interpreter runs probes/script.py, which runs
+the probe with that same interpreter; a stand-in `torch` package on PYTHONPATH plays the build.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import REPO
+from helpers.py38 import runtime_typing_errors
+
+from torchbisect.errors import ConfigError
+from torchbisect.model import ProbeResult, Verdict
+from torchbisect.probe import document as probe_doc
+from torchbisect.probe.info import ProbeOutput, read_info
+from torchbisect.probe.scripts import default_probe, launch, probe_path, probe_version
+
+ADAPTER = REPO / "probes" / "script.py"
+CUMSUM = REPO / "probes" / "cumsum_64bit.py"
+
+
+# --- info.py: what the file says ------------------------------------------------------------------
+
+def test_the_cumsum_probe_says_what_it_is():
+    info = read_info(CUMSUM)
+    assert info.name == "cumsum_64bit" and info.output is ProbeOutput.EXIT_STATUS
+    assert info.title.startswith("torch.cumsum over the last dimension is silently wrong")
+    assert info.description.startswith("A scan over the innermost dimension")
+    assert info.upstream_issue == "https://github.com/pytorch/pytorch/issues/143486"
+    assert info.fix_pr == "https://github.com/pytorch/pytorch/pull/143696"
+    assert info.workaround.startswith("Scan in pieces")
+    assert info.label("cumsum_64bit").startswith("cumsum over the last dim")
+    assert info.version.startswith("1+") and len(info.version) == len("1+") + 12
+
+
+def test_the_default_probe_is_a_document_probe():
+    info = read_info(REPO / "probes" / "stale_replay.py")
+    assert info.output is ProbeOutput.DOCUMENT and info.declared_version != "0"
+
+
+@pytest.mark.parametrize(("source", "output", "version"), [
+    ('"""t"""\nPROBE_VERSION = "3"\n', ProbeOutput.DOCUMENT, "3"),
+    ('"""t"""\nimport sys\nsys.exit(0)\n', ProbeOutput.EXIT_STATUS, "0"),
+    ('PROBE_VERSION = "2"\nPROBE_OUTPUT = "exit_status"\n', ProbeOutput.EXIT_STATUS, "2"),
+    ('PROBE_OUTPUT = "document"\n', ProbeOutput.DOCUMENT, "0"),
+])
+def test_what_kind_of_probe_a_file_is(tmp_path, source, output, version):
+    path = tmp_path / "p.py"
+    path.write_text(source)
+    info = read_info(path)
+    assert (info.output, info.declared_version) == (output, version)
+
+
+def test_title_and_description_follow_pep_257(tmp_path):
+    path = tmp_path / "my_bug.py"
+    path.write_text('"""Matmul is wrong on bf16\n\nThe kernel rounds twice.\nOnly on sm90.\n\n'
+                    'More text."""\nREQUIRES_API = "torch.compile"\n'
+                    'CASE_LABELS = {"my_bug": "bf16 matmul"}\n')
+    info = read_info(path)
+    assert (info.title, info.description) == ("Matmul is wrong on bf16",
+                                              "The kernel rounds twice. Only on sm90.")
+    assert info.requires_api == "torch.compile" and info.label("my_bug") == "bf16 matmul"
+    path.write_text("import sys\n")
+    assert read_info(path).title == "my bug"  # no docstring: the file's name
+
+
+@pytest.mark.parametrize(("source", "message"), [
+    ("def broken(:\n", r"p\.py:1: the probe is not a Python file"),
+    ('"""t"""\n\nFIX_PR = 143696\n', r"p\.py:3: FIX_PR must be a string literal"),
+    ('CASE_LABELS = {"a": 1}\n', r"p\.py:1: CASE_LABELS must be a dict of strings"),
+    ('PROBE_OUTPUT = "json"\n', r"PROBE_OUTPUT is 'json'; it must be one of"),
+])
+def test_a_bad_literal_is_one_sentence_naming_file_and_line(tmp_path, source, message):
+    path = tmp_path / "p.py"
+    path.write_text(source)
+    with pytest.raises(ConfigError, match=message):
+        read_info(path)
+
+
+# --- scripts.py: one reader, and how a build runs a probe -----------------------------------------
+
+def test_the_fingerprint_is_the_files_own(fake_probes, tmp_path):
+    folder = fake_probes(tmp_path / "probes")
+    folder.mkdir()
+    (folder / "mine.py").write_text('PROBE_VERSION = "7"\nimport sys\nsys.exit(1)\n')
+    assert probe_version("mine") == read_info(folder / "mine.py").version
+    assert probe_version("mine").startswith("7+")
+
+
+def test_an_exit_status_probe_runs_through_the_adapter(fake_probes, tmp_path):
+    folder = fake_probes(tmp_path / "probes")
+    folder.mkdir()
+    (folder / "mine.py").write_text('REQUIRES_API = "torch.special.zeta"\n')
+    how = launch("mine")
+    assert how.script.name == "script.py" and how.probe == folder / "mine.py"
+    assert how.argv("py", ["--trials", "3"], "out.json", where=lambda p: f"/probes/{p.name}") == [
+        "py", "/probes/script.py", "--probe", "/probes/mine.py", "--case", "mine",
+        "--requires-api", "torch.special.zeta", "--trials", "3", "--json", "out.json"]
+
+
+def test_a_document_probe_runs_itself(fake_probes):
+    how = launch("stale_replay")  # the stand-in declares PROBE_VERSION
+    assert how.probe is None and how.files == (how.script,)
+    assert how.argv("py", [], "d.json") == ["py", str(how.script), "--json", "d.json"]
+
+
+def test_a_folder_holding_only_the_users_script_makes_it_the_default(fake_probes, tmp_path):
+    folder = fake_probes(tmp_path / "probes")
+    folder.mkdir()
+    (folder / "cumsum_64bit.py").write_bytes(CUMSUM.read_bytes())
+    assert default_probe() == "cumsum_64bit"
+    (folder / "other.py").write_text("import sys\n")
+    assert default_probe() == "stale_replay"  # two: the user names one
+    with pytest.raises(ConfigError, match=r"probe 'stale_replay' not found: .*TORCHBISECT_PROBES"
+                                          r".*it holds cumsum_64bit, other"):
+        probe_path(default_probe())
+
+
+# --- the adapter: a git bisect run exit status as a document --------------------------------------
+
+@pytest.fixture
+def build(tmp_path) -> dict[str, str]:
+    """The environment of a stand-in build: `import torch` gives version 2.99.0 with no
+    `torch.special`."""
+    site = tmp_path / "site"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text(
+        '__version__ = "2.99.0+cpu"\nclass version:\n    git_version = "abc123"\n')
+    return {**os.environ, "PYTHONPATH": str(site)}
+
+
+def adapt(tmp_path: Path, env: dict[str, str], body: str, *extra: str) -> tuple[int, dict, str]:
+    probe = tmp_path / "my_bug.py"
+    probe.write_text(body)
+    out = tmp_path / "doc.json"
+    done = subprocess.run([sys.executable, str(ADAPTER), "--probe", str(probe), *extra,
+                           "--json", str(out)], env=env, capture_output=True, text=True,
+                          timeout=60)
+    return done.returncode, json.loads(out.read_text()), done.stdout
+
+
+@pytest.mark.parametrize(("status", "verdict", "exit_code"), [
+    (0, "not_affected", 0), (1, "affected", 1), (2, "affected", 1), (126, "affected", 1),
+    (127, "affected", 1), (125, "inconclusive", 125), (128, "error", 125), (200, "error", 125),
+])
+def test_git_bisect_run_statuses(tmp_path, build, status, verdict, exit_code):
+    code, doc, _ = adapt(tmp_path, build, f"import sys\nprint('saw it')\nsys.exit({status})\n")
+    case = doc["cases"]["my_bug"]
+    assert (code, doc["verdict"], case["verdict"], case["exit_status"]) == (
+        exit_code, verdict, verdict, status)
+    assert case["detail"].startswith("saw it (exit ")
+    assert doc["env"] == {"torch_version": "2.99.0+cpu", "git_version": "abc123"}
+    result = ProbeResult.from_json(probe_doc.check_text(json.dumps(doc)))  # torchbisect's gate
+    assert result.verdict is Verdict(verdict) and result.verdict.exit_code == code
+
+
+def test_a_signal_is_an_error(tmp_path, build):
+    code, doc, _ = adapt(tmp_path, build, "import os, signal\nos.kill(os.getpid(), 9)\n")
+    assert (code, doc["verdict"]) == (125, "error")
+    assert doc["cases"]["my_bug"]["detail"] == "killed by signal 9"
+
+
+def test_the_detail_is_the_last_non_empty_line_and_the_output_goes_on(tmp_path, build):
+    body = "import sys\nprint('first')\nsys.stderr.write('the last words\\n')\nprint('  ')\n"
+    code, doc, out = adapt(tmp_path, build, body + "sys.exit(1)\n", "--case", "named")
+    assert doc["cases"]["named"]["detail"] == "the last words (exit 1)"
+    assert "first" in out and "the last words" in out  # the cell's log gets it all
+
+
+def test_a_missing_api_is_not_applicable_and_the_script_does_not_run(tmp_path, build):
+    ran = tmp_path / "ran"
+    body = f"open({str(ran)!r}, 'w').close()\n"
+    code, doc, _ = adapt(tmp_path, build, body, "--requires-api", "torch.special.zeta")
+    assert (code, doc["verdict"]) == (125, "not_applicable") and not ran.exists()
+    assert "torch.special.zeta does not exist in this build" in doc["cases"]["my_bug"]["detail"]
+    code, doc, _ = adapt(tmp_path, build, body, "--requires-api", "torch.version.git_version")
+    assert (code, doc["verdict"]) == (0, "not_affected") and ran.exists()
+
+
+def test_the_script_runs_with_the_builds_interpreter(tmp_path, build):
+    body = "import sys, torch\nprint(sys.executable, torch.__version__)\n"
+    _, doc, _ = adapt(tmp_path, build, body)
+    assert doc["cases"]["my_bug"]["detail"] == f"{sys.executable} 2.99.0+cpu (exit 0)"
+
+
+def test_the_cumsum_probe_is_python_3_8_and_cannot_tell_without_torch(tmp_path):
+    source = CUMSUM.read_text()
+    ast.parse(source, feature_version=(3, 8))
+    assert runtime_typing_errors(source) == []
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-S", str(CUMSUM)], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 125 and done.stdout.strip().startswith("cannot tell: torch does")
+
+
+def test_the_adapter_is_python_3_8():
+    source = ADAPTER.read_text()
+    ast.parse(source, feature_version=(3, 8))
+    assert runtime_typing_errors(source) == []
+
+
+def test_the_docker_backend_mounts_the_adapter_and_the_users_script(fake_probes, tmp_path):
+    """A user's folder and torchbisect's adapter are two folders: each file the launch needs is
+    mounted on its own under /probes, read-only (no engine needed to see the container asked)."""
+    from torchbisect.backends.base import BackendOptions, Prepared
+    from torchbisect.backends.container import Exit
+    from torchbisect.backends.docker import DockerBackend, _Handle
+    from torchbisect.model import Cell, Channel
+
+    folder = fake_probes(tmp_path / "probes")
+    folder.mkdir()
+    (folder / "my_bug.py").write_text('REQUIRES_API = "torch.special"\n')
+    asked = {}
+
+    class Containers:
+        def run(self, cell, step, image, command, **kw):
+            asked.update(command=command, mounts=kw["mounts"])
+            return Exit(code=125, oom_killed=False, seconds=0.1, tail="")
+
+    backend = DockerBackend(BackendOptions(workdir=tmp_path / "work", ca_bundle=None))
+    backend.containers = Containers()
+    cell = Cell(id="stable-2.15.0-cu132-cp312", channel=Channel.STABLE, version="2.15.0",
+                cuda="cu132", python="3.12", probe="my_bug")
+    prepared = Prepared(cell=cell, python="/venv/bin/python", wheel_sha256="0" * 64,
+                        handle=_Handle(image="img", workdir=tmp_path / "cell"))
+    backend.probe(prepared, gpu=0, probe_args=[], log=tmp_path / "log")
+    assert asked["command"][:7] == ["/venv/bin/python", "/probes/script.py", "--probe",
+                                    "/probes/my_bug.py", "--case", "my_bug", "--requires-api"]
+    assert {(m["Source"], m["Target"], m["ReadOnly"]) for m in asked["mounts"]} == {
+        (str(ADAPTER), "/probes/script.py", True),
+        (str((folder / "my_bug.py").resolve()), "/probes/my_bug.py", True)}
