@@ -19,6 +19,7 @@ from helpers import IN_CI, make_run
 from helpers.runaway import project
 
 from torchbisect.store.db import Store
+from torchbisect.utils import owned
 
 
 @pytest.fixture
@@ -78,7 +79,7 @@ def _store_with_a_run(path: Path) -> None:
 def test_a_full_report_folder_keeps_the_old_pages_whole(disk, tmp_path):
     _store_with_a_run(tmp_path / "results.sqlite")
     out = disk / "out"
-    out.mkdir()
+    owned.claim(out, "report")  # the page before was torchbisect's
     for name in ("index.html", "results.json", "summary.md"):
         (out / name).write_text(f"the page before: {name}\n")
     fill(disk)
@@ -174,7 +175,7 @@ def _file_size_limit() -> None:
 
 def test_a_file_size_limit_while_writing_the_page_is_one_sentence(tmp_path, data_dir):
     out = tmp_path / "out"
-    out.mkdir()
+    owned.claim(out, "report")  # the page before was torchbisect's
     (out / "index.html").write_text("the page before\n")
     docs = sorted((data_dir / "report").glob("synthetic-h200-*.json"))
     done = torchbisect("report", "--probe-json", *docs, "--out", out, cwd=tmp_path,
