@@ -33,6 +33,8 @@ def show(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str) and len(value) > _SHOWN:
         return repr(value[:_SHOWN]) + f"… ({len(value)} characters)"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10 ** 100:
+        return f"a number of {len(str(abs(value))):,} digits"
     if isinstance(value, (int, float, str)):
         return repr(value)
     if value == [] or value == {}:
@@ -45,6 +47,19 @@ class Loader(yaml.SafeLoader):
 
 
 Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+
+
+def _int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """YAML's int, or a sentence by line when it has more digits than Python reads (4,300)."""
+    try:
+        return yaml.SafeLoader.construct_yaml_int(loader, node)
+    except ValueError:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"the number {node.value[:12]}… has {len(node.value):,} digits, more "
+            "than any value here needs", node.start_mark) from None
+
+
+Loader.add_constructor("tag:yaml.org,2002:int", _int)
 
 
 MAX_DEPTH = 32  # matrix.yaml's deepest key is 4 levels down

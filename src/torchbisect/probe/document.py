@@ -28,6 +28,7 @@ from .. import defaults
 from ..errors import ConfigError
 from ..model import PROBE_SCHEMA, Verdict, roll_up
 from ..utils.masking import SHORTEST_SECRET, mask
+from ..utils.words import storable
 from .info import read_info
 from .scripts import probe_path
 from .shape import Count, ProbeCaseJson, ProbeDocument, ProbeEnvJson, keys
@@ -246,6 +247,7 @@ def _capped(value: Any, depth: int = 1) -> Any:
     if depth > MAX_DEPTH:
         raise Rejected(f"the document nests deeper than {MAX_DEPTH} levels")
     if isinstance(value, str):
+        value = storable(value)  # a lone surrogate ("\\ud800") would stop every later page
         if len(value) < SHORTEST_SECRET:  # most strings of a document: nothing to cap or mask
             return value
         return mask(value if len(value) <= DETAIL_CHARS else value[:DETAIL_CHARS - 1] + "…")
@@ -257,7 +259,7 @@ def _capped(value: Any, depth: int = 1) -> Any:
 
 
 def _key(key: Any) -> str:
-    key = key if isinstance(key, str) else str(key)
+    key = storable(key if isinstance(key, str) else str(key))
     return key if len(key) < SHORTEST_SECRET else mask(key[:DETAIL_CHARS])
 
 
