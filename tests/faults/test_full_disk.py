@@ -10,6 +10,7 @@ import os
 import resource
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -94,8 +95,14 @@ def test_a_full_report_folder_keeps_the_old_pages_whole(disk, tmp_path):
 def test_a_store_on_a_full_disk_is_not_called_damaged_and_stays_as_it_was(disk, tmp_path):
     store = disk / "results.sqlite"
     _store_with_a_run(store)
+    at_rest = disk / "at-rest.sqlite"
+    shutil.copyfile(store, at_rest)  # as this torchbisect leaves a store: one file, no -wal
+    with sqlite3.connect(store) as db:  # as an older torchbisect left it: reading needs a -shm
+        db.execute("PRAGMA journal_mode = WAL")
     before = store.read_bytes()
     fill(disk)
+    assert torchbisect("report", "--store", at_rest, "--out", tmp_path / "out",
+                       cwd=tmp_path).returncode == 0
     done = torchbisect("report", "--store", store, "--out", tmp_path / "out", cwd=tmp_path)
     err = one_sentence(done, disk)
     assert "results.sqlite is intact" in err

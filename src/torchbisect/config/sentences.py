@@ -12,7 +12,6 @@ never a RecursionError or a run that never ends.
 from __future__ import annotations
 
 import difflib
-import re
 import stat
 import types
 import typing
@@ -24,6 +23,7 @@ import yaml
 from pydantic import BaseModel
 
 from ..errors import ConfigError
+from ..utils.words import INVISIBLE
 
 
 def show(value: Any) -> str:
@@ -68,12 +68,9 @@ MAX_NODES = 100_000  # values once aliases are expanded; the default matrix has 
 
 MAX_BYTES = 4 * 1024 * 1024
 _SHOWN = 200  # characters of a value quoted in a sentence
-# Characters no matrix or runners file needs, which hide what a value is: control characters
-# (a BEL, a NUL), invisible ones (a zero-width space, a direction override), unassigned and
-# private-use code points.  A tab or line break is YAML; a BOM may begin the file.
-_INVISIBLE = re.compile(r"[^\t\n\r\x20-\x7e\xa0-\uffff\U00010000-\U0010ffff]|"
-                        r"[\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
-                        r"\ufeff\ufff9-\ufffb\ue000-\uf8ff]")
+# Characters no matrix or runners file needs (words.INVISIBLE); a tab or line break is YAML; a BOM
+# may begin the file.
+_INVISIBLE = INVISIBLE
 
 
 def read_config(path: Path, *, what: str, flag: str) -> str:

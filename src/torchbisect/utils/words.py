@@ -62,3 +62,16 @@ def storable(text: str) -> str:
     """`text` that UTF-8 (a store, a file, a terminal) can encode: a lone surrogate (JSON's
     `"\\ud800"`) becomes U+FFFD; anything else is kept, to be shown by `visible`."""
     return _SURROGATES.sub("\ufffd", text) if _SURROGATES.search(text) else text
+
+
+# Characters no name or label needs, which hide what it is: control characters (a BEL, a NUL),
+# invisible ones (a zero-width space, a direction override), unassigned and private-use code
+# points; tab and line breaks are left to the caller (config/sentences.py allows them in YAML).
+INVISIBLE = re.compile(r"[^\t\n\r\x20-\x7e\xa0-\uffff\U00010000-\U0010ffff]|"
+                       r"[\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+                       r"\ufeff\ufff9-\ufffb\ue000-\uf8ff]")
+
+
+def plain_label(text: str) -> bool:
+    """Whether `text` (a cell id, a runner kind or label) is printable and visible throughout."""
+    return text.isprintable() and not INVISIBLE.search(text)
