@@ -2,8 +2,9 @@
 
 A real `torchbisect matrix` (venv backend, stand-in torch wheels, the stand-in probe) is killed
 with SIGKILL once some runs are stored.  The store left so merges whole; the file alone (what the
-workflow used to upload) holds every committed run, checkpointed into it after each (48.5); and the workflow's own copy step, run as the workflow
-writes it, leaves one file that holds every committed run, which is all the upload step takes.
+workflow used to upload) holds every committed run, checkpointed into it after each (48.5); and
+the workflow's own copy step, run as the workflow writes it, leaves one file that holds every
+committed run, which is all the upload step takes.
 """
 
 from __future__ import annotations
