@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -156,6 +157,40 @@ class Plan:
                 for m in self.missing
             ],
         }
+
+
+_FAILURES = (Verdict.ERROR, Verdict.CRASHED, Verdict.TIMEOUT)  # in roll-up precedence order
+
+
+def roll_up(cases: Mapping[str, Mapping[str, Any]],
+            controls: Mapping[str, Verdict]) -> Verdict | None:
+    """A run's verdict from its document's cases, by the rule of probes/README.md ("Roll-up"),
+    the one place torchbisect computes it: a document's own `verdict` is not believed
+    (probe/document.py stores a disagreeing one with this verdict and a note).  `controls`: the
+    probe's control cases and the verdict each must show (its CONTROLS); one the document does
+    not run is not judged.  None when the document has no cases to roll up."""
+    if not cases:
+        return None
+    verdicts = [Verdict(c["verdict"]) for c in cases.values()]
+    if all(v is Verdict.SKIPPED for v in verdicts):
+        return Verdict.SKIPPED
+    if all(c.get("torch_import_failed") for c in cases.values()):
+        return Verdict.ERROR  # the run could not start: no control misbehaved
+    if Verdict.INCONCLUSIVE in verdicts or not all(
+            _behaved(want, cases[name]) for name, want in controls.items() if name in cases):
+        return Verdict.INCONCLUSIVE
+    measured = {Verdict(c["verdict"]) for name, c in cases.items() if name not in controls}
+    for verdict in (Verdict.AFFECTED, *_FAILURES, Verdict.REFUSED, Verdict.NOT_AFFECTED):
+        if verdict in measured:
+            return verdict
+    return Verdict.NOT_APPLICABLE
+
+
+def _behaved(want: Verdict, case: Mapping[str, Any]) -> bool:
+    """A control showed what it must; the positive one is stale on every trial it ran."""
+    if case.get("verdict") != want.value:
+        return False
+    return want is not Verdict.AFFECTED or case.get("stale_trials") == case.get("trials")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,6 +10,7 @@ import os
 import resource
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from helpers import IN_CI, make_run
 from helpers.runaway import project
 
 from torchbisect.store.db import Store
+from torchbisect.utils import owned
 
 
 @pytest.fixture
@@ -78,7 +80,7 @@ def _store_with_a_run(path: Path) -> None:
 def test_a_full_report_folder_keeps_the_old_pages_whole(disk, tmp_path):
     _store_with_a_run(tmp_path / "results.sqlite")
     out = disk / "out"
-    out.mkdir()
+    owned.claim(out, "report")  # the page before was torchbisect's
     for name in ("index.html", "results.json", "summary.md"):
         (out / name).write_text(f"the page before: {name}\n")
     fill(disk)
@@ -93,8 +95,14 @@ def test_a_full_report_folder_keeps_the_old_pages_whole(disk, tmp_path):
 def test_a_store_on_a_full_disk_is_not_called_damaged_and_stays_as_it_was(disk, tmp_path):
     store = disk / "results.sqlite"
     _store_with_a_run(store)
+    at_rest = disk / "at-rest.sqlite"
+    shutil.copyfile(store, at_rest)  # as this torchbisect leaves a store: one file, no -wal
+    with sqlite3.connect(store) as db:  # as an older torchbisect left it: reading needs a -shm
+        db.execute("PRAGMA journal_mode = WAL")
     before = store.read_bytes()
     fill(disk)
+    assert torchbisect("report", "--store", at_rest, "--out", tmp_path / "out",
+                       cwd=tmp_path).returncode == 0
     done = torchbisect("report", "--store", store, "--out", tmp_path / "out", cwd=tmp_path)
     err = one_sentence(done, disk)
     assert "results.sqlite is intact" in err
@@ -174,7 +182,7 @@ def _file_size_limit() -> None:
 
 def test_a_file_size_limit_while_writing_the_page_is_one_sentence(tmp_path, data_dir):
     out = tmp_path / "out"
-    out.mkdir()
+    owned.claim(out, "report")  # the page before was torchbisect's
     (out / "index.html").write_text("the page before\n")
     docs = sorted((data_dir / "report").glob("synthetic-h200-*.json"))
     done = torchbisect("report", "--probe-json", *docs, "--out", out, cwd=tmp_path,

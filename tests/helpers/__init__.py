@@ -25,6 +25,7 @@ DATA = TESTS / "data"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 FAKE_PROBES = HELPERS / "probes"
 CASES = ("capture_data_ptr", "control_clone")
+_CONTROLS = {"control_clone": "not_affected"}  # as probes/stale_replay.py declares it
 
 
 def make_cell(cell_id: str = "dev-a", **kw) -> Cell:
@@ -35,7 +36,10 @@ def make_cell(cell_id: str = "dev-a", **kw) -> Cell:
 
 
 def probe_doc(verdict: str = "skipped", cases: dict[str, str] | None = None, **extra) -> dict:
-    cases = cases or {name: verdict for name in CASES}
+    # the control behaves (the cases roll up to `verdict`, model.roll_up) unless nothing ran
+    cases = cases or {name: verdict if name not in _CONTROLS or verdict in ("skipped",
+                                                                          "inconclusive")
+                      else _CONTROLS[name] for name in CASES}
     return {"schema": 1, "probe": "stale_replay", "probe_version": "1", "verdict": verdict,
             "cases": {n: {"verdict": v, "detail": f"{n} {v}"} for n, v in cases.items()},
             "env": {"torch_version": "2.99.0+cpu"}, **extra}

@@ -44,6 +44,10 @@ if kind == "badtypes":
     doc["cases"]["capture_data_ptr"]["stale_trials"] = "x"
 if kind == "longdetail":
     doc["cases"]["capture_data_ptr"]["detail"] = "y" * 100000
+if kind == "liar":  # says not affected while its only case saw stale data
+    doc["verdict"] = "not_affected"
+    doc["cases"]["capture_data_ptr"] = {"verdict": "affected", "detail": "stale on 5/5",
+                                        "stale_trials": 5, "trials": 5}
 with open(args.json, "w") as fh:
     if kind == "nested":  # 400 KB of brackets
         fh.write("[" * 200000 + "]" * 200000)
@@ -51,14 +55,15 @@ with open(args.json, "w") as fh:
         fh.write('{"schema": 1, "pad": "' + "z" * 5000000 + '"}')
     else:
         json.dump(doc, fh)
-sys.exit(125)
+sys.exit(0 if kind == "liar" else 125)  # the liar's exit status agrees with its claim
 '''
 
 
 def project(root: Path, *, timeout: float = 120, cells: int = 1, docs=()) -> list[str]:
     """Write matrix.yaml, the probe and the wheels under `root`; the argv of `matrix` there.
 
-    `docs[i]` (TB_DOC) picks what cell i's probe writes: ok, badtypes, longdetail, nested, huge.
+    `docs[i]` (TB_DOC) picks what cell i's probe writes: ok, badtypes, longdetail, nested, huge,
+    liar (a not_affected verdict over an affected case).
     """
     (root / "probes").mkdir(parents=True, exist_ok=True)
     (root / "probes" / "stale_replay.py").write_text(PROBE)

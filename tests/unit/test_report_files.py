@@ -109,8 +109,8 @@ def test_rendered_files_are_readable_by_others_like_any_published_file(tmp_path)
         os.umask(umask)
     assert all(p.stat().st_mode & 0o777 == 0o644 for p in paths)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "affected.json", "index.html", "probe.schema.json", "results.json", "results.schema.json",
-        "stale_replay.py", "summary.md"]  # no temporary left over
+        ".torchbisect-owned", "affected.json", "index.html", "probe.schema.json", "results.json",
+        "results.schema.json", "stale_replay.py", "summary.md"]  # no temporary left over
 
 
 def test_committed_sample_matches_the_recorded_probe_documents(repo, data_dir):

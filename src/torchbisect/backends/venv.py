@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import time
@@ -28,7 +29,7 @@ from pathlib import Path
 from ..errors import BackendUnavailable, InfraError
 from ..model import Cell, Channel
 from ..probe.scripts import launch
-from ..utils import files, proc
+from ..utils import files, owned, proc
 from . import probe_env
 from .base import (
     Backend,
@@ -80,6 +81,7 @@ class VenvBackend(Backend):
         overlay = self.overlay or cell.overlay
         location, sha, downloaded = self._wheel(cell, log)
         venv = self.workdir / "venvs" / cell.id
+        owned.claim(venv.parent, "venvs", cache=True, legacy=_old_venvs)  # for `cache --prune`
         marker = {"sha256": sha, "overlay": overlay,
                   "base": self.python if overlay else (cell.python or self.python)}
         try:
@@ -124,6 +126,7 @@ class VenvBackend(Backend):
         if cell.url and cell.sha256 and local_wheel(cell) is None:
             # uv downloads it through its shared cache and refuses it when the sha256 differs
             return f"{cell.url.split('#', 1)[0]}#sha256={cell.sha256}", cell.sha256, None
+        owned.claim(self.workdir / "downloads", "downloads", cache=True, legacy=_old_downloads)
         wheel = cell_wheel(cell, self.workdir / "downloads", log=log, watcher=self.watcher)
         return (f"{wheel.path.as_uri()}#sha256={wheel.sha256}", wheel.sha256,
                 wheel.path if wheel.downloaded else None)
@@ -253,14 +256,52 @@ def folder_bytes(folder: Path) -> int:
 def prune(workdir: Path) -> list[str]:
     """Remove every cell's venv (each under its lock, so a venv another run is building is
     waited for) and the downloads folder, then `uv cache prune --ci`: uv's downloaded wheels
-    go, the next install downloads what it needs.  What was done, one line each."""
-    venvs = Path(workdir) / "venvs"
+    go, the next install downloads what it needs.  What was done, one line each.
+
+    Only folders this backend made are touched (utils/owned.py): `venvs/` and `downloads/` must
+    carry torchbisect's mark, or hold nothing but what an older torchbisect put there; a link
+    in their place, or a folder holding anything else, is `owned.NotOurs` before anything goes."""
+    venvs, downloads = Path(workdir) / "venvs", Path(workdir) / "downloads"
+    how = ("remove what you no longer need by hand, or point --workdir at torchbisect's own work "
+           "folder")
+    owned.check(venvs, "venvs", how=how, legacy=_old_venvs)
+    owned.check(downloads, "downloads", how=how, legacy=_old_downloads)
     removed = 0
-    for venv in sorted(p for p in venvs.iterdir() if p.is_dir()) if venvs.is_dir() else ():
+    for venv in sorted(_entries(venvs)):
+        if not _real_folder(venv):
+            continue  # a link or a lock file: never followed, never counted
         with cell_lock(venv.with_name(f"{venv.name}.lock")):
-            shutil.rmtree(venv, ignore_errors=True)
+            owned.remove_tree(venv)
         removed += 1
-    shutil.rmtree(Path(workdir) / "downloads", ignore_errors=True)
+    owned.remove_tree(downloads)
     pruned = proc.run([uv_binary(), "cache", "prune", "--ci"], timeout=600).output.strip()
     said = pruned.splitlines()[-1] if pruned else "uv's cache pruned"
     return [f"removed {removed} venv(s) under {venvs}", said]
+
+
+def _entries(folder: Path) -> list[Path]:
+    return [p for p in folder.iterdir() if p.name not in (owned.MARK, owned.CACHEDIR_TAG)] \
+        if _real_folder(folder) else []
+
+
+def _real_folder(path: Path) -> bool:
+    return path.is_dir() and not owned.is_link(path)
+
+
+def _old_venvs(venvs: Path) -> bool:
+    """An unmarked `venvs/` as an older torchbisect left it: cell venvs (each with its ready
+    marker, or beside its lock when a killed run left it half-built) and their lock files."""
+    names = {p.name for p in venvs.iterdir()}
+    return all(
+        (_real_folder(p) and ((p / _MARKER).is_file() or f"{p.name}.lock" in names))
+        or (p.name.endswith(".lock") and p.is_file() and not owned.is_link(p))
+        for p in venvs.iterdir())
+
+
+def _old_downloads(downloads: Path) -> bool:
+    """An unmarked `downloads/` as an older torchbisect left it: a folder named by a uuid per
+    download, holding a wheel or its part file."""
+    return all(
+        _real_folder(p) and re.fullmatch(r"[0-9a-f]{32}", p.name) and all(
+            f.name.endswith((".whl", ".whl.part")) and not owned.is_link(f) for f in p.iterdir())
+        for p in downloads.iterdir())

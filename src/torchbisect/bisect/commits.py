@@ -19,7 +19,6 @@ from pathlib import Path
 from ..errors import CommandFailed, ConfigError
 from ..net import API, Retries
 from ..net.github import DEFAULT_API, GitHub, GitHubError, RateLimited
-from ..utils import proc
 from .gitrange import git_data
 
 PYTORCH = "https://github.com/pytorch/pytorch"
@@ -100,15 +99,16 @@ class CommitLookup:
         if self.repo is None or not old_sha or not new_sha:
             return ()
         try:
-            out = git_data(self.repo, "log", "-z", "--format=%h %s", f"{old_sha}..{new_sha}")
+            out = git_data(self.repo, "log", "-z", "--format=%h %s", "--end-of-options",
+                           f"{old_sha}..{new_sha}")
         except CommandFailed:
             return ()
         return tuple(entry for entry in out.decode("utf-8", "replace").split("\0")
                      if entry.strip())
 
     def _subject_from_repo(self, git_version: str) -> str | None:
-        try:
-            return proc.run(["git", "-C", str(self.repo), "show", "-s", "--format=%s",
-                             git_version], timeout=60).output
+        try:  # stdout alone: a warning (a branch named like the sha) is no subject
+            return git_data(self.repo, "show", "-s", "--format=%s", "--end-of-options",
+                            git_version, timeout=60).decode("utf-8", "replace")
         except CommandFailed:
             return None

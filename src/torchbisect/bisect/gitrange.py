@@ -28,7 +28,6 @@ overlay needs are fetched by `git archive` on demand.
 from __future__ import annotations
 
 import re
-import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -97,7 +96,8 @@ def first_parent_commits(repo: Path, old: str, new: str) -> tuple[Commit, ...]:
     sentence (ConfigError) when the clone does not hold all of them (`check_whole`)."""
     order = check_whole(repo, old, new)
     data = git_data(repo, "log", "-z", "--first-parent", "--reverse", "--diff-merges=first-parent",
-                     "--name-only", "--no-renames", "--format=%x00%H%x00%s", f"{old}..{new}")
+                     "--name-only", "--no-renames", "--no-textconv", "--no-ext-diff",
+                     "--format=%x00%H%x00%s", "--end-of-options", f"{old}..{new}")
     commits = _parse_log(data)
     if tuple(c.sha for c in commits) != order:
         raise InfraError(f"`git log {old[:12]}..{new[:12]}` in {repo} listed {len(commits)} "
@@ -132,15 +132,16 @@ def check_whole(repo: Path, old: str, new: str) -> tuple[str, ...]:
     would list a shorter range, or diff a commit against the wrong parent, without a word)."""
     fetch = f"`git -C {repo} fetch --unshallow origin main`" if _shallow(repo) else \
         f"`git -C {repo} fetch origin main`"
-    ancestor = proc.run(_argv(repo, ("merge-base", "--is-ancestor", old, new)), timeout=600,
-                        check=False)
+    ancestor = proc.run(git_argv(repo, "merge-base", "--is-ancestor", "--end-of-options", old,
+                                 new), timeout=600, check=False, env=_GIT_ENV)
     if ancestor.returncode != 0:
         raise ConfigError(
             f"--pytorch-repo {repo} does not hold the history from {old[:12]} to {new[:12]} "
             f"(the older nightly's main commit is not an ancestor of the newer one's there"
             f"{', and the clone is shallow' if _shallow(repo) else ''}): run {fetch} and bisect "
             "again; the nightly bisection is stored and will be reused")
-    order = tuple(git_data(repo, "rev-list", "--first-parent", "--reverse", f"{old}..{new}")
+    order = tuple(git_data(repo, "rev-list", "--first-parent", "--reverse", "--end-of-options",
+                           f"{old}..{new}")
                   .decode("ascii", "replace").split())
     boundaries = _boundaries(repo)
     cut = [sha for sha in order if sha in boundaries]
@@ -186,11 +187,15 @@ def plan(commits: tuple[Commit, ...]) -> tuple[Testable, ...]:
 def full_sha(repo: Path, rev: str) -> str:
     """The full sha of `rev`; one sentence when the clone does not have it."""
     try:
-        return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
+        found = _git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options",
+                     f"{rev}^{{commit}}").strip()
     except CommandFailed:
+        found = ""
+    if not _SHA.fullmatch(found):  # only a commit's sha is one: never a warning, never a ref's
         raise ConfigError(f"--pytorch-repo {repo} has no commit {rev[:12]} (a nightly's main "
                           f"sha): run `git -C {repo} fetch origin main` and bisect again; the "
-                          "nightly bisection is stored and will be reused") from None
+                          "nightly bisection is stored and will be reused")
+    return found
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,8 +212,9 @@ class PythonTree:
 def python_changes(repo: Path, base: str, target: str) -> PythonTree:
     """The `torch/**.py` files that differ between `base` (what the binary holds) and
     `target`: their content at `target`, or their deletion."""
-    listed = git_data(repo, "diff", "-z", "--name-status", "--no-renames", base, target,
-                       "--", PACKAGE).split(b"\0")
+    listed = git_data(repo, "diff", "-z", "--name-status", "--no-renames", "--no-textconv",
+                       "--no-ext-diff", "--end-of-options", base, target, "--",
+                       PACKAGE).split(b"\0")
     changed, delete, was = [], [], []
     for status, raw in zip(listed[0::2], listed[1::2], strict=False):
         path = raw.decode("utf-8", "surrogateescape")
@@ -221,26 +227,10 @@ def python_changes(repo: Path, base: str, target: str) -> PythonTree:
                       base=_contents(repo, base, was))
 
 
-def _contents(repo: Path, sha: str, paths: list[str], chunk: int = 500) -> dict[str, bytes]:
-    """The files at `sha`, through `git archive` into a tar file: never through a pipe that
-    masks or truncates (proc keeps text), so the bytes are the commit's."""
-    found: dict[str, bytes] = {}
-    with tempfile.TemporaryDirectory(prefix="torchbisect-archive-") as tmp:
-        for start in range(0, len(paths), chunk):
-            _archive(repo, sha, paths[start:start + chunk], Path(tmp) / "files.tar", found)
-    missing = set(paths) - set(found)
-    if missing:
-        raise InfraError(f"`git archive {sha[:12]}` left out {sorted(missing)[0]}")
-    return found
-
-
-def _archive(repo: Path, sha: str, part: list[str], work: Path, found: dict[str, bytes]) -> None:
-    _git(repo, "archive", "--format=tar", "-o", str(work), sha, "--", *part)
-    with tarfile.open(work) as tar:
-        for member in tar.getmembers():
-            if member.isfile() and member.name in part:
-                found[member.name] = tar.extractfile(member).read()  # type: ignore[union-attr]
-    work.unlink()
+def _contents(repo: Path, sha: str, paths: list[str]) -> dict[str, bytes]:
+    """The files at `sha` as git stores them: each blob raw (`git cat-file blob`), so no filter
+    driver, textconv or attribute of the clone runs, and no pipe masks or truncates them."""
+    return {path: git_data(repo, "cat-file", "blob", f"{sha}:{path}") for path in paths}
 
 
 def safe_path(path: str) -> PurePosixPath:
@@ -252,19 +242,37 @@ def safe_path(path: str) -> PurePosixPath:
 
 
 def _git(repo: Path, *args: str) -> str:
-    return proc.run(_argv(repo, args), timeout=600).output
+    """A git command's stdout as text (its stderr, a warning included, is never read as it)."""
+    return git_data(repo, *args).decode("utf-8", "replace")
 
 
-def git_data(repo: Path, *args: str) -> bytes:
+def git_data(repo: Path, *args: str, timeout: float = 600) -> bytes:
     """A git command's stdout as it is: whole, unmasked (a file named like a token is still that
-    file), through a file rather than proc's kept-and-masked text."""
+    file), through a file rather than proc's kept-and-masked text.  The one way torchbisect runs
+    git (`git_argv` says how)."""
     with tempfile.TemporaryDirectory(prefix="torchbisect-git-") as tmp:
         out = Path(tmp) / "stdout"
-        proc.run(_argv(repo, args), timeout=600, stdout=out)
+        proc.run(git_argv(repo, *args), timeout=timeout, stdout=out, env=_GIT_ENV)
         return out.read_bytes()
 
 
-def _argv(repo: Path, args: tuple[str, ...]) -> list[str]:
-    # replace refs would show other commits than the ones named; a path is never a pattern
-    return ["git", "-C", str(repo), "--no-replace-objects", "--literal-pathspecs", *args]
+# The clone is the user's, and its .git/config may name programs that git runs on its own: a
+# hook, an fsmonitor, a pager, a signature checker for `log`, an external diff, a textconv, a
+# filter driver.  None of them runs for torchbisect: these switch them off (textconv and external
+# diffs also by the commands' own flags, filters by reading blobs raw), and the system config is
+# not read at all.
+_SAFE_CONFIG = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.pager=cat",
+                "core.attributesFile=/dev/null", "log.showSignature=false",
+                "diff.external=", "core.untrackedCache=false", "gc.auto=0")
+_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat", "PAGER": "cat",
+            "GIT_TERMINAL_PROMPT": "0", "GIT_NO_REPLACE_OBJECTS": "1", "GIT_EXTERNAL_DIFF": "",
+            "GIT_ATTR_NOSYSTEM": "1"}
+
+
+def git_argv(repo: Path, *args: str) -> list[str]:
+    """`git` in `repo`, with the clone's own programs switched off (above); replace refs would
+    show other commits than the ones named, and a path is never a pattern."""
+    config = [part for setting in _SAFE_CONFIG for part in ("-c", setting)]
+    return ["git", "--no-pager", "-C", str(repo), *config, "--no-replace-objects",
+            "--literal-pathspecs", *args]
 

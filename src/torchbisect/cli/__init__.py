@@ -25,6 +25,7 @@ from pathlib import Path
 from .. import defaults
 from ..cells import PREINSTALLED
 from ..errors import FAILED, IndexUnreachable, InfraError, TorchbisectError
+from ..utils.words import visible
 
 # command name (also its module under torchbisect.cli) -> one-line help
 COMMANDS = {
@@ -144,8 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _gated(args, argv)
     except TorchbisectError as err:
-        print(f"torchbisect {args.command}: error: {_with_advice(err, args.command)}",
-              file=sys.stderr)
+        print(f"torchbisect {args.command}: error: "  # a path may carry an ESC sequence
+              f"{visible(_with_advice(err, args.command))}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         print(f"torchbisect {args.command}: interrupted", file=sys.stderr)
@@ -153,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 - the one place an unexpected error is caught
         full = _full_disk(err, args)
         if full is not None:  # wherever it struck: one sentence naming the folder, exit 3
-            print(f"torchbisect {args.command}: error: {full}", file=sys.stderr)
+            print(f"torchbisect {args.command}: error: {visible(str(full))}", file=sys.stderr)
             return full.exit_code
         return _failed(args.command, argv, err)
 

@@ -47,7 +47,10 @@ def _seconds(value: Any) -> float:
         raise expected("a finite number of seconds", value)
     if not value > 0:  # `not >`: NaN too
         raise expected("more than 0 seconds", value)
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int no float can hold
+        raise expected("a finite number of seconds", value) from None
 
 
 def _matching(regex: str, what: str) -> Any:
@@ -234,7 +237,8 @@ def _probe_names(value: Any) -> list[str]:
 ProbeNames = Annotated[list[str], BeforeValidator(_probe_names), WithJsonSchema({"anyOf": [
     {"type": "string", "pattern": f"^(?:{_NAME})$"},
     {"type": "array", "items": {"type": "string", "pattern": f"^(?:{_NAME})$"}}]})]
-Trials = Annotated[int, Ge(1), _whole("trial", "trials")]
+MAX_TRIALS = 1_000_000  # the probe's default is 20; a million is hours of replays per case
+Trials = Annotated[int, Ge(1), Le(MAX_TRIALS), _whole("trial", "trials", MAX_TRIALS)]
 Seconds = Annotated[float, Gt(0), BeforeValidator(_seconds)]
 Flag = Annotated[bool, BeforeValidator(_boolean)]
 WheelRef = Annotated[str, BeforeValidator(_wheel_ref)]

@@ -12,7 +12,6 @@ never a RecursionError or a run that never ends.
 from __future__ import annotations
 
 import difflib
-import re
 import stat
 import types
 import typing
@@ -24,6 +23,7 @@ import yaml
 from pydantic import BaseModel
 
 from ..errors import ConfigError
+from ..utils.words import INVISIBLE
 
 
 def show(value: Any) -> str:
@@ -33,6 +33,8 @@ def show(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str) and len(value) > _SHOWN:
         return repr(value[:_SHOWN]) + f"… ({len(value)} characters)"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10 ** 100:
+        return f"a number of {len(str(abs(value))):,} digits"
     if isinstance(value, (int, float, str)):
         return repr(value)
     if value == [] or value == {}:
@@ -47,18 +49,28 @@ class Loader(yaml.SafeLoader):
 Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
 
 
+def _int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """YAML's int, or a sentence by line when it has more digits than Python reads (4,300)."""
+    try:
+        return yaml.SafeLoader.construct_yaml_int(loader, node)
+    except ValueError:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"the number {node.value[:12]}… has {len(node.value):,} digits, more "
+            "than any value here needs", node.start_mark) from None
+
+
+Loader.add_constructor("tag:yaml.org,2002:int", _int)
+
+
 MAX_DEPTH = 32  # matrix.yaml's deepest key is 4 levels down
 MAX_NODES = 100_000  # values once aliases are expanded; the default matrix has about 200
 
 
 MAX_BYTES = 4 * 1024 * 1024
 _SHOWN = 200  # characters of a value quoted in a sentence
-# Characters no matrix or runners file needs, which hide what a value is: control characters
-# (a BEL, a NUL), invisible ones (a zero-width space, a direction override), unassigned and
-# private-use code points.  A tab or line break is YAML; a BOM may begin the file.
-_INVISIBLE = re.compile(r"[^\t\n\r\x20-\x7e\xa0-\uffff\U00010000-\U0010ffff]|"
-                        r"[\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
-                        r"\ufeff\ufff9-\ufffb\ue000-\uf8ff]")
+# Characters no matrix or runners file needs (words.INVISIBLE); a tab or line break is YAML; a BOM
+# may begin the file.
+_INVISIBLE = INVISIBLE
 
 
 def read_config(path: Path, *, what: str, flag: str) -> str:

@@ -22,6 +22,7 @@ what urllib3 leaves to its caller done here, once:
 
 from __future__ import annotations
 
+import sys
 import threading
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -51,12 +52,15 @@ class Deadlines:
     connect: float
     idle: float
     total: float
+    # after this long without the whole answer, stderr says what is awaited and for how long at
+    # most (None: the caller shows progress of its own, as a download does)
+    notice: float | None = 1.0
 
 
 PAGE = Deadlines(connect=10, idle=30, total=180)  # an index page (~10 MB at most for PyTorch's)
 API = Deadlines(connect=10, idle=30, total=60)  # one GitHub REST answer
 HEAD = Deadlines(connect=5, idle=10, total=20)  # a wheel's size
-WHEEL = Deadlines(connect=10, idle=60, total=4 * 3600)  # a 3 GB wheel on a slow line
+WHEEL = Deadlines(connect=10, idle=60, total=4 * 3600, notice=None)  # 3 GB on a slow line
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,7 +117,8 @@ def request(method: str, url: str, *, route: Route | None = None,
     url = credentials.remember(url)
     route = Route(base=credentials.remember(route.base), allow=route.allow,
                   secret=route.secret) if route else Route(base=url)
-    with deadline.running(idle=deadlines.idle, total=deadlines.total) as ends:
+    with deadline.running(idle=deadlines.idle, total=deadlines.total) as ends, \
+            _waiting(url, deadlines):
         raw, final = _follow(method, url, route=route, headers=dict(headers or {}), body=body,
                              deadlines=deadlines, ends=ends, decode=decode)
         try:
@@ -125,6 +130,24 @@ def request(method: str, url: str, *, route: Route | None = None,
             yield answer
         finally:
             raw.release_conn() if raw.isclosed() else raw.close()
+
+
+@contextmanager
+def _waiting(url: str, deadlines: Deadlines) -> Iterator[None]:
+    """Say on stderr, once `deadlines.notice` seconds have passed without the whole answer,
+    what is awaited: a peer trickling its answer is never a silent hang."""
+    if deadlines.notice is None:
+        yield
+        return
+    timer = threading.Timer(deadlines.notice, lambda: print(
+        f"note: waiting for {url} to answer (at most {deadlines.total:g} s in all)",
+        file=sys.stderr, flush=True))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def origin(url: str) -> tuple[str, str, int | None]:

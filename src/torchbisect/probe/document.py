@@ -20,11 +20,17 @@ from __future__ import annotations
 import json
 import math
 import re
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ..model import PROBE_SCHEMA, Verdict
+from .. import defaults
+from ..errors import ConfigError
+from ..model import PROBE_SCHEMA, Verdict, roll_up
 from ..utils.masking import SHORTEST_SECRET, mask
+from ..utils.words import storable
+from .info import read_info
+from .scripts import probe_path
 from .shape import Count, ProbeCaseJson, ProbeDocument, ProbeEnvJson, keys
 
 MAX_BYTES = 1_000_000  # the real probe writes about 10 KB
@@ -154,7 +160,39 @@ def check(doc: Any) -> dict[str, Any]:
             raise Rejected(f"`{key}` is not a string")
     for key in _SECONDS:
         _number(doc.get(key), key)
-    return _capped(doc)
+    return _rolled_up(_capped(doc))
+
+
+def _rolled_up(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document with the verdict its cases roll up to (model.roll_up): one that claims
+    another keeps its claim only in a `note`, so no gate or page believes it."""
+    if doc.get("claimed_verdict") not in _VERDICTS or not isinstance(doc.get("note", ""), str):
+        doc = {k: v for k, v in doc.items() if k not in ("claimed_verdict", "note")}
+    probe = doc.get("probe")
+    computed = roll_up(doc.get("cases", {}), controls_of(probe if isinstance(probe, str) else ""))
+    if computed is None or computed.value == doc["verdict"]:
+        return doc
+    note = (f"the probe said {doc['verdict']}, but its cases roll up to {computed.value} "
+            "(probes/README.md, Roll-up): stored as " + computed.value)
+    return {**doc, "verdict": computed.value, "exit_code": computed.exit_code,
+            "claimed_verdict": doc["verdict"], "note": note}
+
+
+@cache
+def controls_of(probe: str) -> dict[str, Verdict]:
+    """The probe's control cases and the verdict each must show, as its file declares them
+    (CONTROLS, read by probe/info.py, never run); none for a probe whose file is not here."""
+    try:
+        declared = read_info(probe_path(probe or defaults.PROBE)).controls
+    except (ConfigError, OSError):
+        return {}
+    return {name: Verdict(v) for name, v in declared.items() if v in _VERDICTS}
+
+
+def claimed(doc: dict[str, Any]) -> Verdict:
+    """The verdict the probe itself gave (its exit status agrees with this one, not with the
+    computed verdict, when the two differ); a stored run keeps it beside the computed one."""
+    return Verdict(doc.get("claimed_verdict", doc["verdict"]))
 
 
 def _case(name: str, case: Any) -> None:
@@ -209,6 +247,7 @@ def _capped(value: Any, depth: int = 1) -> Any:
     if depth > MAX_DEPTH:
         raise Rejected(f"the document nests deeper than {MAX_DEPTH} levels")
     if isinstance(value, str):
+        value = storable(value)  # a lone surrogate ("\\ud800") would stop every later page
         if len(value) < SHORTEST_SECRET:  # most strings of a document: nothing to cap or mask
             return value
         return mask(value if len(value) <= DETAIL_CHARS else value[:DETAIL_CHARS - 1] + "…")
@@ -220,7 +259,7 @@ def _capped(value: Any, depth: int = 1) -> Any:
 
 
 def _key(key: Any) -> str:
-    key = key if isinstance(key, str) else str(key)
+    key = storable(key if isinstance(key, str) else str(key))
     return key if len(key) < SHORTEST_SECRET else mask(key[:DETAIL_CHARS])
 
 

@@ -25,7 +25,7 @@ from ..config.matrix import References
 from ..model import CellRun, Channel
 from ..outcome import BisectResult
 from ..probe import document as probe_doc
-from ..utils import files
+from ..utils import owned
 from .documents import SCHEMA_FILES, schema_text
 from .folding import FOLD_DIR
 from .headline import NO_GPU, gpu_of
@@ -84,7 +84,6 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
     groups = by_probe(runs, probes)
     several = len(groups) > 1
     texts: dict[Path, str] = {}
-    folds: dict[Path, set[Path]] = {}
     entries: list[SiteEntry] = []
     for probe, mine in groups.items() or [(probe_of(runs), runs)]:
         regression = regression_for(probe)
@@ -97,19 +96,18 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
             attendance=attendance, store=store, root=out_dir,
             site_home="../index.html" if several else "")
         texts.update(files_)
-        folds[folder] = {p for p in files_ if p.parent.name == FOLD_DIR}
         entries.append(site_entry(page, site_folder(probe)))
     if several:
         index_html, index_json = render_index(entries, generated=generated, store=store)
         texts[out_dir / "index.html"] = index_html
         texts[out_dir / INDEX_JSON] = index_json
-    out_dir.mkdir(parents=True, exist_ok=True)
     # all or nothing: each to a temporary name, renamed together (no half page, no write
-    # through a link planted in the folder, a full disk one sentence: files.DiskFull)
-    written = files.write_all(texts)
-    for folder, current in folds.items():
-        _remove_old_folds(folder, current)
-    return written
+    # through a link planted in the folder, a full disk one sentence: files.DiskFull); only
+    # into a folder of torchbisect's, removing only pages it drew there before (utils/owned.py)
+    return owned.replace_files(out_dir, {p.relative_to(out_dir).as_posix(): text
+                                         for p, text in texts.items()},
+                               use="report", legacy=_older_site,
+                               how="choose a new or empty folder with --out")
 
 
 def _page_files(runs: list[CellRun], bisections: list[BisectResult], folder: Path,
@@ -165,16 +163,26 @@ def _links_for(regression: Regression, links: References | None,
     return links
 
 
-def _remove_old_folds(out_dir: Path, current: set[Path]) -> None:
-    """Pages of folded nightlies an earlier render drew and this one no longer links (their
-    folder is the report's alone)."""
-    folder = out_dir / FOLD_DIR
-    if not folder.is_dir():
-        return
-    for old in set(folder.glob("*.html")) - current:
-        old.unlink()
-    if not any(folder.iterdir()):
-        folder.rmdir()
+_GENERATOR = b'<meta name="generator" content="torchbisect">'
+
+
+def _older_site(out_dir: Path) -> list[str] | None:
+    """A folder an older torchbisect drew its pages into (no ownership mark yet): its index.html
+    says torchbisect made it.  The pages of folded nightlies it drew there (beside a page, or
+    in a regression's folder), which this render may remove; None when not recognised."""
+    if not _drawn(out_dir / "index.html"):
+        return None
+    return [p.relative_to(out_dir).as_posix()
+            for p in (*out_dir.glob(f"{FOLD_DIR}/*.html"), *out_dir.glob(f"*/{FOLD_DIR}/*.html"))
+            if _drawn(p) and not any(owned.is_link(q) for q in p.parents if out_dir in q.parents)]
+
+
+def _drawn(path: Path) -> bool:
+    """Whether `path` is a page torchbisect drew (a regular file, not a link, saying so)."""
+    if owned.is_link(path) or not path.is_file():
+        return False
+    with path.open("rb") as page:
+        return _GENERATOR in page.read(4096)
 
 
 def results_json(runs: list[CellRun], bisections: list[BisectResult]) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 from .. import defaults
 from ..config.matrix import References
 from ..errors import CommandFailed
-from ..utils import proc
+from ..utils import owned, proc
 from . import RunSource, render_runs
 from .folding import FOLD_DIR
 from .site import bisections_of, by_probe
@@ -114,7 +114,7 @@ def render_fresh(repo: Path, page: CommittedPage, out_root: Path, *,
     reports/bench/ (the cost it quotes) and on top of its committed record (whose `published`
     date a new render keeps); returns that folder and the files written, relative to it."""
     out = out_root / page.folder
-    out.mkdir(parents=True, exist_ok=True)
+    owned.claim(out, "report")  # a fresh folder, the render's own before the record goes in
     bench = out_root / "reports" / "bench"
     if not bench.exists() and (repo / "reports" / "bench").is_dir():
         shutil.copytree(repo / "reports" / "bench", bench)

@@ -13,6 +13,7 @@ from functools import cache
 import jinja2
 from markupsafe import Markup, escape
 
+from ..utils.words import visible
 from .page import PageView
 
 
@@ -66,13 +67,16 @@ def environment() -> jinja2.Environment:
 
 def render_html(page: PageView, site_home: str = "") -> str:
     """`site_home`: the index of a site of several regressions, relative to the page, or ""."""
-    return environment().get_template("index.html.j2").render(page=page, site_home=site_home)
+    # visible: no control code or lone surrogate from a probe, log or path reaches the page raw
+    return visible(environment().get_template("index.html.j2").render(page=page,
+                                                                       site_home=site_home))
 
 
 def render_fold_pages(page: PageView) -> dict[str, str]:
     """The page of each folded run of nightlies, by its path relative to index.html."""
     template = environment().get_template("nightlies.html.j2")
-    return {fold.href: template.render(section=section, fold=fold, columns=page.columns,
-                                       generated=page.generated, page_title=page.title)
+    return {fold.href: visible(template.render(section=section, fold=fold,
+                                               columns=page.columns, generated=page.generated,
+                                               page_title=page.title))
             for section in page.sections for group in section.groups
             for fold in group.folds if fold.folded}

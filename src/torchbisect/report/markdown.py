@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
+from ..utils.words import visible
 from .marks import Mark
 from .page import Advice, Comparison, KindView, PageView, Row, Section
 
@@ -136,7 +137,7 @@ def render_markdown(page: PageView) -> str:
         link = f" ([compare]({md_url(b.compare_url)}))" if b.compare_url else ""
         out.append(f"- {md_text(b.title)}{link}")
     out += ["", f"<sub>Generated {page.generated} by torchbisect.</sub>", ""]
-    return "\n".join(out)
+    return visible("\n".join(out))  # pasted into issues and `cat`: no control code raw
 
 
 def advice_lines(a: Advice) -> list[str]:

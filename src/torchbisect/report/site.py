@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..model import CellRun
 from ..outcome import BisectResult
+from ..utils.words import visible
 from .page import PageView
 
 INDEX_JSON = "regressions.json"
@@ -98,4 +99,4 @@ def render_index(entries: list[SiteEntry], *, generated: dt.datetime,
                             "gpus": list(e.gpus), "newest_run": e.newest_run, "runs": e.runs,
                             "page": e.href, "folder": e.href.rsplit("/", 1)[0]}
                            for e in entries]}
-    return html, json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return visible(html), json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

@@ -12,7 +12,7 @@ import datetime as dt
 from typing import Any
 
 from .. import defaults
-from ..model import PROBE_SCHEMA, CellRun, Channel, ProbeResult, RunStatus, Verdict
+from ..model import PROBE_SCHEMA, CellRun, Channel, ProbeResult, RunStatus, Verdict, roll_up
 from .probe_files import cell_for
 from .regression import regression_for
 
@@ -34,14 +34,6 @@ def _case(outcome: Outcome, detail: str) -> dict[str, Any]:
     return {"verdict": outcome.value, "detail": detail, "seconds": 0.4}
 
 
-def _roll_up(cases: dict[str, dict[str, Any]]) -> Verdict:
-    measured = [Verdict(c["verdict"]) for n, c in cases.items() if n not in CONTROLS]
-    for verdict in (Verdict.AFFECTED, Verdict.ERROR, Verdict.REFUSED, Verdict.NOT_AFFECTED):
-        if verdict in measured:
-            return verdict
-    return measured[0] if measured else Verdict.NOT_APPLICABLE
-
-
 def synthetic_run(version: str, outcomes: dict[str, Outcome] | None = None, *,
                   channel: Channel | None = None, gpu: str = "NVIDIA H200",
                   driver: str = "580.159.04", started: str = "", detail: str = "",
@@ -60,7 +52,7 @@ def synthetic_run(version: str, outcomes: dict[str, Outcome] | None = None, *,
            "cuda_runtime": "13.0", "driver": driver, "gpu": gpu, "capability": "9.0",
            "python": "3.12.3"}
     doc = {"schema": PROBE_SCHEMA, "probe": defaults.PROBE, "probe_version": "1",
-           "verdict": _roll_up(cases).value, "cases": cases, "env": env}
+           "verdict": roll_up(cases, CONTROLS).value, "cases": cases, "env": env}
     return CellRun(status=RunStatus.OK, result=ProbeResult.from_json(doc), probe_version="1",
                    **common)
 

@@ -142,9 +142,10 @@ def interpret(output: ProbeOutput) -> tuple[RunStatus, ProbeResult | None, str]:
         return _infra(f"probe JSON unreadable: {err}")
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         return _infra(f"probe JSON unreadable: {type(err).__name__}: {err}")
-    if result.verdict.exit_code != code:
+    said = probe_doc.claimed(result.raw)
+    if said.exit_code != code:
         return _infra(f"probe exit status {code} disagrees with its verdict "
-                      f"{result.verdict.value!r} (expected {result.verdict.exit_code})")
+                      f"{said.value!r} (expected {said.exit_code})")
     return RunStatus.OK, result, ""
 
 

@@ -28,12 +28,14 @@ from ..model import Attendance, Cell, CellRun, RunStatus
 from ..outcome import BisectResult
 from ..probe import document as probe_doc
 from ..utils import files
+from ..utils.words import plain_label
 from . import check, foreign
 from .reuse import covers
 from .rows import RUN_FIELDS, damaged_row, read_export, run_from_row, run_to_json, run_to_row
 
 EXPORT_SCHEMA = 1
 _SCHEMA_VERSION = 1
+APPLICATION_ID = foreign.APPLICATION_ID  # a store this torchbisect has written to
 
 # The tables of the store: a row of `runs` holds RUN_FIELDS, one bisection a row of `bisections`.
 _TABLES_SQL = """
@@ -92,6 +94,7 @@ class Store:
                  read_only: bool = False):
         self.path = Path(path)
         self._copy: foreign.Copy | None = None
+        self._wrote = False
         if read_only:  # an input: read from a private, defended copy (store/foreign.py)
             self._copy = foreign.Copy(self.path, schema_version=_SCHEMA_VERSION)
             self._db = self._copy.db
@@ -117,11 +120,10 @@ class Store:
         # Two shards creating one file race for the lock that switching to WAL takes, and SQLite
         # does not wait for it on a brand-new file: hence `_patiently`.  A store that is already
         # set up is not written to: opening one never changes it.
-        if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute("PRAGMA synchronous = NORMAL")
         if self._db.execute("PRAGMA user_version").fetchone()[0] == _SCHEMA_VERSION:
             return
+        self._db.execute("PRAGMA journal_mode = WAL")
         with self._transaction():
             self._check_version()
             _create(self._db)
@@ -133,6 +135,9 @@ class Store:
         self.close()
 
     def close(self) -> None:
+        if self._wrote:  # left at rest, one file, when no other connection holds it
+            with suppress(sqlite3.Error):
+                self._at_rest()
         self._db.close()
         if self._copy is not None:
             self._copy.close()
@@ -304,11 +309,14 @@ class Store:
         would otherwise hold the newest verdict of its cell forever.
         """
         future: list[str] = []
+        hidden: list[str] = []
         with self._transaction():
             before, seen = self._count(), 0
             for entry in _read_any(Path(other)):
                 if not_after is not None and _after(entry, not_after):
                     future.append(_date_of(entry))
+                elif not_after is not None and not all(map(plain_label, _labels(entry))):
+                    hidden.append(next(t for t in _labels(entry) if not plain_label(t)))
                 elif isinstance(entry, CellRun):
                     self._insert(entry)
                     seen += 1
@@ -322,6 +330,10 @@ class Store:
             say(f"{other}: {len(future)} entries dated after this merge ({when}; the latest "
                 f"{max(future)[:40]!r}) were not merged: the clock of the machine that made "
                 "them is wrong; correct it and run those cells again")
+        if hidden:
+            say(f"{other}: {len(hidden)} entries named with an invisible or control character "
+                f"(the first {ascii(hidden[0])}) were not merged: no matrix.yaml or "
+                "runners.yaml names one so; run those cells again from a checked matrix")
         return added, seen - added
 
     def checkpoint(self) -> None:
@@ -371,6 +383,9 @@ class Store:
         # BEGIN IMMEDIATE takes the write lock up front, so two shards writing one file queue on
         # busy_timeout instead of failing halfway through a transaction.
         try:
+            # WAL while writing: a kill mid-write never touches the file itself, and readers do
+            # not block the writer (waiting, as BEGIN IMMEDIATE does, for one reading now)
+            self._db.execute("PRAGMA journal_mode = WAL").fetchall()
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield
@@ -379,6 +394,8 @@ class Store:
                     self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+            self._wrote = True
+            self._at_rest()
         except sqlite3.Error as err:  # a full disk is one sentence, and never called damage
             failed = check.not_damage(self.path, err)
             if failed is None:
@@ -386,6 +403,28 @@ class Store:
             with suppress(sqlite3.Error):
                 self._db.execute("ROLLBACK")
             raise failed from None
+
+    def _at_rest(self) -> None:
+        """After each committed write: the `-wal` moved into the file and the file back in
+        rollback mode, so that the file alone holds every committed run — what an upload of a
+        shard killed between two runs takes — and carries torchbisect's application id, by which
+        `merge` knows that a copy still in WAL mode lacks its `-wal` (store/foreign.py).  Skipped
+        while another connection holds the store: it is shared then, not at rest."""
+        if self._db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+            self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        self._quickly("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._quickly("PRAGMA journal_mode = DELETE")
+
+    def _quickly(self, pragma: str) -> None:
+        """Run `pragma` unless another connection is in the way (no waiting for it)."""
+        wait = self._db.execute("PRAGMA busy_timeout").fetchone()[0]
+        self._db.execute("PRAGMA busy_timeout = 0")
+        try:
+            self._db.execute(pragma).fetchall()
+        except sqlite3.OperationalError:
+            pass  # busy or locked: the store is shared at the moment
+        finally:
+            self._db.execute(f"PRAGMA busy_timeout = {wait}")
 
     def _check_version(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -428,11 +467,22 @@ def _date_of(entry: CellRun | BisectResult | Attendance) -> str:
 
 
 def _after(entry: CellRun | BisectResult | Attendance, limit: datetime) -> bool:
+    """Dated after `limit`, or dated in a form no clock writes ("9999", "2099-01-01 z"), which
+    would sort after every true date and stay its cell's newest."""
     try:
         when = datetime.fromisoformat(_date_of(entry))
-    except ValueError:  # no date to trust: nothing to refuse it by
-        return False
+    except ValueError:
+        return bool(_date_of(entry))  # no date at all sorts first: harmless
     return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)) > limit
+
+
+def _labels(entry: CellRun | BisectResult | Attendance) -> tuple[str, ...]:
+    """What names an entry on the page and in a job's labels: a cell id, a runner kind."""
+    if isinstance(entry, CellRun):
+        return entry.cell.id, entry.gpu
+    if isinstance(entry, Attendance):
+        return entry.kind, entry.shard, entry.run
+    return ()
 
 
 def _patiently(step, timeout: float) -> None:

@@ -30,6 +30,8 @@ from ..utils import files
 from . import check
 from .export import MAX_ENTRY_BYTES
 
+APPLICATION_ID = 0x74627374  # store/db.py writes it: "tbst"
+
 MAX_ROW_BYTES = MAX_ENTRY_BYTES
 MAX_SECONDS = 15 * 60  # a 200 MB store merges in well under a minute
 _HEADER_WAL = 2  # bytes 18-19 of the header: 2 when the database is in WAL mode
@@ -58,12 +60,20 @@ class Copy:
     def _refuse_lost_wal(self) -> None:
         has_runs = self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
                                    "name = 'runs'").fetchone()
-        if has_runs:
-            return
         with self.path.open("rb") as fh:
-            header = fh.read(20)
+            header = fh.read(72)
         wal = Path(f"{self.path}-wal")
-        if len(header) == 20 and header[18] == _HEADER_WAL and not wal.exists():
+        if len(header) < 72 or header[18] != _HEADER_WAL or wal.exists():
+            return
+        if has_runs and int.from_bytes(header[68:72], "big") == APPLICATION_ID:
+            # this torchbisect leaves a store at rest in rollback mode after every committed
+            # write: in WAL mode, it was copied while a write was under way, without its -wal
+            raise ConfigError(
+                f"{self.path} was copied without its {wal.name} while a run was being written "
+                "to it, so runs it committed may be missing and nothing was merged; put "
+                f"{wal.name} beside it, or upload the single-file copy that `torchbisect merge "
+                "COPY STORE` makes")
+        if not has_runs:
             raise ConfigError(
                 f"{self.path} holds no tables: its runs were written to {wal.name}, which is "
                 "not beside it (a copy of a live store, or of one whose run was killed); put "

@@ -14,18 +14,31 @@ import sys
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
+
+from .words import visible
 
 _UNWRAPPED = 1_000_000  # columns of a console that is not a terminal: wide enough never to wrap
 _LOG_COLUMNS = 120  # how wide a table may be in a log (when $COLUMNS does not say)
 
 
+class _Console(Console):
+    """rich's Console, showing the control codes of what it prints (a probe's ESC sequence, a
+    BEL in a path) as words.visible says; rich's own codes (colour, cursor) are not text."""
+
+    def render(self, renderable, options=None):
+        for segment in super().render(renderable, options):
+            yield segment if segment.control or segment.text == visible(segment.text) else \
+                Segment(visible(segment.text), segment.style)
+
+
 def make_console(*, stderr: bool = False) -> Console:
     """A console on stdout (or stderr) that wraps only on a terminal."""
     if is_terminal(sys.stderr if stderr else sys.stdout):
-        return Console(stderr=stderr)
-    return Console(stderr=stderr, soft_wrap=True, width=_UNWRAPPED)
+        return _Console(stderr=stderr)
+    return _Console(stderr=stderr, soft_wrap=True, width=_UNWRAPPED)
 
 
 def is_terminal(stream: object) -> bool:
