@@ -287,3 +287,16 @@ def test_a_site_that_grows_a_second_regression_keeps_the_first_record_s_publishe
     assert moved["id"] == first["id"] and moved["published"] == first["published"]
     cumsum = json.loads((tmp_path / "cumsum_64bit" / "affected.json").read_text())
     assert cumsum["published"] == "2026-03-23T12:00:00Z"  # a new record: not the other's date
+
+
+def test_a_probe_that_reports_no_cuda_runtime_is_not_said_to_have_none(probes, tmp_path):
+    # an exit-status script's document names no CUDA runtime: the page must not say "none"
+    runs = [one_case_run("leaky_thing", "2.11.0+cu130", "affected")]
+    render_runs(runs, [], tmp_path / "page", generated=NOW)
+    summary = (tmp_path / "page" / "summary.md").read_text()
+    assert "CUDA runtime not reported by the probe" in summary
+    assert "no CUDA runtime" not in summary
+    assert "not reported by the probe" in _text(tmp_path / "page" / "index.html")
+    lazy = [synthetic_run("2.10.0+cu130", BAD)]  # a document probe that names its runtime
+    render_runs(lazy, [], tmp_path / "lazy", generated=NOW)
+    assert "not reported" not in (tmp_path / "lazy" / "summary.md").read_text()

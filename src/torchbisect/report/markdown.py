@@ -12,7 +12,7 @@ from functools import cache
 
 from ..utils.words import visible
 from .marks import Mark
-from .page import Advice, Comparison, KindView, PageView, Row, Section
+from .page import Advice, Comparison, Environment, KindView, PageView, Row, Section
 
 _CHANNEL = {"stable": "stable", "test": "rc", "nightly": "nightly", "dev": "dev",
             "preinstalled": "preinstalled"}
@@ -125,7 +125,7 @@ def render_markdown(page: PageView) -> str:
         if h.first_fixed:
             out.append(f"- first fixed nightly: {md_text(h.first_fixed.text)}")
         envs = "; ".join(f"{e.gpu}, {'driver ' + e.driver if e.driver else 'driver not recorded'}, "
-                         f"{'CUDA ' + e.cuda_runtime if e.cuda_runtime else 'no CUDA runtime'}"
+                         f"{_runtime(e)}"
                          for e in section.environments)
         out += [f"- newest run: {md_text(h.newest_run or page.newest_run)}",
                 f"- environment: {md_text(envs)}", ""]
@@ -190,3 +190,9 @@ def _side_by_side(c: Comparison) -> list[str]:
         label = f"**{md_text(row.label)}** (differs)" if row.differs else md_text(row.label)
         out.append(f"| {label} | " + " | ".join(md_text(t) for _, t in row.cells) + " |")
     return out + [""]
+
+
+def _runtime(env: Environment) -> str:
+    if env.cuda_runtime:
+        return "CUDA " + env.cuda_runtime
+    return "no CUDA runtime" if env.cuda_reported else "CUDA runtime not reported by the probe"

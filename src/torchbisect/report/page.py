@@ -89,6 +89,12 @@ class Group:
     folds: tuple[Fold, ...] = ()  # the rows again, long runs of identical nightlies folded
 
 
+NOT_REPORTED = "not reported by the probe"  # a runtime the probe's documents do not name
+
+
+NOT_REPORTED = "not reported by the probe"  # a runtime the probe's documents do not name
+
+
 @dataclass(frozen=True, kw_only=True)
 class Environment:
     """One GPU and driver; the CUDA runtimes are the builds' own (each wheel brings its own)."""
@@ -97,11 +103,16 @@ class Environment:
     driver: str
     capability: str
     runs: int
-    cuda_runtimes: tuple[tuple[str, int], ...] = ()  # (runtime, runs), "" for a CPU-only torch
+    # (runtime, runs): "" for a CPU-only torch, NOT_REPORTED where the probe did not say
+    cuda_runtimes: tuple[tuple[str, int], ...] = ()
 
     @property
     def cuda_runtime(self) -> str:
-        return ", ".join(c for c, _ in self.cuda_runtimes if c)
+        return ", ".join(c for c, _ in self.cuda_runtimes if c and c != NOT_REPORTED)
+
+    @property
+    def cuda_reported(self) -> bool:
+        return any(c != NOT_REPORTED for c, _ in self.cuda_runtimes)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -26,6 +26,7 @@ from .headline import build_headline, gpu_of, is_release, nightly_date, version_
 from .kinds import kind_views
 from .marks import Mark, legend_for
 from .page import (
+    NOT_REPORTED,
     Column,
     Environment,
     Group,
@@ -85,8 +86,11 @@ def _environments(runs: list[CellRun]) -> tuple[Environment, ...]:
         if r.result is None:
             continue
         key = (gpu_of(r), str(r.driver or env_of(r).get("driver") or ""), capability(env_of(r)))
-        # `or ""`: a CPU-only torch reports cuda_runtime None, which must not read "CUDA None".
-        counts.setdefault(key, Counter())[str(env_of(r).get("cuda_runtime") or "")] += 1
+        # `or ""`: a CPU-only torch reports cuda_runtime None, which must not read "CUDA None";
+        # a probe that reports no environment (a plain exit-status script) says nothing of it
+        env = env_of(r)
+        runtime = str(env.get("cuda_runtime") or "") if "cuda_runtime" in env else NOT_REPORTED
+        counts.setdefault(key, Counter())[runtime] += 1
     return tuple(Environment(gpu=g, driver=d, capability=cap, runs=sum(c.values()),
                              cuda_runtimes=tuple(sorted(c.items(), key=_by_version)))
                  for (g, d, cap), c in sorted(counts.items()))
