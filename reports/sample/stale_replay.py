@@ -1,5 +1,12 @@
-"""Does this torch build give stale data when a copy-on-write tensor is materialized?
+"""torch._lazy_clone copies can hand stale data to kernels under CUDA Graph replay and race with side streams
 
+Materializing a copy-on-write tensor made by torch._lazy_clone runs a synchronous cudaMemcpy on the
+legacy default stream. During CUDA Graph capture the copy runs once and is not recorded in the
+graph, so every replay reads the data as of capture time; outside graphs the copy does not wait for
+work on PyTorch's non-blocking streams. A fixed build either copies in stream order or refuses at
+capture with a clear error.
+
+Does this torch build give stale data when a copy-on-write tensor is materialized?
 `torch._lazy_clone` defers its copy until the clone is written or asked for a mutable pointer. That
 deferred copy is a plain synchronous `cudaMemcpy` on the legacy stream: under CUDA Graph capture it
 runs once and is never recorded (every replay reads the capture-time copy), and without a graph it
@@ -66,6 +73,30 @@ import time
 
 PROBE_VERSION = "3"  # bump when a change alters what a verdict means
 
+# What the report says of this regression (read by torchbisect with `ast`, never imported).
+# The bug had no upstream issue of record when this was written: matrix.yaml's
+# `references.upstream` names one when it has.
+OSV_ID = "x_TORCHBISECT-lazy-clone-cuda-graph"
+REQUIRES_API = "torch._lazy_clone"
+WORKAROUND = ("Use x.clone() instead of torch._lazy_clone(x): a real copy is captured into the "
+              "graph and ordered on the current stream. Materializing the lazy clone before "
+              "capture (one write, after the stream that produced x is synchronized) avoids the "
+              "race too, but the graph then replays that one copy.")
+WORKAROUND_BENCH = "workaround"  # reports/bench/workaround.json: the clone's cost per replay
+CASE_LABELS = {
+    "capture_data_ptr": "capture + data_ptr()",
+    "capture_write": "capture + write",
+    "side_stream": "side-stream race",
+    "compile_reduce_overhead": "compile (reduce-overhead)",
+    "raw_pointer_triton": "raw pointer \u2192 Triton",
+    "control_clone": "control: clone()",
+    "control_stale": "control: stale copy",
+}
+CASE_NOTES = {
+    "control_clone": "negative control, must be correct",
+    "control_stale": "positive control, must be detected",
+}
+
 SCHEMA = 1
 PROBE = "stale_replay"
 
@@ -86,7 +117,8 @@ COMPILE_CASE = "compile_reduce_overhead"
 CASES = ("capture_data_ptr", "capture_write", "side_stream", "compile_reduce_overhead",
          "raw_pointer_triton", "control_clone", "control_stale")
 # What each control must show for the comparison to be trusted.
-CONTROLS = {"control_clone": NOT_AFFECTED, "control_stale": AFFECTED}
+# Literals (not the names above), so torchbisect reads them from this file without running it.
+CONTROLS = {"control_clone": "not_affected", "control_stale": "affected"}
 
 # Started first when cases run at once: the longest case bounds the run's wall time.
 SLOW_FIRST = (COMPILE_CASE, "raw_pointer_triton")

@@ -94,9 +94,8 @@ def _from_evidence(folder: str, probe: str = defaults.PROBE) -> CommittedPage:
 
 PAGES = (
     _from_evidence("reports/h200"),
-    # The cumsum regression (probes/cumsum_64bit.py, pytorch/pytorch#143486) from the same
-    # evidence: enable this line once its H200 runs are in the store, then `nox -s pages`.
-    # _from_evidence("reports/h200-cumsum", probe="cumsum_64bit"),
+    # the cumsum regression (probes/cumsum_64bit.py, pytorch/pytorch#143486), same evidence
+    _from_evidence("reports/h200-cumsum", probe="cumsum_64bit"),
     CommittedPage(folder="reports/docker-h200", source="reports/docker-h200/results.sqlite",
                   open_source=_store_copy("reports/docker-h200/results.sqlite")),
     CommittedPage(folder="reports/sample", source="tests/data/probe/h200-torch-*.json",
