@@ -73,13 +73,14 @@ def test_a_local_report_session_leaves_the_services_runner_kinds_out(tmp_path):
 
     done = session("report", "--", "--store", "s.sqlite", "--out", "site")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Runner kinds" not in (tmp_path / "site" / "index.html").read_text()
+    lazy = tmp_path / "site" / "stale_replay"  # the evidence holds two regressions (issue 47)
+    assert "Runner kinds" not in (lazy / "index.html").read_text()
     done = session("report", "--", "--store", "s.sqlite", "--out", "site", "--runners",
                    "runners.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
-    page = (tmp_path / "site" / "index.html").read_text()
+    page = (lazy / "index.html").read_text()
     assert "Runner kinds" in page and "whether its runners ran is not known" in page
     (tmp_path / "runners.yaml").write_text("kinds: []\n")  # a mistake: notify loads the file
-    told = session("notify", "--", "--store", "s.sqlite", "--summary", "site/summary.md",
+    told = session("notify", "--", "--store", "s.sqlite", "--summary", "site/stale_replay/summary.md",
                    "--runners", "runners.yaml")
     assert told.returncode != 0 and "runners.yaml" in told.stdout + told.stderr
