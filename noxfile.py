@@ -98,8 +98,7 @@ def bench(session: nox.Session) -> None:
 @nox.session
 def pages(session: nox.Session) -> None:
     """Redraw every committed page under reports/ (and its screenshots) from its own data."""
-    _install(session, "-e", ".")
-    session.run("python", "-m", "torchbisect.report.committed", *session.posargs)
+    _tool(session, "pages")
 
 
 @nox.session

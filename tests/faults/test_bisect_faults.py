@@ -16,6 +16,7 @@ from helpers.runaway import wait_until
 
 from torchbisect.bisect.verdicts import Rule, ScriptAborted, check_script_run
 from torchbisect.cli import main
+from torchbisect.exits import Exit
 from torchbisect.model import CellRun, ProbeResult, RunStatus
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 from torchbisect.report.bisection_text import render_markdown
@@ -115,7 +116,7 @@ def test_a_flaky_script_is_reported_instead_of_a_confident_range(world, tmp_path
     run_env = {**env(), "TB_COUNTER": str(tmp_path / "counter")}
     done = subprocess.run(cli_args(base, url, tmp_path, "--script", FLAKY, "--repeat", "3"),
                           env=run_env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode == Exit.FLAKY == 7, done.stdout + done.stderr  # 1 is "affected" only
     last = done.stderr.strip().splitlines()[-1]
     # every verdict is asked again at once, and the asking stops at the first different answer
     assert "--script is flaky" in last and "2025-08-14" in last and "bad 1×, good 1×" in last

@@ -90,7 +90,8 @@ def test_help_shows_examples_and_the_exit_statuses(command, capsys):
     assert main([command, "--help"]) == 0
     out = capsys.readouterr().out
     assert f"examples:\n  torchbisect {command}" in out
-    assert "exit statuses:" in out and "125  probe: cannot tell" in out
+    assert "exit statuses:" in out and "250  torchbisect itself failed" in out
+    assert ("125  probe: cannot tell" in out) == (command == "probe")
 
 
 def test_bisect_help_says_the_ends_may_be_releases(capsys):

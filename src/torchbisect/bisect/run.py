@@ -35,7 +35,7 @@ from .forget import Forgotten, Settings, forget
 from .narrow import narrow
 from .result import Context, build_result
 from .search import EndsError
-from .telling import check_script, ends_sentence, so_far
+from .telling import check_script, ends_error, so_far
 from .verdicts import DEFAULT_CASE, FlakyScript, Rule, ScriptAborted
 from .walk import DEFAULT_LIMIT, walk
 
@@ -124,9 +124,8 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
                 cands = walked.range(cands)
             search = bisector.search(cands)
         except EndsError as err:
-            raise ConfigError(ends_sentence(err, cands, bisector.points,
-                                            direction=options.direction,
-                                            script=options.script)) from None
+            raise ends_error(err, cands, bisector.points, direction=options.direction,
+                             script=options.script) from None
         except ScriptAborted:
             progress.note(so_far(bisector.points, cands, options.direction))
             raise

@@ -3,8 +3,8 @@
 Each command lives in its own module here with `configure(parser)` and `run(args) -> int`; only the
 chosen command's module is imported, so `plan` never pays for the Docker SDK.
 `main` is the one place that turns a TorchbisectError into a one-sentence message and exit code,
-and any other exception into `errors.FAILED` with its traceback in a file: a gate reading the
-status then never takes torchbisect's own failure for a verdict.
+and any other exception into `Exit.FAILED` with its traceback in a file (exits.py is the table of
+statuses): a gate reading the status then never takes torchbisect's own failure for a verdict.
 
 Before a command runs, main applies the gates every command shares, in this order: the paths it
 writes are checked (exit 2); a run that needs a GPU and was told to require one finds one (exit
@@ -24,7 +24,8 @@ from pathlib import Path
 
 from .. import defaults
 from ..cells import PREINSTALLED
-from ..errors import FAILED, IndexUnreachable, InfraError, TorchbisectError
+from ..errors import IndexUnreachable, InfraError, TorchbisectError
+from ..exits import Exit
 from ..utils.words import visible
 
 # command name (also its module under torchbisect.cli) -> one-line help
@@ -42,6 +43,7 @@ COMMANDS = {
     "cache": "Show the size of the docker backend's uv cache volume, or --prune it.",
     "init": "Write torchbisect's default matrix.yaml here, to edit: this folder becomes a project.",
     "completion": "Print the shell code that completes torchbisect's commands and flags.",
+    "pages": "In a clone: redraw the pages committed under reports/ from their own data.",
 }
 
 # What to do about an index that does not answer, in the terms of the command that asked it.
@@ -150,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         print(f"torchbisect {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return Exit.INTERRUPTED
     except Exception as err:  # noqa: BLE001 - the one place an unexpected error is caught
         full = _full_disk(err, args)
         if full is not None:  # wherever it struck: one sentence naming the folder, exit 3
@@ -180,10 +182,11 @@ def _full_disk(err: BaseException, args: argparse.Namespace) -> TorchbisectError
 
 def _gated(args: argparse.Namespace, argv: list[str]) -> int:
     from ..utils import runlock
-    from .options import check_output
+    from .options import check_interpreter, check_output
 
     for flag, dest, kind in args._outputs:
         check_output(getattr(args, dest), flag, kind)
+    check_interpreter(getattr(args, "interpreter", None))
     _require_gpu(args)
     if args.command in _PLANS and not (args.command == "probe" and args.cell == PREINSTALLED) \
             and defaults.refresh_default_matrix(args.matrix):
@@ -231,7 +234,7 @@ def _require_gpu(args: argparse.Namespace) -> None:
 
 
 def _failed(command: str, argv: list[str], err: Exception) -> int:
-    """torchbisect's own failure: one sentence on stderr, the traceback in a file, FAILED."""
+    """torchbisect's own failure: one sentence on stderr, the traceback in a file, Exit.FAILED."""
     text = f"{type(err).__name__}: {err}".splitlines()[0][:200]
     who = " ".join(["torchbisect", command] if command else ["torchbisect"])
     try:
@@ -244,7 +247,7 @@ def _failed(command: str, argv: list[str], err: Exception) -> int:
         name = "printed above (no file could be written)"
     print(f"{who}: torchbisect itself failed ({text}), which is no verdict on "
           f"any build; the full traceback is in {name}", file=sys.stderr)
-    return FAILED
+    return Exit.FAILED
 
 
 def _with_advice(err: TorchbisectError, command: str) -> str:

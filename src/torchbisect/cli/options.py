@@ -24,7 +24,8 @@ from pathlib import Path
 
 from .. import defaults
 from ..cells import may_match
-from ..errors import ConfigError, InfraError
+from ..errors import ConfigError
+from ..exits import Exit
 from ..model import CellRun, RunStatus, Verdict
 from ..utils import files
 
@@ -144,6 +145,25 @@ def add_interpreter_option(parser: argparse.ArgumentParser, help_text: str, **kw
                         help=argparse.SUPPRESS)
 
 
+def check_interpreter(text: str | None) -> None:
+    """`--interpreter` (checked by the CLI before the command runs): a path that is not there,
+    or a name not on PATH, is a mistake in the flag (exit 2), not an interpreter without torch."""
+    import shutil
+
+    if text is None:
+        return
+    what = "give the path of a python (or a name on PATH)"
+    if os.sep not in text and not (os.altsep and os.altsep in text):
+        if shutil.which(text) is None:
+            raise ConfigError(f"--interpreter {text}: no such command on PATH; {what}")
+        return
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise ConfigError(f"--interpreter {text}: no such file; {what}")
+    if path.is_dir() or not os.access(path, os.X_OK):
+        raise ConfigError(f"--interpreter {text}: not an executable file; {what}")
+
+
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="OUT", type=Output("file", stdout=True),
                         help="also write the runs as JSON, shaped like the page's results.json "
@@ -223,13 +243,13 @@ def _fail_on(text: str) -> frozenset[str]:
     return frozenset(kinds - {"none"})
 
 
-def exit_status(runs: list[CellRun], fail_on: frozenset[str]) -> int:
-    """1 when asked to fail on an affected build and one is (a definite answer, so it wins), 3
-    when asked to fail on infrastructure failures and one happened, else 0."""
+def exit_status(runs: list[CellRun], fail_on: frozenset[str]) -> Exit:
+    """AFFECTED when asked to fail on an affected build and one is (a definite answer, so it
+    wins), NO_VERDICT when asked to fail on infrastructure failures and one happened, else OK."""
     if "affected" in fail_on and any(r.verdict is Verdict.AFFECTED for r in runs):
-        return 1
+        return Exit.AFFECTED
     infra = any(r.status is RunStatus.INFRA_FAILURE for r in runs)
-    return InfraError.exit_code if "infra" in fail_on and infra else 0
+    return Exit.NO_VERDICT if "infra" in fail_on and infra else Exit.OK
 
 
 def check_patterns(matrix: Path, **flags_given: str | None) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..backends.base import Backend, Prepared, ProbeOutput
 from ..errors import CommandFailed, ConfigError, TorchbisectError
+from ..exits import Exit
 from ..model import Cell, CellRun, ProbeResult, RunStatus
 from ..probe import document as probe_doc
 from ..probe.scripts import probe_version
@@ -30,7 +31,7 @@ from ..utils.gpus import Gpu, device_of
 from ..utils.masking import mask
 from ..utils.words import last_line, signal_name
 
-PROBE_EXITS = (0, 1, 125)  # the probe's contract: good, bad, cannot tell
+PROBE_EXITS = (Exit.OK, Exit.AFFECTED, Exit.CANNOT_TELL)  # the probe's contract
 _EXCERPT_LINES = 40
 
 
