@@ -699,7 +699,7 @@ def test_only_the_venv_backend_can_overlay_and_it_is_said_before_any_work(tmp_pa
     make_clone(tmp_path / "clone", [])
     assert bisect_with(tmp_path / "clone") == 2
     assert "--pytorch-repo runs commits as hard-linked copies of a nightly's venv on this " \
-           "host: use --backend venv, not docker" in capsys.readouterr().err
+           "host, which the docker backend cannot: use --backend venv" in capsys.readouterr().err
 
 
 def test_a_clone_without_a_nightlys_commit_is_one_sentence(tmp_path):

@@ -41,8 +41,8 @@ from .walk import DEFAULT_LIMIT, walk
 
 AUTO = "auto"  # --cuda auto: each release's own build (release bisection only)
 
-_VENV_ONLY = ("--pytorch-repo runs commits as hard-linked copies of a nightly's venv on this "
-              "host: use --backend venv, not {}")
+_OVERLAYS_ONLY = ("--pytorch-repo runs commits as hard-linked copies of a nightly's venv on "
+                  "this host, which the {} backend cannot: use --backend {}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,23 +89,24 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
     progress = progress or Progress()
     lookup = CommitLookup(options.repo, github=options.github,  # checks the clone before any work
                           flag="--pytorch-repo" if options.narrow else "--repo")
-    if options.narrow and options.backend not in (None, "venv"):
-        raise ConfigError(_VENV_ONLY.format(options.backend))
-    if options.script is not None:
-        check_script(options.script, on_host=options.backend != "docker")
-    cands = candidates(options)
-    for note in cands.notes:
-        progress.note(note)
-    from ..backends import choose_backend  # imported late: the docker SDK is slow to import
-    from ..backends.base import BackendOptions, finishing
+    from ..backends import capabilities, choose_backend, overlaying
 
     # A script usually reads files of this host: it runs in a venv here unless told otherwise
     # (with --backend docker it runs inside the build's container, as the probe does).
     name = options.backend or ("venv" if options.script is not None else None)
+    if options.narrow and name is not None and not capabilities(name).commit_overlays:
+        raise ConfigError(_OVERLAYS_ONLY.format(name, overlaying()))
+    if options.script is not None:
+        check_script(options.script, on_host=not capabilities(name or "venv").containers)
+    cands = candidates(options)
+    for note in cands.notes:
+        progress.note(note)
+    from ..backends.base import BackendOptions, finishing
+
     backend = choose_backend(name, BackendOptions(workdir=options.workdir,
                                                   overlay=options.overlay), say=progress.note)
-    if options.narrow and backend.name != "venv":
-        raise ConfigError(_VENV_ONLY.format(backend.name))
+    if options.narrow and not backend.can.commit_overlays:
+        raise ConfigError(_OVERLAYS_ONLY.format(backend.name, overlaying()))
     gpu = _first_gpu()
     # finishing: docker prunes uv's cache volume, also after a search that stopped at its ends
     with Store(options.store) as store, finishing(backend, progress.note):
