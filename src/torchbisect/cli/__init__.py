@@ -245,8 +245,13 @@ def _failed(command: str, argv: list[str], err: Exception) -> int:
     except OSError:
         traceback.print_exc()
         name = "printed above (no file could be written)"
-    print(f"{who}: torchbisect itself failed ({text}), which is no verdict on "
-          f"any build; the full traceback is in {name}", file=sys.stderr)
+    from .. import home
+
+    trace = f"the full traceback is in {name}"
+    if home():
+        trace = f"report it at {home()}/issues with {trace.replace(' is in', ', which is in')}"
+    print(f"{who}: torchbisect itself failed ({text}), which is no verdict on any build; "
+          f"{trace}", file=sys.stderr)
     return Exit.FAILED
 
 
