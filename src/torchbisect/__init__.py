@@ -6,18 +6,22 @@ links to the project (the page, the sentence of a failure) asks it, never a copy
 
 from __future__ import annotations
 
-import re
-from functools import cache
-from pathlib import Path
-
 __version__ = "0.1.0"
+_home: list[str] = []  # home(), once asked; nothing is imported here before (see __main__.py)
 
 
-@cache
 def home() -> str:
     """The project's home page (`Homepage` of `[project.urls]`), from the installed package's
     metadata; in a source tree that was never installed, from its pyproject.toml; else ""."""
+    if not _home:
+        _home.append(_read_home())
+    return _home[0]
+
+
+def _read_home() -> str:
+    import re
     from importlib.metadata import PackageNotFoundError, metadata
+    from pathlib import Path
 
     try:
         urls = metadata("torchbisect").get_all("Project-URL") or []

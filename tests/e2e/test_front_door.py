@@ -20,3 +20,40 @@ def test_the_matrix_that_init_writes_names_only_commands_an_installed_user_has(t
     named = re.findall(r"`torchbisect (\w+)", comments)
     assert named and set(named) <= set(COMMANDS), named
     assert (tmp_path / "matrix.schema.json").is_file()  # what the comment says is beside it
+
+
+def test_ctrl_c_while_the_command_loads_is_an_interruption_not_a_traceback(monkeypatch, capsys):
+    """Ctrl-C in the first ~0.6 s printed a KeyboardInterrupt traceback (friction 7): the
+    command's own modules are imported then, outside the catcher's try."""
+    from helpers.cli import call
+
+    from torchbisect.exits import Exit
+
+    def interrupted(name, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("importlib.import_module", interrupted)
+    assert call("plan") == Exit.INTERRUPTED
+    assert capsys.readouterr().err == "torchbisect plan: interrupted\n"
+
+
+def test_ctrl_c_while_the_catcher_itself_is_imported_is_an_interruption_too(tmp_path):
+    """The `torchbisect` script imports the CLI before any of its code runs: a Ctrl-C there is
+    caught by the script's own entry (torchbisect.__main__:main)."""
+    import sys
+
+    from helpers.cli import env
+
+    hook = ("import sys\n"
+            "class Interrupt:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'torchbisect.cli':\n"
+            "            raise KeyboardInterrupt\n"
+            "sys.meta_path.insert(0, Interrupt())\n"
+            "from torchbisect.__main__ import main\n"
+            "raise SystemExit(main())\n")
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", hook, "plan"], env=env(), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (130, "torchbisect: interrupted\n")

@@ -32,11 +32,8 @@ def test_an_installed_torchbisect_reads_its_home_from_its_metadata(tmp_path, mon
     (info / "METADATA").write_text("Metadata-Version: 2.4\nName: torchbisect\nVersion: 9.9\n"
                                    "Project-URL: Homepage, https://example.org/fork\n")
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
-    torchbisect.home.cache_clear()
-    try:
-        assert torchbisect.home() == "https://example.org/fork"
-    finally:
-        torchbisect.home.cache_clear()
+    monkeypatch.setattr(torchbisect, "_home", [])
+    assert torchbisect.home() == "https://example.org/fork"
 
 
 def test_a_page_that_knows_no_repository_of_its_own_links_the_projects_home():

@@ -142,6 +142,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = next((a for a in (completing() or argv) if a in COMMANDS), None)
     try:  # a command module that fails to import is torchbisect's failure too
         args = _parse(argv, chosen)
+    except KeyboardInterrupt:  # Ctrl-C while the command's modules load: no traceback either
+        print(f"torchbisect{f' {chosen}' if chosen else ''}: interrupted", file=sys.stderr)
+        return Exit.INTERRUPTED
     except Exception as err:  # noqa: BLE001 - argparse's own exits are SystemExit, not this
         return _failed(chosen or "", argv, err)
     try:
