@@ -11,8 +11,9 @@ Anywhere else they are one per-user data folder's (platformdirs: `~/.local/share
 Linux, `$XDG_DATA_HOME/torchbisect/` when that is set): `matrix.yaml` there is torchbisect's own
 default matrix, refreshed from the package on each run (`torchbisect init` writes an editable
 copy to the current folder instead), then `reports/` and `work/`.  `--matrix`, `--store`, `--out`
-and `--workdir` override each one.  MATRIX, STORE, OUT, BENCH_OUT and WORKDIR are read when used
-(a module `__getattr__`), so they follow the current folder.
+and `--workdir` override each one; outside a project a `--matrix FILE`'s folder is a project too,
+for the paths left at their default (cli/__init__.py).  MATRIX, STORE, OUT, BENCH_OUT and
+WORKDIR are read when used (a module `__getattr__`), so they follow the current folder.
 """
 
 from __future__ import annotations

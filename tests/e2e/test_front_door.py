@@ -57,3 +57,22 @@ def test_ctrl_c_while_the_catcher_itself_is_imported_is_an_interruption_too(tmp_
     done = subprocess.run([sys.executable, "-c", hook, "plan"], env=env(), cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr) == (130, "torchbisect: interrupted\n")
+
+
+def test_outside_a_project_a_matrix_files_folder_is_the_project(tmp_path):
+    """With `--matrix local.yaml` outside a project the lock went beside the file but the store,
+    page and venvs into the per-user folder (friction 8).  A flag given still wins."""
+    project, elsewhere, data = tmp_path / "proj", tmp_path / "cwd", tmp_path / "data"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "local.yaml").write_text("preinstalled: true\n")
+    run = ("matrix", "--matrix", "../proj/local.yaml", "--fail-on", "none")
+    done = torchbisect(*run, cwd=elsewhere, env_extra={"XDG_DATA_HOME": str(data)})
+    assert done.returncode == 0, done.stderr
+    assert (project / "reports" / "results.sqlite").is_file()
+    assert (project / "reports" / "index.html").is_file()
+    assert not (data / "torchbisect").exists() and not list(elsewhere.iterdir())
+    done = torchbisect(*run, "--store", "mine.sqlite", cwd=elsewhere,
+                       env_extra={"XDG_DATA_HOME": str(data)})
+    assert done.returncode == 0, done.stderr
+    assert (elsewhere / "mine.sqlite").is_file()

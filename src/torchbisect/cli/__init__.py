@@ -97,6 +97,8 @@ def _parse(argv: list[str], chosen: str | None) -> argparse.Namespace:
     from . import usage
 
     parser, own = _parser(chosen)
+    if own is not None and chosen is not None:
+        _beside_the_matrix(own, chosen, argv)
     words = usage.completing()
     if words is not None:
         usage.complete(parser)  # answers the shell and exits
@@ -106,6 +108,34 @@ def _parse(argv: list[str], chosen: str | None) -> argparse.Namespace:
     if extras:
         (own or parser).error(usage.unknown_flags(own or parser, extras))
     return args
+
+
+def _beside_the_matrix(cmd: argparse.ArgumentParser, name: str, argv: list[str]) -> None:
+    """Outside a project, the folder of a `--matrix FILE` is one (as `init` makes it): the
+    store, page and work folder the command writes by default go beside the file, as its lock
+    does, instead of into the per-user data folder.  Only the defaults change: a flag given
+    wins, and a one-off `probe` still writes nothing it is not asked to."""
+    matrix = _flag_value(argv, "--matrix")
+    if matrix is None or defaults.in_project():
+        return
+    folder = Path(matrix).expanduser().parent
+    given = {word.split("=", 1)[0] for word in argv if word.startswith("--")}
+    has = {o for action in cmd._actions for o in action.option_strings}
+    for dest, path in (("store", Path("reports/results.sqlite")), ("out", Path("reports")),
+                       ("workdir", Path(".torchbisect"))):
+        writes = cmd.get_default(dest) is not None or (
+            dest == "workdir" and name in _HOLDS and name != "probe")
+        if writes and f"--{dest}" in has and f"--{dest}" not in given:
+            cmd.set_defaults(**{dest: folder / path})
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    for i, word in enumerate(argv):
+        if word == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if word.startswith(f"{flag}="):
+            return word.split("=", 1)[1]
+    return None
 
 
 def _add_gates(cmd: argparse.ArgumentParser, name: str) -> None:
