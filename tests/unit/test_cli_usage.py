@@ -80,6 +80,17 @@ def test_a_cells_pattern_no_entry_can_match_is_refused_before_the_index(tmp_path
         assert main(["matrix", "--matrix", str(matrix), "--cells", pattern, "--allow-no-gpu",
                      "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "r")]) == 2
         assert f"--cells: no cell of {matrix} can match {pattern}" in capsys.readouterr().err
+    # a CUDA tag or Python no entry builds for too (issue 49, friction 10: `cu999` reached the
+    # index and exited 4)
+    (tmp_path / "py.yaml").write_text(_matrix(tmp_path).read_text().replace(
+        "stable:\n", "defaults:\n  python: '3.12'\nstable:\n"))
+    for pattern, said in (("stable-2.15.0-cu999-*", "the CUDA tag cu999"),
+                          ("*-cu999-*", "the CUDA tag cu999"),
+                          ("nightly-*-cp27", "the Python cp27")):
+        assert main(["matrix", "--matrix", str(tmp_path / "py.yaml"), "--cells", pattern,
+                     "--allow-no-gpu", "--store", str(tmp_path / "s.sqlite"),
+                     "--out", str(tmp_path / "r")]) == 2
+        assert f"--cells: {pattern} names {said}, which no entry of" in capsys.readouterr().err
     # a pattern an entry can match goes on to the index, which does not answer here
     assert main(["matrix", "--matrix", str(matrix), "--cells", "stable-2.1*", "--allow-no-gpu",
                  "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "r")]) == 4

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -271,6 +272,39 @@ def check_patterns(matrix: Path, **flags_given: str | None) -> None:
             said = "the cell asked for" if flag == "cell" else f"--{flag}"
             raise ConfigError(f"{said}: no cell of {matrix} can match {', '.join(wrong)} (its "
                               f"entries give ids like {', '.join(like.values())}); {hint}")
+        _check_tags(matrix, globs(text), shapes,
+                    "the cell asked for" if flag == "cell" else f"--{flag}")
+
+
+_CUDA_PART = re.compile(r"cu\d+|cpu")
+_PYTHON_PART = re.compile(r"cp\d+t?")
+
+
+def _check_tags(matrix: Path, patterns: list[str], shapes: list[str], said: str) -> None:
+    """A pattern naming a CUDA tag (`cu999`) or a Python (`cp27`) that no release, candidate
+    or nightly entry builds for, refused before any index is asked (a `dev` or preinstalled
+    cell it may match is left to the plan)."""
+    from ..cells import python_tag
+    from ..config.matrix import load_matrix
+
+    config = load_matrix(matrix)
+    entries = [*config.stable, *config.test, *config.nightly]
+    chosen = [config.settings(e) for e in entries]
+    cudas = {t for c in chosen for t in (config.cuda_tags if c.cuda == "auto" else [c.cuda])}
+    pythons = None if any(c.python is None for c in chosen) else {
+        python_tag(c.python) for c in chosen}
+    others = [s for s in shapes if not s.startswith(("stable-", "test-", "nightly-"))]
+    for pattern in patterns:
+        if any(may_match([pattern], s) for s in others):
+            continue
+        for part in pattern.split("-"):
+            if _CUDA_PART.fullmatch(part) and part not in cudas:
+                raise ConfigError(f"{said}: {pattern} names the CUDA tag {part}, which no entry "
+                                  f"of {matrix} builds for (its tags: {', '.join(sorted(cudas))})")
+            if _PYTHON_PART.fullmatch(part) and pythons is not None and part not in pythons:
+                raise ConfigError(f"{said}: {pattern} names the Python {part}, which no entry "
+                                  f"of {matrix} builds for (its Pythons: "
+                                  f"{', '.join(sorted(pythons))})")
 
 
 def _shapes(matrix: Path) -> list[str]:
