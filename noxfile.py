@@ -151,11 +151,22 @@ def _xdist(spare: int) -> list[str]:
     return ["-n", str((os.cpu_count() or 1) + spare), "--dist", "loadgroup"]
 
 
+# The session's venv sees the base interpreter's site-packages (for its torch), and pytest would
+# load every plugin installed there too (a base's pytest-benchmark, pytest-timeout …): it loads
+# only the test extras' plugins, named here.
+_PLUGINS = ("-p", "xdist.plugin", "-p", "xdist.looponfail", "-p", "_hypothesis_pytestplugin")
+_PYTEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def _pytest(session: nox.Session, *args: str) -> None:
+    session.run("python", "-m", "pytest", *_PLUGINS, *args, *session.posargs, env=_PYTEST_ENV)
+
+
 @nox.session(venv_params=SYSTEM_SITE)
 def tests(session: nox.Session) -> None:
     """Run the test suite (Docker and Chromium tests run when available, and always under CI)."""
     _install_tests(session)
-    session.run("python", "-m", "pytest", *_xdist(2), *session.posargs)
+    _pytest(session, *_xdist(2))
 
 
 FAST = "not slow and not docker and not chromium and not gpu"
@@ -165,7 +176,7 @@ FAST = "not slow and not docker and not chromium and not gpu"
 def fast(session: nox.Session) -> None:
     """The fast loop: the tests not marked slow, docker, chromium or gpu (CI runs them all)."""
     _install_tests(session)
-    session.run("python", "-m", "pytest", *_xdist(1), "-m", FAST, *session.posargs)
+    _pytest(session, *_xdist(1), "-m", FAST)
 
 
 @nox.session

@@ -76,3 +76,28 @@ def test_outside_a_project_a_matrix_files_folder_is_the_project(tmp_path):
                        env_extra={"XDG_DATA_HOME": str(data)})
     assert done.returncode == 0, done.stderr
     assert (elsewhere / "mine.sqlite").is_file()
+
+
+def test_report_says_what_it_wrote_as_matrix_does(tmp_path):
+    """`report` printed bare paths where `matrix` says "wrote …" (friction 10)."""
+    from helpers import DATA
+
+    document = sorted((DATA / "probe").glob("*.json"))[0]
+    done = torchbisect("report", "--probe-json", document, "--out", tmp_path / "site",
+                       cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert f"wrote {tmp_path / 'site' / 'index.html'}" in lines
+    assert all(line.startswith("wrote ") for line in lines), lines
+
+
+def test_the_readme_keeps_no_timing_records_of_the_suite():
+    """They belong in docs/development.md, which the README links (friction 10)."""
+    import re
+
+    from helpers import REPO
+
+    tests = (REPO / "README.md").read_text().split("\n## Tests\n", 1)[1].split("\n## ", 1)[0]
+    assert not re.findall(r"\b\d+(?:-\d+)? s\b", tests), tests
+    assert "docs/development.md#the-tests" in tests
+    assert "1,606 passed" in (REPO / "docs" / "development.md").read_text()
