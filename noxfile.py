@@ -181,9 +181,11 @@ def fast(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Ruff over the package, tests, noxfile; the probes and setup-tools as Python 3.8; zizmor."""
-    _install(session, "-e", ".", "ruff", "zizmor")
+    """Ruff over the package, tests, noxfile; mypy over the package (pyproject.toml's
+    [tool.mypy]); the probes and setup-tools as Python 3.8; zizmor."""
+    _install(session, "-e", ".", "ruff", "zizmor", "mypy>=1.10")
     session.run("ruff", "check", "src", "tests", "noxfile.py")
+    session.run("mypy")
     session.run("zizmor", "--offline", "--min-severity", "high", ".github")
     session.run("python", "-m", "torchbisect", "schema", "--check")
     session.run("ruff", "check", "--isolated", "--target-version", "py38", "--line-length", "100",

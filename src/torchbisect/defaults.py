@@ -18,7 +18,6 @@ WORKDIR are read when used (a module `__getattr__`), so they follow the current 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 PROJECT_FILE = "matrix.yaml"  # a folder holding one is a project
@@ -59,7 +58,7 @@ def __getattr__(name: str) -> Path:
 def packaged_matrix() -> Path:
     """The default matrix.yaml the package carries (a wheel: `torchbisect/_data/`; an editable
     install of a checkout: the checkout's own matrix.yaml)."""
-    package = Path(importlib.util.find_spec("torchbisect").origin).resolve().parent
+    package = Path(__file__).resolve().parent
     installed = package / "_data" / PROJECT_FILE
     return installed if installed.is_file() else package.parents[1] / PROJECT_FILE
 

@@ -110,6 +110,9 @@ class Backend(abc.ABC):
     name: ClassVar[str]
     can: ClassVar[Capabilities] = Capabilities()
 
+    def __init__(self, options: BackendOptions | None = None) -> None:  # noqa: B027
+        """Every backend is built from one `BackendOptions` (`choose_backend`)."""
+
     @abc.abstractmethod
     def check(self) -> None:
         """Raise BackendUnavailable with one sentence when this backend cannot run here."""

@@ -146,7 +146,7 @@ class DockerBackend(Backend):
             wheel = cell_wheel(cell, workdir / "downloads", log=log, watcher=self.watcher)
             sha = wheel.sha256
             try:
-                self._install(cell, image, wheel.path, venv, overlay=want["overlay"], log=log)
+                self._install(cell, image, wheel.path, venv, overlay=bool(want["overlay"]), log=log)
             finally:
                 if wheel.downloaded:
                     discard(wheel.path)  # uv's cache and the venv hold it now

@@ -179,11 +179,11 @@ def candidates(options: BisectOptions) -> CandidateList:
 
     if options.good is None:
         return _one_end(options)
-    releases = release_of(options.good), release_of(options.bad)
-    channel = Channel.STABLE if all(releases) else Channel.NIGHTLY
-    if channel is Channel.STABLE:
-        good, bad = releases
+    good_release, bad_release = release_of(options.good), release_of(options.bad)
+    if good_release is not None and bad_release is not None:
+        channel, good, bad = Channel.STABLE, good_release, bad_release
     else:
+        channel = Channel.NIGHTLY
         good, bad = parse_end(options.good, "--good"), parse_end(options.bad, "--bad")
     ends = ((good, "--good"), (bad, "--bad"))
     (older, older_flag), (newer, newer_flag) = (

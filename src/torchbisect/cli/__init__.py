@@ -150,8 +150,8 @@ def _outputs(cmd: argparse.ArgumentParser) -> list[tuple[str, str, str]]:
     """(flag, dest, kind) of every argument that names something the command writes."""
     from .options import Output
 
-    return [((a.option_strings or [a.metavar or a.dest])[0], a.dest, a.type.kind)
-            for a in cmd._actions if isinstance(a.type, Output)]
+    return [(a.option_strings[0] if a.option_strings else str(a.metavar or a.dest), a.dest,
+             a.type.kind) for a in cmd._actions if isinstance(a.type, Output)]
 
 
 def _version() -> str:
@@ -202,15 +202,16 @@ def _full_disk(err: BaseException, args: argparse.Namespace) -> TorchbisectError
     if not is_full(err):
         return None
     name = getattr(err, "filename", None)
+    said = err if isinstance(err, OSError) else None  # sqlite3 says "database or disk is full"
     if name:
-        return disk_full(os.path.dirname(os.path.abspath(name)), err)
+        return disk_full(os.path.dirname(os.path.abspath(name)), said)
     folders = [Path(p) if Path(p).is_dir() else Path(p).parent
                for p in (getattr(args, k, None) for k in ("out", "workdir", "store", "lock",
                                                           "matrix", "json", "markdown"))
                if p is not None and str(p) != "-"]
     full = [str(f) for f in folders if nearly_full(f)]
     return disk_full(" and ".join(dict.fromkeys(full)) or "a folder torchbisect writes to "
-                     "(its report, logs, store, lock or work folder)", err)
+                     "(its report, logs, store, lock or work folder)", said)
 
 
 def _gated(args: argparse.Namespace, argv: list[str]) -> int:

@@ -158,8 +158,8 @@ def _in_calendar(flag: str, text: str | None) -> None:
         if text is not None:
             parse_end(text, flag)
     except OverflowError:
-        raise ConfigError(f"{flag} {text[:40]!r} is before the first day of the calendar; give "
-                          "a date such as 2025-08-01 or a few days ago") from None
+        raise ConfigError(f"{flag} {str(text)[:40]!r} is before the first day of the calendar; "
+                          "give a date such as 2025-08-01 or a few days ago") from None
     except ConfigError:
         pass  # said later, where a release or a version is told from a date
 

@@ -21,6 +21,7 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from .. import defaults
@@ -280,7 +281,7 @@ _CUDA_PART = re.compile(r"cu\d+|cpu")
 _PYTHON_PART = re.compile(r"cp\d+t?")
 
 
-def _check_tags(matrix: Path, patterns: list[str], shapes: list[str], said: str) -> None:
+def _check_tags(matrix: Path, patterns: Sequence[str], shapes: list[str], said: str) -> None:
     """A pattern naming a CUDA tag (`cu999`) or a Python (`cp27`) that no release, candidate
     or nightly entry builds for, refused before any index is asked (a `dev` or preinstalled
     cell it may match is left to the plan)."""
@@ -291,8 +292,8 @@ def _check_tags(matrix: Path, patterns: list[str], shapes: list[str], said: str)
     entries = [*config.stable, *config.test, *config.nightly]
     chosen = [config.settings(e) for e in entries]
     cudas = {t for c in chosen for t in (config.cuda_tags if c.cuda == "auto" else [c.cuda])}
-    pythons = None if any(c.python is None for c in chosen) else {
-        python_tag(c.python) for c in chosen}
+    given = {python_tag(c.python) for c in chosen if c.python is not None}
+    pythons = None if any(c.python is None for c in chosen) else given
     others = [s for s in shapes if not s.startswith(("stable-", "test-", "nightly-"))]
     for pattern in patterns:
         if any(may_match([pattern], s) for s in others):

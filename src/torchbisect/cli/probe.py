@@ -193,7 +193,7 @@ def _print(run: CellRun, console: Console) -> None:
     if run.status is RunStatus.INFRA_FAILURE or run.result is None:
         console.print(f"[red]infrastructure failure[/]: {run.reason}", highlight=False)
         return
-    table = Table(title=f"{run.cell.id}: {run.verdict.value}", title_justify="left")
+    table = Table(title=f"{run.cell.id}: {run.result.verdict.value}", title_justify="left")
     for column in ("case", "verdict", "detail", "seconds"):
         table.add_column(column, justify="right" if column == "seconds" else "left")
     rows = [(c.name, c.verdict.value, c.detail, f"{c.seconds:.1f}") for c in run.result.cases]

@@ -195,7 +195,8 @@ def _disk_full(backend: Backend, err: Exception) -> files.DiskFull | None:
     the run stops with one sentence naming the folder, rather than failing every cell."""
     folder = getattr(backend, "workdir", None) or getattr(backend, "cells_dir", None)
     if files.is_full(err):
-        return files.disk_full(folder or "the work folder (--workdir)", err)
+        return files.disk_full(folder or "the work folder (--workdir)",
+                               err if isinstance(err, OSError) else None)
     said = _NO_SPACE.search(f"{err}\n{getattr(err, 'output', '')}")
     # a probe may print those words: only a work folder that is really full stops the run
     return files.disk_full(folder) if said and folder and files.nearly_full(folder) else None

@@ -59,7 +59,7 @@ def run_matrix(options: MatrixOptions, handler: Handler) -> MatrixRun:
     gpus = list_gpus()
     roll = _roll_call(options, gpus, started)
     cells, backend_name, empty_reason = _cells(options, gpus, handler)
-    slots = list(gpus) or [None]
+    slots: list[Gpu | None] = [*gpus] or [None]
     attendance = None
     with Store(options.store) as store:
         if roll is not None:
