@@ -230,7 +230,8 @@ def _release_builds(options: BisectOptions) -> tuple[Builds, dict[str, tuple[str
         tags = [t for t in sorted(DEFAULT_CUDA_TAGS, key=tag_order, reverse=True)
                 if driver_supports(t, driver)]
     chooser, listings = Chooser(), {}
-    chosen, skipped, origin = {}, {}, {}
+    chosen, origin = {}, {}
+    skipped: dict[str, str] = {}
     for tag in tags:
         url = _index_url(options, Channel.STABLE, tag)
         if url not in listings:
@@ -239,7 +240,7 @@ def _release_builds(options: BisectOptions) -> tuple[Builds, dict[str, tuple[str
             except fetch.PageMissing:
                 if len(tags) == 1:
                     raise
-                listed = []  # no index for this tag: its builds are elsewhere
+                listed = ()  # no index for this tag: its builds are elsewhere
             listings[url] = [w for w in listed if release_of(w.version)]
         found = chooser.builds(listings[url], cuda=tag, python=options.python,
                                platform=options.platform)
