@@ -44,6 +44,7 @@ class Meaning:
     brief: str  # --help and the README's table
     detail: str = ""  # docs/running.md's table adds it after the brief
     commands: frozenset[str] | None = None  # the commands that can give it; None: every one
+    plain: str = ""  # the brief in the --help of a command that gives no verdict, when it differs
 
 
 def _only(*commands: str) -> frozenset[str]:
@@ -57,7 +58,7 @@ _WORKING = _only("plan", "matrix", "probe", "report", "merge", "bisect", "bench"
 _PLANNING = _only("plan", "matrix", "probe", "bisect", "bench")
 
 MEANINGS: dict[Exit, Meaning] = {
-    Exit.OK: Meaning(brief="done; `probe`: not affected"),
+    Exit.OK: Meaning(brief="done; `probe`: not affected", plain="done"),
     Exit.AFFECTED: Meaning(
         brief="affected: `probe` found the bug, or `matrix --fail-on affected` found an affected "
               "cell", commands=_only("probe", "matrix")),
@@ -115,8 +116,11 @@ def statuses(command: str | None = None) -> list[Exit]:
 def epilog_lines(command: str | None = None, width: int = 79) -> str:
     """The "exit statuses:" block of a `--help`: the rows the command can give."""
     lines = ["exit statuses:"]
+    verdicts = MEANINGS[Exit.AFFECTED].commands or frozenset()
     for status in statuses(command):
-        text = MEANINGS[status].brief.replace("`", "")
+        meaning = MEANINGS[status]
+        plain = command is not None and command not in verdicts and meaning.plain
+        text = (meaning.plain if plain else meaning.brief).replace("`", "")
         lines += textwrap.wrap(text, width, initial_indent=f"  {status.value:<5}",
                                subsequent_indent=" " * 7)
     return "\n".join(lines)

@@ -65,7 +65,8 @@ def test_a_commands_help_lists_the_statuses_it_can_give_and_no_other(command, ca
 def test_init_and_cache_do_not_repeat_the_statuses_of_probe_and_bisect(capsys):
     for command in ("init", "cache", "completion"):
         shown = _help(command, capsys)
-        assert "125" not in shown and " bisect" not in shown and "found the bug" not in shown
+        assert "125" not in shown and " bisect" not in shown and "affected" not in shown
+        assert shown.startswith("  0    done\n")
     assert "125  probe: cannot tell" in _help("probe", capsys)
     assert "10   bisect: an end of the range could not be judged" in _help("bisect", capsys)
 
