@@ -12,6 +12,7 @@ from helpers import REPO
 import torchbisect
 from torchbisect.config.matrix import References
 from torchbisect.report.advice import build_advice
+from torchbisect.report.regression import regression_for
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 HOME = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["urls"]["Homepage"]
@@ -38,10 +39,11 @@ def test_an_installed_torchbisect_reads_its_home_from_its_metadata(tmp_path, mon
 
 def test_a_page_that_knows_no_repository_of_its_own_links_the_projects_home():
     """The page said "in a clone of torchbisect's repository" and linked none."""
-    advice = build_advice((), References(), None)
-    assert advice.repository == HOME
+    regression = regression_for()
+    assert build_advice((), References(), None, regression).repository == HOME
     named = References(repository="https://github.com/someone/fork")
-    assert build_advice((), named, None).repository == "https://github.com/someone/fork"
+    assert build_advice((), named, None, regression).repository == \
+        "https://github.com/someone/fork"
 
 
 @pytest.mark.parametrize("command", ["report"])
