@@ -20,18 +20,22 @@ from torchbisect import cli
 from torchbisect.exits import Exit
 
 
-def env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """This process's environment with the checkout's src/ first on PYTHONPATH, and `extra`."""
-    path = os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p)
-    return {**os.environ, "PYTHONPATH": path, **(extra or {})}
+def env(extra: Mapping[str, str] | None = None, *,
+        base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`base` (default: this process's environment) with the checkout's src/ first on
+    PYTHONPATH (a relative entry there means nothing in another folder), and `extra`."""
+    base = os.environ if base is None else base
+    path = os.pathsep.join(p for p in (str(REPO / "src"), base.get("PYTHONPATH")) if p)
+    return {**base, "PYTHONPATH": path, **(extra or {})}
 
 
 def torchbisect(*argv: str | Path, cwd: str | Path | None = None,
                 env_extra: Mapping[str, str] | None = None, timeout: float = 600,
                 **kw) -> subprocess.CompletedProcess:
-    """`python -m torchbisect ARGV` as a user's shell runs it (text output captured)."""
+    """`python -m torchbisect ARGV` as a user's shell runs it (text output captured), in the
+    environment `env=` gives (default: this one), the checkout's src/ first on its path."""
     return subprocess.run([sys.executable, "-m", "torchbisect", *map(str, argv)], cwd=cwd,
-                          env=kw.pop("env", None) or env(env_extra), capture_output=True,
+                          env=env(env_extra, base=kw.pop("env", None)), capture_output=True,
                           text=True, timeout=timeout, **kw)
 
 
