@@ -101,39 +101,3 @@ def test_the_readme_keeps_no_timing_records_of_the_suite():
     assert not re.findall(r"\b\d+(?:-\d+)? s\b", tests), tests
     assert "docs/development.md#the-tests" in tests
     assert "1,606 passed" in (REPO / "docs" / "development.md").read_text()
-
-
-def test_plan_on_a_terminal_says_within_a_second_which_index_it_waits_for(tmp_path):
-    """Against an index that never answers, `plan` printed nothing for 31 s on a terminal
-    (friction 4).  The index here accepts the connection and says nothing."""
-    import os
-    import pty
-    import select
-    import socket
-    import subprocess
-    import sys
-
-    from helpers.cli import env
-
-    silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
-    silent.listen(8)
-    port = silent.getsockname()[1]
-    (tmp_path / "matrix.yaml").write_text(
-        f"indexes:\n  stable: http://127.0.0.1:{port}/whl/{{cuda}}/\n"
-        "stable:\n  versions: ['2.15.0']\n  cuda: cu130\n")
-    leader, follower = pty.openpty()
-    plan = subprocess.Popen([sys.executable, "-m", "torchbisect", "plan"], cwd=tmp_path,
-                            env=env(), stdout=subprocess.DEVNULL, stderr=follower)
-    os.close(follower)
-    said = b""
-    try:
-        while b"\n" not in said and select.select([leader], [], [], 60)[0]:
-            said += os.read(leader, 4096)
-    finally:
-        plan.kill()
-        plan.wait()
-        os.close(leader)
-        silent.close()
-    assert said.decode().startswith(
-        f"torchbisect plan: waiting for the wheel index at 127.0.0.1:{port} (Ctrl-C stops)"), said

@@ -87,9 +87,8 @@ def _run(args: argparse.Namespace, *, json_to) -> int:
 
         return run_kinds(args)
     previous = args.previous_lock if args.previous_lock and args.previous_lock.is_file() else None
-    with _waiting(args):
-        locked = plan_one(args, lock=args.lock, previous=previous, driver=args.driver,
-                          platform=args.platform)
+    locked = plan_one(args, lock=args.lock, previous=previous, driver=args.driver,
+                      platform=args.platform)
     plan = locked.plan
     stored = stored_cells(args.store, plan)
     cost = estimate(plan.cells, stored=[c for c, s in stored.items() if s == "yes"],
@@ -147,37 +146,6 @@ def _instead(flag: str) -> str:
              "--driver": "`driver:` in runners.yaml",
              "--platform": "`platform:` in runners.yaml"}[flag]
     return f" (use {other})"
-
-
-def _waiting(args: argparse.Namespace):
-    """On a terminal, a plan that asks the indexes says which it waits for within a second."""
-    from ..run.progress import Waiting
-
-    hosts = [] if args.offline else _index_hosts(args.matrix)
-    if not hosts:
-        return contextlib.nullcontext()
-    what = f"the wheel index{'es' if len(hosts) > 1 else ''} at {', '.join(hosts)} (Ctrl-C stops)"
-    return Waiting(what, stream=sys.stderr, say=lambda text: print(
-        f"torchbisect plan: {text}", file=sys.stderr, flush=True))
-
-
-def _index_hosts(matrix) -> list[str]:
-    """The hosts of the indexes the matrix's entries are read from (its `indexes:`, else
-    PyTorch's); none for a matrix that cannot be read (planning says why)."""
-    from urllib.parse import urlsplit
-
-    from ..config.matrix import load_matrix
-    from ..model import Channel
-    from ..plan.indexes import index_for
-
-    try:
-        config = load_matrix(matrix)
-    except ConfigError:
-        return []
-    channels = [c for c, entries in ((Channel.STABLE, config.stable), (Channel.TEST, config.test),
-                                     (Channel.NIGHTLY, config.nightly)) if entries]
-    urls = [index_for(config, channel, "cu130") for channel in channels]
-    return list(dict.fromkeys(urlsplit(u).netloc or u for u in urls))
 
 
 def _gpu_count() -> int:

@@ -267,33 +267,3 @@ def _note(run: CellRun, stored: bool) -> str:
     if run.status is RunStatus.INFRA_FAILURE:
         return run.reason
     return f"stored {run.started[:16].replace('T', ' ')}" if stored else ""
-
-
-class Waiting:
-    """Says what a command waits for once it has waited `after` seconds, and again every `every`
-    seconds while it still does: on a terminal, half a minute of nothing reads as a hang.  Only
-    on a terminal (`stream.isatty()`); a log gets the command's own lines, as before."""
-
-    def __init__(self, what: str, *, say, stream, after: float = 1.0, every: float = 15.0):
-        self.what, self.say, self.after, self.every = what, say, after, every
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True) \
-            if stream.isatty() else None
-
-    def __enter__(self) -> Waiting:
-        if self._thread is not None:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    def _watch(self) -> None:
-        started = time.monotonic()
-        if self._done.wait(self.after):
-            return
-        self.say(f"waiting for {self.what} …")
-        while not self._done.wait(self.every):
-            self.say(f"still waiting for {self.what} ({duration(time.monotonic() - started)})")
