@@ -81,8 +81,8 @@ def test_a_local_report_session_leaves_the_services_runner_kinds_out(tmp_path):
     page = (lazy / "index.html").read_text()
     assert "Runner kinds" in page and "whether its runners ran is not known" in page
     (tmp_path / "runners.yaml").write_text("kinds: []\n")  # a mistake: notify loads the file
-    told = session("notify", "--", "--store", "s.sqlite", "--summary", "site/stale_replay/summary.md",
-                   "--runners", "runners.yaml")
+    told = session("notify", "--", "--store", "s.sqlite", "--summary",
+                   "site/stale_replay/summary.md", "--runners", "runners.yaml")
     assert told.returncode != 0 and "runners.yaml" in told.stdout + told.stderr
 
 
