@@ -98,8 +98,7 @@ def bench(session: nox.Session) -> None:
 @nox.session
 def pages(session: nox.Session) -> None:
     """Redraw every committed page under reports/ (and its screenshots) from its own data."""
-    _install(session, "-e", ".")
-    session.run("python", "-m", "torchbisect.report.committed", *session.posargs)
+    _tool(session, "pages")
 
 
 @nox.session
@@ -152,11 +151,22 @@ def _xdist(spare: int) -> list[str]:
     return ["-n", str((os.cpu_count() or 1) + spare), "--dist", "loadgroup"]
 
 
+# The session's venv sees the base interpreter's site-packages (for its torch), and pytest would
+# load every plugin installed there too (a base's pytest-benchmark, pytest-timeout …): it loads
+# only the test extras' plugins, named here.
+_PLUGINS = ("-p", "xdist.plugin", "-p", "xdist.looponfail", "-p", "_hypothesis_pytestplugin")
+_PYTEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def _pytest(session: nox.Session, *args: str) -> None:
+    session.run("python", "-m", "pytest", *_PLUGINS, *args, *session.posargs, env=_PYTEST_ENV)
+
+
 @nox.session(venv_params=SYSTEM_SITE)
 def tests(session: nox.Session) -> None:
     """Run the test suite (Docker and Chromium tests run when available, and always under CI)."""
     _install_tests(session)
-    session.run("python", "-m", "pytest", *_xdist(2), *session.posargs)
+    _pytest(session, *_xdist(2))
 
 
 FAST = "not slow and not docker and not chromium and not gpu"
@@ -166,14 +176,16 @@ FAST = "not slow and not docker and not chromium and not gpu"
 def fast(session: nox.Session) -> None:
     """The fast loop: the tests not marked slow, docker, chromium or gpu (CI runs them all)."""
     _install_tests(session)
-    session.run("python", "-m", "pytest", *_xdist(1), "-m", FAST, *session.posargs)
+    _pytest(session, *_xdist(1), "-m", FAST)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Ruff over the package, tests, noxfile; the probes and setup-tools as Python 3.8; zizmor."""
-    _install(session, "-e", ".", "ruff", "zizmor")
+    """Ruff over the package, tests, noxfile; mypy over the package (pyproject.toml's
+    [tool.mypy]); the probes and setup-tools as Python 3.8; zizmor."""
+    _install(session, "-e", ".", "ruff", "zizmor", "mypy>=1.10")
     session.run("ruff", "check", "src", "tests", "noxfile.py")
+    session.run("mypy")
     session.run("zizmor", "--offline", "--min-severity", "high", ".github")
     session.run("python", "-m", "torchbisect", "schema", "--check")
     session.run("ruff", "check", "--isolated", "--target-version", "py38", "--line-length", "100",

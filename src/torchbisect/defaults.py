@@ -11,13 +11,13 @@ Anywhere else they are one per-user data folder's (platformdirs: `~/.local/share
 Linux, `$XDG_DATA_HOME/torchbisect/` when that is set): `matrix.yaml` there is torchbisect's own
 default matrix, refreshed from the package on each run (`torchbisect init` writes an editable
 copy to the current folder instead), then `reports/` and `work/`.  `--matrix`, `--store`, `--out`
-and `--workdir` override each one.  MATRIX, STORE, OUT, BENCH_OUT and WORKDIR are read when used
-(a module `__getattr__`), so they follow the current folder.
+and `--workdir` override each one; outside a project a `--matrix FILE`'s folder is a project too,
+for the paths left at their default (cli/__init__.py).  MATRIX, STORE, OUT, BENCH_OUT and
+WORKDIR are read when used (a module `__getattr__`), so they follow the current folder.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 PROJECT_FILE = "matrix.yaml"  # a folder holding one is a project
@@ -58,7 +58,7 @@ def __getattr__(name: str) -> Path:
 def packaged_matrix() -> Path:
     """The default matrix.yaml the package carries (a wheel: `torchbisect/_data/`; an editable
     install of a checkout: the checkout's own matrix.yaml)."""
-    package = Path(importlib.util.find_spec("torchbisect").origin).resolve().parent
+    package = Path(__file__).resolve().parent
     installed = package / "_data" / PROJECT_FILE
     return installed if installed.is_file() else package.parents[1] / PROJECT_FILE
 

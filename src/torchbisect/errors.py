@@ -1,55 +1,52 @@
-"""Errors a user can cause or meet, each with its own exit code and a message that says what to do.
+"""Errors a user can cause or meet, each with its own exit status (exits.py) and a message that
+says what to do.
 
 The CLI (`torchbisect.cli.main`) is the one place that turns these into one printed sentence and an
 exit status; nothing else prints tracebacks for them.  Any other exception is torchbisect's own
-failure: main writes its traceback to a file and exits with FAILED, which no verdict shares.
+failure: main writes its traceback to a file and exits with `Exit.FAILED`, which no verdict shares.
 """
 
 from __future__ import annotations
 
-# "torchbisect itself failed" (a bug, not something the user or the machine did).  Above 127 on
-# purpose: `torchbisect probe` speaks `git bisect run`'s language (0 good, 125 skip, the rest of
-# 1-127 bad), in which sysexits' EX_SOFTWARE (70) would read as "bad"; 128-255 makes a bisection
-# stop instead.  128+N is a shell's "killed by signal N" (N <= 64), and 255 is what exit(-1) gives,
-# so 250 is clear of both.
-FAILED = 250
+from .exits import Exit
 
 
 class TorchbisectError(Exception):
-    """Base class: `str(err)` is the one sentence shown to the user."""
+    """Base class: `str(err)` is the one sentence shown to the user; each class names its status
+    (a subclass that names none is a mistake to fix)."""
 
-    exit_code = 1
+    exit_code: Exit = Exit.MISTAKE
 
 
 class ConfigError(TorchbisectError):
     """A bad matrix.yaml, lock file or command-line flag."""
 
-    exit_code = 2
+    exit_code = Exit.MISTAKE
 
 
 class CannotTell(TorchbisectError):
     """Nothing can be measured where it was asked (an interpreter without torch): the probe's own
     "cannot tell", 125, as `git bisect run` reads it and as the probe script exits there."""
 
-    exit_code = 125
+    exit_code = Exit.CANNOT_TELL
 
 
 class ResolveError(TorchbisectError):
     """A requested build does not exist on its index (e.g. an unknown stable version)."""
 
-    exit_code = 2
+    exit_code = Exit.MISTAKE
 
 
 class InfraError(TorchbisectError):
     """Infrastructure failed: cells could not be installed or probed. Never a verdict."""
 
-    exit_code = 3
+    exit_code = Exit.NO_VERDICT
 
 
 class IndexUnreachable(TorchbisectError):
     """A wheel index did not answer after retries; nothing is concluded from a partial answer."""
 
-    exit_code = 4
+    exit_code = Exit.INDEX_UNREACHABLE
 
 
 class Busy(InfraError):
@@ -59,7 +56,7 @@ class Busy(InfraError):
 class BackendUnavailable(TorchbisectError):
     """The requested backend cannot run here (no Docker engine, no uv, no interpreter torch)."""
 
-    exit_code = 5
+    exit_code = Exit.BACKEND_UNAVAILABLE
 
 
 class CommandFailed(InfraError):

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from . import defaults
+from .exits import Exit
 
 PROBE_SCHEMA = 1
 NO_GPU = "no GPU"  # the GPU model of a run that had none
@@ -50,11 +51,11 @@ class Verdict(str, enum.Enum):
         return self in (Verdict.NOT_AFFECTED, Verdict.REFUSED)
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> Exit:
         """`git bisect run` convention: 0 good, 1 bad, 125 cannot tell."""
         if self is Verdict.AFFECTED:
-            return 1
-        return 0 if self.is_safe else 125
+            return Exit.AFFECTED
+        return Exit.OK if self.is_safe else Exit.CANNOT_TELL
 
 
 class RunStatus(str, enum.Enum):

@@ -347,4 +347,39 @@ def test_cache_shows_and_prunes_what_the_venv_backend_keeps(wheel, tmp_path, mon
     assert pruned.returncode == 0, pruned.stderr
     assert f"removed 1 venv(s) under {work / 'venvs'}" in pruned.stdout
     assert not (work / "venvs" / "dev-kept").exists()
-    assert cache().stdout.startswith("venvs: 0 venvs, 0.0 MB")
+    assert cache().stdout.splitlines()[1].startswith("venvs: 0 venvs, 0.0 MB")
+    assert shown.stdout.startswith("backend: venv (--backend), which keeps a venv per cell")
+
+
+@needs_uv
+def test_cache_speaks_of_the_backend_the_runs_used_and_says_so(tmp_path, monkeypatch):
+    """It spoke of the docker backend whenever an engine answered: another job's uv cache
+    volume, and a plain --prune would have pruned it (issue 49, friction 1).  The newest run of
+    a backend that keeps something names it; a run of `current` (which keeps nothing) does not."""
+    from helpers import make_run
+    from helpers.cli import torchbisect
+
+    from torchbisect.store.db import Store
+
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    store = tmp_path / "results.sqlite"
+    with Store(store) as db:
+        db.add(make_run(make_cell("dev-old"), backend="docker", started="2026-11-01T10:00:00"))
+        db.add(make_run(make_cell("dev-new"), backend="venv", started="2026-11-02T10:00:00"))
+        db.add(make_run(make_cell("dev-own"), backend="current", started="2026-11-03T10:00:00"))
+    shown = torchbisect("cache", "--store", store, "--workdir", tmp_path / "work", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    first, second = shown.stdout.splitlines()[:2]
+    assert first == (f"backend: venv (the newest run in {store} used it; choose with --backend), "
+                     "which keeps a venv per cell under the work folder, and uv's cache on this "
+                     "host")
+    assert second.startswith("venvs: 0 venvs, ")
+
+
+def test_cache_of_a_backend_that_keeps_nothing_is_refused_naming_those_that_do(capsys):
+    from helpers.cli import call, one_sentence
+
+    status = call("cache", "--backend", "current")
+    assert one_sentence(capsys.readouterr().err, status, 2, command="cache").endswith(
+        "the current backend (--backend) keeps nothing between runs: choose --backend docker "
+        "or --backend venv")

@@ -28,6 +28,7 @@ from torchbisect import cells
 from torchbisect.bisect.gitrange import Commit, PythonTree, full_sha, is_python_file, plan
 from torchbisect.bisect.overlay import link_tree, overlay_python_files
 from torchbisect.errors import ConfigError, InfraError
+from torchbisect.exits import Exit
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
 from torchbisect.report import render_runs
 from torchbisect.report.bisection_text import render_markdown, render_text
@@ -392,7 +393,7 @@ def test_a_script_that_answers_otherwise_when_asked_again_at_a_commit_is_flaky(t
     base, shas = make_world(tmp_path, history(culprit=8))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/", flip=shas[flip])
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == Exit.FLAKY, done.stderr
     assert (f"--script is flaky: on commit {shas[flip][:12]} on the {OLD} nightly's binary it "
             f"answered {answers} in 2 runs (--repeat 2), so no first bad commit can be "
             "trusted") in done.stderr
@@ -698,7 +699,7 @@ def test_only_the_venv_backend_can_overlay_and_it_is_said_before_any_work(tmp_pa
     make_clone(tmp_path / "clone", [])
     assert bisect_with(tmp_path / "clone") == 2
     assert "--pytorch-repo runs commits as hard-linked copies of a nightly's venv on this " \
-           "host: use --backend venv, not docker" in capsys.readouterr().err
+           "host, which the docker backend cannot: use --backend venv" in capsys.readouterr().err
 
 
 def test_a_clone_without_a_nightlys_commit_is_one_sentence(tmp_path):

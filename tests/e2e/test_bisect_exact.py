@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 from helpers.nightly_world import cli_args, env
 
+from torchbisect.exits import Exit
+
 pytestmark = pytest.mark.slow
 
-NOT_EXACT = 8
+NOT_EXACT = Exit.NOT_EXACT
 
 
 def script(first_bad: str, *, skip: tuple[str, ...] = (), abort_before: str = "",
@@ -96,7 +98,7 @@ def test_adjacent_tested_nightlies_are_exact_across_dates_without_one(world, tmp
 
 def test_a_script_that_aborts_prints_the_range_found_so_far(world, tmp_path):
     done = bisect(world, tmp_path, script("2025-08-14", abort_before="2025-08-14"))
-    assert done.returncode == 1
+    assert done.returncode == Exit.ABORTED == 9  # not 1, which is "affected" and nothing else
     assert "exited with status 255 (above 127), which stops the bisection" in done.stderr
     found = re.search(r"range found so far: last good (\S+), first bad (\S+); the first bad "
                       r"nightly is one of (\d+): (.*)", done.stderr)
@@ -105,6 +107,18 @@ def test_a_script_that_aborts_prints_the_range_found_so_far(world, tmp_path):
     assert good < "2025-08-14" <= bad and "2025-08-14" in days.split(", ")
     assert int(count) == len(days.split(", "))
     assert not (tmp_path / "bisect.json").exists()
+
+
+def test_an_end_where_the_script_hangs_is_no_verdict_with_a_status_of_its_own(world, tmp_path):
+    """Not 2: the flags are right, the end just gave no answer (as an install failure would)."""
+    hangs = ('[ "$TORCHBISECT_DATE" = 2025-08-01 ] && sleep 120; '
+             '[ "$TORCHBISECT_DATE" \\< 2025-08-14 ] && exit 0; exit 1')
+    done = bisect(world, tmp_path, hangs, "--timeout", "5")
+    assert done.returncode == Exit.END_UNJUDGED == 10, done.stderr
+    error = done.stderr.strip().splitlines()[-1]
+    assert error.startswith("torchbisect bisect: error: the --good end, the 2025-08-01 nightly "
+                            "(2.10.0.dev20250801+cpu), could not be judged ("), error
+    assert "Traceback" not in done.stderr and not (tmp_path / "bisect.json").exists()
 
 
 def test_a_script_the_shell_cannot_find_is_named_as_the_scripts_problem(world, tmp_path):

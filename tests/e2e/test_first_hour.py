@@ -213,6 +213,9 @@ def test_cells_selects_before_planning_and_without_a_gpu_names_the_cells_not_pro
     out = " ".join(capsys.readouterr().out.split())  # however the console wraps it
     assert "these selected cells are not probed: stable-2.15.0-cu130-cp312;" in out
     assert "--allow-no-gpu" in out and "torch of" not in out  # no other torch stands in
+    # what --allow-no-gpu would cost is said with it (issue 49, friction 6)
+    assert "--allow-no-gpu would install and probe them anyway (1 download: the torch wheel of " \
+        "each build alone is 0.7-1 GB)" in out
     # `cuda: auto` reads the stable index of every CUDA tag; the nightly index is never asked.
     assert served.hits and all(h.startswith("/whl/cu") for h in served.hits)
     builds = json.loads(Path("matrix.lock.json").read_text())["builds"]
@@ -228,6 +231,22 @@ def test_cells_selects_before_planning_on_the_path_that_probes(served, capsys, t
                "--workdir", str(tmp_path / "work"), "--no-report") == 3
     assert "stable-2.15.0-cu130-cp312" in capsys.readouterr().out
     assert served.hits and not [h for h in served.hits if h.startswith("/whl/nightly/")]
+
+
+def test_without_a_gpu_the_way_to_run_every_cell_says_its_cost_and_suggests_cells(
+        no_torch_python):
+    """It said "pass --allow-no-gpu to run every cell anyway": about 30 downloads of 0.7-1 GB
+    each, to read `skipped` (issue 49, friction 6)."""
+    from torchbisect.run.stage import no_gpu_cells
+
+    lines: list[str] = []
+    assert no_gpu_cells((), python=no_torch_python, backend=None, say=lines.append) == (
+        (), "current")
+    [said] = lines
+    assert said.endswith("--allow-no-gpu would install every cell anyway, though every case "
+                         "then reads skipped: the torch wheel of each build alone is 0.7-1 GB, "
+                         "and `torchbisect plan` gives the total, so choose a few with --cells "
+                         "first.")
 
 
 def test_without_a_gpu_the_docker_backend_probes_the_images_torch(no_torch_python):

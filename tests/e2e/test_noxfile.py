@@ -81,6 +81,37 @@ def test_a_local_report_session_leaves_the_services_runner_kinds_out(tmp_path):
     page = (lazy / "index.html").read_text()
     assert "Runner kinds" in page and "whether its runners ran is not known" in page
     (tmp_path / "runners.yaml").write_text("kinds: []\n")  # a mistake: notify loads the file
-    told = session("notify", "--", "--store", "s.sqlite", "--summary", "site/stale_replay/summary.md",
-                   "--runners", "runners.yaml")
+    told = session("notify", "--", "--store", "s.sqlite", "--summary",
+                   "site/stale_replay/summary.md", "--runners", "runners.yaml")
     assert told.returncode != 0 and "runners.yaml" in told.stdout + told.stderr
+
+
+def test_the_test_sessions_load_no_pytest_plugin_of_the_base_interpreter(tmp_path):
+    """The sessions see the base's site-packages (for its torch), and pytest loaded every plugin
+    installed there (issue 49, friction 10): they load only the test extras' plugins.  Here a
+    plugin the base holds refuses to load, as a broken or unwanted one would."""
+    import importlib.util
+    import sys
+
+    pytest.importorskip("nox")
+    spec = importlib.util.spec_from_file_location("noxfile_under_test", REPO / "noxfile.py")
+    noxfile = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(noxfile)
+    base = tmp_path / "base-site"
+    info = base / "intruder-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: intruder\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[pytest11]\nintruder = intruder_plugin\n")
+    (base / "intruder_plugin.py").write_text("raise SystemExit('the base interpreter plugin')\n")
+    (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n")
+    env = {**os.environ, "PYTHONPATH": str(base)}
+
+    def pytest_run(*args: str, **extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args,
+                               "test_one.py"], cwd=tmp_path, env={**env, **extra},
+                              capture_output=True, text=True, timeout=300)
+
+    assert "the base interpreter plugin" in pytest_run().stderr  # what a session met before
+    done = pytest_run(*noxfile._PLUGINS, "-n", "1", **noxfile._PYTEST_ENV)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout

@@ -11,11 +11,13 @@ import uuid
 
 import pytest
 from helpers import make_cell, probe_doc
+from helpers.cli import call, one_sentence
 from helpers.nightly_world import cli_args, env
 from helpers.runaway import wait_until
 
 from torchbisect.bisect.verdicts import Rule, ScriptAborted, check_script_run
 from torchbisect.cli import main
+from torchbisect.exits import Exit
 from torchbisect.model import CellRun, ProbeResult, RunStatus
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 from torchbisect.report.bisection_text import render_markdown
@@ -75,14 +77,14 @@ def test_bisect_markdown_neutralizes_what_probes_wrote():
 
 @pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
 def test_bisect_timeout_must_be_positive(value, capsys):
-    code = main(["bisect", "--good", "2025-08-01", "--bad", "2025-08-31", "--timeout", value])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "--timeout must be a positive number" in err[0]
+    code = call("bisect", "--good", "2025-08-01", "--bad", "2025-08-31", "--timeout", value)
+    line = one_sentence(capsys.readouterr().err, code, 2, command="bisect")
+    assert "--timeout must be a positive number" in line
 
 
 def test_repeat_is_for_scripts(capsys):
-    assert main(["bisect", "--good", "2025-08-01", "--bad", "2025-08-31", "--repeat", "3"]) == 2
-    assert "--repeat needs --script" in capsys.readouterr().err
+    code = call("bisect", "--good", "2025-08-01", "--bad", "2025-08-31", "--repeat", "3")
+    assert "--repeat needs --script" in one_sentence(capsys.readouterr().err, code, 2)
 
 
 def _script_ended(status: int) -> CellRun:
@@ -115,7 +117,7 @@ def test_a_flaky_script_is_reported_instead_of_a_confident_range(world, tmp_path
     run_env = {**env(), "TB_COUNTER": str(tmp_path / "counter")}
     done = subprocess.run(cli_args(base, url, tmp_path, "--script", FLAKY, "--repeat", "3"),
                           env=run_env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode == Exit.FLAKY == 7, done.stdout + done.stderr  # 1 is "affected" only
     last = done.stderr.strip().splitlines()[-1]
     # every verdict is asked again at once, and the asking stops at the first different answer
     assert "--script is flaky" in last and "2025-08-14" in last and "bad 1×, good 1×" in last
@@ -143,7 +145,7 @@ def test_a_bad_flag_is_said_at_once_while_another_run_holds_the_workdir(tmp_path
 
     work = tmp_path / "work"
     with runlock.hold([work], command="torchbisect bisect (another)", say=lambda _: None):
-        code = main(["bisect", "--good", "2025-08-01", "--bad", "2025-08-31", "--timeout", "0",
-                     "--workdir", str(work), "--store", str(tmp_path / "s.sqlite")])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "--timeout must be a positive number" in err[0]
+        code = call("bisect", "--good", "2025-08-01", "--bad", "2025-08-31", "--timeout", "0",
+                    "--workdir", work, "--store", tmp_path / "s.sqlite")
+    line = one_sentence(capsys.readouterr().err, code, 2, command="bisect")
+    assert "--timeout must be a positive number" in line

@@ -18,15 +18,11 @@ from pathlib import Path
 
 import pytest
 from helpers import make_cell, make_run
+from helpers.cli import one_sentence, torchbisect
 
 from torchbisect.store.db import Store
 from torchbisect.store.foreign import MAX_ROW_BYTES
 from torchbisect.store.rows import EXCERPT_CHARS
-
-
-def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
 
 
 def _store(path: Path, runs: int = 2, **kw) -> Path:
@@ -84,10 +80,9 @@ def test_sql_in_an_input_store_never_runs_and_is_one_sentence(tmp_path, case):
     shard = _store(tmp_path / "in" / "shard.sqlite")
     _sql(shard, *statements)
     before = _digest(shard.parent)
-    done = _cli(tmp_path, "merge", "site.sqlite", str(shard))
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert said in done.stderr and "left untouched" in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    done = torchbisect("merge", "site.sqlite", str(shard), cwd=tmp_path)
+    line = one_sentence(done.stderr, done.returncode, 2, command="merge")
+    assert said in line and "left untouched" in line
     assert not (tmp_path / "site.sqlite").exists()
     assert _digest(shard.parent) == before  # no -wal, -shm or change beside the input
 
@@ -101,11 +96,12 @@ def test_the_target_stores_schema_is_checked_the_same_way(tmp_path, case):
     _sql(target, *statements)
     shard = _store(tmp_path / "shard.sqlite", runs=5)
     before = hashlib.sha256(target.read_bytes()).hexdigest()
-    done = _cli(tmp_path, "merge", str(target), str(shard))
+    done = torchbisect("merge", str(target), str(shard), cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     assert said in done.stderr
     assert hashlib.sha256(target.read_bytes()).hexdigest() == before
-    shown = _cli(tmp_path, "report", "--store", str(target), "--out", "page")  # nor drawn
+    # nor drawn
+    shown = torchbisect("report", "--store", str(target), "--out", "page", cwd=tmp_path)
     assert shown.returncode == 2 and said in shown.stderr, shown.stderr
 
 
@@ -147,7 +143,7 @@ def test_the_connection_is_defended_on_this_python_and_on_any_other_found(tmp_pa
 def test_a_row_over_16_mib_is_refused_by_sqlite_not_loaded(tmp_path):
     shard = _store(tmp_path / "shard.sqlite", runs=3)
     _sql(shard, "UPDATE runs SET log_excerpt = ? WHERE id = 2", params=("x" * (MAX_ROW_BYTES + 1),))
-    done = _cli(tmp_path, "merge", "site.sqlite", str(shard))
+    done = torchbisect("merge", "site.sqlite", str(shard), cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "larger than 16 MiB" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "site.sqlite").exists()
@@ -159,11 +155,11 @@ def test_a_huge_log_excerpt_is_capped_when_merged_and_when_drawn(tmp_path):
     excerpt = "FIRST LINE\n" + "y" * (3 * 1024 * 1024) + "\nLAST LINE"
     shard = _store(tmp_path / "shard.sqlite", runs=1)
     _sql(shard, "UPDATE runs SET log_excerpt = ?", params=(excerpt,))
-    drawn = _cli(tmp_path, "report", "--store", str(shard), "--out", "before")
+    drawn = torchbisect("report", "--store", str(shard), "--out", "before", cwd=tmp_path)
     assert drawn.returncode == 0, drawn.stderr
     page = (tmp_path / "before" / "index.html").read_text()
     assert "LAST LINE" in page and "FIRST LINE" not in page and len(page) < 1024 * 1024
-    done = _cli(tmp_path, "merge", "site.sqlite", str(shard))
+    done = torchbisect("merge", "site.sqlite", str(shard), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     db = sqlite3.connect(tmp_path / "site.sqlite")
     (stored,) = db.execute("SELECT log_excerpt FROM runs").fetchone()
@@ -175,13 +171,14 @@ def test_text_that_is_not_utf8_reads_as_replacement_characters(tmp_path):
     shard = _store(tmp_path / "shard.sqlite", runs=2)
     _sql(shard, "UPDATE runs SET log_excerpt = CAST(X'6f6b20fffe20656e64' AS TEXT), "
                 "reason = CAST(X'c3' AS TEXT) WHERE id = 1")  # 'ok \xff\xfe end', a lone byte
-    done = _cli(tmp_path, "merge", "site.sqlite", str(shard))
+    done = torchbisect("merge", "site.sqlite", str(shard), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "2 runs added" in done.stdout
     with Store(tmp_path / "site.sqlite") as store:
         texts = sorted(r.log_excerpt for r in store.runs())
     assert "ok \ufffd\ufffd end" in texts
-    drawn = _cli(tmp_path, "report", "--store", str(shard), "--out", "page")  # read in place
+    # read in place
+    drawn = torchbisect("report", "--store", str(shard), "--out", "page", cwd=tmp_path)
     assert drawn.returncode == 0, drawn.stderr
     assert "ok \ufffd\ufffd end" in (tmp_path / "page" / "index.html").read_text()
 
@@ -189,12 +186,12 @@ def test_text_that_is_not_utf8_reads_as_replacement_characters(tmp_path):
 def test_a_store_without_a_bisections_or_attendance_table_merges_its_runs(tmp_path):
     shard = _store(tmp_path / "shard.sqlite", runs=2)
     _sql(shard, "DROP TABLE bisections")
-    done = _cli(tmp_path, "merge", "site.sqlite", str(shard))
+    done = torchbisect("merge", "site.sqlite", str(shard), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "2 runs added" in done.stdout
     target = _store(tmp_path / "target.sqlite", runs=1)
     _sql(target, "DROP TABLE bisections")
-    done = _cli(tmp_path, "merge", str(target), "site.sqlite")
+    done = torchbisect("merge", str(target), "site.sqlite", cwd=tmp_path)
     assert done.returncode == 0 and _runs(target) == 3, done.stderr
 
 
@@ -205,7 +202,7 @@ def test_entries_dated_after_the_merge_are_refused_and_said(tmp_path):
         store.add(make_run(make_cell("dev-now")))
         store.add(make_run(make_cell("dev-future"), started="2099-01-01T00:00:00+00:00"))
         store.add(make_run(make_cell("dev-naive"), started="2098-06-01T00:00:00"))
-    done = _cli(tmp_path, "merge", "site.sqlite", str(shard))
+    done = torchbisect("merge", "site.sqlite", str(shard), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "1 runs added" in done.stdout
     assert "2 entries dated after this merge" in done.stdout and "clock" in done.stdout
@@ -223,7 +220,7 @@ def test_damaged_row_advice_pastes_nothing_into_a_shell(tmp_path):
     db.execute("UPDATE runs SET seconds_install = 'not a number' WHERE id = 2")
     db.commit()
     db.close()
-    done = _cli(tmp_path, "merge", "site.sqlite", str(shard))
+    done = torchbisect("merge", "site.sqlite", str(shard), cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     advice = done.stderr.split("`")[-2]
     assert shlex.split(advice) == ["sqlite3", str(shard), "DELETE FROM runs WHERE id = 2"]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from helpers import IN_CI, make_run
+from helpers.cli import torchbisect
 from helpers.runaway import project
 
 from torchbisect.store.db import Store
@@ -52,12 +53,6 @@ def fill(folder: Path) -> None:
                     fh.write(b"\0" * size)
             except OSError as err:
                 assert err.errno == errno.ENOSPC
-
-
-def torchbisect(*args, cwd, env=None, preexec_fn=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", *map(str, args)], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=300,
-                          preexec_fn=preexec_fn)
 
 
 def one_sentence(done: subprocess.CompletedProcess, folder: Path) -> str:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 
 import pytest
 from helpers import make_cell, probe_doc
+from helpers.cli import torchbisect
 from helpers.runaway import environment, project
 
 from torchbisect.backends.base import ProbeOutput
@@ -65,9 +65,8 @@ def test_a_store_with_odd_stored_documents_still_renders(tmp_path):
                               probe_version="1+x", gpu="NVIDIA H200", driver="",
                               backend="venv", started=f"2026-11-30T10:00:0{len(cell_id)}"))
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "torchbisect", "report", "--store",
-                           str(tmp_path / "results.sqlite"), "--out", str(out)],
-                          capture_output=True, text=True, timeout=120)
+    done = torchbisect("report", "--store", str(tmp_path / "results.sqlite"), "--out", str(out),
+                       timeout=120)
     assert done.returncode == 0, done.stderr
     page = (out / "index.html").read_text()
     assert "dev-na" in page and "dev-null" in page

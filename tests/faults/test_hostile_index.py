@@ -5,12 +5,11 @@ file://, loopback, link-local or private targets from afar, and a lock it poison
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from datetime import date
 from pathlib import Path
 
 import pytest
+from helpers.cli import one_sentence, torchbisect
 from helpers.hostile import HostileServer, page
 
 from torchbisect.backends import wheels
@@ -112,14 +111,9 @@ def test_a_lock_entry_that_is_not_a_wheel_is_one_sentence(tmp_path):
     lock.write_text(json.dumps({"format": 1, "builds": {"stable-2.98.2-cpu-cp311": bad}}))
     matrix_run = ["matrix", "--offline", "--no-report", "--allow-no-gpu"]
     for command in (["plan", "--offline"], matrix_run):
-        done = subprocess.run([sys.executable, "-m", "torchbisect", *command, "--matrix",
-                               str(matrix)], capture_output=True, text=True, cwd=tmp_path,
-                              timeout=120)
-        assert done.returncode == 2, done.stderr
-        assert "Traceback" not in done.stderr + done.stdout
-        lines = done.stderr.strip().splitlines()
-        assert len(lines) == 1 and "does not end in a wheel file name" in lines[0]
-        assert str(lock) in lines[0]
+        done = torchbisect(*command, "--matrix", str(matrix), cwd=tmp_path, timeout=120)
+        line = one_sentence(done.stderr, done.returncode, 2, command=command[0])
+        assert "does not end in a wheel file name" in line and str(lock) in line
     with pytest.raises(Exception, match="does not end in a wheel"):
         Lock.load(Path(lock))
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import make_run
+from helpers.cli import one_sentence, torchbisect
 from helpers.runaway import wait_until
 
 from torchbisect.store.db import Store
@@ -27,10 +28,6 @@ HOLD = ("import pathlib, sys, time\n"
         "    pathlib.Path(sys.argv[1] + '.held').touch()\n"
         "    while not pathlib.Path(sys.argv[1]).exists(): time.sleep(0.02)\n")
 
-
-def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=60)
 
 
 class _Holder:
@@ -68,13 +65,13 @@ def test_a_store_named_through_a_link_or_a_detour_has_the_same_lock(tmp_path):
     holder = _Holder(tmp_path, real)
     try:
         for how, alias in _aliases(tmp_path, real).items():
-            done = _cli(tmp_path, "merge", str(alias), "shard.sqlite")
+            done = torchbisect("merge", str(alias), "shard.sqlite", cwd=tmp_path)
             assert done.returncode == 3, (how, done.stdout + done.stderr)
             assert "is in use by another run" in done.stderr and "the holder" in done.stderr, how
             assert hashlib.sha256(real.read_bytes()).hexdigest() == before, how
     finally:
         holder.release()
-    done = _cli(tmp_path, "merge", str(tmp_path / "link.sqlite"), "shard.sqlite")
+    done = torchbisect("merge", str(tmp_path / "link.sqlite"), "shard.sqlite", cwd=tmp_path)
     assert done.returncode == 0 and "1 runs added" in done.stdout, done.stderr
     assert lock_path(real).exists() is False and not (tmp_path / "link.sqlite.lock").exists()
 
@@ -86,8 +83,9 @@ def test_a_workdir_named_through_a_link_has_the_same_lock(tmp_path):
     (tmp_path / "m.yaml").write_text("nightly:\n  last: 1\n")
     holder = _Holder(tmp_path, work)
     try:
-        done = _cli(tmp_path, "matrix", "--matrix", "m.yaml", "--allow-no-gpu", "--offline",
-                    "--workdir", "work-link", "--store", "other.sqlite", "--no-report")
+        done = torchbisect("matrix", "--matrix", "m.yaml", "--allow-no-gpu", "--offline",
+                           "--workdir", "work-link", "--store", "other.sqlite", "--no-report",
+                           cwd=tmp_path)
         assert done.returncode == 3, done.stdout + done.stderr
         assert "work is in use by another run" in done.stderr
     finally:
@@ -106,10 +104,9 @@ def test_a_lock_path_that_is_not_a_file_is_one_sentence(tmp_path, odd):
     before = hashlib.sha256(store.read_bytes()).hexdigest()
     with Store(tmp_path / "shard.sqlite") as shard:
         shard.add(make_run(started="2026-11-30T10:00:00+00:00"))
-    done = _cli(tmp_path, "merge", "results.sqlite", "shard.sqlite")
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    done = torchbisect("merge", "results.sqlite", "shard.sqlite", cwd=tmp_path)
+    line = one_sentence(done.stderr, done.returncode, 2, command="merge")
     assert f"results.sqlite.lock is a {'folder' if odd == 'folder' else 'FIFO'}, not a lock " \
-           "file" in done.stderr
+           "file" in line
     assert hashlib.sha256(store.read_bytes()).hexdigest() == before
     assert lock_path(store).exists()  # what was there is left for the user to move

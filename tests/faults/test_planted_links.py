@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import torchbisect
 from helpers.runaway import project
 
 from torchbisect.utils import files
@@ -73,9 +73,8 @@ def test_a_link_planted_where_the_run_lock_goes_is_refused_and_left_alone(tmp_pa
     victim = tmp_path / "victim"
     _plant(tmp_path / "reports" / "results.sqlite.lock", victim)
     (tmp_path / "matrix.yaml").write_text("stable: {versions: [2.15.0]}\n")
-    done = subprocess.run([sys.executable, "-m", "torchbisect", "matrix", "--allow-no-gpu",
-                           "--offline", "--store", "reports/results.sqlite"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    done = torchbisect("matrix", "--allow-no-gpu", "--offline", "--store", "reports/results.sqlite",
+                       cwd=tmp_path, timeout=120)
     assert done.returncode == 3 and "results.sqlite.lock is a symbolic link" in done.stderr, \
         done.stderr
     assert victim.read_text() == "precious, not torchbisect's\n"

@@ -13,12 +13,11 @@ import hashlib
 import json
 import os
 import socket
-import subprocess
-import sys
 from datetime import date
 
 import pytest
 from helpers import make_cell, make_run
+from helpers.cli import torchbisect
 from helpers.loopback import Peer, redirect
 
 from torchbisect.backends import wheels
@@ -181,9 +180,8 @@ def _notify(tmp_path, api_url):
            and "proxy" not in k.lower()}
     env.update(GITHUB_API_URL=api_url, GITHUB_REPOSITORY="o/r", GITHUB_TOKEN="ghs_secret")
     (tmp_path / "summary.md").write_text("## torchbisect\n")
-    return subprocess.run([sys.executable, "-m", "torchbisect", "notify", "--store",
-                           str(_store(tmp_path / "a.sqlite")), "--summary", "summary.md"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    return torchbisect("notify", "--store", str(_store(tmp_path / "a.sqlite")), "--summary",
+                       "summary.md", cwd=tmp_path, env=env, timeout=60)
 
 
 def test_notify_sends_its_token_to_no_other_origin_and_never_turns_a_post_into_a_get(tmp_path):

@@ -8,12 +8,12 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 import threading
 from dataclasses import replace
 
 import pytest
 from helpers import ScriptedBackend, make_cell, make_run
+from helpers.cli import one_sentence, torchbisect
 from helpers.runaway import environment, project
 
 from torchbisect.plan.lock import Lock, LockedBuild
@@ -136,12 +136,9 @@ def test_a_damaged_store_is_one_sentence_and_is_never_modified(tmp_path, kind):
                 ["merge", str(tmp_path / "merged.sqlite"), str(store)],
                 ["matrix", "--store", str(store), "--no-report"]]
     for command in commands:
-        done = subprocess.run([sys.executable, "-m", "torchbisect", *command], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 2, (command, done.stdout, done.stderr)
-        assert "Traceback" not in done.stdout + done.stderr
-        lines = done.stderr.strip().splitlines()
-        assert len(lines) == 1 and str(store) in lines[0], lines
+        done = torchbisect(*command, cwd=tmp_path, timeout=120)
+        lines = [one_sentence(done.stderr, done.returncode, 2, command=command[0])]
+        assert "Traceback" not in done.stdout and str(store) in lines[0], lines
         assert any(what_to_do in lines[0] for what_to_do in (
             "restore it", "upgrade torchbisect", "give a results .sqlite file")), lines[0]
         assert hashlib.sha256(store.read_bytes()).hexdigest() == before, command

@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 from helpers import make_cell, make_run
+from helpers.cli import call, one_sentence
 
 from torchbisect.backends import BACKENDS
 from torchbisect.cli import COMMANDS, main
 from torchbisect.errors import ConfigError
+from torchbisect.exits import Exit
 
 STAND_IN = '''PROBE_VERSION = "gate"
 import argparse, json, os, sys
@@ -165,11 +167,25 @@ def test_the_interpreter_flag_is_interpreter_and_python_still_works_with_a_note(
                                                                                capsys):
     from torchbisect.cli import _parser
 
-    args = _parser(command)[0].parse_args([command, "--interpreter", "/opt/py/bin/python3"])
-    assert args.interpreter == "/opt/py/bin/python3"
-    old = _parser(command)[0].parse_args([command, "--python", "/opt/py/bin/python3"])
-    assert old.interpreter == "/opt/py/bin/python3"
+    args = _parser(command)[0].parse_args([command, "--interpreter", sys.executable])
+    assert args.interpreter == sys.executable
+    old = _parser(command)[0].parse_args([command, "--python", sys.executable])
+    assert old.interpreter == sys.executable
     assert "--python PATH is now --interpreter PATH" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["matrix", "probe", "bench"])
+@pytest.mark.parametrize(("given", "said"), [
+    ("/nope/python", "/nope/python: no such file"),
+    ("no-such-python-here", "no-such-python-here: no such command on PATH"),
+])
+def test_an_interpreter_that_is_not_there_is_a_mistake_not_a_python_without_torch(
+        command, given, said, capsys):
+    """It said "has no torch: install torch into it" and exited 125 (issue 49, friction 3)."""
+    status = call(command, "--interpreter", given)
+    line = one_sentence(capsys.readouterr().err, status, Exit.MISTAKE, command=command)
+    assert line.endswith(f"--interpreter {said}; give the path of a python (or a name on PATH)")
+    assert "no torch" not in line
 
 
 @pytest.mark.parametrize("command", ["plan", "bisect"])
@@ -233,7 +249,7 @@ def test_torchbisect_failing_is_its_own_status_never_affected(stand_in, workdir,
                                                               monkeypatch):
     """A bug after the probes ran (here: printing the summary table breaks) is one sentence
     naming the traceback's file and status FAILED, which no gate reads as "affected"."""
-    from torchbisect.errors import FAILED
+    FAILED = Exit.FAILED  # noqa: N806
 
     stand_in("affected")
 
@@ -397,13 +413,11 @@ def test_a_script_bisection_needs_no_gpu_under_github_actions(workdir, monkeypat
 
 
 def test_a_command_that_cannot_even_load_is_torchbisect_failing(monkeypatch, capsys):
-    from torchbisect.errors import FAILED
-
     def broken(name, *args, **kwargs):
         raise ImportError(f"No module named {name!r} (a broken install)")
 
     monkeypatch.setattr("importlib.import_module", broken)
-    assert main(["report"]) == FAILED
+    assert main(["report"]) == Exit.FAILED
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("torchbisect report: torchbisect itself failed (ImportError: ")
     Path(line.rsplit(" ", 1)[1]).unlink()

@@ -11,20 +11,13 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
+from helpers.cli import call
 
 from torchbisect import cli
 
 # an index on a loopback port nobody listens on: a check that came after the network would
 # show as exit 4, not 2
 UNREACHABLE = "http://127.0.0.1:9/whl/{cuda}/"
-
-
-def main(argv: list[str]) -> int:
-    """The exit status of `torchbisect ARGV`, whether argparse or the command gave it."""
-    try:
-        return cli.main(argv)
-    except SystemExit as done:
-        return done.code
 
 
 def _matrix(tmp_path: Path, body: str = "") -> Path:
@@ -35,16 +28,16 @@ def _matrix(tmp_path: Path, body: str = "") -> Path:
 
 
 def test_a_prefix_of_a_flag_is_not_taken_for_it_and_the_real_one_is_named(capsys):
-    assert main(["plan", "--shard", "1/2"]) == 2
+    assert call("plan", "--shard", "1/2") == 2
     err = capsys.readouterr().err
     assert err.startswith("usage: torchbisect plan ")
     assert "--shard: did you mean --shards?" in err
-    assert main(["matrix", "--cell", "stable-*"]) == 2
+    assert call("matrix", "--cell", "stable-*") == 2
     assert "did you mean --cells?" in capsys.readouterr().err
 
 
 def test_a_mistyped_command_is_answered_with_the_nearest_one(capsys):
-    assert main(["plna"]) == 2
+    assert call("plna") == 2
     assert "no command 'plna'; did you mean plan?" in capsys.readouterr().err
 
 
@@ -59,7 +52,7 @@ def test_counts_and_shards_are_refused_before_anything_is_planned(argv, said, tm
                                                                   monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _matrix(tmp_path)
-    assert main(argv) == 2
+    assert call(*argv) == 2
     assert said in capsys.readouterr().err
 
 
@@ -67,8 +60,8 @@ def test_a_bad_end_in_the_future_is_refused_without_asking_the_index(tmp_path, m
                                                                      capsys):
     monkeypatch.chdir(tmp_path)
     later = (date.today() + timedelta(days=40)).isoformat()
-    assert main(["bisect", "--bad", later, "--index-url", UNREACHABLE.format(cuda="cu130"),
-                 "--store", str(tmp_path / "s.sqlite"), "--workdir", str(tmp_path / "w")]) == 2
+    assert call("bisect", "--bad", later, "--index-url", UNREACHABLE.format(cuda="cu130"),
+                "--store", str(tmp_path / "s.sqlite"), "--workdir", str(tmp_path / "w")) == 2
     assert f"--bad '{later}' is {later}, after today" in capsys.readouterr().err
 
 
@@ -77,24 +70,36 @@ def test_a_cells_pattern_no_entry_can_match_is_refused_before_the_index(tmp_path
     monkeypatch.chdir(tmp_path)
     matrix = _matrix(tmp_path)
     for pattern in ("stabel-*", f"nightly-{date.today().year + 5}*"):
-        assert main(["matrix", "--matrix", str(matrix), "--cells", pattern, "--allow-no-gpu",
-                     "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "r")]) == 2
+        assert call("matrix", "--matrix", str(matrix), "--cells", pattern, "--allow-no-gpu",
+                    "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "r")) == 2
         assert f"--cells: no cell of {matrix} can match {pattern}" in capsys.readouterr().err
+    # a CUDA tag or Python no entry builds for too (issue 49, friction 10: `cu999` reached the
+    # index and exited 4)
+    (tmp_path / "py.yaml").write_text(_matrix(tmp_path).read_text().replace(
+        "stable:\n", "defaults:\n  python: '3.12'\nstable:\n"))
+    for pattern, said in (("stable-2.15.0-cu999-*", "the CUDA tag cu999"),
+                          ("*-cu999-*", "the CUDA tag cu999"),
+                          ("nightly-*-cp27", "the Python cp27")):
+        assert call("matrix", "--matrix", str(tmp_path / "py.yaml"), "--cells", pattern,
+                    "--allow-no-gpu", "--store", str(tmp_path / "s.sqlite"),
+                    "--out", str(tmp_path / "r")) == 2
+        assert f"--cells: {pattern} names {said}, which no entry of" in capsys.readouterr().err
     # a pattern an entry can match goes on to the index, which does not answer here
-    assert main(["matrix", "--matrix", str(matrix), "--cells", "stable-2.1*", "--allow-no-gpu",
-                 "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "r")]) == 4
+    assert call("matrix", "--matrix", str(matrix), "--cells", "stable-2.1*", "--allow-no-gpu",
+                "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "r")) == 4
 
 
 @pytest.mark.parametrize("command", ["plan", "matrix", "probe", "bisect", "report", "cache"])
 def test_help_shows_examples_and_the_exit_statuses(command, capsys):
-    assert main([command, "--help"]) == 0
+    assert call(command, "--help") == 0
     out = capsys.readouterr().out
     assert f"examples:\n  torchbisect {command}" in out
-    assert "exit statuses:" in out and "125  probe: cannot tell" in out
+    assert "exit statuses:" in out and "250  torchbisect itself failed" in out
+    assert ("125  probe: cannot tell" in out) == (command == "probe")
 
 
 def test_bisect_help_says_the_ends_may_be_releases(capsys):
-    assert main(["bisect", "--help"]) == 0
+    assert call("bisect", "--help") == 0
     assert "a release such as 2.9.0" in " ".join(capsys.readouterr().out.split())
 
 

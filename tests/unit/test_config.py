@@ -20,6 +20,7 @@ from torchbisect.config import sentences as config_errors
 from torchbisect.config.matrix import STEP_EPOCH, NightlyEntry, load_matrix
 from torchbisect.config.schema import schema_text
 from torchbisect.errors import ConfigError
+from torchbisect.exits import Exit
 
 DATA = TESTS / "data" / "matrix"
 BAD = sorted((DATA / "bad").glob("*.yaml"))
@@ -143,7 +144,7 @@ def test_the_schema_accepts_the_good_files_and_rejects_mistakes(repo):
 
 def test_schema_command_writes_and_checks(tmp_path, capsys):
     out = tmp_path / "matrix.schema.json"
-    assert main(["schema", "--check", "--out", str(out)]) == 1
+    assert main(["schema", "--check", "--out", str(out)]) == Exit.OUT_OF_DATE  # 1 is "affected"
     assert main(["schema", "--out", str(out)]) == 0
     assert out.read_text() == schema_text()
     assert main(["schema", "--check", "--out", str(out)]) == 0

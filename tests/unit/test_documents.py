@@ -12,6 +12,7 @@ import pytest
 from helpers import REPO, probe_doc
 
 from torchbisect.cli import main
+from torchbisect.exits import Exit
 from torchbisect.outcome import BisectResult
 from torchbisect.probe import document as gate
 from torchbisect.report import render_runs
@@ -100,7 +101,7 @@ def test_schema_check_names_a_stale_results_schema_and_schema_rewrites_it(tmp_pa
     assert main(["schema", "--out", str(out)]) == 0
     capsys.readouterr()
     (tmp_path / "results.schema.json").write_text("{}\n")
-    assert main(["schema", "--check", "--out", str(out)]) == 1
+    assert main(["schema", "--check", "--out", str(out)]) == Exit.OUT_OF_DATE  # 1 is "affected"
     said = capsys.readouterr().out
     assert f"{tmp_path / 'results.schema.json'} out of date: run `nox -s schema`" in said
     assert str(tmp_path / "probe.schema.json") not in said

@@ -20,7 +20,7 @@ SRC = REPO / "src"
 
 # Bottom to top: a module may import from its own floor and the floors below it.
 FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("tools", frozenset({"torchbisect", "errors", "defaults", "utils", "net"})),
+    ("tools", frozenset({"torchbisect", "exits", "errors", "defaults", "utils", "net"})),
     ("vocabulary", frozenset({"model", "outcome", "cells", "probe"})),
     ("sources", frozenset({"config", "index"})),
     ("plan and store", frozenset({"plan", "store"})),

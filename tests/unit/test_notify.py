@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from act.github_standin import github_standin
 from helpers import make_cell, make_run
+from helpers.cli import one_sentence, torchbisect
 
 from torchbisect.model import Attendance, Channel, RunStatus
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
@@ -49,8 +48,7 @@ def notify(hub, tmp_path, *args, token="t0ken"):
     if token:
         env["GITHUB_TOKEN"] = token
     (tmp_path / "summary.md").write_text(SUMMARY)
-    return subprocess.run([sys.executable, "-m", "torchbisect", "notify", *args],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    return torchbisect("notify", *args, cwd=tmp_path, env=env, timeout=60)
 
 
 def writes(hub):
@@ -115,12 +113,10 @@ def test_an_unreachable_api_is_one_sentence_and_exit_3(tmp_path):
     env.update(GITHUB_API_URL="http://127.0.0.1:9/api", GITHUB_REPOSITORY="o/r",
                GITHUB_TOKEN="x")
     (tmp_path / "s.md").write_text(SUMMARY)
-    done = subprocess.run([sys.executable, "-m", "torchbisect", "notify", "--store", "a.sqlite",
-                           "--summary", "s.md"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=60)
-    assert done.returncode == 3
-    assert done.stderr.startswith("torchbisect notify: error: cannot reach the GitHub API")
-    assert len(done.stderr.strip().splitlines()) == 1
+    done = torchbisect("notify", "--store", "a.sqlite", "--summary", "s.md", cwd=tmp_path, env=env,
+                       timeout=60)
+    line = one_sentence(done.stderr, done.returncode, 3, command="notify")
+    assert line.startswith("torchbisect notify: error: cannot reach the GitHub API")
 
 
 def test_fix_status_prefers_a_found_fix():
@@ -319,9 +315,8 @@ def test_the_issue_body_names_the_models_their_difference_and_the_kinds(hub, tmp
                     stable("not_affected", "NVIDIA GB300"))
     with Store(path) as store:
         store.add_attendance(came("H200", "100-1", "2026-11-30"))
-    drawn = subprocess.run([sys.executable, "-m", "torchbisect", "report", "--store", str(path),
-                            "--out", "site", "--runners", "runners.yaml"], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=120)
+    drawn = torchbisect("report", "--store", str(path), "--out", "site", "--runners",
+                        "runners.yaml", cwd=tmp_path, timeout=120)
     assert drawn.returncode == 0, drawn.stderr
     done = notify(hub, tmp_path, "--store", str(path), "--summary", "site/summary.md",
                   "--runners", "runners.yaml")

@@ -866,3 +866,29 @@ def test_the_script_without_a_gpu_says_one_line_and_exits_125(tmp_path):
         "[stale_replay] cannot tell: no CUDA device: torch.cuda.is_available() is False; run "
         "this script on a machine with an NVIDIA GPU (and a CUDA build of torch)"]
     assert json.loads(done.stdout)["verdict"] == "skipped"
+
+
+def test_the_script_without_torch_at_a_terminal_says_its_line_without_the_document(tmp_path):
+    """By hand at a terminal it printed the one clear line and 72 lines of JSON saying
+    `"verdict": "error"` (issue 49, friction 9); a pipe still gets the document (above)."""
+    import pty
+
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-S", str(SCRIPT)], stdout=follower,
+                          stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, timeout=120)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the terminal's other end is closed: all of it was read
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert done.returncode == 125 and shown == b""
+    assert done.stderr.startswith("[stale_replay] cannot tell: torch does not import")
+    assert done.stderr.rstrip().endswith("; --json PATH writes the document")
+    assert done.stderr.count("\n") == 1

@@ -39,9 +39,15 @@ def test_locally_the_page_links_the_checkouts_origin(tmp_path, monkeypatch, remo
     assert 'href="https://github.com/someone/torchbisect"' in _page(tmp_path)
 
 
-def test_without_a_known_repository_no_link_is_made_up(tmp_path):
+def test_without_a_known_repository_the_projects_home_is_linked_and_nothing_made_up(tmp_path):
+    """No checkout, no `references:`: the page links the project's home as pyproject.toml names
+    it (issue 49: it said "in a clone of torchbisect's repository" and linked none)."""
+    from torchbisect import home
+
     (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
-    assert "Its repository" not in _page(tmp_path)
+    page = _page(tmp_path)
+    assert f'Its repository: <a href="{home()}"' in page
+    assert page.count("Its repository") == 1
 
 
 def test_references_repository_names_it_where_no_checkout_says(tmp_path, monkeypatch):

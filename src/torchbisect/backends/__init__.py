@@ -1,9 +1,11 @@
 """Backends: where a cell's torch gets installed and its probe runs.
 
 `BACKENDS` maps each `--backend` name to its class, imported on first use so that the venv backend
-never pays for the Docker SDK.  `choose_backend` is what commands call: with no name it takes docker
-when an engine answers and venv otherwise, and says which in one line.  Every backend is built
-from one `BackendOptions`; an option it does not have is a TypeError, never dropped.
+never pays for the Docker SDK; each class says what it can do (`Capabilities`, asked through
+`capabilities(name)`), so callers ask instead of comparing names.  `choose_backend` is what
+commands call: with no name it takes docker when an engine answers and venv otherwise, and says
+which in one line.  Every backend is built from one `BackendOptions`; an option it does not have
+is a TypeError, never dropped.
 
 Inside: `base` (the interface, the options, the `Watcher` that hears phases and downloads),
 `wheels` (a cell's wheel: local path, download, sha256), `preinstalled` (a torch already in an
@@ -18,7 +20,7 @@ import importlib
 from collections.abc import Callable
 
 from ..errors import BackendUnavailable, ConfigError
-from .base import Backend, BackendOptions, Prepared, ProbeOutput, Watcher
+from .base import Backend, BackendOptions, Capabilities, Prepared, ProbeOutput, Watcher
 
 # name -> (module under torchbisect.backends, class name)
 BACKENDS: dict[str, tuple[str, str]] = {
@@ -27,8 +29,8 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "current": ("current", "CurrentBackend"),
 }
 
-__all__ = ["BACKENDS", "Backend", "BackendOptions", "Prepared", "ProbeOutput", "Watcher",
-           "backend_class", "choose_backend", "docker_answers"]
+__all__ = ["BACKENDS", "Backend", "BackendOptions", "Capabilities", "Prepared", "ProbeOutput",
+           "Watcher", "backend_class", "capabilities", "choose_backend", "docker_answers"]
 
 
 def backend_class(name: str) -> type[Backend]:
@@ -40,6 +42,16 @@ def backend_class(name: str) -> type[Backend]:
     except ImportError as err:
         raise BackendUnavailable(f"the {name} backend cannot be loaded ({err}); "
                                  "choose another --backend") from None
+
+
+def capabilities(name: str) -> Capabilities:
+    """What the backend called `name` can do (its module is imported, not the Docker SDK)."""
+    return backend_class(name).can
+
+
+def overlaying() -> str:
+    """The backend(s) that can run `bisect --pytorch-repo`'s commit overlays, for a sentence."""
+    return " or ".join(n for n in BACKENDS if capabilities(n).commit_overlays)
 
 
 def choose_backend(name: str | None, options: BackendOptions | None = None, *,

@@ -89,8 +89,29 @@ class ProbeOutput:
     log_tail: str = ""
 
 
+@dataclass(frozen=True, kw_only=True)
+class Capabilities:
+    """What a backend can do.  Callers ask these, never the backend's name, so that a new
+    backend is one new module and one line of `BACKENDS` (docs/development.md)."""
+
+    # Each cell runs in a container of an image: a preinstalled cell may name an image to probe,
+    # the GPUs must be handed to the container (what `preflight` checks), and a `bisect
+    # --script` runs inside it, so its path is not looked up on this host.
+    containers: bool = False
+    # `bisect --pytorch-repo`: a main-branch commit's Python files laid over a hard-linked copy
+    # of a nightly's venv on this host.
+    commit_overlays: bool = False
+    # What it keeps between runs, which `torchbisect cache` measures and `--prune` empties, in
+    # a few words ("" when nothing).
+    keeps: str = ""
+
+
 class Backend(abc.ABC):
     name: ClassVar[str]
+    can: ClassVar[Capabilities] = Capabilities()
+
+    def __init__(self, options: BackendOptions | None = None) -> None:  # noqa: B027
+        """Every backend is built from one `BackendOptions` (`choose_backend`)."""
 
     @abc.abstractmethod
     def check(self) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .base import BackendOptions
+from .base import BackendOptions, Capabilities
 from .preinstalled import torch_fingerprint
 from .venv import VenvBackend
 
@@ -19,6 +19,7 @@ class CurrentBackend(VenvBackend):
     """Probes this interpreter's torch; overlays wheel cells on it (never a full install)."""
 
     name = "current"
+    can = Capabilities()  # the interpreter's own torch: nothing is kept between runs
 
     def __init__(self, options: BackendOptions | None = None):
         super().__init__(dataclasses.replace(options or BackendOptions(), overlay=True))

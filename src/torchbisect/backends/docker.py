@@ -33,7 +33,15 @@ from ..model import Cell, Channel
 from ..probe.scripts import launch
 from ..utils import files
 from ..utils.words import last_line
-from .base import Backend, BackendOptions, Prepared, ProbeOutput, cell_lock, read_document
+from .base import (
+    Backend,
+    BackendOptions,
+    Capabilities,
+    Prepared,
+    ProbeOutput,
+    cell_lock,
+    read_document,
+)
 from .container import LABEL, OWNER_LABEL, PROBE_LABEL, Containers, bind
 from .docker_image import RunnerImages, default_base_image, host_ca_bundle
 from .preinstalled import FINGERPRINT_SNIPPET, IMAGE_ANSWER, read_image_answer
@@ -52,6 +60,7 @@ class DockerBackend(Backend):
     """Cells in containers; see the module docstring."""
 
     name = "docker"
+    can = Capabilities(containers=True, keeps="a uv cache volume on the Docker engine")
 
     def __init__(self, options: BackendOptions | None = None) -> None:
         options = options or BackendOptions()  # `python` is not read: cells run the image's
@@ -137,7 +146,7 @@ class DockerBackend(Backend):
             wheel = cell_wheel(cell, workdir / "downloads", log=log, watcher=self.watcher)
             sha = wheel.sha256
             try:
-                self._install(cell, image, wheel.path, venv, overlay=want["overlay"], log=log)
+                self._install(cell, image, wheel.path, venv, overlay=bool(want["overlay"]), log=log)
             finally:
                 if wheel.downloaded:
                     discard(wheel.path)  # uv's cache and the venv hold it now

@@ -34,6 +34,7 @@ from . import probe_env
 from .base import (
     Backend,
     BackendOptions,
+    Capabilities,
     Prepared,
     ProbeOutput,
     cell_lock,
@@ -50,6 +51,8 @@ _TAIL_LINES = 40
 
 class VenvBackend(Backend):
     name = "venv"
+    can = Capabilities(commit_overlays=True,
+                       keeps="a venv per cell under the work folder, and uv's cache on this host")
 
     def __init__(self, options: BackendOptions | None = None):
         options = options or BackendOptions()

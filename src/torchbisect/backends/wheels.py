@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from ..errors import InfraError
 from ..index.fetch import PYTORCH_INDEX, local_path
@@ -150,9 +151,11 @@ def _attempts(url: str, dest: Path, *, log: Path, attempts: int, max_wait: float
 class _Part(resumable.Sink):
     """The `.part` file a download grows, hashed as it is written."""
 
+    _file: IO[bytes]  # open between __enter__ and __exit__
+
     def __init__(self, path: Path) -> None:
         super().__init__()
-        self.path, self._file = path, None
+        self.path = path
 
     def __enter__(self) -> _Part:
         self._file = files.open_new(self.path)  # never through a link planted in downloads/

@@ -25,12 +25,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import cells
 from ..errors import CommandFailed
 from ..model import Verdict
 from ..outcome import BisectResult, Direction, NightlyPoint, Outcome
 from ..utils import proc
+
+if TYPE_CHECKING:
+    from ..report.synthetic import Outcome as CaseOutcome  # a case's verdict or trials
 
 GOAL_SECONDS = 3.0
 REPEATS = 5
@@ -49,11 +53,14 @@ FIRST_DAY = dt.date(2023, 12, 1)
 DAYS = 3 * 365 + 1
 STABLE = ("2.3.0", "2.4.0", "2.5.0", "2.6.0", "2.7.0", "2.8.0", "2.9.0", "2.10.0", "2.11.0",
           "2.12.0", "2.13.0", "2.14.1", "2.15.0", "2.16.0", "2.17.0")
-BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5), "side_stream": (20, 20),
-       "compile_reduce_overhead": Verdict.AFFECTED, "raw_pointer_triton": (5, 5)}
-GOOD = {"capture_data_ptr": (0, 5), "capture_write": (0, 5), "side_stream": (0, 20),
-        "compile_reduce_overhead": Verdict.NOT_AFFECTED, "raw_pointer_triton": (0, 5)}
-FIXED = {**GOOD, "capture_data_ptr": Verdict.REFUSED, "capture_write": Verdict.REFUSED}
+BAD: dict[str, CaseOutcome] = {
+    "capture_data_ptr": (5, 5), "capture_write": (5, 5), "side_stream": (20, 20),
+    "compile_reduce_overhead": Verdict.AFFECTED, "raw_pointer_triton": (5, 5)}
+GOOD: dict[str, CaseOutcome] = {
+    "capture_data_ptr": (0, 5), "capture_write": (0, 5), "side_stream": (0, 20),
+    "compile_reduce_overhead": Verdict.NOT_AFFECTED, "raw_pointer_triton": (0, 5)}
+FIXED: dict[str, CaseOutcome] = {**GOOD, "capture_data_ptr": Verdict.REFUSED,
+                                 "capture_write": Verdict.REFUSED}
 
 
 def _log(cell_id: str, version: str, started: str) -> str:
@@ -79,7 +86,7 @@ def _log(cell_id: str, version: str, started: str) -> str:
             f"{cases}[stale_replay] verdict: affected (exit 1) in 24.5 s\n")
 
 
-def _outcomes(day: dt.date, bad_from: str, fixed_from: str, i: int) -> dict:
+def _outcomes(day: dt.date, bad_from: str, fixed_from: str, i: int) -> dict[str, CaseOutcome]:
     iso = day.isoformat()
     if iso < bad_from:
         return GOOD

@@ -90,7 +90,7 @@ def _ends(nightly: BisectResult, cands: CandidateList) -> tuple[Candidate | None
     """The candidates of the pair, older first (with --find-fix `before` is still older)."""
     by_key = {c.key: c for c in cands.candidates}
     pair = [by_key.get(p.key) if p else None for p in (nightly.before, nightly.after)]
-    return tuple(sorted(pair, key=lambda c: c.date)) if all(pair) else (None, None)
+    return tuple(sorted(pair, key=lambda c: c.date if c else "")) if all(pair) else (None, None)
 
 
 def _search_list(old: str, older: Candidate, newer: Candidate, testable: tuple[Testable, ...],

@@ -35,14 +35,14 @@ from .forget import Forgotten, Settings, forget
 from .narrow import narrow
 from .result import Context, build_result
 from .search import EndsError
-from .telling import check_script, ends_sentence, so_far
+from .telling import check_script, ends_error, so_far
 from .verdicts import DEFAULT_CASE, FlakyScript, Rule, ScriptAborted
 from .walk import DEFAULT_LIMIT, walk
 
 AUTO = "auto"  # --cuda auto: each release's own build (release bisection only)
 
-_VENV_ONLY = ("--pytorch-repo runs commits as hard-linked copies of a nightly's venv on this "
-              "host: use --backend venv, not {}")
+_OVERLAYS_ONLY = ("--pytorch-repo runs commits as hard-linked copies of a nightly's venv on "
+                  "this host, which the {} backend cannot: use --backend {}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,23 +89,24 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
     progress = progress or Progress()
     lookup = CommitLookup(options.repo, github=options.github,  # checks the clone before any work
                           flag="--pytorch-repo" if options.narrow else "--repo")
-    if options.narrow and options.backend not in (None, "venv"):
-        raise ConfigError(_VENV_ONLY.format(options.backend))
-    if options.script is not None:
-        check_script(options.script, on_host=options.backend != "docker")
-    cands = candidates(options)
-    for note in cands.notes:
-        progress.note(note)
-    from ..backends import choose_backend  # imported late: the docker SDK is slow to import
-    from ..backends.base import BackendOptions, finishing
+    from ..backends import capabilities, choose_backend, overlaying
 
     # A script usually reads files of this host: it runs in a venv here unless told otherwise
     # (with --backend docker it runs inside the build's container, as the probe does).
     name = options.backend or ("venv" if options.script is not None else None)
+    if options.narrow and name is not None and not capabilities(name).commit_overlays:
+        raise ConfigError(_OVERLAYS_ONLY.format(name, overlaying()))
+    if options.script is not None:
+        check_script(options.script, on_host=not capabilities(name or "venv").containers)
+    cands = candidates(options)
+    for note in cands.notes:
+        progress.note(note)
+    from ..backends.base import BackendOptions, finishing
+
     backend = choose_backend(name, BackendOptions(workdir=options.workdir,
                                                   overlay=options.overlay), say=progress.note)
-    if options.narrow and backend.name != "venv":
-        raise ConfigError(_VENV_ONLY.format(backend.name))
+    if options.narrow and not backend.can.commit_overlays:
+        raise ConfigError(_OVERLAYS_ONLY.format(backend.name, overlaying()))
     gpu = _first_gpu()
     # finishing: docker prunes uv's cache volume, also after a search that stopped at its ends
     with Store(options.store) as store, finishing(backend, progress.note):
@@ -124,9 +125,8 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
                 cands = walked.range(cands)
             search = bisector.search(cands)
         except EndsError as err:
-            raise ConfigError(ends_sentence(err, cands, bisector.points,
-                                            direction=options.direction,
-                                            script=options.script)) from None
+            raise ends_error(err, cands, bisector.points, direction=options.direction,
+                             script=options.script) from None
         except ScriptAborted:
             progress.note(so_far(bisector.points, cands, options.direction))
             raise
@@ -179,11 +179,11 @@ def candidates(options: BisectOptions) -> CandidateList:
 
     if options.good is None:
         return _one_end(options)
-    releases = release_of(options.good), release_of(options.bad)
-    channel = Channel.STABLE if all(releases) else Channel.NIGHTLY
-    if channel is Channel.STABLE:
-        good, bad = releases
+    good_release, bad_release = release_of(options.good), release_of(options.bad)
+    if good_release is not None and bad_release is not None:
+        channel, good, bad = Channel.STABLE, good_release, bad_release
     else:
+        channel = Channel.NIGHTLY
         good, bad = parse_end(options.good, "--good"), parse_end(options.bad, "--bad")
     ends = ((good, "--good"), (bad, "--bad"))
     (older, older_flag), (newer, newer_flag) = (
@@ -230,7 +230,8 @@ def _release_builds(options: BisectOptions) -> tuple[Builds, dict[str, tuple[str
         tags = [t for t in sorted(DEFAULT_CUDA_TAGS, key=tag_order, reverse=True)
                 if driver_supports(t, driver)]
     chooser, listings = Chooser(), {}
-    chosen, skipped, origin = {}, {}, {}
+    chosen, origin = {}, {}
+    skipped: dict[str, str] = {}
     for tag in tags:
         url = _index_url(options, Channel.STABLE, tag)
         if url not in listings:
@@ -239,7 +240,7 @@ def _release_builds(options: BisectOptions) -> tuple[Builds, dict[str, tuple[str
             except fetch.PageMissing:
                 if len(tags) == 1:
                     raise
-                listed = []  # no index for this tag: its builds are elsewhere
+                listed = ()  # no index for this tag: its builds are elsewhere
             listings[url] = [w for w in listed if release_of(w.version)]
         found = chooser.builds(listings[url], cuda=tag, python=options.python,
                                platform=options.platform)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from ..errors import TorchbisectError
+from ..exits import Exit
 from ..outcome import Outcome
 
 __all__ = ["Outcome", "SearchHandler", "SearchResult", "first_bad", "flip"]
@@ -29,7 +30,7 @@ def flip(outcome: Outcome) -> Outcome:
 class SearchError(TorchbisectError):
     """The search cannot start: too few candidates, or an end does not have the expected verdict."""
 
-    exit_code = 2
+    exit_code = Exit.MISTAKE
 
 
 class EndsError(SearchError):

@@ -10,10 +10,26 @@ import re
 import shlex
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, TorchbisectError
+from ..exits import Exit
 from ..outcome import Direction, NightlyPoint, Outcome
 from .candidates import CandidateList
 from .search import EndsError, flip
+
+
+class EndUnjudged(TorchbisectError):
+    """An end of the range could not be judged (the probe or script hung, crashed or skipped
+    there): no verdict, so no search; not the user's mistake until the build is known to be bad."""
+
+    exit_code = Exit.END_UNJUDGED
+
+
+def ends_error(err: EndsError, cands: CandidateList, points: dict[int, NightlyPoint], *,
+               direction: Direction, script: str | None) -> TorchbisectError:
+    """An end with the wrong verdict is a mistake in the flags (ConfigError); an end without one
+    is EndUnjudged."""
+    text = ends_sentence(err, cands, points, direction=direction, script=script)
+    return EndUnjudged(text) if err.got is Outcome.UNKNOWN else ConfigError(text)
 
 
 def ends_sentence(err: EndsError, cands: CandidateList, points: dict[int, NightlyPoint], *,

@@ -13,6 +13,7 @@ import hashlib
 from dataclasses import dataclass
 
 from ..errors import TorchbisectError
+from ..exits import Exit
 from ..model import CellRun, RunStatus, Verdict
 from ..outcome import Outcome
 from ..probe.scripts import DEFAULT_PROBE
@@ -26,13 +27,13 @@ RACY_CASES = ("side_stream",)  # timing dependent: judged over trials
 class ScriptAborted(TorchbisectError):
     """The --script command asked to stop the bisection (exit status above 127, or a signal)."""
 
-    exit_code = 1
+    exit_code = Exit.ABORTED
 
 
 class FlakyScript(TorchbisectError):
     """--script gave different answers for one nightly: no range can be trusted."""
 
-    exit_code = 1
+    exit_code = Exit.FLAKY
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,6 +18,7 @@ from datetime import date
 from ..errors import ConfigError
 from ..outcome import Direction, NightlyPoint, Outcome
 from .candidates import Candidate, CandidateList
+from .telling import EndUnjudged
 
 DEFAULT_LIMIT = 64  # days: about what pytorch's nightly index lists
 
@@ -58,10 +59,11 @@ def walk(cands: CandidateList, *, direction: Direction, judge: Callable[[Candida
     first = judge(start)
     points = [first]
     if first.verdict is not Outcome.BAD:
-        why = f"could not be judged ({first.reason})" if first.verdict is Outcome.UNKNOWN \
-            else "is not bad but good"
-        raise ConfigError(f"the --bad end, {start.label}, {why}: a walk needs a bad nightly to "
-                          "start from; pick another --bad")
+        unjudged = first.verdict is Outcome.UNKNOWN
+        why = f"could not be judged ({first.reason})" if unjudged else "is not bad but good"
+        raise (EndUnjudged if unjudged else ConfigError)(
+            f"the --bad end, {start.label}, {why}: a walk needs a bad nightly to start from; "
+            "pick another --bad")
     away = lambda c: abs((date.fromisoformat(c.date) - date.fromisoformat(start.date)).days)  # noqa: E731
     asked = {0}
 

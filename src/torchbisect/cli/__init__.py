@@ -3,8 +3,8 @@
 Each command lives in its own module here with `configure(parser)` and `run(args) -> int`; only the
 chosen command's module is imported, so `plan` never pays for the Docker SDK.
 `main` is the one place that turns a TorchbisectError into a one-sentence message and exit code,
-and any other exception into `errors.FAILED` with its traceback in a file: a gate reading the
-status then never takes torchbisect's own failure for a verdict.
+and any other exception into `Exit.FAILED` with its traceback in a file (exits.py is the table of
+statuses): a gate reading the status then never takes torchbisect's own failure for a verdict.
 
 Before a command runs, main applies the gates every command shares, in this order: the paths it
 writes are checked (exit 2); a run that needs a GPU and was told to require one finds one (exit
@@ -24,7 +24,8 @@ from pathlib import Path
 
 from .. import defaults
 from ..cells import PREINSTALLED
-from ..errors import FAILED, IndexUnreachable, InfraError, TorchbisectError
+from ..errors import IndexUnreachable, InfraError, TorchbisectError
+from ..exits import Exit
 from ..utils.words import visible
 
 # command name (also its module under torchbisect.cli) -> one-line help
@@ -42,6 +43,7 @@ COMMANDS = {
     "cache": "Show the size of the docker backend's uv cache volume, or --prune it.",
     "init": "Write torchbisect's default matrix.yaml here, to edit: this folder becomes a project.",
     "completion": "Print the shell code that completes torchbisect's commands and flags.",
+    "pages": "In a clone: redraw the pages committed under reports/ from their own data.",
 }
 
 # What to do about an index that does not answer, in the terms of the command that asked it.
@@ -95,6 +97,8 @@ def _parse(argv: list[str], chosen: str | None) -> argparse.Namespace:
     from . import usage
 
     parser, own = _parser(chosen)
+    if own is not None and chosen is not None:
+        _beside_the_matrix(own, chosen, argv)
     words = usage.completing()
     if words is not None:
         usage.complete(parser)  # answers the shell and exits
@@ -104,6 +108,34 @@ def _parse(argv: list[str], chosen: str | None) -> argparse.Namespace:
     if extras:
         (own or parser).error(usage.unknown_flags(own or parser, extras))
     return args
+
+
+def _beside_the_matrix(cmd: argparse.ArgumentParser, name: str, argv: list[str]) -> None:
+    """Outside a project, the folder of a `--matrix FILE` is one (as `init` makes it): the
+    store, page and work folder the command writes by default go beside the file, as its lock
+    does, instead of into the per-user data folder.  Only the defaults change: a flag given
+    wins, and a one-off `probe` still writes nothing it is not asked to."""
+    matrix = _flag_value(argv, "--matrix")
+    if matrix is None or defaults.in_project():
+        return
+    folder = Path(matrix).expanduser().parent
+    given = {word.split("=", 1)[0] for word in argv if word.startswith("--")}
+    has = {o for action in cmd._actions for o in action.option_strings}
+    for dest, path in (("store", Path("reports/results.sqlite")), ("out", Path("reports")),
+                       ("workdir", Path(".torchbisect"))):
+        writes = cmd.get_default(dest) is not None or (
+            dest == "workdir" and name in _HOLDS and name != "probe")
+        if writes and f"--{dest}" in has and f"--{dest}" not in given:
+            cmd.set_defaults(**{dest: folder / path})
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    for i, word in enumerate(argv):
+        if word == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if word.startswith(f"{flag}="):
+            return word.split("=", 1)[1]
+    return None
 
 
 def _add_gates(cmd: argparse.ArgumentParser, name: str) -> None:
@@ -118,8 +150,8 @@ def _outputs(cmd: argparse.ArgumentParser) -> list[tuple[str, str, str]]:
     """(flag, dest, kind) of every argument that names something the command writes."""
     from .options import Output
 
-    return [((a.option_strings or [a.metavar or a.dest])[0], a.dest, a.type.kind)
-            for a in cmd._actions if isinstance(a.type, Output)]
+    return [(a.option_strings[0] if a.option_strings else str(a.metavar or a.dest), a.dest,
+             a.type.kind) for a in cmd._actions if isinstance(a.type, Output)]
 
 
 def _version() -> str:
@@ -140,6 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = next((a for a in (completing() or argv) if a in COMMANDS), None)
     try:  # a command module that fails to import is torchbisect's failure too
         args = _parse(argv, chosen)
+    except KeyboardInterrupt:  # Ctrl-C while the command's modules load: no traceback either
+        print(f"torchbisect{f' {chosen}' if chosen else ''}: interrupted", file=sys.stderr)
+        return Exit.INTERRUPTED
     except Exception as err:  # noqa: BLE001 - argparse's own exits are SystemExit, not this
         return _failed(chosen or "", argv, err)
     try:
@@ -150,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         print(f"torchbisect {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return Exit.INTERRUPTED
     except Exception as err:  # noqa: BLE001 - the one place an unexpected error is caught
         full = _full_disk(err, args)
         if full is not None:  # wherever it struck: one sentence naming the folder, exit 3
@@ -167,23 +202,25 @@ def _full_disk(err: BaseException, args: argparse.Namespace) -> TorchbisectError
     if not is_full(err):
         return None
     name = getattr(err, "filename", None)
+    said = err if isinstance(err, OSError) else None  # sqlite3 says "database or disk is full"
     if name:
-        return disk_full(os.path.dirname(os.path.abspath(name)), err)
+        return disk_full(os.path.dirname(os.path.abspath(name)), said)
     folders = [Path(p) if Path(p).is_dir() else Path(p).parent
                for p in (getattr(args, k, None) for k in ("out", "workdir", "store", "lock",
                                                           "matrix", "json", "markdown"))
                if p is not None and str(p) != "-"]
     full = [str(f) for f in folders if nearly_full(f)]
     return disk_full(" and ".join(dict.fromkeys(full)) or "a folder torchbisect writes to "
-                     "(its report, logs, store, lock or work folder)", err)
+                     "(its report, logs, store, lock or work folder)", said)
 
 
 def _gated(args: argparse.Namespace, argv: list[str]) -> int:
     from ..utils import runlock
-    from .options import check_output
+    from .options import check_interpreter, check_output
 
     for flag, dest, kind in args._outputs:
         check_output(getattr(args, dest), flag, kind)
+    check_interpreter(getattr(args, "interpreter", None))
     _require_gpu(args)
     if args.command in _PLANS and not (args.command == "probe" and args.cell == PREINSTALLED) \
             and defaults.refresh_default_matrix(args.matrix):
@@ -231,7 +268,7 @@ def _require_gpu(args: argparse.Namespace) -> None:
 
 
 def _failed(command: str, argv: list[str], err: Exception) -> int:
-    """torchbisect's own failure: one sentence on stderr, the traceback in a file, FAILED."""
+    """torchbisect's own failure: one sentence on stderr, the traceback in a file, Exit.FAILED."""
     text = f"{type(err).__name__}: {err}".splitlines()[0][:200]
     who = " ".join(["torchbisect", command] if command else ["torchbisect"])
     try:
@@ -242,9 +279,14 @@ def _failed(command: str, argv: list[str], err: Exception) -> int:
     except OSError:
         traceback.print_exc()
         name = "printed above (no file could be written)"
-    print(f"{who}: torchbisect itself failed ({text}), which is no verdict on "
-          f"any build; the full traceback is in {name}", file=sys.stderr)
-    return FAILED
+    from .. import home
+
+    trace = f"the full traceback is in {name}"
+    if home():
+        trace = f"report it at {home()}/issues with {trace.replace(' is in', ', which is in')}"
+    print(f"{who}: torchbisect itself failed ({text}), which is no verdict on any build; "
+          f"{trace}", file=sys.stderr)
+    return Exit.FAILED
 
 
 def _with_advice(err: TorchbisectError, command: str) -> str:

@@ -22,6 +22,7 @@ from ..bisect.run import BisectOptions, bisect, take_back
 from ..bisect.verdicts import DEFAULT_CASE
 from ..bisect.walk import DEFAULT_LIMIT
 from ..errors import ConfigError
+from ..exits import Exit
 from ..outcome import Direction, NightlyPoint
 from ..probe.info import ProbeOutput
 from ..probe.scripts import default_probe, probe_info
@@ -29,9 +30,6 @@ from ..report.bisection_text import render_markdown, render_text
 from . import options as flags
 from .options import add_backend_option
 
-# The status of an answer that is a range, not one build (README's exit-code table): a caller
-# tells "one of N" from "this one" by the status alone.
-NOT_EXACT = 8
 REPEAT_DEFAULT = ("--repeat 2, the default with --script: every nightly or commit judged now runs "
                   "the script twice (and the two that decide the range once more), about twice "
                   "the runs of --repeat 1, so that a flaky script is said to be flaky instead "
@@ -94,7 +92,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--repeat", type=int, default=None, metavar="N",
         help="with --script: ask it N times of every nightly (and, with --pytorch-repo, "
              "commit) it judges now, and N-1 more at the two that decide the range; a script "
-             "whose answers differ is reported as flaky, exit 1 (default 2)")
+             "whose answers differ is reported as flaky, exit 7 (default 2)")
     add("--forget", action="append", default=[], metavar="DATE|VERSION|COMMIT",
         help="first drop the stored verdict of this build that the bisection would reuse (a "
              "mistaken answer), so it is asked again; names each dropped row; repeatable")
@@ -129,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
         with args.markdown.open("a", encoding="utf-8") as fh:
             fh.write(render_markdown(done.result) + "\n")
     final = done.result.narrowed or done.result
-    return 0 if final.exact else NOT_EXACT
+    # a caller tells "one of N" from "this one" by the status alone
+    return Exit.OK if final.exact else Exit.NOT_EXACT
 
 
 def _say_forgotten(what: str, gone: Forgotten, options: BisectOptions) -> None:
@@ -159,8 +158,8 @@ def _in_calendar(flag: str, text: str | None) -> None:
         if text is not None:
             parse_end(text, flag)
     except OverflowError:
-        raise ConfigError(f"{flag} {text[:40]!r} is before the first day of the calendar; give "
-                          "a date such as 2025-08-01 or a few days ago") from None
+        raise ConfigError(f"{flag} {str(text)[:40]!r} is before the first day of the calendar; "
+                          "give a date such as 2025-08-01 or a few days ago") from None
     except ConfigError:
         pass  # said later, where a release or a version is told from a date
 

@@ -4,7 +4,8 @@ The docker backend keeps a uv cache volume; `matrix` and `bisect` prune it when 
 (backends/docker_cache.py says how, and why `uv cache prune --ci`), and this command is the same
 prune on demand.  The venv backend keeps one venv per cell under the work folder (reused while its
 wheel is the same) and fills the host's uv cache; `--prune` removes the venvs and prunes that
-cache the same way (the next run installs again).  The backend is chosen as `matrix` chooses it.
+cache the same way (the next run installs again).  The backend is the one the newest run in the
+store used (`--store`), else the one `matrix` would choose; the first line names it, and why.
 Exit 0; 3 when the docker volume could not be measured or pruned (another run holding uv's lock
 past UV_LOCK_TIMEOUT, no runner image on the engine) or another run holds the work folder; 5 when
 the backend cannot run here (no Docker engine, no uv).
@@ -20,8 +21,10 @@ from . import options as flags
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    flags.add_backend_option(parser, "whose cache (default: docker when an engine answers, else "
+    flags.add_backend_option(parser, "whose cache (default: the backend of the newest run in "
+                                     "--store; without one, docker when an engine answers, else "
                                      "venv)")
+    flags.add_store_option(parser, "the store whose newest run names the backend")
     parser.add_argument("--prune", action="store_true",
                         help="docker: `uv cache prune --ci` in the volume; venv: remove the "
                              "cells' venvs and `uv cache prune --ci` on this host (uv's cache is "
@@ -33,13 +36,39 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends import docker_answers
+    from ..backends import BACKENDS, capabilities
 
     workdir = args.workdir or defaults.WORKDIR
-    backend = args.backend or ("docker" if docker_answers() else "venv")
-    if backend == "current":
-        raise ConfigError("--backend current keeps nothing between runs: choose docker or venv")
-    return (_docker if backend == "docker" else _venv)(workdir, prune=args.prune)
+    backend, why = _chosen(args)
+    keeps = capabilities(backend).keeps
+    if not keeps:
+        keepers = [name for name in BACKENDS if capabilities(name).keeps]
+        raise ConfigError(f"the {backend} backend ({why}) keeps nothing between runs: choose "
+                          f"{' or '.join(f'--backend {name}' for name in keepers)}")
+    print(f"backend: {backend} ({why}), which keeps {keeps}", flush=True)
+    return _KEPT[backend](workdir, prune=args.prune)
+
+
+def _chosen(args: argparse.Namespace) -> tuple[str, str]:
+    """The backend whose keep is meant, and why: the flag; else the one the newest run stored
+    used, of those that keep something (an engine answering says nothing of where the runs
+    were installed); else the one `matrix` would choose."""
+    from ..backends import BACKENDS, capabilities, docker_answers
+
+    if args.backend:
+        return args.backend, "--backend"
+    if args.store.is_file():
+        from ..store.db import Store
+
+        with Store(args.store, read_only=True) as store:
+            used = [r for r in store.latest()
+                    if r.backend in BACKENDS and capabilities(r.backend).keeps]
+        if used:
+            newest = max(used, key=lambda r: r.started).backend
+            return newest, f"the newest run in {args.store} used it; choose with --backend"
+    if docker_answers():
+        return "docker", "no run is stored and a Docker engine answers; choose with --backend"
+    return "venv", "no run is stored and no Docker engine answers; choose with --backend"
 
 
 def _docker(workdir, *, prune: bool) -> int:
@@ -84,3 +113,7 @@ def _venv(workdir, *, prune: bool) -> int:
         print(f"{what}: {venvs}{megabytes(folder_bytes(path))} in {path}")
     print("`torchbisect cache --backend venv --prune` removes the venvs and prunes uv's cache")
     return 0
+
+
+# What each backend that keeps something between runs keeps, measured or pruned.
+_KEPT = {"docker": _docker, "venv": _venv}

@@ -102,7 +102,7 @@ def _tell_one(args, api, probe: str, runs, bisections, site: list[str], named: b
     else:
         fix, verdicts = None, verdicts_of(runs)
         markdown = _read(_summary_of(args.summary, probe, site, args.probe is not None))
-    said = fix.text if fix else _measured(verdicts)
+    said = fix.text if fix else _measured(verdicts or {})
     if api is None:
         told = "not told: no GITHUB_TOKEN or --repo, so no issue was opened or updated"
     elif fix is not None and not fix.decided:

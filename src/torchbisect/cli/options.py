@@ -18,13 +18,16 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from .. import defaults
 from ..cells import may_match
-from ..errors import ConfigError, InfraError
+from ..errors import ConfigError
+from ..exits import Exit
 from ..model import CellRun, RunStatus, Verdict
 from ..utils import files
 
@@ -144,6 +147,25 @@ def add_interpreter_option(parser: argparse.ArgumentParser, help_text: str, **kw
                         help=argparse.SUPPRESS)
 
 
+def check_interpreter(text: str | None) -> None:
+    """`--interpreter` (checked by the CLI before the command runs): a path that is not there,
+    or a name not on PATH, is a mistake in the flag (exit 2), not an interpreter without torch."""
+    import shutil
+
+    if text is None:
+        return
+    what = "give the path of a python (or a name on PATH)"
+    if os.sep not in text and not (os.altsep and os.altsep in text):
+        if shutil.which(text) is None:
+            raise ConfigError(f"--interpreter {text}: no such command on PATH; {what}")
+        return
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise ConfigError(f"--interpreter {text}: no such file; {what}")
+    if path.is_dir() or not os.access(path, os.X_OK):
+        raise ConfigError(f"--interpreter {text}: not an executable file; {what}")
+
+
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="OUT", type=Output("file", stdout=True),
                         help="also write the runs as JSON, shaped like the page's results.json "
@@ -223,13 +245,13 @@ def _fail_on(text: str) -> frozenset[str]:
     return frozenset(kinds - {"none"})
 
 
-def exit_status(runs: list[CellRun], fail_on: frozenset[str]) -> int:
-    """1 when asked to fail on an affected build and one is (a definite answer, so it wins), 3
-    when asked to fail on infrastructure failures and one happened, else 0."""
+def exit_status(runs: list[CellRun], fail_on: frozenset[str]) -> Exit:
+    """AFFECTED when asked to fail on an affected build and one is (a definite answer, so it
+    wins), NO_VERDICT when asked to fail on infrastructure failures and one happened, else OK."""
     if "affected" in fail_on and any(r.verdict is Verdict.AFFECTED for r in runs):
-        return 1
+        return Exit.AFFECTED
     infra = any(r.status is RunStatus.INFRA_FAILURE for r in runs)
-    return InfraError.exit_code if "infra" in fail_on and infra else 0
+    return Exit.NO_VERDICT if "infra" in fail_on and infra else Exit.OK
 
 
 def check_patterns(matrix: Path, **flags_given: str | None) -> None:
@@ -251,6 +273,39 @@ def check_patterns(matrix: Path, **flags_given: str | None) -> None:
             said = "the cell asked for" if flag == "cell" else f"--{flag}"
             raise ConfigError(f"{said}: no cell of {matrix} can match {', '.join(wrong)} (its "
                               f"entries give ids like {', '.join(like.values())}); {hint}")
+        _check_tags(matrix, globs(text), shapes,
+                    "the cell asked for" if flag == "cell" else f"--{flag}")
+
+
+_CUDA_PART = re.compile(r"cu\d+|cpu")
+_PYTHON_PART = re.compile(r"cp\d+t?")
+
+
+def _check_tags(matrix: Path, patterns: Sequence[str], shapes: list[str], said: str) -> None:
+    """A pattern naming a CUDA tag (`cu999`) or a Python (`cp27`) that no release, candidate
+    or nightly entry builds for, refused before any index is asked (a `dev` or preinstalled
+    cell it may match is left to the plan)."""
+    from ..cells import python_tag
+    from ..config.matrix import load_matrix
+
+    config = load_matrix(matrix)
+    entries = [*config.stable, *config.test, *config.nightly]
+    chosen = [config.settings(e) for e in entries]
+    cudas = {t for c in chosen for t in (config.cuda_tags if c.cuda == "auto" else [c.cuda])}
+    given = {python_tag(c.python) for c in chosen if c.python is not None}
+    pythons = None if any(c.python is None for c in chosen) else given
+    others = [s for s in shapes if not s.startswith(("stable-", "test-", "nightly-"))]
+    for pattern in patterns:
+        if any(may_match([pattern], s) for s in others):
+            continue
+        for part in pattern.split("-"):
+            if _CUDA_PART.fullmatch(part) and part not in cudas:
+                raise ConfigError(f"{said}: {pattern} names the CUDA tag {part}, which no entry "
+                                  f"of {matrix} builds for (its tags: {', '.join(sorted(cudas))})")
+            if _PYTHON_PART.fullmatch(part) and pythons is not None and part not in pythons:
+                raise ConfigError(f"{said}: {pattern} names the Python {part}, which no entry "
+                                  f"of {matrix} builds for (its Pythons: "
+                                  f"{', '.join(sorted(pythons))})")
 
 
 def _shapes(matrix: Path) -> list[str]:

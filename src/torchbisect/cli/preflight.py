@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     backend = choose_backend(args.backend or _named_in(args.flags),
                              BackendOptions(workdir=args.workdir or defaults.WORKDIR),
                              say=lambda text: print(f"preflight: {text}", flush=True))
-    if backend.name != "docker":
+    if not backend.can.containers:
         print(f"preflight: the {backend.name} backend probes on this host, not in a container: "
               "nothing to check beyond `nvidia-smi -L`")
         return 0

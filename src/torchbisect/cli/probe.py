@@ -30,7 +30,8 @@ from .. import defaults
 from ..backends.base import BackendOptions, host_python
 from ..backends.preinstalled import preinstalled_cell, with_torch_version
 from ..cells import PREINSTALLED as PREINSTALLED_ID
-from ..errors import CannotTell, ConfigError, InfraError
+from ..errors import CannotTell, ConfigError
+from ..exits import Exit
 from ..model import Cell, CellRun, Channel, RunStatus
 from ..probe.scripts import default_probe, probe_info
 from ..utils.console import make_console, print_table
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"stored as run {run_id} in {args.store}", highlight=False)
     write_json(args.json, [result])
     if result.status is RunStatus.INFRA_FAILURE or result.verdict is None:
-        return InfraError.exit_code
+        return Exit.NO_VERDICT
     return result.verdict.exit_code
 
 
@@ -192,7 +193,7 @@ def _print(run: CellRun, console: Console) -> None:
     if run.status is RunStatus.INFRA_FAILURE or run.result is None:
         console.print(f"[red]infrastructure failure[/]: {run.reason}", highlight=False)
         return
-    table = Table(title=f"{run.cell.id}: {run.verdict.value}", title_justify="left")
+    table = Table(title=f"{run.cell.id}: {run.result.verdict.value}", title_justify="left")
     for column in ("case", "verdict", "detail", "seconds"):
         table.add_column(column, justify="right" if column == "seconds" else "left")
     rows = [(c.name, c.verdict.value, c.detail, f"{c.seconds:.1f}") for c in run.result.cases]

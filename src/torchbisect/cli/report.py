@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         with Store(args.store) as store:
             paths = render(store, args.out, links=links, runners=runners, probes=probes)
     for path in paths:
-        print(path)
+        print(f"wrote {path}")  # as `matrix` says it
     return 0
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..config.schema import runners_schema_text
 from ..config.schema import schema_text as matrix_schema_text
+from ..exits import Exit
 from ..report.documents import SCHEMA_FILES, schema_text
 from .options import Output
 
@@ -24,7 +25,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "runners.schema.json, results.schema.json and probe.schema.json go "
                              "beside it")
     parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 when a file is out of date")
+                        help="write nothing; exit 6 when a file is out of date")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         if stale:
             print(f"{', '.join(map(str, stale))} out of date: run `nox -s schema`")
-            return 1
+            return Exit.OUT_OF_DATE
         print(f"{', '.join(map(str, texts))} up to date")
         return 0
     folder.mkdir(parents=True, exist_ok=True)  # the output gate checked it can be made

@@ -1,9 +1,9 @@
 """What `--help` shows beyond the flags, and what a mistyped command line is told.
 
-Each command's help ends with examples and the exit statuses it can give; a flag or command that
-does not exist is answered by the command's own usage and the closest real names ("did you
-mean"), exit 2.  `torchbisect completion SHELL` prints the shell code of argcomplete, which
-completes commands, flags and their choices by asking torchbisect itself.
+Each command's help ends with examples and the exit statuses it can give (exits.py); a flag or
+command that does not exist is answered by the command's own usage and the closest real names
+("did you mean"), exit 2.  `torchbisect completion SHELL` prints the shell code of argcomplete,
+which completes commands, flags and their choices by asking torchbisect itself.
 """
 
 from __future__ import annotations
@@ -13,19 +13,7 @@ import difflib
 import os
 import shlex
 
-EXIT_STATUSES = """\
-exit statuses:
-  0    done; probe: not affected
-  1    affected (probe; matrix --fail-on affected)
-  2    a mistake to fix: a flag, matrix.yaml, lock or output path (one sentence names it)
-  3    infrastructure, no verdict: a cell not installed or probed, no GPU under
-       --require-gpu, the store or workdir held by another run
-  4    a wheel index that does not answer
-  5    a backend that cannot run here (no Docker engine, no uv)
-  8    bisect: the answer is a range of builds, not one
-  125  probe: cannot tell (no GPU, a control misbehaved)
-  130  interrupted
-  250  torchbisect itself failed (a bug): the message names the traceback's file"""
+from ..exits import epilog_lines
 
 EXAMPLES = {
     "plan": ["torchbisect plan", "torchbisect plan --offline --json -"],
@@ -45,6 +33,7 @@ EXAMPLES = {
     "cache": ["torchbisect cache", "torchbisect cache --prune"],
     "init": ["torchbisect init", "torchbisect init ci/matrix.yaml"],
     "completion": ['eval "$(torchbisect completion bash)"   # in ~/.bashrc'],
+    "pages": ["torchbisect pages --check"],
 }
 
 TOP_EXAMPLES = ["torchbisect probe                 # is this interpreter's torch affected?",
@@ -56,7 +45,8 @@ TOP_EXAMPLES = ["torchbisect probe                 # is this interpreter's torch
 def epilog(command: str | None) -> str:
     lines = TOP_EXAMPLES if command is None else EXAMPLES.get(command, [])
     shown = "\n".join(f"  {line}" for line in lines)
-    return f"examples:\n{shown}\n\n{EXIT_STATUSES}" if shown else EXIT_STATUSES
+    statuses = epilog_lines(command)
+    return f"examples:\n{shown}\n\n{statuses}" if shown else statuses
 
 
 def unknown_command(argv: list[str], commands) -> str | None:

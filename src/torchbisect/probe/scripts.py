@@ -14,7 +14,6 @@ last line into a document of one case named after the probe, as it does for `bis
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ ADAPTER = f"{SCRIPT_PROBE}.py"  # torchbisect's own: runs a command or an exit-s
 
 def _own() -> Path:
     """The installed copy beside the package's modules, else the checkout's `probes/`."""
-    package = Path(importlib.util.find_spec("torchbisect").origin).resolve().parent
+    package = Path(__file__).resolve().parents[1]
     installed = package / "_probes"
     return installed if installed.is_dir() else package.parents[1] / "probes"
 

@@ -13,6 +13,7 @@ import re
 from typing import Any
 from urllib.parse import quote_plus, unquote_plus, urlsplit
 
+from .. import home
 from ..config.matrix import References
 from .headline import Headline, version_key
 from .page import Advice, Section
@@ -129,7 +130,7 @@ def build_advice(sections: tuple[Section, ...], links: References,
                   check=f"python {check}" if check else "", check_href=check,
                   check_meaning=CHECK_MEANING if check else NO_CHECK, tool=TOOL,
                   tool_meaning=TOOL_MEANING, upstream=upstream, upstream_text=link_text(upstream),
-                  repository=links.repository or "", fix_pr=regression.fix_pr,
+                  repository=links.repository or home(), fix_pr=regression.fix_pr,
                   fix_pr_text=link_text(regression.fix_pr) if regression.fix_pr else "")
 
 

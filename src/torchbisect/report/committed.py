@@ -1,6 +1,6 @@
 """The pages committed to this repository, each drawn again from its own data by today's code.
 
-    python -m torchbisect.report.committed [--check]     # what `nox -s pages` runs
+    torchbisect pages [--check]     # what `nox -s pages` runs (cli/pages.py)
 
 A committed page is derived: `reports/h200/` from the H200 run's store (reports/evidence/
 results.sqlite, read from a copy so the evidence stays byte-identical), `reports/sample/` from the
@@ -10,12 +10,11 @@ probes gives a committed page per probe, each in a folder of its own.  Whenever 
 draws a page changes, this regenerates them all; a page whose files differ from a fresh render in
 anything but their timestamps is rewritten (with a new screenshot when Chromium is at hand), the
 others are left alone, so a run with nothing to change changes nothing.  `--check` only says
-which are stale (exit 1), which is what the test of the committed pages asserts.
+which are stale (exit 6), which is what the test of the committed pages asserts.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import os
 import re
@@ -192,23 +191,3 @@ def _screenshots(repo: Path, folder: Path, say) -> None:
             raise CommandFailed(argv, done.returncode, done.output)
         say(f"{folder / name}: retaken at {size}{', opened' if click else ''}")
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torchbisect.report.committed",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repo", type=Path, default=Path.cwd(),
-                        help="repository root (default: the current folder)")
-    parser.add_argument("--check", action="store_true",
-                        help="change nothing; exit 1 when a committed page is stale")
-    args = parser.parse_args(argv)
-    repo = args.repo.resolve()
-    if not (repo / "reports").is_dir():
-        print(f"{repo}: no reports/ folder here; run this from the repository root or pass "
-              "--repo", file=sys.stderr)
-        return 2
-    changed = regenerate(repo, check=args.check)
-    return 1 if args.check and changed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..backends.base import Backend, Prepared, ProbeOutput
 from ..errors import CommandFailed, ConfigError, TorchbisectError
+from ..exits import Exit
 from ..model import Cell, CellRun, ProbeResult, RunStatus
 from ..probe import document as probe_doc
 from ..probe.scripts import probe_version
@@ -30,7 +31,7 @@ from ..utils.gpus import Gpu, device_of
 from ..utils.masking import mask
 from ..utils.words import last_line, signal_name
 
-PROBE_EXITS = (0, 1, 125)  # the probe's contract: good, bad, cannot tell
+PROBE_EXITS = (Exit.OK, Exit.AFFECTED, Exit.CANNOT_TELL)  # the probe's contract
 _EXCERPT_LINES = 40
 
 
@@ -194,7 +195,8 @@ def _disk_full(backend: Backend, err: Exception) -> files.DiskFull | None:
     the run stops with one sentence naming the folder, rather than failing every cell."""
     folder = getattr(backend, "workdir", None) or getattr(backend, "cells_dir", None)
     if files.is_full(err):
-        return files.disk_full(folder or "the work folder (--workdir)", err)
+        return files.disk_full(folder or "the work folder (--workdir)",
+                               err if isinstance(err, OSError) else None)
     said = _NO_SPACE.search(f"{err}\n{getattr(err, 'output', '')}")
     # a probe may print those words: only a work folder that is really full stops the run
     return files.disk_full(folder) if said and folder and files.nearly_full(folder) else None

@@ -25,7 +25,7 @@ from ..plan.lock import Lock
 from ..store.db import Store
 from ..utils.clock import now
 from ..utils.gpus import Gpu
-from . import kind as runkind
+from .kind import Roll, check_runner, gpu_names
 from .options import MatrixOptions
 from .progress import Handler
 from .schedule import run_cells
@@ -59,7 +59,7 @@ def run_matrix(options: MatrixOptions, handler: Handler) -> MatrixRun:
     gpus = list_gpus()
     roll = _roll_call(options, gpus, started)
     cells, backend_name, empty_reason = _cells(options, gpus, handler)
-    slots = list(gpus) or [None]
+    slots: list[Gpu | None] = [*gpus] or [None]
     attendance = None
     with Store(options.store) as store:
         if roll is not None:
@@ -76,17 +76,17 @@ def run_matrix(options: MatrixOptions, handler: Handler) -> MatrixRun:
                      empty_reason=empty_reason)
 
 
-def _roll_call(options: MatrixOptions, gpus: Sequence[Gpu], started: str) -> runkind.Roll | None:
+def _roll_call(options: MatrixOptions, gpus: Sequence[Gpu], started: str) -> Roll | None:
     """With a kind: the runner checked against it (before anything else) and the attendance to
     take; None without."""
     if options.kind is None or options.runners is None:
         return None
     from ..index.tags import host_platform
 
-    runkind.check_runner(options.kind, options.runners.path, platform=host_platform(), gpus=gpus,
-                         check_gpus=not options.allow_no_gpu)
-    return runkind.Roll(kind=options.kind, shard=options.shard or "1/1", started=started,
-                        gpus=runkind.gpu_names(gpus))
+    check_runner(options.kind, options.runners.path, platform=host_platform(), gpus=gpus,
+                 check_gpus=not options.allow_no_gpu)
+    return Roll(kind=options.kind, shard=options.shard or "1/1", started=started,
+                gpus=gpu_names(gpus))
 
 
 def _cells(options: MatrixOptions, gpus: Sequence[Gpu], handler: Handler,
@@ -119,7 +119,7 @@ def _pick(cells: tuple[Cell, ...], options: MatrixOptions) -> tuple[Cell, ...]:
 
 def _probe(cells: Sequence[Cell], backend_name: str | None, store: Store,
            slots: Sequence[Gpu | None], options: MatrixOptions, handler: Handler,
-           roll: runkind.Roll | None) -> tuple[list[CellRun], tuple[CellRun, ...]]:
+           roll: Roll | None) -> tuple[list[CellRun], tuple[CellRun, ...]]:
     from ..backends import choose_backend  # imported late: the docker SDK is slow to import
 
     backend_options = BackendOptions(python=options.interpreter, workdir=options.workdir,

@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..backends.base import Watcher
+from ..exits import Exit
 from ..model import Attendance, Cell, CellRun, RunStatus, Verdict
 from ..plan.cost import Cost, describe, duration
 from ..utils.console import make_console, print_table
@@ -192,7 +193,7 @@ def _finished_line(run: CellRun) -> Text:
         return Text.assemble(("✗ ", "red"), run.cell.run_name, "  ", (INFRA_LABEL, "red"),
                              f": {run.reason}  ({secs})")
     verdict = run.verdict or Verdict.ERROR
-    if verdict.exit_code == 125:  # skipped, inconclusive, a crash: done, but nothing decided
+    if verdict.exit_code is Exit.CANNOT_TELL:  # skipped, inconclusive, a crash: nothing decided
         return Text.assemble(("? ", "yellow"), run.cell.run_name, "  ",
                              (verdict.value, _STYLES.get(verdict, "yellow")),
                              f", no verdict  ({secs})")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -61,7 +61,7 @@ def globs(text: str | None) -> tuple[str, ...]:
     return tuple(p.strip() for p in (text or "").split(",") if p.strip())
 
 
-def _patterns(cells: tuple[Cell, ...], text: str, flag: str, matrix: Path) -> list[str]:
+def _patterns(cells: tuple[Cell, ...], text: str, flag: str, matrix: Path) -> tuple[str, ...]:
     """The patterns of one flag; one that matches no cell is a mistake, said as such."""
     patterns = globs(text)
     unknown = [p for p in patterns if not any(_matches(c.id, [p]) for c in cells)]
@@ -71,7 +71,7 @@ def _patterns(cells: tuple[Cell, ...], text: str, flag: str, matrix: Path) -> li
     return patterns
 
 
-def _matches(cell_id: str, patterns: list[str]) -> bool:
+def _matches(cell_id: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(cell_id, p) for p in patterns)
 
 

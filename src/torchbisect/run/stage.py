@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from ..backends import capabilities
 from ..backends.preinstalled import (
     interpreter_of,
     preinstalled_cell,
@@ -20,8 +21,10 @@ from ..backends.preinstalled import (
 from ..model import Cell, CellRun, Channel
 from ..plan.lock import pin_sha256
 from ..probe.scripts import default_probe
+from ..utils.words import count
 
 Say = Callable[[str], None]
+_EACH = "the torch wheel of each build alone is 0.7-1 GB"
 
 
 def no_gpu_cells(cells: tuple[Cell, ...], *, python: str, backend: str | None, say: Say,
@@ -30,19 +33,23 @@ def no_gpu_cells(cells: tuple[Cell, ...], *, python: str, backend: str | None, s
     docker backend), with one sentence saying so; and the backend that runs it.  When `cells`
     were `selected` (--cells, --skip, --shard), the preinstalled torch only if it is among them,
     and the selected cells that are not probed are named."""
-    again = "pass --allow-no-gpu to run every cell anyway."
+    # What --allow-no-gpu costs: every build downloaded and installed, to read `skipped`.
+    again = (f"--allow-no-gpu would install every cell anyway, though every case then reads "
+             f"skipped: {_EACH}, and `torchbisect plan` gives the total, so choose a few with "
+             "--cells first.")
     if selected:
         left = [c.id for c in cells if c.channel is not Channel.PREINSTALLED]
         if left:
             say(f"No GPU is visible (nvidia-smi lists none), so these selected cells are not "
-                f"probed: {', '.join(left)}; pass --allow-no-gpu to install and probe them "
-                f"anyway (every case then reads skipped).")
+                f"probed: {', '.join(left)}; --allow-no-gpu would install and probe them anyway "
+                f"({count(len(left), 'download')}: {_EACH}), though every case then reads "
+                "skipped.")
         if len(left) == len(cells):
             return (), backend
     # one cell per probe of the matrix's preinstalled entry
     mine = ([c for c in cells if c.channel is Channel.PREINSTALLED]
             or [preinstalled_cell(probe=default_probe())])
-    if mine[0].base_image and backend in (None, "docker"):
+    if mine[0].base_image and (backend is None or capabilities(backend).containers):
         say(f"No GPU is visible (nvidia-smi lists none), so only the torch in image "
             f"{mine[0].base_image} is probed; {again}")
         return tuple(mine), backend

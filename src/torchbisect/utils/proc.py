@@ -36,6 +36,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from ..errors import CommandFailed
 from . import files
@@ -133,7 +134,8 @@ class _Running:
 
     def __init__(self, child: subprocess.Popen, token: str):
         self.child, self.token, self._kept = child, token, Kept()
-        self._pipe = child.stdout or child.stderr  # stderr alone when stdout goes to a file
+        # stderr alone when stdout goes to a file; run() always pipes one of the two
+        self._pipe: IO[bytes] = child.stdout or child.stderr  # type: ignore[assignment]
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
         _watchdog_say(f"+{child.pid}")
@@ -229,7 +231,8 @@ class Kept:
             # masks it when a cut comes (`at_cut`)
             if full and self._full_end is None:  # a full head never changes: asked once
                 self._full_end = _word_start(self._head)
-            end = self._full_end if full else self._head.rfind(b"\n") + 1
+            end = self._full_end if full and self._full_end is not None else \
+                self._head.rfind(b"\n") + 1
             text, self._given = _decode(self._head[self._given:end]), max(self._given, end)
         return mask(text)
 
@@ -347,9 +350,9 @@ def _watchdog_say(line: str) -> None:
     with _WATCH_LOCK:
         if _watch is None or _watch.poll() is not None or os.getpid() != _watch_pid:
             _start_watchdog()
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            _watch.stdin.write(f"{line}\n".encode())
-            _watch.stdin.flush()
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # None: none could start
+            _watch.stdin.write(f"{line}\n".encode())  # type: ignore[union-attr]
+            _watch.stdin.flush()  # type: ignore[union-attr]
 
 
 _watch_pid = 0

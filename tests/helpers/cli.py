@@ -1,0 +1,63 @@
+"""One way for a test to run torchbisect as its user does, and one check of what the user was told.
+
+`torchbisect(...)` runs `python -m torchbisect` in a child process with this checkout's package
+first on the path, however the suite was launched; `call(...)` runs the same command line in this
+process (argparse's own exits become their status, as a shell would see it).  `one_sentence`
+asserts the rule every error a user can cause follows: one line, no traceback, the status the table
+gives its meaning (torchbisect/exits.py), and it returns that line to check further.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from helpers import REPO
+from torchbisect import cli
+from torchbisect.exits import Exit
+
+
+def env(extra: Mapping[str, str] | None = None, *,
+        base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`base` (default: this process's environment) with the checkout's src/ first on
+    PYTHONPATH (a relative entry there means nothing in another folder), and `extra`."""
+    base = os.environ if base is None else base
+    path = os.pathsep.join(p for p in (str(REPO / "src"), base.get("PYTHONPATH")) if p)
+    return {**base, "PYTHONPATH": path, **(extra or {})}
+
+
+def torchbisect(*argv: str | Path, cwd: str | Path | None = None,
+                env_extra: Mapping[str, str] | None = None, timeout: float = 600,
+                **kw) -> subprocess.CompletedProcess:
+    """`python -m torchbisect ARGV` as a user's shell runs it (text output captured), in the
+    environment `env=` gives (default: this one), the checkout's src/ first on its path."""
+    return subprocess.run([sys.executable, "-m", "torchbisect", *map(str, argv)], cwd=cwd,
+                          env=env(env_extra, base=kw.pop("env", None)), capture_output=True,
+                          text=True, timeout=timeout, **kw)
+
+
+def call(*argv: str | Path) -> int:
+    """The exit status of `torchbisect ARGV` run in this process (capsys sees its output)."""
+    try:
+        return int(cli.main([str(a) for a in argv]))
+    except SystemExit as done:  # argparse: --help, a usage error
+        return int(done.code or 0)
+
+
+def one_sentence(stderr: str, status: int, expected: int, *, command: str | None = None) -> str:
+    """The one-line error a user got, checked: `expected` status, a single line on stderr
+    (after the command's usage, for a flag argparse refused; `torchbisect COMMAND: error: …`
+    when `command` is given), no traceback."""
+    assert status == expected, f"exit {status}, expected {Exit(expected).name} ({expected}): " \
+        f"{stderr}"
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    if lines and lines[0].startswith("usage: "):  # argparse's: the command's usage, then one line
+        lines = lines[-1:]
+    assert len(lines) == 1, f"more than one line was said:\n{stderr}"
+    if command is not None:
+        assert lines[0].startswith(f"torchbisect {command}: error: "), lines[0]
+    return lines[0]
