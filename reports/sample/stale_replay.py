@@ -724,13 +724,18 @@ def main(argv=None):
         return _fork_main(args._fork.split(","), args.trials, args.timeout, args.jobs)
     document = run_probe(args.cases, args.trials, args.timeout, args.jobs)
     text = json.dumps(document, indent=2, sort_keys=False) + "\n"
+    nothing = cannot_tell(document)
     if args.json:
         with open(args.json, "w") as handle:
             handle.write(text)
+    elif nothing and sys.stdout.isatty():
+        # A person at a terminal, and nothing was measured: the line says all there is, where
+        # the document would add some 70 lines of "error" (a pipe or a file still gets it).
+        nothing += "; --json PATH writes the document"
     else:
         sys.stdout.write(text)
-    _say(cannot_tell(document) or f"verdict: {document['verdict']} (exit "
-         f"{document['exit_code']}) in {document['seconds']:.1f} s")
+    _say(nothing or f"verdict: {document['verdict']} (exit {document['exit_code']}) in "
+         f"{document['seconds']:.1f} s")
     return document["exit_code"]
 
 
