@@ -64,8 +64,9 @@ def _xdist_group(item) -> str | None:
 
 
 def pytest_configure(config):
-    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput") \
-            and config.getoption("dist", "no") == "loadgroup":
+    # xdist loaded by its entry point is "xdist", by `-p xdist.plugin` (the nox sessions, which
+    # turn plugin autoloading off) "xdist.plugin": ask for its option, not its name
+    if not hasattr(config, "workerinput") and config.getoption("dist", "no") == "loadgroup":
         fd, path = tempfile.mkstemp(prefix="torchbisect-xdist-groups-", suffix=".json")
         os.close(fd)
         os.environ[GROUPS_FILE] = path  # the workers start after this, with this environment
