@@ -99,6 +99,8 @@ def test_planning_is_measured_by_the_package_alone_without_the_test_suite(tmp_pa
     copy of src/ alone on the path), serving its own index, and plans every listed nightly."""
     shutil.copytree(REPO / "src" / "torchbisect", tmp_path / "src" / "torchbisect",
                     ignore=shutil.ignore_patterns("__pycache__"))
+    # as a wheel carries them (setup.py): planning reads the probe a matrix names (issue 47)
+    shutil.copytree(REPO / "probes", tmp_path / "src" / "torchbisect" / "_probes")
     code = ("import json, os, sys; import torchbisect; "
             "assert torchbisect.__file__.startswith(os.getcwd()), torchbisect.__file__; "
             "from torchbisect.bench.tool import plan_dates; "
