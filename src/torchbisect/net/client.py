@@ -16,7 +16,7 @@ what urllib3 leaves to its caller done here, once:
 * Every request has a connect deadline, an idle deadline (the longest silence between two reads)
   and a total deadline for the whole answer, headers included (see deadline.py).
 * Bodies read into memory have a size bound, said in the error when an answer is over it.
-* Failures are NetErrors (errors.py) that say in one phrase what happened and whether it heals.
+* Failures are NetErrors (failures.py) that say in one phrase what happened and whether it heals.
 * `http_proxy` / `https_proxy` / `no_proxy` are honoured, as urllib did before.
 """
 
@@ -36,7 +36,7 @@ from urllib3.util import Timeout
 from .. import __version__
 from ..utils.words import megabytes
 from . import credentials, deadline, links, pools
-from .errors import NetError, Refused, describe, http_error
+from .failures import NetError, Refused, describe, http_error
 
 USER_AGENT = f"torchbisect/{__version__}"
 MAX_HOPS = 10

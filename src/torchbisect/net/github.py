@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import InfraError
 from . import retry
 from .client import API, Deadlines, Route, request
-from .errors import NetError, Refused
+from .failures import NetError, Refused
 
 DEFAULT_API = "https://api.github.com"
 ANSWER_LIMIT = 32 * 10**6  # a page of 100 issues with the largest bodies GitHub allows: ~7 MB

@@ -23,7 +23,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from . import links
 from .deadline import Bounded
-from .errors import PeerRefused
+from .failures import PeerRefused
 
 _current = threading.local()
 
