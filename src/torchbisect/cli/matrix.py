@@ -145,7 +145,7 @@ def _summary(new: list[CellRun], reused: list[CellRun], console: Console, *, log
 def _render(options: MatrixOptions, out: Path, console: Console, *,
             empty_reason: str = "") -> None:
     from ..report import render
-    from ..report.links import links_from
+    from ..report.references import links_from
     from ..store.db import Store
 
     # With --kind the shard's attendance is already in the store: the local page says which
