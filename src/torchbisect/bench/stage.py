@@ -42,7 +42,7 @@ def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
     """
     from ..backends.current import CurrentBackend
     from ..backends.preinstalled import preinstalled_cell
-    from ..run.matrix import run_picked
+    from ..run.matrix_run import run_picked
     from ..run.selection import Selection
 
     backend = backend or CurrentBackend()

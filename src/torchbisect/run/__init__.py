@@ -1,6 +1,6 @@
 """The run stage: from the plan's cells to stored runs.
 
-matrix.py    `run_matrix(options, handler)`, the one entry point: plan, pick, backend, select,
+matrix_run.py `run_matrix(options, handler)`, the one entry point: plan, pick, backend, select,
              probe, finish; what it did as a `MatrixRun`
 options.py   `MatrixOptions`: what a run is asked to do, built once from the flags by the command
 selection.py which cells run: --cells/--skip, shards, --overlay, and what is stored already

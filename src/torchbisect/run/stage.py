@@ -1,7 +1,7 @@
 """Around the probing of a matrix run: which cells a machine without a GPU probes, and the wheel
 hashes the installer found, pinned into the lock afterwards.
 
-`run_matrix` (matrix.py) calls these; nothing here reads the command line.  Which
+`run_matrix` (matrix_run.py) calls these; nothing here reads the command line.  Which
 plan a run uses is plan/planning.py's; the preinstalled cell is backends/preinstalled.py's.
 """
 
