@@ -31,7 +31,7 @@ from ..utils import files
 from ..utils.words import plain_label
 from . import check, foreign
 from .reuse import covers
-from .rows import RUN_FIELDS, damaged_row, read_export, run_from_row, run_to_json, run_to_row
+from .runs import RUN_FIELDS, damaged_row, read_export, run_from_row, run_to_json, run_to_row
 
 EXPORT_SCHEMA = 1
 _SCHEMA_VERSION = 1
