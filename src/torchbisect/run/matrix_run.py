@@ -7,7 +7,7 @@ on a mismatch, nothing probed: kind.py); resolve the plan (plan/planning.py; onl
 into those to probe and the verdicts already stored; probe the rest (schedule.py); let the
 backend tidy up (docker: prunes uv's cache volume); store the shard's attendance, also after a
 failure or an interrupt; pin the hashes the installer found.  Without a GPU only a preinstalled
-torch is probed, unless `allow_no_gpu` (stage.py).  What the user sees goes through the
+torch is probed, unless `allow_no_gpu` (no_gpu.py).  What the user sees goes through the
 `Handler` (progress.py); printing the summary and drawing the report are the command's.
 """
 
@@ -27,11 +27,11 @@ from ..store.db import Store
 from ..utils.clock import now
 from ..utils.gpus import Gpu
 from .kind import Roll, check_runner, gpu_names
+from .no_gpu import no_gpu_cells
 from .options import MatrixOptions
 from .progress import Handler
 from .schedule import run_cells
 from .selection import Selection, globs, keep_reused, pick, select
-from .stage import no_gpu_cells
 
 _NO_GPU_PICKED = ("No GPU is visible on the machine that ran `torchbisect matrix`, so none of the "
                   "selected cells was probed.")
