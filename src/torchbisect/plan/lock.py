@@ -38,7 +38,7 @@ from ..errors import ConfigError
 from ..model import Plan
 from ..net.credentials import split as without_userinfo
 from ..net.links import wheel_name
-from ..probe import document as probe_doc
+from ..probe import document
 from ..utils import files
 
 LOCK_FORMAT = 1
@@ -103,11 +103,11 @@ class Lock:
         """The lock at `path`, or an empty one when there is no file yet."""
         path = Path(path)
         try:
-            doc = probe_doc.parse(probe_doc.read_text(path, max_bytes=MAX_BYTES),
+            doc = document.parse(document.read_text(path, max_bytes=MAX_BYTES),
                                   max_bytes=MAX_BYTES, max_depth=MAX_DEPTH)
         except FileNotFoundError:
             return cls()
-        except probe_doc.Rejected as err:
+        except document.Rejected as err:
             raise ConfigError(_bad(path, str(err))) from None
         except OSError as err:
             raise ConfigError(_bad(path, f"cannot read it: {err.strerror}")) from None
