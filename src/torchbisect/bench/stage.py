@@ -41,7 +41,7 @@ def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
     cell cannot be prepared the dict says why under "skipped" and holds no timings.
     """
     from ..backends.current import CurrentBackend
-    from ..backends.preinstalled import preinstalled_cell
+    from ..cells import preinstalled_cell
     from ..run.matrix_run import run_picked
     from ..run.selection import Selection
 

@@ -1,7 +1,8 @@
 """Which cells a matrix run probes on a machine without a GPU, and the one sentence that says so.
 
 `run_matrix` (matrix_run.py) calls it; nothing here reads the command line.  Which
-plan a run uses is plan/planning.py's; the preinstalled cell is backends/preinstalled.py's.
+plan a run uses is plan/planning.py's; the preinstalled cell is cells.py's, its torch
+backends/preinstalled.py's.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from collections.abc import Callable
 from ..backends import capabilities
 from ..backends.preinstalled import (
     interpreter_of,
-    preinstalled_cell,
     torch_version,
 )
+from ..cells import preinstalled_cell
 from ..model import Cell, Channel
 from ..probe.scripts import default_probe
 from ..utils.words import count
