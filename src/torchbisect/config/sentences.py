@@ -68,9 +68,6 @@ MAX_NODES = 100_000  # values once aliases are expanded; the default matrix has 
 
 MAX_BYTES = 4 * 1024 * 1024
 _SHOWN = 200  # characters of a value quoted in a sentence
-# Characters no matrix or runners file needs (words.INVISIBLE); a tab or line break is YAML; a BOM
-# may begin the file.
-_INVISIBLE = INVISIBLE
 
 
 def read_config(path: Path, *, what: str, flag: str) -> str:
@@ -108,7 +105,9 @@ def _regular(path: Path, *, what: str, flag: str) -> None:
 
 def _visible(path: Path, text: str) -> None:
     """Refuse a character that hides what a value is, by line and code point."""
-    found = _INVISIBLE.search(text, 1 if text.startswith("\ufeff") else 0)
+    # Characters no matrix or runners file needs (words.INVISIBLE); a tab or line break is YAML;
+    # a BOM may begin the file.
+    found = INVISIBLE.search(text, 1 if text.startswith("\ufeff") else 0)
     if found:
         line = text.count("\n", 0, found.start()) + 1
         raise ConfigError(f"{path}, line {line}: holds the invisible or control character "
