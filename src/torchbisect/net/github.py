@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..errors import InfraError
 from . import retry
@@ -151,5 +151,5 @@ def _message(body: bytes) -> str:
     return f" ({message[:200]})" if isinstance(message, str) and message else ""
 
 
-def _whole(value: Any) -> bool:
+def _whole(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
