@@ -18,7 +18,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 from .. import cells, defaults
 from ..config.matrix import References
@@ -66,7 +66,7 @@ def render(store: RunSource, out_dir: Path, *, empty_reason: str = "",
     return render_runs(store.latest(), store.bisections(), Path(out_dir),
                        generated=dt.datetime.now(dt.timezone.utc), empty_reason=empty_reason,
                        links=links, runners=runners,
-                       attendance=store.attendance() if runners else (),
+                       attendance=cast(AttendanceSource, store).attendance() if runners else (),
                        store=Path(path).name if path else "", probes=probes)
 
 

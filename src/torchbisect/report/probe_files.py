@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from .. import cells
@@ -79,7 +80,7 @@ def _why(err: Exception) -> str:
 class DocumentSource:
     """Stands in for the store: `latest()` and `bisections()` read from JSON files."""
 
-    def __init__(self, probe_files: list[Path], bisection_files: list[Path] = ()):
+    def __init__(self, probe_files: list[Path], bisection_files: Sequence[Path] = ()):
         self._probe_files = sorted(probe_files)
         self._bisection_files = list(bisection_files)
 
