@@ -234,9 +234,10 @@ def _builds(path: Path, doc: Any) -> dict[str, LockedBuild]:
             raise ConfigError(_bad(path, f"entry {cell_id!r} lacks one of {', '.join(_FIELDS)}"))
         deps = _deps(path, cell_id, entry.get("deps"))
         try:
-            out[cell_id] = LockedBuild(**{k: without_userinfo(v)[0] if k in ("url", "index")
-                                          and isinstance(v, str) else v
-                                          for k, v in entry.items() if k != "deps"}, **deps)
+            fields: dict[str, Any] = {k: without_userinfo(v)[0] if k in ("url", "index")
+                                      and isinstance(v, str) else v
+                                      for k, v in entry.items() if k != "deps"}
+            out[cell_id] = LockedBuild(**fields, **deps)
         except TypeError:
             raise ConfigError(_bad(path, f"entry {cell_id!r} has unknown keys")) from None
         if not isinstance(entry.get("yanked"), str | None):
@@ -249,7 +250,7 @@ def _builds(path: Path, doc: Any) -> dict[str, LockedBuild]:
     return out
 
 
-def _deps(path: Path, cell_id: str, deps: Any) -> dict[str, tuple[LockedDep, ...] | None]:
+def _deps(path: Path, cell_id: str, deps: Any) -> dict[str, Any]:
     """`{"deps": …}` as LockedDeps ({} when the entry has none: a lock older than deps)."""
     if deps is None:
         return {}
