@@ -28,6 +28,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import urllib3
@@ -129,7 +130,8 @@ def request(method: str, url: str, *, route: Route | None = None,
                 raise http_error(raw.status, raw.reason or "", dict(answer.headers), text)
             yield answer
         finally:
-            raw.release_conn() if raw.isclosed() else raw.close()
+            # a pool answers with an HTTPResponse, which has isclosed (its base does not)
+            raw.release_conn() if raw.isclosed() else raw.close()  # type: ignore[attr-defined]
 
 
 @contextmanager
@@ -260,7 +262,7 @@ def _failure(err: BaseException, url: str, ends: float, deadlines: Deadlines) ->
 
 
 
-_POOL = {"num_pools": 16, "maxsize": 8, "block": False, "retries": False}
+_POOL: dict[str, Any] = {"num_pools": 16, "maxsize": 8, "block": False, "retries": False}
 _managers: dict[str | None, urllib3.PoolManager] = {}
 _managers_lock = threading.Lock()
 
