@@ -16,6 +16,7 @@ import stat
 import types
 import typing
 import unicodedata
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -39,7 +40,8 @@ def show(value: Any) -> str:
         return repr(value)
     if value == [] or value == {}:
         return "an empty list" if value == [] else "an empty mapping"
-    return {list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+    kinds: dict[type, str] = {list: "a list", dict: "a mapping"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 class Loader(yaml.SafeLoader):
@@ -221,7 +223,7 @@ _GENERIC = {
 }
 
 
-def sentence(path: Path, root: yaml.Node, errors: list[dict[str, Any]],
+def sentence(path: Path, root: yaml.Node, errors: Sequence[Mapping[str, Any]],
              model: type[BaseModel]) -> str:
     """The first problem (by line) as one sentence; how many more there are, if any."""
     found = []
@@ -241,7 +243,7 @@ def sentence(path: Path, root: yaml.Node, errors: list[dict[str, Any]],
     return found[0][1] + suffix
 
 
-def _message(err: dict[str, Any], loc: tuple, model: type[BaseModel]) -> str:
+def _message(err: Mapping[str, Any], loc: tuple, model: type[BaseModel]) -> str:
     kind = err["type"]
     if kind == "expected":
         return err["msg"]
@@ -263,7 +265,8 @@ def _message(err: dict[str, Any], loc: tuple, model: type[BaseModel]) -> str:
 def _locate(root: yaml.Node, loc: tuple) -> tuple[int, str]:
     """The line of the deepest key of `loc` that exists in the file, and the dotted key path."""
     node: yaml.Node | None = root
-    line, parts = root.start_mark.line + 1, []
+    line = root.start_mark.line + 1
+    parts: list[str] = []
     for part in loc:
         if isinstance(node, yaml.MappingNode) and isinstance(part, int):
             continue  # one mapping written for a list of one
