@@ -237,7 +237,7 @@ def test_without_a_gpu_the_way_to_run_every_cell_says_its_cost_and_suggests_cell
         no_torch_python):
     """It said "pass --allow-no-gpu to run every cell anyway": about 30 downloads of 0.7-1 GB
     each, to read `skipped` (issue 49, friction 6)."""
-    from torchbisect.run.stage import no_gpu_cells
+    from torchbisect.run.no_gpu import no_gpu_cells
 
     lines: list[str] = []
     assert no_gpu_cells((), python=no_torch_python, backend=None, say=lines.append) == (
@@ -250,7 +250,7 @@ def test_without_a_gpu_the_way_to_run_every_cell_says_its_cost_and_suggests_cell
 
 
 def test_without_a_gpu_the_docker_backend_probes_the_images_torch(no_torch_python):
-    from torchbisect.run.stage import no_gpu_cells
+    from torchbisect.run.no_gpu import no_gpu_cells
 
     image = Cell(id="preinstalled", channel=Channel.PREINSTALLED, version="", cuda="",
                  python="", base_image="torchbisect/base:bookworm-torch")

@@ -13,7 +13,7 @@ import pytest
 from helpers import make_run
 
 from torchbisect.store.db import Store
-from torchbisect.store.rows import run_to_json
+from torchbisect.store.runs import run_to_json
 
 BOMB = """\
 a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]

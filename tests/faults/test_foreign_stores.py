@@ -22,7 +22,7 @@ from helpers.cli import one_sentence, torchbisect
 
 from torchbisect.store.db import Store
 from torchbisect.store.foreign import MAX_ROW_BYTES
-from torchbisect.store.rows import EXCERPT_CHARS
+from torchbisect.store.runs import EXCERPT_CHARS
 
 
 def _store(path: Path, runs: int = 2, **kw) -> Path:

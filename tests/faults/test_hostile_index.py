@@ -16,7 +16,7 @@ from torchbisect.backends import wheels
 from torchbisect.config.matrix import load_matrix
 from torchbisect.errors import InfraError, ResolveError
 from torchbisect.index import fetch as index
-from torchbisect.index import pages as index_pages
+from torchbisect.index import pages
 from torchbisect.plan.lock import Lock, LockedBuild
 from torchbisect.plan.resolve import build_plan
 
@@ -66,7 +66,7 @@ TARGETS = {
 def _remote_page(extra_targets) -> list[index.Wheel]:
     links = [f"{REMOTE}{GOOD}"] + [f"{t}torch-2.98.{i}%2Bcpu-cp311-cp311-linux_x86_64.whl"
                                    for i, t in enumerate(extra_targets, start=2)]
-    return index_pages.parse_page(page(links).encode(), "text/html", REMOTE + "torch/", "torch")
+    return pages.parse_page(page(links).encode(), "text/html", REMOTE + "torch/", "torch")
 
 
 def test_a_remote_index_cannot_send_a_cell_to_internal_targets():

@@ -1,6 +1,6 @@
 """E5: `report --probe-json` and `--bisection` read recorded documents through the same gate as a
-live probe's (probe_doc): a hostile file is one sentence naming it (exit 2), never a traceback,
-never a page as large as the file; a long detail is capped."""
+live probe's (probe/document.py): a hostile file is one sentence naming it (exit 2), never a
+traceback, never a page as large as the file; a long detail is capped."""
 
 from __future__ import annotations
 

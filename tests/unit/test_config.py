@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from torchbisect.cli import main
-from torchbisect.config import sentences as config_errors
+from torchbisect.config import sentences
 from torchbisect.config.matrix import STEP_EPOCH, NightlyEntry, load_matrix
 from torchbisect.config.schema import schema_text
 from torchbisect.errors import ConfigError
@@ -133,7 +133,7 @@ def test_the_schema_accepts_the_good_files_and_rejects_mistakes(repo):
 
     def errors(path: Path) -> list[str]:
         # dates stay text, as editors see them
-        doc = yaml.load(path.read_text(), Loader=config_errors.Loader)
+        doc = yaml.load(path.read_text(), Loader=sentences.Loader)
         return [e.message for e in validator.iter_errors(doc)]
     for good in (repo / "matrix.yaml", DATA / "good" / "full.yaml", DATA / "good" / "single.yaml"):
         assert errors(good) == [], good

@@ -152,6 +152,18 @@ def test_no_two_test_files_share_a_name():
     assert not {n: p for n, p in names.items() if len(p) > 1}
 
 
+def test_no_two_modules_outside_cli_share_a_name():
+    """One name, one module: `errors.py` says which module it is without its folder.  cli/ is
+    the exception, its modules named after the commands (cli/matrix.py is `torchbisect matrix`)."""
+    package = SRC / "torchbisect"
+    names: dict[str, list[str]] = {}
+    for path in package.rglob("*.py"):
+        if path.name != "__init__.py" and path.parent != package / "cli":
+            names.setdefault(path.name, []).append(str(path.relative_to(package)))
+    shared = {n: sorted(p) for n, p in names.items() if len(p) > 1}
+    assert not shared, f"rename one module of each: {shared}"
+
+
 @pytest.mark.slow
 def test_the_fast_loop_keeps_more_than_600_tests():
     """README: `nox -s fast` runs more than 600 tests; marking too much `slow` would empty it."""

@@ -14,7 +14,7 @@ from helpers.runner_kinds import make_world
 
 from torchbisect.cli import _parse
 from torchbisect.cli import matrix as matrix_cli
-from torchbisect.run.matrix import MatrixRun
+from torchbisect.run.matrix_run import MatrixRun
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ def test_the_command_builds_the_options_once_and_hands_them_to_run_matrix(world,
         return MatrixRun(new=(), reused=())
 
     monkeypatch.setattr(matrix_cli, "matrix_options", counted)
-    monkeypatch.setattr("torchbisect.run.matrix.run_matrix", run_matrix)
+    monkeypatch.setattr("torchbisect.run.matrix_run.run_matrix", run_matrix)
     args = _args("--no-report")
     assert matrix_cli.run(args) == 0
     assert len(built) == 1 and given == built
@@ -70,7 +70,7 @@ def test_the_command_builds_the_options_once_and_hands_them_to_run_matrix(world,
 
 def test_the_overhead_bench_probes_through_the_run_stage(monkeypatch, tmp_path, fake_probes):
     from torchbisect.bench import stage as bench
-    from torchbisect.run import matrix as run
+    from torchbisect.run import matrix_run as run
 
     called = []
     real = run.run_picked

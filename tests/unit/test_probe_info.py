@@ -21,7 +21,7 @@ from helpers.py38 import runtime_typing_errors
 
 from torchbisect.errors import ConfigError
 from torchbisect.model import ProbeResult, Verdict
-from torchbisect.probe import document as probe_doc
+from torchbisect.probe import document
 from torchbisect.probe.info import ProbeOutput, read_info
 from torchbisect.probe.scripts import default_probe, launch, probe_path, probe_version
 
@@ -160,7 +160,7 @@ def test_git_bisect_run_statuses(tmp_path, build, status, verdict, exit_code):
         exit_code, verdict, verdict, status)
     assert case["detail"].startswith("saw it (exit ")
     assert doc["env"] == {"torch_version": "2.99.0+cpu", "git_version": "abc123"}
-    result = ProbeResult.from_json(probe_doc.check_text(json.dumps(doc)))  # torchbisect's gate
+    result = ProbeResult.from_json(document.check_text(json.dumps(doc)))  # torchbisect's gate
     assert result.verdict is Verdict(verdict) and result.verdict.exit_code == code
 
 

@@ -167,7 +167,7 @@ def cell_lock(path: Path) -> Iterator[None]:
 
 def read_document(path: Path) -> str:
     """What the probe wrote, read no further than the size a document may have (and one byte
-    more, so that `probe_doc` can say it was too large): a 300 MB document is not loaded."""
+    more, so that `probe/document.py` can say it was too large): a 300 MB document is not loaded."""
     try:
         with path.open("rb") as fh:
             return fh.read(MAX_BYTES + 1).decode("utf-8", errors="replace")

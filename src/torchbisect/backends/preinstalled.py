@@ -22,7 +22,6 @@ import sys
 from functools import cache
 
 from .. import cells
-from ..cells import preinstalled_cell as preinstalled_cell  # built below, where plan/ reaches it
 from ..errors import BackendUnavailable, CommandFailed
 from ..model import Cell, Channel
 from ..utils import proc

@@ -41,8 +41,8 @@ def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
     cell cannot be prepared the dict says why under "skipped" and holds no timings.
     """
     from ..backends.current import CurrentBackend
-    from ..backends.preinstalled import preinstalled_cell
-    from ..run.matrix import run_picked
+    from ..cells import preinstalled_cell
+    from ..run.matrix_run import run_picked
     from ..run.selection import Selection
 
     backend = backend or CurrentBackend()

@@ -30,7 +30,7 @@ PARTS = ("overhead", "rerun", "plan", "render", "gpus")
 def measure(parts: list[str], *, out: Path | None, overhead_cases: str = "",
             gpu_matrix: Path | None = None, backend: str = "venv") -> None:
     """Measure the tool `parts` asked for, print them and write tool.json/.svg into `out`."""
-    from ..backends.preinstalled import preinstalled_cell
+    from ..cells import preinstalled_cell
     from .stage import cell_overhead, rerun_unchanged
 
     cases = tuple(c for c in overhead_cases.split(",") if c)

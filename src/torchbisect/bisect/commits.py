@@ -107,6 +107,8 @@ class CommitLookup:
                      if entry.strip())
 
     def _subject_from_repo(self, git_version: str) -> str | None:
+        if self.repo is None:  # main_sha asks only with a clone
+            return None
         try:  # stdout alone: a warning (a branch named like the sha) is no subject
             return git_data(self.repo, "show", "-s", "--format=%s", "--end-of-options",
                             git_version, timeout=60).decode("utf-8", "replace")

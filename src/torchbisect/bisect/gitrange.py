@@ -215,7 +215,9 @@ def python_changes(repo: Path, base: str, target: str) -> PythonTree:
     listed = git_data(repo, "diff", "-z", "--name-status", "--no-renames", "--no-textconv",
                        "--no-ext-diff", "--end-of-options", base, target, "--",
                        PACKAGE).split(b"\0")
-    changed, delete, was = [], [], []
+    changed: list[str] = []
+    delete: list[str] = []
+    was: list[str] = []
     for status, raw in zip(listed[0::2], listed[1::2], strict=False):
         path = raw.decode("utf-8", "surrogateescape")
         if not is_python_file(path):

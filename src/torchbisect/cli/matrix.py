@@ -1,7 +1,7 @@
 """`torchbisect matrix`: plan → install and probe each cell on the GPUs → store → report.
 
 This module reads the flags and prints: the flags become one `MatrixOptions` (run/options.py),
-once, with what they imply worked out (a kind's driver and lock); `run_matrix` (run/matrix.py)
+once, with what they imply worked out (a kind's driver and lock); `run_matrix` (run/matrix_run.py)
 does the run, its progress drawn by `RichHandler`; then the summary table, the report and the
 exit status are this module's.  Without a GPU only a preinstalled torch is probed, unless
 `--allow-no-gpu`.
@@ -77,7 +77,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     _sigterm_stops_like_ctrl_c()
     options = matrix_options(args)
-    from ..run.matrix import run_matrix
+    from ..run.matrix_run import run_matrix
     from ..run.progress import RichHandler
 
     console = make_console(stderr=args.json == "-")
@@ -145,7 +145,7 @@ def _summary(new: list[CellRun], reused: list[CellRun], console: Console, *, log
 def _render(options: MatrixOptions, out: Path, console: Console, *,
             empty_reason: str = "") -> None:
     from ..report import render
-    from ..report.links import links_from
+    from ..report.references import links_from
     from ..store.db import Store
 
     # With --kind the shard's attendance is already in the store: the local page says which

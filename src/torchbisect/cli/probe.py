@@ -28,8 +28,9 @@ from rich.table import Table
 
 from .. import defaults
 from ..backends.base import BackendOptions, host_python
-from ..backends.preinstalled import preinstalled_cell, with_torch_version
+from ..backends.preinstalled import with_torch_version
 from ..cells import PREINSTALLED as PREINSTALLED_ID
+from ..cells import preinstalled_cell
 from ..errors import CannotTell, ConfigError
 from ..exits import Exit
 from ..model import Cell, CellRun, Channel, RunStatus

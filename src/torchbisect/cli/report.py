@@ -3,7 +3,7 @@
 From the result store by default; `--probe-json` renders probe documents recorded by hand (this is
 how reports/sample/ is made from the real H200 results in tests/data/probe/).  The page's upstream
 and page links come from `references:` in the matrix file, when there is one; its link to the
-repository it was built from comes from the Actions context in a workflow (report/links.py).
+repository it was built from comes from the Actions context in a workflow (report/references.py).
 With `--runners runners.yaml` the page also lists each declared runner kind and whether it
 reported in the store's latest run (the matrix workflow passes it).
 
@@ -37,8 +37,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..report import render
-    from ..report.links import links_from
     from ..report.probe_files import DocumentSource
+    from ..report.references import links_from
 
     runners = None
     if args.runners is not None:

@@ -159,8 +159,10 @@ class NightlyEntry(Options):
             end = self.end or today
             return [self.start + timedelta(days=i) for i in range(0, (end - self.start).days + 1,
                                                                    step)]
-        first = today - timedelta(days=self.last - 1)
-        return [first + timedelta(days=i) for i in range(self.last)
+        last = self.last
+        assert last is not None  # _one_kind: one of `dates`, `from` and `last` is given
+        first = today - timedelta(days=last - 1)
+        return [first + timedelta(days=i) for i in range(last)
                 if (first + timedelta(days=i) - STEP_EPOCH).days % step == 0]
 
 
@@ -319,7 +321,7 @@ def load_matrix(path: Path) -> MatrixConfig:
 
 def _semantic_problems(config: MatrixConfig) -> list[dict[str, Any]]:
     """Rules across entries, in pydantic's error shape so they are reported the same way."""
-    problems = []
+    problems: list[dict[str, Any]] = []
     if not (config.stable or config.test or config.nightly or config.dev or config.preinstalled):
         problems.append({"type": "expected", "loc": (), "msg": (
             "nothing to test; add at least one of `stable`, `test`, `nightly`, `dev` or "

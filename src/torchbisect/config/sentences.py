@@ -16,6 +16,7 @@ import stat
 import types
 import typing
 import unicodedata
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -39,7 +40,8 @@ def show(value: Any) -> str:
         return repr(value)
     if value == [] or value == {}:
         return "an empty list" if value == [] else "an empty mapping"
-    return {list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+    kinds: dict[type, str] = {list: "a list", dict: "a mapping"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 class Loader(yaml.SafeLoader):
@@ -68,9 +70,6 @@ MAX_NODES = 100_000  # values once aliases are expanded; the default matrix has 
 
 MAX_BYTES = 4 * 1024 * 1024
 _SHOWN = 200  # characters of a value quoted in a sentence
-# Characters no matrix or runners file needs (words.INVISIBLE); a tab or line break is YAML; a BOM
-# may begin the file.
-_INVISIBLE = INVISIBLE
 
 
 def read_config(path: Path, *, what: str, flag: str) -> str:
@@ -108,7 +107,9 @@ def _regular(path: Path, *, what: str, flag: str) -> None:
 
 def _visible(path: Path, text: str) -> None:
     """Refuse a character that hides what a value is, by line and code point."""
-    found = _INVISIBLE.search(text, 1 if text.startswith("\ufeff") else 0)
+    # Characters no matrix or runners file needs (words.INVISIBLE); a tab or line break is YAML;
+    # a BOM may begin the file.
+    found = INVISIBLE.search(text, 1 if text.startswith("\ufeff") else 0)
     if found:
         line = text.count("\n", 0, found.start()) + 1
         raise ConfigError(f"{path}, line {line}: holds the invisible or control character "
@@ -222,7 +223,7 @@ _GENERIC = {
 }
 
 
-def sentence(path: Path, root: yaml.Node, errors: list[dict[str, Any]],
+def sentence(path: Path, root: yaml.Node, errors: Sequence[Mapping[str, Any]],
              model: type[BaseModel]) -> str:
     """The first problem (by line) as one sentence; how many more there are, if any."""
     found = []
@@ -242,7 +243,7 @@ def sentence(path: Path, root: yaml.Node, errors: list[dict[str, Any]],
     return found[0][1] + suffix
 
 
-def _message(err: dict[str, Any], loc: tuple, model: type[BaseModel]) -> str:
+def _message(err: Mapping[str, Any], loc: tuple, model: type[BaseModel]) -> str:
     kind = err["type"]
     if kind == "expected":
         return err["msg"]
@@ -264,7 +265,8 @@ def _message(err: dict[str, Any], loc: tuple, model: type[BaseModel]) -> str:
 def _locate(root: yaml.Node, loc: tuple) -> tuple[int, str]:
     """The line of the deepest key of `loc` that exists in the file, and the dotted key path."""
     node: yaml.Node | None = root
-    line, parts = root.start_mark.line + 1, []
+    line = root.start_mark.line + 1
+    parts: list[str] = []
     for part in loc:
         if isinstance(node, yaml.MappingNode) and isinstance(part, int):
             continue  # one mapping written for a list of one

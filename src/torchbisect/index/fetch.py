@@ -102,7 +102,8 @@ def _page(page: str, package: str, route: Route, deadlines: Deadlines) -> list[W
 def reachable(wheels: Iterable[Wheel], index_url: str, *, allow: Collection[str] = (),
               note: Callable[[str], None] | None = None) -> tuple[Wheel, ...]:
     """The wheels whose link an index at `index_url` may send a cell to (see `links.allowed`)."""
-    kept, refused = [], []
+    kept: list[Wheel] = []
+    refused: list[Wheel] = []
     for wheel in wheels:
         (kept if links.allowed(wheel.url, index_url, allow) else refused).append(wheel)
     if refused and note:

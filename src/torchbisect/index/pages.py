@@ -73,8 +73,8 @@ class Wheel:
               metadata_sha256: str | None = None, size: int | None = None,
               yanked: str | None = None) -> Wheel:
         """Raise InvalidWheelFilename when `filename` is not a wheel name."""
-        _, version, build, tags = _parse_name(filename)
-        version, public, local, nightly = _version_parts(version)
+        _, parsed, build, tags = _parse_name(filename)
+        version, public, local, nightly = _version_parts(parsed)
         return cls(filename=filename, url=url, sha256=sha256, version=version,
                    public_version=public, local=local, build=build, tags=tags,
                    nightly_date=nightly, metadata_sha256=metadata_sha256, size=size,

@@ -5,7 +5,7 @@ client.py   the one HTTP client (urllib3): redirects followed hop by hop through
 deadline.py the idle and total deadlines on every socket read
 credentials.py a URL's `user:password@`: taken out, sent as Basic auth to its origin only
 pools.py    the connection pools: bounded sockets, and the address reached checked (rebinding)
-errors.py   NetError and the one describer of a failed request
+failures.py NetError and the one describer of a failed request
 retry.py    the one retry policy (Retry-After, exponential backoff, jitter, a cap)
 resumable.py downloads that resume with Range and hash as they go
 github.py   the one GitHub REST client (commit lookups, the status issue)
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .client import API, HEAD, PAGE, WHEEL, Deadlines, Route, request
-    from .errors import NetError, Refused
+    from .failures import NetError, Refused
     from .retry import Retries
 
 # The client's names are imported when first asked for (PEP 562), not with the package: a
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 # urllib3 and the client, about a third of `torchbisect report`'s 0.2 s start.
 _FROM = {"API": "client", "HEAD": "client", "PAGE": "client", "WHEEL": "client",
          "Deadlines": "client", "Route": "client", "request": "client",
-         "NetError": "errors", "Refused": "errors", "Retries": "retry"}
+         "NetError": "failures", "Refused": "failures", "Retries": "retry"}
 
 __all__ = ["API", "HEAD", "PAGE", "WHEEL", "Deadlines", "NetError", "Refused", "Retries", "Route",
            "request"]

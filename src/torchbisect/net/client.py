@@ -16,7 +16,7 @@ what urllib3 leaves to its caller done here, once:
 * Every request has a connect deadline, an idle deadline (the longest silence between two reads)
   and a total deadline for the whole answer, headers included (see deadline.py).
 * Bodies read into memory have a size bound, said in the error when an answer is over it.
-* Failures are NetErrors (errors.py) that say in one phrase what happened and whether it heals.
+* Failures are NetErrors (failures.py) that say in one phrase what happened and whether it heals.
 * `http_proxy` / `https_proxy` / `no_proxy` are honoured, as urllib did before.
 """
 
@@ -28,6 +28,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import urllib3
@@ -36,7 +37,7 @@ from urllib3.util import Timeout
 from .. import __version__
 from ..utils.words import megabytes
 from . import credentials, deadline, links, pools
-from .errors import NetError, Refused, describe, http_error
+from .failures import NetError, Refused, describe, http_error
 
 USER_AGENT = f"torchbisect/{__version__}"
 MAX_HOPS = 10
@@ -129,7 +130,8 @@ def request(method: str, url: str, *, route: Route | None = None,
                 raise http_error(raw.status, raw.reason or "", dict(answer.headers), text)
             yield answer
         finally:
-            raw.release_conn() if raw.isclosed() else raw.close()
+            # a pool answers with an HTTPResponse, which has isclosed (its base does not)
+            raw.release_conn() if raw.isclosed() else raw.close()  # type: ignore[attr-defined]
 
 
 @contextmanager
@@ -260,7 +262,7 @@ def _failure(err: BaseException, url: str, ends: float, deadlines: Deadlines) ->
 
 
 
-_POOL = {"num_pools": 16, "maxsize": 8, "block": False, "retries": False}
+_POOL: dict[str, Any] = {"num_pools": 16, "maxsize": 8, "block": False, "retries": False}
 _managers: dict[str | None, urllib3.PoolManager] = {}
 _managers_lock = threading.Lock()
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..errors import InfraError
 from . import retry
 from .client import API, Deadlines, Route, request
-from .errors import NetError, Refused
+from .failures import NetError, Refused
 
 DEFAULT_API = "https://api.github.com"
 ANSWER_LIMIT = 32 * 10**6  # a page of 100 issues with the largest bodies GitHub allows: ~7 MB
@@ -151,5 +151,5 @@ def _message(body: bytes) -> str:
     return f" ({message[:200]})" if isinstance(message, str) and message else ""
 
 
-def _whole(value: Any) -> bool:
+def _whole(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0

@@ -16,14 +16,14 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from . import links
 from .deadline import Bounded
-from .errors import PeerRefused
+from .failures import PeerRefused
 
 _current = threading.local()
 
@@ -51,7 +51,13 @@ def _check(sock: socket.socket, host: str) -> None:
                           "which it did not resolve to when it was checked; not connected")
 
 
-class _Checked:
+if TYPE_CHECKING:  # what _Checked is mixed into, for the checker to read its methods against
+    _Mixin = HTTPConnection
+else:
+    _Mixin = object
+
+
+class _Checked(_Mixin):
     """What both connection classes add to urllib3's: the peer's address checked on connecting
     and before each request on a pooled connection, and a socket whose reads are bounded."""
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from . import retry
 from .client import WHEEL, Deadlines, Route, request
-from .errors import NetError
+from .failures import NetError
 
 Progress = Callable[[int, int | None], None]  # (bytes so far, total or None)
 

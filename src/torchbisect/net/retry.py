@@ -18,7 +18,7 @@ from typing import TypeVar
 from urllib3.exceptions import InvalidHeader
 from urllib3.util import Retry
 
-from .errors import NetError
+from .failures import NetError
 
 T = TypeVar("T")
 OnRetry = Callable[[NetError, int, float], None]  # (the failure, the attempt that failed, wait)

@@ -135,16 +135,18 @@ def by_tag(cells: Sequence[Cell], lock: Lock) -> tuple[TagCost, ...]:
         else:
             t["wheel_bytes"] += size
         build = lock.get(cell.id)
-        deps = build.deps if build is not None and build.url == cell.url else None
+        if build is not None and build.url != cell.url:
+            build = None  # the lock's entry is another wheel's: its pins are not this one's
         if cell.overlay:
             t["overlay"] += 1
-        elif deps is None:
+        elif build is None or build.deps is None:
             t["no_metadata"] += 1
-        for dep in () if cell.overlay else deps or ():
-            key = (dep.url,) if dep.url else (build.index, dep.name, dep.version)
-            if key not in seen:
-                seen.add(key)
-                _count(t, dep)
+        else:
+            for dep in build.deps:
+                key = (dep.url,) if dep.url else (build.index, dep.name, dep.version)
+                if key not in seen:
+                    seen.add(key)
+                    _count(t, dep)
     return tuple(TagCost(tag=tag, **t) for tag, t in tags.items())
 
 
@@ -177,12 +179,13 @@ def describe(cost: Cost) -> str:
     cells = f"{count(cost.to_probe, 'cell')} to probe; {stored}"
     if not cost.to_probe:
         return f"{cells}."
-    if cost.seconds is None:
+    total, per_cell = cost.seconds, cost.seconds_per_cell  # both None, or neither
+    if total is None or per_cell is None:
         time = "no stored runs yet to estimate the time from"
     else:
         on = "one GPU" if cost.gpus <= 1 else f"{cost.gpus} GPUs"
-        time = (f"about {duration(cost.seconds)} (the median of "
-                f"{count(cost.timed_runs, 'stored run')}, {duration(cost.seconds_per_cell)} a "
+        time = (f"about {duration(total)} (the median of "
+                f"{count(cost.timed_runs, 'stored run')}, {duration(per_cell)} a "
                 f"cell, on {on})")
     return "\n".join([*(_tag_line(t) for t in cost.tags),
                       f"{cells}; {_download(cost)}; {time}."])

@@ -23,6 +23,7 @@ import email.policy
 from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import cast
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
@@ -61,7 +62,7 @@ def environment(python: str, platform: str) -> dict[str, str]:
         kind, machine = "win", family[4:]
     system, sys_platform, os_name = _SYSTEMS.get(kind, ("", kind, ""))
     version = python.rstrip("t")
-    env = dict(default_environment())
+    env = cast(dict[str, str], dict(default_environment()))  # each of its values is a str
     env.update(python_version=version, python_full_version=f"{version}.0",
                implementation_name="cpython", platform_python_implementation="CPython",
                platform_system=system, sys_platform=sys_platform, os_name=os_name,
@@ -132,13 +133,14 @@ def _locate(builds: Iterable[LockedBuild], *, platform: str, allow: Collection[s
             if b.index and d.version and d.size is None:
                 wanted.setdefault((b.index, b.python, d.name), set()).add(d.version)
     found: dict[Key, LockedDep] = {}
-    for part in pool.map(lambda k: _on_page(*k, wanted[k], platform, allow), list(wanted)):
+    for part in pool.map(lambda k: _on_page(k, wanted[k], platform, allow), list(wanted)):
         found.update(part)
     return found
 
 
-def _on_page(index: str, python: str, name: str, versions: set[str], platform: str,
+def _on_page(key: tuple[str, str, str], versions: set[str], platform: str,
              allow: Collection[str]) -> dict[Key, LockedDep]:
+    index, python, name = key
     try:
         listed = reachable(fetch_wheels(index, name, retries=1, allow=allow), index,
                            allow=allow)
@@ -146,7 +148,7 @@ def _on_page(index: str, python: str, name: str, versions: set[str], platform: s
         return {}
     fit = sorted(compatible(list(listed), python=python, platform=platform),
                  key=lambda w: w.filename)
-    out = {}
+    out: dict[Key, LockedDep] = {}
     for version in versions:
         wheel = next((w for w in fit if _same(w.version, version)), None)
         if wheel is not None:

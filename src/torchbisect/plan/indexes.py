@@ -45,7 +45,9 @@ class IndexView:
         self.config, self.lock, self.platform = config, lock, platform
         self.driver, self.today, self.offline, self.note, self.fetch = (
             driver, today, offline, note, fetch)
-        self._pages: dict[str, tuple | PageMissing] = {}  # by URL; "<channel> <tag>" offline
+        self._pages: dict[str, tuple[Wheel, ...] | PageMissing] = {}  # by URL
+        self._in_lock: dict[tuple[Channel, str], tuple[Wheel, ...]] = {}  # offline's pages
+        self._dates: dict[str, tuple[str, ...]] = {}  # the nightly index's dates, by CUDA tag
         self._builds: dict[tuple[str, str, str], Builds] = {}
         # offline, an unlabelled file's CUDA is what the lock says, never asked of an index
         known = {b.url: b.cuda for b in lock.builds.values()}
@@ -82,13 +84,11 @@ class IndexView:
         return self._pages[url]
 
     def _locked(self, channel: Channel, tag: str) -> tuple[Wheel, ...]:
-        key = f"{channel.value} {tag}"
-        if key not in self._pages:
-            self._pages[key] = tuple(Wheel.parse(b.filename, b.url, sha256=b.sha256,
-                                                 yanked=b.yanked)
-                                     for b in self.lock.builds.values()
-                                     if b.channel == channel.value and b.cuda == tag)
-        return self._pages[key]
+        if (channel, tag) not in self._in_lock:
+            self._in_lock[channel, tag] = tuple(
+                Wheel.parse(b.filename, b.url, sha256=b.sha256, yanked=b.yanked)
+                for b in self.lock.builds.values() if b.channel == channel.value and b.cuda == tag)
+        return self._in_lock[channel, tag]
 
     def builds(self, channel: Channel, tag: str, python: str, *, required: bool) -> Builds:
         """The build of each version the (channel, tag) index lists, as pip would install it
@@ -124,12 +124,11 @@ class IndexView:
         """Why the nightly index has no build of `day` for this runner."""
         if self.offline:
             return "not in the lock (offline: run plan without --offline to resolve it)"
-        key = f"nightly dates {tag}"
-        if key not in self._pages:
-            self._pages[key] = tuple(sorted({
+        if tag not in self._dates:
+            self._dates[tag] = tuple(sorted({
                 w.nightly_date for w in self.listing(Channel.NIGHTLY, tag, required=True)
                 if w.nightly_date}))
-        listed = self._pages[key]
+        listed = self._dates[tag]
         if day in listed:
             return f"no {python_tag(python)} wheel for {self.platform} on this date"
         if day >= self.today.isoformat() and (not listed or day > listed[-1]):

@@ -38,7 +38,7 @@ from ..errors import ConfigError
 from ..model import Plan
 from ..net.credentials import split as without_userinfo
 from ..net.links import wheel_name
-from ..probe import document as probe_doc
+from ..probe import document
 from ..utils import files
 
 LOCK_FORMAT = 1
@@ -103,11 +103,11 @@ class Lock:
         """The lock at `path`, or an empty one when there is no file yet."""
         path = Path(path)
         try:
-            doc = probe_doc.parse(probe_doc.read_text(path, max_bytes=MAX_BYTES),
+            doc = document.parse(document.read_text(path, max_bytes=MAX_BYTES),
                                   max_bytes=MAX_BYTES, max_depth=MAX_DEPTH)
         except FileNotFoundError:
             return cls()
-        except probe_doc.Rejected as err:
+        except document.Rejected as err:
             raise ConfigError(_bad(path, str(err))) from None
         except OSError as err:
             raise ConfigError(_bad(path, f"cannot read it: {err.strerror}")) from None
@@ -234,9 +234,10 @@ def _builds(path: Path, doc: Any) -> dict[str, LockedBuild]:
             raise ConfigError(_bad(path, f"entry {cell_id!r} lacks one of {', '.join(_FIELDS)}"))
         deps = _deps(path, cell_id, entry.get("deps"))
         try:
-            out[cell_id] = LockedBuild(**{k: without_userinfo(v)[0] if k in ("url", "index")
-                                          and isinstance(v, str) else v
-                                          for k, v in entry.items() if k != "deps"}, **deps)
+            fields: dict[str, Any] = {k: without_userinfo(v)[0] if k in ("url", "index")
+                                      and isinstance(v, str) else v
+                                      for k, v in entry.items() if k != "deps"}
+            out[cell_id] = LockedBuild(**fields, **deps)
         except TypeError:
             raise ConfigError(_bad(path, f"entry {cell_id!r} has unknown keys")) from None
         if not isinstance(entry.get("yanked"), str | None):
@@ -249,7 +250,7 @@ def _builds(path: Path, doc: Any) -> dict[str, LockedBuild]:
     return out
 
 
-def _deps(path: Path, cell_id: str, deps: Any) -> dict[str, tuple[LockedDep, ...] | None]:
+def _deps(path: Path, cell_id: str, deps: Any) -> dict[str, Any]:
     """`{"deps": …}` as LockedDeps ({} when the entry has none: a lock older than deps)."""
     if deps is None:
         return {}

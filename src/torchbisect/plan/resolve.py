@@ -25,7 +25,15 @@ from packaging.version import Version
 
 from .. import cells as ids
 from ..cells import python_tag
-from ..config.matrix import DevEntry, MatrixConfig, NightlyEntry, Settings, StableEntry, TestEntry
+from ..config.matrix import (
+    DevEntry,
+    MatrixConfig,
+    NightlyEntry,
+    Preinstalled,
+    Settings,
+    StableEntry,
+    TestEntry,
+)
 from ..errors import ConfigError, ResolveError
 from ..index.fetch import Wheel, fetch_wheels, local_path, sha256_of
 from ..index.tags import compatible, python_of
@@ -66,16 +74,16 @@ def build_plan(config: MatrixConfig, *, lock: Lock | None, python: str, platform
     cells: list[Cell] = []
     missing: list[MissingBuild] = []
     for channel, entries in ((Channel.STABLE, config.stable), (Channel.TEST, config.test)):
-        for entry in entries:
-            if r.may_select(channel, entry):
-                r.releases(channel, entry, cells, missing)
-    for entry in config.nightly:
-        r.nightlies(entry, cells, missing)
-    for entry in config.dev:
-        if ids.may_match(select, ids.dev(entry.cell_name)):
-            cells += r.dev(entry)
+        for release in entries:
+            if r.may_select(channel, release):
+                r.releases(channel, release, cells, missing)
+    for nightly in config.nightly:
+        r.nightlies(nightly, cells, missing)
+    for dev in config.dev:
+        if ids.may_match(select, ids.dev(dev.cell_name)):
+            cells += r.dev(dev)
     if config.preinstalled is not None and ids.may_match(select, ids.PREINSTALLED):
-        cells += r.preinstalled()
+        cells += r.preinstalled(config.preinstalled)
     if hasher:
         hasher = functools.cache(hasher)  # a build probed by several probes is hashed once
         cells = [dataclasses.replace(c, sha256=hasher(c.url)) if c.url and not c.sha256 else c
@@ -90,7 +98,7 @@ def preinstalled_plan(config: MatrixConfig, *, python: str, platform: str, today
         return Plan(cells=())
     r = _Resolver(config, Lock(), python=python, platform=platform, driver=None, today=today,
                   offline=True, note=lambda _: None, fetch=fetch_wheels)
-    return Plan(cells=tuple(r.preinstalled()))
+    return Plan(cells=tuple(r.preinstalled(config.preinstalled)))
 
 
 def _trusted(lock: Lock, allow: list[str], note: Note) -> Lock:
@@ -174,7 +182,9 @@ class _Resolver:
             if not found:
                 self.note(f"test: no release candidate newer than {newest} on {where}")
             return found
-        low, high = re.fullmatch(r"all(?: from (\S+?)(?: to (\S+))?)?", entry.versions).groups()
+        matched = re.fullmatch(r"all(?: from (\S+?)(?: to (\S+))?)?", entry.versions)
+        assert matched is not None  # config/fields.py lets no other string through
+        low, high = matched.groups()
         found = [v for v in known if final(v) and within(v, low, high)]
         if not found and not known and self.offline:
             raise ResolveError(f"--offline plans from the lock alone, and the lock pins no "
@@ -291,8 +301,7 @@ class _Resolver:
             return None
         return sha256_of(entry.wheel)
 
-    def preinstalled(self) -> list[Cell]:
-        entry = self.config.preinstalled
+    def preinstalled(self, entry: Preinstalled) -> list[Cell]:
         s = self.config.settings(entry)
         python, interpreter = split_interpreter(entry.interpreter)
         return [ids.preinstalled_cell(python=python, interpreter=interpreter,

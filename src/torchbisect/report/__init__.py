@@ -18,13 +18,13 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 from .. import cells, defaults
 from ..config.matrix import References
 from ..model import CellRun, Channel
 from ..outcome import BisectResult
-from ..probe import document as probe_doc
+from ..probe import document
 from ..utils import owned
 from .documents import SCHEMA_FILES, schema_text
 from .folding import FOLD_DIR
@@ -66,7 +66,7 @@ def render(store: RunSource, out_dir: Path, *, empty_reason: str = "",
     return render_runs(store.latest(), store.bisections(), Path(out_dir),
                        generated=dt.datetime.now(dt.timezone.utc), empty_reason=empty_reason,
                        links=links, runners=runners,
-                       attendance=store.attendance() if runners else (),
+                       attendance=cast(AttendanceSource, store).attendance() if runners else (),
                        store=Path(path).name if path else "", probes=probes)
 
 
@@ -221,7 +221,7 @@ def workaround_bench(out_dir: Path, name: str) -> dict | None:
         found = base / "bench" / f"{name}.json"
         try:
             data = _bounded_json(found)
-        except (OSError, ValueError):  # probe_doc.Rejected is a ValueError
+        except (OSError, ValueError):  # document.Rejected is a ValueError
             continue
         plot = found.with_suffix(".svg") if found.with_suffix(".svg").is_file() else found
         beside = base in (out_dir, out_dir.parent, out_dir.parent.parent)
@@ -248,7 +248,7 @@ def _bounded_json(path: Path) -> object:
     """A JSON file of the report folder, read within bounds (16 MiB, 64 levels): a file planted
     there 100,000 levels deep is ignored like any unreadable one, never a RecursionError."""
     limit = 16 * 1024 * 1024
-    return probe_doc.parse(probe_doc.read_text(path, max_bytes=limit), max_bytes=limit,
+    return document.parse(document.read_text(path, max_bytes=limit), max_bytes=limit,
                            max_depth=64)
 
 

@@ -48,7 +48,8 @@ def _sha(point) -> str:
 
 def bisect_view(b: BisectResult, gpu: str = "", *, several_gpus: bool = False) -> BisectView:
     regression = b.direction is Direction.REGRESSION
-    kind = "nightly" if (b.after or b.before) and (b.after or b.before).date else "release"
+    end = b.after or b.before
+    kind = "nightly" if end and end.date else "release"
     what = f"First affected {kind}" if regression else f"First fixed {kind}"
     after = (b.after.date or b.after.version) if b.after else "not found"
     answer = after if b.exact or not b.after else \

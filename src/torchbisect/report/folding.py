@@ -21,7 +21,7 @@ FOLD_MIN = 3
 FOLD_DIR = "nightlies"  # beside index.html: one page per folded run
 
 
-def same_verdicts(row: Row) -> tuple | None:
+def same_verdicts(row: Row) -> Mark | None:
     """What must match for rows to fold: the run's verdict; None (never folds) for a row that
     has no verdict, an infrastructure failure."""
     return row.mark if row.cases else None

@@ -228,14 +228,14 @@ def _without_api(runs: list[CellRun], api: str) -> set[str]:
 def affected_ranges(states: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
     """Maximal runs of consecutive affected releases; a release without a verdict ends a run."""
     ranges: list[tuple[str, str]] = []
-    start = end = None
+    start = end = ""
     for version, state in states:
         if state == "bad":
             start, end = start or version, version
             continue
         if start:
             ranges.append((start, end))
-        start = end = None
+        start = end = ""
     if start:
         ranges.append((start, end))
     return tuple(ranges)
@@ -286,7 +286,8 @@ def nightly_edges(nightly: list[CellRun]) -> tuple[NightlyEdge | None, NightlyEd
             first_bad = NightlyEdge(date=date, version=versions[date],
                                     previous=last[0] if last else "")
         elif first_bad is not None and first_good is None and state == "good":
-            first_good = NightlyEdge(date=date, version=versions[date], previous=last[0])
+            first_good = NightlyEdge(date=date, version=versions[date],
+                                     previous=last[0] if last else "")
         last = (date, state)
     return first_bad, first_good
 

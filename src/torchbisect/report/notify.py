@@ -67,9 +67,10 @@ def verdicts_of(runs: list[CellRun]) -> Verdicts:
 
 def fix_status(runs: list[CellRun], bisections: list[BisectResult]) -> FixStatus:
     """From a fix search's own store: the fix it found, or its newest nightly still affected."""
-    fixes = [b for b in bisections if b.direction is Direction.FIX and b.after is not None]
+    fixes = [(b, b.after) for b in bisections
+             if b.direction is Direction.FIX and b.after is not None]
     if fixes:
-        found, first = fixes[-1], fixes[-1].after
+        found, first = fixes[-1]
         if not found.exact:  # unknown nightlies before it: the fix is one of several
             return FixStatus(key=f"fixed:{first.date}",
                              text=f"fix found: the first good nightly is one of "
@@ -77,7 +78,7 @@ def fix_status(runs: list[CellRun], bisections: list[BisectResult]) -> FixStatus
         return FixStatus(key=f"fixed:{first.date}",
                          text=f"fix found: first good nightly {first.date} ({first.version})")
     nightlies = sorted((r for r in runs if r.cell.date and r.status is RunStatus.OK),
-                       key=lambda r: r.cell.date)
+                       key=lambda r: r.cell.date or "")
     if nightlies and nightlies[-1].verdict is Verdict.AFFECTED:
         newest = nightlies[-1].cell
         return FixStatus(key=f"no-fix:{newest.date}",

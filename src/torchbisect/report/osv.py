@@ -122,15 +122,16 @@ def git_events(bisections: list[BisectResult]) -> tuple[list[dict[str, str]], di
                        and b.after and b.after.main_sha), None)
     fix = next((b for b in reversed(bisections) if b.direction is Direction.FIX
                 and b.after and b.after.main_sha), None)
-    start = _culprit(regression) or (regression.after.main_sha if regression else (
-        fix.before.main_sha if fix and fix.before else ""))
+    start = _culprit(regression) or (
+        regression.after.main_sha if regression and regression.after else (
+            fix.before.main_sha if fix and fix.before else ""))
     if not start:
         return [], {}
     said = {key: _inexact(b) for key, b in (("introduced", regression), ("fixed", fix))
             if b and not b.exact and not _culprit(b)}
     if fix and _culprit(fix):
         end = {"fixed": _culprit(fix)}
-    elif fix and fix.exact:
+    elif fix and fix.exact and fix.after:
         end = {"fixed": fix.after.main_sha}
     elif fix and fix.before and fix.before.main_sha:
         end = {"last_affected": fix.before.main_sha}
@@ -156,8 +157,10 @@ def _inexact(bisection: BisectResult) -> dict[str, Any]:
             "candidates": list(bisection.candidates), "unit": bisection.unit}
 
 
-def _newest_bad_sha(bisection: BisectResult) -> str:
+def _newest_bad_sha(bisection: BisectResult | None) -> str:
     """The newest nightly the bisection measured bad (a regression's --bad end, usually)."""
+    if bisection is None:
+        return ""
     bad = [p for p in bisection.points if p.main_sha and p.verdict.value == "bad"]
     if bad:
         return max(bad, key=lambda p: p.date).main_sha

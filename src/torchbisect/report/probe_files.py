@@ -2,21 +2,23 @@
 
 A probe run by hand (or recorded for the tests) has no cell: the cell is inferred from the probe's
 own `env`: channel from the version string, CUDA tag from its local label, date from
-`.devYYYYMMDD`.  A recorded document passes the same gate as a live probe's (`probe_doc`: size,
-depth, types, capped and masked strings); one that fails is one sentence naming the file.
+`.devYYYYMMDD`.  A recorded document passes the same gate as a live probe's
+(`probe/document.py`: size, depth, types, capped and masked strings); one that fails is one
+sentence naming the file.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from .. import cells
 from ..errors import ConfigError
 from ..model import Cell, CellRun, Channel, ProbeResult, RunStatus
 from ..outcome import BisectResult
-from ..probe import document as probe_doc
+from ..probe import document
 
 _DEV = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
 
@@ -39,7 +41,7 @@ def cell_for(version: str, python: str) -> Cell:
 
 def run_from_document(path: Path) -> CellRun:
     try:
-        result = ProbeResult.from_json(probe_doc.check_text(probe_doc.read_text(path)))
+        result = ProbeResult.from_json(document.check_text(document.read_text(path)))
     except OSError as err:
         raise ConfigError(f"{path}: cannot read this probe JSON document ({err.strerror})") \
             from None
@@ -59,7 +61,7 @@ def run_from_document(path: Path) -> CellRun:
 
 def bisection_from_document(path: Path) -> BisectResult:
     try:
-        doc = probe_doc.check_bisection(probe_doc.parse(probe_doc.read_text(path)))
+        doc = document.check_bisection(document.parse(document.read_text(path)))
         return BisectResult.from_json(doc)
     except OSError as err:
         raise ConfigError(f"{path}: cannot read this bisection result ({err.strerror})") \
@@ -71,14 +73,14 @@ def bisection_from_document(path: Path) -> BisectResult:
 
 
 def _why(err: Exception) -> str:
-    text = str(err) if isinstance(err, probe_doc.Rejected) else f"{type(err).__name__}: {err}"
+    text = str(err) if isinstance(err, document.Rejected) else f"{type(err).__name__}: {err}"
     return text[:200]
 
 
 class DocumentSource:
     """Stands in for the store: `latest()` and `bisections()` read from JSON files."""
 
-    def __init__(self, probe_files: list[Path], bisection_files: list[Path] = ()):
+    def __init__(self, probe_files: list[Path], bisection_files: Sequence[Path] = ()):
         self._probe_files = sorted(probe_files)
         self._bisection_files = list(bisection_files)
 

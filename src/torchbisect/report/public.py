@@ -42,7 +42,7 @@ def public_text(text: str) -> str:
     return _PATH.sub(lambda m: public_path(m.group(1)), text)
 
 
-def public_url(url: str) -> str:
+def public_url(url: str | None) -> str | None:
     """A wheel's location as published: an http(s) URL as it is, a local file by its name."""
     if not url or re.match(r"https?://", url):
         return url

@@ -41,7 +41,8 @@ def synthetic_run(version: str, outcomes: dict[str, Outcome] | None = None, *,
     """One run of `version`; controls behave unless `outcomes` says otherwise; `infra` = reason."""
     cell = cell_for(version, "3.12")
     cell = dataclasses.replace(cell, channel=channel or cell.channel, id=cell_id or cell.id)
-    common = dict(cell=cell, gpu=gpu, driver=driver, started=started, log_excerpt=log)
+    common: dict[str, Any] = dict(cell=cell, gpu=gpu, driver=driver, started=started,
+                                  log_excerpt=log)
     if infra:
         return CellRun(status=RunStatus.INFRA_FAILURE, reason=infra, **common)
     behaving = {name: (5, 5) if verdict is Verdict.AFFECTED else (0, 5)
@@ -51,8 +52,10 @@ def synthetic_run(version: str, outcomes: dict[str, Outcome] | None = None, *,
     env = {"torch": version, "git_version": "0123456789abcdef" * 2 + "01234567",
            "cuda_runtime": "13.0", "driver": driver, "gpu": gpu, "capability": "9.0",
            "python": "3.12.3"}
+    verdict = roll_up(cases, CONTROLS)
+    assert verdict is not None  # the controls are always among the cases
     doc = {"schema": PROBE_SCHEMA, "probe": defaults.PROBE, "probe_version": "1",
-           "verdict": roll_up(cases, CONTROLS).value, "cases": cases, "env": env}
+           "verdict": verdict.value, "cases": cases, "env": env}
     return CellRun(status=RunStatus.OK, result=ProbeResult.from_json(doc), probe_version="1",
                    **common)
 

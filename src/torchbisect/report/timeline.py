@@ -10,7 +10,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from ..model import CellRun, Verdict
-from ..outcome import BisectResult, Direction, Outcome
+from ..outcome import BisectResult, Direction, NightlyPoint, Outcome
 from .headline import nightly_date
 from .marks import Mark, mark_for_run, mark_for_verdict
 
@@ -120,7 +120,8 @@ def build_timeline(runs: list[CellRun], bisections: list[BisectResult]) -> Timel
         word = f"{mark.word}: {mark.note}" if mark.note else mark.word
         slots.append(Slot(x=round(i * slot, 2), y=round(TOP + BAR - h, 2), h=round(h, 2),
                           kind=mark.kind, date=iso, what=f"{version}: {word}"))
-    bands = tuple(_band(b, first, slot) for b in bisections if b.before and b.after)
+    bands = tuple(_band(b, b.before, b.after, first, slot) for b in bisections
+                  if b.before and b.after)
     return Timeline(width=round(len(days) * slot, 2), height=TOP + BAR + 30, slot=slot,
                     first=first.isoformat(), last=last.isoformat(), slots=_merged(slots),
                     bands=bands, ticks=_thin(ticks), days=tuple(numbers), tested=len(marks),
@@ -157,11 +158,11 @@ def _thin(ticks: list[Tick]) -> tuple[Tick, ...]:
     return tuple(kept)
 
 
-def _band(bisection: BisectResult, first: dt.date, slot: float) -> Band:
-    x0 = (dt.date.fromisoformat(bisection.before.date) - first).days * slot
-    x1 = (dt.date.fromisoformat(bisection.after.date) - first).days * slot + slot
+def _band(bisection: BisectResult, before: NightlyPoint, after: NightlyPoint, first: dt.date,
+          slot: float) -> Band:
+    x0 = (dt.date.fromisoformat(before.date) - first).days * slot
+    x1 = (dt.date.fromisoformat(after.date) - first).days * slot + slot
     what = "regression" if bisection.direction is Direction.REGRESSION else "fix"
-    label = (f"{what} ({bisection.case}): between {bisection.before.date} "
-             f"and {bisection.after.date}")
+    label = f"{what} ({bisection.case}): between {before.date} and {after.date}"
     return Band(x=round(x0, 2), w=round(x1 - x0, 2), label=label,
                 compare_url=safe_url(bisection.compare_url))

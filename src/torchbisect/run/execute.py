@@ -5,8 +5,8 @@ the bisection alike (a `bisect --script` is a probe too: probes/script.py).  Onl
 exited 0, 1 or 125 and wrote a valid document matching that status gives `RunStatus.OK` with its
 verdict.  A backend failure, a crash, a hang, a missing or unreadable JSON document, or an exit
 status that disagrees with the document all give `RunStatus.INFRA_FAILURE` with a one-line
-reason: never affected, never not affected (`probe_doc` sets the limits a document must keep:
-size, depth, verdicts, types).  The one exception that passes through is
+reason: never affected, never not affected (`probe/document.py` sets the limits a document must
+keep: size, depth, verdicts, types).  The one exception that passes through is
 ConfigError: a mistake in matrix.yaml (say, a preinstalled cell on docker without an image) stops
 the run with its sentence and exit status 2.
 """
@@ -23,7 +23,7 @@ from ..backends.base import Backend, Prepared, ProbeOutput
 from ..errors import CommandFailed, ConfigError, TorchbisectError
 from ..exits import Exit
 from ..model import Cell, CellRun, ProbeResult, RunStatus
-from ..probe import document as probe_doc
+from ..probe import document
 from ..probe.scripts import probe_version
 from ..utils import files
 from ..utils.clock import now
@@ -138,12 +138,12 @@ def interpret(output: ProbeOutput) -> tuple[RunStatus, ProbeResult | None, str]:
         return _infra(f"probe wrote no JSON document (exit status {code})"
                       f"{_said(output.log_tail)}")
     try:  # checked first: a probe is any script, and its document reaches the page
-        result = ProbeResult.from_json(probe_doc.check_text(output.json_text))
-    except probe_doc.Rejected as err:
+        result = ProbeResult.from_json(document.check_text(output.json_text))
+    except document.Rejected as err:
         return _infra(f"probe JSON unreadable: {err}")
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         return _infra(f"probe JSON unreadable: {type(err).__name__}: {err}")
-    said = probe_doc.claimed(result.raw)
+    said = document.claimed(result.raw)
     if said.exit_code != code:
         return _infra(f"probe exit status {code} disagrees with its verdict "
                       f"{said.value!r} (expected {said.exit_code})")

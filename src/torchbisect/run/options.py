@@ -1,5 +1,5 @@
 """What a matrix run is asked to do: `MatrixOptions`, built once from the flags (cli/matrix.py)
-and read, never written, by `run_matrix` (run/matrix.py).
+and read, never written, by `run_matrix` (run/matrix_run.py).
 
 The values derived from the flags are here too, worked out once by the command: the lock file
 (`--lock`, a runner kind's `<lock-dir>/<kind>.lock.json`, else `<matrix>.lock.json`), the driver

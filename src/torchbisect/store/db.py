@@ -26,12 +26,12 @@ from .. import defaults
 from ..errors import ConfigError, InfraError
 from ..model import Attendance, Cell, CellRun, RunStatus
 from ..outcome import BisectResult
-from ..probe import document as probe_doc
+from ..probe import document
 from ..utils import files
 from ..utils.words import plain_label
 from . import check, foreign
 from .reuse import covers
-from .rows import RUN_FIELDS, damaged_row, read_export, run_from_row, run_to_json, run_to_row
+from .runs import RUN_FIELDS, damaged_row, read_export, run_from_row, run_to_json, run_to_row
 
 EXPORT_SCHEMA = 1
 _SCHEMA_VERSION = 1
@@ -232,7 +232,7 @@ class Store:
         out = []
         for row in rows:
             try:
-                doc = probe_doc.check_bisection(json.loads(row["result_json"]))
+                doc = document.check_bisection(json.loads(row["result_json"]))
                 out.append(BisectResult.from_json(doc))
             except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
                 raise ConfigError(damaged_row(self.path, "bisections", row["id"], err)) from None

@@ -18,7 +18,7 @@ import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeGuard
 
 from ..errors import InfraError
 
@@ -49,10 +49,10 @@ def nearly_full(folder: Path | str) -> bool:
         stat = os.statvfs(folder)
     except OSError:
         return False
-    return stat.f_bavail * stat.f_frsize < _NEARLY_FULL or (stat.f_files and not stat.f_favail)
+    return stat.f_bavail * stat.f_frsize < _NEARLY_FULL or bool(stat.f_files and not stat.f_favail)
 
 
-def is_full(err: BaseException) -> bool:
+def is_full(err: BaseException) -> TypeGuard[OSError]:
     return isinstance(err, OSError) and err.errno in FULL
 
 
@@ -69,8 +69,8 @@ def atomic(path: Path | str, *, binary: bool = False) -> Iterator[IO]:
             raise disk_full(folder, err) from None
         raise
     try:
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else
-                                                        {"encoding": "utf-8"})) as out:
+        opened = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")
+        with opened as out:
             yield out
             out.flush()
             os.fsync(out.fileno())

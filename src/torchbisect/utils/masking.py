@@ -5,7 +5,7 @@ this is the second: whatever a probe, an installer or a document prints, a GitHu
 or registry key, a `Bearer` header, a JWT or a password in a URL reaches no log, store row or
 published page.  `mask` is applied where such text enters: the output of every command
 (`proc`), a container's output (`backends/container.py`), every probe document
-(`probe_doc.check`) and every stored run (`store.rows.run_to_row`), so every page drawn later is
+(`probe/document.py`) and every stored run (`store/runs.py`), so every page drawn later is
 clean.  The values of this process's own credential-named variables (GITHUB_TOKEN, …) are masked
 too, whatever their shape, as GitHub Actions masks its secrets.
 

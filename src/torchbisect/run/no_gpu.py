@@ -1,25 +1,22 @@
-"""Around the probing of a matrix run: which cells a machine without a GPU probes, and the wheel
-hashes the installer found, pinned into the lock afterwards.
+"""Which cells a matrix run probes on a machine without a GPU, and the one sentence that says so.
 
-`run_matrix` (matrix.py) calls these; nothing here reads the command line.  Which
-plan a run uses is plan/planning.py's; the preinstalled cell is backends/preinstalled.py's.
+`run_matrix` (matrix_run.py) calls it; nothing here reads the command line.  Which
+plan a run uses is plan/planning.py's; the preinstalled cell is cells.py's, its torch
+backends/preinstalled.py's.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable
-from pathlib import Path
 
 from ..backends import capabilities
 from ..backends.preinstalled import (
     interpreter_of,
-    preinstalled_cell,
     torch_version,
 )
-from ..model import Cell, CellRun, Channel
-from ..plan.lock import pin_sha256
+from ..cells import preinstalled_cell
+from ..model import Cell, Channel
 from ..probe.scripts import default_probe
 from ..utils.words import count
 
@@ -61,11 +58,3 @@ def no_gpu_cells(cells: tuple[Cell, ...], *, python: str, backend: str | None, s
     say(f"No GPU is visible (nvidia-smi lists none), so only the torch of {interpreter} is "
         f"probed; {again}")
     return tuple(dataclasses.replace(c, base_image=None) for c in mine), "current"
-
-
-def pin_hashes(runs: list[CellRun], lock_file: Path) -> None:
-    """Record in the lock the sha256 of wheels the plan did not know and the installer hashed."""
-    for run in runs:
-        if run.cell.url and not run.cell.sha256 and re.fullmatch(r"[0-9a-f]{64}",
-                                                                 run.wheel_sha256):
-            pin_sha256(lock_file, run.cell.id, run.wheel_sha256)

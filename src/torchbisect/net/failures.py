@@ -79,10 +79,11 @@ _NO_NAME = {socket.EAI_NONAME, socket.EAI_AGAIN, getattr(socket, "EAI_NODATA", s
 def _chain(err: BaseException) -> list[BaseException]:
     """`err` and what caused it, outermost first."""
     seen: list[BaseException] = []
-    while err is not None and all(err is not s for s in seen):
-        seen.append(err)
-        err = getattr(err, "reason", None) if isinstance(err, u3.MaxRetryError) else \
-            err.__cause__ or err.__context__
+    link: BaseException | None = err
+    while link is not None and all(link is not s for s in seen):
+        seen.append(link)
+        link = getattr(link, "reason", None) if isinstance(link, u3.MaxRetryError) else \
+            link.__cause__ or link.__context__
     return seen
 
 

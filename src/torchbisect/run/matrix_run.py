@@ -7,12 +7,13 @@ on a mismatch, nothing probed: kind.py); resolve the plan (plan/planning.py; onl
 into those to probe and the verdicts already stored; probe the rest (schedule.py); let the
 backend tidy up (docker: prunes uv's cache volume); store the shard's attendance, also after a
 failure or an interrupt; pin the hashes the installer found.  Without a GPU only a preinstalled
-torch is probed, unless `allow_no_gpu` (stage.py).  What the user sees goes through the
+torch is probed, unless `allow_no_gpu` (no_gpu.py).  What the user sees goes through the
 `Handler` (progress.py); printing the summary and drawing the report are the command's.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,16 +22,16 @@ from ..backends.base import Backend, BackendOptions, finishing
 from ..backends.preinstalled import with_torch_version
 from ..model import Attendance, Cell, CellRun, Plan
 from ..plan import planning
-from ..plan.lock import Lock
+from ..plan.lock import Lock, pin_sha256
 from ..store.db import Store
 from ..utils.clock import now
 from ..utils.gpus import Gpu
 from .kind import Roll, check_runner, gpu_names
+from .no_gpu import no_gpu_cells
 from .options import MatrixOptions
 from .progress import Handler
 from .schedule import run_cells
 from .selection import Selection, globs, keep_reused, pick, select
-from .stage import no_gpu_cells, pin_hashes
 
 _NO_GPU_PICKED = ("No GPU is visible on the machine that ran `torchbisect matrix`, so none of the "
                   "selected cells was probed.")
@@ -71,7 +72,7 @@ def run_matrix(options: MatrixOptions, handler: Handler) -> MatrixRun:
             if roll is not None:
                 attendance = roll.end(store)
                 handler.attended(attendance)
-        pin_hashes(new, options.lock)
+        _pin_hashes(new, options.lock)
     return MatrixRun(new=tuple(new), reused=tuple(reused), attendance=attendance,
                      empty_reason=empty_reason)
 
@@ -157,3 +158,11 @@ def run_picked(picked: Selection, *, backend: Backend, store: Store,
         handler.start(to_run=len(picked.to_run), reused=len(picked.reused), cost=picked.cost)
         return run_cells(picked.to_run, backend, store=store, gpus=slots, logs_dir=logs,
                          lookahead=lookahead, handler=handler)
+
+
+def _pin_hashes(runs: list[CellRun], lock_file: Path) -> None:
+    """Record in the lock the sha256 of wheels the plan did not know and the installer hashed."""
+    for run in runs:
+        if run.cell.url and not run.cell.sha256 and re.fullmatch(r"[0-9a-f]{64}",
+                                                                 run.wheel_sha256):
+            pin_sha256(lock_file, run.cell.id, run.wheel_sha256)

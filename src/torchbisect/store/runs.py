@@ -1,7 +1,7 @@
 """One stored run as a row of the `runs` table and as a JSON object (exports, reports).
 
 Reading is where a store written by an older version, or edited by hand, meets today's code: a
-probe document is checked again (`probe_doc.check`) and one that fails becomes an
+probe document is checked again (`probe.document.check`) and one that fails becomes an
 infrastructure failure with the reason, so nothing stored can stop a page from rendering; a row
 that does not decode at all is `damaged_row`'s one sentence.
 
@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..model import Attendance, Cell, CellRun, ProbeResult, RunStatus
 from ..outcome import BisectResult
-from ..probe import document as probe_doc
+from ..probe import document
 from ..utils.masking import mask
 from . import export
 
@@ -60,8 +60,8 @@ def run_from_json(data: dict[str, Any], *, run_id: int | None = None) -> CellRun
     probe, status = data.get("probe"), RunStatus(data["status"])
     reason = _capped(str(data.get("reason", "")), REASON_CHARS, keep="start")
     try:  # a store written before documents were checked may hold anything
-        result = ProbeResult.from_json(probe_doc.check(probe)) if probe else None
-    except probe_doc.Rejected as err:
+        result = ProbeResult.from_json(document.check(probe)) if probe else None
+    except document.Rejected as err:
         result, status = None, RunStatus.INFRA_FAILURE
         reason = f"stored probe document rejected: {err}"
     return CellRun(
@@ -125,8 +125,8 @@ def run_from_row(row: sqlite3.Row) -> CellRun:
     data["cell"] = json.loads(data["cell_json"])
     text = data["probe_json"] or ""
     try:  # stored before the limits (size, depth): a document past them is not even parsed
-        data["probe"] = probe_doc.parse(text) if text else None
-    except probe_doc.Rejected as err:
+        data["probe"] = document.parse(text) if text else None
+    except document.Rejected as err:
         return run_from_json({**data, "probe": None, "status": RunStatus.INFRA_FAILURE.value,
                               "reason": f"stored probe document rejected: {err}"},
                              run_id=int(data["id"]))
@@ -160,7 +160,7 @@ def read_export(path: Path, schema: int) -> Iterator[CellRun | BisectResult | At
             elif kind == "attendance":
                 yield Attendance.from_json(entry)
             else:
-                yield BisectResult.from_json(probe_doc.check_bisection(entry))
+                yield BisectResult.from_json(document.check_bisection(entry))
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise ConfigError(f"the export {path} has a damaged entry ({type(err).__name__}: "
                               f"{str(err)[:120]}); export the shard again") from None
