@@ -27,7 +27,10 @@ _TABLES = {
     "bisections": {"id", "direction", "case_name", "cuda", "python", "finished", "result_json"},
 }
 _OURS = {*_TABLES, "sqlite_sequence"}
-_DISK_CODES = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN})
+# sqlite3 names SQLite's result codes from Python 3.11 on; the codes themselves never change
+_FULL = getattr(sqlite3, "SQLITE_FULL", 13)
+_DISK_CODES = frozenset({_FULL, getattr(sqlite3, "SQLITE_IOERR", 10),
+                         getattr(sqlite3, "SQLITE_CANTOPEN", 14)})
 # What a reader's bounds (store/foreign.py) stop, in words.
 _READER_BOUNDS = {"SQLITE_TOOBIG": "a row is larger than any run or bisection is",
                   "SQLITE_INTERRUPT": "checking it ran past the time a read may take"}
@@ -95,7 +98,7 @@ def not_damage(path: Path, err: sqlite3.Error) -> InfraError | None:
     if primary not in _DISK_CODES and "disk is full" not in text and "disk I/O" not in text:
         return None
     folder = path.parent if str(path.parent) else Path(".")
-    if primary == sqlite3.SQLITE_FULL or "disk is full" in text or files.nearly_full(folder):
+    if primary == _FULL or "disk is full" in text or files.nearly_full(folder):
         return files.disk_full(folder, intact=f"the result store {path.name}")
     return InfraError(f"the result store {path} could not be used ({text}): the disk or the "
                       f"folder {folder} failed, not the store, which is left as it was; check "

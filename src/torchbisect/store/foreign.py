@@ -125,7 +125,8 @@ def _defend(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA trusted_schema = OFF")  # on 3.11 the only switch there is
     db.execute("PRAGMA query_only = ON")
     db.execute("PRAGMA temp_store = MEMORY")  # no temporary files; a read by row id needs none
-    db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_ROW_BYTES)
+    if hasattr(db, "setlimit"):  # Python 3.11+; on 3.10 the time bound below still holds
+        db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_ROW_BYTES)
     deadline = time.monotonic() + MAX_SECONDS
     db.set_progress_handler(lambda: time.monotonic() > deadline, 100_000)
 
