@@ -170,20 +170,16 @@ def _not_a_gpu_job(monkeypatch):
 def fake_probes(monkeypatch):
     """The probes of this test come from a folder of the test's choosing: by default the
     stand-in in tests/helpers/probes (TB_FAKE_MODE picks its behaviour).  The fixture's value
-    switches to another folder: `fake_probes(folder)`.  The probe fingerprint is cached per
-    process, so the cache is cleared on each switch and after the test."""
+    switches to another folder: `fake_probes(folder)`.  What a probe's file says is cached by
+    the file's path, size and time (probe/scripts.py), never by its name, so nothing is cleared."""
     from helpers import FAKE_PROBES
-
-    from torchbisect.probe.scripts import probe_version
 
     def use(folder: Path = FAKE_PROBES) -> Path:
         monkeypatch.setenv("TORCHBISECT_PROBES", str(folder))
-        probe_version.cache_clear()
         return folder
 
     use()
     yield use
-    probe_version.cache_clear()
 
 
 @pytest.fixture(autouse=True)

@@ -239,3 +239,20 @@ def test_the_docker_backend_mounts_the_adapter_and_the_users_script(fake_probes,
     assert {(m["Source"], m["Target"], m["ReadOnly"]) for m in asked["mounts"]} == {
         (str(ADAPTER), "/probes/script.py", True),
         (str((folder / "my_bug.py").resolve()), "/probes/my_bug.py", True)}
+
+
+def test_a_probe_of_the_same_name_in_another_folder_is_read_as_itself(tmp_path, monkeypatch):
+    # what a probe's file declares is never remembered by its name alone: a TORCHBISECT_PROBES
+    # folder's stale_replay.py (a stand-in without controls) must not stand in for ours later
+    from torchbisect.probe.document import controls_of
+    from torchbisect.probe.scripts import probe_version
+
+    ours, ours_version = controls_of("stale_replay"), probe_version("stale_replay")
+    assert ours  # the shipped probe declares its controls
+    folder = tmp_path / "probes"
+    folder.mkdir()
+    (folder / "stale_replay.py").write_text('"""a stand-in"""\nPROBE_VERSION = "9"\n')
+    monkeypatch.setenv("TORCHBISECT_PROBES", str(folder))
+    assert controls_of("stale_replay") == {} and probe_version("stale_replay").startswith("9+")
+    monkeypatch.delenv("TORCHBISECT_PROBES")
+    assert controls_of("stale_replay") == ours and probe_version("stale_replay") == ours_version

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +28,7 @@ from ..errors import ConfigError
 from ..model import PROBE_SCHEMA, Verdict, roll_up
 from ..utils.masking import SHORTEST_SECRET, mask
 from ..utils.words import storable
-from .info import read_info
-from .scripts import probe_path
+from .scripts import probe_info
 from .shape import Count, ProbeCaseJson, ProbeDocument, ProbeEnvJson, keys
 
 MAX_BYTES = 1_000_000  # the real probe writes about 10 KB
@@ -178,12 +176,13 @@ def _rolled_up(doc: dict[str, Any]) -> dict[str, Any]:
             "claimed_verdict": doc["verdict"], "note": note}
 
 
-@cache
 def controls_of(probe: str) -> dict[str, Verdict]:
     """The probe's control cases and the verdict each must show, as its file declares them
-    (CONTROLS, read by probe/info.py, never run); none for a probe whose file is not here."""
+    (CONTROLS, read by probe/info.py, never run); none for a probe whose file is not here.
+    Read through probe_info, which caches by the file's path, size and time, never by the
+    name alone: another probes folder (TORCHBISECT_PROBES) may hold another file of that name."""
     try:
-        declared = read_info(probe_path(probe or defaults.PROBE)).controls
+        declared = probe_info(probe or defaults.PROBE).controls
     except (ConfigError, OSError):
         return {}
     return {name: Verdict(v) for name, v in declared.items() if v in _VERDICTS}

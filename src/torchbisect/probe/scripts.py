@@ -96,7 +96,6 @@ def _read(path: str, _mtime: int, _size: int, name: str) -> ProbeInfo:
     return read_info(Path(path), name=name)
 
 
-@cache
 def probe_version(name: str = DEFAULT_PROBE) -> str:
     """`<declared PROBE_VERSION>+<first 12 hex of the script's sha256>` (ProbeInfo.version)."""
     return probe_info(name).version
