@@ -229,6 +229,9 @@ def _release_builds(options: BisectOptions) -> tuple[Builds, dict[str, tuple[str
         driver = driver_version()
         tags = [t for t in sorted(DEFAULT_CUDA_TAGS, key=tag_order, reverse=True)
                 if driver_supports(t, driver)]
+        if not tags:
+            raise ConfigError("--cuda auto found no CUDA tag this driver runs; name one with "
+                              "--cuda")
     chooser, listings = Chooser(), {}
     chosen, origin = {}, {}
     skipped: dict[str, str] = {}
@@ -250,8 +253,6 @@ def _release_builds(options: BisectOptions) -> tuple[Builds, dict[str, tuple[str
         for version, why in found.skipped.items():
             skipped.setdefault(version, why if len(tags) == 1 else f"{tag}: {why}")
     skipped = {v: why for v, why in skipped.items() if v not in chosen}
-    if not chosen and options.cuda == AUTO and not tags:
-        raise ConfigError("--cuda auto found no CUDA tag this driver runs; name one with --cuda")
     return Builds(chosen=dict(sorted(chosen.items(), key=lambda i: Version(i[0]))),
                   skipped=skipped), origin
 
@@ -259,14 +260,13 @@ def _release_builds(options: BisectOptions) -> tuple[Builds, dict[str, tuple[str
 def _one_end(options: BisectOptions) -> CandidateList:
     """Without --good: every listed nightly on the walk's side of --bad (older for a
     regression, newer with --find-fix), for `walk` to pick from."""
-    from ..index import fetch
     from ..plan import indexes
 
     if release_of(options.bad):
         raise ConfigError(f"--bad {options.bad} is a release: the walk to a good end steps over "
                           "nightly dates; give --good too (a release or a nightly)")
     bad = parse_end(options.bad, "--bad")
-    index_url = options.index_url or fetch.default_index(Channel.NIGHTLY.value, options.cuda)
+    index_url = _index_url(options, Channel.NIGHTLY, options.cuda)
     wheels = list(indexes.nightly_builds(index_url, cuda=options.cuda, python=options.python,
                                          platform=options.platform))
     days = sorted(w.nightly_date for w in wheels if w.nightly_date)
