@@ -28,6 +28,7 @@ from ..index.fetch import (
     fetch_wheels,
     reachable,
 )
+from ..index.metadata import Found
 from ..index.tags import compatible
 from ..model import Channel
 from .lock import Lock
@@ -51,7 +52,7 @@ class IndexView:
         self._builds: dict[tuple[str, str, str], Builds] = {}
         # offline, an unlabelled file's CUDA is what the lock says, never asked of an index
         known = {b.url: b.cuda for b in lock.builds.values()}
-        self.chooser = Chooser(read=(lambda _: None) if offline else None, known=known)
+        self.chooser = Chooser(read=_offline if offline else None, known=known)
         self._nights: dict[tuple[str, str], dict[str, list[Wheel]]] = {}
         self._assumed = False
 
@@ -155,6 +156,10 @@ class IndexView:
         where = index_for(self.config, channel, tags[0]) if len(tags) == 1 else \
             f"the {channel.value} indexes for {', '.join(sorted(tags, key=tag_order))}"
         return where + (" (offline: as far as the lock knows)" if self.offline else "")
+
+
+def _offline(_wheel: Wheel) -> Found:
+    return Found(text=None, source="it was not read (offline: the lock does not say its CUDA)")
 
 
 def nightly_builds(index_url: str, *, cuda: str, python: str,

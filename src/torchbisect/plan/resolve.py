@@ -217,6 +217,8 @@ class _Resolver:
                 return tag, builds.chosen[version]
             if version in builds.skipped:
                 why[tag] = builds.skipped[version]
+            elif version in builds.unsure:  # no cell can say it is this tag's build
+                why[tag] = builds.unsure[version].why
         built = [t for t in tags if any(w.public_version == version
                                         for w in self.indexes.listing(channel, t, required=False))]
         usable = [t for t in built if driver_supports(t, self.driver)]
