@@ -222,7 +222,7 @@ def _release_builds(options: BisectOptions) -> tuple[Builds, dict[str, tuple[str
     the build says it is (a PyPI-shaped index holds one build a release, of whatever CUDA).
     Also, per release, the CUDA tag and index it was taken for."""
     from ..index import fetch
-    from ..index.choose import Chooser
+    from ..index.choose import Chooser, Unsure
 
     tags = [options.cuda]
     if options.cuda == AUTO:
@@ -235,6 +235,8 @@ def _release_builds(options: BisectOptions) -> tuple[Builds, dict[str, tuple[str
     chooser, listings = Chooser(), {}
     chosen, origin = {}, {}
     skipped: dict[str, str] = {}
+    unsure: dict[str, Unsure] = {}
+    told: dict[str, str] = {}
     for tag in tags:
         url = _index_url(options, Channel.STABLE, tag)
         if url not in listings:
@@ -252,9 +254,15 @@ def _release_builds(options: BisectOptions) -> tuple[Builds, dict[str, tuple[str
                 chosen[version], origin[version] = wheel, (tag, url)
         for version, why in found.skipped.items():
             skipped.setdefault(version, why if len(tags) == 1 else f"{tag}: {why}")
-    skipped = {v: why for v, why in skipped.items() if v not in chosen}
+        for version, doubt in found.unsure.items():
+            unsure.setdefault(version, doubt)
+        told |= {v: t for v, t in found.told.items() if origin[v] == (tag, url)}
+    # a release some tag has a build of is that build; one whose file's CUDA is not known is a
+    # candidate that cannot be judged, never missing (index/choose.py)
+    unsure = {v: doubt for v, doubt in unsure.items() if v not in chosen}
+    skipped = {v: why for v, why in skipped.items() if v not in chosen and v not in unsure}
     return Builds(chosen=dict(sorted(chosen.items(), key=lambda i: Version(i[0]))),
-                  skipped=skipped), origin
+                  skipped=skipped, unsure=unsure, told=told), origin
 
 
 def _one_end(options: BisectOptions) -> CandidateList:
