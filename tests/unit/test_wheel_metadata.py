@@ -181,3 +181,25 @@ def plan(root: Path, index: str, versions: str, *, cuda: str):
                       f"indexes:\n  stable: {index}\n")
     return build_plan(load_matrix(matrix), lock=None, python="3.11", platform=PLATFORM,
                       driver="580.65.06", today=date(2026, 12, 4))
+
+
+def test_ranged_reads_are_bounded(tmp_path, monkeypatch):
+    path = site(tmp_path, served={"2.9.0": None})
+    monkeypatch.setattr(metadata, "_TAIL", 1024)  # the zip's end, not its METADATA
+    monkeypatch.setattr(metadata, "_ASKS", 1)
+    with serve(tmp_path, ranges=True) as url:
+        found = metadata.read(f"{url}{path}torch/{name('2.9.0')}")
+    assert found.text is None
+    assert found.source == ("the wheel itself could not be read (reading its METADATA would take "
+                            "more than 1 range requests or 67 MB)")
+
+
+def test_a_passing_failure_is_asked_again_and_a_served_metadata_that_fails_is_said(tmp_path):
+    """The .metadata answers 503, then so does the wheel's first ask: the wheel is asked again
+    (a 503 heals), its METADATA read, and the 503 of the side file is said, not taken for a 404."""
+    path = site(tmp_path, served={"2.9.0": b""})
+    with serve(tmp_path, ranges=True, fail_first=2) as url:
+        found = metadata.read(f"{url}{path}torch/{name('2.9.0')}")
+    assert found.text is not None and pins("cu128")[0] in found.text
+    assert found.doubts == ("its .metadata was not read (HTTP 503 Service Unavailable)",)
+    assert found.source == "the wheel's own METADATA, with range requests"

@@ -166,36 +166,46 @@ def _member(fh: IO[bytes] | _Ranged) -> str:
         raise Unreadable("its METADATA is not UTF-8 text") from None
 
 
-class _Stop(OSError):
-    """A ranged read that may not go on (a bound, a failed request); raised through zipfile."""
+class _Stop(Exception):
+    """A ranged read that may not go on (a bound, a failed request); raised through zipfile
+    (not an OSError, which zipfile turns into "File is not a zip file")."""
 
 
 @contextmanager
 def _opened(url: str, whole: bool) -> Iterator[tuple[IO[bytes] | _Ranged, str]]:
     """The remote wheel as a seekable file: over range requests when the server honours them,
     else spooled whole (bounded); with how it was read, in words."""
-    headers = {"Range": f"bytes=-{_TAIL}", "Accept-Encoding": "identity"}
     with tempfile.TemporaryFile(prefix="torchbisect-wheel-") as spool:
         try:
-            with request("GET", url, headers=headers, deadlines=WHEEL, decode=False) as answer:
-                if answer.status == 206:
-                    tail_at, total = _content_range(answer.headers.get("content-range", ""))
-                    tail = answer.read(_TAIL, "the end of the wheel")
-                    if tail_at + len(tail) != total:
-                        raise Unreadable("it answered a range request for its end with "
-                                         "other bytes")
-                    ranged: _Ranged | None = _Ranged(url, total, tail_at, tail)
-                elif not whole:
-                    raise Unreadable("the server ignores range requests")
-                else:  # 200: the server ignores Range and sends the whole wheel
-                    ranged, size = None, _spool(answer, spool, url)
+            ranged, size = retry.attempt(lambda: _first(url, whole, spool), _RETRIES)
         except NetError as err:
             raise Unreadable(f"asking for it failed: {err}") from None
+        except OSError as err:  # the disk the spool is on
+            raise Unreadable(f"the whole wheel could not be kept on disk to be read "
+                             f"({err.strerror or err})") from None
         if ranged is not None:
             yield ranged, "with range requests"
         else:
             yield spool, (f"in the whole wheel ({megabytes(size)}), downloaded because the "
                           "server ignores range requests")
+
+
+def _first(url: str, whole: bool, spool: IO[bytes]) -> tuple[_Ranged | None, int]:
+    """The first ask, for the end of the wheel: a ranged file over it (206), or, from a server
+    that ignores Range (200), the whole wheel in `spool` and its size."""
+    spool.seek(0)
+    spool.truncate()
+    headers = {"Range": f"bytes=-{_TAIL}", "Accept-Encoding": "identity"}
+    with request("GET", url, headers=headers, deadlines=WHEEL, decode=False) as answer:
+        if answer.status == 206:
+            tail_at, total = _content_range(answer.headers.get("content-range", ""))
+            tail = answer.read(_TAIL, "the end of the wheel")
+            if tail_at + len(tail) != total:
+                raise Unreadable("it answered a range request for its end with other bytes")
+            return _Ranged(url, total, tail_at, tail), 0
+        if not whole:
+            raise Unreadable("the server ignores range requests")
+        return None, _spool(answer, spool, url)
 
 
 def _content_range(value: str) -> tuple[int, int]:
@@ -275,8 +285,8 @@ class _Ranged(io.RawIOBase):
         self.asks += 1
         self.asked += end - first
         if self.asked > RANGED_LIMIT or self.asks > _ASKS:
-            raise _Stop(f"reading its METADATA would take more than {megabytes(RANGED_LIMIT)} in "
-                        f"{_ASKS} range requests")
+            raise _Stop(f"reading its METADATA would take more than {_ASKS} range requests or "
+                        f"{megabytes(RANGED_LIMIT)}")
         try:
             return retry.attempt(lambda: self._range(first, end), _RETRIES)
         except NetError as err:
