@@ -203,3 +203,15 @@ def test_a_passing_failure_is_asked_again_and_a_served_metadata_that_fails_is_sa
     assert found.text is not None and pins("cu128")[0] in found.text
     assert found.doubts == ("its .metadata was not read (HTTP 503 Service Unavailable)",)
     assert found.source == "the wheel's own METADATA, with range requests"
+
+
+def test_cuda_auto_keeps_a_release_whose_cuda_is_not_known_as_a_candidate(tmp_path):
+    """--cuda auto over a PyPI-shaped index: the unreadable 2.9.0 was left out under every tag."""
+    path = site(tmp_path, served={"2.8.0": b"", "2.9.0": None, "2.10.0": b""},
+                garbage=("2.9.0",))
+    with serve(tmp_path, ranges=True) as url:
+        got = bisect_list(url + path, cuda="auto")
+    assert [c.cell.id for c in got.candidates] == [
+        "stable-2.8.0-cu128-cp311", "stable-2.9.0-unknown-cp311", "stable-2.10.0-cu128-cp311"]
+    assert got.candidates[1].unjudged.startswith("CUDA not known: ")
+    assert got.missing == ()
