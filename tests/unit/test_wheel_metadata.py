@@ -83,11 +83,13 @@ def bisect_list(index: str, *, good: str = "2.8.0", bad: str = "2.10.0", cuda: s
 def test_a_404_metadata_at_the_boundary_is_read_from_the_wheel(tmp_path, capsys, ranges):
     """The attack: 2.9.0's .metadata answers 404, so its CUDA read "unknown" and the release
     was left out "without a build for this runner" — and 2.10.0 named the first bad, exact."""
-    path = site(tmp_path, served={"2.8.0": b"", "2.9.0": None, "2.10.0": b""})
+    path = site(tmp_path, served={"2.8.0": b"", "2.9.0": None, "2.10.0": b"", "2.11.0": None})
     with serve(tmp_path, ranges=ranges) as url:
         got = bisect_list(url + path)
         wheel_bytes = (tmp_path / "simple" / "torch" / name("2.9.0")).stat().st_size
         assert url.ranges, "the wheel was asked for by range first"
+        # a release outside the ends costs nothing: its wheel is never read
+        assert not any("2.11.0" in hit for hit in url.hits), url.hits
         if ranges:  # the zip's end, its directory and METADATA: far less than the wheel
             assert url.sent[0] < wheel_bytes / 4, (url.sent[0], wheel_bytes)
     assert [c.cell.id for c in got.candidates] == [
