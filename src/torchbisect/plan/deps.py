@@ -5,8 +5,9 @@ A torch wheel declares its CUDA libraries as pinned requirements (`nvidia-cublas
 platform_system == "Linux" and platform_machine == "x86_64"`) in its core metadata, which an index
 serves at `<wheel URL>.metadata` (PEP 658/714; PyPI serves it even where its page leaves the mark
 out, so the file is asked for; on a 404 index/metadata.py reads the wheel's own METADATA with
-range requests, never by downloading the wheel whole, and a local wheel's in place). The requirements are read with the stdlib's email parser and `packaging`, their
-markers evaluated for the cell's Python and the plan's platform; the `nvidia-*` ones and triton
+range requests, never by downloading the wheel whole, and a local wheel's in place). The
+requirements are read with the stdlib's email parser and `packaging`, their markers evaluated
+for the cell's Python and the plan's platform; the `nvidia-*` ones and triton
 (`triton`, `pytorch-triton`) are kept. Each pin's file is the one the torch wheel's own index lists
 for that Python and platform (read through index/fetch.py like any index), its size the page's PEP
 691 `size`, else a HEAD's, else the local file's. Anything not found — no metadata, a requirement
