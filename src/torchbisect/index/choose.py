@@ -66,7 +66,9 @@ class Chooser:
     def __init__(self, read: cudas.Reader | None = None, *,
                  known: Mapping[str, str] | None = None):
         self._read = read or cudas.read_wheel
-        self._cuda = {u: cudas.Learned(cuda=c) for u, c in (known or {}).items() if c}
+        # a lock's "unknown" is no knowledge: such a file is read again (online)
+        self._cuda = {u: cudas.Learned(cuda=c) for u, c in (known or {}).items()
+                      if c and c != cudas.UNKNOWN}
 
     def cuda_of(self, wheel: Wheel) -> str:
         """What the build says its CUDA is: its label, its metadata's runtime, or "unknown"."""
