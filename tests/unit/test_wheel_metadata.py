@@ -12,6 +12,7 @@ whose METADATA pins a CUDA runtime, and `.metadata` files beside some of them):
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 import zipfile
 from datetime import date
@@ -52,13 +53,14 @@ def meta_of(wheel: Path) -> bytes:
 
 
 def site(root: Path, *, served: dict[str, bytes | None], garbage: tuple[str, ...] = (),
-         cuda: str = "cu128") -> str:
+         cuda: str = "cu128", json_page: bool = False) -> str:
     """`root/simple/torch/`: an unlabelled wheel per version of `served`, pinning `cuda`'s
     runtime; the page declares the sha256 of each wheel's real METADATA; beside each wheel the
     `.metadata` `served` gives (its real one for b"", none for None).  A version in `garbage`
-    is a file that is no zip.  Returns the index URL's path part."""
+    is a file that is no zip; `json_page` writes PEP 691 JSON (`core-metadata`) beside the
+    HTML.  Returns the index URL's path part."""
     folder = root / "simple" / "torch"
-    links = []
+    links, files = [], []
     for version, side in served.items():
         wheel = write_wheel(folder, version, {"torch/__init__.py": "", "torch/_C.so": BULK},
                             tag=TAG, requires=pins(cuda))
@@ -69,6 +71,11 @@ def site(root: Path, *, served: dict[str, bytes | None], garbage: tuple[str, ...
             (folder / f"{wheel.name}.metadata").write_bytes(side or real)
         links.append(f'<a href="{wheel.name}" data-core-metadata="sha256='
                      f'{hashlib.sha256(real).hexdigest()}">{wheel.name}</a><br/>')
+        files.append({"filename": wheel.name, "url": wheel.name, "hashes": {},
+                      "core-metadata": {"sha256": hashlib.sha256(real).hexdigest()}})
+    if json_page:
+        (folder / "index.json").write_text(json.dumps(
+            {"meta": {"api-version": "1.1"}, "name": "torch", "files": files}))
     (folder / "index.html").write_text("<!DOCTYPE html>\n<html><body>\n" + "\n".join(links)
                                        + "\n</body></html>\n")
     return "/simple/"
@@ -105,11 +112,13 @@ def test_a_404_metadata_at_the_boundary_is_read_from_the_wheel(tmp_path, capsys,
     assert ("ignores range requests: downloading the whole wheel" in said) is not ranges
 
 
-def test_a_served_metadata_the_page_hash_disowns_is_not_believed(tmp_path):
+@pytest.mark.parametrize("json_page", [False, True], ids=["html", "json"])
+def test_a_served_metadata_the_page_hash_disowns_is_not_believed(tmp_path, json_page):
     """The attack: the served .metadata pins CUDA 12.6 though the page's data-core-metadata is
     the hash of the wheel's own METADATA (12.8): 2.9.0 was a "cu126 build", left out."""
     wrong = WRONG.encode()
-    path = site(tmp_path, served={"2.8.0": b"", "2.9.0": wrong, "2.10.0": b""})
+    path = site(tmp_path, served={"2.8.0": b"", "2.9.0": wrong, "2.10.0": b""},
+                json_page=json_page)
     with serve(tmp_path, ranges=True) as url:
         got = bisect_list(url + path)
     assert [c.cell.id for c in got.candidates][1] == "stable-2.9.0-cu128-cp311"
