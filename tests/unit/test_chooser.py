@@ -103,6 +103,13 @@ def test_a_builds_cuda_is_the_runtime_its_real_metadata_pins(fixture, cuda):
     assert pinned_cuda((METADATA / f"{fixture}.metadata").read_text()) == cuda
 
 
+def test_a_runtime_pin_of_thousands_of_digits_is_no_cuda():
+    """int() refuses 5,000 digits: a hostile .metadata ended the command with status 250."""
+    text = ("Metadata-Version: 2.1\nName: torch\nVersion: 2.9.0\n"
+            f"Requires-Dist: nvidia-cuda-runtime-cu12=={'1' * 5000}.8.90\n")
+    assert pinned_cuda(text) is None
+
+
 def test_metadata_that_pins_no_cuda_runtime_says_unknown():
     from torchbisect.index.choose import Unsure
     from torchbisect.index.metadata import SIDE_FILE, Found
