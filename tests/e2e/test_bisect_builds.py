@@ -14,6 +14,7 @@ which file was installed, not only the answer.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -156,3 +157,56 @@ def test_cuda_auto_is_for_releases_only(tmp_path):
                           env=env(), cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert "--cuda auto chooses each release's build" in done.stderr
+
+
+def pypi_index(root: Path, names: list[str], *, served: tuple[str, ...]) -> None:
+    """A PyPI-shaped page whose anchors declare each wheel's METADATA hash (PEP 714), with the
+    .metadata file beside only the wheels in `served`; the rest answer 404."""
+    links = []
+    for name in names:
+        with zipfile.ZipFile(root / "torch" / name) as wheel:
+            meta = wheel.read(next(n for n in wheel.namelist()
+                                   if n.endswith(".dist-info/METADATA")))
+        if name in served:
+            (root / "torch" / f"{name}.metadata").write_bytes(meta)
+        links.append(f'<a href="{name}" data-core-metadata="sha256='
+                     f'{hashlib.sha256(meta).hexdigest()}">{name}</a><br/>')
+    (root / "torch" / "index.html").write_text(
+        "<!DOCTYPE html>\n<html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+
+
+def test_a_release_whose_metadata_answers_404_is_probed_from_its_wheel(tmp_path):
+    """Held-out round 5: 2.10.0's .metadata answered 404, its CUDA read "unknown", it was left
+    out "without a build for this runner", and 2.11.0 was named the first bad release, exact
+    (exit 0).  Its wheel's own METADATA (read with range requests) says cu128: it is probed."""
+    index = tmp_path / "index" / "torch"
+    names = [standin(index, v, bad=bad, requires=runtime("12.8.90"))
+             for v, bad in (("2.9.0", False), ("2.10.0", True), ("2.11.0", True))]
+    pypi_index(tmp_path / "index", names, served=(names[0], names[2]))
+    with serve(tmp_path / "index", ranges=True) as url:
+        done, installed = bisect(tmp_path, f"{url}/", "cu128")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == ("the first bad release is 2.10.0 (exact: the release "
+                                           "before it, 2.9.0, is good)")
+    assert names[1] in installed
+
+
+def test_a_release_whose_cuda_stays_unknown_is_a_candidate_never_an_exact_answer(tmp_path):
+    """The same, but 2.10.0's wheel cannot be read either (its METADATA pins no CUDA runtime):
+    its CUDA is not known, so it is neither probed as the cu128 build nor left out; the answer
+    names both releases it cannot tell apart, with the status for an answer that is not exact."""
+    index = tmp_path / "index" / "torch"
+    names = [standin(index, "2.9.0", bad=False, requires=runtime("12.8.90")),
+             standin(index, "2.10.0", bad=True),  # no runtime pin: its CUDA is not known
+             standin(index, "2.11.0", bad=True, requires=runtime("12.8.90"))]
+    pypi_index(tmp_path / "index", names, served=(names[0], names[2]))
+    with serve(tmp_path / "index", ranges=True) as url:
+        done, installed = bisect(tmp_path, f"{url}/", "cu128")
+    assert done.returncode == 8, done.stderr  # Exit.NOT_EXACT
+    assert done.stdout.splitlines()[0] == "the first bad release is one of 2: 2.10.0, 2.11.0"
+    assert names[1] not in installed and names[2] in installed
+    assert ("release 2.10.0 stays a candidate but is not probed: CUDA not known: its wheel "
+            f"{names[1]} has no CUDA label, and its metadata (the wheel's own METADATA, with "
+            "range requests) pins no CUDA runtime") in done.stderr
+    assert "2.10.0 is UNKNOWN, not probed: CUDA not known" in done.stderr
+    assert "left out" not in done.stderr and "missing:" not in done.stdout

@@ -4,6 +4,9 @@
 requested, in `.hits`).  A folder holding `index.json` next to `index.html` answers PEP 691 JSON
 to clients that ask for it.  `fail_first` / `fail_always` answer 503 to test retries;
 `truncate_first` cuts bodies short (the Content-Length promises more): a partial page is an error.
+`ranges=True` answers a file's single-range `Range` (`bytes=A-B`, `bytes=A-`, `bytes=-N`) with
+206 as a CDN does; without it a `Range` is ignored (200, the whole file), as `http.server` does.
+`.sent` counts the bytes of files sent, `.ranges` lists the `Range` headers asked.
 
 `make_release_index` and `make_nightly_index` write pages shaped like download.pytorch.org's
 through the package's one page writer (torchbisect.bench.nightly_index: `%2B` in hrefs,
@@ -34,13 +37,17 @@ class Served(str):
     """The base URL; `.hits` lists the request paths in order."""
 
     hits: list[str]
+    ranges: list[str]
+    sent: list[int]
 
 
 @contextmanager
 def serve(directory: str | Path, *, fail_first: int = 0, fail_always: bool = False,
-          truncate_first: int = 0) -> Iterator[Served]:
+          truncate_first: int = 0, ranges: bool = False) -> Iterator[Served]:
     state = {"failures": fail_first, "truncations": truncate_first}
     hits: list[str] = []
+    asked: list[str] = []
+    sent = [0]
 
     class Handler(SimpleHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
@@ -57,7 +64,28 @@ def serve(directory: str | Path, *, fail_first: int = 0, fail_always: bool = Fal
             if page.is_dir() and self.path.endswith("/") and (page / "index.html").is_file():
                 self._send((page / "index.html").read_bytes(), "text/html")
                 return
+            if "Range" in self.headers:
+                asked.append(self.headers["Range"])
+            if ranges and page.is_file() and "Range" in self.headers:
+                self._range(page.read_bytes(), self.headers["Range"])
+                return
+            if page.is_file():
+                sent[0] += page.stat().st_size
             super().do_GET()
+
+        def _range(self, body: bytes, wanted: str) -> None:
+            first, _, last = wanted.removeprefix("bytes=").partition("-")
+            start = max(len(body) - int(last), 0) if not first else int(first)
+            end = len(body) - 1 if not first or not last else min(int(last), len(body) - 1)
+            if start >= len(body):
+                self.send_error(416, "Range Not Satisfiable")
+                return
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(body)}")
+            self.send_header("Content-Length", str(end + 1 - start))
+            self.end_headers()
+            self.wfile.write(body[start:end + 1])
+            sent[0] += end + 1 - start
 
         def _send(self, body: bytes, content_type: str) -> None:
             cut = state["truncations"] > 0
@@ -80,7 +108,7 @@ def serve(directory: str | Path, *, fail_first: int = 0, fail_always: bool = Fal
     thread.start()
     try:
         url = Served(f"http://127.0.0.1:{server.server_address[1]}")
-        url.hits = hits
+        url.hits, url.ranges, url.sent = hits, asked, sent
         yield url
     finally:
         server.shutdown()

@@ -110,6 +110,27 @@ def test_finds_the_first_bad_nightly_and_stores_every_probe(store, tmp_path):
     assert b.points[result.first_bad].git_version == "g20250811"
 
 
+def test_a_candidate_that_cannot_be_judged_is_unknown_without_a_run(store, tmp_path):
+    """A release whose CUDA is not known (issue 53.4) stays in the list, is never installed nor
+    stored, and the range around it keeps it: the answer beside it is not exact."""
+    import dataclasses
+
+    listed = cands()
+    at = DATES.index("2025-08-11")
+    why = "CUDA not known: its wheel x.whl has no CUDA label, and its metadata could not be read"
+    listed = dataclasses.replace(listed, candidates=tuple(
+        dataclasses.replace(c, unjudged=why) if i == at else c
+        for i, c in enumerate(listed.candidates)))
+    backend = answering(affected_from("2025-08-11"))
+    b = bisector(backend, store, tmp_path)
+    result = b.search(listed)
+    assert pair(result) == ("2025-08-10", "2025-08-12") and not result.exact
+    assert result.candidates == (at, at + 1)
+    assert (b.points[at].verdict, b.points[at].reason) == (Outcome.UNKNOWN, why)
+    assert "2025-08-11" not in dates(backend.probed) + dates(backend.prepared)
+    assert "2025-08-11" not in {r.cell.date for r in store.runs()}
+
+
 def test_a_killed_bisection_resumes_from_the_store_and_a_rerun_probes_nothing(store_path,
                                                                                   tmp_path):
     killed = answering(affected_from("2025-08-11"), stop_after=3)

@@ -103,13 +103,26 @@ def test_a_builds_cuda_is_the_runtime_its_real_metadata_pins(fixture, cuda):
     assert pinned_cuda((METADATA / f"{fixture}.metadata").read_text()) == cuda
 
 
+def test_a_runtime_pin_of_thousands_of_digits_is_no_cuda():
+    """int() refuses 5,000 digits: a hostile .metadata ended the command with status 250."""
+    text = ("Metadata-Version: 2.1\nName: torch\nVersion: 2.9.0\n"
+            f"Requires-Dist: nvidia-cuda-runtime-cu12=={'1' * 5000}.8.90\n")
+    assert pinned_cuda(text) is None
+
+
 def test_metadata_that_pins_no_cuda_runtime_says_unknown():
-    chooser = Chooser(read=lambda _: "Metadata-Version: 2.1\nName: torch\nVersion: 2.3.0\n")
+    from torchbisect.index.choose import Unsure
+    from torchbisect.index.metadata import SIDE_FILE, Found
+
+    chooser = Chooser(read=lambda _: Found(
+        text="Metadata-Version: 2.1\nName: torch\nVersion: 2.3.0\n", source=SIDE_FILE))
     wheels = fetch_wheels_of([_whl("2.3.0")])
     assert chooser.cuda_of(wheels[0]) == UNKNOWN
     picked = chooser.pick(wheels, cuda="cu121", python="3.11")
-    assert picked == (f"its wheel {_whl('2.3.0')} has no CUDA label and its metadata pins no "
-                      "CUDA runtime: its CUDA is unknown")
+    # the file pip would install stays that version's build, of a CUDA not known: never missing
+    assert picked == Unsure(wheel=wheels[0], why=(
+        f"CUDA not known: its wheel {_whl('2.3.0')} has no CUDA label, and its metadata (the "
+        ".metadata file the index serves beside it) pins no CUDA runtime"))
 
 
 def fetch_wheels_of(names: list[str]):

@@ -7,6 +7,9 @@ version that pip would install on this runner for the CUDA tag — and the `--go
 and returns candidates in order plus notes for the user.  An end whose date has no nightly widens
 to the nearest date that has one, and says so; a release listed without a build for this runner
 is missing, with why; a yanked file is probed (pip installs it for an `==` pin) and said to be.
+A release whose file's CUDA is not known (choose.py's `Unsure`) is never missing: it stays a
+candidate that is not probed (`unjudged`), so the search reads it as unknown and an answer next
+to it is not exact.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from .. import cells
 from ..errors import ConfigError
 from ..model import Cell, Channel
 
+UNKNOWN = "unknown"  # index/cuda.py's word for a build that does not say its CUDA
+
 _DATE = re.compile(r"^(\d{4})-?(\d{2})-?(\d{2})$")
 
 
@@ -36,6 +41,8 @@ class Candidate:
     wheel: Any  # torchbisect.index.Wheel
     cell: Cell
     commit: str = ""  # a main-branch commit overlaid on this nightly's binary (bisect/narrow.py)
+    # why it cannot be judged without a run ("CUDA not known: …"): unknown, never probed
+    unjudged: str = ""
 
     @property
     def build(self) -> str:
@@ -113,9 +120,14 @@ def build_release_candidates(builds: Any, *, older: str, newer: str, older_flag:
     check_order(Version(older), Version(newer), shown=(older, newer), older_flag=older_flag,
                 unit="release")
     chosen, skipped = builds.chosen, builds.skipped
+    unsure = builds.unsure
     for end, flag in ((older, older_flag), (newer, newer_flag)):
         if end in chosen:
             continue
+        if end in unsure:
+            raise ConfigError(f"{flag} {end} cannot be judged as the {cell_template.cuda} build "
+                              f"for Python {cell_template.python}: {unsure[end].why}; give an "
+                              "end whose CUDA is known, or --cuda with its label")
         if end in skipped:
             raise ConfigError(f"{flag} {end} has no build for this runner on the index "
                               f"({cell_template.cuda}, Python {cell_template.python}): "
@@ -125,18 +137,37 @@ def build_release_candidates(builds: Any, *, older: str, newer: str, older_flag:
                           f"Python {cell_template.python}; releases there include {near}")
     inside = lambda v: Version(older) <= Version(v) <= Version(newer)  # noqa: E731
     origin = origin or {}
-    cands = tuple(_release_candidate(chosen[v], v, _for(cell_template, origin.get(v)))
-                  for v in sorted(filter(inside, chosen), key=Version))
+    told = builds.told
+    cands = tuple(sorted(
+        [_release_candidate(chosen[v], v, _for(cell_template, origin.get(v)))
+         for v in filter(inside, chosen)]
+        + [_unsure_candidate(unsure[v], v, cell_template) for v in filter(inside, unsure)],
+        key=lambda c: Version(c.wheel.public_version)))
     missing = tuple(sorted(filter(inside, skipped), key=Version))
     notes = [f"release {v} is left out: {skipped[v]}" for v in missing]
+    notes += [f"release {c.wheel.public_version} stays a candidate but is not probed: "
+              f"{c.unjudged}; an answer next to it cannot be exact" for c in cands if c.unjudged]
     notes += [f"release {c.version} is yanked on the index{_why(c.yanked)}; it is probed, as "
-              "pip installs a yanked file for an == pin" for c in cands if c.yanked is not None]
+              "pip installs a yanked file for an == pin"
+              for c in cands if c.yanked is not None and not c.unjudged]
     notes += [f"release {c.version}: probing its re-spin, build {c.build} ({c.wheel.filename}), "
-              "the file pip installs" for c in cands if c.build]
+              "the file pip installs" for c in cands if c.build and not c.unjudged]
     notes += [f"release {c.version}: its file {c.wheel.filename} has no CUDA label; its metadata "
               f"pins {c.cell.cuda}'s runtime, so it is the {c.cell.cuda} build"
-              for c in cands if not getattr(c.wheel, "local", "x")]
+              + (f" ({told[v]})" if (v := c.wheel.public_version) in told else "")
+              for c in cands if not getattr(c.wheel, "local", "x") and not c.unjudged]
     return CandidateList(candidates=cands, missing=missing, notes=tuple(notes))
+
+
+def _unsure_candidate(unsure: Any, version: str, template: Cell) -> Candidate:
+    """A release whose file's CUDA is not known: in the list, never probed as any tag's build."""
+    wheel = unsure.wheel
+    cell_id = cells.release(Channel.STABLE, version, UNKNOWN, template.python, template.probe,
+                            build=wheel.build_label)
+    cell = dataclasses.replace(template, id=cell_id, channel=Channel.STABLE, cuda=UNKNOWN,
+                               version=wheel.version, url=wheel.url, sha256=wheel.sha256,
+                               yanked=getattr(wheel, "yanked", None))
+    return Candidate(date="", version=wheel.version, wheel=wheel, cell=cell, unjudged=unsure.why)
 
 
 def _for(template: Cell, origin: tuple[str, str] | None) -> Cell:

@@ -6,7 +6,8 @@ stopped, and a matrix run of the same wheel answers too: `reuse.covers` is the r
 install the nightly with the backend and run the probe, store the run, and judge it with the stated
 rule.  A `--script` is a probe like any other (probes/script.py runs it), so `execute` turns
 whatever happens into a run here as for the matrix, on every backend.  While one candidate is
-probed, the two candidates the search may ask next are prepared in background threads.
+probed, the two candidates the search may ask next are prepared in background threads.  A
+candidate that cannot be judged (a release whose CUDA is not known) is unknown without a run.
 
 `repeat` (--script --repeat N): every verdict the search (or the walk) gets from a run made now
 is asked N times on the same install, stopping at the first different answer (FlakyScript, with
@@ -104,7 +105,8 @@ class Bisector:
 
     def prefetch(self, indexes: Sequence[int]) -> None:
         for index in indexes:
-            if self._cands[index].cell.id not in self._stored:
+            cand = self._cands[index]
+            if cand.cell.id not in self._stored and not cand.unjudged:
                 self._future(index)
 
     def _release_unused(self) -> None:
@@ -175,6 +177,11 @@ class Bisector:
 
     def _verdict_of(self, index: int) -> Outcome:
         cand = self._cands[index]
+        if cand.unjudged:  # its CUDA is not known: unknown, without a run (candidates.py)
+            self.points[index] = _point(cand, Judged(verdict=Outcome.UNKNOWN,
+                                                     reason=cand.unjudged))
+            self.progress.note(f"{cand.key} is UNKNOWN, not probed: {cand.unjudged}")
+            return Outcome.UNKNOWN
         run = self._stored.get(cand.cell.id)
         reused = run is not None
         if run is None:
@@ -235,6 +242,8 @@ class _Steps(SearchHandler):
 
     def probing(self, index, *, lo, hi, then):
         self.b.prefetch(then)
+        if self.b._cands[index].unjudged:
+            return  # nothing is judged: _verdict_of says why
         lo = -1 if lo is None else lo
         hi = len(self.b._cands) if hi is None else hi
         self.b.progress.probing(self.b._cands[index], left=max(hi - lo - 1, 0))

@@ -196,7 +196,7 @@ def candidates(options: BisectOptions) -> CandidateList:
                           "within one CUDA tag: give one, such as --cuda cu130")
     index_url = _index_url(options, channel, options.cuda)
     if channel is Channel.STABLE:  # the file pip installs of each release (index/choose.py)
-        builds, origin = _release_builds(options)
+        builds, origin = _release_builds(options, span=(Version(older), Version(newer)))
         return build_release_candidates(
             builds, older=older, newer=newer, older_flag=older_flag, newer_flag=newer_flag,
             cell_template=_template(options, index_url), origin=origin)
@@ -216,13 +216,16 @@ def _index_url(options: BisectOptions, channel: Channel, cuda: str) -> str:
     return fetch.default_index(channel.value, cuda)
 
 
-def _release_builds(options: BisectOptions) -> tuple[Builds, dict[str, tuple[str, str]]]:
-    """The file of each release that pip installs (index/choose.py), for --cuda TAG; for --cuda
-    auto, per release the newest CUDA tag this driver runs that has a build of it, named by what
-    the build says it is (a PyPI-shaped index holds one build a release, of whatever CUDA).
-    Also, per release, the CUDA tag and index it was taken for."""
+def _release_builds(options: BisectOptions, *, span: tuple[Version, Version]
+                    ) -> tuple[Builds, dict[str, tuple[str, str]]]:
+    """The file of each release from `span[0]` to `span[1]` that pip installs
+    (index/choose.py), for --cuda TAG; for --cuda auto, per release the newest CUDA tag this
+    driver runs that has a build of it, named by what the build says it is (a PyPI-shaped index
+    holds one build a release, of whatever CUDA).  Also, per release, the CUDA tag and index it
+    was taken for.  Only the span's releases are chosen: an unlabelled file's CUDA may cost a
+    read of the wheel itself (index/metadata.py)."""
     from ..index import fetch
-    from ..index.choose import Chooser
+    from ..index.choose import Chooser, Unsure
 
     tags = [options.cuda]
     if options.cuda == AUTO:
@@ -235,6 +238,8 @@ def _release_builds(options: BisectOptions) -> tuple[Builds, dict[str, tuple[str
     chooser, listings = Chooser(), {}
     chosen, origin = {}, {}
     skipped: dict[str, str] = {}
+    unsure: dict[str, Unsure] = {}
+    told: dict[str, str] = {}
     for tag in tags:
         url = _index_url(options, Channel.STABLE, tag)
         if url not in listings:
@@ -244,7 +249,8 @@ def _release_builds(options: BisectOptions) -> tuple[Builds, dict[str, tuple[str
                 if len(tags) == 1:
                     raise
                 listed = ()  # no index for this tag: its builds are elsewhere
-            listings[url] = [w for w in listed if release_of(w.version)]
+            listings[url] = [w for w in listed if release_of(w.version)
+                             and span[0] <= Version(w.public_version) <= span[1]]
         found = chooser.builds(listings[url], cuda=tag, python=options.python,
                                platform=options.platform)
         for version, wheel in found.chosen.items():
@@ -252,9 +258,15 @@ def _release_builds(options: BisectOptions) -> tuple[Builds, dict[str, tuple[str
                 chosen[version], origin[version] = wheel, (tag, url)
         for version, why in found.skipped.items():
             skipped.setdefault(version, why if len(tags) == 1 else f"{tag}: {why}")
-    skipped = {v: why for v, why in skipped.items() if v not in chosen}
+        for version, doubt in found.unsure.items():
+            unsure.setdefault(version, doubt)
+        told |= {v: t for v, t in found.told.items() if origin[v] == (tag, url)}
+    # a release some tag has a build of is that build; one whose file's CUDA is not known is a
+    # candidate that cannot be judged, never missing (index/choose.py)
+    unsure = {v: doubt for v, doubt in unsure.items() if v not in chosen}
+    skipped = {v: why for v, why in skipped.items() if v not in chosen and v not in unsure}
     return Builds(chosen=dict(sorted(chosen.items(), key=lambda i: Version(i[0]))),
-                  skipped=skipped), origin
+                  skipped=skipped, unsure=unsure, told=told), origin
 
 
 def _one_end(options: BisectOptions) -> CandidateList:

@@ -4,9 +4,10 @@ the size of each, so that `plan` can say what a first run downloads.
 A torch wheel declares its CUDA libraries as pinned requirements (`nvidia-cublas-cu12==12.8.4.1;
 platform_system == "Linux" and platform_machine == "x86_64"`) in its core metadata, which an index
 serves at `<wheel URL>.metadata` (PEP 658/714; PyPI serves it even where its page leaves the mark
-out, so the file is asked for, and a 404 means none; index/cuda.py reads it, a local wheel's own
-METADATA too). The requirements are read with the stdlib's email parser and `packaging`, their
-markers evaluated for the cell's Python and the plan's platform; the `nvidia-*` ones and triton
+out, so the file is asked for; on a 404 index/metadata.py reads the wheel's own METADATA with
+range requests, never by downloading the wheel whole, and a local wheel's in place). The
+requirements are read with the stdlib's email parser and `packaging`, their markers evaluated
+for the cell's Python and the plan's platform; the `nvidia-*` ones and triton
 (`triton`, `pytorch-triton`) are kept. Each pin's file is the one the torch wheel's own index lists
 for that Python and platform (read through index/fetch.py like any index), its size the page's PEP
 691 `size`, else a HEAD's, else the local file's. Anything not found — no metadata, a requirement

@@ -20,7 +20,7 @@ from packaging.version import Version
 
 from ..cells import python_tag
 from ..config.matrix import MatrixConfig
-from ..index.choose import Builds, Chooser
+from ..index.choose import Builds, Chooser, Unsure
 from ..index.fetch import (
     PageMissing,
     Wheel,
@@ -28,6 +28,7 @@ from ..index.fetch import (
     fetch_wheels,
     reachable,
 )
+from ..index.metadata import Found
 from ..index.tags import compatible
 from ..model import Channel
 from .lock import Lock
@@ -49,9 +50,10 @@ class IndexView:
         self._in_lock: dict[tuple[Channel, str], tuple[Wheel, ...]] = {}  # offline's pages
         self._dates: dict[str, tuple[str, ...]] = {}  # the nightly index's dates, by CUDA tag
         self._builds: dict[tuple[str, str, str], Builds] = {}
+        self._picked: dict[tuple[str, str, str, str], Wheel | Unsure | str | None] = {}
         # offline, an unlabelled file's CUDA is what the lock says, never asked of an index
         known = {b.url: b.cuda for b in lock.builds.values()}
-        self.chooser = Chooser(read=(lambda _: None) if offline else None, known=known)
+        self.chooser = Chooser(read=_offline if offline else None, known=known)
         self._nights: dict[tuple[str, str], dict[str, list[Wheel]]] = {}
         self._assumed = False
 
@@ -99,6 +101,20 @@ class IndexView:
                 self.listing(channel, tag, required=required), cuda=tag, python=python,
                 platform=self.platform)
         return self._builds[key]
+
+    def pick(self, channel: Channel, tag: str, python: str, version: str
+             ) -> Wheel | Unsure | str | None:
+        """The file of one release the (channel, tag) index lists that pip installs on this
+        runner, `Unsure` when it does not say its CUDA, why none is, or None when the index does
+        not list the version.  One version at a time: an unlabelled file's CUDA may cost a read
+        of the wheel itself (index/metadata.py), never for a version the matrix does not name."""
+        key = (channel.value, tag, python, version)
+        if key not in self._picked:
+            files = [w for w in self.listing(channel, tag, required=False)
+                     if w.public_version == version]
+            self._picked[key] = self.chooser.pick(files, cuda=tag, python=python,
+                                                  platform=self.platform) if files else None
+        return self._picked[key]
 
     def by_date(self, tag: str, python: str, *, required: bool = True) -> dict[str, list[Wheel]]:
         if (tag, python) not in self._nights:
@@ -155,6 +171,10 @@ class IndexView:
         where = index_for(self.config, channel, tags[0]) if len(tags) == 1 else \
             f"the {channel.value} indexes for {', '.join(sorted(tags, key=tag_order))}"
         return where + (" (offline: as far as the lock knows)" if self.offline else "")
+
+
+def _offline(_wheel: Wheel) -> Found:
+    return Found(text=None, source="it was not read (offline: the lock does not say its CUDA)")
 
 
 def nightly_builds(index_url: str, *, cuda: str, python: str,

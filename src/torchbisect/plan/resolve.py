@@ -35,6 +35,7 @@ from ..config.matrix import (
     TestEntry,
 )
 from ..errors import ConfigError, ResolveError
+from ..index.choose import Unsure
 from ..index.fetch import Wheel, fetch_wheels, local_path, sha256_of
 from ..index.tags import compatible, python_of
 from ..model import Cell, Channel, MissingBuild, Plan, split_interpreter
@@ -212,11 +213,13 @@ class _Resolver:
         for tag in tags:
             if not driver_supports(tag, self.driver):
                 continue
-            builds = self.indexes.builds(channel, tag, python, required=False)
-            if version in builds.chosen:
-                return tag, builds.chosen[version]
-            if version in builds.skipped:
-                why[tag] = builds.skipped[version]
+            picked = self.indexes.pick(channel, tag, python, version)
+            if isinstance(picked, Wheel):
+                return tag, picked
+            if isinstance(picked, Unsure):  # no cell can say it is this tag's build
+                why[tag] = picked.why
+            elif picked is not None:
+                why[tag] = picked
         built = [t for t in tags if any(w.public_version == version
                                         for w in self.indexes.listing(channel, t, required=False))]
         usable = [t for t in built if driver_supports(t, self.driver)]
