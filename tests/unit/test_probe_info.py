@@ -1,5 +1,5 @@
 """Any reproducer is a probe: what a probe's file says it is (probe/info.py, read without importing
-it), how a build runs it (probe/scripts.py's `launch`), and the adapter, probes/script.py, that
+it), how a build runs it (probe/scripts.py's `snapshot`), and the adapter, probes/script.py, that
 turns a plain `git bisect run` script's exit status and last line into a document of one case.
 
 The adapter runs here as every backend runs it: the interpreter runs probes/script.py, which runs
@@ -23,7 +23,7 @@ from torchbisect.errors import ConfigError
 from torchbisect.model import ProbeResult, Verdict
 from torchbisect.probe import document
 from torchbisect.probe.info import ProbeOutput, read_info
-from torchbisect.probe.scripts import default_probe, launch, probe_path, probe_version
+from torchbisect.probe.scripts import default_probe, probe_path, probe_version, snapshot
 
 ADAPTER = REPO / "probes" / "script.py"
 CUMSUM = REPO / "probes" / "cumsum_64bit.py"
@@ -101,15 +101,17 @@ def test_an_exit_status_probe_runs_through_the_adapter(fake_probes, tmp_path):
     folder = fake_probes(tmp_path / "probes")
     folder.mkdir()
     (folder / "mine.py").write_text('REQUIRES_API = "torch.special.zeta"\n')
-    how = launch("mine")
-    assert how.script.name == "script.py" and how.probe == folder / "mine.py"
+    how = snapshot("mine", tmp_path / "run").launch  # copies, in the run's own folder
+    run = tmp_path / "run"
+    assert how.script == run / "script.py" and how.probe == run / "mine.py"
+    assert how.probe.read_bytes() == (folder / "mine.py").read_bytes()
     assert how.argv("py", ["--trials", "3"], "out.json", where=lambda p: f"/probes/{p.name}") == [
         "py", "/probes/script.py", "--probe", "/probes/mine.py", "--case", "mine",
         "--requires-api", "torch.special.zeta", "--trials", "3", "--json", "out.json"]
 
 
-def test_a_document_probe_runs_itself(fake_probes):
-    how = launch("stale_replay")  # the stand-in declares PROBE_VERSION
+def test_a_document_probe_runs_itself(fake_probes, tmp_path):
+    how = snapshot("stale_replay", tmp_path / "run").launch  # the stand-in declares PROBE_VERSION
     assert how.probe is None and how.files == (how.script,)
     assert how.argv("py", [], "d.json") == ["py", str(how.script), "--json", "d.json"]
 
@@ -224,7 +226,8 @@ def test_the_docker_backend_mounts_the_adapter_and_the_users_script(fake_probes,
 
     class Containers:
         def run(self, cell, step, image, command, **kw):
-            asked.update(command=command, mounts=kw["mounts"])
+            asked.update(command=command, mounts=kw["mounts"], bytes={
+                m["Target"]: Path(m["Source"]).read_bytes() for m in kw["mounts"]})
             return Exit(code=125, oom_killed=False, seconds=0.1, tail="")
 
     backend = DockerBackend(BackendOptions(workdir=tmp_path / "work", ca_bundle=None))
@@ -236,9 +239,14 @@ def test_the_docker_backend_mounts_the_adapter_and_the_users_script(fake_probes,
     backend.probe(prepared, gpu=0, probe_args=[], log=tmp_path / "log")
     assert asked["command"][:7] == ["/venv/bin/python", "/probes/script.py", "--probe",
                                     "/probes/my_bug.py", "--case", "my_bug", "--requires-api"]
-    assert {(m["Source"], m["Target"], m["ReadOnly"]) for m in asked["mounts"]} == {
-        (str(ADAPTER), "/probes/script.py", True),
-        (str((folder / "my_bug.py").resolve()), "/probes/my_bug.py", True)}
+    # the copies this run made in the cell's folder, each file read once (and gone after)
+    assert {(Path(m["Source"]).parent.parent, Path(m["Source"]).name, m["Target"], m["ReadOnly"])
+            for m in asked["mounts"]} == {
+        ((tmp_path / "cell").resolve(), "script.py", "/probes/script.py", True),
+        ((tmp_path / "cell").resolve(), "my_bug.py", "/probes/my_bug.py", True)}
+    assert asked["bytes"] == {"/probes/script.py": ADAPTER.read_bytes(),
+                              "/probes/my_bug.py": (folder / "my_bug.py").read_bytes()}
+    assert not any(Path(m["Source"]).exists() for m in asked["mounts"])
 
 
 def test_a_probe_of_the_same_name_in_another_folder_is_read_as_itself(tmp_path, monkeypatch):

@@ -22,6 +22,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from typing import Any
 
 from ..errors import BackendUnavailable, ConfigError, InfraError
 from ..model import Cell, Channel
-from ..probe.scripts import launch
+from ..probe.scripts import snapshot
 from ..utils import files
 from ..utils.words import last_line
 from .base import (
@@ -157,20 +158,26 @@ class DockerBackend(Backend):
               log: Path) -> ProbeOutput:
         cell, handle = prepared.cell, prepared.handle
         self.watcher.phase(cell, "probe")
-        how = launch(cell.probe)  # the probe, or the adapter and the exit-status probe it runs
         # A fresh name per run: a container orphaned by a killed run must not answer for this one.
-        doc = handle.workdir / f"result-{uuid.uuid4().hex}.json"
-        command = how.argv(prepared.python, probe_args, str(doc), where=_in_container)
-        probes = [bind(path, _in_container(path), read_only=True) for path in how.files]
+        run = uuid.uuid4().hex
+        doc = handle.workdir / f"result-{run}.json"
+        copies = handle.workdir / f"probe-{run}"
         try:
+            # the probe (or the adapter and the exit-status probe it runs), read once into the
+            # cell's folder; the container is given those copies, each mounted read-only
+            how = snapshot(cell.probe, copies)
+            command = how.launch.argv(prepared.python, probe_args, str(doc), where=_in_container)
+            probes = [bind(path, _in_container(path), read_only=True)
+                      for path in how.launch.files]
             done = self.containers.run(cell, "probe", handle.image, command, workdir=handle.workdir,
                              mounts=probes, log=log, timeout=cell.timeout, gpu=gpu,
                              env=prepared.env)
             text = read_document(doc)
         finally:
             doc.unlink(missing_ok=True)
+            shutil.rmtree(copies, ignore_errors=True)
         return ProbeOutput(json_text=text, exit_code=done.code, seconds=done.seconds,
-                           log_tail=done.tail)
+                           log_tail=done.tail, probe_version=how.version)
 
     def release(self, prepared: Prepared) -> None:
         """Remove the cell's containers of this probe (one still running on Ctrl-C), not another

@@ -99,7 +99,9 @@ def probe(backend: Backend, staged: Staged, *, gpu: Gpu | None, log: Path) -> Ce
     status, result, reason = interpret(output)
     return CellRun(
         cell=cell, status=status, result=result, reason=reason,
-        wheel_sha256=prepared.wheel_sha256, probe_version=probe_version(cell.probe),
+        # what ran: the fingerprint of the copy the backend made, never the file read again
+        wheel_sha256=prepared.wheel_sha256,
+        probe_version=output.probe_version or _probe_version_or_empty(cell),
         gpu=gpu_name(gpu), driver=gpu.driver if gpu else "", backend=backend.name,
         started=started, seconds_install=prepared.seconds_install, seconds_probe=output.seconds,
         log_excerpt=excerpt(log) or output.log_tail,
@@ -205,7 +207,7 @@ def _disk_full(backend: Backend, err: Exception) -> files.DiskFull | None:
 def _probe_version_or_empty(cell: Cell) -> str:
     try:
         return probe_version(cell.probe)
-    except TorchbisectError:
+    except (TorchbisectError, OSError):  # a file gone or changed since: no fingerprint
         return ""
 
 
