@@ -9,10 +9,13 @@ the probe with that same interpreter; a stand-in `torch` package on PYTHONPATH p
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -193,6 +196,57 @@ def test_the_script_runs_with_the_builds_interpreter(tmp_path, build):
     body = "import sys, torch\nprint(sys.executable, torch.__version__)\n"
     _, doc, _ = adapt(tmp_path, build, body)
     assert doc["cases"]["my_bug"]["detail"] == f"{sys.executable} 2.99.0+cpu (exit 0)"
+
+
+def refused(tmp_path: Path, env: dict[str, str], probe: Path) -> tuple[int, str]:
+    """The adapter's status and last line for `probe`; it must write no document (a document
+    would be a verdict)."""
+    out = tmp_path / "doc.json"
+    done = subprocess.run([sys.executable, str(ADAPTER), "--probe", str(probe), "--json",
+                           str(out)], env=env, capture_output=True, text=True, timeout=60)
+    assert not out.exists(), out.read_text()
+    return done.returncode, (done.stdout + done.stderr).strip().splitlines()[-1]
+
+
+def test_a_probe_file_that_cannot_be_opened_is_no_verdict(tmp_path, build):
+    # Python's own "can't open file" is exit 2, which git bisect run reads as affected
+    code, said = refused(tmp_path, build, tmp_path / "gone.py")
+    assert code == 128 and said.startswith("script.py: the probe gone.py cannot be opened (")
+
+
+@pytest.mark.parametrize("body", ["", "#!/usr/bin/env python3\n", "# only\n\n# comments\n",
+                                  '#!/bin/python\n"""A docstring alone."""\n'])
+def test_a_probe_holding_no_statement_is_no_verdict(tmp_path, build, body):
+    probe = tmp_path / "my_bug.py"
+    probe.write_text(body)  # it would exit 0: not affected
+    code, said = refused(tmp_path, build, probe)
+    assert code == 128 and "the probe my_bug.py holds no statement" in said
+
+
+def test_a_probe_that_does_not_compile_with_the_builds_python_is_no_verdict(tmp_path, build):
+    probe = tmp_path / "my_bug.py"
+    probe.write_text("import sys\nif True\n    sys.exit(0)\n")  # Python says exit 1: affected
+    code, said = refused(tmp_path, build, probe)
+    assert code == 128 and "the probe my_bug.py does not compile with Python" in said
+    assert "(line 2)" in said
+
+
+def test_the_adapter_returns_when_the_script_exits_though_a_daemon_holds_its_output(
+        tmp_path, build):
+    pid = tmp_path / "daemon.pid"
+    daemon = ("import subprocess, sys\n"
+              "d = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(20)'], "
+              "start_new_session=True)\n"
+              f"open({str(pid)!r}, 'w').write(str(d.pid))\n"
+              "print('affected: wrong answer')\nsys.exit(1)\n")
+    started = time.monotonic()
+    try:
+        code, doc, _ = adapt(tmp_path, build, daemon)
+        assert time.monotonic() - started < 10  # not the daemon's 20 s
+    finally:  # torchbisect ends it with the cell's processes (utils/proc.py); here, the test
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pid.read_text()), signal.SIGKILL)
+    assert (code, doc["cases"]["my_bug"]["detail"]) == (1, "affected: wrong answer (exit 1)")
 
 
 def test_the_cumsum_probe_is_python_3_8_and_cannot_tell_without_torch(tmp_path):
