@@ -2,7 +2,8 @@
 (docker_image.py); each container is run by `container.py`.
 
 `prepare` runs one container that creates the cell's venv with uv and installs its wheel; `probe`
-runs a second one that runs the probe with that venv's python.  The venv lives on the host, in
+runs a second one that runs the probe with that venv's python: a copy of the probe's file made
+for that run in the cell's folder (probe/scripts.py `snapshot`), mounted read-only.  The venv lives on the host, in
 `<workdir>/docker/<cell id>/venv`, bind-mounted at the same path in both containers (a venv's
 paths are absolute); uv's cache is the named volume `torchbisect-uv-cache`, shared by every
 container of the host, so each wheel and dependency is downloaded once per run (the run prunes
