@@ -113,6 +113,33 @@ def test_an_exit_status_probe_runs_through_the_adapter(fake_probes, tmp_path):
         "--requires-api", "torch.special.zeta", "--trials", "3", "--json", "out.json"]
 
 
+def test_a_probe_gone_or_broken_when_its_cell_runs_fails_that_run_only(fake_probes, tmp_path):
+    """The plan read the file before any work; what became of it since is the cell's failure
+    (InfraError, stored with its reason), never a mistake that stops the whole run."""
+    from torchbisect.errors import InfraError
+
+    folder = fake_probes(tmp_path / "probes")
+    folder.mkdir()
+    probe = folder / "mine.py"
+    probe.write_text("import sys\nsys.exit(1\n")  # no longer parses
+    with pytest.raises(InfraError, match=r"the probe 'mine' cannot be run: .*mine.py:2"):
+        snapshot("mine", tmp_path / "run1")
+    probe.unlink()
+    with pytest.raises(InfraError, match=r"the probe 'mine' cannot be run: .*not found"):
+        snapshot("mine", tmp_path / "run2")
+
+
+def test_the_copy_is_hashed_as_read_and_the_original_may_change_after(fake_probes, tmp_path):
+    folder = fake_probes(tmp_path / "probes")
+    folder.mkdir()
+    probe = folder / "mine.py"
+    probe.write_text("import sys\nsys.exit(1)\n")
+    taken = snapshot("mine", tmp_path / "run")
+    probe.write_text("import sys\nsys.exit(0)\n")
+    assert taken.version == read_info(taken.launch.probe).version != probe_version("mine")
+    assert taken.launch.probe.read_text() == "import sys\nsys.exit(1)\n"
+
+
 def test_a_document_probe_runs_itself(fake_probes, tmp_path):
     how = snapshot("stale_replay", tmp_path / "run").launch  # the stand-in declares PROBE_VERSION
     assert how.probe is None and how.files == (how.script,)
