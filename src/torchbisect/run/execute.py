@@ -32,6 +32,8 @@ from ..utils.masking import mask
 from ..utils.words import last_line, signal_name
 
 PROBE_EXITS = (Exit.OK, Exit.AFFECTED, Exit.CANNOT_TELL)  # the probe's contract
+# probes/script.py's status and last line for a script it cannot run: no document, no verdict
+_ADAPTER_REFUSED, _ADAPTER_SAYS = 128, "script.py: "
 _EXCERPT_LINES = 40
 
 
@@ -133,6 +135,9 @@ def interpret(output: ProbeOutput) -> tuple[RunStatus, ProbeResult | None, str]:
     code = output.exit_code
     if code < 0:
         return _infra(f"probe killed by signal {signal_name(-code)}")
+    if code == _ADAPTER_REFUSED and last_line(output.log_tail).startswith(_ADAPTER_SAYS):
+        # probes/script.py could not run the script (gone, not compiling, no statement)
+        return _infra(last_line(output.log_tail).removeprefix(_ADAPTER_SAYS))
     if code not in PROBE_EXITS:
         return _infra(f"probe exited with status {code} (expected 0, 1 or 125)"
                       f"{_said(output.log_tail)}")
