@@ -27,10 +27,30 @@ from torchbisect.probe.info import read_info
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")]
 
-# `import torch` of this stand-in deletes the file its parent (the adapter, asking the build's
-# torch for its version) was told to run with --probe: the file is gone when Python opens it.
-DELETING_TORCH = '''
-import os
+# `import torch` of this stand-in (the adapter asks the build's torch for its version before it
+# runs the probe) moves away the file its parent was told to run with --probe, and puts it back
+# the moment that parent exits, as an editor that saves by delete-and-write might: the file is
+# gone only while the build's Python opens it.  What puts it back is no process of the cell's
+# (a session of its own, without torchbisect's variables), so the cell's end does not stop it.
+PUT_BACK = """
+import os, sys, time
+parent, path = int(sys.argv[1]), sys.argv[2]
+def alive():
+    try:
+        with open("/proc/%d/stat" % parent) as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+deadline = time.monotonic() + 60
+while alive() and time.monotonic() < deadline:
+    time.sleep(0.001)
+try:
+    os.rename(path + ".away", path)
+except OSError:
+    pass
+"""
+DELETING_TORCH = f'''
+import os, subprocess, sys
 __version__ = "2.99.1+cpu"
 class cuda:
     @staticmethod
@@ -39,7 +59,13 @@ class cuda:
 try:
     with open("/proc/%d/cmdline" % os.getppid(), "rb") as fh:
         argv = fh.read().decode().split("\\0")
-    os.remove(argv[argv.index("--probe") + 1])
+    path = argv[argv.index("--probe") + 1]
+    if os.path.exists(path):
+        os.rename(path, path + ".away")
+        env = {{k: v for k, v in os.environ.items() if not k.startswith("TORCHBISECT_")}}
+        subprocess.Popen([sys.executable, "-c", {PUT_BACK!r}, str(os.getppid()), path],
+                         env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 except (OSError, ValueError, IndexError):
     pass
 '''
@@ -86,11 +112,12 @@ def test_a_probe_file_gone_when_the_builds_python_opens_it_is_an_error_never_aff
     probe = _world(world, "import sys\nprint('fine here')\nsys.exit(0)\n", torch=torch)
     _matrix(world)
     # Python's own "can't open file" is exit 2, which the exit-status contract reads as
-    # affected; the run is stored as failed, with its reason, and tried again next time
+    # affected (and today stores so); the run is stored as failed, with its reason, and is
+    # tried again next time
     ((status, verdict, _, reason),) = _runs(world)
     assert (status, verdict) == ("infra_failure", None), reason
     assert reason.startswith("the probe my_bug.py cannot be opened ("), reason
-    assert probe.is_file()  # what the build was given, and lost, was the run's own copy
+    assert wait_until(probe.is_file, 10)  # the user's file, back; what went was the run's copy
 
 
 def test_a_file_edited_during_its_run_is_stored_as_the_version_that_ran(world):
