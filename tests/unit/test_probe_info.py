@@ -258,6 +258,21 @@ def test_a_probe_that_does_not_compile_with_the_builds_python_is_no_verdict(tmp_
     assert "(line 2)" in said
 
 
+def test_pythons_own_cannot_open_is_no_verdict_but_a_scripts_exit_2_is_affected():
+    """The file may still go between the adapter's check and the interpreter's open: Python's
+    own refusal (exit 2, "can't open file" naming it) is then no verdict either."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("adapter", ADAPTER)
+    adapter = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(adapter)
+    said = "/venv/bin/python: can't open file '/run/my_bug.py': [Errno 2] No such file or directory"
+    assert adapter.not_started("/run/my_bug.py", 2, said).startswith(
+        "the probe my_bug.py could not be opened when it was started (")
+    assert adapter.not_started("/run/my_bug.py", 2, "wrong answer") == ""  # the script's own 2
+    assert adapter.not_started("/run/my_bug.py", 1, said) == ""
+
+
 def test_the_adapter_returns_when_the_script_exits_though_a_daemon_holds_its_output(
         tmp_path, build):
     pid = tmp_path / "daemon.pid"
