@@ -3,11 +3,11 @@
 
 `prepare` runs one container that creates the cell's venv with uv and installs its wheel; `probe`
 runs a second one that runs the probe with that venv's python: a copy of the probe's file made
-for that run in the cell's folder (probe/scripts.py `snapshot`), mounted read-only.  The venv lives on the host, in
-`<workdir>/docker/<cell id>/venv`, bind-mounted at the same path in both containers (a venv's
-paths are absolute); uv's cache is the named volume `torchbisect-uv-cache`, shared by every
-container of the host, so each wheel and dependency is downloaded once per run (the run prunes
-it when it ends: docker_cache.py).  The runner image
+for that run in the cell's folder (probe/scripts.py `snapshot`), mounted read-only.  The venv
+lives on the host, in `<workdir>/docker/<cell id>/venv`, bind-mounted at the same path in both
+containers (a venv's paths are absolute); uv's cache is the named volume
+`torchbisect-uv-cache`, shared by every container of the host, so each wheel and dependency is
+downloaded once per run (the run prunes it when it ends: docker_cache.py).  The runner image
 (`containers/Dockerfile`: base image + python3 + uv) is built with the docker SDK and tagged by a
 hash of its inputs, so it is reused until they change.  A `preinstalled` cell runs the python of
 its base image (an NGC image, say) and installs nothing.
@@ -275,8 +275,8 @@ def _see_base_packages(venv: Path) -> str:
 
 
 def _in_container(path: Path) -> str:
-    """Where a probe file is mounted (each file on its own: a user's probes folder and
-    torchbisect's adapter are two folders)."""
+    """Where a probe file is mounted: each of the run's copies on its own, read-only, so the
+    container sees those files and nothing else of the folder they were copied into."""
     return f"/probes/{path.name}"
 
 
