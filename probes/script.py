@@ -8,9 +8,15 @@ interpreter runs FILE, and the one case is NAME (the probe's file name).  Either
 status decides as `git bisect run` does: 0 not affected, 125 cannot tell (`inconclusive`), 1-127
 affected, above 127 (or a signal) an error that stops a bisection; the last non-empty line of
 output is the case's detail.  With `--requires-api torch.x.y` (the probe's REQUIRES_API) a build
-without that API is `not_applicable` and FILE is not run.  This script writes the document every
-probe writes, so torchbisect installs, runs, times out, stores and judges such a script exactly
-as it does its own probe, on every backend (the venv on this host, or a container).
+without that API is `not_applicable` and FILE is not run.  This script writes the document
+every probe writes, so torchbisect installs, runs, times out, stores and judges such a script
+exactly as it does its own probe, on every backend (the venv on this host, or a container).
+
+A FILE this interpreter cannot open or compile, or one that holds no statement (empty, a `#!`
+line, comments, a docstring), is no verdict: this script says why on its last line and exits 128
+without a document, which torchbisect stores as a failed run.  It returns when the command
+exits: a daemon the command left holding its output is not waited for (torchbisect ends it with
+the rest of the cell's processes).
 
 The command runs with the build's interpreter first on PATH and these set: TORCHBISECT_PYTHON
 (that interpreter), TORCHBISECT_TORCH_VERSION (its torch's version) and TORCHBISECT_DATE
@@ -26,9 +32,11 @@ Usage: TORCHBISECT_SCRIPT=CMD python script.py [--cases script] [--trials N] --j
 """
 
 import argparse
+import ast
 import json
 import os
 import re
+import select
 import subprocess
 import sys
 import time
@@ -37,6 +45,8 @@ PROBE_VERSION = "1"
 CASE = "script"
 DETAIL_CHARS = 2000  # a case's detail, as the document's contract bounds it
 TAIL_BYTES = 8192  # of the command's output kept to find its last line
+DRAIN_READS = 16  # reads of what is left in the pipe once the command exited (a pipe's worth)
+CANNOT_RUN = 128  # no document: torchbisect reads it as an error of the run, never a verdict
 _ASK_TORCH = "import torch; print(torch.__version__); print(torch.version.git_version)"
 
 
@@ -93,18 +103,79 @@ def last_line(data):
 
 
 def run_and_tail(argv, env):
-    """Run argv, passing its output on as it comes; (exit status, its last non-empty line)."""
+    """Run argv, passing its output on as it comes; (exit status, its last non-empty line).
+
+    Returns when argv exits, with what it wrote before it exited: a process it left behind that
+    still holds the pipe (a daemon) is not waited for; torchbisect ends it with the cell's other
+    processes."""
     child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = getattr(sys.stdout, "buffer", sys.stdout)
-    tail = b""
-    while True:
-        chunk = child.stdout.read1(65536)
-        if not chunk:
-            break
+    fd = child.stdout.fileno()
+    tail = [b""]
+
+    def take(chunk):
         out.write(chunk)
         out.flush()
-        tail = (tail + chunk)[-TAIL_BYTES:]
-    return child.wait(), last_line(tail)
+        tail[0] = (tail[0] + chunk)[-TAIL_BYTES:]
+
+    status = None
+    while status is None:
+        status = child.poll()  # before reading: all it wrote before it exited is in the pipe
+        if select.select([fd], [], [], 0.2)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:  # everyone closed the pipe: only its exit is left to wait for
+                status = child.wait()
+                break
+            take(chunk)
+    os.set_blocking(fd, False)  # what is in the pipe now, not what a daemon writes later
+    for _ in range(DRAIN_READS):
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        take(chunk)
+    child.stdout.close()
+    return status, last_line(tail[0])
+
+
+def cannot_run(path):
+    """Why the build's interpreter cannot run the file `path` as a probe ("" when it can): it
+    cannot be opened, does not compile with this interpreter, or holds no statement (nothing,
+    a `#!` line, comments or a docstring alone exit 0, which would read as not affected)."""
+    name = os.path.basename(path)
+    try:
+        with open(path, "rb") as fh:
+            source = fh.read()
+    except OSError as exc:
+        return "the probe %s cannot be opened (%s)" % (name, exc.strerror or exc)
+    try:
+        tree = ast.parse(source, path)
+        compile(tree, path, "exec")
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None)
+        return "the probe %s does not compile with Python %d.%d%s: %s" % (
+            name, sys.version_info[0], sys.version_info[1],
+            " (line %d)" % line if line else "", getattr(exc, "msg", exc))
+    if not [node for node in tree.body if not _is_docstring(node)]:
+        return ("the probe %s holds no statement (only comments, a #! line or a docstring), so "
+                "it tests nothing: write the check it should run" % name)
+    return ""
+
+
+def _is_docstring(node):
+    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str))
+
+
+def not_started(path, status, said):
+    """The interpreter's own refusal to open `path` (exit 2, "can't open file"): the file went
+    away after `cannot_run` read it.  Never a verdict."""
+    if status == 2 and "can't open file" in said and os.path.basename(path) in said:
+        return "the probe %s could not be opened when it was started (%s)" % (
+            os.path.basename(path), said)
+    return ""
 
 
 _HAS_API = """
@@ -145,6 +216,13 @@ def document(case, verdict, detail, status, seconds, version, git_version):
             "env": {"torch_version": version, "git_version": git_version}}
 
 
+def refuse(why):
+    """A probe that cannot run: said on the last line, no document, status CANNOT_RUN."""
+    sys.stdout.flush()
+    sys.stderr.write("script.py: %s\n" % why)
+    return CANNOT_RUN
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--probe", metavar="FILE",
@@ -158,8 +236,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     command = os.environ.get("TORCHBISECT_SCRIPT", "")
     if args.probe is None and not command.strip():
-        sys.stderr.write("script.py: TORCHBISECT_SCRIPT is empty and no --probe: nothing to run\n")
-        return 128
+        return refuse("TORCHBISECT_SCRIPT is empty and no --probe: nothing to run")
     case = args.case or (os.path.splitext(os.path.basename(args.probe))[0] if args.probe
                          else CASE)
     version, git_version = torch_versions(dict(os.environ))
@@ -170,8 +247,14 @@ def main(argv=None):
         detail = "%s does not exist in this build: not run" % args.requires_api
         print(detail)
     else:
+        why = cannot_run(args.probe) if args.probe else ""
+        if why:
+            return refuse(why)
         argv = [sys.executable, args.probe] if args.probe else ["/bin/sh", "-c", command]
         status, said = run_and_tail(argv, env)
+        why = not_started(args.probe, status, said) if args.probe else ""
+        if why:
+            return refuse(why)
         verdict, detail = verdict_of(status, said)
     doc = document(case, verdict, detail, status, time.monotonic() - started, version,
                    git_version)

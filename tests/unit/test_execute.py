@@ -46,6 +46,10 @@ def test_a_valid_document_with_its_exit_status_is_a_verdict(output, verdict):
     (_out("", 3, "RuntimeError: CUDA driver too old"), "status 3 (expected 0, 1 or 125): "
                                                        "RuntimeError: CUDA driver too old"),
     (_out("", 128), "status 128"),
+    (_out("", 128, "script.py: the probe my_bug.py holds no statement (only comments)"),
+     "the probe my_bug.py holds no statement (only comments)"),  # the adapter's refusal
+    (_out(probe_doc("not_affected"), 128, "script.py: the probe x.py cannot be opened (gone)"),
+     "the probe x.py cannot be opened (gone)"),
     (_out("", 125), "no JSON document (exit status 125)"),
     (_out("", 1, "Traceback ...\nImportError: libcudart.so.13"), "no JSON document (exit status 1)"
                                                                  ": ImportError: libcudart.so.13"),

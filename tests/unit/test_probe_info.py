@@ -1,5 +1,5 @@
 """Any reproducer is a probe: what a probe's file says it is (probe/info.py, read without importing
-it), how a build runs it (probe/scripts.py's `launch`), and the adapter, probes/script.py, that
+it), how a build runs it (probe/scripts.py's `snapshot`), and the adapter, probes/script.py, that
 turns a plain `git bisect run` script's exit status and last line into a document of one case.
 
 The adapter runs here as every backend runs it: the interpreter runs probes/script.py, which runs
@@ -9,10 +9,13 @@ the probe with that same interpreter; a stand-in `torch` package on PYTHONPATH p
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +26,7 @@ from torchbisect.errors import ConfigError
 from torchbisect.model import ProbeResult, Verdict
 from torchbisect.probe import document
 from torchbisect.probe.info import ProbeOutput, read_info
-from torchbisect.probe.scripts import default_probe, launch, probe_path, probe_version
+from torchbisect.probe.scripts import default_probe, probe_path, probe_version, snapshot
 
 ADAPTER = REPO / "probes" / "script.py"
 CUMSUM = REPO / "probes" / "cumsum_64bit.py"
@@ -101,15 +104,44 @@ def test_an_exit_status_probe_runs_through_the_adapter(fake_probes, tmp_path):
     folder = fake_probes(tmp_path / "probes")
     folder.mkdir()
     (folder / "mine.py").write_text('REQUIRES_API = "torch.special.zeta"\n')
-    how = launch("mine")
-    assert how.script.name == "script.py" and how.probe == folder / "mine.py"
+    how = snapshot("mine", tmp_path / "run").launch  # copies, in the run's own folder
+    run = tmp_path / "run"
+    assert how.script == run / "script.py" and how.probe == run / "mine.py"
+    assert how.probe.read_bytes() == (folder / "mine.py").read_bytes()
     assert how.argv("py", ["--trials", "3"], "out.json", where=lambda p: f"/probes/{p.name}") == [
         "py", "/probes/script.py", "--probe", "/probes/mine.py", "--case", "mine",
         "--requires-api", "torch.special.zeta", "--trials", "3", "--json", "out.json"]
 
 
-def test_a_document_probe_runs_itself(fake_probes):
-    how = launch("stale_replay")  # the stand-in declares PROBE_VERSION
+def test_a_probe_gone_or_broken_when_its_cell_runs_fails_that_run_only(fake_probes, tmp_path):
+    """The plan read the file before any work; what became of it since is the cell's failure
+    (InfraError, stored with its reason), never a mistake that stops the whole run."""
+    from torchbisect.errors import InfraError
+
+    folder = fake_probes(tmp_path / "probes")
+    folder.mkdir()
+    probe = folder / "mine.py"
+    probe.write_text("import sys\nsys.exit(1\n")  # no longer parses
+    with pytest.raises(InfraError, match=r"the probe 'mine' cannot be run: .*mine.py:2"):
+        snapshot("mine", tmp_path / "run1")
+    probe.unlink()
+    with pytest.raises(InfraError, match=r"the probe 'mine' cannot be run: .*not found"):
+        snapshot("mine", tmp_path / "run2")
+
+
+def test_the_copy_is_hashed_as_read_and_the_original_may_change_after(fake_probes, tmp_path):
+    folder = fake_probes(tmp_path / "probes")
+    folder.mkdir()
+    probe = folder / "mine.py"
+    probe.write_text("import sys\nsys.exit(1)\n")
+    taken = snapshot("mine", tmp_path / "run")
+    probe.write_text("import sys\nsys.exit(0)\n")
+    assert taken.version == read_info(taken.launch.probe).version != probe_version("mine")
+    assert taken.launch.probe.read_text() == "import sys\nsys.exit(1)\n"
+
+
+def test_a_document_probe_runs_itself(fake_probes, tmp_path):
+    how = snapshot("stale_replay", tmp_path / "run").launch  # the stand-in declares PROBE_VERSION
     assert how.probe is None and how.files == (how.script,)
     assert how.argv("py", [], "d.json") == ["py", str(how.script), "--json", "d.json"]
 
@@ -193,6 +225,72 @@ def test_the_script_runs_with_the_builds_interpreter(tmp_path, build):
     assert doc["cases"]["my_bug"]["detail"] == f"{sys.executable} 2.99.0+cpu (exit 0)"
 
 
+def refused(tmp_path: Path, env: dict[str, str], probe: Path) -> tuple[int, str]:
+    """The adapter's status and last line for `probe`; it must write no document (a document
+    would be a verdict)."""
+    out = tmp_path / "doc.json"
+    done = subprocess.run([sys.executable, str(ADAPTER), "--probe", str(probe), "--json",
+                           str(out)], env=env, capture_output=True, text=True, timeout=60)
+    assert not out.exists(), out.read_text()
+    return done.returncode, (done.stdout + done.stderr).strip().splitlines()[-1]
+
+
+def test_a_probe_file_that_cannot_be_opened_is_no_verdict(tmp_path, build):
+    # Python's own "can't open file" is exit 2, which git bisect run reads as affected
+    code, said = refused(tmp_path, build, tmp_path / "gone.py")
+    assert code == 128 and said.startswith("script.py: the probe gone.py cannot be opened (")
+
+
+@pytest.mark.parametrize("body", ["", "#!/usr/bin/env python3\n", "# only\n\n# comments\n",
+                                  '#!/bin/python\n"""A docstring alone."""\n'])
+def test_a_probe_holding_no_statement_is_no_verdict(tmp_path, build, body):
+    probe = tmp_path / "my_bug.py"
+    probe.write_text(body)  # it would exit 0: not affected
+    code, said = refused(tmp_path, build, probe)
+    assert code == 128 and "the probe my_bug.py holds no statement" in said
+
+
+def test_a_probe_that_does_not_compile_with_the_builds_python_is_no_verdict(tmp_path, build):
+    probe = tmp_path / "my_bug.py"
+    probe.write_text("import sys\nif True\n    sys.exit(0)\n")  # Python says exit 1: affected
+    code, said = refused(tmp_path, build, probe)
+    assert code == 128 and "the probe my_bug.py does not compile with Python" in said
+    assert "(line 2)" in said
+
+
+def test_pythons_own_cannot_open_is_no_verdict_but_a_scripts_exit_2_is_affected():
+    """The file may still go between the adapter's check and the interpreter's open: Python's
+    own refusal (exit 2, "can't open file" naming it) is then no verdict either."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("adapter", ADAPTER)
+    adapter = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(adapter)
+    said = "/venv/bin/python: can't open file '/run/my_bug.py': [Errno 2] No such file or directory"
+    assert adapter.not_started("/run/my_bug.py", 2, said).startswith(
+        "the probe my_bug.py could not be opened when it was started (")
+    assert adapter.not_started("/run/my_bug.py", 2, "wrong answer") == ""  # the script's own 2
+    assert adapter.not_started("/run/my_bug.py", 1, said) == ""
+
+
+def test_the_adapter_returns_when_the_script_exits_though_a_daemon_holds_its_output(
+        tmp_path, build):
+    pid = tmp_path / "daemon.pid"
+    daemon = ("import subprocess, sys\n"
+              "d = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(20)'], "
+              "start_new_session=True)\n"
+              f"open({str(pid)!r}, 'w').write(str(d.pid))\n"
+              "print('affected: wrong answer')\nsys.exit(1)\n")
+    started = time.monotonic()
+    try:
+        code, doc, _ = adapt(tmp_path, build, daemon)
+        assert time.monotonic() - started < 10  # not the daemon's 20 s
+    finally:  # torchbisect ends it with the cell's processes (utils/proc.py); here, the test
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pid.read_text()), signal.SIGKILL)
+    assert (code, doc["cases"]["my_bug"]["detail"]) == (1, "affected: wrong answer (exit 1)")
+
+
 def test_the_cumsum_probe_is_python_3_8_and_cannot_tell_without_torch(tmp_path):
     source = CUMSUM.read_text()
     ast.parse(source, feature_version=(3, 8))
@@ -224,7 +322,8 @@ def test_the_docker_backend_mounts_the_adapter_and_the_users_script(fake_probes,
 
     class Containers:
         def run(self, cell, step, image, command, **kw):
-            asked.update(command=command, mounts=kw["mounts"])
+            asked.update(command=command, mounts=kw["mounts"], bytes={
+                m["Target"]: Path(m["Source"]).read_bytes() for m in kw["mounts"]})
             return Exit(code=125, oom_killed=False, seconds=0.1, tail="")
 
     backend = DockerBackend(BackendOptions(workdir=tmp_path / "work", ca_bundle=None))
@@ -236,9 +335,14 @@ def test_the_docker_backend_mounts_the_adapter_and_the_users_script(fake_probes,
     backend.probe(prepared, gpu=0, probe_args=[], log=tmp_path / "log")
     assert asked["command"][:7] == ["/venv/bin/python", "/probes/script.py", "--probe",
                                     "/probes/my_bug.py", "--case", "my_bug", "--requires-api"]
-    assert {(m["Source"], m["Target"], m["ReadOnly"]) for m in asked["mounts"]} == {
-        (str(ADAPTER), "/probes/script.py", True),
-        (str((folder / "my_bug.py").resolve()), "/probes/my_bug.py", True)}
+    # the copies this run made in the cell's folder, each file read once (and gone after)
+    assert {(Path(m["Source"]).parent.parent, Path(m["Source"]).name, m["Target"], m["ReadOnly"])
+            for m in asked["mounts"]} == {
+        ((tmp_path / "cell").resolve(), "script.py", "/probes/script.py", True),
+        ((tmp_path / "cell").resolve(), "my_bug.py", "/probes/my_bug.py", True)}
+    assert asked["bytes"] == {"/probes/script.py": ADAPTER.read_bytes(),
+                              "/probes/my_bug.py": (folder / "my_bug.py").read_bytes()}
+    assert not any(Path(m["Source"]).exists() for m in asked["mounts"])
 
 
 def test_a_probe_of_the_same_name_in_another_folder_is_read_as_itself(tmp_path, monkeypatch):

@@ -87,6 +87,9 @@ class ProbeOutput:
     exit_code: int
     seconds: float
     log_tail: str = ""
+    # the fingerprint of the probe's copy this run ran (probe/scripts.py `snapshot`), stored
+    # with the run whatever became of the probe's file since
+    probe_version: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,11 +2,12 @@
 (docker_image.py); each container is run by `container.py`.
 
 `prepare` runs one container that creates the cell's venv with uv and installs its wheel; `probe`
-runs a second one that runs the probe with that venv's python.  The venv lives on the host, in
-`<workdir>/docker/<cell id>/venv`, bind-mounted at the same path in both containers (a venv's
-paths are absolute); uv's cache is the named volume `torchbisect-uv-cache`, shared by every
-container of the host, so each wheel and dependency is downloaded once per run (the run prunes
-it when it ends: docker_cache.py).  The runner image
+runs a second one that runs the probe with that venv's python: a copy of the probe's file made
+for that run in the cell's folder (probe/scripts.py `snapshot`), mounted read-only.  The venv
+lives on the host, in `<workdir>/docker/<cell id>/venv`, bind-mounted at the same path in both
+containers (a venv's paths are absolute); uv's cache is the named volume
+`torchbisect-uv-cache`, shared by every container of the host, so each wheel and dependency is
+downloaded once per run (the run prunes it when it ends: docker_cache.py).  The runner image
 (`containers/Dockerfile`: base image + python3 + uv) is built with the docker SDK and tagged by a
 hash of its inputs, so it is reused until they change.  A `preinstalled` cell runs the python of
 its base image (an NGC image, say) and installs nothing.
@@ -22,6 +23,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -30,7 +32,7 @@ from typing import Any
 
 from ..errors import BackendUnavailable, ConfigError, InfraError
 from ..model import Cell, Channel
-from ..probe.scripts import launch
+from ..probe.scripts import snapshot
 from ..utils import files
 from ..utils.words import last_line
 from .base import (
@@ -157,20 +159,26 @@ class DockerBackend(Backend):
               log: Path) -> ProbeOutput:
         cell, handle = prepared.cell, prepared.handle
         self.watcher.phase(cell, "probe")
-        how = launch(cell.probe)  # the probe, or the adapter and the exit-status probe it runs
         # A fresh name per run: a container orphaned by a killed run must not answer for this one.
-        doc = handle.workdir / f"result-{uuid.uuid4().hex}.json"
-        command = how.argv(prepared.python, probe_args, str(doc), where=_in_container)
-        probes = [bind(path, _in_container(path), read_only=True) for path in how.files]
+        run = uuid.uuid4().hex
+        doc = handle.workdir / f"result-{run}.json"
+        copies = handle.workdir / f"probe-{run}"
         try:
+            # the probe (or the adapter and the exit-status probe it runs), read once into the
+            # cell's folder; the container is given those copies, each mounted read-only
+            how = snapshot(cell.probe, copies)
+            command = how.launch.argv(prepared.python, probe_args, str(doc), where=_in_container)
+            probes = [bind(path, _in_container(path), read_only=True)
+                      for path in how.launch.files]
             done = self.containers.run(cell, "probe", handle.image, command, workdir=handle.workdir,
                              mounts=probes, log=log, timeout=cell.timeout, gpu=gpu,
                              env=prepared.env)
             text = read_document(doc)
         finally:
             doc.unlink(missing_ok=True)
+            shutil.rmtree(copies, ignore_errors=True)
         return ProbeOutput(json_text=text, exit_code=done.code, seconds=done.seconds,
-                           log_tail=done.tail)
+                           log_tail=done.tail, probe_version=how.version)
 
     def release(self, prepared: Prepared) -> None:
         """Remove the cell's containers of this probe (one still running on Ctrl-C), not another
@@ -267,8 +275,8 @@ def _see_base_packages(venv: Path) -> str:
 
 
 def _in_container(path: Path) -> str:
-    """Where a probe file is mounted (each file on its own: a user's probes folder and
-    torchbisect's adapter are two folders)."""
+    """Where a probe file is mounted: each of the run's copies on its own, read-only, so the
+    container sees those files and nothing else of the folder they were copied into."""
     return f"/probes/{path.name}"
 
 

@@ -3,7 +3,8 @@
 Under the work directory (default `.torchbisect/`):
   venvs/<cell id>/   the cell's venv, reused while its ready-marker names the same wheel sha256
   downloads/         wheels of https URLs whose sha256 the plan does not know (hashed, then deleted)
-  probe-json/        one JSON document per probe run, read back and deleted
+  probe-json/        a folder per probe run: the probe's copy it runs and the JSON
+                     document it writes, read back and deleted
 
 Full install: `uv venv --python <cell python>`, then `uv pip install "torch @ <url>#sha256=<sha>"`:
 uv downloads through its cache, which every venv and process on the host shares (set UV_CACHE_DIR
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from ..errors import BackendUnavailable, InfraError
 from ..model import Cell, Channel
-from ..probe.scripts import launch
+from ..probe.scripts import snapshot
 from ..utils import files, owned, proc
 from . import probe_env
 from .base import (
@@ -106,21 +107,22 @@ class VenvBackend(Backend):
               log: Path) -> ProbeOutput:
         cell = prepared.cell
         self.watcher.phase(cell, "probe")
-        out_dir = self.workdir / "probe-json"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        # A fresh name per run: a probe orphaned by a killed run must not answer for this one.
-        doc = out_dir / f"{cell.id}.{uuid.uuid4().hex}.json"
-        argv = launch(cell.probe).argv(prepared.python, probe_args, str(doc))
+        # A folder of this run's own: a probe orphaned by a killed run must not answer for this
+        # one, and the probe's file is read once, into it, before the build starts.
+        run_dir = self.workdir / "probe-json" / f"{cell.id}.{uuid.uuid4().hex}"
         try:
+            probe = snapshot(cell.probe, run_dir)
+            doc = run_dir / "result.json"
+            argv = probe.launch.argv(prepared.python, probe_args, str(doc))
             # no credentials: the allow-listed part of our environment, then the cell's env
             done = proc.run(argv, env={**prepared.env, **gpu_env(gpu)}, timeout=cell.timeout,
                             base_env=probe_env.allowed(), log=log, check=False)
             text = read_document(doc)
         finally:
-            doc.unlink(missing_ok=True)
+            shutil.rmtree(run_dir, ignore_errors=True)
         tail = "\n".join(done.output.splitlines()[-_TAIL_LINES:])
         return ProbeOutput(json_text=text, exit_code=done.returncode, seconds=done.seconds,
-                           log_tail=tail)
+                           log_tail=tail, probe_version=probe.version)
 
     # -- install steps ---------------------------------------------------------------------------
 

@@ -3,17 +3,23 @@
 The scripts in the repository's `probes/` folder are standalone (they run in containers that do not
 have this package), so the package only locates them, reads what they say they are (info.py, the
 one reader: a stored result is reused only while the script that produced it is byte-for-byte the
-same) and says how to run them (`launch`).  A wheel carries them as `torchbisect/_probes/`
+same) and says how to run them (`snapshot`).  A wheel carries them as `torchbisect/_probes/`
 (setup.py copies them in); a checkout's editable install reads `probes/`.
 
 Two kinds of probe run the same way for every backend: a document probe is run by the build's
 interpreter and writes its JSON document itself; an exit-status probe (a plain `git bisect run`
 script) is run by torchbisect's own adapter, `probes/script.py`, which turns its exit status and
 last line into a document of one case named after the probe, as it does for `bisect --script`.
+
+A cell reads its probe's file once (`snapshot`): the bytes are copied into the cell's own work
+folder before the build starts, the copy is what the build runs, and the copy's hash is the
+fingerprint stored with the run, so a file edited, deleted or replaced while a run goes on changes
+neither what that run executes nor what its verdict is stored under.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,7 +27,8 @@ from functools import cache
 from pathlib import Path
 
 from ..defaults import PROBE as DEFAULT_PROBE
-from ..errors import ConfigError
+from ..errors import ConfigError, InfraError
+from ..utils import files
 from .info import ProbeInfo, ProbeOutput, read_info
 
 SCRIPT_PROBE = "script"  # runs `bisect --script CMD`; torchbisect's own, never a user's folder
@@ -127,15 +134,50 @@ class Launch:
         return [*argv, *probe_args, "--json", doc]
 
 
-def launch(name: str) -> Launch:
-    """How to run the probe `name` (a ConfigError when it is missing or unreadable)."""
-    info = probe_info(name)
-    if info.output is ProbeOutput.DOCUMENT:
-        return Launch(script=info.path)
-    return Launch(script=_OWN / ADAPTER, probe=info.path, case=info.name,
-                  requires_api=info.requires_api)
-
-
 def is_exit_status(name: str) -> bool:
     """Whether `name` is a plain `git bisect run` script (its one case is its own name)."""
     return probe_info(name).output is ProbeOutput.EXIT_STATUS
+
+
+@dataclass(frozen=True, kw_only=True)
+class Snapshot:
+    """A probe as one cell runs it: `launch` runs copies made for this run alone, and `version`
+    (`probe_version`'s form) is the fingerprint of the bytes copied, the one its run is stored
+    under."""
+
+    launch: Launch
+    version: str
+
+
+def snapshot(name: str, into: Path) -> Snapshot:
+    """Copy the probe `name` (and the adapter that runs an exit-status probe) into `into`, a
+    folder of this run's own, each file read once, and say how to run the copies.
+
+    InfraError, naming the file and the reason, when a file cannot be read or no longer parses:
+    that cell's run fails, never with a verdict and never the whole run (the plan read the file
+    before any work; what became of it since is this cell's)."""
+    try:
+        copy, sha256 = _copy(probe_path(name), into)
+        info = read_info(copy, name=name.partition(":")[0])
+    except ConfigError as err:
+        raise InfraError(f"the probe {name!r} cannot be run: {err}") from None
+    if info.sha256 != sha256:  # nothing but this run writes in `into`
+        raise InfraError(f"the copy of the probe {name!r} in {into} changed as it was read")
+    if info.output is ProbeOutput.DOCUMENT:
+        return Snapshot(launch=Launch(script=copy), version=info.version)
+    adapter, _ = _copy(_OWN / ADAPTER, into)  # a probe is never named `script` (SCRIPT_PROBE)
+    return Snapshot(launch=Launch(script=adapter, probe=copy, case=info.name,
+                                  requires_api=info.requires_api), version=info.version)
+
+
+def _copy(path: Path, into: Path) -> tuple[Path, str]:
+    """`path` read once and written read-only as `into/<its name>`; (the copy, its sha256)."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise InfraError(f"the probe file {path} cannot be read ({err.strerror or err}); "
+                         "check that it is there and readable") from None
+    into.mkdir(parents=True, exist_ok=True)
+    copy = files.write_bytes(into / path.name, data)
+    copy.chmod(0o444)  # what the build runs: a probe does not rewrite the copy it runs
+    return copy, hashlib.sha256(data).hexdigest()

@@ -32,6 +32,8 @@ from ..utils.masking import mask
 from ..utils.words import last_line, signal_name
 
 PROBE_EXITS = (Exit.OK, Exit.AFFECTED, Exit.CANNOT_TELL)  # the probe's contract
+# probes/script.py's status and last line for a script it cannot run: no document, no verdict
+_ADAPTER_REFUSED, _ADAPTER_SAYS = 128, "script.py: "
 _EXCERPT_LINES = 40
 
 
@@ -99,7 +101,9 @@ def probe(backend: Backend, staged: Staged, *, gpu: Gpu | None, log: Path) -> Ce
     status, result, reason = interpret(output)
     return CellRun(
         cell=cell, status=status, result=result, reason=reason,
-        wheel_sha256=prepared.wheel_sha256, probe_version=probe_version(cell.probe),
+        # what ran: the fingerprint of the copy the backend made, never the file read again
+        wheel_sha256=prepared.wheel_sha256,
+        probe_version=output.probe_version or _probe_version_or_empty(cell),
         gpu=gpu_name(gpu), driver=gpu.driver if gpu else "", backend=backend.name,
         started=started, seconds_install=prepared.seconds_install, seconds_probe=output.seconds,
         log_excerpt=excerpt(log) or output.log_tail,
@@ -131,6 +135,9 @@ def interpret(output: ProbeOutput) -> tuple[RunStatus, ProbeResult | None, str]:
     code = output.exit_code
     if code < 0:
         return _infra(f"probe killed by signal {signal_name(-code)}")
+    if code == _ADAPTER_REFUSED and last_line(output.log_tail).startswith(_ADAPTER_SAYS):
+        # probes/script.py could not run the script (gone, not compiling, no statement)
+        return _infra(last_line(output.log_tail).removeprefix(_ADAPTER_SAYS))
     if code not in PROBE_EXITS:
         return _infra(f"probe exited with status {code} (expected 0, 1 or 125)"
                       f"{_said(output.log_tail)}")
@@ -205,7 +212,7 @@ def _disk_full(backend: Backend, err: Exception) -> files.DiskFull | None:
 def _probe_version_or_empty(cell: Cell) -> str:
     try:
         return probe_version(cell.probe)
-    except TorchbisectError:
+    except (TorchbisectError, OSError):  # a file gone or changed since: no fingerprint
         return ""
 
 
