@@ -271,8 +271,8 @@ class MatrixConfig(_Strict):
 
     def probe_names(self, entry: RunOptions) -> list[str]:
         """The probes an entry runs: its `probe:` (or `defaults`'), else every one of `probes:`,
-        else the built-in default (stale_replay, or the one probe of a TORCHBISECT_PROBES
-        folder)."""
+        else the built-in default (the shipped stale_replay, whatever the probes folders hold
+        beside it: a user's probe runs where matrix.yaml names it)."""
         named = entry.probe if entry.probe is not None else self.defaults.probe
         if named is not None:
             return list(dict.fromkeys(named))
