@@ -32,7 +32,7 @@ from ..backends.base import BackendOptions, host_python
 from ..backends.preinstalled import with_torch_version
 from ..cells import PREINSTALLED as PREINSTALLED_ID
 from ..cells import preinstalled_cell
-from ..errors import CannotTell, ConfigError
+from ..errors import ConfigError, NoTorch
 from ..exits import Exit
 from ..model import Cell, CellRun, Channel, RunStatus
 from ..probe.scripts import available, default_probe, probe_info
@@ -187,7 +187,7 @@ def _require_torch(cell: Cell, args: argparse.Namespace) -> None:
         return
     from ..backends.preinstalled import interpreter_of, no_torch_message
 
-    raise CannotTell("cannot tell: " + no_torch_message(
+    raise NoTorch("cannot tell: " + no_torch_message(
         interpreter_of(cell, args.interpreter or host_python())))
 
 
