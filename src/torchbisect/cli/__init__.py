@@ -40,7 +40,8 @@ COMMANDS = {
     "bench": "Measure tool overhead and the workaround's cost; write reports/bench/.",
     "notify": "Open or update the status issue when a verdict or the fix status changed.",
     "preflight": "Check that the backend a GPU run will use gives its probes the GPUs.",
-    "cache": "Show the size of the docker backend's uv cache volume, or --prune it.",
+    "cache": "Show what a backend keeps between runs (the venv backend's venvs and uv cache, "
+             "the docker backend's uv cache volume) and its size, or --prune it.",
     "init": "Write torchbisect's default matrix.yaml here, to edit: this folder becomes a project.",
     "completion": "Print the shell code that completes torchbisect's commands and flags.",
     "pages": "In a clone: redraw the pages committed under reports/ from their own data.",
