@@ -1,6 +1,6 @@
-"""A user's plain `git bisect run` script, in a probes folder of its own (TORCHBISECT_PROBES), judges
-stand-in torch releases through `matrix`, `probe` and `bisect --find-fix`, with `--probe` and as
-`--script`, exactly as a user runs them.
+"""A user's plain `git bisect run` script, in a probes folder of its own (TORCHBISECT_PROBES),
+named by matrix.yaml's `probe:`, judges stand-in torch releases through `matrix`, `probe` and
+`bisect --find-fix`, with `--probe` and as `--script`, exactly as a user runs them.
 
 Real parts: the command line, the venv backend installing stand-in torch wheels from a flat
 folder of wheels (an air-gapped mirror), probes/script.py running the script with each build's

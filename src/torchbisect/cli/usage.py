@@ -25,7 +25,7 @@ EXAMPLES = {
     "probe": ["torchbisect probe", "torchbisect probe --interpreter ~/venv/bin/python",
               "torchbisect probe stable-2.15.0-cu132-cp312 --json -",
               "torchbisect probe --probe check   # your own: probes/check.py beside matrix.yaml",
-              "torchbisect probe stable-2.15.0-cu132-cp312.check   # CELL.PROBE, as plan prints it"],
+              "torchbisect probe stable-2.15.0-cu132-cp312.check   # CELL.PROBE, as in plan"],
     "report": ["torchbisect report", "torchbisect report --store shard.sqlite --out site/"],
     "merge": ["torchbisect merge all.sqlite a.sqlite b.sqlite"],
     "bisect": ["torchbisect bisect --good 2025-08-01 --bad 2025-09-15",
