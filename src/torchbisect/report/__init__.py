@@ -92,7 +92,8 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
     out_dir = Path(out_dir)
     runs = [with_probed_version(r) for r in runs]
     groups = by_probe(runs, probes)
-    folders = folders_of(list(groups))  # two names of one folder: one sentence naming both
+    # two names of one folder: one sentence naming both
+    folders = folders_of(list(groups) or [probe_of(runs)])
     _plain_names(groups)
     several = len(groups) > 1
     texts: dict[Path, str] = {}
