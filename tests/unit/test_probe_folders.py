@@ -130,3 +130,18 @@ def test_the_cli_says_a_missing_probes_folder_in_one_sentence(project, tmp_path)
                        env_extra={"TORCHBISECT_PROBES": str(tmp_path / "gone")})
     said = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="probe")
     assert f"TORCHBISECT_PROBES names {tmp_path / 'gone'}, which does not exist" in said
+
+
+def test_plan_says_when_the_users_probes_are_not_named_and_how_to_run_them(project, capsys,
+                                                                           monkeypatch):
+    from helpers.cli import call
+
+    monkeypatch.chdir(project)
+    assert call("plan", "--offline") == 0
+    said = capsys.readouterr()
+    assert "matrix.yaml names no probe, so stale_replay probes every build; your probes " \
+           "folders hold mine: to run yours, add `probe: mine`" in said.out + said.err
+    (project / "matrix.yaml").write_text("preinstalled: {probe: mine}\n")
+    assert call("plan", "--offline") == 0
+    said = capsys.readouterr()
+    assert "names no probe" not in said.out + said.err and "preinstalled.mine" in said.out

@@ -281,6 +281,11 @@ class MatrixConfig(_Strict):
     def image(self, cuda: str) -> str | None:
         return self.images.get(cuda) or self.images.get("default")
 
+    def names_a_probe(self) -> bool:
+        """Whether the file names any probe (`probes:`, or a `probe:` anywhere); if not, every
+        build is probed by the built-in default."""
+        return bool(self.probes) or any(e.probe is not None for _, e in _entries(self))
+
 
 @dataclass(frozen=True, kw_only=True)
 class ProbeSettings:

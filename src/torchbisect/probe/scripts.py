@@ -173,6 +173,12 @@ def available(folder: Path | None = None) -> list[str]:
                   if n != SCRIPT_PROBE and not n.startswith("_") and is_plain(n))
 
 
+def own_probes() -> list[str]:
+    """The probes of the user's folders (beside matrix.yaml, TORCHBISECT_PROBES), by name."""
+    return sorted({n for f in folders() if f.origin is not Origin.SHIPPED
+                   for n in available(f.path)})
+
+
 def default_probe() -> str:
     """The probe a command runs when none is named (neither `--probe` nor matrix.yaml's `probe:`
     or `probes:`): the shipped `stale_replay`, whatever the user's folders hold beside it; a
