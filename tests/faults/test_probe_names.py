@@ -37,7 +37,10 @@ def test_a_shard_naming_its_probe_by_a_path_publishes_no_file_of_the_host(tmp_pa
     (tmp_path / "probes").mkdir()
     (tmp_path / "home" / "app").mkdir(parents=True)
     (tmp_path / "home" / "app" / "settings.py").write_text(SECRET)
-    store = _store(tmp_path / "shard.sqlite", "../home/app/settings")
+    shard = _store(tmp_path / "shard.sqlite", "../home/app/settings")
+    store = tmp_path / "results.sqlite"
+    merged = torchbisect("merge", store, shard, cwd=tmp_path)
+    assert merged.returncode == Exit.OK, merged.stderr
     out = tmp_path / "site"
     done = torchbisect("report", "--store", store, "--out", out, cwd=tmp_path,
                        env_extra={"TORCHBISECT_PROBES": str(tmp_path / "probes")})
