@@ -115,7 +115,7 @@ def preflight(session: nox.Session) -> None:
 
 @nox.session
 def cache(session: nox.Session) -> None:
-    """The docker backend's uv cache volume: its size, or `nox -s cache -- --prune`."""
+    """What a backend keeps (venvs, uv's cache, docker's volume): its size, or `-- --prune`."""
     _tool(session, "cache")
 
 

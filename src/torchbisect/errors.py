@@ -54,9 +54,17 @@ class Busy(InfraError):
 
 
 class BackendUnavailable(TorchbisectError):
-    """The requested backend cannot run here (no Docker engine, no uv, no interpreter torch)."""
+    """The requested backend cannot run here (no Docker engine, no uv, no NVIDIA toolkit)."""
 
     exit_code = Exit.BACKEND_UNAVAILABLE
+
+
+class NoTorch(BackendUnavailable):
+    """The interpreter whose torch is to be probed has none: nothing can be measured there, so
+    "cannot tell" (125, as the probe script itself exits under it), from every command alike;
+    a BackendUnavailable for the code that asks whether a torch is there."""
+
+    exit_code = Exit.CANNOT_TELL
 
 
 class CommandFailed(InfraError):

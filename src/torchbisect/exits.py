@@ -98,8 +98,10 @@ MEANINGS: dict[Exit, Meaning] = {
     Exit.END_UNJUDGED: Meaning(
         brief="`bisect`: an end of the range could not be judged (it hung, crashed or was "
               "skipped there), so there was no search", commands=_only("bisect")),
-    Exit.CANNOT_TELL: Meaning(brief="`probe`: cannot tell (no GPU, a control misbehaved)",
-                              commands=_only("probe")),
+    Exit.CANNOT_TELL: Meaning(brief="`probe`: cannot tell (no GPU, a control misbehaved); "
+                                    "`probe`, `matrix`: the interpreter whose torch is to be "
+                                    "probed has none",
+                              commands=_only("probe", "matrix")),
     Exit.INTERRUPTED: Meaning(brief="interrupted (Ctrl-C, or SIGTERM from a cancelled job)"),
     Exit.FAILED: Meaning(
         brief="torchbisect itself failed (a bug): the sentence names the file that holds the "

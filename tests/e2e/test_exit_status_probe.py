@@ -1,6 +1,6 @@
-"""A user's plain `git bisect run` script, alone in a probes folder (TORCHBISECT_PROBES), judges
-stand-in torch releases through `matrix`, `probe` and `bisect --find-fix`, with `--probe` and as
-`--script`, exactly as a user runs them.
+"""A user's plain `git bisect run` script, in a probes folder of its own (TORCHBISECT_PROBES),
+named by matrix.yaml's `probe:`, judges stand-in torch releases through `matrix`, `probe` and
+`bisect --find-fix`, with `--probe` and as `--script`, exactly as a user runs them.
 
 Real parts: the command line, the venv backend installing stand-in torch wheels from a flat
 folder of wheels (an air-gapped mirror), probes/script.py running the script with each build's
@@ -53,10 +53,10 @@ def world(tmp_path, fake_probes) -> Path:
     for version in RELEASES:
         fake_torch_wheel(tmp_path / "wheels", f"{version}+cpu", git_version=version * 4)
     (tmp_path / "probes").mkdir()
-    (tmp_path / "probes" / "wrong_answer.py").write_text(SCRIPT)  # the folder holds only it
+    (tmp_path / "probes" / "wrong_answer.py").write_text(SCRIPT)  # beside the shipped probes
     fake_probes(tmp_path / "probes")
     (tmp_path / "matrix.yaml").write_text(
-        f"defaults: {{python: \"{PY}\"}}\n"
+        f"defaults: {{python: \"{PY}\", probe: wrong_answer}}\n"
         f"indexes: {{stable: {tmp_path / 'wheels'}}}\n"
         f"stable: {{versions: [{', '.join(RELEASES)}], cuda: cpu}}\n")
     return tmp_path

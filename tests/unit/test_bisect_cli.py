@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -103,10 +104,44 @@ def test_a_script_that_is_not_executable_is_named(capsys, tmp_path, monkeypatch)
             "--script", "./check.sh"]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["torchbisect bisect: error: --script: ./check.sh is not executable: "
-                   "`chmod +x ./check.sh`, or run it through its interpreter "
-                   "(--script 'sh ./check.sh')"]
+    assert err == ["torchbisect bisect: error: --script: ./check.sh is not executable: run it "
+                   "through its interpreter (--script 'sh ./check.sh'), or give it a `#!` line "
+                   "and `chmod +x ./check.sh`"]
     assert not (tmp_path / "s.sqlite").exists()  # refused before any probing
+
+
+def _bisect_script(tmp_path: Path, script: str) -> list[str]:
+    return ["bisect", "--good", "2025-08-01", "--bad", "2025-08-09", "--index-url",
+            str(tmp_path / "no-index"), "--store", str(tmp_path / "s.sqlite"), "--script", script]
+
+
+def test_a_python_file_without_the_run_bit_is_advised_through_python(capsys, tmp_path,
+                                                                      monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "check.py").write_text("import sys\nsys.exit(0)\n")  # no x bit, no #!
+    assert main(_bisect_script(tmp_path, "./check.py")) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "(--script 'python ./check.py')" in line and "'sh ./check.py'" not in line
+
+
+@pytest.mark.parametrize("name", ["check.py", "check"])
+def test_an_executable_script_without_a_shebang_is_refused_before_it_runs(capsys, tmp_path,
+                                                                          monkeypatch, name):
+    # chmod +x without a `#!`: /bin/sh ran the Python file, its "Syntax error" was read as bad
+    # and the bisection said "pick an older --good"
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / name
+    script.write_text(f"import sys\nopen({str(tmp_path / 'ran')!r}, 'w')\nsys.exit(1)\n")
+    script.chmod(0o755)
+    assert main(_bisect_script(tmp_path, f"./{name}")) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"torchbisect bisect: error: --script: ./{name} has no `#!` line")
+    interpreter = "python" if name.endswith(".py") else "sh"
+    assert f"(--script '{interpreter} ./{name}')" in line
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "s.sqlite").exists()
+    script.write_text("#!/bin/sh\nexit 0\n")  # with its `#!` it passes this check
+    main(_bisect_script(tmp_path, f"./{name}"))
+    assert "has no `#!` line" not in capsys.readouterr().err
 
 
 def _result(direction=Direction.REGRESSION) -> BisectResult:

@@ -95,7 +95,12 @@ def test_help_shows_examples_and_the_exit_statuses(command, capsys):
     out = capsys.readouterr().out
     assert f"examples:\n  torchbisect {command}" in out
     assert "exit statuses:" in out and "250  torchbisect itself failed" in out
-    assert ("125  probe: cannot tell" in out) == (command == "probe")
+    assert ("125  probe: cannot tell" in out) == (command in ("probe", "matrix"))
+    # the commands that take a probe say where it is found and show one of the user's own
+    assert ("probes: NAME.py in probes/ beside matrix.yaml" in out) == (
+        command in ("plan", "matrix", "probe", "bisect"))
+    if command in ("matrix", "probe", "bisect"):
+        assert "check" in out.split("examples:", 1)[1]
 
 
 def test_bisect_help_says_the_ends_may_be_releases(capsys):

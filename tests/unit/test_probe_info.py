@@ -146,16 +146,16 @@ def test_a_document_probe_runs_itself(fake_probes, tmp_path):
     assert how.argv("py", [], "d.json") == ["py", str(how.script), "--json", "d.json"]
 
 
-def test_a_folder_holding_only_the_users_script_makes_it_the_default(fake_probes, tmp_path):
+def test_a_folder_holding_only_the_users_script_keeps_the_shipped_default(fake_probes, tmp_path):
+    # none named: the shipped stale_replay, whatever the user's folder holds (matrix.yaml's
+    # `probe:` names the user's); the shipped one stays found beside it
     folder = fake_probes(tmp_path / "probes")
     folder.mkdir()
     (folder / "cumsum_64bit.py").write_bytes(CUMSUM.read_bytes())
-    assert default_probe() == "cumsum_64bit"
     (folder / "other.py").write_text("import sys\n")
-    assert default_probe() == "stale_replay"  # two: the user names one
-    with pytest.raises(ConfigError, match=r"probe 'stale_replay' not found: .*TORCHBISECT_PROBES"
-                                          r".*it holds cumsum_64bit, other"):
-        probe_path(default_probe())
+    assert default_probe() == "stale_replay"
+    assert probe_path(default_probe()).parent != folder
+    assert probe_path("other") == folder / "other.py"
 
 
 # --- the adapter: a git bisect run exit status as a document --------------------------------------

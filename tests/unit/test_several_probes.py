@@ -16,6 +16,7 @@ from torchbisect.config.matrix import load_matrix
 from torchbisect.plan.resolve import build_plan
 
 CUMSUM = REPO / "probes" / "cumsum_64bit.py"
+SHIPPED = str(REPO / "probes")
 
 
 @pytest.fixture
@@ -75,19 +76,24 @@ def test_an_entry_picks_among_the_probes(probes, tmp_path):
     assert [c.probe for c in plan(path).cells] == ["stale_replay", "cumsum_64bit"]
 
 
-def test_a_folder_holding_only_the_users_script_needs_no_probe_key(fake_probes, tmp_path):
+def test_a_matrix_naming_no_probe_runs_the_shipped_default(fake_probes, tmp_path):
+    # the user's folder holding one script does not make it the default: matrix.yaml names it
     folder = fake_probes(tmp_path / "probes")
     folder.mkdir()
-    (folder / "cumsum_64bit.py").write_bytes(CUMSUM.read_bytes())
+    (folder / "mine.py").write_text("import sys\n")
     assert [c.probe for c in plan(matrix(tmp_path, "preinstalled: true\n")).cells] == [
-        "cumsum_64bit"]
+        "stale_replay"]
+    assert [c.probe for c in plan(matrix(tmp_path, "preinstalled: {probe: mine}\n")).cells] == [
+        "mine"]
 
 
 @pytest.mark.parametrize(("text", "message"), [
     ("preinstalled: {probe: nothere}\n",
-     "line 1, key `preinstalled.probe`: probe 'nothere' not found: expected {probes}/nothere.py "
-     "in the probes folder {probes} (TORCHBISECT_PROBES); name a probe that is there (it holds "
-     "cumsum_64bit, stale_replay, unparsable, wrong_type)"),
+     "line 1, key `preinstalled.probe`: probe 'nothere' not found: no nothere.py in the probes "
+     "folders searched ({probes} (beside matrix.yaml); {shipped} (shipped with torchbisect)); "
+     "put NAME.py in a `probes/` folder beside matrix.yaml, or name a folder of them in "
+     "TORCHBISECT_PROBES (several separated by ':'); the probes found: cumsum_64bit, "
+     "stale_replay, unparsable, wrong_type"),
     ("probes:\n  cumsum_64bit:\n  unparsable: {}\npreinstalled: true\n",
      "line 3, key `probes.unparsable`: {probes}/unparsable.py:2: the probe is not a Python file "
      "this tool can read (invalid syntax); fix it or choose another probe"),
@@ -118,7 +124,7 @@ def test_a_bad_probe_is_one_sentence_naming_the_matrix_line(probes, tmp_path, ca
     out, err = capsys.readouterr()
     assert out == ""
     assert err == (f"torchbisect plan: error: {path}, "
-                   f"{message.replace('{probes}', str(probes))}\n")
+                   f"{message.replace('{probes}', str(probes)).replace('{shipped}', SHIPPED)}\n")
 
 
 # --- one build, two probes: two runs that never stand in for each other ---------------------------
@@ -175,4 +181,5 @@ def test_probe_asks_which_probe_when_the_matrix_names_several(probes, tmp_path, 
     assert main(["probe", "preinstalled", "--matrix", str(path)]) == 2
     assert capsys.readouterr().err == (
         f"torchbisect probe: error: {path} probes preinstalled with stale_replay, cumsum_64bit: "
-        "pick one with --probe NAME\n")
+        "pick one with --probe NAME, or name the cell with its probe "
+        "(preinstalled.stale_replay, preinstalled.cumsum_64bit)\n")

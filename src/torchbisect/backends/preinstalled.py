@@ -22,7 +22,7 @@ import sys
 from functools import cache
 
 from .. import cells
-from ..errors import BackendUnavailable, CommandFailed
+from ..errors import BackendUnavailable, CommandFailed, NoTorch
 from ..model import Cell, Channel
 from ..utils import proc
 
@@ -70,7 +70,7 @@ def read_image_answer(output: str) -> tuple[str, str] | None:
 def torch_fingerprint(python: str | None = None) -> str:
     """The fingerprint of the torch that `python` (default: this interpreter) would import.
 
-    Raises BackendUnavailable when that interpreter has no torch.
+    Raises NoTorch (exit 125, cannot tell) when that interpreter has no torch.
     """
     if python is None or _same_interpreter(python):
         return _own_fingerprint()
@@ -100,7 +100,7 @@ def _own_fingerprint() -> str:
     try:
         dist = importlib.metadata.distribution("torch")
     except importlib.metadata.PackageNotFoundError:
-        raise BackendUnavailable(no_torch_message(sys.executable)) from None
+        raise NoTorch(no_torch_message(sys.executable)) from None
     text = dist.read_text("RECORD") or dist.read_text("METADATA") or ""
     return f"preinstalled:{dist.version}:{hashlib.sha256(text.encode('utf-8')).hexdigest()}"
 
@@ -111,7 +111,7 @@ def _other_fingerprint(python: str) -> str:
         out = proc.run([python, "-c", FINGERPRINT_SNIPPET], timeout=60).output
     except CommandFailed as err:
         if err.returncode == _NO_TORCH:
-            raise BackendUnavailable(no_torch_message(python)) from None
+            raise NoTorch(no_torch_message(python)) from None
         raise BackendUnavailable(f"cannot read the torch of {python}: {err}") from None
     lines = [line for line in out.splitlines() if line.startswith("preinstalled:")]
     if not lines:

@@ -90,9 +90,34 @@ def check_script(command: str, *, on_host: bool) -> None:
     if not path.exists():
         raise ConfigError(f"--script: {first} does not exist (seen from {Path.cwd()}); give the "
                           "path of the command that decides good or bad")
+    through = f"--script '{_interpreter(path)} {first}'"
     if path.is_dir() or not os.access(path, os.X_OK):
-        raise ConfigError(f"--script: {first} is not executable: `chmod +x {first}`, or run it "
-                          f"through its interpreter (--script 'sh {first}')")
+        raise ConfigError(f"--script: {first} is not executable: run it through its interpreter "
+                          f"({through}), or give it a `#!` line and `chmod +x {first}`")
+    if not _starts_as_a_program(path):
+        # execve refuses a file without `#!`, and the shell then runs it as a shell script
+        # whatever it is written in: a Python file's "Syntax error" would be read as bad
+        raise ConfigError(f"--script: {first} has no `#!` line, so the shell would run it as a "
+                          f"shell script whatever it is written in: run it through its "
+                          f"interpreter ({through}), or make its first line a `#!` line such as "
+                          f"`#!/usr/bin/env {_interpreter(path)}`")
+
+
+_PROGRAM = (b"#!", b"\x7fELF")  # a script that names its interpreter, or a binary
+
+
+def _starts_as_a_program(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4)
+    except OSError:
+        return True  # unreadable: its run says why (126), as for any command
+    return head.startswith(_PROGRAM)
+
+
+def _interpreter(path: Path) -> str:
+    """What runs a script of this kind, as the build's PATH names it (a venv's `python`)."""
+    return "python" if path.suffix == ".py" else "sh"
 
 
 def so_far(points: dict[int, NightlyPoint], cands: CandidateList, direction: Direction) -> str:

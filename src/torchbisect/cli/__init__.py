@@ -40,7 +40,8 @@ COMMANDS = {
     "bench": "Measure tool overhead and the workaround's cost; write reports/bench/.",
     "notify": "Open or update the status issue when a verdict or the fix status changed.",
     "preflight": "Check that the backend a GPU run will use gives its probes the GPUs.",
-    "cache": "Show the size of the docker backend's uv cache volume, or --prune it.",
+    "cache": "Show what a backend keeps between runs (the venv backend's venvs and uv cache, "
+             "the docker backend's uv cache volume) and its size, or --prune it.",
     "init": "Write torchbisect's default matrix.yaml here, to edit: this folder becomes a project.",
     "completion": "Print the shell code that completes torchbisect's commands and flags.",
     "pages": "In a clone: redraw the pages committed under reports/ from their own data.",
@@ -215,6 +216,7 @@ def _full_disk(err: BaseException, args: argparse.Namespace) -> TorchbisectError
 
 
 def _gated(args: argparse.Namespace, argv: list[str]) -> int:
+    from ..probe.scripts import project_probes
     from ..utils import runlock
     from .options import check_interpreter, check_output
 
@@ -227,14 +229,16 @@ def _gated(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"torchbisect {args.command}: no matrix.yaml here, so torchbisect's default "
               f"matrix is planned; results go to {defaults.data_home()}/ (`torchbisect init` "
               "writes a matrix.yaml here to edit, and keeps them here)", file=sys.stderr)
-    if args._check is not None:  # a flag's mistake is said at once, not after a held lock
-        args._check(args)
-    held = [path for dest in _HOLDS.get(args.command, ()) if (path := _held(args, dest))]
-    with runlock.hold(held, command=" ".join(["torchbisect", *argv]),
-                      wait=getattr(args, "wait", False),
-                      say=lambda text: print(f"torchbisect {args.command}: {text}",
-                                             file=sys.stderr, flush=True)):
-        return int(args._run(args) or 0)
+    # probes are found beside the matrix.yaml in use first (probe/scripts.py says the order)
+    with project_probes(getattr(args, "matrix", None) or defaults.MATRIX):
+        if args._check is not None:  # a flag's mistake is said at once, not after a held lock
+            args._check(args)
+        held = [path for dest in _HOLDS.get(args.command, ()) if (path := _held(args, dest))]
+        with runlock.hold(held, command=" ".join(["torchbisect", *argv]),
+                          wait=getattr(args, "wait", False),
+                          say=lambda text: print(f"torchbisect {args.command}: {text}",
+                                                 file=sys.stderr, flush=True)):
+            return int(args._run(args) or 0)
 
 
 def _held(args: argparse.Namespace, dest: str) -> Path | None:

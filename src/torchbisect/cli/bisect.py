@@ -56,9 +56,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--platform", default=None, help="wheel platform, e.g. manylinux_2_17_x86_64 for a "
         "runner with glibc 2.17 (default: this machine's, its glibc included)")
     add("--probe", default=None, metavar="NAME",
-        help="the probe that decides: a file NAME.py of the probes folder (TORCHBISECT_PROBES), "
-             "a JSON-document probe or a plain `git bisect run` script (default: stale_replay, or "
-             "the one probe of a folder without it)")
+        help="the probe that decides: NAME.py found in probes/ beside matrix.yaml, in the "
+             "folders TORCHBISECT_PROBES names, or among the shipped ones; a JSON-document probe "
+             "or a plain `git bisect run` script (default: stale_replay)")
     add("--case", default=None,
         help=f"probe case that decides (default: {DEFAULT_CASE} for stale_replay; an exit-status "
              "probe's one case; else the first of the probe's CASE_LABELS)")

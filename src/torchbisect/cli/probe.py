@@ -2,9 +2,10 @@
 
 The default cell, `preinstalled`, is this interpreter's torch on the `current` backend: it needs
 no matrix.yaml and installs nothing.  Any other identifier comes from the plan of `--matrix`.
-`--probe NAME` runs any probe of the probes folder, a document probe or a plain `git bisect run`
-script (default: the one matrix.yaml names for the cell, else `stale_replay`, or the one probe
-of a TORCHBISECT_PROBES folder that holds only that).
+`--probe NAME` (or the id `CELL.NAME` that `plan` and `matrix` print) runs the probe NAME.py
+found in the probes folders (probe/scripts.py: `probes/` beside matrix.yaml, TORCHBISECT_PROBES,
+then the shipped ones), a document probe or a plain `git bisect run` script (default: the one
+matrix.yaml names for the cell, else the shipped `stale_replay`).
 The cell is always probed (no skip key): asking for one cell means asking for a fresh verdict.
 A one-off probe writes nothing unless asked: the run is stored with `--store`, its log kept with
 `--out`, the document written with `--json`; the preinstalled cell works in a temporary folder
@@ -31,10 +32,10 @@ from ..backends.base import BackendOptions, host_python
 from ..backends.preinstalled import with_torch_version
 from ..cells import PREINSTALLED as PREINSTALLED_ID
 from ..cells import preinstalled_cell
-from ..errors import CannotTell, ConfigError
+from ..errors import ConfigError, NoTorch
 from ..exits import Exit
 from ..model import Cell, CellRun, Channel, RunStatus
-from ..probe.scripts import default_probe, probe_info
+from ..probe.scripts import available, default_probe, probe_info
 from ..utils.console import make_console, print_table
 from . import options as flags
 from .options import add_backend_option, add_interpreter_option, add_json_option, write_json
@@ -43,8 +44,8 @@ from .options import add_backend_option, add_interpreter_option, add_json_option
 def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("cell", nargs="?", default=PREINSTALLED_ID,
-        help="cell identifier from `torchbisect plan` (default: %(default)s, this interpreter's "
-             "torch)")
+        help="cell identifier from `torchbisect plan`, or CELL.PROBE as plan prints it "
+             "(default: %(default)s, this interpreter's torch)")
     flags.add_matrix_option(parser, "matrix file the cell comes from")
     flags.add_lock_options(parser)
     add_backend_option(parser, "default: current for preinstalled; else docker when an engine "
@@ -52,9 +53,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--overlay", action="store_true", help="install only the torch wheel (--no-deps)")
     add("--gpu", type=int, metavar="INDEX", help="GPU to use (default: the first visible one)")
     add("--probe", metavar="NAME",
-        help="the probe to run: a file NAME.py of the probes folder (TORCHBISECT_PROBES), a "
-             "JSON-document probe or a plain `git bisect run` script (default: the matrix's "
-             "for this cell, else stale_replay)")
+        help="the probe to run: NAME.py found in probes/ beside matrix.yaml, in the folders "
+             "TORCHBISECT_PROBES names, or among the shipped ones; a JSON-document probe or a "
+             "plain `git bisect run` script (default: the matrix's for this cell, else "
+             "stale_replay)")
     add("--cases", metavar="A,B", help="only these cases (the controls always run)")
     add("--trials", type=int, metavar="N", help="trials of the timing-dependent cases")
     add("--store", type=flags.Output("file"), metavar="PATH",
@@ -72,9 +74,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     console = make_console(stderr=args.json == "-")
-    if args.probe is not None:
-        probe_info(args.probe)  # a probe that is not there, or not readable: one sentence
-    cell = with_torch_version(_overrides(_find(args), args),
+    asked = _asked(args.cell, args.probe)
+    if asked.probe is not None:
+        probe_info(asked.probe)  # a probe that is not there, or not readable: one sentence
+    cell = with_torch_version(_overrides(_find(args, asked), args),
                               python=args.interpreter or host_python())
     _require_torch(cell, args)
     with tempfile.TemporaryDirectory(prefix="torchbisect-probe-") as scratch:
@@ -111,48 +114,70 @@ def _probe(cell: Cell, args: argparse.Namespace, console: Console, *, scratch: P
     return result
 
 
-def _find(args: argparse.Namespace) -> Cell:
-    if args.cell == PREINSTALLED_ID and not args.matrix.is_file():
-        return preinstalled_cell(probe=args.probe or default_probe())
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Asked:
+    """The cell asked for and its probe: `CELL` with `--probe NAME`, or `CELL.NAME` (the id
+    `plan` and `matrix` print for a build probed by several probes)."""
+
+    cell: str
+    probe: str | None
+
+
+def _asked(text: str, probe: str | None) -> _Asked:
+    """`CELL.NAME` is split where NAME is a probe found (probe/scripts.py); a `--probe` that
+    names another one is one sentence."""
+    head, dot, tail = text.rpartition(".")
+    if not dot or not head or tail not in available():
+        return _Asked(cell=text, probe=probe)
+    if probe is not None and probe != tail:
+        raise ConfigError(f"the cell {text!r} names the probe {tail} and --probe names {probe}: "
+                          f"give one of them")
+    return _Asked(cell=head, probe=tail)
+
+
+def _find(args: argparse.Namespace, asked: _Asked) -> Cell:
+    if asked.cell == PREINSTALLED_ID and not args.matrix.is_file():
+        return preinstalled_cell(probe=asked.probe or default_probe())
     from ..plan.planning import resolve_plan
 
     # The interpreter's own torch needs no index: only the matrix's settings for it.
-    only_mine = args.cell == PREINSTALLED_ID
+    only_mine = asked.cell == PREINSTALLED_ID
     if not only_mine:  # an id no entry can give is said before any index is asked
-        flags.check_patterns(args.matrix, cell=args.cell)
+        flags.check_patterns(args.matrix, cell=asked.cell)
     console = make_console(stderr=True)
     try:
         plan = resolve_plan(args.matrix, lock=args.lock, offline=args.offline, driver=args.driver,
                             say=lambda text: console.print(text, highlight=False),
                             preinstalled_only=only_mine)
     except ConfigError as err:
-        raise ConfigError(f"cannot look up cell {args.cell!r}: {err}") from None
+        raise ConfigError(f"cannot look up cell {asked.cell!r}: {err}") from None
     cells: dict[str, list[Cell]] = {}
     for c in plan.cells:
         cells.setdefault(c.id, []).append(c)
-    if args.cell in cells:
-        return _one_probe(cells[args.cell], args)
-    if args.cell == PREINSTALLED_ID:
-        return preinstalled_cell(probe=args.probe or default_probe())
+    if asked.cell in cells:
+        return _one_probe(cells[asked.cell], asked.probe, args.matrix)
+    if asked.cell == PREINSTALLED_ID:
+        return preinstalled_cell(probe=asked.probe or default_probe())
     import difflib
 
-    close = difflib.get_close_matches(args.cell, list(cells), n=3)
+    close = difflib.get_close_matches(asked.cell, list(cells), n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else "; `torchbisect plan` lists them"
-    raise ConfigError(f"no cell {args.cell!r} in the plan of {args.matrix}{hint}")
+    raise ConfigError(f"no cell {asked.cell!r} in the plan of {args.matrix}{hint}")
 
 
-def _one_probe(cells: list[Cell], args: argparse.Namespace) -> Cell:
+def _one_probe(cells: list[Cell], probe: str | None, matrix: Path) -> Cell:
     """The plan's cell for `--probe` (its settings from matrix.yaml), else that build with the
     probe swapped in (its cases are the probe's own); without --probe, the one probe matrix.yaml
     names for it."""
-    if args.probe is None:
+    if probe is None:
         if len(cells) > 1:
             names = ", ".join(c.probe for c in cells)
-            raise ConfigError(f"{args.matrix} probes {cells[0].id} with {names}: pick one with "
-                              "--probe NAME")
+            ids = ", ".join(f"{c.id}.{c.probe}" for c in cells)
+            raise ConfigError(f"{matrix} probes {cells[0].id} with {names}: pick one with "
+                              f"--probe NAME, or name the cell with its probe ({ids})")
         return cells[0]
-    same = [c for c in cells if c.probe == args.probe]
-    return same[0] if same else dataclasses.replace(cells[0], probe=args.probe, cases=())
+    same = [c for c in cells if c.probe == probe]
+    return same[0] if same else dataclasses.replace(cells[0], probe=probe, cases=())
 
 
 def _require_torch(cell: Cell, args: argparse.Namespace) -> None:
@@ -162,7 +187,7 @@ def _require_torch(cell: Cell, args: argparse.Namespace) -> None:
         return
     from ..backends.preinstalled import interpreter_of, no_torch_message
 
-    raise CannotTell("cannot tell: " + no_torch_message(
+    raise NoTorch("cannot tell: " + no_torch_message(
         interpreter_of(cell, args.interpreter or host_python())))
 
 

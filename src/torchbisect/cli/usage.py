@@ -12,20 +12,28 @@ import argparse
 import difflib
 import os
 import shlex
+import textwrap
 
 from ..exits import epilog_lines
 
 EXAMPLES = {
     "plan": ["torchbisect plan", "torchbisect plan --offline --json -"],
     "matrix": ["torchbisect matrix --cells 'stable-2.15*'",
-               "torchbisect matrix --backend venv --shard 1/2 --fail-on affected"],
+               "torchbisect matrix --backend venv --shard 1/2 --fail-on affected",
+               "torchbisect matrix   # your own probe: probes/check.py beside matrix.yaml, "
+               "and `probe: check` under its `defaults:`"],
     "probe": ["torchbisect probe", "torchbisect probe --interpreter ~/venv/bin/python",
-              "torchbisect probe stable-2.15.0-cu132-cp312 --json -"],
+              "torchbisect probe stable-2.15.0-cu132-cp312 --json -",
+              "torchbisect probe --probe check   # your own: probes/check.py beside matrix.yaml",
+              "torchbisect probe stable-2.15.0-cu132-cp312.check   # CELL.PROBE, as in plan"],
     "report": ["torchbisect report", "torchbisect report --store shard.sqlite --out site/"],
     "merge": ["torchbisect merge all.sqlite a.sqlite b.sqlite"],
     "bisect": ["torchbisect bisect --good 2025-08-01 --bad 2025-09-15",
                "torchbisect bisect --good 2.9.0 --bad 2.15.0   # releases",
-               "torchbisect bisect --bad '3 days ago' --find-fix --json -"],
+               "torchbisect bisect --bad '3 days ago' --find-fix --json -",
+               "torchbisect bisect --probe check --good 2.9.0 --bad 2.11.0 --cuda auto",
+               "torchbisect bisect --script 'python check.py' --good 2.9.0 --bad 2.11.0 "
+               "--cuda auto"],
     "schema": ["torchbisect schema --check"],
     "bench": ["torchbisect bench"],
     "notify": ["torchbisect notify --summary reports/summary.md"],
@@ -42,10 +50,19 @@ TOP_EXAMPLES = ["torchbisect probe                 # is this interpreter's torch
                 "torchbisect bisect --bad 2025-09-15"]
 
 
+# Where a probe's name is looked up (probe/scripts.py), said by the commands that take one.
+PROBES = ("probes: NAME.py in probes/ beside matrix.yaml, then in the folders TORCHBISECT_PROBES "
+          "names, then the shipped ones (stale_replay, cumsum_64bit); probes/README.md says how "
+          "to write one")
+_TAKE_PROBES = ("matrix", "probe", "bisect", "plan")
+
+
 def epilog(command: str | None) -> str:
     lines = TOP_EXAMPLES if command is None else EXAMPLES.get(command, [])
     shown = "\n".join(f"  {line}" for line in lines)
     statuses = epilog_lines(command)
+    if command in _TAKE_PROBES:
+        statuses = "\n".join(textwrap.wrap(PROBES, 79)) + "\n\n" + statuses
     return f"examples:\n{shown}\n\n{statuses}" if shown else statuses
 
 

@@ -271,8 +271,8 @@ class MatrixConfig(_Strict):
 
     def probe_names(self, entry: RunOptions) -> list[str]:
         """The probes an entry runs: its `probe:` (or `defaults`'), else every one of `probes:`,
-        else the built-in default (stale_replay, or the one probe of a TORCHBISECT_PROBES
-        folder)."""
+        else the built-in default (the shipped stale_replay, whatever the probes folders hold
+        beside it: a user's probe runs where matrix.yaml names it)."""
         named = entry.probe if entry.probe is not None else self.defaults.probe
         if named is not None:
             return list(dict.fromkeys(named))
@@ -280,6 +280,11 @@ class MatrixConfig(_Strict):
 
     def image(self, cuda: str) -> str | None:
         return self.images.get(cuda) or self.images.get("default")
+
+    def names_a_probe(self) -> bool:
+        """Whether the file names any probe (`probes:`, or a `probe:` anywhere); if not, every
+        build is probed by the built-in default."""
+        return bool(self.probes) or any(e.probe is not None for _, e in _entries(self))
 
 
 @dataclass(frozen=True, kw_only=True)

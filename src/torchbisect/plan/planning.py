@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..config.matrix import load_matrix
+from ..config.matrix import MatrixConfig, load_matrix
+from ..defaults import PROBE as DEFAULT_PROBE
 from ..errors import ConfigError, ResolveError
 from ..index.fetch import local_path
 from ..index.tags import host_platform, runner_platform
 from ..model import Plan
+from ..probe.scripts import own_probes
 from ..utils.gpus import driver_version
 from .cost import with_sizes
 from .deps import with_deps
@@ -50,6 +52,7 @@ def plan_and_lock(matrix: Path, *, lock: Path | None = None, previous: Path | No
     With `select` (the globs of --cells) only the entries those can match are resolved, and the
     lock keeps its other cells as they were."""
     config = load_matrix(matrix)
+    unnamed_probes(config, note)
     path = lock_path(matrix, lock=lock)
     locked = Lock.load(path)
     if previous:
@@ -83,7 +86,9 @@ def resolve_plan(matrix: Path, *, lock: Path | None = None, offline: bool = Fals
     missing builds said as they are found; `select` as for `plan_and_lock`; with
     `preinstalled_only`, only the interpreter's own torch (no index, no lock)."""
     if preinstalled_only:
-        return preinstalled_plan(load_matrix(matrix), python=_this_python(),
+        config = load_matrix(matrix)
+        unnamed_probes(config, lambda text: say(f"note: {text}"))
+        return preinstalled_plan(config, python=_this_python(),
                                  platform=host_platform(),
                                  today=datetime.now(timezone.utc).date())
     plan = plan_and_lock(matrix, lock=lock, offline=offline, driver=driver, select=select,
@@ -91,6 +96,18 @@ def resolve_plan(matrix: Path, *, lock: Path | None = None, offline: bool = Fals
     for missing in plan.missing:
         say(f"missing {missing.channel.value} {missing.what}: {missing.reason}")
     return plan
+
+
+def unnamed_probes(config: MatrixConfig, note: Say) -> None:
+    """A user's probes beside matrix.yaml (or in TORCHBISECT_PROBES) that the file does not name
+    do not run: the built-in default does.  Said, with the key that runs them."""
+    if config.names_a_probe():
+        return
+    mine = [n for n in own_probes() if n != DEFAULT_PROBE]
+    if mine:
+        note(f"matrix.yaml names no probe, so {DEFAULT_PROBE} probes every build; your probes "
+             f"folders hold {', '.join(mine)}: to run yours, add `probe: {mine[0]}` (or a list) "
+             "under `defaults:`")
 
 
 def _this_python() -> str:

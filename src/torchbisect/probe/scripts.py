@@ -19,9 +19,12 @@ neither what that run executes nor what its verdict is stored under.
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import hashlib
 import os
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -43,52 +46,151 @@ def _own() -> Path:
 
 
 _OWN = _own()
+ENV = "TORCHBISECT_PROBES"
+# A probe's name is a file's stem, never a path: letters, digits, '_' and '-', dots only between
+# them (`a.` and `a` would be one folder on a site, `..` a way out of the folder).
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*")
+_PLAIN_MAX = 64
+HOW_TO_ADD = (f"put NAME.py in a `probes/` folder beside matrix.yaml, or name a folder of them in "
+              f"{ENV} (several separated by '{os.pathsep}')")
+_project: Path | None = None  # `probes/` beside the matrix.yaml in use; set by `project_probes`
 
 
-def probes_dir() -> Path:
-    """`$TORCHBISECT_PROBES`, else torchbisect's own probes (installed, or the checkout's)."""
-    env = os.environ.get("TORCHBISECT_PROBES")
-    return Path(env) if env else _OWN
+class Origin(enum.Enum):
+    """Where a probes folder comes from, in the order they are searched."""
+
+    PROJECT = "beside matrix.yaml"
+    ENV = ENV
+    SHIPPED = "shipped with torchbisect"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Folder:
+    path: Path
+    origin: Origin
+
+    def __str__(self) -> str:
+        return f"{self.path} ({self.origin.value})"
+
+
+def is_plain(name: str) -> bool:
+    """Whether `name` is a probe's name: a plain file stem, never a path."""
+    return len(name) <= _PLAIN_MAX and _PLAIN.fullmatch(name) is not None
+
+
+@contextlib.contextmanager
+def project_probes(matrix: Path | None) -> Iterator[None]:
+    """While the block runs, the `probes/` folder beside `matrix` (the matrix.yaml in use) is
+    searched first; the CLI wraps each command in it."""
+    global _project
+    before = _project
+    _project = None if matrix is None else Path(os.path.abspath(matrix)).parent / "probes"
+    try:
+        yield
+    finally:
+        _project = before
+
+
+def folders() -> list[Folder]:
+    """The probes folders, in the order they are searched: `probes/` beside the matrix.yaml in use
+    (when there is one), each folder TORCHBISECT_PROBES names, then torchbisect's own.  A folder
+    TORCHBISECT_PROBES names that is missing, or is a file, is one sentence."""
+    found = [Folder(path=_project, origin=Origin.PROJECT)] if _project and _project.is_dir() \
+        else []
+    for entry in os.environ.get(ENV, "").split(os.pathsep):
+        if not entry:
+            continue
+        path = Path(entry).expanduser()
+        if not path.is_dir():
+            what = "is a file, not a folder" if path.exists() else "does not exist"
+            raise ConfigError(f"{ENV} names {entry}, which {what}: name a folder that holds "
+                              f"probe scripts (NAME.py), or unset {ENV}")
+        found.append(Folder(path=path, origin=Origin.ENV))
+    # a folder named twice is searched once; the checkout's `probes/` (beside its matrix.yaml)
+    # is torchbisect's own, searched last as the shipped folder
+    own = _OWN.resolve()
+    kept: dict[Path, Folder] = {}
+    for folder in found:
+        kept.setdefault(folder.path.resolve(), folder)
+    kept.pop(own, None)
+    return [*kept.values(), Folder(path=_OWN, origin=Origin.SHIPPED)]
+
+
+def _searched() -> str:
+    return "; ".join(str(f) for f in folders())
 
 
 def probe_path(name: str = DEFAULT_PROBE) -> Path:
-    """`<folder>/<name>.py`; a name `file:variant` (a --script's `script:<sha12>`) runs `file.py`
-    (the variant tells the runs apart in the store, not the script that makes them)."""
+    """The file of the probe `name`, found in `folders()` in their order; a name `file:variant`
+    (a --script's `script:<sha12>`) runs `file.py` (the variant tells the runs apart in the
+    store, not the script that makes them).  A name is looked up, never joined into a path: one
+    that is not plain, missing, or found twice in the user's folders is one sentence."""
     stem = name.partition(":")[0]
-    folder = _OWN if stem == SCRIPT_PROBE else probes_dir()
-    path = folder / f"{stem}.py"
-    if not path.is_file():
-        where = " (TORCHBISECT_PROBES)" if folder != _OWN else ""
-        raise ConfigError(f"probe {name!r} not found: expected {path} in the probes folder "
-                          f"{folder}{where}; name a probe that is there ({_listed(folder)})")
-    return path
+    if stem == SCRIPT_PROBE:
+        return _OWN / ADAPTER
+    if not is_plain(stem):
+        raise ConfigError(f"probe {_shown(name)} is not a probe's name: a name is a file's stem "
+                          "(letters, digits, '_' and '-', dots only between them), never a path")
+    hits = _hits(stem)
+    if not hits:
+        raise ConfigError(f"probe {name!r} not found: no {stem}.py in the probes folders searched "
+                          f"({_searched()}); {HOW_TO_ADD}; the probes found: "
+                          f"{', '.join(available()) or 'none'}")
+    return hits[0]
+
+
+def _hits(stem: str) -> list[Path]:
+    """`stem.py` in each folder, in order; the user's own file of a shipped probe's name stands
+    in for it, but two different files of the user's folders are one sentence naming both."""
+    hits: list[Path] = []
+    for folder in folders():
+        path = folder.path / f"{stem}.py"
+        if not path.is_file():
+            continue
+        if folder.origin is Origin.SHIPPED and hits:
+            break  # the user's file stands in for the shipped one
+        if hits and not _same_file(hits[0], path):
+            raise ConfigError(f"probe {stem!r} is found twice, {hits[0]} and {path}: rename or "
+                              "remove one, so the name means one file")
+        hits.append(path)
+    return hits
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b) or a.read_bytes() == b.read_bytes()
+    except OSError:
+        return False
+
+
+def _shown(name: str) -> str:
+    return repr(name[:80] + ("…" if len(name) > 80 else ""))
 
 
 def available(folder: Path | None = None) -> list[str]:
-    """The probes a folder holds (its .py files but the adapter), by name."""
-    folder = folder or probes_dir()
-    try:
-        names = sorted(p.stem for p in folder.glob("*.py") if p.is_file())
-    except OSError:
-        return []
-    return [n for n in names if n != SCRIPT_PROBE and not n.startswith("_")]
+    """The probes found (in one folder, or in every folder searched), by name: the .py files
+    whose stems are plain names, but the adapter and `_private` ones."""
+    names: set[str] = set()
+    for path in [folder] if folder is not None else [f.path for f in folders()]:
+        try:
+            names.update(p.stem for p in path.glob("*.py") if p.is_file())
+        except OSError:
+            continue
+    return sorted(n for n in names
+                  if n != SCRIPT_PROBE and not n.startswith("_") and is_plain(n))
+
+
+def own_probes() -> list[str]:
+    """The probes of the user's folders (beside matrix.yaml, TORCHBISECT_PROBES), by name."""
+    return sorted({n for f in folders() if f.origin is not Origin.SHIPPED
+                   for n in available(f.path)})
 
 
 def default_probe() -> str:
-    """The probe a command runs when none is named: `stale_replay`, or, when the probes folder
-    does not hold it, the one probe it holds (a TORCHBISECT_PROBES folder with only the user's
-    script).  A folder of several without `stale_replay` keeps the name, and `probe_path`
-    says which it holds."""
-    folder = probes_dir()
-    if (folder / f"{DEFAULT_PROBE}.py").is_file():
-        return DEFAULT_PROBE
-    names = available(folder)
-    return names[0] if len(names) == 1 else DEFAULT_PROBE
-
-
-def _listed(folder: Path) -> str:
-    names = available(folder)
-    return "it holds " + ", ".join(names) if names else "it holds no .py file"
+    """The probe a command runs when none is named (neither `--probe` nor matrix.yaml's `probe:`
+    or `probes:`): the shipped `stale_replay`, whatever the user's folders hold beside it; a
+    user's `stale_replay.py` stands in for it (`probe_path`)."""
+    return DEFAULT_PROBE
 
 
 def probe_info(name: str = DEFAULT_PROBE) -> ProbeInfo:

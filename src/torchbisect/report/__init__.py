@@ -22,10 +22,13 @@ from typing import Protocol, cast
 
 from .. import cells, defaults
 from ..config.matrix import References
+from ..errors import ConfigError
 from ..model import CellRun, Channel
 from ..outcome import BisectResult
 from ..probe import document
+from ..probe.scripts import is_plain
 from ..utils import owned
+from ..utils.words import visible
 from .documents import SCHEMA_FILES, schema_text
 from .folding import FOLD_DIR
 from .headline import NO_GPU, gpu_of
@@ -35,8 +38,15 @@ from .osv import osv_document
 from .page import PageView
 from .regression import Regression, probe_of, regression_for
 from .results_json import results_document
-from .site import INDEX_JSON, SiteEntry, bisections_of, by_probe, render_index, site_entry
-from .site import folder_of as site_folder
+from .site import (
+    INDEX_JSON,
+    SiteEntry,
+    bisections_of,
+    by_probe,
+    folders_of,
+    render_index,
+    site_entry,
+)
 from .view import build_view
 
 __all__ = ["PageView", "build_view", "render", "render_runs", "results_json"]
@@ -82,12 +92,15 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
     out_dir = Path(out_dir)
     runs = [with_probed_version(r) for r in runs]
     groups = by_probe(runs, probes)
+    # two names of one folder: one sentence naming both
+    folders = folders_of(list(groups) or [probe_of(runs)])
+    _plain_names(groups)
     several = len(groups) > 1
     texts: dict[Path, str] = {}
     entries: list[SiteEntry] = []
     for probe, mine in groups.items() or [(probe_of(runs), runs)]:
         regression = regression_for(probe)
-        folder = out_dir / site_folder(probe) if several else out_dir
+        folder = out_dir / folders[probe] if several else out_dir
         own = bisections_of(probe, groups, bisections) if several else bisections
         page, files_ = _page_files(
             mine, own, folder, regression, generated=generated,
@@ -96,7 +109,7 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
             attendance=attendance, store=store, root=out_dir,
             site_home="../index.html" if several else "")
         texts.update(files_)
-        entries.append(site_entry(page, site_folder(probe)))
+        entries.append(site_entry(page, folders[probe]))
     if several:
         index_html, index_json = render_index(entries, generated=generated, store=store)
         texts[out_dir / "index.html"] = index_html
@@ -135,6 +148,18 @@ def _page_files(runs: list[CellRun], bisections: list[BisectResult], folder: Pat
         **render_fold_pages(page),
     }
     return page, {folder / name: text for name, text in texts.items()}
+
+
+def _plain_names(groups: dict[str, list[CellRun]]) -> None:
+    """A probe's name from a store, a shard or a document is a name, never a path: one that is
+    not plain (`../home/app/settings`) is refused before any file of it is read or published."""
+    for name, runs in groups.items():
+        if not is_plain(name):
+            where = f" (cell {runs[0].cell.id})" if runs else ""
+            raise ConfigError(f"the runs name their probe {visible(repr(name[:80]))}{where}, "
+                              "which is not a probe's name (a plain file stem: letters, digits, "
+                              "'_' and '-', dots only between them): no page is drawn from "
+                              "them; report from a store whose runs torchbisect made")
 
 
 def _none_of(probe: str) -> str:

@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import ConfigError
 from ..model import CellRun
 from ..outcome import BisectResult
 from ..utils.words import visible
@@ -41,8 +42,10 @@ def by_probe(runs: list[CellRun], probes: Sequence[str] = ()) -> dict[str, list[
     return {**groups, **dict(sorted(found.items()))}
 
 
-# What else a published site holds beside the pages (the store, the manual, folds, benchmarks).
-_TAKEN = {"data", "docs", "bench", "logs", "nightlies", "evidence"}
+# What else a published site holds beside the pages (the store, the manual, folds, benchmarks)
+# and the site's own files: a regression's folder never takes one of these names.
+_TAKEN = {"data", "docs", "bench", "logs", "nightlies", "evidence", "index.html",
+          INDEX_JSON.lower()}
 
 
 def folder_of(probe: str) -> str:
@@ -50,6 +53,23 @@ def folder_of(probe: str) -> str:
     the site uses for something else gets `-probe` after it)."""
     name = _FOLDER.sub("-", probe).strip(".-") or "probe"
     return f"{name}-probe" if name.lower() in _TAKEN else name
+
+
+def folders_of(probes: Sequence[str]) -> dict[str, str]:
+    """Each regression's folder, checked: two probes whose names give one folder (`a` and `a.`,
+    or `A` and `a` on a disk that folds case) would share one page, and the index would link
+    one of them to the other's page and OSV record, so that is one sentence naming both."""
+    folders: dict[str, str] = {}
+    taken: dict[str, str] = {}
+    for probe in probes:
+        folder = folder_of(probe)
+        other = taken.setdefault(folder.lower(), probe)
+        if other != probe:
+            raise ConfigError(f"the probes {visible(repr(other))} and {visible(repr(probe))} would "
+                              f"share one regression folder ({folder}/) and so one page: rename "
+                              "one of them, or draw the page from runs of one")
+        folders[probe] = folder
+    return folders
 
 
 def bisections_of(probe: str, groups: dict[str, list[CellRun]],

@@ -27,7 +27,7 @@ from ..store.db import Store
 from ..utils.clock import now
 from ..utils.gpus import Gpu
 from .kind import Roll, check_runner, gpu_names
-from .no_gpu import no_gpu_cells
+from .no_gpu import no_gpu_cells, own_interpreter
 from .options import MatrixOptions
 from .progress import Handler
 from .schedule import run_cells
@@ -123,8 +123,9 @@ def _probe(cells: Sequence[Cell], backend_name: str | None, store: Store,
            roll: Roll | None) -> tuple[list[CellRun], tuple[CellRun, ...]]:
     from ..backends import choose_backend  # imported late: the docker SDK is slow to import
 
-    backend_options = BackendOptions(python=options.interpreter, workdir=options.workdir,
-                                     watcher=handler)
+    # --interpreter, else matrix.yaml's `preinstalled.interpreter` when only it is probed
+    backend_options = BackendOptions(python=options.interpreter or own_interpreter(cells),
+                                     workdir=options.workdir, watcher=handler)
     backend = choose_backend(backend_name, backend_options, say=handler.backend_chosen)
     with finishing(backend, say=handler.note):  # docker: prunes uv's cache volume
         picked = _select(cells, backend, store, slots, options,

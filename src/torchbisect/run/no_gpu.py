@@ -8,7 +8,7 @@ backends/preinstalled.py's.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..backends import capabilities
 from ..backends.preinstalled import (
@@ -58,3 +58,14 @@ def no_gpu_cells(cells: tuple[Cell, ...], *, python: str, backend: str | None, s
     say(f"No GPU is visible (nvidia-smi lists none), so only the torch of {interpreter} is "
         f"probed; {again}")
     return tuple(dataclasses.replace(c, base_image=None) for c in mine), "current"
+
+
+def own_interpreter(cells: Sequence[Cell]) -> str | None:
+    """The interpreter matrix.yaml's `preinstalled.interpreter` names when it is all a run
+    probes (the no-GPU case): the `current` backend runs, and checks, that interpreter's torch,
+    not the one running torchbisect; None otherwise."""
+    named = {c.interpreter for c in cells
+             if c.channel is Channel.PREINSTALLED and not c.base_image}
+    if len(named) != 1 or len(cells) != sum(c.channel is Channel.PREINSTALLED for c in cells):
+        return None
+    return next(iter(named))
