@@ -72,14 +72,14 @@ except (OSError, ValueError, IndexError):
 
 
 def _world(root: Path, script: str, *, torch: Path | None = None, timeout: int = 120) -> Path:
-    """matrix.yaml of one cell (a stand-in torch overlaid) whose probe is `script`, alone in a
-    TORCHBISECT_PROBES folder; returns the probe's file."""
+    """matrix.yaml of one cell (a stand-in torch overlaid) whose probe, named by the matrix, is
+    `script` in the `probes/` folder beside it; returns the probe's file."""
     wheel = torch or fake_torch_wheel(root / "wheels", "2.99.0+cpu")
     (root / "probes").mkdir(parents=True, exist_ok=True)
     probe = root / "probes" / "my_bug.py"
     probe.write_text(script)
     (root / "matrix.yaml").write_text(
-        f"defaults:\n  timeout: {timeout}\n"
+        f"defaults:\n  timeout: {timeout}\n  probe: my_bug\n"
         f"dev:\n  - wheel: {wheel}\n    name: k0\n    overlay: true\n")
     return probe
 
