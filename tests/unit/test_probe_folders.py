@@ -145,3 +145,24 @@ def test_plan_says_when_the_users_probes_are_not_named_and_how_to_run_them(proje
     assert call("plan", "--offline") == 0
     said = capsys.readouterr()
     assert "names no probe" not in said.out + said.err and "preinstalled.mine" in said.out
+
+
+def test_a_users_file_of_a_shipped_probes_name_is_said_with_both_files(project, capsys,
+                                                                      monkeypatch):
+    """The user's stale_replay.py runs in place of the shipped one (a stand-in is how a probe is
+    tried), but the name is found twice, so plan says which file runs and which it hides."""
+    from helpers.cli import call
+
+    (project / "probes" / "stale_replay.py").write_text('"""a stand-in of my own"""\n')
+    monkeypatch.chdir(project)
+    assert call("plan", "--offline") == 0
+    said = capsys.readouterr()
+    text = said.out + said.err
+    assert "probe 'stale_replay' is found twice: your " \
+           f"{project / 'probes' / 'stale_replay.py'} runs in place of the shipped " \
+           f"{SHIPPED / 'stale_replay.py'}" in text
+    # a byte-identical copy hides nothing: no word of it
+    (project / "probes" / "stale_replay.py").write_bytes((SHIPPED / "stale_replay.py").read_bytes())
+    assert call("plan", "--offline") == 0
+    said = capsys.readouterr()
+    assert "found twice" not in said.out + said.err

@@ -21,7 +21,7 @@ from ..errors import ConfigError, ResolveError
 from ..index.fetch import local_path
 from ..index.tags import host_platform, runner_platform
 from ..model import Plan
-from ..probe.scripts import own_probes
+from ..probe.scripts import own_probes, stand_ins
 from ..utils.gpus import driver_version
 from .cost import with_sizes
 from .deps import with_deps
@@ -100,7 +100,11 @@ def resolve_plan(matrix: Path, *, lock: Path | None = None, offline: bool = Fals
 
 def unnamed_probes(config: MatrixConfig, note: Say) -> None:
     """A user's probes beside matrix.yaml (or in TORCHBISECT_PROBES) that the file does not name
-    do not run: the built-in default does.  Said, with the key that runs them."""
+    do not run: the built-in default does.  Said, with the key that runs them; and a user's file
+    of a shipped probe's name, which runs in its place, is said with both files."""
+    for mine, shipped in stand_ins():
+        note(f"probe {mine.stem!r} is found twice: your {mine} runs in place of the shipped "
+             f"{shipped}; rename yours to keep both")
     if config.names_a_probe():
         return
     mine = [n for n in own_probes() if n != DEFAULT_PROBE]

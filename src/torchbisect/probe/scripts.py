@@ -186,6 +186,18 @@ def own_probes() -> list[str]:
                    for n in available(f.path)})
 
 
+def stand_ins() -> list[tuple[Path, Path]]:
+    """(the user's file, the shipped file) for each shipped probe a file of the user's folders
+    stands in for: the name is found twice, and the command says so (`plan.unnamed_probes`)."""
+    shipped = [f for f in folders() if f.origin is Origin.SHIPPED][0].path
+    pairs = []
+    for name in available(shipped):
+        mine = _hits(name)[0]
+        if not _same_file(mine, shipped / f"{name}.py"):
+            pairs.append((mine, shipped / f"{name}.py"))
+    return pairs
+
+
 def default_probe() -> str:
     """The probe a command runs when none is named (neither `--probe` nor matrix.yaml's `probe:`
     or `probes:`): the shipped `stale_replay`, whatever the user's folders hold beside it; a
