@@ -38,11 +38,10 @@ from .headline import (
     Headline,
     NightlyEdge,
     affected_ranges,
-    fixed_release,
+    course_of,
     gpu_of,
-    introduced_after,
     is_release,
-    release_states,
+    without_api_sentence,
 )
 from .regression import Regression, probe_of, regression_for
 from .timeline import safe_url
@@ -66,25 +65,35 @@ def pypi_events(releases: list[CellRun], api: str = "") -> tuple[
     `introduced` is where the regression begins only when the release before it was measured
     without `api` (the probe's REQUIRES_API); else it is the first affected release that was
     tested, and the record says which."""
-    states = release_states(releases, api)
+    course = course_of(releases, api)
+    states = list(course.states)
     ranges = affected_ranges(states)
     events = [{key: version} for first, last in ranges
               for key, version in (("introduced", first), ("last_affected", last))]
-    if fixed := fixed_release(states, releases):
-        events[-1] = {"fixed": fixed}
+    if course.fixed:
+        events[-1] = {"fixed": course.fixed}
     affected = [v for v, s in states if s == "bad"]
     measured = [v for v, _ in states]
-    absent = tuple(v for v, s in states if s == "absent")
     basis = {}
     for first, _ in ranges:
-        since = introduced_after(((first, first),), measured, absent)
         before = measured[measured.index(first) - 1] if measured.index(first) else ""
-        basis[first] = (f"the first release with {api}: {since} was measured "
-                        "without it") if since else (
+        # the first release with the API only when the one just before it, with nothing the
+        # store knows of between them, was measured without it (and no older one was affected)
+        since = before if (before and course.state(before) == "absent"
+                           and not course.between(before, first)
+                           and course.since == first and course.exact and not course.again) else ""
+        basis[first] = _since_api(without_api_sentence(first, since, api)) if since else (
             f"the oldest affected release tested; {before} before it was measured "
             f"{_measured(dict(states)[before], api)}" if before else
             "the oldest release tested: older ones were not tested")
     return events, affected, [v for v, s in states if s != "unknown"], basis
+
+
+def _since_api(sentence: str) -> str:
+    """"releases before 2.3.0 have no torch.foo: 2.2.2 was …" as the record has said it:
+    "the first release with torch.foo: 2.2.2 was …"."""
+    head, _, tail = sentence.partition(": ")
+    return f"the first release with {head.split(' have no ', 1)[1]}: {tail}"
 
 
 def _measured(state: str, api: str) -> str:
