@@ -248,6 +248,11 @@ def check_fix_line(line: str, t: Truth) -> None:
     elif m := re.fullmatch(r"no fixed release yet \(every tested release up to (\S+) is "
                            r"affected\)", release):
         assert m[1] == n and t.tested == t.affected
+    elif m := re.fullmatch(r"no fixed release yet \(every tested release from (\S+) up to (\S+) "
+                           r"is affected\)", release):
+        assert m[2] == n == t.tested[-1] and m[1] in t.affected
+        assert [v for v in t.tested if _key(v) >= _key(m[1])] == [
+            v for v in t.affected if _key(v) >= _key(m[1])]
     elif m := re.fullmatch(r"no fixed release yet: (\S+), the newest release measured, is "
                            r"affected( again \((\S+) was measured not affected after an affected "
                            r"one\))?", release):

@@ -65,6 +65,9 @@ def fix_line(h: Headline) -> str:
             release += f", nor {c.later_good} on {_listed(c.unfixed)}"
     elif all(s == "bad" for v, s in c.states if v in h.tested):
         release = f"no fixed release yet (every tested release up to {newest} is affected)"
+    elif not c.again and c.since != newest:  # measured not affected only before `since`
+        release = (f"no fixed release yet (every tested release from {c.since} up to {newest} "
+                   "is affected)")
     else:
         release = f"no fixed release yet: {newest}, the newest release measured, is affected"
         if c.again:
