@@ -157,6 +157,24 @@ def check_osv(doc: dict, history: History) -> None:
     # nothing claimed affected was measured not affected, and every affected release is claimed
     assert not claimed & set(t.good), (events, t.state)
     assert set(t.affected) <= claimed
+    # what each `introduced` rests on
+    basis = pypi[0]["database_specific"]["introduced"] if pypi else {}
+    assert list(basis) == [e["introduced"] for e in events[::2]]
+    probed = t.tested + t.unclear
+    for first, why in basis.items():
+        earlier = [v for v in sorted(probed, key=_key) if _key(v) < _key(first)]
+        if why == "the oldest release tested: older ones were not tested":
+            assert not earlier
+            continue
+        m = re.fullmatch(r"(the oldest affected release tested); (\S+) before it was measured "
+                         r"(.+)|the first affected release tested after (\S+), which was "
+                         r"measured (.+)", why)
+        assert m, why
+        before, said = (m[2], m[3]) if m[1] else (m[4], m[5])
+        assert before == earlier[-1]
+        assert said == {"good": "not affected", "unknown": "without a verdict"}[t.state[before]]
+        if m[1]:  # the oldest: no release before it was affected
+            assert not [v for v in earlier if v in t.affected]
     # `fixed` only where the fix was measured on every configuration that was affected
     assert fixed == (t.fixed or None), (events, t.config)
     assert found["database_specific"]["fixed_version"] == (t.fixed or None)

@@ -40,11 +40,6 @@ def upstream_search(regression: Regression) -> str:
     return f"https://github.com/pytorch/pytorch/issues?q=is%3Aissue+{quote_plus(words)}"
 
 
-def first_good_release(h: Headline) -> str:
-    """The first release after the newest affected one measured not affected, or ""."""
-    return h.course.later_good
-
-
 def fix_line(h: Headline) -> str:
     """"Fixed builds", from the headline's course: every clause is what was measured."""
     c = h.course

@@ -315,17 +315,6 @@ def without_api_sentence(first: str, since: str, api: str) -> str:
     return f"releases before {first} have no {api}: {since} was measured without it"
 
 
-def introduced_after(ranges: tuple[tuple[str, str], ...], probed: list[str],
-                     absent: tuple[str, ...]) -> str:
-    """The release just before the first affected one when it was measured without the API the
-    probe needs (so the regression begins there, as far as releases go); else "" (the first
-    affected release is only the first one tested, or one measured good or unclear precedes it)."""
-    if not ranges or ranges[0][0] not in probed:
-        return ""
-    index = probed.index(ranges[0][0])
-    return probed[index - 1] if index and probed[index - 1] in absent else ""
-
-
 def _span(versions: tuple[str, ...]) -> str:
     return versions[0] if len(versions) == 1 else f"{versions[0]} – {versions[-1]}"
 

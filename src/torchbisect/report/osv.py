@@ -41,7 +41,6 @@ from .headline import (
     course_of,
     gpu_of,
     is_release,
-    without_api_sentence,
 )
 from .regression import Regression, probe_of, regression_for
 from .timeline import safe_url
@@ -82,18 +81,14 @@ def pypi_events(releases: list[CellRun], api: str = "") -> tuple[
         since = before if (before and course.state(before) == "absent"
                            and not course.between(before, first)
                            and course.since == first and course.exact and not course.again) else ""
-        basis[first] = _since_api(without_api_sentence(first, since, api)) if since else (
-            f"the oldest affected release tested; {before} before it was measured "
-            f"{_measured(dict(states)[before], api)}" if before else
-            "the oldest release tested: older ones were not tested")
+        measured_as = _measured(dict(states)[before], api) if before else ""
+        basis[first] = f"the first release with {api}: {since} was measured without it" if (
+            since) else (
+            f"the oldest affected release tested; {before} before it was measured {measured_as}"
+            if before and first == ranges[0][0] else
+            f"the first affected release tested after {before}, which was measured {measured_as}"
+            if before else "the oldest release tested: older ones were not tested")
     return events, affected, [v for v, s in states if s != "unknown"], basis
-
-
-def _since_api(sentence: str) -> str:
-    """"releases before 2.3.0 have no torch.foo: 2.2.2 was …" as the record has said it:
-    "the first release with torch.foo: 2.2.2 was …"."""
-    head, _, tail = sentence.partition(": ")
-    return f"the first release with {head.split(' have no ', 1)[1]}: {tail}"
 
 
 def _measured(state: str, api: str) -> str:
