@@ -43,7 +43,10 @@ OUTCOMES = {
     "good": {"capture_data_ptr": (0, 5), "capture_write": (0, 5)},
     "refused": {"capture_data_ptr": Verdict.REFUSED},  # a clear error: not affected
     "error": {"capture_data_ptr": Verdict.ERROR},  # probed, no verdict
+    # measured without the API the probe needs (its REQUIRES_API): the regression cannot be there
+    "absent": {name: Verdict.NOT_APPLICABLE for name in ("capture_data_ptr", "capture_write")},
 }
+API = "torch._lazy_clone"  # stale_replay's REQUIRES_API, named in an absent build's details
 # Real releases, so versions keep their gaps (2.10 → 2.12 skips a minor series).
 RELEASES = ("2.3.0", "2.3.1", "2.4.0", "2.5.0", "2.5.1", "2.6.0", "2.7.0", "2.8.0", "2.9.0",
             "2.9.1", "2.10.0", "2.12.0", "2.12.1", "2.13.0", "2.14.0", "2.14.1", "2.15.0")
@@ -55,7 +58,8 @@ History = list[tuple[str, Config, str]]  # (release, (GPU, CUDA tag), outcome)
 
 def runs_of(history: History):
     return [run(f"{v}+{tag}", infra="wheel download: HTTP 503", gpu=gpu) if o == "infra"
-            else run(f"{v}+{tag}", OUTCOMES[o], gpu=gpu) for v, (gpu, tag), o in history]
+            else run(f"{v}+{tag}", OUTCOMES[o], gpu=gpu, detail=f"{API} is absent in this build"
+                     if o == "absent" else "") for v, (gpu, tag), o in history]
 
 
 # --- the oracle: what the verdicts say, computed here, not by the product ---------------------
@@ -79,17 +83,20 @@ class Truth:
         self.config: dict[tuple[str, Config], str] = {}
         for v, c, o in rows:
             if o != "infra":
-                self.config[(v, c)] = {"bad": "bad", "good": "good", "refused": "good"}.get(
-                    o, "unknown")
+                self.config[(v, c)] = {"bad": "bad", "good": "good", "refused": "good",
+                                       "absent": "absent"}.get(o, "unknown")
         self.state: dict[str, str] = {}
         for v in self.known:
             said = [s for (w, _), s in self.config.items() if w == v]
             if said:
                 self.state[v] = ("bad" if "bad" in said else
-                                 "good" if all(s == "good" for s in said) else "unknown")
+                                 "good" if all(s == "good" for s in said) else
+                                 "absent" if all(s == "absent" for s in said) else "unknown")
         self.affected = [v for v in self.known if self.state.get(v) == "bad"]
         self.good = [v for v in self.known if self.state.get(v) == "good"]
-        self.tested = [v for v in self.known if self.state.get(v) in ("good", "bad")]
+        self.absent = [v for v in self.known if self.state.get(v) == "absent"]
+        self.quiet = sorted(self.good + self.absent, key=_key)  # measured not affected
+        self.tested = [v for v in self.known if self.state.get(v) in ("good", "bad", "absent")]
         self.unclear = [v for v in self.known if self.state.get(v) == "unknown"]
 
     def next_known(self, version: str) -> str:
@@ -120,7 +127,7 @@ class Truth:
         the newest affected one, that release) — ("", "") when no release before it was."""
         if not self.affected:
             return "", ""
-        quiet = [v for v in self.good if _key(v) < _key(self.newest_affected)]
+        quiet = [v for v in self.quiet if _key(v) < _key(self.newest_affected)]
         if not quiet:
             return "", ""
         after = quiet[-1]
@@ -133,7 +140,8 @@ class Truth:
         said = [s for (v, c), s in self.config.items() if v == version and c[0] == gpu]
         if not said:
             return ""
-        return "bad" if "bad" in said else "good" if all(s == "good" for s in said) else "unknown"
+        return ("bad" if "bad" in said else "good" if all(s == "good" for s in said) else
+                "absent" if all(s == "absent" for s in said) else "unknown")
 
 
 # --- the checks -------------------------------------------------------------------------------
@@ -155,7 +163,7 @@ def check_osv(doc: dict, history: History) -> None:
             span = [v for v in RELEASES if _key(first) <= _key(v) <= _key(end["last_affected"])]
         claimed |= set(span)
     # nothing claimed affected was measured not affected, and every affected release is claimed
-    assert not claimed & set(t.good), (events, t.state)
+    assert not claimed & set(t.quiet), (events, t.state)
     assert set(t.affected) <= claimed
     # what each `introduced` rests on
     basis = pypi[0]["database_specific"]["introduced"] if pypi else {}
@@ -166,13 +174,20 @@ def check_osv(doc: dict, history: History) -> None:
         if why == "the oldest release tested: older ones were not tested":
             assert not earlier
             continue
+        if m := re.fullmatch(rf"the first release with {re.escape(API)}: (\S+) was measured "
+                             r"without it", why):
+            assert m[1] == earlier[-1] and m[1] in t.absent
+            assert t.next_known(m[1]) == first and not _gap(m[1], first)
+            assert not [v for v in earlier if v in t.affected]
+            continue
         m = re.fullmatch(r"(the oldest affected release tested); (\S+) before it was measured "
                          r"(.+)|the first affected release tested after (\S+), which was "
                          r"measured (.+)", why)
         assert m, why
         before, said = (m[2], m[3]) if m[1] else (m[4], m[5])
         assert before == earlier[-1]
-        assert said == {"good": "not affected", "unknown": "without a verdict"}[t.state[before]]
+        assert said == {"good": "not affected", "unknown": "without a verdict",
+                        "absent": f"without {API}"}[t.state[before]]
         if m[1]:  # the oldest: no release before it was affected
             assert not [v for v in earlier if v in t.affected]
     # `fixed` only where the fix was measured on every configuration that was affected
@@ -195,7 +210,7 @@ def check_results(doc: dict, history: History) -> None:
         inside = {v for first, last in h["affected_ranges"] for v in t.known
                   if _key(first) <= _key(v) <= _key(last)}
         assert {v for r in h["affected_ranges"] for v in r} <= set(t.affected)
-        assert set(t.affected) <= inside and not inside & set(t.good)
+        assert set(t.affected) <= inside and not inside & set(t.quiet)
         release, after = t.since()
         since = h.get("since")
         if not after:
@@ -210,22 +225,26 @@ def check_scope(text: str, t: Truth, *, pooled: bool) -> None:
     """What the headline says it does not cover, or where the newest affected stretch began."""
     release, after = t.since()
     again = "again " if after and any(_key(v) < _key(after) for v in t.affected) else ""
-    if m := re.fullmatch(r"(again )?since (\S+): (\S+) before it was measured not affected",
-                         text):
-        assert (m[1] or "", m[2], m[3]) == (again, release, after)
+    measured = f"without {API}" if t.state.get(after) == "absent" else "not affected"
+    if m := re.fullmatch(r"releases before (\S+) have no torch\._lazy_clone: (\S+) was measured "
+                         r"without it", text):
+        assert (m[1], m[2]) == (release, after) and after in t.absent and not again
         assert t.next_known(after) == release and not _gap(after, release)
-        assert t.affected_on(release) <= {g for g in t.affected_on(release)
-                                          if t.gpu_state(after, g) == "good"}
+    elif m := re.fullmatch(r"(again )?since (\S+): (\S+) before it was measured (.+)", text):
+        assert (m[1] or "", m[2], m[3], m[4]) == (again, release, after, measured)
+        assert t.next_known(after) == release and not _gap(after, release)
+        assert all(t.gpu_state(after, g) in ("good", "absent") for g in t.affected_on(release))
     elif m := re.fullmatch(r"(again )?since (\S+) or an unmeasured release after (\S+): \3 was "
-                           r"measured not affected", text):
-        assert (m[1] or "", m[2], m[3]) == (again, release, after)
+                           r"measured (.+)", text):
+        assert (m[1] or "", m[2], m[3], m[4]) == (again, release, after, measured)
         assert t.next_known(after) != release or _gap(after, release)
         assert not [v for v in t.between(after, release) if t.state.get(v) in ("good", "bad")]
-    elif m := re.fullmatch(r"(again )?since (\S+) at the latest: (\S+) was measured not "
-                           r"affected, but not on (.+), where \2 is affected", text):
-        assert pooled and (m[1] or "", m[2], m[3]) == (again, release, after)
-        named = set(re.split(r", | and ", m[4]))
-        assert named == {g for g in t.affected_on(release) if t.gpu_state(after, g) != "good"}
+    elif m := re.fullmatch(r"(again )?since (\S+) at the latest: (\S+) was measured (.+), but "
+                           r"not on (.+), where \2 is affected", text):
+        assert pooled and (m[1] or "", m[2], m[3], m[4]) == (again, release, after, measured)
+        named = set(re.split(r", | and ", m[5]))
+        assert named == {g for g in t.affected_on(release)
+                         if t.gpu_state(after, g) not in ("good", "absent")}
         assert named
     elif text == "no release was tested":
         assert not t.tested and not t.unclear
@@ -274,12 +293,12 @@ def check_fix_line(line: str, t: Truth) -> None:
     elif m := re.fullmatch(r"no fixed release yet: (\S+), the newest release measured, is "
                            r"affected( again \((\S+) was measured not affected after an affected "
                            r"one\))?", release):
-        assert m[1] == n == t.tested[-1] and t.good
+        assert m[1] == n == t.tested[-1] and t.quiet
         if m[2]:
-            assert m[3] in t.good and _key(m[3]) < _key(n)
+            assert m[3] in t.quiet and _key(m[3]) < _key(n)
             assert any(_key(v) < _key(m[3]) for v in t.affected)
         else:
-            assert not any(_key(g) > _key(t.affected[0]) for g in t.good), line
+            assert not any(_key(g) > _key(t.affected[0]) for g in t.quiet), line
     elif m := re.fullmatch(r"(\S+) was measured not affected, but not on (.+), which (?:was|were) "
                            r"measured affected", release):
         assert m[1] == t.next_known(n) and m[1] in t.good and not t.fixed
@@ -331,7 +350,7 @@ def _whose(line: str, history: History, gpus: list[str]) -> tuple[str, Truth]:
 
 
 _MD_WORD = {"affected": "affected", "not_affected": "ok", "refused": "refused", "error": "error",
-            None: "infra failure"}
+            "not_applicable": "n/a", None: "infra failure"}
 
 
 def check_markdown(md: str, history: History, gpus: list[str], runs) -> None:
@@ -361,7 +380,8 @@ def check_markdown(md: str, history: History, gpus: list[str], runs) -> None:
 
 def _word(cell: str) -> str:
     """The verdict a Markdown cell names ("✓ ok", "⚠ infra failure: x")."""
-    return next(w for w in ("infra failure", "refused", "error", "ok", "affected") if w in cell)
+    return next(w for w in ("infra failure", "refused", "error", "ok", "n/a", "affected")
+                if w in cell)
 
 
 def check_all(history: History) -> None:
@@ -398,14 +418,18 @@ OUTCOME = st.sampled_from(("good", "bad", "good", "bad", "refused", "error", "in
 
 
 @st.composite
-def histories(draw, gpus=(H200,), tags=("cu130",)) -> History:
+def histories(draw, gpus=(H200,), tags=("cu130",), absent: bool = False) -> History:
+    """Releases measured on some configurations each; with `absent`, the oldest few measured
+    without the API (as 2.2.2 is without torch._lazy_clone), or not at all."""
     versions = sorted(draw(st.sets(st.sampled_from(RELEASES), min_size=1, max_size=7)), key=_key)
     configs = [(g, t) for g in gpus for t in tags]
+    without = draw(st.integers(0, min(2, len(versions)))) if absent else 0
     history: History = []
-    for v in versions:
+    for i, v in enumerate(versions):
         measured = draw(st.lists(st.sampled_from(configs), min_size=1, max_size=len(configs),
                                  unique=True))
-        history += [(v, c, draw(OUTCOME)) for c in sorted(measured)]
+        outcome = st.sampled_from(("absent", "absent", "infra")) if i < without else OUTCOME
+        history += [(v, c, draw(outcome)) for c in sorted(measured)]
     return history
 
 
@@ -428,6 +452,12 @@ def test_every_claim_is_true_per_gpu_model_and_cuda_tag(history):
     check_all(history)
 
 
+@PROPERTY
+@given(histories(gpus=(H200, H100), tags=("cu130",), absent=True))
+def test_every_claim_is_true_after_releases_measured_without_the_api(history):
+    check_all(history)
+
+
 # --- the histories the issues name, each once (they fail on the code before 52.3 / 53.3) -------
 
 def _h(*steps: tuple[str, str], config: Config = (H200, "cu130")) -> History:
@@ -444,7 +474,20 @@ NAMED = {
     "good, bad, good, bad": _h(("2.10.0", "good"), ("2.12.0", "good"), ("2.12.1", "bad"),
                                ("2.13.0", "good"), ("2.14.0", "bad")),
     "a gap never measured": _h(("2.12.0", "good"), ("2.12.1", "infra"), ("2.13.0", "bad")),
+    "without the API, then affected": _h(("2.3.0", "absent"), ("2.3.1", "bad")),
+    "without the API, a gap, then affected": _h(("2.3.0", "absent"), ("2.3.1", "infra"),
+                                                ("2.4.0", "bad"), ("2.5.0", "good")),
 }
+
+
+def test_a_release_measured_without_the_api_is_where_the_regression_begins_only_next_to_it():
+    page = _page(NAMED["without the API, then affected"])
+    assert page.sections[0].headline.untested == (
+        "releases before 2.3.1 have no torch._lazy_clone: 2.3.0 was measured without it")
+    gap = _page(NAMED["without the API, a gap, then affected"])
+    assert gap.sections[0].headline.untested == (
+        "since 2.4.0 or an unmeasured release after 2.3.0: 2.3.0 was measured without "
+        "torch._lazy_clone")
 
 
 @pytest.mark.parametrize("name", NAMED)
