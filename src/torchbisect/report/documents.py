@@ -103,7 +103,8 @@ class SinceJson(TypedDict):
     __pydantic_config__ = _CLOSED
     release: str  # its first affected release
     after: str  # the release before it measured not affected (or without the API)
-    exact: bool  # nothing the store knows of lies between them unmeasured
+    exact: bool  # nothing the store knows of lies between them unmeasured, and `after` was
+    # measured on every GPU model affected at `release`
     again: bool  # an older release was affected: the regression came back
 
 

@@ -81,7 +81,8 @@ def _headline(h: Headline) -> dict[str, Any]:
 def _since(h: Headline) -> dict[str, Any] | None:
     """Where the newest affected stretch began: `release` is its first affected release, `after`
     the release before it measured not affected (or without the API); `exact` when nothing
-    lies between them unmeasured.  None without an affected release or one before it."""
+    lies between them unmeasured and `after` was measured on every GPU model affected at
+    `release`.  None without an affected release or one measured not affected before it."""
     c = h.course
     if not c.newest_affected or not c.after:
         return None
