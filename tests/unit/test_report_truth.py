@@ -544,6 +544,8 @@ def test_a_fix_seen_on_another_cuda_tag_is_no_fix():
                ("2.15.0", (H200, "cu130"), "good")]
     doc = osv_document(runs_of(history), [], generated=NOW)
     assert doc["affected"][0]["ranges"][0]["events"][-1] == {"last_affected": "2.14.0"}
+    assert doc["affected"][0]["database_specific"]["fix_not_measured_on"] == {
+        "release": "2.15.0", "configurations": ["cu126"]}
     page = _page(history)
     assert page.sections[0].headline.claim == "2.14.0 affected on NVIDIA H200"
     assert page.advice.fixes == ("2.15.0 was measured not affected, but not on cu126, which was "

@@ -35,6 +35,7 @@ from ..model import CellRun
 from ..outcome import BisectResult, Direction
 from .advice import upstream_of, upstream_search
 from .headline import (
+    Course,
     Headline,
     NightlyEdge,
     affected_ranges,
@@ -235,12 +236,23 @@ def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generat
                                   "gpus": gpus, "differs_between_gpus": list(differences),
                                   "per_gpu": {h.gpu: _per_gpu(h) for h in headlines},
                                   "fixed_version": _fixed(events),
+                                  **_fix_unmeasured(course_of(releases,
+                                                              regression.requires_api)),
                                   "probe": regression.probe, "source": "torchbisect"},
         }],
         "references": references(links or References(), bisections, regression),
     }
     head = {k: doc.pop(k) for k in ("schema_version", "id")}
     return {**head, **_stamps({**head, **doc}, previous or {}, runs, generated), **doc}
+
+
+def _fix_unmeasured(course: Course) -> dict[str, Any]:
+    """Why a release measured not affected right after the newest affected one is no `fixed`:
+    the GPU models and CUDA tags that were affected and that it was not measured on."""
+    if course.fixed or not course.later_adjacent or not course.unfixed:
+        return {}
+    return {"fix_not_measured_on": {"release": course.later_good,
+                                    "configurations": list(course.unfixed)}}
 
 
 def _described(regression: Regression) -> str:
