@@ -314,7 +314,11 @@ def _text(html: str) -> str:
     return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
 
 
-def check_html(html: str, history: History, gpus: list[str]) -> None:
+_BADGE = {"affected": "affected", "not_affected": "not affected", "refused": "refused",
+          "error": "error", "not_applicable": "not applicable", None: "infra failure"}
+
+
+def check_html(html: str, history: History, gpus: list[str], runs) -> None:
     heads = re.findall(r'<div class="headline[^"]*"((?: data-[\w-]+="[^"]*")+)>\s*'
                        r'<p class="big">(.*?)</p>\s*<ul>\s*<li class="scope">(.*?)</li>', html,
                        re.S)
@@ -332,6 +336,16 @@ def check_html(html: str, history: History, gpus: list[str]) -> None:
             assert data["since"] == release and t.next_known(after) == release
         check_claim(unescape(claim), t)
         check_scope(unescape(scope), t, pooled=False)
+    # each headline's badges count its GPU's runs by verdict (the issue's "not affected × 3")
+    for block in html.split('<div class="headline')[1:len(gpus) + 1]:
+        gpu = unescape(re.search(r'data-gpu="([^"]*)"', block)[1])
+        chips = re.search(r'<ul class="chips">(.*?)</ul>', block, re.S)[1]
+        shown = {unescape(w).strip(): int(n) for w, n in re.findall(
+            r'<li class="badge v-\w+">\S+ ([^<]*?)(?: \([^)]*\))?\s*<span class="n">× (\d+)',
+            chips)}
+        want = Counter(_BADGE[r.verdict.value if r.verdict else None]
+                       for r in runs if r.gpu_model == gpu)
+        assert shown == dict(want), (gpu, chips)
     todo = re.search(r"<dt>Fixed builds</dt>\s*<dd>(.*?)</dd>", html, re.S)
     lines = re.findall(r'<span class="line">(.*?)\.</span>', todo[1])
     for line in lines:
@@ -396,7 +410,7 @@ def check_all(history: History) -> None:
     # the sentences first, then the data beside them
     check_markdown(md, history, gpus, runs)
     check_osv(osv, history)
-    check_html(html, history, gpus)
+    check_html(html, history, gpus, runs)
     check_results(results, history)
     if len(gpus) > 1:  # the page's title: what holds across the models, as the record says it
         t = Truth(history)
