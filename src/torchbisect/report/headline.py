@@ -9,8 +9,9 @@ measured not affected after the last one measured affected, with no release the 
 between them left without a verdict, and measured not affected on every configuration (GPU model
 and CUDA tag) that was ever measured affected: a build measured on another GPU or tag is no
 answer for the one that was affected.  Where the newest affected stretch began ("since") is said
-the same way: exact only when the release before it was measured not affected, on the
-configurations affected there, with nothing the store knows of between them; else as a bound.
+the same way: exact only when the release before it was measured not affected, on the GPU
+models affected there, with nothing the store knows of between them; else as a bound (per GPU
+model, not per tag: under `cuda: auto` each release is measured in its own newest tag).
 Which API a probe needs (its `REQUIRES_API`) comes from the probe file; a release measured without
 it is where the regression cannot be yet.
 """
@@ -146,7 +147,7 @@ class Course:
     since: str = ""  # the first affected release after `after`; the first affected without one
     after: str = ""  # the newest release measured not affected (or without the API) before
     # `newest_affected`, "" when none was
-    exact: bool = False  # `after` is the release just before `since`, measured on its configs
+    exact: bool = False  # `after` is the release just before `since`, measured on its GPUs
     again: bool = False  # a release older than `after` was affected: the regression came back
     uncovered: tuple[str, ...] = ()  # GPU models affected at `since` not measured at `after`
     later_good: str = ""  # the first release after `newest_affected` measured not affected
