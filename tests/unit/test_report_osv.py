@@ -435,6 +435,12 @@ SPANS = {
     "a measured fix": [run("2.4.1+cu124", BAD), run("2.5.0+cu124", BAD), run("2.5.1+cu124", GOOD)],
     "a fix behind an unmeasured release": [run("2.4.0+cu124", BAD), run("2.4.1+cu124", infra="x"),
                                            run("2.5.0+cu124", GOOD)],
+    # issue 53.3: a fix measured on another GPU model, or on another CUDA tag, is no fix of the
+    # one that was affected: `fixed: 2.15.0` would have a scanner count 2.14.1 as well
+    "a fix on another gpu only": [run("2.14.0+cu130", BAD),
+                                  run("2.15.0+cu130", GOOD, gpu="NVIDIA A100")],
+    "a fix on another tag only": [run("2.14.0+cu126", BAD), run("2.14.0+cu130", BAD),
+                                  run("2.15.0+cu130", GOOD)],
 }
 
 
@@ -466,6 +472,9 @@ def test_a_scanner_expanding_each_record_gets_exactly_the_measured_span(osv_pyth
     assert ranges["a-measured-fix"][0]["events"][-1] == {"fixed": "2.5.1"}
     assert ranges["a-fix-behind-an-unmeasured-release"][0]["events"][-1] == {
         "last_affected": "2.4.0"}
+    for name in ("a-fix-on-another-gpu-only", "a-fix-on-another-tag-only"):
+        assert ranges[name][0]["events"] == [{"introduced": "2.14.0"},
+                                             {"last_affected": "2.14.0"}]
 
 
 # --- since when: a release measured without torch._lazy_clone (issue 31) -------------------------
@@ -527,5 +536,7 @@ def test_a_release_between_that_was_not_measured_keeps_the_range_open_at_the_fir
     runs = _since("torch._lazy_clone is absent in this build", "2.3.0+cu121")
     runs.insert(1, run("2.2.9+cu121", infra="wheel download: HTTP 503"))
     basis = _ecosystem(osv_document(runs, [], generated=NOW))["database_specific"]["introduced"]
-    assert basis == {"2.3.0": "the first release with torch._lazy_clone: 2.2.2 was measured "
-                              "without it"}  # an infrastructure failure says nothing either way
+    # an infrastructure failure says nothing either way: 2.2.9 may have the API, so 2.3.0 is
+    # not called the first release with it (issue 52.3: a gap never measured)
+    assert basis == {"2.3.0": "the oldest affected release tested; 2.2.2 before it was measured "
+                              "without torch._lazy_clone"}

@@ -39,13 +39,15 @@ def test_headline_is_the_range_of_affected_stable_releases():
             run("2.10.0+cu128", GOOD), run("2.16.0.dev20260301+cu132", GOOD),
             run("2.9.0+cu128", BAD, channel=Channel.TEST)]  # rc and nightly do not count
     assert build_headline("NVIDIA H200", runs, []).text == (
-        "2.11.0 – 2.15.0 affected on NVIDIA H200 (releases before 2.10.0 were not tested)")
+        "2.11.0 – 2.15.0 affected on NVIDIA H200 (since 2.11.0: 2.10.0 before it was measured "
+        "not affected)")  # a regression says where it began (issue 52.3)
 
 
 def test_headline_splits_ranges_at_a_release_that_is_not_affected():
     runs = [run("2.3.0+cu121", BAD), run("2.4.0+cu121", GOOD), run("2.5.0+cu124", BAD)]
     assert build_headline("H200", runs, []).text == (
-        "2.3.0 and 2.5.0 affected on H200 (releases before 2.3.0 were not tested)")
+        "2.3.0 and 2.5.0 affected on H200 (again since 2.5.0: 2.4.0 before it was measured not "
+        "affected)")
 
 
 def test_headline_counts_refused_as_not_affected_and_says_what_was_tested():
@@ -238,10 +240,14 @@ def test_several_gpu_models_side_by_side_with_what_holds_across_them_and_what_di
         "2.15.0: not affected on NVIDIA GB300; affected on NVIDIA H100",
         "first fixed nightly: 2026-03-05 on NVIDIA GB300; 2026-03-02 on NVIDIA H100")
     assert [r.label for r in c.rows if not r.differs] == ["2.14.0", "first affected nightly"]
-    # each model keeps its own headline: a verdict is never merged across models
+    # each model keeps its own headline: a verdict is never merged across models; GB300's
+    # 2.15.0 was measured on cu132 only, so the cu130 that was affected has no fix measured
+    # (issue 53.3): not "fixed in 2.15.0"
     assert [s.headline.claim for s in page.sections] == [
-        "2.14.0 affected on NVIDIA GB300, fixed in 2.15.0",
+        "2.14.0 affected on NVIDIA GB300",
         "2.14.0 – 2.15.0 affected on NVIDIA H100"]
+    assert page.advice.fixes[0].startswith("NVIDIA GB300: 2.15.0 was measured not affected, but "
+                                           "not on cu130, which was measured affected;")
     render_runs(runs, [], tmp_path, generated=NOW)
     html = " ".join((tmp_path / "index.html").read_text().split())
     assert "The verdict differs between GPU models" in html

@@ -15,7 +15,7 @@ from urllib.parse import quote_plus, unquote_plus, urlsplit
 
 from .. import home
 from ..config.matrix import References
-from .headline import Headline, version_key
+from .headline import Headline
 from .page import Advice, Section
 from .regression import Regression
 
@@ -40,31 +40,43 @@ def upstream_search(regression: Regression) -> str:
     return f"https://github.com/pytorch/pytorch/issues?q=is%3Aissue+{quote_plus(words)}"
 
 
-def first_good_release(h: Headline) -> str:
-    """The first tested release after the newest affected one that is not affected, or ""."""
-    if not h.affected:
-        return ""
-    newest_bad = max(h.affected, key=version_key)
-    later = [v for v in h.tested if version_key(v) > version_key(newest_bad)]
-    return min(later, key=version_key) if later else ""
-
-
 def fix_line(h: Headline) -> str:
-    newest = max(h.affected, key=version_key) if h.affected else ""
+    """"Fixed builds", from the headline's course: every clause is what was measured."""
+    c = h.course
+    newest = c.newest_affected
     if not h.tested:
         release = "no release has a verdict yet"
     elif not h.affected:
         release = "no tested release is affected"
     elif h.fixed:
         release = f"fixed in {h.fixed} (the first release measured after {newest})"
-    elif good := first_good_release(h):
-        release = (f"{good} was measured not affected, but not every release between it and "
-                   f"{newest} (the newest affected) was measured")
-    else:
+    elif c.later_adjacent and c.unfixed:
+        release = (f"{c.later_good} was measured not affected, but not on {_listed(c.unfixed)}, "
+                   f"which {'was' if len(c.unfixed) == 1 else 'were'} measured affected")
+    elif c.later_good:
+        release = (f"{c.later_good} was measured not affected, but not every release between it "
+                   f"and {newest} (the newest affected) was measured")
+        if c.unfixed:
+            release += f", nor {c.later_good} on {_listed(c.unfixed)}"
+    elif all(s == "bad" for v, s in c.states if v in h.tested):
         release = f"no fixed release yet (every tested release up to {newest} is affected)"
+    elif not c.again and c.since != newest:  # measured not affected only before `since`
+        release = (f"no fixed release yet (every tested release from {c.since} up to {newest} "
+                   "is affected)")
+    else:
+        release = f"no fixed release yet: {newest}, the newest release measured, is affected"
+        if c.again:
+            release += f" again ({c.after} was measured not affected after an affected one)"
+    if not h.fixed and (left := c.unmeasured_after):
+        verb = "has" if len(left) == 1 else "have"
+        release += f"; {_listed(left)} after {newest} {verb} no verdict"
     nightly = (f"first fixed nightly {h.first_fixed.text}" if h.first_fixed
                else "no fixed nightly found" if h.first_affected else "")
     return "; ".join(x for x in (release, nightly) if x)
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 # What the clone node's cost can resolve: it is the difference of two replay medians, and two H200

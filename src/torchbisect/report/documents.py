@@ -97,6 +97,17 @@ class NightlyEdgeJson(TypedDict):
     compare_url: str
 
 
+class SinceJson(TypedDict):
+    """Where the newest affected stretch of releases began, as measured."""
+
+    __pydantic_config__ = _CLOSED
+    release: str  # its first affected release
+    after: str  # the release before it measured not affected (or without the API)
+    exact: bool  # nothing the store knows of lies between them unmeasured, and `after` was
+    # measured on every GPU model affected at `release`
+    again: bool  # an older release was affected: the regression came back
+
+
 class HeadlineJson(TypedDict):
     """One GPU model's headline, as the page states it."""
 
@@ -109,6 +120,7 @@ class HeadlineJson(TypedDict):
     first_affected_nightly: NightlyEdgeJson | None
     first_fixed_nightly: NightlyEdgeJson | None
     fixed_in: NotRequired[str | None]  # the release the fix is measured in (fixed_release)
+    since: NotRequired[SinceJson | None]  # where the newest affected stretch began
     newest_run: str
 
 

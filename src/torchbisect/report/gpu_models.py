@@ -14,16 +14,15 @@ from ..model import CellRun, Channel
 from .headline import (
     NightlyEdge,
     affected_ranges,
-    fixed_release,
-    introduced_after,
+    course_of,
     is_release,
     marks_by,
     nightly_date,
     public_version,
     release_states,
+    since_sentence,
     state_of,
     version_key,
-    without_api_sentence,
 )
 from .page import Comparison, ComparisonRow, Section
 
@@ -115,7 +114,8 @@ def _headline(gpus: tuple[str, ...], runs: list[CellRun], told: set[str], api: s
     said apart: "no tested release is affected" must never read as covering a model that has
     no release verdict."""
     releases = [r for r in runs if is_release(r)]
-    states = release_states(releases, api)
+    course = course_of(releases, api)
+    states = list(course.states)
     ranges = affected_ranges(states)
     models = f"{len(gpus)} GPU models measured ({', '.join(gpus)})"
     without = [g for g in gpus if g not in told]
@@ -129,11 +129,8 @@ def _headline(gpus: tuple[str, ...], runs: list[CellRun], told: set[str], api: s
         return f"No tested stable release is affected on any of {models}{span}{note}"
     probed = sorted({public_version(r.cell.version) for r in releases}, key=version_key)
     said = " and ".join(a if a == b else f"{a} – {b}" for a, b in ranges)
-    since = introduced_after(ranges, probed, tuple(v for v, s in states if s == "absent"))
-    covered = (without_api_sentence(ranges[0][0], since, api) if since
-               else f"releases before {probed[0]} were not tested")
-    fixed = fixed_release(states, releases)
-    fixed = f", fixed in {fixed}" if fixed else ""
+    covered = since_sentence(course, api) or f"releases before {probed[0]} were not tested"
+    fixed = f", fixed in {course.fixed}" if course.fixed else ""
     return f"{said} affected on at least one of {models}{fixed} ({covered}){note}"
 
 

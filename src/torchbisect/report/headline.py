@@ -6,15 +6,22 @@ version is a final release (release candidates, nightlies and local builds are n
 Nightly edges come from a bisection when there is one, else from the tested nightlies themselves,
 and then they are bounds, said as such.  A release is "fixed in" only as measured: the first release
 measured not affected after the last one measured affected, with no release the store knows of
-between them left without a verdict.  Which API a probe needs (its `REQUIRES_API`) comes from the
-probe file; a release measured without it is where the regression cannot be yet.
+between them left without a verdict, and measured not affected on every configuration (GPU model
+and CUDA tag) that was ever measured affected: a build measured on another GPU or tag is no
+answer for the one that was affected.  Where the newest affected stretch began ("since") is said
+the same way: exact only when the release before it was measured not affected, on the GPU
+models affected there, with nothing the store knows of between them; else as a bound (per GPU
+model, not per tag: under `cuda: auto` each release is measured in its own newest tag).
+Which API a probe needs (its `REQUIRES_API`) comes from the probe file; a release measured without
+it is where the regression cannot be yet.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from packaging.version import InvalidVersion, Version
@@ -119,6 +126,145 @@ def _day_before(date: str) -> str:
         return ""
 
 
+Config = tuple[str, str]  # (GPU model, CUDA tag): what one verdict of a release is measured on
+
+
+def config_of(run: CellRun) -> Config:
+    return gpu_of(run), run.cell.cuda or build_tag(run.cell.version)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Course:
+    """The releases in order, as measured, and what may be claimed from them: where the newest
+    affected stretch began and whether (and where) it ended.  Pooled over configurations the
+    way the ranges are (a release is affected when any build of it was), but a claim of an
+    edge ("since", "fixed in") holds only where the release on the other side was measured
+    not affected on the configurations that were affected."""
+
+    states: tuple[tuple[str, str], ...] = ()  # release_states: (release, good/bad/absent/unknown)
+    known: tuple[str, ...] = ()  # every release the store holds a run of (infra failures too)
+    newest_affected: str = ""
+    since: str = ""  # the first affected release after `after`; the first affected without one
+    after: str = ""  # the newest release measured not affected (or without the API) before
+    # `newest_affected`, "" when none was
+    exact: bool = False  # `after` is the release just before `since`, measured on its GPUs
+    again: bool = False  # a release older than `after` was affected: the regression came back
+    uncovered: tuple[str, ...] = ()  # GPU models affected at `since` not measured at `after`
+    later_good: str = ""  # the first release after `newest_affected` measured not affected
+    unfixed: tuple[str, ...] = ()  # configurations ever affected that `later_good` was not
+    # measured not affected on
+    fixed: str = ""  # `later_good` when it is the fix as measured (fixed_release)
+
+    def state(self, version: str) -> str:
+        """good/bad/absent/unknown, or "" for a release never measured."""
+        return dict(self.states).get(version, "")
+
+    def between(self, older: str, newer: str) -> tuple[str, ...]:
+        """The releases the store knows of strictly between two releases."""
+        return tuple(v for v in self.known
+                     if version_key(older) < version_key(v) < version_key(newer))
+
+    @property
+    def tested(self) -> tuple[str, ...]:
+        return tuple(v for v, s in self.states if s != "unknown")
+
+    @property
+    def later_adjacent(self) -> bool:
+        """`later_good` follows the newest affected release with nothing between them."""
+        return bool(self.later_good) and not self.between(
+            self.newest_affected, self.later_good) and not _gap(self.newest_affected,
+                                                                  self.later_good)
+
+    @property
+    def unmeasured_after(self) -> tuple[str, ...]:
+        """Releases after the newest affected one that the store knows of without a verdict."""
+        if not self.newest_affected:
+            return ()
+        return tuple(v for v in self.known if version_key(v) > version_key(self.newest_affected)
+                     and self.state(v) in ("", "unknown"))
+
+
+def _state_by(releases: list[CellRun], api: str,
+              key: Callable[[CellRun], Config] = config_of) -> dict[str, dict[Config, str]]:
+    """release → configuration → good/bad/absent/unknown, for configurations with a verdict."""
+    groups: dict[tuple[str, Config], list[CellRun]] = {}
+    for run in releases:
+        groups.setdefault((public_version(run.cell.version), key(run)), []).append(run)
+    found: dict[str, dict[Config, str]] = {}
+    for (version, config), runs in groups.items():
+        for _, state in release_states(runs, api):
+            found.setdefault(version, {})[config] = state
+    return found
+
+
+def _names(configs: list[Config], releases: list[CellRun]) -> tuple[str, ...]:
+    """Configurations as a reader reads them: the CUDA tag alone when one GPU model measured
+    every release here, else the model and the tag."""
+    one = len({gpu_of(r) for r in releases}) == 1
+    return tuple((tag or "an untagged build") if one else f"{gpu} {tag}".strip()
+                 for gpu, tag in sorted(configs))
+
+
+def _next_known(known: tuple[str, ...], version: str) -> str:
+    return next((v for v in known if version_key(v) > version_key(version)), "")
+
+
+def course_of(releases: list[CellRun], api: str = "") -> Course:
+    """The course of `releases` (stable rows and preinstalled releases, every run of them)."""
+    states = tuple(release_states(releases, api))
+    known = tuple(sorted({public_version(r.cell.version) for r in releases}, key=version_key))
+    bad = [v for v, s in states if s == "bad"]
+    if not bad:
+        return Course(states=states, known=known)
+    key = version_key
+    newest = bad[-1]
+    by_config = _state_by(releases, api)
+    quiet = [v for v, s in states if s in ("good", "absent") and key(v) < key(newest)]
+    after = quiet[-1] if quiet else ""
+    since = next(v for v in bad if key(v) > key(after)) if after else bad[0]
+    uncovered: list[str] = []
+    if after:  # "since" is said per GPU model, as the ranges are: a tag that `after` was not
+        # built in (`cuda: auto` takes each release's newest) bounds it no less
+        by_gpu = _state_by(releases, api, lambda r: (gpu_of(r), ""))
+        uncovered = sorted(g for (g, _), s in by_gpu[since].items() if s == "bad"
+                           and by_gpu[after].get((g, "")) not in ("good", "absent"))
+    exact = bool(after) and not uncovered and _next_known(known, after) == since and not _gap(
+        after, since)
+    later = [v for v, s in states if s == "good" and key(v) > key(newest)]
+    later_good = later[0] if later else ""
+    ever = {c for by in by_config.values() for c, s in by.items() if s == "bad"}
+    unfixed = [c for c in ever if by_config.get(later_good, {}).get(c) != "good"]
+    fixed = later_good if (later_good and not unfixed and _next_known(known, newest) == later_good
+                           and not _gap(newest, later_good)) else ""
+    return Course(states=states, known=known, newest_affected=newest, since=since, after=after,
+                  exact=exact, again=bool(after) and key(bad[0]) < key(after),
+                  uncovered=tuple(uncovered), later_good=later_good,
+                  unfixed=_names(unfixed, releases) if later_good else (), fixed=fixed)
+
+
+def since_sentence(course: Course, api: str = "") -> str:
+    """Where the newest affected stretch began, as far as it was measured, or "" when no release
+    before it was measured not affected (then only the oldest release probed bounds it)."""
+    if not course.after:
+        return ""
+    since, after = course.since, course.after
+    measured = f"without {api}" if course.state(after) == "absent" else "not affected"
+    again = "again " if course.again else ""
+    if course.exact and measured != "not affected" and not course.again:
+        return without_api_sentence(since, after, api)
+    if course.exact:
+        return f"{again}since {since}: {after} before it was measured {measured}"
+    if course.uncovered:
+        return (f"{again}since {since} at the latest: {after} was measured {measured}, but not "
+                f"on {_listed(course.uncovered)}, where {since} is affected")
+    return (f"{again}since {since} or an unmeasured release after {after}: {after} was "
+            f"measured {measured}")
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class Headline:
     gpu: str
@@ -132,17 +278,18 @@ class Headline:
     absent: tuple[str, ...] = ()  # releases measured without `api`, ascending
     api: str = ""  # the API the probe needs (its REQUIRES_API), "" when it names none
     fixed: str = ""  # the release the fix is measured in (fixed_release), or ""
+    course: Course = field(default_factory=Course)  # what the claims are computed from
 
     @property
     def untested(self) -> str:
         """What the claim does not cover: every release older than the oldest one probed, unless
-        the release just before the first affected one was measured without the API."""
+        a release before the newest affected stretch was measured not affected (or without the
+        API): then where that stretch began, as far as it was measured."""
         probed = sorted(self.tested + self.unclear, key=version_key)
         if not probed:
             return "no release was tested"
-        since = introduced_after(self.affected_ranges, probed, self.absent)
-        if since:
-            return without_api_sentence(self.affected_ranges[0][0], since, self.api)
+        if self.affected_ranges and (since := since_sentence(self.course, self.api)):
+            return since
         return f"releases before {probed[0]} were not tested"
 
     @property
@@ -167,17 +314,6 @@ class Headline:
 def without_api_sentence(first: str, since: str, api: str) -> str:
     """"releases before 2.3.0 have no torch.foo: 2.2.2 was measured without it"."""
     return f"releases before {first} have no {api}: {since} was measured without it"
-
-
-def introduced_after(ranges: tuple[tuple[str, str], ...], probed: list[str],
-                     absent: tuple[str, ...]) -> str:
-    """The release just before the first affected one when it was measured without the API the
-    probe needs (so the regression begins there, as far as releases go); else "" (the first
-    affected release is only the first one tested, or one measured good or unclear precedes it)."""
-    if not ranges or ranges[0][0] not in probed:
-        return ""
-    index = probed.index(ranges[0][0])
-    return probed[index - 1] if index and probed[index - 1] in absent else ""
 
 
 def _span(versions: tuple[str, ...]) -> str:
@@ -241,7 +377,7 @@ def affected_ranges(states: list[tuple[str, str]]) -> tuple[tuple[str, str], ...
     return tuple(ranges)
 
 
-def fixed_release(states: list[tuple[str, str]], releases: list[CellRun]) -> str:
+def fixed_release(releases: list[CellRun], api: str = "") -> str:
     """The first release measured not affected after the last one measured affected, or "".
 
     Only when nothing lies between them: the next release the store knows of (`releases`, every
@@ -249,15 +385,10 @@ def fixed_release(states: list[tuple[str, str]], releases: list[CellRun]) -> str
     the index lists) after the last affected one must be that release, measured not affected,
     and it must follow without a gap a version can show (no minor series skipped, the next
     series from its .0).  A release between them without a verdict, or never measured, leaves
-    the fix unplaced: it could be there."""
-    bad = [v for v, s in states if s == "bad"]
-    if not bad:
-        return ""
-    known = sorted({public_version(r.cell.version) for r in releases}, key=version_key)
-    later = [v for v in known if version_key(v) > version_key(bad[-1])]
-    if not later or dict(states).get(later[0]) != "good" or _gap(bad[-1], later[0]):
-        return ""
-    return later[0]
+    the fix unplaced: it could be there.  And it must be measured not affected on every GPU
+    model and CUDA tag that was ever measured affected: a fix seen on another is no fix of
+    theirs (course_of)."""
+    return course_of(releases, api).fixed
 
 
 def _gap(older: str, newer: str) -> bool:
@@ -305,7 +436,8 @@ def build_headline(gpu: str, runs: list[CellRun], bisections: list[BisectResult]
                    api: str = "") -> Headline:
     """`api`: the probe's REQUIRES_API, whose absence in a release is said as such."""
     releases = [r for r in runs if is_release(r)]
-    states = release_states(releases, api)
+    course = course_of(releases, api)
+    states = list(course.states)
     first_bad, first_good = nightly_edges([r for r in runs if r.cell.channel is Channel.NIGHTLY])
     for bisection in bisections:
         edge = _from_bisection(bisection)
@@ -320,4 +452,4 @@ def build_headline(gpu: str, runs: list[CellRun], bisections: list[BisectResult]
                     affected_ranges=affected_ranges(states),
                     affected=tuple(v for v, s in states if s == "bad"), first_affected=first_bad,
                     first_fixed=first_good, newest_run=newest[:10], api=api,
-                    fixed=fixed_release(states, releases))
+                    fixed=course.fixed, course=course)

@@ -35,14 +35,13 @@ from ..model import CellRun
 from ..outcome import BisectResult, Direction
 from .advice import upstream_of, upstream_search
 from .headline import (
+    Course,
     Headline,
     NightlyEdge,
     affected_ranges,
-    fixed_release,
+    course_of,
     gpu_of,
-    introduced_after,
     is_release,
-    release_states,
 )
 from .regression import Regression, probe_of, regression_for
 from .timeline import safe_url
@@ -66,24 +65,30 @@ def pypi_events(releases: list[CellRun], api: str = "") -> tuple[
     `introduced` is where the regression begins only when the release before it was measured
     without `api` (the probe's REQUIRES_API); else it is the first affected release that was
     tested, and the record says which."""
-    states = release_states(releases, api)
+    course = course_of(releases, api)
+    states = list(course.states)
     ranges = affected_ranges(states)
     events = [{key: version} for first, last in ranges
               for key, version in (("introduced", first), ("last_affected", last))]
-    if fixed := fixed_release(states, releases):
-        events[-1] = {"fixed": fixed}
+    if course.fixed:
+        events[-1] = {"fixed": course.fixed}
     affected = [v for v, s in states if s == "bad"]
     measured = [v for v, _ in states]
-    absent = tuple(v for v, s in states if s == "absent")
     basis = {}
     for first, _ in ranges:
-        since = introduced_after(((first, first),), measured, absent)
         before = measured[measured.index(first) - 1] if measured.index(first) else ""
-        basis[first] = (f"the first release with {api}: {since} was measured "
-                        "without it") if since else (
-            f"the oldest affected release tested; {before} before it was measured "
-            f"{_measured(dict(states)[before], api)}" if before else
-            "the oldest release tested: older ones were not tested")
+        # the first release with the API only when the one just before it, with nothing the
+        # store knows of between them, was measured without it (and no older one was affected)
+        since = before if (before and course.state(before) == "absent"
+                           and not course.between(before, first)
+                           and course.since == first and course.exact and not course.again) else ""
+        measured_as = _measured(dict(states)[before], api) if before else ""
+        basis[first] = f"the first release with {api}: {since} was measured without it" if (
+            since) else (
+            f"the oldest affected release tested; {before} before it was measured {measured_as}"
+            if before and first == ranges[0][0] else
+            f"the first affected release tested after {before}, which was measured {measured_as}"
+            if before else "the oldest release tested: older ones were not tested")
     return events, affected, [v for v, s in states if s != "unknown"], basis
 
 
@@ -231,12 +236,23 @@ def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generat
                                   "gpus": gpus, "differs_between_gpus": list(differences),
                                   "per_gpu": {h.gpu: _per_gpu(h) for h in headlines},
                                   "fixed_version": _fixed(events),
+                                  **_fix_unmeasured(course_of(releases,
+                                                              regression.requires_api)),
                                   "probe": regression.probe, "source": "torchbisect"},
         }],
         "references": references(links or References(), bisections, regression),
     }
     head = {k: doc.pop(k) for k in ("schema_version", "id")}
     return {**head, **_stamps({**head, **doc}, previous or {}, runs, generated), **doc}
+
+
+def _fix_unmeasured(course: Course) -> dict[str, Any]:
+    """Why a release measured not affected right after the newest affected one is no `fixed`:
+    the GPU models and CUDA tags that were affected and that it was not measured on."""
+    if course.fixed or not course.later_adjacent or not course.unfixed:
+        return {}
+    return {"fix_not_measured_on": {"release": course.later_good,
+                                    "configurations": list(course.unfixed)}}
 
 
 def _described(regression: Regression) -> str:

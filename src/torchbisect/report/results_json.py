@@ -75,7 +75,18 @@ def _headline(h: Headline) -> dict[str, Any]:
             "affected_ranges": [list(r) for r in h.affected_ranges],
             "first_affected_nightly": _edge(h.first_affected),
             "first_fixed_nightly": _edge(h.first_fixed), "fixed_in": h.fixed or None,
-            "newest_run": h.newest_run}
+            "since": _since(h), "newest_run": h.newest_run}
+
+
+def _since(h: Headline) -> dict[str, Any] | None:
+    """Where the newest affected stretch began: `release` is its first affected release, `after`
+    the release before it measured not affected (or without the API); `exact` when nothing
+    lies between them unmeasured and `after` was measured on every GPU model affected at
+    `release`.  None without an affected release or one measured not affected before it."""
+    c = h.course
+    if not c.newest_affected or not c.after:
+        return None
+    return {"release": c.since, "after": c.after, "exact": c.exact, "again": c.again}
 
 
 def _models(page: PageView) -> dict[str, Any]:
