@@ -50,7 +50,8 @@ def test_infra_failure_reason_is_kept():
 
 @pytest.mark.parametrize(("flags", "message"), [
     (["--script", "true", "--case", "side_stream"], "--script decides on its own"),
-    (["--trials", "3", "--min-stale", "4"], "--min-stale must be between 1 and --trials"),
+    (["--trials", "3", "--min-affected", "4"], "--min-affected must be between 1 and --trials"),
+    (["--trials", "3", "--min-stale", "4"], "--min-affected must be between 1 and --trials"),
     (["--trials", "0"], "--trials must be at least 1"),
     (["--good", "2.9.0"], "--good '2.9.0' is neither a date (YYYY-MM-DD or YYYYMMDD) nor a "
      "nightly version such as 2.10.0.dev20250801; a release such as 2.12.0 is accepted when "

@@ -300,3 +300,46 @@ def test_a_probe_that_reports_no_cuda_runtime_is_not_said_to_have_none(probes, t
     lazy = [synthetic_run("2.10.0+cu130", BAD)]  # a document probe that names its runtime
     render_runs(lazy, [], tmp_path / "lazy", generated=NOW)
     assert "not reported" not in (tmp_path / "lazy" / "summary.md").read_text()
+
+
+def _check_section(path: Path) -> str:
+    """The visible text of the page's "Check your own torch" line."""
+    text = _text(path)
+    return text[text.index("Check your own torch"):text.index("Upstream")]
+
+
+def test_check_your_own_torch_is_this_probes_check(probes, tmp_path):
+    """The page sends its reader to its own regression's check: the download of this probe's
+    file and the `torchbisect probe --probe NAME` line that runs it (a probe of torchbisect's
+    own from a clone, a user's with TORCHBISECT_PROBES naming where it was saved); GPU words
+    only for a probe that says it needs a GPU."""
+    (probes / "ones_sum.py").write_text('"""torch.ones(n).sum() is wrong on some builds"""\n'
+                                        'import sys\nsys.exit(0)\n')
+    runs = [one_case_run("ones_sum", "2.10.0+cpu", "not_affected"),
+            one_case_run("ones_sum", "2.12.1+cpu", "affected"),
+            one_case_run("cumsum_64bit", "2.5.1+cu124", "affected")]
+    render_runs(runs, [], tmp_path / "site", generated=NOW)
+    own = _check_section(tmp_path / "site" / "ones_sum" / "index.html")
+    assert "Download ones_sum.py and run python ones_sum.py" in own
+    assert "TORCHBISECT_PROBES=DIR torchbisect probe --probe ones_sum" in own
+    assert "DIR the folder that holds ones_sum.py" in own
+    assert "GPU" not in own and "stale_replay" not in own  # a CPU-only check: no GPU words
+    assert '<a href="ones_sum.py" download>' in (tmp_path / "site" / "ones_sum" /
+                                                 "index.html").read_text()
+    summary = (tmp_path / "site" / "ones_sum" / "summary.md").read_text()
+    assert "`TORCHBISECT_PROBES=DIR torchbisect probe --probe ones_sum`" in summary
+    assert "first GPU" not in summary
+
+    shipped = _check_section(tmp_path / "site" / "cumsum_64bit" / "index.html")
+    assert "Download cumsum_64bit.py and run python cumsum_64bit.py" in shipped
+    assert "it probes the first GPU" in shipped  # NEEDS_GPU = True in its file
+    # the copy in this folder is torchbisect's own file's twin, not torchbisect's own: a folder
+    assert "TORCHBISECT_PROBES=DIR torchbisect probe --probe cumsum_64bit" in shipped
+
+
+def test_a_probe_of_torchbisect_s_own_is_run_from_a_clone(tmp_path):
+    runs = [one_case_run("cumsum_64bit", "2.5.1+cu124", "affected")]
+    render_runs(runs, [], tmp_path, generated=NOW)
+    check = _check_section(tmp_path / "index.html")
+    assert "pip install . && torchbisect probe --probe cumsum_64bit in a clone" in check
+    assert "it probes the first GPU" in check and "stale_replay" not in check

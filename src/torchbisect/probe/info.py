@@ -14,7 +14,18 @@ report needs to name the regression comes from the file's text, parsed with `ast
   verdict it must show (the page draws a control that shows it as "as expected", never red);
   `OSV_ID`, the id of the regression's OSV record when it must stay what it was;
   `WORKAROUND_BENCH`, the name of the `nox -s bench` document (reports/bench/NAME.json) that
-  measures the workaround's cost, quoted beside it;
+  measures the workaround's cost, and `WORKAROUND_COST`, how the page quotes it beside the
+  workaround: `{"key": K, "adds_to": WHAT}`, each of the document's `rows` giving its `size_mib`
+  and under K the milliseconds the workaround adds to WHAT ("a graph replay");
+- what only the probe knows about judging its cases: `BISECT_CASE`, the case that decides a
+  bisection when `--case` is not given (else an exit-status script's one case, else the first of
+  CASE_LABELS); `TRIAL_CASES`, a dict literal of each case judged over trials (a race that shows
+  now and then) to the fewest affected trials that make a build bad (`bisect --min-affected`
+  overrides it); `VARIANTS`, how a case that tries several variants counts them on the page:
+  `{"key": K, "affected": OUTCOME, "unit": "calls"}`, the case's K holding each variant's
+  `outcome` and its `stale_trials` of `trials`;
+- `NEEDS_GPU`, `True` for a probe that needs a GPU (the page then says so beside the check a
+  reader runs; a CPU-only check gets no GPU words);
 - `PROBE_OUTPUT`: `"document"` for a probe that prints the JSON document of probes/README.md, or
   `"exit_status"` for a plain `git bisect run` script (exit 0 not affected, 1-127 affected, 125
   cannot tell, 128 and above an error; its last line of output is the detail).  Without it, a
@@ -42,8 +53,19 @@ class ProbeOutput(enum.Enum):
 
 
 _STRINGS = ("UPSTREAM_ISSUE", "FIX_PR", "WORKAROUND", "REQUIRES_API", "PROBE_VERSION",
-            "PROBE_OUTPUT", "OSV_ID", "WORKAROUND_BENCH")
-_MAPPINGS = ("CASE_LABELS", "CASE_NOTES", "CONTROLS")
+            "PROBE_OUTPUT", "OSV_ID", "WORKAROUND_BENCH", "BISECT_CASE")
+_MAPPINGS = ("CASE_LABELS", "CASE_NOTES", "CONTROLS", "WORKAROUND_COST", "VARIANTS")
+_COUNTS = ("TRIAL_CASES",)  # dicts of case names to whole numbers of at least 1
+_FLAGS = ("NEEDS_GPU",)
+# The keys a dict literal must give, and those it may: anything else is a typo said at once.
+_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "WORKAROUND_COST": (("key",), ("key", "adds_to")),
+    "VARIANTS": (("key", "affected"), ("key", "affected", "unit")),
+}
+_KINDS = {**dict.fromkeys(_STRINGS, "a string"),
+          **dict.fromkeys(_MAPPINGS, "a dict of strings to strings"),
+          **dict.fromkeys(_COUNTS, "a dict of case names to whole numbers of at least 1"),
+          **dict.fromkeys(_FLAGS, "True or False")}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +88,21 @@ class ProbeInfo:
     controls: dict[str, str] = field(default_factory=dict)  # control case -> its verdict
     osv_id: str = ""
     workaround_bench: str = ""
+    workaround_cost: dict[str, str] = field(default_factory=dict)  # key, adds_to
+    bisect_case: str = ""  # BISECT_CASE: the case that decides a bisection
+    trial_cases: dict[str, int] = field(default_factory=dict)  # case -> fewest affected trials
+    variants: dict[str, str] = field(default_factory=dict)  # key, affected, unit
+    needs_gpu: bool = False
+
+    @property
+    def deciding_case(self) -> str:
+        """The case that decides a bisection without `--case`: BISECT_CASE, else an exit-status
+        script's one case (its own name), else the first of CASE_LABELS; "" when none is said."""
+        if self.bisect_case:
+            return self.bisect_case
+        if self.output is ProbeOutput.EXIT_STATUS:
+            return self.name
+        return next(iter(self.case_labels), "")
 
     @property
     def version(self) -> str:
@@ -99,7 +136,10 @@ def read_info(path: Path, name: str | None = None) -> ProbeInfo:
         requires_api=literals.get("REQUIRES_API", ""),
         case_labels=literals.get("CASE_LABELS", {}), case_notes=literals.get("CASE_NOTES", {}),
         controls=literals.get("CONTROLS", {}), osv_id=literals.get("OSV_ID", ""),
-        workaround_bench=literals.get("WORKAROUND_BENCH", ""))
+        workaround_bench=literals.get("WORKAROUND_BENCH", ""),
+        workaround_cost=literals.get("WORKAROUND_COST", {}),
+        bisect_case=literals.get("BISECT_CASE", ""), trial_cases=literals.get("TRIAL_CASES", {}),
+        variants=literals.get("VARIANTS", {}), needs_gpu=literals.get("NEEDS_GPU", False))
 
 
 def _literals(tree: ast.Module, path: Path) -> dict:
@@ -110,25 +150,43 @@ def _literals(tree: ast.Module, path: Path) -> dict:
                 and isinstance(node.targets[0], ast.Name)):
             continue
         key = node.targets[0].id
-        if key not in _STRINGS + _MAPPINGS:
+        if key not in _KINDS:
             continue
         try:
             value = ast.literal_eval(node.value)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             value = None
         if not _well_typed(key, value):
-            kind = "a string" if key in _STRINGS else "a dict of strings to strings"
-            raise ConfigError(f"{path}:{node.lineno}: {key} must be {kind} literal; "
+            raise ConfigError(f"{path}:{node.lineno}: {key} must be {_KINDS[key]} literal; "
                               "the tool reads it without running the probe")
-        found[key] = value.strip() if isinstance(value, str) else dict(value)
+        if key in _KEYS and isinstance(value, dict):
+            _check_keys(key, value, f"{path}:{node.lineno}")
+        found[key] = value.strip() if isinstance(value, str) else \
+            dict(value) if isinstance(value, dict) else value
     return found
 
 
 def _well_typed(key: str, value: object) -> bool:
     if key in _STRINGS:
         return isinstance(value, str)
-    return isinstance(value, dict) and all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+    if key in _FLAGS:
+        return isinstance(value, bool)
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        return False
+    if key in _COUNTS:  # a bool is an int to Python, never a count here
+        return all(type(v) is int and v >= 1 for v in value.values())
+    return all(isinstance(v, str) for v in value.values())
+
+
+def _check_keys(key: str, value: dict, where: str) -> None:
+    needed, allowed = _KEYS[key]
+    missing = [k for k in needed if not value.get(k)]
+    unknown = sorted(set(value) - set(allowed))
+    if missing or unknown:
+        wrong = (f"gives no {', '.join(missing)}" if missing
+                 else f"has unknown key(s) {', '.join(map(repr, unknown))}")
+        raise ConfigError(f"{where}: {key} {wrong}; it takes "
+                          f"{', '.join(map(repr, allowed))} ({', '.join(needed)} needed)")
 
 
 def _describe(docstring: str, path: Path) -> tuple[str, str]:

@@ -139,3 +139,12 @@ def launch(name: str) -> Launch:
 def is_exit_status(name: str) -> bool:
     """Whether `name` is a plain `git bisect run` script (its one case is its own name)."""
     return probe_info(name).output is ProbeOutput.EXIT_STATUS
+
+
+def shipped(path: Path) -> bool:
+    """Whether `path` is one of torchbisect's own probes (installed with it, or the checkout's
+    `probes/`), which `torchbisect probe --probe NAME` finds with no folder named."""
+    try:
+        return path.resolve().parent == _OWN.resolve()
+    except OSError:
+        return False
