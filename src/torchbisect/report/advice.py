@@ -117,8 +117,8 @@ def cost_sentence(doc: dict[str, Any], cost: dict[str, str]) -> str:
     if not rows:
         return ""
     rows.sort(key=lambda r: r["size_mib"])
-    resolution = doc.get("resolution_ms")
-    resolution = resolution if _number(resolution) else RESOLUTION_MS
+    declared = doc.get("resolution_ms")
+    resolution = float(declared) if isinstance(declared, (int, float)) else RESOLUTION_MS
     small, big = rows[0], rows[-1]
     where = f"{doc.get('gpu', 'the benchmark GPU')} (torch {doc.get('torch', '?')})"
     to = f" to {cost['adds_to']}" if cost.get("adds_to") else ""
