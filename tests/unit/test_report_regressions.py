@@ -343,3 +343,26 @@ def test_a_probe_of_torchbisect_s_own_is_run_from_a_clone(tmp_path):
     check = _check_section(tmp_path / "index.html")
     assert "pip install . && torchbisect probe --probe cumsum_64bit in a clone" in check
     assert "it probes the first GPU" in check and "stale_replay" not in check
+
+
+def test_a_second_probe_prices_its_workaround_with_its_own_benchmark(probes, tmp_path):
+    """The workaround's cost is read through the probe's own declaration: a leak probe that
+    names its benchmark and field gets its sentence, the lazy-clone benchmark beside it is not
+    quoted on its page."""
+    (probes / "leaky_thing.py").write_text(
+        LEAK + 'WORKAROUND_BENCH = "empty_cache"\n'
+        'WORKAROUND_COST = {"key": "empty_cache_ms", "adds_to": "each training step"}\n')
+    bench = tmp_path / "site" / "bench"
+    bench.mkdir(parents=True)
+    rows = [{"size_mib": 4, "empty_cache_ms": 1.5}, {"size_mib": 512, "empty_cache_ms": 3.0}]
+    (bench / "empty_cache.json").write_text(json.dumps({"gpu": "NVIDIA H100", "torch": "2.12.0",
+                                                       "rows": rows}))
+    (bench / "workaround.json").write_text(json.dumps({"gpu": "NVIDIA H200", "torch": "2.11.0",
+                                                      "rows": [{"size_mib": 1,
+                                                                "graph_clone_node_ms": 0.5}]}))
+    render_runs([one_case_run("leaky_thing", "2.11.0+cu130", "affected")], [], tmp_path / "site",
+                generated=NOW)
+    text = _text(tmp_path / "site" / "index.html")
+    assert ("Measured on NVIDIA H100 (torch 2.12.0): the workaround adds 1.5 ms to each training "
+            "step at 4 MiB and 3 ms at 512 MiB.") in text
+    assert "graph replay" not in text and "NVIDIA H200 (torch 2.11.0)" not in text
