@@ -91,6 +91,11 @@ def test_title_and_description_follow_pep_257(tmp_path):
     ('VARIANTS = {"key": "v", "affected": "bad", "colour": "red"}\n',
      r"p\.py:1: VARIANTS has unknown key\(s\) 'colour'; it takes 'key', 'affected', 'unit'"),
     ('VARIANTS = {"key": "v", "affected": 1}\n', r"p\.py:1: VARIANTS must be a dict of strings"),
+    # a misspelt case would leave every bisection without a verdict: said at once
+    ('CASE_LABELS = {"grows": "g"}\nBISECT_CASE = "grow"\n', r"p\.py:2: BISECT_CASE names "
+     r"'grow', which is not among the cases CASE_LABELS and CONTROLS name \(grows\)"),
+    ('CASE_LABELS = {"grows": "g"}\nCONTROLS = {"ctl": "not_affected"}\n\n'
+     'TRIAL_CASES = {"grows": 2, "race": 1}\n', r"p\.py:4: TRIAL_CASES names 'race'"),
 ])
 def test_a_bad_literal_is_one_sentence_naming_file_and_line(tmp_path, source, message):
     path = tmp_path / "p.py"

@@ -125,6 +125,7 @@ def read_info(path: Path, name: str | None = None) -> ProbeInfo:
         raise ConfigError(f"{where}: the probe is not a Python file this tool can read "
                           f"({getattr(exc, 'msg', exc)}); fix it or choose another probe") from None
     literals = _literals(tree, path)
+    _check_cases(tree, literals, path)
     title, description = _describe(ast.get_docstring(tree) or "", path)
     declared = literals.get("PROBE_VERSION", "")
     output = _output(literals.get("PROBE_OUTPUT", ""), declared, path)
@@ -164,6 +165,24 @@ def _literals(tree: ast.Module, path: Path) -> dict:
         found[key] = value.strip() if isinstance(value, str) else \
             dict(value) if isinstance(value, dict) else value
     return found
+
+
+def _check_cases(tree: ast.Module, literals: dict, path: Path) -> None:
+    """A case named by BISECT_CASE or TRIAL_CASES is one the file labels, when it labels any:
+    a misspelt one would leave every bisection without a verdict, so it is said at once."""
+    known = {*literals.get("CASE_LABELS", {}), *literals.get("CONTROLS", {})}
+    if not known:
+        return
+    named = {"BISECT_CASE": [literals.get("BISECT_CASE", "")],
+             "TRIAL_CASES": list(literals.get("TRIAL_CASES", {}))}
+    for key, cases in named.items():
+        unknown = [c for c in cases if c and c not in known]
+        if unknown:
+            line = next((n.lineno for n in tree.body if isinstance(n, ast.Assign)
+                         and isinstance(n.targets[0], ast.Name) and n.targets[0].id == key), 0)
+            raise ConfigError(f"{path}:{line}: {key} names {', '.join(map(repr, unknown))}, "
+                              "which is not among the cases CASE_LABELS and CONTROLS name "
+                              f"({', '.join(sorted(known))}); name one of those")
 
 
 def _well_typed(key: str, value: object) -> bool:
