@@ -27,6 +27,7 @@ BUMP = "2025-08-05"  # two nightlies that date: 2.10.0.dev… and 2.11.0.dev…
 FIRST_BAD = "2025-08-05"
 PROBE = '''"""Decides by the nightly date of the torch it imports."""
 PROBE_VERSION = "reuse-test"
+BISECT_CASE = "capture_data_ptr"
 import argparse, json, sys
 import torch
 p = argparse.ArgumentParser()
