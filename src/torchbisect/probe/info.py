@@ -2,7 +2,8 @@
 
 A probe is any script in the probes folder; the tool runs it with each build's interpreter, so the
 package may never import it (it may need a torch the tool's own Python lacks).  Everything the
-report needs to name the regression comes from the file's text, parsed with `ast`:
+report needs to name the regression, and the bisection to judge its cases, comes from the file's
+text, parsed with `ast` (the rest of the package names no probe's cases):
 
 - the docstring's first line is the regression's title, the rest of its first paragraph the
   description (the next paragraph when the title stands alone, as PEP 257 writes it);
@@ -33,7 +34,8 @@ report needs to name the regression comes from the file's text, parsed with `ast
   other file an exit-status script.
 
 Nothing here is trusted beyond its type: a literal of the wrong type is a ConfigError naming the
-file and line, and a file that does not parse as Python is one too.
+file and line, and a file that does not parse as Python is one too; so is a BISECT_CASE or
+TRIAL_CASES entry that is not among the cases CASE_LABELS and CONTROLS name, when they name any.
 """
 
 from __future__ import annotations
