@@ -27,6 +27,7 @@ BUMP = "2025-08-05"  # two nightlies that date: 2.10.0.dev… and 2.11.0.dev…
 FIRST_BAD = "2025-08-05"
 PROBE = '''"""Decides by the nightly date of the torch it imports."""
 PROBE_VERSION = "reuse-test"
+BISECT_CASE = "capture_data_ptr"
 import argparse, json, sys
 import torch
 p = argparse.ArgumentParser()
@@ -98,6 +99,22 @@ def test_a_bisection_reuses_the_matrix_runs_of_the_same_wheels(world, capsys):
     out = capsys.readouterr().out
     assert "first bad:  2025-08-05" in out
     assert "(0 run now," in out  # every nightly it asked about was judged from the matrix's runs
+    assert len(runs(store)) == len(stored)
+
+
+@pytest.mark.slow
+def test_a_longer_limit_does_not_make_the_matrix_verdicts_stale(world, capsys):
+    """The matrix ran with `timeout: 120`, the bisection asks 900 s (its default): a verdict that
+    finished within 120 s is the one 900 s would give, so nothing is probed again."""
+    store = world / "results.sqlite"
+    assert matrix(world, store, cases="  timeout: 120\n") == 0
+    stored = runs(store)
+    assert {r.cell.timeout for r in stored} == {120}
+    capsys.readouterr()
+    assert bisect(world, store) == 0
+    out = capsys.readouterr().out
+    assert "first bad:  2025-08-05" in out
+    assert "(0 run now," in out
     assert len(runs(store)) == len(stored)
 
 

@@ -11,8 +11,10 @@ affected from 2.10 until 2.12 fixes it.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -82,6 +84,13 @@ def test_the_matrix_judges_each_release_by_the_script_alone(world, capsys):
     assert "A stand-in regression: wrong from torch 2.10 until 2.12 fixes it" in page
     assert "_lazy_clone" not in page
     assert (world / "reports" / "wrong_answer.py").read_text() == SCRIPT  # its check, beside it
+    # "Check your own torch" is this script's check, run as the user's own probe: no GPU words
+    # for a script that does not say it needs one, never the lazy-clone probe's command
+    text = " ".join(re.sub(r"<[^>]+>", " ", unescape(page)).split())
+    check = text[text.index("Check your own torch"):text.index("Upstream")]
+    assert "Download wrong_answer.py and run python wrong_answer.py" in check
+    assert "TORCHBISECT_PROBES=DIR torchbisect probe --probe wrong_answer" in check
+    assert "GPU" not in check and "stale_replay" not in check
     with Store(world / "results.sqlite") as store:
         runs = {r.cell.id: r for r in store.latest()}
     assert {cid: (r.cell.probe, r.verdict.value) for cid, r in runs.items()} == {

@@ -51,7 +51,8 @@ def test_infra_failure_reason_is_kept():
 
 @pytest.mark.parametrize(("flags", "message"), [
     (["--script", "true", "--case", "side_stream"], "--script decides on its own"),
-    (["--trials", "3", "--min-stale", "4"], "--min-stale must be between 1 and --trials"),
+    (["--trials", "3", "--min-affected", "4"], "--min-affected must be between 1 and --trials"),
+    (["--trials", "3", "--min-stale", "4"], "--min-affected must be between 1 and --trials"),
     (["--trials", "0"], "--trials must be at least 1"),
     (["--good", "2.9.0"], "--good '2.9.0' is neither a date (YYYY-MM-DD or YYYYMMDD) nor a "
      "nightly version such as 2.10.0.dev20250801; a release such as 2.12.0 is accepted when "
@@ -261,3 +262,25 @@ def test_the_range_found_so_far_when_a_script_stops_the_bisection(direction, ver
                              newer_flag="--bad", cell_template=CELL)
     points = {i: NightlyPoint(date=days[i], version="v", verdict=v) for i, v in verdicts.items()}
     assert so_far(points, cands, direction) == said
+
+
+@pytest.mark.parametrize(("source", "message"), [
+    ('"""A race"""\nPROBE_VERSION = "1"\nTRIAL_CASES = {"race": "often"}\n',
+     "race.py:3: TRIAL_CASES must be a dict of case names to whole numbers of at least 1 literal"),
+    ('"""A race"""\nPROBE_VERSION = "1"\n',
+     "--probe race: its file {folder}/race.py names no case (BISECT_CASE or CASE_LABELS), so "
+     "name the case that decides with --case"),
+])
+def test_a_probe_that_cannot_say_what_decides_is_one_sentence(source, message, tmp_path):
+    """What decides a bisection is the probe's own declaration: a wrong one, or none, is one
+    sentence naming the file (and line), exit 2, before anything is installed."""
+    from helpers.cli import one_sentence, torchbisect
+
+    folder = tmp_path / "probes"
+    folder.mkdir()
+    (folder / "race.py").write_text(source)
+    done = torchbisect("bisect", "--probe", "race", "--good", "2025-08-01", "--bad",
+                       "2025-08-09", "--index-url", tmp_path, "--store", tmp_path / "s.sqlite",
+                       cwd=tmp_path, env_extra={"TORCHBISECT_PROBES": str(folder)})
+    line = one_sentence(done.stderr, done.returncode, 2)
+    assert message.format(folder=folder) in line

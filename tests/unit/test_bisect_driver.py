@@ -152,16 +152,19 @@ def test_a_killed_bisection_resumes_from_the_store_and_a_rerun_probes_nothing(st
         assert len(store.runs()) == result.probes
 
 
+DECIDES = 'BISECT_CASE = "capture_data_ptr"\n'  # what the probe's file says decides
+
+
 def test_a_changed_probe_script_means_new_evidence(store, tmp_path, fake_probes):
     folder = tmp_path / "probes"
     folder.mkdir()
-    (folder / "stale_replay.py").write_text('PROBE_VERSION = "9"\n')
+    (folder / "stale_replay.py").write_text(f'PROBE_VERSION = "9"\n{DECIDES}')
     fake_probes(folder)
     bisector(answering(affected_from("2025-08-11")), store, tmp_path).search(cands())
     same = answering(affected_from("2025-08-11"))
     bisector(same, store, tmp_path).search(cands())
     assert same.probed == []
-    (folder / "stale_replay.py").write_text('PROBE_VERSION = "10"\n')
+    (folder / "stale_replay.py").write_text(f'PROBE_VERSION = "10"\n{DECIDES}')
     fake_probes(folder)
     fresh = answering(affected_from("2025-08-11"))
     bisector(fresh, store, tmp_path).search(cands())
@@ -215,18 +218,45 @@ def test_the_next_candidates_install_while_one_is_probed(store, tmp_path):
 # --- a case run in trials: the flaky rule -------------------------------------------------------
 
 
-@pytest.mark.parametrize(("stale", "min_stale", "verdict"), [
+@pytest.mark.parametrize(("stale", "least", "verdict"), [
     (0, 1, Outcome.GOOD), (1, 1, Outcome.BAD), (1, 2, Outcome.UNKNOWN), (2, 2, Outcome.BAD),
     (5, 3, Outcome.BAD),
 ])
-def test_flaky_rule(stale, min_stale, verdict):
+def test_flaky_rule(stale, least, verdict):
     v = Verdict.AFFECTED if stale else Verdict.NOT_AFFECTED
     doc = probe_doc(v, "2025-08-01", case="side_stream", stale_trials=stale, trials=5)
     run = make_run(make_cell("nightly-x"), result=ProbeResult.from_json(doc))
-    rule = Rule(case="side_stream", trials=5, min_stale=min_stale)
+    rule = Rule(case="side_stream", trials=5, min_affected=least)
     judged = rule.judge(run)
     assert judged.verdict is verdict and judged.stale_fraction == stale / 5
-    assert f"stale on at least {min_stale} of 5 trials" in rule.describe()
+    assert f"affected on at least {least} of 5 trials" in rule.describe()
+
+
+def _race_probe(folder, least: int):
+    folder.mkdir(exist_ok=True)
+    (folder / "race.py").write_text(
+        '"""A race that shows now and then"""\nPROBE_VERSION = "1"\n'
+        f'BISECT_CASE = "copy_race"\nTRIAL_CASES = {{"copy_race": {least}}}\n')
+    return folder
+
+
+@pytest.mark.parametrize(("stale", "verdict"), [
+    (0, Outcome.GOOD), (2, Outcome.UNKNOWN), (3, Outcome.BAD), (5, Outcome.BAD)])
+def test_the_probe_declares_its_deciding_case_and_its_trials_rule(
+        fake_probes, tmp_path, stale, verdict):
+    """Nothing in the tool names the probe's cases: `race.py` says its bisection is decided by
+    `copy_race`, judged over trials and bad from 3 affected trials on."""
+    fake_probes(_race_probe(tmp_path / "probes", 3))
+    v = Verdict.AFFECTED if stale else Verdict.NOT_AFFECTED
+    doc = probe_doc(v, "2025-08-01", case="copy_race", stale_trials=stale, trials=5)
+    run = make_run(make_cell("nightly-x"), result=ProbeResult.from_json(doc))
+    rule = Rule(probe="race")
+    assert rule.case_name == "copy_race" and rule.judge(run).verdict is verdict
+    assert "case copy_race: " in rule.describe()
+    assert "bad when affected on at least 3 of the probe's default number of trials" in \
+        rule.describe()
+    assert Rule(probe="race", min_affected=1).judge(run).verdict is (  # the flag overrides it
+        Outcome.BAD if stale else Outcome.GOOD)
 
 
 def test_a_flaky_bisection_keeps_every_stale_fraction(store, tmp_path):
@@ -236,7 +266,7 @@ def test_a_flaky_bisection_keeps_every_stale_fraction(store, tmp_path):
         return probe_doc(v, cell.date, case="side_stream", stale_trials=stale, trials=4)
 
     b = bisector(answering(decide), store, tmp_path,
-                 rule=Rule(case="side_stream", trials=4, min_stale=1))
+                 rule=Rule(case="side_stream", trials=4, min_affected=1))
     result = b.search(cands(case="side_stream", trials=4))
     assert DATES[result.first_bad] == "2025-08-11"
     assert {p.stale_fraction for p in b.points.values()} == {0.0, 0.5}

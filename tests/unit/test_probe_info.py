@@ -82,12 +82,45 @@ def test_title_and_description_follow_pep_257(tmp_path):
     ('"""t"""\n\nFIX_PR = 143696\n', r"p\.py:3: FIX_PR must be a string literal"),
     ('CASE_LABELS = {"a": 1}\n', r"p\.py:1: CASE_LABELS must be a dict of strings"),
     ('PROBE_OUTPUT = "json"\n', r"PROBE_OUTPUT is 'json'; it must be one of"),
+    # what only the probe knows about its cases, type-checked as the rest
+    ('"""t"""\nBISECT_CASE = ["a"]\n', r"p\.py:2: BISECT_CASE must be a string literal"),
+    ('NEEDS_GPU = "yes"\n', r"p\.py:1: NEEDS_GPU must be True or False literal"),
+    ('TRIAL_CASES = {"race": 0}\n', r"p\.py:1: TRIAL_CASES must be a dict of case names to "
+     r"whole numbers of at least 1 literal"),
+    ('TRIAL_CASES = {"race": True}\n', r"p\.py:1: TRIAL_CASES must be a dict of case names"),
+    ('TRIAL_CASES = ["race"]\n', r"p\.py:1: TRIAL_CASES must be a dict of case names"),
+    ('WORKAROUND_COST = {"adds_to": "a step"}\n', r"p\.py:1: WORKAROUND_COST gives no key; "
+     r"it takes 'key', 'adds_to' \(key needed\)"),
+    ('VARIANTS = {"key": "v", "affected": "bad", "colour": "red"}\n',
+     r"p\.py:1: VARIANTS has unknown key\(s\) 'colour'; it takes 'key', 'affected', 'unit'"),
+    ('VARIANTS = {"key": "v", "affected": 1}\n', r"p\.py:1: VARIANTS must be a dict of strings"),
+    # a misspelt case would leave every bisection without a verdict: said at once
+    ('CASE_LABELS = {"grows": "g"}\nBISECT_CASE = "grow"\n', r"p\.py:2: BISECT_CASE names "
+     r"'grow', which is not among the cases CASE_LABELS and CONTROLS name \(grows\)"),
+    ('CASE_LABELS = {"grows": "g"}\nCONTROLS = {"ctl": "not_affected"}\n\n'
+     'TRIAL_CASES = {"grows": 2, "race": 1}\n', r"p\.py:4: TRIAL_CASES names 'race'"),
 ])
 def test_a_bad_literal_is_one_sentence_naming_file_and_line(tmp_path, source, message):
     path = tmp_path / "p.py"
     path.write_text(source)
     with pytest.raises(ConfigError, match=message):
         read_info(path)
+
+
+def test_what_only_the_probe_knows_is_read_from_its_file(tmp_path):
+    path = tmp_path / "leak.py"
+    path.write_text('"""A leak"""\nPROBE_VERSION = "1"\nCASE_LABELS = {"warmup": "w", '
+                    '"grows": "g"}\nBISECT_CASE = "grows"\nTRIAL_CASES = {"grows": 3}\n'
+                    'NEEDS_GPU = False\nVARIANTS = {"key": "sizes", "affected": "leaked"}\n'
+                    'WORKAROUND_COST = {"key": "empty_cache_ms", "adds_to": "each step"}\n')
+    info = read_info(path)
+    assert (info.deciding_case, info.trial_cases, info.needs_gpu) == ("grows", {"grows": 3}, False)
+    assert info.variants == {"key": "sizes", "affected": "leaked"}
+    assert info.workaround_cost == {"key": "empty_cache_ms", "adds_to": "each step"}
+    path.write_text('"""A leak"""\nPROBE_VERSION = "1"\nCASE_LABELS = {"warmup": "w"}\n')
+    assert read_info(path).deciding_case == "warmup"  # undeclared: the first case it labels
+    assert read_info(path).needs_gpu is False and read_info(CUMSUM).deciding_case == "cumsum_64bit"
+    assert read_info(CUMSUM).needs_gpu is True
 
 
 # --- scripts.py: one reader, and how a build runs a probe -----------------------------------------

@@ -18,6 +18,7 @@ from torchbisect.report.regression import regression_for
 from torchbisect.report.synthetic import synthetic_run as run
 
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
+LAZY_COST = regression_for("stale_replay").workaround_cost  # how probes/stale_replay.py quotes it
 BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5)}
 GOOD = {"capture_data_ptr": (0, 5), "capture_write": (0, 5)}
 BENCH = {"torch": "2.11.0+cu130", "gpu": "NVIDIA H200", "rows": [
@@ -46,8 +47,9 @@ def test_the_page_and_summary_say_what_to_do_with_the_measured_cost(tmp_path):
     assert "no fixed release yet (every tested release up to 2.15.0 is affected)" in todo
     assert "Download stale_replay.py and run python stale_replay.py with the python" in todo
     assert "0 = not affected, 1 = affected, 125 = cannot tell" in todo
-    assert ("The whole tool: pip install . && torchbisect probe in a clone of torchbisect's "
-            "repository (it is not published on PyPI)") in todo
+    assert "it probes the first GPU" in todo  # the probe says it needs one (NEEDS_GPU)
+    assert ("The whole tool: pip install . && torchbisect probe --probe stale_replay in a clone "
+            "of torchbisect's repository (it is not published on PyPI)") in todo
     assert "pip install torchbisect" not in todo
     # the self-check's file is published beside the page: the link downloads the real probe
     assert '<a href="stale_replay.py" download>' in html
@@ -131,11 +133,25 @@ def test_a_cost_below_the_timers_resolution_is_said_as_such_never_as_a_negative(
     rerun = {"gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "rows": [
         {"size_mib": 1, "graph_clone_node_ms": -0.00005},
         {"size_mib": 256, "graph_clone_node_ms": 0.1923}]}
-    sentence = cost_sentence(rerun)
+    sentence = cost_sentence(rerun, LAZY_COST)
     assert "adds below 1 µs (the timer's resolution) to a graph replay at 1 MiB" in sentence
     assert "0.19 ms at 256 MiB" in sentence
     assert "-" not in sentence.split(":", 1)[1] and "0.000" not in sentence
     # A benchmark that resolves finer says the figure.
     finer = {**rerun, "resolution_ms": 0.0001, "rows": [
         {"size_mib": 1, "graph_clone_node_ms": 0.00079}]}
-    assert "adds 0.79 µs to a graph replay at 1 MiB" in cost_sentence(finer)
+    assert "adds 0.79 µs to a graph replay at 1 MiB" in cost_sentence(finer, LAZY_COST)
+
+
+def test_the_workaround_cost_is_quoted_as_the_probe_declares_it():
+    """The benchmark's field and what it adds to are the probe's words (WORKAROUND_COST): a
+    second probe's benchmark reads through its own declaration, and one that declares none is
+    quoted by nobody."""
+    doc = {"gpu": "NVIDIA H100", "torch": "2.12.0", "rows": [
+        {"size_mib": 8, "sync_ms": 0.25}, {"size_mib": 64, "sync_ms": 2.0},
+        {"size_mib": 1, "graph_clone_node_ms": 0.5}]}
+    assert cost_sentence(doc, {"key": "sync_ms", "adds_to": "each step"}) == (
+        "Measured on NVIDIA H100 (torch 2.12.0): the workaround adds 0.25 ms to each step at "
+        "8 MiB and 2 ms at 64 MiB.")
+    assert cost_sentence(doc, {}) == ""
+    assert LAZY_COST == {"key": "graph_clone_node_ms", "adds_to": "a graph replay"}

@@ -300,3 +300,69 @@ def test_a_probe_that_reports_no_cuda_runtime_is_not_said_to_have_none(probes, t
     lazy = [synthetic_run("2.10.0+cu130", BAD)]  # a document probe that names its runtime
     render_runs(lazy, [], tmp_path / "lazy", generated=NOW)
     assert "not reported" not in (tmp_path / "lazy" / "summary.md").read_text()
+
+
+def _check_section(path: Path) -> str:
+    """The visible text of the page's "Check your own torch" line."""
+    text = _text(path)
+    return text[text.index("Check your own torch"):text.index("Upstream")]
+
+
+def test_check_your_own_torch_is_this_probes_check(probes, tmp_path):
+    """The page sends its reader to its own regression's check: the download of this probe's
+    file and the `torchbisect probe --probe NAME` line that runs it (a probe of torchbisect's
+    own from a clone, a user's with TORCHBISECT_PROBES naming where it was saved); GPU words
+    only for a probe that says it needs a GPU."""
+    (probes / "ones_sum.py").write_text('"""torch.ones(n).sum() is wrong on some builds"""\n'
+                                        'import sys\nsys.exit(0)\n')
+    runs = [one_case_run("ones_sum", "2.10.0+cpu", "not_affected"),
+            one_case_run("ones_sum", "2.12.1+cpu", "affected"),
+            one_case_run("cumsum_64bit", "2.5.1+cu124", "affected")]
+    render_runs(runs, [], tmp_path / "site", generated=NOW)
+    own = _check_section(tmp_path / "site" / "ones_sum" / "index.html")
+    assert "Download ones_sum.py and run python ones_sum.py" in own
+    assert "TORCHBISECT_PROBES=DIR torchbisect probe --probe ones_sum" in own
+    assert "DIR the folder that holds ones_sum.py" in own
+    assert "GPU" not in own and "stale_replay" not in own  # a CPU-only check: no GPU words
+    assert '<a href="ones_sum.py" download>' in (tmp_path / "site" / "ones_sum" /
+                                                 "index.html").read_text()
+    summary = (tmp_path / "site" / "ones_sum" / "summary.md").read_text()
+    assert "`TORCHBISECT_PROBES=DIR torchbisect probe --probe ones_sum`" in summary
+    assert "first GPU" not in summary
+
+    shipped = _check_section(tmp_path / "site" / "cumsum_64bit" / "index.html")
+    assert "Download cumsum_64bit.py and run python cumsum_64bit.py" in shipped
+    assert "it probes the first GPU" in shipped  # NEEDS_GPU = True in its file
+    # the copy in this folder is torchbisect's own file's twin, not torchbisect's own: a folder
+    assert "TORCHBISECT_PROBES=DIR torchbisect probe --probe cumsum_64bit" in shipped
+
+
+def test_a_probe_of_torchbisect_s_own_is_run_from_a_clone(tmp_path):
+    runs = [one_case_run("cumsum_64bit", "2.5.1+cu124", "affected")]
+    render_runs(runs, [], tmp_path, generated=NOW)
+    check = _check_section(tmp_path / "index.html")
+    assert "pip install . && torchbisect probe --probe cumsum_64bit in a clone" in check
+    assert "it probes the first GPU" in check and "stale_replay" not in check
+
+
+def test_a_second_probe_prices_its_workaround_with_its_own_benchmark(probes, tmp_path):
+    """The workaround's cost is read through the probe's own declaration: a leak probe that
+    names its benchmark and field gets its sentence, the lazy-clone benchmark beside it is not
+    quoted on its page."""
+    (probes / "leaky_thing.py").write_text(
+        LEAK + 'WORKAROUND_BENCH = "empty_cache"\n'
+        'WORKAROUND_COST = {"key": "empty_cache_ms", "adds_to": "each training step"}\n')
+    bench = tmp_path / "site" / "bench"
+    bench.mkdir(parents=True)
+    rows = [{"size_mib": 4, "empty_cache_ms": 1.5}, {"size_mib": 512, "empty_cache_ms": 3.0}]
+    (bench / "empty_cache.json").write_text(json.dumps({"gpu": "NVIDIA H100", "torch": "2.12.0",
+                                                       "rows": rows}))
+    (bench / "workaround.json").write_text(json.dumps({"gpu": "NVIDIA H200", "torch": "2.11.0",
+                                                      "rows": [{"size_mib": 1,
+                                                                "graph_clone_node_ms": 0.5}]}))
+    render_runs([one_case_run("leaky_thing", "2.11.0+cu130", "affected")], [], tmp_path / "site",
+                generated=NOW)
+    text = _text(tmp_path / "site" / "index.html")
+    assert ("Measured on NVIDIA H100 (torch 2.12.0): the workaround adds 1.5 ms to each training "
+            "step at 4 MiB and 3 ms at 512 MiB.") in text
+    assert "graph replay" not in text and "NVIDIA H200 (torch 2.11.0)" not in text

@@ -43,7 +43,17 @@ def asked(cell=ONE, **kw):
     (make_run(FULL), asked(channel=Channel.DEV), None, False),
     (make_run(FULL), asked(url=None), None, False),  # no sha256, no URL: nothing names it
     (make_run(FULL), asked(trials=5), FULL.sha256, False),
-    (make_run(FULL), asked(timeout=60.0), FULL.sha256, False),
+    (make_run(FULL), asked(timeout=60.0), FULL.sha256, False),  # a shorter limit is asked again
+    # a longer limit cannot change a verdict that finished (the matrix's 120 s, a bisection's
+    # 900 s); a case that ran out of time under the shorter one is asked again
+    (make_run(asked(FULL, timeout=120.0)), asked(timeout=900.0), FULL.sha256, True),
+    (make_run(asked(FULL, timeout=120.0)), asked(FULL, timeout=900.0), FULL.sha256, True),
+    (make_run(asked(FULL, timeout=120.0), verdict="timeout"), asked(timeout=900.0), FULL.sha256,
+     False),
+    (make_run(asked(FULL, timeout=120.0), verdict="timeout"), asked(FULL, timeout=900.0),
+     FULL.sha256, False),
+    (make_run(asked(FULL, timeout=120.0), verdict="timeout"), asked(FULL, timeout=120.0),
+     FULL.sha256, True),  # the same limit: the same answer
     (make_run(FULL), asked(env=(("TORCH_LOGS", "+dynamo"),)), FULL.sha256, False),
     (make_run(FULL), asked(probe="script:be87e4feef96"), FULL.sha256, False),
     (make_run(FULL, status=RunStatus.INFRA_FAILURE), asked(), FULL.sha256, False),

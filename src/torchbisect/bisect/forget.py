@@ -42,7 +42,7 @@ class Settings:
     def template(self) -> Cell:
         return Cell(id="", channel=Channel.NIGHTLY, version="", cuda=self.cuda,
                     python=self.python, probe=self.rule.probe_name,
-                    cases=(self.rule.case,) if self.rule.script is None else (),
+                    cases=(self.rule.case_name,) if self.rule.script is None else (),
                     trials=self.rule.trials, timeout=self.timeout, env=self.rule.env)
 
 
@@ -134,4 +134,4 @@ def _pairs(b: BisectResult) -> tuple:
 
 
 def _decider(rule: Rule) -> str:
-    return f"--script {rule.script!r}" if rule.script is not None else f"--case {rule.case}"
+    return f"--script {rule.script!r}" if rule.script is not None else f"--case {rule.case_name}"

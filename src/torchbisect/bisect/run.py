@@ -36,7 +36,7 @@ from .narrow import narrow
 from .result import Context, build_result
 from .search import EndsError
 from .telling import check_script, ends_error, so_far
-from .verdicts import DEFAULT_CASE, FlakyScript, Rule, ScriptAborted
+from .verdicts import FlakyScript, Rule, ScriptAborted
 from .walk import DEFAULT_LIMIT, walk
 
 AUTO = "auto"  # --cuda auto: each release's own build (release bisection only)
@@ -53,11 +53,11 @@ class BisectOptions:
     cuda: str = "cu130"
     python: str = "3.12"
     platform: str | None = None
-    case: str = DEFAULT_CASE
+    case: str = ""  # --case; "": the one the probe's file declares (Rule.case_name)
     script: str | None = None
     probe: str = defaults.PROBE  # --probe: the probe that judges (without --script)
     trials: int | None = None
-    min_stale: int = 1
+    min_affected: int | None = None  # --min-affected; None: the probe's rule (Rule)
     index_url: str | None = None
     backend: str | None = None
     store: Path = defaults.STORE
@@ -73,7 +73,7 @@ class BisectOptions:
 
     @property
     def rule(self) -> Rule:
-        return Rule(case=self.case, trials=self.trials, min_stale=self.min_stale,
+        return Rule(case=self.case, trials=self.trials, min_affected=self.min_affected,
                     script=self.script, probe=self.probe)
 
 
@@ -296,7 +296,8 @@ def _one_end(options: BisectOptions) -> CandidateList:
 def _template(options: BisectOptions, index_url: str) -> Cell:
     return Cell(
         id="", channel=Channel.NIGHTLY, version="", cuda=options.cuda, python=options.python,
-        probe=options.rule.probe_name, cases=(options.case,) if options.script is None else (),
+        probe=options.rule.probe_name,
+        cases=(options.rule.case_name,) if options.script is None else (),
         trials=options.trials, timeout=options.timeout, index_url=index_url)
 
 
@@ -320,11 +321,11 @@ def _context(options: BisectOptions) -> Context:
     else:
         if options.probe != defaults.PROBE:
             flags += ["--probe", options.probe]
-        flags += ["--case", options.case]
+        flags += ["--case", options.rule.case_name]
         if options.trials:
             flags += ["--trials", str(options.trials)]
-        if options.min_stale != 1:
-            flags += ["--min-stale", str(options.min_stale)]
+        if options.min_affected is not None:
+            flags += ["--min-affected", str(options.min_affected)]
     if options.index_url:
         flags += ["--index-url", options.index_url]
     if options.backend:

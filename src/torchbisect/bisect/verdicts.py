@@ -1,8 +1,10 @@
 """How one stored run becomes good / bad / unknown for a bisection: the stated rule.
 
-Probe mode reads one case of the probe's result.  A case with trials (the side-stream race passes
-now and then) is bad when it was stale on at least `min_stale` trials, good when it was stale on
-none, and unknown in between.  Script mode follows `git bisect run`: exit 0 good, 125 skip,
+Probe mode reads one case of the probe's result: the one `--case` names, else the one the probe's
+file declares (probe/info.py: BISECT_CASE).  A case with trials (a race that shows now and then;
+the probe's TRIAL_CASES name those it judges so, with the fewest affected trials that make a build
+bad) is bad when it was affected on at least `min_affected` trials, good when on none, and unknown
+in between.  Script mode follows `git bisect run`: exit 0 good, 125 skip,
 1–127 bad, anything else aborts (probes/script.py runs the command and records its status).
 Infrastructure failures (a script that timed out included) and inconclusive runs are unknown.
 """
@@ -16,12 +18,11 @@ from ..errors import TorchbisectError
 from ..exits import Exit
 from ..model import CellRun, RunStatus, Verdict
 from ..outcome import Outcome
-from ..probe.scripts import DEFAULT_PROBE
+from ..probe.info import ProbeInfo
+from ..probe.scripts import DEFAULT_PROBE, probe_info
 from ..utils.words import signal_name
 
-DEFAULT_CASE = "capture_data_ptr"
 SCRIPT_CASE = "script"
-RACY_CASES = ("side_stream",)  # timing dependent: judged over trials
 
 
 class ScriptAborted(TorchbisectError):
@@ -46,20 +47,40 @@ class Judged:
 
 @dataclass(frozen=True, kw_only=True)
 class Rule:
-    case: str = DEFAULT_CASE  # ignored with a script
+    case: str = ""  # --case; "": the one the probe's file declares (ignored with a script)
     trials: int | None = None  # None: the probe's default
-    min_stale: int = 1
+    min_affected: int | None = None  # --min-affected; None: the probe's TRIAL_CASES, else 1
     script: str | None = None
     probe: str = DEFAULT_PROBE  # the probe that judges (`--probe`); ignored with a script
 
+    def _info(self) -> ProbeInfo | None:
+        return None if self.script is not None else probe_info(self.probe)
+
     @property
     def case_name(self) -> str:
-        """The case that decides: the probe's `case`, or the script's own."""
-        return SCRIPT_CASE if self.script is not None else self.case
+        """The case that decides: `case`, else the probe's declared one, or the script's own."""
+        if self.script is not None:
+            return SCRIPT_CASE
+        info = self._info()
+        return self.case or (info.deciding_case if info else "")
+
+    @property
+    def least_affected(self) -> int:
+        """The fewest affected trials that make a build bad: --min-affected, else the probe's
+        rule for the case (TRIAL_CASES), else 1."""
+        if self.min_affected is not None:
+            return self.min_affected
+        info = self._info()
+        return (info.trial_cases.get(self.case_name) if info else None) or 1
+
+    def _judged_over_trials(self) -> bool:
+        info = self._info()
+        return bool(self.trials or self.min_affected is not None
+                    or (info and self.case_name in info.trial_cases))
 
     @property
     def probe_name(self) -> str:
-        """The probe a run was made with: `probe` ("stale_replay", "cumsum_64bit"), or
+        """The probe a run was made with: `probe` (a file of the probes folder), or
         "script:<sha256 of CMD, 12 hex>"."""
         if self.script is None:
             return self.probe
@@ -75,12 +96,13 @@ class Rule:
             return (f"script `{self.script}`: exit 0 good, 125 skip, 1-127 bad, "
                     ">127 aborts the bisection")
         probe = "" if self.probe == DEFAULT_PROBE else f"probe {self.probe}, "
-        rule = (f"{probe}case {self.case}: bad when affected, good when not affected or "
+        rule = (f"{probe}case {self.case_name}: bad when affected, good when not affected or "
                 "refused, unknown otherwise")
-        if self.trials or self.min_stale != 1 or self.case in RACY_CASES:
+        if self._judged_over_trials():
             of = f"{self.trials}" if self.trials else "the probe's default number of"
-            rule += (f"; a case run in trials is bad when stale on at least {self.min_stale} of "
-                     f"{of} trials, good when stale on none, unknown in between")
+            rule += (f"; a case run in trials is bad when affected on at least "
+                     f"{self.least_affected} of {of} trials, good when on none, unknown in "
+                     "between")
         return rule
 
     def judge(self, run: CellRun) -> Judged:
@@ -100,13 +122,13 @@ class Rule:
 
     def _case_verdict(self, case) -> tuple[Outcome, str]:
         if case.trials and case.stale_trials is not None:
-            stale = f"stale on {case.stale_trials} of {case.trials} trials"
-            if case.stale_trials >= self.min_stale:
-                return Outcome.BAD, stale
+            seen = f"affected on {case.stale_trials} of {case.trials} trials"
+            least = self.least_affected
+            if case.stale_trials >= least:
+                return Outcome.BAD, seen
             if case.stale_trials == 0 and case.verdict.is_safe:
-                return Outcome.GOOD, stale
-            why = f"{stale} ({case.verdict.value}; --min-stale is {self.min_stale})"
-            return Outcome.UNKNOWN, why
+                return Outcome.GOOD, seen
+            return Outcome.UNKNOWN, f"{seen} ({case.verdict.value}; at least {least} make it bad)"
         if case.verdict is Verdict.AFFECTED:
             return Outcome.BAD, case.detail
         if case.verdict.is_safe:

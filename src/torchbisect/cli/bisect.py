@@ -19,12 +19,10 @@ from ..bisect.candidates import Candidate, CandidateList, parse_end, release_of
 from ..bisect.driver import Progress
 from ..bisect.forget import Forgotten, describe
 from ..bisect.run import BisectOptions, bisect, take_back
-from ..bisect.verdicts import DEFAULT_CASE
 from ..bisect.walk import DEFAULT_LIMIT
 from ..errors import ConfigError
 from ..exits import Exit
 from ..outcome import Direction, NightlyPoint
-from ..probe.info import ProbeOutput
 from ..probe.scripts import default_probe, probe_info
 from ..report.bisection_text import render_markdown, render_text
 from . import options as flags
@@ -60,12 +58,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
              "folders TORCHBISECT_PROBES names, or among the shipped ones; a JSON-document probe "
              "or a plain `git bisect run` script (default: stale_replay)")
     add("--case", default=None,
-        help=f"probe case that decides (default: {DEFAULT_CASE} for stale_replay; an exit-status "
-             "probe's one case; else the first of the probe's CASE_LABELS)")
+        help="probe case that decides (default: the one the probe's file declares, BISECT_CASE; "
+             "an exit-status probe's one case; else the first of the probe's CASE_LABELS)")
     add("--trials", type=int, default=None, metavar="N",
-        help="trials per nightly for racy cases such as side_stream")
-    add("--min-stale", type=int, default=1, metavar="K",
-        help="a racy case is bad when stale on at least K of N trials (default 1)")
+        help="trials per nightly for the cases a probe judges over trials (its TRIAL_CASES: "
+             "a race that shows now and then)")
+    add("--min-affected", type=int, default=None, metavar="K",
+        help="a case judged over trials is bad when affected on at least K of N trials "
+             "(default: the probe's TRIAL_CASES rule, else 1; --min-stale K, its old name, "
+             "still works)")
+    add("--min-stale", dest="min_affected", type=int, metavar="K", help=argparse.SUPPRESS)
     add("--script", default=None, metavar="CMD",
         help="decide with CMD instead of the probe: exit 0 good, 125 skip, 1-127 bad, >127 abort")
     add("--index-url", default=None, metavar="URL",
@@ -177,8 +179,9 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         raise ConfigError("--script decides on its own: drop --probe, --case and --trials")
     if args.trials is not None and args.trials < 1:
         raise ConfigError("--trials must be at least 1")
-    if args.min_stale < 1 or (args.trials and args.min_stale > args.trials):
-        raise ConfigError("--min-stale must be between 1 and --trials")
+    if args.min_affected is not None and (
+            args.min_affected < 1 or (args.trials and args.min_affected > args.trials)):
+        raise ConfigError("--min-affected must be between 1 and --trials")
     if not args.timeout > 0 or math.isinf(args.timeout):  # `not >`: NaN is refused too
         raise ConfigError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     if args.walk_limit is not None and (args.good is not None or args.walk_limit < 1):
@@ -194,14 +197,14 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         probe_info(probe)  # a probe that is not there, or does not read: one sentence, exit 2
     if args.repeat is not None and (args.script is None or args.repeat < 1):
         raise ConfigError("--repeat needs --script and a whole number of at least 1; racy "
-                          "probe cases take --trials and --min-stale instead")
+                          "probe cases take --trials and --min-affected instead")
     return BisectOptions(
         good=args.good, bad=args.bad or "",
         direction=Direction.FIX if args.find_fix else Direction.REGRESSION,
         cuda=args.cuda, python=args.python, platform=args.platform,
         probe=probe, script=args.script, trials=args.trials,
-        case=args.case or (DEFAULT_CASE if args.script is not None else _default_case(probe)),
-        min_stale=args.min_stale, index_url=args.index_url, backend=args.backend,
+        case=args.case or ("" if args.script is not None else _default_case(probe)),
+        min_affected=args.min_affected, index_url=args.index_url, backend=args.backend,
         store=args.store, workdir=args.workdir, repo=args.pytorch_repo or args.repo,
         narrow=args.pytorch_repo is not None, github=not args.no_github,
         timeout=args.timeout, overlay=args.overlay,
@@ -210,17 +213,14 @@ def _options(args: argparse.Namespace) -> BisectOptions:
 
 
 def _default_case(probe: str) -> str:
-    """The case that decides when --case is not given: the lazy-clone probe's capture case, an
-    exit-status probe's one case (its own name), else the first case its CASE_LABELS names."""
+    """The case that decides when --case is not given, as the probe's file says it
+    (ProbeInfo.deciding_case: BISECT_CASE, an exit-status probe's one case, else the first of
+    CASE_LABELS)."""
     info = probe_info(probe)
-    if probe == defaults.PROBE:
-        return DEFAULT_CASE
-    if info.output is ProbeOutput.EXIT_STATUS:
-        return info.name
-    if info.case_labels:
-        return next(iter(info.case_labels))
-    raise ConfigError(f"--probe {probe}: its file names no case (CASE_LABELS), so name the case "
-                      "that decides with --case")
+    if not info.deciding_case:
+        raise ConfigError(f"--probe {probe}: its file {info.path} names no case (BISECT_CASE or "
+                          "CASE_LABELS), so name the case that decides with --case")
+    return info.deciding_case
 
 
 class _Console(Progress):

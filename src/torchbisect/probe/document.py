@@ -32,7 +32,7 @@ from .scripts import probe_info
 from .shape import Count, ProbeCaseJson, ProbeDocument, ProbeEnvJson, keys
 
 MAX_BYTES = 1_000_000  # the real probe writes about 10 KB
-MAX_DEPTH = 12  # document → cases → case → variants → variant → value is 6
+MAX_DEPTH = 12  # document → cases → case → a case's own dict → its entry → value is 6
 DETAIL_CHARS = 2_000  # per string: a traceback's last lines, not a log
 _VERDICTS = frozenset(v.value for v in Verdict)
 _TEXT = keys(ProbeDocument, str)  # probe, probe_version

@@ -295,3 +295,12 @@ def _copy(path: Path, into: Path) -> tuple[Path, str]:
     copy = files.write_bytes(into / path.name, data)
     copy.chmod(0o444)  # what the build runs: a probe does not rewrite the copy it runs
     return copy, hashlib.sha256(data).hexdigest()
+
+
+def shipped(path: Path) -> bool:
+    """Whether `path` is one of torchbisect's own probes (installed with it, or the checkout's
+    `probes/`), which `torchbisect probe --probe NAME` finds with no folder named."""
+    try:
+        return path.resolve().parent == _OWN.resolve()
+    except OSError:
+        return False

@@ -4,7 +4,7 @@ types.
 probes/README.md states the contract in words; these types are it for the code.  The gate
 (probe/document.py) takes from them which keys it checks as text, numbers and counts, and
 report/documents.py makes probe.schema.json of them.  A probe document is any probe's output:
-the types name what the gate reads and allow more (a case's `variants`, an env's own keys).
+the types name what the gate reads and allow more (a case's own keys, an env's own keys).
 
 No import of pydantic here (the gate runs on every probe's document): the `__pydantic_config__`
 and the bounds (`annotated_types`) are plain values that pydantic reads when the schema is made.
@@ -25,7 +25,7 @@ _PLAIN = {"type": ["string", "number", "boolean", "null"]}
 
 
 class ProbeCaseJson(TypedDict):
-    __pydantic_config__ = _OPEN  # a case may add its own keys (`variants`, …)
+    __pydantic_config__ = _OPEN  # a case may add its own keys (a probe's VARIANTS, …)
     verdict: Verdict
     detail: NotRequired[str]
     seconds: NotRequired[float | None]

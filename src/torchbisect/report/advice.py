@@ -1,15 +1,18 @@
 """"What to do": the answer to an affected user's second question, built from the same headlines.
 
 The probe's workaround (its WORKAROUND) with its cost as measured by `nox -s bench` when the probe
-names that benchmark, the release the fix is measured in and the first fixed nightly per GPU
-model when known, the fix's pull request when the probe names one, a one-line self-check with the
-probe file published beside the page, and the upstream report: `references.upstream` in
-matrix.yaml, else the probe's UPSTREAM_ISSUE, else a search of pytorch/pytorch's issues.
+names that benchmark and says how to quote it (WORKAROUND_BENCH, WORKAROUND_COST), the release the
+fix is measured in and the first fixed nightly per GPU model when known, the fix's pull request
+when the probe names one, a one-line self-check with this probe's file published beside the page
+(GPU words only for a probe that says it needs one, NEEDS_GPU) and the `torchbisect probe --probe
+NAME` line that runs this probe, and the upstream report: `references.upstream` in matrix.yaml,
+else the probe's UPSTREAM_ISSUE, else a search of pytorch/pytorch's issues.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 from urllib.parse import quote_plus, unquote_plus, urlsplit
 
@@ -25,13 +28,23 @@ NO_WORKAROUND = "The probe names no workaround."
 CHECK_MEANING = ("with the python whose torch you want checked: it probes the first GPU and exits "
                  "0 = not affected, 1 = affected, 125 = cannot tell (no GPU, say). It needs only "
                  "torch.")
-NO_CHECK = ("The probe's file is not at hand where this page was drawn; `torchbisect probe` "
-            "runs it from a clone of torchbisect.")
+# A probe that does not say it needs a GPU (NEEDS_GPU) gets no GPU words: a CPU-only check.
+CHECK_MEANING_NO_GPU = ("with the python whose torch you want checked: it exits 0 = not "
+                        "affected, 1 = affected, 125 = cannot tell. It needs only torch.")
+NO_CHECK = ("The probe's file is not at hand where this page was drawn; `torchbisect probe "
+            "--probe {name}` runs it from a clone of torchbisect, or from the folder "
+            "TORCHBISECT_PROBES names.")
 # torchbisect is not on PyPI: the line a reader can follow installs it from a clone of its source.
-TOOL = "pip install . && torchbisect probe"
+TOOL = "pip install . && torchbisect probe --probe {name}"
 TOOL_MEANING = ("in a clone of torchbisect's repository (it is not published on PyPI): the same "
                 "check with its result stored, and the whole tool, which installs and probes a "
                 "matrix of builds and bisects nightlies.")
+# A probe of the user's own is not in a clone: the variable names the folder it was saved in.
+TOOL_OWN = "TORCHBISECT_PROBES=DIR torchbisect probe --probe {name}"
+TOOL_OWN_MEANING = ("with torchbisect installed from a clone of its repository (pip install . "
+                    "there; it is not published on PyPI) and DIR the folder that holds {file}: "
+                    "the same check with its result stored, and the whole tool, which installs "
+                    "and probes a matrix of builds and bisects nightlies.")
 
 
 def upstream_search(regression: Regression) -> str:
@@ -107,20 +120,43 @@ def measured_cost(ms: float, resolution_ms: float = RESOLUTION_MS) -> str:
     return duration(ms)
 
 
-def cost_sentence(doc: dict[str, Any]) -> str:
-    """The clone node's cost per graph replay at the smallest and largest size measured."""
-    rows = sorted(doc.get("rows") or [], key=lambda r: r.get("size_mib", 0))
-    rows = [r for r in rows if isinstance(r.get("graph_clone_node_ms"), (int, float))]
+def cost_sentence(doc: dict[str, Any], cost: dict[str, str]) -> str:
+    """The workaround's cost at the smallest and largest size measured, as the probe says to
+    quote it (WORKAROUND_COST): each row's `cost["key"]`, in ms, added to `cost["adds_to"]`."""
+    key = cost.get("key", "")
+    rows = [r for r in doc.get("rows") or [] if isinstance(r, dict)
+            and _number(r.get(key)) and _number(r.get("size_mib"))] if key else []
     if not rows:
         return ""
-    resolution = doc.get("resolution_ms")
-    resolution = resolution if isinstance(resolution, (int, float)) else RESOLUTION_MS
+    rows.sort(key=lambda r: r["size_mib"])
+    declared = doc.get("resolution_ms")
+    resolution = float(declared) if isinstance(declared, (int, float)) else RESOLUTION_MS
     small, big = rows[0], rows[-1]
     where = f"{doc.get('gpu', 'the benchmark GPU')} (torch {doc.get('torch', '?')})"
-    return (f"Measured on {where}: the workaround adds "
-            f"{measured_cost(small['graph_clone_node_ms'], resolution)} to a graph replay at "
-            f"{small['size_mib']} MiB and {measured_cost(big['graph_clone_node_ms'], resolution)} "
+    to = f" to {cost['adds_to']}" if cost.get("adds_to") else ""
+    return (f"Measured on {where}: the workaround adds {measured_cost(small[key], resolution)}"
+            f"{to} at {small['size_mib']} MiB and {measured_cost(big[key], resolution)} "
             f"at {big['size_mib']} MiB.")
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def self_check(regression: Regression) -> tuple[str, str, str, str, str]:
+    """(check, check_href, check_meaning, tool, tool_meaning): how a reader runs THIS probe —
+    its file, published beside the page, with the python to check, and the tool's line for it:
+    from a clone for one of torchbisect's own probes, else with TORCHBISECT_PROBES naming the
+    folder the reader saved the file in."""
+    name, file = shlex.quote(regression.probe), regression.check_file
+    if regression.shipped or not file:
+        tool, meaning = TOOL.format(name=name), TOOL_MEANING
+    else:
+        tool, meaning = TOOL_OWN.format(name=name), TOOL_OWN_MEANING.format(file=file)
+    if not file:
+        return "", "", NO_CHECK.format(name=name), tool, meaning
+    words = CHECK_MEANING if regression.needs_gpu else CHECK_MEANING_NO_GPU
+    return f"python {file}", file, words, tool, meaning
 
 
 def upstream_of(regression: Regression, links: References) -> str:
@@ -135,13 +171,12 @@ def build_advice(sections: tuple[Section, ...], links: References,
                   for s in sections)
     bench = bench or {}
     upstream = upstream_of(regression, links)
-    check = regression.check_file
+    check, check_href, check_meaning, tool, tool_meaning = self_check(regression)
     return Advice(workaround=regression.workaround or NO_WORKAROUND,
-                  cost=cost_sentence(bench.get("data") or {}),
+                  cost=cost_sentence(bench.get("data") or {}, regression.workaround_cost),
                   cost_href=bench.get("href", ""), fixes=fixes,
-                  check=f"python {check}" if check else "", check_href=check,
-                  check_meaning=CHECK_MEANING if check else NO_CHECK, tool=TOOL,
-                  tool_meaning=TOOL_MEANING, upstream=upstream, upstream_text=link_text(upstream),
+                  check=check, check_href=check_href, check_meaning=check_meaning, tool=tool,
+                  tool_meaning=tool_meaning, upstream=upstream, upstream_text=link_text(upstream),
                   repository=links.repository or home(), fix_pr=regression.fix_pr,
                   fix_pr_text=link_text(regression.fix_pr) if regression.fix_pr else "")
 

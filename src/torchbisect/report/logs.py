@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# "[stale_replay] capture_write   affected ...": what a probe prints about its cases and verdict.
+# "[my_probe] some_case   affected ...": what a probe prints about its cases and verdict.
 _PROBE_LINE = re.compile(r"^\[[\w.-]+\] ")
 # The tool's line that starts the probe: `$ python probes/stale_replay.py …` (venv) or
 # `# torchbisect: [probe in IMAGE on GPU 0] python3 /probes/stale_replay.py …` (docker).

@@ -25,6 +25,7 @@ class Column:
     title: str
     note: str = ""
     expected: Verdict | None = None  # a control case: the verdict it must show (the probe's)
+    variants: tuple[tuple[str, str], ...] = ()  # the probe's VARIANTS: how its variants count
 
 
 @dataclass(frozen=True, kw_only=True)

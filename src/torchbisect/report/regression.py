@@ -23,7 +23,7 @@ from .. import defaults
 from ..errors import ConfigError
 from ..model import CellRun, Verdict
 from ..probe.info import ProbeInfo, read_info
-from ..probe.scripts import probe_path
+from ..probe.scripts import probe_path, shipped
 from .timeline import safe_url
 
 _TITLE_LIMIT = 200
@@ -47,7 +47,12 @@ class Regression:
     controls: dict[str, Verdict] = field(default_factory=dict)
     osv_id: str = ""
     workaround_bench: str = ""  # reports/bench/<this>.json measures the workaround's cost
+    workaround_cost: dict[str, str] = field(default_factory=dict)  # how it is quoted (info.py)
+    variants: dict[str, str] = field(default_factory=dict)  # how a case's variants are counted
+    trial_cases: dict[str, int] = field(default_factory=dict)  # cases judged over trials
+    needs_gpu: bool = False  # the probe says it needs a GPU: the self-check says so
     file: Path | None = None  # the probe file, published beside the page for the self-check
+    shipped: bool = False  # the file is one of torchbisect's own probes (no folder to name)
 
     def label(self, case: str) -> str:
         return self.case_labels.get(case, case)
@@ -82,7 +87,10 @@ def from_info(info: ProbeInfo) -> Regression:
         controls={_plain(k, _LABEL_LIMIT): Verdict(v) for k, v in info.controls.items()
                   if v in {x.value for x in Verdict}},
         osv_id=_plain(info.osv_id, _LABEL_LIMIT) or osv_id(info.name),
-        workaround_bench=_BENCH.sub("", info.workaround_bench)[:_LABEL_LIMIT], file=info.path)
+        workaround_bench=_BENCH.sub("", info.workaround_bench)[:_LABEL_LIMIT],
+        workaround_cost=_plain_map(info.workaround_cost), variants=_plain_map(info.variants),
+        trial_cases=dict(info.trial_cases), needs_gpu=info.needs_gpu, file=info.path,
+        shipped=shipped(info.path))
 
 
 def probe_of(runs: Iterable[CellRun]) -> str:

@@ -29,9 +29,11 @@ _NOT_RUN = CaseCell(mark=NOT_RUN, rate="", time="", detail="this case is not in 
 
 
 def _case_cell(case: CaseResult | None, raw: object = None,
-               controls: dict[str, Verdict] | None = None) -> CaseCell:
-    """`raw`: the case's part of the probe's document, whose `variants` count a case that tries
-    several; `controls`: the probe's, as mark_for_case takes them."""
+               controls: dict[str, Verdict] | None = None,
+               variants: dict[str, str] | None = None) -> CaseCell:
+    """`raw`: the case's part of the probe's document, whose variants (as the probe's VARIANTS
+    says where they are) count a case that tries several; `controls`: the probe's, as
+    mark_for_case takes them."""
     if case is None:
         return _NOT_RUN
     mark = mark_for_case(case, controls)
@@ -39,21 +41,24 @@ def _case_cell(case: CaseResult | None, raw: object = None,
     if case.stale_fraction is not None:
         rate = (f"{'flaky: ' if case.flaky else ''}affected on {case.stale_trials}/{case.trials} "
                 f"trials ({case.stale_fraction:.0%})")
-    elif counted := _variant_counts(raw) if mark.is_affected else None:
+    elif counted := _variant_counts(raw, variants or {}) if mark.is_affected else None:
         # a case of variants counts per variant: the affected one's count, as its neighbours'
         name, bad, trials = counted
-        rate = f"affected on {bad}/{trials} calls ({bad / trials:.0%}) in {name}"
+        unit = (variants or {}).get("unit") or "trials"
+        rate = f"affected on {bad}/{trials} {unit} ({bad / trials:.0%}) in {name}"
         mark = Mark(kind=mark.kind, icon=mark.icon, word=mark.word, note=f"{bad}/{trials}")
     return CaseCell(mark=mark, rate=rate, time=_seconds(case.seconds),
                     detail=public_text(case.detail))
 
 
-def _variant_counts(raw: object) -> tuple[str, int, int] | None:
-    """The first variant the document says was affected (its outcome "stale", as stale_replay
-    writes it), with its counts: (name, affected trials, trials)."""
-    variants = raw.get("variants") if isinstance(raw, dict) else None
+def _variant_counts(raw: object, declared: dict[str, str]) -> tuple[str, int, int] | None:
+    """The first variant the document says was affected, with its counts: (name, affected
+    trials, trials).  Where the variants are and what an affected one's `outcome` says are the
+    probe's (VARIANTS: `key`, `affected`); a probe that declares none has none counted."""
+    key, affected = declared.get("key"), declared.get("affected")
+    variants = raw.get(key) if key and affected and isinstance(raw, dict) else None
     for name, v in (variants.items() if isinstance(variants, dict) else ()):
-        if not isinstance(v, dict) or v.get("outcome") != "stale":
+        if not isinstance(v, dict) or v.get("outcome") != affected:
             continue
         bad, trials = v.get("stale_trials"), v.get("trials")
         if isinstance(bad, int) and isinstance(trials, int) and 0 < bad <= trials:
@@ -199,7 +204,8 @@ def build_row(run: CellRun, columns: tuple[Column, ...]) -> Row:
     raw = run.result.raw.get("cases") if run.result else None
     raw = raw if isinstance(raw, dict) else {}
     cases = () if run.result is None else tuple(
-        _case_cell(by_name.get(c.name), raw.get(c.name), controls) for c in columns)
+        _case_cell(by_name.get(c.name), raw.get(c.name), controls, dict(c.variants))
+        for c in columns)
     label, sub = _label(run)
     return Row(cell_id=run.cell.id, label=label, sub=sub, mark=mark_for_run(run), cases=cases,
                run_line=run_line, facts=_run_facts(run),

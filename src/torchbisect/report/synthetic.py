@@ -1,7 +1,8 @@
 """Made-up runs for benchmarks and tests: one builder for a single run, one for a large store.
 
-`synthetic_runs(n)` looks like a real matrix: a year of nightlies in two CUDA variants, flaky
-side-stream races, refusals after a "fix", and some infrastructure failures.  Nothing here is
+`synthetic_runs(n)` looks like a real matrix of the default probe: a year of nightlies in two
+CUDA variants, flaky races in the cases its file judges over trials (TRIAL_CASES), refusals after
+a "fix", and some infrastructure failures.  The cases are the ones its file names.  Nothing here is
 ever shown as a result: the sample page is rendered from recorded probe documents.
 """
 
@@ -71,9 +72,9 @@ def synthetic_runs(n_cells: int) -> list[CellRun]:
             runs.append(synthetic_run(version, started=stamp, infra="wheel download: HTTP 503"))
             continue
         bad: Outcome = Verdict.REFUSED if i > n_cells * 0.8 else (5, 5)
-        outcomes = {"capture_data_ptr": bad, "capture_write": bad, "raw_pointer_triton": bad,
-                    "side_stream": (0 if bad is Verdict.REFUSED else (i * 7) % 21, 20),
-                    "compile_reduce_overhead": (0, 6)}
+        race: Outcome = (0 if bad is Verdict.REFUSED else (i * 7) % 21, 20)
+        outcomes = {name: race if name in _PROBE.trial_cases else bad
+                    for name in CASE_ORDER if name not in CONTROLS}
         runs.append(synthetic_run(version, outcomes, started=stamp,
                                   detail="max abs error nan <script>x</script>",
                                   log="probe: 7 cases\nok"))

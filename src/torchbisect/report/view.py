@@ -50,8 +50,9 @@ def columns_for(runs: list[CellRun], regression: Regression) -> tuple[Column, ..
     seen = {c.name for r in runs if r.result for c in r.result.cases}
     order = list(regression.case_labels)
     names = [n for n in order if n in seen] + sorted(seen - set(order))
+    variants = tuple(sorted(regression.variants.items()))
     return tuple(Column(name=n, title=regression.label(n), note=regression.case_notes.get(n, ""),
-                        expected=regression.controls.get(n)) for n in names)
+                        expected=regression.controls.get(n), variants=variants) for n in names)
 
 
 def group_channel(run: CellRun) -> Channel:

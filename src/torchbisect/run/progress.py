@@ -232,7 +232,7 @@ def print_summary(runs: Sequence[CellRun], *, stored: Iterable[str] = (),
 
 
 def cases_text(run: CellRun) -> Text:
-    """The cases grouped by verdict ("all 7 skipped" when they agree), stale rates included:
+    """The cases grouped by verdict ("all 7 skipped" when they agree), affected rates included:
     one short cell whatever the number of cases, so the table fits a CI log's 80 columns."""
     cases = run.result.cases if run.result else ()
     groups: dict[Verdict, list[str]] = {}

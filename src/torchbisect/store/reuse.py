@@ -10,7 +10,11 @@ for an asked cell when its reuse key covers what is asked:
   dated, is unique to its build — a re-spun release candidate keeps its file name, so any other
   build without a known sha256 is installed and probed again);
 * the same probe and probe version, GPU model and driver;
-* the same trials, timeout and environment;
+* the same trials and environment;
+* a limit on the probe's time (`timeout`) no longer than the one asked: a run that finished within
+  its own limit finishes the same under a longer one, so the matrix's `timeout: 120` answers for a
+  bisection's 900 s.  A run with a case that timed out, or a run under a longer limit than the one
+  asked, answers only for the same limit;
 * its cases include the asked ones: a run of the probe's default set covers any case the run
   holds, and a run of named cases covers only those.  So a bisection, which asks for one case,
   reuses a full matrix run of its wheel, while a matrix cell (the default set) reuses a
@@ -21,7 +25,7 @@ A `--script` run has a probe of its own (`script:<sha12>`) and never answers for
 
 from __future__ import annotations
 
-from ..model import Cell, CellRun, Channel, RunStatus
+from ..model import Cell, CellRun, Channel, RunStatus, Verdict
 
 
 def covers(run: CellRun, asked: Cell, *, wheel_sha256: str | None, probe_version: str,
@@ -45,13 +49,28 @@ def same_nightly_file(run: CellRun, asked: Cell) -> bool:
 def settings_cover(run: CellRun, asked: Cell) -> bool:
     """The probe settings half of the rule: probe, trials, timeout, environment and cases."""
     stored = run.cell
-    if (stored.probe, stored.trials, float(stored.timeout), _env(stored)) != \
-            (asked.probe, asked.trials, float(asked.timeout), _env(asked)):
+    if (stored.probe, stored.trials, _env(stored)) != (asked.probe, asked.trials, _env(asked)):
+        return False
+    if not _within_limit(run, asked):
         return False
     if not asked.cases:  # the probe's default set: only a run of that set holds it
         return not stored.cases
     ran = {case.name for case in run.result.cases} if run.result else set()
     return set(asked.cases) <= ran and (not stored.cases or set(asked.cases) <= set(stored.cases))
+
+
+def _within_limit(run: CellRun, asked: Cell) -> bool:
+    """Whether the stored run's verdict would be the same under the asked limit: the same limit,
+    or a longer one asked of a run none of whose cases (those asked) timed out."""
+    limit, wanted = float(run.cell.timeout), float(asked.timeout)
+    if limit == wanted:
+        return True
+    if limit > wanted or run.result is None:
+        return False
+    if not asked.cases and run.result.verdict is Verdict.TIMEOUT:
+        return False
+    return all(c.verdict is not Verdict.TIMEOUT for c in run.result.cases
+               if not asked.cases or c.name in asked.cases)
 
 
 def _env(cell: Cell) -> tuple[tuple[str, str], ...]:

@@ -13,6 +13,8 @@ next one kills the `torchbisect` run that started it with SIGKILL (a shard kille
 """
 
 PROBE_VERSION = "test"
+BISECT_CASE = "capture_data_ptr"  # as probes/stale_replay.py declares them
+TRIAL_CASES = {"side_stream": 1}
 
 import argparse
 import json
