@@ -1,7 +1,8 @@
 """A store read as an input (`merge`'s shards, the previous store) is data, never code.
 
-It is never opened where it lies: the file and its `-wal` (never its `-shm`) are copied into a
-private folder first, and SQLite recovers every transaction the `-wal` committed into that copy.
+It is never opened where it lies: the file and its `-wal` or `-journal` (never its `-shm`) are
+copied into a private folder first, and SQLite recovers every transaction the `-wal` committed
+into that copy, or rolls back there the one a hot `-journal` says was under way.
 So a store left by `kill -9` (its runs still in the `-wal`) reads whole, nothing is ever created
 beside an input, and a writer still at work cannot change it halfway through the read.  A store
 whose header says its writes went to a `-wal` that did not come with it, and which holds no
@@ -85,9 +86,9 @@ def _copy(path: Path, folder: Path) -> Path:
     copy = folder / "input.sqlite"
     try:
         shutil.copyfile(path, copy)
-        wal = Path(f"{path}-wal")
-        if wal.is_file():  # -shm is not copied: SQLite rebuilds it from the -wal
-            shutil.copyfile(wal, folder / "input.sqlite-wal")
+        for side in ("-wal", "-journal"):  # -shm is not copied: SQLite rebuilds it from the -wal
+            if Path(f"{path}{side}").is_file():  # a hot -journal is rolled back in the copy
+                shutil.copyfile(f"{path}{side}", folder / f"input.sqlite{side}")
     except OSError as err:
         if files.is_full(err):
             raise files.disk_full(folder, intact=f"the store {path.name}") from None
