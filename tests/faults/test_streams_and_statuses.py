@@ -10,14 +10,19 @@ naming the file (it said 250).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import pytest
+from helpers import fake_torch_wheel, make_cell, make_run
 from helpers.cli import env, one_sentence, torchbisect
 
 from torchbisect.exits import Exit
+from torchbisect.store.db import Store
 from torchbisect.utils import runlock
 
 
@@ -58,3 +63,60 @@ def test_pages_check_without_the_evidence_store_is_one_sentence(tmp_path):
     line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE)
     assert "reports/evidence/results.sqlite" in line and "git checkout" in line, line
     assert not os.listdir(clone / "reports" / "evidence")
+
+
+# -- output nobody reads ------------------------------------------------------------------------
+
+
+def _unread(*argv: str | Path, cwd: Path, closed: bool = False) -> subprocess.CompletedProcess:
+    """`torchbisect ARGV` writing into a pipe whose reader has gone (`| true` that won the race
+    every time), or with stdout closed (`>&-`)."""
+    if closed:
+        return subprocess.run(["bash", "-c", 'exec "$@" >&-', "_", sys.executable, "-m",
+                               "torchbisect", *map(str, argv)], cwd=cwd, env=env(),
+                              stderr=subprocess.PIPE, text=True, timeout=600)
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run([sys.executable, "-m", "torchbisect", *map(str, argv)], cwd=cwd,
+                              env=env(), stdout=write, stderr=subprocess.PIPE, text=True,
+                              timeout=600)
+    finally:
+        os.close(write)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    entries = "".join(
+        f"  - wheel: {fake_torch_wheel(tmp_path / 'wheels', f'2.99.{i}+cpu')}\n    name: k{i}\n"
+        "    overlay: true\n" for i in range(2))
+    (tmp_path / "matrix.yaml").write_text(f"defaults:\n  timeout: 120\ndev:\n{entries}")
+    with Store(tmp_path / "results.sqlite") as store:
+        store.add(make_run(make_cell("dev-a")))
+    return tmp_path
+
+
+@pytest.mark.parametrize("closed", [False, True], ids=["pipe without reader", "stdout closed"])
+@pytest.mark.parametrize("argv", [
+    ("plan", "--matrix", "matrix.yaml"),
+    ("report", "--store", "results.sqlite", "--out", "site"),
+    ("bisect", "--help"),
+], ids=lambda argv: argv[0])
+def test_output_nobody_reads_ends_quietly_with_the_status_of_the_work(project, argv, closed):
+    done = _unread(*argv, cwd=project, closed=closed)
+    assert (done.returncode, done.stderr) == (Exit.OK, ""), done.stderr
+    if argv[0] == "report":
+        assert (project / "site" / "index.html").is_file()  # the work was done
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
+def test_matrix_into_a_pipe_without_reader_is_not_affected(project):
+    """`torchbisect matrix | true` exited 1, "affected" to a gate, though no cell was."""
+    done = _unread("matrix", "--matrix", "matrix.yaml", "--allow-no-gpu", "--backend", "venv",
+                   "--store", "shard.sqlite", "--out", "reports", "--workdir", "work",
+                   cwd=project)
+    assert done.returncode == Exit.OK, done.stderr
+    assert "itself failed" not in done.stderr and "Traceback" not in done.stderr
+    with Store(project / "shard.sqlite") as store:
+        assert store.count() == 2  # every cell was probed and stored

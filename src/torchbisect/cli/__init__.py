@@ -169,7 +169,13 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    from ..utils.streams import quiet_when_unread
+
+    with quiet_when_unread():  # a closed stdout or a pipe nobody reads changes no status
+        return _main(list(sys.argv[1:] if argv is None else argv))
+
+
+def _main(argv: list[str]) -> int:
     from .usage import completing
 
     chosen = next((a for a in (completing() or argv) if a in COMMANDS), None)
