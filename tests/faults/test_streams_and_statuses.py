@@ -120,3 +120,45 @@ def test_matrix_into_a_pipe_without_reader_is_not_affected(project):
     assert "itself failed" not in done.stderr and "Traceback" not in done.stderr
     with Store(project / "shard.sqlite") as store:
         assert store.count() == 2  # every cell was probed and stored
+
+
+# -- round 4's leftovers --------------------------------------------------------------------------
+
+ODD = "odd\x1b[31mred\x07.sqlite"
+
+
+def test_an_odd_store_path_reaches_the_terminal_as_pictures(project):
+    """Round 4: a store path holding ESC and BEL still reached the terminal raw from `merge`,
+    `report` and `cache`, where any other sentence shows them as ␛ and ␇."""
+    shutil.copyfile(project / "results.sqlite", project / ODD)
+    said = [torchbisect("merge", "merged.sqlite", ODD, cwd=project),
+            torchbisect("merge", ODD, "results.sqlite", cwd=project),
+            torchbisect("report", "--store", ODD, "--out", f"site-{ODD}", cwd=project),
+            torchbisect("cache", "--backend", "venv", "--workdir", f"work-{ODD}", cwd=project)]
+    for done in said:
+        assert done.returncode == 0, done.stderr
+        text = done.stdout + done.stderr
+        assert "\x1b" not in text and "\x07" not in text, text
+    assert "odd␛[31mred␇.sqlite: 1 runs added" in said[0].stdout
+    assert f"wrote site-odd␛[31mred␇.sqlite{os.sep}index.html" in said[2].stdout
+
+
+@pytest.mark.parametrize(("escape", "code"), [("\\u200b", "U+200B"), ("\\x07", "U+0007"),
+                                              ("\\u202e", "U+202E")])
+@pytest.mark.parametrize("key", ["labels", "gpu"])
+def test_an_invisible_character_written_as_a_yaml_escape_is_refused_by_line(tmp_path, escape,
+                                                                           code, key):
+    """Round 4: the file's text was checked for invisible characters, but `"h200\\u200b"` (an
+    escape YAML turns into a zero-width space) became a runner label no one could see."""
+    label, gpu = (f'"h200{escape}"', "NVIDIA H200") if key == "labels" else \
+        ("h200", f'"NVIDIA{escape} H200"')
+    (tmp_path / "matrix.yaml").write_text("preinstalled: true\n", encoding="utf-8")
+    (tmp_path / "runners.yaml").write_text(
+        f"kinds:\n  - name: h200\n    gpu: {gpu}\n    platform: linux_x86_64\n"
+        f"    labels: [self-hosted, {label}]\n", encoding="utf-8")
+    done = torchbisect("plan", "--matrix", "matrix.yaml", "--runners", "runners.yaml",
+                       "--offline", cwd=tmp_path)
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE)
+    where = 5 if key == "labels" else 3
+    assert f"runners.yaml, line {where}: a value holds the invisible or control character " \
+        f"{code}" in line, line
