@@ -8,12 +8,14 @@ swapped for a link (written or pruned through)."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import make_cell, make_run
 from helpers.cli import env, one_sentence
 
@@ -50,3 +52,86 @@ def test_a_wal_store_without_the_tools_id_and_without_its_wal_is_refused(tmp_pat
     assert "alone.sqlite is in WAL mode without its alone.sqlite-wal and was not written by " \
         "this torchbisect" in line and "nothing was merged" in line, line
     assert not (tmp_path / "site.sqlite").exists()
+
+
+# -- ownership marks and links below the folders the tool writes or prunes ----------------------
+
+def _two_regressions(tmp_path: Path) -> Path:
+    """A store of two probes' runs: `report` draws a folder per regression under --out."""
+    store = tmp_path / "results.sqlite"
+    with Store(store) as opened:
+        opened.add(make_run(make_cell("dev-a")))
+        opened.add(make_run(make_cell("dev-b", probe="cumsum_64bit")))
+    return store
+
+
+def _site(tmp_path: Path) -> Path:
+    store = _two_regressions(tmp_path)
+    done = _tb(tmp_path, "report", "--store", store, "--out", "site")
+    assert done.returncode == 0, done.stderr
+    return tmp_path / "site"
+
+
+def test_a_regression_folder_swapped_for_a_link_is_never_written_through(tmp_path):
+    site = _site(tmp_path)
+    folders = [p for p in site.iterdir() if p.is_dir() and (p / "index.html").is_file()]
+    assert len(folders) == 2, sorted(site.iterdir())
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "index.html").write_text("precious")
+    shutil.rmtree(folders[0])
+    folders[0].symlink_to(victim, target_is_directory=True)
+    done = _tb(tmp_path, "report", "--store", "results.sqlite", "--out", "site")
+    line = one_sentence(done.stderr, done.returncode, Exit.NO_VERDICT)
+    assert f"{folders[0].relative_to(tmp_path)} is a symbolic link" in line, line
+    assert sorted(p.name for p in victim.iterdir()) == ["index.html"]
+    assert (victim / "index.html").read_text() == "precious"
+
+
+def test_a_mark_naming_a_file_with_a_nul_is_read_as_naming_nothing(tmp_path):
+    site = _site(tmp_path)
+    mark = site / ".torchbisect-owned"
+    mark.write_text(mark.read_text() + "gone\x00.html\n")
+    done = _tb(tmp_path, "report", "--store", "results.sqlite", "--out", "site")
+    assert done.returncode == 0, done.stderr  # was a ValueError, exit 250
+
+
+def test_a_mark_of_gigabytes_is_refused_without_reading_it(tmp_path):
+    site = _site(tmp_path)
+    mark = site / ".torchbisect-owned"
+    head = mark.read_text()
+    with mark.open("r+b") as fh:  # sparse: no disk, but read whole it was 2 GiB in memory
+        fh.truncate(2 * 1024**3)
+        fh.write(head.encode())
+    done = _tb(tmp_path, "report", "--store", "results.sqlite", "--out", "site")
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE)
+    assert "is larger than any mark torchbisect writes" in line, line
+
+
+def test_cache_prune_removes_nothing_through_a_venvs_swapped_for_a_link_after_its_check(
+        tmp_path, monkeypatch):
+    from torchbisect.backends import venv
+    from torchbisect.utils import owned
+
+    work = tmp_path / "work"
+    owned.claim(work / "venvs", "venvs", cache=True)
+    (work / "venvs" / "dev-a").mkdir()
+    victim = tmp_path / "victim"
+    (victim / "dev-a").mkdir(parents=True)
+    (victim / "dev-a" / "precious.txt").write_text("keep me")
+    real_lock = venv.cell_lock
+
+    @contextlib.contextmanager
+    def swap_then_lock(path: Path):
+        """The moment between the check (ours, a real folder) and the removal."""
+        venvs = work / "venvs"
+        if not owned.is_link(venvs):
+            venvs.rename(work / "venvs-checked")
+            venvs.symlink_to(victim, target_is_directory=True)
+        with real_lock(work / "venvs-checked" / path.name):
+            yield
+
+    monkeypatch.setattr(venv, "cell_lock", swap_then_lock)
+    with pytest.raises(owned.NotOurs, match="became a symbolic link"):
+        venv.prune(work)
+    assert (victim / "dev-a" / "precious.txt").read_text() == "keep me"
