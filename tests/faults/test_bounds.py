@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import make_cell, make_run
+from helpers import fake_torch_wheel, make_cell, make_run
 from helpers.cli import env, one_sentence
 
 from torchbisect.exits import Exit
@@ -135,3 +135,28 @@ def test_cache_prune_removes_nothing_through_a_venvs_swapped_for_a_link_after_it
     with pytest.raises(owned.NotOurs, match="became a symbolic link"):
         venv.prune(work)
     assert (victim / "dev-a" / "precious.txt").read_text() == "keep me"
+
+
+# -- probe files ---------------------------------------------------------------------------------
+
+_PROBE_HEAD = '"""A probe."""\nPROBE_VERSION = "1"\n'
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    ("# padding\n" * 1_200_000, "the probe is larger than 1 MiB"),  # 12 MB
+    ("x = " + "-" * 100_000 + "1\n", "the probe is not a Python file this tool can read"),
+    ("x = " + "1+" * 100_000 + "1\n", "the probe is not a Python file this tool can read"),
+], ids=["12 MB", "deep unary", "deep sum"])
+def test_a_probe_file_too_large_or_too_deep_is_one_sentence(tmp_path, body, said):
+    """Read at every `plan` and `report`: a 12 MB probe cost gigabytes of syntax tree, and an
+    expression nested thousands deep ended in a RecursionError or a MemoryError (250)."""
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    (probes / "stale_replay.py").write_text(_PROBE_HEAD + body)
+    wheel = fake_torch_wheel(tmp_path / "wheels", "2.99.0+cpu")
+    (tmp_path / "matrix.yaml").write_text(f"dev:\n  - wheel: {wheel}\n    name: k0\n")
+    done = subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--matrix",
+                           "matrix.yaml"], cwd=tmp_path, capture_output=True, text=True,
+                          env=env({"TORCHBISECT_PROBES": str(probes)}), timeout=300)
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE)
+    assert "stale_replay.py" in line and said in line, line
