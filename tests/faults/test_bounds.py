@@ -160,3 +160,34 @@ def test_a_probe_file_too_large_or_too_deep_is_one_sentence(tmp_path, body, said
                           env=env({"TORCHBISECT_PROBES": str(probes)}), timeout=300)
     line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE)
     assert "stale_replay.py" in line and said in line, line
+
+
+# -- numbers from an index: build tags, metadata pins ---------------------------------------------
+
+def test_a_build_tag_of_thousands_of_digits_is_no_wheel_name(tmp_path):
+    """The re-spin `torch-2.98.2+cpu-<4,000 digits>-…whl` was planned as the release's build:
+    its cell id, and so its log's and venv's names, carried the 4,000 digits (250 when written).
+    A number no wheel name needs makes the file no wheel; the release's own build is planned."""
+    folder = tmp_path / "whl" / "cpu" / "torch"
+    folder.mkdir(parents=True)
+    names = ["torch-2.98.2%2Bcpu-cp311-cp311-linux_x86_64.whl",
+             f"torch-2.98.2%2Bcpu-{'1' * 4000}-cp311-cp311-linux_x86_64.whl",
+             f"torch-2.98.2%2Bcpu-{'1' * 5000}-cp311-cp311-linux_x86_64.whl"]
+    (folder / "index.html").write_text("<!DOCTYPE html><html><body>\n" + "\n".join(
+        f'<a href="{n}#sha256={c * 64}">{n.replace("%2B", "+")}</a>'
+        for n, c in zip(names, "abc", strict=True)) + "\n</body></html>\n")
+    (tmp_path / "matrix.yaml").write_text(
+        f"indexes:\n  stable: {(tmp_path / 'whl' / 'cpu').as_uri()}/\ndefaults:\n"
+        "  python: '3.11'\n  cuda: cpu\nstable:\n  versions: [2.98.2]\n")
+    done = _tb(tmp_path, "plan", "--matrix", "matrix.yaml")
+    assert done.returncode == 0, done.stderr
+    assert "stable-2.98.2-cpu-cp311 " in done.stdout and "1" * 30 not in done.stdout
+
+
+def test_a_metadata_pin_of_thousands_of_digits_pins_no_cuda():
+    from torchbisect.index.cuda import pinned_cuda
+
+    metadata = ("Metadata-Version: 2.1\nName: torch\nVersion: 2.9.0\n"
+                f"Requires-Dist: nvidia-cuda-runtime-cu12=={'1' * 5000}.8.90\n\n")
+    assert pinned_cuda(metadata) is None  # was a ValueError past Python's 4,300 digits: 250
+    assert pinned_cuda(metadata.replace("1" * 5000, "12")) == "cu128"

@@ -42,6 +42,9 @@ def cuda_of(wheel: Wheel, read: Reader | None = None) -> str:
     return (pinned_cuda(text) if text is not None else None) or UNKNOWN
 
 
+_MAX_DIGITS = 4
+
+
 def pinned_cuda(metadata: str) -> str | None:
     """"cu121" for a METADATA text that pins nvidia-cuda-runtime-cu12==12.1.105; None when it
     pins no CUDA runtime exactly (or is no metadata)."""
@@ -55,7 +58,9 @@ def pinned_cuda(metadata: str) -> str | None:
             continue
         specs = [s for s in req.specifier if s.operator in ("==", "===")]
         parts = specs[0].version.split(".") if len(specs) == 1 else []
-        if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+        # a CUDA major and minor have a digit or two; thousands are no CUDA (and past 4,300
+        # Python's int() refuses them: issue 53.6)
+        if len(parts) >= 2 and all(p.isdigit() and len(p) <= _MAX_DIGITS for p in parts[:2]):
             return f"cu{int(parts[0])}{int(parts[1])}"
     return None
 
