@@ -117,7 +117,7 @@ def read_info(path: Path, name: str | None = None) -> ProbeInfo:
 def _shallow(tree: ast.Module, path: Path) -> None:
     """RecursionError when the syntax tree nests deeper than MAX_DEPTH (an expression of
     thousands of nested operators): measured without recursion, before anything walks it."""
-    stack = [(tree, 0)]
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:

@@ -70,8 +70,8 @@ def quiet_when_unread() -> Iterator[None]:
     """stdout and stderr that never fail a command because nobody reads them; restored after."""
     before = sys.stdout, sys.stderr
     try:
-        sys.stdout = _guarded(sys.stdout, 1)  # type: ignore[assignment]
-        sys.stderr = _guarded(sys.stderr, 2)  # type: ignore[assignment]
+        sys.stdout = _guarded(sys.stdout, 1)
+        sys.stderr = _guarded(sys.stderr, 2)
         yield
     finally:
         for stream in (sys.stdout, sys.stderr):
