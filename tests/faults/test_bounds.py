@@ -191,3 +191,13 @@ def test_a_metadata_pin_of_thousands_of_digits_pins_no_cuda():
                 f"Requires-Dist: nvidia-cuda-runtime-cu12=={'1' * 5000}.8.90\n\n")
     assert pinned_cuda(metadata) is None  # was a ValueError past Python's 4,300 digits: 250
     assert pinned_cuda(metadata.replace("1" * 5000, "12")) == "cu128"
+
+
+def test_a_release_of_thousands_of_digits_is_no_release(tmp_path):
+    """`--good 111…1.0` (5,000 digits) ended in Python's int-string limit: a ValueError, 250."""
+    done = _tb(tmp_path, "bisect", "--good", f"{'1' * 5000}.0", "--bad", "2.11.0", "--cuda",
+               "cu130", "--script", "true", "--store", "r.sqlite", "--workdir", "work",
+               "--no-github", "--index-url", "http://127.0.0.1:9/")
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE)
+    assert "--good" in line, line
+
