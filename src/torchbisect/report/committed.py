@@ -59,7 +59,7 @@ def _store_copy(store: str) -> Callable[[Path, Path], RunSource]:
         copy = scratch / "results.sqlite"  # opening a store may write to it: never the evidence
         if not (repo / store).is_file():
             raise ConfigError(f"{repo / store} is missing, and the page is drawn from it: "
-                              f"restore it (`git checkout -- {store}`, or `git lfs pull`), or "
+                              f"restore it (`git checkout -- {store}`), or "
                               "pass --repo with a whole clone")
         shutil.copyfile(repo / store, copy)
         with Store(copy) as store_:
