@@ -105,6 +105,33 @@ def test_a_commit_is_a_git_version_or_a_main_sha_a_bisection_recorded(stored):
     assert [b.finished for b in gone.bisections] == ["2026-11-29T12:00:00+00:00"]
 
 
+def release(version: str, cuda: str) -> CellRun:
+    """A verdict a `--cuda auto` release walk stored: under its build's own CUDA tag."""
+    cell = make_cell(f"stable-{version}-{cuda}-cp312", channel=Channel.STABLE,
+                     version=f"{version}+{cuda}", cuda=cuda, python="3.12",
+                     probe="stale_replay", cases=("capture_data_ptr",), timeout=600.0)
+    doc = {"schema": 1, "probe": "stale_replay", "verdict": "affected",
+           "cases": {"capture_data_ptr": {"verdict": "affected", "detail": "d"}}, "env": {}}
+    return CellRun(cell=cell, status=RunStatus.OK, result=ProbeResult.from_json(doc),
+                   wheel_sha256=cell.sha256 or "", probe_version="1+a", gpu=GPU, driver=DRIVER,
+                   backend="venv", started="2026-11-29T10:00", reason="")
+
+
+def test_forget_under_cuda_auto_drops_the_verdict_of_the_build_the_walk_takes(store):
+    """53.5: `--forget 2.9.0 --cuda auto` refused the verdict the same flags had just reused: it
+    looked for a run of CUDA `auto`, which no build is.  The walk takes each release's newest
+    CUDA tag this driver runs; that build's verdict goes, an older tag's stays."""
+    ids = {cuda: store.add(release("2.9.0", cuda)) for cuda in ("cu126", "cu128")}
+    kept = store.add(release("2.10.0", "cu128"))
+    auto = Settings(**{**SETTINGS.__dict__, "cuda": "auto"})
+    gone = forget(store, "2.9.0", auto)
+    assert [r.run_id for r in gone.runs] == [ids["cu128"]]
+    assert left(store) == {ids["cu126"], kept}
+    too_new = Settings(**{**auto.__dict__, "driver": "470.57.02"})  # runs no CUDA 12 build
+    with pytest.raises(ConfigError, match="holds no verdict of 2.9.0"):
+        forget(store, "2.9.0", too_new)
+
+
 # -- through the real command -------------------------------------------------------------------
 
 

@@ -276,9 +276,8 @@ def prune(workdir: Path) -> list[str]:
         if not _real_folder(venv):
             continue  # a link or a lock file: never followed, never counted
         with cell_lock(venv.with_name(f"{venv.name}.lock")):
-            owned.remove_tree(venv)
-        removed += 1
-    owned.remove_tree(downloads)
+            removed += owned.remove_below(Path(workdir), "venvs", venv.name)
+    owned.remove_below(Path(workdir), "downloads")
     pruned = proc.run([uv_binary(), "cache", "prune", "--ci"], timeout=600).output.strip()
     said = pruned.splitlines()[-1] if pruned else "uv's cache pruned"
     return [f"removed {removed} venv(s) under {venvs}", said]

@@ -100,7 +100,7 @@ def release_of(text: str) -> str | None:
     """"2.12.0" for a final release version (a local label such as +cu130 is dropped)."""
     try:
         version = Version(text.strip())
-    except InvalidVersion:
+    except (InvalidVersion, ValueError):  # a number past Python's 4,300 digits is no release
         return None
     if version.is_prerelease or version.is_devrelease or len(version.release) < 2:
         return None
@@ -224,7 +224,7 @@ def _relative(text: str, today: date | None = None) -> str:
 def _nightly_stamp(text: str) -> str:
     try:
         dev = Version(text).dev
-    except InvalidVersion:
+    except (InvalidVersion, ValueError):  # past Python's 4,300 digits: no nightly either
         return ""
     return str(dev) if dev is not None else ""
 

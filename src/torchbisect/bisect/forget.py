@@ -5,10 +5,12 @@ do the same.
 
 Only the runs that would answer again are dropped: a verdict (status ok) of that build, with this
 bisection's probe (or script) and probe version, case, trials, timeout, CUDA tag, Python, GPU model
-and driver.  Each dropped row is returned for the caller to name; when none matches nothing is
-touched and one sentence says why.  A COMMIT matches a run's `torch.version.git_version`, the
-main-branch sha a stored bisection recorded for a nightly (the one its compare URL shows), or
-the commit a `--pytorch-repo` run overlaid on a nightly's binary.
+and driver.  Under `--cuda auto` the CUDA tag is the one the walk takes for that release (the
+newest stored one this driver runs), never the word `auto`.  Each dropped row is returned for the
+caller to name; when none matches nothing is touched and one sentence says why.  A COMMIT matches
+a run's `torch.version.git_version`, the main-branch sha a stored bisection recorded for a nightly
+(the one its compare URL shows), or the commit a `--pytorch-repo` run overlaid on a nightly's
+binary.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from dataclasses import dataclass, replace
 from ..errors import ConfigError
 from ..model import Cell, CellRun, Channel, RunStatus
 from ..outcome import BisectResult
+from ..plan.indexes import driver_supports, tag_order
 from ..store import reuse
 from .candidates import parse_end, release_of
 from .overlay import COMMIT_VAR
 from .verdicts import Rule
 
 _SHA = re.compile(r"[0-9a-f]{7,40}")
+AUTO = "auto"  # --cuda auto (bisect/run.py): each release's own build
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,7 +61,7 @@ def forget(store, what: str, settings: Settings) -> Forgotten:
     bisections = store.bisections()
     matches = _matcher(what, bisections)
     builds = [r for r in store.runs() if matches(r)]
-    chosen = tuple(r for r in builds if _answers(r, settings))
+    chosen = _auto_builds(tuple(r for r in builds if _answers(r, settings)), settings)
     if not chosen:
         others = f"; it holds {len(builds)} other run(s) of it (another GPU, driver, probe, " \
                  "case or setting, or without a verdict), which this bisection would not reuse" \
@@ -105,13 +109,29 @@ def _matcher(what: str, bisections: list[BisectResult]):
 def _answers(run: CellRun, s: Settings) -> bool:
     if run.status is not RunStatus.OK or run.result is None:
         return False
-    where = (run.cell.cuda, run.cell.python, run.probe_version, run.gpu, run.driver)
-    template = s.template()
+    cuda = s.cuda if s.cuda != AUTO else run.cell.cuda  # the build's own tag, chosen below
+    where = (cuda, run.cell.python, run.probe_version, run.gpu, run.driver)
+    template = replace(s.template(), cuda=cuda)
     if _overlaid(run):  # a commit on a nightly's binary: its env names the commit too
         env = {**dict(template.env), COMMIT_VAR: _overlaid(run)}
         template = replace(template, env=tuple(sorted(env.items())))
-    return where == (s.cuda, s.python, s.probe_version, s.gpu, s.driver) and \
+    return where == (cuda, s.python, s.probe_version, s.gpu, s.driver) and \
         reuse.settings_cover(run, template)
+
+
+def _auto_builds(runs: tuple[CellRun, ...], s: Settings) -> tuple[CellRun, ...]:
+    """Under `--cuda auto` the walk probes, of each release, the build of the newest CUDA tag
+    this driver runs (bisect/run.py `_release_builds`), and stores its run under that tag: the
+    runs it would reuse are those of that tag, never `auto`, which no build is."""
+    if s.cuda != AUTO:
+        return runs
+    runnable = [r for r in runs if driver_supports(r.cell.cuda, s.driver or None)]
+    newest: dict[str, int] = {}
+    for run in runnable:
+        release = release_of(run.cell.version) or run.cell.version
+        newest[release] = max(newest.get(release, -1), tag_order(run.cell.cuda))
+    return tuple(r for r in runnable
+                 if tag_order(r.cell.cuda) == newest[release_of(r.cell.version) or r.cell.version])
 
 
 def _overlaid(run: CellRun) -> str:

@@ -16,10 +16,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 import tempfile
+import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from .. import defaults
@@ -167,7 +170,13 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    from ..utils.streams import quiet_when_unread
+
+    with quiet_when_unread():  # a closed stdout or a pipe nobody reads changes no status
+        return _main(list(sys.argv[1:] if argv is None else argv))
+
+
+def _main(argv: list[str]) -> int:
     from .usage import completing
 
     chosen = next((a for a in (completing() or argv) if a in COMMANDS), None)
@@ -179,7 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 - argparse's own exits are SystemExit, not this
         return _failed(chosen or "", argv, err)
     try:
-        return _gated(args, argv)
+        with _sigterm_as_ctrl_c():
+            return _gated(args, argv)
     except TorchbisectError as err:
         print(f"torchbisect {args.command}: error: "  # a path may carry an ESC sequence
               f"{visible(_with_advice(err, args.command))}", file=sys.stderr)
@@ -193,6 +203,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"torchbisect {args.command}: error: {visible(str(full))}", file=sys.stderr)
             return full.exit_code
         return _failed(args.command, argv, err)
+
+
+@contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """A cancelled CI job (or `kill`) sends SIGTERM: every command stops as on Ctrl-C, releasing
+    what it holds, and says so with status 130, as its --help promises — never a death by the
+    signal (-15) that a gate cannot tell from a crash."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _full_disk(err: BaseException, args: argparse.Namespace) -> TorchbisectError | None:

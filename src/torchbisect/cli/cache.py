@@ -99,18 +99,19 @@ def _venv(workdir, *, prune: bool) -> int:
     from ..backends.venv import folder_bytes, kept
     from ..backends.venv import prune as prune_venvs
     from ..utils import runlock
-    from ..utils.words import count, megabytes
+    from ..utils.words import count, megabytes, visible
 
     if prune:  # not while a matrix, probe or bisect builds venvs in the same folder
         with runlock.hold([workdir], command="torchbisect cache --prune",
-                          say=lambda text: print(f"torchbisect cache: {text}", file=sys.stderr)):
+                          say=lambda text: print(f"torchbisect cache: {visible(text)}",
+                                                 file=sys.stderr)):
             for line in prune_venvs(workdir):
-                print(line)
+                print(visible(line))  # a workdir's path, control codes as pictures
         return 0
     for what, path in kept(workdir).items():
         venvs = f"{count(len(list(path.glob('*/pyvenv.cfg'))), 'venv')}, " \
             if what == "venvs" else ""
-        print(f"{what}: {venvs}{megabytes(folder_bytes(path))} in {path}")
+        print(visible(f"{what}: {venvs}{megabytes(folder_bytes(path))} in {path}"))
     print("`torchbisect cache --backend venv --prune` removes the venvs and prunes uv's cache")
     return 0
 

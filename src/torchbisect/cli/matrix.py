@@ -19,8 +19,6 @@ is written to the store at its end, also after a failure or an interrupt.
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 from pathlib import Path
 
 from rich.console import Console
@@ -75,7 +73,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    _sigterm_stops_like_ctrl_c()
     options = matrix_options(args)
     from ..run.matrix_run import run_matrix
     from ..run.progress import RichHandler
@@ -154,13 +151,3 @@ def _render(options: MatrixOptions, out: Path, console: Console, *,
         for path in render(store, out, empty_reason=empty_reason,
                            links=links_from(options.matrix), runners=options.runners):
             console.print(f"wrote {path}", highlight=False)
-
-
-def _sigterm_stops_like_ctrl_c() -> None:
-    """A cancelled CI job sends SIGTERM: stop as cleanly as on Ctrl-C, releasing everything."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _interrupt)
-
-
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt

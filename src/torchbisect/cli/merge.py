@@ -117,7 +117,10 @@ def _written(store, json_target: str | None) -> int:
 
 
 def _say(*, to_stderr: bool):
-    return lambda text: print(text, file=sys.stderr if to_stderr else sys.stdout)
+    """A line about the stores, their paths' control codes shown as pictures (words.visible)."""
+    from ..utils.words import visible
+
+    return lambda text: print(visible(text), file=sys.stderr if to_stderr else sys.stdout)
 
 
 def _present(inputs: list[Path], *, allowed: list[Path], out: Path, say) -> list[Path]:

@@ -17,6 +17,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..utils.words import visible
 from . import options as flags
 
 
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         with Store(args.store) as store:
             paths = render(store, args.out, links=links, runners=runners, probes=probes)
     for path in paths:
-        print(f"wrote {path}")  # as `matrix` says it
+        print(visible(f"wrote {path}"))  # as `matrix` says it, a path's ESC as ␛
     return 0
 
 

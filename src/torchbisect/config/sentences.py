@@ -150,9 +150,16 @@ def parse_yaml(path: Path, text: str, *, empty: str) -> tuple[yaml.Node, Any]:
 
 def _nesting(path: Path, text: str) -> None:
     """Refuse nesting deeper than MAX_DEPTH from the parser's events (no recursion: the composer
-    that builds the node tree recurses once per level)."""
+    that builds the node tree recurses once per level), and a value that holds an invisible or
+    control character written as an escape (`"h200\\u200b"`), which `_visible` cannot see in the
+    text: a runner label of that kind is another label than the one the file seems to say."""
     depth = 0
     for event in yaml.parse(text, Loader=Loader):
+        if isinstance(event, yaml.ScalarEvent) and (found := INVISIBLE.search(event.value)):
+            raise ConfigError(f"{path}, line {event.start_mark.line + 1}: a value holds the "
+                              f"invisible or control character U+{ord(found.group()):04X} "
+                              f"{_char_name(found.group())}, written as an escape; delete it "
+                              "(it would make a name or label differ from what you see)")
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:

@@ -97,7 +97,17 @@ class Wheel:
 
 @cache  # a page repeats each file name's parts for nothing: cached per name
 def _parse_name(filename: str) -> tuple[str, Version, BuildTag, frozenset[Tag]]:
+    """The parts of a wheel's name; a number longer than any wheel name needs (a build tag of
+    4,000 digits would become a cell's file names; past 4,300 Python's int() refuses it) makes
+    it no wheel name."""
+    if _LONG_NUMBER.search(filename):
+        raise InvalidWheelFilename(f"a number in {filename[:80]!r}… has more than "
+                                   f"{MAX_DIGITS} digits")
     return parse_wheel_filename(filename)
+
+
+MAX_DIGITS = 24  # the longest run of digits a wheel name needs: a nightly's date has 8
+_LONG_NUMBER = re.compile(rf"\d{{{MAX_DIGITS + 1}}}")
 
 
 @cache  # a page repeats each version for every Python and platform

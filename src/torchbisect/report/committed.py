@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .. import defaults
 from ..config.matrix import References
-from ..errors import CommandFailed
+from ..errors import CommandFailed, ConfigError
 from ..utils import owned, proc
 from . import RunSource, render_runs
 from .folding import FOLD_DIR
@@ -57,6 +57,10 @@ def _store_copy(store: str) -> Callable[[Path, Path], RunSource]:
         from ..store.db import Store
 
         copy = scratch / "results.sqlite"  # opening a store may write to it: never the evidence
+        if not (repo / store).is_file():
+            raise ConfigError(f"{repo / store} is missing, and the page is drawn from it: "
+                              f"restore it (`git checkout -- {store}`), or "
+                              "pass --repo with a whole clone")
         shutil.copyfile(repo / store, copy)
         with Store(copy) as store_:
             return _Loaded(store_.latest(), store_.bisections())

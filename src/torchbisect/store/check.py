@@ -3,7 +3,9 @@
 A damaged store (truncated, random bytes, a foreign database, a `runs` table torchbisect did not
 write, a row that does not decode) is one sentence that names the file and what to do, with exit
 status 2 — and the file is left byte for byte as it was: the check opens it read-only, and only a
-file that passes is opened for writing (which sets WAL mode and creates missing tables).
+file that passes is opened for writing (which creates missing tables).  A hot `-journal` (a writer
+killed mid-write) is not damage: SQLite rolls it back on a read-write open, back to the last
+committed state, and the check then runs read-only as before (`_roll_back`).
 Its schema is checked entry by entry before any row is read (`_structure`): a store torchbisect
 wrote holds tables and indexes only, so a view, a trigger, a virtual table or a generated column
 (SQL that would run when the store is read or written) is refused, whoever the store came from.
@@ -29,6 +31,8 @@ _TABLES = {
 _OURS = {*_TABLES, "sqlite_sequence"}
 # sqlite3 names SQLite's result codes from Python 3.11 on; the codes themselves never change
 _FULL = getattr(sqlite3, "SQLITE_FULL", 13)
+# a read-only connection met a hot journal: SQLite's SQLITE_READONLY_ROLLBACK
+_READONLY_ROLLBACK = getattr(sqlite3, "SQLITE_READONLY_ROLLBACK", 776)
 _DISK_CODES = frozenset({_FULL, getattr(sqlite3, "SQLITE_IOERR", 10),
                          getattr(sqlite3, "SQLITE_CANTOPEN", 14)})
 # What a reader's bounds (store/foreign.py) stop, in words.
@@ -70,6 +74,18 @@ def inspect(path: Path, schema_version: int) -> None:
     if head != SQLITE_MAGIC:
         raise ConfigError(damaged(path, "it is not an SQLite database"))
     try:
+        _inspect_read_only(path, schema_version)
+    except _HotJournal:
+        _roll_back(path)
+        _inspect_read_only(path, schema_version)
+
+
+class _HotJournal(Exception):
+    """The read-only check met a `-journal` that only a writer may roll back."""
+
+
+def _inspect_read_only(path: Path, schema_version: int) -> None:
+    try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
     except sqlite3.Error as err:
         raise not_damage(path, err) or ConfigError(damaged(path, str(err))) from None
@@ -79,11 +95,28 @@ def inspect(path: Path, schema_version: int) -> None:
         db.close()
 
 
+def _roll_back(path: Path) -> None:
+    """Let SQLite roll back the hot journal a writer killed mid-write left (`kill -9`, a power
+    cut): any read-write connection does so on its first read, restoring the last committed
+    state byte for byte.  That is SQLite's own recovery, not damage, and nothing else is
+    written."""
+    try:
+        db = sqlite3.connect(path, timeout=30)
+        try:
+            db.execute("PRAGMA schema_version").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error as err:
+        raise not_damage(path, err) or ConfigError(damaged(path, str(err))) from None
+
+
 def inspect_open(db: sqlite3.Connection, path: Path, schema_version: int) -> None:
     """`inspect` of an open connection to the store (or a copy of it) at `path`."""
     try:
         _check(db, path, schema_version)
     except sqlite3.DatabaseError as err:  # "file is not a database", "malformed", …
+        if getattr(err, "sqlite_errorcode", None) == _READONLY_ROLLBACK:
+            raise _HotJournal from None
         why = _READER_BOUNDS.get(getattr(err, "sqlite_errorname", ""), str(err))
         raise not_damage(path, err) or ConfigError(damaged(path, why)) from None
 

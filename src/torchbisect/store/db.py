@@ -117,13 +117,12 @@ class Store:
             raise check.not_damage(self.path, err) or err from None
 
     def _setup(self) -> None:
-        # Two shards creating one file race for the lock that switching to WAL takes, and SQLite
-        # does not wait for it on a brand-new file: hence `_patiently`.  A store that is already
-        # set up is not written to: opening one never changes it.
+        # Two shards creating one file race for the lock that creating the tables takes, and
+        # SQLite does not wait for it on a brand-new file: hence `_patiently`.  A store that is
+        # already set up is not written to: opening one never changes it.
         self._db.execute("PRAGMA synchronous = NORMAL")
         if self._db.execute("PRAGMA user_version").fetchone()[0] == _SCHEMA_VERSION:
             return
-        self._db.execute("PRAGMA journal_mode = WAL")
         with self._transaction():
             self._check_version()
             _create(self._db)
@@ -382,13 +381,14 @@ class Store:
     def _transaction(self) -> Iterator[None]:
         # BEGIN IMMEDIATE takes the write lock up front, so two shards writing one file queue on
         # busy_timeout instead of failing halfway through a transaction.
+        # Rollback mode, never switched per write (issue 53.5): a kill at any instruction leaves
+        # the file and at most a hot -journal, which the next opener rolls back (check.inspect).
         try:
-            # WAL while writing: a kill mid-write never touches the file itself, and readers do
-            # not block the writer (waiting, as BEGIN IMMEDIATE does, for one reading now)
-            self._db.execute("PRAGMA journal_mode = WAL").fetchall()
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield
+                if self._db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+                    self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             except BaseException:
                 with suppress(sqlite3.Error):  # SQLite rolled back already after some errors
                     self._db.execute("ROLLBACK")
@@ -405,13 +405,15 @@ class Store:
             raise failed from None
 
     def _at_rest(self) -> None:
-        """After each committed write: the `-wal` moved into the file and the file back in
-        rollback mode, so that the file alone holds every committed run — what an upload of a
-        shard killed between two runs takes — and carries torchbisect's application id, by which
-        `merge` knows that a copy still in WAL mode lacks its `-wal` (store/foreign.py).  Skipped
-        while another connection holds the store: it is shared then, not at rest."""
-        if self._db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-            self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        """The file alone holds every committed run — what an upload of a shard killed between
+        two runs takes — and carries torchbisect's application id, by which `merge` knows that a
+        copy in WAL mode lacks its `-wal` (store/foreign.py).  This torchbisect writes in
+        rollback mode, so that holds after each commit; a store another program (or an older
+        torchbisect) left in WAL mode has its `-wal` moved into the file and is put back in
+        rollback mode once.  Skipped while another connection holds the store: it is shared
+        then, not at rest."""
+        if self._db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            return
         self._quickly("PRAGMA wal_checkpoint(TRUNCATE)")
         self._quickly("PRAGMA journal_mode = DELETE")
 

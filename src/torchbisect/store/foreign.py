@@ -1,11 +1,15 @@
 """A store read as an input (`merge`'s shards, the previous store) is data, never code.
 
-It is never opened where it lies: the file and its `-wal` (never its `-shm`) are copied into a
-private folder first, and SQLite recovers every transaction the `-wal` committed into that copy.
+It is never opened where it lies: the file and its `-wal` or `-journal` (never its `-shm`) are
+copied into a private folder first, and SQLite recovers every transaction the `-wal` committed
+into that copy, or rolls back there the one a hot `-journal` says was under way.
 So a store left by `kill -9` (its runs still in the `-wal`) reads whole, nothing is ever created
 beside an input, and a writer still at work cannot change it halfway through the read.  A store
-whose header says its writes went to a `-wal` that did not come with it, and which holds no
-tables, is refused in one sentence: its runs are in the file that was left behind.
+whose header says its writes went to a `-wal` that did not come with it is refused in one
+sentence, unless it is provably whole: a store this torchbisect wrote carries its application id
+and is in rollback mode after every committed write, so one of its own still in WAL mode was
+copied mid-write, and any other's runs since its last checkpoint may be in the `-wal` left
+behind — whether it holds runs or not.
 
 The copy is opened with SQLite's defensive settings (`_defend`): on Python 3.12+ through
 `Connection.setconfig` (defensive mode, trusted schema off, triggers and views disabled), on
@@ -73,21 +77,29 @@ class Copy:
                 "to it, so runs it committed may be missing and nothing was merged; put "
                 f"{wal.name} beside it, or upload the single-file copy that `torchbisect merge "
                 "COPY STORE` makes")
-        if not has_runs:
+        if has_runs:
+            # another program's store (or one whose id was cleared) in WAL mode: its runs since
+            # the last checkpoint may be in the -wal, so whether it is whole cannot be told
             raise ConfigError(
-                f"{self.path} holds no tables: its runs were written to {wal.name}, which is "
-                "not beside it (a copy of a live store, or of one whose run was killed); put "
-                f"{wal.name} beside it, or upload the single-file copy that `torchbisect merge "
-                "COPY STORE` makes")
+                f"{self.path} is in WAL mode without its {wal.name} and was not written by "
+                "this torchbisect (it lacks its application id), so runs committed to that "
+                "-wal may be missing and nothing was merged; put "
+                f"{wal.name} beside it, or make it one file where it was written (sqlite3 "
+                f"{self.path.name} 'PRAGMA journal_mode=DELETE')")
+        raise ConfigError(
+            f"{self.path} holds no tables: its runs were written to {wal.name}, which is "
+            "not beside it (a copy of a live store, or of one whose run was killed); put "
+            f"{wal.name} beside it, or upload the single-file copy that `torchbisect merge "
+            "COPY STORE` makes")
 
 
 def _copy(path: Path, folder: Path) -> Path:
     copy = folder / "input.sqlite"
     try:
         shutil.copyfile(path, copy)
-        wal = Path(f"{path}-wal")
-        if wal.is_file():  # -shm is not copied: SQLite rebuilds it from the -wal
-            shutil.copyfile(wal, folder / "input.sqlite-wal")
+        for side in ("-wal", "-journal"):  # -shm is not copied: SQLite rebuilds it from the -wal
+            if Path(f"{path}{side}").is_file():  # a hot -journal is rolled back in the copy
+                shutil.copyfile(f"{path}{side}", folder / f"input.sqlite{side}")
     except OSError as err:
         if files.is_full(err):
             raise files.disk_full(folder, intact=f"the store {path.name}") from None

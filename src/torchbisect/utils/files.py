@@ -90,10 +90,15 @@ def write_text(path: Path | str, text: str) -> Path:
     return Path(path)
 
 
-def write_all(texts: dict[Path, str]) -> list[Path]:
+def write_all(texts: dict[Path, str], *, below: Path | None = None) -> list[Path]:
     """Write several files that belong together (a page's documents): every one to its
     temporary name first, and only when all are written are they renamed, so a full disk leaves
-    the old set whole rather than half old, half new."""
+    the old set whole rather than half old, half new.
+
+    `below`: the folder they all lie in, which the caller checked; then no folder at any level
+    below it is followed through a link (`_write_all_below`)."""
+    if below is not None:
+        return _write_all_below(texts, Path(below))
     written: list[tuple[Path, Path]] = []
     try:
         for path, text in texts.items():
@@ -110,6 +115,67 @@ def write_all(texts: dict[Path, str]) -> list[Path]:
             raise disk_full(next(iter(texts)).parent, err) from None
         raise
     return list(texts)
+
+
+def _write_all_below(texts: dict[Path, str], below: Path) -> list[Path]:
+    """`write_all` openat-style: `below` and each folder under it opened with O_NOFOLLOW from
+    the descriptor of the one above, each file created and renamed by its folder's descriptor.
+    So a folder swapped for a link at any moment (a regression's folder pointing elsewhere) is
+    refused (PlantedLink) at the moment it is used, never written through."""
+    folders: dict[tuple[str, ...], int] = {}
+    written: list[tuple[int, str, str]] = []
+    try:
+        below.mkdir(parents=True, exist_ok=True)
+        folders[()] = _open_folder(below, None, str(below))
+        for path, text in texts.items():
+            parts = path.relative_to(below).parts
+            fd = _folder_fd(folders, below, parts[:-1])
+            tmp = f".{parts[-1]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                          | os.O_CLOEXEC, 0o666, dir_fd=fd)
+            written.append((fd, tmp, parts[-1]))
+            with os.fdopen(out, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+        for fd, tmp, name in written:
+            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+    except BaseException as err:
+        for fd, tmp, _ in written:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=fd)
+        if is_full(err):
+            raise disk_full(below, err) from None
+        raise
+    finally:
+        for fd in folders.values():
+            os.close(fd)
+    return list(texts)
+
+
+def _folder_fd(folders: dict[tuple[str, ...], int], below: Path, parts: tuple[str, ...]) -> int:
+    """The descriptor of `below/parts…`, each level made when missing and opened from the one
+    above without following a link."""
+    for depth in range(1, len(parts) + 1):
+        if parts[:depth] not in folders:
+            parent = folders[parts[:depth - 1]]
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(parts[depth - 1], 0o777, dir_fd=parent)
+            folders[parts[:depth]] = _open_folder(parts[depth - 1], parent,
+                                                  str(below.joinpath(*parts[:depth])))
+    return folders[parts]
+
+
+def _open_folder(name: Path | str, parent: int | None, shown: str) -> int:
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                       dir_fd=parent)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise PlantedLink(f"{shown} is a symbolic link (or not a folder): torchbisect does "
+                              "not write through links in its folders; remove it and run "
+                              "again") from None
+        raise
 
 
 @contextlib.contextmanager

@@ -14,16 +14,20 @@ then marked; a folder that holds anything else is refused with a sentence saying
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import stat
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import ConfigError
 from . import files
+from .words import plain_label
 
 MARK = ".torchbisect-owned"
+MAX_MARK_BYTES = 4 * 1048576  # a report's mark lists its files: some thousands of short names
 CACHEDIR_TAG = "CACHEDIR.TAG"
 _SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55\n"
 _TAG = (_SIGNATURE + "# This file is a cache directory tag created by torchbisect.\n"
@@ -111,7 +115,8 @@ def replace_files(folder: Path, texts: dict[str, str], *, use: str,
         before = set(older) if older is not None else set()
         if older is None:
             _refuse_foreign(folder, texts, how=how)
-    written = files.write_all({folder / name: text for name, text in texts.items()})
+    written = files.write_all({folder / name: text for name, text in texts.items()},
+                              below=folder)
     for name in sorted((before or set()) - set(texts)):
         _remove_file(folder, name)
     files.write_text(folder / MARK, f"torchbisect {use}: torchbisect may remove or replace what "
@@ -121,12 +126,31 @@ def replace_files(folder: Path, texts: dict[str, str], *, use: str,
 
 
 def _listed(folder: Path) -> set[str] | None:
-    """The files the mark of `folder` lists (what torchbisect wrote there last); None unmarked."""
+    """The files the mark of `folder` lists (what torchbisect wrote there last); None unmarked.
+    The mark is read up to MAX_MARK_BYTES, never through a link; a name no file torchbisect
+    writes could have (a NUL or another control character, `..`, an absolute path) is left
+    out: it names nothing to remove."""
     if not marked(folder):
         return None
-    lines = (folder / MARK).read_text(encoding="utf-8", errors="replace").splitlines()[1:]
-    return {line for line in lines if line and ".." not in Path(line).parts
+    lines = _read_mark(folder / MARK).splitlines()[1:]
+    return {line for line in lines if line and plain_label(line) and ".." not in Path(line).parts
             and not Path(line).is_absolute()}
+
+
+def _read_mark(mark: Path) -> str:
+    try:
+        fd = os.open(mark, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        raise NotOurs(f"{mark} cannot be read ({err.strerror}): torchbisect replaces only what "
+                      "its mark lists; move the folder away and run again") from None
+    with os.fdopen(fd, "rb") as fh:
+        raw = fh.read(MAX_MARK_BYTES + 1) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    if len(raw) > MAX_MARK_BYTES:
+        most = MAX_MARK_BYTES // 1048576
+        raise NotOurs(f"{mark} is larger than any mark torchbisect writes ({most} MiB at most), "
+                      "so it is not one: torchbisect replaces only what it wrote; move the "
+                      "folder away and run again")
+    return raw.decode("utf-8", errors="replace")
 
 
 def _refuse_foreign(folder: Path, texts: dict[str, str], *, how: str) -> None:
@@ -164,6 +188,43 @@ def remove_tree(path: Path) -> None:
         path.unlink(missing_ok=True)
         return
     shutil.rmtree(path, ignore_errors=True)  # its fd-based walk never follows links
+
+
+def remove_below(root: Path, *parts: str) -> bool:
+    """Remove `root/parts…` (a folder or file torchbisect made under the folder it prunes),
+    checked at the moment it goes: `root` and each folder on the way are opened with O_NOFOLLOW
+    from the descriptor of the one above, and the last is removed through its parent's
+    descriptor — so a `venvs/` swapped for a link after `check` said it is ours is refused
+    (NotOurs), never deleted through.  False when it is gone already."""
+    fds: list[int] = []
+    try:
+        fds.append(os.open(root, _FOLDER))
+        for part in parts[:-1]:
+            fds.append(os.open(part, _FOLDER, dir_fd=fds[-1]))
+        mode = os.lstat(parts[-1], dir_fd=fds[-1]).st_mode
+        if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode):
+            os.unlink(parts[-1], dir_fd=fds[-1])  # a link goes, its target stays
+        elif sys.version_info >= (3, 11):
+            shutil.rmtree(parts[-1], dir_fd=fds[-1])  # fd-based: follows no link inside
+        elif os.path.samestat(os.fstat(fds[-1]), os.lstat(Path(root).joinpath(*parts[:-1]))):
+            shutil.rmtree(Path(root).joinpath(*parts))  # 3.10: no dir_fd; checked just before
+        else:
+            raise OSError(errno.ELOOP, "swapped for a link")
+    except FileNotFoundError:
+        return False
+    except OSError as err:
+        if err.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        raise NotOurs(f"{Path(root).joinpath(*parts)}: a folder on the way became a symbolic "
+                      f"link (or not a folder) after it was checked, under {root}: torchbisect "
+                      "removes nothing through a link; nothing more was removed") from None
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return True
+
+
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _example(folder: Path) -> str:
