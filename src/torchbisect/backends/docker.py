@@ -26,6 +26,7 @@ import shlex
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -192,6 +193,20 @@ class DockerBackend(Backend):
             from .docker_cache import prune_at_end
 
             prune_at_end(self, say)
+
+    def measure_kept(self) -> Iterator[str]:
+        """The size of uv's cache volume (docker_cache.py), after asking the engine."""
+        from .docker_cache import measured
+
+        self.ping()
+        yield measured(self)
+
+    def prune_kept(self) -> Iterator[str]:
+        """`uv cache prune --ci` in the volume (docker_cache.py), after asking the engine."""
+        from .docker_cache import pruned_on_demand
+
+        self.ping()
+        yield pruned_on_demand(self)
 
     # -- preparing ------------------------------------------------------------------------------
 
