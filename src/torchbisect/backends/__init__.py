@@ -30,7 +30,7 @@ BACKENDS: dict[str, tuple[str, str]] = {
 }
 
 __all__ = ["BACKENDS", "Backend", "BackendOptions", "Capabilities", "Prepared", "ProbeOutput",
-           "Watcher", "backend_class", "capabilities", "choose_backend", "docker_answers"]
+           "Watcher", "backend_class", "capabilities", "choose_backend", "docker_answers", "label"]
 
 
 def backend_class(name: str) -> type[Backend]:
@@ -47,6 +47,12 @@ def backend_class(name: str) -> type[Backend]:
 def capabilities(name: str) -> Capabilities:
     """What the backend called `name` can do (its module is imported, not the Docker SDK)."""
     return backend_class(name).can
+
+
+def label(name: str) -> str:
+    """What a page calls the runs of the backend `name` ("the venv backend"); a name that no
+    backend has (an older store's) is called the same way."""
+    return backend_class(name).label if name in BACKENDS else f"the {name} backend"
 
 
 def overlaying() -> str:

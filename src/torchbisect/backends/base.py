@@ -114,6 +114,7 @@ class Capabilities:
 
 class Backend(abc.ABC):
     name: ClassVar[str]
+    label: ClassVar[str]  # what a page calls its runs: "the venv backend"
     can: ClassVar[Capabilities] = Capabilities()
 
     def __init__(self, options: BackendOptions | None = None) -> None:  # noqa: B027

@@ -63,6 +63,7 @@ class DockerBackend(Backend):
     """Cells in containers; see the module docstring."""
 
     name = "docker"
+    label = "the docker backend"
     can = Capabilities(containers=True, keeps="a uv cache volume on the Docker engine")
 
     def __init__(self, options: BackendOptions | None = None) -> None:

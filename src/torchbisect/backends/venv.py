@@ -54,6 +54,7 @@ _TAIL_LINES = 40
 
 class VenvBackend(Backend):
     name = "venv"
+    label = "the venv backend"
     can = Capabilities(commit_overlays=True, keeps_in_workdir=True,
                        keeps="a venv per cell under the work folder, and uv's cache on this host")
 

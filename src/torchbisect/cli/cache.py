@@ -39,14 +39,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends import BACKENDS, BackendOptions, backend_class, capabilities
+    from ..backends import BACKENDS, BackendOptions, backend_class, capabilities, label
 
     workdir = args.workdir or defaults.WORKDIR
     name, why = _chosen(args)
     can = capabilities(name)
     if not can.keeps:
         keepers = [other for other in BACKENDS if capabilities(other).keeps]
-        raise ConfigError(f"the {name} backend ({why}) keeps nothing between runs: choose "
+        raise ConfigError(f"{label(name)} ({why}) keeps nothing between runs: choose "
                           f"{' or '.join(f'--backend {other}' for other in keepers)}")
     print(f"backend: {name} ({why}), which keeps {can.keeps}", flush=True)
     backend = backend_class(name)(BackendOptions(workdir=workdir))

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
                              BackendOptions(workdir=args.workdir or defaults.WORKDIR),
                              say=lambda text: print(f"preflight: {text}", flush=True))
     if not backend.can.containers:
-        print(f"preflight: the {backend.name} backend probes on this host, not in a container: "
+        print(f"preflight: {backend.label} probes on this host, not in a container: "
               "nothing to check beyond `nvidia-smi -L`")
         return 0
     from ..backends.docker_gpu import gpus_in_a_container

@@ -105,7 +105,7 @@ def _probe(cell: Cell, args: argparse.Namespace, console: Console, *, scratch: P
                              say=console.print)
     gpu = _gpu(args.gpu)
     where = f"on {gpu.name}" if gpu else "without a GPU (a GPU probe can only say it cannot tell)"
-    console.print(f"probing {cell.id} {where} with the {backend.name} backend", highlight=False)
+    console.print(f"probing {cell.id} {where} with {backend.label}", highlight=False)
     logs = args.out / "logs" if args.out is not None else scratch / "logs"
     result = execute.run_cell(backend, cell, gpu=gpu, logs_dir=logs)
     _print(result, console)
