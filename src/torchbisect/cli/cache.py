@@ -71,7 +71,7 @@ def _chosen(args: argparse.Namespace) -> tuple[str, str]:
     """The backend whose keep is meant, and why: the flag; else the one the newest run stored
     used, of those that keep something (an engine answering says nothing of where the runs
     were installed); else the one `matrix` would choose."""
-    from ..backends import BACKENDS, capabilities, docker_answers
+    from ..backends import BACKENDS, Purpose, capabilities, default_backend
 
     if args.backend:
         return args.backend, "--backend"
@@ -84,6 +84,5 @@ def _chosen(args: argparse.Namespace) -> tuple[str, str]:
         if used:
             newest = max(used, key=lambda r: r.started).backend
             return newest, f"the newest run in {args.store} used it; choose with --backend"
-    if docker_answers():
-        return "docker", "no run is stored and a Docker engine answers; choose with --backend"
-    return "venv", "no run is stored and no Docker engine answers; choose with --backend"
+    chosen = default_backend(Purpose.BUILDS)
+    return chosen.name, f"no run is stored and {chosen.why}; choose with --backend"
