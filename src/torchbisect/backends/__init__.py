@@ -57,7 +57,8 @@ class Purpose(enum.Enum):
 
 
 # The purposes whose backend does not depend on the host.
-_FIXED = {Purpose.SCRIPT: "venv", Purpose.OWN_TORCH: "current", Purpose.BENCH: "venv"}
+_FIXED: dict[Purpose, str] = {Purpose.SCRIPT: "venv", Purpose.OWN_TORCH: "current",
+                              Purpose.BENCH: "venv"}
 
 
 @dataclass(frozen=True, kw_only=True)
