@@ -43,12 +43,12 @@ def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
     Default: the preinstalled cell on the `current` backend (this interpreter's torch).  When the
     cell cannot be prepared the dict says why under "skipped" and holds no timings.
     """
-    from ..backends.current import CurrentBackend
+    from ..backends import backend_class
     from ..cells import preinstalled_cell
     from ..run.matrix_run import run_picked
     from ..run.selection import Selection
 
-    backend = backend or CurrentBackend()
+    backend = backend or backend_class(default_backend(Purpose.OWN_TORCH).name)()
     cell = cell or preinstalled_cell()
     gpus = list_gpus()
     gpu = gpus[0] if gpus else None
