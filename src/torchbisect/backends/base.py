@@ -105,12 +105,16 @@ class Capabilities:
     # of a nightly's venv on this host.
     commit_overlays: bool = False
     # What it keeps between runs, which `torchbisect cache` measures and `--prune` empties, in
-    # a few words ("" when nothing).
+    # a few words ("" when nothing): `Backend.measure_kept` and `Backend.prune_kept`.
     keeps: str = ""
+    # What it keeps lies in the work folder, so a prune holds that folder's run lock
+    # (utils/runlock.py): no prune while a run builds there.
+    keeps_in_workdir: bool = False
 
 
 class Backend(abc.ABC):
     name: ClassVar[str]
+    label: ClassVar[str]  # what a page calls its runs: "the venv backend"
     can: ClassVar[Capabilities] = Capabilities()
 
     def __init__(self, options: BackendOptions | None = None) -> None:  # noqa: B027
@@ -139,6 +143,17 @@ class Backend(abc.ABC):
     def finish(self, *, say: Callable[[str], None]) -> None:  # noqa: B027 - optional hook
         """After a run's last cell: tidy what runs share (docker: prune uv's cache volume).
         Says what it did in one line; never raises: the run's results are stored by then."""
+
+    def measure_kept(self) -> Iterator[str]:
+        """What it keeps between runs (`can.keeps`) and how big, a line at a time, as
+        `torchbisect cache` prints them.  Raises BackendUnavailable or InfraError when that
+        cannot be measured here."""
+        return iter(())
+
+    def prune_kept(self) -> Iterator[str]:
+        """Empty what it keeps between runs (`torchbisect cache --prune`); what was done, a line
+        at a time.  The caller holds the work folder's run lock when `can.keeps_in_workdir`."""
+        return iter(())
 
 
 @contextlib.contextmanager

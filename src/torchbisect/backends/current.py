@@ -19,6 +19,7 @@ class CurrentBackend(VenvBackend):
     """Probes this interpreter's torch; overlays wheel cells on it (never a full install)."""
 
     name = "current"
+    label = "the current backend"
     can = Capabilities()  # the interpreter's own torch: nothing is kept between runs
 
     def __init__(self, options: BackendOptions | None = None):

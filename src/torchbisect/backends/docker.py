@@ -26,6 +26,7 @@ import shlex
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ class DockerBackend(Backend):
     """Cells in containers; see the module docstring."""
 
     name = "docker"
+    label = "the docker backend"
     can = Capabilities(containers=True, keeps="a uv cache volume on the Docker engine")
 
     def __init__(self, options: BackendOptions | None = None) -> None:
@@ -192,6 +194,20 @@ class DockerBackend(Backend):
             from .docker_cache import prune_at_end
 
             prune_at_end(self, say)
+
+    def measure_kept(self) -> Iterator[str]:
+        """The size of uv's cache volume (docker_cache.py), after asking the engine."""
+        from .docker_cache import measured
+
+        self.ping()
+        yield measured(self)
+
+    def prune_kept(self) -> Iterator[str]:
+        """`uv cache prune --ci` in the volume (docker_cache.py), after asking the engine."""
+        from .docker_cache import pruned_on_demand
+
+        self.ping()
+        yield pruned_on_demand(self)
 
     # -- preparing ------------------------------------------------------------------------------
 

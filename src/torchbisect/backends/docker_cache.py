@@ -79,6 +79,21 @@ def prune(backend: Any) -> Pruned | None:
     return Pruned(volume=uv_cache_volume(), before=before, after=after)
 
 
+def measured(backend: Any) -> str:
+    """The volume's size in one line, as `torchbisect cache` prints it."""
+    volume, found = uv_cache_volume(), size(backend)
+    return (f"uv cache volume {volume}: does not exist" if found is None else
+            f"uv cache volume {volume}: {megabytes(found)} (`torchbisect cache --prune` "
+            "prunes it; docker runs of matrix and bisect do when they end)")
+
+
+def pruned_on_demand(backend: Any) -> str:
+    """`torchbisect cache --prune`: prune the volume, and what became of it in one line."""
+    done = prune(backend)
+    return str(done) if done else f"uv cache volume {uv_cache_volume()} does not exist: " \
+        "nothing to prune"
+
+
 def prune_at_end(backend: Any, say: Callable[[str], None]) -> None:
     """The prune a run ends with: one line whatever happens, never an exception (but Ctrl-C)."""
     try:

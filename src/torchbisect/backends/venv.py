@@ -24,6 +24,7 @@ import shutil
 import stat
 import time
 import uuid
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from ..errors import BackendUnavailable, InfraError
 from ..model import Cell, Channel
 from ..probe.scripts import snapshot
 from ..utils import files, owned, proc
+from ..utils.words import count, megabytes, visible
 from . import probe_env
 from .base import (
     Backend,
@@ -52,12 +54,14 @@ _TAIL_LINES = 40
 
 class VenvBackend(Backend):
     name = "venv"
-    can = Capabilities(commit_overlays=True,
+    label = "the venv backend"
+    can = Capabilities(commit_overlays=True, keeps_in_workdir=True,
                        keeps="a venv per cell under the work folder, and uv's cache on this host")
 
     def __init__(self, options: BackendOptions | None = None):
         options = options or BackendOptions()
         self.workdir = Path(options.workdir).absolute()
+        self.named_workdir = Path(options.workdir)  # as the user named it: what `cache` prints
         self.overlay = options.overlay
         self.python = options.python or host_python()  # the preinstalled torch; overlays' base
         self.watcher = options.watcher
@@ -65,6 +69,17 @@ class VenvBackend(Backend):
 
     def check(self) -> None:
         uv_binary()
+
+    def measure_kept(self) -> Iterator[str]:
+        for what, path in kept(self.named_workdir).items():
+            venvs = f"{count(len(list(path.glob('*/pyvenv.cfg'))), 'venv')}, " \
+                if what == "venvs" else ""
+            yield visible(f"{what}: {venvs}{megabytes(folder_bytes(path))} in {path}")
+        yield "`torchbisect cache --backend venv --prune` removes the venvs and prunes uv's cache"
+
+    def prune_kept(self) -> Iterator[str]:
+        for line in prune(self.named_workdir):
+            yield visible(line)  # a workdir's path, control codes as pictures
 
     def fingerprint(self, cell: Cell) -> str | None:
         """What `Prepared.wheel_sha256` will be, when it is known without installing."""

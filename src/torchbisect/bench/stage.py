@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..backends import Purpose, default_backend
 from ..backends.base import Backend
 from ..cells import dev as dev_id
 from ..model import Cell, CellRun, Channel, ProbeResult, RunStatus
@@ -32,6 +33,8 @@ from ..utils import proc
 from ..utils.clock import now
 from ..utils.gpus import Gpu, list_gpus
 
+_BENCH = default_backend(Purpose.BENCH).name  # the rerun's backend, and its stored runs'
+
 
 def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
                   repeats: int = 3) -> dict:
@@ -40,12 +43,12 @@ def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
     Default: the preinstalled cell on the `current` backend (this interpreter's torch).  When the
     cell cannot be prepared the dict says why under "skipped" and holds no timings.
     """
-    from ..backends.current import CurrentBackend
+    from ..backends import backend_class
     from ..cells import preinstalled_cell
     from ..run.matrix_run import run_picked
     from ..run.selection import Selection
 
-    backend = backend or CurrentBackend()
+    backend = backend or backend_class(default_backend(Purpose.OWN_TORCH).name)()
     cell = cell or preinstalled_cell()
     gpus = list_gpus()
     gpu = gpus[0] if gpus else None
@@ -82,7 +85,7 @@ def rerun_unchanged(n_cells: int = 20) -> dict:
         with Store(tmp_path / "results.sqlite") as store:
             store.add_many(_stored_verdict(c, gpu) for c in cells)
         argv = [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
-                "--offline", "--allow-no-gpu", "--backend", "venv", "--store", "results.sqlite",
+                "--offline", "--allow-no-gpu", "--backend", _BENCH, "--store", "results.sqlite",
                 "--out", "reports", "--workdir", "work"]
         began = time.monotonic()
         done = proc.run(argv, cwd=tmp_path, check=False)
@@ -173,7 +176,7 @@ def _stored_verdict(cell: Cell, gpu: Gpu | None) -> CellRun:
            "cases": {"capture_data_ptr": {"verdict": "skipped"}}}
     return CellRun(cell=cell, status=RunStatus.OK, result=ProbeResult.from_json(doc),
                    wheel_sha256=cell.sha256 or "", probe_version=probe_version(cell.probe),
-                   gpu=execute.gpu_name(gpu), driver=gpu.driver if gpu else "", backend="venv",
+                   gpu=execute.gpu_name(gpu), driver=gpu.driver if gpu else "", backend=_BENCH,
                    started=now())
 
 

@@ -28,8 +28,10 @@ PARTS = ("overhead", "rerun", "plan", "render", "gpus")
 
 
 def measure(parts: list[str], *, out: Path | None, overhead_cases: str = "",
-            gpu_matrix: Path | None = None, backend: str = "venv") -> None:
-    """Measure the tool `parts` asked for, print them and write tool.json/.svg into `out`."""
+            gpu_matrix: Path | None = None, backend: str | None = None) -> None:
+    """Measure the tool `parts` asked for, print them and write tool.json/.svg into `out`;
+    `backend` for the 'gpus' part (None: the benchmarks' own, backends.Purpose.BENCH)."""
+    from ..backends import Purpose, default_backend
     from ..cells import preinstalled_cell
     from .stage import cell_overhead, rerun_unchanged
 
@@ -37,7 +39,8 @@ def measure(parts: list[str], *, out: Path | None, overhead_cases: str = "",
     run = {"overhead": lambda: cell_overhead(cell=preinstalled_cell(cases=cases)),
            "rerun": lambda: rerun_unchanged(20), "plan": lambda: plan_dates(1000),
            "render": lambda: render_cells(2000),
-           "gpus": lambda: gpu_speedup(gpu_matrix, backend=backend)}
+           "gpus": lambda: gpu_speedup(gpu_matrix, backend=backend
+                                       or default_backend(Purpose.BENCH).name)}
     tool = {name: run[name]() for name in parts if name in PARTS}
     if tool:
         _write(out, tool)

@@ -89,22 +89,25 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
     progress = progress or Progress()
     lookup = CommitLookup(options.repo, github=options.github,  # checks the clone before any work
                           flag="--pytorch-repo" if options.narrow else "--repo")
-    from ..backends import capabilities, choose_backend, overlaying
+    from ..backends import Purpose, capabilities, choose_backend, default_backend, overlaying
 
-    # A script usually reads files of this host: it runs in a venv here unless told otherwise
-    # (with --backend docker it runs inside the build's container, as the probe does).
-    name = options.backend or ("venv" if options.script is not None else None)
+    # A script usually reads files of this host (Purpose.SCRIPT says where it runs unless told
+    # otherwise; with --backend docker it runs inside the build's container, as the probe does).
+    purpose = Purpose.SCRIPT if options.script is not None else Purpose.BUILDS
+    name = options.backend
     if options.narrow and name is not None and not capabilities(name).commit_overlays:
         raise ConfigError(_OVERLAYS_ONLY.format(name, overlaying()))
     if options.script is not None:
-        check_script(options.script, on_host=not capabilities(name or "venv").containers)
+        where = name or default_backend(purpose).name
+        check_script(options.script, on_host=not capabilities(where).containers)
     cands = candidates(options)
     for note in cands.notes:
         progress.note(note)
     from ..backends.base import BackendOptions, finishing
 
     backend = choose_backend(name, BackendOptions(workdir=options.workdir,
-                                                  overlay=options.overlay), say=progress.note)
+                                                  overlay=options.overlay),
+                             purpose=purpose, say=progress.note)
     if options.narrow and not backend.can.commit_overlays:
         raise ConfigError(_OVERLAYS_ONLY.format(backend.name, overlaying()))
     gpu = _first_gpu()

@@ -46,8 +46,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sizes-mib", default="1,4,16,64,256,1024")
     parser.add_argument("--gpu-matrix", type=Path,
                         help="matrix file for the 'gpus' part: run on one GPU, then on all")
+    from ..backends import Purpose, default_backend
+
     add_backend_option(parser, "backend for the 'gpus' part (default: %(default)s)",
-                       default="venv")
+                       default=default_backend(Purpose.BENCH).name)
     parser.add_argument("--overhead-cases", default="",
                         help="probe cases for the 'overhead' part (default: all of them)")
 

@@ -4,8 +4,10 @@ The docker backend keeps a uv cache volume; `matrix` and `bisect` prune it when 
 (backends/docker_cache.py says how, and why `uv cache prune --ci`), and this command is the same
 prune on demand.  The venv backend keeps one venv per cell under the work folder (reused while its
 wheel is the same) and fills the host's uv cache; `--prune` removes the venvs and prunes that
-cache the same way (the next run installs again).  The backend is the one the newest run in the
-store used (`--store`), else the one `matrix` would choose; the first line names it, and why.
+cache the same way (the next run installs again).  Each backend measures and prunes what it
+keeps (`measure_kept`, `prune_kept`); this command asks the one meant.  The backend is the one the
+newest run in the store used (`--store`), else the one `matrix` would choose; the first line names
+it, and why.
 Exit 0; 3 when the docker volume could not be measured or pruned (another run holding uv's lock
 past UV_LOCK_TIMEOUT, no runner image on the engine) or another run holds the work folder; 5 when
 the backend cannot run here (no Docker engine, no uv).
@@ -14,6 +16,7 @@ the backend cannot run here (no Docker engine, no uv).
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .. import defaults
 from ..errors import ConfigError
@@ -36,24 +39,39 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backends import BACKENDS, capabilities
+    from ..backends import BACKENDS, BackendOptions, backend_class, capabilities, label
 
     workdir = args.workdir or defaults.WORKDIR
-    backend, why = _chosen(args)
-    keeps = capabilities(backend).keeps
-    if not keeps:
-        keepers = [name for name in BACKENDS if capabilities(name).keeps]
-        raise ConfigError(f"the {backend} backend ({why}) keeps nothing between runs: choose "
-                          f"{' or '.join(f'--backend {name}' for name in keepers)}")
-    print(f"backend: {backend} ({why}), which keeps {keeps}", flush=True)
-    return _KEPT[backend](workdir, prune=args.prune)
+    name, why = _chosen(args)
+    can = capabilities(name)
+    if not can.keeps:
+        keepers = [other for other in BACKENDS if capabilities(other).keeps]
+        raise ConfigError(f"{label(name)} ({why}) keeps nothing between runs: choose "
+                          f"{' or '.join(f'--backend {other}' for other in keepers)}")
+    print(f"backend: {name} ({why}), which keeps {can.keeps}", flush=True)
+    backend = backend_class(name)(BackendOptions(workdir=workdir))
+    if not args.prune:
+        for line in backend.measure_kept():
+            print(line)
+        return 0
+    from ..utils import runlock
+    from ..utils.words import visible
+
+    # not while a matrix, probe or bisect builds in the same work folder
+    with runlock.hold([workdir] if can.keeps_in_workdir else [],
+                      command="torchbisect cache --prune",
+                      say=lambda text: print(f"torchbisect cache: {visible(text)}",
+                                             file=sys.stderr)):
+        for line in backend.prune_kept():
+            print(line)
+    return 0
 
 
 def _chosen(args: argparse.Namespace) -> tuple[str, str]:
     """The backend whose keep is meant, and why: the flag; else the one the newest run stored
     used, of those that keep something (an engine answering says nothing of where the runs
     were installed); else the one `matrix` would choose."""
-    from ..backends import BACKENDS, capabilities, docker_answers
+    from ..backends import BACKENDS, Purpose, capabilities, default_backend
 
     if args.backend:
         return args.backend, "--backend"
@@ -66,55 +84,5 @@ def _chosen(args: argparse.Namespace) -> tuple[str, str]:
         if used:
             newest = max(used, key=lambda r: r.started).backend
             return newest, f"the newest run in {args.store} used it; choose with --backend"
-    if docker_answers():
-        return "docker", "no run is stored and a Docker engine answers; choose with --backend"
-    return "venv", "no run is stored and no Docker engine answers; choose with --backend"
-
-
-def _docker(workdir, *, prune: bool) -> int:
-    from ..backends.base import BackendOptions
-    from ..backends.container import uv_cache_volume
-    from ..backends.docker import DockerBackend
-    from ..backends.docker_cache import prune as prune_volume
-    from ..backends.docker_cache import size
-    from ..utils.words import megabytes
-
-    backend = DockerBackend(BackendOptions(workdir=workdir))
-    backend.ping()
-    volume = uv_cache_volume()
-    if prune:
-        pruned = prune_volume(backend)
-        print(pruned or f"uv cache volume {volume} does not exist: nothing to prune")
-        return 0
-    measured = size(backend)
-    print(f"uv cache volume {volume}: does not exist" if measured is None else
-          f"uv cache volume {volume}: {megabytes(measured)} (`torchbisect cache --prune` "
-          "prunes it; docker runs of matrix and bisect do when they end)")
-    return 0
-
-
-def _venv(workdir, *, prune: bool) -> int:
-    import sys
-
-    from ..backends.venv import folder_bytes, kept
-    from ..backends.venv import prune as prune_venvs
-    from ..utils import runlock
-    from ..utils.words import count, megabytes, visible
-
-    if prune:  # not while a matrix, probe or bisect builds venvs in the same folder
-        with runlock.hold([workdir], command="torchbisect cache --prune",
-                          say=lambda text: print(f"torchbisect cache: {visible(text)}",
-                                                 file=sys.stderr)):
-            for line in prune_venvs(workdir):
-                print(visible(line))  # a workdir's path, control codes as pictures
-        return 0
-    for what, path in kept(workdir).items():
-        venvs = f"{count(len(list(path.glob('*/pyvenv.cfg'))), 'venv')}, " \
-            if what == "venvs" else ""
-        print(visible(f"{what}: {venvs}{megabytes(folder_bytes(path))} in {path}"))
-    print("`torchbisect cache --backend venv --prune` removes the venvs and prunes uv's cache")
-    return 0
-
-
-# What each backend that keeps something between runs keeps, measured or pruned.
-_KEPT = {"docker": _docker, "venv": _venv}
+    chosen = default_backend(Purpose.BUILDS)
+    return chosen.name, f"no run is stored and {chosen.why}; choose with --backend"

@@ -18,6 +18,7 @@ import argparse
 import shlex
 
 from .. import defaults
+from ..backends import Purpose
 from ..backends.docker_gpu import PREFLIGHT_IMAGE
 from . import options as flags
 
@@ -37,11 +38,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..backends import BackendOptions, choose_backend
 
-    backend = choose_backend(args.backend or _named_in(args.flags),
+    named, purpose = _named_in(args.flags)
+    backend = choose_backend(args.backend or named,
                              BackendOptions(workdir=args.workdir or defaults.WORKDIR),
+                             purpose=purpose,
                              say=lambda text: print(f"preflight: {text}", flush=True))
     if not backend.can.containers:
-        print(f"preflight: the {backend.name} backend probes on this host, not in a container: "
+        print(f"preflight: {backend.label} probes on this host, not in a container: "
               "nothing to check beyond `nvidia-smi -L`")
         return 0
     from ..backends.docker_gpu import gpus_in_a_container
@@ -54,9 +57,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _named_in(text: str) -> str | None:
+def _named_in(text: str) -> tuple[str | None, Purpose]:
     """The `--backend` among a run's flags, as that run's own parser reads it (`--backend=X` and
-    abbreviations too); a name that is no backend is refused when the backend is built."""
+    abbreviations too), and what that run chooses a backend for when they name none; a name that
+    is no backend is refused when the backend is built."""
     parser = argparse.ArgumentParser(add_help=False, exit_on_error=False, allow_abbrev=False)
     parser.add_argument("--backend")
     parser.add_argument("--script")  # bisect decides with a script on the host (bisect/run.py)
@@ -67,4 +71,4 @@ def _named_in(text: str) -> str | None:
 
         raise ConfigError(f"--flags {text!r}: {err}: the run would refuse these flags too; "
                           "correct them") from None
-    return known.backend or ("venv" if known.script is not None else None)
+    return known.backend, Purpose.SCRIPT if known.script is not None else Purpose.BUILDS

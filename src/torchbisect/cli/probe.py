@@ -95,17 +95,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _probe(cell: Cell, args: argparse.Namespace, console: Console, *, scratch: Path) -> CellRun:
-    from ..backends import choose_backend
+    from ..backends import Purpose, choose_backend
     from ..run import execute
 
-    name = args.backend or ("current" if cell.channel is Channel.PREINSTALLED else None)
+    purpose = Purpose.OWN_TORCH if cell.channel is Channel.PREINSTALLED else Purpose.BUILDS
     workdir = args.workdir or (scratch if cell.channel is Channel.PREINSTALLED
                                else defaults.WORKDIR)
-    backend = choose_backend(name, BackendOptions(python=args.interpreter, workdir=workdir),
-                             say=console.print)
+    backend = choose_backend(args.backend, BackendOptions(python=args.interpreter, workdir=workdir),
+                             purpose=purpose, say=console.print)
     gpu = _gpu(args.gpu)
     where = f"on {gpu.name}" if gpu else "without a GPU (a GPU probe can only say it cannot tell)"
-    console.print(f"probing {cell.id} {where} with the {backend.name} backend", highlight=False)
+    console.print(f"probing {cell.id} {where} with {backend.label}", highlight=False)
     logs = args.out / "logs" if args.out is not None else scratch / "logs"
     result = execute.run_cell(backend, cell, gpu=gpu, logs_dir=logs)
     _print(result, console)

@@ -136,16 +136,18 @@ NO_RUNS = ("Nothing has been probed into this store yet: `nox -s matrix` on a ma
            "NVIDIA GPU installs each build and fills it.")
 
 
-# How each backend's runs are named where the page says what it is drawn from.
-_BACKENDS = {"venv": "the venv backend", "docker": "the docker backend",
-             "recorded probe JSON": "recorded probe documents"}
+# How runs that no backend made are named where the page says what it is drawn from (a
+# backend's own runs: its label, backends.label).
+_NOT_A_BACKEND = {"recorded probe JSON": "recorded probe documents"}
 
 
 def made_with(runs: list[CellRun]) -> str:
     """What sets a page apart from its siblings of the same GPU: how its runs were made
     ("the docker backend (image torchbisect/h200:torch-2.11.0)")."""
+    from ..backends import label
+
     backends = sorted({r.backend for r in runs if r.backend})
-    how = " and ".join(_BACKENDS.get(b, f"the {b} backend") for b in backends)
+    how = " and ".join(_NOT_A_BACKEND[b] if b in _NOT_A_BACKEND else label(b) for b in backends)
     images = sorted({r.cell.base_image for r in runs if r.cell.base_image})
     if how and images:
         how += f" (image{'s' if len(images) > 1 else ''} {', '.join(images)})"
@@ -194,7 +196,7 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
     how = made_with(runs)
     if how and sections:  # sibling pages of one GPU differ in how their runs were made
         title = f"{title} · {how}"
-    verb = "drawn from" if how == _BACKENDS["recorded probe JSON"] else "measured with"
+    verb = "drawn from" if how == _NOT_A_BACKEND["recorded probe JSON"] else "measured with"
     source = "; ".join(x for x in (f"{verb} {how}" if how else "",
                                    f"read from {store}" if store else "") if x)
     stamp = generated.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from ..backends import capabilities
+from ..backends import Purpose, capabilities, default_backend
 from ..backends.preinstalled import (
     interpreter_of,
     torch_version,
@@ -54,10 +54,11 @@ def no_gpu_cells(cells: tuple[Cell, ...], *, python: str, backend: str | None, s
     if torch_version(interpreter) is None:
         say(f"No GPU is visible (nvidia-smi lists none) and {interpreter} has no torch, so "
             f"nothing is probed; {again}")
-        return (), "current"
+        return (), default_backend(Purpose.OWN_TORCH).name
     say(f"No GPU is visible (nvidia-smi lists none), so only the torch of {interpreter} is "
         f"probed; {again}")
-    return tuple(dataclasses.replace(c, base_image=None) for c in mine), "current"
+    return (tuple(dataclasses.replace(c, base_image=None) for c in mine),
+            default_backend(Purpose.OWN_TORCH).name)
 
 
 def own_interpreter(cells: Sequence[Cell]) -> str | None:
