@@ -14,12 +14,13 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from ..defaults import PROBE as DEFAULT_PROBE
 from ..errors import TorchbisectError
 from ..exits import Exit
 from ..model import CellRun, RunStatus, Verdict
 from ..outcome import Outcome
 from ..probe.info import ProbeInfo
-from ..probe.scripts import DEFAULT_PROBE, probe_info
+from ..probe.scripts import probe_info
 from ..utils.words import signal_name
 
 SCRIPT_CASE = "script"

@@ -36,7 +36,8 @@ from ..config.matrix import (
 )
 from ..errors import ConfigError, ResolveError
 from ..index.choose import Unsure
-from ..index.fetch import Wheel, fetch_wheels, local_path, sha256_of
+from ..index.fetch import fetch_wheels, local_path, sha256_of
+from ..index.pages import Wheel
 from ..index.tags import compatible, python_of
 from ..model import Cell, Channel, MissingBuild, Plan, split_interpreter
 from ..net import links
