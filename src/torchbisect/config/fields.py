@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from annotated_types import Ge, GroupedMetadata, Gt, Le
 from pydantic import BeforeValidator, StringConstraints, ValidationInfo, WithJsonSchema
@@ -111,7 +111,7 @@ def _version(value: Any) -> str:
 
     try:
         Version(value)
-        return value
+        return cast(str, value)  # Version() reads text alone: a TypeError otherwise
     except (InvalidVersion, TypeError):
         raise expected("a torch version such as 2.15.0", value) from None
 
@@ -125,14 +125,14 @@ def stable_versions(value: Any) -> str | list[str]:
             raise expected("at least one version", value)
         return [_version(v) for v in value]
     match = _RANGE.fullmatch(value) if isinstance(value, str) else None
-    if not match or not all(_valid(v) for v in match.groups() if v):
+    if not isinstance(value, str) or not match or not all(_valid(v) for v in match.groups() if v):
         raise expected("a list of versions or 'all from X' (optionally 'to Y')", value)
     return value
 
 
 def test_versions(value: Any) -> str | list[str]:
     if value == "current":
-        return value
+        return "current"
     if isinstance(value, list) and value:
         return [_version(v) for v in value]
     raise expected("'current' or a list of versions", value)
