@@ -20,6 +20,7 @@ import functools
 import re
 from collections.abc import Callable, Sequence
 from datetime import date
+from typing import TypedDict
 
 from packaging.version import Version
 
@@ -346,7 +347,17 @@ class _Resolver:
 
 
 
-def _per_probe(s: Settings) -> list[dict]:
+class _ProbeFields(TypedDict):
+    """A cell's fields that say how its probe runs (Cell's, as ProbeSettings has them)."""
+
+    probe: str
+    cases: tuple[str, ...]
+    trials: int | None
+    timeout: float
+    env: tuple[tuple[str, str], ...]
+
+
+def _per_probe(s: Settings) -> list[_ProbeFields]:
     """A cell's probe fields, once for each probe the entry runs."""
     return [{"probe": p.probe, "cases": p.cases, "trials": p.trials, "timeout": p.timeout,
              "env": p.env} for p in s.probes]
