@@ -23,6 +23,7 @@ def _read_home() -> str:
     from importlib.metadata import PackageNotFoundError, metadata
     from pathlib import Path
 
+    urls: list[str]
     try:
         urls = metadata("torchbisect").get_all("Project-URL") or []
     except PackageNotFoundError:

@@ -27,6 +27,7 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .model import Cell, Channel
 
@@ -118,7 +119,7 @@ def preinstalled(label: str = "", python: str = "") -> str:
     return f"{PREINSTALLED}-{re.sub(r'[^A-Za-z0-9.]+', '-', label)}-{_tag(python)}"
 
 
-def preinstalled_cell(*, python: str = "", **fields) -> Cell:
+def preinstalled_cell(*, python: str = "", **fields: Any) -> Cell:
     """The cell of a torch already there: the matrix's `preinstalled` entry, or the interpreter's
     own torch when the plan has none.  Its version and CUDA tag are unknown until it is read
     (`backends.preinstalled.with_torch_version`); `python` only when matrix.yaml names one."""

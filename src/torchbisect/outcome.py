@@ -158,7 +158,10 @@ class BisectResult:
         direction = Direction(data["direction"])
         keys = ("last_good", "first_bad") if direction is Direction.REGRESSION else (
             "last_bad", "first_good")
-        point = lambda d: NightlyPoint(**d) if d else None  # noqa: E731
+
+        def point(d: dict[str, Any] | None) -> NightlyPoint | None:
+            return NightlyPoint(**d) if d else None
+
         points = tuple(NightlyPoint(**p) for p in data.get("points", []))
         # Results written before `unknown`/`missing` existed hold one mixed `skipped` list: the
         # points tell which of its dates were tried.
@@ -198,7 +201,7 @@ def _candidates_of(result: BisectResult) -> tuple[str, ...]:
     return (*dict.fromkeys(p.key for p in between), after.key)
 
 
-def _order(point: NightlyPoint) -> tuple:
+def _order(point: NightlyPoint) -> tuple[str, Version]:
     try:
         return (point.date, Version(point.version))
     except InvalidVersion:

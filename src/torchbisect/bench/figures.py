@@ -16,6 +16,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError
 from ..utils import proc
@@ -51,7 +52,7 @@ def workaround(python: str, *, sizes_mib: str, out: Path | None, stem: str | Non
               f"({'within noise' if share is None else f'{share:.0%} of peak'})", file=sys.stderr)
 
 
-def _workaround_chart(doc: dict) -> str:
+def _workaround_chart(doc: dict[str, Any]) -> str:
     rows = doc["rows"]
     return plots.line_chart(
         f"clone() vs lazy clone on {doc['gpu']} (torch {doc['torch']})", "tensor size (MiB)",

@@ -95,5 +95,5 @@ def _nice(value: float) -> float:
     """The next 1/2/5 × 10^k at or above `value`, so axis ticks read well."""
     if value <= 0:
         return 1.0
-    exp = 10 ** math.floor(math.log10(value))
+    exp: float = 10 ** math.floor(math.log10(value))  # an int from 1 up, a float below
     return next(m * exp for m in (1, 2, 5, 10) if m * exp >= value)

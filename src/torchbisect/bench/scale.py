@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import cells
 from ..errors import CommandFailed
@@ -34,6 +34,7 @@ from ..outcome import BisectResult, Direction, NightlyPoint, Outcome
 from ..utils import proc
 
 if TYPE_CHECKING:
+    from ..model import Attendance, CellRun
     from ..report.synthetic import Outcome as CaseOutcome  # a case's verdict or trials
 
 GOAL_SECONDS = 3.0
@@ -97,7 +98,7 @@ def _outcomes(day: dt.date, bad_from: str, fixed_from: str, i: int) -> dict[str,
     return BAD
 
 
-def scale_runs() -> tuple[list, list[BisectResult]]:
+def scale_runs() -> tuple[list[CellRun], list[BisectResult]]:
     """The runs and bisections of three years of daily nightlies on each GPU kind."""
     from ..report.synthetic import synthetic_run
 
@@ -144,7 +145,7 @@ def runners_yaml() -> str:
     return "kinds:\n" + "".join(entries)
 
 
-def scale_attendance() -> list:
+def scale_attendance() -> list[Attendance]:
     """Each daily run's shards, as `matrix --kind` stores them: one run a day (its new nightly
     probed by shard 1, the other cells reused), every kind's shards but an offline kind's."""
     from ..model import Attendance
@@ -180,7 +181,7 @@ def _bisection(direction: Direction, first: str) -> BisectResult:
                         probes=9, compare_url=f"https://github.com/pytorch/pytorch/compare/{shas}")
 
 
-def measure_scale(*, repo: Path | None = None) -> dict:
+def measure_scale(*, repo: Path | None = None) -> dict[str, Any]:
     """Write the store, render it with `torchbisect report` in a child process, measure."""
     from ..store.db import Store
 
@@ -247,7 +248,7 @@ def _said_offline(html: str) -> bool:
     return RUNNER_KINDS[-1][0] in html and "did not report in the latest run" in html
 
 
-def _phases(store: Path, runners: Path, out: Path) -> dict:
+def _phases(store: Path, runners: Path, out: Path) -> dict[str, Any]:
     """Where the report's time goes, measured in this process: reading the store, drawing and
     writing the files."""
     from ..config.runners import load_runners
@@ -265,7 +266,7 @@ def _phases(store: Path, runners: Path, out: Path) -> dict:
             "render_seconds": round(time.perf_counter() - began, 2)}
 
 
-def _phone(page: Path, repo: Path | None) -> dict:
+def _phone(page: Path, repo: Path | None) -> dict[str, Any]:
     """Whether the page holds at 390×844 in headless Chromium (the tests' driver, from a
     checkout); said as not measured when either is missing."""
     helper = (repo or Path.cwd()) / "tests" / "helpers" / "chromium.py"
@@ -291,7 +292,7 @@ def _phone(page: Path, repo: Path | None) -> dict:
             "holds": max(widths) <= PHONE[0]}
 
 
-def machine() -> dict:
+def machine() -> dict[str, Any]:
     return {"cpu": _cpu_name(), "cpus": os.cpu_count(), "python": platform.python_version(),
             "system": f"{platform.system()} {platform.machine()}"}
 
@@ -306,7 +307,7 @@ def _cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
-def write_scale(out: Path | None) -> dict:
+def write_scale(out: Path | None) -> dict[str, Any]:
     """Measure, print, and write scale.json and scale.svg into `out` (when given)."""
     from . import plots
     from .figures import write

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from ..backends import Purpose, default_backend
 from ..backends.base import Backend
@@ -37,7 +38,7 @@ _BENCH = default_backend(Purpose.BENCH).name  # the rerun's backend, and its sto
 
 
 def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
-                  repeats: int = 3) -> dict:
+                  repeats: int = 3) -> dict[str, Any]:
     """Median wall seconds of the bare probe and of the tool for one cell, and their ratio.
 
     Default: the preinstalled cell on the `current` backend (this interpreter's torch).  When the
@@ -75,7 +76,7 @@ def cell_overhead(*, cell: Cell | None = None, backend: Backend | None = None,
             "goal_ratio": 1.2, "ok": tool_s / bare_s <= 1.2, "verdict": _verdict(run)}
 
 
-def rerun_unchanged(n_cells: int = 20) -> dict:
+def rerun_unchanged(n_cells: int = 20) -> dict[str, Any]:
     """Seconds for `torchbisect matrix` over `n_cells` cells that all have a stored verdict."""
     gpus = list_gpus()
     gpu = gpus[0] if gpus else None
@@ -99,11 +100,11 @@ def rerun_unchanged(n_cells: int = 20) -> dict:
 
 
 def probe_speed(*, python: str, baseline: Path, warm_repeats: int = 2,
-                env: dict[str, str] | None = None) -> dict:
+                env: dict[str, str] | None = None) -> dict[str, Any]:
     """Wall seconds of whole probe runs, `baseline` script against today's, cold then warm."""
     scripts = {"before": Path(baseline), "after": probe_path()}
     seconds: dict[str, dict[str, list[float]]] = {k: {"cold": [], "warm": []} for k in scripts}
-    docs: dict[str, dict] = {}
+    docs: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for kind in ["cold"] + ["warm"] * warm_repeats:  # alternated, so drift hits both alike
             for label, script in scripts.items():
@@ -115,7 +116,7 @@ def probe_speed(*, python: str, baseline: Path, warm_repeats: int = 2,
 
 
 def _timed_probe(python: str, script: Path, caches: Path, out: Path, *,
-                 env: dict[str, str] | None) -> tuple[float, dict]:
+                 env: dict[str, str] | None) -> tuple[float, dict[str, Any]]:
     run_env = {**(env or {}), "TRITON_CACHE_DIR": str(caches / "triton"),
                "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor")}
     began = time.monotonic()
@@ -123,7 +124,8 @@ def _timed_probe(python: str, script: Path, caches: Path, out: Path, *,
     return time.monotonic() - began, json.loads(out.read_text())
 
 
-def _probe_speed_summary(python: str, seconds: dict, docs: dict) -> dict:
+def _probe_speed_summary(python: str, seconds: dict[str, dict[str, list[float]]],
+                         docs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     def median(label: str, kind: str) -> float:
         return round(statistics.median(seconds[label][kind]), 2)
 

@@ -20,6 +20,7 @@ import tempfile
 import time
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 from . import plots
 from .figures import write
@@ -46,7 +47,7 @@ def measure(parts: list[str], *, out: Path | None, overhead_cases: str = "",
         _write(out, tool)
 
 
-def plan_dates(n_dates: int = 1000) -> dict:
+def plan_dates(n_dates: int = 1000) -> dict[str, Any]:
     """Seconds to plan `n_dates` nightly dates (a gap every 97 days, a version bump half way)."""
     from ..config.matrix import load_matrix
     from ..plan.resolve import build_plan
@@ -71,7 +72,7 @@ def plan_dates(n_dates: int = 1000) -> dict:
             "seconds": round(seconds, 3), "transport": "HTTP on 127.0.0.1"}
 
 
-def render_cells(n_cells: int = 2000, repeat: int = 3) -> dict:
+def render_cells(n_cells: int = 2000, repeat: int = 3) -> dict[str, Any]:
     """Seconds to build and write all four report files for `n_cells` synthetic runs (goal: < 1 s).
 
     `seconds` is the best of `repeat` renders (as timeit reports); `first_seconds` includes
@@ -93,7 +94,7 @@ def render_cells(n_cells: int = 2000, repeat: int = 3) -> dict:
             "bytes": sizes}
 
 
-def gpu_speedup(matrix: Path | None, *, backend: str) -> dict:
+def gpu_speedup(matrix: Path | None, *, backend: str) -> dict[str, Any]:
     """The same matrix on the first GPU alone, then on every GPU; environments already built."""
     from ..utils.gpus import list_gpus
 
@@ -120,7 +121,7 @@ def gpu_speedup(matrix: Path | None, *, backend: str) -> dict:
             "speedup": round(times["one GPU"] / times["all GPUs"], 2), "goal_speedup": 1.8}
 
 
-def _write(out: Path | None, tool: dict) -> None:
+def _write(out: Path | None, tool: dict[str, Any]) -> None:
     write(out, "tool.json", json.dumps(tool, indent=2) + "\n")
     bars, goals = {}, {}
     if "ratio" in tool.get("overhead", {}):

@@ -10,20 +10,25 @@ bytes copied per second, and each is also given as a fraction of the device's co
 measured here with a large device-to-device clone.
 """
 
+from __future__ import annotations  # the annotations stay text: any Python 3.8+ runs this
+
 import argparse
 import json
 import statistics
 import sys
 import time
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
 
 MIB = 1 << 20
 DEFAULT_SIZES_MIB = (1, 4, 16, 64, 256, 1024)
 REPLAYS_PER_TIMING = 20
 
 
-def _median_ms_events(torch, fn, reps):
+def _median_ms_events(torch: ModuleType, fn: Callable[[], object], reps: int) -> float:
     """Median milliseconds of `fn` on the current stream, timed with CUDA events."""
-    times = []
+    times: list[float] = []
     for _ in range(reps):
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
@@ -35,10 +40,10 @@ def _median_ms_events(torch, fn, reps):
     return statistics.median(times)
 
 
-def _median_ms_wall(torch, fn, reps):
+def _median_ms_wall(torch: ModuleType, fn: Callable[[], object], reps: int) -> float:
     """Median wall milliseconds with the device idle before and after: the materializing copy
     is a synchronous cudaMemcpy on the legacy stream, which stream events would not bracket."""
-    times = []
+    times: list[float] = []
     for _ in range(reps):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -48,15 +53,16 @@ def _median_ms_wall(torch, fn, reps):
     return statistics.median(times)
 
 
-def _peak_copy_gbps(torch, reps):
+def _peak_copy_gbps(torch: ModuleType, reps: int) -> float:
     x = torch.empty(2048 * MIB, dtype=torch.uint8, device="cuda")
     for _ in range(3):
         x.clone()
     ms = _median_ms_events(torch, lambda: x.clone(), reps)
-    return x.numel() / (ms / 1e3) / 1e9
+    gbps: float = x.numel() / (ms / 1e3) / 1e9
+    return gbps
 
 
-def _graph_replay_ms(torch, x, with_clone, reps):
+def _graph_replay_ms(torch: ModuleType, x: Any, with_clone: bool, reps: int) -> float:
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):  # warm up outside capture, as torch.cuda.graphs advises
@@ -68,7 +74,7 @@ def _graph_replay_ms(torch, x, with_clone, reps):
     for _ in range(3):
         graph.replay()
 
-    def replays():  # a batch per timing: one replay of a small graph is mostly launch jitter
+    def replays() -> None:  # a batch a timing: one replay of a small graph is mostly launch jitter
         for _ in range(REPLAYS_PER_TIMING):
             graph.replay()
 
@@ -77,12 +83,12 @@ def _graph_replay_ms(torch, x, with_clone, reps):
     return ms
 
 
-def _row(torch, size_mib, reps, peak):
+def _row(torch: ModuleType, size_mib: int, reps: int, peak: float) -> dict[str, Any]:
     x = torch.rand(size_mib * MIB // 4, device="cuda")
-    nbytes = x.numel() * 4
+    nbytes: int = x.numel() * 4
     clone_ms = _median_ms_wall(torch, lambda: x.clone(), reps)
 
-    def lazy_then_materialize():
+    def lazy_then_materialize() -> None:
         y = torch._lazy_clone(x)
         y.data_ptr()
 
@@ -91,10 +97,12 @@ def _row(torch, size_mib, reps, peak):
     with_clone = _graph_replay_ms(torch, x, True, reps)
     node_ms = with_clone - without
 
-    def gbps(ms):
+    def gbps(ms: float) -> float | None:
         # None when the difference is within timing noise: no bandwidth can be read from it
         return nbytes / (ms / 1e3) / 1e9 if ms > 1e-4 else None
 
+    node_gbps, clone_gbps = gbps(node_ms), gbps(clone_ms)
+    assert clone_gbps is not None  # an eager clone of 1 MiB or more takes far more than 0.1 us
     return {
         "size_mib": size_mib,
         "eager_clone_ms": clone_ms,
@@ -105,12 +113,12 @@ def _row(torch, size_mib, reps, peak):
         "graph_replay_ms_with_clone": with_clone,
         "graph_clone_node_ms": node_ms,
         "graph_clone_node_gbps": gbps(node_ms),
-        "graph_clone_node_fraction_of_peak": gbps(node_ms) / peak if gbps(node_ms) else None,
-        "eager_clone_fraction_of_peak": gbps(clone_ms) / peak,
+        "graph_clone_node_fraction_of_peak": node_gbps / peak if node_gbps else None,
+        "eager_clone_fraction_of_peak": clone_gbps / peak,
     }
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--sizes-mib", default=",".join(str(s) for s in DEFAULT_SIZES_MIB))
     parser.add_argument("--reps", type=int, default=20)
@@ -138,7 +146,7 @@ def main(argv=None):
     return 0
 
 
-def _driver():
+def _driver() -> str:
     # Standalone (no import of torchbisect, so neither proc.run nor gpus.driver_version).
     try:
         import subprocess

@@ -22,13 +22,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from ..backends.base import Backend
 from ..model import Cell, CellRun, RunStatus
 from ..outcome import Direction, NightlyPoint, Outcome
 from ..probe.scripts import probe_version
 from ..run import execute
+from ..store.db import Store
 from ..utils.gpus import Gpu
 from .candidates import Candidate, CandidateList
 from .search import SearchHandler, SearchResult, first_bad, flip
@@ -54,7 +54,7 @@ class Progress:
 class Bisector:
     """One bisection over a candidate list, with its backend, store, rule and direction."""
 
-    def __init__(self, *, backend: Backend, store: Any, rule: Rule, direction: Direction,
+    def __init__(self, *, backend: Backend, store: Store, rule: Rule, direction: Direction,
                  logs: Path, gpu: Gpu | None = None, progress: Progress | None = None,
                  repeat: int = 1):
         self.backend = backend
@@ -240,7 +240,8 @@ class _Steps(SearchHandler):
     def __init__(self, bisector: Bisector):
         self.b = bisector
 
-    def probing(self, index, *, lo, hi, then):
+    def probing(self, index: int, *, lo: int | None, hi: int | None,
+                then: tuple[int, ...]) -> None:
         self.b.prefetch(then)
         if self.b._cands[index].unjudged:
             return  # nothing is judged: _verdict_of says why

@@ -16,13 +16,15 @@ binary.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..errors import ConfigError
 from ..model import Cell, CellRun, Channel, RunStatus
-from ..outcome import BisectResult
+from ..outcome import BisectResult, NightlyPoint
 from ..plan.indexes import driver_supports, tag_order
 from ..store import reuse
+from ..store.db import Store
 from .candidates import parse_end, release_of
 from .overlay import COMMIT_VAR
 from .verdicts import Rule
@@ -56,7 +58,7 @@ class Forgotten:
     bisections: tuple[BisectResult, ...]  # stored results that had used one of their verdicts
 
 
-def forget(store, what: str, settings: Settings) -> Forgotten:
+def forget(store: Store, what: str, settings: Settings) -> Forgotten:
     """Drop the runs that would answer for `what` under `settings`; ConfigError when none."""
     bisections = store.bisections()
     matches = _matcher(what, bisections)
@@ -84,7 +86,7 @@ def describe(run: CellRun, rule: Rule) -> str:
             f"{run.started or '?'} on {run.gpu or '?'}")
 
 
-def _matcher(what: str, bisections: list[BisectResult]):
+def _matcher(what: str, bisections: list[BisectResult]) -> Callable[[CellRun], bool]:
     text = what.strip()
     try:
         day = parse_end(text, "--forget")
@@ -147,7 +149,7 @@ def _key(run: CellRun) -> str:
     return _overlaid(run)[:12] or run.cell.date or run.cell.version
 
 
-def _pairs(b: BisectResult) -> tuple:
+def _pairs(b: BisectResult) -> tuple[NightlyPoint | None, ...]:
     """The builds a stored bisection's answer rests on, its commit bisection's included."""
     narrowed = (b.narrowed.before, b.narrowed.after) if b.narrowed else ()
     return (b.before, b.after, *narrowed)

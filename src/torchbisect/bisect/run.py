@@ -13,6 +13,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from .. import defaults
+from ..backends.base import Backend
 from ..config.matrix import DEFAULT_CUDA_TAGS
 from ..errors import ConfigError, InfraError
 from ..index.choose import Builds
@@ -113,7 +114,7 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
     gpu = _first_gpu()
     # finishing: docker prunes uv's cache volume, also after a search that stopped at its ends
     with Store(options.store) as store, finishing(backend, progress.note):
-        def bisector_on(on) -> Bisector:
+        def bisector_on(on: Backend) -> Bisector:
             return Bisector(
                 backend=on, store=store, rule=options.rule, direction=options.direction,
                 logs=options.logs or options.store.parent / "logs", gpu=gpu, progress=progress,
@@ -203,12 +204,10 @@ def candidates(options: BisectOptions) -> CandidateList:
         return build_release_candidates(
             builds, older=older, newer=newer, older_flag=older_flag, newer_flag=newer_flag,
             cell_template=_template(options, index_url), origin=origin)
-    else:
-        wheels = indexes.nightly_builds(index_url, cuda=options.cuda, python=options.python,
-                                         platform=options.platform)
-    build = build_release_candidates if channel is Channel.STABLE else build_candidates
-    return build(wheels, older=older, newer=newer, older_flag=older_flag, newer_flag=newer_flag,
-                 cell_template=_template(options, index_url))
+    wheels = indexes.nightly_builds(index_url, cuda=options.cuda, python=options.python,
+                                     platform=options.platform)
+    return build_candidates(wheels, older=older, newer=newer, older_flag=older_flag,
+                            newer_flag=newer_flag, cell_template=_template(options, index_url))
 
 
 def _index_url(options: BisectOptions, channel: Channel, cuda: str) -> str:
@@ -229,6 +228,7 @@ def _release_builds(options: BisectOptions, *, span: tuple[Version, Version]
     read of the wheel itself (index/metadata.py)."""
     from ..index import fetch
     from ..index.choose import Chooser, Unsure
+    from ..index.pages import PageMissing
 
     tags = [options.cuda]
     if options.cuda == AUTO:
@@ -248,7 +248,7 @@ def _release_builds(options: BisectOptions, *, span: tuple[Version, Version]
         if url not in listings:
             try:
                 listed = fetch.reachable(fetch.fetch_wheels(url), url)
-            except fetch.PageMissing:
+            except PageMissing:
                 if len(tags) == 1:
                     raise
                 listed = ()  # no index for this tag: its builds are elsewhere

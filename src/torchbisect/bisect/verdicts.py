@@ -14,12 +14,13 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from ..defaults import PROBE as DEFAULT_PROBE
 from ..errors import TorchbisectError
 from ..exits import Exit
-from ..model import CellRun, RunStatus, Verdict
+from ..model import CaseResult, CellRun, RunStatus, Verdict
 from ..outcome import Outcome
 from ..probe.info import ProbeInfo
-from ..probe.scripts import DEFAULT_PROBE, probe_info
+from ..probe.scripts import probe_info
 from ..utils.words import signal_name
 
 SCRIPT_CASE = "script"
@@ -120,7 +121,7 @@ class Rule:
         return Judged(verdict=verdict, stale_fraction=case.stale_fraction,
                       reason=reason, git_version=git_version)
 
-    def _case_verdict(self, case) -> tuple[Outcome, str]:
+    def _case_verdict(self, case: CaseResult) -> tuple[Outcome, str]:
         if case.trials and case.stale_trials is not None:
             seen = f"affected on {case.stale_trials} of {case.trials} trials"
             least = self.least_affected

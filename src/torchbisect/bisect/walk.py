@@ -64,7 +64,10 @@ def walk(cands: CandidateList, *, direction: Direction, judge: Callable[[Candida
         raise (EndUnjudged if unjudged else ConfigError)(
             f"the --bad end, {start.label}, {why}: a walk needs a bad nightly to start from; "
             "pick another --bad")
-    away = lambda c: abs((date.fromisoformat(c.date) - date.fromisoformat(start.date)).days)  # noqa: E731
+
+    def away(c: Candidate) -> int:
+        return abs((date.fromisoformat(c.date) - date.fromisoformat(start.date)).days)
+
     asked = {0}
 
     def ask(i: int) -> Outcome:
@@ -103,7 +106,8 @@ def walk(cands: CandidateList, *, direction: Direction, judge: Callable[[Candida
     raise ConfigError(_not_found(points[1:], seq, away, limit=limit, side=side, start=start))
 
 
-def _not_found(points: list[NightlyPoint], seq: list[Candidate], away, *, limit: int, side: str,
+def _not_found(points: list[NightlyPoint], seq: list[Candidate],
+               away: Callable[[Candidate], int], *, limit: int, side: str,
                start: Candidate) -> str:
     tried = ", ".join(f"{p.date} {p.verdict.value}" for p in points) or "none"
     if any(away(c) > limit for c in seq):

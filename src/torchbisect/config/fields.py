@@ -8,11 +8,12 @@ their pattern into the JSON Schema.  The models that use these types are in matr
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
-from annotated_types import Ge, Gt, Le
+from annotated_types import Ge, GroupedMetadata, Gt, Le
 from pydantic import BeforeValidator, StringConstraints, ValidationInfo, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
@@ -53,18 +54,24 @@ def _seconds(value: Any) -> float:
         raise expected("a finite number of seconds", value) from None
 
 
-def _matching(regex: str, what: str) -> Any:
-    """A text type checked against `regex`, with the pattern also in the JSON Schema."""
-    compiled = re.compile(regex)
+class _Matching(GroupedMetadata):
+    """A text type's check against `regex`, with the pattern also in the JSON Schema: pydantic
+    unpacks it into the two (`Annotated[str, _Matching(...)]`), and mypy reads the type as str."""
 
-    def check(value: Any) -> str:
-        if isinstance(value, int) and not isinstance(value, bool) and compiled.fullmatch(
+    def __init__(self, regex: str, what: str) -> None:
+        self._regex, self._what, self._compiled = regex, what, re.compile(regex)
+
+    def __iter__(self) -> Iterator[object]:
+        yield StringConstraints(pattern=f"^(?:{self._regex})$")
+        yield BeforeValidator(self._check)
+
+    def _check(self, value: Any) -> str:
+        if isinstance(value, int) and not isinstance(value, bool) and self._compiled.fullmatch(
                 str(value)):
-            raise expected(what, value, " (put it in quotes: YAML reads it as a number)")
-        if not isinstance(value, str) or not compiled.fullmatch(value):
-            raise expected(what, value)
+            raise expected(self._what, value, " (put it in quotes: YAML reads it as a number)")
+        if not isinstance(value, str) or not self._compiled.fullmatch(value):
+            raise expected(self._what, value)
         return value
-    return Annotated[str, StringConstraints(pattern=f"^(?:{regex})$"), BeforeValidator(check)]
 
 
 def _python(value: Any) -> str:
@@ -104,7 +111,7 @@ def _version(value: Any) -> str:
 
     try:
         Version(value)
-        return value
+        return cast(str, value)  # Version() reads text alone: a TypeError otherwise
     except (InvalidVersion, TypeError):
         raise expected("a torch version such as 2.15.0", value) from None
 
@@ -118,14 +125,14 @@ def stable_versions(value: Any) -> str | list[str]:
             raise expected("at least one version", value)
         return [_version(v) for v in value]
     match = _RANGE.fullmatch(value) if isinstance(value, str) else None
-    if not match or not all(_valid(v) for v in match.groups() if v):
+    if not isinstance(value, str) or not match or not all(_valid(v) for v in match.groups() if v):
         raise expected("a list of versions or 'all from X' (optionally 'to Y')", value)
     return value
 
 
 def test_versions(value: Any) -> str | list[str]:
     if value == "current":
-        return value
+        return "current"
     if isinstance(value, list) and value:
         return [_version(v) for v in value]
     raise expected("'current' or a list of versions", value)
@@ -203,15 +210,15 @@ def _short_name(value: Any) -> Any:
 
 # At most 64: a name becomes part of file names (`dev-<name>.log`, `locks/<kind>.lock.json`).
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
-CudaTag = _matching(r"cu\d{3}|cpu|auto", "a CUDA tag such as cu130, cpu or auto")
-ConcreteTag = _matching(r"cu\d{3}|cpu", "a CUDA tag such as cu130 or cpu")
-ImageKey = _matching(r"cu\d{3}|cpu|default", "a CUDA tag such as cu130, or default")
+CudaTag = Annotated[str, _Matching(r"cu\d{3}|cpu|auto", "a CUDA tag such as cu130, cpu or auto")]
+ConcreteTag = Annotated[str, _Matching(r"cu\d{3}|cpu", "a CUDA tag such as cu130 or cpu")]
+ImageKey = Annotated[str, _Matching(r"cu\d{3}|cpu|default", "a CUDA tag such as cu130, or default")]
 _NAME_IS = "a name of letters, digits, '.', '_' or '-'"
-Name = Annotated[_matching(_NAME, _NAME_IS),
-                 BeforeValidator(lambda value: _short_name(value))]
-EnvName = _matching(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name")
-Sha256 = _matching(r"[0-9a-fA-F]{64}", "a sha256 of 64 hex digits")
-ImageRef = _matching(r"\S+", "a container image such as nvidia/cuda:13.0.1-base-ubuntu24.04")
+Name = Annotated[str, _Matching(_NAME, _NAME_IS), BeforeValidator(lambda value: _short_name(value))]
+EnvName = Annotated[str, _Matching(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name")]
+Sha256 = Annotated[str, _Matching(r"[0-9a-fA-F]{64}", "a sha256 of 64 hex digits")]
+ImageRef = Annotated[str, _Matching(
+    r"\S+", "a container image such as nvidia/cuda:13.0.1-base-ubuntu24.04")]
 EnvValue = Annotated[str, BeforeValidator(_env_value)]
 Python = Annotated[str, StringConstraints(pattern=r"^3\.\d{1,2}t?$"), BeforeValidator(_python)]
 Day = Annotated[date, BeforeValidator(_day)]
@@ -243,4 +250,4 @@ Seconds = Annotated[float, Gt(0), BeforeValidator(_seconds)]
 Flag = Annotated[bool, BeforeValidator(_boolean)]
 WheelRef = Annotated[str, BeforeValidator(_wheel_ref)]
 IndexRef = Annotated[str, BeforeValidator(_index_ref)]
-HttpsUrl = _matching(r"https://[^\s/]+\S*", "an https:// URL")
+HttpsUrl = Annotated[str, _Matching(r"https://[^\s/]+\S*", "an https:// URL")]

@@ -347,7 +347,7 @@ def _semantic_problems(config: MatrixConfig) -> list[dict[str, Any]]:
 def _probe_problems(config: MatrixConfig) -> list[dict[str, Any]]:
     """Each probe the file names is in the probes folder and reads (probe/info.py), and, with
     `probes:`, each `probe:` picks among them: said at the line that names it."""
-    problems = []
+    problems: list[dict[str, Any]] = []
     for name in config.probes:
         if why := _unreadable(name):
             problems.append({"type": "expected", "loc": ("probes", name), "msg": why})
@@ -369,8 +369,8 @@ def _probe_problems(config: MatrixConfig) -> list[dict[str, Any]]:
     return problems
 
 
-def _entries(config: MatrixConfig) -> list[tuple[tuple, RunOptions]]:
-    found: list[tuple[tuple, RunOptions]] = [(("defaults",), config.defaults)]
+def _entries(config: MatrixConfig) -> list[tuple[tuple[str | int, ...], RunOptions]]:
+    found: list[tuple[tuple[str | int, ...], RunOptions]] = [(("defaults",), config.defaults)]
     for channel in ("stable", "test", "nightly", "dev"):
         found += [((channel, i), e) for i, e in enumerate(getattr(config, channel))]
     if config.preinstalled is not None:

@@ -52,7 +52,7 @@ def _driver(value: Any) -> str:
 
 
 def _platform(value: Any) -> str:
-    if value not in PLATFORMS:
+    if not isinstance(value, str) or value not in PLATFORMS:
         raise expected(" or ".join(PLATFORMS), value,
                        " (the wheel platform of the runners' CPU: x86_64 or aarch64)")
     return value

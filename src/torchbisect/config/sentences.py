@@ -48,7 +48,11 @@ class Loader(yaml.SafeLoader):
     """safe_load's loader, except that dates stay text so pydantic reports bad ones by line."""
 
 
-Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+def _text(loader: yaml.SafeLoader, node: yaml.Node) -> str:
+    return yaml.SafeLoader.construct_yaml_str(loader, node)
+
+
+Loader.add_constructor("tag:yaml.org,2002:timestamp", _text)
 
 
 def _int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
@@ -155,6 +159,7 @@ def _nesting(path: Path, text: str) -> None:
     text: a runner label of that kind is another label than the one the file seems to say."""
     depth = 0
     for event in yaml.parse(text, Loader=Loader):
+        assert event.start_mark is not None  # the parser marks every event it makes
         if isinstance(event, yaml.ScalarEvent) and (found := INVISIBLE.search(event.value)):
             raise ConfigError(f"{path}, line {event.start_mark.line + 1}: a value holds the "
                               f"invisible or control character U+{ord(found.group()):04X} "
@@ -222,6 +227,7 @@ def _no_duplicate_keys(path: Path, node: yaml.Node, trail: str = "") -> None:
         _no_duplicate_keys(path, value, name)
 
 
+_Loc = tuple[str | int, ...]  # where an error is: pydantic's `loc`, keys and list positions
 _GENERIC = {
     "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping",
     "model_attributes_type": "a mapping", "string_type": "text", "bool_type": "true or false",
@@ -250,10 +256,10 @@ def sentence(path: Path, root: yaml.Node, errors: Sequence[Mapping[str, Any]],
     return found[0][1] + suffix
 
 
-def _message(err: Mapping[str, Any], loc: tuple, model: type[BaseModel]) -> str:
-    kind = err["type"]
+def _message(err: Mapping[str, Any], loc: _Loc, model: type[BaseModel]) -> str:
+    kind, msg = err["type"], str(err["msg"])  # pydantic's message, or a check's sentence: text
     if kind == "expected":
-        return err["msg"]
+        return msg
     if kind == "extra_forbidden":
         allowed = _fields_at(model, loc[:-1])
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
@@ -266,10 +272,10 @@ def _message(err: Mapping[str, Any], loc: tuple, model: type[BaseModel]) -> str:
     what = _GENERIC.get(kind)
     if what:
         return f"expected {what}, got {show(err.get('input'))}"
-    return err["msg"][:1].lower() + err["msg"][1:]
+    return msg[:1].lower() + msg[1:]
 
 
-def _locate(root: yaml.Node, loc: tuple) -> tuple[int, str]:
+def _locate(root: yaml.Node, loc: _Loc) -> tuple[int, str]:
     """The line of the deepest key of `loc` that exists in the file, and the dotted key path."""
     node: yaml.Node | None = root
     line = root.start_mark.line + 1
@@ -300,7 +306,7 @@ def _child(node: yaml.Node | None, part: Any) -> tuple[yaml.Node | None, int | N
     return None, None
 
 
-def _fields_at(model: Any, loc: tuple) -> list[str]:
+def _fields_at(model: Any, loc: _Loc) -> list[str]:
     """The keys allowed at `loc` under `model`, for "did you mean …" on an unknown key."""
     keyed = False  # the part after a mapping of names (`probes:`) is a name, not a key
     for part in loc:

@@ -14,6 +14,7 @@ import hashlib
 import sys
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
@@ -144,7 +145,7 @@ def local_path(url: str) -> Path | None:
 
 
 
-def _digest(stream) -> str:
+def _digest(stream: BinaryIO) -> str:
     digest = hashlib.sha256()
     for chunk in iter(lambda: stream.read(1 << 20), b""):
         digest.update(chunk)

@@ -60,11 +60,14 @@ class Bounded:
 
     def recv_into(self, buffer: Any, *args: Any) -> int:
         self.arm()
-        return self._sock.recv_into(buffer, *args)
+        # The socket is Any (a plain or TLS socket, or urllib3's SSLTransport): said here.
+        count: int = self._sock.recv_into(buffer, *args)
+        return count
 
     def recv(self, *args: Any) -> bytes:
         self.arm()
-        return self._sock.recv(*args)
+        data: bytes = self._sock.recv(*args)
+        return data
 
     def makefile(self, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
         # The socket's own file keeps it open while the answer is read (its io refs); only the
@@ -85,7 +88,8 @@ class _Reader(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         self._sock.arm()
-        return self._raw.readinto(buffer)
+        count: int = self._raw.readinto(buffer)
+        return count
 
     def close(self) -> None:
         self._real.close()

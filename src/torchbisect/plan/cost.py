@@ -18,6 +18,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from ..index.fetch import local_path
 from ..model import Cell, CellRun, RunStatus
@@ -49,7 +50,7 @@ class TagCost:
     def bytes(self) -> int:
         return self.wheel_bytes + self.library_bytes + self.triton_bytes
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "bytes": self.bytes}
 
 
@@ -75,7 +76,7 @@ class Cost:
             return None
         return self.to_probe * self.seconds_per_cell / max(self.gpus, 1)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The figures `describe` says, for `plan --json`."""
         return {"to_probe": self.to_probe, "stored": self.stored, "wheels": self.wheels,
                 "wheel_bytes": self.download_bytes, "wheel_unknown": self.unknown_sizes,

@@ -21,14 +21,9 @@ from packaging.version import Version
 from ..cells import python_tag
 from ..config.matrix import MatrixConfig
 from ..index.choose import Builds, Chooser, Unsure
-from ..index.fetch import (
-    PageMissing,
-    Wheel,
-    default_index,
-    fetch_wheels,
-    reachable,
-)
+from ..index.fetch import default_index, fetch_wheels, reachable
 from ..index.metadata import Found
+from ..index.pages import PageMissing, Wheel
 from ..index.tags import compatible
 from ..model import Channel
 from .lock import Lock

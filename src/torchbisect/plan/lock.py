@@ -265,7 +265,7 @@ def _deps(path: Path, cell_id: str, deps: Any) -> dict[str, Any]:
 
 
 def _is_wheel(url: str) -> bool:
-    from ..index.fetch import Wheel  # resolve reads the entry with Wheel.parse: it must agree
+    from ..index.pages import Wheel  # resolve reads the entry with Wheel.parse: it must agree
 
     name = wheel_name(url)
     try:

@@ -17,8 +17,9 @@ a failed check must never drop a kind that might be online.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..config.runners import Kind
 from ..net.github import DEFAULT_API, GitHub, GitHubError
@@ -42,7 +43,8 @@ class Online:
     said: tuple[str, ...]
 
 
-def check(kinds: Sequence[Kind], scopes: Sequence[str], *, environ=os.environ) -> Online:
+def check(kinds: Sequence[Kind], scopes: Sequence[str], *,
+          environ: Mapping[str, str] = os.environ) -> Online:
     """The kinds without an online runner in `scopes`; none when the check cannot be made."""
     token = environ.get(TOKEN_VARIABLE, "")
     if not token:
@@ -90,7 +92,7 @@ def _listed(client: GitHub, scope: str) -> Iterable[Runner]:
             return
 
 
-def _runner(entry, scope: str) -> Runner:
+def _runner(entry: Any, scope: str) -> Runner:  # one item of GitHub's JSON answer
     labels = entry.get("labels") if isinstance(entry, dict) else None
     if not isinstance(labels, list) or not all(
             isinstance(label, dict) and isinstance(label.get("name"), str) for label in labels):

@@ -107,10 +107,10 @@ def unnamed_probes(config: MatrixConfig, note: Say) -> None:
              f"{shipped}; rename yours to keep both")
     if config.names_a_probe():
         return
-    mine = [n for n in own_probes() if n != DEFAULT_PROBE]
-    if mine:
+    names = [n for n in own_probes() if n != DEFAULT_PROBE]
+    if names:
         note(f"matrix.yaml names no probe, so {DEFAULT_PROBE} probes every build; your probes "
-             f"folders hold {', '.join(mine)}: to run yours, add `probe: {mine[0]}` (or a list) "
+             f"folders hold {', '.join(names)}: to run yours, add `probe: {names[0]}` (or a list) "
              "under `defaults:`")
 
 

@@ -20,6 +20,7 @@ import functools
 import re
 from collections.abc import Callable, Sequence
 from datetime import date
+from typing import TypedDict
 
 from packaging.version import Version
 
@@ -36,7 +37,8 @@ from ..config.matrix import (
 )
 from ..errors import ConfigError, ResolveError
 from ..index.choose import Unsure
-from ..index.fetch import Wheel, fetch_wheels, local_path, sha256_of
+from ..index.fetch import fetch_wheels, local_path, sha256_of
+from ..index.pages import Wheel
 from ..index.tags import compatible, python_of
 from ..model import Cell, Channel, MissingBuild, Plan, split_interpreter
 from ..net import links
@@ -345,7 +347,17 @@ class _Resolver:
 
 
 
-def _per_probe(s: Settings) -> list[dict]:
+class _ProbeFields(TypedDict):
+    """A cell's fields that say how its probe runs (Cell's, as ProbeSettings has them)."""
+
+    probe: str
+    cases: tuple[str, ...]
+    trials: int | None
+    timeout: float
+    env: tuple[tuple[str, str], ...]
+
+
+def _per_probe(s: Settings) -> list[_ProbeFields]:
     """A cell's probe fields, once for each probe the entry runs."""
     return [{"probe": p.probe, "cases": p.cases, "trials": p.trials, "timeout": p.timeout,
              "env": p.env} for p in s.probes]

@@ -109,7 +109,8 @@ def check_bisection(doc: Any) -> dict[str, Any]:
                 _point(item, f"point {i}")
             else:
                 _text(item, f"`{key}` item {i}")
-    return _capped(doc)
+    capped: dict[str, Any] = _capped(doc)  # a dict's copy, capped: a dict again
+    return capped
 
 
 def _point(point: Any, where: str) -> None:

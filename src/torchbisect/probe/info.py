@@ -45,6 +45,7 @@ import enum
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError
 
@@ -169,9 +170,9 @@ def _shallow(tree: ast.Module, path: Path) -> None:
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
 
 
-def _literals(tree: ast.Module, path: Path) -> dict:
+def _literals(tree: ast.Module, path: Path) -> dict[str, Any]:
     """The module-level assignments this module knows, as plain values (last one wins)."""
-    found: dict = {}
+    found: dict[str, Any] = {}
     for node in tree.body:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name)):
@@ -193,7 +194,7 @@ def _literals(tree: ast.Module, path: Path) -> dict:
     return found
 
 
-def _check_cases(tree: ast.Module, literals: dict, path: Path) -> None:
+def _check_cases(tree: ast.Module, literals: dict[str, Any], path: Path) -> None:
     """A case named by BISECT_CASE or TRIAL_CASES is one the file labels, when it labels any:
     a misspelt one would leave every bisection without a verdict, so it is said at once."""
     known = {*literals.get("CASE_LABELS", {}), *literals.get("CONTROLS", {})}
@@ -223,7 +224,7 @@ def _well_typed(key: str, value: object) -> bool:
     return all(isinstance(v, str) for v in value.values())
 
 
-def _check_keys(key: str, value: dict, where: str) -> None:
+def _check_keys(key: str, value: dict[str, Any], where: str) -> None:
     needed, allowed = _KEYS[key]
     missing = [k for k in needed if not value.get(k)]
     unknown = sorted(set(value) - set(allowed))

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ..backends.base import Backend
 from ..model import Cell, CellRun
@@ -50,8 +51,8 @@ class _Runner:
         self.lookahead = max(1, lookahead)
         self.free: deque[Gpu | None] = deque(self.gpus)
         self.ready: deque[execute.Staged] = deque()
-        self.preparing: dict[Future, Cell] = {}
-        self.probing: dict[Future, tuple[execute.Staged, Gpu | None]] = {}
+        self.preparing: dict[Future[execute.Staged | CellRun], Cell] = {}
+        self.probing: dict[Future[CellRun], tuple[execute.Staged, Gpu | None]] = {}
         self.results: list[CellRun] = []
 
     def run(self, cells: Sequence[Cell]) -> list[CellRun]:
@@ -64,7 +65,7 @@ class _Runner:
                     self._submit_install(installs, pending.popleft())
                 while self.free and self.ready:
                     self._submit_probe(probes, self.ready.popleft(), self.free.popleft())
-                done, _ = wait([*self.preparing, *self.probing], return_when=FIRST_COMPLETED)
+                done, _ = wait(self._futures(), return_when=FIRST_COMPLETED)
                 for future in done:
                     self._collect(future)
         except BaseException:
@@ -88,7 +89,11 @@ class _Runner:
                              log=self._log(staged.cell))
         self.probing[future] = (staged, gpu)
 
-    def _collect(self, future: Future) -> None:
+    def _futures(self) -> list[Future[Any]]:
+        """The installs and the probes under way (two types of future: Any joins them)."""
+        return [*self.preparing, *self.probing]
+
+    def _collect(self, future: Future[Any]) -> None:  # one of preparing's or probing's
         if future in self.preparing:
             del self.preparing[future]
             outcome = future.result()
@@ -113,7 +118,7 @@ class _Runner:
             pool.shutdown(wait=False, cancel_futures=True)
         for staged, _gpu in self.probing.values():  # docker kills its container here
             execute.release(self.backend, staged.prepared, log=self._log(staged.cell))
-        running = [f for f in (*self.preparing, *self.probing) if not f.done()]
+        running = [f for f in self._futures() if not f.done()]
         _interrupt_children(running)
         for future in self.preparing:
             if future.done() and not future.cancelled() and future.exception() is None:
@@ -124,7 +129,7 @@ class _Runner:
             execute.release(self.backend, staged.prepared, log=self._log(staged.cell))
 
 
-def _interrupt_children(running: Sequence[Future], grace: float = _STOP_GRACE) -> None:
+def _interrupt_children(running: Sequence[Future[Any]], grace: float = _STOP_GRACE) -> None:
     """SIGINT to every running command's process group (uv, probes), then SIGKILL.
 
     Commands run in their own process groups, so a Ctrl-C at the terminal does not reach them:

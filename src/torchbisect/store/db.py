@@ -435,7 +435,8 @@ class Store:
                               f"{version}); upgrade torchbisect or use another --store")
 
     def _count(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        count: int = self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        return count
 
     def _insert(self, run: CellRun) -> int:
         values = run_to_row(run)
@@ -487,7 +488,7 @@ def _labels(entry: CellRun | BisectResult | Attendance) -> tuple[str, ...]:
     return ()
 
 
-def _patiently(step, timeout: float) -> None:
+def _patiently(step: Callable[[], None], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
@@ -28,7 +28,8 @@ class _Console(Console):
     """rich's Console, showing the control codes of what it prints (a probe's ESC sequence, a
     BEL in a path) as words.visible says; rich's own codes (colour, cursor) are not text."""
 
-    def render(self, renderable, options=None):
+    def render(self, renderable: RenderableType,
+               options: ConsoleOptions | None = None) -> Iterator[Segment]:
         for segment in super().render(renderable, options):
             yield segment if segment.control or segment.text == visible(segment.text) else \
                 Segment(visible(segment.text), segment.style)

@@ -18,7 +18,7 @@ import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TypeGuard
+from typing import IO, Any, TypeGuard
 
 from ..errors import InfraError
 
@@ -57,7 +57,7 @@ def is_full(err: BaseException) -> TypeGuard[OSError]:
 
 
 @contextlib.contextmanager
-def atomic(path: Path | str, *, binary: bool = False) -> Iterator[IO]:
+def atomic(path: Path | str, *, binary: bool = False) -> Iterator[IO[Any]]:
     """A file object whose content replaces `path` when the block ends without an error."""
     path = Path(path)
     folder = path.parent
@@ -223,7 +223,7 @@ def open_append(path: Path | str) -> Iterator[IO[str]]:
         raise refusal(path, err) from None
 
 
-def open_new(path: Path | str, *, binary: bool = True, append: bool = False) -> IO:
+def open_new(path: Path | str, *, binary: bool = True, append: bool = False) -> IO[Any]:
     """Open a work file (a download's part file) for writing without following a link there."""
     path = Path(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC

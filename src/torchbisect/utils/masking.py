@@ -26,6 +26,7 @@ import os
 import re
 from collections.abc import Iterator
 from functools import cache, lru_cache
+from typing import Any
 
 MASK = "***"
 # A variable whose name says it holds a secret (also refused to probes by probe_env).
@@ -174,7 +175,7 @@ def _decodings(run: str) -> Iterator[bytes]:
             continue
 
 
-def mask_value(value):
+def mask_value(value: Any) -> Any:
     """`value` with every string in it masked (a parsed JSON document: dicts, lists, scalars)."""
     if isinstance(value, str):
         return mask(value)

@@ -132,7 +132,7 @@ def _default_sigint() -> None:
 class _Running:
     """A started command: its group, its token, and the thread that drains its output."""
 
-    def __init__(self, child: subprocess.Popen, token: str):
+    def __init__(self, child: subprocess.Popen[bytes], token: str):
         self.child, self.token, self._kept = child, token, Kept()
         # stderr alone when stdout goes to a file; run() always pipes one of the two
         self._pipe: IO[bytes] = child.stdout or child.stderr  # type: ignore[assignment]
@@ -334,7 +334,7 @@ for argv in last:
                         stderr=subprocess.DEVNULL, timeout=120)
     except Exception: pass
 """
-_watch: subprocess.Popen | None = None
+_watch: subprocess.Popen[bytes] | None = None
 _WATCH_LOCK = threading.Lock()
 
 
