@@ -75,7 +75,8 @@ def backend_class(name: str) -> type[Backend]:
         raise ConfigError(f"unknown backend {name!r}: choose one of {', '.join(BACKENDS)}")
     module, cls = BACKENDS[name]
     try:
-        return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+        found: type[Backend] = getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+        return found
     except ImportError as err:
         raise BackendUnavailable(f"the {name} backend cannot be loaded ({err}); "
                                  "choose another --backend") from None

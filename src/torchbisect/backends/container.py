@@ -224,7 +224,7 @@ def bind(source: Path, target: str, *, read_only: bool = False) -> Any:
 
 
 
-def _wait(box: Any, deadline: float) -> dict | None:
+def _wait(box: Any, deadline: float) -> dict[str, Any] | None:
     """The container's exit status, or None at the deadline; gives up when the run ends."""
     import requests
 
@@ -233,7 +233,8 @@ def _wait(box: Any, deadline: float) -> dict | None:
         if left <= 0:
             return None
         try:
-            return box.wait(timeout=min(_POLL, left))
+            status: dict[str, Any] = box.wait(timeout=min(_POLL, left))
+            return status
         except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
             pass
         # A worker thread whose run was interrupted: the interpreter is exiting.

@@ -26,7 +26,7 @@ import shlex
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,7 +113,7 @@ class DockerBackend(Backend):
             return None
         old = _read_json(self.cells_dir / cell.id / "prepared.json") or {}
         if old.get("url") == cell.url and old.get("wheel_stat") == _stat(cell):
-            return old["wheel_sha256"]  # hashed when installed, and not rebuilt since
+            return str(old["wheel_sha256"])  # hashed when installed, and not rebuilt since
         return sha256_file(path)
 
     def prepare(self, cell: Cell, *, log: Path) -> Prepared:
@@ -155,7 +155,7 @@ class DockerBackend(Backend):
                 if wheel.downloaded:
                     discard(wheel.path)  # uv's cache and the venv hold it now
             files.write_text(marker, json.dumps({**want, "wheel_sha256": sha}))
-        return sha
+        return str(sha)
 
     def probe(self, prepared: Prepared, *, gpu: int | str | None, probe_args: list[str],
               log: Path) -> ProbeOutput:
@@ -188,7 +188,7 @@ class DockerBackend(Backend):
         self.containers.remove({LABEL: prepared.cell.id, PROBE_LABEL: prepared.cell.probe,
                                 OWNER_LABEL: self.containers.owner})
 
-    def finish(self, *, say) -> None:
+    def finish(self, *, say: Callable[[str], None]) -> None:
         """Prune uv's cache volume when this run installed through it (docker_cache.py)."""
         if self.images.used():
             from .docker_cache import prune_at_end

@@ -92,5 +92,5 @@ def gpus_in_a_container(backend: Any, image: str = PREFLIGHT_IMAGE) -> list[str]
 def _local_image(client: Any) -> str | None:
     for image in client.images.list():
         if image.tags:
-            return image.tags[0]
+            return str(image.tags[0])
     return None

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from ..errors import BackendUnavailable, InfraError
 from ..model import Cell, Channel
@@ -238,14 +239,15 @@ def _see_base_packages(venv: Path, base: str, *, log: Path) -> None:
     note(log, f"overlay sees the packages of {base}: {', '.join(dirs)}")
 
 
-def _read_marker(venv: Path) -> dict | None:
+def _read_marker(venv: Path) -> dict[str, Any] | None:
     try:
-        return json.loads((venv / _MARKER).read_text(encoding="utf-8"))
+        marker = json.loads((venv / _MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return marker if isinstance(marker, dict) else None
 
 
-def _write_marker(venv: Path, marker: dict) -> None:
+def _write_marker(venv: Path, marker: dict[str, Any]) -> None:
     files.write_text(venv / _MARKER, json.dumps(marker, sort_keys=True))
 
 
