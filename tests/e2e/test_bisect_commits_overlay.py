@@ -30,12 +30,12 @@ from torchbisect.bisect.overlay import link_tree, overlay_python_files
 from torchbisect.errors import ConfigError, InfraError
 from torchbisect.exits import Exit
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
+from torchbisect.page.bisections import bisect_view
+from torchbisect.page.view import build_view
 from torchbisect.report import render_runs
 from torchbisect.report.bisection_text import render_markdown, render_text
-from torchbisect.report.bisections import bisect_view
 from torchbisect.report.documents import json_schema
 from torchbisect.report.synthetic import synthetic_run
-from torchbisect.report.view import build_view
 from torchbisect.store.db import Store
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"

@@ -27,6 +27,7 @@ FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
     ("backends", frozenset({"backends"})),
     ("run", frozenset({"run"})),
     ("bisect", frozenset({"bisect"})),
+    ("page", frozenset({"page"})),
     ("report", frozenset({"report"})),
     ("commands", frozenset({"cli", "bench", "__main__"})),
 )

@@ -212,7 +212,7 @@ def test_on_a_phone_the_kinds_stay_inside_the_screen(tmp_path):
 
 def test_a_re_run_shard_counts_for_its_run_with_its_newest_attempt(tmp_path):
     from torchbisect.config.runners import load_runners
-    from torchbisect.report.kinds import kind_views
+    from torchbisect.page.kinds import kind_views
 
     (tmp_path / "runners.yaml").write_text(RUNNERS)
     runners = load_runners(tmp_path / "runners.yaml")

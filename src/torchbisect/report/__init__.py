@@ -25,18 +25,19 @@ from ..config.matrix import References
 from ..errors import ConfigError
 from ..model import CellRun, Channel
 from ..outcome import BisectResult
+from ..page.folding import FOLD_DIR
+from ..page.headline import NO_GPU, gpu_of
+from ..page.parts import PageView
+from ..page.regression import Regression, probe_of, regression_for
+from ..page.view import build_view
 from ..probe import document
 from ..probe.scripts import is_plain
 from ..utils import owned
 from ..utils.words import visible
 from .documents import SCHEMA_FILES, schema_text
-from .folding import FOLD_DIR
-from .headline import NO_GPU, gpu_of
 from .html import render_fold_pages, render_html
 from .markdown import render_markdown
 from .osv import osv_document
-from .page import PageView
-from .regression import Regression, probe_of, regression_for
 from .results_json import results_document
 from .site import (
     INDEX_JSON,
@@ -47,7 +48,6 @@ from .site import (
     render_index,
     site_entry,
 )
-from .view import build_view
 
 __all__ = ["PageView", "build_view", "render", "render_runs", "results_json"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from ..outcome import BisectResult, NightlyPoint
-from .bisections import inert_commits, lead, unit_count
+from ..page.bisections import inert_commits, lead, unit_count
 from .markdown import md_text, md_url
 
 

@@ -28,9 +28,9 @@ from pathlib import Path
 from .. import defaults
 from ..config.matrix import References
 from ..errors import CommandFailed, ConfigError
+from ..page.folding import FOLD_DIR
 from ..utils import owned, proc
 from . import RunSource, render_runs
-from .folding import FOLD_DIR
 from .site import bisections_of, by_probe
 
 # What may differ between two renders of the same data: when each was drawn.

@@ -21,7 +21,7 @@ affected (fixed) nightly in `per_gpu` is named only when it is exact, else the s
 
 `published` is the first time the record said anything (kept from the previous record, else the
 earliest affected run); `modified` moves only when the content changes.  The id, summary and the
-words of `details` are the probe's (report/regression.py): its OSV_ID, title, description and
+words of `details` are the probe's (page/regression.py): its OSV_ID, title, description and
 workaround; the API it needs names the releases measured without it.
 """
 
@@ -33,8 +33,8 @@ from typing import Any
 from ..config.matrix import References
 from ..model import CellRun
 from ..outcome import BisectResult, Direction
-from .advice import upstream_of, upstream_search
-from .headline import (
+from ..page.advice import upstream_of, upstream_search
+from ..page.headline import (
     Course,
     Headline,
     NightlyEdge,
@@ -43,8 +43,8 @@ from .headline import (
     gpu_of,
     is_release,
 )
-from .regression import Regression, probe_of, regression_for
-from .timeline import safe_url
+from ..page.regression import Regression, probe_of, regression_for
+from ..page.timeline import safe_url
 
 REPO = "https://github.com/pytorch/pytorch"
 TESTED = "Ranges below are over the releases torchbisect tested"

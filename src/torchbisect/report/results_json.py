@@ -11,9 +11,9 @@ from typing import Any
 
 from ..model import Cell, CellRun
 from ..outcome import BisectResult
-from .headline import Headline, NightlyEdge, gpu_of
-from .page import PageView
-from .public import public_text, public_url
+from ..page.headline import Headline, NightlyEdge, gpu_of
+from ..page.parts import PageView
+from ..page.public import public_text, public_url
 
 RESULTS_SCHEMA = 1
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from ..errors import ConfigError
 from ..model import CellRun
 from ..outcome import BisectResult
+from ..page.parts import PageView
 from ..utils.words import visible
-from .page import PageView
 
 INDEX_JSON = "regressions.json"
 _FOLDER = re.compile(r"[^A-Za-z0-9._-]+")

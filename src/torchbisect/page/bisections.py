@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..model import CellRun
 from ..outcome import BisectResult, Direction, NightlyPoint
 from .headline import gpu_of
-from .page import BisectView
+from .parts import BisectView
 from .public import public_text
 from .timeline import safe_url
 
