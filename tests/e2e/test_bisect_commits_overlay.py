@@ -25,6 +25,7 @@ from helpers.indexserver import serve
 from helpers.pytorch_clone import _git, check_out, fast_import
 
 from torchbisect import cells
+from torchbisect.bench.synthetic import synthetic_run
 from torchbisect.bisect.gitrange import Commit, PythonTree, full_sha, is_python_file, plan
 from torchbisect.bisect.overlay import link_tree, overlay_python_files
 from torchbisect.errors import ConfigError, InfraError
@@ -35,7 +36,6 @@ from torchbisect.page.view import build_view
 from torchbisect.report import render_runs
 from torchbisect.report.bisection_text import render_markdown, render_text
 from torchbisect.report.documents import json_schema
-from torchbisect.report.synthetic import synthetic_run
 from torchbisect.store.db import Store
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"

@@ -21,11 +21,11 @@ import pytest
 from helpers import TESTS
 from helpers.chromium import CONTRAST_JS
 
+from torchbisect.bench.synthetic import synthetic_run
 from torchbisect.model import Channel
 from torchbisect.outcome import BisectResult
 from torchbisect.report import build_view, render_runs
 from torchbisect.report.probe_files import bisection_from_document, run_from_document
-from torchbisect.report.synthetic import synthetic_run
 
 pytestmark = pytest.mark.chromium
 

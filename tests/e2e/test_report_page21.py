@@ -20,8 +20,8 @@ import pytest
 from helpers import IN_CI, REPO
 from helpers.releases import RELEASES, release_runs
 
+from torchbisect.bench.synthetic import synthetic_run
 from torchbisect.report import render
-from torchbisect.report.synthetic import synthetic_run
 
 pytestmark = pytest.mark.chromium
 

@@ -278,8 +278,8 @@ def test_a_nightly_re_spin_is_chosen_by_its_build_number(tmp_path):
 def test_the_page_row_names_a_re_spin_and_marks_a_yanked_file():
     import dataclasses
 
+    from torchbisect.bench.synthetic import synthetic_run
     from torchbisect.page.rows import build_row
-    from torchbisect.report.synthetic import synthetic_run
 
     run = synthetic_run("2.10.0+cu130", cell_id="stable-2.10.0-3-cu130-cp312")
     run = dataclasses.replace(run, cell=dataclasses.replace(run.cell, yanked="broken wheel"))

@@ -29,7 +29,7 @@ FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
     ("bisect", frozenset({"bisect"})),
     ("page", frozenset({"page"})),
     ("report", frozenset({"report"})),
-    ("commands", frozenset({"cli", "bench", "__main__"})),
+    ("commands", frozenset({"cli", "bench", "pages", "__main__"})),
 )
 
 

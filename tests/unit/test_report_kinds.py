@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
+from torchbisect.bench.synthetic import synthetic_run as run
 from torchbisect.model import Attendance
-from torchbisect.report.synthetic import synthetic_run as run
 from torchbisect.store.db import Store
 
 BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5)}

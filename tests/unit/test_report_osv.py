@@ -20,12 +20,12 @@ from helpers import IN_CI, REPO, committed
 from helpers.indexserver import serve
 from packaging.version import Version
 
+from torchbisect.bench.synthetic import synthetic_run as run
 from torchbisect.config.matrix import References
 from torchbisect.model import Channel, Verdict
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 from torchbisect.report import build_view, render_runs
 from torchbisect.report.osv import osv_document
-from torchbisect.report.synthetic import synthetic_run as run
 
 SCHEMA = REPO / ".." / "shared" / "osv" / "schema.json"
 SCHEMA_COMMIT = "51b8156b69b9e2e9ff2301e649db61636067fcfa"

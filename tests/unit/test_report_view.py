@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
+from torchbisect.bench.synthetic import synthetic_run as run
 from torchbisect.model import Channel, Verdict
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 from torchbisect.page.headline import build_headline
 from torchbisect.page.timeline import build_timeline
 from torchbisect.report import build_view
 from torchbisect.report.probe_files import cell_for
-from torchbisect.report.synthetic import synthetic_run as run
 
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
 BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5)}

@@ -34,7 +34,7 @@ from ..outcome import BisectResult, Direction, NightlyPoint, Outcome
 from ..utils import proc
 
 if TYPE_CHECKING:
-    from ..report.synthetic import Outcome as CaseOutcome  # a case's verdict or trials
+    from .synthetic import Outcome as CaseOutcome  # a case's verdict or trials
 
 GOAL_SECONDS = 3.0
 REPEATS = 5
@@ -99,7 +99,7 @@ def _outcomes(day: dt.date, bad_from: str, fixed_from: str, i: int) -> dict[str,
 
 def scale_runs() -> tuple[list, list[BisectResult]]:
     """The runs and bisections of three years of daily nightlies on each GPU kind."""
-    from ..report.synthetic import synthetic_run
+    from .synthetic import synthetic_run
 
     runs, bisections = [], []
     for k, (gpu, driver, bad_from, fixed_from) in enumerate(KINDS):

@@ -29,9 +29,9 @@ from .. import defaults
 from ..config.matrix import References
 from ..errors import CommandFailed, ConfigError
 from ..page.folding import FOLD_DIR
+from ..report import RunSource, render_runs
+from ..report.site import bisections_of, by_probe
 from ..utils import owned, proc
-from . import RunSource, render_runs
-from .site import bisections_of, by_probe
 
 # What may differ between two renders of the same data: when each was drawn.
 _STAMPS = re.compile(r'(Generated \d{4}-\d\d-\d\d \d\d:\d\d UTC'
@@ -69,7 +69,7 @@ def _store_copy(store: str) -> Callable[[Path, Path], RunSource]:
 
 def _probe_documents(pattern: str) -> Callable[[Path, Path], RunSource]:
     def open_documents(repo: Path, scratch: Path) -> RunSource:
-        from .probe_files import DocumentSource
+        from ..report.probe_files import DocumentSource
 
         return DocumentSource(sorted(repo.glob(pattern)))
     return open_documents
