@@ -34,8 +34,8 @@ from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
 from torchbisect.page.bisections import bisect_view
 from torchbisect.page.view import build_view
 from torchbisect.report import render_runs
-from torchbisect.report.bisection_text import render_markdown, render_text
 from torchbisect.report.documents import json_schema
+from torchbisect.report.writers.bisection_text import render_markdown, render_text
 from torchbisect.store.db import Store
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"

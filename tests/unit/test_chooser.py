@@ -323,7 +323,7 @@ def test_a_pypi_shaped_folder_plans_each_wheel_as_the_cuda_its_own_metadata_pins
 
 def test_a_release_answer_names_its_missing_releases_and_the_re_spin():
     from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
-    from torchbisect.report.bisection_text import render_text
+    from torchbisect.report.writers.bisection_text import render_text
 
     good = NightlyPoint(date="", version="2.10.0+cu130", verdict=Outcome.GOOD, build="3")
     bad = NightlyPoint(date="", version="2.12.0+cu130", verdict=Outcome.BAD, yanked="")

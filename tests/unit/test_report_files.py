@@ -14,8 +14,8 @@ from torchbisect.bench.synthetic import synthetic_run as run
 from torchbisect.cli import main
 from torchbisect.model import Verdict
 from torchbisect.report import build_view, render_runs
-from torchbisect.report.markdown import md_text, render_markdown
 from torchbisect.report.probe_files import DocumentSource
+from torchbisect.report.writers.markdown import md_text, render_markdown
 
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
 BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5)}

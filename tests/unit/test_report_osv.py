@@ -25,7 +25,7 @@ from torchbisect.config.matrix import References
 from torchbisect.model import Channel, Verdict
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 from torchbisect.report import build_view, render_runs
-from torchbisect.report.osv import osv_document
+from torchbisect.report.writers.osv import osv_document
 
 SCHEMA = REPO / ".." / "shared" / "osv" / "schema.json"
 SCHEMA_COMMIT = "51b8156b69b9e2e9ff2301e649db61636067fcfa"

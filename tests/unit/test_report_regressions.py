@@ -21,8 +21,8 @@ from torchbisect.bench.synthetic import synthetic_run
 from torchbisect.cli import main
 from torchbisect.model import PROBE_SCHEMA, CellRun, ProbeResult, RunStatus
 from torchbisect.report import build_view, render_runs
-from torchbisect.report.osv import osv_document
 from torchbisect.report.probe_files import cell_for
+from torchbisect.report.writers.osv import osv_document
 from torchbisect.store.db import Store
 
 REPO = Path(__file__).resolve().parents[2]

@@ -34,7 +34,7 @@ from packaging.version import Version
 from torchbisect.bench.synthetic import synthetic_run as run
 from torchbisect.model import Verdict
 from torchbisect.report import build_view, render_runs
-from torchbisect.report.osv import osv_document
+from torchbisect.report.writers.osv import osv_document
 
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
 H200, H100 = "NVIDIA H200", "NVIDIA H100"

@@ -209,7 +209,7 @@ def test_cells_of_recorded_probe_documents_are_inferred_from_the_version():
 
 def test_an_unknown_sha_is_said_as_unknown_never_an_empty_code_span():
     from torchbisect.page.bisections import bisect_view
-    from torchbisect.report.bisection_text import render_markdown as bisection_markdown
+    from torchbisect.report.writers.bisection_text import render_markdown as bisection_markdown
 
     b = _bisection("2026-03-04", "2026-03-05")
     b = dataclasses.replace(b, before=dataclasses.replace(b.before, main_sha="", git_version=""))
@@ -467,7 +467,7 @@ def test_the_upstream_link_reads_as_words():
 
 
 def test_long_tokens_may_break_where_a_reader_expects_and_nowhere_else():
-    from torchbisect.report.html import breaks
+    from torchbisect.report.writers.html import breaks
 
     sha = "9f37c46b1da1d9d38305b030b432631083aaecc0b19a3b70fcf870326a81b337"
     assert str(breaks(f"preinstalled:2.11.0:{sha}")).split("<wbr>") == [

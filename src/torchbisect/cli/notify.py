@@ -161,7 +161,7 @@ def _kinds(runners, attendance, verdicts) -> dict[str, tuple[str, str]]:
     """Each runner kind's attendance state and sentence, as the page says it (page/kinds.py),
     the sentence escaped for a comment."""
     from ..page.kinds import kind_views
-    from ..report.markdown import md_text
+    from ..report.writers.markdown import md_text
 
     return {k.name: (k.state, md_text(k.text))
             for k in kind_views(runners.kinds, attendance, sorted(verdicts or {}))}

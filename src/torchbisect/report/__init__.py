@@ -35,10 +35,6 @@ from ..probe.scripts import is_plain
 from ..utils import owned
 from ..utils.words import visible
 from .documents import SCHEMA_FILES, schema_text
-from .html import render_fold_pages, render_html
-from .markdown import render_markdown
-from .osv import osv_document
-from .results_json import results_document
 from .site import (
     INDEX_JSON,
     SiteEntry,
@@ -48,6 +44,10 @@ from .site import (
     render_index,
     site_entry,
 )
+from .writers.html import render_fold_pages, render_html
+from .writers.markdown import render_markdown
+from .writers.osv import osv_document
+from .writers.results_json import results_document
 
 __all__ = ["PageView", "build_view", "render", "render_runs", "results_json"]
 

@@ -13,8 +13,8 @@ from functools import cache
 import jinja2
 from markupsafe import Markup, escape
 
-from ..page.parts import PageView
-from ..utils.words import visible
+from ...page.parts import PageView
+from ...utils.words import visible
 
 
 def code_spans(text: str) -> Markup:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from ..page.marks import Mark
-from ..page.parts import Advice, Comparison, Environment, KindView, PageView, Row, Section
-from ..utils.words import visible
+from ...page.marks import Mark
+from ...page.parts import Advice, Comparison, Environment, KindView, PageView, Row, Section
+from ...utils.words import visible
 
 _CHANNEL = {"stable": "stable", "test": "rc", "nightly": "nightly", "dev": "dev",
             "preinstalled": "preinstalled"}

@@ -30,11 +30,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ..config.matrix import References
-from ..model import CellRun
-from ..outcome import BisectResult, Direction
-from ..page.advice import upstream_of, upstream_search
-from ..page.headline import (
+from ...config.matrix import References
+from ...model import CellRun
+from ...outcome import BisectResult, Direction
+from ...page.advice import upstream_of, upstream_search
+from ...page.headline import (
     Course,
     Headline,
     NightlyEdge,
@@ -43,8 +43,8 @@ from ..page.headline import (
     gpu_of,
     is_release,
 )
-from ..page.regression import Regression, probe_of, regression_for
-from ..page.timeline import safe_url
+from ...page.regression import Regression, probe_of, regression_for
+from ...page.timeline import safe_url
 
 REPO = "https://github.com/pytorch/pytorch"
 TESTED = "Ranges below are over the releases torchbisect tested"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from ..outcome import BisectResult, NightlyPoint
-from ..page.bisections import inert_commits, lead, unit_count
+from ...outcome import BisectResult, NightlyPoint
+from ...page.bisections import inert_commits, lead, unit_count
 from .markdown import md_text, md_url
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ..model import Cell, CellRun
-from ..outcome import BisectResult
-from ..page.headline import Headline, NightlyEdge, gpu_of
-from ..page.parts import PageView
-from ..page.public import public_text, public_url
+from ...model import Cell, CellRun
+from ...outcome import BisectResult
+from ...page.headline import Headline, NightlyEdge, gpu_of
+from ...page.parts import PageView
+from ...page.public import public_text, public_url
 
 RESULTS_SCHEMA = 1
 
