@@ -225,3 +225,26 @@ def test_pages_of_folds_an_earlier_render_drew_are_removed_with_it(tmp_path):
     assert len(before) == 1 and len(after) == 2 and not set(before) & set(after)
     render_runs([run("2.15.0+cu132", BAD)], [], tmp_path, generated=NOW)
     assert not (tmp_path / "nightlies").exists()
+
+
+def test_each_output_of_a_page_is_a_writer_of_one_registry(tmp_path, monkeypatch):
+    """index.html, results.json, summary.md and affected.json are the writers `WRITERS` lists, in
+    the order a render writes them; one more writer listed there is one more file of every page,
+    its text the writer's render of the page (its view, runs and bisections)."""
+    import torchbisect.report
+    from torchbisect.report.writers import WRITERS
+
+    class Counted:
+        name = "counted.txt"
+
+        def render(self, page) -> str:
+            return f"{len(page.runs)} runs, {len(page.bisections)} bisections: {page.view.title}\n"
+
+    assert [w.name for w in WRITERS] == ["index.html", "results.json", "summary.md",
+                                         "affected.json"]
+    monkeypatch.setattr(torchbisect.report, "WRITERS", (*WRITERS, Counted()))
+    runs = [run("2.11.0+cu130", BAD), run("2.15.0+cu132", GOOD)]
+    paths = render_runs(runs, [], tmp_path, generated=NOW)
+    assert [p.name for p in paths][:5] == [*(w.name for w in WRITERS), "counted.txt"]
+    title = build_view(runs, [], generated=NOW).title
+    assert (tmp_path / "counted.txt").read_text() == f"2 runs, 0 bisections: {title}\n"

@@ -8,10 +8,14 @@ compare URL becomes a link.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from ...outcome import BisectResult, NightlyPoint
 from ...page.bisections import inert_commits, lead, unit_count
 from .markdown import md_text, md_url
+
+if TYPE_CHECKING:
+    from ...bisect.run import Bisection
 
 
 def _line(name: str, p: NightlyPoint | None) -> str:
@@ -147,3 +151,21 @@ def _code(text: str) -> str:
     is said as "unknown", not drawn as an empty span."""
     inner = " ".join(str(text).split()).replace("`", "'").replace("|", "\\|")
     return f"`{inner}`" if inner else "unknown"
+
+
+class BisectionTextWriter:
+    """The terminal's report of a finished bisection (`bisect` prints it)."""
+
+    name = "text"
+
+    def render(self, done: Bisection) -> str:
+        return render_text(done.result, new_runs=done.new_runs, commit_runs=done.commit_runs)
+
+
+class BisectionMarkdownWriter:
+    """A finished bisection for a CI job summary (`bisect --markdown` appends it)."""
+
+    name = "markdown"
+
+    def render(self, done: Bisection) -> str:
+        return render_markdown(done.result)

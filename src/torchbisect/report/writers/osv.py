@@ -28,6 +28,7 @@ workaround; the API it needs names the releases measured without it.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 from ...config.matrix import References
@@ -43,6 +44,7 @@ from ...page.headline import (
     gpu_of,
     is_release,
 )
+from ...page.parts import Page
 from ...page.regression import Regression, probe_of, regression_for
 from ...page.timeline import safe_url
 
@@ -296,3 +298,19 @@ def _stamp_of(text: str) -> str:
     except (TypeError, ValueError):
         return ""
     return _stamp(when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc))
+
+
+class OsvWriter:
+    """affected.json, the findings as an OSV record for a scanner: the headlines of the page's
+    GPU models and the edges they disagree on, as the page says them."""
+
+    name = "affected.json"
+
+    def render(self, page: Page) -> str:
+        view = page.view
+        record = osv_document(list(page.runs), list(page.bisections), generated=page.generated,
+                              headlines=tuple(s.headline for s in view.sections),
+                              differences=view.comparison.differences if view.comparison else (),
+                              links=page.links, previous=page.previous,
+                              regression=view.regression)
+        return json.dumps(record, indent=2, ensure_ascii=False) + "\n"
