@@ -64,7 +64,7 @@ def page21(tmp_path_factory) -> Path:
 
 
 def _browser(size):
-    from helpers.chromium import Browser
+    from torchbisect.pages.chromium import Browser
 
     return Browser(*size, mobile=size == PHONE)
 

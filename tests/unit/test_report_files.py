@@ -126,7 +126,8 @@ def test_committed_sample_matches_the_recorded_probe_documents(repo, data_dir):
     assert sorted(committed) == sorted(fresh), (
         "reports/sample/ is stale: python -m torchbisect report --probe-json "
         "tests/data/probe/h200-torch-*.json --out reports/sample (then retake the screenshots: "
-        "python tests/helpers/chromium.py reports/sample/index.html OUT.png 1400x1000|390x844)")
+        "python src/torchbisect/pages/chromium.py reports/sample/index.html OUT.png "
+        "1400x1000|390x844)")
 
 
 def test_an_empty_page_shows_commands_as_code_not_backticks(tmp_path):

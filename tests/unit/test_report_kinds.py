@@ -189,7 +189,7 @@ def test_a_mistake_in_runners_yaml_is_its_sentence(tmp_path):
 
 @pytest.mark.chromium
 def test_on_a_phone_the_kinds_stay_inside_the_screen(tmp_path):
-    from helpers.chromium import Browser
+    from torchbisect.pages.chromium import Browser
 
     (tmp_path / "runners.yaml").write_text(RUNNERS.replace(
         "gpu: NVIDIA GH200", "gpu: NVIDIA GH200 " + "X" * 80))  # a long name without a space
@@ -204,7 +204,7 @@ def test_on_a_phone_the_kinds_stay_inside_the_screen(tmp_path):
         rights = browser.eval("[...document.querySelectorAll('.kinds li, #runner-kinds')]"
                               ".map(e => e.getBoundingClientRect().right)")
         assert len(rights) == 4 and max(rights) <= 390
-        from helpers.chromium import CONTRAST_JS  # the page's one contrast measure
+        from torchbisect.pages.chromium import CONTRAST_JS  # the page's one contrast measure
 
         low = [x for x in browser.eval(CONTRAST_JS) if x["ratio"] < 4.5]
     assert low == [], low[:5]

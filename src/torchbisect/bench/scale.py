@@ -266,12 +266,9 @@ def _phases(store: Path, runners: Path, out: Path) -> dict:
 
 
 def _phone(page: Path, repo: Path | None) -> dict:
-    """Whether the page holds at 390×844 in headless Chromium (the tests' driver, from a
-    checkout); said as not measured when either is missing."""
-    helper = (repo or Path.cwd()) / "tests" / "helpers" / "chromium.py"
-    if not helper.is_file():
-        return {"measured": False, "why": "tests/helpers/chromium.py not found (run from a "
-                                          "checkout)"}
+    """Whether the page holds at 390×844 in headless Chromium (pages/chromium.py, the tests'
+    driver too); said as not measured when chromium is missing."""
+    helper = Path(__file__).parent.parent / "pages" / "chromium.py"  # the standard library only
     probe = ("import json, sys; sys.path.insert(0, sys.argv[1]); from chromium import Browser\n"
              "with Browser(390, 844, mobile=True) as b:\n"
              "    b.open(__import__('pathlib').Path(sys.argv[2]))\n"

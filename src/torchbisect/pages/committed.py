@@ -181,8 +181,9 @@ def _replace(folder: Path, fresh: Path, names: list[str]) -> None:
 
 
 def _screenshots(repo: Path, folder: Path, say) -> None:
-    """Retake the page's screenshots with headless Chromium (the tests' driver), when present."""
-    helper = repo / "tests" / "helpers" / "chromium.py"
+    """Retake the page's screenshots with headless Chromium (chromium.py, the tests' driver too),
+    when present."""
+    helper = Path(__file__).with_name("chromium.py")  # run as a script: the standard library only
     if not (shutil.which("chromium") or shutil.which("chromium-browser")) or not helper.is_file():
         say(f"{folder}: screenshots not retaken: no chromium on PATH (apt-get install chromium)")
         return
