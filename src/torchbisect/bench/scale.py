@@ -180,7 +180,7 @@ def _bisection(direction: Direction, first: str) -> BisectResult:
                         probes=9, compare_url=f"https://github.com/pytorch/pytorch/compare/{shas}")
 
 
-def measure_scale(*, repo: Path | None = None) -> dict:
+def measure_scale() -> dict:
     """Write the store, render it with `torchbisect report` in a child process, measure."""
     from ..store.db import Store
 
@@ -231,8 +231,8 @@ def measure_scale(*, repo: Path | None = None) -> dict:
             "published_files": len(files),
             "published_bytes": sum(p.stat().st_size for p in files),
             "not_bisected_edges": html.count("not bisected"),
-            "phone": _phone(page, repo),
-            "phone_fold_page": _phone(min((out / "nightlies").glob("*.html")), repo),
+            "phone": _phone(page),
+            "phone_fold_page": _phone(min((out / "nightlies").glob("*.html"))),
             "machine": machine(),
         }
     figures["ok"] = (figures["report_seconds"] <= GOAL_SECONDS
@@ -265,7 +265,7 @@ def _phases(store: Path, runners: Path, out: Path) -> dict:
             "render_seconds": round(time.perf_counter() - began, 2)}
 
 
-def _phone(page: Path, repo: Path | None) -> dict:
+def _phone(page: Path) -> dict:
     """Whether the page holds at 390×844 in headless Chromium (pages/chromium.py, the tests'
     driver too); said as not measured when chromium is missing."""
     helper = Path(__file__).parent.parent / "pages" / "chromium.py"  # the standard library only

@@ -166,7 +166,7 @@ def regenerate(repo: Path, *, check: bool = False, say=print) -> list[str]:
             if not check:
                 _replace(repo / page.folder, fresh, names)
                 if "index.html" in stale:
-                    _screenshots(repo, repo / page.folder, say)
+                    _screenshots(repo / page.folder, say)
     return changed
 
 
@@ -180,7 +180,7 @@ def _replace(folder: Path, fresh: Path, names: list[str]) -> None:
         shutil.copyfile(fresh / name, folder / name)
 
 
-def _screenshots(repo: Path, folder: Path, say) -> None:
+def _screenshots(folder: Path, say) -> None:
     """Retake the page's screenshots with headless Chromium (chromium.py, the tests' driver too),
     when present."""
     helper = Path(__file__).with_name("chromium.py")  # run as a script: the standard library only
