@@ -249,3 +249,21 @@ def test_each_output_of_a_page_is_a_writer_of_one_registry(tmp_path, monkeypatch
     assert [p.name for p in paths][:5] == [*(w.name for w in WRITERS), "counted.txt"]
     title = build_view(runs, [], generated=NOW).title
     assert (tmp_path / "counted.txt").read_text() == f"2 runs, 0 bisections: {title}\n"
+
+
+def test_a_finished_bisection_is_written_by_the_registry_as_bisect_says_it(data_dir):
+    """The terminal's text and the job summary's Markdown of a bisection are the writers
+    `BISECTION_WRITERS` lists, their page the finished Bisection: the text says which probes ran
+    now (`new_runs`), the Markdown names the answer in bold."""
+    from torchbisect.bisect.run import Bisection
+    from torchbisect.outcome import BisectResult
+    from torchbisect.report.writers import BISECTION_WRITERS
+
+    fix = BisectResult.from_json(json.loads(
+        (data_dir / "report" / "synthetic-bisection-fix.json").read_text()))
+    text, markdown = BISECTION_WRITERS
+    assert (text.name, markdown.name) == ("text", "markdown")
+    said = text.render(Bisection(result=fix, new_runs=2))
+    assert said.splitlines()[0].startswith("the first fixed nightly is ")
+    assert f"{fix.probes - 2} from the store" in said
+    assert markdown.render(Bisection(result=fix, new_runs=2)).count("**The first fixed") == 1
