@@ -78,7 +78,7 @@ class CommandFailed(InfraError):
         what = "timed out" if timed_out else f"exited with status {returncode}"
         tail = output.strip().splitlines()[-1:] if output.strip() else []
         suffix = f": {tail[0]}" if tail else ""
-        from .utils.masking import mask
+        from .masking import mask
 
         super().__init__(mask(f"`{_short(argv)}` {what}{suffix}"))
 

@@ -25,17 +25,17 @@ from helpers.indexserver import serve
 from helpers.pytorch_clone import _git, check_out, fast_import
 
 from torchbisect import cells
+from torchbisect.bench.synthetic import synthetic_run
 from torchbisect.bisect.gitrange import Commit, PythonTree, full_sha, is_python_file, plan
 from torchbisect.bisect.overlay import link_tree, overlay_python_files
 from torchbisect.errors import ConfigError, InfraError
 from torchbisect.exits import Exit
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
+from torchbisect.page.bisections import bisect_view
+from torchbisect.page.view import build_view
 from torchbisect.report import render_runs
-from torchbisect.report.bisection_text import render_markdown, render_text
-from torchbisect.report.bisections import bisect_view
 from torchbisect.report.documents import json_schema
-from torchbisect.report.synthetic import synthetic_run
-from torchbisect.report.view import build_view
+from torchbisect.report.writers.bisection_text import render_markdown, render_text
 from torchbisect.store.db import Store
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"

@@ -61,7 +61,7 @@ def test_the_manual_builds_in_strict_mode_with_every_local_link_resolving(built)
 @pytest.mark.slow
 @pytest.mark.chromium
 def test_a_reader_finds_each_audience_from_the_manuals_first_page(built):
-    from helpers.chromium import Browser
+    from torchbisect.pages.chromium import Browser
 
     if shutil.which("chromium") is None and shutil.which("chromium-browser") is None:
         pytest.skip("Debian's chromium is not installed")

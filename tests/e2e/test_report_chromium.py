@@ -3,7 +3,7 @@ recorded probe documents in tests/data/, plus a planted hostile run.
 
 Driven by Playwright (its Python package only, pointed at /usr/bin/chromium) when it is installed,
 and always by chromium's own `--dump-dom` / `--screenshot` and by a stdlib DevTools-protocol client
-(tests/helpers/chromium.py), so the checks run where Playwright is absent (CI installs chromium,
+(torchbisect/pages/chromium.py), so the checks run where Playwright is absent (CI installs chromium,
 not Playwright's browsers).  The layout is measured at 1400×1000 and on a 390×844 phone.
 """
 
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 from helpers import TESTS
-from helpers.chromium import CONTRAST_JS
 
+from torchbisect.bench.synthetic import synthetic_run
 from torchbisect.model import Channel
 from torchbisect.outcome import BisectResult
+from torchbisect.pages.chromium import CONTRAST_JS
 from torchbisect.report import build_view, render_runs
 from torchbisect.report.probe_files import bisection_from_document, run_from_document
-from torchbisect.report.synthetic import synthetic_run
 
 pytestmark = pytest.mark.chromium
 
@@ -181,7 +181,7 @@ PHONE, DESKTOP = (390, 844), (1400, 1000)
 
 
 def _browser(size):
-    from helpers.chromium import Browser
+    from torchbisect.pages.chromium import Browser
 
     return Browser(*size, mobile=size == PHONE)
 

@@ -10,7 +10,7 @@ import re
 import pytest
 from helpers import REPO, committed
 
-from torchbisect.report.committed import PAGES, render_fresh, stale_files, without_stamps
+from torchbisect.pages.committed import PAGES, render_fresh, stale_files, without_stamps
 
 NOW = dt.datetime(2030, 1, 2, 3, 4, tzinfo=dt.timezone.utc)
 
@@ -20,7 +20,7 @@ def test_every_committed_page_is_in_the_list_that_is_redrawn():
              for p in committed(REPO / "reports", "index.html")}
     assert pages == {p.folder for p in PAGES}, (
         "a page under reports/ that `nox -s pages` does not redraw would go stale unseen: add it "
-        "to torchbisect.report.committed.PAGES, or remove it")
+        "to torchbisect.pages.committed.PAGES, or remove it")
 
 
 def test_no_gpu_harness_renders_a_page_under_reports_that_is_not_redrawn():

@@ -20,8 +20,8 @@ import pytest
 from helpers import IN_CI, REPO
 from helpers.releases import RELEASES, release_runs
 
+from torchbisect.bench.synthetic import synthetic_run
 from torchbisect.report import render
-from torchbisect.report.synthetic import synthetic_run
 
 pytestmark = pytest.mark.chromium
 
@@ -64,7 +64,7 @@ def page21(tmp_path_factory) -> Path:
 
 
 def _browser(size):
-    from helpers.chromium import Browser
+    from torchbisect.pages.chromium import Browser
 
     return Browser(*size, mobile=size == PHONE)
 

@@ -54,7 +54,7 @@ def test_three_years_on_four_gpu_kinds_fit_a_small_page_that_reaches_every_night
 def test_the_page_of_a_service_at_scale_and_its_fold_pages_hold_on_a_phone(tmp_path):
     """The figure `bench --parts scale` records, kept true by a test: at 390×844 neither the
     page nor a fold page scrolls sideways (the declared kinds' list included)."""
-    from helpers.chromium import Browser
+    from torchbisect.pages.chromium import Browser
 
     runs, bisections = scale_runs()
     (tmp_path / "runners.yaml").write_text(runners_yaml())

@@ -20,7 +20,7 @@ from torchbisect.cli import main
 from torchbisect.exits import Exit
 from torchbisect.model import CellRun, ProbeResult, RunStatus
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
-from torchbisect.report.bisection_text import render_markdown
+from torchbisect.report.writers.bisection_text import render_markdown
 from torchbisect.store.db import Store
 from torchbisect.utils import proc
 

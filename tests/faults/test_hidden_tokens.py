@@ -22,8 +22,8 @@ from urllib.parse import quote
 import pytest
 from helpers import fake_torch_wheel
 
-from torchbisect.utils import masking
-from torchbisect.utils.masking import mask
+from torchbisect import masking
+from torchbisect.masking import mask
 from torchbisect.utils.proc import KEEP_BYTES, Kept
 
 BODY = "Zq7Xw2Vu9Ts4Rp1On6Ml3Kj8Ih5Gf0Ed"  # the part of a token only its owner knows

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from torchbisect.bench.synthetic import synthetic_run
 from torchbisect.report import render_runs
-from torchbisect.report.synthetic import synthetic_run
 from torchbisect.utils import owned
 
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)

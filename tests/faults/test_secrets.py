@@ -12,7 +12,7 @@ import pytest
 from helpers import fake_torch_wheel
 
 from torchbisect.backends import probe_env
-from torchbisect.utils.masking import mask
+from torchbisect.masking import mask
 
 GITHUB_TOKEN = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0" * 2  # the shape of a real one
 SECRETS = {"GITHUB_TOKEN": GITHUB_TOKEN, "ACTIONS_RUNTIME_TOKEN": "eyJ0eXAiOiJKV1QifQ.eyJzdWIiOi"
@@ -119,7 +119,7 @@ def test_token_shapes_are_masked_and_ordinary_text_is_not(text, shown):
 
 
 def test_the_values_of_our_own_secrets_are_masked_whatever_their_shape(monkeypatch):
-    from torchbisect.utils import masking
+    from torchbisect import masking
 
     monkeypatch.setenv("MY_SERVICE_TOKEN", "plain-words-no-shape")
     masking.refresh()  # read once per process: the environment torchbisect started with

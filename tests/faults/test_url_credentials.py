@@ -21,10 +21,10 @@ from torchbisect.backends import wheels
 from torchbisect.cli import main
 from torchbisect.config.matrix import load_matrix
 from torchbisect.errors import CommandFailed
+from torchbisect.masking import mask
 from torchbisect.model import Cell, Channel
 from torchbisect.net import credentials, retry
 from torchbisect.plan.lock import Lock
-from torchbisect.utils.masking import mask
 
 USER, PASSWORD = "builder", "s3cret-Pa55word"
 MIRROR = "http://93.184.216.34/whl/cpu/"

@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
+from torchbisect.bench.synthetic import synthetic_run
 from torchbisect.model import Channel, ProbeResult, Verdict
-from torchbisect.report.synthetic import synthetic_run
 
 RELEASES = ("2.2.2", "2.3.0", "2.3.1", "2.4.0", "2.4.1", "2.5.0", "2.5.1", "2.6.0", "2.7.0",
             "2.7.1", "2.8.0", "2.9.0", "2.9.1", "2.10.0", "2.11.0", "2.12.0", "2.12.1", "2.13.0",

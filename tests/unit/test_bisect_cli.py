@@ -11,9 +11,9 @@ from torchbisect.bisect.verdicts import Rule
 from torchbisect.cli import main
 from torchbisect.model import Cell, CellRun, Channel, ProbeResult, RunStatus
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
-from torchbisect.report.bisection_text import render_markdown, render_text
-from torchbisect.report.bisections import bisect_view
-from torchbisect.report.headline import build_headline
+from torchbisect.page.bisections import bisect_view
+from torchbisect.page.headline import build_headline
+from torchbisect.report.writers.bisection_text import render_markdown, render_text
 
 CELL = Cell(id="nightly-20250801-cu130-cp312", channel=Channel.NIGHTLY,
             version="2.10.0.dev20250801+cu130", cuda="cu130", python="3.12")

@@ -278,8 +278,8 @@ def test_a_nightly_re_spin_is_chosen_by_its_build_number(tmp_path):
 def test_the_page_row_names_a_re_spin_and_marks_a_yanked_file():
     import dataclasses
 
-    from torchbisect.report.rows import build_row
-    from torchbisect.report.synthetic import synthetic_run
+    from torchbisect.bench.synthetic import synthetic_run
+    from torchbisect.page.rows import build_row
 
     run = synthetic_run("2.10.0+cu130", cell_id="stable-2.10.0-3-cu130-cp312")
     run = dataclasses.replace(run, cell=dataclasses.replace(run.cell, yanked="broken wheel"))
@@ -323,7 +323,7 @@ def test_a_pypi_shaped_folder_plans_each_wheel_as_the_cuda_its_own_metadata_pins
 
 def test_a_release_answer_names_its_missing_releases_and_the_re_spin():
     from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
-    from torchbisect.report.bisection_text import render_text
+    from torchbisect.report.writers.bisection_text import render_text
 
     good = NightlyPoint(date="", version="2.10.0+cu130", verdict=Outcome.GOOD, build="3")
     bad = NightlyPoint(date="", version="2.12.0+cu130", verdict=Outcome.BAD, yanked="")

@@ -11,13 +11,13 @@ import subprocess
 import pytest
 from helpers import REPO, probe_doc
 
+from torchbisect.bench.synthetic import synthetic_run
 from torchbisect.cli import main
 from torchbisect.exits import Exit
 from torchbisect.outcome import BisectResult
 from torchbisect.probe import document as gate
 from torchbisect.report import render_runs
 from torchbisect.report.documents import SCHEMA_FILES, json_schema, schema_text
-from torchbisect.report.synthetic import synthetic_run
 
 jsonschema = pytest.importorskip("jsonschema")
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)

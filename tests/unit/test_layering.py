@@ -20,15 +20,17 @@ SRC = REPO / "src"
 
 # Bottom to top: a module may import from its own floor and the floors below it.
 FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("tools", frozenset({"torchbisect", "exits", "errors", "defaults", "utils", "net"})),
+    ("tools", frozenset({"torchbisect", "exits", "errors", "masking", "defaults", "utils",
+                        "net"})),
     ("vocabulary", frozenset({"model", "outcome", "cells", "probe"})),
     ("sources", frozenset({"config", "index"})),
     ("plan and store", frozenset({"plan", "store"})),
     ("backends", frozenset({"backends"})),
     ("run", frozenset({"run"})),
     ("bisect", frozenset({"bisect"})),
+    ("page", frozenset({"page"})),
     ("report", frozenset({"report"})),
-    ("commands", frozenset({"cli", "bench", "__main__"})),
+    ("commands", frozenset({"cli", "bench", "pages", "__main__"})),
 )
 
 

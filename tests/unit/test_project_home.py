@@ -11,8 +11,8 @@ from helpers import REPO
 
 import torchbisect
 from torchbisect.config.matrix import References
-from torchbisect.report.advice import build_advice
-from torchbisect.report.regression import regression_for
+from torchbisect.page.advice import build_advice
+from torchbisect.page.regression import regression_for
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 HOME = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["urls"]["Homepage"]

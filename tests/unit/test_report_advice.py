@@ -9,13 +9,13 @@ import json
 import re
 from html import unescape
 
+from torchbisect.bench.synthetic import synthetic_run as run
 from torchbisect.cli import main
 from torchbisect.model import Channel, Verdict
+from torchbisect.page.advice import cost_sentence, duration, upstream_search
+from torchbisect.page.regression import regression_for
 from torchbisect.probe.scripts import probe_path
 from torchbisect.report import build_view, render_runs
-from torchbisect.report.advice import cost_sentence, duration, upstream_search
-from torchbisect.report.regression import regression_for
-from torchbisect.report.synthetic import synthetic_run as run
 
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
 LAZY_COST = regression_for("stale_replay").workaround_cost  # how probes/stale_replay.py quotes it

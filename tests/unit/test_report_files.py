@@ -10,12 +10,12 @@ import re
 
 import pytest
 
+from torchbisect.bench.synthetic import synthetic_run as run
 from torchbisect.cli import main
 from torchbisect.model import Verdict
 from torchbisect.report import build_view, render_runs
-from torchbisect.report.markdown import md_text, render_markdown
 from torchbisect.report.probe_files import DocumentSource
-from torchbisect.report.synthetic import synthetic_run as run
+from torchbisect.report.writers.markdown import md_text, render_markdown
 
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
 BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5)}
@@ -126,7 +126,8 @@ def test_committed_sample_matches_the_recorded_probe_documents(repo, data_dir):
     assert sorted(committed) == sorted(fresh), (
         "reports/sample/ is stale: python -m torchbisect report --probe-json "
         "tests/data/probe/h200-torch-*.json --out reports/sample (then retake the screenshots: "
-        "python tests/helpers/chromium.py reports/sample/index.html OUT.png 1400x1000|390x844)")
+        "python src/torchbisect/pages/chromium.py reports/sample/index.html OUT.png "
+        "1400x1000|390x844)")
 
 
 def test_an_empty_page_shows_commands_as_code_not_backticks(tmp_path):
@@ -225,3 +226,44 @@ def test_pages_of_folds_an_earlier_render_drew_are_removed_with_it(tmp_path):
     assert len(before) == 1 and len(after) == 2 and not set(before) & set(after)
     render_runs([run("2.15.0+cu132", BAD)], [], tmp_path, generated=NOW)
     assert not (tmp_path / "nightlies").exists()
+
+
+def test_each_output_of_a_page_is_a_writer_of_one_registry(tmp_path, monkeypatch):
+    """index.html, results.json, summary.md and affected.json are the writers `WRITERS` lists, in
+    the order a render writes them; one more writer listed there is one more file of every page,
+    its text the writer's render of the page (its view, runs and bisections)."""
+    import torchbisect.report
+    from torchbisect.report.writers import WRITERS
+
+    class Counted:
+        name = "counted.txt"
+
+        def render(self, page) -> str:
+            return f"{len(page.runs)} runs, {len(page.bisections)} bisections: {page.view.title}\n"
+
+    assert [w.name for w in WRITERS] == ["index.html", "results.json", "summary.md",
+                                         "affected.json"]
+    monkeypatch.setattr(torchbisect.report, "WRITERS", (*WRITERS, Counted()))
+    runs = [run("2.11.0+cu130", BAD), run("2.15.0+cu132", GOOD)]
+    paths = render_runs(runs, [], tmp_path, generated=NOW)
+    assert [p.name for p in paths][:5] == [*(w.name for w in WRITERS), "counted.txt"]
+    title = build_view(runs, [], generated=NOW).title
+    assert (tmp_path / "counted.txt").read_text() == f"2 runs, 0 bisections: {title}\n"
+
+
+def test_a_finished_bisection_is_written_by_the_registry_as_bisect_says_it(data_dir):
+    """The terminal's text and the job summary's Markdown of a bisection are the writers
+    `BISECTION_WRITERS` lists, their page the finished Bisection: the text says which probes ran
+    now (`new_runs`), the Markdown names the answer in bold."""
+    from torchbisect.bisect.run import Bisection
+    from torchbisect.outcome import BisectResult
+    from torchbisect.report.writers import BISECTION_WRITERS
+
+    fix = BisectResult.from_json(json.loads(
+        (data_dir / "report" / "synthetic-bisection-fix.json").read_text()))
+    text, markdown = BISECTION_WRITERS
+    assert (text.name, markdown.name) == ("text", "markdown")
+    said = text.render(Bisection(result=fix, new_runs=2))
+    assert said.splitlines()[0].startswith("the first fixed nightly is ")
+    assert f"{fix.probes - 2} from the store" in said
+    assert markdown.render(Bisection(result=fix, new_runs=2)).count("**The first fixed") == 1

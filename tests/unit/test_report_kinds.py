@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO
 
+from torchbisect.bench.synthetic import synthetic_run as run
 from torchbisect.model import Attendance
-from torchbisect.report.synthetic import synthetic_run as run
 from torchbisect.store.db import Store
 
 BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5)}
@@ -189,7 +189,7 @@ def test_a_mistake_in_runners_yaml_is_its_sentence(tmp_path):
 
 @pytest.mark.chromium
 def test_on_a_phone_the_kinds_stay_inside_the_screen(tmp_path):
-    from helpers.chromium import Browser
+    from torchbisect.pages.chromium import Browser
 
     (tmp_path / "runners.yaml").write_text(RUNNERS.replace(
         "gpu: NVIDIA GH200", "gpu: NVIDIA GH200 " + "X" * 80))  # a long name without a space
@@ -204,7 +204,7 @@ def test_on_a_phone_the_kinds_stay_inside_the_screen(tmp_path):
         rights = browser.eval("[...document.querySelectorAll('.kinds li, #runner-kinds')]"
                               ".map(e => e.getBoundingClientRect().right)")
         assert len(rights) == 4 and max(rights) <= 390
-        from helpers.chromium import CONTRAST_JS  # the page's one contrast measure
+        from torchbisect.pages.chromium import CONTRAST_JS  # the page's one contrast measure
 
         low = [x for x in browser.eval(CONTRAST_JS) if x["ratio"] < 4.5]
     assert low == [], low[:5]
@@ -212,7 +212,7 @@ def test_on_a_phone_the_kinds_stay_inside_the_screen(tmp_path):
 
 def test_a_re_run_shard_counts_for_its_run_with_its_newest_attempt(tmp_path):
     from torchbisect.config.runners import load_runners
-    from torchbisect.report.kinds import kind_views
+    from torchbisect.page.kinds import kind_views
 
     (tmp_path / "runners.yaml").write_text(RUNNERS)
     runners = load_runners(tmp_path / "runners.yaml")

@@ -20,12 +20,12 @@ from helpers import IN_CI, REPO, committed
 from helpers.indexserver import serve
 from packaging.version import Version
 
+from torchbisect.bench.synthetic import synthetic_run as run
 from torchbisect.config.matrix import References
 from torchbisect.model import Channel, Verdict
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 from torchbisect.report import build_view, render_runs
-from torchbisect.report.osv import osv_document
-from torchbisect.report.synthetic import synthetic_run as run
+from torchbisect.report.writers.osv import osv_document
 
 SCHEMA = REPO / ".." / "shared" / "osv" / "schema.json"
 SCHEMA_COMMIT = "51b8156b69b9e2e9ff2301e649db61636067fcfa"
@@ -196,7 +196,7 @@ def test_a_newer_bisection_of_the_same_edge_is_the_one_record_and_page_tell(vali
                                        "2026-03-06": "good"})
     git = _git([older, newer], validator)
     assert git["events"][-1] == {"fixed": "20260306" * 5}
-    from torchbisect.report.headline import build_headline
+    from torchbisect.page.headline import build_headline
 
     assert build_headline("NVIDIA H200", [], [older, newer]).first_fixed.date == "2026-03-06"
 
@@ -495,7 +495,7 @@ def _since(detail: str, *newer: str):
 
 def test_a_release_measured_without_the_api_just_before_the_first_affected_one_says_since_when(
         validator):
-    from torchbisect.report.headline import build_headline
+    from torchbisect.page.headline import build_headline
 
     runs = _since("torch._lazy_clone is absent in this build", "2.3.0+cu121", "2.15.0+cu132")
     doc = osv_document(runs, [], generated=NOW)
@@ -512,7 +512,7 @@ def test_a_release_measured_without_the_api_just_before_the_first_affected_one_s
 
 
 def test_without_that_measurement_the_first_affected_release_is_only_the_oldest_tested():
-    from torchbisect.report.headline import build_headline
+    from torchbisect.page.headline import build_headline
 
     runs = [run("2.3.0+cu121", BAD), run("2.15.0+cu132", BAD)]
     assert _ecosystem(osv_document(runs, [], generated=NOW))["database_specific"] == {
@@ -522,7 +522,7 @@ def test_without_that_measurement_the_first_affected_release_is_only_the_oldest_
 
 
 def test_not_applicable_for_want_of_another_api_is_no_sign_the_bug_begins_after_it():
-    from torchbisect.report.headline import build_headline
+    from torchbisect.page.headline import build_headline
 
     runs = _since("torch.cuda.graph is absent in this build", "2.3.0+cu121")
     assert _ecosystem(osv_document(runs, [], generated=NOW))["database_specific"] == {

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from test_report_osv import validator  # noqa: F401  (the OSV schema's validator fixture)
 
+from torchbisect.bench.synthetic import synthetic_run
 from torchbisect.cli import main
 from torchbisect.model import PROBE_SCHEMA, CellRun, ProbeResult, RunStatus
 from torchbisect.report import build_view, render_runs
-from torchbisect.report.osv import osv_document
 from torchbisect.report.probe_files import cell_for
-from torchbisect.report.synthetic import synthetic_run
+from torchbisect.report.writers.osv import osv_document
 from torchbisect.store.db import Store
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ Histories of releases are drawn (hypothesis): each release measured on one or mo
 configurations (GPU model and CUDA tag), each measurement affected, not affected, refused,
 without a verdict (error) or an infrastructure failure; releases the store knows only from a
 failure are gaps never measured.  The page (HTML), summary.md, results.json and the OSV record
-are rendered by the product from runs made through its own model (report/synthetic.py), and
+are rendered by the product from runs made through its own model (bench/synthetic.py), and
 every claim they make is checked against the drawn verdicts by an oracle written here, apart
 from the product's code: what is said affected, fixed, not tested, and since when.
 
@@ -31,10 +31,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
+from torchbisect.bench.synthetic import synthetic_run as run
 from torchbisect.model import Verdict
 from torchbisect.report import build_view, render_runs
-from torchbisect.report.osv import osv_document
-from torchbisect.report.synthetic import synthetic_run as run
+from torchbisect.report.writers.osv import osv_document
 
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
 H200, H100 = "NVIDIA H200", "NVIDIA H100"

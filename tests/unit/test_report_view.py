@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
+from torchbisect.bench.synthetic import synthetic_run as run
 from torchbisect.model import Channel, Verdict
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
+from torchbisect.page.headline import build_headline
+from torchbisect.page.timeline import build_timeline
 from torchbisect.report import build_view
-from torchbisect.report.headline import build_headline
 from torchbisect.report.probe_files import cell_for
-from torchbisect.report.synthetic import synthetic_run as run
-from torchbisect.report.timeline import build_timeline
 
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
 BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5)}
@@ -208,8 +208,8 @@ def test_cells_of_recorded_probe_documents_are_inferred_from_the_version():
 
 
 def test_an_unknown_sha_is_said_as_unknown_never_an_empty_code_span():
-    from torchbisect.report.bisection_text import render_markdown as bisection_markdown
-    from torchbisect.report.bisections import bisect_view
+    from torchbisect.page.bisections import bisect_view
+    from torchbisect.report.writers.bisection_text import render_markdown as bisection_markdown
 
     b = _bisection("2026-03-04", "2026-03-05")
     b = dataclasses.replace(b, before=dataclasses.replace(b.before, main_sha="", git_version=""))
@@ -356,7 +356,7 @@ def test_a_preinstalled_release_is_shown_as_that_release_among_the_stable_ones()
 
 
 def test_versions_and_times_read_as_such():
-    from torchbisect.report.rows import cudnn_version
+    from torchbisect.page.rows import cudnn_version
 
     assert [cudnn_version(v) for v in (91900, 90100, 8902, 8600, None)] == [
         "9.19.0", "9.1.0", "8.9.2", "8.6.0", ""]
@@ -442,7 +442,7 @@ def test_sibling_pages_say_how_their_runs_were_made_and_when():
 
 
 def test_a_row_summary_names_the_cases_a_phone_has_no_room_for():
-    from torchbisect.report.rows import row_summary
+    from torchbisect.page.rows import row_summary
 
     page = build_view([run("2.15.0+cu132", BAD),
                        run("2.3.0+cu121", {"capture_data_ptr": (5, 5),
@@ -457,8 +457,8 @@ def test_a_row_summary_names_the_cases_a_phone_has_no_room_for():
 
 
 def test_the_upstream_link_reads_as_words():
-    from torchbisect.report.advice import link_text, upstream_search
-    from torchbisect.report.regression import Regression
+    from torchbisect.page.advice import link_text, upstream_search
+    from torchbisect.page.regression import Regression
 
     search = upstream_search(Regression(probe="p", title="t", requires_api="torch.cumsum"))
     assert link_text(search) == "pytorch/pytorch issues matching torch.cumsum (a GitHub search)"
@@ -467,7 +467,7 @@ def test_the_upstream_link_reads_as_words():
 
 
 def test_long_tokens_may_break_where_a_reader_expects_and_nowhere_else():
-    from torchbisect.report.html import breaks
+    from torchbisect.report.writers.html import breaks
 
     sha = "9f37c46b1da1d9d38305b030b432631083aaecc0b19a3b70fcf870326a81b337"
     assert str(breaks(f"preinstalled:2.11.0:{sha}")).split("<wbr>") == [

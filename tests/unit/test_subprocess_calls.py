@@ -29,6 +29,9 @@ EXCEPTIONS = {
         "the matrix's own progress goes to the terminal as it happens; proc captures it",
     ("torchbisect.bench.workaround", "_driver"):
         "a standalone script, run in a cell's environment: it imports nothing of torchbisect",
+    ("torchbisect.pages.chromium", "__init__"):
+        "a standalone script (it imports nothing of torchbisect) that hands chromium the "
+        "DevTools pipes on fds 3 and 4, which proc's captured streams cannot",
 }
 
 

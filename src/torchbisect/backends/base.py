@@ -23,10 +23,10 @@ from typing import Any, ClassVar
 
 from .. import defaults
 from ..errors import TorchbisectError
+from ..masking import mask
 from ..model import Cell
 from ..probe.document import MAX_BYTES
 from ..utils import files
-from ..utils.masking import mask
 
 
 def host_python() -> str:

@@ -21,7 +21,7 @@ import fnmatch
 import os
 from collections.abc import Mapping
 
-from ..utils.masking import CREDENTIAL_NAME
+from ..masking import CREDENTIAL_NAME
 
 PASS_VAR = "TORCHBISECT_PASS_ENV"
 NAMES = frozenset({

@@ -35,7 +35,7 @@ from ..utils import proc
 
 if TYPE_CHECKING:
     from ..model import Attendance, CellRun
-    from ..report.synthetic import Outcome as CaseOutcome  # a case's verdict or trials
+    from .synthetic import Outcome as CaseOutcome  # a case's verdict or trials
 
 GOAL_SECONDS = 3.0
 REPEATS = 5
@@ -100,7 +100,7 @@ def _outcomes(day: dt.date, bad_from: str, fixed_from: str, i: int) -> dict[str,
 
 def scale_runs() -> tuple[list[CellRun], list[BisectResult]]:
     """The runs and bisections of three years of daily nightlies on each GPU kind."""
-    from ..report.synthetic import synthetic_run
+    from .synthetic import synthetic_run
 
     runs, bisections = [], []
     for k, (gpu, driver, bad_from, fixed_from) in enumerate(KINDS):
@@ -181,7 +181,7 @@ def _bisection(direction: Direction, first: str) -> BisectResult:
                         probes=9, compare_url=f"https://github.com/pytorch/pytorch/compare/{shas}")
 
 
-def measure_scale(*, repo: Path | None = None) -> dict[str, Any]:
+def measure_scale() -> dict[str, Any]:
     """Write the store, render it with `torchbisect report` in a child process, measure."""
     from ..store.db import Store
 
@@ -232,8 +232,8 @@ def measure_scale(*, repo: Path | None = None) -> dict[str, Any]:
             "published_files": len(files),
             "published_bytes": sum(p.stat().st_size for p in files),
             "not_bisected_edges": html.count("not bisected"),
-            "phone": _phone(page, repo),
-            "phone_fold_page": _phone(min((out / "nightlies").glob("*.html")), repo),
+            "phone": _phone(page),
+            "phone_fold_page": _phone(min((out / "nightlies").glob("*.html"))),
             "machine": machine(),
         }
     figures["ok"] = (figures["report_seconds"] <= GOAL_SECONDS
@@ -266,13 +266,10 @@ def _phases(store: Path, runners: Path, out: Path) -> dict[str, Any]:
             "render_seconds": round(time.perf_counter() - began, 2)}
 
 
-def _phone(page: Path, repo: Path | None) -> dict[str, Any]:
-    """Whether the page holds at 390×844 in headless Chromium (the tests' driver, from a
-    checkout); said as not measured when either is missing."""
-    helper = (repo or Path.cwd()) / "tests" / "helpers" / "chromium.py"
-    if not helper.is_file():
-        return {"measured": False, "why": "tests/helpers/chromium.py not found (run from a "
-                                          "checkout)"}
+def _phone(page: Path) -> dict[str, Any]:
+    """Whether the page holds at 390×844 in headless Chromium (pages/chromium.py, the tests'
+    driver too); said as not measured when chromium is missing."""
+    helper = Path(__file__).parent.parent / "pages" / "chromium.py"  # the standard library only
     probe = ("import json, sys; sys.path.insert(0, sys.argv[1]); from chromium import Browser\n"
              "with Browser(390, 844, mobile=True) as b:\n"
              "    b.open(__import__('pathlib').Path(sys.argv[2]))\n"

@@ -79,7 +79,7 @@ def render_cells(n_cells: int = 2000, repeat: int = 3) -> dict[str, Any]:
     compiling the templates, as a fresh `torchbisect report` process pays it.
     """
     from ..report import render_runs
-    from ..report.synthetic import synthetic_runs
+    from .synthetic import synthetic_runs
 
     runs = synthetic_runs(n_cells)
     times = []

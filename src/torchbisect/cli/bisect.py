@@ -24,7 +24,7 @@ from ..errors import ConfigError
 from ..exits import Exit
 from ..outcome import Direction, NightlyPoint
 from ..probe.scripts import default_probe, probe_info
-from ..report.bisection_text import render_markdown, render_text
+from ..report.writers.bisection_text import render_markdown, render_text
 from . import options as flags
 from .options import add_backend_option
 

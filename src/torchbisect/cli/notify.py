@@ -9,7 +9,7 @@ fix found, from that search's own store; a search that could tell neither exits 
 so, so the job is red instead of silently green.  The issue is opened or updated through the
 REST API with `$GITHUB_TOKEN` only when something changed (see torchbisect.report.notify).
 With `--runners runners.yaml` a declared runner kind that stops (or starts again) reporting in
-the store's latest run is such a change, said as the page says it (report/kinds.py).
+the store's latest run is such a change, said as the page says it (page/kinds.py).
 """
 
 from __future__ import annotations
@@ -92,8 +92,8 @@ def _tell_one(args, api, probe: str, runs, bisections, site: list[str], named: b
               attendance):
     """Say one regression's news (named, among several), print it and append it to
     --summary-out; its fix status.  `site`: every regression the report drew."""
+    from ..page.regression import regression_for
     from ..report.notify import fix_status, tell, verdicts_of
-    from ..report.regression import regression_for
 
     regression = regression_for(probe)
     if args.fix:
@@ -158,10 +158,10 @@ def _runners(path: Path | None):
 
 
 def _kinds(runners, attendance, verdicts) -> dict[str, tuple[str, str]]:
-    """Each runner kind's attendance state and sentence, as the page says it (report/kinds.py),
+    """Each runner kind's attendance state and sentence, as the page says it (page/kinds.py),
     the sentence escaped for a comment."""
-    from ..report.kinds import kind_views
-    from ..report.markdown import md_text
+    from ..page.kinds import kind_views
+    from ..report.writers.markdown import md_text
 
     return {k.name: (k.state, md_text(k.text))
             for k in kind_views(runners.kinds, attendance, sorted(verdicts or {}))}

@@ -1,6 +1,6 @@
 """`torchbisect pages [--check]`: redraw the pages committed under reports/ from their own data.
 
-In a clone of torchbisect's repository (what `nox -s pages` runs); report/committed.py holds what
+In a clone of torchbisect's repository (what `nox -s pages` runs); pages/committed.py holds what
 is drawn from what.  `--check` changes nothing and exits 6 when a page is stale.
 """
 
@@ -21,7 +21,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report.committed import regenerate
+    from ..pages.committed import regenerate
 
     repo = args.repo.resolve()
     if not (repo / "reports").is_dir():

@@ -17,7 +17,7 @@ import base64
 import threading
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from ..utils.masking import MASK
+from ..masking import MASK
 
 _known: dict[tuple[str, str, int | None], str] = {}  # origin → the Authorization header value
 _userinfo: dict[tuple[str, str, int | None], str] = {}  # origin → "user:password" (quoted)

@@ -25,8 +25,8 @@ from typing import Any
 
 from .. import defaults
 from ..errors import ConfigError
+from ..masking import SHORTEST_SECRET, mask
 from ..model import PROBE_SCHEMA, Verdict, roll_up
-from ..utils.masking import SHORTEST_SECRET, mask
 from ..utils.words import storable
 from .scripts import probe_info
 from .shape import Count, ProbeCaseJson, ProbeDocument, ProbeEnvJson, keys

@@ -1,8 +1,10 @@
 """The report: index.html, results.json, summary.md and affected.json (OSV) from stored runs.
 
 `render(store, out_dir)` reads the newest run per (cell, GPU) and every bisection from the store;
-`render_runs` is the pure core used by tests and the benchmarks (bench/tool.py).  Each file is
-written to a temporary name and renamed, so a reader never sees half a page.
+`render_runs` is the pure core used by tests and the benchmarks (bench/tool.py).  The page model
+(torchbisect/page/) decides what a page says; each output is a writer of `writers.WRITERS`,
+rendered from that model (`page.parts.Page`); beside them go the probe's file and the JSON
+Schemas.  Each file is written to a temporary name and renamed, so a reader never sees half a page.
 
 One regression per page: the runs are grouped by the probe that made them (`CellRun.cell.probe`).
 Runs of one probe draw its page into `out_dir` itself, as they always have; runs of several (or
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,19 +26,16 @@ from ..config.matrix import References
 from ..errors import ConfigError
 from ..model import CellRun, Channel
 from ..outcome import BisectResult
+from ..page.folding import FOLD_DIR
+from ..page.headline import NO_GPU, gpu_of
+from ..page.parts import Page, PageView
+from ..page.regression import Regression, probe_of, regression_for
+from ..page.view import build_view
 from ..probe import document
 from ..probe.scripts import is_plain
 from ..utils import owned
 from ..utils.words import visible
 from .documents import SCHEMA_FILES, schema_text
-from .folding import FOLD_DIR
-from .headline import NO_GPU, gpu_of
-from .html import render_fold_pages, render_html
-from .markdown import render_markdown
-from .osv import osv_document
-from .page import PageView
-from .regression import Regression, probe_of, regression_for
-from .results_json import results_document
 from .site import (
     INDEX_JSON,
     SiteEntry,
@@ -47,7 +45,9 @@ from .site import (
     render_index,
     site_entry,
 )
-from .view import build_view
+from .writers import WRITERS
+from .writers.html import render_fold_pages
+from .writers.results_json import ResultsJsonWriter
 
 __all__ = ["PageView", "build_view", "render", "render_runs", "results_json"]
 
@@ -133,16 +133,11 @@ def _page_files(runs: list[CellRun], bisections: list[BisectResult], folder: Pat
                       links=links, bench=workaround_bench(folder, regression.workaround_bench),
                       runners=runners, attendance=attendance, store=store,
                       regression=regression)
-    osv = osv_document(runs, bisections, generated=generated,
-                       headlines=tuple(s.headline for s in page.sections),
-                       differences=page.comparison.differences if page.comparison else (),
-                       links=links, previous=_previous(folder, root, regression.osv_id),
-                       regression=regression)
+    model = Page(view=page, runs=tuple(runs), bisections=tuple(bisections), generated=generated,
+                 links=links, previous=_previous(folder, root, regression.osv_id),
+                 site_home=site_home)
     texts = {
-        "index.html": render_html(page, site_home),
-        "results.json": _json(results_document(page, runs, bisections, generated=generated)),
-        "summary.md": render_markdown(page),
-        "affected.json": json.dumps(osv, indent=2, ensure_ascii=False) + "\n",
+        **{writer.name: writer.render(model) for writer in WRITERS},
         **_probe_file(regression),
         **{file: schema_text(name) for name, file in SCHEMA_FILES.items()},
         **render_fold_pages(page),
@@ -215,7 +210,8 @@ def results_json(runs: list[CellRun], bisections: list[BisectResult]) -> str:
     runs = [with_probed_version(r) for r in runs]
     now = dt.datetime.now(dt.timezone.utc)
     page = build_view(runs, bisections, generated=now)
-    return _json(results_document(page, runs, bisections, generated=now))
+    return ResultsJsonWriter().render(Page(view=page, runs=tuple(runs),
+                                           bisections=tuple(bisections), generated=now))
 
 
 def measured_on_a_gpu(runs: list[CellRun]) -> bool:
@@ -286,18 +282,4 @@ def with_probed_version(run: CellRun) -> CellRun:
         return run
     cuda = cell.cuda or cells.build_tag(torch)
     return dataclasses.replace(run, cell=dataclasses.replace(cell, version=torch, cuda=cuda))
-
-
-def _json(doc: dict) -> str:
-    """Indented at the top, one line per list item: readable, diffable, and fast (the C encoder
-    only runs without `indent`, and a 2,000-run store indented took most of the render budget)."""
-    parts = []
-    for key, value in doc.items():
-        if isinstance(value, list) and value:
-            items = ",\n    ".join(json.dumps(v, ensure_ascii=False) for v in value)
-            text = f"[\n    {items}\n  ]"
-        else:
-            text = json.dumps(value, ensure_ascii=False)
-        parts.append(f"  {json.dumps(key)}: {text}")
-    return "{\n" + ",\n".join(parts) + "\n}\n"
 

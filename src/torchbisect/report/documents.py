@@ -1,11 +1,12 @@
 """The JSON documents torchbisect publishes or reads, as types, and their JSON Schemas.
 
-`ResultsDocument` is the page's results.json (written by report/results_json.py); `ProbeDocument`
-is what a probe prints (probes/README.md's contract; its types live in probe/shape.py, where the
-gate of probe/document.py reads them too).  The schemas published beside matrix.schema.json
-(results.schema.json, probe.schema.json, and copies in every rendered site) are generated from
-these types, as matrix.schema.json is from the config model, and the tests validate every
-committed document against them, so a change to either shape shows up as a schema diff.
+`ResultsDocument` is the page's results.json (written by report/writers/results_json.py);
+`ProbeDocument` is what a probe prints (probes/README.md's contract; its types live in
+probe/shape.py, where the gate of probe/document.py reads them too).  The schemas published
+beside matrix.schema.json (results.schema.json, probe.schema.json, and copies in every rendered
+site) are generated from these types, as matrix.schema.json is from the config model, and the
+tests validate every committed document against them, so a change to either shape shows up as a
+schema diff.
 
 results.json is torchbisect's own output: its objects name every key and allow no others.  A
 probe document is any probe's output: the schema asks for what the gate reads and allows more.

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from ..errors import ConfigError
 from ..model import CellRun
 from ..outcome import BisectResult
+from ..page.parts import PageView
 from ..utils.words import visible
-from .page import PageView
 
 INDEX_JSON = "regressions.json"
 _FOLDER = re.compile(r"[^A-Za-z0-9._-]+")
@@ -109,7 +109,7 @@ def site_entry(page: PageView, folder: str) -> SiteEntry:
 def render_index(entries: list[SiteEntry], *, generated: dt.datetime,
                  store: str = "") -> tuple[str, str]:
     """The index page and regressions.json."""
-    from .html import environment
+    from .writers.html import environment
 
     stamp = generated.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     html = environment().get_template("site.html.j2").render(

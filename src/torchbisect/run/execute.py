@@ -22,13 +22,13 @@ from pathlib import Path
 from ..backends.base import Backend, Prepared, ProbeOutput
 from ..errors import CommandFailed, ConfigError, TorchbisectError
 from ..exits import Exit
+from ..masking import mask
 from ..model import Cell, CellRun, ProbeResult, RunStatus
 from ..probe import document
 from ..probe.scripts import probe_version
 from ..utils import files
 from ..utils.clock import now
 from ..utils.gpus import Gpu, device_of
-from ..utils.masking import mask
 from ..utils.words import last_line, signal_name
 
 PROBE_EXITS = (Exit.OK, Exit.AFFECTED, Exit.CANNOT_TELL)  # the probe's contract

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..masking import mask
 from ..model import Attendance, Cell, CellRun, ProbeResult, RunStatus
 from ..outcome import BisectResult
 from ..probe import document
-from ..utils.masking import mask
 from . import export
 
 EXCERPT_CHARS = 64 * 1024  # 40 log lines (execute.excerpt) of ordinary length, with room

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import IO
 
 from ..errors import CommandFailed
+from ..masking import at_cut, mask
 from . import files
-from .masking import at_cut, mask
 
 Echo = Callable[[str], None]
 OWNER_VAR, RUN_VAR = "TORCHBISECT_OWNER", "TORCHBISECT_RUN"

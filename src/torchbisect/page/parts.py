@@ -1,15 +1,20 @@
-"""The page's types: what `build_view` hands the templates, the Markdown and the JSON writers.
+"""The page's types: what `build_view` decides, and the `Page` every writer of report/writers/
+renders.
 
 Plain frozen data, decided by view.py (rows, sections), folding.py (folds), bisections.py
 (bisections) and advice.py ("What to do"); each of those imports its types from here, so no
-module of report/ needs another's to name what it builds.
+module of the page model needs another's to name what it builds.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
-from ..model import Verdict
+from ..config.matrix import References
+from ..model import CellRun, Verdict
+from ..outcome import BisectResult
 from .headline import Headline
 from .logs import LogExcerpt
 from .marks import Mark
@@ -212,3 +217,18 @@ class PageView:
     def missing_kinds(self) -> tuple[KindView, ...]:
         """Kinds that are not all there in the latest run: said before anything else."""
         return tuple(k for k in self.kinds if k.state not in ("reported", "unknown"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Page:
+    """One regression's page as every writer takes it (report/writers/): the view decided from
+    the runs, the runs and bisections themselves (results.json and the OSV record list them),
+    and where the page is published."""
+
+    view: PageView
+    runs: tuple[CellRun, ...]
+    bisections: tuple[BisectResult, ...]
+    generated: dt.datetime
+    links: References | None = None  # `references:` of the matrix
+    previous: dict[str, Any] | None = None  # the OSV record this render replaces (its dates kept)
+    site_home: str = ""  # on a site of several regressions: its index, relative to the page

@@ -4,7 +4,7 @@ Everything the templates show is decided here (each build's row in rows.py), as 
 numbers, so the templates stay dumb and the logic (grouping, order, flaky display, infra failures,
 GPU separation, what the page says it is) is unit-tested without a browser.  Strings from probes
 and logs stay raw here; escaping is the template's job.  What the regression is called, its cases'
-labels and which of them are controls come from its probe (report/regression.py).
+labels and which of them are controls come from its probe (page/regression.py).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .gpu_models import compare
 from .headline import build_headline, gpu_of, is_release, nightly_date, version_key
 from .kinds import kind_views
 from .marks import Mark, legend_for
-from .page import (
+from .parts import (
     NOT_REPORTED,
     Column,
     Environment,

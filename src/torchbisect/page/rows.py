@@ -13,7 +13,7 @@ from ..model import CaseResult, Cell, CellRun, Channel, RunStatus, Verdict
 from .headline import gpu_of, nightly_date, public_version
 from .logs import split_log
 from .marks import NOT_RUN, Mark, mark_for_case, mark_for_run
-from .page import CaseCell, Column, Fact, Row
+from .parts import CaseCell, Column, Fact, Row
 from .public import public_text, public_url
 
 

@@ -6,7 +6,7 @@ opened at a given viewport (a phone: mobile emulation, so `<meta name=viewport>`
 measured with `Runtime.evaluate`, clicked with real mouse events, and captured as PNG.  One
 chromium process serves every page a test process opens, each page in a browser context of its own.
 
-    python tests/helpers/chromium.py PAGE.html OUT.png 390x844 [SELECTOR]   # one screenshot,
+    python src/torchbisect/pages/chromium.py PAGE.html OUT.png 390x844 [SELECTOR]  # a screenshot,
                                                 # after a click on SELECTOR when one is given
 """
 
@@ -50,6 +50,7 @@ class _Chromium:
             os.dup2(high[0], 3)
             os.dup2(high[1], 4)
 
+        # not utils/proc: a standalone script, and the protocol's pipes are fds 3 and 4
         self._proc = subprocess.Popen(
             [executable(), *FLAGS[:-1], f"--user-data-dir={self._profile}", FLAGS[-1]],
             # close_fds would close 3 and 4 after `fds` ran; dup2 leaves them inheritable

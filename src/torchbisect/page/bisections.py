@@ -8,10 +8,9 @@ that GPU's section, the bisection's own entry and the OSV record give the same d
 from __future__ import annotations
 
 from ..model import CellRun
-from ..outcome import BisectResult, Direction
-from .bisection_text import inert_commits, lead
+from ..outcome import BisectResult, Direction, NightlyPoint
 from .headline import gpu_of
-from .page import BisectView
+from .parts import BisectView
 from .public import public_text
 from .timeline import safe_url
 
@@ -72,3 +71,41 @@ def bisect_view(b: BisectResult, gpu: str = "", *, several_gpus: bool = False) -
     return BisectView(title=f"{what} for {b.case}{on}: {answer}",
                       facts=tuple((k, v) for k, v in facts if v and v.strip("?… ")),
                       compare_url=safe_url(b.compare_url), gpu=gpu)
+
+
+def lead(r: BisectResult) -> str:
+    """The answer in one line, and how exact it is: "the first bad nightly is one of 3: …"."""
+    first = "first bad" if r.direction is Direction.REGRESSION else "first fixed"
+    if r.after is None:
+        return f"no {first} {r.unit} found"
+    if not r.exact:
+        return f"the {first} {r.unit} is one of {len(r.candidates)}: {', '.join(r.candidates)}"
+    if r.before is None:
+        return f"the {first} {r.unit} is {_key(r.after)}"
+    gap = f"; no nightly was published on {', '.join(r.missing)}" \
+        if r.missing and r.unit == "nightly" else ""
+    if inert := inert_commits(r):
+        return (f"the {first} {r.unit} is {r.after.key} (exact: the commit before it that can "
+                f"change the package, {r.before.key}, is {r.before.verdict.value}; the "
+                f"{unit_count(len(inert), 'commit')} between them "
+                f"{'is' if len(inert) == 1 else 'are'} inert)")
+    return (f"the {first} {r.unit} is {_key(r.after)} (exact: the {r.unit} before it, "
+            f"{_key(r.before)}, is {r.before.verdict.value}{gap})")
+
+
+def _key(p: NightlyPoint) -> str:
+    """A build as the answer names it: a re-spin by its build tag too."""
+    return p.key + (f" (build {p.build})" if p.build and not p.commit else "")
+
+
+def inert_commits(r: BisectResult) -> list[str]:
+    """The short shas of the inert commits between a commit answer's pair (`test/` or `docs/`
+    only: they took the verdict of the commit before them)."""
+    return [line.split(" ", 1)[0][:12] for line in r.commits
+            if line.split(" ", 2)[1:2] == ["inert"]]
+
+
+def unit_count(n: int, unit: str) -> str:
+    """`n` of `unit`, in the plural when not one: "1 nightly", "3 nightlies"."""
+    plural = {"nightly": "nightlies"}.get(unit, unit + "s")
+    return f"{n} {unit if n == 1 else plural}"

@@ -3,7 +3,7 @@
 Every cell of the page, the Markdown table and the timeline goes through `mark_for_case`,
 `mark_for_run` or `INFRA`; the legend is generated from the same table, so it cannot drift.  The
 words are any regression's: which cases are controls, and which API a build may lack, are the
-probe's (its CONTROLS and REQUIRES_API, report/regression.py).
+probe's (its CONTROLS and REQUIRES_API, page/regression.py).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..utils.words import count
-from .page import KindView
+from .parts import KindView
 
 
 class _Kind(Protocol):  # config.runners.Kind, as far as the page reads it

@@ -13,8 +13,8 @@ from functools import cache
 import jinja2
 from markupsafe import Markup, escape
 
-from ..utils.words import visible
-from .page import PageView
+from ...page.parts import Page, PageView
+from ...utils.words import visible
 
 
 def code_spans(text: str) -> Markup:
@@ -80,3 +80,12 @@ def render_fold_pages(page: PageView) -> dict[str, str]:
                                                page_title=page.title))
             for section in page.sections for group in section.groups
             for fold in group.folds if fold.folded}
+
+
+class HtmlWriter:
+    """index.html, the page a reader opens (the pages of folded nightlies go beside it)."""
+
+    name = "index.html"
+
+    def render(self, page: Page) -> str:
+        return render_html(page.view, page.site_home)

@@ -10,9 +10,18 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from ..utils.words import visible
-from .marks import Mark
-from .page import Advice, Comparison, Environment, KindView, PageView, Row, Section
+from ...page.marks import Mark
+from ...page.parts import (
+    Advice,
+    Comparison,
+    Environment,
+    KindView,
+    Page,
+    PageView,
+    Row,
+    Section,
+)
+from ...utils.words import visible
 
 _CHANNEL = {"stable": "stable", "test": "rc", "nightly": "nightly", "dev": "dev",
             "preinstalled": "preinstalled"}
@@ -196,3 +205,12 @@ def _runtime(env: Environment) -> str:
     if env.cuda_runtime:
         return "CUDA " + env.cuda_runtime
     return "no CUDA runtime" if env.cuda_reported else "CUDA runtime not reported by the probe"
+
+
+class MarkdownWriter:
+    """summary.md, the headline and table for a GitHub issue or a job summary."""
+
+    name = "summary.md"
+
+    def render(self, page: Page) -> str:
+        return render_markdown(page.view)

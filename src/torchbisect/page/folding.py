@@ -14,7 +14,7 @@ import re
 from collections import Counter
 
 from .marks import Mark
-from .page import Fold, Row
+from .parts import Fold, Row
 
 # Two identical neighbours read fine unfolded; from three on, the repetition hides the changes.
 FOLD_MIN = 3

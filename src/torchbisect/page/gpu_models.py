@@ -24,7 +24,7 @@ from .headline import (
     state_of,
     version_key,
 )
-from .page import Comparison, ComparisonRow, Section
+from .parts import Comparison, ComparisonRow, Section
 
 _WORDS = {"bad": ("aff", "affected"), "good": ("ok", "not affected"),
           "absent": ("na", "without the API"),

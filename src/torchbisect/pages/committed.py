@@ -28,10 +28,10 @@ from pathlib import Path
 from .. import defaults
 from ..config.matrix import References
 from ..errors import CommandFailed, ConfigError
+from ..page.folding import FOLD_DIR
+from ..report import RunSource, render_runs
+from ..report.site import bisections_of, by_probe
 from ..utils import owned, proc
-from . import RunSource, render_runs
-from .folding import FOLD_DIR
-from .site import bisections_of, by_probe
 
 # What may differ between two renders of the same data: when each was drawn.
 _STAMPS = re.compile(r'(Generated \d{4}-\d\d-\d\d \d\d:\d\d UTC'
@@ -69,7 +69,7 @@ def _store_copy(store: str) -> Callable[[Path, Path], RunSource]:
 
 def _probe_documents(pattern: str) -> Callable[[Path, Path], RunSource]:
     def open_documents(repo: Path, scratch: Path) -> RunSource:
-        from .probe_files import DocumentSource
+        from ..report.probe_files import DocumentSource
 
         return DocumentSource(sorted(repo.glob(pattern)))
     return open_documents
@@ -166,7 +166,7 @@ def regenerate(repo: Path, *, check: bool = False, say=print) -> list[str]:
             if not check:
                 _replace(repo / page.folder, fresh, names)
                 if "index.html" in stale:
-                    _screenshots(repo, repo / page.folder, say)
+                    _screenshots(repo / page.folder, say)
     return changed
 
 
@@ -180,9 +180,10 @@ def _replace(folder: Path, fresh: Path, names: list[str]) -> None:
         shutil.copyfile(fresh / name, folder / name)
 
 
-def _screenshots(repo: Path, folder: Path, say) -> None:
-    """Retake the page's screenshots with headless Chromium (the tests' driver), when present."""
-    helper = repo / "tests" / "helpers" / "chromium.py"
+def _screenshots(folder: Path, say) -> None:
+    """Retake the page's screenshots with headless Chromium (chromium.py, the tests' driver too),
+    when present."""
+    helper = Path(__file__).with_name("chromium.py")  # run as a script: the standard library only
     if not (shutil.which("chromium") or shutil.which("chromium-browser")) or not helper.is_file():
         say(f"{folder}: screenshots not retaken: no chromium on PATH (apt-get install chromium)")
         return

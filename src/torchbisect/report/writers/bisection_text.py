@@ -1,47 +1,21 @@
 """A finished bisection as text: the terminal report and the Markdown for a CI job summary.
 
-(The page's view of a bisection is `bisections.py`.)  Everything a probe reported reaches Markdown
-through `md_text` or a code span, and only a GitHub compare URL becomes a link.
+(The page's view of a bisection, and its answer in one line, `lead`, are `bisections.py`.)
+Everything a probe reported reaches Markdown through `md_text` or a code span, and only a GitHub
+compare URL becomes a link.
 """
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from ..outcome import BisectResult, Direction, NightlyPoint
+from ...outcome import BisectResult, NightlyPoint
+from ...page.bisections import inert_commits, lead, unit_count
 from .markdown import md_text, md_url
 
-
-def lead(r: BisectResult) -> str:
-    """The answer in one line, and how exact it is: "the first bad nightly is one of 3: …"."""
-    first = "first bad" if r.direction is Direction.REGRESSION else "first fixed"
-    if r.after is None:
-        return f"no {first} {r.unit} found"
-    if not r.exact:
-        return f"the {first} {r.unit} is one of {len(r.candidates)}: {', '.join(r.candidates)}"
-    if r.before is None:
-        return f"the {first} {r.unit} is {_key(r.after)}"
-    gap = f"; no nightly was published on {', '.join(r.missing)}" \
-        if r.missing and r.unit == "nightly" else ""
-    if inert := inert_commits(r):
-        return (f"the {first} {r.unit} is {r.after.key} (exact: the commit before it that can "
-                f"change the package, {r.before.key}, is {r.before.verdict.value}; the "
-                f"{_count(len(inert), 'commit')} between them {'is' if len(inert) == 1 else 'are'} "
-                "inert)")
-    return (f"the {first} {r.unit} is {_key(r.after)} (exact: the {r.unit} before it, "
-            f"{_key(r.before)}, is {r.before.verdict.value}{gap})")
-
-
-def _key(p: NightlyPoint) -> str:
-    """A build as the answer names it: a re-spin by its build tag too."""
-    return p.key + (f" (build {p.build})" if p.build and not p.commit else "")
-
-
-def inert_commits(r: BisectResult) -> list[str]:
-    """The short shas of the inert commits between a commit answer's pair (`test/` or `docs/`
-    only: they took the verdict of the commit before them)."""
-    return [line.split(" ", 1)[0][:12] for line in r.commits
-            if line.split(" ", 2)[1:2] == ["inert"]]
+if TYPE_CHECKING:
+    from ...bisect.run import Bisection
 
 
 def _line(name: str, p: NightlyPoint | None) -> str:
@@ -61,7 +35,7 @@ def render_text(r: BisectResult, *, new_runs: int, commit_runs: int = 0) -> str:
     lines = [lead(r), _line(names[0], r.before), _line(names[1], r.after)]
     if not r.exact:
         n = len(r.candidates) - 1
-        lines.append(f"not exact:  {_count(n, r.unit)} between them could not be judged")
+        lines.append(f"not exact:  {unit_count(n, r.unit)} between them could not be judged")
     lines.append(f"compare:    {r.compare_url or 'unavailable (main sha unknown)'}")
     if r.commits:
         lines.append(f"commits:    {len(r.commits)}")
@@ -168,11 +142,6 @@ def _commit_markdown(c: BisectResult) -> list[str]:
 _COMPARE = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/compare/[0-9a-f]{7,40}\.\.\.[0-9a-f]{7,40}")
 
 
-def _count(n: int, unit: str) -> str:
-    plural = {"nightly": "nightlies"}.get(unit, unit + "s")
-    return f"{n} {unit if n == 1 else plural}"
-
-
 def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
@@ -182,3 +151,21 @@ def _code(text: str) -> str:
     is said as "unknown", not drawn as an empty span."""
     inner = " ".join(str(text).split()).replace("`", "'").replace("|", "\\|")
     return f"`{inner}`" if inner else "unknown"
+
+
+class BisectionTextWriter:
+    """The terminal's report of a finished bisection (`bisect` prints it)."""
+
+    name = "text"
+
+    def render(self, done: Bisection) -> str:
+        return render_text(done.result, new_runs=done.new_runs, commit_runs=done.commit_runs)
+
+
+class BisectionMarkdownWriter:
+    """A finished bisection for a CI job summary (`bisect --markdown` appends it)."""
+
+    name = "markdown"
+
+    def render(self, done: Bisection) -> str:
+        return render_markdown(done.result)

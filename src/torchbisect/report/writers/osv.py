@@ -21,20 +21,21 @@ affected (fixed) nightly in `per_gpu` is named only when it is exact, else the s
 
 `published` is the first time the record said anything (kept from the previous record, else the
 earliest affected run); `modified` moves only when the content changes.  The id, summary and the
-words of `details` are the probe's (report/regression.py): its OSV_ID, title, description and
+words of `details` are the probe's (page/regression.py): its OSV_ID, title, description and
 workaround; the API it needs names the releases measured without it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
-from ..config.matrix import References
-from ..model import CellRun
-from ..outcome import BisectResult, Direction
-from .advice import upstream_of, upstream_search
-from .headline import (
+from ...config.matrix import References
+from ...model import CellRun
+from ...outcome import BisectResult, Direction
+from ...page.advice import upstream_of, upstream_search
+from ...page.headline import (
     Course,
     Headline,
     NightlyEdge,
@@ -43,8 +44,9 @@ from .headline import (
     gpu_of,
     is_release,
 )
-from .regression import Regression, probe_of, regression_for
-from .timeline import safe_url
+from ...page.parts import Page
+from ...page.regression import Regression, probe_of, regression_for
+from ...page.timeline import safe_url
 
 REPO = "https://github.com/pytorch/pytorch"
 TESTED = "Ranges below are over the releases torchbisect tested"
@@ -296,3 +298,19 @@ def _stamp_of(text: str) -> str:
     except (TypeError, ValueError):
         return ""
     return _stamp(when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc))
+
+
+class OsvWriter:
+    """affected.json, the findings as an OSV record for a scanner: the headlines of the page's
+    GPU models and the edges they disagree on, as the page says them."""
+
+    name = "affected.json"
+
+    def render(self, page: Page) -> str:
+        view = page.view
+        record = osv_document(list(page.runs), list(page.bisections), generated=page.generated,
+                              headlines=tuple(s.headline for s in view.sections),
+                              differences=view.comparison.differences if view.comparison else (),
+                              links=page.links, previous=page.previous,
+                              regression=view.regression)
+        return json.dumps(record, indent=2, ensure_ascii=False) + "\n"

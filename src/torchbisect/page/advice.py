@@ -19,7 +19,7 @@ from urllib.parse import quote_plus, unquote_plus, urlsplit
 from .. import home
 from ..config.matrix import References
 from .headline import Headline
-from .page import Advice, Section
+from .parts import Advice, Section
 from .regression import Regression
 
 NO_WORKAROUND = "The probe names no workaround."

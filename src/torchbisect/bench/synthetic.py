@@ -14,8 +14,8 @@ from typing import Any
 
 from .. import defaults
 from ..model import PROBE_SCHEMA, CellRun, Channel, ProbeResult, RunStatus, Verdict, roll_up
-from .probe_files import cell_for
-from .regression import regression_for
+from ..page.regression import regression_for
+from ..report.probe_files import cell_for
 
 # The default probe's cases and controls, as its file says them: the runs made up here are its.
 _PROBE = regression_for(defaults.PROBE)
