@@ -2,12 +2,15 @@
 lock kept up to date.
 
 `torchbisect plan`, `matrix`, `probe` and the benchmarks call these; nothing here reads the command
-line, so each takes what it needs as keyword arguments.
+line, so each takes what it needs as keyword arguments.  The lock is written here only: when the
+plan is resolved, and after a run the hashes its installer found for wheels the index published
+none for (`pin_found_hashes`).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -20,12 +23,12 @@ from ..defaults import PROBE as DEFAULT_PROBE
 from ..errors import ConfigError, ResolveError
 from ..index.fetch import local_path
 from ..index.tags import host_platform, runner_platform
-from ..model import Plan
+from ..model import CellRun, Plan
 from ..probe.scripts import own_probes, stand_ins
 from ..utils.gpus import driver_version
 from .cost import with_sizes
 from .deps import with_deps
-from .lock import Lock, lock_path
+from .lock import Lock, lock_path, pin_sha256
 from .resolve import build_plan, preinstalled_plan
 
 Say = Callable[[str], None]
@@ -96,6 +99,15 @@ def resolve_plan(matrix: Path, *, lock: Path | None = None, offline: bool = Fals
     for missing in plan.missing:
         say(f"missing {missing.channel.value} {missing.what}: {missing.reason}")
     return plan
+
+
+def pin_found_hashes(runs: Sequence[CellRun], lock_file: Path) -> None:
+    """Record in the lock the sha256 of wheels the plan did not know and the installer hashed
+    (the run stage hands its new runs here: the lock is the plan's to write)."""
+    for run in runs:
+        if run.cell.url and not run.cell.sha256 and re.fullmatch(r"[0-9a-f]{64}",
+                                                                 run.wheel_sha256):
+            pin_sha256(lock_file, run.cell.id, run.wheel_sha256)
 
 
 def unnamed_probes(config: MatrixConfig, note: Say) -> None:
