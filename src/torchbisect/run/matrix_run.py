@@ -107,8 +107,8 @@ def _cells(options: MatrixOptions, gpus: Sequence[Gpu], handler: Handler,
 
 
 def _plan(options: MatrixOptions, handler: Handler, *, preinstalled_only: bool = False) -> Plan:
-    return planning.resolve_plan(options.matrix, lock=options.lock, offline=options.offline,
-                                 driver=options.driver, say=handler.note,
+    return planning.resolve_plan(options.config, matrix=options.matrix, lock=options.lock,
+                                 offline=options.offline, driver=options.driver, say=handler.note,
                                  select=globs(options.cells),
                                  preinstalled_only=preinstalled_only)
 
