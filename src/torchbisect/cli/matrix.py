@@ -33,6 +33,9 @@ from ..utils.console import make_console
 from ..utils.words import count
 from . import options as flags
 
+# It probes on the GPUs, writes the store and the work folder, and plans from --matrix.
+NEEDS = flags.Needs(gpu=flags.ALWAYS, holds=("store", "workdir"), plans=flags.ALWAYS)
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument

@@ -21,7 +21,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -219,6 +219,28 @@ def shard_spec(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"expected I/N with 1 <= I <= N, e.g. 2/3; got {text!r}") from None
     return text
+
+
+Gate = Callable[[argparse.Namespace], bool]
+
+
+def _always(args: argparse.Namespace) -> bool:
+    return True
+
+
+ALWAYS: Gate = _always
+
+
+@dataclass(frozen=True, kw_only=True)
+class Needs:
+    """What a command needs before it runs, declared by its own module as `NEEDS` (main applies
+    the gates: cli/__init__.py); a module that declares none needs none of them."""
+
+    gpu: Gate | None = None  # when it probes on a GPU (given its flags): --require-gpu applies
+    holds: tuple[str, ...] = ()  # the flags (dests) naming what it writes, locked in this order
+    default_workdir: bool = True  # a --workdir left out is the default one, and held
+    plans: Gate | None = None  # when it plans from --matrix: outside a project its default is
+    # the package's own matrix, copied into the data folder first (defaults.py)
 
 
 def add_gate_options(parser: argparse.ArgumentParser, *, gpu: bool, lock: bool,

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from ..config.runners import Kind, Runners
 
 
+NEEDS = flags.Needs(plans=flags.ALWAYS)  # it plans from --matrix
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     flags.add_matrix_option(parser, "the matrix file")
     parser.add_argument("--json", type=flags.Output("file", stdout=True), metavar="OUT",

@@ -45,6 +45,12 @@ if TYPE_CHECKING:
     from ..config.matrix import MatrixConfig
 
 
+# It probes on a GPU, and holds only what it is told to write (a one-off probe writes nothing of
+# its own); it plans from --matrix unless asked for the interpreter's own torch.
+NEEDS = flags.Needs(gpu=flags.ALWAYS, holds=("store", "workdir"), default_workdir=False,
+                    plans=lambda args: args.cell != PREINSTALLED_ID)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("cell", nargs="?", default=PREINSTALLED_ID,
