@@ -1,5 +1,6 @@
-"""Each input is read once: `matrix` and `report` open matrix.yaml one time each (the command
-loads it into its options, and nothing below the command reads the file again), and one builder
+"""Each input is read once: `matrix`, `report` and `plan` open matrix.yaml one time each (the
+command loads it into its options, and nothing below the command reads the file again; `plan`
+with runner kinds plans every kind from that one reading), and one builder
 makes the page's inputs for both, so the page `matrix` draws is the page `report` draws from the
 same store."""
 
@@ -76,3 +77,16 @@ def test_matrix_and_report_read_matrix_yaml_once_and_draw_the_same_page(project,
     assert drawn_by_matrix == drawn_by_report
     assert {"stale_replay/index.html", "cumsum_64bit/index.html", "index.html"} <= set(
         drawn_by_report)
+
+
+def test_plan_reads_matrix_yaml_once_for_every_kind_it_plans(tmp_path, monkeypatch, capsys):
+    """`plan --runners` plans each declared kind (three here) from the one reading of the file."""
+    from helpers.runner_kinds import make_world
+
+    monkeypatch.chdir(make_world(tmp_path))
+    with opens_of(tmp_path / "matrix.yaml") as opens:
+        status = call("plan", "--store", "none.sqlite", "--runners", "runners.yaml",
+                      "--lock-dir", "locks")
+    assert status == Exit.OK, capsys.readouterr()
+    assert len(opens) == 1, f"`plan` opened matrix.yaml {len(opens)} times"
+    assert len(list((tmp_path / "locks").glob("*.lock.json"))) >= 2  # each kind planned
