@@ -1,7 +1,8 @@
 """Command line: `python -m torchbisect <command>`; the nox sessions are thin wrappers around it.
 
-Each command lives in its own module here with `configure(parser)` and `run(args) -> int`; only the
-chosen command's module is imported, so `plan` never pays for the Docker SDK.
+Each command lives in its own module here with `configure(parser)` and `run(args) -> int`, and
+declares what it needs as `NEEDS` (options.py's `Needs`: a GPU, the paths it locks, a plan); only
+the chosen command's module is imported, so `plan` never pays for the Docker SDK.
 `main` is the one place that turns a TorchbisectError into a one-sentence message and exit code,
 and any other exception into `Exit.FAILED` with its traceback in a file (exits.py is the table of
 statuses): a gate reading the status then never takes torchbisect's own failure for a verdict.
@@ -21,15 +22,18 @@ import sys
 import tempfile
 import threading
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import defaults
-from ..cells import PREINSTALLED
 from ..errors import IndexUnreachable, InfraError, TorchbisectError
 from ..exits import Exit
 from ..utils.words import visible
+
+if TYPE_CHECKING:
+    from .options import Needs
 
 # command name (also its module under torchbisect.cli) -> one-line help
 COMMANDS = {
@@ -56,19 +60,6 @@ _INDEX_ADVICE = {
 }
 _MATRIX_INDEX_ADVICE = "or point `indexes` in the matrix file (--matrix) at a mirror"
 
-# Commands that probe on a GPU, and when: `bisect --script` decides without the probe.
-_GPU_RUNS: dict[str, Callable[[argparse.Namespace], bool]] = {
-    "matrix": lambda args: True,
-    "probe": lambda args: True,
-    "bisect": lambda args: args.script is None and args.bad is not None,  # --forget alone: no
-}
-# Commands that write a store or a workdir, and the flags naming them (locked in this order).
-_HOLDS = {"matrix": ("store", "workdir"), "probe": ("store", "workdir"),
-          "bisect": ("store", "workdir"), "merge": ("out",)}
-# Commands that plan from --matrix: outside a project its default is the package's own matrix,
-# copied into the data folder first (defaults.py).
-_PLANS = ("plan", "matrix", "probe")
-
 
 def _parser(chosen: str | None) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
     """The top-level parser, and the chosen command's own (the only one configured)."""
@@ -87,11 +78,14 @@ def _parser(chosen: str | None) -> tuple[argparse.ArgumentParser, argparse.Argum
                              epilog=epilog(name),
                              formatter_class=argparse.RawDescriptionHelpFormatter)
         if name == chosen:
+            from .options import Needs
+
             module = importlib.import_module(f"{__name__}.{name}")
             module.configure(cmd)
-            _add_gates(cmd, name)
+            needs = getattr(module, "NEEDS", Needs())
+            _add_gates(cmd, needs)
             cmd.set_defaults(_run=module.run, _check=getattr(module, "check_args", None),
-                             _outputs=_outputs(cmd))
+                             _outputs=_outputs(cmd), _needs=needs)
             own = cmd
     return parser, own
 
@@ -101,8 +95,8 @@ def _parse(argv: list[str], chosen: str | None) -> argparse.Namespace:
     from . import usage
 
     parser, own = _parser(chosen)
-    if own is not None and chosen is not None:
-        _beside_the_matrix(own, chosen, argv)
+    if own is not None:
+        _beside_the_matrix(own, argv)
     words = usage.completing()
     if words is not None:
         usage.complete(parser)  # answers the shell and exits
@@ -114,7 +108,7 @@ def _parse(argv: list[str], chosen: str | None) -> argparse.Namespace:
     return args
 
 
-def _beside_the_matrix(cmd: argparse.ArgumentParser, name: str, argv: list[str]) -> None:
+def _beside_the_matrix(cmd: argparse.ArgumentParser, argv: list[str]) -> None:
     """Outside a project, the folder of a `--matrix FILE` is one (as `init` makes it): the
     store, page and work folder the command writes by default go beside the file, as its lock
     does, instead of into the per-user data folder.  Only the defaults change: a flag given
@@ -123,12 +117,13 @@ def _beside_the_matrix(cmd: argparse.ArgumentParser, name: str, argv: list[str])
     if matrix is None or defaults.in_project():
         return
     folder = Path(matrix).expanduser().parent
+    needs = cmd.get_default("_needs")
     given = {word.split("=", 1)[0] for word in argv if word.startswith("--")}
     has = {o for action in cmd._actions for o in action.option_strings}
     for dest, path in (("store", Path("reports/results.sqlite")), ("out", Path("reports")),
                        ("workdir", Path(".torchbisect"))):
         writes = cmd.get_default(dest) is not None or (
-            dest == "workdir" and name in _HOLDS and name != "probe")
+            dest == "workdir" and dest in needs.holds and needs.default_workdir)
         if writes and f"--{dest}" in has and f"--{dest}" not in given:
             cmd.set_defaults(**{dest: folder / path})
 
@@ -142,11 +137,11 @@ def _flag_value(argv: list[str], flag: str) -> str | None:
     return None
 
 
-def _add_gates(cmd: argparse.ArgumentParser, name: str) -> None:
+def _add_gates(cmd: argparse.ArgumentParser, needs: Needs) -> None:
     from .options import add_gate_options
 
     has = {o for action in cmd._actions for o in action.option_strings}
-    add_gate_options(cmd, gpu=name in _GPU_RUNS, lock=name in _HOLDS,
+    add_gate_options(cmd, gpu=needs.gpu is not None, lock=bool(needs.holds),
                      allow_no_gpu="--allow-no-gpu" not in has)
 
 
@@ -253,8 +248,8 @@ def _gated(args: argparse.Namespace, argv: list[str]) -> int:
         check_output(getattr(args, dest), flag, kind)
     check_interpreter(getattr(args, "interpreter", None))
     _require_gpu(args)
-    if args.command in _PLANS and not (args.command == "probe" and args.cell == PREINSTALLED) \
-            and defaults.refresh_default_matrix(args.matrix):
+    plans = args._needs.plans
+    if plans is not None and plans(args) and defaults.refresh_default_matrix(args.matrix):
         print(f"torchbisect {args.command}: no matrix.yaml here, so torchbisect's default "
               f"matrix is planned; results go to {defaults.data_home()}/ (`torchbisect init` "
               "writes a matrix.yaml here to edit, and keeps them here)", file=sys.stderr)
@@ -262,7 +257,7 @@ def _gated(args: argparse.Namespace, argv: list[str]) -> int:
     with project_probes(getattr(args, "matrix", None) or defaults.MATRIX):
         if args._check is not None:  # a flag's mistake is said at once, not after a held lock
             args._check(args)
-        held = [path for dest in _HOLDS.get(args.command, ()) if (path := _held(args, dest))]
+        held = [path for dest in args._needs.holds if (path := _held(args, dest))]
         with runlock.hold(held, command=" ".join(["torchbisect", *argv]),
                           wait=getattr(args, "wait", False),
                           say=lambda text: print(f"torchbisect {args.command}: {text}",
@@ -274,14 +269,14 @@ def _held(args: argparse.Namespace, dest: str) -> Path | None:
     """What a command holds: the paths it names; a workdir left out is the default one, but
     `probe` holds only what it is told to write (a one-off probe writes nothing of its own)."""
     value = getattr(args, dest)
-    if value is None and dest == "workdir" and args.command != "probe":
+    if value is None and dest == "workdir" and args._needs.default_workdir:
         return defaults.WORKDIR
     return value
 
 
 def _require_gpu(args: argparse.Namespace) -> None:
     """A GPU job that sees no GPU must not pass as a green day with nothing probed."""
-    gpu_run = _GPU_RUNS.get(args.command)
+    gpu_run = args._needs.gpu
     if gpu_run is None or not gpu_run(args) or args.allow_no_gpu:
         return
     if args.require_gpu:

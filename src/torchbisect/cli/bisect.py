@@ -34,6 +34,14 @@ REPEAT_DEFAULT = ("--repeat 2, the default with --script: every nightly or commi
                   "of giving a wrong exact answer")
 
 
+def _probes_on_a_gpu(args: argparse.Namespace) -> bool:
+    """`bisect --script` decides without the probe, and `--forget` alone probes nothing."""
+    return args.script is None and args.bad is not None
+
+
+NEEDS = flags.Needs(gpu=_probes_on_a_gpu, holds=("store", "workdir"))
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--good", default=None, metavar="DATE|VERSION",

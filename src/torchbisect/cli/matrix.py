@@ -33,6 +33,9 @@ from ..utils.console import make_console
 from ..utils.words import count
 from . import options as flags
 
+# It probes on the GPUs, writes the store and the work folder, and plans from --matrix.
+NEEDS = flags.Needs(gpu=flags.ALWAYS, holds=("store", "workdir"), plans=flags.ALWAYS)
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
@@ -91,14 +94,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def matrix_options(args: argparse.Namespace) -> MatrixOptions:
-    """The flags as the run's options, once: with --kind, the kind's driver and lock too."""
-    flags.check_patterns(args.matrix, cells=args.cells, skip=args.skip)
+    """The flags as the run's options, once: matrix.yaml loaded (the one time it is read), with
+    --kind the kind's driver and lock too."""
+    config = None
+    if args.cells or args.skip:  # their patterns are checked against its entries first
+        config = flags.load_matrix_file(args.matrix)
+        flags.check_patterns(config, args.matrix, cells=args.cells, skip=args.skip)
     runners, kind = _kind(args)
+    if config is None:
+        config = flags.load_matrix_file(args.matrix)
     driver = args.driver
     if driver is None and kind is not None and kind.driver:  # the cells the plan job chose
         driver = kind.driver
     return MatrixOptions(
-        matrix=args.matrix, offline=args.offline, driver=driver,
+        matrix=args.matrix, config=config, offline=args.offline, driver=driver,
         lock=lock_path(args.matrix, lock=args.lock, lock_dir=args.lock_dir,
                        kind=kind.name if kind is not None else None),
         backend=args.backend, overlay=args.overlay, store=args.store, cells=args.cells,
@@ -142,12 +151,12 @@ def _summary(new: list[CellRun], reused: list[CellRun], console: Console, *, log
 def _render(options: MatrixOptions, out: Path, console: Console, *,
             empty_reason: str = "") -> None:
     from ..report import render
-    from ..report.references import links_from
     from ..store.db import Store
 
     # With --kind the shard's attendance is already in the store: the local page says which
     # declared kinds reported, as the published one does.
+    page = flags.page_inputs(options.config, options.matrix, options.runners)
     with Store(options.store) as store:
-        for path in render(store, out, empty_reason=empty_reason,
-                           links=links_from(options.matrix), runners=options.runners):
+        for path in render(store, out, empty_reason=empty_reason, links=page.links,
+                           runners=page.runners, probes=page.probes):
             console.print(f"wrote {path}", highlight=False)

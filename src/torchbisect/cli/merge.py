@@ -28,10 +28,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from ..errors import ConfigError
-from .options import Output
+from .options import Needs, Output
 
 # How far a runner's clock may run ahead of the merge's before its entries are refused.
 CLOCK_SKEW = timedelta(minutes=10)
+
+
+NEEDS = Needs(holds=("out",))  # the store it writes, locked against a second run
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -21,8 +21,10 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import defaults
 from ..cells import may_match
@@ -30,6 +32,10 @@ from ..errors import ConfigError
 from ..exits import Exit
 from ..model import CellRun, RunStatus, Verdict
 from ..utils import files
+
+if TYPE_CHECKING:
+    from ..config.matrix import MatrixConfig, References
+    from ..config.runners import Runners
 
 
 class Output:
@@ -172,7 +178,7 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
                              "(`-`: to stdout, the rest of the output to stderr)")
 
 
-def write_json(target: str | None, runs: list[CellRun], bisections=()) -> None:
+def write_json(target: str | Path | None, runs: list[CellRun], bisections=()) -> None:
     if not target:
         return
     from ..report import results_json
@@ -215,6 +221,28 @@ def shard_spec(text: str) -> str:
     return text
 
 
+Gate = Callable[[argparse.Namespace], bool]
+
+
+def _always(args: argparse.Namespace) -> bool:
+    return True
+
+
+ALWAYS: Gate = _always
+
+
+@dataclass(frozen=True, kw_only=True)
+class Needs:
+    """What a command needs before it runs, declared by its own module as `NEEDS` (main applies
+    the gates: cli/__init__.py); a module that declares none needs none of them."""
+
+    gpu: Gate | None = None  # when it probes on a GPU (given its flags): --require-gpu applies
+    holds: tuple[str, ...] = ()  # the flags (dests) naming what it writes, locked in this order
+    default_workdir: bool = True  # a --workdir left out is the default one, and held
+    plans: Gate | None = None  # when it plans from --matrix: outside a project its default is
+    # the package's own matrix, copied into the data folder first (defaults.py)
+
+
 def add_gate_options(parser: argparse.ArgumentParser, *, gpu: bool, lock: bool,
                      allow_no_gpu: bool) -> None:
     """The flags of the gates main applies before a command runs (see cli/__init__.py)."""
@@ -254,16 +282,50 @@ def exit_status(runs: list[CellRun], fail_on: frozenset[str]) -> Exit:
     return Exit.NO_VERDICT if "infra" in fail_on and infra else Exit.OK
 
 
-def check_patterns(matrix: Path, **flags_given: str | None) -> None:
+def load_matrix_file(matrix: Path) -> MatrixConfig:
+    """matrix.yaml, read and checked once by the command that needs it (every layer below takes
+    the loaded `MatrixConfig`); a missing or wrong file is one sentence."""
+    from ..config.matrix import load_matrix
+
+    return load_matrix(matrix)
+
+
+def matrix_if_there(matrix: Path) -> MatrixConfig | None:
+    """matrix.yaml for a command that only reads it when it is there (`report`)."""
+    return load_matrix_file(matrix) if Path(matrix).is_file() else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PageInputs:
+    """What a page is drawn with besides its runs, the same for `matrix` and `report`: the
+    links (`references:` of the matrix, the repository it is built from), the probes the matrix
+    names (each drawn, runs or not) and the declared runner kinds (their attendance)."""
+
+    links: References
+    probes: tuple[str, ...] = ()
+    runners: Runners | None = None
+
+
+def page_inputs(config: MatrixConfig | None, matrix: Path,
+                runners: Runners | None = None) -> PageInputs:
+    """The one builder of a page's inputs: from the loaded matrix file (None: there is none)."""
+    from ..report.references import links_from
+
+    return PageInputs(links=links_from(config, matrix),
+                      probes=tuple(getattr(config, "probes", None) or ()), runners=runners)
+
+
+def check_patterns(config: MatrixConfig, matrix: Path, **flags_given: str | None) -> None:
     """`--cells`/`--skip` patterns (or probe's cell id) that no cell of the matrix's entries can
     match, refused before
     any index is asked: their channel, listed versions and nightly dates are known without one
-    (a release range's versions are not, so `stable-9*` under `all from 2.3` waits for the plan)."""
-    if not any(flags_given.values()) or not Path(matrix).is_file():
-        return  # planning names a missing matrix file
+    (a release range's versions are not, so `stable-9*` under `all from 2.3` waits for the plan).
+    `config` is the loaded `matrix` file."""
+    if not any(flags_given.values()):
+        return
     from ..run.selection import globs
 
-    shapes = _shapes(matrix)
+    shapes = _shapes(config)
     for flag, text in flags_given.items():
         wrong = [p for p in globs(text) if not any(may_match([p], s) for s in shapes)]
         if wrong:
@@ -273,7 +335,7 @@ def check_patterns(matrix: Path, **flags_given: str | None) -> None:
             said = "the cell asked for" if flag == "cell" else f"--{flag}"
             raise ConfigError(f"{said}: no cell of {matrix} can match {', '.join(wrong)} (its "
                               f"entries give ids like {', '.join(like.values())}); {hint}")
-        _check_tags(matrix, globs(text), shapes,
+        _check_tags(config, matrix, globs(text), shapes,
                     "the cell asked for" if flag == "cell" else f"--{flag}")
 
 
@@ -281,14 +343,13 @@ _CUDA_PART = re.compile(r"cu\d+|cpu")
 _PYTHON_PART = re.compile(r"cp\d+t?")
 
 
-def _check_tags(matrix: Path, patterns: Sequence[str], shapes: list[str], said: str) -> None:
+def _check_tags(config: MatrixConfig, matrix: Path, patterns: Sequence[str], shapes: list[str],
+                said: str) -> None:
     """A pattern naming a CUDA tag (`cu999`) or a Python (`cp27`) that no release, candidate
     or nightly entry builds for, refused before any index is asked (a `dev` or preinstalled
     cell it may match is left to the plan)."""
     from ..cells import python_tag
-    from ..config.matrix import load_matrix
 
-    config = load_matrix(matrix)
     entries = [*config.stable, *config.test, *config.nightly]
     chosen = [config.settings(e) for e in entries]
     cudas = {t for c in chosen for t in (config.cuda_tags if c.cuda == "auto" else [c.cuda])}
@@ -308,14 +369,12 @@ def _check_tags(matrix: Path, patterns: Sequence[str], shapes: list[str], said: 
                                   f"{', '.join(sorted(pythons))})")
 
 
-def _shapes(matrix: Path) -> list[str]:
+def _shapes(config: MatrixConfig) -> list[str]:
     """Globs of the ids each entry of the matrix can produce, known without an index."""
     from datetime import datetime, timezone
 
     from .. import cells as ids
-    from ..config.matrix import load_matrix
 
-    config = load_matrix(matrix)
     today = datetime.now(timezone.utc).date()
     shapes = []
     for channel, entries in (("stable", config.stable), ("test", config.test)):

@@ -15,11 +15,19 @@ import contextlib
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from ..errors import ConfigError
 from ..plan.cost import describe, estimate
 from . import options as flags
+from .plan_options import PlanOptions
 from .plan_table import plan_one, stored_cells, stored_runs
+
+if TYPE_CHECKING:
+    from ..config.runners import Kind, Runners
+
+
+NEEDS = flags.Needs(plans=flags.ALWAYS)  # it plans from --matrix
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -72,38 +80,61 @@ def configure(parser: argparse.ArgumentParser) -> None:
                             "the token, or when GitHub does not answer, every kind is queued")
 
 
-def run(args: argparse.Namespace) -> int:
+def plan_options(args: argparse.Namespace) -> PlanOptions:
+    """The flags as `plan`'s options: their mistakes said first, then runners.yaml and
+    matrix.yaml read, each once."""
     _check_flags(args)
-    if args.json == "-":  # the document alone on stdout: every line of the plan to stderr
+    runners: Runners | None = None
+    kinds: tuple[Kind, ...] = ()
+    if args.runners is not None:
+        from ..config.runners import load_runners
+        from .plan_kinds import chosen
+
+        runners = load_runners(args.runners)
+        kinds = chosen(runners, args.kind)
+    config = None if args.kinds_only else flags.load_matrix_file(args.matrix)
+    return PlanOptions(
+        matrix=args.matrix, config=config, json=args.json, lock=args.lock, offline=args.offline,
+        driver=args.driver, store=args.store, hash=args.hash, python=args.python,
+        platform=args.platform, previous_lock=args.previous_lock, shards=args.shards,
+        github_output=args.github_output, runners=runners, kinds=kinds, lock_dir=args.lock_dir,
+        previous_lock_dir=args.previous_lock_dir, json_dir=args.json_dir,
+        kinds_only=args.kinds_only, online_runners=tuple(args.online_runners or ()))
+
+
+def run(args: argparse.Namespace) -> int:
+    options = plan_options(args)
+    if options.json == "-":  # the document alone on stdout: every line of the plan to stderr
         out = sys.stdout
         with contextlib.redirect_stdout(sys.stderr):
-            return _run(args, json_to=out)
-    return _run(args, json_to=None)
+            return _run(options, json_to=out)
+    return _run(options, json_to=None)
 
 
-def _run(args: argparse.Namespace, *, json_to) -> int:
-    if args.runners is not None:
+def _run(options: PlanOptions, *, json_to: TextIO | None) -> int:
+    if options.runners is not None:
         from .plan_kinds import run_kinds
 
-        return run_kinds(args)
-    previous = args.previous_lock if args.previous_lock and args.previous_lock.is_file() else None
-    locked = plan_one(args, lock=args.lock, previous=previous, driver=args.driver,
-                      platform=args.platform)
+        return run_kinds(options)
+    previous = (options.previous_lock if options.previous_lock and options.previous_lock.is_file()
+                else None)
+    locked = plan_one(options, lock=options.lock, previous=previous, driver=options.driver,
+                      platform=options.platform)
     plan = locked.plan
-    stored = stored_cells(args.store, plan)
+    stored = stored_cells(options.store, plan)
     cost = estimate(plan.cells, stored=[c for c, s in stored.items() if s == "yes"],
-                    lock=locked.lock, runs=stored_runs(args.store), gpus=_gpu_count())
+                    lock=locked.lock, runs=stored_runs(options.store), gpus=_gpu_count())
     print(describe(cost))
     doc = {**plan.to_json(), "cost": cost.to_json()}  # the figures the lines above say
     if json_to is not None:
         json_to.write(json.dumps(doc, indent=2) + "\n")
-    elif args.json:
-        flags.write_text(args.json, json.dumps(doc, indent=2) + "\n")
-    if args.github_output:
+    elif options.json:
+        flags.write_text(options.json, json.dumps(doc, indent=2) + "\n")
+    if options.github_output:
         # never more shards than cells: a GPU runner with nothing to probe is a wasted job
-        total = min(args.shards or 1, max(len(plan.cells), 1))
+        total = min(options.shards or 1, max(len(plan.cells), 1))
         shards = [f"{i}/{total}" for i in range(1, total + 1)]
-        with args.github_output.open("a", encoding="utf-8") as out:
+        with options.github_output.open("a", encoding="utf-8") as out:
             out.write(f"shards={json.dumps(shards)}\ncells={len(plan.cells)}\n")
     return 0
 

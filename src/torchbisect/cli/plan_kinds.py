@@ -9,15 +9,18 @@ the file `matrix --runners … --kind NAME` reads by default too (plan/lock.py's
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..config.runners import Kind, Runners, load_runners
+from ..config.runners import Kind, Runners
 from ..plan.cost import describe, estimate
 from ..plan.lock import lock_path
 from ..utils.words import count
 from .plan_table import plan_one, stored_cells, stored_runs
+
+if TYPE_CHECKING:
+    from .plan_options import PlanOptions
 
 
 def chosen(runners: Runners, name: str | None) -> tuple[Kind, ...]:
@@ -27,34 +30,35 @@ def chosen(runners: Runners, name: str | None) -> tuple[Kind, ...]:
     return (runners.kind(name) if name else runners.kinds[0],)
 
 
-def run_kinds(args: argparse.Namespace) -> int:
-    runners = load_runners(args.runners)
-    kinds = chosen(runners, args.kind)
-    if args.kinds_only:
-        _write_kinds(args.github_output, runners, kinds[0])
+def run_kinds(options: PlanOptions) -> int:
+    runners, kinds = options.runners, options.kinds
+    assert runners is not None, "run_kinds plans the kinds of --runners"
+    if options.kinds_only:
+        assert options.github_output is not None  # plan_options requires it
+        _write_kinds(options.github_output, runners, kinds[0])
         return 0
     offline: tuple[Kind, ...] = ()
-    if args.online_runners:
+    if options.online_runners:
         from ..plan.online import check
 
-        found = check(kinds, args.online_runners)
+        found = check(kinds, options.online_runners)
         for line in found.said:
             print(f"online runners: {line}")
         offline = found.offline
     probes: list[dict] = []
     for kind in kinds:
-        shards = _plan_kind(args, kind, runners)  # planned and locked, online or not
+        shards = _plan_kind(options, kind, runners)  # planned and locked, online or not
         if kind in offline and shards:
             print(f"{kind.name}: {count(len(shards), 'shard')} not queued: no runner online")
             shards = []
         probes += shards
-    if args.github_output:
-        with args.github_output.open("a", encoding="utf-8") as out:
+    if options.github_output:
+        with options.github_output.open("a", encoding="utf-8") as out:
             out.write(f"probes={json.dumps(probes)}\n")
     return 0
 
 
-def _plan_kind(args: argparse.Namespace, kind: Kind, runners: Runners) -> list[dict]:
+def _plan_kind(options: PlanOptions, kind: Kind, runners: Runners) -> list[dict]:
     """Plan one kind, print its table under its name; its shards as job-matrix entries."""
     print(f"\n{kind.name}: {kind.gpu}, {kind.platform}, "
           f"driver {kind.driver or 'not declared'} ({runners.path}:{kind.line})")
@@ -63,23 +67,23 @@ def _plan_kind(args: argparse.Namespace, kind: Kind, runners: Runners) -> list[d
               f"of each release; add `driver:` (its runners' oldest) at {runners.path}:"
               f"{kind.line} to plan only what they can run")
     previous = None
-    if args.previous_lock_dir is not None:
-        previous = lock_path(args.matrix, lock_dir=args.previous_lock_dir, kind=kind.name)
+    if options.previous_lock_dir is not None:
+        previous = lock_path(options.matrix, lock_dir=options.previous_lock_dir, kind=kind.name)
         if not previous.is_file():
             print(f"note: no previous lock of {kind.name} at {previous}: its first run, so new "
                   "pins only")
             previous = None
-    lock = lock_path(args.matrix, lock_dir=args.lock_dir, kind=kind.name)
-    locked = plan_one(args, lock=lock, previous=previous, driver=kind.driver,
+    lock = lock_path(options.matrix, lock_dir=options.lock_dir, kind=kind.name)
+    locked = plan_one(options, lock=lock, previous=previous, driver=kind.driver,
                       platform=kind.platform, host_driver=False, kind=kind)
     plan = locked.plan
-    stored = stored_cells(args.store, plan, kind=kind)
+    stored = stored_cells(options.store, plan, kind=kind)
     cost = estimate(plan.cells, stored=[c for c, s in stored.items() if s == "yes"],
-                    lock=locked.lock, runs=stored_runs(args.store, kind), gpus=kind.shards)
+                    lock=locked.lock, runs=stored_runs(options.store, kind), gpus=kind.shards)
     print(describe(cost))
-    if args.json_dir:
-        args.json_dir.mkdir(parents=True, exist_ok=True)
-        (args.json_dir / f"{kind.name}.plan.json").write_text(
+    if options.json_dir:
+        options.json_dir.mkdir(parents=True, exist_ok=True)
+        (options.json_dir / f"{kind.name}.plan.json").write_text(
             json.dumps({**plan.to_json(), "cost": cost.to_json()}, indent=2) + "\n",
             encoding="utf-8")
     if not plan.cells:

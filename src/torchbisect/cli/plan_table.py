@@ -3,7 +3,6 @@ cells, from where, whether a verdict is stored), what is missing, the notes and 
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,22 +14,23 @@ from ..utils.words import count
 
 if TYPE_CHECKING:
     from ..config.runners import Kind
+    from .plan_options import PlanOptions
 
 _COLUMNS = ("id", "channel", "version", "cuda", "source", "stored")
 
 
-def plan_one(args: argparse.Namespace, *, lock: Path | None, previous: Path | None,
+def plan_one(options: PlanOptions, *, lock: Path | None, previous: Path | None,
              driver: str | None, platform: str | None, host_driver: bool = True,
              kind: Kind | None = None) -> Locked:
     """Plan and lock for one machine (or kind), and print its table, what is missing, the notes
     and where the lock went; with `kind`, only its GPU's verdicts count as stored."""
     notes: list[str] = []
-    locked = plan_and_lock(args.matrix, lock=lock, previous=previous, offline=args.offline,
-                           driver=driver, python=args.python, platform=platform,
-                           hasher=sha256_of if args.hash else None, host_driver=host_driver,
-                           note=notes.append)
+    locked = plan_and_lock(options.planned, matrix=options.matrix, lock=lock, previous=previous,
+                           offline=options.offline, driver=driver, python=options.python,
+                           platform=platform, hasher=sha256_of if options.hash else None,
+                           host_driver=host_driver, note=notes.append)
     plan = locked.plan
-    _print_table(plan, stored_cells(args.store, plan, kind=kind))
+    _print_table(plan, stored_cells(options.store, plan, kind=kind))
     for m in plan.missing:
         print(f"missing {m.channel.value} {m.what}: {m.reason}")
     for note in notes:

@@ -23,6 +23,7 @@ import argparse
 import dataclasses
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -39,6 +40,15 @@ from ..probe.scripts import available, default_probe, probe_info
 from ..utils.console import make_console, print_table
 from . import options as flags
 from .options import add_backend_option, add_interpreter_option, add_json_option, write_json
+
+if TYPE_CHECKING:
+    from ..config.matrix import MatrixConfig
+
+
+# It probes on a GPU, and holds only what it is told to write (a one-off probe writes nothing of
+# its own); it plans from --matrix unless asked for the interpreter's own torch.
+NEEDS = flags.Needs(gpu=flags.ALWAYS, holds=("store", "workdir"), default_workdir=False,
+                    plans=lambda args: args.cell != PREINSTALLED_ID)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -72,44 +82,95 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_json_option(parser)
 
 
-def run(args: argparse.Namespace) -> int:
-    console = make_console(stderr=args.json == "-")
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ProbeOptions:
+    """What `probe` is asked to do, built once from the flags: the cell and probe asked for
+    (`CELL.NAME` split), and matrix.yaml loaded (None for the preinstalled cell without one)."""
+
+    cell: str  # the cell's id, without a `.NAME` of its probe
+    probe: str | None = None  # --probe, or the NAME of CELL.NAME
+    matrix: Path  # where matrix.yaml is: the lock beside it, the sentences that name it
+    config: MatrixConfig | None  # matrix.yaml, loaded once
+    lock: Path | None = None
+    offline: bool = False
+    driver: str | None = None
+    backend: str | None = None
+    overlay: bool = False
+    gpu: int | None = None
+    cases: str | None = None
+    trials: int | None = None
+    store: Path | None = None
+    interpreter: str | None = None
+    workdir: Path | None = None
+    out: Path | None = None
+    json: str | Path | None = None
+
+
+def probe_options(args: argparse.Namespace) -> ProbeOptions:
+    """The flags as `probe`'s options, each input read once, its mistakes said in one
+    sentence."""
     asked = _asked(args.cell, args.probe)
     if asked.probe is not None:
         probe_info(asked.probe)  # a probe that is not there, or not readable: one sentence
-    cell = with_torch_version(_overrides(_find(args, asked), args),
-                              python=args.interpreter or host_python())
-    _require_torch(cell, args)
+    return ProbeOptions(
+        cell=asked.cell, probe=asked.probe, matrix=args.matrix,
+        config=_matrix(args.matrix, asked.cell), lock=args.lock, offline=args.offline,
+        driver=args.driver, backend=args.backend, overlay=args.overlay, gpu=args.gpu,
+        cases=args.cases, trials=args.trials, store=args.store, interpreter=args.interpreter,
+        workdir=args.workdir, out=args.out, json=args.json)
+
+
+def _matrix(matrix: Path, cell: str) -> MatrixConfig | None:
+    """matrix.yaml for the cell asked: none for the preinstalled cell without the file; a
+    mistake in it is said as it is where the cell's id is checked against its entries, else as
+    what keeps the cell from being looked up."""
+    if cell == PREINSTALLED_ID and not matrix.is_file():
+        return None
+    if cell != PREINSTALLED_ID and matrix.is_file():
+        return flags.load_matrix_file(matrix)
+    try:
+        return flags.load_matrix_file(matrix)
+    except ConfigError as err:
+        raise ConfigError(f"cannot look up cell {cell!r}: {err}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    options = probe_options(args)
+    console = make_console(stderr=options.json == "-")
+    cell = with_torch_version(_overrides(_find(options), options),
+                              python=options.interpreter or host_python())
+    _require_torch(cell, options)
     with tempfile.TemporaryDirectory(prefix="torchbisect-probe-") as scratch:
-        result = _probe(cell, args, console, scratch=Path(scratch))
-    if args.store is not None:
+        result = _probe(cell, options, console, scratch=Path(scratch))
+    if options.store is not None:
         from ..store.db import Store
 
-        with Store(args.store) as store:
+        with Store(options.store) as store:
             run_id = store.add(result)
-        console.print(f"stored as run {run_id} in {args.store}", highlight=False)
-    write_json(args.json, [result])
+        console.print(f"stored as run {run_id} in {options.store}", highlight=False)
+    write_json(options.json, [result])
     if result.status is RunStatus.INFRA_FAILURE or result.verdict is None:
         return Exit.NO_VERDICT
     return result.verdict.exit_code
 
 
-def _probe(cell: Cell, args: argparse.Namespace, console: Console, *, scratch: Path) -> CellRun:
+def _probe(cell: Cell, options: ProbeOptions, console: Console, *, scratch: Path) -> CellRun:
     from ..backends import Purpose, choose_backend
     from ..run import execute
 
     purpose = Purpose.OWN_TORCH if cell.channel is Channel.PREINSTALLED else Purpose.BUILDS
-    workdir = args.workdir or (scratch if cell.channel is Channel.PREINSTALLED
-                               else defaults.WORKDIR)
-    backend = choose_backend(args.backend, BackendOptions(python=args.interpreter, workdir=workdir),
+    workdir = options.workdir or (scratch if cell.channel is Channel.PREINSTALLED
+                                  else defaults.WORKDIR)
+    backend = choose_backend(options.backend,
+                             BackendOptions(python=options.interpreter, workdir=workdir),
                              purpose=purpose, say=console.print)
-    gpu = _gpu(args.gpu)
+    gpu = _gpu(options.gpu)
     where = f"on {gpu.name}" if gpu else "without a GPU (a GPU probe can only say it cannot tell)"
     console.print(f"probing {cell.id} {where} with {backend.label}", highlight=False)
-    logs = args.out / "logs" if args.out is not None else scratch / "logs"
+    logs = options.out / "logs" if options.out is not None else scratch / "logs"
     result = execute.run_cell(backend, cell, gpu=gpu, logs_dir=logs)
     _print(result, console)
-    if args.out is not None:
+    if options.out is not None:
         console.print(f"log: {execute.log_path(logs, cell)}", highlight=False)
     return result
 
@@ -135,18 +196,20 @@ def _asked(text: str, probe: str | None) -> _Asked:
     return _Asked(cell=head, probe=tail)
 
 
-def _find(args: argparse.Namespace, asked: _Asked) -> Cell:
-    if asked.cell == PREINSTALLED_ID and not args.matrix.is_file():
+def _find(options: ProbeOptions) -> Cell:
+    asked = _Asked(cell=options.cell, probe=options.probe)
+    if options.config is None:
         return preinstalled_cell(probe=asked.probe or default_probe())
     from ..plan.planning import resolve_plan
 
     # The interpreter's own torch needs no index: only the matrix's settings for it.
     only_mine = asked.cell == PREINSTALLED_ID
     if not only_mine:  # an id no entry can give is said before any index is asked
-        flags.check_patterns(args.matrix, cell=asked.cell)
+        flags.check_patterns(options.config, options.matrix, cell=asked.cell)
     console = make_console(stderr=True)
     try:
-        plan = resolve_plan(args.matrix, lock=args.lock, offline=args.offline, driver=args.driver,
+        plan = resolve_plan(options.config, matrix=options.matrix, lock=options.lock,
+                            offline=options.offline, driver=options.driver,
                             say=lambda text: console.print(text, highlight=False),
                             preinstalled_only=only_mine)
     except ConfigError as err:
@@ -155,14 +218,14 @@ def _find(args: argparse.Namespace, asked: _Asked) -> Cell:
     for c in plan.cells:
         cells.setdefault(c.id, []).append(c)
     if asked.cell in cells:
-        return _one_probe(cells[asked.cell], asked.probe, args.matrix)
+        return _one_probe(cells[asked.cell], asked.probe, options.matrix)
     if asked.cell == PREINSTALLED_ID:
         return preinstalled_cell(probe=asked.probe or default_probe())
     import difflib
 
     close = difflib.get_close_matches(asked.cell, list(cells), n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else "; `torchbisect plan` lists them"
-    raise ConfigError(f"no cell {asked.cell!r} in the plan of {args.matrix}{hint}")
+    raise ConfigError(f"no cell {asked.cell!r} in the plan of {options.matrix}{hint}")
 
 
 def _one_probe(cells: list[Cell], probe: str | None, matrix: Path) -> Cell:
@@ -180,7 +243,7 @@ def _one_probe(cells: list[Cell], probe: str | None, matrix: Path) -> Cell:
     return same[0] if same else dataclasses.replace(cells[0], probe=probe, cases=())
 
 
-def _require_torch(cell: Cell, args: argparse.Namespace) -> None:
+def _require_torch(cell: Cell, options: ProbeOptions) -> None:
     """Probing an interpreter that has no torch cannot tell anything (125, as the probe script
     says there itself), and is no infrastructure failure: said before anything is run or stored."""
     if cell.channel is not Channel.PREINSTALLED or cell.base_image or cell.version:
@@ -188,16 +251,16 @@ def _require_torch(cell: Cell, args: argparse.Namespace) -> None:
     from ..backends.preinstalled import interpreter_of, no_torch_message
 
     raise NoTorch("cannot tell: " + no_torch_message(
-        interpreter_of(cell, args.interpreter or host_python())))
+        interpreter_of(cell, options.interpreter or host_python())))
 
 
-def _overrides(cell: Cell, args: argparse.Namespace) -> Cell:
+def _overrides(cell: Cell, options: ProbeOptions) -> Cell:
     changes: dict = {}
-    if args.cases:
-        changes["cases"] = tuple(c.strip() for c in args.cases.split(",") if c.strip())
-    if args.trials is not None:
-        changes["trials"] = args.trials
-    if args.overlay and cell.url:
+    if options.cases:
+        changes["cases"] = tuple(c.strip() for c in options.cases.split(",") if c.strip())
+    if options.trials is not None:
+        changes["trials"] = options.trials
+    if options.overlay and cell.url:
         changes["overlay"] = True
     return dataclasses.replace(cell, **changes) if changes else cell
 

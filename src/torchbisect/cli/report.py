@@ -14,11 +14,17 @@ several (or a matrix that names several under `probes:`), each regression's page
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from ..utils.words import visible
 from . import options as flags
+
+if TYPE_CHECKING:
+    from ..config.matrix import MatrixConfig
+    from ..config.runners import Runners
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -36,11 +42,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "in the store's latest run and which did not")
 
 
-def run(args: argparse.Namespace) -> int:
-    from ..report import render
-    from ..report.probe_files import DocumentSource
-    from ..report.references import links_from
+@dataclass(frozen=True, kw_only=True)
+class ReportOptions:
+    """What `report` is asked to draw, built once from the flags: matrix.yaml loaded (None when
+    there is no file), runners.yaml loaded with `--runners`."""
 
+    store: Path
+    out: Path
+    probe_json: tuple[Path, ...] = ()  # probe documents drawn instead of the store
+    bisections: tuple[Path, ...] = ()  # with probe_json: bisection results drawn beside them
+    matrix: Path  # where matrix.yaml is: its folder's repository is the page's
+    config: MatrixConfig | None  # matrix.yaml, loaded once (None: no file there)
+    runners: Runners | None = None
+
+
+def report_options(args: argparse.Namespace) -> ReportOptions:
+    """The flags as `report`'s options, each input read once, its mistakes said in one sentence."""
     runners = None
     if args.runners is not None:
         if args.probe_json:
@@ -50,32 +67,33 @@ def run(args: argparse.Namespace) -> int:
         from ..config.runners import load_runners
 
         runners = load_runners(args.runners)
-    links = links_from(args.matrix)
-    probes = matrix_probes(args.matrix)
-    if args.probe_json:
-        paths = render(DocumentSource(args.probe_json, args.bisection), args.out, links=links)
-    elif args.bisection:
+    return ReportOptions(store=args.store, out=args.out, probe_json=tuple(args.probe_json or ()),
+                         bisections=tuple(args.bisection), matrix=args.matrix,
+                         config=flags.matrix_if_there(args.matrix), runners=runners)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..report import render
+    from ..report.probe_files import DocumentSource
+
+    options = report_options(args)
+    page = flags.page_inputs(options.config, options.matrix, options.runners)
+    if options.probe_json:
+        paths = render(DocumentSource(list(options.probe_json), list(options.bisections)),
+                       options.out, links=page.links)
+    elif options.bisections:
         raise ConfigError("--bisection needs --probe-json; stored bisections are drawn already")
-    elif not args.store.is_file():
-        raise ConfigError(f"no result store at {args.store}: run `torchbisect matrix` first, "
+    elif not options.store.is_file():
+        raise ConfigError(f"no result store at {options.store}: run `torchbisect matrix` first, "
                           "or pass --store PATH (or --probe-json FILE …)")
     else:
         from ..store.db import Store
 
         # Not read_only: a read-only connection leaves -wal and -shm files beside the store
         # (published with it in CI); opening one never changes it (store/db.py).
-        with Store(args.store) as store:
-            paths = render(store, args.out, links=links, runners=runners, probes=probes)
+        with Store(options.store) as store:
+            paths = render(store, options.out, links=page.links, runners=page.runners,
+                           probes=page.probes)
     for path in paths:
         print(visible(f"wrote {path}"))  # as `matrix` says it, a path's ESC as ␛
     return 0
-
-
-def matrix_probes(matrix: Path) -> list[str]:
-    """The probes the matrix names under `probes:` (each drawn, runs or not); none without the
-    file or the key."""
-    if not Path(matrix).is_file():
-        return []
-    from ..config.matrix import load_matrix
-
-    return list(getattr(load_matrix(matrix), "probes", None) or ())

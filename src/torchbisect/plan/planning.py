@@ -2,12 +2,16 @@
 lock kept up to date.
 
 `torchbisect plan`, `matrix`, `probe` and the benchmarks call these; nothing here reads the command
-line, so each takes what it needs as keyword arguments.
+line, so each takes what it needs as keyword arguments, and nothing here reads matrix.yaml: the
+command loads it once and hands the loaded `MatrixConfig` down, with its path for the lock beside
+it.  The lock is written here only: when the plan is resolved, and after a run the hashes its
+installer found for wheels the index published none for (`pin_found_hashes`).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -15,17 +19,17 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..config.matrix import MatrixConfig, load_matrix
+from ..config.matrix import MatrixConfig
 from ..defaults import PROBE as DEFAULT_PROBE
 from ..errors import ConfigError, ResolveError
 from ..index.fetch import local_path
 from ..index.tags import host_platform, runner_platform
-from ..model import Plan
+from ..model import CellRun, Plan
 from ..probe.scripts import own_probes, stand_ins
 from ..utils.gpus import driver_version
 from .cost import with_sizes
 from .deps import with_deps
-from .lock import Lock, lock_path
+from .lock import Lock, lock_path, pin_sha256
 from .resolve import build_plan, preinstalled_plan
 
 Say = Callable[[str], None]
@@ -41,17 +45,18 @@ class Locked:
     changed: bool  # whether the file's bytes changed
 
 
-def plan_and_lock(matrix: Path, *, lock: Path | None = None, previous: Path | None = None,
+def plan_and_lock(config: MatrixConfig, *, matrix: Path, lock: Path | None = None,
+                  previous: Path | None = None,
                   offline: bool = False, driver: str | None = None, python: str | None = None,
                   platform: str | None = None, hasher: Callable[[str], str] | None = None,
                   select: Sequence[str] = (), host_driver: bool = True, note: Say) -> Locked:
-    """Resolve `matrix` (for this interpreter, host and driver unless told) and save its lock;
+    """Resolve `config`, the loaded `matrix` file (for this interpreter, host and driver unless
+    told), and save its lock;
     without `host_driver` a `driver` of None means none at all (a runner kind that declares
     none, planned on another machine), never this machine's;
     `previous`, an older lock, supplies pins the lock lacks (and allows --offline without one).
     With `select` (the globs of --cells) only the entries those can match are resolved, and the
     lock keeps its other cells as they were."""
-    config = load_matrix(matrix)
     unnamed_probes(config, note)
     path = lock_path(matrix, lock=lock)
     locked = Lock.load(path)
@@ -79,23 +84,33 @@ def plan_and_lock(matrix: Path, *, lock: Path | None = None, previous: Path | No
     return Locked(plan=plan, lock=saved, path=path, changed=changed)
 
 
-def resolve_plan(matrix: Path, *, lock: Path | None = None, offline: bool = False,
+def resolve_plan(config: MatrixConfig, *, matrix: Path, lock: Path | None = None,
+                 offline: bool = False,
                  driver: str | None = None, say: Say = print, select: Sequence[str] = (),
                  preinstalled_only: bool = False) -> Plan:
-    """The plan of `matrix` for this interpreter and host, the lock kept up to date, notes and
-    missing builds said as they are found; `select` as for `plan_and_lock`; with
-    `preinstalled_only`, only the interpreter's own torch (no index, no lock)."""
+    """The plan of `config` (the loaded `matrix` file) for this interpreter and host, the lock
+    kept up to date, notes and missing builds said as they are found; `select` as for
+    `plan_and_lock`; with `preinstalled_only`, only the interpreter's own torch (no index, no
+    lock)."""
     if preinstalled_only:
-        config = load_matrix(matrix)
         unnamed_probes(config, lambda text: say(f"note: {text}"))
         return preinstalled_plan(config, python=_this_python(),
                                  platform=host_platform(),
                                  today=datetime.now(timezone.utc).date())
-    plan = plan_and_lock(matrix, lock=lock, offline=offline, driver=driver, select=select,
-                         note=lambda text: say(f"note: {text}")).plan
+    plan = plan_and_lock(config, matrix=matrix, lock=lock, offline=offline, driver=driver,
+                         select=select, note=lambda text: say(f"note: {text}")).plan
     for missing in plan.missing:
         say(f"missing {missing.channel.value} {missing.what}: {missing.reason}")
     return plan
+
+
+def pin_found_hashes(runs: Sequence[CellRun], lock_file: Path) -> None:
+    """Record in the lock the sha256 of wheels the plan did not know and the installer hashed
+    (the run stage hands its new runs here: the lock is the plan's to write)."""
+    for run in runs:
+        if run.cell.url and not run.cell.sha256 and re.fullmatch(r"[0-9a-f]{64}",
+                                                                 run.wheel_sha256):
+            pin_sha256(lock_file, run.cell.id, run.wheel_sha256)
 
 
 def unnamed_probes(config: MatrixConfig, note: Say) -> None:

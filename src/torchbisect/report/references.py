@@ -1,7 +1,8 @@
 """Where the page points its reader: the upstream report, the published page and the
 repository the page is built from, as `references:` in the matrix file (config/matrix.py's
 `References`, the one type of them) with the repository worked out here.  `torchbisect report`
-and `torchbisect matrix` both draw their pages with `links_from`."""
+and `torchbisect matrix` both draw their pages with `links_from`, given the matrix file they
+loaded (the file is not read here)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import re
 import shutil
 from pathlib import Path
 
-from ..config.matrix import References, load_matrix
+from ..config.matrix import MatrixConfig, References
 
 
-def links_from(matrix: Path) -> References:
-    """The page's links: `references:` in `matrix` (none when there is no file), with the
-    repository the page is built from (`repository_url`) in place of the one it names."""
-    refs = load_matrix(matrix).references if Path(matrix).is_file() else None
+def links_from(config: MatrixConfig | None, matrix: Path) -> References:
+    """The page's links: `references:` in `config`, the loaded `matrix` file (none without
+    one), with the repository the page is built from (`repository_url`) in place of the one it
+    names."""
+    refs = config.references if config is not None else None
     return (refs or References()).model_copy(
         update={"repository": repository_url(matrix, refs) or None})
 

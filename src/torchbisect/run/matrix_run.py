@@ -6,14 +6,14 @@ on a mismatch, nothing probed: kind.py); resolve the plan (plan/planning.py; onl
 `--cells` can match); pick this run's cells (selection.py); choose the backend; split the cells
 into those to probe and the verdicts already stored; probe the rest (schedule.py); let the
 backend tidy up (docker: prunes uv's cache volume); store the shard's attendance, also after a
-failure or an interrupt; pin the hashes the installer found.  Without a GPU only a preinstalled
+failure or an interrupt; hand the hashes the installer found to the plan stage, which
+pins them in the lock (plan/planning.py).  Without a GPU only a preinstalled
 torch is probed, unless `allow_no_gpu` (no_gpu.py).  What the user sees goes through the
 `Handler` (progress.py); printing the summary and drawing the report are the command's.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +22,7 @@ from ..backends.base import Backend, BackendOptions, finishing
 from ..backends.preinstalled import with_torch_version
 from ..model import Attendance, Cell, CellRun, Plan
 from ..plan import planning
-from ..plan.lock import Lock, pin_sha256
+from ..plan.lock import Lock
 from ..store.db import Store
 from ..utils.clock import now
 from ..utils.gpus import Gpu
@@ -72,7 +72,7 @@ def run_matrix(options: MatrixOptions, handler: Handler) -> MatrixRun:
             if roll is not None:
                 attendance = roll.end(store)
                 handler.attended(attendance)
-        _pin_hashes(new, options.lock)
+        planning.pin_found_hashes(new, options.lock)
     return MatrixRun(new=tuple(new), reused=tuple(reused), attendance=attendance,
                      empty_reason=empty_reason)
 
@@ -107,8 +107,8 @@ def _cells(options: MatrixOptions, gpus: Sequence[Gpu], handler: Handler,
 
 
 def _plan(options: MatrixOptions, handler: Handler, *, preinstalled_only: bool = False) -> Plan:
-    return planning.resolve_plan(options.matrix, lock=options.lock, offline=options.offline,
-                                 driver=options.driver, say=handler.note,
+    return planning.resolve_plan(options.config, matrix=options.matrix, lock=options.lock,
+                                 offline=options.offline, driver=options.driver, say=handler.note,
                                  select=globs(options.cells),
                                  preinstalled_only=preinstalled_only)
 
@@ -160,10 +160,3 @@ def run_picked(picked: Selection, *, backend: Backend, store: Store,
         return run_cells(picked.to_run, backend, store=store, gpus=slots, logs_dir=logs,
                          lookahead=lookahead, handler=handler)
 
-
-def _pin_hashes(runs: list[CellRun], lock_file: Path) -> None:
-    """Record in the lock the sha256 of wheels the plan did not know and the installer hashed."""
-    for run in runs:
-        if run.cell.url and not run.cell.sha256 and re.fullmatch(r"[0-9a-f]{64}",
-                                                                 run.wheel_sha256):
-            pin_sha256(lock_file, run.cell.id, run.wheel_sha256)

@@ -1,7 +1,9 @@
 """What a matrix run is asked to do: `MatrixOptions`, built once from the flags (cli/matrix.py)
 and read, never written, by `run_matrix` (run/matrix_run.py).
 
-The values derived from the flags are here too, worked out once by the command: the lock file
+The values derived from the flags are here too, worked out once by the command: matrix.yaml,
+loaded (nothing below the command reads the file again; its path stays for the lock beside it
+and the sentences that name it), the lock file
 (`--lock`, a runner kind's `<lock-dir>/<kind>.lock.json`, else `<matrix>.lock.json`), the driver
 the plan is for (`--driver`, else the one the kind declares), and the kind itself.
 """
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..backends.base import host_python
+from ..config.matrix import MatrixConfig
 from ..config.runners import Kind, Runners
 
 
@@ -19,7 +22,8 @@ from ..config.runners import Kind, Runners
 class MatrixOptions:
     # The paths have no defaults here: defaults.py's follow the current folder, so the command
     # that builds the options reads them when it runs.
-    matrix: Path
+    matrix: Path  # where matrix.yaml is: the lock beside it, the sentences that name it
+    config: MatrixConfig  # matrix.yaml, loaded once by the command
     lock: Path  # the lock file the plan reads and the installer pins into
     offline: bool = False  # plan from the lock alone
     driver: str | None = None  # the driver the plan is for (None: this machine's)
