@@ -41,7 +41,7 @@ def _commit_facts(c: BisectResult) -> list[tuple[str, str]]:
             ("commit compare", public_text(c.compare_url))]
 
 
-def _sha(point) -> str:
+def _sha(point: NightlyPoint | None) -> str:
     return (point.main_sha if point else "") or "unknown"
 
 

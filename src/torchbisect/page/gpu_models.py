@@ -10,6 +10,8 @@ between models, so a reader on one model does not take another's answer for thei
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..model import CellRun, Channel
 from .headline import (
     NightlyEdge,
@@ -31,7 +33,7 @@ _WORDS = {"bad": ("aff", "affected"), "good": ("ok", "not affected"),
           "unknown": ("na", "no verdict"), "": ("none", "not tested")}
 
 
-def compare(sections: tuple[Section, ...], runs: list[CellRun], gpu_of,
+def compare(sections: tuple[Section, ...], runs: list[CellRun], gpu_of: Callable[[CellRun], str],
             api: str = "") -> Comparison | None:
     """The comparison of the models in `sections`, or None with fewer than two; `api`: the
     probe's REQUIRES_API, named where a release was measured without it."""

@@ -31,6 +31,9 @@ from ..model import NO_GPU, CellRun, Channel, Verdict
 from ..outcome import BisectResult, Direction
 from .marks import Mark, mark_for_run
 
+# How releases sort: a PEP 440 version in its order, one that is not after every one that is.
+VersionKey = tuple[int, Version | str, str]
+
 _DEV_DATE = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
 
 
@@ -70,7 +73,7 @@ def is_release(run: CellRun) -> bool:
 
 
 @lru_cache(maxsize=1 << 14)
-def version_key(version: str) -> tuple:
+def version_key(version: str) -> VersionKey:
     try:
         return (0, Version(version), version)
     except InvalidVersion:
@@ -320,7 +323,8 @@ def _span(versions: tuple[str, ...]) -> str:
     return versions[0] if len(versions) == 1 else f"{versions[0]} – {versions[-1]}"
 
 
-def marks_by(runs: list[CellRun], key) -> list[tuple[str, list[Mark]]]:
+def marks_by(runs: list[CellRun],
+             key: Callable[[CellRun], str]) -> list[tuple[str, list[Mark]]]:
     """Run marks grouped by `key(run)`; infrastructure failures say nothing and are left out."""
     groups: dict[str, list[Mark]] = {}
     for run in runs:

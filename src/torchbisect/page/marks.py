@@ -8,7 +8,7 @@ probe's (its CONTROLS and REQUIRES_API, page/regression.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -68,7 +68,7 @@ LEGEND: tuple[tuple[Mark, str], ...] = (
 )
 
 
-def legend_for(shown, api: str = "") -> tuple[tuple[tuple[Mark, str], ...],
+def legend_for(shown: Iterable[Mark], api: str = "") -> tuple[tuple[tuple[Mark, str], ...],
                                               tuple[tuple[Mark, str], ...]]:
     """The legend's entries for the marks a page shows, and the others (a page of one state
     explains that one first; the rest stay a click away).  An entry stands for every mark of its

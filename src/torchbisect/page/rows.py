@@ -7,6 +7,7 @@ probes and logs stay raw here (made public: no runner's paths); escaping is the 
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from .. import cells
 from ..model import CaseResult, Cell, CellRun, Channel, RunStatus, Verdict
@@ -17,7 +18,7 @@ from .parts import CaseCell, Column, Fact, Row
 from .public import public_text, public_url
 
 
-def env_of(run: CellRun) -> dict:
+def env_of(run: CellRun) -> dict[str, Any]:
     return run.result.env if run.result else {}
 
 
@@ -95,7 +96,7 @@ def _run_facts(run: CellRun) -> tuple[Fact, ...]:
     return tuple((k, str(v)) for k, v in pairs if v)
 
 
-def capability(env: dict) -> str:
+def capability(env: dict[str, Any]) -> str:
     cap = env.get("capability")
     if isinstance(cap, (list, tuple)):
         cap = ".".join(str(c) for c in cap)

@@ -13,16 +13,17 @@ import datetime as dt
 import re
 from collections import Counter
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from .. import cells
 from ..config.matrix import References
-from ..model import CellRun, Channel
+from ..model import Attendance, CellRun, Channel
 from ..outcome import BisectResult
 from .advice import build_advice
 from .bisections import bisect_view, gpu_of_bisection
 from .folding import fold_rows
 from .gpu_models import compare
-from .headline import build_headline, gpu_of, is_release, nightly_date, version_key
+from .headline import VersionKey, build_headline, gpu_of, is_release, nightly_date, version_key
 from .kinds import kind_views
 from .marks import Mark, legend_for
 from .parts import (
@@ -37,6 +38,9 @@ from .parts import (
 from .regression import Regression, probe_of, regression_for
 from .rows import build_row, capability, env_of
 from .timeline import build_timeline
+
+if TYPE_CHECKING:  # read only for its kinds (kinds.py); the page does not load runners.yaml
+    from ..config.runners import Runners
 
 CHANNEL_TITLES = {
     Channel.STABLE: "Stable releases",
@@ -63,7 +67,7 @@ def group_channel(run: CellRun) -> Channel:
     return run.cell.channel
 
 
-def row_key(run: CellRun) -> tuple:
+def row_key(run: CellRun) -> tuple[int, str, VersionKey, str, str, str]:
     order = list(Channel).index(group_channel(run))
     when = nightly_date(run) if run.cell.channel is Channel.NIGHTLY else ""
     return (order, when, version_key(run.cell.version), run.cell.cuda, run.cell.python,
@@ -82,7 +86,7 @@ def _groups(runs: list[CellRun], columns: tuple[Column, ...], where: str) -> tup
 def _environments(runs: list[CellRun]) -> tuple[Environment, ...]:
     """Where the verdicts came from, one line per GPU and driver (the CUDA runtime is each
     build's own: its runtimes are listed on that line); an infrastructure failure ran nothing."""
-    counts: dict[tuple[str, str, str], Counter] = {}
+    counts: dict[tuple[str, str, str], Counter[str]] = {}
     for r in runs:
         if r.result is None:
             continue
@@ -97,7 +101,7 @@ def _environments(runs: list[CellRun]) -> tuple[Environment, ...]:
                  for (g, d, cap), c in sorted(counts.items()))
 
 
-def _by_version(item: tuple[str, int]) -> tuple:
+def _by_version(item: tuple[str, int]) -> VersionKey:
     return version_key(item[0])
 
 
@@ -164,7 +168,8 @@ def _undated(runs: list[CellRun]) -> str:
 def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
                generated: dt.datetime, empty_reason: str = "",
                examples: tuple[tuple[str, str], ...] = (), links: References | None = None,
-               bench: dict | None = None, runners=None, attendance: Sequence = (),
+               bench: dict[str, Any] | None = None, runners: Runners | None = None,
+               attendance: Sequence[Attendance] = (),
                store: str = "", regression: Regression | None = None) -> PageView:
     """`runners` (config.runners.Runners, when runners.yaml is read) and the store's
     `attendance` say which declared kinds reported (kinds.py); `store` names what the runs

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -46,7 +47,7 @@ class _Chromium:
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_child, from_child)]
         self._profile = tempfile.mkdtemp(prefix="chromium-profile-")
 
-        def fds():  # in the child: the protocol's fixed descriptors
+        def fds() -> None:  # in the child: the protocol's fixed descriptors
             os.dup2(high[0], 3)
             os.dup2(high[1], 4)
 
@@ -58,13 +59,13 @@ class _Chromium:
         for fd in (to_child, from_child, *high):
             os.close(fd)
         self._id, self._buf = 0, b""
-        self.replies: dict[int, dict] = {}
-        self.inbox: dict[str, list[dict]] = {}  # each attached page's events, by session
+        self.replies: dict[int, dict[str, Any]] = {}
+        self.inbox: dict[str, list[dict[str, Any]]] = {}  # each attached page's events, by session
 
     def alive(self) -> bool:
         return self._proc.poll() is None
 
-    def send(self, method: str, session: str | None, params: dict) -> int:
+    def send(self, method: str, session: str | None, params: dict[str, Any]) -> int:
         self._id += 1
         message = {"id": self._id, "method": method, "params": params}
         if session:
@@ -89,14 +90,16 @@ class _Chromium:
         elif message.get("sessionId") in self.inbox:
             self.inbox[message["sessionId"]].append(message)
 
-    def call(self, method: str, session: str | None, timeout: float, **params) -> dict:
+    def call(self, method: str, session: str | None, timeout: float,
+             **params: Any) -> dict[str, Any]:
         sent = self.send(method, session, params)
         while sent not in self.replies:
             self.pump(timeout)
         reply = self.replies.pop(sent)
         if "error" in reply:
             raise RuntimeError(f"{method}: {reply['error']}")
-        return reply.get("result", {})
+        result: dict[str, Any] = reply.get("result", {})
+        return result
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # best effort: the process is killed below
@@ -136,7 +139,7 @@ class Browser:
 
     def __init__(self, width: int, height: int, *, mobile: bool = False, timeout: float = 60):
         self.width, self.height, self.mobile, self.timeout = width, height, mobile, timeout
-        self.events: list[dict] = []
+        self.events: list[dict[str, Any]] = []
         self.session: str | None = None
 
     def __enter__(self) -> Browser:
@@ -152,13 +155,13 @@ class Browser:
         self.call("Page.enable")
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._chromium.inbox.pop(self.session or "", None)
         with contextlib.suppress(Exception):  # the page and its context go; the process stays
             self.call("Target.disposeBrowserContext", session=False,
                       browserContextId=self._context)
 
-    def call(self, method: str, session: bool = True, **params):
+    def call(self, method: str, session: bool = True, **params: Any) -> dict[str, Any]:
         return self._chromium.call(method, self.session if session else None, self.timeout,
                                    **params)
 
@@ -168,7 +171,7 @@ class Browser:
         while not any(e.get("method") == "Page.loadEventFired" for e in self.events):
             self._chromium.pump(self.timeout)
 
-    def eval(self, expression: str):
+    def eval(self, expression: str) -> Any:  # the expression's value, as JSON reads it
         result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
         if "exceptionDetails" in result:
             raise RuntimeError(f"{expression[:60]}…: {result['exceptionDetails']}")

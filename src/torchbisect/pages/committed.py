@@ -28,6 +28,8 @@ from pathlib import Path
 from .. import defaults
 from ..config.matrix import References
 from ..errors import CommandFailed, ConfigError
+from ..model import CellRun
+from ..outcome import BisectResult
 from ..page.folding import FOLD_DIR
 from ..report import RunSource, render_runs
 from ..report.site import bisections_of, by_probe
@@ -76,13 +78,13 @@ def _probe_documents(pattern: str) -> Callable[[Path, Path], RunSource]:
 
 
 class _Loaded:
-    def __init__(self, runs, bisections):
+    def __init__(self, runs: list[CellRun], bisections: list[BisectResult]) -> None:
         self._runs, self._bisections = runs, bisections
 
-    def latest(self):
+    def latest(self) -> list[CellRun]:
         return self._runs
 
-    def bisections(self):
+    def bisections(self) -> list[BisectResult]:
         return self._bisections
 
 
@@ -149,7 +151,8 @@ def _old_folds(folder: Path, names: list[str]) -> list[str]:
                   if p.relative_to(folder).as_posix() not in names)
 
 
-def regenerate(repo: Path, *, check: bool = False, say=print) -> list[str]:
+def regenerate(repo: Path, *, check: bool = False,
+               say: Callable[[str], object] = print) -> list[str]:
     """Bring every committed page up to date (or, with `check`, only list the stale ones)."""
     changed = []
     now = dt.datetime.now(dt.timezone.utc)
@@ -180,7 +183,7 @@ def _replace(folder: Path, fresh: Path, names: list[str]) -> None:
         shutil.copyfile(fresh / name, folder / name)
 
 
-def _screenshots(folder: Path, say) -> None:
+def _screenshots(folder: Path, say: Callable[[str], object]) -> None:
     """Retake the page's screenshots with headless Chromium (chromium.py, the tests' driver too),
     when present."""
     helper = Path(__file__).with_name("chromium.py")  # run as a script: the standard library only

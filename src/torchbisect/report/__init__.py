@@ -24,10 +24,10 @@ from typing import Protocol, cast
 from .. import cells, defaults
 from ..config.matrix import References
 from ..errors import ConfigError
-from ..model import CellRun, Channel
+from ..model import NO_GPU, CellRun, Channel
 from ..outcome import BisectResult
 from ..page.folding import FOLD_DIR
-from ..page.headline import NO_GPU, gpu_of
+from ..page.headline import gpu_of
 from ..page.parts import Page, PageView
 from ..page.regression import Regression, probe_of, regression_for
 from ..page.view import build_view
