@@ -15,7 +15,6 @@ from html import unescape
 from pathlib import Path
 
 import pytest
-from test_report_osv import validator  # noqa: F401  (the OSV schema's validator fixture)
 
 from torchbisect.cli import main
 from torchbisect.model import PROBE_SCHEMA, CellRun, ProbeResult, RunStatus
