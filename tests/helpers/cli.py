@@ -2,17 +2,22 @@
 
 `torchbisect(...)` runs `python -m torchbisect` in a child process with this checkout's package
 first on the path, however the suite was launched; `call(...)` runs the same command line in this
-process (argparse's own exits become their status, as a shell would see it).  `one_sentence`
+process (argparse's own exits become their status, as a shell would see it), and `invoke(...)`
+runs it in this process as `torchbisect(...)` runs it in a child (a folder, an environment, its
+output captured as text): the unit tests run the CLI in-process only (tests/unit/conftest.py
+refuses a child there).  `one_sentence`
 asserts the rule every error a user can cause follows: one line, no traceback, the status the table
 gives its meaning (torchbisect/exits.py), and it returns that line to check further.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from helpers import REPO
@@ -45,6 +50,35 @@ def call(*argv: str | Path) -> int:
         return int(cli.main([str(a) for a in argv]))
     except SystemExit as done:  # argparse: --help, a usage error
         return int(done.code or 0)
+
+
+def invoke(*argv: str | Path, cwd: str | Path | None = None,
+           env_extra: Mapping[str, str] | None = None,
+           env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`torchbisect ARGV` run in this process as `torchbisect(...)` runs it in a child: in `cwd`,
+    with the environment `env` gives (default: this one) and `env_extra`, its status and its
+    text output returned as a CompletedProcess; the folder and the environment are restored."""
+    out, err = io.StringIO(), io.StringIO()
+    with _inside(cwd, {**(os.environ if env is None else env), **(env_extra or {})}), \
+            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = call(*argv)
+    return subprocess.CompletedProcess(["torchbisect", *map(str, argv)], status, out.getvalue(),
+                                       err.getvalue())
+
+
+@contextlib.contextmanager
+def _inside(cwd: str | Path | None, environ: Mapping[str, str]) -> Iterator[None]:
+    before, here = dict(os.environ), os.getcwd()
+    os.environ.clear()
+    os.environ.update(environ)
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        yield
+    finally:
+        os.chdir(here)
+        os.environ.clear()
+        os.environ.update(before)
 
 
 def one_sentence(stderr: str, status: int, expected: int, *, command: str | None = None) -> str:

@@ -274,13 +274,13 @@ def test_the_range_found_so_far_when_a_script_stops_the_bisection(direction, ver
 def test_a_probe_that_cannot_say_what_decides_is_one_sentence(source, message, tmp_path):
     """What decides a bisection is the probe's own declaration: a wrong one, or none, is one
     sentence naming the file (and line), exit 2, before anything is installed."""
-    from helpers.cli import one_sentence, torchbisect
+    from helpers.cli import invoke, one_sentence
 
     folder = tmp_path / "probes"
     folder.mkdir()
     (folder / "race.py").write_text(source)
-    done = torchbisect("bisect", "--probe", "race", "--good", "2025-08-01", "--bad",
-                       "2025-08-09", "--index-url", tmp_path, "--store", tmp_path / "s.sqlite",
-                       cwd=tmp_path, env_extra={"TORCHBISECT_PROBES": str(folder)})
+    done = invoke("bisect", "--probe", "race", "--good", "2025-08-01", "--bad", "2025-08-09",
+                  "--index-url", tmp_path, "--store", tmp_path / "s.sqlite", cwd=tmp_path,
+                  env_extra={"TORCHBISECT_PROBES": str(folder)})
     line = one_sentence(done.stderr, done.returncode, 2)
     assert message.format(folder=folder) in line

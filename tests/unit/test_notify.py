@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from act.github_standin import github_standin
 from helpers import make_cell, make_run
-from helpers.cli import one_sentence, torchbisect
+from helpers.cli import invoke, one_sentence
 
 from torchbisect.model import Attendance, Channel, RunStatus
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
@@ -48,7 +48,7 @@ def notify(hub, tmp_path, *args, token="t0ken"):
     if token:
         env["GITHUB_TOKEN"] = token
     (tmp_path / "summary.md").write_text(SUMMARY)
-    return torchbisect("notify", *args, cwd=tmp_path, env=env, timeout=60)
+    return invoke("notify", *args, cwd=tmp_path, env=env)
 
 
 def writes(hub):
@@ -113,8 +113,7 @@ def test_an_unreachable_api_is_one_sentence_and_exit_3(tmp_path):
     env.update(GITHUB_API_URL="http://127.0.0.1:9/api", GITHUB_REPOSITORY="o/r",
                GITHUB_TOKEN="x")
     (tmp_path / "s.md").write_text(SUMMARY)
-    done = torchbisect("notify", "--store", "a.sqlite", "--summary", "s.md", cwd=tmp_path, env=env,
-                       timeout=60)
+    done = invoke("notify", "--store", "a.sqlite", "--summary", "s.md", cwd=tmp_path, env=env)
     line = one_sentence(done.stderr, done.returncode, 3, command="notify")
     assert line.startswith("torchbisect notify: error: cannot reach the GitHub API")
 
@@ -315,8 +314,8 @@ def test_the_issue_body_names_the_models_their_difference_and_the_kinds(hub, tmp
                     stable("not_affected", "NVIDIA GB300"))
     with Store(path) as store:
         store.add_attendance(came("H200", "100-1", "2026-11-30"))
-    drawn = torchbisect("report", "--store", str(path), "--out", "site", "--runners",
-                        "runners.yaml", cwd=tmp_path, timeout=120)
+    drawn = invoke("report", "--store", str(path), "--out", "site", "--runners", "runners.yaml",
+                   cwd=tmp_path)
     assert drawn.returncode == 0, drawn.stderr
     done = notify(hub, tmp_path, "--store", str(path), "--summary", "site/summary.md",
                   "--runners", "runners.yaml")

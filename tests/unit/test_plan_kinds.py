@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import invoke
 from helpers.runner_kinds import make_world
 
 
@@ -21,8 +21,7 @@ def world(tmp_path: Path) -> Path:
 
 
 def plan(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--store", "none.sqlite",
-                           *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return invoke("plan", "--store", "none.sqlite", *args, cwd=cwd)
 
 
 def _wheels(lock: Path) -> list[str]:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from helpers.cli import invoke
 from helpers.loopback import Answer, Peer, Seen
 from helpers.runner_kinds import make_world
 
@@ -49,10 +49,9 @@ def _plan(world: Path, url: str, *, token: str | None = TOKEN) -> tuple[subproce
                                                                          list[dict]]:
     env = {k: v for k, v in os.environ.items() if k != "RUNNERS_TOKEN"}
     env.update({"GITHUB_API_URL": url, **({"RUNNERS_TOKEN": token} if token else {})})
-    done = subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--store", "none.sqlite",
-                           "--runners", "runners.yaml", "--lock-dir", "locks",
-                           "--online-runners", "repos/o/r", "--github-output", "out"],
-                          cwd=world, env=env, capture_output=True, text=True, timeout=120)
+    done = invoke("plan", "--store", "none.sqlite", "--runners", "runners.yaml", "--lock-dir",
+                  "locks", "--online-runners", "repos/o/r", "--github-output", "out", cwd=world,
+                  env=env)
     out = (world / "out").read_text() if (world / "out").exists() else ""
     probes = [json.loads(line.removeprefix("probes=")) for line in out.splitlines()
               if line.startswith("probes=")]
@@ -116,8 +115,6 @@ def test_a_check_that_cannot_be_made_queues_every_kind(world, token, status, why
 
 def test_online_runners_needs_the_runner_kinds(tmp_path):
     (tmp_path / "m.yaml").write_text("preinstalled: true\n")
-    done = subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--matrix", "m.yaml",
-                           "--online-runners", "repos/o/r"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=60)
+    done = invoke("plan", "--matrix", "m.yaml", "--online-runners", "repos/o/r", cwd=tmp_path)
     assert done.returncode == 2
     assert "--online-runners is for runner kinds: add --runners runners.yaml" in done.stderr

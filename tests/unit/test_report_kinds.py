@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import REPO
+from helpers.cli import invoke
 
 from torchbisect.model import Attendance
 from torchbisect.report.synthetic import synthetic_run as run
@@ -49,9 +48,7 @@ def came(kind: str, shard: str, run_id: str, day: str, *, gpu: str = "", cells: 
 
 
 def report(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    return subprocess.run([sys.executable, "-m", "torchbisect", "report", *args],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    return invoke("report", *args, cwd=tmp_path)
 
 
 def page_text(folder: Path) -> str:
@@ -242,13 +239,11 @@ def test_a_run_in_which_no_shard_reported_is_still_the_latest_run_through_its_ro
                   came("H200", "2/2", "100-1", "2026-11-30", gpu="NVIDIA H200")):
             db.add_attendance(a)
     (tmp_path / "runners.yaml").write_text(RUNNERS)
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "GITHUB_RUN_ID": "101",
-           "GITHUB_RUN_ATTEMPT": "1"}
+    env = {"GITHUB_RUN_ID": "101", "GITHUB_RUN_ATTEMPT": "1"}
     merged = tmp_path / "site" / "data" / "results.sqlite"
     # no probe job uploaded a store-shard artifact: the download made no folder at all
-    done = subprocess.run([sys.executable, "-m", "torchbisect", "merge", str(merged), str(shard),
-                           "--shards", "shards", "--roll-call"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = invoke("merge", merged, shard, "--shards", "shards", "--roll-call", cwd=tmp_path,
+                  env_extra=env)
     assert done.returncode == 0, done.stderr
     assert ("shards: no shard store (*/shard.sqlite) there: no shard of any runner kind "
             "reported, so none is merged") in done.stdout
@@ -263,8 +258,8 @@ def test_a_run_in_which_no_shard_reported_is_still_the_latest_run_through_its_ro
     assert kinds["GB300"]["state"] == "never"
     assert set(kinds) == {"H200", "GB300", "GH200"}  # the roll call is no kind of its own
     # merging it again changes nothing: the same run's roll call is kept once
-    subprocess.run([sys.executable, "-m", "torchbisect", "merge", str(merged), str(shard),
-                    "--roll-call"], cwd=tmp_path, env=env, capture_output=True, check=True)
+    assert invoke("merge", merged, shard, "--roll-call", cwd=tmp_path,
+                  env_extra=env).returncode == 0
     with Store(merged) as db:
         assert [a.run for a in db.attendance() if a.is_roll_call] == ["101-1"]
 
@@ -275,10 +270,8 @@ def test_merge_takes_every_shard_artifact_folder_under_shards(tmp_path):
             db.add_many([run(f"2.1{n + 3}.0+cu130", BAD, gpu="NVIDIA H200")])
             db.add_attendance(came("H200", f"{n}/2", "7-1", "2026-12-01", gpu="NVIDIA H200"))
     (tmp_path / "shards" / "store-shard-H200-3").mkdir()  # a job that uploaded only its logs
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    done = subprocess.run([sys.executable, "-m", "torchbisect", "merge", "out.sqlite",
-                           "prev.sqlite", "--allow-missing", "prev.sqlite", "--shards", "shards"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    done = invoke("merge", "out.sqlite", "prev.sqlite", "--allow-missing", "prev.sqlite",
+                  "--shards", "shards", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "shards/store-shard-H200-1/shard.sqlite: 1 runs added" in done.stdout
     assert "shards/store-shard-H200-2/shard.sqlite: 1 runs added" in done.stdout
