@@ -4,9 +4,6 @@ need no index come before any index is asked, and the shell completes what torch
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -106,43 +103,6 @@ def test_help_shows_examples_and_the_exit_statuses(command, capsys):
 def test_bisect_help_says_the_ends_may_be_releases(capsys):
     assert call("bisect", "--help") == 0
     assert "a release such as 2.9.0" in " ".join(capsys.readouterr().out.split())
-
-
-def test_plan_json_dash_is_a_real_pipe_and_writes_no_file(tmp_path):
-    (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
-    plan = subprocess.Popen([sys.executable, "-m", "torchbisect", "plan", "--json", "-"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    reader = subprocess.run([sys.executable, "-c", "import json, sys; "
-                             "print(sorted(json.load(sys.stdin)))"],
-                            stdin=plan.stdout, capture_output=True, text=True)
-    plan.stdout.close()
-    assert plan.wait() == 0, plan.stderr.read().decode()
-    assert reader.returncode == 0, reader.stderr
-    assert "cells" in reader.stdout
-    assert "1 cell" in plan.stderr.read().decode()  # the plan's own lines went to stderr
-    assert not (tmp_path / "-").exists()
-
-
-def test_completion_prints_shell_code_and_completes_commands_and_flags(tmp_path):
-    code = subprocess.run([sys.executable, "-m", "torchbisect", "completion", "bash"],
-                          capture_output=True, text=True, check=True).stdout
-    assert "complete " in code and "torchbisect" in code
-    registered = subprocess.run(["bash", "-c", 'eval "$1" && complete -p torchbisect', "-", code],
-                                capture_output=True, text=True)
-    assert registered.returncode == 0 and "torchbisect" in registered.stdout, registered.stderr
-
-    def complete(line: str) -> list[str]:
-        answer = tmp_path / "completions"
-        env = {**os.environ, "_ARGCOMPLETE": "1", "_ARGCOMPLETE_IFS": "\n",
-               "_ARGCOMPLETE_STDOUT_FILENAME": str(answer),
-               "COMP_LINE": line, "COMP_POINT": str(len(line))}
-        subprocess.run([sys.executable, "-m", "torchbisect"], env=env, cwd=tmp_path,
-                       capture_output=True, check=True)
-        return [word.strip() for word in answer.read_text().split("\n")]
-
-    assert "plan" in complete("torchbisect pl")
-    assert "--shards" in complete("torchbisect plan --sha")
-    assert "--backend" in complete("torchbisect matrix --back")
 
 
 def _shown_commands() -> list[str]:

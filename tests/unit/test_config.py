@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
 import yaml
 from helpers import TESTS
+from helpers.bad_matrices import expected_error
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -26,13 +24,6 @@ DATA = TESTS / "data" / "matrix"
 BAD = sorted((DATA / "bad").glob("*.yaml"))
 
 
-def expected_error(path: Path) -> str:
-    """The first line of each bad file: `# expect: {path}, line N, key `…`: …`."""
-    first = path.read_bytes().split(b"\n", 1)[0].decode()
-    assert first.startswith("# expect: "), path
-    return first[len("# expect: "):].replace("{path}", str(path))
-
-
 def test_there_are_30_plus_malformed_files():
     assert len(BAD) >= 30
 
@@ -43,15 +34,6 @@ def test_a_malformed_matrix_is_one_line_and_exit_code_2(path, capsys):
     out, err = capsys.readouterr()
     assert out == ""
     assert err == f"torchbisect plan: error: {expected_error(path)}\n"
-
-
-def test_the_real_command_prints_one_line_and_no_traceback(repo):
-    env = {**os.environ, "PYTHONPATH": str(repo / "src")}
-    for path in (DATA / "bad" / "step_not_number.yaml", DATA / "bad" / "yaml_syntax.yaml"):
-        proc = subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--matrix", str(path)],
-                              capture_output=True, text=True, env=env, cwd=repo)
-        assert proc.returncode == 2 and proc.stdout == ""
-        assert proc.stderr.splitlines() == [f"torchbisect plan: error: {expected_error(path)}"]
 
 
 def test_a_missing_matrix_file_names_the_flag(tmp_path):
