@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
+from itertools import pairwise
 from pathlib import Path
 
 from helpers import REPO
@@ -79,6 +80,16 @@ def _inside(cwd: str | Path | None, environ: Mapping[str, str]) -> Iterator[None
         os.chdir(here)
         os.environ.clear()
         os.environ.update(before)
+
+
+def starts_the_cli(args: object) -> bool:
+    """Whether a child's argv is torchbisect's: `python -m torchbisect …` or the script."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        return False  # a shell line or a bare program: no argv to read
+    argv = [os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a) for a in args]
+    if argv and os.path.basename(argv[0]) == "torchbisect":
+        return True
+    return any(a == "-m" and b.split(".")[0] == "torchbisect" for a, b in pairwise(argv))
 
 
 def one_sentence(stderr: str, status: int, expected: int, *, command: str | None = None) -> str:
