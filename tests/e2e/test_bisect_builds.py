@@ -27,6 +27,8 @@ from helpers import write_wheel
 from helpers.indexserver import serve
 from helpers.nightly_world import PY, TAG, env
 
+from torchbisect.exits import Exit
+
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")]
 
@@ -155,7 +157,7 @@ def test_cuda_auto_is_for_releases_only(tmp_path):
                            "--bad", "2025-08-20", "--cuda", "auto", "--store",
                            str(tmp_path / "r.sqlite"), "--workdir", str(tmp_path / "w")],
                           env=env(), cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == Exit.MISTAKE, done.stderr
     assert "--cuda auto chooses each release's build" in done.stderr
 
 

@@ -345,7 +345,7 @@ def test_a_regression_in_a_python_commit_is_found_exactly(tmp_path, culprit):
     site = subprocess.run([sys.executable, "-m", "torchbisect", "report", "--store",
                            str(base / "work" / "results.sqlite"), "--out", str(base / "site")],
                           env=_env(), capture_output=True, text=True, timeout=300)
-    assert site.returncode == 0, site.stderr
+    assert site.returncode == Exit.OK, site.stderr
     osv = json.loads((base / "site" / "affected.json").read_text())
     [git] = [r for r in osv["affected"][0]["ranges"] if r["type"] == "GIT"]
     assert git["events"] == [{"introduced": shas[culprit]}, {"last_affected": shas[-1]}]
@@ -694,10 +694,10 @@ def test_only_the_venv_backend_can_overlay_and_it_is_said_before_any_work(tmp_pa
                      "--pytorch-repo", str(repo), "--index-url", "http://127.0.0.1:9/",
                      "--store", str(tmp_path / "s.sqlite")])
 
-    assert bisect_with(tmp_path) == 2
+    assert bisect_with(tmp_path) == Exit.MISTAKE
     assert f"--pytorch-repo {tmp_path} is not a git clone of pytorch" in capsys.readouterr().err
     make_clone(tmp_path / "clone", [])
-    assert bisect_with(tmp_path / "clone") == 2
+    assert bisect_with(tmp_path / "clone") == Exit.MISTAKE
     assert "--pytorch-repo runs commits as hard-linked copies of a nightly's venv on this " \
            "host, which the docker backend cannot: use --backend venv" in capsys.readouterr().err
 

@@ -12,6 +12,8 @@ import sys
 from helpers import TESTS
 from helpers.bad_matrices import expected_error
 
+from torchbisect.exits import Exit
+
 DATA = TESTS / "data" / "matrix"
 
 
@@ -20,7 +22,7 @@ def test_the_real_command_prints_one_line_and_no_traceback(repo):
     for path in (DATA / "bad" / "step_not_number.yaml", DATA / "bad" / "yaml_syntax.yaml"):
         proc = subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--matrix", str(path)],
                               capture_output=True, text=True, env=env, cwd=repo)
-        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.returncode == Exit.MISTAKE and proc.stdout == ""
         assert proc.stderr.splitlines() == [f"torchbisect plan: error: {expected_error(path)}"]
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from torchbisect.backends.docker_gpu import NO_TOOLKIT, require_gpu_support
 from torchbisect.errors import BackendUnavailable
+from torchbisect.exits import Exit
 
 pytestmark = [
     pytest.mark.docker,
@@ -56,7 +57,7 @@ def test_probing_with_the_docker_backend_on_a_gpu_host_exits_5_with_that_sentenc
                            "--backend", "docker", "--store", str(tmp_path / "r.sqlite")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     said = done.stdout + done.stderr
-    assert done.returncode == 5, said
+    assert done.returncode == Exit.BACKEND_UNAVAILABLE, said
     assert NO_TOOLKIT in said.replace("\n", " ")
     assert "Traceback" not in said and "could not select device driver" not in said
     assert not Path(tmp_path / "r.sqlite").exists()  # nothing was run, so nothing stored

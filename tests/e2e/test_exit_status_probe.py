@@ -21,6 +21,7 @@ import pytest
 from helpers import fake_torch_wheel
 
 from torchbisect.cli import main
+from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 
 pytestmark = [pytest.mark.slow,
@@ -105,7 +106,7 @@ def test_the_matrix_judges_each_release_by_the_script_alone(world, capsys):
     # a second run answers from the store: same build, same probe, same fingerprint
     assert main(["matrix", "--matrix", str(world / "matrix.yaml"), "--allow-no-gpu",
                  "--backend", "venv", *common(world), "--no-report", "--out",
-                 str(world / "reports")]) == 0
+                 str(world / "reports")]) == Exit.OK
     assert f"{len(RELEASES)} cells: 0 probed now, {len(RELEASES)} from the store" in \
         capsys.readouterr().out
 

@@ -14,6 +14,7 @@ import pytest
 from helpers import IN_CI, find_test_wheel, python_with_torch, sha256_of, wheel_python
 
 from torchbisect.backends.preinstalled import torch_version
+from torchbisect.exits import Exit
 from torchbisect.model import RunStatus, Verdict
 from torchbisect.store.db import Store
 
@@ -125,11 +126,11 @@ MATRIX = ("matrix", "--offline", "--no-report", "--backend", "venv", "--workdir"
 def test_an_infrastructure_failure_exits_3_and_is_retried_next_run(stand_in, monkeypatch,
                                                                      capsys):
     monkeypatch.setenv("TB_FAKE_MODE", "crash")
-    assert cli(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1") == 3
+    assert cli(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1") == Exit.NO_VERDICT
     out = capsys.readouterr().out
     assert "infra failure" in out and "probe killed by signal SIGSEGV" in out
     monkeypatch.delenv("TB_FAKE_MODE")
-    assert cli(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1") == 0
+    assert cli(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1") == Exit.OK
     with Store("reports/results.sqlite") as store:
         latest = store.latest()
         assert [r.status for r in store.runs()].count(RunStatus.INFRA_FAILURE) == 2
@@ -140,9 +141,9 @@ def test_an_infrastructure_failure_exits_3_and_is_retried_next_run(stand_in, mon
 def test_shards_of_the_matrix_probe_each_cell_once(stand_in, capsys):
     for i in (1, 2, 3):
         assert cli(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1", "--shard", f"{i}/3",
-                   "--store", f"shard{i}.sqlite") == 0
+                   "--store", f"shard{i}.sqlite") == Exit.OK
     assert cli("merge", "all.sqlite", "shard1.sqlite", "shard2.sqlite", "shard3.sqlite",
-               "missing.sqlite", "--allow-missing", "missing.sqlite") == 0
+               "missing.sqlite", "--allow-missing", "missing.sqlite") == Exit.OK
     assert "missing.sqlite: does not exist, which --allow-missing allows" in (
         capsys.readouterr().out)
     with Store("all.sqlite") as store:
@@ -170,7 +171,7 @@ def test_without_a_gpu_only_the_interpreters_torch_is_probed(stand_in, capsys):
 def test_probe_runs_one_cell_prints_its_cases_and_stores_it(stand_in, capsys):
     # exit 125 as the probe's own: no GPU, so every case is skipped and it cannot tell
     assert cli("probe", "dev-w1", "--offline", "--backend", "venv", "--workdir", "work",
-               "--store", "reports/results.sqlite") == 125
+               "--store", "reports/results.sqlite") == Exit.CANNOT_TELL
     out = capsys.readouterr().out
     assert "dev-w1: skipped" in out and "capture_data_ptr" in out
     with Store("reports/results.sqlite") as store:
@@ -179,12 +180,12 @@ def test_probe_runs_one_cell_prints_its_cases_and_stores_it(stand_in, capsys):
 
 
 def test_configuration_mistakes_are_one_sentence_and_exit_2(stand_in, capsys):
-    assert cli(*MATRIX, "--cells", "dev-nope") == 2
+    assert cli(*MATRIX, "--cells", "dev-nope") == Exit.MISTAKE
     assert "--cells: no cell of matrix.yaml can match dev-nope" in capsys.readouterr().err
     with pytest.raises(SystemExit) as refused:  # argparse's own: the command's usage, exit 2
         cli(*MATRIX, "--shard", "4/3")
     assert refused.value.code == 2
-    assert cli("probe", "dev-w", "--offline") == 2
+    assert cli("probe", "dev-w", "--offline") == Exit.MISTAKE
     assert "; did you mean dev-w" in capsys.readouterr().err
 
 
@@ -203,10 +204,10 @@ def test_sharded_rehearsal_renders_the_same_page_as_one_run(stand_in, capsys):
     (stand_in / "matrix.yaml").write_text(text)
     run = ("matrix", "--offline", "--backend", "venv", "--workdir", "work", "--allow-no-gpu")
     for i in (1, 2, 3):
-        assert cli(*run, "--no-report", "--shard", f"{i}/3", "--store", f"s{i}.sqlite") == 0
-    assert cli("merge", "merged.sqlite", "s1.sqlite", "s2.sqlite", "s3.sqlite") == 0
-    assert cli("report", "--store", "merged.sqlite", "--out", "sharded") == 0
-    assert cli(*run, "--store", "single.sqlite", "--out", "single") == 0
+        assert cli(*run, "--no-report", "--shard", f"{i}/3", "--store", f"s{i}.sqlite") == Exit.OK
+    assert cli("merge", "merged.sqlite", "s1.sqlite", "s2.sqlite", "s3.sqlite") == Exit.OK
+    assert cli("report", "--store", "merged.sqlite", "--out", "sharded") == Exit.OK
+    assert cli(*run, "--store", "single.sqlite", "--out", "single") == Exit.OK
     capsys.readouterr()
     with Store("merged.sqlite") as merged, Store("single.sqlite") as single:
         ids = sorted(r.cell.id for r in merged.runs())

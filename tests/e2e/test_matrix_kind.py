@@ -18,6 +18,7 @@ import pytest
 from helpers import FAKE_PROBES
 from helpers.runner_kinds import DAYS, make_world
 
+from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 
 
@@ -79,7 +80,7 @@ def test_a_shard_leaves_its_attendance_even_when_interrupted(world):
     planned = subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--runners",
                               "runners.yaml", "--kind", "H200", "--store", "none.sqlite"],
                              cwd=world, capture_output=True, text=True, timeout=120)
-    assert planned.returncode == 0, planned.stderr
+    assert planned.returncode == Exit.OK, planned.stderr
     first = f"nightly-{DAYS[0]:%Y%m%d}-*"
     done = matrix(world, "--kind", "H200", "--allow-no-gpu", "--offline", "--cells", first,
                   env={"GITHUB_RUN_ID": "77", "GITHUB_RUN_ATTEMPT": "1"})
@@ -121,7 +122,7 @@ def test_a_shards_own_page_says_which_declared_kinds_reported(world):
     planned = subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--runners",
                               "runners.yaml", "--kind", "H200", "--store", "none.sqlite"],
                              cwd=world, capture_output=True, text=True, timeout=120)
-    assert planned.returncode == 0, planned.stderr
+    assert planned.returncode == Exit.OK, planned.stderr
     argv = [sys.executable, "-m", "torchbisect", "matrix", "--runners", "runners.yaml", "--kind",
             "H200", "--allow-no-gpu", "--offline", "--cells", f"nightly-{DAYS[0]:%Y%m%d}-*",
             "--store", "results.sqlite", "--out", "site", "--workdir", "work", "--backend",

@@ -68,7 +68,7 @@ def _two_regressions(tmp_path: Path) -> Path:
 def _site(tmp_path: Path) -> Path:
     store = _two_regressions(tmp_path)
     done = _tb(tmp_path, "report", "--store", store, "--out", "site")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     return tmp_path / "site"
 
 
@@ -93,7 +93,7 @@ def test_a_mark_naming_a_file_with_a_nul_is_read_as_naming_nothing(tmp_path):
     mark = site / ".torchbisect-owned"
     mark.write_text(mark.read_text() + "gone\x00.html\n")
     done = _tb(tmp_path, "report", "--store", "results.sqlite", "--out", "site")
-    assert done.returncode == 0, done.stderr  # was a ValueError, exit 250
+    assert done.returncode == Exit.OK, done.stderr  # was a ValueError, exit 250
 
 
 def test_a_mark_of_gigabytes_is_refused_without_reading_it(tmp_path):
@@ -180,7 +180,7 @@ def test_a_build_tag_of_thousands_of_digits_is_no_wheel_name(tmp_path):
         f"indexes:\n  stable: {(tmp_path / 'whl' / 'cpu').as_uri()}/\ndefaults:\n"
         "  python: '3.11'\n  cuda: cpu\nstable:\n  versions: [2.98.2]\n")
     done = _tb(tmp_path, "plan", "--matrix", "matrix.yaml")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert "stable-2.98.2-cpu-cp311 " in done.stdout and "1" * 30 not in done.stdout
 
 

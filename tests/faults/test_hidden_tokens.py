@@ -22,6 +22,7 @@ from urllib.parse import quote
 import pytest
 from helpers import fake_torch_wheel
 
+from torchbisect.exits import Exit
 from torchbisect.utils import masking
 from torchbisect.utils.masking import mask
 from torchbisect.utils.proc import KEEP_BYTES, Kept
@@ -161,7 +162,7 @@ def test_no_form_of_a_token_reaches_the_log_the_store_or_a_page(tmp_path):
         [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
          "--allow-no-gpu", "--backend", "venv", "--store", "results.sqlite", "--out", "reports",
          "--workdir", "work"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     log = (tmp_path / "reports" / "logs" / "dev-hidden.log").read_text()
     assert "output cut here" in log
     with sqlite3.connect(tmp_path / "results.sqlite") as db:

@@ -24,6 +24,8 @@ import yaml
 from helpers import REPO, fake_torch_wheel
 from helpers.runaway import wait_until
 
+from torchbisect.exits import Exit
+
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")]
 CELLS = 8
@@ -99,7 +101,7 @@ def test_a_killed_shards_store_merges_every_committed_run_and_is_left_as_it_was(
     committed, before = _count(killed), _digests(killed)
     assert committed >= KILL_AFTER
     done = _merge(tmp_path, "site.sqlite", str(killed))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert f"{committed} runs added" in done.stdout
     assert _count(tmp_path / "site.sqlite") == committed
     assert _digests(killed) == before  # read from a copy: nothing written or created beside it
@@ -114,7 +116,7 @@ def test_the_file_alone_of_a_shard_killed_between_runs_holds_every_committed_run
     alone.parent.mkdir()
     shutil.copyfile(killed, alone)  # what an upload of `shard.sqlite` alone took
     done = _merge(tmp_path, "site.sqlite", str(alone))
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert _count(tmp_path / "site.sqlite") == _count(killed) >= KILL_AFTER
 
 
@@ -148,7 +150,7 @@ def test_the_workflows_copy_step_uploads_one_file_with_every_committed_run(kille
     shutil.copyfile(workspace / "shard.sqlite", artifact / "shard.sqlite")  # the upload
     built = _merge(tmp_path, "site.sqlite", "previous.sqlite", "--allow-missing",
                    "previous.sqlite", "--shards", "shards")  # as the build job merges
-    assert built.returncode == 0, built.stderr
+    assert built.returncode == Exit.OK, built.stderr
     assert _count(tmp_path / "site.sqlite") == _count(killed)
 
 

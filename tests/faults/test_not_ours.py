@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from torchbisect.exits import Exit
 from torchbisect.report import render_runs
 from torchbisect.report.synthetic import synthetic_run
 from torchbisect.utils import owned
@@ -94,7 +95,7 @@ def test_cache_prune_removes_what_torchbisect_made_and_no_link_target(tmp_path):
     assert tag.startswith("Signature: 8a477f597d28d172789f06886806bc55")
     done = torchbisect("cache", "--backend", "venv", "--prune", "--workdir", work, cwd=tmp_path,
                        env={"UV_CACHE_DIR": str(tmp_path / "uv-cache")})
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert f"removed 1 venv(s) under {work / 'venvs'}" in done.stdout
     assert not (work / "venvs" / "dev-a").exists() and not (work / "downloads").exists()
     assert (outside / "keep.txt").read_text() == PRECIOUS

@@ -22,6 +22,7 @@ from helpers import fake_torch_wheel, write_wheel
 from helpers.runaway import left, wait_until
 
 from torchbisect.cli import main
+from torchbisect.exits import Exit
 from torchbisect.probe.info import read_info
 
 pytestmark = [pytest.mark.slow,
@@ -133,13 +134,13 @@ def test_a_file_edited_during_its_run_is_stored_as_the_version_that_ran(world):
         ''')
     _world(world, version_a)
     a = read_info(probe).version
-    assert _matrix(world) == 0
+    assert _matrix(world) == Exit.OK
     b = read_info(probe).version
     assert probe.read_text() == fixed and a != b
     # today: A's verdict stored under B's fingerprint
     assert [(s, v, version) for s, v, version, _ in _runs(world)] == [("ok", "affected", a)]
     # B is a probe not run yet: its verdict is measured, never A's reused
-    assert _matrix(world) == 0
+    assert _matrix(world) == Exit.OK
     assert [(v, version) for _, v, version, _ in _runs(world)] == [
         ("affected", a), ("not_affected", b)]
 
@@ -191,7 +192,7 @@ def test_a_script_that_exits_at_once_leaving_a_daemon_on_its_output_is_judged_at
         ''')
     _world(world, script, timeout=60)
     started = time.monotonic()
-    assert _matrix(world) == 0
+    assert _matrix(world) == Exit.OK
     assert time.monotonic() - started < 45  # today: the whole timeout, then an infra failure
     ((status, verdict, _, reason),) = _runs(world)
     assert (status, verdict) == ("ok", "affected"), reason

@@ -10,6 +10,7 @@ import pytest
 from helpers import probe_doc
 
 from torchbisect.cli import main
+from torchbisect.exits import Exit
 from torchbisect.probe import document as gate
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -48,7 +49,8 @@ def _write(path, text: str):
 def test_a_hostile_recorded_probe_document_is_one_sentence(name, tmp_path, capsys):
     text, why = HOSTILE_PROBES[name]
     path = _write(tmp_path / f"{name}.json", text)
-    assert main(["report", "--probe-json", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert main(["report", "--probe-json", str(path), "--out",
+                 str(tmp_path / "out")]) == Exit.MISTAKE
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and str(path) in err and why in err, err
     assert not (tmp_path / "out").exists()  # nothing drawn from it
@@ -91,7 +93,7 @@ def test_long_strings_of_a_recorded_document_are_capped_on_the_page(bisection, t
     long_bisection = _write(tmp_path / "b.json", json.dumps({**bisection, "rule": "z" * 500_000}))
     out = tmp_path / "out"
     assert main(["report", "--probe-json", str(probe), "--bisection", str(long_bisection),
-                 "--out", str(out)]) == 0
+                 "--out", str(out)]) == Exit.OK
     page = (out / "index.html").read_text()
     assert "y" * gate.DETAIL_CHARS not in page and "z" * gate.DETAIL_CHARS not in page
     assert sum(p.stat().st_size for p in out.iterdir() if p.is_file()) < 500_000

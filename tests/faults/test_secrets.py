@@ -12,6 +12,7 @@ import pytest
 from helpers import fake_torch_wheel
 
 from torchbisect.backends import probe_env
+from torchbisect.exits import Exit
 from torchbisect.utils.masking import mask
 
 GITHUB_TOKEN = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0" * 2  # the shape of a real one
@@ -65,7 +66,7 @@ def test_a_probe_sees_no_credentials_and_no_token_reaches_a_log_the_store_or_a_p
         [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
          "--allow-no-gpu", "--backend", "venv", "--store", "results.sqlite", "--out", "reports",
          "--workdir", "work"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     log = (tmp_path / "reports" / "logs" / "dev-leak.log").read_text()
     # the allow-list: what a GPU program needs, what the matrix and the host explicitly give
     assert "FROM_MATRIX=given" in log and "PASSED_ON=asked for" in log

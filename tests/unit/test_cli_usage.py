@@ -11,6 +11,7 @@ import pytest
 from helpers.cli import call
 
 from torchbisect import cli
+from torchbisect.exits import Exit
 
 # an index on a loopback port nobody listens on: a check that came after the network would
 # show as exit 4, not 2
@@ -25,16 +26,16 @@ def _matrix(tmp_path: Path, body: str = "") -> Path:
 
 
 def test_a_prefix_of_a_flag_is_not_taken_for_it_and_the_real_one_is_named(capsys):
-    assert call("plan", "--shard", "1/2") == 2
+    assert call("plan", "--shard", "1/2") == Exit.MISTAKE
     err = capsys.readouterr().err
     assert err.startswith("usage: torchbisect plan ")
     assert "--shard: did you mean --shards?" in err
-    assert call("matrix", "--cell", "stable-*") == 2
+    assert call("matrix", "--cell", "stable-*") == Exit.MISTAKE
     assert "did you mean --cells?" in capsys.readouterr().err
 
 
 def test_a_mistyped_command_is_answered_with_the_nearest_one(capsys):
-    assert call("plna") == 2
+    assert call("plna") == Exit.MISTAKE
     assert "no command 'plna'; did you mean plan?" in capsys.readouterr().err
 
 
@@ -49,7 +50,7 @@ def test_counts_and_shards_are_refused_before_anything_is_planned(argv, said, tm
                                                                   monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _matrix(tmp_path)
-    assert call(*argv) == 2
+    assert call(*argv) == Exit.MISTAKE
     assert said in capsys.readouterr().err
 
 
@@ -58,7 +59,8 @@ def test_a_bad_end_in_the_future_is_refused_without_asking_the_index(tmp_path, m
     monkeypatch.chdir(tmp_path)
     later = (date.today() + timedelta(days=40)).isoformat()
     assert call("bisect", "--bad", later, "--index-url", UNREACHABLE.format(cuda="cu130"),
-                "--store", str(tmp_path / "s.sqlite"), "--workdir", str(tmp_path / "w")) == 2
+                "--store", str(tmp_path / "s.sqlite"), "--workdir",
+                str(tmp_path / "w")) == Exit.MISTAKE
     assert f"--bad '{later}' is {later}, after today" in capsys.readouterr().err
 
 
@@ -68,7 +70,8 @@ def test_a_cells_pattern_no_entry_can_match_is_refused_before_the_index(tmp_path
     matrix = _matrix(tmp_path)
     for pattern in ("stabel-*", f"nightly-{date.today().year + 5}*"):
         assert call("matrix", "--matrix", str(matrix), "--cells", pattern, "--allow-no-gpu",
-                    "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "r")) == 2
+                    "--store", str(tmp_path / "s.sqlite"), "--out",
+                    str(tmp_path / "r")) == Exit.MISTAKE
         assert f"--cells: no cell of {matrix} can match {pattern}" in capsys.readouterr().err
     # a CUDA tag or Python no entry builds for too (issue 49, friction 10: `cu999` reached the
     # index and exited 4)
@@ -79,16 +82,17 @@ def test_a_cells_pattern_no_entry_can_match_is_refused_before_the_index(tmp_path
                           ("nightly-*-cp27", "the Python cp27")):
         assert call("matrix", "--matrix", str(tmp_path / "py.yaml"), "--cells", pattern,
                     "--allow-no-gpu", "--store", str(tmp_path / "s.sqlite"),
-                    "--out", str(tmp_path / "r")) == 2
+                    "--out", str(tmp_path / "r")) == Exit.MISTAKE
         assert f"--cells: {pattern} names {said}, which no entry of" in capsys.readouterr().err
     # a pattern an entry can match goes on to the index, which does not answer here
     assert call("matrix", "--matrix", str(matrix), "--cells", "stable-2.1*", "--allow-no-gpu",
-                "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "r")) == 4
+                "--store", str(tmp_path / "s.sqlite"), "--out",
+                str(tmp_path / "r")) == Exit.INDEX_UNREACHABLE
 
 
 @pytest.mark.parametrize("command", ["plan", "matrix", "probe", "bisect", "report", "cache"])
 def test_help_shows_examples_and_the_exit_statuses(command, capsys):
-    assert call(command, "--help") == 0
+    assert call(command, "--help") == Exit.OK
     out = capsys.readouterr().out
     assert f"examples:\n  torchbisect {command}" in out
     assert "exit statuses:" in out and "250  torchbisect itself failed" in out
@@ -101,7 +105,7 @@ def test_help_shows_examples_and_the_exit_statuses(command, capsys):
 
 
 def test_bisect_help_says_the_ends_may_be_releases(capsys):
-    assert call("bisect", "--help") == 0
+    assert call("bisect", "--help") == Exit.OK
     assert "a release such as 2.9.0" in " ".join(capsys.readouterr().out.split())
 
 

@@ -18,6 +18,8 @@ from helpers.cli import invoke
 from helpers.loopback import Answer, Peer, Seen
 from helpers.runner_kinds import make_world
 
+from torchbisect.exits import Exit
+
 TOKEN = "runners-list-token-0123456789"
 
 
@@ -71,7 +73,7 @@ def test_a_kind_with_no_runner_online_is_planned_and_locked_but_not_queued(world
                _runner("arm-spare", "online", "self-hosted", "linux", "ARM64")]
     with api(runners) as (url, asked):
         done, probes = _plan(world, url)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert {p["kind"] for p in probes} == {"H200"}
     assert (world / "locks" / "GB300.lock.json").is_file()  # planned and locked all the same
     said = done.stdout
@@ -90,7 +92,7 @@ def test_runners_are_read_page_by_page(world):
     h200 = [_runner("h200-a", "online", "self-hosted", "linux", "x64", "h200")]
     with api(spare + gb300 + h200) as (url, asked):
         done, probes = _plan(world, url)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert {p["kind"] for p in probes} == {"H200", "GB300"}
     assert [urlsplit(seen.target).query for seen in asked] == [
         "per_page=100&page=1", "per_page=100&page=2"]
@@ -105,7 +107,7 @@ def test_a_check_that_cannot_be_made_queues_every_kind(world, token, status, why
     """Never drop a kind that might be online: no token, or a token that may not list runners."""
     with api([], status=status) as (url, asked):
         done, probes = _plan(world, url, token=token)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert {p["kind"] for p in probes} == {"H200", "GB300"}
     assert why in done.stdout
     assert "not queued" not in done.stdout
@@ -116,5 +118,5 @@ def test_a_check_that_cannot_be_made_queues_every_kind(world, token, status, why
 def test_online_runners_needs_the_runner_kinds(tmp_path):
     (tmp_path / "m.yaml").write_text("preinstalled: true\n")
     done = invoke("plan", "--matrix", "m.yaml", "--online-runners", "repos/o/r", cwd=tmp_path)
-    assert done.returncode == 2
+    assert done.returncode == Exit.MISTAKE
     assert "--online-runners is for runner kinds: add --runners runners.yaml" in done.stderr

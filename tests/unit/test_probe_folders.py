@@ -137,12 +137,12 @@ def test_plan_says_when_the_users_probes_are_not_named_and_how_to_run_them(proje
     from helpers.cli import call
 
     monkeypatch.chdir(project)
-    assert call("plan", "--offline") == 0
+    assert call("plan", "--offline") == Exit.OK
     said = capsys.readouterr()
     assert "matrix.yaml names no probe, so stale_replay probes every build; your probes " \
            "folders hold mine: to run yours, add `probe: mine`" in said.out + said.err
     (project / "matrix.yaml").write_text("preinstalled: {probe: mine}\n")
-    assert call("plan", "--offline") == 0
+    assert call("plan", "--offline") == Exit.OK
     said = capsys.readouterr()
     assert "names no probe" not in said.out + said.err and "preinstalled.mine" in said.out
 
@@ -155,7 +155,7 @@ def test_a_users_file_of_a_shipped_probes_name_is_said_with_both_files(project, 
 
     (project / "probes" / "stale_replay.py").write_text('"""a stand-in of my own"""\n')
     monkeypatch.chdir(project)
-    assert call("plan", "--offline") == 0
+    assert call("plan", "--offline") == Exit.OK
     said = capsys.readouterr()
     text = said.out + said.err
     assert "probe 'stale_replay' is found twice: your " \
@@ -163,6 +163,6 @@ def test_a_users_file_of_a_shipped_probes_name_is_said_with_both_files(project, 
            f"{SHIPPED / 'stale_replay.py'}" in text
     # a byte-identical copy hides nothing: no word of it
     (project / "probes" / "stale_replay.py").write_bytes((SHIPPED / "stale_replay.py").read_bytes())
-    assert call("plan", "--offline") == 0
+    assert call("plan", "--offline") == Exit.OK
     said = capsys.readouterr()
     assert "found twice" not in said.out + said.err

@@ -11,13 +11,14 @@ import pytest
 from helpers import DATA
 
 from torchbisect.cli import main
+from torchbisect.exits import Exit
 
 DOC = sorted((DATA / "probe").glob("*.json"))[0]
 
 
 def _page(tmp_path: Path) -> str:
     assert main(["report", "--probe-json", str(DOC), "--out", str(tmp_path / "site"),
-                 "--matrix", str(tmp_path / "matrix.yaml")]) == 0
+                 "--matrix", str(tmp_path / "matrix.yaml")]) == Exit.OK
     return (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
 
 
@@ -61,6 +62,6 @@ def test_a_references_repository_that_is_not_https_is_one_sentence(tmp_path, cap
     (tmp_path / "matrix.yaml").write_text(
         "preinstalled: true\nreferences:\n  repository: javascript:alert(1)\n")
     assert main(["report", "--probe-json", str(DOC), "--out", str(tmp_path / "site"),
-                 "--matrix", str(tmp_path / "matrix.yaml")]) == 2
+                 "--matrix", str(tmp_path / "matrix.yaml")]) == Exit.MISTAKE
     err = capsys.readouterr().err
     assert "line 3" in err and "references.repository" in err and err.count("\n") == 1

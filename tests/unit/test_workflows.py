@@ -16,6 +16,8 @@ import yaml
 from helpers import REPO
 from helpers.cli import invoke
 
+from torchbisect.exits import Exit
+
 WORKFLOWS = REPO / ".github" / "workflows"
 ACTIONS = REPO / ".github" / "actions"
 
@@ -275,7 +277,7 @@ def test_every_flag_a_workflow_passes_exists_in_its_session(name):
             continue
         session, args = match.groups()
         helped = invoke(session, "--help")
-        assert helped.returncode == 0, helped.stderr
+        assert helped.returncode == Exit.OK, helped.stderr
         help_text = helped.stdout
         for flag in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", args):
             assert flag in help_text, f"{name}: `{session}` has no {flag}"
@@ -287,7 +289,7 @@ def test_plan_never_lists_more_shards_than_cells(tmp_path):
     out = tmp_path / "github_output"
     done = invoke("plan", "--matrix", "m.yaml", "--lock", "m.lock.json", "--shards", "2",
                   "--github-output", out, "--store", "none.sqlite", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert out.read_text().splitlines() == ['shards=["1/1"]', "cells=1"]
 
 
