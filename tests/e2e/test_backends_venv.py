@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import fake_torch_wheel, make_cell, sha256_of
+from helpers.cli import torchbisect
 
 from torchbisect.backends import BACKENDS, BackendOptions, Watcher, backend_class, choose_backend
 from torchbisect.backends.current import CurrentBackend
@@ -335,9 +336,8 @@ def test_cache_shows_and_prunes_what_the_venv_backend_keeps(wheel, tmp_path, mon
     venv_backend(work).prepare(dev_cell(wheel, "dev-kept"), log=tmp_path / "install.log")
 
     def cache(*argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "torchbisect", "cache", "--backend", "venv",
-                               "--workdir", str(work), *argv], capture_output=True, text=True,
-                              timeout=300, cwd=tmp_path)
+        return torchbisect("cache", "--backend", "venv", "--workdir", work, *argv, timeout=300,
+                           cwd=tmp_path)
 
     shown = cache()
     assert shown.returncode == Exit.OK, shown.stderr

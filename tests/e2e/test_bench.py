@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO
+from helpers.cli import torchbisect
 
 from torchbisect.exits import Exit
 
@@ -28,8 +29,7 @@ no_gpu = pytest.mark.skipif(shutil.which("nvidia-smi") is not None,
 
 
 def _bench(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", "bench", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
+    return torchbisect("bench", *args, cwd=cwd, timeout=600)
 
 
 @pytest.fixture

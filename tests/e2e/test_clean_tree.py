@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import REPO
+from helpers.cli import torchbisect
 
 from torchbisect import cli
 from torchbisect.exits import Exit
@@ -47,8 +47,7 @@ def clone(tmp_path: Path) -> Path:
 @pytest.mark.slow  # a real run of the main job, then report, in a subprocess each
 def test_the_quick_start_in_a_clone_leaves_git_status_clean(clone):
     for argv in (["matrix", "--cells", "preinstalled", "--backend", "current"], ["report"]):
-        done = subprocess.run([sys.executable, "-m", "torchbisect", *argv], cwd=clone,
-                              capture_output=True, text=True, timeout=600)
+        done = torchbisect(*argv, cwd=clone, timeout=600)
         assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert (clone / "reports" / "index.html").is_file()
     assert (clone / "reports" / "stale_replay.py").is_file()

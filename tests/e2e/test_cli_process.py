@@ -5,12 +5,12 @@ tests/unit/, which runs the CLI in-process only."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 from helpers import TESTS
 from helpers.bad_matrices import expected_error
+from helpers.cli import command, env, torchbisect
 
 from torchbisect.exits import Exit
 
@@ -18,18 +18,16 @@ DATA = TESTS / "data" / "matrix"
 
 
 def test_the_real_command_prints_one_line_and_no_traceback(repo):
-    env = {**os.environ, "PYTHONPATH": str(repo / "src")}
     for path in (DATA / "bad" / "step_not_number.yaml", DATA / "bad" / "yaml_syntax.yaml"):
-        proc = subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--matrix", str(path)],
-                              capture_output=True, text=True, env=env, cwd=repo)
+        proc = torchbisect("plan", "--matrix", path, cwd=repo)
         assert proc.returncode == Exit.MISTAKE and proc.stdout == ""
         assert proc.stderr.splitlines() == [f"torchbisect plan: error: {expected_error(path)}"]
 
 
 def test_plan_json_dash_is_a_real_pipe_and_writes_no_file(tmp_path):
     (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
-    plan = subprocess.Popen([sys.executable, "-m", "torchbisect", "plan", "--json", "-"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    plan = subprocess.Popen(command("plan", "--json", "-"), cwd=tmp_path, env=env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     reader = subprocess.run([sys.executable, "-c", "import json, sys; "
                              "print(sorted(json.load(sys.stdin)))"],
                             stdin=plan.stdout, capture_output=True, text=True)
@@ -42,8 +40,7 @@ def test_plan_json_dash_is_a_real_pipe_and_writes_no_file(tmp_path):
 
 
 def test_completion_prints_shell_code_and_completes_commands_and_flags(tmp_path):
-    code = subprocess.run([sys.executable, "-m", "torchbisect", "completion", "bash"],
-                          capture_output=True, text=True, check=True).stdout
+    code = torchbisect("completion", "bash", check=True).stdout
     assert "complete " in code and "torchbisect" in code
     registered = subprocess.run(["bash", "-c", 'eval "$1" && complete -p torchbisect', "-", code],
                                 capture_output=True, text=True)
@@ -51,11 +48,10 @@ def test_completion_prints_shell_code_and_completes_commands_and_flags(tmp_path)
 
     def complete(line: str) -> list[str]:
         answer = tmp_path / "completions"
-        env = {**os.environ, "_ARGCOMPLETE": "1", "_ARGCOMPLETE_IFS": "\n",
-               "_ARGCOMPLETE_STDOUT_FILENAME": str(answer),
-               "COMP_LINE": line, "COMP_POINT": str(len(line))}
-        subprocess.run([sys.executable, "-m", "torchbisect"], env=env, cwd=tmp_path,
-                       capture_output=True, check=True)
+        torchbisect(cwd=tmp_path, check=True,
+                    env_extra={"_ARGCOMPLETE": "1", "_ARGCOMPLETE_IFS": "\n",
+                               "_ARGCOMPLETE_STDOUT_FILENAME": str(answer),
+                               "COMP_LINE": line, "COMP_POINT": str(len(line))})
         return [word.strip() for word in answer.read_text().split("\n")]
 
     assert "plan" in complete("torchbisect pl")

@@ -6,10 +6,10 @@ nothing.  The images are the offline ones `.ci/docker-setup.sh` builds."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 from helpers import IN_CI, find_test_wheel
+from helpers.cli import torchbisect
 
 from torchbisect.model import RunStatus, Verdict
 from torchbisect.store.db import Store
@@ -18,10 +18,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def _matrix(tmp_path, *extra: str) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
-            "--allow-no-gpu", "--backend", "docker", "--store", "results.sqlite",
-            "--out", "reports", "--workdir", "work", *extra]
-    return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=1200)
+    return torchbisect("matrix", "--matrix", "matrix.yaml", "--allow-no-gpu", "--backend",
+                       "docker", "--store", "results.sqlite", "--out", "reports", "--workdir",
+                       "work", *extra, cwd=tmp_path, timeout=1200)
 
 
 def test_the_docker_matrix_stores_skipped_verdicts_then_reruns_nothing(tmp_path):

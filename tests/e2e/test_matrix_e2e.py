@@ -6,12 +6,11 @@ here), renders the report; a second run re-runs nothing."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import time
 
 import pytest
 from helpers import IN_CI, find_test_wheel, python_with_torch, sha256_of, wheel_python
+from helpers.cli import torchbisect
 
 from torchbisect.backends.preinstalled import torch_version
 from torchbisect.exits import Exit
@@ -39,11 +38,11 @@ def base_python(wheel):
 
 
 def matrix(tmp_path, base_python, *extra):
-    argv = [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
-            "--offline", "--allow-no-gpu", "--backend", "venv", "--interpreter", base_python,
-            "--store", "results.sqlite", "--out", "reports", "--workdir", "work", *extra]
+    argv = ["matrix", "--matrix", "matrix.yaml", "--offline", "--allow-no-gpu", "--backend",
+            "venv", "--interpreter", base_python, "--store", "results.sqlite", "--out", "reports",
+            "--workdir", "work", *extra]
     began = time.monotonic()
-    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    done = torchbisect(*argv, cwd=tmp_path, timeout=900)
     return done, time.monotonic() - began
 
 

@@ -12,20 +12,18 @@ import contextlib
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import fake_torch_wheel, make_cell, make_run
-from helpers.cli import env, one_sentence
+from helpers.cli import one_sentence, torchbisect
 
 from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 
 
 def _tb(cwd: Path, *argv: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", *map(str, argv)], cwd=cwd,
-                          env=env(), capture_output=True, text=True, timeout=300)
+    return torchbisect(*argv, cwd=cwd, timeout=300)
 
 
 def test_a_wal_store_without_the_tools_id_and_without_its_wal_is_refused(tmp_path):
@@ -155,9 +153,8 @@ def test_a_probe_file_too_large_or_too_deep_is_one_sentence(tmp_path, body, said
     (probes / "stale_replay.py").write_text(_PROBE_HEAD + body)
     wheel = fake_torch_wheel(tmp_path / "wheels", "2.99.0+cpu")
     (tmp_path / "matrix.yaml").write_text(f"dev:\n  - wheel: {wheel}\n    name: k0\n")
-    done = subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--matrix",
-                           "matrix.yaml"], cwd=tmp_path, capture_output=True, text=True,
-                          env=env({"TORCHBISECT_PROBES": str(probes)}), timeout=300)
+    done = torchbisect("plan", "--matrix", "matrix.yaml", cwd=tmp_path,
+                       env_extra={"TORCHBISECT_PROBES": str(probes)}, timeout=300)
     line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE)
     assert "stale_replay.py" in line and said in line, line
 

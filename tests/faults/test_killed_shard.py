@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers import REPO, fake_torch_wheel
+from helpers.cli import command, torchbisect
+from helpers.cli import env as cli_env
 from helpers.runaway import wait_until
 
 from torchbisect.exits import Exit
@@ -64,10 +66,10 @@ def killed(tmp_path_factory) -> Path:
     env = {**os.environ, "TORCHBISECT_PROBES": str(REPO / "tests" / "helpers" / "probes"),
            "TB_FAKE_SLEEP": "1"}
     run = subprocess.Popen(
-        [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
-         "--allow-no-gpu", "--backend", "venv", "--store", str(store), "--out", "reports",
-         "--workdir", "work", "--no-report"], cwd=root, env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        command("matrix", "--matrix", "matrix.yaml", "--allow-no-gpu", "--backend", "venv",
+                "--store", store, "--out", "reports", "--workdir", "work", "--no-report"),
+        cwd=root, env=cli_env(base=env), start_new_session=True, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
     try:
         assert wait_until(lambda: store.exists() and _count(store) >= KILL_AFTER, 300)
         # killed between runs (48.5): stopped first, and killed only once no write is under
@@ -92,8 +94,7 @@ def _stopped_at_rest(pgid: int, store: Path) -> bool:
 
 
 def _merge(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", "merge", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    return torchbisect("merge", *args, cwd=cwd, timeout=120)
 
 
 def test_a_killed_shards_store_merges_every_committed_run_and_is_left_as_it_was(killed,

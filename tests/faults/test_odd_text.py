@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import make_cell, probe_doc
+from helpers.cli import torchbisect
 
 from torchbisect.backends.base import ProbeOutput
 from torchbisect.exits import Exit
@@ -26,8 +26,7 @@ RAW = ("\x1b", "\x07", "\x00", "\u202e")
 
 
 def _torchbisect(*argv, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", *map(str, argv)], cwd=cwd,
-                          capture_output=True, timeout=120)
+    return torchbisect(*argv, cwd=cwd, timeout=120, text=False)
 
 
 def _doc() -> dict:

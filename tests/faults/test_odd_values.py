@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import torchbisect
 
 from torchbisect.cli import main
 
@@ -38,8 +38,7 @@ def cli(tmp_path, monkeypatch, capsys):
 
 
 def _child(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=60)
+    return torchbisect(*args, cwd=cwd, timeout=60)
 
 
 def _one_sentence(done: subprocess.CompletedProcess, *said: str) -> None:

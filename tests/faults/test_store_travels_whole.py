@@ -11,10 +11,10 @@ import dataclasses
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 from helpers import make_cell, make_run
+from helpers.cli import torchbisect
 
 from torchbisect.exits import Exit
 from torchbisect.model import Attendance
@@ -22,8 +22,7 @@ from torchbisect.store.db import Store
 
 
 def _merge(cwd: Path, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", "merge", *map(str, args)],
-                          cwd=cwd, capture_output=True, text=True, timeout=120)
+    return torchbisect("merge", *args, cwd=cwd, timeout=120)
 
 
 def _runs(path: Path) -> int:

@@ -35,14 +35,23 @@ def env(extra: Mapping[str, str] | None = None, *,
     return {**base, "PYTHONPATH": path, **(extra or {})}
 
 
+def command(*argv: str | Path) -> list[str]:
+    """The command line of `python -m torchbisect ARGV`, for a test that starts the process itself
+    (to signal it, pipe it, or watch it while it runs): with `env()` as its environment."""
+    return [sys.executable, "-m", "torchbisect", *map(str, argv)]
+
+
 def torchbisect(*argv: str | Path, cwd: str | Path | None = None,
                 env_extra: Mapping[str, str] | None = None, timeout: float = 600,
                 **kw) -> subprocess.CompletedProcess:
-    """`python -m torchbisect ARGV` as a user's shell runs it (text output captured), in the
-    environment `env=` gives (default: this one), the checkout's src/ first on its path."""
-    return subprocess.run([sys.executable, "-m", "torchbisect", *map(str, argv)], cwd=cwd,
-                          env=env(env_extra, base=kw.pop("env", None)), capture_output=True,
-                          text=True, timeout=timeout, **kw)
+    """`python -m torchbisect ARGV` as a user's shell runs it (text output captured, unless
+    `text=False` or the test gives `stdout=`/`stderr=` itself), in the environment `env=` gives
+    (default: this one), the checkout's src/ first on its path."""
+    kw.setdefault("text", True)
+    if not {"stdout", "stderr"} & kw.keys():
+        kw.setdefault("capture_output", True)
+    return subprocess.run(command(*argv), cwd=cwd, env=env(env_extra, base=kw.pop("env", None)),
+                          timeout=timeout, **kw)
 
 
 def call(*argv: str | Path) -> int:
