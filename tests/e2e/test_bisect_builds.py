@@ -18,12 +18,12 @@ import hashlib
 import json
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 from helpers import write_wheel
+from helpers.cli import torchbisect
 from helpers.indexserver import serve
 from helpers.nightly_world import PY, TAG, env
 
@@ -66,13 +66,11 @@ def bisect(tmp_path: Path, url: str, cuda: str, *flags: str,
            ends: tuple[str, ...] = ("--good", "2.9.0", "--bad", "2.11.0")
            ) -> tuple[subprocess.CompletedProcess, list[str]]:
     log = tmp_path / "installed.txt"
-    argv = [sys.executable, "-m", "torchbisect", "bisect", *ends, *flags, "--cuda", cuda,
-            "--python", PY, "--index-url", url, "--backend", "venv",
-            "--store", str(tmp_path / "results.sqlite"), "--workdir", str(tmp_path / "venvs"),
-            "--no-github", "--json", str(tmp_path / "bisect.json"),
-            "--script", SCRIPT.format(log=str(log)), "--repeat", "1"]
-    done = subprocess.run(argv, env=env(), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
+    done = torchbisect("bisect", *ends, *flags, "--cuda", cuda, "--python", PY, "--index-url", url,
+                       "--backend", "venv", "--store", tmp_path / "results.sqlite", "--workdir",
+                       tmp_path / "venvs", "--no-github", "--json", tmp_path / "bisect.json",
+                       "--script", SCRIPT.format(log=str(log)), "--repeat", "1",
+                       env=env(), cwd=tmp_path, timeout=600)
     return done, log.read_text().split() if log.exists() else []
 
 
@@ -153,10 +151,9 @@ def test_cuda_auto_bisects_a_pypi_shaped_index_across_cuda_generations(tmp_path)
 
 
 def test_cuda_auto_is_for_releases_only(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "torchbisect", "bisect", "--good", "2025-08-01",
-                           "--bad", "2025-08-20", "--cuda", "auto", "--store",
-                           str(tmp_path / "r.sqlite"), "--workdir", str(tmp_path / "w")],
-                          env=env(), cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = torchbisect("bisect", "--good", "2025-08-01", "--bad", "2025-08-20", "--cuda", "auto",
+                       "--store", tmp_path / "r.sqlite", "--workdir", tmp_path / "w", env=env(),
+                       cwd=tmp_path, timeout=120)
     assert done.returncode == Exit.MISTAKE, done.stderr
     assert "--cuda auto chooses each release's build" in done.stderr
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO, write_wheel
+from helpers.cli import torchbisect
 from helpers.indexserver import serve
 from helpers.pytorch_clone import _git, check_out, fast_import
 
@@ -155,16 +156,14 @@ def bisect(base: Path, url: str, *extra: str, repo: Path | None = None, forget: 
         again = f'[ "$TORCHBISECT_COMMIT" = {flip} ] && [ {asked} -ge 2 ]'
         check = f"if {again}; then if {check}; then exit 1; else exit 0; fi; fi; {check}"
     ends = ["--bad", OLD, "--good", NEW, "--find-fix"] if fix else ["--good", OLD, "--bad", NEW]
-    args = [sys.executable, "-m", "torchbisect", "bisect", *ends,
-            "--cuda", "cpu", "--python", PY, "--index-url", url, "--backend", "venv",
-            "--store", str(base / "work" / "results.sqlite"), "--workdir", str(base / "venvs"),
-            "--pytorch-repo", str(repo or base / "pytorch"), "--no-github",
+    args = ["bisect", *ends, "--cuda", "cpu", "--python", PY, "--index-url", url, "--backend",
+            "venv", "--store", str(base / "work" / "results.sqlite"), "--workdir",
+            str(base / "venvs"), "--pytorch-repo", str(repo or base / "pytorch"), "--no-github",
             *(["--forget", forget] if forget else []),
             "--script", f'echo "${{TORCHBISECT_COMMIT:-nightly}}" >> {base / "runs.txt"}; {check}',
             "--json", str(base / "work" / "bisect.json"), *extra]
     (base / "work").mkdir(exist_ok=True)
-    return subprocess.run(args, env=env, cwd=base / "work", capture_output=True, text=True,
-                          timeout=600)
+    return torchbisect(*args, env=env, cwd=base / "work", timeout=600)
 
 
 def _env() -> dict[str, str]:
@@ -342,9 +341,8 @@ def test_a_regression_in_a_python_commit_is_found_exactly(tmp_path, culprit):
                                                    "torch/feature.py"))
     assert [f.read_text() for f in feature] == ["BROKEN = False\n"]
     # the site's OSV record opens its GIT range at the commit itself
-    site = subprocess.run([sys.executable, "-m", "torchbisect", "report", "--store",
-                           str(base / "work" / "results.sqlite"), "--out", str(base / "site")],
-                          env=_env(), capture_output=True, text=True, timeout=300)
+    site = torchbisect("report", "--store", base / "work" / "results.sqlite", "--out",
+                       base / "site", env=_env(), timeout=300)
     assert site.returncode == Exit.OK, site.stderr
     osv = json.loads((base / "site" / "affected.json").read_text())
     [git] = [r for r in osv["affected"][0]["ranges"] if r["type"] == "GIT"]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from helpers import IN_CI, REPO, make_cell, make_run, probe_doc, python_with_torch
+from helpers.cli import command
 from helpers.indexserver import make_nightly_index, make_release_index, serve
 
 from torchbisect.cli import main
@@ -139,7 +140,7 @@ def test_probe_advice_followed_with_an_interpreter_that_has_torch(tmp_path, no_t
     if with_torch is None:
         (pytest.fail if IN_CI else pytest.skip)("following the advice needs a Python with torch")
     env = {**os.environ, "PYTHONPATH": str(SRC)}
-    argv = [sys.executable, "-m", "torchbisect", "probe", "--cases", "capture_data_ptr"]
+    argv = command("probe", "--cases", "capture_data_ptr")
     bad = subprocess.run([*argv, "--interpreter", no_torch_python], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 125  # cannot tell, as the probe script says there

@@ -10,12 +10,12 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from helpers import FAKE_PROBES
+from helpers.cli import command
 from helpers.runner_kinds import DAYS, make_world
 
 from torchbisect.exits import Exit
@@ -28,9 +28,8 @@ def world(tmp_path: Path) -> Path:
 
 
 def matrix(cwd: Path, *args: str, env: dict | None = None, **popen) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "torchbisect", "matrix", "--runners", "runners.yaml",
-            "--store", "results.sqlite", "--no-report", "--workdir", "work", "--backend", "venv",
-            *args]
+    argv = command("matrix", "--runners", "runners.yaml", "--store", "results.sqlite",
+                   "--no-report", "--workdir", "work", "--backend", "venv", *args)
     env = {**os.environ, "TORCHBISECT_PROBES": str(FAKE_PROBES), **(env or {})}
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
 
@@ -77,8 +76,8 @@ def test_kind_flags_that_do_not_go_together(world, args, said):
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 def test_a_shard_leaves_its_attendance_even_when_interrupted(world):
-    planned = subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--runners",
-                              "runners.yaml", "--kind", "H200", "--store", "none.sqlite"],
+    planned = subprocess.run(command("plan", "--runners", "runners.yaml", "--kind", "H200",
+                                     "--store", "none.sqlite"),
                              cwd=world, capture_output=True, text=True, timeout=120)
     assert planned.returncode == Exit.OK, planned.stderr
     first = f"nightly-{DAYS[0]:%Y%m%d}-*"
@@ -89,9 +88,9 @@ def test_a_shard_leaves_its_attendance_even_when_interrupted(world):
 
     # the whole kind next: the first cell is reused, the next probe waits until it is stopped
     gate = world / "go"
-    argv = [sys.executable, "-m", "torchbisect", "matrix", "--runners", "runners.yaml", "--kind",
-            "H200", "--allow-no-gpu", "--offline", "--store", "results.sqlite", "--no-report",
-            "--workdir", "work", "--backend", "venv", "--shard", "1/1"]
+    argv = command("matrix", "--runners", "runners.yaml", "--kind", "H200", "--allow-no-gpu",
+                   "--offline", "--store", "results.sqlite", "--no-report", "--workdir", "work",
+                   "--backend", "venv", "--shard", "1/1")
     child = subprocess.Popen(argv, cwd=world, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, env={**os.environ, "TORCHBISECT_PROBES": str(FAKE_PROBES),
                                              "TB_FAKE_WAIT_FOR": str(gate),
@@ -119,14 +118,13 @@ def test_a_shard_leaves_its_attendance_even_when_interrupted(world):
 def test_a_shards_own_page_says_which_declared_kinds_reported(world):
     """Without --no-report the shard draws its page after its attendance is stored, with the
     declared kinds: this kind reported, the others never did (not a silent omission)."""
-    planned = subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--runners",
-                              "runners.yaml", "--kind", "H200", "--store", "none.sqlite"],
+    planned = subprocess.run(command("plan", "--runners", "runners.yaml", "--kind", "H200",
+                                     "--store", "none.sqlite"),
                              cwd=world, capture_output=True, text=True, timeout=120)
     assert planned.returncode == Exit.OK, planned.stderr
-    argv = [sys.executable, "-m", "torchbisect", "matrix", "--runners", "runners.yaml", "--kind",
-            "H200", "--allow-no-gpu", "--offline", "--cells", f"nightly-{DAYS[0]:%Y%m%d}-*",
-            "--store", "results.sqlite", "--out", "site", "--workdir", "work", "--backend",
-            "venv"]
+    argv = command("matrix", "--runners", "runners.yaml", "--kind", "H200", "--allow-no-gpu",
+                   "--offline", "--cells", f"nightly-{DAYS[0]:%Y%m%d}-*", "--store",
+                   "results.sqlite", "--out", "site", "--workdir", "work", "--backend", "venv")
     done = subprocess.run(argv, cwd=world, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "TORCHBISECT_PROBES": str(FAKE_PROBES),
                                "GITHUB_RUN_ID": "78", "GITHUB_RUN_ATTEMPT": "1"})

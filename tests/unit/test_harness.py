@@ -21,14 +21,6 @@ from torchbisect.exits import Exit
 TEST_FILES = sorted(p for p in TESTS.rglob("*.py")
                     if p.relative_to(TESTS).parts[0] not in ("helpers", "act", "gpu")
                     and p.resolve() != Path(__file__).resolve())
-# Files that still build `python -m torchbisect` by hand, to move onto helpers.cli one by one: the
-# list only shrinks (a file that no longer does must leave it).  Inside a container, or under a
-# shell line, the argv is the container's interpreter's: those stay.
-HAND_BUILT = frozenset({
-    "e2e/test_bisect_builds.py", "e2e/test_bisect_commits_overlay.py", "e2e/test_bisect_e2e.py",
-    "e2e/test_first_hour.py", "e2e/test_kill_resume.py", "e2e/test_matrix_kind.py",
-    "e2e/test_runlock.py", "faults/test_children_docker.py", "faults/test_hostile_answers.py",
-})
 
 
 def _hand_built(path) -> list[int]:
@@ -57,11 +49,8 @@ def _imported_tests(path) -> list[str]:
 
 def test_no_test_builds_the_command_line_of_torchbisect_by_hand():
     built = {str(p.relative_to(TESTS)): lines for p in TEST_FILES if (lines := _hand_built(p))}
-    new = {name: lines for name, lines in built.items() if name not in HAND_BUILT}
-    assert not new, ("run torchbisect through tests/helpers/cli.py (torchbisect(), invoke(), "
-                     f"call()), not an argv of the test's own: {new}")
-    assert not HAND_BUILT - set(built), "these no longer build it by hand: remove them from " \
-        f"HAND_BUILT: {sorted(HAND_BUILT - set(built))}"
+    assert not built, ("run torchbisect through tests/helpers/cli.py (torchbisect(), invoke(), "
+                       f"call(), command()), not an argv of the test's own: {built}")
 
 
 def test_no_test_file_imports_another():
