@@ -84,7 +84,7 @@ def test_a_re_spin_is_the_build_probed_and_named(tmp_path):
     html_index(tmp_path / "index", names)
     with serve(tmp_path / "index") as url:
         done, installed = bisect(tmp_path, f"{url}/", "cu130")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_good"]["version"], result["last_good"]["build"]) == ("2.10.0+cu130", "3")
     assert result["first_bad"]["version"] == "2.10.1+cu130"
@@ -105,7 +105,7 @@ def test_the_labelled_twin_is_the_cuda_build_asked_for(tmp_path):
     json_index(tmp_path / "index", names, yanked={names[3]: "wrong CUDA graphs"})
     with serve(tmp_path / "index") as url:
         done, installed = bisect(tmp_path, f"{url}/", "cu124")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_good"]["version"], result["first_bad"]["version"]) == (
         "2.10.0+cu124", "2.10.1+cu124")
@@ -140,7 +140,7 @@ def test_cuda_auto_bisects_a_pypi_shaped_index_across_cuda_generations(tmp_path)
     with serve(tmp_path / "index") as url:
         done, installed = bisect(tmp_path, f"{url}/", "auto", "--find-fix",
                                  ends=("--bad", "2.8.0", "--good", "2.11.0"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_bad"]["version"], result["first_good"]["version"]) == ("2.9.0", "2.10.0")
     assert set(installed) == set(names)  # both ends, then the two between
@@ -184,7 +184,7 @@ def test_a_release_whose_metadata_answers_404_is_probed_from_its_wheel(tmp_path)
     pypi_index(tmp_path / "index", names, served=(names[0], names[2]))
     with serve(tmp_path / "index", ranges=True) as url:
         done, installed = bisect(tmp_path, f"{url}/", "cu128")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert done.stdout.splitlines()[0] == ("the first bad release is 2.10.0 (exact: the release "
                                            "before it, 2.9.0, is good)")
     assert names[1] in installed
@@ -201,7 +201,7 @@ def test_a_release_whose_cuda_stays_unknown_is_a_candidate_never_an_exact_answer
     pypi_index(tmp_path / "index", names, served=(names[0], names[2]))
     with serve(tmp_path / "index", ranges=True) as url:
         done, installed = bisect(tmp_path, f"{url}/", "cu128")
-    assert done.returncode == 8, done.stderr  # Exit.NOT_EXACT
+    assert done.returncode == Exit.NOT_EXACT, done.stderr
     assert done.stdout.splitlines()[0] == "the first bad release is one of 2: 2.10.0, 2.11.0"
     assert names[1] not in installed and names[2] in installed
     assert ("release 2.10.0 stays a candidate but is not probed: CUDA not known: its wheel "

@@ -314,7 +314,7 @@ def test_a_regression_in_a_python_commit_is_found_exactly(tmp_path, culprit):
     base, shas = make_world(tmp_path, history(culprit=culprit))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     nightly = json.loads((base / "work" / "bisect.json").read_text())
     found = nightly["narrowed"]
     assert found["exact"] is True and found["candidates"] == short(shas, culprit)
@@ -355,7 +355,7 @@ def test_a_fix_is_found_down_to_the_commit_too(tmp_path):
     base, shas = make_world(tmp_path, history(culprit=24))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/", fix=True)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["direction"] == "fix" and found["candidates"] == short(shas, 24)
     assert (found["last_bad"]["commit"], found["first_good"]["commit"]) == (shas[23], shas[24])
@@ -371,7 +371,7 @@ def test_a_rerun_reuses_every_commits_stored_verdict(tmp_path):
         first = bisect(base, f"{url}/")
         asked = [r for r in runs(base) if r != "nightly"]
         again = bisect(base, f"{url}/")
-    assert first.returncode == again.returncode == 0, first.stderr + again.stderr
+    assert first.returncode == again.returncode == Exit.OK, first.stderr + again.stderr
     # only --repeat's re-asks at the nightly pair and the commit pair run again (they are
     # never stored)
     assert [r for r in runs(base) if r != "nightly"][len(asked):] == [shas[4], shas[5]]
@@ -413,7 +413,7 @@ def test_repeat_n_asks_each_commit_of_the_pair_n_times_and_counts_every_run(tmp_
     base, shas = make_world(tmp_path, history(culprit=1))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/", "--repeat", "3")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["candidates"] == short(shas, 1)
     overlays = [r for r in runs(base) if r != "nightly"]
@@ -439,12 +439,12 @@ def test_a_blobless_clone_is_enough_and_a_commits_verdict_can_be_taken_back(tmp_
     _git(base / "blobless", "fetch", "-q", "origin", "nightly:nightly")
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/", repo=base / "blobless")
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == Exit.OK, done.stderr
         assert json.loads((base / "work" / "bisect.json").read_text())["narrowed"][
             "candidates"] == short(shas, 20)
         asked = [r for r in runs(base) if r != "nightly"]
         again = bisect(base, f"{url}/", repo=base / "blobless", forget=shas[20][:10])
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == Exit.OK, again.stderr
     assert f"forgot 1 stored verdict(s) of {shas[20][:10]}" in again.stdout
     assert f"commit-{shas[20][:12]}-on-nightly-20250902-" in again.stdout
     # the forgotten commit is asked again, and no other commit whose verdict is stored (but
@@ -462,7 +462,7 @@ def test_a_regression_in_a_compiled_commit_narrows_to_the_commits_without_a_bina
     base, shas = make_world(tmp_path, history(broken_kernel=13))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/")
-    assert done.returncode == 8, done.stderr
+    assert done.returncode == Exit.NOT_EXACT, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["exact"] is False
     assert found["candidates"] == short(shas, 13, 14, 15, 16, 17)
@@ -486,7 +486,7 @@ def test_a_commit_whose_python_needs_a_newer_binary_is_unknown_never_bad(tmp_pat
     base, shas = make_world(tmp_path, history(culprit=7, import_breaks=6))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/")
-    assert done.returncode == 8, done.stderr
+    assert done.returncode == Exit.NOT_EXACT, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["candidates"] == short(shas, 6, 7)
     assert found["unknown"] == short(shas, 6)
@@ -514,7 +514,7 @@ def test_a_package_a_commit_does_not_have_is_not_in_its_overlay(tmp_path, culpri
     base, shas = make_world(tmp_path, history(extra={culprit: change}), start_extra=start)
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/", check=f'python -c "{check}"')
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["candidates"] == short(shas, culprit)
     assert found["last_good"]["commit"] == shas[culprit - 1]
@@ -527,7 +527,7 @@ def test_a_probe_started_through_the_console_script_runs_the_commits_code(tmp_pa
     base, shas = make_world(tmp_path, history(culprit=culprit))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/", check="torchrun")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["candidates"] == short(shas, culprit)
     assert found["last_good"]["commit"] == shas[culprit - 1]
@@ -543,7 +543,7 @@ def test_a_commit_that_rewrites_its_package_at_import_writes_only_its_own_overla
     base, shas = make_world(tmp_path, history(extra={8: {"torch/__init__.py": REWRITES}}))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["candidates"] == short(shas, 8)
     assert found["last_good"]["commit"] == shas[7]
@@ -559,7 +559,7 @@ def test_inert_commits_are_never_probed_and_take_the_verdict_before_them(tmp_pat
     base, shas = make_world(tmp_path, history(culprit=9, inert=inert))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["exact"] is True and found["candidates"] == short(shas, 9)
     assert found["last_good"]["commit"] == shas[2] and found["first_bad"]["commit"] == shas[9]
@@ -579,7 +579,7 @@ def test_inert_commits_among_compiled_ones_are_never_candidates(tmp_path):
     base, shas = make_world(tmp_path, history(broken_kernel=13, inert=(14, 15)))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/")
-    assert done.returncode == 8, done.stderr
+    assert done.returncode == Exit.NOT_EXACT, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["candidates"] == short(shas, 13, 16, 17)
     assert found["missing"] == short(shas, 13, 16)
@@ -670,7 +670,7 @@ def test_a_shallow_clone_gives_no_commit_answer_and_says_the_fetch_that_complete
     _git(shallow, "fetch", "-q", "--depth", "1", "origin", shas[0], shas[-1], *wanted)
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/", repo=shallow)
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == Exit.MISTAKE, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
         f"torchbisect bisect: error: --pytorch-repo {shallow} does not hold the history from "
         f"{shas[0][:12]} to {shas[-1][:12]} (the older nightly's main commit is not an ancestor "

@@ -31,6 +31,8 @@ from helpers.nightly_world import (  # noqa: F401 - `world` is a fixture
     stored_runs,
 )
 
+from torchbisect.exits import Exit
+
 pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 
 @pytest.mark.slow
@@ -148,7 +150,7 @@ def test_release_ends_bisect_the_releases_in_between(tmp_path):
                        tmp_path / "results.sqlite", "--workdir", tmp_path / "venvs", "--no-github",
                        "--json", tmp_path / "bisect.json", "--script", script, env=env(),
                        cwd=tmp_path, timeout=600)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_good"]["version"], result["first_bad"]["version"]) == ("2.11.0+cpu",
                                                                                 "2.12.0+cpu")

@@ -143,7 +143,7 @@ def test_probe_advice_followed_with_an_interpreter_that_has_torch(tmp_path, no_t
     argv = command("probe", "--cases", "capture_data_ptr")
     bad = subprocess.run([*argv, "--interpreter", no_torch_python], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 125  # cannot tell, as the probe script says there
+    assert bad.returncode == Exit.CANNOT_TELL  # cannot tell, as the probe script says there
     good = subprocess.run([*argv, "--interpreter", with_torch], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert good.returncode not in (2, 3, 5), good.stdout + good.stderr

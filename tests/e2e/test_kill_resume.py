@@ -18,6 +18,7 @@ import pytest
 from helpers import FAKE_PROBES, fake_torch_wheel
 from helpers.cli import command
 
+from torchbisect.exits import Exit
 from torchbisect.model import RunStatus
 from torchbisect.store.db import Store
 
@@ -56,7 +57,7 @@ def test_a_run_killed_midway_resumes_with_no_cell_lost_or_duplicated(tmp_path):
     go.touch()
     done = subprocess.run(argv, cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert f"{len(before)} already have a verdict" in done.stdout + done.stderr
 
     with Store(store) as opened:

@@ -54,7 +54,7 @@ def test_matrix_with_the_venv_backend_stores_verdicts_then_reruns_nothing(tmp_pa
         f"dev:\n  - wheel: {wheel}\n    overlay: true\n"
         f"preinstalled: {{}}\n")
     first, _ = matrix(tmp_path, base_python)
-    assert first.returncode == 0, first.stdout + first.stderr
+    assert first.returncode == Exit.OK, first.stdout + first.stderr
     assert "2 cells to probe" in first.stdout + first.stderr
 
     with Store(tmp_path / "results.sqlite") as store:
@@ -78,7 +78,7 @@ def test_matrix_with_the_venv_backend_stores_verdicts_then_reruns_nothing(tmp_pa
     assert (tmp_path / "reports" / "index.html").is_file()
 
     second, seconds = matrix(tmp_path, base_python)
-    assert second.returncode == 0, second.stdout + second.stderr
+    assert second.returncode == Exit.OK, second.stdout + second.stderr
     assert "0 cells to probe; 2 already have a verdict" in second.stdout + second.stderr
     with Store(tmp_path / "results.sqlite") as store:
         assert len(store.runs()) == 2

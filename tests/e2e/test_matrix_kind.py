@@ -45,7 +45,7 @@ def _smi(folder: Path, name: str) -> dict:
 
 def test_a_runner_of_another_platform_is_refused_before_anything_runs(world):
     done = matrix(world, "--kind", "GB300", "--allow-no-gpu")
-    assert done.returncode == 3
+    assert done.returncode == Exit.NO_VERDICT
     assert done.stderr.strip() == (
         "torchbisect matrix: error: runners.yaml:8 declares kind GB300 as linux_aarch64, but "
         "this runner is linux_x86_64: give the runner the labels of its own kind (or fix that "
@@ -56,11 +56,12 @@ def test_a_runner_of_another_platform_is_refused_before_anything_runs(world):
 def test_a_runner_with_another_gpu_is_refused(world, tmp_path):
     env = _smi(tmp_path / "bin", "NVIDIA A100-SXM4-80GB")
     done = matrix(world, "--kind", "H200", env=env)
-    assert done.returncode == 3
+    assert done.returncode == Exit.NO_VERDICT
     assert ("runners.yaml:2 declares kind H200 as linux_x86_64 with NVIDIA H200, but this "
             "runner is linux_x86_64 with NVIDIA A100-SXM4-80GB") in done.stderr
     done = matrix(world, "--kind", "H200", env={})  # no GPU at all
-    assert done.returncode == 3 and "this runner is linux_x86_64 with no GPU" in done.stderr
+    assert done.returncode == Exit.NO_VERDICT
+    assert "this runner is linux_x86_64 with no GPU" in done.stderr
 
 
 @pytest.mark.parametrize("args, said", [
@@ -70,7 +71,7 @@ def test_a_runner_with_another_gpu_is_refused(world, tmp_path):
 ])
 def test_kind_flags_that_do_not_go_together(world, args, said):
     done = matrix(world, *args)
-    assert done.returncode == 2 and said in done.stderr
+    assert done.returncode == Exit.MISTAKE and said in done.stderr
 
 
 @pytest.mark.slow
@@ -83,7 +84,7 @@ def test_a_shard_leaves_its_attendance_even_when_interrupted(world):
     first = f"nightly-{DAYS[0]:%Y%m%d}-*"
     done = matrix(world, "--kind", "H200", "--allow-no-gpu", "--offline", "--cells", first,
                   env={"GITHUB_RUN_ID": "77", "GITHUB_RUN_ATTEMPT": "1"})
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert "attendance: H200 shard 1/1 of run 77-1: 1 cell, 1 probed now" in done.stdout
 
     # the whole kind next: the first cell is reused, the next probe waits until it is stopped
@@ -102,7 +103,7 @@ def test_a_shard_leaves_its_attendance_even_when_interrupted(world):
     assert Path(f"{gate}.waiting").exists(), child.communicate()[0]
     child.send_signal(signal.SIGTERM)  # a cancelled CI job
     out, _ = child.communicate(timeout=120)
-    assert child.returncode == 130, out
+    assert child.returncode == Exit.INTERRUPTED, out
     with Store(world / "results.sqlite") as store:
         first_run, stopped = store.attendance()
     assert (first_run.kind, first_run.run, first_run.shard) == ("H200", "77-1", "1/1")
@@ -128,7 +129,7 @@ def test_a_shards_own_page_says_which_declared_kinds_reported(world):
     done = subprocess.run(argv, cwd=world, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "TORCHBISECT_PROBES": str(FAKE_PROBES),
                                "GITHUB_RUN_ID": "78", "GITHUB_RUN_ATTEMPT": "1"})
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     kinds = {k["name"]: k for k in
              json.loads((world / "site" / "results.json").read_text())["models"]["kinds"]}
     assert list(kinds) == ["H200", "GB300", "A100"]

@@ -10,6 +10,7 @@ import os
 import pytest
 from helpers.cli import torchbisect
 
+from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 from torchbisect.utils import proc
 
@@ -53,7 +54,7 @@ def test_a_docker_probe_cannot_reach_the_store_nor_a_credential_and_floods_no_lo
            "GITHUB_TOKEN": "ghp_" + "x1" * 18, "AWS_SECRET_ACCESS_KEY": "s" * 40}
     done = torchbisect("matrix", "--allow-no-gpu", "--backend", "docker", "--store", store,
                        "--out", out, "--workdir", "work", cwd=tmp_path, env=env, timeout=900)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     with Store(store, read_only=True) as opened:
         runs = opened.runs()
     assert len(runs) == 1 and runs[0].status.value == "ok", runs  # nothing forged or deleted
