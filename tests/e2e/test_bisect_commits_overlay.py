@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO, write_wheel
-from helpers.cli import torchbisect
+from helpers.cli import call, torchbisect
 from helpers.indexserver import serve
 from helpers.pytorch_clone import _git, check_out, fast_import
 
@@ -685,12 +685,11 @@ def test_a_shallow_clone_gives_no_commit_answer_and_says_the_fetch_that_complete
 
 
 def test_only_the_venv_backend_can_overlay_and_it_is_said_before_any_work(tmp_path, capsys):
-    from torchbisect.cli import main
 
     def bisect_with(repo: Path) -> int:
-        return main(["bisect", "--good", OLD, "--bad", NEW, "--backend", "docker",
-                     "--pytorch-repo", str(repo), "--index-url", "http://127.0.0.1:9/",
-                     "--store", str(tmp_path / "s.sqlite")])
+        return call("bisect", "--good", OLD, "--bad", NEW, "--backend", "docker",
+                    "--pytorch-repo", str(repo), "--index-url", "http://127.0.0.1:9/",
+                    "--store", str(tmp_path / "s.sqlite"))
 
     assert bisect_with(tmp_path) == Exit.MISTAKE
     assert f"--pytorch-repo {tmp_path} is not a git clone of pytorch" in capsys.readouterr().err

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from helpers import fake_torch_wheel
+from helpers.cli import call
 
-from torchbisect.cli import main
 from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 
@@ -69,16 +69,16 @@ def matrix(world: Path, store: Path, cases: str = "") -> int:
         f"defaults:\n  python: \"{PY}\"\n{cases}"
         f"indexes:\n  nightly: {world / 'index'}\n"
         f"nightly:\n  from: {DAYS[0]}\n  to: {DAYS[-1]}\n  cuda: cpu\n")
-    return main(["matrix", "--matrix", str(world / "matrix.yaml"), "--allow-no-gpu",
-                 "--backend", "venv", "--store", str(store), "--workdir", str(world / "work"),
-                 "--no-report", "--out", str(world / "reports")])
+    return call("matrix", "--matrix", str(world / "matrix.yaml"), "--allow-no-gpu",
+                "--backend", "venv", "--store", str(store), "--workdir", str(world / "work"),
+                "--no-report", "--out", str(world / "reports"))
 
 
 def bisect(world: Path, store: Path) -> int:
-    return main(["bisect", "--good", DAYS[0], "--bad", DAYS[-1], "--cuda", "cpu", "--python", PY,
-                 "--index-url", str(world / "index"), "--backend", "venv", "--store", str(store),
-                 "--workdir", str(world / "work"), "--no-github",
-                 "--json", str(world / "bisect.json")])
+    return call("bisect", "--good", DAYS[0], "--bad", DAYS[-1], "--cuda", "cpu", "--python", PY,
+                "--index-url", str(world / "index"), "--backend", "venv", "--store", str(store),
+                "--workdir", str(world / "work"), "--no-github",
+                "--json", str(world / "bisect.json"))
 
 
 def runs(store: Path) -> list:

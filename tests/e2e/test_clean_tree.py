@@ -10,15 +10,14 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO
-from helpers.cli import torchbisect
+from helpers.cli import call, torchbisect
 
-from torchbisect import cli
 from torchbisect.exits import Exit
 
 
 def _status(argv: list[str]) -> int:
     try:
-        return cli.main(argv)
+        return call(*argv)
     except SystemExit as done:
         return done.code
 

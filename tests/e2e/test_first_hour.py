@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 from helpers import IN_CI, REPO, make_cell, make_run, probe_doc, python_with_torch
-from helpers.cli import command
+from helpers.cli import call, command
 from helpers.indexserver import make_nightly_index, make_release_index, serve
 
-from torchbisect.cli import main
 from torchbisect.exits import Exit
 from torchbisect.model import Cell, Channel, ProbeResult
 from torchbisect.net import retry
@@ -56,7 +55,7 @@ def no_torch_python(tmp_path_factory) -> str:
 
 
 def run(*argv: str) -> int:
-    return main(list(argv))
+    return call(*argv)
 
 
 def test_the_driver_note_names_a_flag_that_matrix_takes_and_it_works(served, capsys,

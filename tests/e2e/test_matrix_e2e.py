@@ -10,7 +10,7 @@ import time
 
 import pytest
 from helpers import IN_CI, find_test_wheel, python_with_torch, sha256_of, wheel_python
-from helpers.cli import torchbisect
+from helpers.cli import call, torchbisect
 
 from torchbisect.backends.preinstalled import torch_version
 from torchbisect.exits import Exit
@@ -114,9 +114,8 @@ def stand_in(tmp_path, monkeypatch, fake_probes):
 
 
 def cli(*argv: str) -> int:
-    from torchbisect.cli import main
 
-    return main(list(argv))
+    return call(*argv)
 
 
 MATRIX = ("matrix", "--offline", "--no-report", "--backend", "venv", "--workdir", "work")

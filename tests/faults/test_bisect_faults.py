@@ -16,7 +16,6 @@ from helpers.nightly_world import cli_args, env
 from helpers.runaway import wait_until
 
 from torchbisect.bisect.verdicts import Rule, ScriptAborted, check_script_run
-from torchbisect.cli import main
 from torchbisect.exits import Exit
 from torchbisect.model import CellRun, ProbeResult, RunStatus
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
@@ -52,8 +51,8 @@ def test_summary_md_neutralizes_what_probes_wrote(tmp_path):
         store.add(CellRun(cell=make_cell("dev-infra"), status=RunStatus.INFRA_FAILURE,
                           reason=f"install: {EVIL}", wheel_sha256="cd" * 32, probe_version="1",
                           gpu=EVIL, driver="", backend="venv", started="2026-11-30T10:00:01"))
-    assert main(["report", "--store", str(tmp_path / "results.sqlite"),
-                 "--out", str(tmp_path / "out")]) == Exit.OK
+    assert call("report", "--store", str(tmp_path / "results.sqlite"),
+                "--out", str(tmp_path / "out")) == Exit.OK
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "octocat" in summary and "evil.example" in summary  # still readable
     _no_live_markdown(summary)

@@ -13,9 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.cli import torchbisect
-
-from torchbisect.cli import main
+from helpers.cli import call, torchbisect
 
 RUNNERS = ("kinds:\n  - name: {name}\n    gpu: NVIDIA H200\n    labels: [self-hosted, {label}]\n"
            "    platform: linux_x86_64\n    driver: \"580.95.05\"\n")
@@ -30,7 +28,7 @@ def cli(tmp_path, monkeypatch, capsys):
 
     def run(*args: str) -> subprocess.CompletedProcess:
         capsys.readouterr()
-        code = main(list(args))
+        code = call(*args)
         out = capsys.readouterr()
         return subprocess.CompletedProcess(args, code, out.out, out.err)
     run.folder = tmp_path

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 from helpers import fake_torch_wheel, write_wheel
+from helpers.cli import call
 from helpers.runaway import left, wait_until
 
-from torchbisect.cli import main
 from torchbisect.exits import Exit
 from torchbisect.probe.info import read_info
 
@@ -86,10 +86,10 @@ def _world(root: Path, script: str, *, torch: Path | None = None, timeout: int =
 
 
 def _matrix(root: Path, *extra: str) -> int:
-    return main(["matrix", "--matrix", str(root / "matrix.yaml"), "--allow-no-gpu",
-                 "--backend", "venv", "--store", str(root / "results.sqlite"),
-                 "--workdir", str(root / "work"), "--out", str(root / "reports"),
-                 "--no-report", *extra])
+    return call("matrix", "--matrix", str(root / "matrix.yaml"), "--allow-no-gpu",
+                "--backend", "venv", "--store", str(root / "results.sqlite"),
+                "--workdir", str(root / "work"), "--out", str(root / "reports"),
+                "--no-report", *extra)
 
 
 def _runs(root: Path) -> list[tuple[str, str, str, str]]:

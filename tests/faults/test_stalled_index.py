@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from helpers.cli import call
 from helpers.loopback import Peer
 
-from torchbisect.cli import main
 from torchbisect.net import deadline
 
 
@@ -38,7 +38,7 @@ def test_plan_names_the_index_it_waits_for_and_the_stalled_one_ends_it(
         (tmp_path / "matrix.yaml").write_text(
             f"indexes:\n  stable: {peer.url}/whl/cpu/\ndefaults:\n  python: '3.11'\n"
             "  cuda: cpu\nstable:\n  versions: [2.98.2]\n")
-        code = main(["plan", "--matrix", "matrix.yaml"])
+        code = call("plan", "--matrix", "matrix.yaml")
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 4, err
     assert f"note: waiting for {page} to answer (at most 180 s in all)" in err

@@ -15,10 +15,10 @@ import json
 import os
 
 import pytest
+from helpers.cli import call
 from helpers.loopback import Peer, redirect
 
 from torchbisect.backends import wheels
-from torchbisect.cli import main
 from torchbisect.config.matrix import load_matrix
 from torchbisect.errors import CommandFailed
 from torchbisect.exits import Exit
@@ -74,8 +74,8 @@ def _matrix(tmp_path, password=PASSWORD):
 
 
 def _plan(matrix, *extra):
-    return main(["plan", "--matrix", str(matrix), "--driver", "580.65.06", "--platform",
-                 "linux_x86_64", "--store", str(matrix.parent / "results.sqlite"), *extra])
+    return call("plan", "--matrix", str(matrix), "--driver", "580.65.06", "--platform",
+                "linux_x86_64", "--store", str(matrix.parent / "results.sqlite"), *extra)
 
 
 def _everything_written(folder) -> bytes:

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.cli import call
 
 from torchbisect.bisect.verdicts import Rule
-from torchbisect.cli import main
 from torchbisect.exits import Exit
 from torchbisect.model import Cell, CellRun, Channel, ProbeResult, RunStatus
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
@@ -80,7 +80,7 @@ def test_flag_errors_are_one_sentence_and_exit_2(flags, message, capsys, tmp_pat
     monkeypatch.chdir(tmp_path)
     argv = ["bisect", "--good", "2025-08-01", "--bad", "2025-08-09",
             "--index-url", str(tmp_path), "--store", str(tmp_path / "s.sqlite"), *flags]
-    assert main(argv) == Exit.MISTAKE
+    assert call(*argv) == Exit.MISTAKE
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
 
@@ -93,7 +93,7 @@ def test_flag_errors_are_one_sentence_and_exit_2(flags, message, capsys, tmp_pat
 def test_without_good_the_walks_errors_are_one_sentence(flags, message, capsys, tmp_path):
     argv = ["bisect", "--index-url", str(tmp_path), "--store", str(tmp_path / "s.sqlite"),
             *flags]
-    assert main(argv) == Exit.MISTAKE
+    assert call(*argv) == Exit.MISTAKE
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
 
@@ -104,7 +104,7 @@ def test_a_script_that_is_not_executable_is_named(capsys, tmp_path, monkeypatch)
     argv = ["bisect", "--good", "2025-08-01", "--bad", "2025-08-09", "--index-url",
             str(tmp_path / "no-index"), "--store", str(tmp_path / "s.sqlite"),
             "--script", "./check.sh"]
-    assert main(argv) == Exit.MISTAKE
+    assert call(*argv) == Exit.MISTAKE
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["torchbisect bisect: error: --script: ./check.sh is not executable: run it "
                    "through its interpreter (--script 'sh ./check.sh'), or give it a `#!` line "
@@ -121,7 +121,7 @@ def test_a_python_file_without_the_run_bit_is_advised_through_python(capsys, tmp
                                                                       monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "check.py").write_text("import sys\nsys.exit(0)\n")  # no x bit, no #!
-    assert main(_bisect_script(tmp_path, "./check.py")) == Exit.MISTAKE
+    assert call(*_bisect_script(tmp_path, "./check.py")) == Exit.MISTAKE
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "(--script 'python ./check.py')" in line and "'sh ./check.py'" not in line
 
@@ -135,14 +135,14 @@ def test_an_executable_script_without_a_shebang_is_refused_before_it_runs(capsys
     script = tmp_path / name
     script.write_text(f"import sys\nopen({str(tmp_path / 'ran')!r}, 'w')\nsys.exit(1)\n")
     script.chmod(0o755)
-    assert main(_bisect_script(tmp_path, f"./{name}")) == Exit.MISTAKE
+    assert call(*_bisect_script(tmp_path, f"./{name}")) == Exit.MISTAKE
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"torchbisect bisect: error: --script: ./{name} has no `#!` line")
     interpreter = "python" if name.endswith(".py") else "sh"
     assert f"(--script '{interpreter} ./{name}')" in line
     assert not (tmp_path / "ran").exists() and not (tmp_path / "s.sqlite").exists()
     script.write_text("#!/bin/sh\nexit 0\n")  # with its `#!` it passes this check
-    main(_bisect_script(tmp_path, f"./{name}"))
+    call(*_bisect_script(tmp_path, f"./{name}"))
     assert "has no `#!` line" not in capsys.readouterr().err
 
 

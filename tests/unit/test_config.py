@@ -10,10 +10,10 @@ import pytest
 import yaml
 from helpers import TESTS
 from helpers.bad_matrices import expected_error
+from helpers.cli import call
 from hypothesis import given
 from hypothesis import strategies as st
 
-from torchbisect.cli import main
 from torchbisect.config import sentences
 from torchbisect.config.matrix import STEP_EPOCH, NightlyEntry, load_matrix
 from torchbisect.config.schema import schema_text
@@ -30,7 +30,7 @@ def test_there_are_30_plus_malformed_files():
 
 @pytest.mark.parametrize("path", BAD, ids=[p.stem for p in BAD])
 def test_a_malformed_matrix_is_one_line_and_exit_code_2(path, capsys):
-    assert main(["plan", "--matrix", str(path)]) == Exit.MISTAKE
+    assert call("plan", "--matrix", str(path)) == Exit.MISTAKE
     out, err = capsys.readouterr()
     assert out == ""
     assert err == f"torchbisect plan: error: {expected_error(path)}\n"
@@ -126,8 +126,8 @@ def test_the_schema_accepts_the_good_files_and_rejects_mistakes(repo):
 
 def test_schema_command_writes_and_checks(tmp_path, capsys):
     out = tmp_path / "matrix.schema.json"
-    assert main(["schema", "--check", "--out", str(out)]) == Exit.OUT_OF_DATE  # 1 is "affected"
-    assert main(["schema", "--out", str(out)]) == Exit.OK
+    assert call("schema", "--check", "--out", str(out)) == Exit.OUT_OF_DATE  # 1 is "affected"
+    assert call("schema", "--out", str(out)) == Exit.OK
     assert out.read_text() == schema_text()
-    assert main(["schema", "--check", "--out", str(out)]) == Exit.OK
+    assert call("schema", "--check", "--out", str(out)) == Exit.OK
     assert "up to date" in capsys.readouterr().out

@@ -10,10 +10,10 @@ from datetime import date
 from pathlib import Path
 
 import pytest
+from helpers.cli import call
 from helpers.indexserver import fake_wheel, make_nightly_index, make_release_index, serve
 from rich.console import Console
 
-from torchbisect.cli import main
 from torchbisect.errors import ConfigError
 from torchbisect.exits import Exit
 from torchbisect.model import Cell, CellRun, Channel, RunStatus
@@ -43,9 +43,9 @@ def served(tmp_path):
 
 
 def plan_cli(matrix, *extra):
-    return main(["plan", "--matrix", str(matrix), "--driver", "580.65.06",
-                 "--platform", "linux_x86_64", "--store", str(matrix.parent / "results.sqlite"),
-                 *extra])
+    return call("plan", "--matrix", str(matrix), "--driver", "580.65.06",
+                "--platform", "linux_x86_64", "--store", str(matrix.parent / "results.sqlite"),
+                *extra)
 
 
 def test_plan_says_cells_gigabytes_and_that_no_timings_are_stored_yet(served, capsys):
@@ -181,8 +181,8 @@ def test_matrix_starts_with_the_cost_and_shows_its_download(tmp_path, monkeypatc
         Path("matrix.yaml").write_text(
             f"indexes:\n  nightly: {url}/nightly/{{cuda}}/\ndefaults:\n  cuda: cpu\n"
             "  overlay: true\nnightly:\n  dates: [2026-10-01]\n")
-        assert main(["matrix", "--allow-no-gpu", "--backend", "venv", "--workdir", "work",
-                     "--no-report"]) == Exit.OK
+        assert call("matrix", "--allow-no-gpu", "--backend", "venv", "--workdir", "work",
+                    "--no-report") == Exit.OK
     out = capsys.readouterr()
     said = " ".join((out.out + out.err).split())  # rich wraps at 80 columns off a terminal
     size = wheel.stat().st_size

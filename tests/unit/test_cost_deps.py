@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from helpers import DATA as TEST_DATA
 from helpers import REPO
+from helpers.cli import call
 from helpers.indexserver import make_release_index, serve
 
-from torchbisect.cli import main
 from torchbisect.exits import Exit
 from torchbisect.plan.deps import pins
 
@@ -80,9 +80,9 @@ def site(tmp_path):
 
 
 def plan(folder: Path, *extra: str) -> int:
-    return main(["plan", "--matrix", str(folder / "matrix.yaml"), "--driver", "580.65.06",
-                 "--platform", "linux_x86_64", "--store", str(folder / "results.sqlite"),
-                 *extra])
+    return call("plan", "--matrix", str(folder / "matrix.yaml"), "--driver", "580.65.06",
+                "--platform", "linux_x86_64", "--store", str(folder / "results.sqlite"),
+                *extra)
 
 
 def cost_lines(out: str) -> list[str]:

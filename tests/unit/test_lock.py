@@ -7,9 +7,9 @@ from datetime import date
 
 import pytest
 from helpers import make_cell, make_run
+from helpers.cli import call
 from helpers.indexserver import make_nightly_index, make_release_index, serve
 
-from torchbisect.cli import main
 from torchbisect.errors import ConfigError
 from torchbisect.exits import Exit
 from torchbisect.model import Cell, Channel, Plan
@@ -103,9 +103,9 @@ def served(tmp_path):
 
 
 def plan_cli(matrix, *extra):
-    return main(["plan", "--matrix", str(matrix), "--driver", "580.65.06",
-                 "--platform", "linux_x86_64", "--store", str(matrix.parent / "none.sqlite"),
-                 *extra])
+    return call("plan", "--matrix", str(matrix), "--driver", "580.65.06",
+                "--platform", "linux_x86_64", "--store", str(matrix.parent / "none.sqlite"),
+                *extra)
 
 
 def test_plan_prints_the_table_writes_json_and_a_stable_lock(served, capsys):
