@@ -17,6 +17,7 @@ from helpers.nightly_world import SCRIPT, cli_args, env
 from torchbisect.bisect.forget import Settings, describe, forget
 from torchbisect.bisect.verdicts import Rule
 from torchbisect.errors import ConfigError
+from torchbisect.exits import Exit
 from torchbisect.model import CellRun, Channel, ProbeResult, RunStatus
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 
@@ -204,5 +205,5 @@ def test_forget_alone_is_no_gpu_run_and_says_what_it_matched(stored, capsys, mon
                 "cu130", "--python", "3.12", "--require-gpu")
     err = capsys.readouterr().err.strip().splitlines()
     # the rows here were probed on an H200: none answers on this GPU-less machine
-    assert code == 2 and len(err) == 1 and err[0].endswith(": nothing to forget"), err
+    assert code == Exit.MISTAKE and len(err) == 1 and err[0].endswith(": nothing to forget"), err
     assert left(store) == set(ids.values())

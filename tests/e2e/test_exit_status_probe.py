@@ -80,7 +80,7 @@ def test_the_matrix_judges_each_release_by_the_script_alone(world, capsys):
     code = call("matrix", "--matrix", str(world / "matrix.yaml"), "--allow-no-gpu",
                 "--backend", "venv", *common(world), "--out", str(world / "reports"))
     out = capsys.readouterr().out
-    assert code == 0, out
+    assert code == Exit.OK, out
     page = (world / "reports" / "index.html").read_text()  # the page is the script's regression
     assert "A stand-in regression: wrong from torch 2.10 until 2.12 fixes it" in page
     assert "_lazy_clone" not in page
@@ -130,8 +130,8 @@ def test_probe_runs_the_script_on_one_cell_with_its_exit_status(world, capsys):
     code = call("probe", f"stable-2.11.0-cpu-{CP}", "--matrix", str(world / "matrix.yaml"),
                 "--backend", "venv", "--workdir", str(world / "work"))
     out = capsys.readouterr().out
-    assert code == 1 and "affected: torch 2.11.0+cpu gives the wrong answer" in out
+    assert code == Exit.AFFECTED and "affected: torch 2.11.0+cpu gives the wrong answer" in out
     code = call("probe", f"stable-2.12.0-cpu-{CP}", "--matrix", str(world / "matrix.yaml"),
                 "--backend", "venv", "--workdir", str(world / "work"), "--probe",
                 "wrong_answer")
-    assert code == 0
+    assert code == Exit.OK

@@ -116,7 +116,7 @@ def test_an_unreachable_index_in_bisect_points_at_its_own_flag(tmp_path, capsys,
                    "--cuda", "cu130", "--index-url", f"{url}/whl/nightly/cu130/",
                    "--script", "exit 0", "--backend", "venv", "--workdir", "work")
     out = capsys.readouterr()
-    assert code != 4 and "did not give a usable answer" not in out.err
+    assert code != Exit.INDEX_UNREACHABLE and "did not give a usable answer" not in out.err
     assert "2026-10-01" in out.out + out.err
 
 

@@ -159,7 +159,7 @@ def test_a_file_that_deletes_itself_keeps_its_finished_run(world, capsys):
     version = read_info(probe).version
     code = _matrix(world)
     # today: exit 2, "not found", the finished run lost
-    assert code == 0, capsys.readouterr()
+    assert code == Exit.OK, capsys.readouterr()
     assert not probe.exists()
     assert [(s, v, found) for s, v, found, _ in _runs(world)] == [("ok", "affected", version)]
 

@@ -85,7 +85,7 @@ def test_a_hostile_recorded_bisection_is_one_sentence(name, bisection, data_dir,
     code = call("report", "--probe-json", str(probe), "--bisection", str(path), "--out",
                 str(tmp_path / "out"))
     err = capsys.readouterr().err.strip()
-    assert code == 2 and err.count("\n") == 0 and str(path) in err and why in err, err
+    assert code == Exit.MISTAKE and err.count("\n") == 0 and str(path) in err and why in err, err
 
 
 def test_long_strings_of_a_recorded_document_are_capped_on_the_page(bisection, tmp_path):

@@ -411,7 +411,7 @@ def test_a_script_bisection_needs_no_gpu_under_github_actions(workdir, monkeypat
     status = call("bisect", "--good", "2025-08-01", "--bad", "2025-08-03", "--script", "true",
                   "--index-url", str(workdir / "index"), "--no-github")
     err = capsys.readouterr().err
-    assert status != 3 and "GPU" not in err, err
+    assert status != Exit.NO_VERDICT and "GPU" not in err, err
 
 
 def test_a_command_that_cannot_even_load_is_torchbisect_failing(monkeypatch, capsys):
