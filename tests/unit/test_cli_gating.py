@@ -20,7 +20,7 @@ from helpers import make_cell, make_run
 from helpers.cli import call, one_sentence
 
 from torchbisect.backends import BACKENDS
-from torchbisect.cli import COMMANDS, main
+from torchbisect.cli import COMMANDS
 from torchbisect.errors import ConfigError
 from torchbisect.exits import Exit
 
@@ -102,9 +102,7 @@ def test_matrix_gates_on_affected_only_when_asked(stand_in, capsys):
 
 
 def test_matrix_fail_on_takes_only_what_it_knows(workdir, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(["matrix", "--fail-on", "broken"])
-    assert exc.value.code == 2
+    assert call("matrix", "--fail-on", "broken") == Exit.MISTAKE
     assert "--fail-on" in capsys.readouterr().err
 
 
@@ -146,18 +144,14 @@ def test_merge_writes_the_merged_runs_as_results_json(tmp_path, capsys):
 
 
 def test_version(capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(["--version"])
-    assert exc.value.code == 0
+    assert call("--version") == Exit.OK
     assert capsys.readouterr().out.strip() == "torchbisect 0.1.0"
 
 
 @pytest.mark.parametrize("command", ["matrix", "probe", "bisect", "bench"])
 def test_backend_has_the_same_choices_in_every_command(command, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main([command, "--backend", "podman"] + (["--good", "1", "--bad", "2"]
-                                                 if command == "bisect" else []))
-    assert exc.value.code == 2
+    assert call(command, "--backend", "podman",
+                *(["--good", "1", "--bad", "2"] if command == "bisect" else [])) == Exit.MISTAKE
     [line] = [x for x in capsys.readouterr().err.splitlines() if "invalid choice" in x]
     choices = line.split("choose from", 1)[1].replace("'", "").strip(" )")
     assert choices.split(", ") == list(BACKENDS)  # argparse quotes them on some Pythons only
