@@ -1,13 +1,14 @@
 """One way for a test to run torchbisect as its user does, and one check of what the user was told.
 
 `torchbisect(...)` runs `python -m torchbisect` in a child process with this checkout's package
-first on the path, however the suite was launched; `call(...)` runs the same command line in this
-process (argparse's own exits become their status, as a shell would see it), and `invoke(...)`
-runs it in this process as `torchbisect(...)` runs it in a child (a folder, an environment, its
-output captured as text): the unit tests run the CLI in-process only (tests/unit/conftest.py
-refuses a child there).  `one_sentence`
-asserts the rule every error a user can cause follows: one line, no traceback, the status the table
-gives its meaning (torchbisect/exits.py), and it returns that line to check further.
+first on the path, however the suite was launched (`command(...)` is its argv, for a test that
+starts the process itself); `call(...)` runs the same command line in this process (argparse's
+own exits become their status, as a shell would see it), and `invoke(...)` runs it in this process
+as `torchbisect(...)` runs it in a child (a folder, an environment, its output captured as text).
+The unit tests run the CLI in-process only (tests/unit/conftest.py refuses a child there, as
+`starts_the_cli` tells one).  `one_sentence` asserts the rule every error a user can cause
+follows: one line, no traceback, the status the table gives its meaning (torchbisect/exits.py),
+and it returns that line to check further.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The command line as a user types it: flags are never abbreviated, a mistyped one is answered
-by the command's own usage and the nearest real flag, `--json -` is a real pipe, the checks that
-need no index come before any index is asked, and the shell completes what torchbisect knows."""
+by the command's own usage and the nearest real flag, and the checks that need no index come
+before any index is asked (`--json -` into a real pipe and the shell's completion need the
+command as a process: tests/e2e/test_cli_process.py)."""
 
 from __future__ import annotations
 
