@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import fake_torch_wheel, make_cell, sha256_of
+from helpers.cli import torchbisect
 
 from torchbisect.backends import BACKENDS, BackendOptions, Watcher, backend_class, choose_backend
 from torchbisect.backends.current import CurrentBackend
@@ -27,6 +28,7 @@ from torchbisect.backends.preinstalled import (
 from torchbisect.backends.venv import VenvBackend
 from torchbisect.backends.wheels import extra_index
 from torchbisect.errors import BackendUnavailable, ConfigError
+from torchbisect.exits import Exit
 from torchbisect.model import Cell, Channel, RunStatus, Verdict, split_interpreter
 from torchbisect.run import execute
 
@@ -334,17 +336,16 @@ def test_cache_shows_and_prunes_what_the_venv_backend_keeps(wheel, tmp_path, mon
     venv_backend(work).prepare(dev_cell(wheel, "dev-kept"), log=tmp_path / "install.log")
 
     def cache(*argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "torchbisect", "cache", "--backend", "venv",
-                               "--workdir", str(work), *argv], capture_output=True, text=True,
-                              timeout=300, cwd=tmp_path)
+        return torchbisect("cache", "--backend", "venv", "--workdir", work, *argv, timeout=300,
+                           cwd=tmp_path)
 
     shown = cache()
-    assert shown.returncode == 0, shown.stderr
+    assert shown.returncode == Exit.OK, shown.stderr
     venvs = next(line for line in shown.stdout.splitlines() if line.startswith("venvs: "))
     assert venvs.startswith("venvs: 1 venv, ") and venvs.endswith(f"in {work / 'venvs'}")
     assert "uv cache: " in shown.stdout and str(tmp_path / "uv-cache") in shown.stdout
     pruned = cache("--prune")
-    assert pruned.returncode == 0, pruned.stderr
+    assert pruned.returncode == Exit.OK, pruned.stderr
     assert f"removed 1 venv(s) under {work / 'venvs'}" in pruned.stdout
     assert not (work / "venvs" / "dev-kept").exists()
     assert cache().stdout.splitlines()[1].startswith("venvs: 0 venvs, 0.0 MB")
@@ -368,7 +369,7 @@ def test_cache_speaks_of_the_backend_the_runs_used_and_says_so(tmp_path, monkeyp
         db.add(make_run(make_cell("dev-new"), backend="venv", started="2026-11-02T10:00:00"))
         db.add(make_run(make_cell("dev-own"), backend="current", started="2026-11-03T10:00:00"))
     shown = torchbisect("cache", "--store", store, "--workdir", tmp_path / "work", cwd=tmp_path)
-    assert shown.returncode == 0, shown.stderr
+    assert shown.returncode == Exit.OK, shown.stderr
     first, second = shown.stdout.splitlines()[:2]
     assert first == (f"backend: venv (the newest run in {store} used it; choose with --backend), "
                      "which keeps a venv per cell under the work folder, and uv's cache on this "
@@ -380,6 +381,6 @@ def test_cache_of_a_backend_that_keeps_nothing_is_refused_naming_those_that_do(c
     from helpers.cli import call, one_sentence
 
     status = call("cache", "--backend", "current")
-    assert one_sentence(capsys.readouterr().err, status, 2, command="cache").endswith(
+    assert one_sentence(capsys.readouterr().err, status, Exit.MISTAKE, command="cache").endswith(
         "the current backend (--backend) keeps nothing between runs: choose --backend docker "
         "or --backend venv")

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO
+from helpers.cli import torchbisect
+
+from torchbisect.exits import Exit
 
 COMMITTED = REPO / "reports" / "bench"
 
@@ -26,8 +29,7 @@ no_gpu = pytest.mark.skipif(shutil.which("nvidia-smi") is not None,
 
 
 def _bench(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", "bench", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
+    return torchbisect("bench", *args, cwd=cwd, timeout=600)
 
 
 @pytest.fixture
@@ -49,7 +51,7 @@ def test_without_a_gpu_nothing_in_reports_bench_changes_and_it_says_so(checkout)
     pytest.importorskip("torch", reason="the workaround part measures this interpreter's torch")
     before = _snapshot(checkout / "reports" / "bench")
     done = _bench(checkout, "--parts", "workaround,render")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert _snapshot(checkout / "reports" / "bench") == before
     assert ("no GPU here, so nothing is written to reports/bench/ (it keeps the numbers measured "
             "on a GPU); pass --out DIR to keep this run's numbers") in done.stderr
@@ -61,7 +63,7 @@ def test_without_a_gpu_nothing_in_reports_bench_changes_and_it_says_so(checkout)
 def test_out_names_where_a_machine_without_a_gpu_writes(checkout, tmp_path):
     before = _snapshot(checkout / "reports" / "bench")
     done = _bench(checkout, "--parts", "render", "--out", str(tmp_path / "mine"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     tool = json.loads((tmp_path / "mine" / "tool.json").read_text())
     assert tool["render"]["cells"] == 2000 and tool["render"]["seconds"] > 0
     assert (tmp_path / "mine" / "tool.svg").read_text().startswith("<svg")
@@ -76,7 +78,7 @@ def test_out_names_where_a_machine_without_a_gpu_writes(checkout, tmp_path):
 def test_the_probe_part_runs_the_earlier_probe_beside_todays(tmp_path):
     pytest.importorskip("torch", reason="this interpreter has no torch: pip install torch")
     done = _bench(tmp_path, "--parts", "probe", "--out", str(tmp_path / "out"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     doc = json.loads((tmp_path / "out" / "probe.json").read_text())
     today = re.search(r'^PROBE_VERSION = "([^"]+)"', (REPO / "probes" / "stale_replay.py")
                       .read_text(), re.M)[1]

@@ -18,14 +18,16 @@ import hashlib
 import json
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 from helpers import write_wheel
+from helpers.cli import torchbisect
 from helpers.indexserver import serve
 from helpers.nightly_world import PY, TAG, env
+
+from torchbisect.exits import Exit
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")]
@@ -64,13 +66,11 @@ def bisect(tmp_path: Path, url: str, cuda: str, *flags: str,
            ends: tuple[str, ...] = ("--good", "2.9.0", "--bad", "2.11.0")
            ) -> tuple[subprocess.CompletedProcess, list[str]]:
     log = tmp_path / "installed.txt"
-    argv = [sys.executable, "-m", "torchbisect", "bisect", *ends, *flags, "--cuda", cuda,
-            "--python", PY, "--index-url", url, "--backend", "venv",
-            "--store", str(tmp_path / "results.sqlite"), "--workdir", str(tmp_path / "venvs"),
-            "--no-github", "--json", str(tmp_path / "bisect.json"),
-            "--script", SCRIPT.format(log=str(log)), "--repeat", "1"]
-    done = subprocess.run(argv, env=env(), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
+    done = torchbisect("bisect", *ends, *flags, "--cuda", cuda, "--python", PY, "--index-url", url,
+                       "--backend", "venv", "--store", tmp_path / "results.sqlite", "--workdir",
+                       tmp_path / "venvs", "--no-github", "--json", tmp_path / "bisect.json",
+                       "--script", SCRIPT.format(log=str(log)), "--repeat", "1",
+                       env=env(), cwd=tmp_path, timeout=600)
     return done, log.read_text().split() if log.exists() else []
 
 
@@ -84,7 +84,7 @@ def test_a_re_spin_is_the_build_probed_and_named(tmp_path):
     html_index(tmp_path / "index", names)
     with serve(tmp_path / "index") as url:
         done, installed = bisect(tmp_path, f"{url}/", "cu130")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_good"]["version"], result["last_good"]["build"]) == ("2.10.0+cu130", "3")
     assert result["first_bad"]["version"] == "2.10.1+cu130"
@@ -105,7 +105,7 @@ def test_the_labelled_twin_is_the_cuda_build_asked_for(tmp_path):
     json_index(tmp_path / "index", names, yanked={names[3]: "wrong CUDA graphs"})
     with serve(tmp_path / "index") as url:
         done, installed = bisect(tmp_path, f"{url}/", "cu124")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_good"]["version"], result["first_bad"]["version"]) == (
         "2.10.0+cu124", "2.10.1+cu124")
@@ -140,7 +140,7 @@ def test_cuda_auto_bisects_a_pypi_shaped_index_across_cuda_generations(tmp_path)
     with serve(tmp_path / "index") as url:
         done, installed = bisect(tmp_path, f"{url}/", "auto", "--find-fix",
                                  ends=("--bad", "2.8.0", "--good", "2.11.0"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_bad"]["version"], result["first_good"]["version"]) == ("2.9.0", "2.10.0")
     assert set(installed) == set(names)  # both ends, then the two between
@@ -151,11 +151,10 @@ def test_cuda_auto_bisects_a_pypi_shaped_index_across_cuda_generations(tmp_path)
 
 
 def test_cuda_auto_is_for_releases_only(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "torchbisect", "bisect", "--good", "2025-08-01",
-                           "--bad", "2025-08-20", "--cuda", "auto", "--store",
-                           str(tmp_path / "r.sqlite"), "--workdir", str(tmp_path / "w")],
-                          env=env(), cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2, done.stderr
+    done = torchbisect("bisect", "--good", "2025-08-01", "--bad", "2025-08-20", "--cuda", "auto",
+                       "--store", tmp_path / "r.sqlite", "--workdir", tmp_path / "w", env=env(),
+                       cwd=tmp_path, timeout=120)
+    assert done.returncode == Exit.MISTAKE, done.stderr
     assert "--cuda auto chooses each release's build" in done.stderr
 
 
@@ -185,7 +184,7 @@ def test_a_release_whose_metadata_answers_404_is_probed_from_its_wheel(tmp_path)
     pypi_index(tmp_path / "index", names, served=(names[0], names[2]))
     with serve(tmp_path / "index", ranges=True) as url:
         done, installed = bisect(tmp_path, f"{url}/", "cu128")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert done.stdout.splitlines()[0] == ("the first bad release is 2.10.0 (exact: the release "
                                            "before it, 2.9.0, is good)")
     assert names[1] in installed
@@ -202,7 +201,7 @@ def test_a_release_whose_cuda_stays_unknown_is_a_candidate_never_an_exact_answer
     pypi_index(tmp_path / "index", names, served=(names[0], names[2]))
     with serve(tmp_path / "index", ranges=True) as url:
         done, installed = bisect(tmp_path, f"{url}/", "cu128")
-    assert done.returncode == 8, done.stderr  # Exit.NOT_EXACT
+    assert done.returncode == Exit.NOT_EXACT, done.stderr
     assert done.stdout.splitlines()[0] == "the first bad release is one of 2: 2.10.0, 2.11.0"
     assert names[1] not in installed and names[2] in installed
     assert ("release 2.10.0 stays a candidate but is not probed: CUDA not known: its wheel "

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO, write_wheel
+from helpers.cli import call, torchbisect
 from helpers.indexserver import serve
 from helpers.pytorch_clone import _git, check_out, fast_import
 
@@ -155,16 +156,14 @@ def bisect(base: Path, url: str, *extra: str, repo: Path | None = None, forget: 
         again = f'[ "$TORCHBISECT_COMMIT" = {flip} ] && [ {asked} -ge 2 ]'
         check = f"if {again}; then if {check}; then exit 1; else exit 0; fi; fi; {check}"
     ends = ["--bad", OLD, "--good", NEW, "--find-fix"] if fix else ["--good", OLD, "--bad", NEW]
-    args = [sys.executable, "-m", "torchbisect", "bisect", *ends,
-            "--cuda", "cpu", "--python", PY, "--index-url", url, "--backend", "venv",
-            "--store", str(base / "work" / "results.sqlite"), "--workdir", str(base / "venvs"),
-            "--pytorch-repo", str(repo or base / "pytorch"), "--no-github",
+    args = ["bisect", *ends, "--cuda", "cpu", "--python", PY, "--index-url", url, "--backend",
+            "venv", "--store", str(base / "work" / "results.sqlite"), "--workdir",
+            str(base / "venvs"), "--pytorch-repo", str(repo or base / "pytorch"), "--no-github",
             *(["--forget", forget] if forget else []),
             "--script", f'echo "${{TORCHBISECT_COMMIT:-nightly}}" >> {base / "runs.txt"}; {check}',
             "--json", str(base / "work" / "bisect.json"), *extra]
     (base / "work").mkdir(exist_ok=True)
-    return subprocess.run(args, env=env, cwd=base / "work", capture_output=True, text=True,
-                          timeout=600)
+    return torchbisect(*args, env=env, cwd=base / "work", timeout=600)
 
 
 def _env() -> dict[str, str]:
@@ -315,7 +314,7 @@ def test_a_regression_in_a_python_commit_is_found_exactly(tmp_path, culprit):
     base, shas = make_world(tmp_path, history(culprit=culprit))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     nightly = json.loads((base / "work" / "bisect.json").read_text())
     found = nightly["narrowed"]
     assert found["exact"] is True and found["candidates"] == short(shas, culprit)
@@ -342,10 +341,9 @@ def test_a_regression_in_a_python_commit_is_found_exactly(tmp_path, culprit):
                                                    "torch/feature.py"))
     assert [f.read_text() for f in feature] == ["BROKEN = False\n"]
     # the site's OSV record opens its GIT range at the commit itself
-    site = subprocess.run([sys.executable, "-m", "torchbisect", "report", "--store",
-                           str(base / "work" / "results.sqlite"), "--out", str(base / "site")],
-                          env=_env(), capture_output=True, text=True, timeout=300)
-    assert site.returncode == 0, site.stderr
+    site = torchbisect("report", "--store", base / "work" / "results.sqlite", "--out",
+                       base / "site", env=_env(), timeout=300)
+    assert site.returncode == Exit.OK, site.stderr
     osv = json.loads((base / "site" / "affected.json").read_text())
     [git] = [r for r in osv["affected"][0]["ranges"] if r["type"] == "GIT"]
     assert git["events"] == [{"introduced": shas[culprit]}, {"last_affected": shas[-1]}]
@@ -357,7 +355,7 @@ def test_a_fix_is_found_down_to_the_commit_too(tmp_path):
     base, shas = make_world(tmp_path, history(culprit=24))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/", fix=True)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["direction"] == "fix" and found["candidates"] == short(shas, 24)
     assert (found["last_bad"]["commit"], found["first_good"]["commit"]) == (shas[23], shas[24])
@@ -373,7 +371,7 @@ def test_a_rerun_reuses_every_commits_stored_verdict(tmp_path):
         first = bisect(base, f"{url}/")
         asked = [r for r in runs(base) if r != "nightly"]
         again = bisect(base, f"{url}/")
-    assert first.returncode == again.returncode == 0, first.stderr + again.stderr
+    assert first.returncode == again.returncode == Exit.OK, first.stderr + again.stderr
     # only --repeat's re-asks at the nightly pair and the commit pair run again (they are
     # never stored)
     assert [r for r in runs(base) if r != "nightly"][len(asked):] == [shas[4], shas[5]]
@@ -415,7 +413,7 @@ def test_repeat_n_asks_each_commit_of_the_pair_n_times_and_counts_every_run(tmp_
     base, shas = make_world(tmp_path, history(culprit=1))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/", "--repeat", "3")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["candidates"] == short(shas, 1)
     overlays = [r for r in runs(base) if r != "nightly"]
@@ -441,12 +439,12 @@ def test_a_blobless_clone_is_enough_and_a_commits_verdict_can_be_taken_back(tmp_
     _git(base / "blobless", "fetch", "-q", "origin", "nightly:nightly")
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/", repo=base / "blobless")
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == Exit.OK, done.stderr
         assert json.loads((base / "work" / "bisect.json").read_text())["narrowed"][
             "candidates"] == short(shas, 20)
         asked = [r for r in runs(base) if r != "nightly"]
         again = bisect(base, f"{url}/", repo=base / "blobless", forget=shas[20][:10])
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == Exit.OK, again.stderr
     assert f"forgot 1 stored verdict(s) of {shas[20][:10]}" in again.stdout
     assert f"commit-{shas[20][:12]}-on-nightly-20250902-" in again.stdout
     # the forgotten commit is asked again, and no other commit whose verdict is stored (but
@@ -464,7 +462,7 @@ def test_a_regression_in_a_compiled_commit_narrows_to_the_commits_without_a_bina
     base, shas = make_world(tmp_path, history(broken_kernel=13))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/")
-    assert done.returncode == 8, done.stderr
+    assert done.returncode == Exit.NOT_EXACT, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["exact"] is False
     assert found["candidates"] == short(shas, 13, 14, 15, 16, 17)
@@ -488,7 +486,7 @@ def test_a_commit_whose_python_needs_a_newer_binary_is_unknown_never_bad(tmp_pat
     base, shas = make_world(tmp_path, history(culprit=7, import_breaks=6))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/")
-    assert done.returncode == 8, done.stderr
+    assert done.returncode == Exit.NOT_EXACT, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["candidates"] == short(shas, 6, 7)
     assert found["unknown"] == short(shas, 6)
@@ -516,7 +514,7 @@ def test_a_package_a_commit_does_not_have_is_not_in_its_overlay(tmp_path, culpri
     base, shas = make_world(tmp_path, history(extra={culprit: change}), start_extra=start)
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/", check=f'python -c "{check}"')
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["candidates"] == short(shas, culprit)
     assert found["last_good"]["commit"] == shas[culprit - 1]
@@ -529,7 +527,7 @@ def test_a_probe_started_through_the_console_script_runs_the_commits_code(tmp_pa
     base, shas = make_world(tmp_path, history(culprit=culprit))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/", check="torchrun")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["candidates"] == short(shas, culprit)
     assert found["last_good"]["commit"] == shas[culprit - 1]
@@ -545,7 +543,7 @@ def test_a_commit_that_rewrites_its_package_at_import_writes_only_its_own_overla
     base, shas = make_world(tmp_path, history(extra={8: {"torch/__init__.py": REWRITES}}))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["candidates"] == short(shas, 8)
     assert found["last_good"]["commit"] == shas[7]
@@ -561,7 +559,7 @@ def test_inert_commits_are_never_probed_and_take_the_verdict_before_them(tmp_pat
     base, shas = make_world(tmp_path, history(culprit=9, inert=inert))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["exact"] is True and found["candidates"] == short(shas, 9)
     assert found["last_good"]["commit"] == shas[2] and found["first_bad"]["commit"] == shas[9]
@@ -581,7 +579,7 @@ def test_inert_commits_among_compiled_ones_are_never_candidates(tmp_path):
     base, shas = make_world(tmp_path, history(broken_kernel=13, inert=(14, 15)))
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/")
-    assert done.returncode == 8, done.stderr
+    assert done.returncode == Exit.NOT_EXACT, done.stderr
     found = json.loads((base / "work" / "bisect.json").read_text())["narrowed"]
     assert found["candidates"] == short(shas, 13, 16, 17)
     assert found["missing"] == short(shas, 13, 16)
@@ -672,7 +670,7 @@ def test_a_shallow_clone_gives_no_commit_answer_and_says_the_fetch_that_complete
     _git(shallow, "fetch", "-q", "--depth", "1", "origin", shas[0], shas[-1], *wanted)
     with serve(base / "index") as url:
         done = bisect(base, f"{url}/", repo=shallow)
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == Exit.MISTAKE, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
         f"torchbisect bisect: error: --pytorch-repo {shallow} does not hold the history from "
         f"{shas[0][:12]} to {shas[-1][:12]} (the older nightly's main commit is not an ancestor "
@@ -687,17 +685,16 @@ def test_a_shallow_clone_gives_no_commit_answer_and_says_the_fetch_that_complete
 
 
 def test_only_the_venv_backend_can_overlay_and_it_is_said_before_any_work(tmp_path, capsys):
-    from torchbisect.cli import main
 
     def bisect_with(repo: Path) -> int:
-        return main(["bisect", "--good", OLD, "--bad", NEW, "--backend", "docker",
-                     "--pytorch-repo", str(repo), "--index-url", "http://127.0.0.1:9/",
-                     "--store", str(tmp_path / "s.sqlite")])
+        return call("bisect", "--good", OLD, "--bad", NEW, "--backend", "docker",
+                    "--pytorch-repo", str(repo), "--index-url", "http://127.0.0.1:9/",
+                    "--store", str(tmp_path / "s.sqlite"))
 
-    assert bisect_with(tmp_path) == 2
+    assert bisect_with(tmp_path) == Exit.MISTAKE
     assert f"--pytorch-repo {tmp_path} is not a git clone of pytorch" in capsys.readouterr().err
     make_clone(tmp_path / "clone", [])
-    assert bisect_with(tmp_path / "clone") == 2
+    assert bisect_with(tmp_path / "clone") == Exit.MISTAKE
     assert "--pytorch-repo runs commits as hard-linked copies of a nightly's venv on this " \
            "host, which the docker backend cannot: use --backend venv" in capsys.readouterr().err
 

@@ -13,10 +13,10 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
+from helpers.cli import torchbisect
 from helpers.nightly_world import (  # noqa: F401 - `world` is a fixture
     DATES,
     FIRST_BAD,
@@ -30,6 +30,8 @@ from helpers.nightly_world import (  # noqa: F401 - `world` is a fixture
     standin_wheel,
     stored_runs,
 )
+
+from torchbisect.exits import Exit
 
 pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 
@@ -143,13 +145,12 @@ def test_release_ends_bisect_the_releases_in_between(tmp_path):
     script = ("python -c \"import sys, torch; "
               "v = tuple(map(int, torch.__version__.split('.')[:2])); "
               "sys.exit(1 if v >= (2, 12) else 0)\"")
-    argv = [sys.executable, "-m", "torchbisect", "bisect", "--good", "2.9.0", "--bad", "2.14.1",
-            "--cuda", "cpu", "--python", PY, "--index-url", str(folder), "--backend", "venv",
-            "--store", str(tmp_path / "results.sqlite"), "--workdir", str(tmp_path / "venvs"),
-            "--no-github", "--json", str(tmp_path / "bisect.json"), "--script", script]
-    done = subprocess.run(argv, env=env(), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr
+    done = torchbisect("bisect", "--good", "2.9.0", "--bad", "2.14.1", "--cuda", "cpu", "--python",
+                       PY, "--index-url", folder, "--backend", "venv", "--store",
+                       tmp_path / "results.sqlite", "--workdir", tmp_path / "venvs", "--no-github",
+                       "--json", tmp_path / "bisect.json", "--script", script, env=env(),
+                       cwd=tmp_path, timeout=600)
+    assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_good"]["version"], result["first_bad"]["version"]) == ("2.11.0+cpu",
                                                                                 "2.12.0+cpu")

@@ -11,11 +11,13 @@ import subprocess
 
 import pytest
 from helpers import make_cell
+from helpers.cli import call
 from helpers.nightly_world import SCRIPT, cli_args, env
 
 from torchbisect.bisect.forget import Settings, describe, forget
 from torchbisect.bisect.verdicts import Rule
 from torchbisect.errors import ConfigError
+from torchbisect.exits import Exit
 from torchbisect.model import CellRun, Channel, ProbeResult, RunStatus
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 
@@ -194,15 +196,14 @@ def test_forget_alone_is_no_gpu_run_and_says_what_it_matched(stored, capsys, mon
     """--forget alone probes nothing: --require-gpu does not stop it on a machine without one
     (this one, or any: no GPU is seen here whatever the machine has)."""
     from torchbisect.bisect import run
-    from torchbisect.cli import main
     from torchbisect.utils import gpus
 
     store, ids = stored
     monkeypatch.setattr(gpus, "list_gpus", lambda: [])
     monkeypatch.setattr(run, "list_gpus", lambda: [])
-    code = main(["bisect", "--forget", "2025-08-13", "--store", str(store.path), "--cuda",
-                 "cu130", "--python", "3.12", "--require-gpu"])
+    code = call("bisect", "--forget", "2025-08-13", "--store", str(store.path), "--cuda",
+                "cu130", "--python", "3.12", "--require-gpu")
     err = capsys.readouterr().err.strip().splitlines()
     # the rows here were probed on an H200: none answers on this GPU-less machine
-    assert code == 2 and len(err) == 1 and err[0].endswith(": nothing to forget"), err
+    assert code == Exit.MISTAKE and len(err) == 1 and err[0].endswith(": nothing to forget"), err
     assert left(store) == set(ids.values())

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from helpers import fake_torch_wheel
+from helpers.cli import call
 
-from torchbisect.cli import main
+from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 
 pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
@@ -68,16 +69,16 @@ def matrix(world: Path, store: Path, cases: str = "") -> int:
         f"defaults:\n  python: \"{PY}\"\n{cases}"
         f"indexes:\n  nightly: {world / 'index'}\n"
         f"nightly:\n  from: {DAYS[0]}\n  to: {DAYS[-1]}\n  cuda: cpu\n")
-    return main(["matrix", "--matrix", str(world / "matrix.yaml"), "--allow-no-gpu",
-                 "--backend", "venv", "--store", str(store), "--workdir", str(world / "work"),
-                 "--no-report", "--out", str(world / "reports")])
+    return call("matrix", "--matrix", str(world / "matrix.yaml"), "--allow-no-gpu",
+                "--backend", "venv", "--store", str(store), "--workdir", str(world / "work"),
+                "--no-report", "--out", str(world / "reports"))
 
 
 def bisect(world: Path, store: Path) -> int:
-    return main(["bisect", "--good", DAYS[0], "--bad", DAYS[-1], "--cuda", "cpu", "--python", PY,
-                 "--index-url", str(world / "index"), "--backend", "venv", "--store", str(store),
-                 "--workdir", str(world / "work"), "--no-github",
-                 "--json", str(world / "bisect.json")])
+    return call("bisect", "--good", DAYS[0], "--bad", DAYS[-1], "--cuda", "cpu", "--python", PY,
+                "--index-url", str(world / "index"), "--backend", "venv", "--store", str(store),
+                "--workdir", str(world / "work"), "--no-github",
+                "--json", str(world / "bisect.json"))
 
 
 def runs(store: Path) -> list:
@@ -88,14 +89,14 @@ def runs(store: Path) -> list:
 @pytest.mark.slow
 def test_a_bisection_reuses_the_matrix_runs_of_the_same_wheels(world, capsys):
     store = world / "results.sqlite"
-    assert matrix(world, store) == 0
+    assert matrix(world, store) == Exit.OK
     stored = runs(store)
     assert {r.cell.id for r in stored} >= {f"nightly-{BUMP.replace('-', '')}-2.10.0-cpu-cp"
                                            f"{PY.replace('.', '')}",
                                            f"nightly-{BUMP.replace('-', '')}-2.11.0-cpu-cp"
                                            f"{PY.replace('.', '')}"}
     capsys.readouterr()
-    assert bisect(world, store) == 0
+    assert bisect(world, store) == Exit.OK
     out = capsys.readouterr().out
     assert "first bad:  2025-08-05" in out
     assert "(0 run now," in out  # every nightly it asked about was judged from the matrix's runs
@@ -107,11 +108,11 @@ def test_a_longer_limit_does_not_make_the_matrix_verdicts_stale(world, capsys):
     """The matrix ran with `timeout: 120`, the bisection asks 900 s (its default): a verdict that
     finished within 120 s is the one 900 s would give, so nothing is probed again."""
     store = world / "results.sqlite"
-    assert matrix(world, store, cases="  timeout: 120\n") == 0
+    assert matrix(world, store, cases="  timeout: 120\n") == Exit.OK
     stored = runs(store)
     assert {r.cell.timeout for r in stored} == {120}
     capsys.readouterr()
-    assert bisect(world, store) == 0
+    assert bisect(world, store) == Exit.OK
     out = capsys.readouterr().out
     assert "first bad:  2025-08-05" in out
     assert "(0 run now," in out
@@ -121,13 +122,13 @@ def test_a_longer_limit_does_not_make_the_matrix_verdicts_stale(world, capsys):
 @pytest.mark.slow
 def test_a_matrix_reuses_a_bisection_run_only_when_it_asks_what_that_run_covered(world):
     store = world / "results.sqlite"
-    assert bisect(world, store) == 0
+    assert bisect(world, store) == Exit.OK
     bisected = {r.cell.id: r for r in runs(store)}
     bump_id = f"nightly-{BUMP.replace('-', '')}-2.11.0-cpu-cp{PY.replace('.', '')}"
     assert bump_id in bisected  # the matrix's id for the newer build of the bump date
 
     # the matrix asking for the same one case, same settings: the bisection's runs answer
-    assert matrix(world, store, cases="  cases: [capture_data_ptr]\n") == 0
+    assert matrix(world, store, cases="  cases: [capture_data_ptr]\n") == Exit.OK
     after = runs(store)
     new = [r for r in after if r.run_id not in {b.run_id for b in bisected.values()}]
     assert {r.cell.id for r in new}.isdisjoint(bisected)  # only the dates it never probed
@@ -135,5 +136,5 @@ def test_a_matrix_reuses_a_bisection_run_only_when_it_asks_what_that_run_covered
 
     # the probe's default set is more than those runs hold: every cell is probed
     before = len(after)
-    assert matrix(world, store) == 0
+    assert matrix(world, store) == Exit.OK
     assert len(runs(store)) == before + len(DAYS) + 1

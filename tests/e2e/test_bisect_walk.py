@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from torchbisect.bisect.candidates import build_candidates
 from torchbisect.bisect.walk import distances, walk
 from torchbisect.errors import ConfigError
+from torchbisect.exits import Exit
 from torchbisect.model import Cell, Channel
 from torchbisect.outcome import Direction, NightlyPoint, Outcome
 
@@ -178,7 +179,7 @@ def test_bad_only_walks_back_then_bisects(world, tmp_path):
     counted = f'echo "$TORCHBISECT_DATE" >> {runs}; {SCRIPT}'
     done = subprocess.run(command(base, url, tmp_path, "--script", counted), env=env(),
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_good"]["date"], result["first_bad"]["date"]) == ("2025-08-13",
                                                                           "2025-08-14")
@@ -205,7 +206,7 @@ def test_find_fix_with_bad_only_walks_forward(world, tmp_path):
     args[args.index("--bad") + 1] = "2025-08-15"
     done = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
                           timeout=600)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_bad"]["date"], result["first_good"]["date"]) == ("2025-08-21",
                                                                           "2025-08-22")

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import REPO
+from helpers.cli import call, torchbisect
 
-from torchbisect import cli
+from torchbisect.exits import Exit
 
 
 def _status(argv: list[str]) -> int:
     try:
-        return cli.main(argv)
+        return call(*argv)
     except SystemExit as done:
         return done.code
 
@@ -46,9 +46,8 @@ def clone(tmp_path: Path) -> Path:
 @pytest.mark.slow  # a real run of the main job, then report, in a subprocess each
 def test_the_quick_start_in_a_clone_leaves_git_status_clean(clone):
     for argv in (["matrix", "--cells", "preinstalled", "--backend", "current"], ["report"]):
-        done = subprocess.run([sys.executable, "-m", "torchbisect", *argv], cwd=clone,
-                              capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stdout + done.stderr
+        done = torchbisect(*argv, cwd=clone, timeout=600)
+        assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert (clone / "reports" / "index.html").is_file()
     assert (clone / "reports" / "stale_replay.py").is_file()
     assert (clone / "reports" / "results.schema.json").is_file()
@@ -58,7 +57,7 @@ def test_the_quick_start_in_a_clone_leaves_git_status_clean(clone):
 def test_a_plan_that_pins_no_wheel_writes_no_lock(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
-    assert _status(["plan"]) == 0
+    assert _status(["plan"]) == Exit.OK
     assert "no wheel to pin, so no lock is written" in capsys.readouterr().out
     assert not (tmp_path / "matrix.lock.json").exists()
 
@@ -68,7 +67,7 @@ def test_offline_from_a_lock_that_pins_nothing_says_to_plan_online(tmp_path, mon
     monkeypatch.chdir(tmp_path)
     (tmp_path / "matrix.yaml").write_text("stable:\n  versions: all from 2.3\n")
     (tmp_path / "matrix.lock.json").write_text('{"format": 1, "builds": {}}\n')
-    assert _status(["plan", "--offline"]) == 2
+    assert _status(["plan", "--offline"]) == Exit.MISTAKE
     err = capsys.readouterr().err
     assert "the lock pins no stable build: run `torchbisect plan` once with network" in err
     assert "the newest there is none" not in err

@@ -13,13 +13,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import subprocess
-import sys
 import time
 import uuid
 
 import pytest
 from helpers import write_wheel
+from helpers.cli import torchbisect
 
 from torchbisect.backends.container import UV_CACHE
 from torchbisect.store.db import Store
@@ -54,9 +53,8 @@ def _matrix_folder(tmp_path):
 
 
 def _torchbisect(tmp_path, volume, *argv, **env) -> tuple[int, str]:
-    done = subprocess.run([sys.executable, "-m", "torchbisect", *argv], cwd=tmp_path,
-                          env={**os.environ, "TORCHBISECT_UV_CACHE_VOLUME": volume, **env},
-                          capture_output=True, text=True, timeout=900)
+    done = torchbisect(*argv, cwd=tmp_path, timeout=900,
+                       env_extra={"TORCHBISECT_UV_CACHE_VOLUME": volume, **env})
     said = done.stdout + done.stderr
     assert "Traceback" not in said
     return done.returncode, said

@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import torchbisect
 
 from torchbisect.backends.docker_gpu import NO_TOOLKIT, require_gpu_support
 from torchbisect.errors import BackendUnavailable
+from torchbisect.exits import Exit
 
 pytestmark = [
     pytest.mark.docker,
@@ -51,12 +51,11 @@ def test_probing_with_the_docker_backend_on_a_gpu_host_exits_5_with_that_sentenc
     smi.parent.mkdir()
     smi.write_text(SMI)
     smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
-    env = {**os.environ, "PATH": f"{smi.parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run([sys.executable, "-m", "torchbisect", "probe", "preinstalled",
-                           "--backend", "docker", "--store", str(tmp_path / "r.sqlite")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = torchbisect("probe", "preinstalled", "--backend", "docker", "--store",
+                       tmp_path / "r.sqlite", cwd=tmp_path, timeout=300,
+                       env_extra={"PATH": f"{smi.parent}{os.pathsep}{os.environ['PATH']}"})
     said = done.stdout + done.stderr
-    assert done.returncode == 5, said
+    assert done.returncode == Exit.BACKEND_UNAVAILABLE, said
     assert NO_TOOLKIT in said.replace("\n", " ")
     assert "Traceback" not in said and "could not select device driver" not in said
     assert not Path(tmp_path / "r.sqlite").exists()  # nothing was run, so nothing stored

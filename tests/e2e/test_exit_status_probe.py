@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 from helpers import fake_torch_wheel
+from helpers.cli import call
 
-from torchbisect.cli import main
+from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 
 pytestmark = [pytest.mark.slow,
@@ -69,17 +70,17 @@ def common(world: Path) -> list[str]:
 
 
 def bisect(world: Path, *how: str) -> tuple[int, dict]:
-    code = main(["bisect", "--find-fix", "--bad", "2.10.0", "--good", "2.13.0", "--cuda", "cpu",
-                 "--python", PY, "--index-url", str(world / "wheels"), "--backend", "venv",
-                 "--no-github", *common(world), "--json", str(world / "bisect.json"), *how])
+    code = call("bisect", "--find-fix", "--bad", "2.10.0", "--good", "2.13.0", "--cuda", "cpu",
+                "--python", PY, "--index-url", str(world / "wheels"), "--backend", "venv",
+                "--no-github", *common(world), "--json", str(world / "bisect.json"), *how)
     return code, json.loads((world / "bisect.json").read_text())
 
 
 def test_the_matrix_judges_each_release_by_the_script_alone(world, capsys):
-    code = main(["matrix", "--matrix", str(world / "matrix.yaml"), "--allow-no-gpu",
-                 "--backend", "venv", *common(world), "--out", str(world / "reports")])
+    code = call("matrix", "--matrix", str(world / "matrix.yaml"), "--allow-no-gpu",
+                "--backend", "venv", *common(world), "--out", str(world / "reports"))
     out = capsys.readouterr().out
-    assert code == 0, out
+    assert code == Exit.OK, out
     page = (world / "reports" / "index.html").read_text()  # the page is the script's regression
     assert "A stand-in regression: wrong from torch 2.10 until 2.12 fixes it" in page
     assert "_lazy_clone" not in page
@@ -103,9 +104,9 @@ def test_the_matrix_judges_each_release_by_the_script_alone(world, capsys):
     assert (world / "reports" / "logs" / f"stable-2.10.0-cpu-{CP}.wrong_answer.log").is_file()
 
     # a second run answers from the store: same build, same probe, same fingerprint
-    assert main(["matrix", "--matrix", str(world / "matrix.yaml"), "--allow-no-gpu",
-                 "--backend", "venv", *common(world), "--no-report", "--out",
-                 str(world / "reports")]) == 0
+    assert call("matrix", "--matrix", str(world / "matrix.yaml"), "--allow-no-gpu",
+                "--backend", "venv", *common(world), "--no-report", "--out",
+                str(world / "reports")) == Exit.OK
     assert f"{len(RELEASES)} cells: 0 probed now, {len(RELEASES)} from the store" in \
         capsys.readouterr().out
 
@@ -126,11 +127,11 @@ def test_bisect_find_fix_with_the_probe_and_with_the_same_file_as_script(world, 
 
 
 def test_probe_runs_the_script_on_one_cell_with_its_exit_status(world, capsys):
-    code = main(["probe", f"stable-2.11.0-cpu-{CP}", "--matrix", str(world / "matrix.yaml"),
-                 "--backend", "venv", "--workdir", str(world / "work")])
+    code = call("probe", f"stable-2.11.0-cpu-{CP}", "--matrix", str(world / "matrix.yaml"),
+                "--backend", "venv", "--workdir", str(world / "work"))
     out = capsys.readouterr().out
-    assert code == 1 and "affected: torch 2.11.0+cpu gives the wrong answer" in out
-    code = main(["probe", f"stable-2.12.0-cpu-{CP}", "--matrix", str(world / "matrix.yaml"),
-                 "--backend", "venv", "--workdir", str(world / "work"), "--probe",
-                 "wrong_answer"])
-    assert code == 0
+    assert code == Exit.AFFECTED and "affected: torch 2.11.0+cpu gives the wrong answer" in out
+    code = call("probe", f"stable-2.12.0-cpu-{CP}", "--matrix", str(world / "matrix.yaml"),
+                "--backend", "venv", "--workdir", str(world / "work"), "--probe",
+                "wrong_answer")
+    assert code == Exit.OK

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 from helpers import IN_CI, REPO, make_cell, make_run, probe_doc, python_with_torch
+from helpers.cli import call, command
 from helpers.indexserver import make_nightly_index, make_release_index, serve
 
-from torchbisect.cli import main
+from torchbisect.exits import Exit
 from torchbisect.model import Cell, Channel, ProbeResult
 from torchbisect.net import retry
 from torchbisect.report import render_runs
@@ -54,18 +55,18 @@ def no_torch_python(tmp_path_factory) -> str:
 
 
 def run(*argv: str) -> int:
-    return main(list(argv))
+    return call(*argv)
 
 
 def test_the_driver_note_names_a_flag_that_matrix_takes_and_it_works(served, capsys,
                                                                        no_torch_python):
-    assert run("plan", "--platform", "linux_x86_64") == 0
+    assert run("plan", "--platform", "linux_x86_64") == Exit.OK
     out = capsys.readouterr().out
     assert "pass --driver VERSION" in out
     assert "stable-2.15.0-cu130-cp312" in out  # no driver known: the newest tag is assumed
     # Follow the advice on the command the user was running: a 525 driver runs CUDA 12 only.
     assert run("matrix", "--driver", "525.60.13", "--interpreter", no_torch_python,
-               "--cells", "stable-*,preinstalled", "--no-report") == 0
+               "--cells", "stable-*,preinstalled", "--no-report") == Exit.OK
     out = capsys.readouterr().out
     assert "--driver" not in out
     builds = json.loads(Path("matrix.lock.json").read_text())["builds"]
@@ -73,28 +74,28 @@ def test_the_driver_note_names_a_flag_that_matrix_takes_and_it_works(served, cap
 
 
 def test_plan_offline_without_a_lock_says_to_plan_first_and_that_works(served, capsys):
-    assert run("plan", "--offline", "--driver", "580.65.06") == 2
+    assert run("plan", "--offline", "--driver", "580.65.06") == Exit.MISTAKE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "there is none at matrix.lock.json" in err
     assert "run `torchbisect plan` once with network access" in err
-    assert run("plan", "--driver", "580.65.06") == 0  # the advice …
-    assert run("plan", "--offline", "--driver", "580.65.06") == 0  # … and offline works now
+    assert run("plan", "--driver", "580.65.06") == Exit.OK  # the advice …
+    assert run("plan", "--offline", "--driver", "580.65.06") == Exit.OK  # … and offline works now
     assert "stable-2.15.0-cu130-cp312" in capsys.readouterr().out
 
 
 def test_probe_of_an_unknown_cell_names_it_and_the_closest_ids(served, capsys):
     # a date the matrix does not list: said before any lock or index is read
-    assert run("probe", "nightly-20261002-cu130-cp312", "--offline") == 2
+    assert run("probe", "nightly-20261002-cu130-cp312", "--offline") == Exit.MISTAKE
     err = capsys.readouterr().err
     assert "no cell of matrix.yaml can match nightly-20261002-cu130-cp312" in err
     assert "did you mean " in err and "nightly-20261001-*" in err
     # a cell the matrix can give, offline without a lock: the lock is what is missing
-    assert run("probe", "nightly-20261001-cu130-cp312", "--offline") == 2
+    assert run("probe", "nightly-20261001-cu130-cp312", "--offline") == Exit.MISTAKE
     err = capsys.readouterr().err
     assert "cannot look up cell 'nightly-20261001-cu130-cp312'" in err and "lock file" in err
-    assert run("plan", "--driver", "580.65.06") == 0
+    assert run("plan", "--driver", "580.65.06") == Exit.OK
     capsys.readouterr()
-    assert run("probe", "nightly-20261001-cu126-cp312", "--offline") == 2
+    assert run("probe", "nightly-20261001-cu126-cp312", "--offline") == Exit.MISTAKE
     err = capsys.readouterr().err
     assert "no cell 'nightly-20261001-cu126-cp312'" in err
     assert "did you mean " in err and "nightly-20261001-cu130-cp312" in err
@@ -104,7 +105,7 @@ def test_an_unreachable_index_in_bisect_points_at_its_own_flag(tmp_path, capsys,
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(retry, "_sleep", lambda s: None)
     assert run("bisect", "--good", "2026-10-01", "--bad", "2026-10-03", "--no-github",
-               "--index-url", "http://127.0.0.1:9/whl/nightly/cu130/") == 4
+               "--index-url", "http://127.0.0.1:9/whl/nightly/cu130/") == Exit.INDEX_UNREACHABLE
     err = capsys.readouterr().err.splitlines()[-1]
     assert "pass --index-url with a mirror" in err and "matrix.yaml" not in err
     # Following it: the same bisection over a mirror gets past the index (to its ends' check).
@@ -115,7 +116,7 @@ def test_an_unreachable_index_in_bisect_points_at_its_own_flag(tmp_path, capsys,
                    "--cuda", "cu130", "--index-url", f"{url}/whl/nightly/cu130/",
                    "--script", "exit 0", "--backend", "venv", "--workdir", "work")
     out = capsys.readouterr()
-    assert code != 4 and "did not give a usable answer" not in out.err
+    assert code != Exit.INDEX_UNREACHABLE and "did not give a usable answer" not in out.err
     assert "2026-10-01" in out.out + out.err
 
 
@@ -124,7 +125,7 @@ def test_probe_of_an_interpreter_without_torch_cannot_tell_and_stores_nothing(
     monkeypatch.chdir(tmp_path)
     for backend in ((), ("--backend", "venv"), ("--backend", "current")):
         # 125, as the probe script itself exits under that interpreter
-        assert run("probe", "--interpreter", no_torch_python, *backend) == 125
+        assert run("probe", "--interpreter", no_torch_python, *backend) == Exit.CANNOT_TELL
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "has no torch" in err and "--backend venv" not in err
         assert "cannot tell: the interpreter" in err
@@ -138,10 +139,10 @@ def test_probe_advice_followed_with_an_interpreter_that_has_torch(tmp_path, no_t
     if with_torch is None:
         (pytest.fail if IN_CI else pytest.skip)("following the advice needs a Python with torch")
     env = {**os.environ, "PYTHONPATH": str(SRC)}
-    argv = [sys.executable, "-m", "torchbisect", "probe", "--cases", "capture_data_ptr"]
+    argv = command("probe", "--cases", "capture_data_ptr")
     bad = subprocess.run([*argv, "--interpreter", no_torch_python], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 125  # cannot tell, as the probe script says there
+    assert bad.returncode == Exit.CANNOT_TELL  # cannot tell, as the probe script says there
     good = subprocess.run([*argv, "--interpreter", with_torch], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert good.returncode not in (2, 3, 5), good.stdout + good.stderr
@@ -199,7 +200,7 @@ def test_plan_names_an_images_torch_and_counts_in_english(capsys):
 
 def test_one_cell_is_one_cell(served, capsys):
     Path("matrix.yaml").write_text("preinstalled: true\n")
-    assert run("plan", "--driver", "580.65.06") == 0
+    assert run("plan", "--driver", "580.65.06") == Exit.OK
     assert "1 cell, 0 requested builds missing" in capsys.readouterr().out
 
 
@@ -209,7 +210,7 @@ def test_cells_selects_before_planning_and_without_a_gpu_names_the_cells_not_pro
     nightly entry cannot give such a cell, so its index is never asked), and without a GPU it
     says which selected cells it did not probe instead of probing some other torch."""
     assert run("matrix", "--cells", "stable-2.15*", "--interpreter", no_torch_python,
-               "--no-report") == 0
+               "--no-report") == Exit.OK
     out = " ".join(capsys.readouterr().out.split())  # however the console wraps it
     assert "these selected cells are not probed: stable-2.15.0-cu130-cp312;" in out
     assert "--allow-no-gpu" in out and "torch of" not in out  # no other torch stands in
@@ -228,7 +229,7 @@ def test_cells_selects_before_planning_on_the_path_that_probes(served, capsys, t
     nightly index is not asked either; a wheel that cannot be fetched is an infrastructure
     failure of the one selected cell."""
     assert run("matrix", "--cells", "stable-2.15*", "--allow-no-gpu", "--backend", "venv",
-               "--workdir", str(tmp_path / "work"), "--no-report") == 3
+               "--workdir", str(tmp_path / "work"), "--no-report") == Exit.NO_VERDICT
     assert "stable-2.15.0-cu130-cp312" in capsys.readouterr().out
     assert served.hits and not [h for h in served.hits if h.startswith("/whl/nightly/")]
 
@@ -273,13 +274,13 @@ def test_an_empty_page_says_why_and_links_the_committed_examples(tmp_path, no_to
     (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("torchbisect.utils.gpus.list_gpus", lambda: [])
-    assert run("matrix", "--interpreter", no_torch_python) == 0
+    assert run("matrix", "--interpreter", no_torch_python) == Exit.OK
     page = (tmp_path / "reports" / "index.html").read_text()
     assert "No GPU is visible" in page and "has no torch" in page
     assert 'href="sample/index.html"' in page and 'href="h200/index.html"' in page
     assert "No GPU is visible" in (tmp_path / "reports" / "summary.md").read_text()
     # Another --out still links the checkout's committed pages, relative to where it is.
-    assert run("report", "--store", "reports/results.sqlite", "--out", "elsewhere/page") == 0
+    assert run("report", "--store", "reports/results.sqlite", "--out", "elsewhere/page") == Exit.OK
     page = (tmp_path / "elsewhere" / "page" / "index.html").read_text()
     assert 'href="../../reports/sample/index.html"' in page
     assert "Nothing has been probed into this store yet" in page

@@ -7,13 +7,14 @@ import re
 from helpers.cli import torchbisect
 
 from torchbisect.cli import COMMANDS
+from torchbisect.exits import Exit
 
 
 def test_the_matrix_that_init_writes_names_only_commands_an_installed_user_has(tmp_path):
     """It told a pip-installed user to run `nox -s plan`, `nox -s matrix` and `nox -s schema`,
     which exist only in a clone (friction 5)."""
     done = torchbisect("init", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     comments = "\n".join(line for line in (tmp_path / "matrix.yaml").read_text().splitlines()
                          if line.lstrip().startswith("#"))
     assert "nox" not in comments
@@ -68,13 +69,13 @@ def test_outside_a_project_a_matrix_files_folder_is_the_project(tmp_path):
     (project / "local.yaml").write_text("preinstalled: true\n")
     run = ("matrix", "--matrix", "../proj/local.yaml", "--fail-on", "none")
     done = torchbisect(*run, cwd=elsewhere, env_extra={"XDG_DATA_HOME": str(data)})
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert (project / "reports" / "results.sqlite").is_file()
     assert (project / "reports" / "index.html").is_file()
     assert not (data / "torchbisect").exists() and not list(elsewhere.iterdir())
     done = torchbisect(*run, "--store", "mine.sqlite", cwd=elsewhere,
                        env_extra={"XDG_DATA_HOME": str(data)})
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert (elsewhere / "mine.sqlite").is_file()
 
 
@@ -85,7 +86,7 @@ def test_report_says_what_it_wrote_as_matrix_does(tmp_path):
     document = sorted((DATA / "probe").glob("*.json"))[0]
     done = torchbisect("report", "--probe-json", document, "--out", tmp_path / "site",
                        cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     lines = done.stdout.splitlines()
     assert f"wrote {tmp_path / 'site' / 'index.html'}" in lines
     assert all(line.startswith("wrote ") for line in lines), lines

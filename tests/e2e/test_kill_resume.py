@@ -10,14 +10,15 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from helpers import FAKE_PROBES, fake_torch_wheel
+from helpers.cli import command
 
+from torchbisect.exits import Exit
 from torchbisect.model import RunStatus
 from torchbisect.store.db import Store
 
@@ -33,9 +34,9 @@ def test_a_run_killed_midway_resumes_with_no_cell_lost_or_duplicated(tmp_path):
     entries = "".join(f"  - wheel: {w}\n    name: k{i}\n    overlay: true\n"
                       + (gated if i >= 2 else "") for i, w in enumerate(wheels))
     (tmp_path / "matrix.yaml").write_text(f"defaults:\n  timeout: 120\ndev:\n{entries}")
-    argv = [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
-            "--offline", "--allow-no-gpu", "--backend", "venv", "--store", "results.sqlite",
-            "--out", "reports", "--workdir", "work", "--no-report"]
+    argv = command("matrix", "--matrix", "matrix.yaml", "--offline", "--allow-no-gpu", "--backend",
+                   "venv", "--store", "results.sqlite", "--out", "reports", "--workdir", "work",
+                   "--no-report")
     env = {**os.environ, "TORCHBISECT_PROBES": str(FAKE_PROBES)}
     store = tmp_path / "results.sqlite"
 
@@ -56,7 +57,7 @@ def test_a_run_killed_midway_resumes_with_no_cell_lost_or_duplicated(tmp_path):
     go.touch()
     done = subprocess.run(argv, cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert f"{len(before)} already have a verdict" in done.stdout + done.stderr
 
     with Store(store) as opened:

@@ -6,11 +6,12 @@ nothing.  The images are the offline ones `.ci/docker-setup.sh` builds."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 from helpers import IN_CI, find_test_wheel
+from helpers.cli import torchbisect
 
+from torchbisect.exits import Exit
 from torchbisect.model import RunStatus, Verdict
 from torchbisect.store.db import Store
 
@@ -18,10 +19,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def _matrix(tmp_path, *extra: str) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
-            "--allow-no-gpu", "--backend", "docker", "--store", "results.sqlite",
-            "--out", "reports", "--workdir", "work", *extra]
-    return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=1200)
+    return torchbisect("matrix", "--matrix", "matrix.yaml", "--allow-no-gpu", "--backend",
+                       "docker", "--store", "results.sqlite", "--out", "reports", "--workdir",
+                       "work", *extra, cwd=tmp_path, timeout=1200)
 
 
 def test_the_docker_matrix_stores_skipped_verdicts_then_reruns_nothing(tmp_path):
@@ -35,7 +35,7 @@ def test_the_docker_matrix_stores_skipped_verdicts_then_reruns_nothing(tmp_path)
         f"dev:\n  - wheel: {wheel}\n    cuda: cpu\n    name: torch-2.13-cpu\n"
         "preinstalled:\n  image: torchbisect/base:bookworm-torch\n")
     first = _matrix(tmp_path)
-    assert first.returncode == 0, first.stdout + first.stderr
+    assert first.returncode == Exit.OK, first.stdout + first.stderr
     with Store(tmp_path / "results.sqlite") as store:
         runs = {r.cell.id: r for r in store.runs()}
     assert set(runs) == {"dev-torch-2.13-cpu", "preinstalled"}
@@ -47,7 +47,7 @@ def test_the_docker_matrix_stores_skipped_verdicts_then_reruns_nothing(tmp_path)
     assert runs["dev-torch-2.13-cpu"].wheel_sha256 and (tmp_path / "reports/index.html").exists()
 
     again = _matrix(tmp_path)
-    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.returncode == Exit.OK, again.stdout + again.stderr
     with Store(tmp_path / "results.sqlite") as store:
         assert len(store.runs()) == 2  # nothing was probed again
     assert "2 from the store" in again.stdout + again.stderr

@@ -6,14 +6,14 @@ here), renders the report; a second run re-runs nothing."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import time
 
 import pytest
 from helpers import IN_CI, find_test_wheel, python_with_torch, sha256_of, wheel_python
+from helpers.cli import call, torchbisect
 
 from torchbisect.backends.preinstalled import torch_version
+from torchbisect.exits import Exit
 from torchbisect.model import RunStatus, Verdict
 from torchbisect.store.db import Store
 
@@ -38,11 +38,11 @@ def base_python(wheel):
 
 
 def matrix(tmp_path, base_python, *extra):
-    argv = [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
-            "--offline", "--allow-no-gpu", "--backend", "venv", "--interpreter", base_python,
-            "--store", "results.sqlite", "--out", "reports", "--workdir", "work", *extra]
+    argv = ["matrix", "--matrix", "matrix.yaml", "--offline", "--allow-no-gpu", "--backend",
+            "venv", "--interpreter", base_python, "--store", "results.sqlite", "--out", "reports",
+            "--workdir", "work", *extra]
     began = time.monotonic()
-    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    done = torchbisect(*argv, cwd=tmp_path, timeout=900)
     return done, time.monotonic() - began
 
 
@@ -54,7 +54,7 @@ def test_matrix_with_the_venv_backend_stores_verdicts_then_reruns_nothing(tmp_pa
         f"dev:\n  - wheel: {wheel}\n    overlay: true\n"
         f"preinstalled: {{}}\n")
     first, _ = matrix(tmp_path, base_python)
-    assert first.returncode == 0, first.stdout + first.stderr
+    assert first.returncode == Exit.OK, first.stdout + first.stderr
     assert "2 cells to probe" in first.stdout + first.stderr
 
     with Store(tmp_path / "results.sqlite") as store:
@@ -78,7 +78,7 @@ def test_matrix_with_the_venv_backend_stores_verdicts_then_reruns_nothing(tmp_pa
     assert (tmp_path / "reports" / "index.html").is_file()
 
     second, seconds = matrix(tmp_path, base_python)
-    assert second.returncode == 0, second.stdout + second.stderr
+    assert second.returncode == Exit.OK, second.stdout + second.stderr
     assert "0 cells to probe; 2 already have a verdict" in second.stdout + second.stderr
     with Store(tmp_path / "results.sqlite") as store:
         assert len(store.runs()) == 2
@@ -114,9 +114,8 @@ def stand_in(tmp_path, monkeypatch, fake_probes):
 
 
 def cli(*argv: str) -> int:
-    from torchbisect.cli import main
 
-    return main(list(argv))
+    return call(*argv)
 
 
 MATRIX = ("matrix", "--offline", "--no-report", "--backend", "venv", "--workdir", "work")
@@ -125,11 +124,11 @@ MATRIX = ("matrix", "--offline", "--no-report", "--backend", "venv", "--workdir"
 def test_an_infrastructure_failure_exits_3_and_is_retried_next_run(stand_in, monkeypatch,
                                                                      capsys):
     monkeypatch.setenv("TB_FAKE_MODE", "crash")
-    assert cli(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1") == 3
+    assert cli(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1") == Exit.NO_VERDICT
     out = capsys.readouterr().out
     assert "infra failure" in out and "probe killed by signal SIGSEGV" in out
     monkeypatch.delenv("TB_FAKE_MODE")
-    assert cli(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1") == 0
+    assert cli(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1") == Exit.OK
     with Store("reports/results.sqlite") as store:
         latest = store.latest()
         assert [r.status for r in store.runs()].count(RunStatus.INFRA_FAILURE) == 2
@@ -140,9 +139,9 @@ def test_an_infrastructure_failure_exits_3_and_is_retried_next_run(stand_in, mon
 def test_shards_of_the_matrix_probe_each_cell_once(stand_in, capsys):
     for i in (1, 2, 3):
         assert cli(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1", "--shard", f"{i}/3",
-                   "--store", f"shard{i}.sqlite") == 0
+                   "--store", f"shard{i}.sqlite") == Exit.OK
     assert cli("merge", "all.sqlite", "shard1.sqlite", "shard2.sqlite", "shard3.sqlite",
-               "missing.sqlite", "--allow-missing", "missing.sqlite") == 0
+               "missing.sqlite", "--allow-missing", "missing.sqlite") == Exit.OK
     assert "missing.sqlite: does not exist, which --allow-missing allows" in (
         capsys.readouterr().out)
     with Store("all.sqlite") as store:
@@ -170,7 +169,7 @@ def test_without_a_gpu_only_the_interpreters_torch_is_probed(stand_in, capsys):
 def test_probe_runs_one_cell_prints_its_cases_and_stores_it(stand_in, capsys):
     # exit 125 as the probe's own: no GPU, so every case is skipped and it cannot tell
     assert cli("probe", "dev-w1", "--offline", "--backend", "venv", "--workdir", "work",
-               "--store", "reports/results.sqlite") == 125
+               "--store", "reports/results.sqlite") == Exit.CANNOT_TELL
     out = capsys.readouterr().out
     assert "dev-w1: skipped" in out and "capture_data_ptr" in out
     with Store("reports/results.sqlite") as store:
@@ -179,12 +178,11 @@ def test_probe_runs_one_cell_prints_its_cases_and_stores_it(stand_in, capsys):
 
 
 def test_configuration_mistakes_are_one_sentence_and_exit_2(stand_in, capsys):
-    assert cli(*MATRIX, "--cells", "dev-nope") == 2
+    assert cli(*MATRIX, "--cells", "dev-nope") == Exit.MISTAKE
     assert "--cells: no cell of matrix.yaml can match dev-nope" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as refused:  # argparse's own: the command's usage, exit 2
-        cli(*MATRIX, "--shard", "4/3")
-    assert refused.value.code == 2
-    assert cli("probe", "dev-w", "--offline") == 2
+    assert cli(*MATRIX, "--shard", "4/3") == Exit.MISTAKE  # argparse's own: the usage, exit 2
+    assert capsys.readouterr().err.startswith("usage: torchbisect matrix ")
+    assert cli("probe", "dev-w", "--offline") == Exit.MISTAKE
     assert "; did you mean dev-w" in capsys.readouterr().err
 
 
@@ -203,10 +201,10 @@ def test_sharded_rehearsal_renders_the_same_page_as_one_run(stand_in, capsys):
     (stand_in / "matrix.yaml").write_text(text)
     run = ("matrix", "--offline", "--backend", "venv", "--workdir", "work", "--allow-no-gpu")
     for i in (1, 2, 3):
-        assert cli(*run, "--no-report", "--shard", f"{i}/3", "--store", f"s{i}.sqlite") == 0
-    assert cli("merge", "merged.sqlite", "s1.sqlite", "s2.sqlite", "s3.sqlite") == 0
-    assert cli("report", "--store", "merged.sqlite", "--out", "sharded") == 0
-    assert cli(*run, "--store", "single.sqlite", "--out", "single") == 0
+        assert cli(*run, "--no-report", "--shard", f"{i}/3", "--store", f"s{i}.sqlite") == Exit.OK
+    assert cli("merge", "merged.sqlite", "s1.sqlite", "s2.sqlite", "s3.sqlite") == Exit.OK
+    assert cli("report", "--store", "merged.sqlite", "--out", "sharded") == Exit.OK
+    assert cli(*run, "--store", "single.sqlite", "--out", "single") == Exit.OK
     capsys.readouterr()
     with Store("merged.sqlite") as merged, Store("single.sqlite") as single:
         ids = sorted(r.cell.id for r in merged.runs())

@@ -10,14 +10,15 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from helpers import FAKE_PROBES
+from helpers.cli import command
 from helpers.runner_kinds import DAYS, make_world
 
+from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 
 
@@ -27,9 +28,8 @@ def world(tmp_path: Path) -> Path:
 
 
 def matrix(cwd: Path, *args: str, env: dict | None = None, **popen) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "torchbisect", "matrix", "--runners", "runners.yaml",
-            "--store", "results.sqlite", "--no-report", "--workdir", "work", "--backend", "venv",
-            *args]
+    argv = command("matrix", "--runners", "runners.yaml", "--store", "results.sqlite",
+                   "--no-report", "--workdir", "work", "--backend", "venv", *args)
     env = {**os.environ, "TORCHBISECT_PROBES": str(FAKE_PROBES), **(env or {})}
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
 
@@ -45,7 +45,7 @@ def _smi(folder: Path, name: str) -> dict:
 
 def test_a_runner_of_another_platform_is_refused_before_anything_runs(world):
     done = matrix(world, "--kind", "GB300", "--allow-no-gpu")
-    assert done.returncode == 3
+    assert done.returncode == Exit.NO_VERDICT
     assert done.stderr.strip() == (
         "torchbisect matrix: error: runners.yaml:8 declares kind GB300 as linux_aarch64, but "
         "this runner is linux_x86_64: give the runner the labels of its own kind (or fix that "
@@ -56,11 +56,12 @@ def test_a_runner_of_another_platform_is_refused_before_anything_runs(world):
 def test_a_runner_with_another_gpu_is_refused(world, tmp_path):
     env = _smi(tmp_path / "bin", "NVIDIA A100-SXM4-80GB")
     done = matrix(world, "--kind", "H200", env=env)
-    assert done.returncode == 3
+    assert done.returncode == Exit.NO_VERDICT
     assert ("runners.yaml:2 declares kind H200 as linux_x86_64 with NVIDIA H200, but this "
             "runner is linux_x86_64 with NVIDIA A100-SXM4-80GB") in done.stderr
     done = matrix(world, "--kind", "H200", env={})  # no GPU at all
-    assert done.returncode == 3 and "this runner is linux_x86_64 with no GPU" in done.stderr
+    assert done.returncode == Exit.NO_VERDICT
+    assert "this runner is linux_x86_64 with no GPU" in done.stderr
 
 
 @pytest.mark.parametrize("args, said", [
@@ -70,27 +71,27 @@ def test_a_runner_with_another_gpu_is_refused(world, tmp_path):
 ])
 def test_kind_flags_that_do_not_go_together(world, args, said):
     done = matrix(world, *args)
-    assert done.returncode == 2 and said in done.stderr
+    assert done.returncode == Exit.MISTAKE and said in done.stderr
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 def test_a_shard_leaves_its_attendance_even_when_interrupted(world):
-    planned = subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--runners",
-                              "runners.yaml", "--kind", "H200", "--store", "none.sqlite"],
+    planned = subprocess.run(command("plan", "--runners", "runners.yaml", "--kind", "H200",
+                                     "--store", "none.sqlite"),
                              cwd=world, capture_output=True, text=True, timeout=120)
-    assert planned.returncode == 0, planned.stderr
+    assert planned.returncode == Exit.OK, planned.stderr
     first = f"nightly-{DAYS[0]:%Y%m%d}-*"
     done = matrix(world, "--kind", "H200", "--allow-no-gpu", "--offline", "--cells", first,
                   env={"GITHUB_RUN_ID": "77", "GITHUB_RUN_ATTEMPT": "1"})
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert "attendance: H200 shard 1/1 of run 77-1: 1 cell, 1 probed now" in done.stdout
 
     # the whole kind next: the first cell is reused, the next probe waits until it is stopped
     gate = world / "go"
-    argv = [sys.executable, "-m", "torchbisect", "matrix", "--runners", "runners.yaml", "--kind",
-            "H200", "--allow-no-gpu", "--offline", "--store", "results.sqlite", "--no-report",
-            "--workdir", "work", "--backend", "venv", "--shard", "1/1"]
+    argv = command("matrix", "--runners", "runners.yaml", "--kind", "H200", "--allow-no-gpu",
+                   "--offline", "--store", "results.sqlite", "--no-report", "--workdir", "work",
+                   "--backend", "venv", "--shard", "1/1")
     child = subprocess.Popen(argv, cwd=world, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, env={**os.environ, "TORCHBISECT_PROBES": str(FAKE_PROBES),
                                              "TB_FAKE_WAIT_FOR": str(gate),
@@ -102,7 +103,7 @@ def test_a_shard_leaves_its_attendance_even_when_interrupted(world):
     assert Path(f"{gate}.waiting").exists(), child.communicate()[0]
     child.send_signal(signal.SIGTERM)  # a cancelled CI job
     out, _ = child.communicate(timeout=120)
-    assert child.returncode == 130, out
+    assert child.returncode == Exit.INTERRUPTED, out
     with Store(world / "results.sqlite") as store:
         first_run, stopped = store.attendance()
     assert (first_run.kind, first_run.run, first_run.shard) == ("H200", "77-1", "1/1")
@@ -118,18 +119,17 @@ def test_a_shard_leaves_its_attendance_even_when_interrupted(world):
 def test_a_shards_own_page_says_which_declared_kinds_reported(world):
     """Without --no-report the shard draws its page after its attendance is stored, with the
     declared kinds: this kind reported, the others never did (not a silent omission)."""
-    planned = subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--runners",
-                              "runners.yaml", "--kind", "H200", "--store", "none.sqlite"],
+    planned = subprocess.run(command("plan", "--runners", "runners.yaml", "--kind", "H200",
+                                     "--store", "none.sqlite"),
                              cwd=world, capture_output=True, text=True, timeout=120)
-    assert planned.returncode == 0, planned.stderr
-    argv = [sys.executable, "-m", "torchbisect", "matrix", "--runners", "runners.yaml", "--kind",
-            "H200", "--allow-no-gpu", "--offline", "--cells", f"nightly-{DAYS[0]:%Y%m%d}-*",
-            "--store", "results.sqlite", "--out", "site", "--workdir", "work", "--backend",
-            "venv"]
+    assert planned.returncode == Exit.OK, planned.stderr
+    argv = command("matrix", "--runners", "runners.yaml", "--kind", "H200", "--allow-no-gpu",
+                   "--offline", "--cells", f"nightly-{DAYS[0]:%Y%m%d}-*", "--store",
+                   "results.sqlite", "--out", "site", "--workdir", "work", "--backend", "venv")
     done = subprocess.run(argv, cwd=world, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "TORCHBISECT_PROBES": str(FAKE_PROBES),
                                "GITHUB_RUN_ID": "78", "GITHUB_RUN_ATTEMPT": "1"})
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     kinds = {k["name"]: k for k in
              json.loads((world / "site" / "results.json").read_text())["models"]["kinds"]}
     assert list(kinds) == ["H200", "GB300", "A100"]

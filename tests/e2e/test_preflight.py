@@ -8,10 +8,9 @@ Container Toolkit: exactly the runner that must fail at preflight, in one senten
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 
 import pytest
+from helpers.cli import torchbisect
 
 from torchbisect.backends.docker_gpu import NO_TOOLKIT
 
@@ -22,9 +21,8 @@ no_toolkit = pytest.mark.skipif(
 
 
 def _preflight(tmp_path, *args: str) -> tuple[int, str]:
-    done = subprocess.run([sys.executable, "-m", "torchbisect", "preflight", "--image", IMAGE,
-                           "--workdir", str(tmp_path / "work"), *args],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = torchbisect("preflight", "--image", IMAGE, "--workdir", tmp_path / "work", *args,
+                       cwd=tmp_path, timeout=300)
     said = done.stdout + done.stderr
     assert "Traceback" not in said
     return done.returncode, said

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.cli import command
 
 from torchbisect.utils.runlock import lock_path
 
@@ -55,8 +56,8 @@ def site(tmp_path):
 
 
 def _argv(*extra: str, store: str = "results.sqlite") -> list[str]:
-    return [sys.executable, "-m", "torchbisect", "matrix", "--interpreter", sys.executable,
-            "--no-report", "--store", store, "--workdir", "work", *extra]
+    return command("matrix", "--interpreter", sys.executable, "--no-report", "--store", store,
+                   "--workdir", "work", *extra)
 
 
 def _start(folder: Path, env: dict, *extra: str) -> subprocess.Popen:

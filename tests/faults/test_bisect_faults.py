@@ -16,7 +16,6 @@ from helpers.nightly_world import cli_args, env
 from helpers.runaway import wait_until
 
 from torchbisect.bisect.verdicts import Rule, ScriptAborted, check_script_run
-from torchbisect.cli import main
 from torchbisect.exits import Exit
 from torchbisect.model import CellRun, ProbeResult, RunStatus
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
@@ -52,8 +51,8 @@ def test_summary_md_neutralizes_what_probes_wrote(tmp_path):
         store.add(CellRun(cell=make_cell("dev-infra"), status=RunStatus.INFRA_FAILURE,
                           reason=f"install: {EVIL}", wheel_sha256="cd" * 32, probe_version="1",
                           gpu=EVIL, driver="", backend="venv", started="2026-11-30T10:00:01"))
-    assert main(["report", "--store", str(tmp_path / "results.sqlite"),
-                 "--out", str(tmp_path / "out")]) == 0
+    assert call("report", "--store", str(tmp_path / "results.sqlite"),
+                "--out", str(tmp_path / "out")) == Exit.OK
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "octocat" in summary and "evil.example" in summary  # still readable
     _no_live_markdown(summary)
@@ -78,13 +77,13 @@ def test_bisect_markdown_neutralizes_what_probes_wrote():
 @pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
 def test_bisect_timeout_must_be_positive(value, capsys):
     code = call("bisect", "--good", "2025-08-01", "--bad", "2025-08-31", "--timeout", value)
-    line = one_sentence(capsys.readouterr().err, code, 2, command="bisect")
+    line = one_sentence(capsys.readouterr().err, code, Exit.MISTAKE, command="bisect")
     assert "--timeout must be a positive number" in line
 
 
 def test_repeat_is_for_scripts(capsys):
     code = call("bisect", "--good", "2025-08-01", "--bad", "2025-08-31", "--repeat", "3")
-    assert "--repeat needs --script" in one_sentence(capsys.readouterr().err, code, 2)
+    assert "--repeat needs --script" in one_sentence(capsys.readouterr().err, code, Exit.MISTAKE)
 
 
 def _script_ended(status: int) -> CellRun:
@@ -147,5 +146,5 @@ def test_a_bad_flag_is_said_at_once_while_another_run_holds_the_workdir(tmp_path
     with runlock.hold([work], command="torchbisect bisect (another)", say=lambda _: None):
         code = call("bisect", "--good", "2025-08-01", "--bad", "2025-08-31", "--timeout", "0",
                     "--workdir", work, "--store", tmp_path / "s.sqlite")
-    line = one_sentence(capsys.readouterr().err, code, 2, command="bisect")
+    line = one_sentence(capsys.readouterr().err, code, Exit.MISTAKE, command="bisect")
     assert "--timeout must be a positive number" in line

@@ -5,12 +5,12 @@ matrix.yaml, the lock, a store's JSON export — with one sentence naming the fi
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 from helpers import make_run
+from helpers.cli import torchbisect
 
 from torchbisect.store.db import Store
 from torchbisect.store.runs import run_to_json
@@ -31,8 +31,7 @@ DEEP = 100_000
 
 
 def _torchbisect(*args: str, cwd, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", *args], cwd=cwd, timeout=timeout,
-                          capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+    return torchbisect(*args, cwd=cwd, timeout=timeout, env_extra={"NO_COLOR": "1"})
 
 
 def _one_sentence(done: subprocess.CompletedProcess, *parts: str) -> None:

@@ -12,20 +12,18 @@ import contextlib
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import fake_torch_wheel, make_cell, make_run
-from helpers.cli import env, one_sentence
+from helpers.cli import one_sentence, torchbisect
 
 from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 
 
 def _tb(cwd: Path, *argv: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", *map(str, argv)], cwd=cwd,
-                          env=env(), capture_output=True, text=True, timeout=300)
+    return torchbisect(*argv, cwd=cwd, timeout=300)
 
 
 def test_a_wal_store_without_the_tools_id_and_without_its_wal_is_refused(tmp_path):
@@ -68,7 +66,7 @@ def _two_regressions(tmp_path: Path) -> Path:
 def _site(tmp_path: Path) -> Path:
     store = _two_regressions(tmp_path)
     done = _tb(tmp_path, "report", "--store", store, "--out", "site")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     return tmp_path / "site"
 
 
@@ -93,7 +91,7 @@ def test_a_mark_naming_a_file_with_a_nul_is_read_as_naming_nothing(tmp_path):
     mark = site / ".torchbisect-owned"
     mark.write_text(mark.read_text() + "gone\x00.html\n")
     done = _tb(tmp_path, "report", "--store", "results.sqlite", "--out", "site")
-    assert done.returncode == 0, done.stderr  # was a ValueError, exit 250
+    assert done.returncode == Exit.OK, done.stderr  # was a ValueError, exit 250
 
 
 def test_a_mark_of_gigabytes_is_refused_without_reading_it(tmp_path):
@@ -155,9 +153,8 @@ def test_a_probe_file_too_large_or_too_deep_is_one_sentence(tmp_path, body, said
     (probes / "stale_replay.py").write_text(_PROBE_HEAD + body)
     wheel = fake_torch_wheel(tmp_path / "wheels", "2.99.0+cpu")
     (tmp_path / "matrix.yaml").write_text(f"dev:\n  - wheel: {wheel}\n    name: k0\n")
-    done = subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--matrix",
-                           "matrix.yaml"], cwd=tmp_path, capture_output=True, text=True,
-                          env=env({"TORCHBISECT_PROBES": str(probes)}), timeout=300)
+    done = torchbisect("plan", "--matrix", "matrix.yaml", cwd=tmp_path,
+                       env_extra={"TORCHBISECT_PROBES": str(probes)}, timeout=300)
     line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE)
     assert "stale_replay.py" in line and said in line, line
 
@@ -180,7 +177,7 @@ def test_a_build_tag_of_thousands_of_digits_is_no_wheel_name(tmp_path):
         f"indexes:\n  stable: {(tmp_path / 'whl' / 'cpu').as_uri()}/\ndefaults:\n"
         "  python: '3.11'\n  cuda: cpu\nstable:\n  versions: [2.98.2]\n")
     done = _tb(tmp_path, "plan", "--matrix", "matrix.yaml")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert "stable-2.98.2-cpu-cp311 " in done.stdout and "1" * 30 not in done.stdout
 
 

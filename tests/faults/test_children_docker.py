@@ -6,9 +6,9 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
-import sys
 
 import pytest
+from helpers.cli import command
 from helpers.runaway import environment, project, wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -23,8 +23,8 @@ def test_kill_9_of_a_docker_matrix_leaves_no_container(tmp_path):
         "defaults:\n  timeout: 300\npreinstalled:\n  image: torchbisect/base:bookworm-torch\n"
         "  env: {TB_MODE: hang}\n")
     env, _ = environment(tmp_path, "hang")
-    argv = [sys.executable, "-m", "torchbisect", "matrix", "--allow-no-gpu", "--backend",
-            "docker", "--store", "results.sqlite", "--workdir", "work", "--no-report"]
+    argv = command("matrix", "--allow-no-gpu", "--backend", "docker", "--store", "results.sqlite",
+                   "--workdir", "work", "--no-report")
     child = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     owner = f"torchbisect.owner={socket.gethostname()}:{child.pid}"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from helpers import FAKE_PROBES, fake_torch_wheel, make_cell, make_run, write_wheel
-from helpers.cli import call, env, one_sentence
+from helpers.cli import call, command, env, one_sentence, torchbisect
 from helpers.nightly_world import FIRST_BAD, SCRIPT, cli_args
 
 from torchbisect.exits import MEANINGS, Exit
@@ -31,10 +31,8 @@ needs_uv = pytest.mark.skipif(_UV is None, reason="uv is not installed")
 
 def _tb(folder: Path, *argv: str | Path, **extra: str) -> subprocess.CompletedProcess:
     path = os.pathsep.join(p for p in (os.path.dirname(_UV or ""), os.environ["PATH"]) if p)
-    return subprocess.run([sys.executable, "-m", "torchbisect", *map(str, argv)], cwd=folder,
-                          env=env({"TORCHBISECT_PROBES": str(FAKE_PROBES), "PATH": path,
-                                   **extra}),
-                          capture_output=True, text=True, timeout=600)
+    return torchbisect(*argv, cwd=folder, timeout=600,
+                       env_extra={"TORCHBISECT_PROBES": str(FAKE_PROBES), "PATH": path, **extra})
 
 
 def _matrix(folder: Path, *, stale: bool | None) -> None:
@@ -112,10 +110,9 @@ def out_of_date(folder: Path) -> str:
 def interrupted(folder: Path) -> str:
     with runlock.hold([folder / "r.sqlite"], command="another bisection"):
         waiting = subprocess.Popen(
-            [sys.executable, "-m", "torchbisect", "bisect", "--good", "2.9.0", "--bad",
-             "2.11.0", "--cuda", "cu130", "--script", "true", "--store", "r.sqlite",
-             "--workdir", "work", "--no-github", "--wait"], cwd=folder, env=env(),
-            stderr=subprocess.PIPE, text=True)
+            command("bisect", "--good", "2.9.0", "--bad", "2.11.0", "--cuda", "cu130", "--script",
+                    "true", "--store", "r.sqlite", "--workdir", "work", "--no-github", "--wait"),
+            cwd=folder, env=env(), stderr=subprocess.PIPE, text=True)
         assert waiting.stderr is not None
         assert "waiting for" in waiting.stderr.readline()
         waiting.send_signal(signal.SIGTERM)

@@ -20,6 +20,7 @@ import pytest
 from helpers import make_cell, make_run
 from helpers.cli import one_sentence, torchbisect
 
+from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 from torchbisect.store.foreign import MAX_ROW_BYTES
 from torchbisect.store.runs import EXCERPT_CHARS
@@ -81,7 +82,7 @@ def test_sql_in_an_input_store_never_runs_and_is_one_sentence(tmp_path, case):
     _sql(shard, *statements)
     before = _digest(shard.parent)
     done = torchbisect("merge", "site.sqlite", str(shard), cwd=tmp_path)
-    line = one_sentence(done.stderr, done.returncode, 2, command="merge")
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="merge")
     assert said in line and "left untouched" in line
     assert not (tmp_path / "site.sqlite").exists()
     assert _digest(shard.parent) == before  # no -wal, -shm or change beside the input
@@ -97,12 +98,12 @@ def test_the_target_stores_schema_is_checked_the_same_way(tmp_path, case):
     shard = _store(tmp_path / "shard.sqlite", runs=5)
     before = hashlib.sha256(target.read_bytes()).hexdigest()
     done = torchbisect("merge", str(target), str(shard), cwd=tmp_path)
-    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.returncode == Exit.MISTAKE, done.stdout + done.stderr
     assert said in done.stderr
     assert hashlib.sha256(target.read_bytes()).hexdigest() == before
     # nor drawn
     shown = torchbisect("report", "--store", str(target), "--out", "page", cwd=tmp_path)
-    assert shown.returncode == 2 and said in shown.stderr, shown.stderr
+    assert shown.returncode == Exit.MISTAKE and said in shown.stderr, shown.stderr
 
 
 @pytest.mark.slow  # over 2 s here: child processes
@@ -144,7 +145,7 @@ def test_a_row_over_16_mib_is_refused_by_sqlite_not_loaded(tmp_path):
     shard = _store(tmp_path / "shard.sqlite", runs=3)
     _sql(shard, "UPDATE runs SET log_excerpt = ? WHERE id = 2", params=("x" * (MAX_ROW_BYTES + 1),))
     done = torchbisect("merge", "site.sqlite", str(shard), cwd=tmp_path)
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == Exit.MISTAKE, done.stderr
     assert "larger than 16 MiB" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "site.sqlite").exists()
 
@@ -156,11 +157,11 @@ def test_a_huge_log_excerpt_is_capped_when_merged_and_when_drawn(tmp_path):
     shard = _store(tmp_path / "shard.sqlite", runs=1)
     _sql(shard, "UPDATE runs SET log_excerpt = ?", params=(excerpt,))
     drawn = torchbisect("report", "--store", str(shard), "--out", "before", cwd=tmp_path)
-    assert drawn.returncode == 0, drawn.stderr
+    assert drawn.returncode == Exit.OK, drawn.stderr
     page = (tmp_path / "before" / "index.html").read_text()
     assert "LAST LINE" in page and "FIRST LINE" not in page and len(page) < 1024 * 1024
     done = torchbisect("merge", "site.sqlite", str(shard), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     db = sqlite3.connect(tmp_path / "site.sqlite")
     (stored,) = db.execute("SELECT log_excerpt FROM runs").fetchone()
     db.close()
@@ -172,14 +173,14 @@ def test_text_that_is_not_utf8_reads_as_replacement_characters(tmp_path):
     _sql(shard, "UPDATE runs SET log_excerpt = CAST(X'6f6b20fffe20656e64' AS TEXT), "
                 "reason = CAST(X'c3' AS TEXT) WHERE id = 1")  # 'ok \xff\xfe end', a lone byte
     done = torchbisect("merge", "site.sqlite", str(shard), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert "2 runs added" in done.stdout
     with Store(tmp_path / "site.sqlite") as store:
         texts = sorted(r.log_excerpt for r in store.runs())
     assert "ok \ufffd\ufffd end" in texts
     # read in place
     drawn = torchbisect("report", "--store", str(shard), "--out", "page", cwd=tmp_path)
-    assert drawn.returncode == 0, drawn.stderr
+    assert drawn.returncode == Exit.OK, drawn.stderr
     assert "ok \ufffd\ufffd end" in (tmp_path / "page" / "index.html").read_text()
 
 
@@ -187,12 +188,12 @@ def test_a_store_without_a_bisections_or_attendance_table_merges_its_runs(tmp_pa
     shard = _store(tmp_path / "shard.sqlite", runs=2)
     _sql(shard, "DROP TABLE bisections")
     done = torchbisect("merge", "site.sqlite", str(shard), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert "2 runs added" in done.stdout
     target = _store(tmp_path / "target.sqlite", runs=1)
     _sql(target, "DROP TABLE bisections")
     done = torchbisect("merge", str(target), "site.sqlite", cwd=tmp_path)
-    assert done.returncode == 0 and _runs(target) == 3, done.stderr
+    assert done.returncode == Exit.OK and _runs(target) == 3, done.stderr
 
 
 def test_entries_dated_after_the_merge_are_refused_and_said(tmp_path):
@@ -203,7 +204,7 @@ def test_entries_dated_after_the_merge_are_refused_and_said(tmp_path):
         store.add(make_run(make_cell("dev-future"), started="2099-01-01T00:00:00+00:00"))
         store.add(make_run(make_cell("dev-naive"), started="2098-06-01T00:00:00"))
     done = torchbisect("merge", "site.sqlite", str(shard), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert "1 runs added" in done.stdout
     assert "2 entries dated after this merge" in done.stdout and "clock" in done.stdout
     with Store(tmp_path / "site.sqlite") as store:
@@ -221,7 +222,7 @@ def test_damaged_row_advice_pastes_nothing_into_a_shell(tmp_path):
     db.commit()
     db.close()
     done = torchbisect("merge", "site.sqlite", str(shard), cwd=tmp_path)
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == Exit.MISTAKE, done.stderr
     advice = done.stderr.split("`")[-2]
     assert shlex.split(advice) == ["sqlite3", str(shard), "DELETE FROM runs WHERE id = 2"]
     assert not (tmp_path / "pwned").exists()

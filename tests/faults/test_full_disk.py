@@ -20,6 +20,7 @@ from helpers import IN_CI, make_run
 from helpers.cli import torchbisect
 from helpers.runaway import project
 
+from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 from torchbisect.utils import owned
 
@@ -97,14 +98,14 @@ def test_a_store_on_a_full_disk_is_not_called_damaged_and_stays_as_it_was(disk, 
     before = store.read_bytes()
     fill(disk)
     assert torchbisect("report", "--store", at_rest, "--out", tmp_path / "out",
-                       cwd=tmp_path).returncode == 0
+                       cwd=tmp_path).returncode == Exit.OK
     done = torchbisect("report", "--store", store, "--out", tmp_path / "out", cwd=tmp_path)
     err = one_sentence(done, disk)
     assert "results.sqlite is intact" in err
     assert store.read_bytes() == before
     os.unlink(disk / "filler")  # room again: the very same store opens and reads
     assert torchbisect("report", "--store", store, "--out", tmp_path / "out",
-                       cwd=tmp_path).returncode == 0
+                       cwd=tmp_path).returncode == Exit.OK
 
 
 WRITER = """

@@ -15,14 +15,14 @@ import contextlib
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 from urllib.parse import quote
 
 import pytest
 from helpers import fake_torch_wheel
+from helpers.cli import torchbisect
 
 from torchbisect import masking
+from torchbisect.exits import Exit
 from torchbisect.masking import mask
 from torchbisect.utils.proc import KEEP_BYTES, Kept
 
@@ -157,11 +157,10 @@ def test_no_form_of_a_token_reaches_the_log_the_store_or_a_page(tmp_path):
     env = {**os.environ, "TORCHBISECT_PROBES": str(tmp_path / "probes"),
            "TORCHBISECT_PASS_ENV": "TB_*", "TB_FORMS": json.dumps(forms),
            "TB_CUT_TOKEN": "ghp_" + BODY + "cutcut"}
-    done = subprocess.run(
-        [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
-         "--allow-no-gpu", "--backend", "venv", "--store", "results.sqlite", "--out", "reports",
-         "--workdir", "work"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    done = torchbisect("matrix", "--matrix", "matrix.yaml", "--allow-no-gpu", "--backend", "venv",
+                       "--store", "results.sqlite", "--out", "reports", "--workdir", "work",
+                       cwd=tmp_path, env=env, timeout=300)
+    assert done.returncode == Exit.OK, done.stderr
     log = (tmp_path / "reports" / "logs" / "dev-hidden.log").read_text()
     assert "output cut here" in log
     with sqlite3.connect(tmp_path / "results.sqlite") as db:

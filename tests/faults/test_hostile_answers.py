@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 from helpers import make_cell, make_run
+from helpers.cli import command
 from helpers.loopback import Peer
 
 from torchbisect.errors import IndexUnreachable
@@ -64,8 +64,7 @@ def _notify(tmp_path, api_url, *, wait4=False):
            and "proxy" not in k.lower()}
     env.update(GITHUB_API_URL=api_url, GITHUB_REPOSITORY="o/r", GITHUB_TOKEN="t0ken")
     (tmp_path / "summary.md").write_text("## torchbisect\n")
-    argv = [sys.executable, "-m", "torchbisect", "notify", "--store", "a.sqlite",
-            "--summary", "summary.md"]
+    argv = command("notify", "--store", "a.sqlite", "--summary", "summary.md")
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     with out.open("w") as stdout, err.open("w") as stderr:
         child = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=stdout, stderr=stderr)

@@ -13,6 +13,7 @@ from helpers.cli import torchbisect
 from helpers.runaway import environment, project
 
 from torchbisect.backends.base import ProbeOutput
+from torchbisect.exits import Exit
 from torchbisect.model import CellRun, ProbeResult, RunStatus
 from torchbisect.probe import document as gate
 from torchbisect.run.execute import interpret
@@ -67,7 +68,7 @@ def test_a_store_with_odd_stored_documents_still_renders(tmp_path):
     out = tmp_path / "out"
     done = torchbisect("report", "--store", str(tmp_path / "results.sqlite"), "--out", str(out),
                        timeout=120)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     page = (out / "index.html").read_text()
     assert "dev-na" in page and "dev-null" in page
     assert "stored probe document rejected" in page  # dev-x, shown as what it is

@@ -15,6 +15,7 @@ from helpers.hostile import HostileServer, page
 from torchbisect.backends import wheels
 from torchbisect.config.matrix import load_matrix
 from torchbisect.errors import InfraError, ResolveError
+from torchbisect.exits import Exit
 from torchbisect.index import fetch as index
 from torchbisect.index import pages
 from torchbisect.plan.lock import Lock, LockedBuild
@@ -112,7 +113,7 @@ def test_a_lock_entry_that_is_not_a_wheel_is_one_sentence(tmp_path):
     matrix_run = ["matrix", "--offline", "--no-report", "--allow-no-gpu"]
     for command in (["plan", "--offline"], matrix_run):
         done = torchbisect(*command, "--matrix", str(matrix), cwd=tmp_path, timeout=120)
-        line = one_sentence(done.stderr, done.returncode, 2, command=command[0])
+        line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command=command[0])
         assert "does not end in a wheel file name" in line and str(lock) in line
     with pytest.raises(Exception, match="does not end in a wheel"):
         Lock.load(Path(lock))

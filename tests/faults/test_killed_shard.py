@@ -22,7 +22,11 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers import REPO, fake_torch_wheel
+from helpers.cli import command, torchbisect
+from helpers.cli import env as cli_env
 from helpers.runaway import wait_until
+
+from torchbisect.exits import Exit
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")]
@@ -62,10 +66,10 @@ def killed(tmp_path_factory) -> Path:
     env = {**os.environ, "TORCHBISECT_PROBES": str(REPO / "tests" / "helpers" / "probes"),
            "TB_FAKE_SLEEP": "1"}
     run = subprocess.Popen(
-        [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
-         "--allow-no-gpu", "--backend", "venv", "--store", str(store), "--out", "reports",
-         "--workdir", "work", "--no-report"], cwd=root, env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        command("matrix", "--matrix", "matrix.yaml", "--allow-no-gpu", "--backend", "venv",
+                "--store", store, "--out", "reports", "--workdir", "work", "--no-report"),
+        cwd=root, env=cli_env(base=env), start_new_session=True, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
     try:
         assert wait_until(lambda: store.exists() and _count(store) >= KILL_AFTER, 300)
         # killed between runs (48.5): stopped first, and killed only once no write is under
@@ -90,8 +94,7 @@ def _stopped_at_rest(pgid: int, store: Path) -> bool:
 
 
 def _merge(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", "merge", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    return torchbisect("merge", *args, cwd=cwd, timeout=120)
 
 
 def test_a_killed_shards_store_merges_every_committed_run_and_is_left_as_it_was(killed,
@@ -99,7 +102,7 @@ def test_a_killed_shards_store_merges_every_committed_run_and_is_left_as_it_was(
     committed, before = _count(killed), _digests(killed)
     assert committed >= KILL_AFTER
     done = _merge(tmp_path, "site.sqlite", str(killed))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert f"{committed} runs added" in done.stdout
     assert _count(tmp_path / "site.sqlite") == committed
     assert _digests(killed) == before  # read from a copy: nothing written or created beside it
@@ -114,7 +117,7 @@ def test_the_file_alone_of_a_shard_killed_between_runs_holds_every_committed_run
     alone.parent.mkdir()
     shutil.copyfile(killed, alone)  # what an upload of `shard.sqlite` alone took
     done = _merge(tmp_path, "site.sqlite", str(alone))
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert _count(tmp_path / "site.sqlite") == _count(killed) >= KILL_AFTER
 
 
@@ -148,7 +151,7 @@ def test_the_workflows_copy_step_uploads_one_file_with_every_committed_run(kille
     shutil.copyfile(workspace / "shard.sqlite", artifact / "shard.sqlite")  # the upload
     built = _merge(tmp_path, "site.sqlite", "previous.sqlite", "--allow-missing",
                    "previous.sqlite", "--shards", "shards")  # as the build job merges
-    assert built.returncode == 0, built.stderr
+    assert built.returncode == Exit.OK, built.stderr
     assert _count(tmp_path / "site.sqlite") == _count(killed)
 
 

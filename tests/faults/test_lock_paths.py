@@ -19,6 +19,7 @@ from helpers import make_run
 from helpers.cli import one_sentence, torchbisect
 from helpers.runaway import wait_until
 
+from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 from torchbisect.utils.runlock import lock_path
 
@@ -66,13 +67,13 @@ def test_a_store_named_through_a_link_or_a_detour_has_the_same_lock(tmp_path):
     try:
         for how, alias in _aliases(tmp_path, real).items():
             done = torchbisect("merge", str(alias), "shard.sqlite", cwd=tmp_path)
-            assert done.returncode == 3, (how, done.stdout + done.stderr)
+            assert done.returncode == Exit.NO_VERDICT, (how, done.stdout + done.stderr)
             assert "is in use by another run" in done.stderr and "the holder" in done.stderr, how
             assert hashlib.sha256(real.read_bytes()).hexdigest() == before, how
     finally:
         holder.release()
     done = torchbisect("merge", str(tmp_path / "link.sqlite"), "shard.sqlite", cwd=tmp_path)
-    assert done.returncode == 0 and "1 runs added" in done.stdout, done.stderr
+    assert done.returncode == Exit.OK and "1 runs added" in done.stdout, done.stderr
     assert lock_path(real).exists() is False and not (tmp_path / "link.sqlite.lock").exists()
 
 
@@ -86,7 +87,7 @@ def test_a_workdir_named_through_a_link_has_the_same_lock(tmp_path):
         done = torchbisect("matrix", "--matrix", "m.yaml", "--allow-no-gpu", "--offline",
                            "--workdir", "work-link", "--store", "other.sqlite", "--no-report",
                            cwd=tmp_path)
-        assert done.returncode == 3, done.stdout + done.stderr
+        assert done.returncode == Exit.NO_VERDICT, done.stdout + done.stderr
         assert "work is in use by another run" in done.stderr
     finally:
         holder.release()
@@ -105,7 +106,7 @@ def test_a_lock_path_that_is_not_a_file_is_one_sentence(tmp_path, odd):
     with Store(tmp_path / "shard.sqlite") as shard:
         shard.add(make_run(started="2026-11-30T10:00:00+00:00"))
     done = torchbisect("merge", "results.sqlite", "shard.sqlite", cwd=tmp_path)
-    line = one_sentence(done.stderr, done.returncode, 2, command="merge")
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="merge")
     assert f"results.sqlite.lock is a {'folder' if odd == 'folder' else 'FIFO'}, not a lock " \
            "file" in line
     assert hashlib.sha256(store.read_bytes()).hexdigest() == before

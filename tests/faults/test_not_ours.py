@@ -6,27 +6,21 @@ mark (utils/owned.py), and anything else is one sentence, exit 2, with nothing t
 from __future__ import annotations
 
 import datetime as dt
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import torchbisect
 
 from torchbisect.bench.synthetic import synthetic_run
+from torchbisect.exits import Exit
 from torchbisect.report import render_runs
 from torchbisect.utils import owned
 
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
 BAD = {"capture_data_ptr": (5, 5)}
 PRECIOUS = "precious, not torchbisect's\n"
-
-
-def torchbisect(*argv, cwd: Path, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", *map(str, argv)], cwd=cwd,
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
 
 
 def refused(done: subprocess.CompletedProcess, *words: str) -> None:
@@ -93,8 +87,8 @@ def test_cache_prune_removes_what_torchbisect_made_and_no_link_target(tmp_path):
     tag = (work / "venvs" / "CACHEDIR.TAG").read_text()
     assert tag.startswith("Signature: 8a477f597d28d172789f06886806bc55")
     done = torchbisect("cache", "--backend", "venv", "--prune", "--workdir", work, cwd=tmp_path,
-                       env={"UV_CACHE_DIR": str(tmp_path / "uv-cache")})
-    assert done.returncode == 0, done.stderr
+                       env_extra={"UV_CACHE_DIR": str(tmp_path / "uv-cache")})
+    assert done.returncode == Exit.OK, done.stderr
     assert f"removed 1 venv(s) under {work / 'venvs'}" in done.stdout
     assert not (work / "venvs" / "dev-a").exists() and not (work / "downloads").exists()
     assert (outside / "keep.txt").read_text() == PRECIOUS

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import make_cell, probe_doc
+from helpers.cli import torchbisect
 
 from torchbisect.backends.base import ProbeOutput
+from torchbisect.exits import Exit
 from torchbisect.model import CellRun, ProbeResult, RunStatus
 from torchbisect.run.execute import interpret
 from torchbisect.store.db import Store
@@ -25,8 +26,7 @@ RAW = ("\x1b", "\x07", "\x00", "\u202e")
 
 
 def _torchbisect(*argv, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", *map(str, argv)], cwd=cwd,
-                          capture_output=True, timeout=120)
+    return torchbisect(*argv, cwd=cwd, timeout=120, text=False)
 
 
 def _doc() -> dict:
@@ -55,7 +55,7 @@ def test_a_document_with_a_lone_surrogate_and_control_codes_is_stored_and_shown_
     _store(tmp_path / "results.sqlite", result)
     for _ in range(2):  # and every later report on that store
         done = _torchbisect("report", "--store", "results.sqlite", "--out", "out", cwd=tmp_path)
-        assert done.returncode == 0, done.stderr.decode(errors="replace")
+        assert done.returncode == Exit.OK, done.stderr.decode(errors="replace")
     page = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
     summary = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
     for shown in (page, summary):
@@ -71,7 +71,7 @@ def test_a_document_with_a_lone_surrogate_and_control_codes_is_stored_and_shown_
 def test_a_control_code_in_a_path_reaches_the_terminal_visible(tmp_path):
     done = _torchbisect("report", "--store", "x\x1b[31mred\x07.sqlite", "--out", "out",
                         cwd=tmp_path)
-    assert done.returncode == 2
+    assert done.returncode == Exit.MISTAKE
     err = done.stderr.decode()
     assert "\x1b" not in err and "\x07" not in err and "x␛[31mred␇.sqlite" in err
 
@@ -86,5 +86,5 @@ def test_a_huge_number_in_the_matrix_is_one_sentence_with_its_line(tmp_path, key
     (tmp_path / "matrix.yaml").write_text(f"defaults:\n  {key}: {value}\nnightly:\n  last: 3\n")
     done = _torchbisect("plan", "--matrix", "matrix.yaml", "--offline", cwd=tmp_path)
     lines = done.stderr.decode().strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1, done.stderr.decode()
+    assert done.returncode == Exit.MISTAKE and len(lines) == 1, done.stderr.decode()
     assert said in lines[0], lines[0]

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-from torchbisect.cli import main
+from helpers.cli import call, torchbisect
 
 RUNNERS = ("kinds:\n  - name: {name}\n    gpu: NVIDIA H200\n    labels: [self-hosted, {label}]\n"
            "    platform: linux_x86_64\n    driver: \"580.95.05\"\n")
@@ -30,7 +28,7 @@ def cli(tmp_path, monkeypatch, capsys):
 
     def run(*args: str) -> subprocess.CompletedProcess:
         capsys.readouterr()
-        code = main(list(args))
+        code = call(*args)
         out = capsys.readouterr()
         return subprocess.CompletedProcess(args, code, out.out, out.err)
     run.folder = tmp_path
@@ -38,8 +36,7 @@ def cli(tmp_path, monkeypatch, capsys):
 
 
 def _child(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=60)
+    return torchbisect(*args, cwd=cwd, timeout=60)
 
 
 def _one_sentence(done: subprocess.CompletedProcess, *said: str) -> None:

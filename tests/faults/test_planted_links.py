@@ -12,6 +12,7 @@ import pytest
 from helpers.cli import torchbisect
 from helpers.runaway import project
 
+from torchbisect.exits import Exit
 from torchbisect.utils import files
 
 
@@ -75,6 +76,6 @@ def test_a_link_planted_where_the_run_lock_goes_is_refused_and_left_alone(tmp_pa
     (tmp_path / "matrix.yaml").write_text("stable: {versions: [2.15.0]}\n")
     done = torchbisect("matrix", "--allow-no-gpu", "--offline", "--store", "reports/results.sqlite",
                        cwd=tmp_path, timeout=120)
-    assert done.returncode == 3 and "results.sqlite.lock is a symbolic link" in done.stderr, \
-        done.stderr
+    assert done.returncode == Exit.NO_VERDICT, done.stderr
+    assert "results.sqlite.lock is a symbolic link" in done.stderr, done.stderr
     assert victim.read_text() == "precious, not torchbisect's\n"

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 from helpers import fake_torch_wheel, write_wheel
+from helpers.cli import call
 from helpers.runaway import left, wait_until
 
-from torchbisect.cli import main
+from torchbisect.exits import Exit
 from torchbisect.probe.info import read_info
 
 pytestmark = [pytest.mark.slow,
@@ -85,10 +86,10 @@ def _world(root: Path, script: str, *, torch: Path | None = None, timeout: int =
 
 
 def _matrix(root: Path, *extra: str) -> int:
-    return main(["matrix", "--matrix", str(root / "matrix.yaml"), "--allow-no-gpu",
-                 "--backend", "venv", "--store", str(root / "results.sqlite"),
-                 "--workdir", str(root / "work"), "--out", str(root / "reports"),
-                 "--no-report", *extra])
+    return call("matrix", "--matrix", str(root / "matrix.yaml"), "--allow-no-gpu",
+                "--backend", "venv", "--store", str(root / "results.sqlite"),
+                "--workdir", str(root / "work"), "--out", str(root / "reports"),
+                "--no-report", *extra)
 
 
 def _runs(root: Path) -> list[tuple[str, str, str, str]]:
@@ -133,13 +134,13 @@ def test_a_file_edited_during_its_run_is_stored_as_the_version_that_ran(world):
         ''')
     _world(world, version_a)
     a = read_info(probe).version
-    assert _matrix(world) == 0
+    assert _matrix(world) == Exit.OK
     b = read_info(probe).version
     assert probe.read_text() == fixed and a != b
     # today: A's verdict stored under B's fingerprint
     assert [(s, v, version) for s, v, version, _ in _runs(world)] == [("ok", "affected", a)]
     # B is a probe not run yet: its verdict is measured, never A's reused
-    assert _matrix(world) == 0
+    assert _matrix(world) == Exit.OK
     assert [(v, version) for _, v, version, _ in _runs(world)] == [
         ("affected", a), ("not_affected", b)]
 
@@ -158,7 +159,7 @@ def test_a_file_that_deletes_itself_keeps_its_finished_run(world, capsys):
     version = read_info(probe).version
     code = _matrix(world)
     # today: exit 2, "not found", the finished run lost
-    assert code == 0, capsys.readouterr()
+    assert code == Exit.OK, capsys.readouterr()
     assert not probe.exists()
     assert [(s, v, found) for s, v, found, _ in _runs(world)] == [("ok", "affected", version)]
 
@@ -191,7 +192,7 @@ def test_a_script_that_exits_at_once_leaving_a_daemon_on_its_output_is_judged_at
         ''')
     _world(world, script, timeout=60)
     started = time.monotonic()
-    assert _matrix(world) == 0
+    assert _matrix(world) == Exit.OK
     assert time.monotonic() - started < 45  # today: the whole timeout, then an infra failure
     ((status, verdict, _, reason),) = _runs(world)
     assert (status, verdict) == ("ok", "affected"), reason

@@ -8,8 +8,9 @@ import json
 
 import pytest
 from helpers import probe_doc
+from helpers.cli import call
 
-from torchbisect.cli import main
+from torchbisect.exits import Exit
 from torchbisect.probe import document as gate
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -48,7 +49,8 @@ def _write(path, text: str):
 def test_a_hostile_recorded_probe_document_is_one_sentence(name, tmp_path, capsys):
     text, why = HOSTILE_PROBES[name]
     path = _write(tmp_path / f"{name}.json", text)
-    assert main(["report", "--probe-json", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert call("report", "--probe-json", str(path), "--out",
+                str(tmp_path / "out")) == Exit.MISTAKE
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and str(path) in err and why in err, err
     assert not (tmp_path / "out").exists()  # nothing drawn from it
@@ -80,18 +82,18 @@ def test_a_hostile_recorded_bisection_is_one_sentence(name, bisection, data_dir,
     text, why = _bisections(bisection)[name]
     path = _write(tmp_path / f"{name}.json", text)
     probe = data_dir / "report" / "synthetic-h200-torch-2.15.0+cu132.json"
-    code = main(["report", "--probe-json", str(probe), "--bisection", str(path), "--out",
-                 str(tmp_path / "out")])
+    code = call("report", "--probe-json", str(probe), "--bisection", str(path), "--out",
+                str(tmp_path / "out"))
     err = capsys.readouterr().err.strip()
-    assert code == 2 and err.count("\n") == 0 and str(path) in err and why in err, err
+    assert code == Exit.MISTAKE and err.count("\n") == 0 and str(path) in err and why in err, err
 
 
 def test_long_strings_of_a_recorded_document_are_capped_on_the_page(bisection, tmp_path):
     probe = _write(tmp_path / "long.json", _probe(detail="y" * 500_000))
     long_bisection = _write(tmp_path / "b.json", json.dumps({**bisection, "rule": "z" * 500_000}))
     out = tmp_path / "out"
-    assert main(["report", "--probe-json", str(probe), "--bisection", str(long_bisection),
-                 "--out", str(out)]) == 0
+    assert call("report", "--probe-json", str(probe), "--bisection", str(long_bisection),
+                "--out", str(out)) == Exit.OK
     page = (out / "index.html").read_text()
     assert "y" * gate.DETAIL_CHARS not in page and "z" * gate.DETAIL_CHARS not in page
     assert sum(p.stat().st_size for p in out.iterdir() if p.is_file()) < 500_000

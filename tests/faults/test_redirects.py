@@ -23,6 +23,7 @@ from helpers.loopback import Peer, redirect
 from torchbisect.backends import wheels
 from torchbisect.config.matrix import load_matrix
 from torchbisect.errors import IndexUnreachable, InfraError
+from torchbisect.exits import Exit
 from torchbisect.index import fetch as index
 from torchbisect.index import pages
 from torchbisect.model import Channel
@@ -190,7 +191,7 @@ def test_notify_sends_its_token_to_no_other_origin_and_never_turns_a_post_into_a
             return redirect(f"{elsewhere.url}/taken{seen.target}")
         with Peer(api) as github:
             done = _notify(tmp_path, f"{github.url}/api")
-    assert done.returncode == 3, done.stderr
+    assert done.returncode == Exit.NO_VERDICT, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr
     assert "POST" in lines[0] and "not followed" in lines[0]
@@ -209,7 +210,7 @@ def test_a_307_to_the_same_origin_sends_the_post_again_with_its_body(tmp_path):
         return 201, {}, json.dumps({"number": 7}).encode()
     with Peer(api) as github:
         done = _notify(tmp_path, f"{github.url}/api")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert "status issue #7: opened" in done.stdout
     posts = [s for s in github.seen if s.method == "POST"]
     assert [p.target for p in posts] == ["/api/repos/o/r/issues", "/api/v2/repos/o/r/issues"]

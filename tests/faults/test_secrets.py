@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
 import sys
 
 import pytest
 from helpers import fake_torch_wheel
+from helpers.cli import torchbisect
 
 from torchbisect.backends import probe_env
+from torchbisect.exits import Exit
 from torchbisect.masking import mask
 
 GITHUB_TOKEN = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0" * 2  # the shape of a real one
@@ -61,11 +62,10 @@ def test_a_probe_sees_no_credentials_and_no_token_reaches_a_log_the_store_or_a_p
     env = {**os.environ, **SECRETS, "TORCHBISECT_PROBES": str(tmp_path / "probes"),
            "CUDA_MODULE_LOADING": "LAZY", "HOST_ONLY": "kept out", "PASSED_ON": "asked for",
            "TORCHBISECT_PASS_ENV": "PASSED_*"}
-    done = subprocess.run(
-        [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
-         "--allow-no-gpu", "--backend", "venv", "--store", "results.sqlite", "--out", "reports",
-         "--workdir", "work"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    done = torchbisect("matrix", "--matrix", "matrix.yaml", "--allow-no-gpu", "--backend", "venv",
+                       "--store", "results.sqlite", "--out", "reports", "--workdir", "work",
+                       cwd=tmp_path, env=env, timeout=300)
+    assert done.returncode == Exit.OK, done.stderr
     log = (tmp_path / "reports" / "logs" / "dev-leak.log").read_text()
     # the allow-list: what a GPU program needs, what the matrix and the host explicitly give
     assert "FROM_MATRIX=given" in log and "PASSED_ON=asked for" in log

@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 
 import pytest
+from helpers.cli import call
 from helpers.loopback import Peer
 
-from torchbisect.cli import main
+from torchbisect.exits import Exit
 from torchbisect.net import deadline
 
 
@@ -38,9 +39,9 @@ def test_plan_names_the_index_it_waits_for_and_the_stalled_one_ends_it(
         (tmp_path / "matrix.yaml").write_text(
             f"indexes:\n  stable: {peer.url}/whl/cpu/\ndefaults:\n  python: '3.11'\n"
             "  cuda: cpu\nstable:\n  versions: [2.98.2]\n")
-        code = main(["plan", "--matrix", "matrix.yaml"])
+        code = call("plan", "--matrix", "matrix.yaml")
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 4, err
+    assert code == Exit.INDEX_UNREACHABLE, err
     assert f"note: waiting for {page} to answer (at most 180 s in all)" in err
     assert err[-1].startswith("torchbisect plan: error: ") and page in err[-1]
     assert "within 180 s (the total deadline)" in err[-1]

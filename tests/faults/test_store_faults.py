@@ -16,6 +16,7 @@ from helpers import ScriptedBackend, make_cell, make_run
 from helpers.cli import one_sentence, torchbisect
 from helpers.runaway import environment, project
 
+from torchbisect.exits import Exit
 from torchbisect.plan.lock import Lock, LockedBuild
 from torchbisect.probe.scripts import probe_version
 from torchbisect.run.selection import select
@@ -137,7 +138,7 @@ def test_a_damaged_store_is_one_sentence_and_is_never_modified(tmp_path, kind):
                 ["matrix", "--store", str(store), "--no-report"]]
     for command in commands:
         done = torchbisect(*command, cwd=tmp_path, timeout=120)
-        lines = [one_sentence(done.stderr, done.returncode, 2, command=command[0])]
+        lines = [one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command=command[0])]
         assert "Traceback" not in done.stdout and str(store) in lines[0], lines
         assert any(what_to_do in lines[0] for what_to_do in (
             "restore it", "upgrade torchbisect", "give a results .sqlite file")), lines[0]

@@ -11,18 +11,18 @@ import dataclasses
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 from helpers import make_cell, make_run
+from helpers.cli import torchbisect
 
+from torchbisect.exits import Exit
 from torchbisect.model import Attendance
 from torchbisect.store.db import Store
 
 
 def _merge(cwd: Path, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", "merge", *map(str, args)],
-                          cwd=cwd, capture_output=True, text=True, timeout=120)
+    return torchbisect("merge", *args, cwd=cwd, timeout=120)
 
 
 def _runs(path: Path) -> int:
@@ -38,7 +38,7 @@ def test_each_committed_run_is_in_the_file_itself_at_rest(tmp_path):
     header = (tmp_path / "alone.sqlite").read_bytes()[:72]
     assert header[18] == 1 and not (tmp_path / "alone.sqlite-wal").exists()  # rollback: whole
     done = _merge(tmp_path, "site.sqlite", "alone.sqlite")
-    assert done.returncode == 0 and "24 runs added" in done.stdout, done.stderr
+    assert done.returncode == Exit.OK and "24 runs added" in done.stdout, done.stderr
     assert (tmp_path / "shard.sqlite").read_bytes()[18] == 1  # closed: one file too
 
 
@@ -58,12 +58,12 @@ def test_a_copy_taken_while_a_write_was_under_way_is_refused_and_nothing_merged(
         reader.close()
     done = _merge(tmp_path, "site.sqlite", "shard.sqlite")
     lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1, done.stdout + done.stderr
+    assert done.returncode == Exit.MISTAKE and len(lines) == 1, done.stdout + done.stderr
     assert "shard.sqlite was copied without its shard.sqlite-wal while a run was being " \
         "written to it" in lines[0] and "nothing was merged" in lines[0]
     assert not (tmp_path / "site.sqlite").exists()
     whole = _merge(tmp_path, "site.sqlite", tmp_path / "whole" / "shard.sqlite")
-    assert whole.returncode == 0 and _runs(tmp_path / "site.sqlite") == 48, whole.stderr
+    assert whole.returncode == Exit.OK and _runs(tmp_path / "site.sqlite") == 48, whole.stderr
 
 
 def test_runs_dated_past_any_clock_or_named_invisibly_are_refused_at_merge(tmp_path):
@@ -80,7 +80,7 @@ def test_runs_dated_past_any_clock_or_named_invisibly_are_refused_at_merge(tmp_p
                                         finished="2026-11-30T10:00:01+00:00", cells=1,
                                         probed=1, reused=0, failed=0))
     done = _merge(tmp_path, "site.sqlite", "shard.sqlite")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert "3 entries dated after this merge" in done.stdout
     assert "3 entries named with an invisible or control character" in done.stdout
     with Store(tmp_path / "site.sqlite", read_only=True) as site:

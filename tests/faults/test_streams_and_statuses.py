@@ -13,13 +13,12 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from helpers import fake_torch_wheel, make_cell, make_run
-from helpers.cli import env, one_sentence, torchbisect
+from helpers.cli import command, env, one_sentence, torchbisect
 
 from torchbisect.exits import Exit
 from torchbisect.store.db import Store
@@ -40,10 +39,10 @@ def test_bisect_says_130_on_sigterm_as_its_help_promises(tmp_path):
     store = tmp_path / "results.sqlite"
     with runlock.hold([store], command="another bisection"):
         bisect = subprocess.Popen(
-            [sys.executable, "-m", "torchbisect", "bisect", "--good", "2.9.0", "--bad", "2.11.0",
-             "--cuda", "cu130", "--script", "true", "--store", str(store), "--workdir",
-             str(tmp_path / "work"), "--index-url", "http://127.0.0.1:9/", "--no-github",
-             "--wait"], cwd=tmp_path, env=env(), stderr=subprocess.PIPE, text=True)
+            command("bisect", "--good", "2.9.0", "--bad", "2.11.0", "--cuda", "cu130", "--script",
+                    "true", "--store", store, "--workdir", tmp_path / "work", "--index-url",
+                    "http://127.0.0.1:9/", "--no-github", "--wait"),
+            cwd=tmp_path, env=env(), stderr=subprocess.PIPE, text=True)
         assert bisect.stderr is not None
         said = _until(bisect.stderr, "waiting for")  # queued behind the held store
         assert "waiting for" in said, said
@@ -72,15 +71,12 @@ def _unread(*argv: str | Path, cwd: Path, closed: bool = False) -> subprocess.Co
     """`torchbisect ARGV` writing into a pipe whose reader has gone (`| true` that won the race
     every time), or with stdout closed (`>&-`)."""
     if closed:
-        return subprocess.run(["bash", "-c", 'exec "$@" >&-', "_", sys.executable, "-m",
-                               "torchbisect", *map(str, argv)], cwd=cwd, env=env(),
-                              stderr=subprocess.PIPE, text=True, timeout=600)
+        return subprocess.run(["bash", "-c", 'exec "$@" >&-', "_", *command(*argv)], cwd=cwd,
+                              env=env(), stderr=subprocess.PIPE, text=True, timeout=600)
     read, write = os.pipe()
     os.close(read)
     try:
-        return subprocess.run([sys.executable, "-m", "torchbisect", *map(str, argv)], cwd=cwd,
-                              env=env(), stdout=write, stderr=subprocess.PIPE, text=True,
-                              timeout=600)
+        return torchbisect(*argv, cwd=cwd, stdout=write, stderr=subprocess.PIPE, timeout=600)
     finally:
         os.close(write)
 

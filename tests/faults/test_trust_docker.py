@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+from helpers.cli import torchbisect
 
+from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 from torchbisect.utils import proc
 
@@ -52,11 +52,9 @@ def test_a_docker_probe_cannot_reach_the_store_nor_a_credential_and_floods_no_lo
         f"  env: {{TB_STORE: '{store}', TB_OUT: '{out}'}}\n")
     env = {**os.environ, "TORCHBISECT_PROBES": str(tmp_path / "probes"),
            "GITHUB_TOKEN": "ghp_" + "x1" * 18, "AWS_SECRET_ACCESS_KEY": "s" * 40}
-    argv = [sys.executable, "-m", "torchbisect", "matrix", "--allow-no-gpu", "--backend",
-            "docker", "--store", str(store), "--out", str(out), "--workdir", "work"]
-    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=900)
-    assert done.returncode == 0, done.stderr
+    done = torchbisect("matrix", "--allow-no-gpu", "--backend", "docker", "--store", store,
+                       "--out", out, "--workdir", "work", cwd=tmp_path, env=env, timeout=900)
+    assert done.returncode == Exit.OK, done.stderr
     with Store(store, read_only=True) as opened:
         runs = opened.runs()
     assert len(runs) == 1 and runs[0].status.value == "ok", runs  # nothing forged or deleted

@@ -15,12 +15,13 @@ import json
 import os
 
 import pytest
+from helpers.cli import call
 from helpers.loopback import Peer, redirect
 
 from torchbisect.backends import wheels
-from torchbisect.cli import main
 from torchbisect.config.matrix import load_matrix
 from torchbisect.errors import CommandFailed
+from torchbisect.exits import Exit
 from torchbisect.masking import mask
 from torchbisect.model import Cell, Channel
 from torchbisect.net import credentials, retry
@@ -73,8 +74,8 @@ def _matrix(tmp_path, password=PASSWORD):
 
 
 def _plan(matrix, *extra):
-    return main(["plan", "--matrix", str(matrix), "--driver", "580.65.06", "--platform",
-                 "linux_x86_64", "--store", str(matrix.parent / "results.sqlite"), *extra])
+    return call("plan", "--matrix", str(matrix), "--driver", "580.65.06", "--platform",
+                "linux_x86_64", "--store", str(matrix.parent / "results.sqlite"), *extra)
 
 
 def _everything_written(folder) -> bytes:
@@ -85,7 +86,7 @@ def _everything_written(folder) -> bytes:
 def test_a_password_in_an_index_url_is_basic_auth_to_its_origin_only_and_written_nowhere(
         mirror, tmp_path, capsys):
     matrix = _matrix(tmp_path)
-    assert _plan(matrix, "--hash") == 0
+    assert _plan(matrix, "--hash") == Exit.OK
     said = capsys.readouterr()
     asked = [(s.method, s.target, s.headers.get("Authorization")) for s in mirror.seen]
     assert ("GET", PAGE, BASIC) in asked and ("GET", LINK, BASIC) in asked  # page, then --hash
@@ -118,7 +119,7 @@ def test_a_password_in_an_index_url_is_basic_auth_to_its_origin_only_and_written
 
 
 def test_a_wrong_password_is_one_sentence_that_does_not_hold_it(mirror, tmp_path, capsys):
-    assert _plan(_matrix(tmp_path, password="wrong-Pa55word")) == 4
+    assert _plan(_matrix(tmp_path, password="wrong-Pa55word")) == Exit.INDEX_UNREACHABLE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "HTTP 401" in err and PAGE in err
     assert "wrong-Pa55word" not in err and b"wrong-Pa55word" not in \
@@ -130,7 +131,7 @@ def test_a_wrong_password_is_one_sentence_that_does_not_hold_it(mirror, tmp_path
 def test_a_bad_index_value_quoting_a_password_masks_it(tmp_path, capsys):
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(f"indexes:\n  stable: https://{USER}:{PASSWORD}@mirror.example/{{tag}}/\n")
-    assert _plan(matrix) == 2
+    assert _plan(matrix) == Exit.MISTAKE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and PASSWORD not in err and f"{USER}:***@mirror.example" in err
 

@@ -66,11 +66,13 @@ def nightly_world(tmp_path_factory):
 
 
 def cli_args(base: Path, url: str, work: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "torchbisect", "bisect", "--good", "2025-08-01",
-            "--bad", "20250831", "--cuda", "cpu", "--python", PY, "--index-url", url,
-            "--backend", "venv", "--store", str(work / "results.sqlite"),
-            "--workdir", str(base / "venvs"), "--repo", str(base / "pytorch"), "--no-github",
-            "--json", str(work / "bisect.json"), *extra]
+    from helpers.cli import command  # not at the top: conftest.py imports this module
+
+    return command("bisect", "--good", "2025-08-01", "--bad", "20250831", "--cuda", "cpu",
+                   "--python", PY, "--index-url", url, "--backend", "venv", "--store",
+                   str(work / "results.sqlite"), "--workdir", str(base / "venvs"), "--repo",
+                   str(base / "pytorch"), "--no-github", "--json", str(work / "bisect.json"),
+                   *extra)
 
 
 def env() -> dict[str, str]:

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.cli import call
 
 from torchbisect.bisect.verdicts import Rule
-from torchbisect.cli import main
+from torchbisect.exits import Exit
 from torchbisect.model import Cell, CellRun, Channel, ProbeResult, RunStatus
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint, Outcome
 from torchbisect.page.bisections import bisect_view
@@ -79,7 +80,7 @@ def test_flag_errors_are_one_sentence_and_exit_2(flags, message, capsys, tmp_pat
     monkeypatch.chdir(tmp_path)
     argv = ["bisect", "--good", "2025-08-01", "--bad", "2025-08-09",
             "--index-url", str(tmp_path), "--store", str(tmp_path / "s.sqlite"), *flags]
-    assert main(argv) == 2
+    assert call(*argv) == Exit.MISTAKE
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
 
@@ -92,7 +93,7 @@ def test_flag_errors_are_one_sentence_and_exit_2(flags, message, capsys, tmp_pat
 def test_without_good_the_walks_errors_are_one_sentence(flags, message, capsys, tmp_path):
     argv = ["bisect", "--index-url", str(tmp_path), "--store", str(tmp_path / "s.sqlite"),
             *flags]
-    assert main(argv) == 2
+    assert call(*argv) == Exit.MISTAKE
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
 
@@ -103,7 +104,7 @@ def test_a_script_that_is_not_executable_is_named(capsys, tmp_path, monkeypatch)
     argv = ["bisect", "--good", "2025-08-01", "--bad", "2025-08-09", "--index-url",
             str(tmp_path / "no-index"), "--store", str(tmp_path / "s.sqlite"),
             "--script", "./check.sh"]
-    assert main(argv) == 2
+    assert call(*argv) == Exit.MISTAKE
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["torchbisect bisect: error: --script: ./check.sh is not executable: run it "
                    "through its interpreter (--script 'sh ./check.sh'), or give it a `#!` line "
@@ -120,7 +121,7 @@ def test_a_python_file_without_the_run_bit_is_advised_through_python(capsys, tmp
                                                                       monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "check.py").write_text("import sys\nsys.exit(0)\n")  # no x bit, no #!
-    assert main(_bisect_script(tmp_path, "./check.py")) == 2
+    assert call(*_bisect_script(tmp_path, "./check.py")) == Exit.MISTAKE
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "(--script 'python ./check.py')" in line and "'sh ./check.py'" not in line
 
@@ -134,14 +135,14 @@ def test_an_executable_script_without_a_shebang_is_refused_before_it_runs(capsys
     script = tmp_path / name
     script.write_text(f"import sys\nopen({str(tmp_path / 'ran')!r}, 'w')\nsys.exit(1)\n")
     script.chmod(0o755)
-    assert main(_bisect_script(tmp_path, f"./{name}")) == 2
+    assert call(*_bisect_script(tmp_path, f"./{name}")) == Exit.MISTAKE
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"torchbisect bisect: error: --script: ./{name} has no `#!` line")
     interpreter = "python" if name.endswith(".py") else "sh"
     assert f"(--script '{interpreter} ./{name}')" in line
     assert not (tmp_path / "ran").exists() and not (tmp_path / "s.sqlite").exists()
     script.write_text("#!/bin/sh\nexit 0\n")  # with its `#!` it passes this check
-    main(_bisect_script(tmp_path, f"./{name}"))
+    call(*_bisect_script(tmp_path, f"./{name}"))
     assert "has no `#!` line" not in capsys.readouterr().err
 
 
@@ -274,13 +275,13 @@ def test_the_range_found_so_far_when_a_script_stops_the_bisection(direction, ver
 def test_a_probe_that_cannot_say_what_decides_is_one_sentence(source, message, tmp_path):
     """What decides a bisection is the probe's own declaration: a wrong one, or none, is one
     sentence naming the file (and line), exit 2, before anything is installed."""
-    from helpers.cli import one_sentence, torchbisect
+    from helpers.cli import invoke, one_sentence
 
     folder = tmp_path / "probes"
     folder.mkdir()
     (folder / "race.py").write_text(source)
-    done = torchbisect("bisect", "--probe", "race", "--good", "2025-08-01", "--bad",
-                       "2025-08-09", "--index-url", tmp_path, "--store", tmp_path / "s.sqlite",
-                       cwd=tmp_path, env_extra={"TORCHBISECT_PROBES": str(folder)})
-    line = one_sentence(done.stderr, done.returncode, 2)
+    done = invoke("bisect", "--probe", "race", "--good", "2025-08-01", "--bad", "2025-08-09",
+                  "--index-url", tmp_path, "--store", tmp_path / "s.sqlite", cwd=tmp_path,
+                  env_extra={"TORCHBISECT_PROBES": str(folder)})
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE)
     assert message.format(folder=folder) in line

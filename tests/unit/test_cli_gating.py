@@ -20,7 +20,7 @@ from helpers import make_cell, make_run
 from helpers.cli import call, one_sentence
 
 from torchbisect.backends import BACKENDS
-from torchbisect.cli import COMMANDS, main
+from torchbisect.cli import COMMANDS
 from torchbisect.errors import ConfigError
 from torchbisect.exits import Exit
 
@@ -68,14 +68,15 @@ def _json_out(capsys) -> dict:
 def test_probe_exits_like_the_probe_itself(stand_in, capsys):
     for verdict, status in (("affected", 1), ("not_affected", 0), ("inconclusive", 125)):
         stand_in(verdict)
-        assert main(["probe", "--interpreter", sys.executable, "--json", "-"]) == status, verdict
+        assert call("probe", "--interpreter", sys.executable, "--json", "-") == status, verdict
         doc = _json_out(capsys)
         assert [r["verdict"] for r in doc["runs"]] == [verdict]
 
 
 @pytest.mark.slow
 def test_probe_with_the_real_probe_and_no_gpu_cannot_tell(workdir, capsys):
-    assert main(["probe", "--interpreter", sys.executable, "--json", "out/probe.json"]) == 125
+    assert call("probe", "--interpreter", sys.executable, "--json",
+                "out/probe.json") == Exit.CANNOT_TELL
     doc = json.loads((workdir / "out" / "probe.json").read_text())
     assert set(doc) == RESULTS_KEYS
     [run] = doc["runs"]
@@ -86,24 +87,22 @@ def test_probe_with_the_real_probe_and_no_gpu_cannot_tell(workdir, capsys):
 def test_matrix_gates_on_affected_only_when_asked(stand_in, capsys):
     stand_in("affected")
     argv = ["matrix", "--interpreter", sys.executable, "--no-report", "--force"]
-    assert main(argv) == 0  # the default gates on infrastructure failures only
+    assert call(*argv) == Exit.OK  # the default gates on infrastructure failures only
     capsys.readouterr()
-    assert main([*argv, "--fail-on", "affected", "--json", "-"]) == 1
+    assert call(*argv, "--fail-on", "affected", "--json", "-") == Exit.AFFECTED
     doc = _json_out(capsys)
     assert doc["runs"][0]["verdict"] == "affected"
     assert doc["headlines"][0]["text"] == (
         "2.13.0 affected without a GPU (releases before 2.13.0 were not tested)")
     # a verdict stored by an earlier run counts too: the gate asks about the builds, not the run
-    assert main(["matrix", "--interpreter", sys.executable, "--no-report",
-                 "--fail-on", "affected,infra"]) == 1
+    assert call("matrix", "--interpreter", sys.executable, "--no-report",
+                "--fail-on", "affected,infra") == Exit.AFFECTED
     stand_in("not_affected")
-    assert main([*argv, "--fail-on", "affected,infra"]) == 0
+    assert call(*argv, "--fail-on", "affected,infra") == Exit.OK
 
 
 def test_matrix_fail_on_takes_only_what_it_knows(workdir, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(["matrix", "--fail-on", "broken"])
-    assert exc.value.code == 2
+    assert call("matrix", "--fail-on", "broken") == Exit.MISTAKE
     assert "--fail-on" in capsys.readouterr().err
 
 
@@ -135,8 +134,8 @@ def test_merge_writes_the_merged_runs_as_results_json(tmp_path, capsys):
         with Store(tmp_path / f"{name}.sqlite") as store:
             store.add(make_run(make_cell(cell)))
     out = str(tmp_path / "all.sqlite")
-    assert main(["merge", out, str(tmp_path / "a.sqlite"), str(tmp_path / "b.sqlite"),
-                 "--json", "-"]) == 0
+    assert call("merge", out, str(tmp_path / "a.sqlite"), str(tmp_path / "b.sqlite"),
+                "--json", "-") == Exit.OK
     captured = capsys.readouterr()
     doc = json.loads(captured.out)
     assert set(doc) == RESULTS_KEYS
@@ -145,18 +144,14 @@ def test_merge_writes_the_merged_runs_as_results_json(tmp_path, capsys):
 
 
 def test_version(capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(["--version"])
-    assert exc.value.code == 0
+    assert call("--version") == Exit.OK
     assert capsys.readouterr().out.strip() == "torchbisect 0.1.0"
 
 
 @pytest.mark.parametrize("command", ["matrix", "probe", "bisect", "bench"])
 def test_backend_has_the_same_choices_in_every_command(command, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main([command, "--backend", "podman"] + (["--good", "1", "--bad", "2"]
-                                                 if command == "bisect" else []))
-    assert exc.value.code == 2
+    assert call(command, "--backend", "podman",
+                *(["--good", "1", "--bad", "2"] if command == "bisect" else [])) == Exit.MISTAKE
     [line] = [x for x in capsys.readouterr().err.splitlines() if "invalid choice" in x]
     choices = line.split("choose from", 1)[1].replace("'", "").strip(" )")
     assert choices.split(", ") == list(BACKENDS)  # argparse quotes them on some Pythons only
@@ -203,7 +198,8 @@ def test_the_matrix_page_links_the_upstream_report_of_matrix_yaml(stand_in, work
     (workdir / "matrix.yaml").write_text(
         "preinstalled: true\nreferences:\n"
         "  upstream: https://github.com/pytorch/pytorch/issues/424242\n")
-    assert main(["matrix", "--interpreter", sys.executable, "--fail-on", "affected"]) == 1
+    assert call("matrix", "--interpreter", sys.executable, "--fail-on",
+                "affected") == Exit.AFFECTED
     assert 'href="https://github.com/pytorch/pytorch/issues/424242"' in (
         workdir / "reports" / "index.html").read_text()
 
@@ -257,8 +253,8 @@ def test_torchbisect_failing_is_its_own_status_never_affected(stand_in, workdir,
         raise RuntimeError("something nobody expected\nsecond line")
 
     monkeypatch.setattr("torchbisect.cli.matrix._summary", broken)
-    status = main(["matrix", "--interpreter", sys.executable, "--no-report",
-                   "--fail-on", "affected"])
+    status = call("matrix", "--interpreter", sys.executable, "--no-report",
+                  "--fail-on", "affected")
     assert status == FAILED and FAILED not in (0, 1, 2, 3, 4, 5, 125, 130)
     [line] = [x for x in capsys.readouterr().err.splitlines() if "torchbisect" in x]
     assert line.startswith("torchbisect matrix: torchbisect itself failed (RuntimeError: "
@@ -303,7 +299,7 @@ def test_an_output_path_mistake_is_refused_before_any_work(argv, said, stand_in,
     (workdir / "in.sqlite").write_bytes(b"")
     before = sorted(p.name for p in workdir.iterdir())
     stand_in("affected")
-    assert main(argv) == 2
+    assert call(*argv) == Exit.MISTAKE
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"torchbisect {argv[0]}: error: ") and said in line, line
     assert sorted(p.name for p in workdir.iterdir()) == before  # no store, no reports/, no lock
@@ -329,7 +325,7 @@ def unwritable(workdir):
 @pytest.mark.parametrize("argv", [["report", "--out"], ["plan", "--offline", "--json"],
                                   ["matrix", "--store"]], ids=lambda v: v[0])
 def test_an_output_folder_that_is_not_writable_is_refused(argv, unwritable, capsys):
-    assert main([*argv, str(unwritable / "torchbisect-out" / "x")]) == 2
+    assert call(*argv, str(unwritable / "torchbisect-out" / "x")) == Exit.MISTAKE
     [line] = capsys.readouterr().err.strip().splitlines()
     assert f"the folder {unwritable} is not writable by this user" in line
 
@@ -346,7 +342,7 @@ def _shard(path: Path, *cells: str) -> Path:
 def test_merge_with_a_missing_input_writes_nothing(tmp_path, capsys):
     a = _shard(tmp_path / "a.sqlite", "dev-a")
     out = tmp_path / "site" / "results.sqlite"
-    assert main(["merge", str(out), str(a), str(tmp_path / "typo.sqlite")]) == 2
+    assert call("merge", str(out), str(a), str(tmp_path / "typo.sqlite")) == Exit.MISTAKE
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "typo.sqlite: no such file, so nothing was merged" in line
     assert "--allow-missing" in line
@@ -359,7 +355,7 @@ def test_merge_with_a_damaged_input_leaves_out_as_it_was(tmp_path, capsys):
     a = _shard(tmp_path / "a.sqlite", "dev-a")
     damaged = tmp_path / "b.sqlite"
     damaged.write_bytes(b"SQLite format 3\x00" + b"\xff" * 500)
-    assert main(["merge", str(out), str(a), str(damaged)]) == 2
+    assert call("merge", str(out), str(a), str(damaged)) == Exit.MISTAKE
     assert "b.sqlite" in capsys.readouterr().err
     assert out.read_bytes() == before  # a.sqlite was read, but OUT is written only at the end
 
@@ -368,11 +364,11 @@ def test_merge_allows_a_missing_input_only_when_named(tmp_path, capsys):
     a = _shard(tmp_path / "a.sqlite", "dev-a")
     previous = tmp_path / "previous" / "results.sqlite"
     out = tmp_path / "site.sqlite"
-    assert main(["merge", str(out), str(previous), str(a),
-                 "--allow-missing", str(previous)]) == 0
+    assert call("merge", str(out), str(previous), str(a),
+                "--allow-missing", str(previous)) == Exit.OK
     said = capsys.readouterr().out
     assert "does not exist, which --allow-missing allows" in said and f"{out}: 1 runs" in said
-    assert main(["merge", str(out), str(a), "--allow-missing", str(previous)]) == 2
+    assert call("merge", str(out), str(a), "--allow-missing", str(previous)) == Exit.MISTAKE
     assert "not among the inputs" in capsys.readouterr().err
 
 
@@ -383,12 +379,12 @@ GPU_COMMANDS = [["matrix", "--interpreter", sys.executable], ["probe"],
 @pytest.mark.parametrize("argv", GPU_COMMANDS, ids=lambda v: v[0])
 def test_require_gpu_without_a_gpu_exits_3_before_anything(argv, stand_in, workdir, capsys,
                                                            monkeypatch):
-    assert main([*argv, "--require-gpu"]) == 3
+    assert call(*argv, "--require-gpu") == Exit.NO_VERDICT
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "no GPU is visible (nvidia-smi lists none) and --require-gpu is given" in line
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert main(argv) == 3
+    assert call(*argv) == Exit.NO_VERDICT
     assert "CUDA_VISIBLE_DEVICES='' shows none) and GITHUB_ACTIONS=true implies --require-gpu" \
         in capsys.readouterr().err
     assert not (workdir / "reports").exists()
@@ -397,19 +393,19 @@ def test_require_gpu_without_a_gpu_exits_3_before_anything(argv, stand_in, workd
 def test_allow_no_gpu_is_the_way_around_the_gpu_gate(stand_in, workdir, monkeypatch):
     stand_in("affected")
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
-    assert main(["probe", "--require-gpu", "--allow-no-gpu"]) == 1
-    assert main(["matrix", "--interpreter", sys.executable, "--allow-no-gpu", "--require-gpu",
-                 "--backend", "current",
-                 "--no-report", "--fail-on", "affected"]) == 1
+    assert call("probe", "--require-gpu", "--allow-no-gpu") == Exit.AFFECTED
+    assert call("matrix", "--interpreter", sys.executable, "--allow-no-gpu", "--require-gpu",
+                "--backend", "current",
+                "--no-report", "--fail-on", "affected") == Exit.AFFECTED
 
 
 def test_a_script_bisection_needs_no_gpu_under_github_actions(workdir, monkeypatch, capsys):
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     (workdir / "index").mkdir()
-    status = main(["bisect", "--good", "2025-08-01", "--bad", "2025-08-03", "--script", "true",
-                   "--index-url", str(workdir / "index"), "--no-github"])
+    status = call("bisect", "--good", "2025-08-01", "--bad", "2025-08-03", "--script", "true",
+                  "--index-url", str(workdir / "index"), "--no-github")
     err = capsys.readouterr().err
-    assert status != 3 and "GPU" not in err, err
+    assert status != Exit.NO_VERDICT and "GPU" not in err, err
 
 
 def test_a_command_that_cannot_even_load_is_torchbisect_failing(monkeypatch, capsys):
@@ -417,7 +413,7 @@ def test_a_command_that_cannot_even_load_is_torchbisect_failing(monkeypatch, cap
         raise ImportError(f"No module named {name!r} (a broken install)")
 
     monkeypatch.setattr("importlib.import_module", broken)
-    assert main(["report"]) == Exit.FAILED
+    assert call("report") == Exit.FAILED
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("torchbisect report: torchbisect itself failed (ImportError: ")
     Path(line.rsplit(" ", 1)[1]).unlink()

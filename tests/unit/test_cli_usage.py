@@ -1,12 +1,10 @@
 """The command line as a user types it: flags are never abbreviated, a mistyped one is answered
-by the command's own usage and the nearest real flag, `--json -` is a real pipe, the checks that
-need no index come before any index is asked, and the shell completes what torchbisect knows."""
+by the command's own usage and the nearest real flag, and the checks that need no index come
+before any index is asked (`--json -` into a real pipe and the shell's completion need the
+command as a process: tests/e2e/test_cli_process.py)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pytest
 from helpers.cli import call
 
 from torchbisect import cli
+from torchbisect.exits import Exit
 
 # an index on a loopback port nobody listens on: a check that came after the network would
 # show as exit 4, not 2
@@ -28,16 +27,16 @@ def _matrix(tmp_path: Path, body: str = "") -> Path:
 
 
 def test_a_prefix_of_a_flag_is_not_taken_for_it_and_the_real_one_is_named(capsys):
-    assert call("plan", "--shard", "1/2") == 2
+    assert call("plan", "--shard", "1/2") == Exit.MISTAKE
     err = capsys.readouterr().err
     assert err.startswith("usage: torchbisect plan ")
     assert "--shard: did you mean --shards?" in err
-    assert call("matrix", "--cell", "stable-*") == 2
+    assert call("matrix", "--cell", "stable-*") == Exit.MISTAKE
     assert "did you mean --cells?" in capsys.readouterr().err
 
 
 def test_a_mistyped_command_is_answered_with_the_nearest_one(capsys):
-    assert call("plna") == 2
+    assert call("plna") == Exit.MISTAKE
     assert "no command 'plna'; did you mean plan?" in capsys.readouterr().err
 
 
@@ -52,7 +51,7 @@ def test_counts_and_shards_are_refused_before_anything_is_planned(argv, said, tm
                                                                   monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _matrix(tmp_path)
-    assert call(*argv) == 2
+    assert call(*argv) == Exit.MISTAKE
     assert said in capsys.readouterr().err
 
 
@@ -61,7 +60,8 @@ def test_a_bad_end_in_the_future_is_refused_without_asking_the_index(tmp_path, m
     monkeypatch.chdir(tmp_path)
     later = (date.today() + timedelta(days=40)).isoformat()
     assert call("bisect", "--bad", later, "--index-url", UNREACHABLE.format(cuda="cu130"),
-                "--store", str(tmp_path / "s.sqlite"), "--workdir", str(tmp_path / "w")) == 2
+                "--store", str(tmp_path / "s.sqlite"), "--workdir",
+                str(tmp_path / "w")) == Exit.MISTAKE
     assert f"--bad '{later}' is {later}, after today" in capsys.readouterr().err
 
 
@@ -71,7 +71,8 @@ def test_a_cells_pattern_no_entry_can_match_is_refused_before_the_index(tmp_path
     matrix = _matrix(tmp_path)
     for pattern in ("stabel-*", f"nightly-{date.today().year + 5}*"):
         assert call("matrix", "--matrix", str(matrix), "--cells", pattern, "--allow-no-gpu",
-                    "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "r")) == 2
+                    "--store", str(tmp_path / "s.sqlite"), "--out",
+                    str(tmp_path / "r")) == Exit.MISTAKE
         assert f"--cells: no cell of {matrix} can match {pattern}" in capsys.readouterr().err
     # a CUDA tag or Python no entry builds for too (issue 49, friction 10: `cu999` reached the
     # index and exited 4)
@@ -82,16 +83,17 @@ def test_a_cells_pattern_no_entry_can_match_is_refused_before_the_index(tmp_path
                           ("nightly-*-cp27", "the Python cp27")):
         assert call("matrix", "--matrix", str(tmp_path / "py.yaml"), "--cells", pattern,
                     "--allow-no-gpu", "--store", str(tmp_path / "s.sqlite"),
-                    "--out", str(tmp_path / "r")) == 2
+                    "--out", str(tmp_path / "r")) == Exit.MISTAKE
         assert f"--cells: {pattern} names {said}, which no entry of" in capsys.readouterr().err
     # a pattern an entry can match goes on to the index, which does not answer here
     assert call("matrix", "--matrix", str(matrix), "--cells", "stable-2.1*", "--allow-no-gpu",
-                "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "r")) == 4
+                "--store", str(tmp_path / "s.sqlite"), "--out",
+                str(tmp_path / "r")) == Exit.INDEX_UNREACHABLE
 
 
 @pytest.mark.parametrize("command", ["plan", "matrix", "probe", "bisect", "report", "cache"])
 def test_help_shows_examples_and_the_exit_statuses(command, capsys):
-    assert call(command, "--help") == 0
+    assert call(command, "--help") == Exit.OK
     out = capsys.readouterr().out
     assert f"examples:\n  torchbisect {command}" in out
     assert "exit statuses:" in out and "250  torchbisect itself failed" in out
@@ -104,45 +106,8 @@ def test_help_shows_examples_and_the_exit_statuses(command, capsys):
 
 
 def test_bisect_help_says_the_ends_may_be_releases(capsys):
-    assert call("bisect", "--help") == 0
+    assert call("bisect", "--help") == Exit.OK
     assert "a release such as 2.9.0" in " ".join(capsys.readouterr().out.split())
-
-
-def test_plan_json_dash_is_a_real_pipe_and_writes_no_file(tmp_path):
-    (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
-    plan = subprocess.Popen([sys.executable, "-m", "torchbisect", "plan", "--json", "-"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    reader = subprocess.run([sys.executable, "-c", "import json, sys; "
-                             "print(sorted(json.load(sys.stdin)))"],
-                            stdin=plan.stdout, capture_output=True, text=True)
-    plan.stdout.close()
-    assert plan.wait() == 0, plan.stderr.read().decode()
-    assert reader.returncode == 0, reader.stderr
-    assert "cells" in reader.stdout
-    assert "1 cell" in plan.stderr.read().decode()  # the plan's own lines went to stderr
-    assert not (tmp_path / "-").exists()
-
-
-def test_completion_prints_shell_code_and_completes_commands_and_flags(tmp_path):
-    code = subprocess.run([sys.executable, "-m", "torchbisect", "completion", "bash"],
-                          capture_output=True, text=True, check=True).stdout
-    assert "complete " in code and "torchbisect" in code
-    registered = subprocess.run(["bash", "-c", 'eval "$1" && complete -p torchbisect', "-", code],
-                                capture_output=True, text=True)
-    assert registered.returncode == 0 and "torchbisect" in registered.stdout, registered.stderr
-
-    def complete(line: str) -> list[str]:
-        answer = tmp_path / "completions"
-        env = {**os.environ, "_ARGCOMPLETE": "1", "_ARGCOMPLETE_IFS": "\n",
-               "_ARGCOMPLETE_STDOUT_FILENAME": str(answer),
-               "COMP_LINE": line, "COMP_POINT": str(len(line))}
-        subprocess.run([sys.executable, "-m", "torchbisect"], env=env, cwd=tmp_path,
-                       capture_output=True, check=True)
-        return [word.strip() for word in answer.read_text().split("\n")]
-
-    assert "plan" in complete("torchbisect pl")
-    assert "--shards" in complete("torchbisect plan --sha")
-    assert "--backend" in complete("torchbisect matrix --back")
 
 
 def _shown_commands() -> list[str]:

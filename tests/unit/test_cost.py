@@ -10,11 +10,12 @@ from datetime import date
 from pathlib import Path
 
 import pytest
+from helpers.cli import call
 from helpers.indexserver import fake_wheel, make_nightly_index, make_release_index, serve
 from rich.console import Console
 
-from torchbisect.cli import main
 from torchbisect.errors import ConfigError
+from torchbisect.exits import Exit
 from torchbisect.model import Cell, CellRun, Channel, RunStatus
 from torchbisect.plan.cost import Cost, TagCost, describe, duration, estimate
 from torchbisect.plan.deps import head_size
@@ -42,14 +43,14 @@ def served(tmp_path):
 
 
 def plan_cli(matrix, *extra):
-    return main(["plan", "--matrix", str(matrix), "--driver", "580.65.06",
-                 "--platform", "linux_x86_64", "--store", str(matrix.parent / "results.sqlite"),
-                 *extra])
+    return call("plan", "--matrix", str(matrix), "--driver", "580.65.06",
+                "--platform", "linux_x86_64", "--store", str(matrix.parent / "results.sqlite"),
+                *extra)
 
 
 def test_plan_says_cells_gigabytes_and_that_no_timings_are_stored_yet(served, capsys):
     root, matrix = served
-    assert plan_cli(matrix) == 0
+    assert plan_cli(matrix) == Exit.OK
     sizes = json.loads((matrix.parent / "matrix.lock.json").read_text())["builds"]
     assert sizes[STABLE]["size"] == len(fake_wheel(WHEEL))  # from the HEAD request
     total = sum(b["size"] for b in sizes.values())
@@ -61,11 +62,11 @@ def test_plan_says_cells_gigabytes_and_that_no_timings_are_stored_yet(served, ca
 
 def test_a_second_plan_takes_the_sizes_from_the_lock_and_asks_nothing(served, capsys):
     root, matrix = served
-    assert plan_cli(matrix) == 0
+    assert plan_cli(matrix) == Exit.OK
     lock = (matrix.parent / "matrix.lock.json").read_bytes()
     for wheel in root.rglob("*.whl"):  # a HEAD now would answer 404 and lose the size
         wheel.unlink()
-    assert plan_cli(matrix) == 0
+    assert plan_cli(matrix) == Exit.OK
     assert (matrix.parent / "matrix.lock.json").read_bytes() == lock
     assert "lock unchanged" in capsys.readouterr().out
 
@@ -76,7 +77,7 @@ def test_plan_estimates_the_time_from_stored_runs(served, capsys):
         for i, (install, probe) in enumerate([(30, 50), (60, 60), (100, 80)]):
             store.add(_run(f"stable-2.{i}.0-cu130-cp312", install, probe))
         store.add(_run("preinstalled", 0, 20))
-    assert plan_cli(matrix) == 0
+    assert plan_cli(matrix) == Exit.OK
     # median of 80, 120, 180, 20 s = 100 s; two cells left (preinstalled is stored)
     last = capsys.readouterr().out.splitlines()[-1]
     assert last.startswith("2 cells to probe; 1 already have a verdict in the store; ")
@@ -87,13 +88,13 @@ def test_plan_estimates_the_time_from_stored_runs(served, capsys):
 
 def test_offline_asks_no_sizes_and_says_which_are_unknown(served, capsys):
     _, matrix = served
-    assert plan_cli(matrix) == 0
+    assert plan_cli(matrix) == Exit.OK
     path = matrix.parent / "matrix.lock.json"
     doc = json.loads(path.read_text())
     for build in doc["builds"].values():
         del build["size"]
     path.write_text(json.dumps(doc))
-    assert plan_cli(matrix, "--offline") == 0
+    assert plan_cli(matrix, "--offline") == Exit.OK
     assert "0.0 GB of torch wheels to download plus 2 wheels of unknown size" in \
         capsys.readouterr().out
 
@@ -180,8 +181,8 @@ def test_matrix_starts_with_the_cost_and_shows_its_download(tmp_path, monkeypatc
         Path("matrix.yaml").write_text(
             f"indexes:\n  nightly: {url}/nightly/{{cuda}}/\ndefaults:\n  cuda: cpu\n"
             "  overlay: true\nnightly:\n  dates: [2026-10-01]\n")
-        assert main(["matrix", "--allow-no-gpu", "--backend", "venv", "--workdir", "work",
-                     "--no-report"]) == 0
+        assert call("matrix", "--allow-no-gpu", "--backend", "venv", "--workdir", "work",
+                    "--no-report") == Exit.OK
     out = capsys.readouterr()
     said = " ".join((out.out + out.err).split())  # rich wraps at 80 columns off a terminal
     size = wheel.stat().st_size

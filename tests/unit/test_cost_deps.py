@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from helpers import DATA as TEST_DATA
 from helpers import REPO
+from helpers.cli import call
 from helpers.indexserver import make_release_index, serve
 
-from torchbisect.cli import main
+from torchbisect.exits import Exit
 from torchbisect.plan.deps import pins
 
 DATA = TEST_DATA / "index" / "metadata"
@@ -79,9 +80,9 @@ def site(tmp_path):
 
 
 def plan(folder: Path, *extra: str) -> int:
-    return main(["plan", "--matrix", str(folder / "matrix.yaml"), "--driver", "580.65.06",
-                 "--platform", "linux_x86_64", "--store", str(folder / "results.sqlite"),
-                 *extra])
+    return call("plan", "--matrix", str(folder / "matrix.yaml"), "--driver", "580.65.06",
+                "--platform", "linux_x86_64", "--store", str(folder / "results.sqlite"),
+                *extra)
 
 
 def cost_lines(out: str) -> list[str]:
@@ -112,7 +113,7 @@ def test_a_requirement_without_an_exact_pin_is_kept_as_unknown():
 def test_the_docs_example_is_what_plan_prints(site, capsys):
     """docs/running.md shows the lines of this plan; they cannot drift from the code."""
     folder, _ = site
-    assert plan(folder) == 0
+    assert plan(folder) == Exit.OK
     printed = cost_lines(capsys.readouterr().out)
     block = DOCS.read_text().split("<!-- plan cost example -->\n", 1)[1].split("\n\n", 1)[0]
     assert [line[4:] for line in block.splitlines()] == printed
@@ -121,7 +122,7 @@ def test_the_docs_example_is_what_plan_prints(site, capsys):
 
 def test_cells_of_one_tag_share_their_pins_and_tags_are_counted_apart(site, capsys):
     folder, _ = site
-    assert plan(folder) == 0
+    assert plan(folder) == Exit.OK
     printed = cost_lines(capsys.readouterr().out)
     libraries = 15 * LIBRARY / 1e9
     # 2.9.0 and 2.9.1 pin the same files: counted once; cu128's index has its own files
@@ -143,7 +144,7 @@ def test_cells_of_one_tag_share_their_pins_and_tags_are_counted_apart(site, caps
 
 def test_plan_json_has_the_same_figures(site, capsys):
     folder, _ = site
-    assert plan(folder, "--json", "-") == 0
+    assert plan(folder, "--json", "-") == Exit.OK
     cost = json.loads(capsys.readouterr().out)["cost"]
     cu126 = cost["by_cuda"][0]
     assert (cu126["tag"], cu126["wheels"], cu126["libraries"], cu126["triton"],
@@ -153,17 +154,17 @@ def test_plan_json_has_the_same_figures(site, capsys):
 
 def test_a_replan_with_the_lock_asks_nothing(site, capsys):
     folder, url = site
-    assert plan(folder) == 0
+    assert plan(folder) == Exit.OK
     first = capsys.readouterr().out
     url.hits.clear()
-    assert plan(folder) == 0
+    assert plan(folder) == Exit.OK
     assert all(hit.endswith("/torch/") for hit in url.hits), url.hits  # the pages resolve reads
     assert cost_lines(capsys.readouterr().out) == cost_lines(first)
 
 
 def test_aarch64_pulls_in_none_of_the_linux_x86_64_pins(site, capsys):
     folder, url = site
-    assert plan(folder, "--platform", "linux_aarch64") == 0
+    assert plan(folder, "--platform", "linux_aarch64") == Exit.OK
     printed = cost_lines(capsys.readouterr().out)
     assert printed[0].startswith("cu126: 3 torch wheels ") and "CUDA" not in printed[0]
     assert not any("/nvidia-" in hit for hit in url.hits)
@@ -181,7 +182,7 @@ def test_metadata_that_cannot_be_read_leaves_the_libraries_unknown(site, capsys,
             path.write_bytes(b"\xff\xfe" + METADATA.encode("utf-16-le"))
         else:
             path.write_text("<html><body>Sign in to continue</body></html>\n")
-    assert plan(folder) == 0
+    assert plan(folder) == Exit.OK
     out = capsys.readouterr()
     printed = cost_lines(out.out)
     assert printed[1:3] == ["  2 wheels without metadata: CUDA libraries unknown",
@@ -194,7 +195,7 @@ def test_metadata_that_cannot_be_read_leaves_the_libraries_unknown(site, capsys,
 
 def test_offline_without_learned_deps_says_them_unknown_and_still_plans(site, capsys):
     folder, url = site
-    assert plan(folder) == 0
+    assert plan(folder) == Exit.OK
     path = folder / "matrix.lock.json"
     doc = json.loads(path.read_text())
     for build in doc["builds"].values():
@@ -202,7 +203,7 @@ def test_offline_without_learned_deps_says_them_unknown_and_still_plans(site, ca
     path.write_text(json.dumps(doc))  # a lock written before deps were kept
     url.hits.clear()
     capsys.readouterr()
-    assert plan(folder, "--offline") == 0
+    assert plan(folder, "--offline") == Exit.OK
     assert url.hits == []
     assert "plus the CUDA libraries of 3 wheels, unknown" in capsys.readouterr().out
 

@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 from helpers import REPO, probe_doc
+from helpers.cli import call
 
 from torchbisect.bench.synthetic import synthetic_run
-from torchbisect.cli import main
 from torchbisect.exits import Exit
 from torchbisect.outcome import BisectResult
 from torchbisect.probe import document as gate
@@ -98,20 +98,20 @@ def test_the_probe_schemas_text_keys_are_the_gates():
 
 def test_schema_check_names_a_stale_results_schema_and_schema_rewrites_it(tmp_path, capsys):
     out = tmp_path / "matrix.schema.json"
-    assert main(["schema", "--out", str(out)]) == 0
+    assert call("schema", "--out", str(out)) == Exit.OK
     capsys.readouterr()
     (tmp_path / "results.schema.json").write_text("{}\n")
-    assert main(["schema", "--check", "--out", str(out)]) == Exit.OUT_OF_DATE  # 1 is "affected"
+    assert call("schema", "--check", "--out", str(out)) == Exit.OUT_OF_DATE  # 1 is "affected"
     said = capsys.readouterr().out
     assert f"{tmp_path / 'results.schema.json'} out of date: run `nox -s schema`" in said
     assert str(tmp_path / "probe.schema.json") not in said
-    assert main(["schema", "--out", str(out)]) == 0
+    assert call("schema", "--out", str(out)) == Exit.OK
     assert (tmp_path / "results.schema.json").read_text() == schema_text("results")
 
 
 def test_schema_makes_the_folder_it_writes_into(tmp_path, capsys):
     out = tmp_path / "new" / "folder" / "matrix.schema.json"
-    assert main(["schema", "--out", str(out)]) == 0
+    assert call("schema", "--out", str(out)) == Exit.OK
     assert sorted(p.name for p in out.parent.iterdir()) == [
         "matrix.schema.json", "probe.schema.json", "results.schema.json", "runners.schema.json"]
 

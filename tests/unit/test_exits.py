@@ -8,6 +8,7 @@ import re
 
 import pytest
 from helpers import REPO
+from helpers.cli import call
 
 from torchbisect import cli
 from torchbisect.bisect.telling import EndUnjudged
@@ -50,8 +51,7 @@ def test_the_commands_a_status_names_are_real_ones():
 
 
 def _help(command: str, capsys) -> str:
-    with pytest.raises(SystemExit):
-        cli.main([command, "--help"])
+    assert call(command, "--help") == Exit.OK
     return capsys.readouterr().out.split("exit statuses:\n", 1)[1]
 
 

@@ -7,10 +7,11 @@ from datetime import date
 
 import pytest
 from helpers import make_cell, make_run
+from helpers.cli import call
 from helpers.indexserver import make_nightly_index, make_release_index, serve
 
-from torchbisect.cli import main
 from torchbisect.errors import ConfigError
+from torchbisect.exits import Exit
 from torchbisect.model import Cell, Channel, Plan
 from torchbisect.net import retry
 from torchbisect.plan.lock import Lock, LockedBuild, lock_path, pin_sha256
@@ -102,19 +103,19 @@ def served(tmp_path):
 
 
 def plan_cli(matrix, *extra):
-    return main(["plan", "--matrix", str(matrix), "--driver", "580.65.06",
-                 "--platform", "linux_x86_64", "--store", str(matrix.parent / "none.sqlite"),
-                 *extra])
+    return call("plan", "--matrix", str(matrix), "--driver", "580.65.06",
+                "--platform", "linux_x86_64", "--store", str(matrix.parent / "none.sqlite"),
+                *extra)
 
 
 def test_plan_prints_the_table_writes_json_and_a_stable_lock(served, capsys):
     url, matrix = served
     out_json = matrix.parent / "out" / "plan.json"
-    assert plan_cli(matrix, "--json", str(out_json)) == 0
+    assert plan_cli(matrix, "--json", str(out_json)) == Exit.OK
     printed = capsys.readouterr().out
     lock_path = matrix.parent / "matrix.lock.json"
     first = lock_path.read_bytes()
-    assert plan_cli(matrix, "--json", str(out_json)) == 0
+    assert plan_cli(matrix, "--json", str(out_json)) == Exit.OK
     assert lock_path.read_bytes() == first  # resolving twice changes nothing
     assert "lock unchanged" in capsys.readouterr().out
     lines = printed.splitlines()
@@ -134,10 +135,10 @@ def test_plan_prints_the_table_writes_json_and_a_stable_lock(served, capsys):
 
 def test_plan_offline_needs_only_the_lock(served, capsys):
     url, matrix = served
-    assert plan_cli(matrix) == 0
+    assert plan_cli(matrix) == Exit.OK
     lock = (matrix.parent / "matrix.lock.json").read_bytes()
     matrix.write_text(matrix.read_text().replace(url, "http://127.0.0.1:9"))  # nothing there
-    assert plan_cli(matrix, "--offline") == 0
+    assert plan_cli(matrix, "--offline") == Exit.OK
     before = json.loads(lock)["builds"]
     after = json.loads((matrix.parent / "matrix.lock.json").read_text())["builds"]
     assert {k: b["url"] for k, b in after.items()} == {k: b["url"] for k, b in before.items()}
@@ -151,7 +152,7 @@ def test_plan_shows_which_cells_have_a_stored_result(served, capsys):
     with Store(store) as opened:
         opened.add(make_run(make_cell("preinstalled", channel=Channel.PREINSTALLED, url=None,
                                       sha256=None)))
-    assert plan_cli(matrix, "--store", str(store)) == 0
+    assert plan_cli(matrix, "--store", str(store)) == Exit.OK
     rows = {line.split()[0]: line.split()[-1] for line in capsys.readouterr().out.splitlines()}
     assert rows["preinstalled"] == "yes" and rows["stable-2.15.0-cu130-cp312"] == "no"
 
@@ -161,11 +162,11 @@ def test_plan_with_an_unreachable_index_is_one_line_exit_4(served, capsys, monke
     url, matrix = served
     matrix.write_text(matrix.read_text().replace("dates: [2026-10-01, 2026-10-02, 2026-10-03]",
                                                  "dates: [2026-10-01]\n  cuda: cu999"))
-    assert plan_cli(matrix) == 2  # an explicit tag without an index: a resolve error
+    assert plan_cli(matrix) == Exit.MISTAKE  # an explicit tag without an index: a resolve error
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "/whl/nightly/cu999/torch/" in err and "HTTP 404" in err
     matrix.write_text(matrix.read_text().replace(url, "http://127.0.0.1:9"))  # nothing listens
-    assert plan_cli(matrix) == 4
+    assert plan_cli(matrix) == Exit.INDEX_UNREACHABLE
     err = capsys.readouterr().err
     # A refused connection will not heal: one attempt, one line, no retry notes (issue 22 item 7).
     assert err.count("\n") == 1 and "refused the connection" in err and "at a mirror" in err
@@ -174,19 +175,19 @@ def test_plan_with_an_unreachable_index_is_one_line_exit_4(served, capsys, monke
 def test_plan_with_a_broken_lock_is_one_line_exit_2(served, capsys):
     _, matrix = served
     (matrix.parent / "matrix.lock.json").write_text("{")
-    assert plan_cli(matrix) == 2
+    assert plan_cli(matrix) == Exit.MISTAKE
     assert capsys.readouterr().err.count("\n") == 1
 
 
 def test_a_previous_runs_lock_keeps_a_pruned_nightly_installable(served, tmp_path, capsys):
     """The scheduled job months later: the index no longer lists a nightly the old lock pinned."""
     url, matrix = served
-    assert plan_cli(matrix) == 0
+    assert plan_cli(matrix) == Exit.OK
     kept = tmp_path / "previous.lock.json"
     (matrix.parent / "matrix.lock.json").rename(kept)
     matrix.write_text(matrix.read_text().replace(url, "http://127.0.0.1:9"))  # index gone
-    assert plan_cli(matrix, "--offline") == 2  # no lock, no index: cannot resolve
-    assert plan_cli(matrix, "--offline", "--previous-lock", str(kept)) == 0
+    assert plan_cli(matrix, "--offline") == Exit.MISTAKE  # no lock, no index: cannot resolve
+    assert plan_cli(matrix, "--offline", "--previous-lock", str(kept)) == Exit.OK
     builds = json.loads((matrix.parent / "matrix.lock.json").read_text())["builds"]
     assert builds["nightly-20261001-cu130-cp312"]["url"].startswith(url)
 
@@ -195,6 +196,6 @@ def test_plan_lists_shards_for_a_github_job_matrix(served, tmp_path):
     _, matrix = served
     out = tmp_path / "github_output"
     out.write_text("earlier=1\n")
-    assert plan_cli(matrix, "--shards", "3", "--github-output", str(out)) == 0
+    assert plan_cli(matrix, "--shards", "3", "--github-output", str(out)) == Exit.OK
     assert out.read_text().splitlines() == [
         "earlier=1", 'shards=["1/3", "2/3", "3/3"]', "cells=5"]

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from act.github_standin import github_standin
 from helpers import make_cell, make_run
-from helpers.cli import one_sentence, torchbisect
+from helpers.cli import invoke, one_sentence
 
+from torchbisect.exits import Exit
 from torchbisect.model import Attendance, Channel, RunStatus
 from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 from torchbisect.report.notify import changes, fix_status
@@ -48,7 +49,7 @@ def notify(hub, tmp_path, *args, token="t0ken"):
     if token:
         env["GITHUB_TOKEN"] = token
     (tmp_path / "summary.md").write_text(SUMMARY)
-    return torchbisect("notify", *args, cwd=tmp_path, env=env, timeout=60)
+    return invoke("notify", *args, cwd=tmp_path, env=env)
 
 
 def writes(hub):
@@ -59,7 +60,7 @@ def test_a_build_whose_verdict_changes_updates_the_one_issue_and_nothing_else_wr
                                                                                       tmp_path):
     first = store_of(tmp_path / "a.sqlite", nightly("2026-11-29", "affected"))
     done = notify(hub, tmp_path, "--store", str(first), "--summary", "summary.md")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert "status issue #1: opened" in done.stdout
     [opened] = writes(hub)
     assert opened.method == "POST" and opened.path == "/api/repos/owner/repo/issues"
@@ -89,7 +90,7 @@ def test_weekly_check_without_a_fix_says_so_in_its_summary_and_the_issue(hub, tm
                          nightly("2026-11-30", "affected"))
     out = tmp_path / "step-summary.md"
     done = notify(hub, tmp_path, "--fix", "--store", str(fix_store), "--summary-out", str(out))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     said = "no fix yet: newest nightly 2026-11-30 (2.16.0.dev20261130+cu130) still affected"
     assert said in out.read_text()
     body = hub.issues[1]["body"]
@@ -102,7 +103,7 @@ def test_a_fix_search_that_could_not_tell_fails_and_writes_nothing(hub, tmp_path
                       nightly("2026-11-30", "affected", status=RunStatus.INFRA_FAILURE))
     out = tmp_path / "step-summary.md"
     done = notify(hub, tmp_path, "--fix", "--store", str(broken), "--summary-out", str(out))
-    assert done.returncode == 3
+    assert done.returncode == Exit.NO_VERDICT
     assert "could not tell" in out.read_text() and "Traceback" not in done.stderr
     assert writes(hub) == []
 
@@ -113,9 +114,8 @@ def test_an_unreachable_api_is_one_sentence_and_exit_3(tmp_path):
     env.update(GITHUB_API_URL="http://127.0.0.1:9/api", GITHUB_REPOSITORY="o/r",
                GITHUB_TOKEN="x")
     (tmp_path / "s.md").write_text(SUMMARY)
-    done = torchbisect("notify", "--store", "a.sqlite", "--summary", "s.md", cwd=tmp_path, env=env,
-                       timeout=60)
-    line = one_sentence(done.stderr, done.returncode, 3, command="notify")
+    done = invoke("notify", "--store", "a.sqlite", "--summary", "s.md", cwd=tmp_path, env=env)
+    line = one_sentence(done.stderr, done.returncode, Exit.NO_VERDICT, command="notify")
     assert line.startswith("torchbisect notify: error: cannot reach the GitHub API")
 
 
@@ -159,7 +159,7 @@ def test_the_same_build_on_two_models_is_two_verdicts_and_a_change_names_its_mod
     first = store_of(tmp_path / "a.sqlite", stable("not_affected", "NVIDIA H200"),
                      stable("not_affected", "NVIDIA GB300"))
     done = notify(hub, tmp_path, "--store", str(first), "--summary", "summary.md")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert "2 builds with a verdict on 2 GPU models: NVIDIA GB300 (1), NVIDIA H200 (1)" \
         in done.stdout
     # H200 turns affected; GB300, which sorts first and used to win the one key, stays
@@ -200,7 +200,7 @@ def test_an_older_state_without_models_is_that_models_when_one_is_measured(hub, 
     old_issue(hub, {STABLE: "not_affected"})
     one = store_of(tmp_path / "a.sqlite", stable("not_affected", "NVIDIA H200"))
     done = notify(hub, tmp_path, "--store", str(one), "--summary", "summary.md")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert ("note: the state in issue #7 was written by a torchbisect that kept no GPU models "
             "(1 build); it is read as NVIDIA H200's") in done.stdout
     assert "status issue #7: updated" in done.stdout and hub.comments == []  # no news, no comment
@@ -264,7 +264,7 @@ def test_a_runner_kind_that_stops_reporting_is_news_and_said_once(hub, tmp_path)
         store.add_attendance(came("H200", "100-1", "2026-11-30"))
     args = ("--store", str(path), "--summary", "summary.md", "--runners", "runners.yaml")
     first = notify(hub, tmp_path, *args)
-    assert first.returncode == 0, first.stderr
+    assert first.returncode == Exit.OK, first.stderr
     assert "status issue #1: opened" in first.stdout
     # the first time kinds are followed, only the kind that is not there is news
     assert "runner kind GB300: declared, never reported" in first.stdout
@@ -286,7 +286,8 @@ def test_runners_with_the_fix_check_is_one_sentence(hub, tmp_path):
     (tmp_path / "runners.yaml").write_text(RUNNERS)
     store_of(tmp_path / "fix.sqlite", nightly("2026-11-30", "affected"))
     done = notify(hub, tmp_path, "--fix", "--store", "fix.sqlite", "--runners", "runners.yaml")
-    assert done.returncode == 2 and "--runners is for the matrix's notification" in done.stderr
+    assert done.returncode == Exit.MISTAKE
+    assert "--runners is for the matrix's notification" in done.stderr
     assert writes(hub) == []
 
 
@@ -315,12 +316,12 @@ def test_the_issue_body_names_the_models_their_difference_and_the_kinds(hub, tmp
                     stable("not_affected", "NVIDIA GB300"))
     with Store(path) as store:
         store.add_attendance(came("H200", "100-1", "2026-11-30"))
-    drawn = torchbisect("report", "--store", str(path), "--out", "site", "--runners",
-                        "runners.yaml", cwd=tmp_path, timeout=120)
-    assert drawn.returncode == 0, drawn.stderr
+    drawn = invoke("report", "--store", str(path), "--out", "site", "--runners", "runners.yaml",
+                   cwd=tmp_path)
+    assert drawn.returncode == Exit.OK, drawn.stderr
     done = notify(hub, tmp_path, "--store", str(path), "--summary", "site/summary.md",
                   "--runners", "runners.yaml")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     body = hub.issues[1]["body"]
     assert "2 GPU models measured (NVIDIA GB300, NVIDIA H200)" in body
     assert ("**The verdict differs between GPU models:**\n\n- 2.15.0: not affected on NVIDIA "
@@ -346,7 +347,7 @@ def test_each_regression_has_its_own_issue_titled_by_its_probe(hub, tmp_path):
         (tmp_path / "site" / probe / "summary.md").write_text(f"## the page of {probe}\n")
     first = store_of(tmp_path / "a.sqlite", lazy, cumsum)
     done = notify(hub, tmp_path, "--store", str(first), "--summary", "site")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     opened = {w.body["title"]: w.body["body"] for w in writes(hub)}
     assert set(opened) == {
         "torchbisect: torch._lazy_clone copies can hand stale data to kernels under CUDA Graph "
@@ -362,11 +363,11 @@ def test_each_regression_has_its_own_issue_titled_by_its_probe(hub, tmp_path):
     fixed = store_of(tmp_path / "b.sqlite", lazy, cumsum,
                      release("2.6.0+cu124", "cumsum_64bit", "not_affected"))
     again = notify(hub, tmp_path, "--store", str(fixed), "--summary", "site")
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == Exit.OK, again.stderr
     patched = [w.path for w in writes(hub)[2:] if w.method == "PATCH"]
     assert patched == [f"/api/repos/owner/repo/issues/{numbers['cumsum_64bit']}"]
     assert f"status issue #{numbers['stale_replay']}: unchanged" in again.stdout
 
     one_file = notify(hub, tmp_path, "--store", str(fixed), "--summary", "summary.md")
-    assert one_file.returncode == 2
+    assert one_file.returncode == Exit.MISTAKE
     assert "the store holds 2 regressions (cumsum_64bit, stale_replay)" in one_file.stderr

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import invoke
 from helpers.runner_kinds import make_world
+
+from torchbisect.exits import Exit
 
 
 @pytest.fixture
@@ -21,8 +23,7 @@ def world(tmp_path: Path) -> Path:
 
 
 def plan(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--store", "none.sqlite",
-                           *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return invoke("plan", "--store", "none.sqlite", *args, cwd=cwd)
 
 
 def _wheels(lock: Path) -> list[str]:
@@ -32,7 +33,7 @@ def _wheels(lock: Path) -> list[str]:
 def test_each_kind_locks_its_own_platforms_wheels_and_lists_its_own_shards(world):
     done = plan(world, "--runners", "runners.yaml", "--lock-dir", "locks", "--json-dir", "plans",
                 "--github-output", "out")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     x86, arm = _wheels(world / "locks" / "H200.lock.json"), _wheels(world / "locks" /
                                                                     "GB300.lock.json")
     assert len(x86) == len(arm) == 3
@@ -57,7 +58,7 @@ def test_a_previous_lock_per_kind_and_a_kind_without_one(world):
     (world / "old" / "GB300.lock.json").unlink()
     done = plan(world, "--runners", "runners.yaml", "--lock-dir", "locks", "--previous-lock-dir",
                 "old", "--kind", "GB300")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert "no previous lock of GB300 at old/GB300.lock.json: its first run" in done.stdout
     assert [p.name for p in (world / "locks").iterdir()] == ["GB300.lock.json"]  # --kind: one
 
@@ -65,7 +66,7 @@ def test_a_previous_lock_per_kind_and_a_kind_without_one(world):
 def test_the_declared_kinds_without_planning(world):
     done = plan(world, "--runners", "runners.yaml", "--kinds-only", "--kind=",
                 "--github-output", "out")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert (world / "out").read_text().splitlines() == [
         "kinds=H200 GB300 A100", "kind=H200", 'labels=["self-hosted", "linux", "x64", "h200"]']
     assert not (world / "matrix.locks").exists()  # nothing was planned
@@ -86,6 +87,6 @@ def test_the_declared_kinds_without_planning(world):
 ])
 def test_flags_that_do_not_go_together_are_one_sentence(world, args, said):
     done = plan(world, *args)
-    assert done.returncode == 2
+    assert done.returncode == Exit.MISTAKE
     assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not (world / "locks").exists() and not (world / "o").exists()

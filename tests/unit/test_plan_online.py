@@ -9,14 +9,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from helpers.cli import invoke
 from helpers.loopback import Answer, Peer, Seen
 from helpers.runner_kinds import make_world
+
+from torchbisect.exits import Exit
 
 TOKEN = "runners-list-token-0123456789"
 
@@ -49,10 +51,9 @@ def _plan(world: Path, url: str, *, token: str | None = TOKEN) -> tuple[subproce
                                                                          list[dict]]:
     env = {k: v for k, v in os.environ.items() if k != "RUNNERS_TOKEN"}
     env.update({"GITHUB_API_URL": url, **({"RUNNERS_TOKEN": token} if token else {})})
-    done = subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--store", "none.sqlite",
-                           "--runners", "runners.yaml", "--lock-dir", "locks",
-                           "--online-runners", "repos/o/r", "--github-output", "out"],
-                          cwd=world, env=env, capture_output=True, text=True, timeout=120)
+    done = invoke("plan", "--store", "none.sqlite", "--runners", "runners.yaml", "--lock-dir",
+                  "locks", "--online-runners", "repos/o/r", "--github-output", "out", cwd=world,
+                  env=env)
     out = (world / "out").read_text() if (world / "out").exists() else ""
     probes = [json.loads(line.removeprefix("probes=")) for line in out.splitlines()
               if line.startswith("probes=")]
@@ -72,7 +73,7 @@ def test_a_kind_with_no_runner_online_is_planned_and_locked_but_not_queued(world
                _runner("arm-spare", "online", "self-hosted", "linux", "ARM64")]
     with api(runners) as (url, asked):
         done, probes = _plan(world, url)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert {p["kind"] for p in probes} == {"H200"}
     assert (world / "locks" / "GB300.lock.json").is_file()  # planned and locked all the same
     said = done.stdout
@@ -91,7 +92,7 @@ def test_runners_are_read_page_by_page(world):
     h200 = [_runner("h200-a", "online", "self-hosted", "linux", "x64", "h200")]
     with api(spare + gb300 + h200) as (url, asked):
         done, probes = _plan(world, url)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert {p["kind"] for p in probes} == {"H200", "GB300"}
     assert [urlsplit(seen.target).query for seen in asked] == [
         "per_page=100&page=1", "per_page=100&page=2"]
@@ -106,7 +107,7 @@ def test_a_check_that_cannot_be_made_queues_every_kind(world, token, status, why
     """Never drop a kind that might be online: no token, or a token that may not list runners."""
     with api([], status=status) as (url, asked):
         done, probes = _plan(world, url, token=token)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert {p["kind"] for p in probes} == {"H200", "GB300"}
     assert why in done.stdout
     assert "not queued" not in done.stdout
@@ -116,8 +117,6 @@ def test_a_check_that_cannot_be_made_queues_every_kind(world, token, status, why
 
 def test_online_runners_needs_the_runner_kinds(tmp_path):
     (tmp_path / "m.yaml").write_text("preinstalled: true\n")
-    done = subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--matrix", "m.yaml",
-                           "--online-runners", "repos/o/r"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=60)
-    assert done.returncode == 2
+    done = invoke("plan", "--matrix", "m.yaml", "--online-runners", "repos/o/r", cwd=tmp_path)
+    assert done.returncode == Exit.MISTAKE
     assert "--online-runners is for runner kinds: add --runners runners.yaml" in done.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO
-from helpers.cli import one_sentence, torchbisect
+from helpers.cli import invoke, one_sentence
 
 from torchbisect.errors import ConfigError
 from torchbisect.exits import Exit
@@ -115,19 +115,19 @@ def test_a_name_that_is_not_plain_is_never_joined_into_a_path(project, name):
 def test_probe_runs_cell_dot_probe_and_the_named_probe_among_several(project):
     (project / "probes" / "other.py").write_text("import sys\nprint('fine')\n")
     env = {k: v for k, v in os.environ.items() if k != "TORCHBISECT_PROBES"}
-    done = torchbisect("probe", "preinstalled.mine", cwd=project, env=env)
+    done = invoke("probe", "preinstalled.mine", cwd=project, env=env)
     assert done.returncode == Exit.AFFECTED, done.stderr
     assert "affected: mine says so" in done.stdout
-    done = torchbisect("probe", "--probe", "other", cwd=project, env=env)
+    done = invoke("probe", "--probe", "other", cwd=project, env=env)
     assert done.returncode == Exit.OK, done.stderr
-    done = torchbisect("probe", "preinstalled.mine", "--probe", "other", cwd=project, env=env)
+    done = invoke("probe", "preinstalled.mine", "--probe", "other", cwd=project, env=env)
     said = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="probe")
     assert "names the probe mine and --probe names other" in said
 
 
 def test_the_cli_says_a_missing_probes_folder_in_one_sentence(project, tmp_path):
-    done = torchbisect("probe", "--probe", "mine", cwd=project,
-                       env_extra={"TORCHBISECT_PROBES": str(tmp_path / "gone")})
+    done = invoke("probe", "--probe", "mine", cwd=project,
+                   env_extra={"TORCHBISECT_PROBES": str(tmp_path / "gone")})
     said = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="probe")
     assert f"TORCHBISECT_PROBES names {tmp_path / 'gone'}, which does not exist" in said
 
@@ -137,12 +137,12 @@ def test_plan_says_when_the_users_probes_are_not_named_and_how_to_run_them(proje
     from helpers.cli import call
 
     monkeypatch.chdir(project)
-    assert call("plan", "--offline") == 0
+    assert call("plan", "--offline") == Exit.OK
     said = capsys.readouterr()
     assert "matrix.yaml names no probe, so stale_replay probes every build; your probes " \
            "folders hold mine: to run yours, add `probe: mine`" in said.out + said.err
     (project / "matrix.yaml").write_text("preinstalled: {probe: mine}\n")
-    assert call("plan", "--offline") == 0
+    assert call("plan", "--offline") == Exit.OK
     said = capsys.readouterr()
     assert "names no probe" not in said.out + said.err and "preinstalled.mine" in said.out
 
@@ -155,7 +155,7 @@ def test_a_users_file_of_a_shipped_probes_name_is_said_with_both_files(project, 
 
     (project / "probes" / "stale_replay.py").write_text('"""a stand-in of my own"""\n')
     monkeypatch.chdir(project)
-    assert call("plan", "--offline") == 0
+    assert call("plan", "--offline") == Exit.OK
     said = capsys.readouterr()
     text = said.out + said.err
     assert "probe 'stale_replay' is found twice: your " \
@@ -163,6 +163,6 @@ def test_a_users_file_of_a_shipped_probes_name_is_said_with_both_files(project, 
            f"{SHIPPED / 'stale_replay.py'}" in text
     # a byte-identical copy hides nothing: no word of it
     (project / "probes" / "stale_replay.py").write_bytes((SHIPPED / "stale_replay.py").read_bytes())
-    assert call("plan", "--offline") == 0
+    assert call("plan", "--offline") == Exit.OK
     said = capsys.readouterr()
     assert "found twice" not in said.out + said.err

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 from helpers import REPO
+from helpers.cli import call
 
 import torchbisect
 from torchbisect.config.matrix import References
@@ -50,14 +51,13 @@ def test_a_page_that_knows_no_repository_of_its_own_links_the_projects_home():
 def test_torchbisect_failing_says_where_to_report_it(command, monkeypatch, capsys):
     from pathlib import Path
 
-    from torchbisect.cli import main
     from torchbisect.exits import Exit
 
     def broken(name, *args, **kwargs):
         raise ImportError(f"No module named {name!r} (a broken install)")
 
     monkeypatch.setattr("importlib.import_module", broken)
-    assert main([command]) == Exit.FAILED
+    assert call(command) == Exit.FAILED
     [line] = capsys.readouterr().err.strip().splitlines()
     assert f"; report it at {HOME}/issues with the full traceback, which is in /" in line
     Path(line.rsplit(" ", 1)[1]).unlink()

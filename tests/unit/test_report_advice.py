@@ -9,8 +9,10 @@ import json
 import re
 from html import unescape
 
+from helpers.cli import call
+
 from torchbisect.bench.synthetic import synthetic_run as run
-from torchbisect.cli import main
+from torchbisect.exits import Exit
 from torchbisect.model import Channel, Verdict
 from torchbisect.page.advice import cost_sentence, duration, upstream_search
 from torchbisect.page.regression import regression_for
@@ -96,7 +98,7 @@ def test_the_upstream_report_and_page_come_from_matrix_yaml(tmp_path, data_dir, 
         "  upstream: https://github.com/pytorch/pytorch/issues/123456\n"
         "  page: https://example.org/torchbisect/\n")
     probe = str(data_dir / "probe" / "h200-torch-2.15.0.json")
-    assert main(["report", "--probe-json", probe, "--out", "out"]) == 0
+    assert call("report", "--probe-json", probe, "--out", "out") == Exit.OK
     html = (tmp_path / "out" / "index.html").read_text()
     assert 'href="https://github.com/pytorch/pytorch/issues/123456"' in html
     refs = json.loads((tmp_path / "out" / "affected.json").read_text())["references"]

@@ -9,9 +9,10 @@ import os
 import re
 
 import pytest
+from helpers.cli import call
 
 from torchbisect.bench.synthetic import synthetic_run as run
-from torchbisect.cli import main
+from torchbisect.exits import Exit
 from torchbisect.model import Verdict
 from torchbisect.report import build_view, render_runs
 from torchbisect.report.probe_files import DocumentSource
@@ -70,14 +71,14 @@ def test_results_json_lists_every_run_in_page_order_with_raw_strings(tmp_path):
 
 def test_report_command_renders_recorded_probe_documents(data_dir, tmp_path, capsys):
     files = sorted(str(p) for p in (data_dir / "report").glob("synthetic-h200-*.json"))
-    assert main(["report", "--probe-json", *files, "--out", str(tmp_path)]) == 0
+    assert call("report", "--probe-json", *files, "--out", str(tmp_path)) == Exit.OK
     assert (tmp_path / "index.html").is_file()
     assert str(tmp_path / "summary.md") in capsys.readouterr().out
     assert "affected on NVIDIA H200" in (tmp_path / "summary.md").read_text()
 
 
 def test_report_command_without_a_store_says_what_to_do(tmp_path, capsys):
-    assert main(["report", "--store", str(tmp_path / "none.sqlite")]) == 2
+    assert call("report", "--store", str(tmp_path / "none.sqlite")) == Exit.MISTAKE
     err = capsys.readouterr().err
     assert "no result store at" in err and "run `torchbisect matrix` first" in err
 
@@ -85,7 +86,7 @@ def test_report_command_without_a_store_says_what_to_do(tmp_path, capsys):
 def test_report_command_rejects_a_file_that_is_not_a_probe_document(tmp_path, capsys):
     bad = tmp_path / "x.json"
     bad.write_text('{"schema": 99}')
-    assert main(["report", "--probe-json", str(bad), "--out", str(tmp_path)]) == 2
+    assert call("report", "--probe-json", str(bad), "--out", str(tmp_path)) == Exit.MISTAKE
     assert "not a probe JSON document" in capsys.readouterr().err
 
 
@@ -95,7 +96,7 @@ def test_report_command_renders_the_newest_run_per_cell_from_the_store(tmp_path,
     with store_module.Store(path) as store:
         store.add(run("2.11.0+cu130", GOOD, started="2026-03-01T00:00:00Z"))
         store.add(run("2.11.0+cu130", BAD, started="2026-03-02T00:00:00Z"))
-    assert main(["report", "--store", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert call("report", "--store", str(path), "--out", str(tmp_path / "out")) == Exit.OK
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "**2.11.0 affected on NVIDIA H200" in summary
     assert "newest run: 2026-03-02" in summary

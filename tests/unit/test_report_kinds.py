@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import REPO
+from helpers.cli import invoke
 
 from torchbisect.bench.synthetic import synthetic_run as run
+from torchbisect.exits import Exit
 from torchbisect.model import Attendance
 from torchbisect.store.db import Store
 
@@ -49,9 +49,7 @@ def came(kind: str, shard: str, run_id: str, day: str, *, gpu: str = "", cells: 
 
 
 def report(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    return subprocess.run([sys.executable, "-m", "torchbisect", "report", *args],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    return invoke("report", *args, cwd=tmp_path)
 
 
 def page_text(folder: Path) -> str:
@@ -77,7 +75,7 @@ def test_each_declared_kind_is_said_as_the_attendance_has_it(tmp_path):
         came("H200", "2/2", "100-1", "2026-11-30", gpu="NVIDIA H200", failed=1)])
     before = hashlib.sha256(store.read_bytes()).hexdigest()
     done = report(tmp_path, "--store", str(store), "--out", "site", "--runners", "runners.yaml")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     text = page_text(tmp_path / "site")
     h200 = ("reported in the latest run (run 100-1, 2026-11-30): shards 1/2, 2/2 seen; 8 cells: "
             "6 probed, 2 reused, 1 without a verdict")
@@ -110,7 +108,7 @@ def test_a_shard_that_did_not_report_is_named(tmp_path):
     store = store_with(tmp_path / "results.sqlite", [run("2.15.0+cu130", BAD)], [
         came("H200", "1/2", "100-1", "2026-11-30", gpu="NVIDIA H200")])
     done = report(tmp_path, "--store", str(store), "--out", "site", "--runners", "runners.yaml")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     text = page_text(tmp_path / "site")
     assert ("reported in the latest run (run 100-1, 2026-11-30): shard 1/2 seen, shard 2/2 did "
             "not report; 4 cells: 3 probed, 1 reused, 0 without a verdict") in text
@@ -123,7 +121,7 @@ def test_a_shard_that_did_not_report_is_named(tmp_path):
 def test_without_runners_the_page_lists_no_kinds(tmp_path):
     store = store_with(tmp_path / "results.sqlite", [run("2.15.0+cu130", BAD)], [
         came("H200", "1/1", "100-1", "2026-11-30", gpu="NVIDIA H200")])
-    assert report(tmp_path, "--store", str(store), "--out", "site").returncode == 0
+    assert report(tmp_path, "--store", str(store), "--out", "site").returncode == Exit.OK
     assert "Runner kinds" not in page_text(tmp_path / "site")
     assert json.loads((tmp_path / "site" / "results.json").read_text())["models"]["kinds"] == []
 
@@ -136,7 +134,7 @@ def test_an_older_store_is_read_without_a_byte_changed_and_says_no_kind_is_known
     before = hashlib.sha256(evidence.read_bytes()).hexdigest()
     done = report(tmp_path, "--store", str(evidence), "--out", "site", "--runners",
                   "runners.yaml")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     assert hashlib.sha256(evidence.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in evidence.parent.iterdir()) == ["results.sqlite"]
     # the evidence holds two regressions (issue 47): the lazy-clone one is drawn in its folder
@@ -158,7 +156,7 @@ def test_a_hostile_kind_or_gpu_name_stays_text(tmp_path):
         came("<script>alert(2)</script>", "1/1", "100-1", "2026-11-30",
              gpu="<b>NVIDIA</b> | H200")])
     done = report(tmp_path, "--store", str(store), "--out", "site", "--runners", "runners.yaml")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     html = (tmp_path / "site" / "index.html").read_text()
     assert "<img" not in html and "<script>alert" not in html and "<b>NVIDIA" not in html
     assert "&lt;img src=x onerror=" in html and "&lt;script&gt;alert(2)&lt;/script&gt;" in html
@@ -175,7 +173,7 @@ def test_runners_with_probe_documents_is_one_sentence(tmp_path):
     doc = next((REPO / "tests" / "data" / "probe").glob("h200-torch-*.json"))
     done = report(tmp_path, "--probe-json", str(doc), "--out", "site", "--runners",
                   "runners.yaml")
-    assert done.returncode == 2 and "--runners needs the result store" in done.stderr
+    assert done.returncode == Exit.MISTAKE and "--runners needs the result store" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 
 
@@ -183,7 +181,8 @@ def test_a_mistake_in_runners_yaml_is_its_sentence(tmp_path):
     (tmp_path / "runners.yaml").write_text("kinds:\n  - name: H200\n")
     store = store_with(tmp_path / "results.sqlite", [run("2.15.0+cu130", BAD)], [])
     done = report(tmp_path, "--store", str(store), "--out", "site", "--runners", "runners.yaml")
-    assert done.returncode == 2 and "runners.yaml" in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == Exit.MISTAKE
+    assert "runners.yaml" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "site").exists()
 
 
@@ -197,7 +196,7 @@ def test_on_a_phone_the_kinds_stay_inside_the_screen(tmp_path):
         run("2.15.0+cu130", BAD), run("2.15.0+cu130", GOOD, gpu="NVIDIA GB300")], [
         came("H200", "1/2", "100-1", "2026-11-30", gpu="NVIDIA H200")])
     done = report(tmp_path, "--store", str(store), "--out", "site", "--runners", "runners.yaml")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     with Browser(390, 844, mobile=True) as browser:
         browser.open(tmp_path / "site" / "index.html")
         assert browser.eval("document.documentElement.scrollWidth") <= 390
@@ -242,19 +241,17 @@ def test_a_run_in_which_no_shard_reported_is_still_the_latest_run_through_its_ro
                   came("H200", "2/2", "100-1", "2026-11-30", gpu="NVIDIA H200")):
             db.add_attendance(a)
     (tmp_path / "runners.yaml").write_text(RUNNERS)
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "GITHUB_RUN_ID": "101",
-           "GITHUB_RUN_ATTEMPT": "1"}
+    env = {"GITHUB_RUN_ID": "101", "GITHUB_RUN_ATTEMPT": "1"}
     merged = tmp_path / "site" / "data" / "results.sqlite"
     # no probe job uploaded a store-shard artifact: the download made no folder at all
-    done = subprocess.run([sys.executable, "-m", "torchbisect", "merge", str(merged), str(shard),
-                           "--shards", "shards", "--roll-call"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    done = invoke("merge", merged, shard, "--shards", "shards", "--roll-call", cwd=tmp_path,
+                  env_extra=env)
+    assert done.returncode == Exit.OK, done.stderr
     assert ("shards: no shard store (*/shard.sqlite) there: no shard of any runner kind "
             "reported, so none is merged") in done.stdout
     assert "roll call: run 101-1 merged" in done.stdout
     done = report(tmp_path, "--store", str(merged), "--out", "site", "--runners", "runners.yaml")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     kinds = {k["name"]: k for k in json.loads(
         (tmp_path / "site" / "results.json").read_text())["models"]["kinds"]}
     assert kinds["H200"]["state"] == "absent"
@@ -263,8 +260,8 @@ def test_a_run_in_which_no_shard_reported_is_still_the_latest_run_through_its_ro
     assert kinds["GB300"]["state"] == "never"
     assert set(kinds) == {"H200", "GB300", "GH200"}  # the roll call is no kind of its own
     # merging it again changes nothing: the same run's roll call is kept once
-    subprocess.run([sys.executable, "-m", "torchbisect", "merge", str(merged), str(shard),
-                    "--roll-call"], cwd=tmp_path, env=env, capture_output=True, check=True)
+    assert invoke("merge", merged, shard, "--roll-call", cwd=tmp_path,
+                  env_extra=env).returncode == Exit.OK
     with Store(merged) as db:
         assert [a.run for a in db.attendance() if a.is_roll_call] == ["101-1"]
 
@@ -275,11 +272,9 @@ def test_merge_takes_every_shard_artifact_folder_under_shards(tmp_path):
             db.add_many([run(f"2.1{n + 3}.0+cu130", BAD, gpu="NVIDIA H200")])
             db.add_attendance(came("H200", f"{n}/2", "7-1", "2026-12-01", gpu="NVIDIA H200"))
     (tmp_path / "shards" / "store-shard-H200-3").mkdir()  # a job that uploaded only its logs
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    done = subprocess.run([sys.executable, "-m", "torchbisect", "merge", "out.sqlite",
-                           "prev.sqlite", "--allow-missing", "prev.sqlite", "--shards", "shards"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    done = invoke("merge", "out.sqlite", "prev.sqlite", "--allow-missing", "prev.sqlite",
+                  "--shards", "shards", cwd=tmp_path)
+    assert done.returncode == Exit.OK, done.stderr
     assert "shards/store-shard-H200-1/shard.sqlite: 1 runs added" in done.stdout
     assert "shards/store-shard-H200-2/shard.sqlite: 1 runs added" in done.stdout
     with Store(tmp_path / "out.sqlite") as db:

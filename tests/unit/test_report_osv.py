@@ -27,23 +27,11 @@ from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 from torchbisect.report import build_view, render_runs
 from torchbisect.report.writers.osv import osv_document
 
-SCHEMA = REPO / ".." / "shared" / "osv" / "schema.json"
-SCHEMA_COMMIT = "51b8156b69b9e2e9ff2301e649db61636067fcfa"
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
 BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5)}
 GOOD = {"capture_data_ptr": (0, 5), "capture_write": (0, 5)}
 # Every record committed under reports/ (the pages `nox -s pages` draws).
 COMMITTED = committed(REPO / "reports", "affected.json")
-
-
-@pytest.fixture(scope="module")
-def validator():
-    if not SCHEMA.is_file():  # a third-party file beside the clone: where it is absent, skip
-        pytest.skip(f"{SCHEMA} is absent (osv-schema {SCHEMA_COMMIT[:12]}; CI has ../shared)")
-    jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads(SCHEMA.read_text())
-    assert SCHEMA_COMMIT in (SCHEMA.parent / "README.md").read_text()
-    return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
 
 
 def _fix(gpu_version: str, before: str, after: str) -> BisectResult:

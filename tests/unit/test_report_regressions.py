@@ -15,10 +15,10 @@ from html import unescape
 from pathlib import Path
 
 import pytest
-from test_report_osv import validator  # noqa: F401  (the OSV schema's validator fixture)
+from helpers.cli import call
 
 from torchbisect.bench.synthetic import synthetic_run
-from torchbisect.cli import main
+from torchbisect.exits import Exit
 from torchbisect.model import PROBE_SCHEMA, CellRun, ProbeResult, RunStatus
 from torchbisect.report import build_view, render_runs
 from torchbisect.report.probe_files import cell_for
@@ -81,8 +81,8 @@ def test_a_store_of_two_probes_draws_a_page_each_and_an_index(probes, tmp_path):
     with Store(tmp_path / "results.sqlite") as store:
         store.add_many(runs)
     site = tmp_path / "site"
-    assert main(["report", "--store", str(tmp_path / "results.sqlite"), "--out", str(site),
-                 "--matrix", str(tmp_path / "no-matrix.yaml")]) == 0
+    assert call("report", "--store", str(tmp_path / "results.sqlite"), "--out", str(site),
+                "--matrix", str(tmp_path / "no-matrix.yaml")) == Exit.OK
 
     index = _text(site / "index.html")
     assert "2 regressions measured" in index

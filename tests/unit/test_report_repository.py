@@ -9,15 +9,16 @@ from pathlib import Path
 
 import pytest
 from helpers import DATA
+from helpers.cli import call
 
-from torchbisect.cli import main
+from torchbisect.exits import Exit
 
 DOC = sorted((DATA / "probe").glob("*.json"))[0]
 
 
 def _page(tmp_path: Path) -> str:
-    assert main(["report", "--probe-json", str(DOC), "--out", str(tmp_path / "site"),
-                 "--matrix", str(tmp_path / "matrix.yaml")]) == 0
+    assert call("report", "--probe-json", str(DOC), "--out", str(tmp_path / "site"),
+                "--matrix", str(tmp_path / "matrix.yaml")) == Exit.OK
     return (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
 
 
@@ -60,7 +61,7 @@ def test_references_repository_names_it_where_no_checkout_says(tmp_path, monkeyp
 def test_a_references_repository_that_is_not_https_is_one_sentence(tmp_path, capsys):
     (tmp_path / "matrix.yaml").write_text(
         "preinstalled: true\nreferences:\n  repository: javascript:alert(1)\n")
-    assert main(["report", "--probe-json", str(DOC), "--out", str(tmp_path / "site"),
-                 "--matrix", str(tmp_path / "matrix.yaml")]) == 2
+    assert call("report", "--probe-json", str(DOC), "--out", str(tmp_path / "site"),
+                "--matrix", str(tmp_path / "matrix.yaml")) == Exit.MISTAKE
     err = capsys.readouterr().err
     assert "line 3" in err and "references.repository" in err and err.count("\n") == 1

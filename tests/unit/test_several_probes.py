@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO
+from helpers.cli import call
 
-from torchbisect.cli import main
 from torchbisect.config.matrix import load_matrix
+from torchbisect.exits import Exit
 from torchbisect.plan.resolve import build_plan
 
 CUMSUM = REPO / "probes" / "cumsum_64bit.py"
@@ -120,7 +121,7 @@ def test_a_bad_probe_is_one_sentence_naming_the_matrix_line(probes, tmp_path, ca
     (probes / "unparsable.py").write_text('"""t"""\ndef (:\n')
     (probes / "wrong_type.py").write_text("UPSTREAM_ISSUE = 143486\n")
     path = matrix(tmp_path, text)
-    assert main(["plan", "--matrix", str(path), "--offline"]) == 2
+    assert call("plan", "--matrix", str(path), "--offline") == Exit.MISTAKE
     out, err = capsys.readouterr()
     assert out == ""
     assert err == (f"torchbisect plan: error: {path}, "
@@ -170,15 +171,15 @@ def test_a_run_of_both_probes_stores_two_runs_with_two_logs(store, tmp_path):
 
 def test_plan_lists_a_build_once_per_probe(probes, tmp_path, capsys):
     path = matrix(tmp_path, "probes: {stale_replay: {}, cumsum_64bit: {}}\npreinstalled: true\n")
-    assert main(["plan", "--matrix", str(path), "--offline", "--store",
-                 str(tmp_path / "none.sqlite")]) == 0
+    assert call("plan", "--matrix", str(path), "--offline", "--store",
+                str(tmp_path / "none.sqlite")) == Exit.OK
     rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:3]]
     assert rows == ["preinstalled", "preinstalled.cumsum_64bit"]
 
 
 def test_probe_asks_which_probe_when_the_matrix_names_several(probes, tmp_path, capsys):
     path = matrix(tmp_path, "probes: {stale_replay: {}, cumsum_64bit: {}}\npreinstalled: true\n")
-    assert main(["probe", "preinstalled", "--matrix", str(path)]) == 2
+    assert call("probe", "preinstalled", "--matrix", str(path)) == Exit.MISTAKE
     # the stand-in stale_replay.py beside the matrix is said first (a note), then the error
     assert capsys.readouterr().err.splitlines(keepends=True)[-1] == (
         f"torchbisect probe: error: {path} probes preinstalled with stale_replay, cumsum_64bit: "

@@ -7,7 +7,6 @@ import hashlib
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers import REPO
+from helpers.cli import invoke
+
+from torchbisect.exits import Exit
 
 WORKFLOWS = REPO / ".github" / "workflows"
 ACTIONS = REPO / ".github" / "actions"
@@ -274,8 +276,9 @@ def test_every_flag_a_workflow_passes_exists_in_its_session(name):
         if not match:
             continue
         session, args = match.groups()
-        help_text = subprocess.run([sys.executable, "-m", "torchbisect", session, "--help"],
-                                   capture_output=True, text=True, check=True).stdout
+        helped = invoke(session, "--help")
+        assert helped.returncode == Exit.OK, helped.stderr
+        help_text = helped.stdout
         for flag in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", args):
             assert flag in help_text, f"{name}: `{session}` has no {flag}"
 
@@ -284,9 +287,9 @@ def test_plan_never_lists_more_shards_than_cells(tmp_path):
     """`--shards 2` with one cell: one GPU job, not a second one with nothing to probe."""
     (tmp_path / "m.yaml").write_text("preinstalled: true\n")
     out = tmp_path / "github_output"
-    subprocess.run([sys.executable, "-m", "torchbisect", "plan", "--matrix", "m.yaml",
-                    "--lock", "m.lock.json", "--shards", "2", "--github-output", str(out),
-                    "--store", "none.sqlite"], cwd=tmp_path, check=True, capture_output=True)
+    done = invoke("plan", "--matrix", "m.yaml", "--lock", "m.lock.json", "--shards", "2",
+                  "--github-output", out, "--store", "none.sqlite", cwd=tmp_path)
+    assert done.returncode == Exit.OK, done.stderr
     assert out.read_text().splitlines() == ['shards=["1/1"]', "cells=1"]
 
 

@@ -4,11 +4,11 @@ path stays whole, and the results table becomes one line per cell when it does n
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import pytest
 from helpers import FAKE_PROBES, IN_CI, python_with_torch
+from helpers.cli import torchbisect
 
 pytestmark = pytest.mark.slow  # two real `torchbisect matrix` runs with a probe that imports torch
 
@@ -21,10 +21,9 @@ def _matrix(tmp_path, mode: str, **env: str) -> list[str]:
         (pytest.fail if IN_CI else pytest.skip)("the stand-in probe needs a Python with torch")
     (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
     base = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    done = subprocess.run(
-        [sys.executable, "-m", "torchbisect", "matrix", "--interpreter", python,
-         "--backend", "current", "--out", str(tmp_path / DEEP), "--store", "results.sqlite"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    done = torchbisect(
+        "matrix", "--interpreter", python, "--backend", "current", "--out", tmp_path / DEEP,
+        "--store", "results.sqlite", cwd=tmp_path, timeout=600,
         env={**base, "TORCHBISECT_PROBES": str(FAKE_PROBES), "TB_FAKE_MODE": mode, **env})
     assert "Traceback (most recent call last)" not in done.stderr, done.stderr
     return (done.stdout + done.stderr).splitlines()
