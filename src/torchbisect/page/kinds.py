@@ -27,26 +27,55 @@ from .parts import KindView
 
 
 class _Kind(Protocol):  # config.runners.Kind, as far as the page reads it
-    name: str
-    gpu: str
-    platform: str
-    shards: int
+    # read-only (properties), as the frozen dataclass's fields are
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def gpu(self) -> str: ...
+
+    @property
+    def platform(self) -> str: ...
+
+    @property
+    def shards(self) -> int: ...
 
     def matches(self, gpu_name: str) -> bool: ...
 
 
-class _Attendance(Protocol):  # model.Attendance
-    is_roll_call: bool
-    kind: str
-    shard: str
-    run: str
-    gpu: str
-    started: str
-    finished: str
-    cells: int
-    probed: int
-    reused: int
-    failed: int
+class _Attendance(Protocol):  # model.Attendance, read-only as _Kind
+    @property
+    def is_roll_call(self) -> bool: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def shard(self) -> str: ...
+
+    @property
+    def run(self) -> str: ...
+
+    @property
+    def gpu(self) -> str: ...
+
+    @property
+    def started(self) -> str: ...
+
+    @property
+    def finished(self) -> str: ...
+
+    @property
+    def cells(self) -> int: ...
+
+    @property
+    def probed(self) -> int: ...
+
+    @property
+    def reused(self) -> int: ...
+
+    @property
+    def failed(self) -> int: ...
 
 
 @dataclass(frozen=True, kw_only=True)
