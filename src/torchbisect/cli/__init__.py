@@ -268,7 +268,7 @@ def _gated(args: argparse.Namespace, argv: list[str]) -> int:
 def _held(args: argparse.Namespace, dest: str) -> Path | None:
     """What a command holds: the paths it names; a workdir left out is the default one, but
     `probe` holds only what it is told to write (a one-off probe writes nothing of its own)."""
-    value = getattr(args, dest)
+    value: Path | None = getattr(args, dest)
     if value is None and dest == "workdir" and args._needs.default_workdir:
         return defaults.WORKDIR
     return value

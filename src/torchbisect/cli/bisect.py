@@ -232,17 +232,17 @@ def _default_case(probe: str) -> str:
 
 
 class _Console(Progress):
-    def __init__(self, *, repeat: int = 1, default: bool = False):
+    def __init__(self, *, repeat: int = 1, default: bool = False) -> None:
         self.repeat = repeat  # --repeat: runs of the script per verdict judged now
         self.say_default = default  # said once, when the first search starts
 
     def _say(self, text: str) -> None:
         print(f"bisect: {text}", file=sys.stderr, flush=True)
 
-    def note(self, text):
+    def note(self, text: str) -> None:
         self._say(text)
 
-    def start(self, cands: CandidateList, *, rule, stored):
+    def start(self, cands: CandidateList, *, rule: str, stored: int) -> None:
         if self.say_default:
             self._say(REPEAT_DEFAULT)
             self.say_default = False
@@ -257,10 +257,10 @@ class _Console(Progress):
                   "judged in the store")
         self._say(f"rule: {rule}")
 
-    def probing(self, cand: Candidate, *, left):
+    def probing(self, cand: Candidate, *, left: int) -> None:
         self._say(f"judging {cand.label}; {left} {_kind(cand)} still open")
 
-    def judged(self, cand, point: NightlyPoint, *, reused):
+    def judged(self, cand: Candidate, point: NightlyPoint, *, reused: bool) -> None:
         how = "from the store" if reused else "probed"
         why = f" — {point.reason}" if point.reason else ""
         self._say(f"{cand.key} is {point.verdict.value.upper()} ({how}){why}")

@@ -24,11 +24,16 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from .options import Needs, Output
+
+if TYPE_CHECKING:
+    from ..store.db import Store
 
 # How far a runner's clock may run ahead of the merge's before its entries are refused.
 CLOCK_SKEW = timedelta(minutes=10)
@@ -87,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _shards(folder: Path | None, say) -> list[Path]:
+def _shards(folder: Path | None, say: Callable[[str], None]) -> list[Path]:
     if folder is None:
         return []
     found = sorted(folder.glob("*/shard.sqlite")) if folder.is_dir() else []
@@ -97,7 +102,7 @@ def _shards(folder: Path | None, say) -> list[Path]:
     return found
 
 
-def _roll_call(store) -> str:
+def _roll_call(store: Store) -> str:
     """Record this CI run as merged; its id, as the shards' attendance names it."""
     import socket
 
@@ -111,7 +116,7 @@ def _roll_call(store) -> str:
     return run
 
 
-def _written(store, json_target: str | None) -> int:
+def _written(store: Store, json_target: str | None) -> int:
     from .options import write_json
 
     if json_target:  # the newest runs only when asked: a merged store may be huge
@@ -119,14 +124,15 @@ def _written(store, json_target: str | None) -> int:
     return store.count()  # not every run in memory
 
 
-def _say(*, to_stderr: bool):
+def _say(*, to_stderr: bool) -> Callable[[str], None]:
     """A line about the stores, their paths' control codes shown as pictures (words.visible)."""
     from ..utils.words import visible
 
     return lambda text: print(visible(text), file=sys.stderr if to_stderr else sys.stdout)
 
 
-def _present(inputs: list[Path], *, allowed: list[Path], out: Path, say) -> list[Path]:
+def _present(inputs: list[Path], *, allowed: list[Path], out: Path,
+             say: Callable[[str], None]) -> list[Path]:
     """The inputs to read, after refusing (before anything is written) any that is missing and
     not allowed to be, or that cannot be read."""
     stray = [str(p) for p in allowed if p not in inputs]

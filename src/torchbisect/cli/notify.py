@@ -18,10 +18,18 @@ import argparse
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import defaults
 from ..errors import ConfigError, InfraError
 from . import options as flags
+
+if TYPE_CHECKING:
+    from ..config.runners import Runners
+    from ..model import Attendance, CellRun
+    from ..net.github import GitHub
+    from ..outcome import BisectResult
+    from ..report.notify import FixStatus
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     groups = _regressions(runs, args.probe, args.fix)
     site = list(by_probe(runs)) or [defaults.PROBE]  # the regressions `report` drew
     api = _api(args)
-    undecided = []
+    undecided: list[str] = []
     for probe, mine in groups.items():
         fix = _tell_one(args, api, probe, mine, bisections, site, len(groups) > 1, runners,
                         attendance)
@@ -75,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _regressions(runs, probe: str | None, fix: bool) -> dict[str, list]:
+def _regressions(runs: list[CellRun], probe: str | None,
+                 fix: bool) -> dict[str, list[CellRun]]:
     """Each regression's runs: the probe asked for, else every probe in the store (the fix
     check's store is one search's: its one probe, the default one when it holds none)."""
     from ..report.site import by_probe
@@ -88,8 +97,9 @@ def _regressions(runs, probe: str | None, fix: bool) -> dict[str, list]:
     return groups or {defaults.PROBE: []}
 
 
-def _tell_one(args, api, probe: str, runs, bisections, site: list[str], named: bool, runners,
-              attendance):
+def _tell_one(args: argparse.Namespace, api: GitHub | None, probe: str, runs: list[CellRun],
+              bisections: list[BisectResult], site: list[str], named: bool,
+              runners: Runners | None, attendance: list[Attendance]) -> FixStatus | None:
     """Say one regression's news (named, among several), print it and append it to
     --summary-out; its fix status.  `site`: every regression the report drew."""
     from ..page.regression import regression_for
@@ -149,7 +159,7 @@ def _measured(verdicts: dict[str, dict[str, str]]) -> str:
             + ", ".join(f"{m} ({len(v)})" for m, v in sorted(verdicts.items())))
 
 
-def _runners(path: Path | None):
+def _runners(path: Path | None) -> Runners | None:
     if path is None:
         return None
     from ..config.runners import load_runners
@@ -157,7 +167,8 @@ def _runners(path: Path | None):
     return load_runners(path)
 
 
-def _kinds(runners, attendance, verdicts) -> dict[str, tuple[str, str]]:
+def _kinds(runners: Runners, attendance: list[Attendance],
+           verdicts: dict[str, dict[str, str]] | None) -> dict[str, tuple[str, str]]:
     """Each runner kind's attendance state and sentence, as the page says it (page/kinds.py),
     the sentence escaped for a comment."""
     from ..page.kinds import kind_views
@@ -167,7 +178,7 @@ def _kinds(runners, attendance, verdicts) -> dict[str, tuple[str, str]]:
             for k in kind_views(runners.kinds, attendance, sorted(verdicts or {}))}
 
 
-def _api(args: argparse.Namespace):
+def _api(args: argparse.Namespace) -> GitHub | None:
     from ..net.github import GitHub
 
     token = os.environ.get("GITHUB_TOKEN", "")

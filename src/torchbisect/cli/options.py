@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import defaults
 from ..cells import may_match
@@ -36,6 +36,7 @@ from ..utils import files
 if TYPE_CHECKING:
     from ..config.matrix import MatrixConfig, References
     from ..config.runners import Runners
+    from ..outcome import BisectResult
 
 
 class Output:
@@ -132,7 +133,7 @@ def add_workdir_option(parser: argparse.ArgumentParser, help_text: str) -> None:
                         help=f"{help_text} (default: {defaults.WORKDIR}/)")
 
 
-def add_backend_option(parser: argparse.ArgumentParser, help_text: str, **kwargs) -> None:
+def add_backend_option(parser: argparse.ArgumentParser, help_text: str, **kwargs: Any) -> None:
     from ..backends import BACKENDS
 
     parser.add_argument("--backend", choices=tuple(BACKENDS), help=help_text, **kwargs)
@@ -141,13 +142,15 @@ def add_backend_option(parser: argparse.ArgumentParser, help_text: str, **kwargs
 class _Deprecated(argparse.Action):
     """`--python PATH`, the interpreter flag's old name: still works, and says so."""
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
         print(f"note: {option_string} PATH is now --interpreter PATH ({option_string} X.Y means a "
               "Python version in plan and bisect)", file=sys.stderr)
         setattr(namespace, self.dest, values)
 
 
-def add_interpreter_option(parser: argparse.ArgumentParser, help_text: str, **kwargs) -> None:
+def add_interpreter_option(parser: argparse.ArgumentParser, help_text: str,
+                           **kwargs: Any) -> None:
     parser.add_argument("--interpreter", metavar="PATH", help=help_text, **kwargs)
     parser.add_argument("--python", dest="interpreter", metavar="PATH", action=_Deprecated,
                         help=argparse.SUPPRESS)
@@ -178,7 +181,8 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
                              "(`-`: to stdout, the rest of the output to stderr)")
 
 
-def write_json(target: str | Path | None, runs: list[CellRun], bisections=()) -> None:
+def write_json(target: str | Path | None, runs: list[CellRun],
+               bisections: Sequence[BisectResult] = ()) -> None:
     if not target:
         return
     from ..report import results_json

@@ -45,7 +45,7 @@ def run_kinds(options: PlanOptions) -> int:
         for line in found.said:
             print(f"online runners: {line}")
         offline = found.offline
-    probes: list[dict] = []
+    probes: list[dict[str, object]] = []
     for kind in kinds:
         shards = _plan_kind(options, kind, runners)  # planned and locked, online or not
         if kind in offline and shards:
@@ -58,7 +58,7 @@ def run_kinds(options: PlanOptions) -> int:
     return 0
 
 
-def _plan_kind(options: PlanOptions, kind: Kind, runners: Runners) -> list[dict]:
+def _plan_kind(options: PlanOptions, kind: Kind, runners: Runners) -> list[dict[str, object]]:
     """Plan one kind, print its table under its name; its shards as job-matrix entries."""
     print(f"\n{kind.name}: {kind.gpu}, {kind.platform}, "
           f"driver {kind.driver or 'not declared'} ({runners.path}:{kind.line})")

@@ -23,7 +23,7 @@ import argparse
 import dataclasses
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -43,6 +43,7 @@ from .options import add_backend_option, add_interpreter_option, add_json_option
 
 if TYPE_CHECKING:
     from ..config.matrix import MatrixConfig
+    from ..utils.gpus import Gpu
 
 
 # It probes on a GPU, and holds only what it is told to write (a one-off probe writes nothing of
@@ -255,7 +256,7 @@ def _require_torch(cell: Cell, options: ProbeOptions) -> None:
 
 
 def _overrides(cell: Cell, options: ProbeOptions) -> Cell:
-    changes: dict = {}
+    changes: dict[str, Any] = {}
     if options.cases:
         changes["cases"] = tuple(c.strip() for c in options.cases.split(",") if c.strip())
     if options.trials is not None:
@@ -265,7 +266,7 @@ def _overrides(cell: Cell, options: ProbeOptions) -> Cell:
     return dataclasses.replace(cell, **changes) if changes else cell
 
 
-def _gpu(index: int | None):
+def _gpu(index: int | None) -> Gpu | None:
     from ..utils.gpus import list_gpus
 
     gpus = list_gpus()

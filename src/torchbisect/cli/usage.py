@@ -13,6 +13,7 @@ import difflib
 import os
 import shlex
 import textwrap
+from collections.abc import Collection
 
 from ..exits import epilog_lines
 
@@ -66,7 +67,7 @@ def epilog(command: str | None) -> str:
     return f"examples:\n{shown}\n\n{statuses}" if shown else statuses
 
 
-def unknown_command(argv: list[str], commands) -> str | None:
+def unknown_command(argv: list[str], commands: Collection[str]) -> str | None:
     """The error for a first word that is no command, with the nearest ones; None if it is."""
     word = next((a for a in argv if not a.startswith("-")), None)
     if word is None or word in commands:

@@ -19,7 +19,7 @@ import datetime as dt
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .. import cells, defaults
 from ..config.matrix import References
@@ -49,6 +49,10 @@ from .writers import WRITERS
 from .writers.html import render_fold_pages
 from .writers.results_json import ResultsJsonWriter
 
+if TYPE_CHECKING:
+    from ..config.runners import Runners
+    from ..model import Attendance
+
 __all__ = ["PageView", "build_view", "render", "render_runs", "results_json"]
 
 
@@ -58,7 +62,7 @@ class RunSource(Protocol):
 
 
 class AttendanceSource(RunSource, Protocol):
-    def attendance(self) -> list: ...  # model.Attendance, oldest first
+    def attendance(self) -> list[Attendance]: ...  # oldest first
 
 
 # The committed pages rendered from real H200 results, for a reader whose own store is empty.
@@ -67,7 +71,7 @@ _EXAMPLES = (("sample page (probe documents)", "sample/index.html"),
 
 
 def render(store: RunSource, out_dir: Path, *, empty_reason: str = "",
-           links: References | None = None, runners=None,
+           links: References | None = None, runners: Runners | None = None,
            probes: Sequence[str] = ()) -> list[Path]:
     """With `runners` (runners.yaml, loaded), `store` is an AttendanceSource: the page says which
     declared kinds reported in the latest run.  `probes`: those the matrix names, drawn even
@@ -82,8 +86,9 @@ def render(store: RunSource, out_dir: Path, *, empty_reason: str = "",
 
 def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Path, *,
                 generated: dt.datetime, empty_reason: str = "",
-                links: References | None = None, runners=None, attendance=(),
-                store: str = "", probes: Sequence[str] = ()) -> list[Path]:
+                links: References | None = None, runners: Runners | None = None,
+                attendance: Sequence[Attendance] = (), store: str = "",
+                probes: Sequence[str] = ()) -> list[Path]:
     """Write each regression's files and return their paths: the four documents, the probe
     script the page's self-check runs (published beside it, so the page is enough), and the JSON
     Schemas of results.json and of a probe's document; with several regressions, each in a
@@ -125,7 +130,8 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
 
 def _page_files(runs: list[CellRun], bisections: list[BisectResult], folder: Path,
                 regression: Regression, *, generated: dt.datetime, empty_reason: str,
-                links: References | None, runners, attendance, store: str, root: Path,
+                links: References | None, runners: Runners | None,
+                attendance: Sequence[Attendance], store: str, root: Path,
                 site_home: str) -> tuple[PageView, dict[Path, str]]:
     """One regression's page and its files, by their paths under `folder`."""
     page = build_view(runs, bisections, generated=generated, empty_reason=empty_reason,
@@ -231,7 +237,7 @@ def example_links(out_dir: Path) -> tuple[tuple[str, str], ...]:
     return tuple(links)
 
 
-def workaround_bench(out_dir: Path, name: str) -> dict | None:
+def workaround_bench(out_dir: Path, name: str) -> dict[str, Any] | None:
     """The workaround's measured cost (`nox -s bench`: reports/bench/<name>.json, as the probe's
     WORKAROUND_BENCH names it), linked when the page is published beside it (reports/,
     reports/<page>/ or reports/<page>/<probe>/), else only quoted; None when the probe names
@@ -251,7 +257,7 @@ def workaround_bench(out_dir: Path, name: str) -> dict | None:
     return None
 
 
-def _previous(folder: Path, root: Path, osv_id: str) -> dict | None:
+def _previous(folder: Path, root: Path, osv_id: str) -> dict[str, Any] | None:
     """The OSV record this render replaces, whose `published` (and `modified`) it keeps: the
     folder's own, else (a site that drew one regression and now draws several) the record at
     the root when it is this regression's."""

@@ -23,7 +23,7 @@ def links_from(config: MatrixConfig | None, matrix: Path) -> References:
         update={"repository": repository_url(matrix, refs) or None})
 
 
-def repository_url(matrix: Path, refs) -> str:
+def repository_url(matrix: Path, refs: References | None) -> str:
     """In a workflow, the repository it runs in (GitHub's Actions context); elsewhere
     `references: repository:` when the matrix names one, else the `origin` of the git checkout
     that holds the matrix file; https URLs only, "" when none is known."""

@@ -207,7 +207,7 @@ def references(links: References, bisections: list[BisectResult],
 
 def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generated: dt.datetime,
                  headlines: tuple[Headline, ...] = (), differences: tuple[str, ...] = (),
-                 links: References | None = None, previous: dict | None = None,
+                 links: References | None = None, previous: dict[str, Any] | None = None,
                  regression: Regression | None = None) -> dict[str, Any]:
     """The record; `headlines` (the page's, one per GPU model) fill `per_gpu`; `differences`
     (the page's, one sentence per release or nightly edge the models disagree on) are called out
@@ -278,7 +278,7 @@ def _differ(differences: tuple[str, ...]) -> str:
             "another): " + " ".join(f"({i}) {d}." for i, d in enumerate(differences, 1)))
 
 
-def _stamps(doc: dict[str, Any], previous: dict, runs: list[CellRun],
+def _stamps(doc: dict[str, Any], previous: dict[str, Any], runs: list[CellRun],
             generated: dt.datetime) -> dict[str, str]:
     now = _stamp(generated)
     same = previous and {k: v for k, v in previous.items() if k not in _STAMPS} == doc
