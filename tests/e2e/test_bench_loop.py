@@ -59,14 +59,17 @@ def test_the_tool_and_the_hand_loop_run_the_same_builds_in_the_same_order(tmp_pa
         assert b["install_seconds"] > 0 and b["probe_seconds"] > 0
     assert doc["floor_seconds"] == pytest.approx(sum(b["probe_seconds"] for b in loop["builds"]),
                                                  abs=0.01)
-    assert doc["loop_seconds"] >= loop["install_seconds"] + loop["probe_seconds"] - 0.01
+    assert doc["loop_seconds"] == pytest.approx(loop["install_seconds"] + loop["probe_seconds"],
+                                                abs=0.02)
     assert doc["tool_vs_loop"] == pytest.approx(doc["tool_seconds"] / doc["loop_seconds"],
                                                 abs=0.001)
     assert doc["gpu"] == "none" and doc["goals"] == {"tool_vs_loop_at_most": 0.8,
                                                      "tool_vs_floor_at_most": 1.3}
-    # both sides started from empty uv caches of their own, under the emptied work folder
-    assert (tmp_path / "work" / "tool" / "uv-cache").is_dir()
+    # both sides used uv caches of their own under the emptied work folder; the venvs are gone
     assert (tmp_path / "work" / "loop" / "uv-cache").is_dir()
+    assert not (tmp_path / "work" / "tool" / "uv-cache").exists()
+    assert not list((tmp_path / "work" / "loop").glob("venv-*"))
+    assert (tmp_path / "work" / "tool" / "results.sqlite").is_file()
     assert "bench loop on none" in done.stderr
 
 

@@ -113,7 +113,9 @@ PY
 bench)  # issue 54.2: the tool against the hand loop over the rebuilt releases (cumsum reproducer)
   good=$2; bad=$3; shift 3
   export PYTHONPATH="$PWD/tests/gpu/release_env:$PWD/src:$H/site" PATH="$H/site/bin:$PATH" \
-    PYTHONUNBUFFERED=1 UV_OFFLINE=1 PIP_NO_INDEX=1 UV_LINK_MODE=copy H200_RELEASES="$H"
+    PYTHONUNBUFFERED=1 UV_OFFLINE=1 PIP_NO_INDEX=1 H200_RELEASES="$H"
+  unset UV_LINK_MODE  # uv's default (hard links from its cache), as a user's loop has it
+  rm -rf "$H/work" "$H/uv-cache" "$H/timing-work"; df -h /tmp | tail -1
   python3 -m torchbisect bench --parts loop --loop-good "$good" --loop-bad "$bad" \
     --loop-index "$H/wheels" --loop-script "$PWD/probes/cumsum_64bit.py" \
     --loop-workdir "$H/loop-bench" --out "$OUT" "$@" 2>&1 | tee "$OUT/bench.log"

@@ -10,7 +10,8 @@ use torchbisect runs, for each release, a fresh `uv venv`, `uv pip install` of t
    install and probe seconds;
 2. the loop: the same wheel files in the same order, each in a fresh venv made by uv from an
    empty uv cache of its own, the script run once in it; each build's install (venv + install)
-   and probe seconds.
+   and probe seconds.  Each venv is removed after its run, outside the timing (a GPU build's
+   venv is gigabytes; the tool's are removed too once its store is read).
 
 The floor is the sum of the loop's probe seconds: the reproducer's own time, which no tool can
 save.  `--repeat 1` because the loop asks each build once (the tool's default with --script asks
@@ -61,6 +62,8 @@ def measure(setup: LoopSetup) -> dict:
     shutil.rmtree(setup.workdir, ignore_errors=True)
     setup.workdir.mkdir(parents=True)
     tool = run_tool(setup)
+    for kept in ("venvs", "uv-cache"):  # the disk: a GPU build's venv is gigabytes (not timed)
+        shutil.rmtree(setup.workdir / "tool" / kept, ignore_errors=True)
     loop = run_loop(setup, [(b["version"], b["wheel"]) for b in tool["builds"]])
     floor = sum(b["probe_seconds"] for b in loop["builds"])
     doc = {"part": "loop", "measured": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -131,7 +134,7 @@ def run_loop(setup: LoopSetup, builds: list[tuple[str, str]]) -> dict:
     log = setup.workdir / "loop.log"
     dropped = drop_page_cache()
     rows = []
-    began = time.perf_counter()
+    seconds = 0.0
     for version, wheel in builds:
         venv = work / f"venv-{version}"
         start = time.perf_counter()
@@ -150,9 +153,10 @@ def run_loop(setup: LoopSetup, builds: list[tuple[str, str]]) -> dict:
                      "skip" if done.returncode == 125 else "bad",
                      "install_seconds": round(installed - start, 3),
                      "probe_seconds": round(probed - installed, 3)})
+        seconds += probed - start
         _say(f"loop: {version} {rows[-1]['verdict']} (install {installed - start:.1f} s, "
              f"script {probed - installed:.1f} s)")
-    seconds = time.perf_counter() - began
+        shutil.rmtree(venv, ignore_errors=True)
     return {"seconds": round(seconds, 3), "page_cache_dropped": dropped, "builds": rows,
             "install_seconds": round(sum(r["install_seconds"] for r in rows), 3),
             "probe_seconds": round(sum(r["probe_seconds"] for r in rows), 3)}
