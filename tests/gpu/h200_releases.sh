@@ -9,8 +9,9 @@
 #   bisect GOOD BAD  (H200_RELEASES_RUN=cumsum, after final) `torchbisect bisect --find-fix` over
 #          the rebuilt releases, once with the probe and once with the same file as --script;
 #          release_env/ gives each release its libraries
-#   timing V…  (after final) the stale_replay probe's wall per build, cold then rerun, on each V
-#          (issue 54.3): `matrix --force` twice on one venv, its compile caches kept beside it
+#   timing V…  (after final) the stale_replay probe's wall per build on each V (issue 54.3):
+#          `matrix --force` three times on one venv: cold, again (its compile caches kept in it),
+#          and again without Inductor's cache (Triton's kept): what each cache saves
 #   bench GOOD BAD  (after final) `torchbisect bench --parts loop`: bisect --find-fix --script
 #          with the cumsum reproducer against the hand loop over the same builds (issue 54.2)
 # GPU_RELEASES_RUN (or H200_RELEASES_RUN: lazy_clone, the default, cumsum, or h100) chooses the
@@ -89,7 +90,8 @@ timing)  # issue 54.3: stale_replay cold, then again on the same venv (its compi
     PIP_NO_INDEX=1 UV_CACHE_DIR="$H/uv-cache" UV_LINK_MODE=copy
   sed -e "s#\$H#$H#g" -e '/cumsum_64bit: {timeout/d' "tests/gpu/$(python3 -c 'import sys; sys.path.insert(0, "tests/gpu"); import old_releases as o; print(o.RUN.matrix)')" > "$H/timing.yaml"
   for v in "$@"; do
-    for pass in cold rerun; do
+    for pass in cold rerun triton-only; do  # triton-only: Inductor's cache gone, Triton's kept
+      [ $pass = triton-only ] && rm -rf "$H"/timing-work/venvs/stable-$v-*/compile-cache/inductor
       start=$(date +%s.%N)
       python3 -m torchbisect matrix --backend venv --matrix "$H/timing.yaml" --cells "stable-$v-*" \
         --force --no-report --store "$H/timing.sqlite" --out "$H/timing" --workdir "$H/timing-work" \
