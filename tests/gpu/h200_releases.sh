@@ -59,7 +59,8 @@ reprobe)  # stand-ins and matrix for release $2 again, in the foreground
 status)
   tail_log 30; cat "$H/done" 2>/dev/null | tr '\n' ' '; echo; tail -n 5 "$H/daemon.out" ;;
 final)
-  for _ in $(seq 1 "${2:-480}"); do grep -qx all "$H/done" 2>/dev/null && break; sleep 1; done
+  until=${FINAL_UNTIL:-all}  # e.g. probed-2.7.1 when only the first parts were carried
+  for _ in $(seq 1 "${2:-480}"); do grep -qx "$until" "$H/done" 2>/dev/null && break; sleep 1; done
   tail_log 60
   cp "$H"/evidence/*.sqlite "$H/daemon.log" "$H/matrix.log" "$OUT/"
   cp "$H/now.matrix.lock.json" "$OUT/h200.releases.matrix.lock.json" 2>/dev/null
