@@ -3,8 +3,7 @@
 # and what a build's compile caches save: probes/stale_replay.py three times with
 # TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR in one fresh folder, as the venv backend now sets
 # them inside each build's venv: cold (empty caches), again (both kept: a rerun of that build),
-# and again with Inductor's removed (Triton's kept). Then the same with the defaults
-# (/tmp/torchinductor_<user>, ~/.triton/cache) after they were emptied, for comparison.
+# and again with Inductor's removed (Triton's kept).
 # Each run's document and log go to $OUT; timing.txt has the import, per-case and whole seconds.
 set -u
 export PYTHONUNBUFFERED=1
