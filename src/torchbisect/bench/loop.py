@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from ..utils import proc
 
@@ -133,7 +134,7 @@ def run_loop(setup: LoopSetup, builds: list[tuple[str, str]]) -> dict:
     env = {"UV_CACHE_DIR": str(work / "uv-cache")}
     log = setup.workdir / "loop.log"
     dropped = drop_page_cache()
-    rows = []
+    rows: list[dict[str, Any]] = []
     seconds = 0.0
     for version, wheel in builds:
         venv = work / f"venv-{version}"
