@@ -35,6 +35,9 @@ REPO = os.path.join(H, "repo")
 TOOLS = os.path.join(H, "setup", "tools")
 LOG = os.path.join(H, "daemon.log")
 BY_VERSION = {r.version: r for r in RELEASES}
+# A kind's run (old_releases.Run.kind) starts its shard's store empty, as the service's probe job
+# does; the others add to a copy of reports/evidence/results.sqlite (h200_releases.sh setup).
+STORE = os.path.join(H, "evidence", "shard.sqlite" if RUN.kind else "results.sqlite")
 
 
 def say(message):
@@ -198,6 +201,9 @@ def wait_for(key):
 
 def matrix(release):
     """torchbisect matrix over the entries of the run's matrix file whose wheel is here."""
+    if os.environ.get("GPU_RELEASES_NO_MATRIX"):  # rebuild only (another kind's machine)
+        done(f"probed-{release.version}")
+        return
     for kind, name in (("runtime", release.runtime), ("triton", release.triton)):
         if name not in (MACHINE, NO_TRITON) and (kind == "runtime" or RUN.tritons):
             wait_for(f"{kind}-{name}")
@@ -220,14 +226,17 @@ def matrix(release):
                PATH=os.path.join(H, "site", "bin") + os.pathsep + env["PATH"])  # uv
     started = time.time()
     log = os.path.join(H, "matrix.log")
+    argv = [sys.executable, "-m", "torchbisect", "matrix", "--backend", "venv", "--matrix", path,
+            "--no-report", "--store", STORE, "--out", os.path.join(H, "evidence"),
+            "--workdir", os.path.join(H, "work")]
+    if RUN.kind:  # as the service's probe job runs a kind: checked against runners.yaml first
+        argv += ["--runners", os.path.join(REPO, "runners.yaml"), "--kind", RUN.kind,
+                 "--require-gpu"]
     with open(log, "a") as out:
-        out.write(f"\n### {release.cell}\n")
+        out.write(f"\n### {release.cell}\n$ {' '.join(argv)}\n")
         out.flush()
-        code = subprocess.run(
-            [sys.executable, "-m", "torchbisect", "matrix", "--backend", "venv", "--matrix", path,
-             "--no-report", "--store", os.path.join(H, "evidence", "results.sqlite"),
-             "--out", os.path.join(H, "evidence"), "--workdir", os.path.join(H, "work")],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+        code = subprocess.run(argv, cwd=REPO, env=env, stdout=out,
+                              stderr=subprocess.STDOUT).returncode
     say(f"matrix with {release.cell}: exit {code} in {time.time() - started:.0f} s")
     for leftover in ("work/venvs", "uv-cache"):  # the disk holds 16 releases only this way
         shutil.rmtree(os.path.join(H, leftover), ignore_errors=True)

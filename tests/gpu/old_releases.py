@@ -5,10 +5,12 @@ development machine: what to download and carry, in which order) and `h200_relea
 (the H200: what to rebuild, install and probe). What each release pins comes from its wheel's
 METADATA (Requires-Dist), read on PyPI's cp312 wheels on 2026-12-02.
 
-Two runs use it, chosen by `H200_RELEASES_RUN` on both sides (`RUNS` below): `lazy_clone` (issue
-31: 2.2.2 - 2.10.0, 2.12.1 and 2.14.0 with the default probe, each with the Triton it pins) and
-`cumsum` (issue 47: every release 2.3.0 - 2.15.0 with probes/cumsum_64bit.py, which needs no
-Triton, so none travels).
+Three runs use it, chosen by `GPU_RELEASES_RUN` (or its older name `H200_RELEASES_RUN`) on both
+sides (`RUNS` below): `lazy_clone` (issue 31, H200: 2.2.2 - 2.10.0, 2.12.1 and 2.14.0 with the
+default probe, each with the Triton it pins), `cumsum` (issue 47, H200: every release 2.3.0 -
+2.15.0 with probes/cumsum_64bit.py, which needs no Triton, so none travels) and `h100` (issue 54:
+every release 2.3.0 - 2.15.0 with both probes, each with the Triton it pins, run as the service
+runs a kind: `matrix --runners runners.yaml --kind H100` into a store of its own).
 """
 
 import os
@@ -77,6 +79,7 @@ class Run:
     matrix: str  # the matrix file in tests/gpu/, entries for the releases of this run
     versions: tuple[str, ...]
     tritons: bool  # whether each release's pinned Triton travels
+    kind: str | None = None  # a runners.yaml kind: `matrix --runners --kind` into a fresh store
 
 
 RUNS = {
@@ -86,8 +89,12 @@ RUNS = {
                       tritons=True),
     "cumsum": Run("h200.cumsum.matrix.yaml",
                   tuple(r.version for r in RELEASES if r.version != "2.2.2"), tritons=False),
+    "h100": Run("h100.releases.matrix.yaml",
+                tuple(r.version for r in RELEASES if r.version != "2.2.2"), tritons=True,
+                kind="H100"),
 }
-RUN = RUNS[os.environ.get("H200_RELEASES_RUN", "lazy_clone")]
+RUN_NAME = os.environ.get("GPU_RELEASES_RUN") or os.environ.get("H200_RELEASES_RUN", "lazy_clone")
+RUN = RUNS[RUN_NAME]
 
 TRITONS = ("3.0.0", "3.1.0", "3.2.0", "3.3.0", "3.3.1", "3.4.0", "3.5.0", "3.5.1")
 

@@ -6,6 +6,13 @@ Under the work directory (default `.torchbisect/`):
   probe-json/        a folder per probe run: the probe's copy it runs and the JSON
                      document it writes, read back and deleted
 
+Each venv keeps its build's compile caches inside it, `<venv>/compile-cache/{inductor,triton}`
+(TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR in the probe's environment; a cell's `env:` still
+wins): a rerun of a build that has run before (a bisection's re-ask, `--repeat`, `--force`) finds
+the kernels it compiled, and no other build ever reads them, since two builds are two venvs and a
+venv made anew for another wheel starts with none.  Left to their defaults, every build on the
+host would share /tmp/torchinductor_<user> and ~/.triton/cache.
+
 Full install: `uv venv --python <cell python>`, then `uv pip install "torch @ <url>#sha256=<sha>"`:
 uv downloads through its cache, which every venv and process on the host shares (set UV_CACHE_DIR
 to move it), and refuses a wheel whose sha256 is not the cell's.  Nightly and test builds add
@@ -50,6 +57,7 @@ from .preinstalled import interpreter_of, torch_fingerprint
 from .wheels import cell_wheel, discard, extra_index, local_wheel, sha256_file
 
 _MARKER = ".torchbisect-ready.json"
+COMPILE_CACHE = "compile-cache"  # inside each venv: that build's Inductor and Triton caches
 _TAIL_LINES = 40
 
 
@@ -115,7 +123,7 @@ class VenvBackend(Backend):
         finally:
             if downloaded:
                 discard(downloaded)  # uv's cache and the venv hold it now
-        env = {**dict(cell.env), "PYTHONNOUSERSITE": "1"}
+        env = {**compile_caches(venv), **dict(cell.env), "PYTHONNOUSERSITE": "1"}
         return Prepared(cell=cell, python=str(venv_python(venv)), wheel_sha256=sha, env=env,
                         seconds_install=time.monotonic() - start, handle=venv)
 
@@ -178,6 +186,14 @@ class VenvBackend(Backend):
         if index and not overlay:
             argv += ["--extra-index-url", index]
         proc.run([*argv, f"torch @ {location}"], log=log, timeout=self.install_timeout)
+
+
+def compile_caches(folder: Path) -> dict[str, str]:
+    """The probe's Inductor and Triton caches, kept in the build's own `folder` (its venv): the
+    variables torch.compile and Triton read, each naming a folder under `folder`."""
+    root = Path(folder).absolute() / COMPILE_CACHE
+    return {"TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
+            "TRITON_CACHE_DIR": str(root / "triton")}
 
 
 def gpu_env(gpu: int | str | None) -> dict[str, str]:

@@ -3,6 +3,8 @@
 * figures.py: what the workaround costs on this GPU, and how long a whole probe run takes.
 * stage.py: the run stage's overhead per cell, an unchanged re-run, the probe before and after.
 * tool.py: the tool parts (overhead, re-run, planning 1,000 dates, rendering 2,000 cells, GPUs).
+* loop.py: from a reproducer to an answer, `bisect --script` against the hand loop (fresh venv,
+  install, run) over the same builds, and the reproducer's own time (the floor).
 * scale.py: `report` on a store the size of three years of daily nightlies on four GPU kinds
   (no GPU needed: it measures the report).
 * plots.py: the SVG charts; workaround.py: the standalone script run in the measured interpreter;
@@ -15,4 +17,4 @@ from __future__ import annotations
 
 from .tool import PARTS as TOOL_PARTS
 
-PARTS = ("workaround", "probe", *TOOL_PARTS, "scale")
+PARTS = ("workaround", "probe", *TOOL_PARTS, "scale", "loop")

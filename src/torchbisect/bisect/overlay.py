@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ..backends import probe_env
 from ..backends.base import Backend, Prepared, ProbeOutput, note
+from ..backends.venv import COMPILE_CACHE, compile_caches
 from ..errors import InfraError
 from ..model import Cell
 from ..utils import proc
@@ -82,7 +83,9 @@ class OverlayBackend(Backend):
         dest = self.root / cell.id
         shutil.rmtree(dest, ignore_errors=True)
         python = dest / "bin" / "python"
-        env = {**base.env, **dict(cell.env), "PYTHONDONTWRITEBYTECODE": "1"}
+        # the commit's own compile caches, never its nightly's (link_tree leaves those behind)
+        env = {**base.env, **compile_caches(dest), **dict(cell.env),
+               "PYTHONDONTWRITEBYTECODE": "1"}
         try:
             link_tree(base.handle, dest)
             tree = plan.tree()
@@ -116,6 +119,8 @@ def link_tree(source: Path, dest: Path) -> None:
         here = Path(folder)
         target = dest / here.relative_to(source)
         target.mkdir(parents=True, exist_ok=True)
+        if here == Path(source) and COMPILE_CACHE in dirs:
+            dirs.remove(COMPILE_CACHE)  # the nightly's compiled kernels stay its own
         for name in [*dirs, *names]:
             src = here / name
             if src.is_symlink():

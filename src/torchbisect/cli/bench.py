@@ -7,7 +7,9 @@ with an earlier probe script and with today's) and `tool.json` + `tool.svg` (per
 against the bare probe, an unchanged re-run, planning 1,000 nightly dates, rendering 2,000 cells
 and, with --gpu-matrix, one GPU against all), and `scale.json` + `scale.svg` (`report` on a
 store of three years of nightlies on four GPU kinds: time, peak memory, page size, phone layout;
-no GPU needed, so `--parts scale --out reports/bench` on any machine).  Each figure is measured
+no GPU needed, so `--parts scale --out reports/bench` on any machine), and `loop.json` (`bisect
+--script` from a reproducer to an answer against the loop a user writes over the same builds:
+--loop-good, --loop-bad, --loop-index, --loop-script).  Each figure is measured
 in this run; nothing is
 asserted, the numbers are reported.  reports/bench/ keeps measurements made on a GPU: a machine
 without one writes files only into a folder that --out names.  The measuring is the bench
@@ -52,6 +54,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        default=default_backend(Purpose.BENCH).name)
     parser.add_argument("--overhead-cases", default="",
                         help="probe cases for the 'overhead' part (default: all of them)")
+    loop = parser.add_argument_group("the 'loop' part: bisect --script against the hand loop")
+    loop.add_argument("--loop-good", metavar="VERSION", help="the bisection's --good release")
+    loop.add_argument("--loop-bad", metavar="VERSION", help="the bisection's --bad release")
+    loop.add_argument("--loop-find-fix", action="store_true",
+                      help="look for the fix (--bad is the older end), as bisect --find-fix")
+    loop.add_argument("--loop-index", metavar="DIR",
+                      help="a folder of torch wheels (an air-gapped mirror) both sides install")
+    loop.add_argument("--loop-script", type=Path, metavar="FILE",
+                      help="the reproducer: exit 0 good, 1-127 bad (e.g. probes/cumsum_64bit.py)")
+    loop.add_argument("--loop-cuda", default="auto", metavar="TAG",
+                      help="the bisection's --cuda (default: %(default)s)")
+    loop.add_argument("--loop-workdir", type=Path, metavar="DIR",
+                      help="emptied, then both sides' caches, venvs and stores (default: "
+                           ".torchbisect/bench-loop)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,6 +79,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--parts: unknown part {unknown[0]!r}; choose from {', '.join(PARTS)}")
     if "gpus" in parts and not args.gpu_matrix:
         raise ConfigError("--parts gpus needs --gpu-matrix PATH (the matrix to run twice)")
+    if "loop" in parts:
+        lacking = [f"--loop-{n}" for n in ("good", "bad", "index", "script")
+                   if not getattr(args, f"loop_{n}")]
+        if lacking:
+            raise ConfigError(f"--parts loop needs {', '.join(lacking)} (the range, the folder "
+                              "of wheels and the reproducer both sides run)")
+        if not args.loop_script.is_file():
+            raise ConfigError(f"--loop-script {args.loop_script}: no such file")
     out = _out(args.out)
     if out:
         out.mkdir(parents=True, exist_ok=True)
@@ -78,6 +102,15 @@ def run(args: argparse.Namespace) -> int:
         from ..bench.scale import write_scale
 
         write_scale(out)
+    if "loop" in parts:
+        from ..bench import loop
+
+        setup = loop.LoopSetup(
+            good=args.loop_good, bad=args.loop_bad, index=Path(args.loop_index),
+            script=args.loop_script.absolute(), find_fix=args.loop_find_fix, cuda=args.loop_cuda,
+            python=f"{sys.version_info[0]}.{sys.version_info[1]}",
+            workdir=(args.loop_workdir or Path(".torchbisect") / "bench-loop").absolute())
+        loop.write(loop.measure(setup), out)
     return 0
 
 

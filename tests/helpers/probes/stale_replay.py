@@ -48,7 +48,9 @@ def main():
     if os.environ.get("TB_FAKE_RECORD"):
         keep = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TB_ENTRY_VAR", "PYTHONNOUSERSITE")
         with open(os.environ["TB_FAKE_RECORD"], "w") as fh:
+            caches = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
             json.dump({"argv": sys.argv[1:], "env": {k: os.environ.get(k) for k in keep},
+                       "caches": {k: os.environ.get(k) for k in caches},
                        "torch": torch.__file__, "version": torch.__version__}, fh)
     sys.stderr.write("fake probe: mode %s\n" % mode)
     if mode == "hang":
