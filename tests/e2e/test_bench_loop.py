@@ -6,13 +6,12 @@ and the floor (the script's own time).  No GPU: `--loop-cuda cpu`, nothing measu
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import torchbisect
 from helpers.nightly_world import standin_wheel
 
 from torchbisect.bench import PARTS
@@ -26,11 +25,7 @@ SCRIPT = ("import sys, torch\n"
 
 
 def _bench(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"),
-                                                         os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "torchbisect", "bench", "--parts", "loop",
-                           *flags], env=env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=900)
+    return torchbisect("bench", "--parts", "loop", *flags, cwd=tmp_path, timeout=900)
 
 
 @pytest.mark.slow

@@ -34,6 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..backends import Purpose, default_backend
 from ..utils import proc
 
 GOAL_LOOP = 0.8  # the tool at most this share of the loop's wall time
@@ -58,7 +59,7 @@ class LoopSetup:
     extra: tuple[str, ...] = ()  # more `bisect` flags
 
 
-def measure(setup: LoopSetup) -> dict:
+def measure(setup: LoopSetup) -> dict[str, Any]:
     """Both sides, one after the other; the document loop.json holds."""
     shutil.rmtree(setup.workdir, ignore_errors=True)
     setup.workdir.mkdir(parents=True)
@@ -82,13 +83,14 @@ def measure(setup: LoopSetup) -> dict:
     return doc
 
 
-def run_tool(setup: LoopSetup) -> dict:
+def run_tool(setup: LoopSetup) -> dict[str, Any]:
     """`torchbisect bisect … --script`, timed from the command's start to its exit."""
     work = setup.workdir / "tool"
     store, answer = work / "results.sqlite", work / "bisect.json"
     argv = [sys.executable, "-m", "torchbisect", "bisect", "--good", setup.good, "--bad",
             setup.bad, *(["--find-fix"] if setup.find_fix else []), "--cuda", setup.cuda,
-            "--python", setup.python, "--index-url", str(setup.index), "--backend", "venv",
+            "--python", setup.python, "--index-url", str(setup.index),
+            "--backend", default_backend(Purpose.BENCH).name,
             *(["--overlay"] if setup.overlay else []),
             "--script", f"python {shlex.quote(str(setup.script))}", "--repeat", "1",
             "--no-github", "--workdir", str(work / "venvs"), "--store", str(store),
@@ -110,7 +112,7 @@ def run_tool(setup: LoopSetup) -> dict:
             "probe_seconds": round(sum(b["probe_seconds"] for b in builds), 3)}
 
 
-def _judged(store: Path) -> list[dict]:
+def _judged(store: Path) -> list[dict[str, Any]]:
     """The builds the tool judged, in the order their verdicts were stored."""
     if not store.is_file():
         return []
@@ -126,7 +128,7 @@ def _judged(store: Path) -> list[dict]:
     return builds
 
 
-def run_loop(setup: LoopSetup, builds: list[tuple[str, str]]) -> dict:
+def run_loop(setup: LoopSetup, builds: list[tuple[str, str]]) -> dict[str, Any]:
     """The hand loop over `builds` (version, wheel file), one after the other."""
     work = setup.workdir / "loop"
     work.mkdir(parents=True, exist_ok=True)
@@ -173,7 +175,7 @@ def drop_page_cache() -> bool:
     return True
 
 
-def _rest(doc: dict) -> dict:
+def _rest(doc: dict[str, Any]) -> dict[str, Any]:
     """Where the tool's wall time beyond the floor goes, from its own figures: the reproducer's
     runs (as the tool timed them), installing that the probes did not hide, and the rest
     (resolving the range, the index, venvs, the store)."""
@@ -189,7 +191,7 @@ def _rest(doc: dict) -> dict:
             "other_seconds_at_most": round(tool["seconds"] - probing - first_install, 3)}
 
 
-def _machine() -> dict:
+def _machine() -> dict[str, Any]:
     from ..utils.gpus import list_gpus
 
     gpus = list_gpus()
@@ -219,7 +221,7 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def write(doc: dict, out: Path | None) -> None:
+def write(doc: dict[str, Any], out: Path | None) -> None:
     """loop.json into `out` (None: printed only), and the figures on stderr."""
     text = json.dumps(doc, indent=2) + "\n"
     if out is not None:
