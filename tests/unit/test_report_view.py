@@ -247,7 +247,8 @@ def test_several_gpu_models_side_by_side_with_what_holds_across_them_and_what_di
         "2.14.0 affected on NVIDIA GB300",
         "2.14.0 – 2.15.0 affected on NVIDIA H100"]
     assert page.advice.fixes[0].startswith("NVIDIA GB300: 2.15.0 was measured not affected, but "
-                                           "not on cu130, which was measured affected;")
+                                           "never on cu130, where earlier releases were "
+                                           "affected: no fix is claimed there;")
     render_runs(runs, [], tmp_path, generated=NOW)
     html = " ".join((tmp_path / "index.html").read_text().split())
     assert "The verdict differs between GPU models" in html

@@ -64,8 +64,9 @@ def fix_line(h: Headline) -> str:
     elif h.fixed:
         release = f"fixed in {h.fixed} (the first release measured after {newest})"
     elif c.later_adjacent and c.unfixed:
-        release = (f"{c.later_good} was measured not affected, but not on {_listed(c.unfixed)}, "
-                   f"which {'was' if len(c.unfixed) == 1 else 'were'} measured affected")
+        release = (f"{c.later_good} was measured not affected, but never on "
+                   f"{_listed(c.unfixed)}, where earlier releases were affected: no fix is "
+                   "claimed there")
     elif c.later_good:
         release = (f"{c.later_good} was measured not affected, but not every release between it "
                    f"and {newest} (the newest affected) was measured")
