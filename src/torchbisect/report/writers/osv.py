@@ -216,8 +216,7 @@ def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generat
     regression = regression or regression_for(probe_of(runs))
     releases = [r for r in runs if is_release(r)]
     events, affected, tested, basis = pypi_events(releases, regression.requires_api)
-    ranges: list[dict[str, Any]] = [{"type": "ECOSYSTEM", "events": events, "database_specific":
-                                     {"introduced": basis}}] if events else []
+    ranges = _ecosystem_ranges(events, basis)
     commits, inexact = git_events(bisections)
     if commits:
         said = {"database_specific": inexact} if inexact else {}
@@ -246,6 +245,21 @@ def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generat
     }
     head = {k: doc.pop(k) for k in ("schema_version", "id")}
     return {**head, **_stamps({**head, **doc}, previous or {}, runs, generated), **doc}
+
+
+def _ecosystem_ranges(events: list[dict[str, str]],
+                      basis: dict[str, str]) -> list[dict[str, Any]]:
+    """The ECOSYSTEM ranges of `events`: one, unless an earlier stretch closes with
+    `last_affected` and the newest with `fixed`, which OSV's schema allows in no one range (a
+    regression fixed after it had come and gone): then the fixed stretch is a range of its own."""
+    if not events:
+        return []
+    groups = [events]
+    if "fixed" in events[-1] and any("last_affected" in e for e in events):
+        groups = [events[:-2], events[-2:]]
+    return [{"type": "ECOSYSTEM", "events": group, "database_specific": {"introduced": {
+        e["introduced"]: basis[e["introduced"]] for e in group if "introduced" in e}}}
+        for group in groups]
 
 
 def _fix_unmeasured(course: Course) -> dict[str, Any]:
