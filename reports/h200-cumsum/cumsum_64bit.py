@@ -21,6 +21,7 @@ FIX_PR = "https://github.com/pytorch/pytorch/pull/143696"
 WORKAROUND = ("Scan in pieces of fewer than 2**32 elements: torch.cumsum over blocks of rows "
               "(x.split(n)) into the matching slices of the output.")
 CASE_LABELS = {"cumsum_64bit": "cumsum over the last dim, 2**32 + 128 elements"}
+NEEDS_GPU = True  # a CUDA tensor of 2**32 + 128 elements: no GPU is 125
 
 ROWS = 2 ** 25 + 1
 COLS = 128

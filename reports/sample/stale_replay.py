@@ -96,6 +96,16 @@ CASE_NOTES = {
     "control_clone": "negative control, must be correct",
     "control_stale": "positive control, must be detected",
 }
+# How the workaround's cost is quoted: each row of reports/bench/workaround.json gives the time (ms)
+# the clone node adds to a graph replay at its size.
+WORKAROUND_COST = {"key": "graph_clone_node_ms", "adds_to": "a graph replay"}
+# How torchbisect judges these cases: the capture case decides a bisection; the side-stream race
+# shows now and then, so it is judged over --trials (bad when stale on at least 1 of them); the
+# compile case's `variants` are counted per variant on the page.
+BISECT_CASE = "capture_data_ptr"
+TRIAL_CASES = {"side_stream": 1}
+VARIANTS = {"key": "variants", "affected": "stale", "unit": "calls"}
+NEEDS_GPU = True  # CUDA Graphs and streams: without a GPU every case is skipped
 
 SCHEMA = 1
 PROBE = "stale_replay"
