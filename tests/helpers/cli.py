@@ -104,12 +104,14 @@ def starts_the_cli(args: object) -> bool:
 
 def one_sentence(stderr: str, status: int, expected: int, *, command: str | None = None) -> str:
     """The one-line error a user got, checked: `expected` status, a single line on stderr
-    (after the command's usage, for a flag argparse refused; `torchbisect COMMAND: error: …`
-    when `command` is given), no traceback."""
+    (after the command's usage, for a flag argparse refused, and after any `note: ` lines;
+    `torchbisect COMMAND: error: …` when `command` is given), no traceback."""
     assert status == expected, f"exit {status}, expected {Exit(expected).name} ({expected}): " \
         f"{stderr}"
     assert "Traceback" not in stderr, stderr
-    lines = stderr.strip().splitlines()
+    # a `note: ` line (a user's file standing in for a shipped probe, say) informs and comes
+    # first; the error the user got is the one sentence after it
+    lines = [line for line in stderr.strip().splitlines() if not line.startswith("note: ")]
     if lines and lines[0].startswith("usage: "):  # argparse's: the command's usage, then one line
         lines = lines[-1:]
     assert len(lines) == 1, f"more than one line was said:\n{stderr}"
