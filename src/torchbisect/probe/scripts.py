@@ -189,12 +189,11 @@ def own_probes() -> list[str]:
 def stand_ins() -> list[tuple[Path, Path]]:
     """(the user's file, the shipped file) for each shipped probe a file of the user's folders
     stands in for: the name is found twice, and the command says so (`plan.unnamed_probes`)."""
-    shipped = [f for f in folders() if f.origin is Origin.SHIPPED][0].path
     pairs = []
-    for name in available(shipped):
-        mine = _hits(name)[0]
-        if not _same_file(mine, shipped / f"{name}.py"):
-            pairs.append((mine, shipped / f"{name}.py"))
+    for name in available(_OWN):
+        mine, shipped = _hits(name)[0], _OWN / f"{name}.py"
+        if not _same_file(mine, shipped):
+            pairs.append((mine, shipped))
     return pairs
 
 
