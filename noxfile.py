@@ -185,10 +185,16 @@ def lint(session: nox.Session) -> None:
     [tool.mypy]); the probes and setup-tools as Python 3.8; zizmor."""
     # mypy and PyYAML's stubs pinned: a new mypy (or stub) may find new errors, and the lint of
     # a commit should not change with the day it runs; raise them in a commit of their own.
-    _install(session, "-e", ".", "ruff", "zizmor", "mypy==2.4.1", "types-PyYAML==6.0.12.20261122")
+    # ruff too: each release adds rules, and 0.17 began to flag the probes' %-formatting.
+    _install(session, "-e", ".", "ruff==0.17.6", "zizmor", "mypy==2.4.1",
+             "types-PyYAML==6.0.12.20261122")
     session.run("ruff", "check", "src", "tests", "noxfile.py")
     session.run("mypy")
     session.run("zizmor", "--offline", "--min-severity", "high", ".github")
     session.run("python", "-m", "torchbisect", "schema", "--check")
-    session.run("ruff", "check", "--isolated", "--target-version", "py38", "--line-length", "100",
-                "--select", "E,F,W,B,SIM,UP,I", "probes", ".github/actions/setup-tools/tools.py")
+    # The probes keep %-formatting (valid on 3.8) and two lines past 100 columns (stale_replay's
+    # first line is its page's title): rewriting them would change the files whose hashes every
+    # stored verdict names, for no change in what they do.
+    session.run("ruff", "check", "--isolated", "--target-version", "py38", "--line-length", "110",
+                "--select", "E,F,W,B,SIM,UP,I", "--ignore", "UP031", "probes",
+                ".github/actions/setup-tools/tools.py")
