@@ -80,7 +80,7 @@ def _parser(chosen: str | None) -> tuple[argparse.ArgumentParser, argparse.Argum
         if name == chosen:
             from .options import Needs
 
-            module = importlib.import_module(f"{__name__}.{name}")
+            module = importlib.import_module(f"torchbisect.commands.{name}")
             module.configure(cmd)
             needs = getattr(module, "NEEDS", Needs())
             _add_gates(cmd, needs)

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..cli import options as flags
 from ..errors import ConfigError
 from ..utils.words import visible
-from . import options as flags
 
 if TYPE_CHECKING:
     from ..config.matrix import MatrixConfig
