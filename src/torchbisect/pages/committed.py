@@ -1,6 +1,6 @@
 """The pages committed to this repository, each drawn again from its own data by today's code.
 
-    torchbisect pages [--check]     # what `nox -s pages` runs (cli/pages.py)
+    torchbisect pages [--check]     # what `nox -s pages` runs (commands/pages.py)
 
 A committed page is derived: `reports/h200/` from the H200 run's store (reports/evidence/
 results.sqlite, read from a copy so the evidence stays byte-identical), `reports/sample/` from the
