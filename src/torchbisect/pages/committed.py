@@ -103,8 +103,8 @@ PAGES = (
     _from_evidence("reports/h200-cumsum", probe="cumsum_64bit"),
     CommittedPage(folder="reports/docker-h200", source="reports/docker-h200/results.sqlite",
                   open_source=_store_copy("reports/docker-h200/results.sqlite")),
-    CommittedPage(folder="reports/sample", source="tests/data/probe/h200-torch-*.json",
-                  open_source=_probe_documents("tests/data/probe/h200-torch-*.json")),
+    CommittedPage(folder="reports/sample", source="reports/evidence/hand/h200-torch-*.json",
+                  open_source=_probe_documents("reports/evidence/hand/h200-torch-*.json")),
 )
 
 
