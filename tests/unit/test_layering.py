@@ -171,6 +171,34 @@ def test_no_two_modules_outside_cli_share_a_name():
     assert not shared, f"rename one module of each: {shared}"
 
 
+def paths_under_tests(path: Path) -> list[str]:
+    """The strings of a module that name a path under tests/ (`tests`, `tests/…`, `./tests/…`),
+    its docstrings aside: what it would read from there."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr)}
+    return sorted(f"{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and id(node) not in docs and re.match(r"(\./)?tests(/|$)", node.value))
+
+
+def test_no_product_module_reads_the_tests():
+    """The product stands without its tests (an installed wheel has none): reports/sample is
+    drawn from reports/evidence/hand/, no longer from tests/data/probe/ (issue 55)."""
+    found = [f"{p.relative_to(SRC)}:{line}" for p in sorted((SRC / "torchbisect").rglob("*.py"))
+             for line in paths_under_tests(p)]
+    assert not found, found
+
+
+def test_a_path_under_tests_is_found_and_a_docstring_is_not(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text('"""Drawn from tests/data/."""\nfrom pathlib import Path\n'
+                      'A = Path("tests") / "data"\nB = "tests/data/probe/*.json"\n'
+                      'C = "the tests/ folder"\n')
+    assert paths_under_tests(module) == ["3: 'tests'", "4: 'tests/data/probe/*.json'"]
+
+
 @pytest.mark.slow
 def test_the_fast_loop_keeps_more_than_600_tests():
     """README: `nox -s fast` runs more than 600 tests; marking too much `slow` would empty it."""
