@@ -188,7 +188,7 @@ def test_an_images_preinstalled_torch_has_its_version_everywhere(tmp_path):
 
 
 def test_plan_names_an_images_torch_and_counts_in_english(capsys):
-    from torchbisect.cli.plan_table import source_of
+    from torchbisect.commands.plan_table import source_of
 
     image = Cell(id="preinstalled", channel=Channel.PREINSTALLED, version="", cuda="",
                  python="", base_image="nvcr.io/nvidia/pytorch:26.10-py3")

@@ -81,9 +81,9 @@ def test_outside_a_project_a_matrix_files_folder_is_the_project(tmp_path):
 
 def test_report_says_what_it_wrote_as_matrix_does(tmp_path):
     """`report` printed bare paths where `matrix` says "wrote …" (friction 10)."""
-    from helpers import DATA
+    from helpers import REPO
 
-    document = sorted((DATA / "probe").glob("*.json"))[0]
+    document = sorted((REPO / "reports" / "evidence" / "hand").glob("*.json"))[0]
     done = torchbisect("report", "--probe-json", document, "--out", tmp_path / "site",
                        cwd=tmp_path)
     assert done.returncode == Exit.OK, done.stderr

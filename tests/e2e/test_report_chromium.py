@@ -18,7 +18,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from helpers import TESTS
+from helpers import REPO, TESTS
 
 from torchbisect.bench.synthetic import synthetic_run
 from torchbisect.model import Channel
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.chromium
 
 DATA = TESTS / "data"
 # The real H200 recordings; synthetic fixtures of the same schema stand in until they exist.
-RECORDED = sorted((DATA / "probe").glob("h200-torch-*.json")) or sorted(
+RECORDED = sorted((REPO / "reports" / "evidence" / "hand").glob("h200-torch-*.json")) or sorted(
     (DATA / "report").glob("synthetic-h200-torch-*.json"))
 HOSTILE_ID = 'dev-"><script>window.__pwned = 6</script>'
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -44,8 +44,8 @@ def test_a_document_that_claims_another_verdict_is_stored_with_the_computed_one(
     assert f"the probe said {claimed}, but its cases roll up to {computed}" in result.raw["note"]
 
 
-def test_a_document_whose_verdict_is_its_cases_is_left_as_it_is(data_dir):
-    for path in sorted((data_dir / "probe").glob("*.json")):
+def test_a_document_whose_verdict_is_its_cases_is_left_as_it_is(repo):
+    for path in sorted((repo / "reports" / "evidence" / "hand").glob("*.json")):
         doc = json.loads(path.read_text())
         _, result, _ = interpret(ProbeOutput(json_text=path.read_text(), seconds=0.1,
                                              exit_code=Verdict(doc["verdict"]).exit_code))

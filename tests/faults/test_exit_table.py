@@ -123,7 +123,7 @@ def interrupted(folder: Path) -> str:
 
 def failed(folder: Path) -> str:
     """A bug anywhere (here: the command's own code raising) is torchbisect's failure."""
-    import torchbisect.cli.init as command
+    import torchbisect.commands.init as command
 
     def broken(args: object) -> int:
         raise RuntimeError("a bug")

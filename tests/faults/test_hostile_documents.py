@@ -44,10 +44,10 @@ def test_a_bad_document_is_an_infrastructure_failure_with_the_reason(text, reaso
     assert reason in why
 
 
-def test_details_are_capped_and_real_documents_pass(data_dir):
+def test_details_are_capped_and_real_documents_pass(repo):
     doc = gate.check_text(json.dumps(_doc(detail="y" * 100_000)))
     assert len(doc["cases"]["capture_data_ptr"]["detail"]) == gate.DETAIL_CHARS
-    for path in sorted((data_dir / "probe").glob("*.json")):
+    for path in sorted((repo / "reports" / "evidence" / "hand").glob("*.json")):
         assert gate.check_text(path.read_text()) == json.loads(path.read_text())
     mixed = {**_doc(), "env": {"driver": None, "cudnn": 91900, "cuda_available": True}}
     assert gate.check(mixed)["env"]["cudnn"] == 91900

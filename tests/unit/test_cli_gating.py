@@ -209,7 +209,7 @@ def _defaults(flag: str) -> dict[str, object]:
     found = {}
     for command in COMMANDS:
         parser = argparse.ArgumentParser()
-        importlib.import_module(f"torchbisect.cli.{command}").configure(parser)
+        importlib.import_module(f"torchbisect.commands.{command}").configure(parser)
         if any(f"--{flag}" in action.option_strings for action in parser._actions):
             found[command] = parser.get_default(flag)
     return found
@@ -252,7 +252,7 @@ def test_torchbisect_failing_is_its_own_status_never_affected(stand_in, workdir,
     def broken(*args, **kwargs):
         raise RuntimeError("something nobody expected\nsecond line")
 
-    monkeypatch.setattr("torchbisect.cli.matrix._summary", broken)
+    monkeypatch.setattr("torchbisect.commands.matrix._summary", broken)
     status = call("matrix", "--interpreter", sys.executable, "--no-report",
                   "--fail-on", "affected")
     assert status == FAILED and FAILED not in (0, 1, 2, 3, 4, 5, 125, 130)

@@ -22,7 +22,7 @@ def _flags(command: str) -> set[str]:
 
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_each_commands_gate_flags_are_those_its_module_declares(command):
-    needs = getattr(importlib.import_module(f"torchbisect.cli.{command}"), "NEEDS", Needs())
+    needs = getattr(importlib.import_module(f"torchbisect.commands.{command}"), "NEEDS", Needs())
     flags = _flags(command)
     assert ("--require-gpu" in flags) == (needs.gpu is not None)
     assert ("--wait" in flags) == bool(needs.holds)
@@ -32,7 +32,7 @@ def test_each_commands_gate_flags_are_those_its_module_declares(command):
 def test_the_gpu_runs_and_the_locks_are_where_the_issue_says():
     """matrix, probe and bisect probe on a GPU and lock their store and work folder; merge locks
     the store it writes; plan, matrix and probe plan from --matrix."""
-    needs = {c: getattr(importlib.import_module(f"torchbisect.cli.{c}"), "NEEDS", Needs())
+    needs = {c: getattr(importlib.import_module(f"torchbisect.commands.{c}"), "NEEDS", Needs())
              for c in COMMANDS}
     assert {c for c, n in needs.items() if n.gpu is not None} == {"matrix", "probe", "bisect"}
     assert {c: n.holds for c, n in needs.items() if n.holds} == {
@@ -43,7 +43,7 @@ def test_the_gpu_runs_and_the_locks_are_where_the_issue_says():
 
 def test_a_need_declared_in_a_module_is_what_main_applies(monkeypatch, tmp_path, capsys):
     """Declare a GPU need on `report` and main requires a GPU of it (exit 3 without one)."""
-    monkeypatch.setattr("torchbisect.cli.report.NEEDS", Needs(gpu=ALWAYS), raising=False)
+    monkeypatch.setattr("torchbisect.commands.report.NEEDS", Needs(gpu=ALWAYS), raising=False)
     monkeypatch.setattr("torchbisect.utils.gpus.list_gpus", lambda: [])
     monkeypatch.chdir(tmp_path)
     status = call("report", "--require-gpu")

@@ -44,7 +44,7 @@ def test_every_committed_results_json_and_recorded_probe_document_validates():
     assert tracked, "no committed results.json"
     for name in tracked:
         assert _problems("results", json.loads((REPO / name).read_text())) == [], name
-    probes = sorted((REPO / "tests" / "data" / "probe").glob("*.json"))
+    probes = sorted((REPO / "reports" / "evidence" / "hand").glob("*.json"))
     assert probes
     for path in probes:
         assert _problems("probe", json.loads(path.read_text())) == [], path.name

@@ -2,7 +2,9 @@
 
 Read from the source (the AST of every module under src/torchbisect, imports inside functions and
 under TYPE_CHECKING included), so a shortcut taken anywhere fails here, not in a review.  A new
-top-level module or package has to be put on a floor below before this passes.
+top-level module or package has to be put on a floor below before this passes.  The commands
+stand on the CLI's machinery (cli/options.py's shared flags); cli's main reaches the one command
+chosen by its name (`importlib`, as a plugin is found), which is no import of the source.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
     ("bisect", frozenset({"bisect"})),
     ("page", frozenset({"page"})),
     ("report", frozenset({"report"})),
-    ("commands", frozenset({"cli", "bench", "pages", "__main__"})),
+    ("cli", frozenset({"cli"})),
+    ("commands", frozenset({"commands", "bench", "pages", "__main__"})),
 )
 
 
@@ -155,15 +158,45 @@ def test_no_two_test_files_share_a_name():
 
 
 def test_no_two_modules_outside_cli_share_a_name():
-    """One name, one module: `errors.py` says which module it is without its folder.  cli/ is
-    the exception, its modules named after the commands (cli/matrix.py is `torchbisect matrix`)."""
+    """One name, one module: `errors.py` says which module it is without its folder.  The
+    commands are the exception, their modules named after them (commands/matrix.py is
+    `torchbisect matrix`), and cli/, whose options.py are the flags (run/options.py a run's)."""
     package = SRC / "torchbisect"
     names: dict[str, list[str]] = {}
     for path in package.rglob("*.py"):
-        if path.name != "__init__.py" and path.parent != package / "cli":
+        if path.name != "__init__.py" and path.parent not in (package / "cli",
+                                                              package / "commands"):
             names.setdefault(path.name, []).append(str(path.relative_to(package)))
     shared = {n: sorted(p) for n, p in names.items() if len(p) > 1}
     assert not shared, f"rename one module of each: {shared}"
+
+
+def paths_under_tests(path: Path) -> list[str]:
+    """The strings of a module that name a path under tests/ (`tests`, `tests/…`, `./tests/…`),
+    its docstrings aside: what it would read from there."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr)}
+    return sorted(f"{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and id(node) not in docs and re.match(r"(\./)?tests(/|$)", node.value))
+
+
+def test_no_product_module_reads_the_tests():
+    """The product stands without its tests (an installed wheel has none): reports/sample is
+    drawn from reports/evidence/hand/, no longer from tests/data/probe/ (issue 55)."""
+    found = [f"{p.relative_to(SRC)}:{line}" for p in sorted((SRC / "torchbisect").rglob("*.py"))
+             for line in paths_under_tests(p)]
+    assert not found, found
+
+
+def test_a_path_under_tests_is_found_and_a_docstring_is_not(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text('"""Drawn from tests/data/."""\nfrom pathlib import Path\n'
+                      'A = Path("tests") / "data"\nB = "tests/data/probe/*.json"\n'
+                      'C = "the tests/ folder"\n')
+    assert paths_under_tests(module) == ["3: 'tests'", "4: 'tests/data/probe/*.json'"]
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from helpers import ScriptedBackend, make_cell
 from helpers.runner_kinds import make_world
 
 from torchbisect.cli import _parse
-from torchbisect.cli import matrix as matrix_cli
+from torchbisect.commands import matrix as matrix_cli
 from torchbisect.run.matrix_run import MatrixRun
 
 

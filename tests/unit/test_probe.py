@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, TESTS, python_with_torch
+from helpers import REPO, python_with_torch
 from helpers.py38 import find_python38, runtime_typing_errors
 
 from torchbisect.model import ProbeResult, Verdict
@@ -30,7 +30,7 @@ from torchbisect.probe.scripts import probe_version
 
 SCRIPT = REPO / "probes" / "stale_replay.py"
 PROBE_SCRIPTS = sorted((REPO / "probes").glob("*.py"))
-DATA = TESTS / "data" / "probe"
+DATA = REPO / "reports" / "evidence" / "hand"
 RECORDED = sorted(DATA.glob("h200-*.json"))
 # Releases measured stale by an independent probe (shared BACKGROUND.md): their capture cases must
 # be affected in any recording; others are checked for consistency only.

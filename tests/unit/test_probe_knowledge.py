@@ -3,9 +3,10 @@
 A probe's file declares its cases, its controls, the case that decides a bisection, the cases
 judged over trials, how a case's variants are counted and which benchmark field prices its
 workaround (probe/info.py reads them with `ast`).  The packages that plan, run, store, bisect and
-draw (`bisect/`, `report/`, `cli/`, `run/`, `store/`, `probe/`) read those declarations and name
-none of them: read from the source, as tests/unit/test_layering.py reads the imports, so a case
-name written into any of them (code, comment or help text) fails here, for every shipped probe.
+draw (`bisect/`, `report/`, `cli/`, `commands/`, `run/`, `store/`, `probe/`) read those
+declarations and name none of them: read from the source, as tests/unit/test_layering.py reads
+the imports, so a case name written into any of them (code, comment or help text) fails here,
+for every shipped probe.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from helpers import REPO
 
 from torchbisect.probe.info import ProbeInfo, read_info
 
-PACKAGES = ("bisect", "report", "cli", "run", "store", "probe")
+PACKAGES = ("bisect", "report", "cli", "commands", "run", "store", "probe")
 SRC = REPO / "src" / "torchbisect"
 ADAPTER = "script.py"  # torchbisect's own adapter, not a reproducer
 

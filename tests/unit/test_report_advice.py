@@ -91,13 +91,13 @@ def test_without_a_verdict_no_release_is_called_unaffected():
     assert advice.fixes == ("no release has a verdict yet",)
 
 
-def test_the_upstream_report_and_page_come_from_matrix_yaml(tmp_path, data_dir, monkeypatch):
+def test_the_upstream_report_and_page_come_from_matrix_yaml(tmp_path, repo, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "matrix.yaml").write_text(
         "preinstalled: true\nreferences:\n"
         "  upstream: https://github.com/pytorch/pytorch/issues/123456\n"
         "  page: https://example.org/torchbisect/\n")
-    probe = str(data_dir / "probe" / "h200-torch-2.15.0.json")
+    probe = str(repo / "reports" / "evidence" / "hand" / "h200-torch-2.15.0.json")
     assert call("report", "--probe-json", probe, "--out", "out") == Exit.OK
     html = (tmp_path / "out" / "index.html").read_text()
     assert 'href="https://github.com/pytorch/pytorch/issues/123456"' in html

@@ -114,10 +114,10 @@ def test_rendered_files_are_readable_by_others_like_any_published_file(tmp_path)
         "results.schema.json", "stale_replay.py", "summary.md"]  # no temporary left over
 
 
-def test_committed_sample_matches_the_recorded_probe_documents(repo, data_dir):
-    """reports/sample/ is the README's example: it must say what tests/data/probe/ says."""
+def test_committed_sample_matches_the_recorded_probe_documents(repo):
+    """reports/sample/ is the README's example: it must say what reports/evidence/hand/ says."""
     sample = repo / "reports" / "sample" / "results.json"
-    recorded = sorted((data_dir / "probe").glob("h200-torch-*.json"))
+    recorded = sorted((repo / "reports" / "evidence" / "hand").glob("h200-torch-*.json"))
     if not sample.is_file() or not recorded:
         pytest.skip("no committed sample or no recorded probe documents")
     fresh = [(r.cell.id, r.verdict.value, {c.name: c.verdict.value for c in r.result.cases})
@@ -126,8 +126,8 @@ def test_committed_sample_matches_the_recorded_probe_documents(repo, data_dir):
                  for r in json.loads(sample.read_text())["runs"]]
     assert sorted(committed) == sorted(fresh), (
         "reports/sample/ is stale: python -m torchbisect report --probe-json "
-        "tests/data/probe/h200-torch-*.json --out reports/sample (then retake the screenshots: "
-        "python src/torchbisect/pages/chromium.py reports/sample/index.html OUT.png "
+        "reports/evidence/hand/h200-torch-*.json --out reports/sample (then retake the "
+        "screenshots: python src/torchbisect/pages/chromium.py reports/sample/index.html OUT.png "
         "1400x1000|390x844)")
 
 

@@ -170,7 +170,7 @@ def test_a_hostile_kind_or_gpu_name_stays_text(tmp_path):
 
 def test_runners_with_probe_documents_is_one_sentence(tmp_path):
     (tmp_path / "runners.yaml").write_text(RUNNERS)
-    doc = next((REPO / "tests" / "data" / "probe").glob("h200-torch-*.json"))
+    doc = next((REPO / "reports" / "evidence" / "hand").glob("h200-torch-*.json"))
     done = report(tmp_path, "--probe-json", str(doc), "--out", "site", "--runners",
                   "runners.yaml")
     assert done.returncode == Exit.MISTAKE and "--runners needs the result store" in done.stderr

@@ -8,12 +8,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import DATA
+from helpers import REPO
 from helpers.cli import call
 
 from torchbisect.exits import Exit
 
-DOC = sorted((DATA / "probe").glob("*.json"))[0]
+DOC = sorted((REPO / "reports" / "evidence" / "hand").glob("*.json"))[0]
 
 
 def _page(tmp_path: Path) -> str:

@@ -1,8 +1,9 @@
 """Command line: `python -m torchbisect <command>`; the nox sessions are thin wrappers around it.
 
-Each command lives in its own module here with `configure(parser)` and `run(args) -> int`, and
-declares what it needs as `NEEDS` (options.py's `Needs`: a GPU, the paths it locks, a plan); only
-the chosen command's module is imported, so `plan` never pays for the Docker SDK.
+Each command lives in its own module under torchbisect/commands/ with `configure(parser)` and
+`run(args) -> int`, and declares what it needs as `NEEDS` (options.py's `Needs`: a GPU, the paths
+it locks, a plan); only the chosen command's module is imported, so `plan` never pays for the
+Docker SDK.  This package is the machinery they run in: the parser, the gates, the catcher.
 `main` is the one place that turns a TorchbisectError into a one-sentence message and exit code,
 and any other exception into `Exit.FAILED` with its traceback in a file (exits.py is the table of
 statuses): a gate reading the status then never takes torchbisect's own failure for a verdict.
@@ -35,7 +36,7 @@ from ..utils.words import visible
 if TYPE_CHECKING:
     from .options import Needs
 
-# command name (also its module under torchbisect.cli) -> one-line help
+# command name (also its module under torchbisect.commands) -> one-line help
 COMMANDS = {
     "plan": "Resolve matrix.yaml into cells (wheel URL + sha256) and update the lock file.",
     "matrix": "Install and probe every cell of the plan, store results, render the report.",
@@ -80,7 +81,7 @@ def _parser(chosen: str | None) -> tuple[argparse.ArgumentParser, argparse.Argum
         if name == chosen:
             from .options import Needs
 
-            module = importlib.import_module(f"{__name__}.{name}")
+            module = importlib.import_module(f"torchbisect.commands.{name}")
             module.configure(cmd)
             needs = getattr(module, "NEEDS", Needs())
             _add_gates(cmd, needs)

@@ -1,12 +1,13 @@
 """The pages committed to this repository, each drawn again from its own data by today's code.
 
-    torchbisect pages [--check]     # what `nox -s pages` runs (cli/pages.py)
+    torchbisect pages [--check]     # what `nox -s pages` runs (commands/pages.py)
 
 A committed page is derived: `reports/h200/` from the H200 run's store (reports/evidence/
 results.sqlite, read from a copy so the evidence stays byte-identical), `reports/sample/` from the
-probe documents recorded on that H200 (tests/data/probe/).  Each is one regression's page: the
-runs of its probe (`CommittedPage.probe`) and the bisections of it, so one store of several
-probes gives a committed page per probe, each in a folder of its own.  Whenever the code that
+probe documents run by hand on that H200 (reports/evidence/hand/, beside their logs); nothing is
+read from tests/.  Each is one regression's page: the runs of its probe (`CommittedPage.probe`)
+and the bisections of it, so one store of several probes gives a committed page per probe, each
+in a folder of its own.  Whenever the code that
 draws a page changes, this regenerates them all; a page whose files differ from a fresh render in
 anything but their timestamps is rewritten (with a new screenshot when Chromium is at hand), the
 others are left alone, so a run with nothing to change changes nothing.  `--check` only says
@@ -103,8 +104,8 @@ PAGES = (
     _from_evidence("reports/h200-cumsum", probe="cumsum_64bit"),
     CommittedPage(folder="reports/docker-h200", source="reports/docker-h200/results.sqlite",
                   open_source=_store_copy("reports/docker-h200/results.sqlite")),
-    CommittedPage(folder="reports/sample", source="tests/data/probe/h200-torch-*.json",
-                  open_source=_probe_documents("tests/data/probe/h200-torch-*.json")),
+    CommittedPage(folder="reports/sample", source="reports/evidence/hand/h200-torch-*.json",
+                  open_source=_probe_documents("reports/evidence/hand/h200-torch-*.json")),
 )
 
 

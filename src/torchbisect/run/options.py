@@ -1,4 +1,4 @@
-"""What a matrix run is asked to do: `MatrixOptions`, built once from the flags (cli/matrix.py)
+"""What a matrix run is asked to do: `MatrixOptions`, built once from the flags (commands/matrix.py)
 and read, never written, by `run_matrix` (run/matrix_run.py).
 
 The values derived from the flags are here too, worked out once by the command: matrix.yaml,

@@ -29,8 +29,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..cli.options import Needs, Output
 from ..errors import ConfigError
-from .options import Needs, Output
 
 if TYPE_CHECKING:
     from ..store.db import Store
@@ -57,7 +57,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="record this CI run ($GITHUB_RUN_ID) as merged: the page then takes "
                              "it as the latest run, and says which runner kinds did not report "
                              "in it, even if none did")
-    from .options import add_json_option
+    from ..cli.options import add_json_option
 
     add_json_option(parser)
 
@@ -117,7 +117,7 @@ def _roll_call(store: Store) -> str:
 
 
 def _written(store: Store, json_target: str | None) -> int:
-    from .options import write_json
+    from ..cli.options import write_json
 
     if json_target:  # the newest runs only when asked: a merged store may be huge
         write_json(json_target, store.latest(), store.bisections())

@@ -24,6 +24,7 @@ from pathlib import Path
 from rich.console import Console
 
 from .. import defaults
+from ..cli import options as flags
 from ..config.runners import Kind, Runners
 from ..errors import ConfigError
 from ..model import CellRun, RunStatus
@@ -31,7 +32,6 @@ from ..plan.lock import lock_path
 from ..run.options import MatrixOptions
 from ..utils.console import make_console
 from ..utils.words import count
-from . import options as flags
 
 # It probes on the GPUs, writes the store and the work folder, and plans from --matrix.
 NEEDS = flags.Needs(gpu=flags.ALWAYS, holds=("store", "workdir"), plans=flags.ALWAYS)

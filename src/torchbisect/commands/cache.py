@@ -19,8 +19,8 @@ import argparse
 import sys
 
 from .. import defaults
+from ..cli import options as flags
 from ..errors import ConfigError
-from . import options as flags
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

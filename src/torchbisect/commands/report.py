@@ -1,9 +1,10 @@
 """`torchbisect report`: render index.html, results.json, summary.md and affected.json.
 
 From the result store by default; `--probe-json` renders probe documents recorded by hand (this is
-how reports/sample/ is made from the real H200 results in tests/data/probe/).  The page's upstream
-and page links come from `references:` in the matrix file, when there is one; its link to the
-repository it was built from comes from the Actions context in a workflow (report/references.py).
+how reports/sample/ is made from the real H200 results in reports/evidence/hand/).  The page's
+upstream and page links come from `references:` in the matrix file, when there is one; its link to
+the repository it was built from comes from the Actions context in a workflow
+(report/references.py).
 With `--runners runners.yaml` the page also lists each declared runner kind and whether it
 reported in the store's latest run (the matrix workflow passes it).
 
@@ -18,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..cli import options as flags
 from ..errors import ConfigError
 from ..utils.words import visible
-from . import options as flags
 
 if TYPE_CHECKING:
     from ..config.matrix import MatrixConfig

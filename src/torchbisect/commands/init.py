@@ -11,8 +11,8 @@ import argparse
 from pathlib import Path
 
 from .. import defaults
+from ..cli.options import Output
 from ..errors import ConfigError
-from .options import Output
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -33,13 +33,13 @@ from ..backends.base import BackendOptions, host_python
 from ..backends.preinstalled import with_torch_version
 from ..cells import PREINSTALLED as PREINSTALLED_ID
 from ..cells import preinstalled_cell
+from ..cli import options as flags
+from ..cli.options import add_backend_option, add_interpreter_option, add_json_option, write_json
 from ..errors import ConfigError, NoTorch
 from ..exits import Exit
 from ..model import Cell, CellRun, Channel, RunStatus
 from ..probe.scripts import available, default_probe, probe_info
 from ..utils.console import make_console, print_table
-from . import options as flags
-from .options import add_backend_option, add_interpreter_option, add_json_option, write_json
 
 if TYPE_CHECKING:
     from ..config.matrix import MatrixConfig

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import defaults
+from ..cli import options as flags
 from ..errors import ConfigError, InfraError
-from . import options as flags
 
 if TYPE_CHECKING:
     from ..config.runners import Runners

@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..cli.options import Output
 from ..config.schema import runners_schema_text
 from ..config.schema import schema_text as matrix_schema_text
 from ..exits import Exit
 from ..report.documents import SCHEMA_FILES, schema_text
-from .options import Output
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -1,5 +1,6 @@
-"""`PlanOptions`: what `torchbisect plan` is asked to do, built once from its flags by cli/plan.py
-and read, never written, by what plans and prints (plan_table.py, plan_kinds.py)."""
+"""`PlanOptions`: what `torchbisect plan` is asked to do, built once from its flags by
+commands/plan.py and read, never written, by what plans and prints (plan_table.py,
+plan_kinds.py)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ import shlex
 from .. import defaults
 from ..backends import Purpose
 from ..backends.docker_gpu import PREFLIGHT_IMAGE
-from . import options as flags
+from ..cli import options as flags
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

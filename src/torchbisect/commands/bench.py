@@ -26,8 +26,8 @@ from .. import defaults
 from ..backends.base import host_python
 from ..bench import PARTS
 from ..bench.figures import BASELINE_PROBE
+from ..cli.options import Output, add_backend_option, add_interpreter_option
 from ..errors import ConfigError
-from .options import Output, add_backend_option, add_interpreter_option
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

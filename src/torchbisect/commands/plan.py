@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from ..cli import options as flags
 from ..errors import ConfigError
 from ..plan.cost import describe, estimate
-from . import options as flags
 from .plan_options import PlanOptions
 from .plan_table import plan_one, stored_cells, stored_runs
 

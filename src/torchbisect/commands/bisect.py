@@ -20,13 +20,13 @@ from ..bisect.driver import Progress
 from ..bisect.forget import Forgotten, describe
 from ..bisect.run import BisectOptions, bisect, take_back
 from ..bisect.walk import DEFAULT_LIMIT
+from ..cli import options as flags
+from ..cli.options import add_backend_option
 from ..errors import ConfigError
 from ..exits import Exit
 from ..outcome import Direction, NightlyPoint
 from ..probe.scripts import default_probe, probe_info
 from ..report.writers.bisection_text import render_markdown, render_text
-from . import options as flags
-from .options import add_backend_option
 
 REPEAT_DEFAULT = ("--repeat 2, the default with --script: every nightly or commit judged now runs "
                   "the script twice (and the two that decide the range once more), about twice "
