@@ -40,7 +40,7 @@ def test_script_bisection_finds_the_boundary_with_commits(world, tmp_path):
     base, shas, url = world
     done = subprocess.run(cli_args(base, url, tmp_path, "--script", SCRIPT), env=env(),
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert result["last_good"]["date"] == "2025-08-13"
     assert result["first_bad"]["date"] == FIRST_BAD
@@ -88,7 +88,7 @@ def test_killed_bisection_resumes_with_the_same_answer(world, tmp_path):
     go.touch()
     done = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
                           timeout=600)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_good"]["date"], result["first_bad"]["date"]) == ("2025-08-13",
                                                                           FIRST_BAD)
@@ -104,7 +104,7 @@ def test_wrong_ends_are_one_sentence_and_exit_2(world, tmp_path):
     args[args.index("--good") + 1] = "2025-08-15"  # already bad
     done = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
                           timeout=600)
-    assert done.returncode == 2
+    assert done.returncode == Exit.MISTAKE
     error = done.stderr.strip().splitlines()[-1]
     assert error == ("torchbisect bisect: error: the --good end, the 2025-08-15 nightly "
                      "(2.10.0.dev20250815+cpu), is not good but bad: pick an older --good, or "
@@ -121,7 +121,7 @@ def test_find_fix_with_a_missing_end_date(world, tmp_path):
     args[args.index("--bad") + 1] = "2.10.0.dev20250801"
     done = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
                           timeout=600)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_bad"]["date"], result["first_good"]["date"]) == ("2025-08-21",
                                                                           "2025-08-22")

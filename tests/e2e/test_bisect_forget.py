@@ -151,7 +151,7 @@ def test_a_mistaken_verdict_is_taken_back_and_asked_again(world, tmp_path):
     args = cli_args(base, url, tmp_path, "--script", script)
     first = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
                            timeout=600)
-    assert first.returncode == 0, first.stderr
+    assert first.returncode == Exit.OK, first.stderr
     assert json.loads((tmp_path / "bisect.json").read_text())["first_bad"]["date"] == "2025-08-13"
     store = tmp_path / "results.sqlite"
     before = stored_count(store)
@@ -162,7 +162,7 @@ def test_a_mistaken_verdict_is_taken_back_and_asked_again(world, tmp_path):
     only = forgets[:good_bad] + forgets[good_bad + 4:]  # no --good/--bad: forget, then stop
     done = subprocess.run(only, env=env(), cwd=tmp_path, capture_output=True, text=True,
                           timeout=600)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "forgot 1 stored verdict(s) of 2025-08-13; the next bisection asks again:"
     assert lines[1].startswith("  row ") and "(2.10.0.dev20250813+cpu), bad, probed" in lines[1]
@@ -172,7 +172,7 @@ def test_a_mistaken_verdict_is_taken_back_and_asked_again(world, tmp_path):
 
     again = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
                            timeout=600)
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == Exit.OK, again.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_good"]["date"], result["first_bad"]["date"]) == ("2025-08-13",
                                                                           "2025-08-14")
@@ -184,11 +184,11 @@ def test_a_mistaken_verdict_is_taken_back_and_asked_again(world, tmp_path):
 
     nothing = subprocess.run(only, env=env(), cwd=tmp_path, capture_output=True, text=True,
                              timeout=600)
-    assert nothing.returncode == 0  # the new verdict of 08-13 is what it drops now
+    assert nothing.returncode == Exit.OK  # the new verdict of 08-13 is what it drops now
     wrong = [*only[:-1], "2025-07-01"]
     refused = subprocess.run(wrong, env=env(), cwd=tmp_path, capture_output=True, text=True,
                              timeout=600)
-    assert refused.returncode == 2
+    assert refused.returncode == Exit.MISTAKE
     assert refused.stderr.strip().splitlines()[-1].endswith(": nothing to forget")
 
 

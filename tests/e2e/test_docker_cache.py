@@ -21,6 +21,7 @@ from helpers import write_wheel
 from helpers.cli import torchbisect
 
 from torchbisect.backends.container import UV_CACHE
+from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -92,7 +93,7 @@ def _hold_uv_lock(volume: str):
 def test_a_docker_matrix_run_prunes_the_cache_it_filled_and_keeps_its_result(tmp_path, volume):
     _matrix_folder(tmp_path)
     code, said = _matrix(tmp_path, volume)
-    assert code == 0, said
+    assert code == Exit.OK, said
     [(name, before, after)] = PRUNED.findall(said)
     assert name == volume
     assert float(before.replace(",", "")) >= 3.0 > float(after.replace(",", "")), said
@@ -108,7 +109,7 @@ def test_a_prune_that_cannot_run_is_one_line_and_the_result_is_stored(tmp_path, 
         code, said = _matrix(tmp_path, volume, UV_LOCK_TIMEOUT="3")
     finally:
         holder.remove(force=True)
-    assert code == 0, said
+    assert code == Exit.OK, said
     [line] = [line for line in said.splitlines() if "not pruned" in line]
     assert line.startswith(f"uv cache volume {volume} not pruned (")
     assert "lock" in line and "`torchbisect cache --prune` prunes it later" in line
@@ -122,18 +123,18 @@ def test_a_prune_that_cannot_run_is_one_line_and_the_result_is_stored(tmp_path, 
         code, said = _torchbisect(tmp_path, volume, "cache", "--prune", UV_LOCK_TIMEOUT="3")
     finally:
         holder.remove(force=True)
-    assert code == 3 and said.count("\n") == 2 and "lock" in said, said
+    assert code == Exit.NO_VERDICT and said.count("\n") == 2 and "lock" in said, said
     assert said.startswith("backend: docker (no run is stored and a Docker engine answers; "), said
     code, said = _torchbisect(tmp_path, volume, "cache")
-    assert code == 0 and re.search(rf"uv cache volume {volume}: [\d.]+ MB", said), said
+    assert code == Exit.OK and re.search(rf"uv cache volume {volume}: [\d.]+ MB", said), said
     code, said = _torchbisect(tmp_path, volume, "cache", "--prune")
-    assert code == 0 and PRUNED.search(said), said
+    assert code == Exit.OK and PRUNED.search(said), said
     assert _cached_wheels(volume) == []
 
 
 def test_no_volume_is_nothing_to_prune(tmp_path, volume):
     code, said = _torchbisect(tmp_path, volume, "cache", "--prune")
-    assert code == 0, said
+    assert code == Exit.OK, said
     assert said.strip().splitlines()[-1] == (f"uv cache volume {volume} does not exist: nothing to "
                                               "prune")
     import docker

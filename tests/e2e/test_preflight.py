@@ -13,6 +13,7 @@ import pytest
 from helpers.cli import torchbisect
 
 from torchbisect.backends.docker_gpu import NO_TOOLKIT
+from torchbisect.exits import Exit
 
 IMAGE = "torchbisect/base:bookworm"  # on the host already (.ci/docker-setup.sh): nothing pulled
 no_toolkit = pytest.mark.skipif(
@@ -43,7 +44,7 @@ def _leftovers() -> list:
 def test_a_runner_whose_docker_cannot_attach_a_gpu_fails_in_one_sentence(tmp_path, how):
     """Named, named among the run's flags, or chosen because an engine answers: exit 5."""
     code, said = _preflight(tmp_path, *how)
-    assert code == 5, said
+    assert code == Exit.BACKEND_UNAVAILABLE, said
     assert said.strip().splitlines()[-1] == f"torchbisect preflight: error: {NO_TOOLKIT}"
     assert "could not select device driver" not in said
     if not how:
@@ -54,7 +55,7 @@ def test_a_runner_whose_docker_cannot_attach_a_gpu_fails_in_one_sentence(tmp_pat
 @pytest.mark.parametrize("flags", ["--backend venv --overlay", "--index-url x --script ./t.sh"])
 def test_a_run_on_the_venv_backend_has_nothing_to_check(tmp_path, flags):
     code, said = _preflight(tmp_path, f"--flags={flags}")
-    assert code == 0, said
+    assert code == Exit.OK, said
     assert "the venv backend probes on this host, not in a container" in said
 
 
@@ -64,5 +65,5 @@ def test_a_run_on_the_venv_backend_has_nothing_to_check(tmp_path, flags):
     ("--backend=podman", "unknown backend 'podman'")])
 def test_flags_the_run_would_refuse_are_refused_before_it(tmp_path, flags, error):
     code, said = _preflight(tmp_path, f"--flags={flags}")
-    assert code == 2, said
+    assert code == Exit.MISTAKE, said
     assert said.count("\n") == 1 and error in said

@@ -15,6 +15,7 @@ import pytest
 from helpers.runaway import environment, left, project, wait_until
 
 from torchbisect.errors import CommandFailed
+from torchbisect.exits import Exit
 from torchbisect.utils import proc
 
 # The daemon leaves TB_OUTLIVED only if it lives out its 30 s: a run that waited for it (the pipe
@@ -68,14 +69,14 @@ def test_a_probe_that_leaves_a_daemon_gets_its_verdict_and_a_hung_one_times_out(
     # The probe's daemon sleeps 300 s, past these runs' limit: a matrix that waited for it fails.
     done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert _runs(tmp_path / "results.sqlite") == [("dev-k0", "ok", "")]
     assert wait_until(lambda: not left(mark), GONE_S)
 
     env, mark = environment(tmp_path, "hang")
     done = subprocess.run([*argv, "--force"], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)
-    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.returncode == Exit.NO_VERDICT, done.stdout + done.stderr
     cell, status, reason = _runs(tmp_path / "results.sqlite")[-1]
     assert status == "infra_failure" and "timed out after 10 s" in reason
     assert wait_until(lambda: not left(mark), GONE_S)
@@ -108,7 +109,7 @@ def test_kill_9_of_matrix_leaves_nothing_running_and_the_rerun_rebuilds_a_broken
     env["TB_MODE"] = "daemon"
     done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert _runs(tmp_path / "results.sqlite") == [("dev-k0", "ok", "")]
 
 
@@ -158,7 +159,7 @@ def test_kill_9_during_install_stops_the_installer_and_the_rerun_succeeds(tmp_pa
 
     done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert _runs(tmp_path / "results.sqlite") == [("dev-k0", "ok", "")]
 
 

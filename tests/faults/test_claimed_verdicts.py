@@ -13,6 +13,7 @@ from helpers import make_cell, probe_doc
 from helpers.runaway import environment, project
 
 from torchbisect.backends.base import ProbeOutput
+from torchbisect.exits import Exit
 from torchbisect.model import CellRun, ProbeResult, RunStatus, Verdict
 from torchbisect.run.execute import interpret
 from torchbisect.store.db import Store
@@ -71,7 +72,7 @@ def test_matrix_fail_on_affected_sees_a_document_that_says_not_affected(tmp_path
     env, _ = environment(tmp_path, "ok")
     done = subprocess.run([*argv, "--fail-on", "affected"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=240)
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode == Exit.AFFECTED, done.stdout + done.stderr
     with Store(tmp_path / "results.sqlite") as store:
         (run,) = store.runs()
     assert run.verdict is Verdict.AFFECTED and "roll up to affected" in run.result.raw["note"]

@@ -86,7 +86,7 @@ def test_one_bad_document_fails_its_cell_and_the_others_go_on(tmp_path):
     env, _ = environment(tmp_path, "ok")
     done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=240)
-    assert done.returncode == 3, done.stdout + done.stderr  # some cells failed: infra
+    assert done.returncode == Exit.NO_VERDICT, done.stdout + done.stderr  # some cells failed: infra
     assert "Traceback" not in done.stdout + done.stderr
     with Store(tmp_path / "results.sqlite") as store:
         runs = {r.cell.id: r for r in store.runs()}

@@ -38,7 +38,7 @@ def test_links_planted_in_the_report_log_and_work_folders_are_never_written_thro
     env = {**os.environ, "TORCHBISECT_PROBES": str(tmp_path / "probes")}
     done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=300)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     for link, victim in planted.items():
         assert victim.read_text() == "precious, not torchbisect's\n", link
     for link in list(planted)[:3]:  # replaced by the file itself
