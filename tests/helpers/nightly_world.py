@@ -4,13 +4,12 @@ missing), a stand-in pytorch clone, and the command line that bisects them."""
 from __future__ import annotations
 
 import math
-import os
 import sqlite3
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from helpers import REPO, write_wheel
+from helpers import write_wheel
 from helpers.indexserver import serve
 from helpers.pytorch_clone import make_pytorch_clone
 
@@ -76,8 +75,10 @@ def cli_args(base: Path, url: str, work: Path, *extra: str) -> list[str]:
 
 
 def env() -> dict[str, str]:
-    src = str(REPO / "src")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    """This environment with the checkout's src/ first on PYTHONPATH (helpers.cli.env)."""
+    from helpers import cli  # not at the top: conftest.py imports this module
+
+    return cli.env()
 
 
 def stored_runs(work: Path) -> int:

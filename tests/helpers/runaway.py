@@ -8,12 +8,12 @@ Every process the run starts inherits `TB_MARK`, so a test can list what is stil
 from __future__ import annotations
 
 import os
-import sys
 import time
 import uuid
 from pathlib import Path
 
 from helpers import fake_torch_wheel
+from helpers.cli import command
 from torchbisect.utils import proc
 
 PROBE = '''
@@ -72,9 +72,9 @@ def project(root: Path, *, timeout: float = 120, cells: int = 1, docs=()) -> lis
         f"  - wheel: {fake_torch_wheel(root / 'wheels', f'2.99.{i}+cpu')}\n    name: k{i}\n"
         f"    overlay: true\n    env: {{TB_DOC: {docs[i]}}}\n" for i in range(cells))
     (root / "matrix.yaml").write_text(f"defaults:\n  timeout: {timeout}\ndev:\n{entries}")
-    return [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
-            "--allow-no-gpu", "--backend", "venv", "--store", "results.sqlite",
-            "--out", "reports", "--workdir", "work", "--no-report"]
+    return command("matrix", "--matrix", "matrix.yaml", "--allow-no-gpu", "--backend", "venv",
+                   "--store", "results.sqlite", "--out", "reports", "--workdir", "work",
+                   "--no-report")
 
 
 def environment(root: Path, mode: str) -> tuple[dict[str, str], str]:
