@@ -12,7 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.nightly_world import cli_args, env
+from helpers.cli import torchbisect
+from helpers.nightly_world import bisect_args
 
 from torchbisect.exits import Exit
 
@@ -36,10 +37,9 @@ def script(first_bad: str, *, skip: tuple[str, ...] = (), abort_before: str = ""
 
 def bisect(index, tmp_path: Path, command: str, *extra: str) -> subprocess.CompletedProcess:
     base, _, url = index
-    args = cli_args(base, url, tmp_path, "--script", command,
-                    "--markdown", str(tmp_path / "summary.md"), *extra)
-    return subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
+    return torchbisect(*bisect_args(base, url, tmp_path, "--script", command, "--markdown",
+                                    str(tmp_path / "summary.md"), *extra),
+                       cwd=tmp_path, timeout=600)
 
 
 def result_of(tmp_path: Path) -> dict:
@@ -140,10 +140,9 @@ def test_a_fix_hidden_by_an_unknown_says_the_first_fixed_is_one_of(world, tmp_pa
     assert "with --find-fix, --bad (2025-08-31) must be older than --good (2025-08-01)" \
         in done.stderr and "drop --find-fix" in done.stderr
     base, _, url = world
-    args = cli_args(base, url, tmp_path, "--script", fixed, "--find-fix")
+    args = bisect_args(base, url, tmp_path, "--script", fixed, "--find-fix")
     args[args.index("--good") + 1], args[args.index("--bad") + 1] = "2025-08-31", "2025-08-01"
-    done = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
+    done = torchbisect(*args, cwd=tmp_path, timeout=600)
     assert done.returncode == NOT_EXACT, done.stderr
     result = result_of(tmp_path)
     assert result["candidates"] == ["2025-08-21", "2025-08-22"] and result["exact"] is False

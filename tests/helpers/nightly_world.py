@@ -64,14 +64,19 @@ def nightly_world(tmp_path_factory):
         yield base, shas, f"{url}/"
 
 
+def bisect_args(base: Path, url: str, work: Path, *extra: str) -> list[str]:
+    """The arguments of `torchbisect bisect` over this world (for helpers.cli.torchbisect)."""
+    return ["bisect", "--good", "2025-08-01", "--bad", "20250831", "--cuda", "cpu",
+            "--python", PY, "--index-url", url, "--backend", "venv", "--store",
+            str(work / "results.sqlite"), "--workdir", str(base / "venvs"), "--repo",
+            str(base / "pytorch"), "--no-github", "--json", str(work / "bisect.json"), *extra]
+
+
 def cli_args(base: Path, url: str, work: Path, *extra: str) -> list[str]:
+    """The whole command line of `bisect_args`, for a test that starts the process itself."""
     from helpers.cli import command  # not at the top: conftest.py imports this module
 
-    return command("bisect", "--good", "2025-08-01", "--bad", "20250831", "--cuda", "cpu",
-                   "--python", PY, "--index-url", url, "--backend", "venv", "--store",
-                   str(work / "results.sqlite"), "--workdir", str(base / "venvs"), "--repo",
-                   str(base / "pytorch"), "--no-github", "--json", str(work / "bisect.json"),
-                   *extra)
+    return command(*bisect_args(base, url, work, *extra))
 
 
 def env() -> dict[str, str]:
