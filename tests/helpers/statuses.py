@@ -170,9 +170,12 @@ class _Cli:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                     and node.func.attr in ("wait", "poll"):
                 return self.holds(node.func.value, tainted)
+            if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)) \
+                    and not isinstance(node.elt, ast.Name):
+                return status(node.elt)  # `[r.returncode for r in runs] == [0, 0]`
             if isinstance(node, ast.Name):  # `code = call(…)`, `code, said = run(…)`
                 return any(node.id in names and (self.calls(value) or (
-                    not isinstance(value, ast.Name) and status(value)))
+                    isinstance(value, (ast.Attribute, ast.Call)) and status(value)))
                     for names, value in bindings)
             return self.calls(node)
 

@@ -102,7 +102,7 @@ STATUSES = """\
 import subprocess, sys
 import pytest
 from helpers.cli import call, command, invoke, one_sentence, torchbisect
-from helpers.runaway import project
+from helpers.nightly_world import cli_args
 from torchbisect.errors import ConfigError
 from torchbisect.exits import Exit
 
@@ -123,7 +123,7 @@ def test_sample(tmp_path):
     _refused(torchbisect("probe"))
     child = subprocess.Popen(command("plan"))
     assert child.wait() != 0
-    ran = subprocess.run([*project(tmp_path), "--force"])
+    ran = subprocess.run([*cli_args(tmp_path, "", tmp_path), "--force"])
     assert ran.returncode == 130
     shell = subprocess.run(["bash", "-c", f"{sys.executable} -m torchbisect plan"])
     assert shell.returncode == 0
@@ -139,6 +139,10 @@ def test_sample(tmp_path):
     assert fed.returncode == 0
     probe = subprocess.run([sys.executable, "probes/stale_replay.py"])
     assert probe.returncode in (0, 1, 125)
+    runs = [subprocess.Popen(command("matrix")) for _ in range(2)]
+    assert [r.wait() for r in runs] == [0, 0]
+    jobs = [subprocess.Popen(["nox"]) for _ in range(2)]
+    assert [j.wait() for j in jobs] == [0, 0]
 """
 
 
@@ -152,10 +156,11 @@ def test_the_status_check_sees_what_it_is_for():
         'assert (code, said) == (3, "")',  # a runner of the file's own
         "one_sentence(said, code, 2)",
         "assert child.wait() != 0",
-        "assert ran.returncode == 130",  # a helper's argv (runaway.project)
+        "assert ran.returncode == 130",  # a helper's command line (nightly_world)
         "assert shell.returncode == 0",  # a shell line
         "assert caught.value.exit_code == 2",  # torchbisect's error
-        "assert each.returncode == 0"]
+        "assert each.returncode == 0",
+        "assert [r.wait() for r in runs] == [0, 0]"]
 
 
 def test_the_checks_see_what_they_are_for(tmp_path):
