@@ -44,7 +44,7 @@ def test_the_tool_and_the_hand_loop_run_the_same_builds_in_the_same_order(tmp_pa
     assert done.returncode == Exit.OK, done.stderr
     doc = json.loads((tmp_path / "out" / "loop.json").read_text())
     tool, loop = doc["tool"], doc["loop"]
-    assert tool["exit"] == 0 and tool["answer"] == {"last_good": "2.11.0+cpu",
+    assert tool["exit"] == Exit.OK and tool["answer"] == {"last_good": "2.11.0+cpu",
                                                     "first_bad": "2.12.0+cpu"}
     assert "--repeat 1" in tool["command"] and "--overlay" in tool["command"]
     judged = [b["version"] for b in tool["builds"]]
