@@ -15,6 +15,7 @@ from helpers.cli import torchbisect
 from helpers.nightly_world import standin_wheel
 
 from torchbisect.bench import PARTS
+from torchbisect.exits import Exit
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASES = ["2.9.0", "2.9.1", "2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.0", "2.14.1"]
@@ -40,10 +41,10 @@ def test_the_tool_and_the_hand_loop_run_the_same_builds_in_the_same_order(tmp_pa
     done = _bench(tmp_path, "--loop-good", "2.9.0", "--loop-bad", "2.14.1", "--loop-index",
                   str(folder), "--loop-script", str(script), "--loop-cuda", "cpu",
                   "--loop-workdir", str(tmp_path / "work"), "--out", str(tmp_path / "out"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     doc = json.loads((tmp_path / "out" / "loop.json").read_text())
     tool, loop = doc["tool"], doc["loop"]
-    assert tool["exit"] == 0 and tool["answer"] == {"last_good": "2.11.0+cpu",
+    assert tool["exit"] == Exit.OK and tool["answer"] == {"last_good": "2.11.0+cpu",
                                                     "first_bad": "2.12.0+cpu"}
     assert "--repeat 1" in tool["command"] and "--overlay" in tool["command"]
     judged = [b["version"] for b in tool["builds"]]
@@ -70,7 +71,7 @@ def test_the_tool_and_the_hand_loop_run_the_same_builds_in_the_same_order(tmp_pa
 
 def test_the_loop_part_names_what_it_lacks(tmp_path):
     done = _bench(tmp_path, "--loop-good", "2.9.0", "--out", str(tmp_path / "out"))
-    assert done.returncode == 2
+    assert done.returncode == Exit.MISTAKE
     assert done.stderr.strip().splitlines()[-1].endswith(
         "--parts loop needs --loop-bad, --loop-index, --loop-script (the range, the folder of "
         "wheels and the reproducer both sides run)")

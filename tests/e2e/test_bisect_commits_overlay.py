@@ -20,8 +20,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, write_wheel
+from helpers import write_wheel
 from helpers.cli import call, torchbisect
+from helpers.cli import env as cli_env
 from helpers.indexserver import serve
 from helpers.pytorch_clone import _git, check_out, fast_import
 
@@ -147,7 +148,7 @@ def make_world(base: Path, commits, start_extra=None) -> tuple[Path, list[str]]:
 def bisect(base: Path, url: str, *extra: str, repo: Path | None = None, forget: str = "",
            fix: bool = False, flip: str = "", check: str = CHECK) -> subprocess.CompletedProcess:
     """`flip`: a commit on which the script, asked again, answers the other way (flaky)."""
-    env = _env()
+    env = cli_env()
     # --find-fix: the old behaviour is "broken", the fix makes torch.BROKEN true
     check = check.replace("sys.exit(1 if", "sys.exit(0 if").replace("else 0)", "else 1)") \
         if fix else check
@@ -164,11 +165,6 @@ def bisect(base: Path, url: str, *extra: str, repo: Path | None = None, forget: 
             "--json", str(base / "work" / "bisect.json"), *extra]
     (base / "work").mkdir(exist_ok=True)
     return torchbisect(*args, env=env, cwd=base / "work", timeout=600)
-
-
-def _env() -> dict[str, str]:
-    src = str(REPO / "src")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
 
 
 def runs(base: Path) -> list[str]:
@@ -342,7 +338,7 @@ def test_a_regression_in_a_python_commit_is_found_exactly(tmp_path, culprit):
     assert [f.read_text() for f in feature] == ["BROKEN = False\n"]
     # the site's OSV record opens its GIT range at the commit itself
     site = torchbisect("report", "--store", base / "work" / "results.sqlite", "--out",
-                       base / "site", env=_env(), timeout=300)
+                       base / "site", env=cli_env(), timeout=300)
     assert site.returncode == Exit.OK, site.stderr
     osv = json.loads((base / "site" / "affected.json").read_text())
     [git] = [r for r in osv["affected"][0]["ranges"] if r["type"] == "GIT"]

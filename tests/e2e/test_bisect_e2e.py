@@ -16,14 +16,14 @@ import subprocess
 import time
 
 import pytest
-from helpers.cli import torchbisect
+from helpers.cli import command, torchbisect
 from helpers.nightly_world import (  # noqa: F401 - `world` is a fixture
     DATES,
     FIRST_BAD,
     PY,
     SCRIPT,
+    bisect_args,
     bound,
-    cli_args,
     env,
     runs_now,
     search_bound,
@@ -38,9 +38,9 @@ pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not in
 @pytest.mark.slow
 def test_script_bisection_finds_the_boundary_with_commits(world, tmp_path):
     base, shas, url = world
-    done = subprocess.run(cli_args(base, url, tmp_path, "--script", SCRIPT), env=env(),
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
+    done = torchbisect(*bisect_args(base, url, tmp_path, "--script", SCRIPT), cwd=tmp_path,
+                       timeout=600)
+    assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert result["last_good"]["date"] == "2025-08-13"
     assert result["first_bad"]["date"] == FIRST_BAD
@@ -72,8 +72,8 @@ def test_killed_bisection_resumes_with_the_same_answer(world, tmp_path):
     calls.mkdir()
     gated = (f"n=$(ls {calls} | wc -l); touch {calls}/$$; "
              f"[ $n -lt 4 ] || while [ ! -e {go} ]; do sleep 0.05; done; {SCRIPT}")
-    args = cli_args(base, url, tmp_path, "--script", gated)
-    first = subprocess.Popen(args, env=env(), cwd=tmp_path, stdout=subprocess.DEVNULL,
+    args = bisect_args(base, url, tmp_path, "--script", gated)
+    first = subprocess.Popen(command(*args), env=env(), cwd=tmp_path, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 300
     while len(list(calls.iterdir())) < 5 and first.poll() is None and (
@@ -86,9 +86,8 @@ def test_killed_bisection_resumes_with_the_same_answer(world, tmp_path):
     assert not (tmp_path / "bisect.json").exists()
 
     go.touch()
-    done = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr
+    done = torchbisect(*args, cwd=tmp_path, timeout=600)
+    assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_good"]["date"], result["first_bad"]["date"]) == ("2025-08-13",
                                                                           FIRST_BAD)
@@ -100,11 +99,10 @@ def test_killed_bisection_resumes_with_the_same_answer(world, tmp_path):
 @pytest.mark.slow  # over 2 s on a 2-core machine: out of the fast loop
 def test_wrong_ends_are_one_sentence_and_exit_2(world, tmp_path):
     base, _, url = world
-    args = cli_args(base, url, tmp_path, "--script", SCRIPT)
+    args = bisect_args(base, url, tmp_path, "--script", SCRIPT)
     args[args.index("--good") + 1] = "2025-08-15"  # already bad
-    done = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 2
+    done = torchbisect(*args, cwd=tmp_path, timeout=600)
+    assert done.returncode == Exit.MISTAKE
     error = done.stderr.strip().splitlines()[-1]
     assert error == ("torchbisect bisect: error: the --good end, the 2025-08-15 nightly "
                      "(2.10.0.dev20250815+cpu), is not good but bad: pick an older --good, or "
@@ -116,12 +114,11 @@ def test_wrong_ends_are_one_sentence_and_exit_2(world, tmp_path):
 def test_find_fix_with_a_missing_end_date(world, tmp_path):
     base, _, url = world
     fixed = SCRIPT.replace("1 if d >= '20250814' else 0", "0 if d >= '20250822' else 1")
-    args = cli_args(base, url, tmp_path, "--script", fixed, "--find-fix")
+    args = bisect_args(base, url, tmp_path, "--script", fixed, "--find-fix")
     args[args.index("--good") + 1] = "2025-08-25"  # no nightly that day: widens to 08-26
     args[args.index("--bad") + 1] = "2.10.0.dev20250801"
-    done = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr
+    done = torchbisect(*args, cwd=tmp_path, timeout=600)
+    assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_bad"]["date"], result["first_good"]["date"]) == ("2025-08-21",
                                                                           "2025-08-22")

@@ -12,7 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.nightly_world import cli_args, env
+from helpers.cli import torchbisect
+from helpers.nightly_world import bisect_args
 
 from torchbisect.exits import Exit
 
@@ -36,10 +37,9 @@ def script(first_bad: str, *, skip: tuple[str, ...] = (), abort_before: str = ""
 
 def bisect(index, tmp_path: Path, command: str, *extra: str) -> subprocess.CompletedProcess:
     base, _, url = index
-    args = cli_args(base, url, tmp_path, "--script", command,
-                    "--markdown", str(tmp_path / "summary.md"), *extra)
-    return subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
+    return torchbisect(*bisect_args(base, url, tmp_path, "--script", command, "--markdown",
+                                    str(tmp_path / "summary.md"), *extra),
+                       cwd=tmp_path, timeout=600)
 
 
 def result_of(tmp_path: Path) -> dict:
@@ -86,7 +86,7 @@ def test_unknown_and_missing_dates_are_told_apart(world, tmp_path):
 def test_adjacent_tested_nightlies_are_exact_across_dates_without_one(world, tmp_path):
     """git: 'bisect run & skip: find first bad': a skip away from the change changes nothing."""
     done = bisect(world, tmp_path, script("2025-08-11", skip=("2025-08-20",)))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     result = result_of(tmp_path)
     assert result["exact"] is True and result["candidates"] == ["2025-08-11"]
     assert (result["last_good"]["date"], result["missing"]) == ("2025-08-08",
@@ -123,7 +123,7 @@ def test_an_end_where_the_script_hangs_is_no_verdict_with_a_status_of_its_own(wo
 
 def test_a_script_the_shell_cannot_find_is_named_as_the_scripts_problem(world, tmp_path):
     done = bisect(world, tmp_path, "torchbisect-no-such-command --check")
-    assert done.returncode == 2
+    assert done.returncode == Exit.MISTAKE
     error = done.stderr.strip().splitlines()[-1]
     assert error == ("torchbisect bisect: error: --script `torchbisect-no-such-command --check` "
                      "could not be run on the 2025-08-01 nightly (2.10.0.dev20250801+cpu) "
@@ -136,14 +136,13 @@ def test_a_fix_hidden_by_an_unknown_says_the_first_fixed_is_one_of(world, tmp_pa
              '[ "$TORCHBISECT_DATE" \\< 2025-08-22 ] && exit 1; exit 0')
     # --good 08-01 --bad 08-31 as given for the regression: the hint fits --find-fix
     done = bisect(world, tmp_path, fixed, "--find-fix")
-    assert done.returncode == 2
+    assert done.returncode == Exit.MISTAKE
     assert "with --find-fix, --bad (2025-08-31) must be older than --good (2025-08-01)" \
         in done.stderr and "drop --find-fix" in done.stderr
     base, _, url = world
-    args = cli_args(base, url, tmp_path, "--script", fixed, "--find-fix")
+    args = bisect_args(base, url, tmp_path, "--script", fixed, "--find-fix")
     args[args.index("--good") + 1], args[args.index("--bad") + 1] = "2025-08-31", "2025-08-01"
-    done = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
+    done = torchbisect(*args, cwd=tmp_path, timeout=600)
     assert done.returncode == NOT_EXACT, done.stderr
     result = result_of(tmp_path)
     assert result["candidates"] == ["2025-08-21", "2025-08-22"] and result["exact"] is False

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 
 import pytest
 from helpers import make_cell
-from helpers.cli import call
-from helpers.nightly_world import SCRIPT, cli_args, env
+from helpers.cli import call, torchbisect
+from helpers.nightly_world import SCRIPT, bisect_args
 
 from torchbisect.bisect.forget import Settings, describe, forget
 from torchbisect.bisect.verdicts import Rule
@@ -148,10 +147,9 @@ def test_a_mistaken_verdict_is_taken_back_and_asked_again(world, tmp_path):
     mistake = tmp_path / "MISTAKE"
     mistake.touch()  # while it exists, the script wrongly calls 08-13 bad
     script = f'[ "$TORCHBISECT_DATE" = 2025-08-13 ] && [ -e {mistake} ] && exit 1; {SCRIPT}'
-    args = cli_args(base, url, tmp_path, "--script", script)
-    first = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
-                           timeout=600)
-    assert first.returncode == 0, first.stderr
+    args = bisect_args(base, url, tmp_path, "--script", script)
+    first = torchbisect(*args, cwd=tmp_path, timeout=600)
+    assert first.returncode == Exit.OK, first.stderr
     assert json.loads((tmp_path / "bisect.json").read_text())["first_bad"]["date"] == "2025-08-13"
     store = tmp_path / "results.sqlite"
     before = stored_count(store)
@@ -160,9 +158,8 @@ def test_a_mistaken_verdict_is_taken_back_and_asked_again(world, tmp_path):
     forgets = [*args, "--forget", "2025-08-13"]
     good_bad = forgets.index("--good")
     only = forgets[:good_bad] + forgets[good_bad + 4:]  # no --good/--bad: forget, then stop
-    done = subprocess.run(only, env=env(), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr
+    done = torchbisect(*only, cwd=tmp_path, timeout=600)
+    assert done.returncode == Exit.OK, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "forgot 1 stored verdict(s) of 2025-08-13; the next bisection asks again:"
     assert lines[1].startswith("  row ") and "(2.10.0.dev20250813+cpu), bad, probed" in lines[1]
@@ -170,9 +167,8 @@ def test_a_mistaken_verdict_is_taken_back_and_asked_again(world, tmp_path):
     assert "(2025-08-12 → 2025-08-13)" in lines[2]
     assert stored_count(store) == before - 1
 
-    again = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
-                           timeout=600)
-    assert again.returncode == 0, again.stderr
+    again = torchbisect(*args, cwd=tmp_path, timeout=600)
+    assert again.returncode == Exit.OK, again.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_good"]["date"], result["first_bad"]["date"]) == ("2025-08-13",
                                                                           "2025-08-14")
@@ -182,13 +178,11 @@ def test_a_mistaken_verdict_is_taken_back_and_asked_again(world, tmp_path):
     assert stored_count(store) == before + 1
     assert f"(6 run now, {result['probes'] - 6} from the store)" in again.stdout
 
-    nothing = subprocess.run(only, env=env(), cwd=tmp_path, capture_output=True, text=True,
-                             timeout=600)
-    assert nothing.returncode == 0  # the new verdict of 08-13 is what it drops now
+    nothing = torchbisect(*only, cwd=tmp_path, timeout=600)
+    assert nothing.returncode == Exit.OK  # the new verdict of 08-13 is what it drops now
     wrong = [*only[:-1], "2025-07-01"]
-    refused = subprocess.run(wrong, env=env(), cwd=tmp_path, capture_output=True, text=True,
-                             timeout=600)
-    assert refused.returncode == 2
+    refused = torchbisect(*wrong, cwd=tmp_path, timeout=600)
+    assert refused.returncode == Exit.MISTAKE
     assert refused.stderr.strip().splitlines()[-1].endswith(": nothing to forget")
 
 

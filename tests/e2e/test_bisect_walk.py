@@ -4,13 +4,13 @@ unknowns stepped over, --find-fix forwards, and a Hypothesis property; then the 
 from __future__ import annotations
 
 import json
-import subprocess
 from datetime import date, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers.nightly_world import SCRIPT, cli_args, env
+from helpers.cli import torchbisect
+from helpers.nightly_world import SCRIPT, bisect_args
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -166,8 +166,8 @@ def unknowns(verdicts: str, asked: list[int]) -> int:
 # -- through the real command, on test_bisect_e2e's stand-in index ------------------------------
 
 
-def command(base: Path, url: str, work: Path, *extra: str) -> list[str]:
-    args = cli_args(base, url, work, *extra)
+def without_good(base: Path, url: str, work: Path, *extra: str) -> list[str]:
+    args = bisect_args(base, url, work, *extra)
     at = args.index("--good")
     return args[:at] + args[at + 2:]  # no --good
 
@@ -177,8 +177,8 @@ def test_bad_only_walks_back_then_bisects(world, tmp_path):
     base, _, url = world
     runs = tmp_path / "runs.txt"
     counted = f'echo "$TORCHBISECT_DATE" >> {runs}; {SCRIPT}'
-    done = subprocess.run(command(base, url, tmp_path, "--script", counted), env=env(),
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    done = torchbisect(*without_good(base, url, tmp_path, "--script", counted), cwd=tmp_path,
+                       timeout=600)
     assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_good"]["date"], result["first_bad"]["date"]) == ("2025-08-13",
@@ -202,10 +202,10 @@ def test_bad_only_walks_back_then_bisects(world, tmp_path):
 def test_find_fix_with_bad_only_walks_forward(world, tmp_path):
     base, _, url = world
     fixed = SCRIPT.replace("1 if d >= '20250814' else 0", "0 if d >= '20250822' else 1")
-    args = command(base, url, tmp_path, "--script", fixed, "--find-fix", "--walk-limit", "8")
+    args = without_good(base, url, tmp_path, "--script", fixed, "--find-fix", "--walk-limit",
+                        "8")
     args[args.index("--bad") + 1] = "2025-08-15"
-    done = subprocess.run(args, env=env(), cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
+    done = torchbisect(*args, cwd=tmp_path, timeout=600)
     assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert (result["last_bad"]["date"], result["first_good"]["date"]) == ("2025-08-21",

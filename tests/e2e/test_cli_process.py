@@ -32,7 +32,7 @@ def test_plan_json_dash_is_a_real_pipe_and_writes_no_file(tmp_path):
                              "print(sorted(json.load(sys.stdin)))"],
                             stdin=plan.stdout, capture_output=True, text=True)
     plan.stdout.close()
-    assert plan.wait() == 0, plan.stderr.read().decode()
+    assert plan.wait() == Exit.OK, plan.stderr.read().decode()
     assert reader.returncode == 0, reader.stderr
     assert "cells" in reader.stdout
     assert "1 cell" in plan.stderr.read().decode()  # the plan's own lines went to stderr

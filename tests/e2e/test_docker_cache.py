@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import subprocess
 import time
 import uuid
 
@@ -21,6 +22,7 @@ from helpers import write_wheel
 from helpers.cli import torchbisect
 
 from torchbisect.backends.container import UV_CACHE
+from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -52,15 +54,14 @@ def _matrix_folder(tmp_path):
         f"dev:\n  - wheel: {wheel}\n    cuda: cpu\n    name: ballast\n")
 
 
-def _torchbisect(tmp_path, volume, *argv, **env) -> tuple[int, str]:
+def _torchbisect(tmp_path, volume, *argv, **env) -> subprocess.CompletedProcess:
     done = torchbisect(*argv, cwd=tmp_path, timeout=900,
                        env_extra={"TORCHBISECT_UV_CACHE_VOLUME": volume, **env})
-    said = done.stdout + done.stderr
-    assert "Traceback" not in said
-    return done.returncode, said
+    assert "Traceback" not in done.stdout + done.stderr
+    return done
 
 
-def _matrix(tmp_path, volume, *extra, **env) -> tuple[int, str]:
+def _matrix(tmp_path, volume, *extra, **env) -> subprocess.CompletedProcess:
     return _torchbisect(tmp_path, volume, "matrix", "--matrix", "matrix.yaml", "--allow-no-gpu",
                         "--backend", "docker", "--store", "results.sqlite", "--out", "reports",
                         "--workdir", "work", "--fail-on", "none", *extra, **env)
@@ -91,8 +92,9 @@ def _hold_uv_lock(volume: str):
 
 def test_a_docker_matrix_run_prunes_the_cache_it_filled_and_keeps_its_result(tmp_path, volume):
     _matrix_folder(tmp_path)
-    code, said = _matrix(tmp_path, volume)
-    assert code == 0, said
+    done = _matrix(tmp_path, volume)
+    said = done.stdout + done.stderr
+    assert done.returncode == Exit.OK, said
     [(name, before, after)] = PRUNED.findall(said)
     assert name == volume
     assert float(before.replace(",", "")) >= 3.0 > float(after.replace(",", "")), said
@@ -105,10 +107,11 @@ def test_a_prune_that_cannot_run_is_one_line_and_the_result_is_stored(tmp_path, 
     _matrix_folder(tmp_path)
     holder = _hold_uv_lock(volume)
     try:
-        code, said = _matrix(tmp_path, volume, UV_LOCK_TIMEOUT="3")
+        done = _matrix(tmp_path, volume, UV_LOCK_TIMEOUT="3")
+        said = done.stdout + done.stderr
     finally:
         holder.remove(force=True)
-    assert code == 0, said
+    assert done.returncode == Exit.OK, said
     [line] = [line for line in said.splitlines() if "not pruned" in line]
     assert line.startswith(f"uv cache volume {volume} not pruned (")
     assert "lock" in line and "`torchbisect cache --prune` prunes it later" in line
@@ -119,21 +122,27 @@ def test_a_prune_that_cannot_run_is_one_line_and_the_result_is_stored(tmp_path, 
     # on demand: the same failure is exit 3 in one sentence; once the lock is free, it prunes
     holder = _hold_uv_lock(volume)
     try:
-        code, said = _torchbisect(tmp_path, volume, "cache", "--prune", UV_LOCK_TIMEOUT="3")
+        done = _torchbisect(tmp_path, volume, "cache", "--prune", UV_LOCK_TIMEOUT="3")
+        said = done.stdout + done.stderr
     finally:
         holder.remove(force=True)
-    assert code == 3 and said.count("\n") == 2 and "lock" in said, said
+    assert done.returncode == Exit.NO_VERDICT, said
+    assert said.count("\n") == 2 and "lock" in said, said
     assert said.startswith("backend: docker (no run is stored and a Docker engine answers; "), said
-    code, said = _torchbisect(tmp_path, volume, "cache")
-    assert code == 0 and re.search(rf"uv cache volume {volume}: [\d.]+ MB", said), said
-    code, said = _torchbisect(tmp_path, volume, "cache", "--prune")
-    assert code == 0 and PRUNED.search(said), said
+    done = _torchbisect(tmp_path, volume, "cache")
+    said = done.stdout + done.stderr
+    assert done.returncode == Exit.OK, said
+    assert re.search(rf"uv cache volume {volume}: [\d.]+ MB", said), said
+    done = _torchbisect(tmp_path, volume, "cache", "--prune")
+    said = done.stdout + done.stderr
+    assert done.returncode == Exit.OK and PRUNED.search(said), said
     assert _cached_wheels(volume) == []
 
 
 def test_no_volume_is_nothing_to_prune(tmp_path, volume):
-    code, said = _torchbisect(tmp_path, volume, "cache", "--prune")
-    assert code == 0, said
+    done = _torchbisect(tmp_path, volume, "cache", "--prune")
+    said = done.stdout + done.stderr
+    assert done.returncode == Exit.OK, said
     assert said.strip().splitlines()[-1] == (f"uv cache volume {volume} does not exist: nothing to "
                                               "prune")
     import docker

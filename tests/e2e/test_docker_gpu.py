@@ -41,7 +41,8 @@ def test_the_engine_refuses_a_gpu_in_one_sentence_and_leaves_no_container():
     client = docker.from_env()
     with pytest.raises(BackendUnavailable) as caught:
         require_gpu_support(client)
-    assert str(caught.value) == NO_TOOLKIT and caught.value.exit_code == 5
+    assert str(caught.value) == NO_TOOLKIT
+    assert caught.value.exit_code == Exit.BACKEND_UNAVAILABLE
     assert _gpu_checks(client) == []
 
 

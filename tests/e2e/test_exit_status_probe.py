@@ -114,14 +114,14 @@ def test_the_matrix_judges_each_release_by_the_script_alone(world, capsys):
 def test_bisect_find_fix_with_the_probe_and_with_the_same_file_as_script(world, capsys):
     code, result = bisect(world, "--probe", "wrong_answer")
     out = capsys.readouterr().out
-    assert code == 0, out
+    assert code == Exit.OK, out
     assert (result["last_bad"]["version"], result["first_good"]["version"]) == (
         "2.11.0+cpu", "2.12.0+cpu")
     assert result["case"] == "wrong_answer" and "--probe wrong_answer" in out
 
     code, result = bisect(world, "--script", f"python {world / 'probes' / 'wrong_answer.py'}")
     out = capsys.readouterr().out
-    assert code == 0, out
+    assert code == Exit.OK, out
     assert (result["last_bad"]["version"], result["first_good"]["version"]) == (
         "2.11.0+cpu", "2.12.0+cpu")
 

@@ -17,15 +17,13 @@ from pathlib import Path
 
 import pytest
 from helpers import IN_CI, REPO, make_cell, make_run, probe_doc, python_with_torch
-from helpers.cli import call, command
+from helpers.cli import call, torchbisect
 from helpers.indexserver import make_nightly_index, make_release_index, serve
 
 from torchbisect.exits import Exit
 from torchbisect.model import Cell, Channel, ProbeResult
 from torchbisect.net import retry
 from torchbisect.report import render_runs
-
-SRC = REPO / "src"
 
 
 @pytest.fixture
@@ -54,18 +52,14 @@ def no_torch_python(tmp_path_factory) -> str:
     return str(where / "bin" / "python")
 
 
-def run(*argv: str) -> int:
-    return call(*argv)
-
-
 def test_the_driver_note_names_a_flag_that_matrix_takes_and_it_works(served, capsys,
                                                                        no_torch_python):
-    assert run("plan", "--platform", "linux_x86_64") == Exit.OK
+    assert call("plan", "--platform", "linux_x86_64") == Exit.OK
     out = capsys.readouterr().out
     assert "pass --driver VERSION" in out
     assert "stable-2.15.0-cu130-cp312" in out  # no driver known: the newest tag is assumed
     # Follow the advice on the command the user was running: a 525 driver runs CUDA 12 only.
-    assert run("matrix", "--driver", "525.60.13", "--interpreter", no_torch_python,
+    assert call("matrix", "--driver", "525.60.13", "--interpreter", no_torch_python,
                "--cells", "stable-*,preinstalled", "--no-report") == Exit.OK
     out = capsys.readouterr().out
     assert "--driver" not in out
@@ -74,28 +68,28 @@ def test_the_driver_note_names_a_flag_that_matrix_takes_and_it_works(served, cap
 
 
 def test_plan_offline_without_a_lock_says_to_plan_first_and_that_works(served, capsys):
-    assert run("plan", "--offline", "--driver", "580.65.06") == Exit.MISTAKE
+    assert call("plan", "--offline", "--driver", "580.65.06") == Exit.MISTAKE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "there is none at matrix.lock.json" in err
     assert "run `torchbisect plan` once with network access" in err
-    assert run("plan", "--driver", "580.65.06") == Exit.OK  # the advice …
-    assert run("plan", "--offline", "--driver", "580.65.06") == Exit.OK  # … and offline works now
+    assert call("plan", "--driver", "580.65.06") == Exit.OK  # the advice …
+    assert call("plan", "--offline", "--driver", "580.65.06") == Exit.OK  # … and offline works now
     assert "stable-2.15.0-cu130-cp312" in capsys.readouterr().out
 
 
 def test_probe_of_an_unknown_cell_names_it_and_the_closest_ids(served, capsys):
     # a date the matrix does not list: said before any lock or index is read
-    assert run("probe", "nightly-20261002-cu130-cp312", "--offline") == Exit.MISTAKE
+    assert call("probe", "nightly-20261002-cu130-cp312", "--offline") == Exit.MISTAKE
     err = capsys.readouterr().err
     assert "no cell of matrix.yaml can match nightly-20261002-cu130-cp312" in err
     assert "did you mean " in err and "nightly-20261001-*" in err
     # a cell the matrix can give, offline without a lock: the lock is what is missing
-    assert run("probe", "nightly-20261001-cu130-cp312", "--offline") == Exit.MISTAKE
+    assert call("probe", "nightly-20261001-cu130-cp312", "--offline") == Exit.MISTAKE
     err = capsys.readouterr().err
     assert "cannot look up cell 'nightly-20261001-cu130-cp312'" in err and "lock file" in err
-    assert run("plan", "--driver", "580.65.06") == Exit.OK
+    assert call("plan", "--driver", "580.65.06") == Exit.OK
     capsys.readouterr()
-    assert run("probe", "nightly-20261001-cu126-cp312", "--offline") == Exit.MISTAKE
+    assert call("probe", "nightly-20261001-cu126-cp312", "--offline") == Exit.MISTAKE
     err = capsys.readouterr().err
     assert "no cell 'nightly-20261001-cu126-cp312'" in err
     assert "did you mean " in err and "nightly-20261001-cu130-cp312" in err
@@ -104,7 +98,7 @@ def test_probe_of_an_unknown_cell_names_it_and_the_closest_ids(served, capsys):
 def test_an_unreachable_index_in_bisect_points_at_its_own_flag(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(retry, "_sleep", lambda s: None)
-    assert run("bisect", "--good", "2026-10-01", "--bad", "2026-10-03", "--no-github",
+    assert call("bisect", "--good", "2026-10-01", "--bad", "2026-10-03", "--no-github",
                "--index-url", "http://127.0.0.1:9/whl/nightly/cu130/") == Exit.INDEX_UNREACHABLE
     err = capsys.readouterr().err.splitlines()[-1]
     assert "pass --index-url with a mirror" in err and "matrix.yaml" not in err
@@ -112,7 +106,7 @@ def test_an_unreachable_index_in_bisect_points_at_its_own_flag(tmp_path, capsys,
     make_nightly_index(tmp_path / "mirror", [date(2026, 10, 1), date(2026, 10, 3)],
                        pythons=(f"cp{sys.version_info.major}{sys.version_info.minor}",))
     with serve(tmp_path / "mirror") as url:
-        code = run("bisect", "--good", "2026-10-01", "--bad", "2026-10-03", "--no-github",
+        code = call("bisect", "--good", "2026-10-01", "--bad", "2026-10-03", "--no-github",
                    "--cuda", "cu130", "--index-url", f"{url}/whl/nightly/cu130/",
                    "--script", "exit 0", "--backend", "venv", "--workdir", "work")
     out = capsys.readouterr()
@@ -125,7 +119,7 @@ def test_probe_of_an_interpreter_without_torch_cannot_tell_and_stores_nothing(
     monkeypatch.chdir(tmp_path)
     for backend in ((), ("--backend", "venv"), ("--backend", "current")):
         # 125, as the probe script itself exits under that interpreter
-        assert run("probe", "--interpreter", no_torch_python, *backend) == Exit.CANNOT_TELL
+        assert call("probe", "--interpreter", no_torch_python, *backend) == Exit.CANNOT_TELL
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "has no torch" in err and "--backend venv" not in err
         assert "cannot tell: the interpreter" in err
@@ -138,14 +132,12 @@ def test_probe_advice_followed_with_an_interpreter_that_has_torch(tmp_path, no_t
     with_torch = python_with_torch("{}.{}".format(*sys.version_info[:2]))
     if with_torch is None:
         (pytest.fail if IN_CI else pytest.skip)("following the advice needs a Python with torch")
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
-    argv = command("probe", "--cases", "capture_data_ptr")
-    bad = subprocess.run([*argv, "--interpreter", no_torch_python], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=300)
+    argv = ("probe", "--cases", "capture_data_ptr")
+    bad = torchbisect(*argv, "--interpreter", no_torch_python, cwd=tmp_path, timeout=300)
     assert bad.returncode == Exit.CANNOT_TELL  # cannot tell, as the probe script says there
-    good = subprocess.run([*argv, "--interpreter", with_torch], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert good.returncode not in (2, 3, 5), good.stdout + good.stderr
+    good = torchbisect(*argv, "--interpreter", with_torch, cwd=tmp_path, timeout=300)
+    refused = (Exit.MISTAKE, Exit.NO_VERDICT, Exit.BACKEND_UNAVAILABLE)
+    assert good.returncode not in refused, good.stdout + good.stderr
     assert "without a GPU" in good.stdout or "on " in good.stdout.splitlines()[0]
     assert "on none" not in good.stdout
     assert not list(tmp_path.iterdir())  # a one-off probe stores nothing unless --store asks
@@ -200,7 +192,7 @@ def test_plan_names_an_images_torch_and_counts_in_english(capsys):
 
 def test_one_cell_is_one_cell(served, capsys):
     Path("matrix.yaml").write_text("preinstalled: true\n")
-    assert run("plan", "--driver", "580.65.06") == Exit.OK
+    assert call("plan", "--driver", "580.65.06") == Exit.OK
     assert "1 cell, 0 requested builds missing" in capsys.readouterr().out
 
 
@@ -209,7 +201,7 @@ def test_cells_selects_before_planning_and_without_a_gpu_names_the_cells_not_pro
     """The README's "start small": `--cells 'stable-2.15*'` reads only the stable indexes (the
     nightly entry cannot give such a cell, so its index is never asked), and without a GPU it
     says which selected cells it did not probe instead of probing some other torch."""
-    assert run("matrix", "--cells", "stable-2.15*", "--interpreter", no_torch_python,
+    assert call("matrix", "--cells", "stable-2.15*", "--interpreter", no_torch_python,
                "--no-report") == Exit.OK
     out = " ".join(capsys.readouterr().out.split())  # however the console wraps it
     assert "these selected cells are not probed: stable-2.15.0-cu130-cp312;" in out
@@ -228,7 +220,7 @@ def test_cells_selects_before_planning_on_the_path_that_probes(served, capsys, t
     """The same selection where cells are installed and probed (a GPU, or --allow-no-gpu): the
     nightly index is not asked either; a wheel that cannot be fetched is an infrastructure
     failure of the one selected cell."""
-    assert run("matrix", "--cells", "stable-2.15*", "--allow-no-gpu", "--backend", "venv",
+    assert call("matrix", "--cells", "stable-2.15*", "--allow-no-gpu", "--backend", "venv",
                "--workdir", str(tmp_path / "work"), "--no-report") == Exit.NO_VERDICT
     assert "stable-2.15.0-cu130-cp312" in capsys.readouterr().out
     assert served.hits and not [h for h in served.hits if h.startswith("/whl/nightly/")]
@@ -274,13 +266,13 @@ def test_an_empty_page_says_why_and_links_the_committed_examples(tmp_path, no_to
     (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("torchbisect.utils.gpus.list_gpus", lambda: [])
-    assert run("matrix", "--interpreter", no_torch_python) == Exit.OK
+    assert call("matrix", "--interpreter", no_torch_python) == Exit.OK
     page = (tmp_path / "reports" / "index.html").read_text()
     assert "No GPU is visible" in page and "has no torch" in page
     assert 'href="sample/index.html"' in page and 'href="h200/index.html"' in page
     assert "No GPU is visible" in (tmp_path / "reports" / "summary.md").read_text()
     # Another --out still links the checkout's committed pages, relative to where it is.
-    assert run("report", "--store", "reports/results.sqlite", "--out", "elsewhere/page") == Exit.OK
+    assert call("report", "--store", "reports/results.sqlite", "--out", "elsewhere/page") == Exit.OK
     page = (tmp_path / "elsewhere" / "page" / "index.html").read_text()
     assert 'href="../../reports/sample/index.html"' in page
     assert "Nothing has been probed into this store yet" in page

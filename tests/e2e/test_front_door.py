@@ -57,7 +57,7 @@ def test_ctrl_c_while_the_catcher_itself_is_imported_is_an_interruption_too(tmp_
 
     done = subprocess.run([sys.executable, "-c", hook, "plan"], env=env(), cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
-    assert (done.returncode, done.stderr) == (130, "torchbisect: interrupted\n")
+    assert (done.returncode, done.stderr) == (Exit.INTERRUPTED, "torchbisect: interrupted\n")
 
 
 def test_outside_a_project_a_matrix_files_folder_is_the_project(tmp_path):

@@ -28,9 +28,13 @@ import pytest
 from helpers import IN_CI, REPO, python_with_torch
 from helpers.indexserver import make_nightly_index, make_release_index, serve
 
+from torchbisect.exits import Exit
 from torchbisect.probe.scripts import probe_version
 
 pytestmark = pytest.mark.slow
+
+# what `torchbisect probe` may answer here: a verdict, or cannot tell (no GPU)
+ANSWERS = (Exit.OK, Exit.AFFECTED, Exit.CANNOT_TELL)
 
 
 def _need(what: str, found: str | None) -> str:
@@ -94,18 +98,19 @@ def test_the_installed_tool_probes_and_runs_a_matrix_outside_a_checkout(built, t
                               timeout=600)
 
     version = run("--version")
-    assert version.returncode == 0 and version.stdout.strip() == "torchbisect 0.1.0"
+    assert version.returncode == Exit.OK and version.stdout.strip() == "torchbisect 0.1.0"
 
     # uvx's or pipx's environment has no torch: one line says which interpreter to name
     bare = run("probe")
-    assert bare.returncode not in (0, 1) and bare.stderr.count("\n") == 1, bare.stderr
+    assert bare.returncode not in (Exit.OK, Exit.AFFECTED), bare.stderr
+    assert bare.stderr.count("\n") == 1, bare.stderr
     assert "the interpreter running torchbisect" in bare.stderr
     assert '--interpreter "$(command -v python3)"' in bare.stderr
 
     here = "{}.{}".format(*sys.version_info[:2])
     torch_python = _need(f"a Python {here} with torch", python_with_torch(here))
     probed = run("probe", "--interpreter", torch_python, "--backend", "current")
-    assert probed.returncode in (0, 1, 125), probed.stdout + probed.stderr  # a verdict, or no GPU
+    assert probed.returncode in ANSWERS, probed.stdout + probed.stderr  # a verdict, or no GPU
     assert "Traceback" not in probed.stderr
     assert not list(work.iterdir()) and not home.exists()  # a one-off probe writes nothing
     kept = run("probe", "--interpreter", torch_python, "--backend", "current",
@@ -118,25 +123,25 @@ def test_the_installed_tool_probes_and_runs_a_matrix_outside_a_checkout(built, t
     # The main job from an empty folder: the packaged matrix, results in the data folder.
     # Without a GPU only the preinstalled torch is probed, so no index is asked.
     whole = run("matrix", "--interpreter", torch_python, "--backend", "venv")
-    assert whole.returncode == 0, whole.stdout + whole.stderr
+    assert whole.returncode == Exit.OK, whole.stdout + whole.stderr
     assert "no matrix.yaml here, so torchbisect's default matrix is planned" in whole.stderr
     data = home / "torchbisect"
     assert (data / "matrix.yaml").read_text() == (REPO / "matrix.yaml").read_text()
     assert (data / "reports" / "index.html").is_file() and not list(work.iterdir())
     report = run("report")
-    assert report.returncode == 0, report.stdout + report.stderr
+    assert report.returncode == Exit.OK, report.stdout + report.stderr
     assert str(data / "reports" / "index.html") in report.stdout
     # `init` makes the folder a project: its matrix.yaml, then its own reports/
-    assert run("init").returncode == 0
+    assert run("init").returncode == Exit.OK
     assert (work / "matrix.yaml").read_text() == (REPO / "matrix.yaml").read_text()
-    assert run("init").returncode == 2  # never overwritten without --force
+    assert run("init").returncode == Exit.MISTAKE  # never overwritten without --force
     (work / "matrix.yaml").unlink()
     (work / "matrix.schema.json").unlink()
 
     (work / "small.yaml").write_text("preinstalled: true\n")
     matrix = run("matrix", "--matrix", "small.yaml", "--interpreter", torch_python,
                  "--backend", "current", "--out", "site")
-    assert matrix.returncode == 0, matrix.stdout + matrix.stderr
+    assert matrix.returncode == Exit.OK, matrix.stdout + matrix.stderr
     assert "preinstalled" in matrix.stdout and (work / "site" / "index.html").is_file()
 
     # The page's self-check, as a reader who downloaded the file beside it runs it.
@@ -185,10 +190,10 @@ def test_the_readmes_commands_run_as_written_from_an_empty_folder(built, tmp_pat
 
     check = _readme_block("Check your own torch")
     assert check[0] == "python probes/stale_replay.py"
-    assert run(check[0], cwd=REPO).returncode in (0, 1, 125)
+    assert run(check[0], cwd=REPO).returncode in (0, 1, 125)  # the probe script's own statuses
     for line in check[1:]:  # the venv's own python has no torch: one sentence, no verdict
         done = run(line)
-        assert done.returncode in (0, 1, 125) or "has no torch" in done.stderr, done.stderr
+        assert done.returncode in ANSWERS or "has no torch" in done.stderr, done.stderr
     assert not list(work.iterdir())  # a one-off probe writes nothing
 
     root = tmp_path / "site"
@@ -199,14 +204,14 @@ def test_the_readmes_commands_run_as_written_from_an_empty_folder(built, tmp_pat
                                                        ["torchbisect", "plan"],
                                                        ["torchbisect", "matrix"]]
     with serve(root) as url:
-        assert run(main_job[0]).returncode == 0
+        assert run(main_job[0]).returncode == Exit.OK
         with (work / "matrix.yaml").open("a") as matrix:
             matrix.write(f"indexes:\n  stable: {url}/whl/{{cuda}}/\n"
                          f"  test: {url}/whl/test/{{cuda}}/\n"
                          f"  nightly: {url}/whl/nightly/{{cuda}}/\n")
         planned = run(main_job[1])
-        assert planned.returncode == 0, planned.stdout + planned.stderr
+        assert planned.returncode == Exit.OK, planned.stdout + planned.stderr
         assert "stable-2.15.0-cu130-cp312" in planned.stdout
         probed = run(main_job[2])
-        assert probed.returncode == 0, probed.stdout + probed.stderr
+        assert probed.returncode == Exit.OK, probed.stdout + probed.stderr
     assert (work / "reports" / "index.html").is_file()  # init made the folder a project

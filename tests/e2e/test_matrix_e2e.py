@@ -113,22 +113,17 @@ def stand_in(tmp_path, monkeypatch, fake_probes):
     return tmp_path
 
 
-def cli(*argv: str) -> int:
-
-    return call(*argv)
-
-
 MATRIX = ("matrix", "--offline", "--no-report", "--backend", "venv", "--workdir", "work")
 
 
 def test_an_infrastructure_failure_exits_3_and_is_retried_next_run(stand_in, monkeypatch,
                                                                      capsys):
     monkeypatch.setenv("TB_FAKE_MODE", "crash")
-    assert cli(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1") == Exit.NO_VERDICT
+    assert call(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1") == Exit.NO_VERDICT
     out = capsys.readouterr().out
     assert "infra failure" in out and "probe killed by signal SIGSEGV" in out
     monkeypatch.delenv("TB_FAKE_MODE")
-    assert cli(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1") == Exit.OK
+    assert call(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1") == Exit.OK
     with Store("reports/results.sqlite") as store:
         latest = store.latest()
         assert [r.status for r in store.runs()].count(RunStatus.INFRA_FAILURE) == 2
@@ -138,9 +133,9 @@ def test_an_infrastructure_failure_exits_3_and_is_retried_next_run(stand_in, mon
 
 def test_shards_of_the_matrix_probe_each_cell_once(stand_in, capsys):
     for i in (1, 2, 3):
-        assert cli(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1", "--shard", f"{i}/3",
+        assert call(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1", "--shard", f"{i}/3",
                    "--store", f"shard{i}.sqlite") == Exit.OK
-    assert cli("merge", "all.sqlite", "shard1.sqlite", "shard2.sqlite", "shard3.sqlite",
+    assert call("merge", "all.sqlite", "shard1.sqlite", "shard2.sqlite", "shard3.sqlite",
                "missing.sqlite", "--allow-missing", "missing.sqlite") == Exit.OK
     assert "missing.sqlite: does not exist, which --allow-missing allows" in (
         capsys.readouterr().out)
@@ -154,21 +149,21 @@ def test_without_a_gpu_only_the_interpreters_torch_is_probed(stand_in, capsys):
     with open("matrix.yaml", "a") as fh:
         fh.write("indexes:\n  nightly: http://127.0.0.1:9/nightly/{cuda}/\n"
                  "nightly:\n  last: 7\n  cuda: cu130\n")
-    code = cli(*MATRIX)
+    code = call(*MATRIX)
     out = capsys.readouterr().out
     with Store("reports/results.sqlite") as store:
         probed = [r.cell.id for r in store.runs()]
     assert "No GPU is visible" in out and "--allow-no-gpu" in out
     if torch_version() is None:  # e.g. a test venv that does not see the system's torch
-        assert (code, probed) == (0, [])
+        assert (code, probed) == (Exit.OK, [])
     else:
-        assert (code, probed) == (0, ["preinstalled"])
+        assert (code, probed) == (Exit.OK, ["preinstalled"])
     assert not (stand_in / "work" / "venvs").exists()  # no wheel was installed
 
 
 def test_probe_runs_one_cell_prints_its_cases_and_stores_it(stand_in, capsys):
     # exit 125 as the probe's own: no GPU, so every case is skipped and it cannot tell
-    assert cli("probe", "dev-w1", "--offline", "--backend", "venv", "--workdir", "work",
+    assert call("probe", "dev-w1", "--offline", "--backend", "venv", "--workdir", "work",
                "--store", "reports/results.sqlite") == Exit.CANNOT_TELL
     out = capsys.readouterr().out
     assert "dev-w1: skipped" in out and "capture_data_ptr" in out
@@ -178,11 +173,11 @@ def test_probe_runs_one_cell_prints_its_cases_and_stores_it(stand_in, capsys):
 
 
 def test_configuration_mistakes_are_one_sentence_and_exit_2(stand_in, capsys):
-    assert cli(*MATRIX, "--cells", "dev-nope") == Exit.MISTAKE
+    assert call(*MATRIX, "--cells", "dev-nope") == Exit.MISTAKE
     assert "--cells: no cell of matrix.yaml can match dev-nope" in capsys.readouterr().err
-    assert cli(*MATRIX, "--shard", "4/3") == Exit.MISTAKE  # argparse's own: the usage, exit 2
+    assert call(*MATRIX, "--shard", "4/3") == Exit.MISTAKE  # argparse's own: the usage, exit 2
     assert capsys.readouterr().err.startswith("usage: torchbisect matrix ")
-    assert cli("probe", "dev-w", "--offline") == Exit.MISTAKE
+    assert call("probe", "dev-w", "--offline") == Exit.MISTAKE
     assert "; did you mean dev-w" in capsys.readouterr().err
 
 
@@ -201,10 +196,10 @@ def test_sharded_rehearsal_renders_the_same_page_as_one_run(stand_in, capsys):
     (stand_in / "matrix.yaml").write_text(text)
     run = ("matrix", "--offline", "--backend", "venv", "--workdir", "work", "--allow-no-gpu")
     for i in (1, 2, 3):
-        assert cli(*run, "--no-report", "--shard", f"{i}/3", "--store", f"s{i}.sqlite") == Exit.OK
-    assert cli("merge", "merged.sqlite", "s1.sqlite", "s2.sqlite", "s3.sqlite") == Exit.OK
-    assert cli("report", "--store", "merged.sqlite", "--out", "sharded") == Exit.OK
-    assert cli(*run, "--store", "single.sqlite", "--out", "single") == Exit.OK
+        assert call(*run, "--no-report", "--shard", f"{i}/3", "--store", f"s{i}.sqlite") == Exit.OK
+    assert call("merge", "merged.sqlite", "s1.sqlite", "s2.sqlite", "s3.sqlite") == Exit.OK
+    assert call("report", "--store", "merged.sqlite", "--out", "sharded") == Exit.OK
+    assert call(*run, "--store", "single.sqlite", "--out", "single") == Exit.OK
     capsys.readouterr()
     with Store("merged.sqlite") as merged, Store("single.sqlite") as single:
         ids = sorted(r.cell.id for r in merged.runs())

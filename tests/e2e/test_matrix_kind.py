@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers import FAKE_PROBES
-from helpers.cli import command
+from helpers.cli import command, torchbisect
 from helpers.runner_kinds import DAYS, make_world
 
 from torchbisect.exits import Exit
@@ -27,11 +27,11 @@ def world(tmp_path: Path) -> Path:
     return make_world(tmp_path / "world")
 
 
-def matrix(cwd: Path, *args: str, env: dict | None = None, **popen) -> subprocess.CompletedProcess:
-    argv = command("matrix", "--runners", "runners.yaml", "--store", "results.sqlite",
-                   "--no-report", "--workdir", "work", "--backend", "venv", *args)
-    env = {**os.environ, "TORCHBISECT_PROBES": str(FAKE_PROBES), **(env or {})}
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+def matrix(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return torchbisect("matrix", "--runners", "runners.yaml", "--store", "results.sqlite",
+                       "--no-report", "--workdir", "work", "--backend", "venv", *args, cwd=cwd,
+                       timeout=300, env_extra={"TORCHBISECT_PROBES": str(FAKE_PROBES),
+                                               **(env or {})})
 
 
 def _smi(folder: Path, name: str) -> dict:
@@ -77,9 +77,8 @@ def test_kind_flags_that_do_not_go_together(world, args, said):
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 def test_a_shard_leaves_its_attendance_even_when_interrupted(world):
-    planned = subprocess.run(command("plan", "--runners", "runners.yaml", "--kind", "H200",
-                                     "--store", "none.sqlite"),
-                             cwd=world, capture_output=True, text=True, timeout=120)
+    planned = torchbisect("plan", "--runners", "runners.yaml", "--kind", "H200", "--store",
+                          "none.sqlite", cwd=world, timeout=120)
     assert planned.returncode == Exit.OK, planned.stderr
     first = f"nightly-{DAYS[0]:%Y%m%d}-*"
     done = matrix(world, "--kind", "H200", "--allow-no-gpu", "--offline", "--cells", first,
@@ -119,16 +118,15 @@ def test_a_shard_leaves_its_attendance_even_when_interrupted(world):
 def test_a_shards_own_page_says_which_declared_kinds_reported(world):
     """Without --no-report the shard draws its page after its attendance is stored, with the
     declared kinds: this kind reported, the others never did (not a silent omission)."""
-    planned = subprocess.run(command("plan", "--runners", "runners.yaml", "--kind", "H200",
-                                     "--store", "none.sqlite"),
-                             cwd=world, capture_output=True, text=True, timeout=120)
+    planned = torchbisect("plan", "--runners", "runners.yaml", "--kind", "H200", "--store",
+                          "none.sqlite", cwd=world, timeout=120)
     assert planned.returncode == Exit.OK, planned.stderr
-    argv = command("matrix", "--runners", "runners.yaml", "--kind", "H200", "--allow-no-gpu",
-                   "--offline", "--cells", f"nightly-{DAYS[0]:%Y%m%d}-*", "--store",
-                   "results.sqlite", "--out", "site", "--workdir", "work", "--backend", "venv")
-    done = subprocess.run(argv, cwd=world, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TORCHBISECT_PROBES": str(FAKE_PROBES),
-                               "GITHUB_RUN_ID": "78", "GITHUB_RUN_ATTEMPT": "1"})
+    done = torchbisect("matrix", "--runners", "runners.yaml", "--kind", "H200", "--allow-no-gpu",
+                       "--offline", "--cells", f"nightly-{DAYS[0]:%Y%m%d}-*", "--store",
+                       "results.sqlite", "--out", "site", "--workdir", "work", "--backend", "venv",
+                       cwd=world, timeout=300,
+                       env_extra={"TORCHBISECT_PROBES": str(FAKE_PROBES), "GITHUB_RUN_ID": "78",
+                                  "GITHUB_RUN_ATTEMPT": "1"})
     assert done.returncode == Exit.OK, done.stdout + done.stderr
     kinds = {k["name"]: k for k in
              json.loads((world / "site" / "results.json").read_text())["models"]["kinds"]}

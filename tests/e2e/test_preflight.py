@@ -8,11 +8,13 @@ Container Toolkit: exactly the runner that must fail at preflight, in one senten
 from __future__ import annotations
 
 import shutil
+import subprocess
 
 import pytest
 from helpers.cli import torchbisect
 
 from torchbisect.backends.docker_gpu import NO_TOOLKIT
+from torchbisect.exits import Exit
 
 IMAGE = "torchbisect/base:bookworm"  # on the host already (.ci/docker-setup.sh): nothing pulled
 no_toolkit = pytest.mark.skipif(
@@ -20,12 +22,11 @@ no_toolkit = pytest.mark.skipif(
     reason="the NVIDIA Container Toolkit is installed here")
 
 
-def _preflight(tmp_path, *args: str) -> tuple[int, str]:
+def _preflight(tmp_path, *args: str) -> subprocess.CompletedProcess:
     done = torchbisect("preflight", "--image", IMAGE, "--workdir", tmp_path / "work", *args,
                        cwd=tmp_path, timeout=300)
-    said = done.stdout + done.stderr
-    assert "Traceback" not in said
-    return done.returncode, said
+    assert "Traceback" not in done.stdout + done.stderr
+    return done
 
 
 def _leftovers() -> list:
@@ -42,8 +43,9 @@ def _leftovers() -> list:
                                  []])
 def test_a_runner_whose_docker_cannot_attach_a_gpu_fails_in_one_sentence(tmp_path, how):
     """Named, named among the run's flags, or chosen because an engine answers: exit 5."""
-    code, said = _preflight(tmp_path, *how)
-    assert code == 5, said
+    done = _preflight(tmp_path, *how)
+    said = done.stdout + done.stderr
+    assert done.returncode == Exit.BACKEND_UNAVAILABLE, said
     assert said.strip().splitlines()[-1] == f"torchbisect preflight: error: {NO_TOOLKIT}"
     assert "could not select device driver" not in said
     if not how:
@@ -53,8 +55,9 @@ def test_a_runner_whose_docker_cannot_attach_a_gpu_fails_in_one_sentence(tmp_pat
 
 @pytest.mark.parametrize("flags", ["--backend venv --overlay", "--index-url x --script ./t.sh"])
 def test_a_run_on_the_venv_backend_has_nothing_to_check(tmp_path, flags):
-    code, said = _preflight(tmp_path, f"--flags={flags}")
-    assert code == 0, said
+    done = _preflight(tmp_path, f"--flags={flags}")
+    said = done.stdout + done.stderr
+    assert done.returncode == Exit.OK, said
     assert "the venv backend probes on this host, not in a container" in said
 
 
@@ -63,6 +66,7 @@ def test_a_run_on_the_venv_backend_has_nothing_to_check(tmp_path, flags):
     ("--backend 'venv", "No closing quotation"),
     ("--backend=podman", "unknown backend 'podman'")])
 def test_flags_the_run_would_refuse_are_refused_before_it(tmp_path, flags, error):
-    code, said = _preflight(tmp_path, f"--flags={flags}")
-    assert code == 2, said
+    done = _preflight(tmp_path, f"--flags={flags}")
+    said = done.stdout + done.stderr
+    assert done.returncode == Exit.MISTAKE, said
     assert said.count("\n") == 1 and error in said

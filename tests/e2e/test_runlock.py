@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import command
 
+from torchbisect.exits import Exit
 from torchbisect.utils.runlock import lock_path
 
 pytest.importorskip("torch", reason="the preinstalled cell needs this interpreter to have torch")
@@ -97,14 +98,14 @@ def test_a_second_run_names_the_holder_and_exits_3_without_touching_anything(sit
     try:
         _holding(folder, first)
         second = _run(folder, env)
-        assert second.returncode == 3, second.stderr
+        assert second.returncode == Exit.NO_VERDICT, second.stderr
         [line] = second.stderr.strip().splitlines()
         assert f"pid {first.pid}" in line and "torchbisect matrix" in line and "--wait" in line
         assert "results.sqlite" in line
     finally:
         (folder / "go").touch()
         out = first.communicate(timeout=WAIT_S)[0]
-    assert first.returncode == 0, out
+    assert first.returncode == Exit.OK, out
     assert _rows(folder / "results.sqlite") == ["preinstalled"]
     assert not lock_path(folder / "results.sqlite").exists()  # released and removed
 
@@ -116,7 +117,7 @@ def test_the_same_workdir_under_another_store_is_held_too(site):
     try:
         _holding(folder, first)
         second = _run(folder, env, store="other.sqlite")
-        assert second.returncode == 3, second.stderr
+        assert second.returncode == Exit.NO_VERDICT, second.stderr
         assert f"work is in use by another run (pid {first.pid}" in second.stderr
         assert not (folder / "other.sqlite").exists()
     finally:
@@ -139,7 +140,7 @@ def test_wait_queues_behind_the_holder_and_stores_no_duplicate(site):
         (folder / "go").touch()
         first.communicate(timeout=WAIT_S)
     rest = second.communicate(timeout=WAIT_S)[0]
-    assert first.returncode == 0 and second.returncode == 0, rest
+    assert first.returncode == Exit.OK and second.returncode == Exit.OK, rest
     assert "1 probed now" not in rest  # the verdict the first run stored was reused
     assert _rows(folder / "results.sqlite") == ["preinstalled"]
 
@@ -153,5 +154,5 @@ def test_a_holder_killed_with_sigkill_releases_the_store(site):
     first.communicate(timeout=WAIT_S)
     (folder / "go").touch()
     second = _run(folder, env)
-    assert second.returncode == 0, second.stdout + second.stderr
+    assert second.returncode == Exit.OK, second.stdout + second.stderr
     assert _rows(folder / "results.sqlite") == ["preinstalled"]

@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 from helpers import make_cell, probe_doc
-from helpers.cli import call, one_sentence
-from helpers.nightly_world import cli_args, env
+from helpers.cli import call, one_sentence, torchbisect
+from helpers.nightly_world import bisect_args, cli_args, env
 from helpers.runaway import wait_until
 
 from torchbisect.bisect.verdicts import Rule, ScriptAborted, check_script_run
@@ -113,9 +113,9 @@ FLAKY = ("python -c \"import os, sys, torch; d = torch.__version__.split('dev')[
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 def test_a_flaky_script_is_reported_instead_of_a_confident_range(world, tmp_path):
     base, _, url = world
-    run_env = {**env(), "TB_COUNTER": str(tmp_path / "counter")}
-    done = subprocess.run(cli_args(base, url, tmp_path, "--script", FLAKY, "--repeat", "3"),
-                          env=run_env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    done = torchbisect(*bisect_args(base, url, tmp_path, "--script", FLAKY, "--repeat", "3"),
+                       cwd=tmp_path, timeout=600,
+                       env_extra={"TB_COUNTER": str(tmp_path / "counter")})
     assert done.returncode == Exit.FLAKY == 7, done.stdout + done.stderr  # 1 is "affected" only
     last = done.stderr.strip().splitlines()[-1]
     # every verdict is asked again at once, and the asking stops at the first different answer

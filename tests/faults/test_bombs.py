@@ -12,6 +12,7 @@ import pytest
 from helpers import make_run
 from helpers.cli import torchbisect
 
+from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 from torchbisect.store.runs import run_to_json
 
@@ -36,7 +37,7 @@ def _torchbisect(*args: str, cwd, timeout: float = 120) -> subprocess.CompletedP
 
 def _one_sentence(done: subprocess.CompletedProcess, *parts: str) -> None:
     err = done.stderr.strip()
-    assert done.returncode == 2, err
+    assert done.returncode == Exit.MISTAKE, err
     assert "Traceback" not in err and err.count("\n") == 0, err
     for part in parts:
         assert part in err, err
@@ -103,7 +104,7 @@ def _peak_mb(cwd, *args: str) -> float:
     """`torchbisect ARGS` in a process of its own; the peak of its resident memory, in MB."""
     done = subprocess.run([sys.executable, "-c", MEASURED, *args], cwd=cwd, capture_output=True,
                           text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     return int(done.stderr.rsplit("maxrss_kb", 1)[1].split()[0]) / 1024
 
 

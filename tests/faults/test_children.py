@@ -12,9 +12,11 @@ import time
 import uuid
 
 import pytest
+from helpers.cli import command, torchbisect
 from helpers.runaway import environment, left, project, wait_until
 
 from torchbisect.errors import CommandFailed
+from torchbisect.exits import Exit
 from torchbisect.utils import proc
 
 # The daemon leaves TB_OUTLIVED only if it lives out its 30 s: a run that waited for it (the pipe
@@ -66,16 +68,14 @@ def test_a_probe_that_leaves_a_daemon_gets_its_verdict_and_a_hung_one_times_out(
     argv = project(tmp_path, timeout=10)
     env, mark = environment(tmp_path, "daemon")
     # The probe's daemon sleeps 300 s, past these runs' limit: a matrix that waited for it fails.
-    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = torchbisect(*argv, cwd=tmp_path, env=env, timeout=120)
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert _runs(tmp_path / "results.sqlite") == [("dev-k0", "ok", "")]
     assert wait_until(lambda: not left(mark), GONE_S)
 
     env, mark = environment(tmp_path, "hang")
-    done = subprocess.run([*argv, "--force"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 3, done.stdout + done.stderr
+    done = torchbisect(*argv, "--force", cwd=tmp_path, env=env, timeout=120)
+    assert done.returncode == Exit.NO_VERDICT, done.stdout + done.stderr
     cell, status, reason = _runs(tmp_path / "results.sqlite")[-1]
     assert status == "infra_failure" and "timed out after 10 s" in reason
     assert wait_until(lambda: not left(mark), GONE_S)
@@ -84,7 +84,7 @@ def test_a_probe_that_leaves_a_daemon_gets_its_verdict_and_a_hung_one_times_out(
 def _start_hung_run(tmp_path, mode="hang"):
     argv = project(tmp_path)
     env, mark = environment(tmp_path, mode)
-    child = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+    child = subprocess.Popen(command(*argv), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     started = tmp_path / "probe-started"
     assert wait_until(started.exists, 60), "the probe never started"
@@ -106,9 +106,8 @@ def test_kill_9_of_matrix_leaves_nothing_running_and_the_rerun_rebuilds_a_broken
     (venv / "bin" / "python").unlink()
     (venv / "bin" / "python").write_text("#!/bin/sh\nexit 99\n")
     env["TB_MODE"] = "daemon"
-    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = torchbisect(*argv, cwd=tmp_path, env=env, timeout=120)
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert _runs(tmp_path / "results.sqlite") == [("dev-k0", "ok", "")]
 
 
@@ -146,7 +145,7 @@ def test_kill_9_during_install_stops_the_installer_and_the_rerun_succeeds(tmp_pa
     junk, installing = tmp_path / "junk", tmp_path / "installing"
     slow = {**env, "PATH": f"{wrapper.parent}:{env['PATH']}", "TB_JUNK": str(junk),
             "TB_INSTALLING": str(installing)}
-    child = subprocess.Popen(argv, cwd=tmp_path, env=slow, stdout=subprocess.DEVNULL,
+    child = subprocess.Popen(command(*argv), cwd=tmp_path, env=slow, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     assert wait_until(installing.exists, 60), "the install never started"
     child.send_signal(signal.SIGKILL)
@@ -156,9 +155,8 @@ def test_kill_9_during_install_stops_the_installer_and_the_rerun_succeeds(tmp_pa
     time.sleep(0.3)
     assert junk.stat().st_size == size  # nothing writes any more
 
-    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = torchbisect(*argv, cwd=tmp_path, env=env, timeout=120)
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert _runs(tmp_path / "results.sqlite") == [("dev-k0", "ok", "")]
 
 

@@ -11,6 +11,8 @@ import pytest
 from helpers.cli import command
 from helpers.runaway import environment, project, wait_until
 
+from torchbisect.exits import Exit
+
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
@@ -53,9 +55,9 @@ def test_two_docker_runs_sharing_a_workdir_give_no_false_failures(tmp_path):
     env, _ = environment(tmp_path, "daemon")
     argv[argv.index("venv")] = "docker"
     # one run at a time per store and workdir (runlock): the second queues with --wait
-    runs = [subprocess.Popen([*argv, "--force", "--wait"], cwd=tmp_path, env=env, text=True,
+    runs = [subprocess.Popen(command(*argv, "--force", "--wait"), cwd=tmp_path, env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(2)]
     outputs = [r.communicate(timeout=600)[0] for r in runs]
-    assert [r.returncode for r in runs] == [0, 0], "\n".join(outputs)
+    assert [r.returncode for r in runs] == [Exit.OK, Exit.OK], "\n".join(outputs)
     with Store(tmp_path / "results.sqlite") as store:
         assert [r.status.value for r in store.runs()] == ["ok"] * 4

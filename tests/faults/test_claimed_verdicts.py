@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 
 import pytest
 from helpers import make_cell, probe_doc
+from helpers.cli import torchbisect
 from helpers.runaway import environment, project
 
 from torchbisect.backends.base import ProbeOutput
+from torchbisect.exits import Exit
 from torchbisect.model import CellRun, ProbeResult, RunStatus, Verdict
 from torchbisect.run.execute import interpret
 from torchbisect.store.db import Store
@@ -69,9 +70,8 @@ def test_a_stored_document_that_claims_another_verdict_is_read_as_computed(tmp_p
 def test_matrix_fail_on_affected_sees_a_document_that_says_not_affected(tmp_path):
     argv = project(tmp_path, docs=["liar"])
     env, _ = environment(tmp_path, "ok")
-    done = subprocess.run([*argv, "--fail-on", "affected"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=240)
-    assert done.returncode == 1, done.stdout + done.stderr
+    done = torchbisect(*argv, "--fail-on", "affected", cwd=tmp_path, env=env, timeout=240)
+    assert done.returncode == Exit.AFFECTED, done.stdout + done.stderr
     with Store(tmp_path / "results.sqlite") as store:
         (run,) = store.runs()
     assert run.verdict is Verdict.AFFECTED and "roll up to affected" in run.result.raw["note"]

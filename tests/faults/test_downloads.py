@@ -19,13 +19,6 @@ PATH = "/whl/cpu/torch-2.98.1%2Bcpu-cp311-cp311-linux_x86_64.whl"
 BODY = os.urandom(3 * 1024 * 1024 + 17)
 
 
-@pytest.fixture
-def waits(monkeypatch):
-    taken: list[float] = []
-    monkeypatch.setattr(retry, "_sleep", taken.append)
-    return taken
-
-
 def _download(server, tmp_path, **kw):
     return wheels.download(server.url + PATH, tmp_path / "downloads", log=tmp_path / "log", **kw)
 
@@ -85,15 +78,13 @@ def test_progress_shows_bytes_and_rate(tmp_path, waits, capsys):
     assert "MB/s), sha256" in (tmp_path / "log").read_text()
 
 
-def test_an_index_page_waits_for_retry_after_too(monkeypatch):
-    taken: list[float] = []
-    monkeypatch.setattr(retry, "_sleep", taken.append)
+def test_an_index_page_waits_for_retry_after_too(waits):
     page_text = page(["/whl/cpu/torch-2.98.1%2Bcpu-cp311-cp311-linux_x86_64.whl"])
     script = [("status", 429, {"Retry-After": "4"}), ("status", 503)]
     with HostileServer({"/whl/cpu/torch/": page_text}, script=script) as server:
         found = index.fetch_wheels(f"{server.url}/whl/cpu/", backoff=0.5)
     assert [w.version for w in found] == ["2.98.1+cpu"]
-    assert 3.2 <= taken[0] <= 4.8 and 0.8 <= taken[1] <= 1.2  # told 4 s; then 0.5 * 2
+    assert 3.2 <= waits[0] <= 4.8 and 0.8 <= waits[1] <= 1.2  # told 4 s; then 0.5 * 2
 
 
 def test_plan_hash_resumes_a_dropped_download_too(monkeypatch):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import FAKE_PROBES, fake_torch_wheel, make_cell, make_run, write_wheel
 from helpers.cli import call, command, env, one_sentence, torchbisect
-from helpers.nightly_world import FIRST_BAD, SCRIPT, cli_args
+from helpers.nightly_world import FIRST_BAD, SCRIPT, bisect_args
 
 from torchbisect.exits import MEANINGS, Exit
 from torchbisect.store.db import Store
@@ -141,8 +141,8 @@ def failed(folder: Path) -> str:
 
 def _bisect(world, folder: Path, script: str, *extra: str) -> subprocess.CompletedProcess:
     base, _, url = world
-    return subprocess.run([*cli_args(base, url, folder, "--script", script), *extra],
-                          cwd=folder, env=env(), capture_output=True, text=True, timeout=600)
+    return torchbisect(*bisect_args(base, url, folder, "--script", script), *extra, cwd=folder,
+                       timeout=600)
 
 
 def flaky(world, folder: Path) -> str:

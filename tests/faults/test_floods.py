@@ -11,6 +11,7 @@ import sys
 import pytest
 from helpers import fake_torch_wheel
 
+from torchbisect.exits import Exit
 from torchbisect.utils import proc
 
 FLOOD_MB = 300
@@ -51,7 +52,7 @@ def test_a_probe_printing_hundreds_of_megabytes_leaves_a_bounded_log_and_memory(
         [sys.executable, "-c", MEASURED, "matrix", "--matrix", "matrix.yaml", "--allow-no-gpu",
          "--backend", "venv", "--store", "results.sqlite", "--out", "reports", "--workdir",
          "work"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
     log = tmp_path / "reports" / "logs" / "dev-flood.log"
     assert log.stat().st_size < 3 * proc.KEEP_BYTES  # head + tail + the install's lines
     text = log.read_text()

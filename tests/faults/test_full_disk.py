@@ -58,7 +58,7 @@ def fill(folder: Path) -> None:
 
 def one_sentence(done: subprocess.CompletedProcess, folder: Path) -> str:
     err = done.stderr.strip().splitlines()[-1]
-    assert done.returncode == 3, done.stderr
+    assert done.returncode == Exit.NO_VERDICT, done.stderr
     assert "Traceback" not in done.stderr and "damaged" not in done.stderr, done.stderr
     assert f"{folder}: no space left on device" in err or f"{folder}: file too large" in err, err
     return err
@@ -164,10 +164,9 @@ def test_a_full_disk_under_the_logs_or_the_work_folder_is_one_sentence(disk, tmp
         else:  # the run starts; the venv's files do not fit (the installer says ENOSPC)
             (disk / "filler").write_bytes(b"\0" * (1024 * 1024 - 60 * 1024))
         named = disk
-    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = torchbisect(*argv, cwd=tmp_path, env=env, timeout=300)
     err = done.stderr.strip().splitlines()[-1]
-    assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == Exit.NO_VERDICT and "Traceback" not in done.stderr, done.stderr
     assert "no space left on device" in err and str(named) in err, err
 
 

@@ -7,10 +7,7 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
-
 from torchbisect.bisect.commits import CommitLookup
-from torchbisect.net import retry
 
 NIGHTLY, MAIN = "a" * 40, "b" * 40
 
@@ -49,13 +46,6 @@ class _GitHub:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
-
-
-@pytest.fixture
-def waits(monkeypatch):
-    taken = []
-    monkeypatch.setattr(retry, "_sleep", taken.append)
-    return taken
 
 
 def test_the_token_is_sent_and_server_errors_are_retried(monkeypatch, waits):

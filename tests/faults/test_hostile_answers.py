@@ -16,6 +16,7 @@ from helpers.cli import command
 from helpers.loopback import Peer
 
 from torchbisect.errors import IndexUnreachable
+from torchbisect.exits import Exit
 from torchbisect.index import fetch as index
 from torchbisect.model import Channel
 from torchbisect.net import retry
@@ -91,7 +92,7 @@ def _github(issues_answer, created=b'{"number": 1}'):
 def test_an_answer_of_the_wrong_shape_is_one_sentence(tmp_path, answer, said):
     with _github(answer) as github:
         code, out, err, _ = _notify(tmp_path, f"{github.url}/api")
-    assert code == 3 and "Traceback" not in err
+    assert code == Exit.NO_VERDICT and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and said in err
     assert [s.method for s in github.seen] == ["GET"]  # nothing written on a doubtful answer
 
@@ -99,7 +100,7 @@ def test_an_answer_of_the_wrong_shape_is_one_sentence(tmp_path, answer, said):
 def test_an_opened_issue_without_a_number_is_one_sentence(tmp_path):
     with _github(b"[]", created=b'{"number": null}') as github:
         code, _, err, _ = _notify(tmp_path, f"{github.url}/api")
-    assert code == 3 and "did not say its number" in err and "Traceback" not in err
+    assert code == Exit.NO_VERDICT and "did not say its number" in err and "Traceback" not in err
 
 
 def test_a_600_mb_answer_is_not_read_past_32_mb(tmp_path):
@@ -107,7 +108,7 @@ def test_a_600_mb_answer_is_not_read_past_32_mb(tmp_path):
         return 200, {}, (b"[" + b" " * (1 << 20) for _ in range(600))
     with _github(flood) as github:
         code, _, err, peak = _notify(tmp_path, f"{github.url}/api")
-    assert code == 3 and "over the bound of 32 MB" in err and "Traceback" not in err
+    assert code == Exit.NO_VERDICT and "over the bound of 32 MB" in err and "Traceback" not in err
     assert github.sent < 100 * 2**20 and peak < 1 << 30
 
 
@@ -121,8 +122,8 @@ def test_a_hand_edited_state_marker_is_a_note_and_is_written_anew(tmp_path):
         return 200, {}, json.dumps([issue]).encode()
     with Peer(api) as github:
         code, out, err, _ = _notify(tmp_path, f"{github.url}/api")
-        assert code == 0, err
+        assert code == Exit.OK, err
         assert "note: the state marker in issue #4 is not one torchbisect wrote" in out
         assert [s.method for s in github.seen] == ["GET", "PATCH"]  # repaired, no comment
         code, out, err, _ = _notify(tmp_path, f"{github.url}/api")
-    assert code == 0 and "status issue #4: unchanged" in out and "note:" not in out
+    assert code == Exit.OK and "status issue #4: unchanged" in out and "note:" not in out

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 
 import pytest
 from helpers import make_cell, probe_doc
@@ -84,9 +83,8 @@ def test_one_bad_document_fails_its_cell_and_the_others_go_on(tmp_path):
     argv = project(tmp_path, cells=5, docs=["ok", "nested", "huge", "badtypes", "longdetail"])
     argv.remove("--no-report")
     env, _ = environment(tmp_path, "ok")
-    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=240)
-    assert done.returncode == 3, done.stdout + done.stderr  # some cells failed: infra
+    done = torchbisect(*argv, cwd=tmp_path, env=env, timeout=240)
+    assert done.returncode == Exit.NO_VERDICT, done.stdout + done.stderr  # some cells failed: infra
     assert "Traceback" not in done.stdout + done.stderr
     with Store(tmp_path / "results.sqlite") as store:
         runs = {r.cell.id: r for r in store.runs()}

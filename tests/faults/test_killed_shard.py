@@ -143,7 +143,7 @@ def test_the_workflows_copy_step_uploads_one_file_with_every_committed_run(kille
     command = copy["run"].replace("nox -s merge --", f"{sys.executable} -m torchbisect merge")
     done = subprocess.run(["bash", "-c", command], cwd=workspace, capture_output=True, text=True,
                           env={**os.environ, "RUNNER_TEMP": str(temp)}, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert sorted(p.name for p in workspace.iterdir()) == ["shard.sqlite"]  # no -wal beside it
 
     artifact = tmp_path / "shards" / "store-shard-H200-1"
@@ -161,5 +161,5 @@ def test_the_copy_step_of_a_shard_that_never_ran_uploads_an_empty_store(tmp_path
     command = copy["run"].replace("nox -s merge --", f"{sys.executable} -m torchbisect merge")
     done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True,
                           env={**os.environ, "RUNNER_TEMP": str(tmp_path / "temp")}, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert _count(tmp_path / "shard.sqlite") == 0

@@ -25,7 +25,7 @@ PRECIOUS = "precious, not torchbisect's\n"
 
 def refused(done: subprocess.CompletedProcess, *words: str) -> None:
     lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1, done.stdout + done.stderr
+    assert done.returncode == Exit.MISTAKE and len(lines) == 1, done.stdout + done.stderr
     assert all(word in lines[0] for word in words), lines[0]
 
 

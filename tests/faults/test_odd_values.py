@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from helpers.cli import call, torchbisect
 
+from torchbisect.exits import Exit
+
 RUNNERS = ("kinds:\n  - name: {name}\n    gpu: NVIDIA H200\n    labels: [self-hosted, {label}]\n"
            "    platform: linux_x86_64\n    driver: \"580.95.05\"\n")
 MATRIX = "defaults:\n  cuda: {value}\nnightly:\n  last: 3\n"
@@ -40,7 +42,7 @@ def _child(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def _one_sentence(done: subprocess.CompletedProcess, *said: str) -> None:
-    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.returncode == Exit.MISTAKE, done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr and "itself failed" not in lines[0]
     for text in said:
@@ -92,7 +94,7 @@ def test_a_control_or_invisible_character_is_one_sentence_with_its_line(cli, nam
 def test_a_bom_at_the_start_and_ordinary_unicode_are_accepted(cli):
     done = _plan_runners(cli, "\ufeff# Grüße, 東京\n" + RUNNERS.format(name="H200",
                                                                            label="h200"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
 
 
 @pytest.mark.parametrize("length", [65, 250, 300])
@@ -107,7 +109,7 @@ def test_a_name_too_long_for_a_file_name_is_one_sentence(cli, length):
 
 def test_a_name_of_64_characters_is_accepted(cli):
     done = _plan_runners(cli, RUNNERS.format(name="K" * 64, label="h200"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == Exit.OK, done.stderr
 
 
 @pytest.mark.parametrize("entry", ["last: 99999999", "last: 99999999999999999999",

@@ -5,7 +5,6 @@ append or a lock file refuses it with one sentence; the link's target is never t
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -36,9 +35,8 @@ def test_links_planted_in_the_report_log_and_work_folders_are_never_written_thro
     for link, victim in planted.items():
         _plant(link, victim)
     env = {**os.environ, "TORCHBISECT_PROBES": str(tmp_path / "probes")}
-    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
+    done = torchbisect(*argv, cwd=tmp_path, env=env, timeout=300)
+    assert done.returncode == Exit.OK, done.stderr
     for link, victim in planted.items():
         assert victim.read_text() == "precious, not torchbisect's\n", link
     for link in list(planted)[:3]:  # replaced by the file itself

@@ -18,18 +18,11 @@ from torchbisect.backends import wheels
 from torchbisect.bisect.commits import CommitLookup
 from torchbisect.errors import IndexUnreachable, InfraError
 from torchbisect.index import fetch as index
-from torchbisect.net import Deadlines, retry
+from torchbisect.net import Deadlines
 from torchbisect.net.github import GitHub, GitHubError
 
 QUICK = Deadlines(connect=2, idle=2, total=1)
 WHEEL = "/whl/torch-2.98.1%2Bcpu-cp311-cp311-linux_x86_64.whl"
-
-
-@pytest.fixture(autouse=True)
-def waits(monkeypatch):
-    taken: list[float] = []
-    monkeypatch.setattr(retry, "_sleep", taken.append)
-    return taken
 
 
 def _trickle(data: bytes, every: float = 0.25):

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 from helpers import ScriptedBackend, make_cell, make_run
-from helpers.cli import one_sentence, torchbisect
+from helpers.cli import command, one_sentence, torchbisect
 from helpers.runaway import environment, project
 
 from torchbisect.exits import Exit
@@ -82,10 +82,10 @@ def test_two_runs_sharing_a_workdir_and_store_give_no_false_failures(tmp_path):
     test_runlock.py); both end well and each stores its own runs."""
     argv = project(tmp_path, cells=3)
     env, _ = environment(tmp_path, "daemon")
-    runs = [subprocess.Popen([*argv, "--force", "--wait"], cwd=tmp_path, env=env, text=True,
+    runs = [subprocess.Popen(command(*argv, "--force", "--wait"), cwd=tmp_path, env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(2)]
     outputs = [r.communicate(timeout=240)[0] for r in runs]
-    assert [r.returncode for r in runs] == [0, 0], "\n".join(outputs)
+    assert [r.returncode for r in runs] == [Exit.OK, Exit.OK], "\n".join(outputs)
     with Store(tmp_path / "results.sqlite") as store:
         assert {r.status.value for r in store.runs()} == {"ok"}
         assert len(store.runs()) == 6
@@ -136,13 +136,13 @@ def test_a_damaged_store_is_one_sentence_and_is_never_modified(tmp_path, kind):
     commands = [["report", "--store", str(store), "--out", str(tmp_path / "out")],
                 ["merge", str(tmp_path / "merged.sqlite"), str(store)],
                 ["matrix", "--store", str(store), "--no-report"]]
-    for command in commands:
-        done = torchbisect(*command, cwd=tmp_path, timeout=120)
-        lines = [one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command=command[0])]
+    for args in commands:
+        done = torchbisect(*args, cwd=tmp_path, timeout=120)
+        lines = [one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command=args[0])]
         assert "Traceback" not in done.stdout and str(store) in lines[0], lines
         assert any(what_to_do in lines[0] for what_to_do in (
             "restore it", "upgrade torchbisect", "give a results .sqlite file")), lines[0]
-        assert hashlib.sha256(store.read_bytes()).hexdigest() == before, command
+        assert hashlib.sha256(store.read_bytes()).hexdigest() == before, args
 
 
 @pytest.mark.parametrize("change", [

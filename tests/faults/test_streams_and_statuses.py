@@ -132,7 +132,7 @@ def test_an_odd_store_path_reaches_the_terminal_as_pictures(project):
             torchbisect("report", "--store", ODD, "--out", f"site-{ODD}", cwd=project),
             torchbisect("cache", "--backend", "venv", "--workdir", f"work-{ODD}", cwd=project)]
     for done in said:
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == Exit.OK, done.stderr
         text = done.stdout + done.stderr
         assert "\x1b" not in text and "\x07" not in text, text
     assert "odd␛[31mred␇.sqlite: 1 runs added" in said[0].stdout

@@ -4,13 +4,12 @@ missing), a stand-in pytorch clone, and the command line that bisects them."""
 from __future__ import annotations
 
 import math
-import os
 import sqlite3
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from helpers import REPO, write_wheel
+from helpers import write_wheel
 from helpers.indexserver import serve
 from helpers.pytorch_clone import make_pytorch_clone
 
@@ -65,19 +64,26 @@ def nightly_world(tmp_path_factory):
         yield base, shas, f"{url}/"
 
 
+def bisect_args(base: Path, url: str, work: Path, *extra: str) -> list[str]:
+    """The arguments of `torchbisect bisect` over this world (for helpers.cli.torchbisect)."""
+    return ["bisect", "--good", "2025-08-01", "--bad", "20250831", "--cuda", "cpu",
+            "--python", PY, "--index-url", url, "--backend", "venv", "--store",
+            str(work / "results.sqlite"), "--workdir", str(base / "venvs"), "--repo",
+            str(base / "pytorch"), "--no-github", "--json", str(work / "bisect.json"), *extra]
+
+
 def cli_args(base: Path, url: str, work: Path, *extra: str) -> list[str]:
+    """The whole command line of `bisect_args`, for a test that starts the process itself."""
     from helpers.cli import command  # not at the top: conftest.py imports this module
 
-    return command("bisect", "--good", "2025-08-01", "--bad", "20250831", "--cuda", "cpu",
-                   "--python", PY, "--index-url", url, "--backend", "venv", "--store",
-                   str(work / "results.sqlite"), "--workdir", str(base / "venvs"), "--repo",
-                   str(base / "pytorch"), "--no-github", "--json", str(work / "bisect.json"),
-                   *extra)
+    return command(*bisect_args(base, url, work, *extra))
 
 
 def env() -> dict[str, str]:
-    src = str(REPO / "src")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    """This environment with the checkout's src/ first on PYTHONPATH (helpers.cli.env)."""
+    from helpers import cli  # not at the top: conftest.py imports this module
+
+    return cli.env()
 
 
 def stored_runs(work: Path) -> int:

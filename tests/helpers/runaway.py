@@ -8,7 +8,6 @@ Every process the run starts inherits `TB_MARK`, so a test can list what is stil
 from __future__ import annotations
 
 import os
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -60,7 +59,8 @@ sys.exit(0 if kind == "liar" else 125)  # the liar's exit status agrees with its
 
 
 def project(root: Path, *, timeout: float = 120, cells: int = 1, docs=()) -> list[str]:
-    """Write matrix.yaml, the probe and the wheels under `root`; the argv of `matrix` there.
+    """Write matrix.yaml, the probe and the wheels under `root`; the arguments of `matrix` there
+    (for helpers.cli.torchbisect, or helpers.cli.command to start the process).
 
     `docs[i]` (TB_DOC) picks what cell i's probe writes: ok, badtypes, longdetail, nested, huge,
     liar (a not_affected verdict over an affected case).
@@ -72,9 +72,8 @@ def project(root: Path, *, timeout: float = 120, cells: int = 1, docs=()) -> lis
         f"  - wheel: {fake_torch_wheel(root / 'wheels', f'2.99.{i}+cpu')}\n    name: k{i}\n"
         f"    overlay: true\n    env: {{TB_DOC: {docs[i]}}}\n" for i in range(cells))
     (root / "matrix.yaml").write_text(f"defaults:\n  timeout: {timeout}\ndev:\n{entries}")
-    return [sys.executable, "-m", "torchbisect", "matrix", "--matrix", "matrix.yaml",
-            "--allow-no-gpu", "--backend", "venv", "--store", "results.sqlite",
-            "--out", "reports", "--workdir", "work", "--no-report"]
+    return ["matrix", "--matrix", "matrix.yaml", "--allow-no-gpu", "--backend", "venv", "--store",
+            "results.sqlite", "--out", "reports", "--workdir", "work", "--no-report"]
 
 
 def environment(root: Path, mode: str) -> tuple[dict[str, str], str]:

@@ -1,11 +1,13 @@
 """runners.yaml's three kinds (two platforms, an old driver) over three stand-in nightlies:
-the world of the `plan --runners` and `matrix --kind` tests."""
+the world of the `plan --runners` and `matrix --kind` tests (`make_world`; as a fixture of the
+unit tests, `kinds_world`)."""
 
 from __future__ import annotations
 
 from datetime import date
 from pathlib import Path
 
+import pytest
 from act.wheels import nightly_index
 
 DAYS = [date(2026, 10, 1), date(2026, 10, 4), date(2026, 10, 7)]
@@ -41,3 +43,9 @@ def make_world(tmp_path: Path) -> Path:
         f"nightly:\n  dates: [{', '.join(f'{d:%Y-%m-%d}' for d in DAYS)}]\n")
     (tmp_path / "runners.yaml").write_text(RUNNERS)
     return tmp_path
+
+
+@pytest.fixture
+def kinds_world(tmp_path: Path) -> Path:
+    """`make_world` in the test's folder."""
+    return make_world(tmp_path)

@@ -27,6 +27,7 @@ from torchbisect.backends import (
     label,
     overlaying,
 )
+from torchbisect.exits import Exit
 from torchbisect.utils import runlock
 
 SRC = REPO / "src" / "torchbisect"
@@ -129,10 +130,11 @@ def test_cache_measures_and_prunes_through_the_backend_it_names(jar, tmp_path, c
     work.mkdir()
     for n in range(3):
         (work / f"{n}.marble").write_text("o")
-    assert call("cache", "--backend", "jar", "--workdir", work, "--store", tmp_path / "none") == 0
+    assert call("cache", "--backend", "jar", "--workdir", work,
+                "--store", tmp_path / "none") == Exit.OK
     assert capsys.readouterr().out.splitlines() == [
         "backend: jar (--backend), which keeps marbles in the work folder", "marbles: 3"]
-    assert call("cache", "--backend", "jar", "--workdir", work, "--prune") == 0
+    assert call("cache", "--backend", "jar", "--workdir", work, "--prune") == Exit.OK
     assert capsys.readouterr().out.splitlines()[1:] == [
         "jar emptied (holding the work folder's lock)"]
     assert list(work.glob("*.marble")) == []

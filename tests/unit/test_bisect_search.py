@@ -16,6 +16,7 @@ from torchbisect.bisect.search import (
     first_bad,
     flip,
 )
+from torchbisect.exits import Exit
 
 LETTER = {"G": Outcome.GOOD, "B": Outcome.BAD, "U": Outcome.UNKNOWN}
 
@@ -108,7 +109,7 @@ def test_ends_are_checked_before_searching(verdicts, index, expected, got):
     with pytest.raises(EndsError) as err:
         first_bad(len(verdicts), verdict_of)
     assert (err.value.index, err.value.expected, err.value.got) == (index, expected, got)
-    assert err.value.exit_code == 2
+    assert err.value.exit_code == Exit.MISTAKE
     assert asked[0] == 0  # the good end is asked first, and nothing in the middle
     assert set(asked) <= {0, len(verdicts) - 1}
 

@@ -1,6 +1,7 @@
 """The tests' own harness (issue 55.4): a test starts torchbisect through tests/helpers/cli.py only,
-never by an argv of its own; tests/unit/ refuses the CLI as a child process; no test file imports
-another (what two files share lives in tests/helpers/)."""
+never by an argv of its own; it asserts torchbisect's exit statuses by their names in
+torchbisect/exits.py, never by number; tests/unit/ refuses the CLI as a child process; no test
+file imports another (what two files share lives in tests/helpers/)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import TESTS
 from helpers.cli import invoke, starts_the_cli, torchbisect
+from helpers.statuses import numbered_statuses
 
 from torchbisect.exits import Exit
 
@@ -21,6 +23,21 @@ from torchbisect.exits import Exit
 TEST_FILES = sorted(p for p in TESTS.rglob("*.py")
                     if p.relative_to(TESTS).parts[0] not in ("helpers", "act", "gpu")
                     and p.resolve() != Path(__file__).resolve())
+
+
+# The numbers beside a status the check reads as torchbisect's that are another program's:
+# (file, its line as written): why.
+NOT_TORCHBISECTS = {
+    ("e2e/test_install.py", "assert run(check[0], cwd=REPO).returncode in (0, 1, 125)  "
+                            "# the probe script's own statuses"):
+        "the README's first line runs probes/stale_replay.py itself, whose 0, 1 and 125 are "
+        "`git bisect run`'s (probes/README.md); the check takes `run` for the runner of the "
+        "installed torchbisect that the file's other test names alike",
+    ("e2e/test_cli_process.py", 'assert registered.returncode == 0 and "torchbisect" in '
+                                "registered.stdout, registered.stderr"):
+        "bash's status: `complete -p` after it evaluated the completion script torchbisect "
+        "printed, the script's text being all of the CLI in it",
+}
 
 
 def _hand_built(path) -> list[int]:
@@ -57,6 +74,93 @@ def test_no_test_file_imports_another():
     imports = {str(p.relative_to(TESTS)): names for p in TEST_FILES
                if (names := _imported_tests(p))}
     assert not imports, f"move what two test files share into tests/helpers/: {imports}"
+
+
+def _numbered() -> dict[tuple[str, str], int]:
+    """(file, line as written): line number, of each status a test file asserts by number."""
+    found = {}
+    for path in TEST_FILES:
+        text = path.read_text()
+        lines = text.splitlines()
+        for n in numbered_statuses(text):
+            found[(str(path.relative_to(TESTS)), lines[n - 1].strip())] = n
+    return found
+
+
+def test_no_test_asserts_an_exit_status_of_torchbisect_by_its_number():
+    found = _numbered()
+    numbered = {f"{name}:{n}": line for (name, line), n in found.items()
+                if (name, line) not in NOT_TORCHBISECTS}
+    assert not numbered, ("assert torchbisect's exit status by its name in torchbisect/exits.py "
+                          "(`== Exit.MISTAKE`, not `== 2`); a number that is another program's "
+                          f"status goes in NOT_TORCHBISECTS, with why: {numbered}")
+    gone = NOT_TORCHBISECTS.keys() - found.keys()
+    assert not gone, f"NOT_TORCHBISECTS names lines no test file has now: {sorted(gone)}"
+
+
+STATUSES = """\
+import subprocess, sys
+import pytest
+from helpers.cli import call, command, invoke, one_sentence, torchbisect
+from helpers.nightly_world import cli_args
+from torchbisect.errors import ConfigError
+from torchbisect.exits import Exit
+
+def _run(folder, *argv):
+    done = torchbisect(*argv, cwd=folder)
+    return done.returncode, done.stderr
+
+def _refused(done):
+    assert done.returncode == 2
+
+def test_sample(tmp_path):
+    assert call("plan") == 2
+    done = invoke("plan", cwd=tmp_path)
+    assert done.returncode in (0, 1)
+    code, said = _run(tmp_path, "plan")
+    assert (code, said) == (3, "")
+    one_sentence(said, code, 2)
+    _refused(torchbisect("probe"))
+    child = subprocess.Popen(command("plan"))
+    assert child.wait() != 0
+    ran = subprocess.run([*cli_args(tmp_path, "", tmp_path), "--force"])
+    assert ran.returncode == 130
+    shell = subprocess.run(["bash", "-c", f"{sys.executable} -m torchbisect plan"])
+    assert shell.returncode == 0
+    with pytest.raises(ConfigError) as caught:
+        raise ConfigError("no")
+    assert caught.value.exit_code == 2
+    for each in [invoke("report"), invoke("merge")]:
+        assert each.returncode == 0
+    assert done.returncode == Exit.MISTAKE and len(said) == 1 and code != Exit.OK
+    git = subprocess.run(["git", "status"])
+    assert git.returncode == 0 and len(git.stdout) == 0
+    fed = subprocess.run(["wc", "-l"], input=done.stdout)
+    assert fed.returncode == 0
+    probe = subprocess.run([sys.executable, "probes/stale_replay.py"])
+    assert probe.returncode in (0, 1, 125)
+    runs = [subprocess.Popen(command("matrix")) for _ in range(2)]
+    assert [r.wait() for r in runs] == [0, 0]
+    jobs = [subprocess.Popen(["nox"]) for _ in range(2)]
+    assert [j.wait() for j in jobs] == [0, 0]
+"""
+
+
+def test_the_status_check_sees_what_it_is_for():
+    lines = STATUSES.splitlines()
+    found = [lines[n - 1].strip() for n in numbered_statuses(STATUSES)]
+    assert found == [
+        "assert done.returncode == 2",  # a checker given the CLI's result
+        'assert call("plan") == 2',
+        "assert done.returncode in (0, 1)",
+        'assert (code, said) == (3, "")',  # a runner of the file's own
+        "one_sentence(said, code, 2)",
+        "assert child.wait() != 0",
+        "assert ran.returncode == 130",  # a helper's command line (nightly_world)
+        "assert shell.returncode == 0",  # a shell line
+        "assert caught.value.exit_code == 2",  # torchbisect's error
+        "assert each.returncode == 0",
+        "assert [r.wait() for r in runs] == [0, 0]"]
 
 
 def test_the_checks_see_what_they_are_for(tmp_path):

@@ -14,6 +14,7 @@ from helpers.runner_kinds import make_world
 
 from torchbisect.cli import _parse
 from torchbisect.commands import matrix as matrix_cli
+from torchbisect.exits import Exit
 from torchbisect.run.matrix_run import MatrixRun
 
 
@@ -64,7 +65,7 @@ def test_the_command_builds_the_options_once_and_hands_them_to_run_matrix(world,
     monkeypatch.setattr(matrix_cli, "matrix_options", counted)
     monkeypatch.setattr("torchbisect.run.matrix_run.run_matrix", run_matrix)
     args = _args("--no-report")
-    assert matrix_cli.run(args) == 0
+    assert matrix_cli.run(args) == Exit.OK
     assert len(built) == 1 and given == built
 
 

@@ -12,14 +12,8 @@ from pathlib import Path
 
 import pytest
 from helpers.cli import invoke
-from helpers.runner_kinds import make_world
 
 from torchbisect.exits import Exit
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Path:
-    return make_world(tmp_path)
 
 
 def plan(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -30,16 +24,16 @@ def _wheels(lock: Path) -> list[str]:
     return [b["url"].rsplit("/", 1)[1] for b in json.loads(lock.read_text())["builds"].values()]
 
 
-def test_each_kind_locks_its_own_platforms_wheels_and_lists_its_own_shards(world):
-    done = plan(world, "--runners", "runners.yaml", "--lock-dir", "locks", "--json-dir", "plans",
-                "--github-output", "out")
+def test_each_kind_locks_its_own_platforms_wheels_and_lists_its_own_shards(kinds_world):
+    done = plan(kinds_world, "--runners", "runners.yaml", "--lock-dir", "locks", "--json-dir",
+                "plans", "--github-output", "out")
     assert done.returncode == Exit.OK, done.stdout + done.stderr
-    x86, arm = _wheels(world / "locks" / "H200.lock.json"), _wheels(world / "locks" /
+    x86, arm = _wheels(kinds_world / "locks" / "H200.lock.json"), _wheels(kinds_world / "locks" /
                                                                     "GB300.lock.json")
     assert len(x86) == len(arm) == 3
     assert all(w.endswith("-manylinux_2_28_x86_64.whl") for w in x86)
     assert all(w.endswith("-manylinux_2_28_aarch64.whl") for w in arm)
-    [probes] = [line for line in (world / "out").read_text().splitlines()
+    [probes] = [line for line in (kinds_world / "out").read_text().splitlines()
                 if line.startswith("probes=")]
     entries = json.loads(probes.removeprefix("probes="))
     # 2 H200 runners; GB300 declares 5 but has 3 cells: never a runner with nothing to probe;
@@ -50,26 +44,26 @@ def test_each_kind_locks_its_own_platforms_wheels_and_lists_its_own_shards(world
     assert "A100: no cell to probe, so no runner of this kind is asked for" in done.stdout
     # each kind's table under its name, with the line that declares it
     assert "\nGB300: NVIDIA GB300, linux_aarch64, driver 580.95.05 (runners.yaml:8)" in done.stdout
-    assert json.loads((world / "plans" / "GB300.plan.json").read_text())["cells"]
+    assert json.loads((kinds_world / "plans" / "GB300.plan.json").read_text())["cells"]
 
 
-def test_a_previous_lock_per_kind_and_a_kind_without_one(world):
-    plan(world, "--runners", "runners.yaml", "--lock-dir", "old")
-    (world / "old" / "GB300.lock.json").unlink()
-    done = plan(world, "--runners", "runners.yaml", "--lock-dir", "locks", "--previous-lock-dir",
-                "old", "--kind", "GB300")
+def test_a_previous_lock_per_kind_and_a_kind_without_one(kinds_world):
+    plan(kinds_world, "--runners", "runners.yaml", "--lock-dir", "old")
+    (kinds_world / "old" / "GB300.lock.json").unlink()
+    done = plan(kinds_world, "--runners", "runners.yaml", "--lock-dir", "locks",
+                "--previous-lock-dir", "old", "--kind", "GB300")
     assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert "no previous lock of GB300 at old/GB300.lock.json: its first run" in done.stdout
-    assert [p.name for p in (world / "locks").iterdir()] == ["GB300.lock.json"]  # --kind: one
+    assert [p.name for p in (kinds_world / "locks").iterdir()] == ["GB300.lock.json"]  # --kind: one
 
 
-def test_the_declared_kinds_without_planning(world):
-    done = plan(world, "--runners", "runners.yaml", "--kinds-only", "--kind=",
+def test_the_declared_kinds_without_planning(kinds_world):
+    done = plan(kinds_world, "--runners", "runners.yaml", "--kinds-only", "--kind=",
                 "--github-output", "out")
     assert done.returncode == Exit.OK, done.stderr
-    assert (world / "out").read_text().splitlines() == [
+    assert (kinds_world / "out").read_text().splitlines() == [
         "kinds=H200 GB300 A100", "kind=H200", 'labels=["self-hosted", "linux", "x64", "h200"]']
-    assert not (world / "matrix.locks").exists()  # nothing was planned
+    assert not (kinds_world / "matrix.locks").exists()  # nothing was planned
 
 
 @pytest.mark.parametrize("args, said", [
@@ -85,8 +79,8 @@ def test_the_declared_kinds_without_planning(world):
     (["--runners", "runners.yaml", "--kind", "B200"],
      "runners.yaml declares no kind named 'B200'; it declares H200, GB300, A100"),
 ])
-def test_flags_that_do_not_go_together_are_one_sentence(world, args, said):
-    done = plan(world, *args)
+def test_flags_that_do_not_go_together_are_one_sentence(kinds_world, args, said):
+    done = plan(kinds_world, *args)
     assert done.returncode == Exit.MISTAKE
     assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1
-    assert not (world / "locks").exists() and not (world / "o").exists()
+    assert not (kinds_world / "locks").exists() and not (kinds_world / "o").exists()

@@ -16,7 +16,6 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from helpers.cli import invoke
 from helpers.loopback import Answer, Peer, Seen
-from helpers.runner_kinds import make_world
 
 from torchbisect.exits import Exit
 
@@ -60,22 +59,17 @@ def _plan(world: Path, url: str, *, token: str | None = TOKEN) -> tuple[subproce
     return done, probes[0] if probes else []
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Path:
-    return make_world(tmp_path)
-
-
-def test_a_kind_with_no_runner_online_is_planned_and_locked_but_not_queued(world):
+def test_a_kind_with_no_runner_online_is_planned_and_locked_but_not_queued(kinds_world):
     runners = [_runner("h200-a", "online", "self-hosted", "Linux", "X64", "h200"),  # any case
                _runner("h200-b", "offline", "self-hosted", "linux", "x64", "h200"),
                _runner("gb300-a", "offline", "self-hosted", "linux", "ARM64", "gb300"),
                # online, but not carrying every GB300 label: it would not take GB300's jobs
                _runner("arm-spare", "online", "self-hosted", "linux", "ARM64")]
     with api(runners) as (url, asked):
-        done, probes = _plan(world, url)
+        done, probes = _plan(kinds_world, url)
     assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert {p["kind"] for p in probes} == {"H200"}
-    assert (world / "locks" / "GB300.lock.json").is_file()  # planned and locked all the same
+    assert (kinds_world / "locks" / "GB300.lock.json").is_file()  # planned and locked all the same
     said = done.stdout
     assert "online runners: H200: 1 of 2 runners with its labels online" in said
     assert ("online runners: GB300: no runner online with the labels ['self-hosted', 'linux', "
@@ -86,12 +80,12 @@ def test_a_kind_with_no_runner_online_is_planned_and_locked_but_not_queued(world
                          for seen in asked)
 
 
-def test_runners_are_read_page_by_page(world):
+def test_runners_are_read_page_by_page(kinds_world):
     spare = [_runner(f"x86-{i}", "online", "self-hosted", "linux", "x64") for i in range(150)]
     gb300 = [_runner("gb300-a", "online", "self-hosted", "linux", "ARM64", "gb300")]
     h200 = [_runner("h200-a", "online", "self-hosted", "linux", "x64", "h200")]
     with api(spare + gb300 + h200) as (url, asked):
-        done, probes = _plan(world, url)
+        done, probes = _plan(kinds_world, url)
     assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert {p["kind"] for p in probes} == {"H200", "GB300"}
     assert [urlsplit(seen.target).query for seen in asked] == [
@@ -103,10 +97,10 @@ def test_runners_are_read_page_by_page(world):
     (TOKEN, 403, "online runners: not checked (GitHub answered HTTP 403 Forbidden to GET "
                  "/repos/o/r/actions/runners"),
 ])
-def test_a_check_that_cannot_be_made_queues_every_kind(world, token, status, why):
+def test_a_check_that_cannot_be_made_queues_every_kind(kinds_world, token, status, why):
     """Never drop a kind that might be online: no token, or a token that may not list runners."""
     with api([], status=status) as (url, asked):
-        done, probes = _plan(world, url, token=token)
+        done, probes = _plan(kinds_world, url, token=token)
     assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert {p["kind"] for p in probes} == {"H200", "GB300"}
     assert why in done.stdout
