@@ -197,14 +197,15 @@ def fast(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Ruff over the package, tests, noxfile; mypy over the package (pyproject.toml's
-    [tool.mypy]); the probes and setup-tools as Python 3.8; zizmor."""
+    """Ruff (format and lint) over the package, tests, noxfile; mypy over the package
+    (pyproject.toml's [tool.mypy]); the probes and setup-tools as Python 3.8; zizmor."""
     # mypy and PyYAML's stubs pinned: a new mypy (or stub) may find new errors, and the lint of
     # a commit should not change with the day it runs; raise them in a commit of their own.
     # ruff too: each release adds rules, and 0.17 began to flag the probes' %-formatting.
     _install(
         session, "-e", ".", "ruff==0.17.6", "zizmor", "mypy==2.4.1", "types-PyYAML==6.0.12.20261122"
     )
+    session.run("ruff", "format", "--check", "src", "tests", "noxfile.py")
     session.run("ruff", "check", "src", "tests", "noxfile.py")
     session.run("mypy")
     session.run("zizmor", "--offline", "--min-severity", "high", ".github")
