@@ -29,8 +29,12 @@ def _install(session: nox.Session, *args: str) -> None:
     stamp = Path(session.virtualenv.location) / ".torchbisect-installed"
     digest = hashlib.sha256(repr(args).encode())
     digest.update(Path("pyproject.toml").read_bytes())
-    for path in sorted(p for top in ("src", "probes") for p in Path(top).rglob("*")
-                       if not any(x == "__pycache__" or x.endswith(".egg-info") for x in p.parts)):
+    for path in sorted(
+        p
+        for top in ("src", "probes")
+        for p in Path(top).rglob("*")
+        if not any(x == "__pycache__" or x.endswith(".egg-info") for x in p.parts)
+    ):
         digest.update(path.as_posix().encode() + b"\0")
     if stamp.is_file() and stamp.read_text() == digest.hexdigest():
         session.log("torchbisect is installed from unchanged sources: not reinstalling")
@@ -38,9 +42,14 @@ def _install(session: nox.Session, *args: str) -> None:
     session.install(*args)
     # `-R`/--no-install makes session.install a no-op on a reused venv, and run_install with it:
     # the stamp is written exactly when the install ran.
-    session.run_install("python", "-c", "import pathlib, sys; "
-                        "pathlib.Path(sys.argv[1]).write_text(sys.argv[2])",
-                        str(stamp), digest.hexdigest(), silent=True)
+    session.run_install(
+        "python",
+        "-c",
+        "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text(sys.argv[2])",
+        str(stamp),
+        digest.hexdigest(),
+        silent=True,
+    )
 
 
 def _tool(session: nox.Session, command: str, *extra: str) -> None:
@@ -48,8 +57,15 @@ def _tool(session: nox.Session, command: str, *extra: str) -> None:
     # "preinstalled" means the torch of the interpreter running nox, which a session venv built
     # on another venv would not see through --system-site-packages alone.
     host = os.environ.get("TORCHBISECT_HOST_PYTHON", sys.executable)
-    session.run("python", "-m", "torchbisect", command, *extra, *session.posargs,
-                env={"TORCHBISECT_HOST_PYTHON": host})
+    session.run(
+        "python",
+        "-m",
+        "torchbisect",
+        command,
+        *extra,
+        *session.posargs,
+        env={"TORCHBISECT_HOST_PYTHON": host},
+    )
 
 
 @nox.session(venv_params=SYSTEM_SITE)
@@ -181,13 +197,15 @@ def fast(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Ruff over the package, tests, noxfile; mypy over the package (pyproject.toml's
-    [tool.mypy]); the probes and setup-tools as Python 3.8; zizmor."""
+    """Ruff (format and lint) over the package, tests, noxfile; mypy over the package
+    (pyproject.toml's [tool.mypy]); the probes and setup-tools as Python 3.8; zizmor."""
     # mypy and PyYAML's stubs pinned: a new mypy (or stub) may find new errors, and the lint of
     # a commit should not change with the day it runs; raise them in a commit of their own.
     # ruff too: each release adds rules, and 0.17 began to flag the probes' %-formatting.
-    _install(session, "-e", ".", "ruff==0.17.6", "zizmor", "mypy==2.4.1",
-             "types-PyYAML==6.0.12.20261122")
+    _install(
+        session, "-e", ".", "ruff==0.17.6", "zizmor", "mypy==2.4.1", "types-PyYAML==6.0.12.20261122"
+    )
+    session.run("ruff", "format", "--check", "src", "tests", "noxfile.py")
     session.run("ruff", "check", "src", "tests", "noxfile.py")
     session.run("mypy")
     session.run("zizmor", "--offline", "--min-severity", "high", ".github")
@@ -195,6 +213,18 @@ def lint(session: nox.Session) -> None:
     # The probes keep %-formatting (valid on 3.8) and two lines past 100 columns (stale_replay's
     # first line is its page's title): rewriting them would change the files whose hashes every
     # stored verdict names, for no change in what they do.
-    session.run("ruff", "check", "--isolated", "--target-version", "py38", "--line-length", "110",
-                "--select", "E,F,W,B,SIM,UP,I", "--ignore", "UP031", "probes",
-                ".github/actions/setup-tools/tools.py")
+    session.run(
+        "ruff",
+        "check",
+        "--isolated",
+        "--target-version",
+        "py38",
+        "--line-length",
+        "110",
+        "--select",
+        "E,F,W,B,SIM,UP,I",
+        "--ignore",
+        "UP031",
+        "probes",
+        ".github/actions/setup-tools/tools.py",
+    )

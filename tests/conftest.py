@@ -107,8 +107,9 @@ def pytest_collection_modifyitems(config, items):
     # then the slow tests, so that the suite ends on short ones rather than waiting on a long one
     # started last (sorted is stable: the order within each rank stays the collection's)
     rank = {"act": 0, "docker": 1}
-    items.sort(key=lambda item: rank.get(_xdist_group(item),
-                                         2 if item.get_closest_marker("slow") else 3))
+    items.sort(
+        key=lambda item: rank.get(_xdist_group(item), 2 if item.get_closest_marker("slow") else 3)
+    )
     _write_groups(config, items)
     checks = {
         "docker": (_docker_ok, "no Docker engine answers (start dockerd)"),
@@ -140,8 +141,10 @@ def _docker_images_built(request):
     (the act rehearsal needs only the base image, made first), else until the script ends.  Its
     tests fail (skip, outside CI) with the script's log when the script failed."""
     status = os.environ.get(DOCKER_SETUP)
-    if not status or not any(item.path == request.path and item.get_closest_marker("docker")
-                             for item in request.session.items):
+    if not status or not any(
+        item.path == request.path and item.get_closest_marker("docker")
+        for item in request.session.items
+    ):
         return
     needs = getattr(request.module, "DOCKER_IMAGES", ())
     deadline = time.monotonic() + DOCKER_SETUP_WAIT
@@ -156,7 +159,8 @@ def _docker_images_built(request):
         log = Path(f"{status}.log")
         tail = log.read_text(errors="replace")[-3000:] if log.is_file() else "(no log)"
         (pytest.fail if IN_CI else pytest.skip)(
-            f".ci/docker-setup.sh failed (exit {code}); the end of its log:\n{tail}")
+            f".ci/docker-setup.sh failed (exit {code}); the end of its log:\n{tail}"
+        )
 
 
 @pytest.fixture(autouse=True)

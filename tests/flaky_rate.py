@@ -38,10 +38,19 @@ def main() -> int:
     args = parser.parse_args()
     sys.path.insert(0, str(args.src.resolve()))
     outcomes = Counter(_one(seed, args) for seed in range(args.seeds))
-    print(json.dumps({"src": str(args.src), "seeds": args.seeds, "repeat": args.repeat,
-                      "nightlies": args.nightlies, "bad_shows": args.bad_shows,
-                      "outcomes": dict(sorted(outcomes.items())),
-                      "wrong_exact_rate": outcomes["wrong"] / args.seeds}))
+    print(
+        json.dumps(
+            {
+                "src": str(args.src),
+                "seeds": args.seeds,
+                "repeat": args.repeat,
+                "nightlies": args.nightlies,
+                "bad_shows": args.bad_shows,
+                "outcomes": dict(sorted(outcomes.items())),
+                "wrong_exact_rate": outcomes["wrong"] / args.seeds,
+            }
+        )
+    )
     return 0
 
 
@@ -57,21 +66,48 @@ def _one(seed: int, args: argparse.Namespace) -> str:
     rnd = random.Random(seed)
     days = [f"2025-{8 + i // 28:02d}-{1 + i % 28:02d}" for i in range(args.nightlies)]
     culprit = days[rnd.randrange(1, len(days) - 1)]
-    wheels = [SimpleNamespace(nightly_date=d, version=f"2.10.0.dev{d.replace('-', '')}+cpu",
-                              url=f"http://x/{d}.whl", sha256=f"{i:064x}")
-              for i, d in enumerate(days)]
+    wheels = [
+        SimpleNamespace(
+            nightly_date=d,
+            version=f"2.10.0.dev{d.replace('-', '')}+cpu",
+            url=f"http://x/{d}.whl",
+            sha256=f"{i:064x}",
+        )
+        for i, d in enumerate(days)
+    ]
     rule = Rule(script="flaky")
-    template = Cell(id="", channel=Channel.NIGHTLY, version="", cuda="cpu", python="3.11",
-                    cases=(), probe=rule.probe_name)
-    cands = build_candidates(wheels, older=days[0], newer=days[-1], older_flag="--good",
-                             newer_flag="--bad", cell_template=template)
-    backend = _flaky_backend(lambda day: day == days[-1] or (
-        day >= culprit and rnd.random() < args.bad_shows))
+    template = Cell(
+        id="",
+        channel=Channel.NIGHTLY,
+        version="",
+        cuda="cpu",
+        python="3.11",
+        cases=(),
+        probe=rule.probe_name,
+    )
+    cands = build_candidates(
+        wheels,
+        older=days[0],
+        newer=days[-1],
+        older_flag="--good",
+        newer_flag="--bad",
+        cell_template=template,
+    )
+    backend = _flaky_backend(
+        lambda day: day == days[-1] or (day >= culprit and rnd.random() < args.bad_shows)
+    )
     # ignore_cleanup_errors: a prefetch still writing its log when a flaky answer stops the search
-    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp, \
-            Store(Path(tmp) / "s.sqlite") as store:
-        kwargs = dict(backend=backend, store=store, rule=rule, direction=Direction.REGRESSION,
-                      logs=Path(tmp) / "logs")
+    with (
+        tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp,
+        Store(Path(tmp) / "s.sqlite") as store,
+    ):
+        kwargs = dict(
+            backend=backend,
+            store=store,
+            rule=rule,
+            direction=Direction.REGRESSION,
+            logs=Path(tmp) / "logs",
+        )
         if "repeat" in inspect.signature(Bisector).parameters:  # the driver after issue 32
             kwargs["repeat"] = args.repeat
         bisector = Bisector(**kwargs)
@@ -105,10 +141,21 @@ def _flaky_backend(shows_bad):
         def probe(self, prepared, *, gpu, probe_args, log):
             bad = shows_bad(prepared.cell.date)
             verdict = "affected" if bad else "not_affected"
-            doc = {"schema": 1, "probe": "script", "probe_version": "1", "verdict": verdict,
-                   "cases": {"script": {"verdict": verdict, "detail": f"exit {int(bad)}",
-                                        "exit_status": int(bad), "seconds": 0.0}},
-                   "env": {"torch_version": prepared.cell.version, "git_version": ""}}
+            doc = {
+                "schema": 1,
+                "probe": "script",
+                "probe_version": "1",
+                "verdict": verdict,
+                "cases": {
+                    "script": {
+                        "verdict": verdict,
+                        "detail": f"exit {int(bad)}",
+                        "exit_status": int(bad),
+                        "seconds": 0.0,
+                    }
+                },
+                "env": {"torch_version": prepared.cell.version, "git_version": ""},
+            }
             return ProbeOutput(json_text=json.dumps(doc), exit_code=int(bad), seconds=0.0)
 
     return Flaky()

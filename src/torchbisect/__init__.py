@@ -34,6 +34,7 @@ def _read_home() -> str:
             return url.strip()
     source = Path(__file__).resolve().parents[2] / "pyproject.toml"
     text = source.read_text(encoding="utf-8") if source.is_file() else ""
-    found = re.search(r'^\[project\.urls\]\n(?:(?!\[).*\n)*?Homepage = "([^"]+)"', text,
-                      re.MULTILINE)
+    found = re.search(
+        r'^\[project\.urls\]\n(?:(?!\[).*\n)*?Homepage = "([^"]+)"', text, re.MULTILINE
+    )
     return found[1] if found else ""

@@ -35,7 +35,8 @@ PREINSTALLED = "preinstalled"
 COMMIT = "commit"
 _BUILD = re.compile(
     r"(?P<channel>stable|test|nightly)-(?P<key>[^-]+)(?:-(?P<version>\d+(?:\.\d+)+))?"
-    r"(?:-(?P<build>\d+[^-.]*))?-(?P<cuda>[^-]+)-(?P<python>cp\d+t?)(?:-(?P<variant>script-[0-9a-f]+))?")
+    r"(?:-(?P<build>\d+[^-.]*))?-(?P<cuda>[^-]+)-(?P<python>cp\d+t?)(?:-(?P<variant>script-[0-9a-f]+))?"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,7 +62,7 @@ _BUILD_TAG = re.compile(r"cu\d+|cpu|rocm[\d.]+|xpu")
 
 
 def python_tag(python: str) -> str:
-    """"3.12" → "cp312", "3.13t" → "cp313t"; a tag is returned as is."""
+    """ "3.12" → "cp312", "3.13t" → "cp313t"; a tag is returned as is."""
     if python.startswith("cp"):
         return python
     major, _, minor = python.partition(".")
@@ -75,8 +76,9 @@ def build_tag(version: str) -> str:
     return local if _BUILD_TAG.fullmatch(local) else ""
 
 
-def release(channel: Channel, version: str, cuda: str, python: str, probe: str = "", *,
-            build: str = "") -> str:
+def release(
+    channel: Channel, version: str, cuda: str, python: str, probe: str = "", *, build: str = ""
+) -> str:
     """`stable-2.15.0-cu132-cp312` (or `test-…`); `stable-2.10.0-3-cu130-cp312` for the file of
     build tag 3."""
     return _variant(f"{channel.value}-{version}{_build(build)}-{cuda}-{_tag(python)}", probe)
@@ -86,8 +88,9 @@ def _build(build: str) -> str:
     return f"-{build}" if build else ""
 
 
-def nightly(day: str, cuda: str, python: str, *, bump_version: str = "", probe: str = "",
-            build: str = "") -> str:
+def nightly(
+    day: str, cuda: str, python: str, *, bump_version: str = "", probe: str = "", build: str = ""
+) -> str:
     """`nightly-20261001-cu130-cp312`; `day` is YYYY-MM-DD or YYYYMMDD.
 
     `bump_version` ("2.17.0", a base version) is given only when the date has two builds, around
@@ -123,8 +126,9 @@ def preinstalled_cell(*, python: str = "", **fields: Any) -> Cell:
     """The cell of a torch already there: the matrix's `preinstalled` entry, or the interpreter's
     own torch when the plan has none.  Its version and CUDA tag are unknown until it is read
     (`backends.preinstalled.with_torch_version`); `python` only when matrix.yaml names one."""
-    return Cell(id=PREINSTALLED, channel=Channel.PREINSTALLED, version="", cuda="",
-                python=python, **fields)
+    return Cell(
+        id=PREINSTALLED, channel=Channel.PREINSTALLED, version="", cuda="", python=python, **fields
+    )
 
 
 def parse(cell_id: str) -> CellId:
@@ -141,7 +145,7 @@ def parse(cell_id: str) -> CellId:
 
 
 def _tag(python: str) -> str:
-    """"cp312" for "3.12", "3.12.3" (a full version, as a probe records it) or "cp312"."""
+    """ "cp312" for "3.12", "3.12.3" (a full version, as a probe records it) or "cp312"."""
     return python_tag(".".join(python.split(".")[:2]))
 
 
@@ -161,15 +165,15 @@ def _tokens(glob: str) -> list[str]:
     out, i = [], 0
     while i < len(glob):
         end = _set_end(glob, i) if glob[i] == "[" else -1
-        out.append(glob[i:end + 1] if end != -1 else glob[i])
+        out.append(glob[i : end + 1] if end != -1 else glob[i])
         i = end + 1 if end != -1 else i + 1
     return out
 
 
 def _set_end(glob: str, start: int) -> int:
     j = start + 1
-    j += glob[j:j + 1] == "!"
-    j += glob[j:j + 1] == "]"
+    j += glob[j : j + 1] == "!"
+    j += glob[j : j + 1] == "]"
     return glob.find("]", j)
 
 

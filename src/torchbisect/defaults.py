@@ -39,13 +39,21 @@ def data_home() -> Path:
 
 def _paths() -> dict[str, Path]:
     if in_project():
-        return {"MATRIX": Path(PROJECT_FILE), "OUT": Path("reports"),
-                "STORE": Path("reports/results.sqlite"), "WORKDIR": Path(".torchbisect"),
-                "BENCH_OUT": Path("reports/bench")}
+        return {
+            "MATRIX": Path(PROJECT_FILE),
+            "OUT": Path("reports"),
+            "STORE": Path("reports/results.sqlite"),
+            "WORKDIR": Path(".torchbisect"),
+            "BENCH_OUT": Path("reports/bench"),
+        }
     home = data_home()
-    return {"MATRIX": home / PROJECT_FILE, "OUT": home / "reports",
-            "STORE": home / "reports" / "results.sqlite", "WORKDIR": home / "work",
-            "BENCH_OUT": home / "reports" / "bench"}
+    return {
+        "MATRIX": home / PROJECT_FILE,
+        "OUT": home / "reports",
+        "STORE": home / "reports" / "results.sqlite",
+        "WORKDIR": home / "work",
+        "BENCH_OUT": home / "reports" / "bench",
+    }
 
 
 def __getattr__(name: str) -> Path:

@@ -53,66 +53,100 @@ def _only(*commands: str) -> frozenset[str]:
 
 # Commands that run or write, and so can meet an infrastructure failure (a full disk is one, exit 3,
 # wherever it strikes) or be interrupted in the middle of something.
-_WORKING = _only("plan", "matrix", "probe", "report", "merge", "bisect", "bench", "notify",
-                 "preflight", "cache", "init", "schema", "pages")
+_WORKING = _only(
+    "plan",
+    "matrix",
+    "probe",
+    "report",
+    "merge",
+    "bisect",
+    "bench",
+    "notify",
+    "preflight",
+    "cache",
+    "init",
+    "schema",
+    "pages",
+)
 _PLANNING = _only("plan", "matrix", "probe", "bisect", "bench")
 
 MEANINGS: dict[Exit, Meaning] = {
     Exit.OK: Meaning(brief="done; `probe`: not affected", plain="done"),
     Exit.AFFECTED: Meaning(
         brief="affected: `probe` found the bug, or `matrix --fail-on affected` found an affected "
-              "cell", commands=_only("probe", "matrix")),
+        "cell",
+        commands=_only("probe", "matrix"),
+    ),
     Exit.MISTAKE: Meaning(
         brief="a mistake to fix: a flag, `matrix.yaml`, a lock or an output path (the sentence "
-              "names it), refused before any work or network",
+        "names it), refused before any work or network",
         detail="for a file, the sentence names its line and key; an output path that cannot be "
-               "written (`--json DIR`, `--out FILE`, a folder that is a file or not writable); a "
-               "`merge` input that is missing or unreadable; a `bisect` end with the wrong "
-               "verdict (good where bad is expected)"),
+        "written (`--json DIR`, `--out FILE`, a folder that is a file or not writable); a "
+        "`merge` input that is missing or unreadable; a `bisect` end with the wrong "
+        "verdict (good where bad is expected)",
+    ),
     Exit.NO_VERDICT: Meaning(
         brief="infrastructure, no verdict: a cell not installed or probed; no GPU under "
-              "`--require-gpu`; the store or workdir held by another run; a full disk",
+        "`--require-gpu`; the store or workdir held by another run; a full disk",
         detail="`preflight`: a container given the GPUs lists none; `cache`: what a backend keeps "
-               "could not be measured or pruned", commands=_WORKING),
-    Exit.INDEX_UNREACHABLE: Meaning(brief="a wheel index that does not answer",
-                                    commands=_PLANNING),
+        "could not be measured or pruned",
+        commands=_WORKING,
+    ),
+    Exit.INDEX_UNREACHABLE: Meaning(brief="a wheel index that does not answer", commands=_PLANNING),
     Exit.BACKEND_UNAVAILABLE: Meaning(
         brief="a backend that cannot run here (no Docker engine, no uv, no NVIDIA Container "
-              "Toolkit)", commands=_only("matrix", "probe", "bisect", "bench", "preflight",
-                                         "cache")),
+        "Toolkit)",
+        commands=_only("matrix", "probe", "bisect", "bench", "preflight", "cache"),
+    ),
     Exit.OUT_OF_DATE: Meaning(
         brief="`schema --check`, `pages --check`: a generated file is out of date (the sentence "
-              "names it and the command that rewrites it)", commands=_only("schema", "pages")),
+        "names it and the command that rewrites it)",
+        commands=_only("schema", "pages"),
+    ),
     Exit.FLAKY: Meaning(
         brief="`bisect --script`: the script gave different answers for one build, so no range "
-              "can be trusted", commands=_only("bisect")),
+        "can be trusted",
+        commands=_only("bisect"),
+    ),
     Exit.NOT_EXACT: Meaning(
         brief="`bisect`: the answer is a range of builds, not one",
         detail="unknown builds sit next to the change, and the first bad one is one of several "
-               "(JSON `exact: false`, the list in `candidates`); with `--pytorch-repo`, the commit "
-               "answer is (`narrowed.exact: false`)", commands=_only("bisect")),
+        "(JSON `exact: false`, the list in `candidates`); with `--pytorch-repo`, the commit "
+        "answer is (`narrowed.exact: false`)",
+        commands=_only("bisect"),
+    ),
     Exit.ABORTED: Meaning(
         brief="`bisect --script`: the script stopped the bisection (it exited above 127, or a "
-              "signal killed it)", detail="the range found so far is printed",
-        commands=_only("bisect")),
+        "signal killed it)",
+        detail="the range found so far is printed",
+        commands=_only("bisect"),
+    ),
     Exit.END_UNJUDGED: Meaning(
         brief="`bisect`: an end of the range could not be judged (it hung, crashed or was "
-              "skipped there), so there was no search", commands=_only("bisect")),
-    Exit.CANNOT_TELL: Meaning(brief="`probe`: cannot tell (no GPU, a control misbehaved); "
-                                    "`probe`, `matrix`: the interpreter whose torch is to be "
-                                    "probed has none",
-                              commands=_only("probe", "matrix")),
+        "skipped there), so there was no search",
+        commands=_only("bisect"),
+    ),
+    Exit.CANNOT_TELL: Meaning(
+        brief="`probe`: cannot tell (no GPU, a control misbehaved); "
+        "`probe`, `matrix`: the interpreter whose torch is to be "
+        "probed has none",
+        commands=_only("probe", "matrix"),
+    ),
     Exit.INTERRUPTED: Meaning(brief="interrupted (Ctrl-C, or SIGTERM from a cancelled job)"),
     Exit.FAILED: Meaning(
         brief="torchbisect itself failed (a bug): the sentence names the file that holds the "
-              "traceback"),
+        "traceback"
+    ),
 }
 
 
 def statuses(command: str | None = None) -> list[Exit]:
     """The statuses `command` can give, in order; every status for None."""
-    return [s for s, m in MEANINGS.items()
-            if command is None or m.commands is None or command in m.commands]
+    return [
+        s
+        for s, m in MEANINGS.items()
+        if command is None or m.commands is None or command in m.commands
+    ]
 
 
 def epilog_lines(command: str | None = None, width: int = 79) -> str:
@@ -123,8 +157,9 @@ def epilog_lines(command: str | None = None, width: int = 79) -> str:
         meaning = MEANINGS[status]
         plain = command is not None and command not in verdicts and meaning.plain
         text = (meaning.plain if plain else meaning.brief).replace("`", "")
-        lines += textwrap.wrap(text, width, initial_indent=f"  {status.value:<5}",
-                               subsequent_indent=" " * 7)
+        lines += textwrap.wrap(
+            text, width, initial_indent=f"  {status.value:<5}", subsequent_indent=" " * 7
+        )
     return "\n".join(lines)
 
 
@@ -137,4 +172,3 @@ def markdown(*, detail: bool = False) -> str:
             text = f"{text}; {meaning.detail}"
         rows.append(f"| **{status.value}** | {text} |")
     return "\n".join(rows)
-

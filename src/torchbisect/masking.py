@@ -30,8 +30,11 @@ from typing import Any
 
 MASK = "***"
 # A variable whose name says it holds a secret (also refused to probes by probe_env).
-CREDENTIAL_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY"
-                             r"|AUTH|SESSION_?KEY|COOKIE", re.IGNORECASE)
+CREDENTIAL_NAME = re.compile(
+    r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY"
+    r"|AUTH|SESSION_?KEY|COOKIE",
+    re.IGNORECASE,
+)
 SHORTEST_SECRET = 8  # shorter values ("1", "true") would mask ordinary words
 _LONGEST_SECRET = 4096  # of a word cut in two, what is masked; of an encoded run, what is tried
 
@@ -40,14 +43,20 @@ _LONGEST_SECRET = 4096  # of a word cut in two, what is masked; of an encoded ru
 # The replacement keeps the kind (`ghp_***`) so a reader knows what was there, and never
 # matches again.
 _SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = tuple(
-    (literals, re.compile(p), r) for literals, p, r in (
+    (literals, re.compile(p), r)
+    for literals, p, r in (
         (("gh",), r"\b(gh[pousr]_)[A-Za-z0-9]{20,}", r"\1" + MASK),  # GitHub tokens
         (("github_pat_",), r"\b(github_pat_)[A-Za-z0-9_]{20,}", r"\1" + MASK),
-        (("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"),
-         r"\b((?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{4})[A-Z0-9]{12,}\b",
-         r"\1" + MASK),  # AWS key ids
-        (("ccess_key", "CCESS_KEY"), r"(?i)(aws_secret_access_key\s*[=:]\s*)[A-Za-z0-9/+=]{20,}",
-         r"\1" + MASK),
+        (
+            ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"),
+            r"\b((?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{4})[A-Z0-9]{12,}\b",
+            r"\1" + MASK,
+        ),  # AWS key ids
+        (
+            ("ccess_key", "CCESS_KEY"),
+            r"(?i)(aws_secret_access_key\s*[=:]\s*)[A-Za-z0-9/+=]{20,}",
+            r"\1" + MASK,
+        ),
         (("hf_",), r"\b(hf_)[A-Za-z0-9]{20,}", r"\1" + MASK),  # Hugging Face
         (("pypi-",), r"\b(pypi-)[A-Za-z0-9_-]{40,}", r"\1" + MASK),  # PyPI / TestPyPI tokens
         (("glpat-",), r"\b(glpat-)[A-Za-z0-9_-]{20,}", r"\1" + MASK),  # GitLab
@@ -57,30 +66,41 @@ _SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = tuple(
         (("npm_",), r"\b(npm_)[A-Za-z0-9]{30,}", r"\1" + MASK),
         (("dckr_pat_",), r"\b(dckr_pat_)[A-Za-z0-9_-]{20,}", r"\1" + MASK),  # Docker Hub
         (("eyJ",), r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", MASK),  # JWT
-        (("earer", "EARER", "asic", "ASIC"),
-         r"(?i)\b(Bearer|Basic)(\s+)[A-Za-z0-9._~+/=-]{16,}", r"\1\2" + MASK),  # headers
-        (("uthorization", "UTHORIZATION"), r"(?i)(authorization:\s*token\s+)\S{16,}",
-         r"\1" + MASK),
-        (("://",), r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@",
-         r"\1" + MASK + "@"),  # a password in a URL
+        (
+            ("earer", "EARER", "asic", "ASIC"),
+            r"(?i)\b(Bearer|Basic)(\s+)[A-Za-z0-9._~+/=-]{16,}",
+            r"\1\2" + MASK,
+        ),  # headers
+        (("uthorization", "UTHORIZATION"), r"(?i)(authorization:\s*token\s+)\S{16,}", r"\1" + MASK),
+        (
+            ("://",),
+            r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@",
+            r"\1" + MASK + "@",
+        ),  # a password in a URL
         (("://",), r"(?i)(\bhttps?://)[^/\s:@]{16,}@", r"\1" + MASK + "@"),  # a token as the user
-        (("PRIVATE KEY",),
-         r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
-         "-----BEGIN PRIVATE KEY----- " + MASK),
-    ))
+        (
+            ("PRIVATE KEY",),
+            r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
+            "-----BEGIN PRIVATE KEY----- " + MASK,
+        ),
+    )
+)
 
 
 # Any literal of any shape: most text holds none, and one search of this (in C) says so at once;
 # testing the literals one by one in Python cost more than the rest of reading a big store.
-_ANY_LITERAL = re.compile("|".join(re.escape(literal) for literals, _, _ in _SHAPES
-                                   for literal in literals))
+_ANY_LITERAL = re.compile(
+    "|".join(re.escape(literal) for literals, _, _ in _SHAPES for literal in literals)
+)
 
 
 # Characters that hide a token from the shapes without changing what a terminal shows: control
 # characters, ANSI sequences and invisible (format) characters.
 _WORD = r"[A-Za-z0-9_+/=.-]"
-_HIDDEN_CHARS = (r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u00ad"
-                 r"\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
+_HIDDEN_CHARS = (
+    r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u00ad"
+    r"\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]"
+)
 _HIDDEN = re.compile(_HIDDEN_CHARS)  # anywhere: the text is only kept so when it hid a secret
 # JSON (\u0067), \x and percent escapes of printable ASCII
 _ESCAPE = re.compile(r"\\u00([2-7][0-9a-fA-F])|\\x([2-7][0-9a-fA-F])|%([2-7][0-9a-fA-F])")
@@ -89,8 +109,10 @@ _HEX = re.compile(r"[0-9a-fA-F]+")
 _MIXED = re.compile(r"[A-Z+=]")
 _WORD_CHARS = re.compile(_WORD)
 _WORDS = re.compile(rf"{_WORD}+")
-_HIDING = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u00ad\u180e\u200b-\u200f\u202a-\u202e"
-                     r"\u2060-\u2064\ufeff]|\\u00|\\x[2-7]|%[2-7]|[A-Za-z0-9+/_-]{16}")
+_HIDING = re.compile(
+    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u00ad\u180e\u200b-\u200f\u202a-\u202e"
+    r"\u2060-\u2064\ufeff]|\\u00|\\x[2-7]|%[2-7]|[A-Za-z0-9+/_-]{16}"
+)
 
 
 def mask(text: str) -> str:
@@ -119,7 +141,7 @@ def at_cut(before: str, after: str) -> tuple[str, str]:
     if len(before) - start >= SHORTEST_SECRET:
         before = before[:start] + MASK
     if tail and len(tail.group()) >= SHORTEST_SECRET:
-        after = MASK + after[tail.end():]
+        after = MASK + after[tail.end() :]
     return before, after
 
 
@@ -138,8 +160,9 @@ def _masked(text: str) -> str:
 def _unhidden(text: str) -> str:
     """`text` (already masked as it is) with the secrets its escaped, glued or encoded forms
     hide masked; unchanged when they hide none."""
-    plain = _ESCAPE.sub(lambda m: chr(int(next(g for g in m.groups() if g), 16)),
-                        _HIDDEN.sub("", text))
+    plain = _ESCAPE.sub(
+        lambda m: chr(int(next(g for g in m.groups() if g), 16)), _HIDDEN.sub("", text)
+    )
     if plain != text and _masked(plain) != plain:
         text = _masked(plain)
     return _ENCODED.sub(lambda m: MASK if _reveals(m.group()) else m.group(), text)
@@ -158,7 +181,7 @@ def _reveals(run: str) -> bool:
 
 def _decodings(run: str) -> Iterator[bytes]:
     if _HEX.fullmatch(run):
-        yield binascii.unhexlify(run[len(run) % 2:])
+        yield binascii.unhexlify(run[len(run) % 2 :])
         return
     if "/" in run and not _MIXED.search(run):
         return  # a path (`/usr/lib/python3`), not base64: that has capitals, + or =
@@ -167,10 +190,9 @@ def _decodings(run: str) -> Iterator[bytes]:
     # the encoded text may begin a few characters into the run (tried on short runs)
     for skip in range(4 if len(body) < _LONGEST_SECRET else 1):
         part = body[skip:]
-        part = part[:len(part) // 4 * 4 + (len(part) % 4 if len(part) % 4 > 1 else 0)]
+        part = part[: len(part) // 4 * 4 + (len(part) % 4 if len(part) % 4 > 1 else 0)]
         try:
-            yield base64.b64decode(part + "=" * (-len(part) % 4), altchars=alphabet,
-                                   validate=True)
+            yield base64.b64decode(part + "=" * (-len(part) % 4), altchars=alphabet, validate=True)
         except (binascii.Error, ValueError):
             continue
 
@@ -196,6 +218,7 @@ def refresh() -> None:
 
 @cache
 def _own_secrets() -> tuple[str, ...]:
-    values = {v for k, v in os.environ.items() if CREDENTIAL_NAME.search(k)
-              and len(v) >= SHORTEST_SECRET}
+    values = {
+        v for k, v in os.environ.items() if CREDENTIAL_NAME.search(k) and len(v) >= SHORTEST_SECRET
+    }
     return tuple(sorted(values, key=len, reverse=True))  # a secret holding another: whole

@@ -163,8 +163,9 @@ class Plan:
 _FAILURES = (Verdict.ERROR, Verdict.CRASHED, Verdict.TIMEOUT)  # in roll-up precedence order
 
 
-def roll_up(cases: Mapping[str, Mapping[str, Any]],
-            controls: Mapping[str, Verdict]) -> Verdict | None:
+def roll_up(
+    cases: Mapping[str, Mapping[str, Any]], controls: Mapping[str, Verdict]
+) -> Verdict | None:
     """A run's verdict from its document's cases, by the rule of probes/README.md ("Roll-up"),
     the one place torchbisect computes it: a document's own `verdict` is not believed
     (probe/document.py stores a disagreeing one with this verdict and a note).  `controls`: the
@@ -178,7 +179,8 @@ def roll_up(cases: Mapping[str, Mapping[str, Any]],
     if all(c.get("torch_import_failed") for c in cases.values()):
         return Verdict.ERROR  # the run could not start: no control misbehaved
     if Verdict.INCONCLUSIVE in verdicts or not all(
-            _behaved(want, cases[name]) for name, want in controls.items() if name in cases):
+        _behaved(want, cases[name]) for name, want in controls.items() if name in cases
+    ):
         return Verdict.INCONCLUSIVE
     measured = {Verdict(c["verdict"]) for name, c in cases.items() if name not in controls}
     for verdict in (Verdict.AFFECTED, *_FAILURES, Verdict.REFUSED, Verdict.NOT_AFFECTED):
@@ -285,6 +287,7 @@ class CellRun:
         gpu = self.gpu or (self.result.env.get("gpu", "") if self.result else "")
         return gpu if isinstance(gpu, str) and gpu and gpu != "none" else NO_GPU
 
+
 @dataclass(frozen=True, kw_only=True)
 class Attendance:
     """One shard of one runner kind reporting in one scheduled run (`matrix --kind`), stored so the
@@ -307,8 +310,19 @@ class Attendance:
     def roll_call(cls, run: str, at: str, host: str) -> Attendance:
         """The build's record that scheduled run `run` was merged (kind and shard empty): the
         page then knows which run is the latest even when no shard of any kind reported in it."""
-        return cls(kind="", shard="", run=run, gpu="", host=host, started=at, finished=at,
-                   cells=0, probed=0, reused=0, failed=0)
+        return cls(
+            kind="",
+            shard="",
+            run=run,
+            gpu="",
+            host=host,
+            started=at,
+            finished=at,
+            cells=0,
+            probed=0,
+            reused=0,
+            failed=0,
+        )
 
     @property
     def is_roll_call(self) -> bool:

@@ -156,8 +156,11 @@ class BisectResult:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BisectResult:
         direction = Direction(data["direction"])
-        keys = ("last_good", "first_bad") if direction is Direction.REGRESSION else (
-            "last_bad", "first_good")
+        keys = (
+            ("last_good", "first_bad")
+            if direction is Direction.REGRESSION
+            else ("last_bad", "first_good")
+        )
 
         def point(d: dict[str, Any] | None) -> NightlyPoint | None:
             return NightlyPoint(**d) if d else None
@@ -196,8 +199,10 @@ def _candidates_of(result: BisectResult) -> tuple[str, ...]:
     if result.before is None:
         return (after.key,)
     lo, hi = _order(result.before), _order(after)
-    between = sorted((p for p in result.points
-                      if lo < _order(p) < hi and p.verdict is Outcome.UNKNOWN), key=_order)
+    between = sorted(
+        (p for p in result.points if lo < _order(p) < hi and p.verdict is Outcome.UNKNOWN),
+        key=_order,
+    )
     return (*dict.fromkeys(p.key for p in between), after.key)
 
 

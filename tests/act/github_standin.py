@@ -135,8 +135,9 @@ def _handler(hub: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
                     return self._json(404, {"message": "Not Found"})
                 number, comments = match.group(1), match.group(2)
                 if self.command == "GET" and number is None:
-                    return self._json(200, [dict(i) for i in hub.issues.values()
-                                            if i["state"] == "open"])
+                    return self._json(
+                        200, [dict(i) for i in hub.issues.values() if i["state"] == "open"]
+                    )
                 if self.command == "POST" and number is None:
                     new = len(hub.issues) + 1
                     hub.issues[new] = {"number": new, "state": "open", **body}
@@ -152,7 +153,7 @@ def _handler(hub: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
                 return self._json(405, {"message": "Method Not Allowed"})
 
         def _page(self):
-            rel = self.path.split("?", 1)[0][len("/pages/"):] or "index.html"
+            rel = self.path.split("?", 1)[0][len("/pages/") :] or "index.html"
             path = (hub.pages / rel).resolve()
             if not path.is_relative_to(hub.pages.resolve()) or not path.is_file():
                 return self._json(404, {"message": "Not Found"})
@@ -167,14 +168,25 @@ def _handler(hub: GitHubStandIn) -> type[BaseHTTPRequestHandler]:
         def _git(self):
             path, _, query = self.path.partition("?")
             size = int(self.headers.get("Content-Length") or 0)
-            env = {"GIT_PROJECT_ROOT": str(hub.git_root), "GIT_HTTP_EXPORT_ALL": "1",
-                   "PATH_INFO": path, "QUERY_STRING": query, "REQUEST_METHOD": self.command,
-                   "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-                   "CONTENT_LENGTH": str(size), "REMOTE_ADDR": "127.0.0.1",
-                   "PATH": "/usr/bin:/bin",
-                   "HTTP_GIT_PROTOCOL": self.headers.get("Git-Protocol", "")}
-            done = subprocess.run(["git", "http-backend"], input=self.rfile.read(size),
-                                  env=env, capture_output=True, check=False)
+            env = {
+                "GIT_PROJECT_ROOT": str(hub.git_root),
+                "GIT_HTTP_EXPORT_ALL": "1",
+                "PATH_INFO": path,
+                "QUERY_STRING": query,
+                "REQUEST_METHOD": self.command,
+                "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+                "CONTENT_LENGTH": str(size),
+                "REMOTE_ADDR": "127.0.0.1",
+                "PATH": "/usr/bin:/bin",
+                "HTTP_GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
+            }
+            done = subprocess.run(
+                ["git", "http-backend"],
+                input=self.rfile.read(size),
+                env=env,
+                capture_output=True,
+                check=False,
+            )
             head, _, data = done.stdout.partition(b"\r\n\r\n")
             headers = [h.split(":", 1) for h in head.decode().split("\r\n") if ":" in h]
             status = next((v.strip() for k, v in headers if k.lower() == "status"), "200 OK")

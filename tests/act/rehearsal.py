@@ -34,8 +34,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # Pins used by the workflows, mapped to code that runs offline: the real trees or a stand-in.
 REAL = {
     "actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1": "actions-checkout-v7.0.1",
-    "actions/upload-pages-artifact@fc324d3547104276b827a68afc52ff2a11cc49c9":
-        "actions-upload-pages-artifact-v5.0.0",
+    "actions/upload-pages-artifact@fc324d3547104276b827a68afc52ff2a11cc49c9": (
+        "actions-upload-pages-artifact-v5.0.0"
+    ),
 }
 STAND_INS = {
     "actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f": "upload-artifact",
@@ -72,35 +73,53 @@ def act_binary() -> str | None:
 
 def docker_names() -> dict[str, set[str]]:
     """Names of every container, network and volume on the engine now."""
-    listing = {"containers": ["docker", "ps", "-a", "--format", "{{.Names}}"],
-               "networks": ["docker", "network", "ls", "--format", "{{.Name}}"],
-               "volumes": ["docker", "volume", "ls", "--format", "{{.Name}}"]}
-    return {kind: set(subprocess.run(argv, capture_output=True, text=True,
-                                     check=True).stdout.split())
-            for kind, argv in listing.items()}
+    listing = {
+        "containers": ["docker", "ps", "-a", "--format", "{{.Names}}"],
+        "networks": ["docker", "network", "ls", "--format", "{{.Name}}"],
+        "volumes": ["docker", "volume", "ls", "--format", "{{.Name}}"],
+    }
+    return {
+        kind: set(subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split())
+        for kind, argv in listing.items()
+    }
 
 
 def left_behind(before: dict[str, set[str]]) -> dict[str, set[str]]:
     """What act made since `before` and did not remove (act names all it makes `act-…`)."""
     now = docker_names()
-    return {kind: {n for n in now[kind] - before[kind] if n.startswith("act-")}
-            for kind in now}
+    return {kind: {n for n in now[kind] - before[kind] if n.startswith("act-")} for kind in now}
 
 
 def remove_left_behind(before: dict[str, set[str]]) -> None:
     """Whatever the outcome: containers first (they hold the networks and volumes)."""
     left = left_behind(before)
-    for kind, argv in (("containers", ["docker", "rm", "-f", "-v"]),
-                       ("networks", ["docker", "network", "rm"]),
-                       ("volumes", ["docker", "volume", "rm", "-f"])):
+    for kind, argv in (
+        ("containers", ["docker", "rm", "-f", "-v"]),
+        ("networks", ["docker", "network", "rm"]),
+        ("volumes", ["docker", "volume", "rm", "-f"]),
+    ):
         if left[kind]:
             subprocess.run([*argv, *sorted(left[kind])], capture_output=True, check=False)
 
 
 def build_runner_image() -> None:
-    subprocess.run(["docker", "build", "-q", "-t", RUNNER_IMAGE, "--build-arg",
-                    f"BASE_IMAGE={BASE_IMAGE}", "-f", str(ACT_DIR / "Dockerfile.runner"),
-                    str(ACT_DIR)], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            "docker",
+            "build",
+            "-q",
+            "-t",
+            RUNNER_IMAGE,
+            "--build-arg",
+            f"BASE_IMAGE={BASE_IMAGE}",
+            "-f",
+            str(ACT_DIR / "Dockerfile.runner"),
+            str(ACT_DIR),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
 
 
 def unpack_actions(dest: Path) -> dict[str, Path]:
@@ -119,8 +138,13 @@ def unpack_actions(dest: Path) -> dict[str, Path]:
 
 def snapshot(src: Path, git_root: Path, files: dict[str, str]) -> None:
     """This checkout's working tree (plus `files`) as one commit, served at owner/torchbisect."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO,
-                            check=True, capture_output=True, text=True).stdout.split("\0")
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split("\0")
     for rel in filter(None, listed):
         if (REPO / rel).is_file():
             (src / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -134,12 +158,14 @@ def snapshot(src: Path, git_root: Path, files: dict[str, str]) -> None:
     subprocess.run([*git, "init", "-q", "-b", "main"], cwd=src, check=True)
     subprocess.run([*git, "add", "-A"], cwd=src, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "rehearsal"], cwd=src, check=True)
-    subprocess.run(["git", "remote", "add", "origin", f"https://github.com/{OWNER_REPO}.git"],
-                   cwd=src, check=True)
+    subprocess.run(
+        ["git", "remote", "add", "origin", f"https://github.com/{OWNER_REPO}.git"],
+        cwd=src,
+        check=True,
+    )
     bare = git_root / OWNER_REPO
     subprocess.run(["git", "clone", "-q", "--bare", str(src), str(bare)], check=True)
-    subprocess.run(["git", "config", "uploadpack.allowAnySHA1InWant", "true"], cwd=bare,
-                   check=True)
+    subprocess.run(["git", "config", "uploadpack.allowAnySHA1InWant", "true"], cwd=bare, check=True)
 
 
 _QUEUE = re.compile(r"^ +queue: max\n", re.M)
@@ -159,8 +185,11 @@ def free_port() -> int:
 
 
 def ca_bundle() -> str:
-    for candidate in (os.environ.get("SSL_CERT_FILE"), os.environ.get("PIP_CERT"),
-                      "/etc/ssl/certs/ca-certificates.crt"):
+    for candidate in (
+        os.environ.get("SSL_CERT_FILE"),
+        os.environ.get("PIP_CERT"),
+        "/etc/ssl/certs/ca-certificates.crt",
+    ):
         if candidate and Path(candidate).is_file():
             return candidate
     return "/etc/ssl/certs/ca-certificates.crt"
@@ -177,8 +206,15 @@ class World:
     mounts: list[Path]  # host folders the runner containers see at the same path
     runs: int = 0
 
-    def act(self, event: str, workflow: str, *, inputs: dict[str, str] | None = None,
-            rerun_of: int | None = None, timeout: float = 900) -> tuple[int, str]:
+    def act(
+        self,
+        event: str,
+        workflow: str,
+        *,
+        inputs: dict[str, str] | None = None,
+        rerun_of: int | None = None,
+        timeout: float = 900,
+    ) -> tuple[int, str]:
         """Run one workflow as `event`; returns act's exit status and its whole log.
 
         `rerun_of=N`: a second attempt of run N, as "Re-run jobs" on GitHub: the same artifact
@@ -192,38 +228,61 @@ class World:
         standins = self.base / "stand-ins"
         if not standins.is_dir():
             shutil.copytree(ACT_DIR / "stand-ins", standins)
-        env = {"GITHUB_SERVER_URL": self.hub_url, "GITHUB_API_URL": f"{self.hub_url}/api",
-               "TORCHBISECT_ACT_ARTIFACTS": str(artifacts),
-               "TORCHBISECT_ACT_STANDINS": str(standins),
-               "TORCHBISECT_ACT_PAGES": str(self.pages),
-               "TORCHBISECT_ACT_PAGES_URL": f"{self.hub_url}/pages/",
-               "TORCHBISECT_PROBES": str(self.src / "tests" / "helpers" / "probes"),
-               "PIP_CERT": ca_bundle(), "SSL_CERT_FILE": ca_bundle(),
-               # the stand-in pytorch clone belongs to another user than the container's
-               "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
-               "GIT_CONFIG_VALUE_0": "*",
-               # each run its own id (act would give every run id 1), as the attendance of a
-               # kind's shards is kept per run and attempt
-               "GITHUB_RUN_ID": str(rerun_of or self.runs),
-               "GITHUB_RUN_ATTEMPT": "2" if rerun_of else "1"}
-        volumes = [f"-v {shutil.which('node')}:/opt/runner/externals/node/bin/node:ro",
-                   f"-v {ca_bundle()}:{ca_bundle()}:ro", f"-v {artifacts}:{artifacts}",
-                   f"-v {standins}:{standins}:ro",
-                   *(f"-v {m}:{m}" for m in self.mounts)]
-        argv = [act_binary(), event, "-W", f".github/workflows/{workflow}",
-                # every kind's label set starts with self-hosted: the aarch64 kind's jobs get
-                # the same x86_64 image (no aarch64 emulation here), which `matrix --kind`
-                # refuses as a mislabelled runner
-                "-P", f"self-hosted={RUNNER_IMAGE}", "-P", "ubuntu-latest=-self-hosted",
-                "--pull=false", "--no-skip-checkout", "--container-options", " ".join(volumes),
-                "--rm",  # remove containers and volumes after a failure too
-                # act's own artifact server: loopback only, never its default address
-                "--artifact-server-addr", "127.0.0.1",
-                "--artifact-server-port", str(free_port()),
-                "--artifact-server-path", str(self.base / "act-artifact-server"),
-                # its cache server would also bind a non-loopback address; no job uses a cache
-                "--no-cache-server",
-                "-s", "GITHUB_TOKEN=stand-in-token"]
+        env = {
+            "GITHUB_SERVER_URL": self.hub_url,
+            "GITHUB_API_URL": f"{self.hub_url}/api",
+            "TORCHBISECT_ACT_ARTIFACTS": str(artifacts),
+            "TORCHBISECT_ACT_STANDINS": str(standins),
+            "TORCHBISECT_ACT_PAGES": str(self.pages),
+            "TORCHBISECT_ACT_PAGES_URL": f"{self.hub_url}/pages/",
+            "TORCHBISECT_PROBES": str(self.src / "tests" / "helpers" / "probes"),
+            "PIP_CERT": ca_bundle(),
+            "SSL_CERT_FILE": ca_bundle(),
+            # the stand-in pytorch clone belongs to another user than the container's
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": "safe.directory",
+            "GIT_CONFIG_VALUE_0": "*",
+            # each run its own id (act would give every run id 1), as the attendance of a
+            # kind's shards is kept per run and attempt
+            "GITHUB_RUN_ID": str(rerun_of or self.runs),
+            "GITHUB_RUN_ATTEMPT": "2" if rerun_of else "1",
+        }
+        volumes = [
+            f"-v {shutil.which('node')}:/opt/runner/externals/node/bin/node:ro",
+            f"-v {ca_bundle()}:{ca_bundle()}:ro",
+            f"-v {artifacts}:{artifacts}",
+            f"-v {standins}:{standins}:ro",
+            *(f"-v {m}:{m}" for m in self.mounts),
+        ]
+        argv = [
+            act_binary(),
+            event,
+            "-W",
+            f".github/workflows/{workflow}",
+            # every kind's label set starts with self-hosted: the aarch64 kind's jobs get
+            # the same x86_64 image (no aarch64 emulation here), which `matrix --kind`
+            # refuses as a mislabelled runner
+            "-P",
+            f"self-hosted={RUNNER_IMAGE}",
+            "-P",
+            "ubuntu-latest=-self-hosted",
+            "--pull=false",
+            "--no-skip-checkout",
+            "--container-options",
+            " ".join(volumes),
+            "--rm",  # remove containers and volumes after a failure too
+            # act's own artifact server: loopback only, never its default address
+            "--artifact-server-addr",
+            "127.0.0.1",
+            "--artifact-server-port",
+            str(free_port()),
+            "--artifact-server-path",
+            str(self.base / "act-artifact-server"),
+            # its cache server would also bind a non-loopback address; no job uses a cache
+            "--no-cache-server",
+            "-s",
+            "GITHUB_TOKEN=stand-in-token",
+        ]
         for pin, tree in self.trees.items():
             argv += ["--local-repository", f"{pin}={tree}"]
         for pin, name in STAND_INS.items():
@@ -234,8 +293,7 @@ class World:
             argv += ["--var", f"{key}={value}"]
         for key, value in (inputs or {}).items():
             argv += ["--input", f"{key}={value}"]
-        done = subprocess.run(argv, cwd=self.src, capture_output=True, text=True,
-                              timeout=timeout)
+        done = subprocess.run(argv, cwd=self.src, capture_output=True, text=True, timeout=timeout)
         log = _ANSI.sub("", done.stdout + done.stderr)
         (self.base / f"act-{self.runs}-{workflow}.log").write_text(log)
         return done.returncode, log

@@ -23,17 +23,30 @@ def nightly_version(day: date, cuda: str = "cu130") -> str:
     return f"2.17.0.dev{day:%Y%m%d}+{cuda}"
 
 
-def standin_wheel(folder: Path, version: str, *, stale: bool, git: str,
-                  platform: str = PLATFORMS[0]) -> Path:
-    return write_wheel(folder, version, {
-        "torch/__init__.py": (f"from . import version\n__version__ = {version!r}\n"
-                              f"STALE_LAZY_CLONE = {stale!r}\n"),
-        "torch/version.py": f"__version__ = {version!r}\ngit_version = {git!r}\n",
-    }, tag=f"{TAG}-{TAG}-{platform}")
+def standin_wheel(
+    folder: Path, version: str, *, stale: bool, git: str, platform: str = PLATFORMS[0]
+) -> Path:
+    return write_wheel(
+        folder,
+        version,
+        {
+            "torch/__init__.py": (
+                f"from . import version\n__version__ = {version!r}\nSTALE_LAZY_CLONE = {stale!r}\n"
+            ),
+            "torch/version.py": f"__version__ = {version!r}\ngit_version = {git!r}\n",
+        },
+        tag=f"{TAG}-{TAG}-{platform}",
+    )
 
 
-def nightly_index(root: Path, days: list[date], *, first_stale: date,
-                  git_versions: dict[date, str], cuda: str = "cu130") -> Path:
+def nightly_index(
+    root: Path,
+    days: list[date],
+    *,
+    first_stale: date,
+    git_versions: dict[date, str],
+    cuda: str = "cu130",
+) -> Path:
     """`root/<cuda>/torch/index.html` and the wheels beside it; builds from `first_stale` on
     are affected; `git_versions` are their commits on a (stand-in) pytorch `nightly` branch.
     Returns `root`, whose URL + `{cuda}/` is the index."""
@@ -42,8 +55,13 @@ def nightly_index(root: Path, days: list[date], *, first_stale: date,
     links = []
     for day in days:
         for platform in PLATFORMS:
-            whl = standin_wheel(folder, nightly_version(day, cuda), stale=day >= first_stale,
-                                git=git_versions[day], platform=platform)
+            whl = standin_wheel(
+                folder,
+                nightly_version(day, cuda),
+                stale=day >= first_stale,
+                git=git_versions[day],
+                platform=platform,
+            )
             links.append(anchor("../" + whl.name, whl.name))
     write_page(folder / "torch", links)
     return root

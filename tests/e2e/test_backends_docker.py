@@ -54,8 +54,9 @@ CRASHING_PROBE = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
 def _torch_wheel() -> Path:
     found = find_test_wheel()
     if found is None:
-        (pytest.fail if IN_CI else pytest.skip)("no torch 2.13.0+cpu cp311 wheel "
-                                                "(TORCHBISECT_TEST_WHEEL or pip's find-links)")
+        (pytest.fail if IN_CI else pytest.skip)(
+            "no torch 2.13.0+cpu cp311 wheel (TORCHBISECT_TEST_WHEEL or pip's find-links)"
+        )
     return found
 
 
@@ -67,14 +68,21 @@ def _id(name: str) -> str:
 def _probes(folder: Path, source: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     # a document probe (the contract's stand-in), however little of it the test needs
-    (folder / "stale_replay.py").write_text('PROBE_OUTPUT = "document"\n'
-                                            + textwrap.dedent(source))
+    (folder / "stale_replay.py").write_text('PROBE_OUTPUT = "document"\n' + textwrap.dedent(source))
     return folder
 
 
 def _dev_cell(wheel: Path, **changes) -> Cell:
-    cell = Cell(id=_id("dev-2.13.0-cpu-cp311"), channel=Channel.DEV, version="2.13.0+cpu",
-                cuda="cpu", python="3.11", url=str(wheel), base_image=BASE, timeout=120)
+    cell = Cell(
+        id=_id("dev-2.13.0-cpu-cp311"),
+        channel=Channel.DEV,
+        version="2.13.0+cpu",
+        cuda="cpu",
+        python="3.11",
+        url=str(wheel),
+        base_image=BASE,
+        timeout=120,
+    )
     return dataclasses.replace(cell, **changes)
 
 
@@ -114,7 +122,8 @@ def prepared(backend, tmp_path_factory) -> Prepared:
 
 @pytest.mark.docker
 def test_a_dev_wheel_installs_and_the_probe_reports_skipped_without_a_gpu(
-        backend, prepared, tmp_path):
+    backend, prepared, tmp_path
+):
     assert prepared.wheel_sha256 == sha256_of(_torch_wheel())
 
     out = backend.probe(prepared, gpu=None, probe_args=[], log=tmp_path / "probe.log")
@@ -138,7 +147,8 @@ def test_preparing_the_same_cell_again_reuses_its_venv(backend, prepared, tmp_pa
 
 @pytest.mark.docker
 def test_a_hanging_probe_is_killed_at_the_cell_timeout_and_its_container_removed(
-        backend, client, prepared, fake_probes, tmp_path):
+    backend, client, prepared, fake_probes, tmp_path
+):
     fake_probes(_probes(tmp_path / "probes", HANGING_PROBE))
     quick = dataclasses.replace(prepared, cell=dataclasses.replace(prepared.cell, timeout=3))
 
@@ -150,7 +160,8 @@ def test_a_hanging_probe_is_killed_at_the_cell_timeout_and_its_container_removed
 
 @pytest.mark.docker
 def test_ctrl_c_during_a_probe_still_removes_the_container(
-        backend, client, prepared, fake_probes, tmp_path):
+    backend, client, prepared, fake_probes, tmp_path
+):
     fake_probes(_probes(tmp_path / "probes", HANGING_PROBE))
 
     def interrupt(signum, frame):
@@ -170,7 +181,8 @@ def test_ctrl_c_during_a_probe_still_removes_the_container(
 
 @pytest.mark.docker
 def test_release_from_another_thread_stops_a_running_probe(
-        backend, client, prepared, fake_probes, tmp_path):
+    backend, client, prepared, fake_probes, tmp_path
+):
     fake_probes(_probes(tmp_path / "probes", HANGING_PROBE))
     outcome: list[BaseException] = []
 
@@ -198,8 +210,9 @@ def test_check_removes_containers_left_by_a_killed_run(backend, client):
     dead = subprocess.Popen(["true"])
     dead.wait()
     owner = f"{socket.gethostname()}:{dead.pid}"
-    box = client.containers.create(BASE, ["sleep", "600"],
-                                   labels={LABEL: _id("orphan"), OWNER_LABEL: owner})
+    box = client.containers.create(
+        BASE, ["sleep", "600"], labels={LABEL: _id("orphan"), OWNER_LABEL: owner}
+    )
     box.start()
 
     backend.check()
@@ -209,7 +222,8 @@ def test_check_removes_containers_left_by_a_killed_run(backend, client):
 
 @pytest.mark.docker
 def test_a_probe_that_segfaults_is_an_infrastructure_failure(
-        backend, prepared, fake_probes, tmp_path):
+    backend, prepared, fake_probes, tmp_path
+):
     fake_probes(_probes(tmp_path / "probes", CRASHING_PROBE))
     with pytest.raises(InfraError, match="SIGSEGV"):
         backend.probe(prepared, gpu=None, probe_args=[], log=tmp_path / "probe.log")
@@ -257,31 +271,44 @@ def test_a_wheel_that_uv_cannot_install_names_the_reason_and_the_log(backend, cl
 
 @pytest.mark.docker
 def test_a_runner_image_that_fails_to_build_is_an_infrastructure_failure(
-        client, monkeypatch, tmp_path):
+    client, monkeypatch, tmp_path
+):
     (tmp_path / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN exit 7\n")
     monkeypatch.setenv("TORCHBISECT_CONTAINERS", str(tmp_path))
-    backend = DockerBackend(BackendOptions(workdir=tmp_path / "work", client=client,
-                                           ca_bundle=None))
+    backend = DockerBackend(
+        BackendOptions(workdir=tmp_path / "work", client=client, ca_bundle=None)
+    )
     with pytest.raises(InfraError, match=f"building the runner image on {BASE} failed"):
-        backend.prepare(_dev_cell(_torch_wheel(), id=_id("dev-no-image")),
-                        log=tmp_path / "prepare.log")
+        backend.prepare(
+            _dev_cell(_torch_wheel(), id=_id("dev-no-image")), log=tmp_path / "prepare.log"
+        )
 
 
 @pytest.mark.docker
 def test_a_base_image_that_is_not_here_and_cannot_be_pulled_is_an_infrastructure_failure(
-        backend, tmp_path):
-    cell = _dev_cell(_torch_wheel(), id=_id("dev-no-base"),
-                     base_image="torchbisect/no-such-image:1")
+    backend, tmp_path
+):
+    cell = _dev_cell(
+        _torch_wheel(), id=_id("dev-no-base"), base_image="torchbisect/no-such-image:1"
+    )
     with pytest.raises(InfraError, match="torchbisect/no-such-image:1 is not here and cannot"):
         backend.prepare(cell, log=tmp_path / "prepare.log")
 
 
 @pytest.mark.docker
 def test_a_preinstalled_cell_probes_the_torch_in_its_image(
-        backend, skipping_probes, fake_probes, tmp_path):
+    backend, skipping_probes, fake_probes, tmp_path
+):
     fake_probes(skipping_probes)
-    cell = Cell(id=_id("preinstalled-bookworm"), channel=Channel.PREINSTALLED, version="", cuda="",
-                python="3.11", base_image=TORCH_BASE, timeout=120)
+    cell = Cell(
+        id=_id("preinstalled-bookworm"),
+        channel=Channel.PREINSTALLED,
+        version="",
+        cuda="",
+        python="3.11",
+        base_image=TORCH_BASE,
+        timeout=120,
+    )
 
     prepared = backend.prepare(cell, log=tmp_path / "prepare.log")
     out = backend.probe(prepared, gpu=None, probe_args=[], log=tmp_path / "probe.log")
@@ -296,8 +323,14 @@ def test_a_preinstalled_cell_probes_the_torch_in_its_image(
 
 @pytest.mark.docker
 def test_a_preinstalled_cell_needs_an_image_with_torch(backend, tmp_path):
-    bare = Cell(id=_id("preinstalled-bare"), channel=Channel.PREINSTALLED, version="", cuda="",
-                python="3.11", base_image=BASE)
+    bare = Cell(
+        id=_id("preinstalled-bare"),
+        channel=Channel.PREINSTALLED,
+        version="",
+        cuda="",
+        python="3.11",
+        base_image=BASE,
+    )
     with pytest.raises(InfraError, match="has no torch"):
         backend.prepare(bare, log=tmp_path / "prepare.log")
     with pytest.raises(ConfigError, match="preinstalled: {image"):
@@ -306,7 +339,8 @@ def test_a_preinstalled_cell_needs_an_image_with_torch(backend, tmp_path):
 
 @pytest.mark.docker
 def test_an_overlay_cell_shadows_the_image_torch_without_installing_dependencies(
-        backend, skipping_probes, fake_probes, tmp_path):
+    backend, skipping_probes, fake_probes, tmp_path
+):
     fake_probes(skipping_probes)
     cell = _dev_cell(_torch_wheel(), id=_id("dev-overlay"), base_image=TORCH_BASE, overlay=True)
     log = tmp_path / "prepare.log"
@@ -339,19 +373,26 @@ MARKER_PROBE = """
 
 @pytest.mark.docker
 def test_an_overlay_on_an_image_whose_python3_is_a_venv_sees_that_venvs_packages(
-        backend, client, fake_probes, tmp_path):
+    backend, client, fake_probes, tmp_path
+):
     import io
 
     site = "/opt/venv/lib/python3.11/site-packages"
-    client.images.build(fileobj=io.BytesIO(textwrap.dedent(f"""
+    client.images.build(
+        fileobj=io.BytesIO(
+            textwrap.dedent(f"""
         FROM {BASE}
         RUN python3 -m venv /opt/venv && mkdir {site}/cuda_libs_stand_in \\
             && touch {site}/cuda_libs_stand_in/__init__.py
         ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-        """).encode()), tag=VENV_BASE, rm=True, pull=False)
+        """).encode()
+        ),
+        tag=VENV_BASE,
+        rm=True,
+        pull=False,
+    )
     fake_probes(_probes(tmp_path / "probes", MARKER_PROBE))
-    cell = _dev_cell(_torch_wheel(), id=_id("dev-overlay-venv"), base_image=VENV_BASE,
-                     overlay=True)
+    cell = _dev_cell(_torch_wheel(), id=_id("dev-overlay-venv"), base_image=VENV_BASE, overlay=True)
 
     prepared = backend.prepare(cell, log=tmp_path / "prepare.log")
     out = backend.probe(prepared, gpu=None, probe_args=[], log=tmp_path / "probe.log")
@@ -367,7 +408,8 @@ def test_an_overlay_on_an_image_whose_python3_is_a_venv_sees_that_venvs_packages
 @pytest.mark.docker
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this host has GPUs")
 def test_asking_for_a_gpu_where_the_engine_has_none_is_an_infrastructure_failure(
-        backend, client, prepared, skipping_probes, fake_probes, tmp_path):
+    backend, client, prepared, skipping_probes, fake_probes, tmp_path
+):
     fake_probes(skipping_probes)
     with pytest.raises(InfraError, match="cannot start the probe container"):
         backend.probe(prepared, gpu=0, probe_args=[], log=tmp_path / "probe.log")

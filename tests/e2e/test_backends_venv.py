@@ -50,8 +50,12 @@ def workdir(tmp_path_factory) -> Path:
 
 
 def dev_cell(wheel: Path, cell_id: str = "dev-fake", **kw):
-    values = dict(url=str(wheel), sha256=sha256_of(wheel), python=PY,
-                  env=(("TB_ENTRY_VAR", "from-the-entry"),))
+    values = dict(
+        url=str(wheel),
+        sha256=sha256_of(wheel),
+        python=PY,
+        env=(("TB_ENTRY_VAR", "from-the-entry"),),
+    )
     return make_cell(cell_id, **{**values, **kw})
 
 
@@ -89,8 +93,12 @@ def test_overlay_installs_torch_into_the_cells_venv_and_probes_it(wheel, workdir
     seen = json.loads(record.read_text())
     assert seen["version"] == "2.99.0+cpu"
     assert seen["torch"].startswith(str(workdir / "venvs" / "dev-fake"))
-    assert seen["env"] == {"CUDA_VISIBLE_DEVICES": "3", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-                           "TB_ENTRY_VAR": "from-the-entry", "PYTHONNOUSERSITE": "1"}
+    assert seen["env"] == {
+        "CUDA_VISIBLE_DEVICES": "3",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "TB_ENTRY_VAR": "from-the-entry",
+        "PYTHONNOUSERSITE": "1",
+    }
     log = (tmp_path / "logs" / "dev-fake.log").read_text()
     assert "--system-site-packages" in log and "--no-deps" in log
     assert "--torch-backend" not in log
@@ -105,10 +113,22 @@ def test_an_overlay_over_a_venv_sees_that_venvs_packages_but_its_own_torch(wheel
     site = next((base / "lib").glob("python3*/site-packages"))
     (site / "cuda_libs_stand_in.py").write_text("WHERE = 'base venv'\n")
     older = fake_torch_wheel(tmp_path / "older", version="2.0.0+cpu")
-    subprocess.run([shutil.which("uv"), "pip", "install", "--python", str(base / "bin/python"),
-                    "--no-deps", str(older)], check=True, capture_output=True)
-    backend = VenvBackend(BackendOptions(workdir=tmp_path / "work", overlay=True,
-                                     python=str(base / "bin/python")))
+    subprocess.run(
+        [
+            shutil.which("uv"),
+            "pip",
+            "install",
+            "--python",
+            str(base / "bin/python"),
+            "--no-deps",
+            str(older),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    backend = VenvBackend(
+        BackendOptions(workdir=tmp_path / "work", overlay=True, python=str(base / "bin/python"))
+    )
     prepared = backend.prepare(dev_cell(wheel), log=tmp_path / "overlay.log")
     code = "import cuda_libs_stand_in as c, torch; print(c.WHERE, torch.__version__)"
     out = subprocess.run([prepared.python, "-c", code], capture_output=True, text=True)
@@ -153,8 +173,9 @@ def test_a_missing_wheel_is_an_infrastructure_failure(workdir, tmp_path):
 
 
 @needs_uv
-def test_a_remote_wheel_without_sha256_is_downloaded_hashed_and_installed(wheel, workdir,
-                                                                         tmp_path, monkeypatch):
+def test_a_remote_wheel_without_sha256_is_downloaded_hashed_and_installed(
+    wheel, workdir, tmp_path, monkeypatch
+):
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=wheel.parent)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -189,17 +210,19 @@ class Heard(Watcher):
 
 
 @needs_uv
-@pytest.mark.parametrize(("mode", "reason"), [
-    ("crash", "probe killed by signal SIGSEGV"),
-    ("write_then_crash", "probe killed by signal SIGSEGV"),
-    ("exit3", "status 3 (expected 0, 1 or 125): Traceback: something broke"),
-    ("nojson", "probe wrote no JSON document"),
-    ("badjson", "probe JSON unreadable"),
-    ("mismatch", "disagrees with its verdict 'not_affected'"),
-])
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        ("crash", "probe killed by signal SIGSEGV"),
+        ("write_then_crash", "probe killed by signal SIGSEGV"),
+        ("exit3", "status 3 (expected 0, 1 or 125): Traceback: something broke"),
+        ("nojson", "probe wrote no JSON document"),
+        ("badjson", "probe JSON unreadable"),
+        ("mismatch", "disagrees with its verdict 'not_affected'"),
+    ],
+)
 def test_a_misbehaving_probe_is_never_a_verdict(wheel, workdir, tmp_path, mode, reason):
-    result = run(venv_backend(workdir, overlay=True), dev_cell(wheel), tmp_path,
-                 TB_FAKE_MODE=mode)
+    result = run(venv_backend(workdir, overlay=True), dev_cell(wheel), tmp_path, TB_FAKE_MODE=mode)
     assert result.status is RunStatus.INFRA_FAILURE and result.verdict is None
     assert reason in result.reason
 
@@ -214,8 +237,10 @@ def test_a_hanging_probe_is_stopped_at_the_cells_timeout(wheel, workdir, tmp_pat
 
 
 def test_the_preinstalled_fingerprint_does_not_import_torch():
-    code = ("import sys; from torchbisect.backends.preinstalled import torch_fingerprint as f;"
-            "print(f()); assert 'torch' not in sys.modules")
+    code = (
+        "import sys; from torchbisect.backends.preinstalled import torch_fingerprint as f;"
+        "print(f()); assert 'torch' not in sys.modules"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if "has no torch" in out.stderr:
         pytest.skip("this interpreter has no torch")
@@ -225,8 +250,9 @@ def test_the_preinstalled_fingerprint_does_not_import_torch():
 
 
 @needs_uv
-def test_another_interpreters_torch_is_fingerprinted_through_that_interpreter(wheel, workdir,
-                                                                             tmp_path):
+def test_another_interpreters_torch_is_fingerprinted_through_that_interpreter(
+    wheel, workdir, tmp_path
+):
     backend = venv_backend(workdir, overlay=True)
     prepared = backend.prepare(dev_cell(wheel, "dev-fp"), log=tmp_path / "log")
     assert torch_fingerprint(prepared.python).startswith("preinstalled:2.99.0+cpu:")
@@ -256,7 +282,8 @@ def test_extra_index_for_nightly_and_test_never_torch_backend():
     nightly = make_cell(channel=Channel.NIGHTLY, cuda="cu130")
     assert extra_index(nightly) == "https://download.pytorch.org/whl/nightly/cu130"
     assert extra_index(make_cell(channel=Channel.TEST, cuda="cu128")) == (
-        "https://download.pytorch.org/whl/test/cu128")
+        "https://download.pytorch.org/whl/test/cu128"
+    )
     assert extra_index(make_cell(channel=Channel.STABLE, cuda="cu130")) is None
     mirror = make_cell(channel=Channel.NIGHTLY, index_url="https://mirror/whl/nightly/cu130")
     assert extra_index(mirror) == "https://mirror/whl/nightly/cu130"
@@ -298,31 +325,41 @@ def test_backend_options_are_frozen_and_keyword_only(tmp_path):
         BackendOptions(tmp_path)  # type: ignore[misc]
 
 
-@pytest.mark.parametrize(("written", "python", "named"), [
-    ("", "", None), ("3.12", "3.12", None), ("3", "3", None), ("3.13t", "3.13t", None),
-    ("3.12.4", "3.12.4", None),
-    ("python3.11", "", "python3.11"), ("/opt/venv/bin/python", "", "/opt/venv/bin/python"),
-])
+@pytest.mark.parametrize(
+    ("written", "python", "named"),
+    [
+        ("", "", None),
+        ("3.12", "3.12", None),
+        ("3", "3", None),
+        ("3.13t", "3.13t", None),
+        ("3.12.4", "3.12.4", None),
+        ("python3.11", "", "python3.11"),
+        ("/opt/venv/bin/python", "", "/opt/venv/bin/python"),
+    ],
+)
 def test_a_preinstalled_interpreter_is_a_name_or_path_and_a_bare_version_means_the_default(
-        written, python, named):
+    written, python, named
+):
     """One rule (model.split_interpreter) for matrix.yaml's `preinstalled.interpreter` and for a
     stored cell written before Cell had `interpreter` (its `python` carried the interpreter):
     "3.12.4" is a version, as the backends always read it (`plan` once called it an
     interpreter)."""
     assert split_interpreter(written) == (python, named)
-    cell = make_cell("preinstalled", channel=Channel.PREINSTALLED, python=python, url=None,
-                     interpreter=named)
+    cell = make_cell(
+        "preinstalled", channel=Channel.PREINSTALLED, python=python, url=None, interpreter=named
+    )
     old = {k: v for k, v in cell.to_json().items() if k != "interpreter"} | {"python": written}
     assert Cell.from_json(old) == cell
-    expected = named if named is None or named.startswith("/") else (
-        shutil.which(named) or named)
+    expected = named if named is None or named.startswith("/") else (shutil.which(named) or named)
     assert interpreter_of(cell, "/default/python") == (expected or "/default/python")
 
 
 def test_an_images_answer_gives_its_python_and_fingerprint_or_says_no_torch():
     fingerprint = "preinstalled:2.13.0+cpu:" + "a" * 64
     assert read_image_answer(f"noise\n{fingerprint}\n/usr/bin/python3\n") == (
-        "/usr/bin/python3", fingerprint)
+        "/usr/bin/python3",
+        fingerprint,
+    )
     assert read_image_answer("/usr/bin/python3\n") is None  # exit 3: no torch in that python
     assert read_image_answer("") is None
 
@@ -336,8 +373,9 @@ def test_cache_shows_and_prunes_what_the_venv_backend_keeps(wheel, tmp_path, mon
     venv_backend(work).prepare(dev_cell(wheel, "dev-kept"), log=tmp_path / "install.log")
 
     def cache(*argv: str) -> subprocess.CompletedProcess:
-        return torchbisect("cache", "--backend", "venv", "--workdir", work, *argv, timeout=300,
-                           cwd=tmp_path)
+        return torchbisect(
+            "cache", "--backend", "venv", "--workdir", work, *argv, timeout=300, cwd=tmp_path
+        )
 
     shown = cache()
     assert shown.returncode == Exit.OK, shown.stderr
@@ -371,9 +409,11 @@ def test_cache_speaks_of_the_backend_the_runs_used_and_says_so(tmp_path, monkeyp
     shown = torchbisect("cache", "--store", store, "--workdir", tmp_path / "work", cwd=tmp_path)
     assert shown.returncode == Exit.OK, shown.stderr
     first, second = shown.stdout.splitlines()[:2]
-    assert first == (f"backend: venv (the newest run in {store} used it; choose with --backend), "
-                     "which keeps a venv per cell under the work folder, and uv's cache on this "
-                     "host")
+    assert first == (
+        f"backend: venv (the newest run in {store} used it; choose with --backend), "
+        "which keeps a venv per cell under the work folder, and uv's cache on this "
+        "host"
+    )
     assert second.startswith("venvs: 0 venvs, ")
 
 
@@ -383,4 +423,5 @@ def test_cache_of_a_backend_that_keeps_nothing_is_refused_naming_those_that_do(c
     status = call("cache", "--backend", "current")
     assert one_sentence(capsys.readouterr().err, status, Exit.MISTAKE, command="cache").endswith(
         "the current backend (--backend) keeps nothing between runs: choose --backend docker "
-        "or --backend venv")
+        "or --backend venv"
+    )

@@ -24,8 +24,10 @@ from torchbisect.exits import Exit
 
 COMMITTED = REPO / "reports" / "bench"
 
-no_gpu = pytest.mark.skipif(shutil.which("nvidia-smi") is not None,
-                            reason="this machine has a GPU: bench writes reports/bench/")
+no_gpu = pytest.mark.skipif(
+    shutil.which("nvidia-smi") is not None,
+    reason="this machine has a GPU: bench writes reports/bench/",
+)
 
 
 def _bench(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -53,8 +55,10 @@ def test_without_a_gpu_nothing_in_reports_bench_changes_and_it_says_so(checkout)
     done = _bench(checkout, "--parts", "workaround,render")
     assert done.returncode == Exit.OK, done.stderr
     assert _snapshot(checkout / "reports" / "bench") == before
-    assert ("no GPU here, so nothing is written to reports/bench/ (it keeps the numbers measured "
-            "on a GPU); pass --out DIR to keep this run's numbers") in done.stderr
+    assert (
+        "no GPU here, so nothing is written to reports/bench/ (it keeps the numbers measured "
+        "on a GPU); pass --out DIR to keep this run's numbers"
+    ) in done.stderr
     assert '"render"' in done.stdout  # the numbers are still shown
 
 
@@ -73,15 +77,18 @@ def test_out_names_where_a_machine_without_a_gpu_writes(checkout, tmp_path):
 
 @pytest.mark.slow
 @no_gpu
-@pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(),
-                    reason="the baseline probe comes from this checkout's git history")
+@pytest.mark.skipif(
+    shutil.which("git") is None or not (REPO / ".git").exists(),
+    reason="the baseline probe comes from this checkout's git history",
+)
 def test_the_probe_part_runs_the_earlier_probe_beside_todays(tmp_path):
     pytest.importorskip("torch", reason="this interpreter has no torch: pip install torch")
     done = _bench(tmp_path, "--parts", "probe", "--out", str(tmp_path / "out"))
     assert done.returncode == Exit.OK, done.stderr
     doc = json.loads((tmp_path / "out" / "probe.json").read_text())
-    today = re.search(r'^PROBE_VERSION = "([^"]+)"', (REPO / "probes" / "stale_replay.py")
-                      .read_text(), re.M)[1]
+    today = re.search(
+        r'^PROBE_VERSION = "([^"]+)"', (REPO / "probes" / "stale_replay.py").read_text(), re.M
+    )[1]
     assert (doc["before_probe_version"], doc["after_probe_version"]) == ("1", today)
     assert len(doc["seconds"]["before"]["cold"]) == 1 and len(doc["seconds"]["after"]["warm"]) == 2
     assert doc["same_verdicts"] and doc["verdicts"]["capture_data_ptr"] == ["skipped", "skipped"]
@@ -99,17 +106,28 @@ def test_rendering_is_timed_over_all_four_files():
 def test_planning_is_measured_by_the_package_alone_without_the_test_suite(tmp_path):
     """An installed package has no tests/ beside it: the planning benchmark still runs (a
     copy of src/ alone on the path), serving its own index, and plans every listed nightly."""
-    shutil.copytree(REPO / "src" / "torchbisect", tmp_path / "src" / "torchbisect",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        REPO / "src" / "torchbisect",
+        tmp_path / "src" / "torchbisect",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     # as a wheel carries them (setup.py): planning reads the probe a matrix names (issue 47)
     shutil.copytree(REPO / "probes", tmp_path / "src" / "torchbisect" / "_probes")
-    code = ("import json, os, sys; import torchbisect; "
-            "assert torchbisect.__file__.startswith(os.getcwd()), torchbisect.__file__; "
-            "from torchbisect.bench.tool import plan_dates; "
-            "print(json.dumps(plan_dates(60))); "
-            "assert not [m for m in sys.modules if m.startswith(('indexserver', 'helpers'))]")
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": "src"})
+    code = (
+        "import json, os, sys; import torchbisect; "
+        "assert torchbisect.__file__.startswith(os.getcwd()), torchbisect.__file__; "
+        "from torchbisect.bench.tool import plan_dates; "
+        "print(json.dumps(plan_dates(60))); "
+        "assert not [m for m in sys.modules if m.startswith(('indexserver', 'helpers'))]"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": "src"},
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     # 60 dates, one gap (day 3: missing), two nightlies on the version-bump date: 60 cells

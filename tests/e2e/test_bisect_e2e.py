@@ -35,11 +35,13 @@ from torchbisect.exits import Exit
 
 pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 
+
 @pytest.mark.slow
 def test_script_bisection_finds_the_boundary_with_commits(world, tmp_path):
     base, shas, url = world
-    done = torchbisect(*bisect_args(base, url, tmp_path, "--script", SCRIPT), cwd=tmp_path,
-                       timeout=600)
+    done = torchbisect(
+        *bisect_args(base, url, tmp_path, "--script", SCRIPT), cwd=tmp_path, timeout=600
+    )
     assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
     assert result["last_good"]["date"] == "2025-08-13"
@@ -47,8 +49,9 @@ def test_script_bisection_finds_the_boundary_with_commits(world, tmp_path):
     assert result["first_bad"]["version"] == "2.10.0.dev20250814+cpu"
     assert result["first_bad"]["git_version"] == shas[FIRST_BAD][0]
     assert result["first_bad"]["main_sha"] == shas[FIRST_BAD][1]
-    assert result["compare_url"] == (f"https://github.com/pytorch/pytorch/compare/"
-                                     f"{shas['2025-08-13'][1]}...{shas[FIRST_BAD][1]}")
+    assert result["compare_url"] == (
+        f"https://github.com/pytorch/pytorch/compare/{shas['2025-08-13'][1]}...{shas[FIRST_BAD][1]}"
+    )
     assert [c.split(" ", 1)[1] for c in result["commits"]] == ["change 0 of 2025-08-14"]
     assert result["probes"] <= bound()
     assert "exit 0 good, 125 skip" in result["rule"]
@@ -57,7 +60,8 @@ def test_script_bisection_finds_the_boundary_with_commits(world, tmp_path):
     assert result["exact"] is True and result["candidates"] == [FIRST_BAD]
     assert result["unknown"] == [] and result["missing"] == []
     assert done.stdout.splitlines()[0].startswith(
-        "the first bad nightly is 2025-08-14 (exact: the nightly before it, 2025-08-13, is good")
+        "the first bad nightly is 2025-08-14 (exact: the nightly before it, 2025-08-13, is good"
+    )
     assert "first bad:  2025-08-14" in done.stdout
     assert "2025-08-20 has two nightlies; using 2.11.0.dev20250820+cpu" in done.stderr
 
@@ -70,14 +74,21 @@ def test_killed_bisection_resumes_with_the_same_answer(world, tmp_path):
     # loaded the machine is.
     calls, go = tmp_path / "calls", tmp_path / "go"
     calls.mkdir()
-    gated = (f"n=$(ls {calls} | wc -l); touch {calls}/$$; "
-             f"[ $n -lt 4 ] || while [ ! -e {go} ]; do sleep 0.05; done; {SCRIPT}")
+    gated = (
+        f"n=$(ls {calls} | wc -l); touch {calls}/$$; "
+        f"[ $n -lt 4 ] || while [ ! -e {go} ]; do sleep 0.05; done; {SCRIPT}"
+    )
     args = bisect_args(base, url, tmp_path, "--script", gated)
-    first = subprocess.Popen(command(*args), env=env(), cwd=tmp_path, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)
+    first = subprocess.Popen(
+        command(*args),
+        env=env(),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 300
-    while len(list(calls.iterdir())) < 5 and first.poll() is None and (
-            time.monotonic() < deadline):
+    while len(list(calls.iterdir())) < 5 and first.poll() is None and (time.monotonic() < deadline):
         time.sleep(0.05)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
@@ -89,8 +100,7 @@ def test_killed_bisection_resumes_with_the_same_answer(world, tmp_path):
     done = torchbisect(*args, cwd=tmp_path, timeout=600)
     assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
-    assert (result["last_good"]["date"], result["first_bad"]["date"]) == ("2025-08-13",
-                                                                          FIRST_BAD)
+    assert (result["last_good"]["date"], result["first_bad"]["date"]) == ("2025-08-13", FIRST_BAD)
     new = runs_now(stored_runs(tmp_path) - before)
     assert new < result["probes"] <= bound()
     assert f"{new} run now, {result['probes'] - new} from the store" in done.stdout
@@ -104,9 +114,11 @@ def test_wrong_ends_are_one_sentence_and_exit_2(world, tmp_path):
     done = torchbisect(*args, cwd=tmp_path, timeout=600)
     assert done.returncode == Exit.MISTAKE
     error = done.stderr.strip().splitlines()[-1]
-    assert error == ("torchbisect bisect: error: the --good end, the 2025-08-15 nightly "
-                     "(2.10.0.dev20250815+cpu), is not good but bad: pick an older --good, or "
-                     "use --find-fix to look for the build that fixed it")
+    assert error == (
+        "torchbisect bisect: error: the --good end, the 2025-08-15 nightly "
+        "(2.10.0.dev20250815+cpu), is not good but bad: pick an older --good, or "
+        "use --find-fix to look for the build that fixed it"
+    )
     assert "Traceback" not in done.stderr
 
 
@@ -120,8 +132,10 @@ def test_find_fix_with_a_missing_end_date(world, tmp_path):
     done = torchbisect(*args, cwd=tmp_path, timeout=600)
     assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
-    assert (result["last_bad"]["date"], result["first_good"]["date"]) == ("2025-08-21",
-                                                                          "2025-08-22")
+    assert (result["last_bad"]["date"], result["first_good"]["date"]) == (
+        "2025-08-21",
+        "2025-08-22",
+    )
     assert "no nightly on 2025-08-25 (--good): using the nearest one, 2025-08-26" in done.stderr
     assert result["probes"] <= bound(DATES.index("2025-08-26") + 1)
 
@@ -139,20 +153,47 @@ def test_release_ends_bisect_the_releases_in_between(tmp_path):
         standin_wheel(folder, f"{version}+cpu", f"{i:040x}")
     standin_wheel(folder, "2.15.0rc1", "f" * 40)
     standin_wheel(folder, "2.16.0.dev20251001", "e" * 40)
-    script = ("python -c \"import sys, torch; "
-              "v = tuple(map(int, torch.__version__.split('.')[:2])); "
-              "sys.exit(1 if v >= (2, 12) else 0)\"")
-    done = torchbisect("bisect", "--good", "2.9.0", "--bad", "2.14.1", "--cuda", "cpu", "--python",
-                       PY, "--index-url", folder, "--backend", "venv", "--store",
-                       tmp_path / "results.sqlite", "--workdir", tmp_path / "venvs", "--no-github",
-                       "--json", tmp_path / "bisect.json", "--script", script, env=env(),
-                       cwd=tmp_path, timeout=600)
+    script = (
+        'python -c "import sys, torch; '
+        "v = tuple(map(int, torch.__version__.split('.')[:2])); "
+        'sys.exit(1 if v >= (2, 12) else 0)"'
+    )
+    done = torchbisect(
+        "bisect",
+        "--good",
+        "2.9.0",
+        "--bad",
+        "2.14.1",
+        "--cuda",
+        "cpu",
+        "--python",
+        PY,
+        "--index-url",
+        folder,
+        "--backend",
+        "venv",
+        "--store",
+        tmp_path / "results.sqlite",
+        "--workdir",
+        tmp_path / "venvs",
+        "--no-github",
+        "--json",
+        tmp_path / "bisect.json",
+        "--script",
+        script,
+        env=env(),
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert done.returncode == Exit.OK, done.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
-    assert (result["last_good"]["version"], result["first_bad"]["version"]) == ("2.11.0+cpu",
-                                                                                "2.12.0+cpu")
+    assert (result["last_good"]["version"], result["first_bad"]["version"]) == (
+        "2.11.0+cpu",
+        "2.12.0+cpu",
+    )
     assert result["first_bad"]["git_version"] == f"{4:040x}"
-    assert result["compare_url"] == ("https://github.com/pytorch/pytorch/compare/"
-                                     f"{3:040x}...{4:040x}")
+    assert result["compare_url"] == (
+        f"https://github.com/pytorch/pytorch/compare/{3:040x}...{4:040x}"
+    )
     assert result["probes"] <= bound(len(RELEASES))
     assert result["reproduce"].startswith("torchbisect bisect --good 2.11.0 --bad 2.12.0")

@@ -22,23 +22,59 @@ from torchbisect.outcome import BisectResult, Direction, NightlyPoint
 
 RULE = Rule()  # the probe's capture_data_ptr
 GPU, DRIVER = "NVIDIA H200", "580.159.04"
-SETTINGS = Settings(rule=RULE, cuda="cu130", python="3.12", timeout=600.0, probe_version="1+a",
-                    gpu=GPU, driver=DRIVER)
+SETTINGS = Settings(
+    rule=RULE,
+    cuda="cu130",
+    python="3.12",
+    timeout=600.0,
+    probe_version="1+a",
+    gpu=GPU,
+    driver=DRIVER,
+)
 
 
-def nightly(day: str, *, verdict="affected", gpu=GPU, probe="stale_replay", started="T1",
-            status=RunStatus.OK, git="") -> CellRun:
+def nightly(
+    day: str,
+    *,
+    verdict="affected",
+    gpu=GPU,
+    probe="stale_replay",
+    started="T1",
+    status=RunStatus.OK,
+    git="",
+) -> CellRun:
     stamp = day.replace("-", "")
-    cell = make_cell(f"nightly-{stamp}-cu130-cp312", channel=Channel.NIGHTLY,
-                     version=f"2.10.0.dev{stamp}+cu130", cuda="cu130", python="3.12", date=day,
-                     probe=probe, cases=("capture_data_ptr",), timeout=600.0)
-    doc = {"schema": 1, "probe": "stale_replay", "verdict": verdict,
-           "cases": {"capture_data_ptr": {"verdict": verdict, "detail": "d"}},
-           "env": {"git_version": git or f"{stamp}{'0' * 32}"}}
+    cell = make_cell(
+        f"nightly-{stamp}-cu130-cp312",
+        channel=Channel.NIGHTLY,
+        version=f"2.10.0.dev{stamp}+cu130",
+        cuda="cu130",
+        python="3.12",
+        date=day,
+        probe=probe,
+        cases=("capture_data_ptr",),
+        timeout=600.0,
+    )
+    doc = {
+        "schema": 1,
+        "probe": "stale_replay",
+        "verdict": verdict,
+        "cases": {"capture_data_ptr": {"verdict": verdict, "detail": "d"}},
+        "env": {"git_version": git or f"{stamp}{'0' * 32}"},
+    }
     result = ProbeResult.from_json(doc) if status is RunStatus.OK else None
-    return CellRun(cell=cell, status=status, result=result, wheel_sha256=cell.sha256 or "",
-                   probe_version="1+a", gpu=gpu, driver=DRIVER, backend="venv",
-                   started=f"2026-11-29{started}", reason="" if result else "install: boom")
+    return CellRun(
+        cell=cell,
+        status=status,
+        result=result,
+        wheel_sha256=cell.sha256 or "",
+        probe_version="1+a",
+        gpu=gpu,
+        driver=DRIVER,
+        backend="venv",
+        started=f"2026-11-29{started}",
+        reason="" if result else "install: boom",
+    )
 
 
 @pytest.fixture
@@ -65,17 +101,28 @@ def test_forget_a_date_drops_exactly_what_would_answer_again(stored):
     assert sorted(r.run_id for r in gone.runs) == sorted([ids["mistake"], ids["again"]])
     assert left(store) == set(ids.values()) - {ids["mistake"], ids["again"]}
     said = describe(gone.runs[0], RULE)
-    assert said == (f"row {ids['mistake']}: nightly-20250813-cu130-cp312 "
-                    "(2.10.0.dev20250813+cu130), bad, probed 2026-11-29T10:00 on NVIDIA H200")
+    assert said == (
+        f"row {ids['mistake']}: nightly-20250813-cu130-cp312 "
+        "(2.10.0.dev20250813+cu130), bad, probed 2026-11-29T10:00 on NVIDIA H200"
+    )
 
 
-@pytest.mark.parametrize(("what", "message"), [
-    ("2025-08-20", "holds no verdict of 2025-08-20 that this bisection would reuse (--cuda "
-                   "cu130, --python 3.12, --case capture_data_ptr): nothing to forget"),
-    ("2.12.0", "holds no verdict of 2.12.0"),
-    ("not-a-build", "--forget 'not-a-build' is neither a date, a nightly or release version, nor "
-                    "a commit sha (7 to 40 hex digits)"),
-])
+@pytest.mark.parametrize(
+    ("what", "message"),
+    [
+        (
+            "2025-08-20",
+            "holds no verdict of 2025-08-20 that this bisection would reuse (--cuda "
+            "cu130, --python 3.12, --case capture_data_ptr): nothing to forget",
+        ),
+        ("2.12.0", "holds no verdict of 2.12.0"),
+        (
+            "not-a-build",
+            "--forget 'not-a-build' is neither a date, a nightly or release version, nor "
+            "a commit sha (7 to 40 hex digits)",
+        ),
+    ],
+)
 def test_nothing_matching_is_one_sentence_and_touches_nothing(stored, what, message):
     store, ids = stored
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -95,12 +142,27 @@ def test_a_commit_is_a_git_version_or_a_main_sha_a_bisection_recorded(stored):
     store, ids = stored
     gone = forget(store, "20250814000", SETTINGS)  # the 08-14 build's git_version, abbreviated
     assert [r.run_id for r in gone.runs] == [ids["next day"]]
-    point = lambda day, v: NightlyPoint(date=day, version=f"2.10.0.dev{day}", verdict=v,  # noqa: E731
-                                        main_sha=("ab" if day.endswith("13") else "cd") * 20)
-    store.add_bisection(BisectResult(
-        direction=Direction.REGRESSION, case="capture_data_ptr", cuda="cu130", python="3.12",
-        before=point("2025-08-12", "good"), after=point("2025-08-13", "bad"), probes=5,
-        finished="2026-11-29T12:00:00+00:00"))
+
+    def point(day: str, v: str) -> NightlyPoint:
+        return NightlyPoint(
+            date=day,
+            version=f"2.10.0.dev{day}",
+            verdict=v,
+            main_sha=("ab" if day.endswith("13") else "cd") * 20,
+        )
+
+    store.add_bisection(
+        BisectResult(
+            direction=Direction.REGRESSION,
+            case="capture_data_ptr",
+            cuda="cu130",
+            python="3.12",
+            before=point("2025-08-12", "good"),
+            after=point("2025-08-13", "bad"),
+            probes=5,
+            finished="2026-11-29T12:00:00+00:00",
+        )
+    )
     gone = forget(store, "abababa", SETTINGS)  # the main-branch sha of the 08-13 nightly
     assert sorted(r.run_id for r in gone.runs) == sorted([ids["mistake"], ids["again"]])
     assert [b.finished for b in gone.bisections] == ["2026-11-29T12:00:00+00:00"]
@@ -108,14 +170,35 @@ def test_a_commit_is_a_git_version_or_a_main_sha_a_bisection_recorded(stored):
 
 def release(version: str, cuda: str) -> CellRun:
     """A verdict a `--cuda auto` release walk stored: under its build's own CUDA tag."""
-    cell = make_cell(f"stable-{version}-{cuda}-cp312", channel=Channel.STABLE,
-                     version=f"{version}+{cuda}", cuda=cuda, python="3.12",
-                     probe="stale_replay", cases=("capture_data_ptr",), timeout=600.0)
-    doc = {"schema": 1, "probe": "stale_replay", "verdict": "affected",
-           "cases": {"capture_data_ptr": {"verdict": "affected", "detail": "d"}}, "env": {}}
-    return CellRun(cell=cell, status=RunStatus.OK, result=ProbeResult.from_json(doc),
-                   wheel_sha256=cell.sha256 or "", probe_version="1+a", gpu=GPU, driver=DRIVER,
-                   backend="venv", started="2026-11-29T10:00", reason="")
+    cell = make_cell(
+        f"stable-{version}-{cuda}-cp312",
+        channel=Channel.STABLE,
+        version=f"{version}+{cuda}",
+        cuda=cuda,
+        python="3.12",
+        probe="stale_replay",
+        cases=("capture_data_ptr",),
+        timeout=600.0,
+    )
+    doc = {
+        "schema": 1,
+        "probe": "stale_replay",
+        "verdict": "affected",
+        "cases": {"capture_data_ptr": {"verdict": "affected", "detail": "d"}},
+        "env": {},
+    }
+    return CellRun(
+        cell=cell,
+        status=RunStatus.OK,
+        result=ProbeResult.from_json(doc),
+        wheel_sha256=cell.sha256 or "",
+        probe_version="1+a",
+        gpu=GPU,
+        driver=DRIVER,
+        backend="venv",
+        started="2026-11-29T10:00",
+        reason="",
+    )
 
 
 def test_forget_under_cuda_auto_drops_the_verdict_of_the_build_the_walk_takes(store):
@@ -157,7 +240,7 @@ def test_a_mistaken_verdict_is_taken_back_and_asked_again(world, tmp_path):
     mistake.unlink()
     forgets = [*args, "--forget", "2025-08-13"]
     good_bad = forgets.index("--good")
-    only = forgets[:good_bad] + forgets[good_bad + 4:]  # no --good/--bad: forget, then stop
+    only = forgets[:good_bad] + forgets[good_bad + 4 :]  # no --good/--bad: forget, then stop
     done = torchbisect(*only, cwd=tmp_path, timeout=600)
     assert done.returncode == Exit.OK, done.stderr
     lines = done.stdout.splitlines()
@@ -170,8 +253,10 @@ def test_a_mistaken_verdict_is_taken_back_and_asked_again(world, tmp_path):
     again = torchbisect(*args, cwd=tmp_path, timeout=600)
     assert again.returncode == Exit.OK, again.stderr
     result = json.loads((tmp_path / "bisect.json").read_text())
-    assert (result["last_good"]["date"], result["first_bad"]["date"]) == ("2025-08-13",
-                                                                          "2025-08-14")
+    assert (result["last_good"]["date"], result["first_bad"]["date"]) == (
+        "2025-08-13",
+        "2025-08-14",
+    )
     # probed now: 08-13 again and 08-14, which the mistake had kept the search from asking,
     # twice each (--repeat 2), and the script re-asked at the pair; the rest came from the
     # store: no start over
@@ -195,8 +280,18 @@ def test_forget_alone_is_no_gpu_run_and_says_what_it_matched(stored, capsys, mon
     store, ids = stored
     monkeypatch.setattr(gpus, "list_gpus", lambda: [])
     monkeypatch.setattr(run, "list_gpus", lambda: [])
-    code = call("bisect", "--forget", "2025-08-13", "--store", str(store.path), "--cuda",
-                "cu130", "--python", "3.12", "--require-gpu")
+    code = call(
+        "bisect",
+        "--forget",
+        "2025-08-13",
+        "--store",
+        str(store.path),
+        "--cuda",
+        "cu130",
+        "--python",
+        "3.12",
+        "--require-gpu",
+    )
     err = capsys.readouterr().err.strip().splitlines()
     # the rows here were probed on an H200: none answers on this GPU-less machine
     assert code == Exit.MISTAKE and len(err) == 1 and err[0].endswith(": nothing to forget"), err

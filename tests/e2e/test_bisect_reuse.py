@@ -66,19 +66,50 @@ def world(tmp_path, fake_probes):
 
 def matrix(world: Path, store: Path, cases: str = "") -> int:
     (world / "matrix.yaml").write_text(
-        f"defaults:\n  python: \"{PY}\"\n{cases}"
+        f'defaults:\n  python: "{PY}"\n{cases}'
         f"indexes:\n  nightly: {world / 'index'}\n"
-        f"nightly:\n  from: {DAYS[0]}\n  to: {DAYS[-1]}\n  cuda: cpu\n")
-    return call("matrix", "--matrix", str(world / "matrix.yaml"), "--allow-no-gpu",
-                "--backend", "venv", "--store", str(store), "--workdir", str(world / "work"),
-                "--no-report", "--out", str(world / "reports"))
+        f"nightly:\n  from: {DAYS[0]}\n  to: {DAYS[-1]}\n  cuda: cpu\n"
+    )
+    return call(
+        "matrix",
+        "--matrix",
+        str(world / "matrix.yaml"),
+        "--allow-no-gpu",
+        "--backend",
+        "venv",
+        "--store",
+        str(store),
+        "--workdir",
+        str(world / "work"),
+        "--no-report",
+        "--out",
+        str(world / "reports"),
+    )
 
 
 def bisect(world: Path, store: Path) -> int:
-    return call("bisect", "--good", DAYS[0], "--bad", DAYS[-1], "--cuda", "cpu", "--python", PY,
-                "--index-url", str(world / "index"), "--backend", "venv", "--store", str(store),
-                "--workdir", str(world / "work"), "--no-github",
-                "--json", str(world / "bisect.json"))
+    return call(
+        "bisect",
+        "--good",
+        DAYS[0],
+        "--bad",
+        DAYS[-1],
+        "--cuda",
+        "cpu",
+        "--python",
+        PY,
+        "--index-url",
+        str(world / "index"),
+        "--backend",
+        "venv",
+        "--store",
+        str(store),
+        "--workdir",
+        str(world / "work"),
+        "--no-github",
+        "--json",
+        str(world / "bisect.json"),
+    )
 
 
 def runs(store: Path) -> list:
@@ -91,10 +122,10 @@ def test_a_bisection_reuses_the_matrix_runs_of_the_same_wheels(world, capsys):
     store = world / "results.sqlite"
     assert matrix(world, store) == Exit.OK
     stored = runs(store)
-    assert {r.cell.id for r in stored} >= {f"nightly-{BUMP.replace('-', '')}-2.10.0-cpu-cp"
-                                           f"{PY.replace('.', '')}",
-                                           f"nightly-{BUMP.replace('-', '')}-2.11.0-cpu-cp"
-                                           f"{PY.replace('.', '')}"}
+    assert {r.cell.id for r in stored} >= {
+        f"nightly-{BUMP.replace('-', '')}-2.10.0-cpu-cp{PY.replace('.', '')}",
+        f"nightly-{BUMP.replace('-', '')}-2.11.0-cpu-cp{PY.replace('.', '')}",
+    }
     capsys.readouterr()
     assert bisect(world, store) == Exit.OK
     out = capsys.readouterr().out

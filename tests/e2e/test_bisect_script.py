@@ -37,18 +37,34 @@ def wheel(tmp_path_factory) -> Path:
 
 def run_script(command: str, wheel: Path, tmp_path: Path, timeout: float = 60):
     rule = Rule(script=command)
-    cell = Cell(id="nightly-20250801-cpu-test", channel=Channel.NIGHTLY, version=VERSION,
-                cuda="cpu", python=PY, url=str(wheel), date="2025-08-01",
-                probe=rule.probe_name, env=rule.env, timeout=timeout)
+    cell = Cell(
+        id="nightly-20250801-cpu-test",
+        channel=Channel.NIGHTLY,
+        version=VERSION,
+        cuda="cpu",
+        python=PY,
+        url=str(wheel),
+        date="2025-08-01",
+        probe=rule.probe_name,
+        env=rule.env,
+        timeout=timeout,
+    )
     backend = choose_backend("venv", BackendOptions(workdir=tmp_path / "work"), say=lambda _: None)
     run = execute.run_cell(backend, cell, gpu=None, logs_dir=tmp_path / "logs")
     return rule, run
 
 
-@pytest.mark.parametrize(("command", "outcome"), [
-    ("exit 0", Outcome.GOOD), ("exit 1", Outcome.BAD), ("exit 2", Outcome.BAD),
-    ("exit 125", Outcome.UNKNOWN), ("exit 126", Outcome.BAD), ("exit 127", Outcome.BAD),
-])
+@pytest.mark.parametrize(
+    ("command", "outcome"),
+    [
+        ("exit 0", Outcome.GOOD),
+        ("exit 1", Outcome.BAD),
+        ("exit 2", Outcome.BAD),
+        ("exit 125", Outcome.UNKNOWN),
+        ("exit 126", Outcome.BAD),
+        ("exit 127", Outcome.BAD),
+    ],
+)
 def test_git_bisect_run_exit_statuses(command, outcome, wheel, tmp_path):
     rule, run = run_script(command, wheel, tmp_path)
     assert run.status is RunStatus.OK, run.reason
@@ -59,10 +75,13 @@ def test_git_bisect_run_exit_statuses(command, outcome, wheel, tmp_path):
     assert run.probe_version.startswith("1+") and run.cell.probe.startswith("script:")
 
 
-@pytest.mark.parametrize(("command", "message"), [
-    ("exit 200", r"exited with status 200 \(above 127\)"),
-    ("kill -9 $$", r"killed by signal SIGKILL \(9\)"),
-])
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ("exit 200", r"exited with status 200 \(above 127\)"),
+        ("kill -9 $$", r"killed by signal SIGKILL \(9\)"),
+    ],
+)
 def test_statuses_that_stop_the_bisection(command, message, wheel, tmp_path):
     rule, run = run_script(command, wheel, tmp_path)
     with pytest.raises(ScriptAborted, match=message):
@@ -78,8 +97,12 @@ def test_a_script_that_hangs_is_an_infrastructure_failure_read_as_unknown(wheel,
 
 def test_the_script_runs_with_the_build_first_on_path(wheel, tmp_path):
     seen = tmp_path / "seen.txt"
-    rule, run = run_script(f'echo "$TORCHBISECT_DATE $TORCHBISECT_TORCH_VERSION '
-                           f'$TORCHBISECT_PYTHON $(command -v python)" > {seen}', wheel, tmp_path)
+    rule, run = run_script(
+        f'echo "$TORCHBISECT_DATE $TORCHBISECT_TORCH_VERSION '
+        f'$TORCHBISECT_PYTHON $(command -v python)" > {seen}',
+        wheel,
+        tmp_path,
+    )
     assert rule.judge(run).verdict is Outcome.GOOD
     day, version, python, first = seen.read_text().split()
     assert (day, version) == ("2025-08-01", VERSION)
@@ -91,22 +114,42 @@ def release_bisection(tmp_path: Path, backend, *, script: str, image: str | None
     for minor in range(9, 15):
         fake_torch_wheel(folder, f"2.{minor}.0+cpu", git_version=f"{minor:040x}")
     rule = Rule(script=script)
-    template = Cell(id="", channel=Channel.STABLE, version="", cuda="cpu", python=PY,
-                    probe=rule.probe_name, timeout=300, base_image=image)
+    template = Cell(
+        id="",
+        channel=Channel.STABLE,
+        version="",
+        cuda="cpu",
+        python=PY,
+        probe=rule.probe_name,
+        timeout=300,
+        base_image=image,
+    )
     builds = Chooser().builds(fetch_wheels(str(folder)), cuda="cpu", python=PY)
-    cands = build_release_candidates(builds, older="2.9.0", newer="2.14.0",
-                                     older_flag="--good", newer_flag="--bad",
-                                     cell_template=template)
+    cands = build_release_candidates(
+        builds,
+        older="2.9.0",
+        newer="2.14.0",
+        older_flag="--good",
+        newer_flag="--bad",
+        cell_template=template,
+    )
     with Store(tmp_path / "results.sqlite") as store:
-        b = Bisector(backend=backend, store=store, rule=rule, direction=Direction.REGRESSION,
-                     logs=tmp_path / "logs")
+        b = Bisector(
+            backend=backend,
+            store=store,
+            rule=rule,
+            direction=Direction.REGRESSION,
+            logs=tmp_path / "logs",
+        )
         result = b.search(cands)
         stored = store.runs()
     return [c.version for c in cands.candidates], result, stored
 
 
-DECIDE = ("python -c \"import sys, torch; v = tuple(map(int, torch.__version__.split('.')[:2])); "
-          "sys.exit(1 if v >= (2, 12) else 0)\"")
+DECIDE = (
+    "python -c \"import sys, torch; v = tuple(map(int, torch.__version__.split('.')[:2])); "
+    'sys.exit(1 if v >= (2, 12) else 0)"'
+)
 
 
 def test_a_script_that_asks_to_stop_leaves_nothing_stored(tmp_path):
@@ -121,13 +164,14 @@ def test_a_script_that_asks_to_stop_leaves_nothing_stored(tmp_path):
 @pytest.mark.slow
 def test_a_script_bisects_with_the_docker_backend(tmp_path):
     """The script runs inside each build's container: the image's python, the build's torch."""
-    backend = choose_backend("docker", BackendOptions(workdir=tmp_path / "work"),
-                             say=lambda _: None)
+    backend = choose_backend(
+        "docker", BackendOptions(workdir=tmp_path / "work"), say=lambda _: None
+    )
     image = "torchbisect/base:bookworm"
     (tmp_path / "host-only").touch()  # not mounted: seen from the host, the bisection stops
     in_container = f"test -e {tmp_path / 'host-only'} && exit 200; {DECIDE}"
-    versions, result, stored = release_bisection(tmp_path, backend, script=in_container,
-                                                 image=image)
-    assert (versions[result.last_good], versions[result.first_bad]) == ("2.11.0+cpu",
-                                                                        "2.12.0+cpu")
+    versions, result, stored = release_bisection(
+        tmp_path, backend, script=in_container, image=image
+    )
+    assert (versions[result.last_good], versions[result.first_bad]) == ("2.11.0+cpu", "2.12.0+cpu")
     assert stored and all(r.backend == "docker" and r.status is RunStatus.OK for r in stored)

@@ -23,16 +23,36 @@ def _status(argv: list[str]) -> int:
 
 
 def _git(folder: Path, *argv: str) -> str:
-    return subprocess.run(["git", *argv], cwd=folder, capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["git", *argv], cwd=folder, capture_output=True, text=True, check=True
+    ).stdout
 
 
 @pytest.fixture
 def clone(tmp_path: Path) -> Path:
     """A clone of the tracked files (and the new ones not ignored), committed."""
-    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard",
-                            "--", ".gitignore", "matrix.yaml", "pyproject.toml", "probes"],
-                           cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+    names = (
+        subprocess.run(
+            [
+                "git",
+                "ls-files",
+                "-z",
+                "--cached",
+                "--others",
+                "--exclude-standard",
+                "--",
+                ".gitignore",
+                "matrix.yaml",
+                "pyproject.toml",
+                "probes",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     tree = tmp_path / "clone"
     for name in filter(None, names):
         (tree / name).parent.mkdir(parents=True, exist_ok=True)
@@ -62,8 +82,7 @@ def test_a_plan_that_pins_no_wheel_writes_no_lock(tmp_path, monkeypatch, capsys)
     assert not (tmp_path / "matrix.lock.json").exists()
 
 
-def test_offline_from_a_lock_that_pins_nothing_says_to_plan_online(tmp_path, monkeypatch,
-                                                                   capsys):
+def test_offline_from_a_lock_that_pins_nothing_says_to_plan_online(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "matrix.yaml").write_text("stable:\n  versions: all from 2.3\n")
     (tmp_path / "matrix.lock.json").write_text('{"format": 1, "builds": {}}\n')

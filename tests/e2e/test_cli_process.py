@@ -26,11 +26,19 @@ def test_the_real_command_prints_one_line_and_no_traceback(repo):
 
 def test_plan_json_dash_is_a_real_pipe_and_writes_no_file(tmp_path):
     (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
-    plan = subprocess.Popen(command("plan", "--json", "-"), cwd=tmp_path, env=env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    reader = subprocess.run([sys.executable, "-c", "import json, sys; "
-                             "print(sorted(json.load(sys.stdin)))"],
-                            stdin=plan.stdout, capture_output=True, text=True)
+    plan = subprocess.Popen(
+        command("plan", "--json", "-"),
+        cwd=tmp_path,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    reader = subprocess.run(
+        [sys.executable, "-c", "import json, sys; print(sorted(json.load(sys.stdin)))"],
+        stdin=plan.stdout,
+        capture_output=True,
+        text=True,
+    )
     plan.stdout.close()
     assert plan.wait() == Exit.OK, plan.stderr.read().decode()
     assert reader.returncode == 0, reader.stderr
@@ -42,16 +50,26 @@ def test_plan_json_dash_is_a_real_pipe_and_writes_no_file(tmp_path):
 def test_completion_prints_shell_code_and_completes_commands_and_flags(tmp_path):
     code = torchbisect("completion", "bash", check=True).stdout
     assert "complete " in code and "torchbisect" in code
-    registered = subprocess.run(["bash", "-c", 'eval "$1" && complete -p torchbisect', "-", code],
-                                capture_output=True, text=True)
+    registered = subprocess.run(
+        ["bash", "-c", 'eval "$1" && complete -p torchbisect', "-", code],
+        capture_output=True,
+        text=True,
+    )
     assert registered.returncode == 0 and "torchbisect" in registered.stdout, registered.stderr
 
     def complete(line: str) -> list[str]:
         answer = tmp_path / "completions"
-        torchbisect(cwd=tmp_path, check=True,
-                    env_extra={"_ARGCOMPLETE": "1", "_ARGCOMPLETE_IFS": "\n",
-                               "_ARGCOMPLETE_STDOUT_FILENAME": str(answer),
-                               "COMP_LINE": line, "COMP_POINT": str(len(line))})
+        torchbisect(
+            cwd=tmp_path,
+            check=True,
+            env_extra={
+                "_ARGCOMPLETE": "1",
+                "_ARGCOMPLETE_IFS": "\n",
+                "_ARGCOMPLETE_STDOUT_FILENAME": str(answer),
+                "COMP_LINE": line,
+                "COMP_POINT": str(len(line)),
+            },
+        )
         return [word.strip() for word in answer.read_text().split("\n")]
 
     assert "plan" in complete("torchbisect pl")

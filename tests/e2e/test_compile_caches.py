@@ -22,8 +22,10 @@ from torchbisect.run import execute
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 CACHES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
-pytestmark = [pytest.mark.usefixtures("fake_probes"),
-              pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")]
+pytestmark = [
+    pytest.mark.usefixtures("fake_probes"),
+    pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed"),
+]
 
 
 def _seen(backend: VenvBackend, cell, tmp_path: Path, name: str) -> dict[str, str]:
@@ -43,9 +45,13 @@ def test_each_build_compiles_into_its_own_folder_and_a_rerun_finds_it(tmp_path, 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "shared"))
     work = tmp_path / "work"
     backend = VenvBackend(BackendOptions(workdir=work, overlay=True))
-    cells = [make_cell(f"stable-{v}-cpu", url=str(w), sha256=sha256_of(w), python=PY)
-             for v, w in (("2.99.0", fake_torch_wheel(tmp_path / "a", "2.99.0+cpu")),
-                          ("2.99.1", fake_torch_wheel(tmp_path / "b", "2.99.1+cpu")))]
+    cells = [
+        make_cell(f"stable-{v}-cpu", url=str(w), sha256=sha256_of(w), python=PY)
+        for v, w in (
+            ("2.99.0", fake_torch_wheel(tmp_path / "a", "2.99.0+cpu")),
+            ("2.99.1", fake_torch_wheel(tmp_path / "b", "2.99.1+cpu")),
+        )
+    ]
     first, second = (_seen(backend, cell, tmp_path, cell.id) for cell in cells)
     for cell, seen in zip(cells, (first, second), strict=True):
         venv = work / "venvs" / cell.id
@@ -59,10 +65,16 @@ def test_each_build_compiles_into_its_own_folder_and_a_rerun_finds_it(tmp_path, 
 def test_a_cells_own_env_still_chooses_the_cache(tmp_path):
     wheel = fake_torch_wheel(tmp_path / "w", "2.99.0+cpu")
     mine = str(tmp_path / "mine")
-    cell = make_cell("stable-2.99.0-cpu", url=str(wheel), sha256=sha256_of(wheel), python=PY,
-                     env=(("TORCHINDUCTOR_CACHE_DIR", mine),))
-    seen = _seen(VenvBackend(BackendOptions(workdir=tmp_path / "work", overlay=True)), cell,
-                 tmp_path, "own")
+    cell = make_cell(
+        "stable-2.99.0-cpu",
+        url=str(wheel),
+        sha256=sha256_of(wheel),
+        python=PY,
+        env=(("TORCHINDUCTOR_CACHE_DIR", mine),),
+    )
+    seen = _seen(
+        VenvBackend(BackendOptions(workdir=tmp_path / "work", overlay=True)), cell, tmp_path, "own"
+    )
     assert seen["TORCHINDUCTOR_CACHE_DIR"] == mine
     assert Path(seen["TRITON_CACHE_DIR"]).is_relative_to(tmp_path / "work" / "venvs")
 

@@ -22,9 +22,19 @@ def _matrix(tmp_path, mode: str, **env: str) -> list[str]:
     (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
     base = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     done = torchbisect(
-        "matrix", "--interpreter", python, "--backend", "current", "--out", tmp_path / DEEP,
-        "--store", "results.sqlite", cwd=tmp_path, timeout=600,
-        env={**base, "TORCHBISECT_PROBES": str(FAKE_PROBES), "TB_FAKE_MODE": mode, **env})
+        "matrix",
+        "--interpreter",
+        python,
+        "--backend",
+        "current",
+        "--out",
+        tmp_path / DEEP,
+        "--store",
+        "results.sqlite",
+        cwd=tmp_path,
+        timeout=600,
+        env={**base, "TORCHBISECT_PROBES": str(FAKE_PROBES), "TB_FAKE_MODE": mode, **env},
+    )
     assert "Traceback (most recent call last)" not in done.stderr, done.stderr
     return (done.stdout + done.stderr).splitlines()
 
@@ -32,14 +42,17 @@ def _matrix(tmp_path, mode: str, **env: str) -> list[str]:
 def test_a_failed_cell_reads_as_whole_lines_when_the_table_does_not_fit(tmp_path):
     lines = _matrix(tmp_path, "exit3", COLUMNS="60")
     logs = str(tmp_path / DEEP / "logs")
-    assert (f"1 cell failed for infrastructure reasons (see the note column and {logs}/); they "
-            "are retried on the next run") in lines
+    assert (
+        f"1 cell failed for infrastructure reasons (see the note column and {logs}/); they "
+        "are retried on the next run"
+    ) in lines
     assert f"wrote {tmp_path / DEEP / 'index.html'}" in lines
     # the table is 60 columns too wide: a line of column names, then one line per cell
     assert "cell  verdict  cases  seconds  note" in lines
     (row,) = [line for line in lines if line.startswith("preinstalled  infra failure  -  ")]
-    assert row.endswith("probe exited with status 3 (expected 0, 1 or 125): Traceback: "
-                        "something broke")
+    assert row.endswith(
+        "probe exited with status 3 (expected 0, 1 or 125): Traceback: something broke"
+    )
     assert not any("┃" in line for line in lines)
 
 

@@ -27,8 +27,10 @@ from torchbisect.store.db import Store
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 BASE = "torchbisect/base:bookworm"
-PRUNED = re.compile(r"uv cache volume (\S+) pruned \(uv cache prune --ci\): "
-                    r"([\d.,]+) MB before, ([\d.,]+) MB after")
+PRUNED = re.compile(
+    r"uv cache volume (\S+) pruned \(uv cache prune --ci\): "
+    r"([\d.,]+) MB before, ([\d.,]+) MB after"
+)
 
 
 @pytest.fixture
@@ -45,34 +47,62 @@ def volume():
 
 
 def _matrix_folder(tmp_path):
-    wheel = write_wheel(tmp_path / "wheels", "2.99.0+cpu", {
-        "torch/__init__.py": "__version__ = '2.99.0+cpu'\nclass cuda:\n    @staticmethod\n"
-                             "    def is_available():\n        return False\n",
-        "torch/ballast.txt": os.urandom(3 * 2**20).hex()})  # 6 MB of hex, ~3 MB zipped
+    wheel = write_wheel(
+        tmp_path / "wheels",
+        "2.99.0+cpu",
+        {
+            "torch/__init__.py": "__version__ = '2.99.0+cpu'\nclass cuda:\n    @staticmethod\n"
+            "    def is_available():\n        return False\n",
+            "torch/ballast.txt": os.urandom(3 * 2**20).hex(),
+        },
+    )  # 6 MB of hex, ~3 MB zipped
     (tmp_path / "matrix.yaml").write_text(
-        "defaults:\n  timeout: 300\n  python: \"3.11\"\nimages:\n  cpu: " + BASE + "\n"
-        f"dev:\n  - wheel: {wheel}\n    cuda: cpu\n    name: ballast\n")
+        'defaults:\n  timeout: 300\n  python: "3.11"\nimages:\n  cpu: ' + BASE + "\n"
+        f"dev:\n  - wheel: {wheel}\n    cuda: cpu\n    name: ballast\n"
+    )
 
 
 def _torchbisect(tmp_path, volume, *argv, **env) -> subprocess.CompletedProcess:
-    done = torchbisect(*argv, cwd=tmp_path, timeout=900,
-                       env_extra={"TORCHBISECT_UV_CACHE_VOLUME": volume, **env})
+    done = torchbisect(
+        *argv, cwd=tmp_path, timeout=900, env_extra={"TORCHBISECT_UV_CACHE_VOLUME": volume, **env}
+    )
     assert "Traceback" not in done.stdout + done.stderr
     return done
 
 
 def _matrix(tmp_path, volume, *extra, **env) -> subprocess.CompletedProcess:
-    return _torchbisect(tmp_path, volume, "matrix", "--matrix", "matrix.yaml", "--allow-no-gpu",
-                        "--backend", "docker", "--store", "results.sqlite", "--out", "reports",
-                        "--workdir", "work", "--fail-on", "none", *extra, **env)
+    return _torchbisect(
+        tmp_path,
+        volume,
+        "matrix",
+        "--matrix",
+        "matrix.yaml",
+        "--allow-no-gpu",
+        "--backend",
+        "docker",
+        "--store",
+        "results.sqlite",
+        "--out",
+        "reports",
+        "--workdir",
+        "work",
+        "--fail-on",
+        "none",
+        *extra,
+        **env,
+    )
 
 
 def _in_volume(volume: str, command: str, **kwargs):
     import docker
 
     return docker.from_env().containers.run(
-        BASE, ["sh", "-c", command], volumes={volume: {"bind": UV_CACHE, "mode": "rw"}},
-        labels={"test.volume": volume}, **kwargs)
+        BASE,
+        ["sh", "-c", command],
+        volumes={volume: {"bind": UV_CACHE, "mode": "rw"}},
+        labels={"test.volume": volume},
+        **kwargs,
+    )
 
 
 def _cached_wheels(volume: str) -> list[str]:
@@ -143,8 +173,9 @@ def test_no_volume_is_nothing_to_prune(tmp_path, volume):
     done = _torchbisect(tmp_path, volume, "cache", "--prune")
     said = done.stdout + done.stderr
     assert done.returncode == Exit.OK, said
-    assert said.strip().splitlines()[-1] == (f"uv cache volume {volume} does not exist: nothing to "
-                                              "prune")
+    assert said.strip().splitlines()[-1] == (
+        f"uv cache volume {volume} does not exist: nothing to prune"
+    )
     import docker
 
     with pytest.raises(docker.errors.NotFound):  # and asking made none

@@ -21,9 +21,11 @@ from torchbisect.exits import Exit
 
 pytestmark = [
     pytest.mark.docker,
-    pytest.mark.skipif(shutil.which("nvidia-container-runtime-hook") is not None
-                       or shutil.which("nvidia-ctk") is not None,
-                       reason="the NVIDIA Container Toolkit is installed here"),
+    pytest.mark.skipif(
+        shutil.which("nvidia-container-runtime-hook") is not None
+        or shutil.which("nvidia-ctk") is not None,
+        reason="the NVIDIA Container Toolkit is installed here",
+    ),
 ]
 SMI = """#!/bin/sh
 if [ "$1" = -L ]; then echo "GPU 0: NVIDIA H200 (UUID: GPU-457b5a25-949a-fdd3-f2af-117c9e1aaa85)"
@@ -52,9 +54,17 @@ def test_probing_with_the_docker_backend_on_a_gpu_host_exits_5_with_that_sentenc
     smi.parent.mkdir()
     smi.write_text(SMI)
     smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
-    done = torchbisect("probe", "preinstalled", "--backend", "docker", "--store",
-                       tmp_path / "r.sqlite", cwd=tmp_path, timeout=300,
-                       env_extra={"PATH": f"{smi.parent}{os.pathsep}{os.environ['PATH']}"})
+    done = torchbisect(
+        "probe",
+        "preinstalled",
+        "--backend",
+        "docker",
+        "--store",
+        tmp_path / "r.sqlite",
+        cwd=tmp_path,
+        timeout=300,
+        env_extra={"PATH": f"{smi.parent}{os.pathsep}{os.environ['PATH']}"},
+    )
     said = done.stdout + done.stderr
     assert done.returncode == Exit.BACKEND_UNAVAILABLE, said
     assert NO_TOOLKIT in said.replace("\n", " ")

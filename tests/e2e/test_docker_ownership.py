@@ -24,8 +24,9 @@ BASE = "torchbisect/base:bookworm"
 
 
 @pytest.mark.docker
-def test_the_venv_and_what_a_probe_leaves_belong_to_the_invoking_user(tmp_path, monkeypatch,
-                                                                      fake_probes):
+def test_the_venv_and_what_a_probe_leaves_belong_to_the_invoking_user(
+    tmp_path, monkeypatch, fake_probes
+):
     import docker
 
     client = docker.from_env()
@@ -33,9 +34,16 @@ def test_the_venv_and_what_a_probe_leaves_belong_to_the_invoking_user(tmp_path, 
         pytest.fail(f"image {BASE} is missing: run .ci/docker-setup.sh")
     (tmp_path / "wheels").mkdir()
     wheel = standin_wheel(tmp_path / "wheels", "2.17.0.dev20261130+cpu", stale=True, git="0" * 40)
-    cell = Cell(id=f"dev-owner-{uuid.uuid4().hex[:8]}", channel=Channel.DEV,
-                version="2.17.0.dev20261130+cpu", cuda="cpu", python="3.11", url=str(wheel),
-                base_image=BASE, timeout=120)
+    cell = Cell(
+        id=f"dev-owner-{uuid.uuid4().hex[:8]}",
+        channel=Channel.DEV,
+        version="2.17.0.dev20261130+cpu",
+        cuda="cpu",
+        python="3.11",
+        url=str(wheel),
+        base_image=BASE,
+        timeout=120,
+    )
     fake_probes(FAKE_PROBES)
     monkeypatch.setattr(docker_backend.os, "getuid", lambda: 4242)
     monkeypatch.setattr(docker_backend.os, "getgid", lambda: 4242)
@@ -48,7 +56,8 @@ def test_the_venv_and_what_a_probe_leaves_belong_to_the_invoking_user(tmp_path, 
 
     assert out.exit_code == 1  # the stand-in torch says it is affected: the probe really ran
     venv = Path(prepared.python).parent.parent
-    owners = {(p.stat().st_uid, p.stat().st_gid) for p in [venv, *venv.rglob("*")]
-              if not p.is_symlink()}
+    owners = {
+        (p.stat().st_uid, p.stat().st_gid) for p in [venv, *venv.rglob("*")] if not p.is_symlink()
+    }
     assert owners == {(4242, 4242)}, f"files in {venv} not handed back: {owners}"
     assert not list(venv.rglob("__pycache__"))  # the probe's bytecode stayed in the container

@@ -14,8 +14,15 @@ import pytest
 import yaml
 from helpers import IN_CI, REPO
 
-AUDIENCES = ("The evidence", "Reading the page", "matrix.yaml and running", "Bisecting",
-             "Running the service", "Development and the test suite", "Benchmarks")
+AUDIENCES = (
+    "The evidence",
+    "Reading the page",
+    "matrix.yaml and running",
+    "Bisecting",
+    "Running the service",
+    "Development and the test suite",
+    "Benchmarks",
+)
 
 
 def _nav() -> dict[str, str]:
@@ -45,8 +52,13 @@ def built(tmp_path_factory) -> Path:
     except ImportError:
         (pytest.fail if IN_CI else pytest.skip)("mkdocs is not installed (pip install mkdocs)")
     site = tmp_path_factory.mktemp("manual") / "docs"
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
-                           str(site)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     return site
 
@@ -67,8 +79,10 @@ def test_a_reader_finds_each_audience_from_the_manuals_first_page(built):
         pytest.skip("Debian's chromium is not installed")
     with Browser(1200, 900) as browser:
         browser.open(built / "index.html")
-        links = browser.eval("Array.from(document.querySelectorAll('main a, .col-md-9 a'))"
-                             ".map(a => [a.textContent.trim(), a.href])")
+        links = browser.eval(
+            "Array.from(document.querySelectorAll('main a, .col-md-9 a'))"
+            ".map(a => [a.textContent.trim(), a.href])"
+        )
         found = {text: href for text, href in links}
         for title in AUDIENCES:
             assert title in found, f"the first page does not link {title!r}"

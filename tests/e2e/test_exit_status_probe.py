@@ -24,8 +24,10 @@ from helpers.cli import call
 from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed"),
+]
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 CP = f"cp{sys.version_info.major}{sys.version_info.minor}"
@@ -59,9 +61,10 @@ def world(tmp_path, fake_probes) -> Path:
     (tmp_path / "probes" / "wrong_answer.py").write_text(SCRIPT)  # beside the shipped probes
     fake_probes(tmp_path / "probes")
     (tmp_path / "matrix.yaml").write_text(
-        f"defaults: {{python: \"{PY}\", probe: wrong_answer}}\n"
+        f'defaults: {{python: "{PY}", probe: wrong_answer}}\n'
         f"indexes: {{stable: {tmp_path / 'wheels'}}}\n"
-        f"stable: {{versions: [{', '.join(RELEASES)}], cuda: cpu}}\n")
+        f"stable: {{versions: [{', '.join(RELEASES)}], cuda: cpu}}\n"
+    )
     return tmp_path
 
 
@@ -70,15 +73,42 @@ def common(world: Path) -> list[str]:
 
 
 def bisect(world: Path, *how: str) -> tuple[int, dict]:
-    code = call("bisect", "--find-fix", "--bad", "2.10.0", "--good", "2.13.0", "--cuda", "cpu",
-                "--python", PY, "--index-url", str(world / "wheels"), "--backend", "venv",
-                "--no-github", *common(world), "--json", str(world / "bisect.json"), *how)
+    code = call(
+        "bisect",
+        "--find-fix",
+        "--bad",
+        "2.10.0",
+        "--good",
+        "2.13.0",
+        "--cuda",
+        "cpu",
+        "--python",
+        PY,
+        "--index-url",
+        str(world / "wheels"),
+        "--backend",
+        "venv",
+        "--no-github",
+        *common(world),
+        "--json",
+        str(world / "bisect.json"),
+        *how,
+    )
     return code, json.loads((world / "bisect.json").read_text())
 
 
 def test_the_matrix_judges_each_release_by_the_script_alone(world, capsys):
-    code = call("matrix", "--matrix", str(world / "matrix.yaml"), "--allow-no-gpu",
-                "--backend", "venv", *common(world), "--out", str(world / "reports"))
+    code = call(
+        "matrix",
+        "--matrix",
+        str(world / "matrix.yaml"),
+        "--allow-no-gpu",
+        "--backend",
+        "venv",
+        *common(world),
+        "--out",
+        str(world / "reports"),
+    )
     out = capsys.readouterr().out
     assert code == Exit.OK, out
     page = (world / "reports" / "index.html").read_text()  # the page is the script's regression
@@ -88,27 +118,47 @@ def test_the_matrix_judges_each_release_by_the_script_alone(world, capsys):
     # "Check your own torch" is this script's check, run as the user's own probe: no GPU words
     # for a script that does not say it needs one, never the lazy-clone probe's command
     text = " ".join(re.sub(r"<[^>]+>", " ", unescape(page)).split())
-    check = text[text.index("Check your own torch"):text.index("Upstream")]
+    check = text[text.index("Check your own torch") : text.index("Upstream")]
     assert "Download wrong_answer.py and run python wrong_answer.py" in check
     assert "TORCHBISECT_PROBES=DIR torchbisect probe --probe wrong_answer" in check
     assert "GPU" not in check and "stale_replay" not in check
     with Store(world / "results.sqlite") as store:
         runs = {r.cell.id: r for r in store.latest()}
     assert {cid: (r.cell.probe, r.verdict.value) for cid, r in runs.items()} == {
-        f"stable-{v}-cpu-{CP}": ("wrong_answer", "affected" if v in ("2.10.0", "2.11.0")
-                                 else "not_affected") for v in RELEASES}
+        f"stable-{v}-cpu-{CP}": (
+            "wrong_answer",
+            "affected" if v in ("2.10.0", "2.11.0") else "not_affected",
+        )
+        for v in RELEASES
+    }
     (case,) = runs[f"stable-2.10.0-cpu-{CP}"].result.cases
     assert (case.name, case.detail) == (
-        "wrong_answer", "affected: torch 2.10.0+cpu gives the wrong answer (exit 1)")
+        "wrong_answer",
+        "affected: torch 2.10.0+cpu gives the wrong answer (exit 1)",
+    )
     assert f"stable-2.10.0-cpu-{CP}.wrong_answer" in out  # the summary names the probe
     assert (world / "reports" / "logs" / f"stable-2.10.0-cpu-{CP}.wrong_answer.log").is_file()
 
     # a second run answers from the store: same build, same probe, same fingerprint
-    assert call("matrix", "--matrix", str(world / "matrix.yaml"), "--allow-no-gpu",
-                "--backend", "venv", *common(world), "--no-report", "--out",
-                str(world / "reports")) == Exit.OK
-    assert f"{len(RELEASES)} cells: 0 probed now, {len(RELEASES)} from the store" in \
-        capsys.readouterr().out
+    assert (
+        call(
+            "matrix",
+            "--matrix",
+            str(world / "matrix.yaml"),
+            "--allow-no-gpu",
+            "--backend",
+            "venv",
+            *common(world),
+            "--no-report",
+            "--out",
+            str(world / "reports"),
+        )
+        == Exit.OK
+    )
+    assert (
+        f"{len(RELEASES)} cells: 0 probed now, {len(RELEASES)} from the store"
+        in capsys.readouterr().out
+    )
 
 
 def test_bisect_find_fix_with_the_probe_and_with_the_same_file_as_script(world, capsys):
@@ -116,22 +166,43 @@ def test_bisect_find_fix_with_the_probe_and_with_the_same_file_as_script(world, 
     out = capsys.readouterr().out
     assert code == Exit.OK, out
     assert (result["last_bad"]["version"], result["first_good"]["version"]) == (
-        "2.11.0+cpu", "2.12.0+cpu")
+        "2.11.0+cpu",
+        "2.12.0+cpu",
+    )
     assert result["case"] == "wrong_answer" and "--probe wrong_answer" in out
 
     code, result = bisect(world, "--script", f"python {world / 'probes' / 'wrong_answer.py'}")
     out = capsys.readouterr().out
     assert code == Exit.OK, out
     assert (result["last_bad"]["version"], result["first_good"]["version"]) == (
-        "2.11.0+cpu", "2.12.0+cpu")
+        "2.11.0+cpu",
+        "2.12.0+cpu",
+    )
 
 
 def test_probe_runs_the_script_on_one_cell_with_its_exit_status(world, capsys):
-    code = call("probe", f"stable-2.11.0-cpu-{CP}", "--matrix", str(world / "matrix.yaml"),
-                "--backend", "venv", "--workdir", str(world / "work"))
+    code = call(
+        "probe",
+        f"stable-2.11.0-cpu-{CP}",
+        "--matrix",
+        str(world / "matrix.yaml"),
+        "--backend",
+        "venv",
+        "--workdir",
+        str(world / "work"),
+    )
     out = capsys.readouterr().out
     assert code == Exit.AFFECTED and "affected: torch 2.11.0+cpu gives the wrong answer" in out
-    code = call("probe", f"stable-2.12.0-cpu-{CP}", "--matrix", str(world / "matrix.yaml"),
-                "--backend", "venv", "--workdir", str(world / "work"), "--probe",
-                "wrong_answer")
+    code = call(
+        "probe",
+        f"stable-2.12.0-cpu-{CP}",
+        "--matrix",
+        str(world / "matrix.yaml"),
+        "--backend",
+        "venv",
+        "--workdir",
+        str(world / "work"),
+        "--probe",
+        "wrong_answer",
+    )
     assert code == Exit.OK

@@ -40,7 +40,8 @@ def served(tmp_path, monkeypatch):
             f"indexes:\n  stable: {url}/whl/{{cuda}}/\n  nightly: {url}/whl/nightly/{{cuda}}/\n"
             "defaults:\n  python: '3.12'\n  cuda: auto\n"
             "stable:\n  versions: [2.15.0]\nnightly:\n  dates: [2026-10-01, 2026-10-03]\n"
-            "  cuda: cu130\npreinstalled: true\n")
+            "  cuda: cu130\npreinstalled: true\n"
+        )
         yield url
 
 
@@ -52,15 +53,27 @@ def no_torch_python(tmp_path_factory) -> str:
     return str(where / "bin" / "python")
 
 
-def test_the_driver_note_names_a_flag_that_matrix_takes_and_it_works(served, capsys,
-                                                                       no_torch_python):
+def test_the_driver_note_names_a_flag_that_matrix_takes_and_it_works(
+    served, capsys, no_torch_python
+):
     assert call("plan", "--platform", "linux_x86_64") == Exit.OK
     out = capsys.readouterr().out
     assert "pass --driver VERSION" in out
     assert "stable-2.15.0-cu130-cp312" in out  # no driver known: the newest tag is assumed
     # Follow the advice on the command the user was running: a 525 driver runs CUDA 12 only.
-    assert call("matrix", "--driver", "525.60.13", "--interpreter", no_torch_python,
-               "--cells", "stable-*,preinstalled", "--no-report") == Exit.OK
+    assert (
+        call(
+            "matrix",
+            "--driver",
+            "525.60.13",
+            "--interpreter",
+            no_torch_python,
+            "--cells",
+            "stable-*,preinstalled",
+            "--no-report",
+        )
+        == Exit.OK
+    )
     out = capsys.readouterr().out
     assert "--driver" not in out
     builds = json.loads(Path("matrix.lock.json").read_text())["builds"]
@@ -98,24 +111,54 @@ def test_probe_of_an_unknown_cell_names_it_and_the_closest_ids(served, capsys):
 def test_an_unreachable_index_in_bisect_points_at_its_own_flag(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(retry, "_sleep", lambda s: None)
-    assert call("bisect", "--good", "2026-10-01", "--bad", "2026-10-03", "--no-github",
-               "--index-url", "http://127.0.0.1:9/whl/nightly/cu130/") == Exit.INDEX_UNREACHABLE
+    assert (
+        call(
+            "bisect",
+            "--good",
+            "2026-10-01",
+            "--bad",
+            "2026-10-03",
+            "--no-github",
+            "--index-url",
+            "http://127.0.0.1:9/whl/nightly/cu130/",
+        )
+        == Exit.INDEX_UNREACHABLE
+    )
     err = capsys.readouterr().err.splitlines()[-1]
     assert "pass --index-url with a mirror" in err and "matrix.yaml" not in err
     # Following it: the same bisection over a mirror gets past the index (to its ends' check).
-    make_nightly_index(tmp_path / "mirror", [date(2026, 10, 1), date(2026, 10, 3)],
-                       pythons=(f"cp{sys.version_info.major}{sys.version_info.minor}",))
+    make_nightly_index(
+        tmp_path / "mirror",
+        [date(2026, 10, 1), date(2026, 10, 3)],
+        pythons=(f"cp{sys.version_info.major}{sys.version_info.minor}",),
+    )
     with serve(tmp_path / "mirror") as url:
-        code = call("bisect", "--good", "2026-10-01", "--bad", "2026-10-03", "--no-github",
-                   "--cuda", "cu130", "--index-url", f"{url}/whl/nightly/cu130/",
-                   "--script", "exit 0", "--backend", "venv", "--workdir", "work")
+        code = call(
+            "bisect",
+            "--good",
+            "2026-10-01",
+            "--bad",
+            "2026-10-03",
+            "--no-github",
+            "--cuda",
+            "cu130",
+            "--index-url",
+            f"{url}/whl/nightly/cu130/",
+            "--script",
+            "exit 0",
+            "--backend",
+            "venv",
+            "--workdir",
+            "work",
+        )
     out = capsys.readouterr()
     assert code != Exit.INDEX_UNREACHABLE and "did not give a usable answer" not in out.err
     assert "2026-10-01" in out.out + out.err
 
 
 def test_probe_of_an_interpreter_without_torch_cannot_tell_and_stores_nothing(
-        tmp_path, capsys, monkeypatch, no_torch_python):
+    tmp_path, capsys, monkeypatch, no_torch_python
+):
     monkeypatch.chdir(tmp_path)
     for backend in ((), ("--backend", "venv"), ("--backend", "current")):
         # 125, as the probe script itself exits under that interpreter
@@ -149,8 +192,14 @@ NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
 
 
 def _image_run(**env):
-    cell = Cell(id="preinstalled", channel=Channel.PREINSTALLED, version="", cuda="", python="",
-                base_image="nvcr.io/nvidia/pytorch:26.10-py3")
+    cell = Cell(
+        id="preinstalled",
+        channel=Channel.PREINSTALLED,
+        version="",
+        cuda="",
+        python="",
+        base_image="nvcr.io/nvidia/pytorch:26.10-py3",
+    )
     doc = probe_doc("skipped")
     doc["env"] = {"torch": "2.13.0+cpu", "cuda_runtime": None, "driver": None, **env}
     return make_run(cell, gpu="none", driver="", result=ProbeResult.from_json(doc))
@@ -182,12 +231,19 @@ def test_an_images_preinstalled_torch_has_its_version_everywhere(tmp_path):
 def test_plan_names_an_images_torch_and_counts_in_english(capsys):
     from torchbisect.commands.plan_table import source_of
 
-    image = Cell(id="preinstalled", channel=Channel.PREINSTALLED, version="", cuda="",
-                 python="", base_image="nvcr.io/nvidia/pytorch:26.10-py3")
+    image = Cell(
+        id="preinstalled",
+        channel=Channel.PREINSTALLED,
+        version="",
+        cuda="",
+        python="",
+        base_image="nvcr.io/nvidia/pytorch:26.10-py3",
+    )
     assert source_of(image) == "the torch in image nvcr.io/nvidia/pytorch:26.10-py3"
-    assert source_of(make_cell("preinstalled", channel=Channel.PREINSTALLED, url=None,
-                               python="3.12")) == \
-        "the torch of the interpreter running torchbisect"
+    assert (
+        source_of(make_cell("preinstalled", channel=Channel.PREINSTALLED, url=None, python="3.12"))
+        == "the torch of the interpreter running torchbisect"
+    )
 
 
 def test_one_cell_is_one_cell(served, capsys):
@@ -197,18 +253,23 @@ def test_one_cell_is_one_cell(served, capsys):
 
 
 def test_cells_selects_before_planning_and_without_a_gpu_names_the_cells_not_probed(
-        served, capsys, no_torch_python):
+    served, capsys, no_torch_python
+):
     """The README's "start small": `--cells 'stable-2.15*'` reads only the stable indexes (the
     nightly entry cannot give such a cell, so its index is never asked), and without a GPU it
     says which selected cells it did not probe instead of probing some other torch."""
-    assert call("matrix", "--cells", "stable-2.15*", "--interpreter", no_torch_python,
-               "--no-report") == Exit.OK
+    assert (
+        call("matrix", "--cells", "stable-2.15*", "--interpreter", no_torch_python, "--no-report")
+        == Exit.OK
+    )
     out = " ".join(capsys.readouterr().out.split())  # however the console wraps it
     assert "these selected cells are not probed: stable-2.15.0-cu130-cp312;" in out
     assert "--allow-no-gpu" in out and "torch of" not in out  # no other torch stands in
     # what --allow-no-gpu would cost is said with it (issue 49, friction 6)
-    assert "--allow-no-gpu would install and probe them anyway (1 download: the torch wheel of " \
+    assert (
+        "--allow-no-gpu would install and probe them anyway (1 download: the torch wheel of "
         "each build alone is 0.7-1 GB)" in out
+    )
     # `cuda: auto` reads the stable index of every CUDA tag; the nightly index is never asked.
     assert served.hits and all(h.startswith("/whl/cu") for h in served.hits)
     builds = json.loads(Path("matrix.lock.json").read_text())["builds"]
@@ -220,36 +281,58 @@ def test_cells_selects_before_planning_on_the_path_that_probes(served, capsys, t
     """The same selection where cells are installed and probed (a GPU, or --allow-no-gpu): the
     nightly index is not asked either; a wheel that cannot be fetched is an infrastructure
     failure of the one selected cell."""
-    assert call("matrix", "--cells", "stable-2.15*", "--allow-no-gpu", "--backend", "venv",
-               "--workdir", str(tmp_path / "work"), "--no-report") == Exit.NO_VERDICT
+    assert (
+        call(
+            "matrix",
+            "--cells",
+            "stable-2.15*",
+            "--allow-no-gpu",
+            "--backend",
+            "venv",
+            "--workdir",
+            str(tmp_path / "work"),
+            "--no-report",
+        )
+        == Exit.NO_VERDICT
+    )
     assert "stable-2.15.0-cu130-cp312" in capsys.readouterr().out
     assert served.hits and not [h for h in served.hits if h.startswith("/whl/nightly/")]
 
 
-def test_without_a_gpu_the_way_to_run_every_cell_says_its_cost_and_suggests_cells(
-        no_torch_python):
+def test_without_a_gpu_the_way_to_run_every_cell_says_its_cost_and_suggests_cells(no_torch_python):
     """It said "pass --allow-no-gpu to run every cell anyway": about 30 downloads of 0.7-1 GB
     each, to read `skipped` (issue 49, friction 6)."""
     from torchbisect.run.no_gpu import no_gpu_cells
 
     lines: list[str] = []
     assert no_gpu_cells((), python=no_torch_python, backend=None, say=lines.append) == (
-        (), "current")
+        (),
+        "current",
+    )
     [said] = lines
-    assert said.endswith("--allow-no-gpu would install every cell anyway, though every case "
-                         "then reads skipped: the torch wheel of each build alone is 0.7-1 GB, "
-                         "and `torchbisect plan` gives the total, so choose a few with --cells "
-                         "first.")
+    assert said.endswith(
+        "--allow-no-gpu would install every cell anyway, though every case "
+        "then reads skipped: the torch wheel of each build alone is 0.7-1 GB, "
+        "and `torchbisect plan` gives the total, so choose a few with --cells "
+        "first."
+    )
 
 
 def test_without_a_gpu_the_docker_backend_probes_the_images_torch(no_torch_python):
     from torchbisect.run.no_gpu import no_gpu_cells
 
-    image = Cell(id="preinstalled", channel=Channel.PREINSTALLED, version="", cuda="",
-                 python="", base_image="torchbisect/base:bookworm-torch")
+    image = Cell(
+        id="preinstalled",
+        channel=Channel.PREINSTALLED,
+        version="",
+        cuda="",
+        python="",
+        base_image="torchbisect/base:bookworm-torch",
+    )
     lines = []
-    cells, backend = no_gpu_cells((image,), python=no_torch_python, backend="docker",
-                                  say=lines.append)
+    cells, backend = no_gpu_cells(
+        (image,), python=no_torch_python, backend="docker", say=lines.append
+    )
     said = "\n".join(lines)
     assert cells == (image,) and backend == "docker"
     assert "the torch in image torchbisect/base:bookworm-torch is probed" in said
@@ -258,8 +341,10 @@ def test_without_a_gpu_the_docker_backend_probes_the_images_torch(no_torch_pytho
 
 # ---- the first page ----------------------------------------------------------------------------
 
-def test_an_empty_page_says_why_and_links_the_committed_examples(tmp_path, no_torch_python,
-                                                                  monkeypatch, capsys):
+
+def test_an_empty_page_says_why_and_links_the_committed_examples(
+    tmp_path, no_torch_python, monkeypatch, capsys
+):
     for name in ("sample", "h200"):
         (tmp_path / "reports" / name).mkdir(parents=True)
         (tmp_path / "reports" / name / "index.html").write_text("<html></html>")
@@ -280,6 +365,7 @@ def test_an_empty_page_says_why_and_links_the_committed_examples(tmp_path, no_to
 
 # ---- the test command itself ---------------------------------------------------------------------
 
+
 @pytest.mark.slow  # a real probe run / a real nox session
 def test_nox_tests_runs_the_sessions_own_pytest_whatever_the_base_holds(tmp_path):
     """The base interpreter here has pytest but not torchbisect: a session that ran the base's
@@ -292,16 +378,23 @@ def test_nox_tests_runs_the_sessions_own_pytest_whatever_the_base_holds(tmp_path
     repo = REPO
     for name in ("noxfile.py", "pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copy(repo / name, tmp_path / name)
-    shutil.copytree(repo / "src", tmp_path / "src",
-                    ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    shutil.copytree(
+        repo / "src", tmp_path / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__")
+    )
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_smoke.py").write_text(
         "import torchbisect\n\n\ndef test_the_package_is_the_checkouts():\n"
-        f"    assert torchbisect.__file__.startswith({str(tmp_path / 'src')!r})\n")
+        f"    assert torchbisect.__file__.startswith({str(tmp_path / 'src')!r})\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the copy's, no other
-    done = subprocess.run([nox, "-s", "tests", "--", "-p", "no:cacheprovider", "-o",
-                           "addopts="], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [nox, "-s", "tests", "--", "-p", "no:cacheprovider", "-o", "addopts="],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout + done.stderr
     assert "pytest is not installed into the virtualenv" not in done.stderr

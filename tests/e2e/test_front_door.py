@@ -15,8 +15,11 @@ def test_the_matrix_that_init_writes_names_only_commands_an_installed_user_has(t
     which exist only in a clone (friction 5)."""
     done = torchbisect("init", cwd=tmp_path)
     assert done.returncode == Exit.OK, done.stderr
-    comments = "\n".join(line for line in (tmp_path / "matrix.yaml").read_text().splitlines()
-                         if line.lstrip().startswith("#"))
+    comments = "\n".join(
+        line
+        for line in (tmp_path / "matrix.yaml").read_text().splitlines()
+        if line.lstrip().startswith("#")
+    )
     assert "nox" not in comments
     named = re.findall(r"`torchbisect (\w+)", comments)
     assert named and set(named) <= set(COMMANDS), named
@@ -45,18 +48,26 @@ def test_ctrl_c_while_the_catcher_itself_is_imported_is_an_interruption_too(tmp_
 
     from helpers.cli import env
 
-    hook = ("import sys\n"
-            "class Interrupt:\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name == 'torchbisect.cli':\n"
-            "            raise KeyboardInterrupt\n"
-            "sys.meta_path.insert(0, Interrupt())\n"
-            "from torchbisect.__main__ import main\n"
-            "raise SystemExit(main())\n")
+    hook = (
+        "import sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torchbisect.cli':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        "from torchbisect.__main__ import main\n"
+        "raise SystemExit(main())\n"
+    )
     import subprocess
 
-    done = subprocess.run([sys.executable, "-c", hook, "plan"], env=env(), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", hook, "plan"],
+        env=env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (done.returncode, done.stderr) == (Exit.INTERRUPTED, "torchbisect: interrupted\n")
 
 
@@ -73,8 +84,9 @@ def test_outside_a_project_a_matrix_files_folder_is_the_project(tmp_path):
     assert (project / "reports" / "results.sqlite").is_file()
     assert (project / "reports" / "index.html").is_file()
     assert not (data / "torchbisect").exists() and not list(elsewhere.iterdir())
-    done = torchbisect(*run, "--store", "mine.sqlite", cwd=elsewhere,
-                       env_extra={"XDG_DATA_HOME": str(data)})
+    done = torchbisect(
+        *run, "--store", "mine.sqlite", cwd=elsewhere, env_extra={"XDG_DATA_HOME": str(data)}
+    )
     assert done.returncode == Exit.OK, done.stderr
     assert (elsewhere / "mine.sqlite").is_file()
 
@@ -84,8 +96,7 @@ def test_report_says_what_it_wrote_as_matrix_does(tmp_path):
     from helpers import REPO
 
     document = sorted((REPO / "reports" / "evidence" / "hand").glob("*.json"))[0]
-    done = torchbisect("report", "--probe-json", document, "--out", tmp_path / "site",
-                       cwd=tmp_path)
+    done = torchbisect("report", "--probe-json", document, "--out", tmp_path / "site", cwd=tmp_path)
     assert done.returncode == Exit.OK, done.stderr
     lines = done.stdout.splitlines()
     assert f"wrote {tmp_path / 'site' / 'index.html'}" in lines

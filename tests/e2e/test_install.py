@@ -48,14 +48,26 @@ def built(tmp_path_factory) -> Path:
     """The sdist and the wheel `uv build` makes from a copy of the tracked files."""
     uv = _need("uv", shutil.which("uv"))
     tmp = tmp_path_factory.mktemp("build")
-    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+    names = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, names):
         if (REPO / name).is_file():
             (tmp / "tree" / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, tmp / "tree" / name)
-    done = subprocess.run([uv, "build", "--out-dir", str(tmp / "dist"), str(tmp / "tree")],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [uv, "build", "--out-dir", str(tmp / "dist"), str(tmp / "tree")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return tmp / "dist"
 
@@ -82,20 +94,30 @@ def test_the_installed_tool_probes_and_runs_a_matrix_outside_a_checkout(built, t
     (wheel,) = built.glob("torchbisect-*.whl")
     venv = tmp_path / "venv"
     subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True, timeout=120)
-    done = subprocess.run([uv, "pip", "install", "-q", "-p", str(venv / "bin" / "python"),
-                           str(wheel)], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [uv, "pip", "install", "-q", "-p", str(venv / "bin" / "python"), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     tool = str(venv / "bin" / "torchbisect")
     work = tmp_path / "work"
     work.mkdir()
     home = tmp_path / "data"  # the per-user data folder (platformdirs reads XDG_DATA_HOME)
-    env = {**{k: v for k, v in os.environ.items()
-              if k not in ("PYTHONPATH", "TORCHBISECT_PROBES", "VIRTUAL_ENV")},
-           "XDG_DATA_HOME": str(home)}
+    env = {
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "TORCHBISECT_PROBES", "VIRTUAL_ENV")
+        },
+        "XDG_DATA_HOME": str(home),
+    }
 
     def run(*argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run([tool, *argv], cwd=work, env=env, capture_output=True, text=True,
-                              timeout=600)
+        return subprocess.run(
+            [tool, *argv], cwd=work, env=env, capture_output=True, text=True, timeout=600
+        )
 
     version = run("--version")
     assert version.returncode == Exit.OK and version.stdout.strip() == "torchbisect 0.1.0"
@@ -113,8 +135,15 @@ def test_the_installed_tool_probes_and_runs_a_matrix_outside_a_checkout(built, t
     assert probed.returncode in ANSWERS, probed.stdout + probed.stderr  # a verdict, or no GPU
     assert "Traceback" not in probed.stderr
     assert not list(work.iterdir()) and not home.exists()  # a one-off probe writes nothing
-    kept = run("probe", "--interpreter", torch_python, "--backend", "current",
-               "--store", str(tmp_path / "kept.sqlite"))
+    kept = run(
+        "probe",
+        "--interpreter",
+        torch_python,
+        "--backend",
+        "current",
+        "--store",
+        str(tmp_path / "kept.sqlite"),
+    )
     assert kept.returncode == probed.returncode, kept.stdout + kept.stderr
     with sqlite3.connect(tmp_path / "kept.sqlite") as db:
         (stored,) = db.execute("SELECT probe_version FROM runs").fetchall()
@@ -139,15 +168,29 @@ def test_the_installed_tool_probes_and_runs_a_matrix_outside_a_checkout(built, t
     (work / "matrix.schema.json").unlink()
 
     (work / "small.yaml").write_text("preinstalled: true\n")
-    matrix = run("matrix", "--matrix", "small.yaml", "--interpreter", torch_python,
-                 "--backend", "current", "--out", "site")
+    matrix = run(
+        "matrix",
+        "--matrix",
+        "small.yaml",
+        "--interpreter",
+        torch_python,
+        "--backend",
+        "current",
+        "--out",
+        "site",
+    )
     assert matrix.returncode == Exit.OK, matrix.stdout + matrix.stderr
     assert "preinstalled" in matrix.stdout and (work / "site" / "index.html").is_file()
 
     # The page's self-check, as a reader who downloaded the file beside it runs it.
-    alone = subprocess.run([torch_python, "stale_replay.py", "--cases", "capture_data_ptr"],
-                           cwd=work / "site", env=env, capture_output=True, text=True,
-                           timeout=600)
+    alone = subprocess.run(
+        [torch_python, "stale_replay.py", "--cases", "capture_data_ptr"],
+        cwd=work / "site",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert alone.returncode in (0, 1, 125), alone.stderr
     assert json.loads(alone.stdout)["probe"] == "stale_replay"
 
@@ -160,7 +203,7 @@ def _readme_block(heading: str) -> list[str]:
 
 
 def test_the_readmes_commands_run_as_written_from_an_empty_folder(built, tmp_path):
-    """"Check your own torch" and "The main job", line by line, with the installed wheel in a
+    """ "Check your own torch" and "The main job", line by line, with the installed wheel in a
     folder that is no checkout; the matrix `init` writes is pointed at a local index (the real
     one is out of reach here), and the interpreter the README calls ~/venv/bin/python is one
     that has torch."""
@@ -170,21 +213,30 @@ def test_the_readmes_commands_run_as_written_from_an_empty_folder(built, tmp_pat
     (wheel,) = built.glob("torchbisect-*.whl")
     venv = tmp_path / "venv"
     subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True, timeout=120)
-    subprocess.run([uv, "pip", "install", "-q", "-p", str(venv / "bin" / "python"), str(wheel)],
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [uv, "pip", "install", "-q", "-p", str(venv / "bin" / "python"), str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     work = tmp_path / "work"
     work.mkdir()
-    env = {**{k: v for k, v in os.environ.items()
-              if k not in ("PYTHONPATH", "TORCHBISECT_PROBES", "VIRTUAL_ENV")},
-           "XDG_DATA_HOME": str(tmp_path / "data"), "UV_CACHE_DIR": str(tmp_path / "uv"),
-           "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    env = {
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "TORCHBISECT_PROBES", "VIRTUAL_ENV")
+        },
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "UV_CACHE_DIR": str(tmp_path / "uv"),
+        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+    }
 
     def run(line: str, cwd: Path = work) -> subprocess.CompletedProcess:
         argv = shlex.split(line.replace("~/venv/bin/python", torch_python))
         if argv[0] == "python":
             argv[0] = torch_python
-        done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=600)
+        done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
         assert "Traceback" not in done.stderr, f"{line}:\n{done.stderr}"
         return done
 
@@ -200,15 +252,19 @@ def test_the_readmes_commands_run_as_written_from_an_empty_folder(built, tmp_pat
     make_release_index(root, {"cu126": ["2.15.0"], "cu130": ["2.15.0"]}, pythons=("cp312",))
     make_nightly_index(root, [date.today()], pythons=("cp312",))
     main_job = _readme_block("The main job")
-    assert [line.split()[:2] for line in main_job] == [["torchbisect", "init"],
-                                                       ["torchbisect", "plan"],
-                                                       ["torchbisect", "matrix"]]
+    assert [line.split()[:2] for line in main_job] == [
+        ["torchbisect", "init"],
+        ["torchbisect", "plan"],
+        ["torchbisect", "matrix"],
+    ]
     with serve(root) as url:
         assert run(main_job[0]).returncode == Exit.OK
         with (work / "matrix.yaml").open("a") as matrix:
-            matrix.write(f"indexes:\n  stable: {url}/whl/{{cuda}}/\n"
-                         f"  test: {url}/whl/test/{{cuda}}/\n"
-                         f"  nightly: {url}/whl/nightly/{{cuda}}/\n")
+            matrix.write(
+                f"indexes:\n  stable: {url}/whl/{{cuda}}/\n"
+                f"  test: {url}/whl/test/{{cuda}}/\n"
+                f"  nightly: {url}/whl/nightly/{{cuda}}/\n"
+            )
         planned = run(main_job[1])
         assert planned.returncode == Exit.OK, planned.stdout + planned.stderr
         assert "stable-2.15.0-cu130-cp312" in planned.stdout

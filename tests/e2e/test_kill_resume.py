@@ -31,17 +31,33 @@ def test_a_run_killed_midway_resumes_with_no_cell_lost_or_duplicated(tmp_path):
     wheels = [fake_torch_wheel(tmp_path / "wheels", f"2.99.{i}+cpu") for i in range(CELLS)]
     go = tmp_path / "go"
     gated = f"    env:\n      TB_FAKE_WAIT_FOR: {go}\n"
-    entries = "".join(f"  - wheel: {w}\n    name: k{i}\n    overlay: true\n"
-                      + (gated if i >= 2 else "") for i, w in enumerate(wheels))
+    entries = "".join(
+        f"  - wheel: {w}\n    name: k{i}\n    overlay: true\n" + (gated if i >= 2 else "")
+        for i, w in enumerate(wheels)
+    )
     (tmp_path / "matrix.yaml").write_text(f"defaults:\n  timeout: 120\ndev:\n{entries}")
-    argv = command("matrix", "--matrix", "matrix.yaml", "--offline", "--allow-no-gpu", "--backend",
-                   "venv", "--store", "results.sqlite", "--out", "reports", "--workdir", "work",
-                   "--no-report")
+    argv = command(
+        "matrix",
+        "--matrix",
+        "matrix.yaml",
+        "--offline",
+        "--allow-no-gpu",
+        "--backend",
+        "venv",
+        "--store",
+        "results.sqlite",
+        "--out",
+        "reports",
+        "--workdir",
+        "work",
+        "--no-report",
+    )
     env = {**os.environ, "TORCHBISECT_PROBES": str(FAKE_PROBES)}
     store = tmp_path / "results.sqlite"
 
-    child = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     waiting = Path(f"{go}.waiting")
     deadline = time.monotonic() + 300
     while not waiting.exists() and time.monotonic() < deadline and child.poll() is None:
@@ -55,8 +71,7 @@ def test_a_run_killed_midway_resumes_with_no_cell_lost_or_duplicated(tmp_path):
     assert 1 <= len(before) <= 2 and set(before) <= {"dev-k0", "dev-k1"}
 
     go.touch()
-    done = subprocess.run(argv, cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert f"{len(before)} already have a verdict" in done.stdout + done.stderr
 

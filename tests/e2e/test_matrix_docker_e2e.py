@@ -19,9 +19,23 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def _matrix(tmp_path, *extra: str) -> subprocess.CompletedProcess:
-    return torchbisect("matrix", "--matrix", "matrix.yaml", "--allow-no-gpu", "--backend",
-                       "docker", "--store", "results.sqlite", "--out", "reports", "--workdir",
-                       "work", *extra, cwd=tmp_path, timeout=1200)
+    return torchbisect(
+        "matrix",
+        "--matrix",
+        "matrix.yaml",
+        "--allow-no-gpu",
+        "--backend",
+        "docker",
+        "--store",
+        "results.sqlite",
+        "--out",
+        "reports",
+        "--workdir",
+        "work",
+        *extra,
+        cwd=tmp_path,
+        timeout=1200,
+    )
 
 
 def test_the_docker_matrix_stores_skipped_verdicts_then_reruns_nothing(tmp_path):
@@ -30,10 +44,11 @@ def test_the_docker_matrix_stores_skipped_verdicts_then_reruns_nothing(tmp_path)
         (pytest.fail if IN_CI else pytest.skip)("no torch 2.13.0+cpu wheel")
     python = wheel.name.split("-")[2].removeprefix("cp")
     (tmp_path / "matrix.yaml").write_text(
-        f"defaults:\n  timeout: 900\n  python: \"{python[0]}.{python[1:]}\"\n"
+        f'defaults:\n  timeout: 900\n  python: "{python[0]}.{python[1:]}"\n'
         "images:\n  cpu: torchbisect/base:bookworm\n"
         f"dev:\n  - wheel: {wheel}\n    cuda: cpu\n    name: torch-2.13-cpu\n"
-        "preinstalled:\n  image: torchbisect/base:bookworm-torch\n")
+        "preinstalled:\n  image: torchbisect/base:bookworm-torch\n"
+    )
     first = _matrix(tmp_path)
     assert first.returncode == Exit.OK, first.stdout + first.stderr
     with Store(tmp_path / "results.sqlite") as store:

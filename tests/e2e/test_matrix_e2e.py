@@ -26,33 +26,54 @@ def _need(what, why: str):
 
 @pytest.fixture(scope="module")
 def wheel():
-    return _need(find_test_wheel(), "no torch 2.13.0+cpu wheel (set TORCHBISECT_TEST_WHEEL "
-                                    "or pip's find-links)")
+    return _need(
+        find_test_wheel(),
+        "no torch 2.13.0+cpu wheel (set TORCHBISECT_TEST_WHEEL or pip's find-links)",
+    )
 
 
 @pytest.fixture(scope="module")
 def base_python(wheel):
     version = wheel_python(wheel)
-    return _need(python_with_torch(version), f"no Python {version} with torch and its "
-                                             "dependencies to overlay the wheel on")
+    return _need(
+        python_with_torch(version),
+        f"no Python {version} with torch and its dependencies to overlay the wheel on",
+    )
 
 
 def matrix(tmp_path, base_python, *extra):
-    argv = ["matrix", "--matrix", "matrix.yaml", "--offline", "--allow-no-gpu", "--backend",
-            "venv", "--interpreter", base_python, "--store", "results.sqlite", "--out", "reports",
-            "--workdir", "work", *extra]
+    argv = [
+        "matrix",
+        "--matrix",
+        "matrix.yaml",
+        "--offline",
+        "--allow-no-gpu",
+        "--backend",
+        "venv",
+        "--interpreter",
+        base_python,
+        "--store",
+        "results.sqlite",
+        "--out",
+        "reports",
+        "--workdir",
+        "work",
+        *extra,
+    ]
     began = time.monotonic()
     done = torchbisect(*argv, cwd=tmp_path, timeout=900)
     return done, time.monotonic() - began
 
 
 @pytest.mark.slow
-def test_matrix_with_the_venv_backend_stores_verdicts_then_reruns_nothing(tmp_path, wheel,
-                                                                          base_python):
+def test_matrix_with_the_venv_backend_stores_verdicts_then_reruns_nothing(
+    tmp_path, wheel, base_python
+):
     (tmp_path / "matrix.yaml").write_text(
         f"defaults:\n  timeout: 600\n"
         f"dev:\n  - wheel: {wheel}\n    overlay: true\n"
-        f"preinstalled: {{}}\n")
+        f"preinstalled: {{}}\n"
+    )
     first, _ = matrix(tmp_path, base_python)
     assert first.returncode == Exit.OK, first.stdout + first.stderr
     assert "2 cells to probe" in first.stdout + first.stderr
@@ -72,8 +93,16 @@ def test_matrix_with_the_venv_backend_stores_verdicts_then_reruns_nothing(tmp_pa
         assert run.result.env["cuda_available"] is False
     assert runs["preinstalled"].wheel_sha256.startswith("preinstalled:2.13.0+cpu:")
     assert runs["preinstalled"].cell.version == "2.13.0+cpu"
-    venv_torch = tmp_path / "work" / "venvs" / "dev-2.13.0-cpu" / "lib" / \
-        f"python{wheel_python(wheel)}" / "site-packages" / "torch"
+    venv_torch = (
+        tmp_path
+        / "work"
+        / "venvs"
+        / "dev-2.13.0-cpu"
+        / "lib"
+        / f"python{wheel_python(wheel)}"
+        / "site-packages"
+        / "torch"
+    )
     assert venv_torch.is_dir()  # the wheel went into the cell's own venv
     assert (tmp_path / "reports" / "index.html").is_file()
 
@@ -95,6 +124,7 @@ def test_rerunning_an_unchanged_matrix_probes_nothing():
 
 # -- the commands on stand-in wheels and the stand-in probe (seconds, not minutes) ----------------
 
+
 @pytest.fixture
 def stand_in(tmp_path, monkeypatch, fake_probes):
     """A work folder with two stand-in wheels, the stand-in probe, and no GPU."""
@@ -107,8 +137,9 @@ def stand_in(tmp_path, monkeypatch, fake_probes):
     monkeypatch.setattr(torchbisect.utils.gpus, "list_gpus", lambda: ())
     monkeypatch.chdir(tmp_path)
     wheels = [fake_torch_wheel(tmp_path / "wheels", f"2.99.{i}+cpu") for i in range(2)]
-    entries = "".join(f"  - wheel: {w}\n    name: w{i}\n    overlay: true\n"
-                      for i, w in enumerate(wheels))
+    entries = "".join(
+        f"  - wheel: {w}\n    name: w{i}\n    overlay: true\n" for i, w in enumerate(wheels)
+    )
     (tmp_path / "matrix.yaml").write_text(f"dev:\n{entries}preinstalled: {{}}\n")
     return tmp_path
 
@@ -116,8 +147,7 @@ def stand_in(tmp_path, monkeypatch, fake_probes):
 MATRIX = ("matrix", "--offline", "--no-report", "--backend", "venv", "--workdir", "work")
 
 
-def test_an_infrastructure_failure_exits_3_and_is_retried_next_run(stand_in, monkeypatch,
-                                                                     capsys):
+def test_an_infrastructure_failure_exits_3_and_is_retried_next_run(stand_in, monkeypatch, capsys):
     monkeypatch.setenv("TB_FAKE_MODE", "crash")
     assert call(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1") == Exit.NO_VERDICT
     out = capsys.readouterr().out
@@ -127,18 +157,43 @@ def test_an_infrastructure_failure_exits_3_and_is_retried_next_run(stand_in, mon
     with Store("reports/results.sqlite") as store:
         latest = store.latest()
         assert [r.status for r in store.runs()].count(RunStatus.INFRA_FAILURE) == 2
-    assert {r.cell.id: r.verdict for r in latest} == {"dev-w0": Verdict.SKIPPED,
-                                                      "dev-w1": Verdict.SKIPPED}
+    assert {r.cell.id: r.verdict for r in latest} == {
+        "dev-w0": Verdict.SKIPPED,
+        "dev-w1": Verdict.SKIPPED,
+    }
 
 
 def test_shards_of_the_matrix_probe_each_cell_once(stand_in, capsys):
     for i in (1, 2, 3):
-        assert call(*MATRIX, "--allow-no-gpu", "--cells", "dev-w0,dev-w1", "--shard", f"{i}/3",
-                   "--store", f"shard{i}.sqlite") == Exit.OK
-    assert call("merge", "all.sqlite", "shard1.sqlite", "shard2.sqlite", "shard3.sqlite",
-               "missing.sqlite", "--allow-missing", "missing.sqlite") == Exit.OK
+        assert (
+            call(
+                *MATRIX,
+                "--allow-no-gpu",
+                "--cells",
+                "dev-w0,dev-w1",
+                "--shard",
+                f"{i}/3",
+                "--store",
+                f"shard{i}.sqlite",
+            )
+            == Exit.OK
+        )
+    assert (
+        call(
+            "merge",
+            "all.sqlite",
+            "shard1.sqlite",
+            "shard2.sqlite",
+            "shard3.sqlite",
+            "missing.sqlite",
+            "--allow-missing",
+            "missing.sqlite",
+        )
+        == Exit.OK
+    )
     assert "missing.sqlite: does not exist, which --allow-missing allows" in (
-        capsys.readouterr().out)
+        capsys.readouterr().out
+    )
     with Store("all.sqlite") as store:
         assert sorted(r.cell.id for r in store.runs()) == ["dev-w0", "dev-w1"]
 
@@ -147,8 +202,10 @@ def test_shards_of_the_matrix_probe_each_cell_once(stand_in, capsys):
 def test_without_a_gpu_only_the_interpreters_torch_is_probed(stand_in, capsys):
     # Nightlies on an index that cannot answer: without a GPU no index is asked at all.
     with open("matrix.yaml", "a") as fh:
-        fh.write("indexes:\n  nightly: http://127.0.0.1:9/nightly/{cuda}/\n"
-                 "nightly:\n  last: 7\n  cuda: cu130\n")
+        fh.write(
+            "indexes:\n  nightly: http://127.0.0.1:9/nightly/{cuda}/\n"
+            "nightly:\n  last: 7\n  cuda: cu130\n"
+        )
     code = call(*MATRIX)
     out = capsys.readouterr().out
     with Store("reports/results.sqlite") as store:
@@ -163,8 +220,20 @@ def test_without_a_gpu_only_the_interpreters_torch_is_probed(stand_in, capsys):
 
 def test_probe_runs_one_cell_prints_its_cases_and_stores_it(stand_in, capsys):
     # exit 125 as the probe's own: no GPU, so every case is skipped and it cannot tell
-    assert call("probe", "dev-w1", "--offline", "--backend", "venv", "--workdir", "work",
-               "--store", "reports/results.sqlite") == Exit.CANNOT_TELL
+    assert (
+        call(
+            "probe",
+            "dev-w1",
+            "--offline",
+            "--backend",
+            "venv",
+            "--workdir",
+            "work",
+            "--store",
+            "reports/results.sqlite",
+        )
+        == Exit.CANNOT_TELL
+    )
     out = capsys.readouterr().out
     assert "dev-w1: skipped" in out and "capture_data_ptr" in out
     with Store("reports/results.sqlite") as store:
@@ -182,16 +251,18 @@ def test_configuration_mistakes_are_one_sentence_and_exit_2(stand_in, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(torch_version() is None,
-                    reason="the plan's preinstalled cell needs torch in this interpreter")
+@pytest.mark.skipif(
+    torch_version() is None, reason="the plan's preinstalled cell needs torch in this interpreter"
+)
 def test_sharded_rehearsal_renders_the_same_page_as_one_run(stand_in, capsys):
     """The scheduled workflow's shape: shards 1/3 … 3/3 over one matrix, merged, rendered — the
     page must say what a single unsharded run says."""
     from helpers import fake_torch_wheel
 
     wheels = [fake_torch_wheel(stand_in / "more", f"2.98.{i}+cpu") for i in range(5)]
-    extra = "".join(f"  - wheel: {w}\n    name: x{i}\n    overlay: true\n"
-                    for i, w in enumerate(wheels))
+    extra = "".join(
+        f"  - wheel: {w}\n    name: x{i}\n    overlay: true\n" for i, w in enumerate(wheels)
+    )
     text = (stand_in / "matrix.yaml").read_text().replace("dev:\n", "dev:\n" + extra)
     (stand_in / "matrix.yaml").write_text(text)
     run = ("matrix", "--offline", "--backend", "venv", "--workdir", "work", "--allow-no-gpu")

@@ -28,10 +28,22 @@ def world(tmp_path: Path) -> Path:
 
 
 def matrix(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return torchbisect("matrix", "--runners", "runners.yaml", "--store", "results.sqlite",
-                       "--no-report", "--workdir", "work", "--backend", "venv", *args, cwd=cwd,
-                       timeout=300, env_extra={"TORCHBISECT_PROBES": str(FAKE_PROBES),
-                                               **(env or {})})
+    return torchbisect(
+        "matrix",
+        "--runners",
+        "runners.yaml",
+        "--store",
+        "results.sqlite",
+        "--no-report",
+        "--workdir",
+        "work",
+        "--backend",
+        "venv",
+        *args,
+        cwd=cwd,
+        timeout=300,
+        env_extra={"TORCHBISECT_PROBES": str(FAKE_PROBES), **(env or {})},
+    )
 
 
 def _smi(folder: Path, name: str) -> dict:
@@ -49,7 +61,8 @@ def test_a_runner_of_another_platform_is_refused_before_anything_runs(world):
     assert done.stderr.strip() == (
         "torchbisect matrix: error: runners.yaml:8 declares kind GB300 as linux_aarch64, but "
         "this runner is linux_x86_64: give the runner the labels of its own kind (or fix that "
-        "entry); nothing was probed, so no other kind's wheels run here")
+        "entry); nothing was probed, so no other kind's wheels run here"
+    )
     assert not (world / "results.sqlite").exists()  # no attendance: that kind did not report
 
 
@@ -57,18 +70,23 @@ def test_a_runner_with_another_gpu_is_refused(world, tmp_path):
     env = _smi(tmp_path / "bin", "NVIDIA A100-SXM4-80GB")
     done = matrix(world, "--kind", "H200", env=env)
     assert done.returncode == Exit.NO_VERDICT
-    assert ("runners.yaml:2 declares kind H200 as linux_x86_64 with NVIDIA H200, but this "
-            "runner is linux_x86_64 with NVIDIA A100-SXM4-80GB") in done.stderr
+    assert (
+        "runners.yaml:2 declares kind H200 as linux_x86_64 with NVIDIA H200, but this "
+        "runner is linux_x86_64 with NVIDIA A100-SXM4-80GB"
+    ) in done.stderr
     done = matrix(world, "--kind", "H200", env={})  # no GPU at all
     assert done.returncode == Exit.NO_VERDICT
     assert "this runner is linux_x86_64 with no GPU" in done.stderr
 
 
-@pytest.mark.parametrize("args, said", [
-    (["--kind", "H200", "--lock", "a.json", "--lock-dir", "locks"], "give one of them"),
-    (["--lock-dir", "locks"], "--runners needs --kind NAME"),
-    (["--kind", "B200"], "declares no kind named 'B200'"),
-])
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--kind", "H200", "--lock", "a.json", "--lock-dir", "locks"], "give one of them"),
+        (["--lock-dir", "locks"], "--runners needs --kind NAME"),
+        (["--kind", "B200"], "declares no kind named 'B200'"),
+    ],
+)
 def test_kind_flags_that_do_not_go_together(world, args, said):
     done = matrix(world, *args)
     assert done.returncode == Exit.MISTAKE and said in done.stderr
@@ -77,27 +95,72 @@ def test_kind_flags_that_do_not_go_together(world, args, said):
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 def test_a_shard_leaves_its_attendance_even_when_interrupted(world):
-    planned = torchbisect("plan", "--runners", "runners.yaml", "--kind", "H200", "--store",
-                          "none.sqlite", cwd=world, timeout=120)
+    planned = torchbisect(
+        "plan",
+        "--runners",
+        "runners.yaml",
+        "--kind",
+        "H200",
+        "--store",
+        "none.sqlite",
+        cwd=world,
+        timeout=120,
+    )
     assert planned.returncode == Exit.OK, planned.stderr
     first = f"nightly-{DAYS[0]:%Y%m%d}-*"
-    done = matrix(world, "--kind", "H200", "--allow-no-gpu", "--offline", "--cells", first,
-                  env={"GITHUB_RUN_ID": "77", "GITHUB_RUN_ATTEMPT": "1"})
+    done = matrix(
+        world,
+        "--kind",
+        "H200",
+        "--allow-no-gpu",
+        "--offline",
+        "--cells",
+        first,
+        env={"GITHUB_RUN_ID": "77", "GITHUB_RUN_ATTEMPT": "1"},
+    )
     assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert "attendance: H200 shard 1/1 of run 77-1: 1 cell, 1 probed now" in done.stdout
 
     # the whole kind next: the first cell is reused, the next probe waits until it is stopped
     gate = world / "go"
-    argv = command("matrix", "--runners", "runners.yaml", "--kind", "H200", "--allow-no-gpu",
-                   "--offline", "--store", "results.sqlite", "--no-report", "--workdir", "work",
-                   "--backend", "venv", "--shard", "1/1")
-    child = subprocess.Popen(argv, cwd=world, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, env={**os.environ, "TORCHBISECT_PROBES": str(FAKE_PROBES),
-                                             "TB_FAKE_WAIT_FOR": str(gate),
-                                             "GITHUB_RUN_ID": "77", "GITHUB_RUN_ATTEMPT": "2"})
+    argv = command(
+        "matrix",
+        "--runners",
+        "runners.yaml",
+        "--kind",
+        "H200",
+        "--allow-no-gpu",
+        "--offline",
+        "--store",
+        "results.sqlite",
+        "--no-report",
+        "--workdir",
+        "work",
+        "--backend",
+        "venv",
+        "--shard",
+        "1/1",
+    )
+    child = subprocess.Popen(
+        argv,
+        cwd=world,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={
+            **os.environ,
+            "TORCHBISECT_PROBES": str(FAKE_PROBES),
+            "TB_FAKE_WAIT_FOR": str(gate),
+            "GITHUB_RUN_ID": "77",
+            "GITHUB_RUN_ATTEMPT": "2",
+        },
+    )
     deadline = time.monotonic() + 240
-    while not Path(f"{gate}.waiting").exists() and child.poll() is None \
-            and time.monotonic() < deadline:
+    while (
+        not Path(f"{gate}.waiting").exists()
+        and child.poll() is None
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     assert Path(f"{gate}.waiting").exists(), child.communicate()[0]
     child.send_signal(signal.SIGTERM)  # a cancelled CI job
@@ -109,7 +172,12 @@ def test_a_shard_leaves_its_attendance_even_when_interrupted(world):
     assert (first_run.cells, first_run.probed, first_run.reused, first_run.failed) == (1, 1, 0, 0)
     # what it did before the stop: 3 cells, one from the store, two left without a verdict
     assert (stopped.run, stopped.cells, stopped.probed, stopped.reused, stopped.failed) == (
-        "77-2", 3, 0, 1, 2)
+        "77-2",
+        3,
+        0,
+        1,
+        2,
+    )
     assert stopped.gpu == "" and stopped.host and stopped.started < stopped.finished
 
 
@@ -118,18 +186,49 @@ def test_a_shard_leaves_its_attendance_even_when_interrupted(world):
 def test_a_shards_own_page_says_which_declared_kinds_reported(world):
     """Without --no-report the shard draws its page after its attendance is stored, with the
     declared kinds: this kind reported, the others never did (not a silent omission)."""
-    planned = torchbisect("plan", "--runners", "runners.yaml", "--kind", "H200", "--store",
-                          "none.sqlite", cwd=world, timeout=120)
+    planned = torchbisect(
+        "plan",
+        "--runners",
+        "runners.yaml",
+        "--kind",
+        "H200",
+        "--store",
+        "none.sqlite",
+        cwd=world,
+        timeout=120,
+    )
     assert planned.returncode == Exit.OK, planned.stderr
-    done = torchbisect("matrix", "--runners", "runners.yaml", "--kind", "H200", "--allow-no-gpu",
-                       "--offline", "--cells", f"nightly-{DAYS[0]:%Y%m%d}-*", "--store",
-                       "results.sqlite", "--out", "site", "--workdir", "work", "--backend", "venv",
-                       cwd=world, timeout=300,
-                       env_extra={"TORCHBISECT_PROBES": str(FAKE_PROBES), "GITHUB_RUN_ID": "78",
-                                  "GITHUB_RUN_ATTEMPT": "1"})
+    done = torchbisect(
+        "matrix",
+        "--runners",
+        "runners.yaml",
+        "--kind",
+        "H200",
+        "--allow-no-gpu",
+        "--offline",
+        "--cells",
+        f"nightly-{DAYS[0]:%Y%m%d}-*",
+        "--store",
+        "results.sqlite",
+        "--out",
+        "site",
+        "--workdir",
+        "work",
+        "--backend",
+        "venv",
+        cwd=world,
+        timeout=300,
+        env_extra={
+            "TORCHBISECT_PROBES": str(FAKE_PROBES),
+            "GITHUB_RUN_ID": "78",
+            "GITHUB_RUN_ATTEMPT": "1",
+        },
+    )
     assert done.returncode == Exit.OK, done.stdout + done.stderr
-    kinds = {k["name"]: k for k in
-             json.loads((world / "site" / "results.json").read_text())["models"]["kinds"]}
+    kinds = {
+        k["name"]: k
+        for k in json.loads((world / "site" / "results.json").read_text())["models"]["kinds"]
+    }
     assert list(kinds) == ["H200", "GB300", "A100"]
     assert kinds["H200"]["state"] == "reported"
     assert kinds["H200"]["text"].startswith("reported in the latest run (run 78-1, ")

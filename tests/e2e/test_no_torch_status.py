@@ -32,7 +32,8 @@ def bare(tmp_path_factory) -> str:
 
 def _project(tmp_path: Path, interpreter: str) -> Path:
     (tmp_path / "matrix.yaml").write_text(
-        f"preinstalled: {{interpreter: '{interpreter}', probe: mine}}\n")
+        f"preinstalled: {{interpreter: '{interpreter}', probe: mine}}\n"
+    )
     (tmp_path / "probes").mkdir()
     (tmp_path / "probes" / "mine.py").write_text(MINE)
     return tmp_path
@@ -42,8 +43,9 @@ def test_without_a_gpu_the_matrix_probes_the_interpreter_matrix_yaml_names(tmp_p
     # torchbisect's own Python (as the backend sees it) has no torch; matrix.yaml names one that
     # has: it exited 5 ("the interpreter running torchbisect has no torch"), ignoring it
     project = _project(tmp_path, sys.executable)
-    done = torchbisect("matrix", "--no-report", cwd=project,
-                       env_extra={"TORCHBISECT_HOST_PYTHON": bare})
+    done = torchbisect(
+        "matrix", "--no-report", cwd=project, env_extra={"TORCHBISECT_HOST_PYTHON": bare}
+    )
     assert done.returncode == Exit.OK, done.stderr
     assert f"only the torch of {sys.executable} is probed" in done.stdout + done.stderr
     with Store(project / "reports" / "results.sqlite") as store:
@@ -58,10 +60,21 @@ def test_an_interpreter_without_torch_is_cannot_tell_from_probe_and_matrix(tmp_p
     said = one_sentence(done.stderr, done.returncode, Exit.CANNOT_TELL, command="probe")
     assert "has no torch" in said
     # the run's torch is that interpreter's alone: it exited 5, "a backend that cannot run here"
-    done = torchbisect("matrix", "--allow-no-gpu", "--backend", "current", "--no-report",
-                       cwd=project, env_extra={"TORCHBISECT_HOST_PYTHON": bare})
-    said = one_sentence(done.stderr.replace(_note(done.stderr), ""), done.returncode,
-                        Exit.CANNOT_TELL, command="matrix")
+    done = torchbisect(
+        "matrix",
+        "--allow-no-gpu",
+        "--backend",
+        "current",
+        "--no-report",
+        cwd=project,
+        env_extra={"TORCHBISECT_HOST_PYTHON": bare},
+    )
+    said = one_sentence(
+        done.stderr.replace(_note(done.stderr), ""),
+        done.returncode,
+        Exit.CANNOT_TELL,
+        command="matrix",
+    )
     assert f"{bare} has no torch" in said
 
 

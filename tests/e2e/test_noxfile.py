@@ -23,14 +23,22 @@ def test_a_session_reinstalls_only_when_the_package_changed(tmp_path):
     for name in ("noxfile.py", "pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copy(REPO / name, tmp_path / name)
     for folder in ("src", "probes"):
-        shutil.copytree(REPO / folder, tmp_path / folder,
-                        ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+        shutil.copytree(
+            REPO / folder,
+            tmp_path / folder,
+            ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"),
+        )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
     def schema_session(*flags: str) -> str:
-        done = subprocess.run([nox, *flags, "-s", "schema", "--", "--out",
-                               "out/matrix.schema.json"],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [nox, *flags, "-s", "schema", "--", "--out", "out/matrix.schema.json"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout + done.stderr
 
@@ -57,32 +65,50 @@ def test_a_local_report_session_leaves_the_services_runner_kinds_out(tmp_path):
     nox = shutil.which("nox")
     if nox is None:
         (pytest.fail if IN_CI else pytest.skip)("nox is not installed")
-    for name in ("noxfile.py", "pyproject.toml", "setup.py", "README.md", "LICENSE",
-                 "runners.yaml"):
+    for name in (
+        "noxfile.py",
+        "pyproject.toml",
+        "setup.py",
+        "README.md",
+        "LICENSE",
+        "runners.yaml",
+    ):
         shutil.copy(REPO / name, tmp_path / name)
     for folder in ("src", "probes"):
-        shutil.copytree(REPO / folder, tmp_path / folder,
-                        ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+        shutil.copytree(
+            REPO / folder,
+            tmp_path / folder,
+            ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"),
+        )
     shutil.copy(REPO / "reports" / "evidence" / "results.sqlite", tmp_path / "s.sqlite")
-    env = {k: v for k, v in os.environ.items()
-           if k != "PYTHONPATH" and not k.startswith("GITHUB_")}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("GITHUB_")}
 
     def session(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([nox, "-s", *args], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=600)
+        return subprocess.run(
+            [nox, "-s", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        )
 
     done = session("report", "--", "--store", "s.sqlite", "--out", "site")
     assert done.returncode == 0, done.stdout + done.stderr
     lazy = tmp_path / "site" / "stale_replay"  # the evidence holds two regressions (issue 47)
     assert "Runner kinds" not in (lazy / "index.html").read_text()
-    done = session("report", "--", "--store", "s.sqlite", "--out", "site", "--runners",
-                   "runners.yaml")
+    done = session(
+        "report", "--", "--store", "s.sqlite", "--out", "site", "--runners", "runners.yaml"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     page = (lazy / "index.html").read_text()
     assert "Runner kinds" in page and "whether its runners ran is not known" in page
     (tmp_path / "runners.yaml").write_text("kinds: []\n")  # a mistake: notify loads the file
-    told = session("notify", "--", "--store", "s.sqlite", "--summary",
-                   "site/stale_replay/summary.md", "--runners", "runners.yaml")
+    told = session(
+        "notify",
+        "--",
+        "--store",
+        "s.sqlite",
+        "--summary",
+        "site/stale_replay/summary.md",
+        "--runners",
+        "runners.yaml",
+    )
     assert told.returncode != 0 and "runners.yaml" in told.stdout + told.stderr
 
 
@@ -107,9 +133,14 @@ def test_the_test_sessions_load_no_pytest_plugin_of_the_base_interpreter(tmp_pat
     env = {**os.environ, "PYTHONPATH": str(base)}
 
     def pytest_run(*args: str, **extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args,
-                               "test_one.py"], cwd=tmp_path, env={**env, **extra},
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args, "test_one.py"],
+            cwd=tmp_path,
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     assert "the base interpreter plugin" in pytest_run().stderr  # what a session met before
     done = pytest_run(*noxfile._PLUGINS, "-n", "1", **noxfile._PYTEST_ENV)

@@ -38,8 +38,12 @@ def _recipe() -> str:
 def test_the_readmes_own_regression_block_runs_as_written(tmp_path):
     lines = _block((REPO / "README.md").read_text(encoding="utf-8"), "Your own regression")
     assert [shlex.split(line)[:2] for line in lines] == [
-        ["torchbisect", "init"], ["torchbisect", "probe"], ["torchbisect", "matrix"],
-        ["torchbisect", "bisect"], ["torchbisect", "bisect"]]
+        ["torchbisect", "init"],
+        ["torchbisect", "probe"],
+        ["torchbisect", "matrix"],
+        ["torchbisect", "bisect"],
+        ["torchbisect", "bisect"],
+    ]
     env = {"XDG_DATA_HOME": str(tmp_path / "data"), "TORCHBISECT_PROBES": ""}
 
     def run(line: str):
@@ -56,8 +60,9 @@ def test_the_readmes_own_regression_block_runs_as_written(tmp_path):
     # `probe: check` under `defaults:`, as the matrix line says: the plan probes with it
     text = (tmp_path / "matrix.yaml").read_text()
     assert "\ndefaults:\n" in text
-    (tmp_path / "matrix.yaml").write_text(text.replace("\ndefaults:\n",
-                                                       "\ndefaults:\n  probe: check\n", 1))
+    (tmp_path / "matrix.yaml").write_text(
+        text.replace("\ndefaults:\n", "\ndefaults:\n  probe: check\n", 1)
+    )
     from torchbisect.config.matrix import load_matrix
     from torchbisect.probe.scripts import probe_path, project_probes
 

@@ -19,12 +19,21 @@ from torchbisect.exits import Exit
 IMAGE = "torchbisect/base:bookworm"  # on the host already (.ci/docker-setup.sh): nothing pulled
 no_toolkit = pytest.mark.skipif(
     shutil.which("nvidia-container-runtime-hook") is not None or shutil.which("nvidia-ctk"),
-    reason="the NVIDIA Container Toolkit is installed here")
+    reason="the NVIDIA Container Toolkit is installed here",
+)
 
 
 def _preflight(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    done = torchbisect("preflight", "--image", IMAGE, "--workdir", tmp_path / "work", *args,
-                       cwd=tmp_path, timeout=300)
+    done = torchbisect(
+        "preflight",
+        "--image",
+        IMAGE,
+        "--workdir",
+        tmp_path / "work",
+        *args,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert "Traceback" not in done.stdout + done.stderr
     return done
 
@@ -33,14 +42,17 @@ def _leftovers() -> list:
     import docker
 
     return docker.from_env().containers.list(
-        all=True, filters={"label": ["torchbisect.step=gpu-check"]}) + docker.from_env(
-    ).containers.list(all=True, filters={"label": ["torchbisect.cell=gpu-preflight"]})
+        all=True, filters={"label": ["torchbisect.step=gpu-check"]}
+    ) + docker.from_env().containers.list(
+        all=True, filters={"label": ["torchbisect.cell=gpu-preflight"]}
+    )
 
 
 @pytest.mark.docker
 @no_toolkit
-@pytest.mark.parametrize("how", [["--backend", "docker"], ["--flags=--overlay --backend=docker"],
-                                 []])
+@pytest.mark.parametrize(
+    "how", [["--backend", "docker"], ["--flags=--overlay --backend=docker"], []]
+)
 def test_a_runner_whose_docker_cannot_attach_a_gpu_fails_in_one_sentence(tmp_path, how):
     """Named, named among the run's flags, or chosen because an engine answers: exit 5."""
     done = _preflight(tmp_path, *how)
@@ -61,10 +73,14 @@ def test_a_run_on_the_venv_backend_has_nothing_to_check(tmp_path, flags):
     assert "the venv backend probes on this host, not in a container" in said
 
 
-@pytest.mark.parametrize("flags, error", [
-    ("--backend", "argument --backend: expected one argument"),
-    ("--backend 'venv", "No closing quotation"),
-    ("--backend=podman", "unknown backend 'podman'")])
+@pytest.mark.parametrize(
+    "flags, error",
+    [
+        ("--backend", "argument --backend: expected one argument"),
+        ("--backend 'venv", "No closing quotation"),
+        ("--backend=podman", "unknown backend 'podman'"),
+    ],
+)
 def test_flags_the_run_would_refuse_are_refused_before_it(tmp_path, flags, error):
     done = _preflight(tmp_path, f"--flags={flags}")
     said = done.stdout + done.stderr

@@ -55,46 +55,75 @@ def test_readme_set_up_and_main_job_on_stock_debian_12(tmp_path):
 
     # No torch: one sentence, nothing probed, a page that says why, exit 0.
     out, proc, log = _quick_start(
-        _need_image(IMAGE), tar, tmp_path / "bare", setup, main,
+        _need_image(IMAGE),
+        tar,
+        tmp_path / "bare",
+        setup,
+        main,
         before=["! python3 -c 'import torch' 2>/dev/null"],
-        after=["python3 -m venv /tmp/user-venv && . /tmp/user-venv/bin/activate",
-               "export HOME=/tmp/second-home && mkdir $HOME", *setup,
-               "command -v nox > /out/from-a-venv"])
-    assert re.search(r"No GPU is visible .*? no torch, so nothing is probed; .*--allow-no-gpu",
-                     " ".join(log.split())), log
+        after=[
+            "python3 -m venv /tmp/user-venv && . /tmp/user-venv/bin/activate",
+            "export HOME=/tmp/second-home && mkdir $HOME",
+            *setup,
+            "command -v nox > /out/from-a-venv",
+        ],
+    )
+    assert re.search(
+        r"No GPU is visible .*? no torch, so nothing is probed; .*--allow-no-gpu",
+        " ".join(log.split()),
+    ), log
     page = (out / "index.html").read_text(encoding="utf-8")
     assert "no torch, so nothing was probed" in " ".join(page.split())
     assert _stored(out) == []
     from_a_venv = (out / "from-a-venv").read_text().strip() if proc.returncode == 0 else ""
-    assert from_a_venv == "/tmp/second-home/.venvs/nox/bin/nox", \
+    assert from_a_venv == "/tmp/second-home/.venvs/nox/bin/nox", (
         f"the README's set-up failed inside an activated venv:\n{proc.stdout[-4000:]}"
+    )
 
     # torch in the system python: the set-up keeps it visible, and only it is probed.
-    out, _, log = _quick_start(_need_image(TORCH_IMAGE), tar, tmp_path / "torch", setup, main,
-                               before=["python3 -c 'import torch'"], after=[])
-    assert re.search(r"No GPU is visible .*?, so only the torch of \S+ is probed",
-                     " ".join(log.split())), log
+    out, _, log = _quick_start(
+        _need_image(TORCH_IMAGE),
+        tar,
+        tmp_path / "torch",
+        setup,
+        main,
+        before=["python3 -c 'import torch'"],
+        after=[],
+    )
+    assert re.search(
+        r"No GPU is visible .*?, so only the torch of \S+ is probed", " ".join(log.split())
+    ), log
     assert _stored(out) == [("preinstalled", "skipped")]
 
 
-def _quick_start(image: str, tar: Path, out: Path, setup: list[str], main: str, *,
-                 before: list[str], after: list[str]):
+def _quick_start(
+    image: str,
+    tar: Path,
+    out: Path,
+    setup: list[str],
+    main: str,
+    *,
+    before: list[str],
+    after: list[str],
+):
     """In `image`: `before` (premises), the set-up, the main job (output and status kept in
     `out`), then `after`.  Returns (out, the container's process, the main job's output)."""
     out.mkdir()
-    script = "\n".join([
-        "set -eu",
-        "test -f /usr/lib/python3.11/EXTERNALLY-MANAGED",  # pip refuses the system python
-        *before,
-        "mkdir ~/torchbisect && tar -C ~/torchbisect -xf /src.tar && cd ~/torchbisect",
-        *setup,
-        "set +e",
-        f"{main} > /out/main.log 2>&1",
-        "echo $? > /out/rc",
-        "set -e",
-        "cp reports/index.html reports/results.sqlite /out/",
-        *after,
-    ])
+    script = "\n".join(
+        [
+            "set -eu",
+            "test -f /usr/lib/python3.11/EXTERNALLY-MANAGED",  # pip refuses the system python
+            *before,
+            "mkdir ~/torchbisect && tar -C ~/torchbisect -xf /src.tar && cd ~/torchbisect",
+            *setup,
+            "set +e",
+            f"{main} > /out/main.log 2>&1",
+            "echo $? > /out/rc",
+            "set -e",
+            "cp reports/index.html reports/results.sqlite /out/",
+            *after,
+        ]
+    )
     proc = _run_in_debian(image, script, tar, out)
     log = (out / "main.log").read_text(encoding="utf-8") if (out / "main.log").exists() else ""
     assert (out / "rc").exists(), f"the README's set-up failed in {image}:\n{proc.stdout[-4000:]}"
@@ -121,8 +150,16 @@ def _need_image(image: str) -> str:
 def _tracked_files(dest: Path) -> Path:
     """The working tree's files that git tracks or would track: what a fresh clone holds once
     they are committed (no .nox, no venvs, no local store)."""
-    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+    names = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     with tarfile.open(dest, "w") as tar:
         for name in filter(None, names):
             if (REPO / name).is_file():
@@ -131,23 +168,45 @@ def _tracked_files(dest: Path) -> Path:
 
 
 def _ca_bundle() -> Path:
-    for candidate in (os.environ.get("PIP_CERT"), os.environ.get("SSL_CERT_FILE"),
-                      _pip_config("global.cert"), "/etc/ssl/certs/ca-certificates.crt"):
+    for candidate in (
+        os.environ.get("PIP_CERT"),
+        os.environ.get("SSL_CERT_FILE"),
+        _pip_config("global.cert"),
+        "/etc/ssl/certs/ca-certificates.crt",
+    ):
         if candidate and Path(candidate).is_file():
             return Path(candidate)
     pytest.fail("no CA bundle to give the container (PIP_CERT, SSL_CERT_FILE, pip's cert)")
 
 
 def _pip_config(key: str) -> str | None:
-    got = subprocess.run(["python3", "-m", "pip", "config", "get", key], capture_output=True,
-                         text=True)
+    got = subprocess.run(
+        ["python3", "-m", "pip", "config", "get", key], capture_output=True, text=True
+    )
     return got.stdout.strip() or None
 
 
 def _run_in_debian(image: str, script: str, tar: Path, out: Path) -> subprocess.CompletedProcess:
     # Only the CA variables: pip's and uv's own configuration stays as a stock machine has it.
-    command = ["docker", "run", "--rm", "-v", f"{tar}:/src.tar:ro",
-               "-v", f"{_ca_bundle()}:{_CA_IN_BOX}:ro", "-v", f"{out}:/out",
-               "-e", f"PIP_CERT={_CA_IN_BOX}", "-e", f"SSL_CERT_FILE={_CA_IN_BOX}"]
-    return subprocess.run([*command, image, "bash", "-c", script], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=1200)
+    command = [
+        "docker",
+        "run",
+        "--rm",
+        "-v",
+        f"{tar}:/src.tar:ro",
+        "-v",
+        f"{_ca_bundle()}:{_CA_IN_BOX}:ro",
+        "-v",
+        f"{out}:/out",
+        "-e",
+        f"PIP_CERT={_CA_IN_BOX}",
+        "-e",
+        f"SSL_CERT_FILE={_CA_IN_BOX}",
+    ]
+    return subprocess.run(
+        [*command, image, "bash", "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=1200,
+    )

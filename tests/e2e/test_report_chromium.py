@@ -32,11 +32,20 @@ pytestmark = pytest.mark.chromium
 DATA = TESTS / "data"
 # The real H200 recordings; synthetic fixtures of the same schema stand in until they exist.
 RECORDED = sorted((REPO / "reports" / "evidence" / "hand").glob("h200-torch-*.json")) or sorted(
-    (DATA / "report").glob("synthetic-h200-torch-*.json"))
+    (DATA / "report").glob("synthetic-h200-torch-*.json")
+)
 HOSTILE_ID = 'dev-"><script>window.__pwned = 6</script>'
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
 NOW = dt.datetime(2026, 3, 20, 12, 0, tzinfo=dt.timezone.utc)
 
 
@@ -47,14 +56,25 @@ def _chromium() -> str:
 def _runs():
     runs = [run_from_document(p) for p in RECORDED]
     hostile = run_from_document(DATA / "report" / "synthetic-hostile-error-message.json")
-    runs.append(dataclasses.replace(hostile, cell=dataclasses.replace(
-        hostile.cell, channel=Channel.DEV, id=HOSTILE_ID),
-        log_excerpt="<img src=x onerror=\"window.__pwned = 7\">"))
-    runs.append(synthetic_run("2.14.0+cu130", infra="<b>wheel</b> download failed: HTTP 503",
-                              log="uv pip install … <script>window.__pwned = 8</script>"))
+    runs.append(
+        dataclasses.replace(
+            hostile,
+            cell=dataclasses.replace(hostile.cell, channel=Channel.DEV, id=HOSTILE_ID),
+            log_excerpt='<img src=x onerror="window.__pwned = 7">',
+        )
+    )
+    runs.append(
+        synthetic_run(
+            "2.14.0+cu130",
+            infra="<b>wheel</b> download failed: HTTP 503",
+            log="uv pip install … <script>window.__pwned = 8</script>",
+        )
+    )
     # a run of identical nightlies, which the page folds into one row
-    runs += [synthetic_run(f"2.16.0.dev202602{d:02d}+cu132", {"capture_data_ptr": (5, 5)})
-             for d in range(10, 16)]
+    runs += [
+        synthetic_run(f"2.16.0.dev202602{d:02d}+cu132", {"capture_data_ptr": (5, 5)})
+        for d in range(10, 16)
+    ]
     return runs
 
 
@@ -79,8 +99,7 @@ class _Cells(HTMLParser):
             self._row = self.rows.setdefault(attrs["id"], []) if attrs.get("id") else None
         if tag == "div":
             self._divs.append("pop" in (attrs.get("class") or "").split())
-        self._in_word = (tag == "span" and attrs.get("class") == "word"
-                         and not any(self._divs))
+        self._in_word = tag == "span" and attrs.get("class") == "word" and not any(self._divs)
         if self._in_word and self._row is not None:
             self._row.append("")
 
@@ -140,13 +159,34 @@ def test_page_in_headless_chromium_cli(rendered, tmp_path):
     profile = tempfile.mkdtemp(prefix="chromium-profile-")
     try:
         dump = subprocess.run(
-            [_chromium(), *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr",
-             "--v=0", "--dump-dom", html.as_uri()],
-            capture_output=True, text=True, timeout=120, check=True)
+            [
+                _chromium(),
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                "--enable-logging=stderr",
+                "--v=0",
+                "--dump-dom",
+                html.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
         shot = tmp_path / "report-cli.png"
-        subprocess.run([_chromium(), *FLAGS, f"--user-data-dir={profile}",
-                        "--window-size=1400,2400", f"--screenshot={shot}", html.as_uri()],
-                       capture_output=True, timeout=120, check=True)
+        subprocess.run(
+            [
+                _chromium(),
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                "--window-size=1400,2400",
+                f"--screenshot={shot}",
+                html.as_uri(),
+            ],
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
     finally:
         shutil.rmtree(profile, ignore_errors=True)
     console = [line for line in dump.stderr.splitlines() if ":CONSOLE" in line]
@@ -160,8 +200,10 @@ def test_the_planted_script_stays_text_and_a_cell_opens_to_its_details(rendered)
     """Through the DevTools protocol (helpers.chromium): no script runs, the store's planted one
     is on the page as text, and a cell opens to its time and driver."""
     html, view = rendered
-    planted = ("[...document.querySelectorAll('body *')].filter(e => [...e.childNodes].some("
-               "n => n.nodeType === 3 && n.data.includes('window.__pwned = 1'))).length")
+    planted = (
+        "[...document.querySelectorAll('body *')].filter(e => [...e.childNodes].some("
+        "n => n.nodeType === 3 && n.data.includes('window.__pwned = 1'))).length"
+    )
     with _browser(DESKTOP) as browser:
         browser.open(html)
         assert browser.eval("window.__pwned === undefined")
@@ -179,7 +221,6 @@ PHONE, DESKTOP = (390, 844), (1400, 1000)
 # Every visible text's colour against the first opaque background behind it, with opacity.
 
 
-
 def _browser(size):
     from torchbisect.pages.chromium import Browser
 
@@ -187,9 +228,11 @@ def _browser(size):
 
 
 def _rect(browser, selector: str) -> dict:
-    return browser.eval(f"(() => {{ const r = document.querySelector({selector!r})"
-                        ".getBoundingClientRect(); return {left: r.left, right: r.right, "
-                        "top: r.top, bottom: r.bottom, width: r.width}; })()")
+    return browser.eval(
+        f"(() => {{ const r = document.querySelector({selector!r})"
+        ".getBoundingClientRect(); return {left: r.left, right: r.right, "
+        "top: r.top, bottom: r.bottom, width: r.width}; })()"
+    )
 
 
 @pytest.mark.parametrize("size", [PHONE, DESKTOP], ids=["390x844", "1400x1000"])
@@ -205,8 +248,10 @@ def test_on_a_phone_the_matrix_fits_its_box_a_row_summing_up_its_cases(rendered)
         browser.open(rendered[0])
         box = "document.querySelector('.mscroll')"
         assert browser.eval(f"{box}.scrollWidth <= {box}.clientWidth")
-        assert browser.eval("[...document.querySelectorAll('.matrix td.case')]"
-                            ".every(e => !e.getClientRects().length)")  # in the sheet instead
+        assert browser.eval(
+            "[...document.querySelectorAll('.matrix td.case')]"
+            ".every(e => !e.getClientRects().length)"
+        )  # in the sheet instead
         summary = browser.eval("document.querySelector('.matrix tbody .row-sum').innerText")
     assert "controls" in summary
 
@@ -223,8 +268,7 @@ def test_on_a_phone_an_opened_build_reads_as_a_sheet_inside_the_screen(rendered)
 
 
 @pytest.mark.parametrize("size", [PHONE, DESKTOP], ids=["390x844", "1400x1000"])
-def test_the_legend_follows_the_matrix_on_a_phone_and_precedes_it_on_a_wide_screen(rendered,
-                                                                                   size):
+def test_the_legend_follows_the_matrix_on_a_phone_and_precedes_it_on_a_wide_screen(rendered, size):
     with _browser(size) as browser:
         browser.open(rendered[0])
         legend, matrix = _rect(browser, ".legend"), _rect(browser, ".matrix")
@@ -239,8 +283,9 @@ def test_every_text_reaches_4_5_to_1_contrast(rendered, size):
     with _browser(size) as browser:
         browser.open(rendered[0])
         # an open pop-up's (a phone: sheet's) text counts too
-        browser.click("tbody:not(.fold) " + ("th[scope=row]" if size == PHONE else "td.c.case")
-                      + " summary")
+        browser.click(
+            "tbody:not(.fold) " + ("th[scope=row]" if size == PHONE else "td.c.case") + " summary"
+        )
         texts = browser.eval(CONTRAST_JS)
     assert len(texts) > 100
     low = [t for t in texts if t["ratio"] < 4.5]
@@ -268,7 +313,6 @@ def test_a_folded_run_of_nightlies_links_to_a_page_that_lists_them(rendered):
     parser = _Cells()
     parser.feed(members.read_text())
     assert parser.rows == _expected_rows(view, fold=fold)
-
 
 
 def test_on_a_desk_a_closed_matrix_card_ends_with_its_table(rendered):

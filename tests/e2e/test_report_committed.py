@@ -16,11 +16,13 @@ NOW = dt.datetime(2030, 1, 2, 3, 4, tzinfo=dt.timezone.utc)
 
 
 def test_every_committed_page_is_in_the_list_that_is_redrawn():
-    pages = {p.parent.relative_to(REPO).as_posix()
-             for p in committed(REPO / "reports", "index.html")}
+    pages = {
+        p.parent.relative_to(REPO).as_posix() for p in committed(REPO / "reports", "index.html")
+    }
     assert pages == {p.folder for p in PAGES}, (
         "a page under reports/ that `nox -s pages` does not redraw would go stale unseen: add it "
-        "to torchbisect.pages.committed.PAGES, or remove it")
+        "to torchbisect.pages.committed.PAGES, or remove it"
+    )
 
 
 def test_no_gpu_harness_renders_a_page_under_reports_that_is_not_redrawn():
@@ -40,15 +42,22 @@ def test_no_gpu_harness_renders_a_page_under_reports_that_is_not_redrawn():
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.folder)
 def test_a_committed_page_equals_a_fresh_render_of_its_data_but_for_timestamps(page, tmp_path):
-    evidence = {p: hashlib.sha256(p.read_bytes()).hexdigest()
-                for p in (REPO / "reports" / "evidence").rglob("*") if p.is_file()}
+    evidence = {
+        p: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in (REPO / "reports" / "evidence").rglob("*")
+        if p.is_file()
+    }
     fresh, names = render_fresh(REPO, page, tmp_path, generated=NOW)
     assert stale_files(REPO, page, fresh, names) == [], (
         f"{page.folder} is stale: the code that draws it changed since it was rendered from "
-        f"{page.source}; run `nox -s pages` and commit the result")
+        f"{page.source}; run `nox -s pages` and commit the result"
+    )
     # the measured data it was drawn from is read, never written
-    assert evidence == {p: hashlib.sha256(p.read_bytes()).hexdigest()
-                        for p in (REPO / "reports" / "evidence").rglob("*") if p.is_file()}
+    assert evidence == {
+        p: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in (REPO / "reports" / "evidence").rglob("*")
+        if p.is_file()
+    }
 
 
 def test_only_timestamps_are_ignored():
@@ -56,4 +65,5 @@ def test_only_timestamps_are_ignored():
     assert without_stamps(page) == without_stamps(page.replace("11:17", "12:00"))
     assert without_stamps(page) != without_stamps(page.replace("torchbisect", "someone"))
     assert without_stamps('"modified": "x", "published": "y"') != without_stamps(
-        '"modified": "x", "published": "z"')
+        '"modified": "x", "published": "z"'
+    )

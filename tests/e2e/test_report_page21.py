@@ -45,8 +45,10 @@ HIT_JS = r"""(sel => {
   }
   return {total, covered, height: y1 - y0, width: x1 - x0};
 })"""
-RECT_JS = ("(sel => { const r = document.querySelector(sel).getBoundingClientRect();"
-           " return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; })")
+RECT_JS = (
+    "(sel => { const r = document.querySelector(sel).getBoundingClientRect();"
+    " return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; })"
+)
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +57,10 @@ def page21(tmp_path_factory) -> Path:
     from torchbisect.store.db import Store
 
     folder = tmp_path_factory.mktemp("page21")
-    runs = release_runs() + [synthetic_run(f"2.16.0.dev202602{d:02d}+cu132",
-                                           {"capture_data_ptr": (5, 5)}) for d in range(10, 16)]
+    runs = release_runs() + [
+        synthetic_run(f"2.16.0.dev202602{d:02d}+cu132", {"capture_data_ptr": (5, 5)})
+        for d in range(10, 16)
+    ]
     with Store(folder / "results.sqlite") as store:
         store.add_many(runs)
         render(store, folder / "out")
@@ -72,8 +76,11 @@ def _browser(size):
 def _row(n: int) -> str:
     """The n-th release's row (0-based), by its cell id."""
     version = RELEASES[n]
-    return "#gpu-nvidia-h200-preinstalled" if version == "2.11.0" else (
-        f"[id^='gpu-nvidia-h200-stable-{version}-']")
+    return (
+        "#gpu-nvidia-h200-preinstalled"
+        if version == "2.11.0"
+        else (f"[id^='gpu-nvidia-h200-stable-{version}-']")
+    )
 
 
 def _open(browser, summary: str) -> str:
@@ -102,8 +109,11 @@ def test_an_opened_build_is_never_covered_by_the_rows_below_it(page21, size, n):
     assert "driver" in text and ("The probe's output" in text) is (n > 0)
 
 
-@pytest.mark.parametrize("where", ["td.c.case:last-child", "td.c.case:nth-child(4)"],
-                         ids=["last-column", "a-middle-column"])
+@pytest.mark.parametrize(
+    "where",
+    ["td.c.case:last-child", "td.c.case:nth-child(4)"],
+    ids=["last-column", "a-middle-column"],
+)
 @pytest.mark.parametrize("n", [10, 20], ids=["middle", "last"])
 def test_on_a_desk_an_opened_cell_is_never_covered_and_stays_in_its_card(page21, where, n):
     with _browser(DESK) as browser:
@@ -119,8 +129,10 @@ def test_on_a_desk_an_opened_cell_is_never_covered_and_stays_in_its_card(page21,
 
 
 def test_on_a_desk_an_opened_build_stays_in_its_card_and_moves_no_row(page21):
-    rows = ("[...document.querySelectorAll('#gpu-nvidia-h200 .matrix tr')].map(r => {"
-            " const b = r.getBoundingClientRect(); return [b.top + scrollY, b.height, b.width]; })")
+    rows = (
+        "[...document.querySelectorAll('#gpu-nvidia-h200 .matrix tr')].map(r => {"
+        " const b = r.getBoundingClientRect(); return [b.top + scrollY, b.height, b.width]; })"
+    )
     with _browser(DESK) as browser:
         browser.open(page21)
         before = browser.eval(rows)
@@ -128,10 +140,12 @@ def test_on_a_desk_an_opened_build_stays_in_its_card_and_moves_no_row(page21):
         box = browser.eval(f"{RECT_JS}({sheet!r})")
         card = browser.eval(f"{RECT_JS}('#gpu-nvidia-h200')")
         # a hash and a time are one line each, not broken mid-token
-        lines = browser.eval(f"Object.fromEntries([...document.querySelectorAll({sheet!r} + "
-                             "' dl.facts dt')].map(dt => [dt.innerText, Math.round("
-                             "dt.nextElementSibling.getBoundingClientRect().height / "
-                             "parseFloat(getComputedStyle(dt.nextElementSibling).lineHeight))]))")
+        lines = browser.eval(
+            f"Object.fromEntries([...document.querySelectorAll({sheet!r} + "
+            "' dl.facts dt')].map(dt => [dt.innerText, Math.round("
+            "dt.nextElementSibling.getBoundingClientRect().height / "
+            "parseFloat(getComputedStyle(dt.nextElementSibling).lineHeight))]))"
+        )
         browser.eval("scrollTo(0, 0)")
         after = browser.eval(rows)
     assert len(before) > 21 and after == before
@@ -149,11 +163,16 @@ def test_on_a_phone_every_case_is_reachable_without_scrolling_sideways(page21):
         first = browser.eval(f"document.querySelector({_row(3) + ' .row-sum'!r}).innerText")
         assert first == "all 5 cases affected; controls as expected"
         sheet = _open(browser, f"{_row(1)} th[scope=row] summary")
-        cases = browser.eval(f"[...document.querySelectorAll({sheet + ' .row-cases li'!r})]"
-                             ".map(li => li.innerText.replace(/\\s+/g, ' '))")
+        cases = browser.eval(
+            f"[...document.querySelectorAll({sheet + ' .row-cases li'!r})]"
+            ".map(li => li.innerText.replace(/\\s+/g, ' '))"
+        )
     assert len(cases) == 7
-    assert any(c.startswith("compile (reduce-overhead) – not applicable")
-               and "Dynamo does not support Python 3.12" in c for c in cases), cases
+    assert any(
+        c.startswith("compile (reduce-overhead) – not applicable")
+        and "Dynamo does not support Python 3.12" in c
+        for c in cases
+    ), cases
     assert any(c.startswith("side-stream race ✗ affected 20/20") for c in cases), cases
 
 
@@ -161,15 +180,19 @@ def test_on_a_phone_every_case_is_reachable_without_scrolling_sideways(page21):
 def test_the_preinstalled_release_sits_among_the_stable_releases(page21, size):
     with _browser(size) as browser:
         browser.open(page21)
-        labels = browser.eval("[...document.querySelectorAll('#gpu-nvidia-h200 .matrix tbody"
-                              " th[scope=row] .ver')].map(e => e.innerText)")
-        groups = browser.eval("[...document.querySelectorAll('#gpu-nvidia-h200 tr.group')]"
-                              ".map(e => e.innerText)")
+        labels = browser.eval(
+            "[...document.querySelectorAll('#gpu-nvidia-h200 .matrix tbody"
+            " th[scope=row] .ver')].map(e => e.innerText)"
+        )
+        groups = browser.eval(
+            "[...document.querySelectorAll('#gpu-nvidia-h200 tr.group')].map(e => e.innerText)"
+        )
     assert labels[:21] == list(RELEASES)
     assert [g.lower() for g in groups] == ["stable releases (21)", "nightlies (6)"]
 
 
 # -- the checkers -------------------------------------------------------------------------------
+
 
 def _tool(variable: str, default: Path) -> Path:
     found = Path(os.environ.get(variable) or default)
@@ -188,17 +211,27 @@ def test_the_nu_checker_finds_no_error_and_no_warning(page21):
         (pytest.fail if IN_CI else pytest.skip)("no java on PATH for the Nu checker")
     pages = [page21, *sorted((page21.parent / "nightlies").glob("*.html"))]
     assert len(pages) == 2
-    done = subprocess.run([java, "-jar", str(vnu), "--also-check-css", "--format", "json",
-                           *map(str, pages)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [java, "-jar", str(vnu), "--also-check-css", "--format", "json", *map(str, pages)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     messages = json.loads(done.stderr or '{"messages": []}')["messages"]
     assert messages == [] and done.returncode == 0, messages[:5]
 
 
 @SIZES
-@pytest.mark.parametrize("opened", ["", f"{_row(10)} th[scope=row] summary",
-                                    f"{_row(0)} th[scope=row] summary",
-                                    f"{_row(10)} td.c.case:last-child summary"],
-                         ids=["closed", "a-build", "a-build-without-log", "a-cell"])
+@pytest.mark.parametrize(
+    "opened",
+    [
+        "",
+        f"{_row(10)} th[scope=row] summary",
+        f"{_row(0)} th[scope=row] summary",
+        f"{_row(10)} td.c.case:last-child summary",
+    ],
+    ids=["closed", "a-build", "a-build-without-log", "a-cell"],
+)
 def test_axe_finds_no_violation(page21, size, opened):
     if size == PHONE and "td.c" in opened:
         pytest.skip("a phone draws no case cells: their verdicts are in the build's sheet")
@@ -208,9 +241,13 @@ def test_axe_finds_no_violation(page21, size, opened):
         if opened:
             _open(browser, opened)
         browser.call("Runtime.evaluate", expression=axe)
-        found = browser.call("Runtime.evaluate", awaitPromise=True, returnByValue=True,
-                             expression="axe.run(document).then(r => r.violations.map("
-                                        "v => [v.id, v.nodes.length, v.nodes[0].target]))")
+        found = browser.call(
+            "Runtime.evaluate",
+            awaitPromise=True,
+            returnByValue=True,
+            expression="axe.run(document).then(r => r.violations.map("
+            "v => [v.id, v.nodes.length, v.nodes[0].target]))",
+        )
     assert found["result"]["value"] == []
 
 
@@ -221,9 +258,12 @@ def test_on_a_phone_the_sheet_closes_from_its_close_button_above_it(page21):
         top = browser.eval(f"{RECT_JS}({sheet!r})")["top"]
         # the button is drawn by the opened summary itself, just above the sheet's right end
         x, y = PHONE[0] - 40, top - 24
-        assert browser.eval(f"document.elementFromPoint({x}, {y}).closest('summary') === "
-                            f"document.querySelector({_row(20) + ' th[scope=row] summary'!r})")
+        assert browser.eval(
+            f"document.elementFromPoint({x}, {y}).closest('summary') === "
+            f"document.querySelector({_row(20) + ' th[scope=row] summary'!r})"
+        )
         for kind in ("mousePressed", "mouseReleased"):
-            browser.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left",
-                         clickCount=1)
+            browser.call(
+                "Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1
+            )
         assert browser.eval("document.querySelectorAll('details[name][open]').length") == 0

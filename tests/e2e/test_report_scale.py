@@ -28,8 +28,14 @@ def test_three_years_on_four_gpu_kinds_fit_a_small_page_that_reaches_every_night
     assert len(runs) > 4200
     (tmp_path / "runners.yaml").write_text(runners_yaml())
     site = tmp_path / "site"
-    render_runs(runs, bisections, site, generated=NOW,
-                runners=load_runners(tmp_path / "runners.yaml"), attendance=scale_attendance())
+    render_runs(
+        runs,
+        bisections,
+        site,
+        generated=NOW,
+        runners=load_runners(tmp_path / "runners.yaml"),
+        attendance=scale_attendance(),
+    )
     page = site / "index.html"
     html = page.read_text()
     assert page.stat().st_size <= GOAL_PAGE_BYTES
@@ -41,8 +47,9 @@ def test_three_years_on_four_gpu_kinds_fit_a_small_page_that_reaches_every_night
     # every nightly is on the page itself or on the page of the fold that holds it
     listed = set(re.findall(r'<tr id="gpu-[^"]*?-(nightly-\d{8}-[^"]+)"', html))
     for href in set(re.findall(r'href="(nightlies/[^"]+)"', html)):
-        listed |= set(re.findall(r'<tr id="gpu-[^"]*?-(nightly-\d{8}-[^"]+)"',
-                                 (site / href).read_text()))
+        listed |= set(
+            re.findall(r'<tr id="gpu-[^"]*?-(nightly-\d{8}-[^"]+)"', (site / href).read_text())
+        )
     nightly_ids = {r.cell.id for r in runs if r.cell.id.startswith("nightly-")}
     assert listed == nightly_ids
     # consecutive tested days pin an edge without a bisection
@@ -58,12 +65,19 @@ def test_the_page_of_a_service_at_scale_and_its_fold_pages_hold_on_a_phone(tmp_p
 
     runs, bisections = scale_runs()
     (tmp_path / "runners.yaml").write_text(runners_yaml())
-    render_runs(runs, bisections, tmp_path / "site", generated=NOW,
-                runners=load_runners(tmp_path / "runners.yaml"), attendance=scale_attendance())
+    render_runs(
+        runs,
+        bisections,
+        tmp_path / "site",
+        generated=NOW,
+        runners=load_runners(tmp_path / "runners.yaml"),
+        attendance=scale_attendance(),
+    )
     folds = sorted((tmp_path / "site" / "nightlies").glob("*.html"))
     with Browser(390, 844, mobile=True) as browser:
         for page in (tmp_path / "site" / "index.html", folds[0], folds[-1]):
             browser.open(page)
-            width = browser.eval("Math.max(document.documentElement.scrollWidth, "
-                                 "document.body.scrollWidth)")
+            width = browser.eval(
+                "Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)"
+            )
             assert width <= 390, page.name

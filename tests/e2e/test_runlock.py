@@ -25,7 +25,7 @@ from torchbisect.utils.runlock import lock_path
 
 pytest.importorskip("torch", reason="the preinstalled cell needs this interpreter to have torch")
 
-GATED = '''PROBE_VERSION = "gated"
+GATED = """PROBE_VERSION = "gated"
 import argparse, json, os, pathlib, sys, time
 p = argparse.ArgumentParser()
 p.add_argument("--cases", default="capture_data_ptr"); p.add_argument("--json")
@@ -39,7 +39,7 @@ doc = {"schema": 1, "probe": "stale_replay", "probe_version": PROBE_VERSION,
        "verdict": "not_affected", "cases": {"capture_data_ptr": case},
        "env": {"torch": "2.13.0+cpu", "python": "3.11.7"}}
 open(a.json, "w").write(json.dumps(doc)) if a.json else print(json.dumps(doc))
-'''
+"""
 WAIT_S = 120  # an upper bound for a loaded machine, never a race: each wait ends on an event
 
 
@@ -50,25 +50,44 @@ def site(tmp_path):
     (probes / "stale_replay.py").write_text(GATED)
     (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
-    env.update(TORCHBISECT_PROBES=str(probes), TORCHBISECT_PASS_ENV="TB_*",
-               TB_STARTED=str(tmp_path / "started"),
-               TB_GO=str(tmp_path / "go"))
+    env.update(
+        TORCHBISECT_PROBES=str(probes),
+        TORCHBISECT_PASS_ENV="TB_*",
+        TB_STARTED=str(tmp_path / "started"),
+        TB_GO=str(tmp_path / "go"),
+    )
     return tmp_path, env
 
 
 def _argv(*extra: str, store: str = "results.sqlite") -> list[str]:
-    return command("matrix", "--interpreter", sys.executable, "--no-report", "--store", store,
-                   "--workdir", "work", *extra)
+    return command(
+        "matrix",
+        "--interpreter",
+        sys.executable,
+        "--no-report",
+        "--store",
+        store,
+        "--workdir",
+        "work",
+        *extra,
+    )
 
 
 def _start(folder: Path, env: dict, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(_argv(*extra), cwd=folder, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        _argv(*extra),
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _run(folder: Path, env: dict, *extra: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(_argv(*extra, **kw), cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=WAIT_S)
+    return subprocess.run(
+        _argv(*extra, **kw), cwd=folder, env=env, capture_output=True, text=True, timeout=WAIT_S
+    )
 
 
 def _until(condition, what: str) -> None:

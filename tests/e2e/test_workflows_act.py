@@ -106,10 +106,12 @@ ONE_KIND = RUNNERS.split("  - name: GB300")[0]
 
 def _matrix_yaml(index_url: str, days: list[date] = MATRIX_DAYS, extra: str = "") -> str:
     dates = ", ".join(f"{d:%Y-%m-%d}" for d in days)
-    return (f"defaults:\n  cuda: cu130\n  python: \"3.11\"\n"
-            f"  cases: [capture_data_ptr, control_clone]\n  timeout: 300\n{extra}"
-            f"indexes:\n  nightly: \"{index_url}{{cuda}}/\"\n"
-            f"nightly:\n  dates: [{dates}]\n")
+    return (
+        f'defaults:\n  cuda: cu130\n  python: "3.11"\n'
+        f"  cases: [capture_data_ptr, control_clone]\n  timeout: 300\n{extra}"
+        f'indexes:\n  nightly: "{index_url}{{cuda}}/"\n'
+        f"nightly:\n  dates: [{dates}]\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -135,36 +137,56 @@ def _rehearse(tmp_path_factory, before):
     build_runner_image()
     base = tmp_path_factory.mktemp("act")
     base.chmod(0o755)
-    shas = make_pytorch_clone(base / "pytorch", [f"{d:%Y-%m-%d}" for d in sorted(DAYS)],
-                              commits_per_day=1)
-    nightly_index(base / "index", sorted(DAYS), first_stale=FIRST_STALE,
-                  git_versions={d: shas[f"{d:%Y-%m-%d}"][0] for d in DAYS})
-    (base / "index" / "cu130" / f"torch-{nightly_version(BROKEN)}-cp311-cp311-"
-                                 "manylinux_2_28_x86_64.whl").write_bytes(b"not a zip file")
+    shas = make_pytorch_clone(
+        base / "pytorch", [f"{d:%Y-%m-%d}" for d in sorted(DAYS)], commits_per_day=1
+    )
+    nightly_index(
+        base / "index",
+        sorted(DAYS),
+        first_stale=FIRST_STALE,
+        git_versions={d: shas[f"{d:%Y-%m-%d}"][0] for d in DAYS},
+    )
+    (
+        base / "index" / "cu130" / f"torch-{nightly_version(BROKEN)}-cp311-cp311-"
+        "manylinux_2_28_x86_64.whl"
+    ).write_bytes(b"not a zip file")
     (base / "pages").mkdir()
     (base / "git").mkdir()
     (base / "src").mkdir()
-    with serve(base / "index") as index_url, \
-            github_standin(base / "git", base / "pages") as hub:
-        snapshot(base / "src", base / "git", {
-            "matrix.yaml": _matrix_yaml(f"{index_url}/"),
-            "runners.yaml": RUNNERS,
-            "ci/one-cell.yaml": _matrix_yaml(f"{index_url}/", MATRIX_DAYS[1:2]),
-            "ci/one-kind.yaml": ONE_KIND.replace("shards: 2", "shards: 3"),
-            # (9): the stand-in probe SIGKILLs the shard's `matrix` at its second cell
-            "ci/killed.yaml": _matrix_yaml(f"{index_url}/", MATRIX_DAYS[:2],
-                                           "  env: {TB_FAKE_KILL_RUN: /tmp/torchbisect-killed}\n"),
-            "ci/one-shard.yaml": ONE_KIND.replace("shards: 2", "shards: 1")})
+    with serve(base / "index") as index_url, github_standin(base / "git", base / "pages") as hub:
+        snapshot(
+            base / "src",
+            base / "git",
+            {
+                "matrix.yaml": _matrix_yaml(f"{index_url}/"),
+                "runners.yaml": RUNNERS,
+                "ci/one-cell.yaml": _matrix_yaml(f"{index_url}/", MATRIX_DAYS[1:2]),
+                "ci/one-kind.yaml": ONE_KIND.replace("shards: 2", "shards: 3"),
+                # (9): the stand-in probe SIGKILLs the shard's `matrix` at its second cell
+                "ci/killed.yaml": _matrix_yaml(
+                    f"{index_url}/",
+                    MATRIX_DAYS[:2],
+                    "  env: {TB_FAKE_KILL_RUN: /tmp/torchbisect-killed}\n",
+                ),
+                "ci/one-shard.yaml": ONE_KIND.replace("shards: 2", "shards: 1"),
+            },
+        )
         world = World(
-            base=base, src=base / "src", hub_url=hub.url, pages=base / "pages",
-            trees=unpack_actions(base / "actions"), mounts=[base / "pytorch"],
+            base=base,
+            src=base / "src",
+            hub_url=hub.url,
+            pages=base / "pages",
+            trees=unpack_actions(base / "actions"),
+            mounts=[base / "pytorch"],
             variables={
                 "PAGES_URL": f"{hub.url}/pages/",
                 "PAGES_FIRST_RUN": "true",  # the first run meets a site never deployed (404)
                 "MATRIX_EXTRA_FLAGS": "--allow-no-gpu --backend venv",
                 "BISECT_EXTRA_FLAGS": f"--index-url {index_url}/cu130/ --backend venv "
-                                      "--allow-no-gpu "
-                                      f"--no-github --repo {base / 'pytorch'}"})
+                "--allow-no-gpu "
+                f"--no-github --repo {base / 'pytorch'}",
+            },
+        )
         results = {"schedule-1": world.act("schedule", "matrix.yml")}
         results["pages-1"] = _published(base)
         results["issues-1"] = [dict(i) for i in hub.issues.values()]
@@ -183,21 +205,28 @@ def _rehearse(tmp_path_factory, before):
         results["overlap"] = world.act("workflow_dispatch", "bisect.yml", inputs=overlap)
         results["pages-3"] = _published(base)
         # the repair the sentence gives: run the build again (act re-runs the whole workflow)
-        results["overlap-rerun"] = world.act("workflow_dispatch", "bisect.yml", inputs=overlap,
-                                             rerun_of=world.runs)
+        results["overlap-rerun"] = world.act(
+            "workflow_dispatch", "bisect.yml", inputs=overlap, rerun_of=world.runs
+        )
         results["pages-4"] = _published(base)
         results["weekly"] = world.act("schedule", "bisect.yml")
         results["pages-5"] = _published(base)
-        results["custom"] = world.act("workflow_dispatch", "matrix.yml", inputs={
-            "matrix": "ci/one-cell.yaml", "runners": "ci/one-kind.yaml"})
+        results["custom"] = world.act(
+            "workflow_dispatch",
+            "matrix.yml",
+            inputs={"matrix": "ci/one-cell.yaml", "runners": "ci/one-kind.yaml"},
+        )
         results["pages-6"] = _published(base)
         hub.fail("/pages/data/", 503, times=1000)
         results["site-503"] = world.act("schedule", "matrix.yml")
         results["pages-7"] = _published(base)
         hub.faults.clear()
         # a shard killed with SIGKILL after storing its first cell's run (forced re-probes)
-        results["killed"] = world.act("workflow_dispatch", "matrix.yml", inputs={
-            "matrix": "ci/killed.yaml", "runners": "ci/one-shard.yaml", "force": "true"})
+        results["killed"] = world.act(
+            "workflow_dispatch",
+            "matrix.yml",
+            inputs={"matrix": "ci/killed.yaml", "runners": "ci/one-shard.yaml", "force": "true"},
+        )
         results["pages-8"] = _published(base)
         results["hub"] = hub
         results["shas"] = shas
@@ -213,13 +242,22 @@ def _another_run_deploys(store: Path) -> None:
     (a copy of the newest one, started a second later)."""
     with sqlite3.connect(store) as db:
         cols = [c[1] for c in db.execute("PRAGMA table_info(runs)") if c[1] != "id"]
-        row = dict(zip(cols, db.execute(f"SELECT {', '.join(cols)} FROM runs "
-                                        "ORDER BY id DESC LIMIT 1").fetchone(), strict=True))
+        row = dict(
+            zip(
+                cols,
+                db.execute(
+                    f"SELECT {', '.join(cols)} FROM runs ORDER BY id DESC LIMIT 1"
+                ).fetchone(),
+                strict=True,
+            )
+        )
         started = datetime.fromisoformat(row["started"].replace("Z", "+00:00"))
         row["started"] = (started + timedelta(seconds=1)).isoformat().replace("+00:00", "Z")
         row["log_excerpt"] = OTHER_RUN
-        db.execute(f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                   list(row.values()))
+        db.execute(
+            f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+            list(row.values()),
+        )
     db.close()
 
 
@@ -230,22 +268,27 @@ def _published(base) -> dict:
     with sqlite3.connect(site / "data" / "results.sqlite") as db:
         runs = db.execute("SELECT cell_id, status FROM runs ORDER BY id").fetchall()
         attendance = db.execute("SELECT kind, shard, run FROM attendance ORDER BY id").fetchall()
-        others = db.execute("SELECT count(*) FROM runs WHERE log_excerpt = ?",
-                            (OTHER_RUN,)).fetchone()[0]
+        others = db.execute(
+            "SELECT count(*) FROM runs WHERE log_excerpt = ?", (OTHER_RUN,)
+        ).fetchone()[0]
         bisections = db.execute("SELECT count(*) FROM bisections").fetchone()[0]
     db.close()
     locks = {p.name: json.loads(p.read_text()) for p in (site / "data" / "locks").glob("*.json")}
-    return {"results": json.loads((site / "results.json").read_text()),
-            "locks": locks, "attendance": attendance,
-            "affected": json.loads((site / "affected.json").read_text()),
-            "html": (site / "index.html").read_text(), "store_runs": runs,
-            "manual": (site / "docs" / "index.html").is_file(),
-            "other_runs": others, "store_bisections": bisections}
+    return {
+        "results": json.loads((site / "results.json").read_text()),
+        "locks": locks,
+        "attendance": attendance,
+        "affected": json.loads((site / "affected.json").read_text()),
+        "html": (site / "index.html").read_text(),
+        "store_runs": runs,
+        "manual": (site / "docs" / "index.html").is_file(),
+        "other_runs": others,
+        "store_bisections": bisections,
+    }
 
 
 def _job_lines(log: str, job: str) -> str:
-    return "\n".join(line for line in log.splitlines() if re.match(rf"\[[^/]+/{job}[^\]]*\]",
-                                                                   line))
+    return "\n".join(line for line in log.splitlines() if re.match(rf"\[[^/]+/{job}[^\]]*\]", line))
 
 
 def test_the_stock_runner_image_refuses_a_system_pip_install():
@@ -254,9 +297,19 @@ def test_the_stock_runner_image_refuses_a_system_pip_install():
     if why:
         (pytest.fail if IN_CI else pytest.skip)(why)
     build_runner_image()
-    done = subprocess.run(["docker", "run", "--rm", RUNNER_IMAGE, "sh", "-c",
-                           "id -u; command -v nox uv; python3 -m pip install nox uv"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            RUNNER_IMAGE,
+            "sh",
+            "-c",
+            "id -u; command -v nox uv; python3 -m pip install nox uv",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode != 0
     assert done.stdout.splitlines()[0] != "0"  # not root
     assert "externally-managed-environment" in done.stdout + done.stderr
@@ -265,8 +318,15 @@ def test_the_stock_runner_image_refuses_a_system_pip_install():
 def test_a_shard_with_a_broken_cell_still_publishes_a_merged_page(rehearsal):
     code, log = rehearsal["schedule-1"]
     assert code != 0  # the shard holding the broken cell failed (exit 3), as it should
-    for name in ("schedule-1", "schedule-2", "overlap", "overlap-rerun", "weekly", "custom",
-                 "site-503"):
+    for name in (
+        "schedule-1",
+        "schedule-2",
+        "overlap",
+        "overlap-rerun",
+        "weekly",
+        "custom",
+        "site-503",
+    ):
         started = re.findall(r"Start server on (http://[\d.]+):", rehearsal[name][1])
         assert started and set(started) == {"http://127.0.0.1"}, name  # loopback only
     assert "uses: actions/checkout" not in log  # sanity: act ran steps, not a dry listing
@@ -296,8 +356,12 @@ def test_a_runners_tool_cache_keeps_the_tools_for_its_next_jobs(rehearsal):
     again = rehearsal["schedule-2"][1]
     said = [line for line in again.splitlines() if "nox and uv: " in line]
     assert said and all("nox and uv: reusing " in line for line in said), said
-    assert {re.match(r"\[[^/]+/(\w+)", line).group(1) for line in said} >= {"plan", "probe",
-                                                                           "build", "notify"}
+    assert {re.match(r"\[[^/]+/(\w+)", line).group(1) for line in said} >= {
+        "plan",
+        "probe",
+        "build",
+        "notify",
+    }
 
 
 def test_the_next_scheduled_run_starts_from_the_published_store(rehearsal):
@@ -320,8 +384,9 @@ def test_a_shard_killed_with_sigkill_uploads_and_publishes_the_run_it_stored(reh
     assert code != 0  # the killed shard's job failed
     probe = _job_lines(log, "probe")
     assert "no torchbisect process above" not in probe  # the stand-in found the run to kill
-    assert "The shard's store as one file" in probe and "uploaded artifact store-shard-H200-1" \
-        in log
+    assert (
+        "The shard's store as one file" in probe and "uploaded artifact store-shard-H200-1" in log
+    )
     assert "deployed" in log
     before, after = rehearsal["pages-7"]["store_runs"], rehearsal["pages-8"]["store_runs"]
     assert len(after) == len(before) + 1  # the first cell's run; the killed one stored none
@@ -377,8 +442,11 @@ def test_the_rehearsal_leaves_no_container_network_or_volume_behind(rehearsal):
     """act runs with --rm, but a killed or failed run can leave its containers: the cleanup
     removes what act made (it also runs at the fixture's teardown, whatever the outcome)."""
     remove_left_behind(rehearsal["before"])
-    assert left_behind(rehearsal["before"]) == {"containers": set(), "networks": set(),
-                                                  "volumes": set()}
+    assert left_behind(rehearsal["before"]) == {
+        "containers": set(),
+        "networks": set(),
+        "volumes": set(),
+    }
 
 
 def test_a_dispatched_bisection_reaches_the_page_and_affected_json(rehearsal):
@@ -389,8 +457,9 @@ def test_a_dispatched_bisection_reaches_the_page_and_affected_json(rehearsal):
     [bisection] = site["results"]["bisections"]
     assert bisection["first_bad"]["date"] == f"{FIRST_STALE:%Y-%m-%d}"
     main_sha = rehearsal["shas"][f"{FIRST_STALE:%Y-%m-%d}"][1]
-    git_ranges = [r for a in site["affected"]["affected"] for r in a["ranges"]
-                  if r["type"] == "GIT"]
+    git_ranges = [
+        r for a in site["affected"]["affected"] for r in a["ranges"] if r["type"] == "GIT"
+    ]
     assert {"introduced": main_sha} in git_ranges[0]["events"]
     # the matrix's runs are still there: the bisection was merged into the chain
     assert _cell(MATRIX_DAYS[1]) in {r["cell"]["id"] for r in site["results"]["runs"]}
@@ -398,8 +467,7 @@ def test_a_dispatched_bisection_reaches_the_page_and_affected_json(rehearsal):
 
 def test_the_weekly_fix_check_without_a_fix_says_so(rehearsal):
     code, log = rehearsal["weekly"]
-    said = (f"no fix yet: newest nightly {TODAY:%Y-%m-%d} ({nightly_version(TODAY)}) "
-            "still affected")
+    said = f"no fix yet: newest nightly {TODAY:%Y-%m-%d} ({nightly_version(TODAY)}) still affected"
     assert said in _job_lines(log, "notify")
     assert "Summary - ### Fix check" in log  # act shows the job summary the step wrote
     assert code == 0, log[-3000:]  # "no fix yet" is an answer, not a failure
@@ -442,18 +510,24 @@ def test_each_kind_plans_its_own_platform_and_a_refused_kind_is_said_on_the_page
     # no RUNNERS_TOKEN here: the online check is not made, said, and drops no kind
     assert "online runners: not checked: no $RUNNERS_TOKEN" in plan
     # the aarch64 kind's job got the x86_64 image: refused with its sentence, nothing probed
-    assert ("runners.yaml:8 declares kind GB300 as linux_aarch64, but this runner is "
-            "linux_x86_64: give the runner the labels of its own kind (or fix that entry); "
-            "nothing was probed, so no other kind's wheels run here") in log
+    assert (
+        "runners.yaml:8 declares kind GB300 as linux_aarch64, but this runner is "
+        "linux_x86_64: give the runner the labels of its own kind (or fix that entry); "
+        "nothing was probed, so no other kind's wheels run here"
+    ) in log
     # one merged store: both H200 shards' attendance, none of GB300's
     # (and the build's roll call of the run: no kind, no shard)
-    assert sorted(site["attendance"]) == [("", "", "1-1"), ("H200", "1/2", "1-1"),
-                                          ("H200", "2/2", "1-1")]
+    assert sorted(site["attendance"]) == [
+        ("", "", "1-1"),
+        ("H200", "1/2", "1-1"),
+        ("H200", "2/2", "1-1"),
+    ]
     kinds = {k["name"]: k for k in site["results"]["models"]["kinds"]}
     assert kinds["H200"]["state"] == "reported"
     assert kinds["GB300"]["state"] == "never"
-    assert kinds["GB300"]["text"] == ("declared, never reported — its runners have not run the "
-                                      "matrix")
+    assert kinds["GB300"]["text"] == (
+        "declared, never reported — its runners have not run the matrix"
+    )
     assert kinds["GB300"]["text"] in site["html"]
     # the re-run (attempt 2 of the same run) still says so, and attendance of both attempts
     # counts as one run for H200

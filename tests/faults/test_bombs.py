@@ -43,32 +43,45 @@ def _one_sentence(done: subprocess.CompletedProcess, *parts: str) -> None:
         assert part in err, err
 
 
-@pytest.mark.parametrize(("text", "parts"), [
-    (BOMB, ("matrix.yaml", "expand to more than 100,000 values")),
-    ("stable: " + "[" * DEEP + "]" * DEEP + "\n", ("matrix.yaml, line 1", "deeper than 32")),
-    ("stable:\n" + "".join(" " * (2 * i) + "- \n" for i in range(1, 300)),
-     ("matrix.yaml, line", "deeper than 32")),
-    ("a: &a [1, *a]\nstable: {versions: *a}\n", ("matrix.yaml, line 1", "alias of itself")),
-], ids=["alias-bomb", "deep-flow", "deep-block", "self-alias"])
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        (BOMB, ("matrix.yaml", "expand to more than 100,000 values")),
+        ("stable: " + "[" * DEEP + "]" * DEEP + "\n", ("matrix.yaml, line 1", "deeper than 32")),
+        (
+            "stable:\n" + "".join(" " * (2 * i) + "- \n" for i in range(1, 300)),
+            ("matrix.yaml, line", "deeper than 32"),
+        ),
+        ("a: &a [1, *a]\nstable: {versions: *a}\n", ("matrix.yaml, line 1", "alias of itself")),
+    ],
+    ids=["alias-bomb", "deep-flow", "deep-block", "self-alias"],
+)
 def test_a_yaml_bomb_or_deep_matrix_is_one_sentence(tmp_path, text, parts):
     (tmp_path / "matrix.yaml").write_text(text)
-    _one_sentence(_torchbisect("plan", "--matrix", "matrix.yaml", "--offline", cwd=tmp_path),
-                  *parts)
+    _one_sentence(
+        _torchbisect("plan", "--matrix", "matrix.yaml", "--offline", cwd=tmp_path), *parts
+    )
 
 
 def test_a_matrix_file_of_gigabytes_is_not_read(tmp_path):
     with (tmp_path / "matrix.yaml").open("wb") as fh:  # sparse: no disk spent
         fh.truncate(2 * 1024**3)
-    _one_sentence(_torchbisect("plan", "--matrix", "matrix.yaml", "--offline", cwd=tmp_path),
-                  "matrix.yaml is larger than 4 MiB")
+    _one_sentence(
+        _torchbisect("plan", "--matrix", "matrix.yaml", "--offline", cwd=tmp_path),
+        "matrix.yaml is larger than 4 MiB",
+    )
 
 
 def test_a_deep_lock_is_one_sentence(tmp_path):
     (tmp_path / "matrix.yaml").write_text("stable: {versions: [2.15.0]}\n")
-    (tmp_path / "matrix.lock.json").write_text('{"format": 1, "builds": ' + "[" * DEEP
-                                               + "]" * DEEP + "}")
-    _one_sentence(_torchbisect("plan", "--matrix", "matrix.yaml", "--offline", cwd=tmp_path),
-                  "matrix.lock.json is not a torchbisect lock file", "deeper than 8 levels")
+    (tmp_path / "matrix.lock.json").write_text(
+        '{"format": 1, "builds": ' + "[" * DEEP + "]" * DEEP + "}"
+    )
+    _one_sentence(
+        _torchbisect("plan", "--matrix", "matrix.yaml", "--offline", cwd=tmp_path),
+        "matrix.lock.json is not a torchbisect lock file",
+        "deeper than 8 levels",
+    )
 
 
 def _export(path, runs: int, *, excerpt: int, deep: bool = False) -> None:
@@ -77,8 +90,11 @@ def _export(path, runs: int, *, excerpt: int, deep: bool = False) -> None:
     with path.open("w") as fh:
         fh.write('{"bisections": [], "runs": [')
         for i in range(runs):
-            run = {**template, "started": f"2026-11-30T10:00:00.{i:06d}+00:00",
-                   "log_excerpt": f"run {i} " + "x" * excerpt}
+            run = {
+                **template,
+                "started": f"2026-11-30T10:00:00.{i:06d}+00:00",
+                "log_excerpt": f"run {i} " + "x" * excerpt,
+            }
             fh.write(("," if i else "") + "\n" + json.dumps(run))
         if deep:
             fh.write(",\n" + "[" * DEEP + "]" * DEEP)
@@ -93,17 +109,24 @@ def test_an_export_entry_nested_deep_is_one_sentence_and_adds_nothing(tmp_path):
         assert store.count() == 0  # the runs before it were rolled back with it
 
 
-MEASURED = ("import sys\nfrom torchbisect.cli import main\ntry:\n    code = main()\nfinally:\n"
-            # VmHWM: the peak of this process alone (getrusage's maxrss survives fork and exec,
-            # so it would report the test runner's own peak)
-            "    hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')]\n"
-            "    print('maxrss_kb', hwm[0].split()[1], file=sys.stderr)\nsys.exit(code)\n")
+MEASURED = (
+    "import sys\nfrom torchbisect.cli import main\ntry:\n    code = main()\nfinally:\n"
+    # VmHWM: the peak of this process alone (getrusage's maxrss survives fork and exec,
+    # so it would report the test runner's own peak)
+    "    hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')]\n"
+    "    print('maxrss_kb', hwm[0].split()[1], file=sys.stderr)\nsys.exit(code)\n"
+)
 
 
 def _peak_mb(cwd, *args: str) -> float:
     """`torchbisect ARGS` in a process of its own; the peak of its resident memory, in MB."""
-    done = subprocess.run([sys.executable, "-c", MEASURED, *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURED, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == Exit.OK, done.stderr
     return int(done.stderr.rsplit("maxrss_kb", 1)[1].split()[0]) / 1024
 
@@ -120,16 +143,17 @@ def test_merge_of_a_large_export_streams_it_in_the_memory_of_one_run(tmp_path):
         work = tmp_path / name
         work.mkdir()
         _export(work / "shard.json", count, excerpt=excerpt)
-        peaks[name] = (_peak_mb(work, "merge", "merged.sqlite", "shard.json", "--json",
-                                "latest.json"),
-                       _peak_mb(work, "merge", "again.json", "merged.sqlite"))  # and back out
+        peaks[name] = (
+            _peak_mb(work, "merge", "merged.sqlite", "shard.json", "--json", "latest.json"),
+            _peak_mb(work, "merge", "again.json", "merged.sqlite"),
+        )  # and back out
     large = tmp_path / "large"
     size_mb = (large / "shard.json").stat().st_size / 1e6
     assert size_mb > 40
-    for what, floor, peak in zip(("merge", "export"), peaks["floor"], peaks["large"],
-                                 strict=True):
-        assert peak < floor + size_mb / 3, \
+    for what, floor, peak in zip(("merge", "export"), peaks["floor"], peaks["large"], strict=True):
+        assert peak < floor + size_mb / 3, (
             f"{what} peaked at {peak:.0f} MB for {size_mb:.0f} MB, {floor:.0f} MB for a tenth"
+        )
     with Store(large / "merged.sqlite") as store:
         assert store.count() == runs
     # the export is the store's runs, whole

@@ -47,12 +47,17 @@ def test_a_wal_store_without_the_tools_id_and_without_its_wal_is_refused(tmp_pat
     other.close()
     done = _tb(tmp_path, "merge", "site.sqlite", "alone.sqlite")
     line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE)
-    assert "alone.sqlite is in WAL mode without its alone.sqlite-wal and was not written by " \
-        "this torchbisect" in line and "nothing was merged" in line, line
+    assert (
+        "alone.sqlite is in WAL mode without its alone.sqlite-wal and was not written by "
+        "this torchbisect"
+        in line
+        and "nothing was merged" in line
+    ), line
     assert not (tmp_path / "site.sqlite").exists()
 
 
 # -- ownership marks and links below the folders the tool writes or prunes ----------------------
+
 
 def _two_regressions(tmp_path: Path) -> Path:
     """A store of two probes' runs: `report` draws a folder per regression under --out."""
@@ -107,7 +112,8 @@ def test_a_mark_of_gigabytes_is_refused_without_reading_it(tmp_path):
 
 
 def test_cache_prune_removes_nothing_through_a_venvs_swapped_for_a_link_after_its_check(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     from torchbisect.backends import venv
     from torchbisect.utils import owned
 
@@ -140,11 +146,15 @@ def test_cache_prune_removes_nothing_through_a_venvs_swapped_for_a_link_after_it
 _PROBE_HEAD = '"""A probe."""\nPROBE_VERSION = "1"\n'
 
 
-@pytest.mark.parametrize(("body", "said"), [
-    ("# padding\n" * 1_200_000, "the probe is larger than 1 MiB"),  # 12 MB
-    ("x = " + "-" * 100_000 + "1\n", "the probe is not a Python file this tool can read"),
-    ("x = " + "1+" * 100_000 + "1\n", "the probe is not a Python file this tool can read"),
-], ids=["12 MB", "deep unary", "deep sum"])
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("# padding\n" * 1_200_000, "the probe is larger than 1 MiB"),  # 12 MB
+        ("x = " + "-" * 100_000 + "1\n", "the probe is not a Python file this tool can read"),
+        ("x = " + "1+" * 100_000 + "1\n", "the probe is not a Python file this tool can read"),
+    ],
+    ids=["12 MB", "deep unary", "deep sum"],
+)
 def test_a_probe_file_too_large_or_too_deep_is_one_sentence(tmp_path, body, said):
     """Read at every `plan` and `report`: a 12 MB probe cost gigabytes of syntax tree, and an
     expression nested thousands deep ended in a RecursionError or a MemoryError (250)."""
@@ -153,13 +163,20 @@ def test_a_probe_file_too_large_or_too_deep_is_one_sentence(tmp_path, body, said
     (probes / "stale_replay.py").write_text(_PROBE_HEAD + body)
     wheel = fake_torch_wheel(tmp_path / "wheels", "2.99.0+cpu")
     (tmp_path / "matrix.yaml").write_text(f"dev:\n  - wheel: {wheel}\n    name: k0\n")
-    done = torchbisect("plan", "--matrix", "matrix.yaml", cwd=tmp_path,
-                       env_extra={"TORCHBISECT_PROBES": str(probes)}, timeout=300)
+    done = torchbisect(
+        "plan",
+        "--matrix",
+        "matrix.yaml",
+        cwd=tmp_path,
+        env_extra={"TORCHBISECT_PROBES": str(probes)},
+        timeout=300,
+    )
     line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE)
     assert "stale_replay.py" in line and said in line, line
 
 
 # -- numbers from an index: build tags, metadata pins ---------------------------------------------
+
 
 def test_a_build_tag_of_thousands_of_digits_is_no_wheel_name(tmp_path):
     """The re-spin `torch-2.98.2+cpu-<4,000 digits>-…whl` was planned as the release's build:
@@ -167,15 +184,23 @@ def test_a_build_tag_of_thousands_of_digits_is_no_wheel_name(tmp_path):
     A number no wheel name needs makes the file no wheel; the release's own build is planned."""
     folder = tmp_path / "whl" / "cpu" / "torch"
     folder.mkdir(parents=True)
-    names = ["torch-2.98.2%2Bcpu-cp311-cp311-linux_x86_64.whl",
-             f"torch-2.98.2%2Bcpu-{'1' * 4000}-cp311-cp311-linux_x86_64.whl",
-             f"torch-2.98.2%2Bcpu-{'1' * 5000}-cp311-cp311-linux_x86_64.whl"]
-    (folder / "index.html").write_text("<!DOCTYPE html><html><body>\n" + "\n".join(
-        f'<a href="{n}#sha256={c * 64}">{n.replace("%2B", "+")}</a>'
-        for n, c in zip(names, "abc", strict=True)) + "\n</body></html>\n")
+    names = [
+        "torch-2.98.2%2Bcpu-cp311-cp311-linux_x86_64.whl",
+        f"torch-2.98.2%2Bcpu-{'1' * 4000}-cp311-cp311-linux_x86_64.whl",
+        f"torch-2.98.2%2Bcpu-{'1' * 5000}-cp311-cp311-linux_x86_64.whl",
+    ]
+    (folder / "index.html").write_text(
+        "<!DOCTYPE html><html><body>\n"
+        + "\n".join(
+            f'<a href="{n}#sha256={c * 64}">{n.replace("%2B", "+")}</a>'
+            for n, c in zip(names, "abc", strict=True)
+        )
+        + "\n</body></html>\n"
+    )
     (tmp_path / "matrix.yaml").write_text(
         f"indexes:\n  stable: {(tmp_path / 'whl' / 'cpu').as_uri()}/\ndefaults:\n"
-        "  python: '3.11'\n  cuda: cpu\nstable:\n  versions: [2.98.2]\n")
+        "  python: '3.11'\n  cuda: cpu\nstable:\n  versions: [2.98.2]\n"
+    )
     done = _tb(tmp_path, "plan", "--matrix", "matrix.yaml")
     assert done.returncode == Exit.OK, done.stderr
     assert "stable-2.98.2-cpu-cp311 " in done.stdout and "1" * 30 not in done.stdout
@@ -184,17 +209,34 @@ def test_a_build_tag_of_thousands_of_digits_is_no_wheel_name(tmp_path):
 def test_a_metadata_pin_of_thousands_of_digits_pins_no_cuda():
     from torchbisect.index.cuda import pinned_cuda
 
-    metadata = ("Metadata-Version: 2.1\nName: torch\nVersion: 2.9.0\n"
-                f"Requires-Dist: nvidia-cuda-runtime-cu12=={'1' * 5000}.8.90\n\n")
+    metadata = (
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.9.0\n"
+        f"Requires-Dist: nvidia-cuda-runtime-cu12=={'1' * 5000}.8.90\n\n"
+    )
     assert pinned_cuda(metadata) is None  # was a ValueError past Python's 4,300 digits: 250
     assert pinned_cuda(metadata.replace("1" * 5000, "12")) == "cu128"
 
 
 def test_a_release_of_thousands_of_digits_is_no_release(tmp_path):
     """`--good 111…1.0` (5,000 digits) ended in Python's int-string limit: a ValueError, 250."""
-    done = _tb(tmp_path, "bisect", "--good", f"{'1' * 5000}.0", "--bad", "2.11.0", "--cuda",
-               "cu130", "--script", "true", "--store", "r.sqlite", "--workdir", "work",
-               "--no-github", "--index-url", "http://127.0.0.1:9/")
+    done = _tb(
+        tmp_path,
+        "bisect",
+        "--good",
+        f"{'1' * 5000}.0",
+        "--bad",
+        "2.11.0",
+        "--cuda",
+        "cu130",
+        "--script",
+        "true",
+        "--store",
+        "r.sqlite",
+        "--workdir",
+        "work",
+        "--no-github",
+        "--index-url",
+        "http://127.0.0.1:9/",
+    )
     line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE)
     assert "--good" in line, line
-

@@ -21,9 +21,11 @@ from torchbisect.utils import proc
 
 # The daemon leaves TB_OUTLIVED only if it lives out its 30 s: a run that waited for it (the pipe
 # it holds) leaves that file; a run that ended it, none.
-DAEMON = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
-          "'import os, time; time.sleep(30); open(os.environ[\\'TB_OUTLIVED\\'], \\'w\\')'], "
-          "start_new_session=True); print('started'); {rest}")
+DAEMON = (
+    "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
+    "'import os, time; time.sleep(30); open(os.environ[\\'TB_OUTLIVED\\'], \\'w\\')'], "
+    "start_new_session=True); print('started'); {rest}"
+)
 needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 # How long what a run started may take to be gone once the run ended: the stand-ins would live
 # 30-300 s, so a generous bound still tells, and a loaded machine does not fail the test.
@@ -37,8 +39,9 @@ def _mark(tmp_path) -> tuple[dict[str, str], str]:
 
 def test_a_command_that_exits_is_judged_by_its_exit_although_a_daemon_holds_the_pipe(tmp_path):
     env, mark = _mark(tmp_path)
-    done = proc.run([sys.executable, "-c", DAEMON.format(rest="sys.exit(0)")], env=env,
-                    timeout=60, grace=0.5)
+    done = proc.run(
+        [sys.executable, "-c", DAEMON.format(rest="sys.exit(0)")], env=env, timeout=60, grace=0.5
+    )
     assert done.returncode == 0 and "started" in done.output
     assert wait_until(lambda: not left(mark), GONE_S)
     assert not (tmp_path / "outlived").exists()  # the run did not wait for the daemon
@@ -47,8 +50,12 @@ def test_a_command_that_exits_is_judged_by_its_exit_although_a_daemon_holds_the_
 def test_a_timeout_holds_when_a_daemon_holds_the_pipe(tmp_path):
     env, mark = _mark(tmp_path)
     with pytest.raises(CommandFailed) as caught:
-        proc.run([sys.executable, "-c", DAEMON.format(rest="time.sleep(300)")], env=env,
-                 timeout=1, grace=0.5)
+        proc.run(
+            [sys.executable, "-c", DAEMON.format(rest="time.sleep(300)")],
+            env=env,
+            timeout=1,
+            grace=0.5,
+        )
     assert caught.value.timed_out and "started" in caught.value.output
     assert wait_until(lambda: not left(mark), GONE_S)
     assert not (tmp_path / "outlived").exists()  # the run did not wait for the daemon
@@ -84,8 +91,9 @@ def test_a_probe_that_leaves_a_daemon_gets_its_verdict_and_a_hung_one_times_out(
 def _start_hung_run(tmp_path, mode="hang"):
     argv = project(tmp_path)
     env, mark = environment(tmp_path, mode)
-    child = subprocess.Popen(command(*argv), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        command(*argv), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     started = tmp_path / "probe-started"
     assert wait_until(started.exists, 60), "the probe never started"
     assert len(left(mark)) >= 3  # the matrix process, the probe and its daemon
@@ -143,10 +151,15 @@ def test_kill_9_during_install_stops_the_installer_and_the_rerun_succeeds(tmp_pa
     wrapper.write_text(SLOW_UV.format(uv=shutil.which("uv")))
     wrapper.chmod(0o755)
     junk, installing = tmp_path / "junk", tmp_path / "installing"
-    slow = {**env, "PATH": f"{wrapper.parent}:{env['PATH']}", "TB_JUNK": str(junk),
-            "TB_INSTALLING": str(installing)}
-    child = subprocess.Popen(command(*argv), cwd=tmp_path, env=slow, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    slow = {
+        **env,
+        "PATH": f"{wrapper.parent}:{env['PATH']}",
+        "TB_JUNK": str(junk),
+        "TB_INSTALLING": str(installing),
+    }
+    child = subprocess.Popen(
+        command(*argv), cwd=tmp_path, env=slow, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     assert wait_until(installing.exists, 60), "the install never started"
     child.send_signal(signal.SIGKILL)
     child.wait()
@@ -194,9 +207,23 @@ print("command ended:", ended["how"])
 
 
 def test_a_command_started_by_a_torchbisect_that_ignores_sigint_still_stops_on_sigint(tmp_path):
-    done = subprocess.run(["bash", "-c", 'trap "" INT; exec "$@"', "-", sys.executable, "-c",
-                           STOPPED_BY_SIGINT, str(tmp_path / "pid")],
-                          capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [
+            "bash",
+            "-c",
+            'trap "" INT; exec "$@"',
+            "-",
+            sys.executable,
+            "-c",
+            STOPPED_BY_SIGINT,
+            str(tmp_path / "pid"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.splitlines() == ["command ignores SIGINT: False",
-                                        f"command ended: {-signal.SIGINT}"]
+    assert done.stdout.splitlines() == [
+        "command ignores SIGINT: False",
+        f"command ended: {-signal.SIGINT}",
+    ]

@@ -40,8 +40,11 @@ def test_a_server_that_ignores_range_still_gives_the_right_bytes(tmp_path, waits
 
 
 def test_429_and_503_wait_for_retry_after_capped_and_jittered(tmp_path, waits):
-    script = [("status", 429, {"Retry-After": "30"}), ("status", 503, {"Retry-After": "2"}),
-              ("status", 503)]
+    script = [
+        ("status", 429, {"Retry-After": "30"}),
+        ("status", 503, {"Retry-After": "2"}),
+        ("status", 503),
+    ]
     with HostileServer({PATH: BODY}, script=script) as server:
         path, _ = _download(server, tmp_path, max_wait=10)
     assert path.read_bytes() == BODY
@@ -61,8 +64,10 @@ def test_a_missing_wheel_fails_at_once_and_leaves_nothing(tmp_path, waits):
 
 def test_an_index_that_never_answers_gives_up_with_one_sentence(tmp_path, waits):
     script = [("status", 503)] * 10
-    with HostileServer({PATH: BODY}, script=script) as server, \
-            pytest.raises(InfraError, match=r"failed after 3 attempts \(HTTP 503 "):
+    with (
+        HostileServer({PATH: BODY}, script=script) as server,
+        pytest.raises(InfraError, match=r"failed after 3 attempts \(HTTP 503 "),
+    ):
         _download(server, tmp_path, attempts=3)
     assert len(waits) == 2
 

@@ -31,8 +31,12 @@ needs_uv = pytest.mark.skipif(_UV is None, reason="uv is not installed")
 
 def _tb(folder: Path, *argv: str | Path, **extra: str) -> subprocess.CompletedProcess:
     path = os.pathsep.join(p for p in (os.path.dirname(_UV or ""), os.environ["PATH"]) if p)
-    return torchbisect(*argv, cwd=folder, timeout=600,
-                       env_extra={"TORCHBISECT_PROBES": str(FAKE_PROBES), "PATH": path, **extra})
+    return torchbisect(
+        *argv,
+        cwd=folder,
+        timeout=600,
+        env_extra={"TORCHBISECT_PROBES": str(FAKE_PROBES), "PATH": path, **extra},
+    )
 
 
 def _matrix(folder: Path, *, stale: bool | None) -> None:
@@ -41,12 +45,20 @@ def _matrix(folder: Path, *, stale: bool | None) -> None:
     if stale is None:
         wheel = fake_torch_wheel(folder / "wheels", "2.99.0+cpu")
     else:
-        wheel = write_wheel(folder / "wheels", "2.99.0+cpu", {
-            "torch/__init__.py": ("from . import version\n__version__ = '2.99.0+cpu'\n"
-                                  f"STALE_LAZY_CLONE = {stale}\n"),
-            "torch/version.py": "__version__ = '2.99.0+cpu'\ngit_version = ''\n"})
+        wheel = write_wheel(
+            folder / "wheels",
+            "2.99.0+cpu",
+            {
+                "torch/__init__.py": (
+                    "from . import version\n__version__ = '2.99.0+cpu'\n"
+                    f"STALE_LAZY_CLONE = {stale}\n"
+                ),
+                "torch/version.py": "__version__ = '2.99.0+cpu'\ngit_version = ''\n",
+            },
+        )
     (folder / "matrix.yaml").write_text(
-        f"defaults:\n  timeout: 120\ndev:\n  - wheel: {wheel}\n    name: k0\n    overlay: true\n")
+        f"defaults:\n  timeout: 120\ndev:\n  - wheel: {wheel}\n    name: k0\n    overlay: true\n"
+    )
 
 
 def _probe(folder: Path, stale: bool | None) -> subprocess.CompletedProcess:
@@ -86,16 +98,39 @@ def no_verdict(folder: Path) -> str:
 
 
 def index_unreachable(folder: Path) -> str:
-    done = _tb(folder, "bisect", "--good", "2.9.0", "--bad", "2.11.0", "--cuda", "cu130",
-               "--script", "true", "--index-url", "http://127.0.0.1:9/", "--store",
-               "r.sqlite", "--workdir", "work", "--no-github")
+    done = _tb(
+        folder,
+        "bisect",
+        "--good",
+        "2.9.0",
+        "--bad",
+        "2.11.0",
+        "--cuda",
+        "cu130",
+        "--script",
+        "true",
+        "--index-url",
+        "http://127.0.0.1:9/",
+        "--store",
+        "r.sqlite",
+        "--workdir",
+        "work",
+        "--no-github",
+    )
     return one_sentence(done.stderr, done.returncode, Exit.INDEX_UNREACHABLE)
 
 
 def backend_unavailable(folder: Path) -> str:
     _matrix(folder, stale=False)
-    done = _tb(folder, "probe", "dev-k0", "--backend", "docker", "--allow-no-gpu",
-               DOCKER_HOST=f"unix://{folder}/no-engine.sock")
+    done = _tb(
+        folder,
+        "probe",
+        "dev-k0",
+        "--backend",
+        "docker",
+        "--allow-no-gpu",
+        DOCKER_HOST=f"unix://{folder}/no-engine.sock",
+    )
     return one_sentence(done.stderr, done.returncode, Exit.BACKEND_UNAVAILABLE)
 
 
@@ -110,9 +145,28 @@ def out_of_date(folder: Path) -> str:
 def interrupted(folder: Path) -> str:
     with runlock.hold([folder / "r.sqlite"], command="another bisection"):
         waiting = subprocess.Popen(
-            command("bisect", "--good", "2.9.0", "--bad", "2.11.0", "--cuda", "cu130", "--script",
-                    "true", "--store", "r.sqlite", "--workdir", "work", "--no-github", "--wait"),
-            cwd=folder, env=env(), stderr=subprocess.PIPE, text=True)
+            command(
+                "bisect",
+                "--good",
+                "2.9.0",
+                "--bad",
+                "2.11.0",
+                "--cuda",
+                "cu130",
+                "--script",
+                "true",
+                "--store",
+                "r.sqlite",
+                "--workdir",
+                "work",
+                "--no-github",
+                "--wait",
+            ),
+            cwd=folder,
+            env=env(),
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert waiting.stderr is not None
         assert "waiting for" in waiting.stderr.readline()
         waiting.send_signal(signal.SIGTERM)
@@ -139,16 +193,18 @@ def failed(folder: Path) -> str:
 
 # -- the four statuses only a bisection gives: the stand-in nightlies of nightly_world ---------
 
+
 def _bisect(world, folder: Path, script: str, *extra: str) -> subprocess.CompletedProcess:
     base, _, url = world
-    return torchbisect(*bisect_args(base, url, folder, "--script", script), *extra, cwd=folder,
-                       timeout=600)
+    return torchbisect(
+        *bisect_args(base, url, folder, "--script", script), *extra, cwd=folder, timeout=600
+    )
 
 
 def flaky(world, folder: Path) -> str:
     # good, then bad, for the same build: the second asking of every verdict disagrees
     flip = folder / "asked"
-    script = f'if [ -e {flip}-$TORCHBISECT_DATE ]; then exit 1; fi; touch {flip}-$TORCHBISECT_DATE'
+    script = f"if [ -e {flip}-$TORCHBISECT_DATE ]; then exit 1; fi; touch {flip}-$TORCHBISECT_DATE"
     done = _bisect(world, folder, script)
     assert done.returncode == Exit.FLAKY, done.stderr
     return done.stderr
@@ -176,23 +232,40 @@ def end_unjudged(world, folder: Path) -> str:
 
 
 PLAIN: dict[Exit, Callable[[Path], str]] = {
-    Exit.OK: ok, Exit.AFFECTED: affected, Exit.MISTAKE: mistake, Exit.NO_VERDICT: no_verdict,
-    Exit.INDEX_UNREACHABLE: index_unreachable, Exit.BACKEND_UNAVAILABLE: backend_unavailable,
-    Exit.OUT_OF_DATE: out_of_date, Exit.CANNOT_TELL: cannot_tell, Exit.INTERRUPTED: interrupted,
+    Exit.OK: ok,
+    Exit.AFFECTED: affected,
+    Exit.MISTAKE: mistake,
+    Exit.NO_VERDICT: no_verdict,
+    Exit.INDEX_UNREACHABLE: index_unreachable,
+    Exit.BACKEND_UNAVAILABLE: backend_unavailable,
+    Exit.OUT_OF_DATE: out_of_date,
+    Exit.CANNOT_TELL: cannot_tell,
+    Exit.INTERRUPTED: interrupted,
     Exit.FAILED: failed,
 }
 BISECTING: dict[Exit, Callable[..., str]] = {
-    Exit.FLAKY: flaky, Exit.NOT_EXACT: not_exact, Exit.ABORTED: aborted,
+    Exit.FLAKY: flaky,
+    Exit.NOT_EXACT: not_exact,
+    Exit.ABORTED: aborted,
     Exit.END_UNJUDGED: end_unjudged,
 }
 # what each trigger's output says, in the words of its row of the table
-SAID = {Exit.OK: "dev-k0: not_affected", Exit.AFFECTED: "dev-k0: affected",
-        Exit.MISTAKE: "missing.yaml", Exit.NO_VERDICT: "is in use by",
-        Exit.INDEX_UNREACHABLE: "127.0.0.1:9", Exit.BACKEND_UNAVAILABLE: "Docker",
-        Exit.OUT_OF_DATE: "out of date", Exit.CANNOT_TELL: "dev-k0: skipped",
-        Exit.INTERRUPTED: "interrupted", Exit.FAILED: "itself failed",
-        Exit.FLAKY: "--script is flaky", Exit.NOT_EXACT: "2025-08-13", Exit.ABORTED: "200",
-        Exit.END_UNJUDGED: "2025-08-01"}
+SAID = {
+    Exit.OK: "dev-k0: not_affected",
+    Exit.AFFECTED: "dev-k0: affected",
+    Exit.MISTAKE: "missing.yaml",
+    Exit.NO_VERDICT: "is in use by",
+    Exit.INDEX_UNREACHABLE: "127.0.0.1:9",
+    Exit.BACKEND_UNAVAILABLE: "Docker",
+    Exit.OUT_OF_DATE: "out of date",
+    Exit.CANNOT_TELL: "dev-k0: skipped",
+    Exit.INTERRUPTED: "interrupted",
+    Exit.FAILED: "itself failed",
+    Exit.FLAKY: "--script is flaky",
+    Exit.NOT_EXACT: "2025-08-13",
+    Exit.ABORTED: "200",
+    Exit.END_UNJUDGED: "2025-08-01",
+}
 
 
 def test_every_status_of_the_table_has_a_trigger():

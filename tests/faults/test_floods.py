@@ -15,7 +15,7 @@ from torchbisect.exits import Exit
 from torchbisect.utils import proc
 
 FLOOD_MB = 300
-PROBE = f'''
+PROBE = f"""
 PROBE_OUTPUT = "document"
 import argparse, json, sys
 parser = argparse.ArgumentParser()
@@ -31,13 +31,15 @@ json.dump({{"schema": 1, "probe": "stale_replay", "probe_version": "1", "verdict
            "cases": {{"capture_data_ptr": {{"verdict": "skipped", "detail": "no CUDA"}}}},
            "env": {{"torch_version": "2.99.0+cpu"}}}}, open(args.json, "w"))
 sys.exit(125)
-'''
+"""
 # torchbisect's own peak memory, reported by the process itself when it ends
-MEASURED = ("import sys\nfrom torchbisect.cli import main\ntry:\n    code = main()\nfinally:\n"
-            # VmHWM: the peak of this process alone (getrusage's maxrss survives fork and exec,
-            # so it would report the test runner's own peak)
-            "    hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')]\n"
-            "    print('maxrss_kb', hwm[0].split()[1], file=sys.stderr)\nsys.exit(code)\n")
+MEASURED = (
+    "import sys\nfrom torchbisect.cli import main\ntry:\n    code = main()\nfinally:\n"
+    # VmHWM: the peak of this process alone (getrusage's maxrss survives fork and exec,
+    # so it would report the test runner's own peak)
+    "    hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')]\n"
+    "    print('maxrss_kb', hwm[0].split()[1], file=sys.stderr)\nsys.exit(code)\n"
+)
 
 
 @pytest.mark.slow
@@ -46,12 +48,33 @@ def test_a_probe_printing_hundreds_of_megabytes_leaves_a_bounded_log_and_memory(
     (tmp_path / "probes" / "stale_replay.py").write_text(PROBE)
     wheel = fake_torch_wheel(tmp_path / "wheels", "2.99.0+cpu")
     (tmp_path / "matrix.yaml").write_text(
-        f"dev:\n  - wheel: {wheel}\n    name: flood\n    overlay: true\n")
+        f"dev:\n  - wheel: {wheel}\n    name: flood\n    overlay: true\n"
+    )
     env = {**os.environ, "TORCHBISECT_PROBES": str(tmp_path / "probes")}
     done = subprocess.run(
-        [sys.executable, "-c", MEASURED, "matrix", "--matrix", "matrix.yaml", "--allow-no-gpu",
-         "--backend", "venv", "--store", "results.sqlite", "--out", "reports", "--workdir",
-         "work"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-c",
+            MEASURED,
+            "matrix",
+            "--matrix",
+            "matrix.yaml",
+            "--allow-no-gpu",
+            "--backend",
+            "venv",
+            "--store",
+            "results.sqlite",
+            "--out",
+            "reports",
+            "--workdir",
+            "work",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == Exit.OK, done.stderr
     log = tmp_path / "reports" / "logs" / "dev-flood.log"
     assert log.stat().st_size < 3 * proc.KEEP_BYTES  # head + tail + the install's lines
@@ -85,8 +108,10 @@ def test_data_read_into_a_file_is_whole_and_unmasked_while_messages_stay_bounded
     """`proc.run(stdout=FILE)` (git log's thousands of commits): the data is the command's own,
     however long, and a token-shaped file name in it stays; its stderr is kept and masked."""
     token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
-    code = (f"import sys; sys.stdout.write('torch/{token}.py\\0' * 300000); "
-            f"sys.stderr.write('warning: {token}\\n')")
+    code = (
+        f"import sys; sys.stdout.write('torch/{token}.py\\0' * 300000); "
+        f"sys.stderr.write('warning: {token}\\n')"
+    )
     out = tmp_path / "stdout"
     done = proc.run([sys.executable, "-c", code], stdout=out, timeout=120)
     data = out.read_bytes()

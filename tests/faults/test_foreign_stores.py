@@ -54,24 +54,39 @@ def _digest(folder: Path) -> dict[str, str]:
 
 
 # Each replaces or adds to a shard's schema what SQLite would run while the store is read.
-ENDLESS = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
-           "SELECT i AS id, randomblob(1000000) AS cell_json FROM n")
+ENDLESS = (
+    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+    "SELECT i AS id, randomblob(1000000) AS cell_json FROM n"
+)
 CODE_IN_SCHEMA = {
-    "runs_is_an_endless_view": (["ALTER TABLE runs RENAME TO kept",
-                                 f"CREATE VIEW runs AS {ENDLESS}"], "it holds a view ('runs')"),
+    "runs_is_an_endless_view": (
+        ["ALTER TABLE runs RENAME TO kept", f"CREATE VIEW runs AS {ENDLESS}"],
+        "it holds a view ('runs')",
+    ),
     "a_view_beside_runs": ([f"CREATE VIEW extra AS {ENDLESS}"], "it holds a view ('extra')"),
-    "a_trigger_on_runs": (["CREATE TRIGGER t AFTER INSERT ON runs BEGIN DELETE FROM runs; END"],
-                          "it holds a trigger ('t')"),
-    "a_generated_column": (["ALTER TABLE runs ADD COLUMN g BLOB GENERATED ALWAYS AS "
-                            "(zeroblob(1000000000)) VIRTUAL"],
-                           "has a generated column ('g')"),
-    "a_virtual_table": (["ALTER TABLE bisections RENAME TO kept",
-                         "CREATE VIRTUAL TABLE bisections USING fts5(result_json)"],
-                        "is a virtual table"),
-    "a_text_row_id": (["ALTER TABLE runs RENAME TO kept",
-                       "CREATE TABLE runs AS SELECT CAST(id AS TEXT) AS id, * FROM kept",
-                       "UPDATE runs SET id = '1; rm -rf ~'"],
-                      "is not an INTEGER PRIMARY KEY"),
+    "a_trigger_on_runs": (
+        ["CREATE TRIGGER t AFTER INSERT ON runs BEGIN DELETE FROM runs; END"],
+        "it holds a trigger ('t')",
+    ),
+    "a_generated_column": (
+        ["ALTER TABLE runs ADD COLUMN g BLOB GENERATED ALWAYS AS (zeroblob(1000000000)) VIRTUAL"],
+        "has a generated column ('g')",
+    ),
+    "a_virtual_table": (
+        [
+            "ALTER TABLE bisections RENAME TO kept",
+            "CREATE VIRTUAL TABLE bisections USING fts5(result_json)",
+        ],
+        "is a virtual table",
+    ),
+    "a_text_row_id": (
+        [
+            "ALTER TABLE runs RENAME TO kept",
+            "CREATE TABLE runs AS SELECT CAST(id AS TEXT) AS id, * FROM kept",
+            "UPDATE runs SET id = '1; rm -rf ~'",
+        ],
+        "is not an INTEGER PRIMARY KEY",
+    ),
 }
 
 
@@ -88,8 +103,9 @@ def test_sql_in_an_input_store_never_runs_and_is_one_sentence(tmp_path, case):
     assert _digest(shard.parent) == before  # no -wal, -shm or change beside the input
 
 
-@pytest.mark.parametrize("case", ["a_trigger_on_runs", "runs_is_an_endless_view",
-                                  "a_generated_column"])
+@pytest.mark.parametrize(
+    "case", ["a_trigger_on_runs", "runs_is_an_endless_view", "a_generated_column"]
+)
 def test_the_target_stores_schema_is_checked_the_same_way(tmp_path, case):
     """A trigger in the target ran during the merge (5 + 5 runs became 1, said as success)."""
     statements, said = CODE_IN_SCHEMA[case]
@@ -110,33 +126,39 @@ def test_the_target_stores_schema_is_checked_the_same_way(tmp_path, case):
 def test_the_connection_is_defended_on_this_python_and_on_any_other_found(tmp_path):
     """Python 3.12+ has Connection.setconfig (defensive, no views, no triggers, untrusted
     schema); 3.11 has only the pragmas, and relies on the schema check above: both are run."""
-    pythons = {sys.executable, *filter(None, (shutil.which(f"python3.{minor}")
-                                              for minor in (11, 12, 13)))}
+    pythons = {
+        sys.executable,
+        *filter(None, (shutil.which(f"python3.{minor}") for minor in (11, 12, 13))),
+    }
     pythons |= {str(p) for p in Path("/root/.pyenv/versions").glob("3.1[1-3]*/bin/python")}
     store = _store(tmp_path / "shard.sqlite")
     _sql(store, "CREATE VIEW v AS SELECT id FROM runs")
     src = Path(__file__).resolve().parents[2] / "src"
-    script = ("import sys, sqlite3, pathlib; sys.path.insert(0, sys.argv[1]);"
-              "from torchbisect.store import foreign; p = pathlib.Path(sys.argv[2]);"
-              "db = foreign._connect(p, p);"
-              "print(db.execute('PRAGMA trusted_schema').fetchone()[0],"
-              " db.execute('PRAGMA query_only').fetchone()[0], hasattr(db, 'setconfig'));"
-              "exec('try: db.execute(\"SELECT * FROM v\").fetchall(); print(\"view ran\")\\n"
-              "except sqlite3.Error as e: print(e)')")
+    script = (
+        "import sys, sqlite3, pathlib; sys.path.insert(0, sys.argv[1]);"
+        "from torchbisect.store import foreign; p = pathlib.Path(sys.argv[2]);"
+        "db = foreign._connect(p, p);"
+        "print(db.execute('PRAGMA trusted_schema').fetchone()[0],"
+        " db.execute('PRAGMA query_only').fetchone()[0], hasattr(db, 'setconfig'));"
+        'exec(\'try: db.execute("SELECT * FROM v").fetchall(); print("view ran")\\n'
+        "except sqlite3.Error as e: print(e)')"
+    )
     seen = set()
     for python in sorted(pythons):
         copy = tmp_path / f"copy-{len(seen)}.sqlite"
         shutil.copyfile(store, copy)
-        done = subprocess.run([python, "-c", script, str(src), str(copy)], capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run(
+            [python, "-c", script, str(src), str(copy)], capture_output=True, text=True, timeout=60
+        )
         if done.returncode == 127 or "SyntaxError" in done.stderr:
             continue  # a pyenv shim of a version not selected, or too old for the package
         assert done.returncode == 0, done.stderr
         flags, view = done.stdout.splitlines()
         trusted, query_only, has_setconfig = flags.split()
         assert (trusted, query_only) == ("0", "1")
-        assert view == ('access to view "v" prohibited' if has_setconfig == "True"
-                        else "view ran")  # 3.11: the schema check refuses it before any read
+        assert view == (
+            'access to view "v" prohibited' if has_setconfig == "True" else "view ran"
+        )  # 3.11: the schema check refuses it before any read
         seen.add(has_setconfig)
     assert seen
 
@@ -170,8 +192,11 @@ def test_a_huge_log_excerpt_is_capped_when_merged_and_when_drawn(tmp_path):
 
 def test_text_that_is_not_utf8_reads_as_replacement_characters(tmp_path):
     shard = _store(tmp_path / "shard.sqlite", runs=2)
-    _sql(shard, "UPDATE runs SET log_excerpt = CAST(X'6f6b20fffe20656e64' AS TEXT), "
-                "reason = CAST(X'c3' AS TEXT) WHERE id = 1")  # 'ok \xff\xfe end', a lone byte
+    _sql(
+        shard,
+        "UPDATE runs SET log_excerpt = CAST(X'6f6b20fffe20656e64' AS TEXT), "
+        "reason = CAST(X'c3' AS TEXT) WHERE id = 1",
+    )  # 'ok \xff\xfe end', a lone byte
     done = torchbisect("merge", "site.sqlite", str(shard), cwd=tmp_path)
     assert done.returncode == Exit.OK, done.stderr
     assert "2 runs added" in done.stdout

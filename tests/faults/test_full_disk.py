@@ -31,14 +31,23 @@ def disk(tmp_path):
     where = tmp_path / "disk"
     where.mkdir()
     mount = shutil.which("mount")
-    done = subprocess.run([mount or "mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs",
-                           str(where)], capture_output=True, text=True) if mount else None
+    done = (
+        subprocess.run(
+            [mount or "mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)],
+            capture_output=True,
+            text=True,
+        )
+        if mount
+        else None
+    )
     if done is None or done.returncode != 0:
         why = done.stderr.strip() if done else "no mount command"
         if IN_CI:  # CI runs as root: a full disk must be tested there, never skipped
             pytest.fail(f"cannot mount a tmpfs under CI ({why})")
-        pytest.skip(f"cannot mount a tmpfs here ({why}): needs root; "
-                    "test_a_file_size_limit_while_writing_the_page_is_one_sentence still runs")
+        pytest.skip(
+            f"cannot mount a tmpfs here ({why}): needs root; "
+            "test_a_file_size_limit_while_writing_the_page_is_one_sentence still runs"
+        )
     try:
         yield where
     finally:
@@ -80,8 +89,7 @@ def test_a_full_report_folder_keeps_the_old_pages_whole(disk, tmp_path):
     for name in ("index.html", "results.json", "summary.md"):
         (out / name).write_text(f"the page before: {name}\n")
     fill(disk)
-    done = torchbisect("report", "--store", tmp_path / "results.sqlite", "--out", out,
-                       cwd=tmp_path)
+    done = torchbisect("report", "--store", tmp_path / "results.sqlite", "--out", out, cwd=tmp_path)
     one_sentence(done, out)
     for name in ("index.html", "results.json", "summary.md"):
         assert (out / name).read_text() == f"the page before: {name}\n"  # all or nothing
@@ -97,15 +105,21 @@ def test_a_store_on_a_full_disk_is_not_called_damaged_and_stays_as_it_was(disk, 
         db.execute("PRAGMA journal_mode = WAL")
     before = store.read_bytes()
     fill(disk)
-    assert torchbisect("report", "--store", at_rest, "--out", tmp_path / "out",
-                       cwd=tmp_path).returncode == Exit.OK
+    assert (
+        torchbisect(
+            "report", "--store", at_rest, "--out", tmp_path / "out", cwd=tmp_path
+        ).returncode
+        == Exit.OK
+    )
     done = torchbisect("report", "--store", store, "--out", tmp_path / "out", cwd=tmp_path)
     err = one_sentence(done, disk)
     assert "results.sqlite is intact" in err
     assert store.read_bytes() == before
     os.unlink(disk / "filler")  # room again: the very same store opens and reads
-    assert torchbisect("report", "--store", store, "--out", tmp_path / "out",
-                       cwd=tmp_path).returncode == Exit.OK
+    assert (
+        torchbisect("report", "--store", store, "--out", tmp_path / "out", cwd=tmp_path).returncode
+        == Exit.OK
+    )
 
 
 WRITER = """
@@ -130,8 +144,14 @@ def test_a_full_store_while_writing_runs_is_one_sentence(disk, tmp_path):
     fill(disk)
     tests = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", WRITER, str(store)], capture_output=True,
-                          text=True, timeout=120, env=env, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", WRITER, str(store)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
     one_sentence(done, disk)
     os.unlink(disk / "filler")
     with Store(store, read_only=True) as again:  # what was committed is whole
@@ -180,8 +200,9 @@ def test_a_file_size_limit_while_writing_the_page_is_one_sentence(tmp_path, data
     owned.claim(out, "report")  # the page before was torchbisect's
     (out / "index.html").write_text("the page before\n")
     docs = sorted((data_dir / "report").glob("synthetic-h200-*.json"))
-    done = torchbisect("report", "--probe-json", *docs, "--out", out, cwd=tmp_path,
-                       preexec_fn=_file_size_limit)
+    done = torchbisect(
+        "report", "--probe-json", *docs, "--out", out, cwd=tmp_path, preexec_fn=_file_size_limit
+    )
     one_sentence(done, out)
     assert (out / "index.html").read_text() == "the page before\n"
     assert leftovers(out) == []

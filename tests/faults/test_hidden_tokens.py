@@ -28,10 +28,16 @@ from torchbisect.utils.proc import KEEP_BYTES, Kept
 
 BODY = "Zq7Xw2Vu9Ts4Rp1On6Ml3Kj8Ih5Gf0Ed"  # the part of a token only its owner knows
 SHAPES = {
-    "github": f"ghp_{BODY}abcd", "github_pat": f"github_pat_11{BODY}_{BODY}",
-    "gitlab": f"glpat-{BODY[:20]}", "hugging face": f"hf_{BODY}", "slack": f"xoxb-{BODY}",
-    "openai": f"sk-proj-{BODY}", "npm": f"npm_{BODY}abcd", "aws": "AKIA" + BODY[:16].upper(),
-    "pypi": f"pypi-{BODY}{BODY}", "bearer": f"Bearer {BODY}",
+    "github": f"ghp_{BODY}abcd",
+    "github_pat": f"github_pat_11{BODY}_{BODY}",
+    "gitlab": f"glpat-{BODY[:20]}",
+    "hugging face": f"hf_{BODY}",
+    "slack": f"xoxb-{BODY}",
+    "openai": f"sk-proj-{BODY}",
+    "npm": f"npm_{BODY}abcd",
+    "aws": "AKIA" + BODY[:16].upper(),
+    "pypi": f"pypi-{BODY}{BODY}",
+    "bearer": f"Bearer {BODY}",
 }
 
 
@@ -79,15 +85,26 @@ def _decodings(text: str) -> list[str]:
     words = text.split()
     out = [text]
     for word in words:
-        for decode in (lambda w: base64.b64decode(w + "=" * (-len(w) % 4)),
-                       lambda w: bytes.fromhex(w)):
+        for decode in (
+            lambda w: base64.b64decode(w + "=" * (-len(w) % 4)),
+            lambda w: bytes.fromhex(w),
+        ):
             with contextlib.suppress(ValueError):
                 out.append(decode(word).decode("latin-1"))
     return out
 
 
-@pytest.mark.parametrize("form", ["plain", "base64", "hex", "json \\u escape of one letter",
-                                  "percent-encoded, every byte", "zero-width space inside"])
+@pytest.mark.parametrize(
+    "form",
+    [
+        "plain",
+        "base64",
+        "hex",
+        "json \\u escape of one letter",
+        "percent-encoded, every byte",
+        "zero-width space inside",
+    ],
+)
 def test_our_own_secret_of_any_shape_is_masked_in_every_form(monkeypatch, form):
     value = "correct-horse-battery-staple-42"  # no known shape: masked as the secret it is
     monkeypatch.setenv("DEPLOY_TOKEN", value)
@@ -101,9 +118,11 @@ def test_our_own_secret_of_any_shape_is_masked_in_every_form(monkeypatch, form):
 
 
 def test_text_that_hides_no_secret_is_left_exactly_as_it_was():
-    text = ("\x1b[1;32mPASSED\x1b[0m tests/test_x.py::test_y sha256="
-            f"{'ab' * 32} /usr/lib/python3.11/site-packages/torch/lib "
-            "aGVsbG8gd29ybGQsIG5vdGhpbmcgc2VjcmV0IGhlcmU= 100%|██████| caf\u00e9 \\u00e9\n")
+    text = (
+        "\x1b[1;32mPASSED\x1b[0m tests/test_x.py::test_y sha256="
+        f"{'ab' * 32} /usr/lib/python3.11/site-packages/torch/lib "
+        "aGVsbG8gd29ybGQsIG5vdGhpbmcgc2VjcmV0IGhlcmU= 100%|██████| caf\u00e9 \\u00e9\n"
+    )
     assert mask(text) == text
 
 
@@ -115,16 +134,21 @@ def test_a_token_cut_where_a_long_output_is_cut_is_masked_on_both_sides(side, of
     token, keep = SHAPES["github"], 64 * 1024
     kept = Kept(keep)
     if side == "tail":  # the tail begins `offset` bytes into the token
-        kept.add(b"h" * keep + b"-" * 1000 + b" " + token.encode()
-                 + b" " * (keep - len(token) + offset - 1))
+        kept.add(
+            b"h" * keep
+            + b"-" * 1000
+            + b" "
+            + token.encode()
+            + b" " * (keep - len(token) + offset - 1)
+        )
     else:  # the head ends `offset` bytes into the token
         kept.add(b"h" * (keep - offset) + token.encode() + b" " * (2 * keep))
     given = kept.new_lines() + kept.rest()
     assert kept.cut and "output cut here" in given
-    assert token[offset:offset + 8] not in given and token[:offset + 8][-8:] not in given
+    assert token[offset : offset + 8] not in given and token[: offset + 8][-8:] not in given
 
 
-PROBE = '''
+PROBE = """
 PROBE_OUTPUT = "document"
 import argparse, json, os, sys
 parser = argparse.ArgumentParser()
@@ -142,7 +166,7 @@ doc = {"schema": 1, "probe": "stale_replay", "probe_version": "1", "verdict": "s
        "env": {"torch_version": "2.99.0+cpu"}}
 json.dump(doc, open(args.json, "w"))
 sys.exit(125)
-'''
+"""
 
 
 @pytest.mark.slow
@@ -153,20 +177,41 @@ def test_no_form_of_a_token_reaches_the_log_the_store_or_a_page(tmp_path):
     (tmp_path / "probes" / "stale_replay.py").write_text(PROBE % {"keep": KEEP_BYTES})
     wheel = fake_torch_wheel(tmp_path / "wheels", "2.99.0+cpu")
     (tmp_path / "matrix.yaml").write_text(
-        f"dev:\n  - wheel: {wheel}\n    name: hidden\n    overlay: true\n")
-    env = {**os.environ, "TORCHBISECT_PROBES": str(tmp_path / "probes"),
-           "TORCHBISECT_PASS_ENV": "TB_*", "TB_FORMS": json.dumps(forms),
-           "TB_CUT_TOKEN": "ghp_" + BODY + "cutcut"}
-    done = torchbisect("matrix", "--matrix", "matrix.yaml", "--allow-no-gpu", "--backend", "venv",
-                       "--store", "results.sqlite", "--out", "reports", "--workdir", "work",
-                       cwd=tmp_path, env=env, timeout=300)
+        f"dev:\n  - wheel: {wheel}\n    name: hidden\n    overlay: true\n"
+    )
+    env = {
+        **os.environ,
+        "TORCHBISECT_PROBES": str(tmp_path / "probes"),
+        "TORCHBISECT_PASS_ENV": "TB_*",
+        "TB_FORMS": json.dumps(forms),
+        "TB_CUT_TOKEN": "ghp_" + BODY + "cutcut",
+    }
+    done = torchbisect(
+        "matrix",
+        "--matrix",
+        "matrix.yaml",
+        "--allow-no-gpu",
+        "--backend",
+        "venv",
+        "--store",
+        "results.sqlite",
+        "--out",
+        "reports",
+        "--workdir",
+        "work",
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == Exit.OK, done.stderr
     log = (tmp_path / "reports" / "logs" / "dev-hidden.log").read_text()
     assert "output cut here" in log
     with sqlite3.connect(tmp_path / "results.sqlite") as db:
         stored = "\n".join(db.iterdump())
-    pages = {name: (tmp_path / "reports" / name).read_text()
-             for name in ("index.html", "results.json", "summary.md")}
+    pages = {
+        name: (tmp_path / "reports" / name).read_text()
+        for name in ("index.html", "results.json", "summary.md")
+    }
     for where, text in {"log": log, "store": stored, **pages}.items():
         for form in forms:
             assert form not in text, (where, form)

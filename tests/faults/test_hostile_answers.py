@@ -34,8 +34,10 @@ def test_a_pep691_page_listing_a_million_files_is_refused_at_once():
     entry = b'{"filename":"t.whl","url":"","hashes":{}},'  # 40 MB in all: under the size bound
     body = b'{"meta": {"api-version": "1.1"}, "files": [' + entry * 1_000_000 + b"{}]}"
     assert len(body) < index.PAGE_LIMIT
-    with Peer(lambda seen: (200, {"Content-Type": PEP691}, body)) as peer, \
-            pytest.raises(IndexUnreachable, match="more than 200,000 files"):
+    with (
+        Peer(lambda seen: (200, {"Content-Type": PEP691}, body)) as peer,
+        pytest.raises(IndexUnreachable, match="more than 200,000 files"),
+    ):
         index.fetch_wheels(f"{peer.url}/whl/", retries=4)
     assert len(peer.seen) == 1  # not worth a second try
 
@@ -49,6 +51,7 @@ def test_an_index_page_over_its_size_bound_is_not_read_past_it(declared):
         if declared:
             headers["Content-Length"] = str(size)
         return 200, headers, (b"<a " * 100_000 for _ in range(size // 300_000))
+
     with Peer(endless) as peer, pytest.raises(IndexUnreachable, match="over the bound of 64 MB"):
         index.fetch_wheels(f"{peer.url}/whl/", retries=4)
     assert len(peer.seen) == 1 and peer.sent < 100 * 10**6
@@ -56,13 +59,21 @@ def test_an_index_page_over_its_size_bound_is_not_read_past_it(declared):
 
 # ---- notify against a GitHub that answers badly --------------------------------------------------
 
+
 def _notify(tmp_path, api_url, *, wait4=False):
-    cell = make_cell("nightly-20261129-cu130-cp312", channel=Channel.NIGHTLY, date="2026-11-29",
-                     version="2.16.0.dev20261129+cu130")
+    cell = make_cell(
+        "nightly-20261129-cu130-cp312",
+        channel=Channel.NIGHTLY,
+        date="2026-11-29",
+        version="2.16.0.dev20261129+cu130",
+    )
     with Store(tmp_path / "a.sqlite") as store:
         store.add_many([make_run(cell, verdict="affected")])
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")
-           and "proxy" not in k.lower()}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("GITHUB_") and "proxy" not in k.lower()
+    }
     env.update(GITHUB_API_URL=api_url, GITHUB_REPOSITORY="o/r", GITHUB_TOKEN="t0ken")
     (tmp_path / "summary.md").write_text("## torchbisect\n")
     argv = command("notify", "--store", "a.sqlite", "--summary", "summary.md")
@@ -79,16 +90,20 @@ def _github(issues_answer, created=b'{"number": 1}'):
         if seen.method == "GET":
             return issues_answer() if callable(issues_answer) else (200, {}, issues_answer)
         return 201, {}, created
+
     return Peer(api)
 
 
-@pytest.mark.parametrize(("answer", "said"), [
-    (b"<html>rate limited?</html>", "is not JSON"),
-    (b'{"message": "hello"}', "is not a list of issues"),
-    (b'[{"number": "7", "body": "x"}]', "without a number"),
-    (b'[{"number": 7, "body": 5}]', "body that is not text"),
-    (b"[7]", "is not a list of issues"),
-])
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (b"<html>rate limited?</html>", "is not JSON"),
+        (b'{"message": "hello"}', "is not a list of issues"),
+        (b'[{"number": "7", "body": "x"}]', "without a number"),
+        (b'[{"number": 7, "body": 5}]', "body that is not text"),
+        (b"[7]", "is not a list of issues"),
+    ],
+)
 def test_an_answer_of_the_wrong_shape_is_one_sentence(tmp_path, answer, said):
     with _github(answer) as github:
         code, out, err, _ = _notify(tmp_path, f"{github.url}/api")
@@ -106,6 +121,7 @@ def test_an_opened_issue_without_a_number_is_one_sentence(tmp_path):
 def test_a_600_mb_answer_is_not_read_past_32_mb(tmp_path):
     def flood():
         return 200, {}, (b"[" + b" " * (1 << 20) for _ in range(600))
+
     with _github(flood) as github:
         code, _, err, peak = _notify(tmp_path, f"{github.url}/api")
     assert code == Exit.NO_VERDICT and "over the bound of 32 MB" in err and "Traceback" not in err
@@ -120,6 +136,7 @@ def test_a_hand_edited_state_marker_is_a_note_and_is_written_anew(tmp_path):
             issue["body"] = json.loads(seen.body)["body"]
             return 200, {}, b"{}"
         return 200, {}, json.dumps([issue]).encode()
+
     with Peer(api) as github:
         code, out, err, _ = _notify(tmp_path, f"{github.url}/api")
         assert code == Exit.OK, err

@@ -17,8 +17,9 @@ from torchbisect.errors import ConfigError
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 @pytest.fixture
@@ -37,10 +38,17 @@ def clone(tmp_path) -> tuple[Path, str, str, Path]:
     _git(repo, "add", "."), _git(repo, "commit", "-q", "-m", "new $Format:%H$")
     new = _git(repo, "rev-parse", "HEAD")
     program = tmp_path / "evil.sh"
-    program.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {mark}\ncat\n")
+    program.write_text(f'#!/bin/sh\necho "$0 $*" >> {mark}\ncat\n')
     program.chmod(0o755)
-    for key in ("filter.evil.smudge", "filter.evil.clean", "diff.evil.textconv",
-                "core.fsmonitor", "core.pager", "gpg.program", "diff.external"):
+    for key in (
+        "filter.evil.smudge",
+        "filter.evil.clean",
+        "diff.evil.textconv",
+        "core.fsmonitor",
+        "core.pager",
+        "gpg.program",
+        "diff.external",
+    ):
         _git(repo, "config", key, str(program))
     _git(repo, "config", "log.showSignature", "true")
     _git(repo, "config", "filter.evil.required", "true")
@@ -51,8 +59,10 @@ def test_no_program_of_the_clones_config_runs_and_files_are_read_raw(clone):
     repo, old, new, mark = clone
     commits = gitrange.first_parent_commits(repo, old, new)
     tree = gitrange.python_changes(repo, old, new)
-    assert [c.sha for c in commits] == [new] and commits[0].paths == (".gitattributes",
-                                                                      "torch/a.py")
+    assert [c.sha for c in commits] == [new] and commits[0].paths == (
+        ".gitattributes",
+        "torch/a.py",
+    )
     assert tree.write == {"torch/a.py": b"x = 2\n"} and tree.base == {"torch/a.py": b"x = 1\n"}
     assert gitrange.full_sha(repo, new[:12]) == new
     assert not mark.exists(), mark.read_text()

@@ -65,8 +65,10 @@ TARGETS = {
 
 
 def _remote_page(extra_targets) -> list[index.Wheel]:
-    links = [f"{REMOTE}{GOOD}"] + [f"{t}torch-2.98.{i}%2Bcpu-cp311-cp311-linux_x86_64.whl"
-                                   for i, t in enumerate(extra_targets, start=2)]
+    links = [f"{REMOTE}{GOOD}"] + [
+        f"{t}torch-2.98.{i}%2Bcpu-cp311-cp311-linux_x86_64.whl"
+        for i, t in enumerate(extra_targets, start=2)
+    ]
     return pages.parse_page(page(links).encode(), "text/html", REMOTE + "torch/", "torch")
 
 
@@ -78,8 +80,7 @@ def test_a_remote_index_cannot_send_a_cell_to_internal_targets():
     assert [w.version for w in kept] == ["2.98.1+cpu"]
     assert "allow_links_to" in notes[0]
     allowed = index.reachable(listed, REMOTE, allow=["169.254.169.254", "file"])
-    assert sorted(w.url.split("/")[2] for w in allowed) == ["", "169.254.169.254",
-                                                            "93.184.216.34"]
+    assert sorted(w.url.split("/")[2] for w in allowed) == ["", "169.254.169.254", "93.184.216.34"]
 
 
 def test_a_local_index_may_link_to_local_targets():
@@ -90,12 +91,20 @@ def test_a_local_index_may_link_to_local_targets():
 
 def test_allow_links_to_in_matrix_yaml_lets_a_mirror_link_to_a_private_host(tmp_path):
     matrix = tmp_path / "matrix.yaml"
-    text = f"indexes:\n  stable: {REMOTE}\ndefaults:\n  python: '3.11'\n  cuda: cpu\n" \
-           "stable:\n  versions: [2.98.2]\n"
+    text = (
+        f"indexes:\n  stable: {REMOTE}\ndefaults:\n  python: '3.11'\n  cuda: cpu\n"
+        "stable:\n  versions: [2.98.2]\n"
+    )
     matrix.write_text(text)
     fetch = lambda url: _remote_page(["http://10.1.2.3/"])  # noqa: E731 - the page as served
-    options = dict(lock=None, python="3.11", platform="linux_x86_64", driver=None,
-                   today=date(2026, 11, 30), fetch=fetch)
+    options = dict(
+        lock=None,
+        python="3.11",
+        platform="linux_x86_64",
+        driver=None,
+        today=date(2026, 11, 30),
+        fetch=fetch,
+    )
     with pytest.raises(ResolveError, match="2.98.2 is not on"):
         build_plan(load_matrix(matrix), **options)
     matrix.write_text(text + "allow_links_to: [10.1.2.3]\n")
@@ -106,8 +115,14 @@ def test_allow_links_to_in_matrix_yaml_lets_a_mirror_link_to_a_private_host(tmp_
 def test_a_lock_entry_that_is_not_a_wheel_is_one_sentence(tmp_path):
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text("defaults:\n  python: '3.11'\n  cuda: cpu\nstable:\n  versions: [2.98.2]\n")
-    bad = dict(channel="stable", version="2.98.2+cpu", cuda="cpu", python="3.11",
-               url="http://127.0.0.1:9" + ESCAPES[0], sha256=None)
+    bad = dict(
+        channel="stable",
+        version="2.98.2+cpu",
+        cuda="cpu",
+        python="3.11",
+        url="http://127.0.0.1:9" + ESCAPES[0],
+        sha256=None,
+    )
     lock = tmp_path / "matrix.lock.json"
     lock.write_text(json.dumps({"format": 1, "builds": {"stable-2.98.2-cpu-cp311": bad}}))
     matrix_run = ["matrix", "--offline", "--no-report", "--allow-no-gpu"]
@@ -121,15 +136,33 @@ def test_a_lock_entry_that_is_not_a_wheel_is_one_sentence(tmp_path):
 
 def test_a_locked_wheel_its_index_could_not_have_sent_is_resolved_again(tmp_path):
     matrix = tmp_path / "matrix.yaml"
-    matrix.write_text(f"indexes:\n  stable: {REMOTE}\ndefaults:\n  python: '3.11'\n  cuda: cpu\n"
-                      "stable:\n  versions: [2.98.1]\n")
+    matrix.write_text(
+        f"indexes:\n  stable: {REMOTE}\ndefaults:\n  python: '3.11'\n  cuda: cpu\n"
+        "stable:\n  versions: [2.98.1]\n"
+    )
     name = "torch-2.98.1%2Bcpu-cp311-cp311-linux_x86_64.whl"
-    poisoned = Lock(builds={"stable-2.98.1-cpu-cp311": LockedBuild(
-        channel="stable", version="2.98.1+cpu", cuda="cpu", python="3.11",
-        url=f"http://169.254.169.254/{name}", index=REMOTE)})
+    poisoned = Lock(
+        builds={
+            "stable-2.98.1-cpu-cp311": LockedBuild(
+                channel="stable",
+                version="2.98.1+cpu",
+                cuda="cpu",
+                python="3.11",
+                url=f"http://169.254.169.254/{name}",
+                index=REMOTE,
+            )
+        }
+    )
     notes = []
-    plan = build_plan(load_matrix(matrix), lock=poisoned, python="3.11",
-                      platform="linux_x86_64", driver=None, today=date(2026, 11, 30),
-                      fetch=lambda url: _remote_page([]), note=notes.append)
+    plan = build_plan(
+        load_matrix(matrix),
+        lock=poisoned,
+        python="3.11",
+        platform="linux_x86_64",
+        driver=None,
+        today=date(2026, 11, 30),
+        fetch=lambda url: _remote_page([]),
+        note=notes.append,
+    )
     assert [c.url for c in plan.cells] == [f"{REMOTE}{name}"]
     assert any("169.254.169.254" in n and "resolved again" in n for n in notes)

@@ -28,8 +28,10 @@ from helpers.runaway import wait_until
 
 from torchbisect.exits import Exit
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed"),
+]
 CELLS = 8
 KILL_AFTER = 3  # stored runs
 
@@ -50,8 +52,10 @@ def _count(store: Path) -> int:
 
 
 def _digests(store: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in store.parent.glob(store.name + "*")}
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in store.parent.glob(store.name + "*")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -60,16 +64,38 @@ def killed(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("killed")
     entries = "".join(
         f"  - wheel: {fake_torch_wheel(root / 'wheels', f'2.99.{i}+cpu')}\n    name: k{i}\n"
-        "    overlay: true\n" for i in range(CELLS))
+        "    overlay: true\n"
+        for i in range(CELLS)
+    )
     (root / "matrix.yaml").write_text(f"defaults:\n  timeout: 120\ndev:\n{entries}")
     store = root / "live" / "shard.sqlite"
-    env = {**os.environ, "TORCHBISECT_PROBES": str(REPO / "tests" / "helpers" / "probes"),
-           "TB_FAKE_SLEEP": "1"}
+    env = {
+        **os.environ,
+        "TORCHBISECT_PROBES": str(REPO / "tests" / "helpers" / "probes"),
+        "TB_FAKE_SLEEP": "1",
+    }
     run = subprocess.Popen(
-        command("matrix", "--matrix", "matrix.yaml", "--allow-no-gpu", "--backend", "venv",
-                "--store", store, "--out", "reports", "--workdir", "work", "--no-report"),
-        cwd=root, env=cli_env(base=env), start_new_session=True, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
+        command(
+            "matrix",
+            "--matrix",
+            "matrix.yaml",
+            "--allow-no-gpu",
+            "--backend",
+            "venv",
+            "--store",
+            store,
+            "--out",
+            "reports",
+            "--workdir",
+            "work",
+            "--no-report",
+        ),
+        cwd=root,
+        env=cli_env(base=env),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         assert wait_until(lambda: store.exists() and _count(store) >= KILL_AFTER, 300)
         # killed between runs (48.5): stopped first, and killed only once no write is under
@@ -97,8 +123,7 @@ def _merge(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     return torchbisect("merge", *args, cwd=cwd, timeout=120)
 
 
-def test_a_killed_shards_store_merges_every_committed_run_and_is_left_as_it_was(killed,
-                                                                                 tmp_path):
+def test_a_killed_shards_store_merges_every_committed_run_and_is_left_as_it_was(killed, tmp_path):
     committed, before = _count(killed), _digests(killed)
     assert committed >= KILL_AFTER
     done = _merge(tmp_path, "site.sqlite", str(killed))
@@ -108,8 +133,7 @@ def test_a_killed_shards_store_merges_every_committed_run_and_is_left_as_it_was(
     assert _digests(killed) == before  # read from a copy: nothing written or created beside it
 
 
-def test_the_file_alone_of_a_shard_killed_between_runs_holds_every_committed_run(killed,
-                                                                                   tmp_path):
+def test_the_file_alone_of_a_shard_killed_between_runs_holds_every_committed_run(killed, tmp_path):
     """48.5: each committed run is checkpointed into the file (store/db.py `_at_rest`), so the
     file alone — what an upload of `shard.sqlite` takes — merges whole; a copy taken while a
     write was under way is refused (test_store_travels_whole.py)."""
@@ -141,25 +165,45 @@ def test_the_workflows_copy_step_uploads_one_file_with_every_committed_run(kille
     workspace.mkdir()
     shutil.copytree(killed.parent, temp / "live")  # the live store, its -wal and -shm
     command = copy["run"].replace("nox -s merge --", f"{sys.executable} -m torchbisect merge")
-    done = subprocess.run(["bash", "-c", command], cwd=workspace, capture_output=True, text=True,
-                          env={**os.environ, "RUNNER_TEMP": str(temp)}, timeout=120)
+    done = subprocess.run(
+        ["bash", "-c", command],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RUNNER_TEMP": str(temp)},
+        timeout=120,
+    )
     assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert sorted(p.name for p in workspace.iterdir()) == ["shard.sqlite"]  # no -wal beside it
 
     artifact = tmp_path / "shards" / "store-shard-H200-1"
     artifact.mkdir(parents=True)
     shutil.copyfile(workspace / "shard.sqlite", artifact / "shard.sqlite")  # the upload
-    built = _merge(tmp_path, "site.sqlite", "previous.sqlite", "--allow-missing",
-                   "previous.sqlite", "--shards", "shards")  # as the build job merges
+    built = _merge(
+        tmp_path,
+        "site.sqlite",
+        "previous.sqlite",
+        "--allow-missing",
+        "previous.sqlite",
+        "--shards",
+        "shards",
+    )  # as the build job merges
     assert built.returncode == Exit.OK, built.stderr
     assert _count(tmp_path / "site.sqlite") == _count(killed)
 
 
 def test_the_copy_step_of_a_shard_that_never_ran_uploads_an_empty_store(tmp_path):
-    copy = next(s for s in _probe_steps()
-                if s.get("name", "").startswith("The shard's store as one file"))
+    copy = next(
+        s for s in _probe_steps() if s.get("name", "").startswith("The shard's store as one file")
+    )
     command = copy["run"].replace("nox -s merge --", f"{sys.executable} -m torchbisect merge")
-    done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True,
-                          env={**os.environ, "RUNNER_TEMP": str(tmp_path / "temp")}, timeout=120)
+    done = subprocess.run(
+        ["bash", "-c", command],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RUNNER_TEMP": str(tmp_path / "temp")},
+        timeout=120,
+    )
     assert done.returncode == Exit.OK, done.stdout + done.stderr
     assert _count(tmp_path / "shard.sqlite") == 0

@@ -42,8 +42,12 @@ with Store(path) as store:
 def _write(store: Path, first: int, last: int, *, kill_after: float | None) -> set[str]:
     """Start a writer of runs dev-FIRST … dev-LAST; kill it `kill_after` seconds after it opened
     the store (None: let it finish).  Returns the runs it said were committed."""
-    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(store), str(first), str(last)],
-                              stdout=subprocess.PIPE, text=True, env=env())
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(store), str(first), str(last)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env(),
+    )
     assert writer.stdout is not None
     opened = writer.stdout.readline()
     if kill_after is not None:
@@ -67,8 +71,9 @@ def test_a_store_killed_anywhere_inside_a_write_opens_whole_and_the_next_run_res
     hot, started = 0, time.monotonic()
     rng = random.Random(53)
     for trial in range(TRIALS):
-        committed |= _write(store, trial * 1000, trial * 1000 + 1000,
-                            kill_after=rng.uniform(0, 0.04))
+        committed |= _write(
+            store, trial * 1000, trial * 1000 + 1000, kill_after=rng.uniform(0, 0.04)
+        )
         left = [s for s in ("-journal", "-wal") if Path(f"{store}{s}").exists()]
         hot += bool(left)
         stored = _stored(store)  # raised "damaged … move it away" on a hot journal
@@ -88,8 +93,9 @@ def test_a_shard_killed_inside_a_write_merges_every_committed_run(tmp_path):
     committed: set[str] = set()
     rng = random.Random(5)
     for trial in range(TRIALS):
-        committed |= _write(shard, trial * 1000, trial * 1000 + 1000,
-                            kill_after=rng.uniform(0, 0.04))
+        committed |= _write(
+            shard, trial * 1000, trial * 1000 + 1000, kill_after=rng.uniform(0, 0.04)
+        )
         if Path(f"{shard}-journal").exists() and committed:
             break
     else:

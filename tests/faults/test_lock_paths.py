@@ -23,19 +23,19 @@ from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 from torchbisect.utils.runlock import lock_path
 
-HOLD = ("import pathlib, sys, time\n"
-        "from torchbisect.utils import runlock\n"
-        "with runlock.hold([pathlib.Path(p) for p in sys.argv[2:]], command='the holder'):\n"
-        "    pathlib.Path(sys.argv[1] + '.held').touch()\n"
-        "    while not pathlib.Path(sys.argv[1]).exists(): time.sleep(0.02)\n")
-
+HOLD = (
+    "import pathlib, sys, time\n"
+    "from torchbisect.utils import runlock\n"
+    "with runlock.hold([pathlib.Path(p) for p in sys.argv[2:]], command='the holder'):\n"
+    "    pathlib.Path(sys.argv[1] + '.held').touch()\n"
+    "    while not pathlib.Path(sys.argv[1]).exists(): time.sleep(0.02)\n"
+)
 
 
 class _Holder:
     def __init__(self, tmp_path: Path, *paths: Path) -> None:
         self.go = tmp_path / "go"
-        self.proc = subprocess.Popen([sys.executable, "-c", HOLD, str(self.go),
-                                      *map(str, paths)])
+        self.proc = subprocess.Popen([sys.executable, "-c", HOLD, str(self.go), *map(str, paths)])
         assert wait_until(lambda: Path(f"{self.go}.held").exists(), 30)
 
     def release(self) -> None:
@@ -48,10 +48,12 @@ def _aliases(tmp_path: Path, real: Path) -> dict[str, Path]:
     (tmp_path / "folder-link").symlink_to(real.parent, target_is_directory=True)
     (tmp_path / "other").mkdir()
     (tmp_path / "chain.sqlite").symlink_to(tmp_path / "link.sqlite")
-    return {"a link to the store": tmp_path / "link.sqlite",
-            "a link to its folder": tmp_path / "folder-link" / real.name,
-            "a link to a link": tmp_path / "chain.sqlite",
-            "a detour through ..": tmp_path / "other" / ".." / "real" / real.name}
+    return {
+        "a link to the store": tmp_path / "link.sqlite",
+        "a link to its folder": tmp_path / "folder-link" / real.name,
+        "a link to a link": tmp_path / "chain.sqlite",
+        "a detour through ..": tmp_path / "other" / ".." / "real" / real.name,
+    }
 
 
 @pytest.mark.slow  # over 2 s here: child processes
@@ -84,9 +86,19 @@ def test_a_workdir_named_through_a_link_has_the_same_lock(tmp_path):
     (tmp_path / "m.yaml").write_text("nightly:\n  last: 1\n")
     holder = _Holder(tmp_path, work)
     try:
-        done = torchbisect("matrix", "--matrix", "m.yaml", "--allow-no-gpu", "--offline",
-                           "--workdir", "work-link", "--store", "other.sqlite", "--no-report",
-                           cwd=tmp_path)
+        done = torchbisect(
+            "matrix",
+            "--matrix",
+            "m.yaml",
+            "--allow-no-gpu",
+            "--offline",
+            "--workdir",
+            "work-link",
+            "--store",
+            "other.sqlite",
+            "--no-report",
+            cwd=tmp_path,
+        )
         assert done.returncode == Exit.NO_VERDICT, done.stdout + done.stderr
         assert "work is in use by another run" in done.stderr
     finally:
@@ -107,7 +119,9 @@ def test_a_lock_path_that_is_not_a_file_is_one_sentence(tmp_path, odd):
         shard.add(make_run(started="2026-11-30T10:00:00+00:00"))
     done = torchbisect("merge", "results.sqlite", "shard.sqlite", cwd=tmp_path)
     line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="merge")
-    assert f"results.sqlite.lock is a {'folder' if odd == 'folder' else 'FIFO'}, not a lock " \
-           "file" in line
+    assert (
+        f"results.sqlite.lock is a {'folder' if odd == 'folder' else 'FIFO'}, not a lock "
+        "file" in line
+    )
     assert hashlib.sha256(store.read_bytes()).hexdigest() == before
     assert lock_path(store).exists()  # what was there is left for the user to move

@@ -29,10 +29,19 @@ for cell_id in mine:
 
 
 def _unpinned() -> Lock:
-    return Lock(builds={f"nightly-2026110{i % 10}-cu130-cp312-{i}": LockedBuild(
-        channel="nightly", version=f"2.16.0.dev2026110{i % 10}+cu130", cuda="cu130",
-        python="3.12", url=f"https://download.example/whl/torch-2.16.0.dev{i}-cp312-cp312-"
-                           "manylinux_2_28_x86_64.whl") for i in range(CELLS)})
+    return Lock(
+        builds={
+            f"nightly-2026110{i % 10}-cu130-cp312-{i}": LockedBuild(
+                channel="nightly",
+                version=f"2.16.0.dev2026110{i % 10}+cu130",
+                cuda="cu130",
+                python="3.12",
+                url=f"https://download.example/whl/torch-2.16.0.dev{i}-cp312-cp312-"
+                "manylinux_2_28_x86_64.whl",
+            )
+            for i in range(CELLS)
+        }
+    )
 
 
 @pytest.mark.slow
@@ -40,8 +49,10 @@ def _unpinned() -> Lock:
 def test_four_writers_pinning_one_lock_at_once_lose_no_pin(tmp_path, round_):
     path, go = tmp_path / "matrix.lock.json", tmp_path / "go"
     _unpinned().save(path)
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(go), str(i),
-                                 str(WRITERS)]) for i in range(WRITERS)]
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(go), str(i), str(WRITERS)])
+        for i in range(WRITERS)
+    ]
     time.sleep(1.0)  # every writer has imported and loaded; then all start at once
     go.touch()
     assert [w.wait(timeout=120) for w in writers] == [0] * WRITERS

@@ -30,8 +30,10 @@ def refused(done: subprocess.CompletedProcess, *words: str) -> None:
 
 
 def snapshot(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): p.read_text() if p.is_file() else "<dir>"
-            for p in sorted(folder.rglob("*"))}
+    return {
+        p.relative_to(folder).as_posix(): p.read_text() if p.is_file() else "<dir>"
+        for p in sorted(folder.rglob("*"))
+    }
 
 
 def _users_folder(root: Path) -> Path:
@@ -51,8 +53,11 @@ def test_cache_prune_in_a_folder_that_is_not_torchbisects_removes_nothing(tmp_pa
     refused(done, str(work / "venvs"), "was not made by torchbisect", "'myproject'")
     assert snapshot(work) == before
     shutil.rmtree(work / "venvs")  # the downloads folder alone is refused as well
-    refused(torchbisect("cache", "--backend", "venv", "--prune", "--workdir", work, cwd=tmp_path),
-            str(work / "downloads"), "'thesis.pdf'")
+    refused(
+        torchbisect("cache", "--backend", "venv", "--prune", "--workdir", work, cwd=tmp_path),
+        str(work / "downloads"),
+        "'thesis.pdf'",
+    )
     assert (work / "downloads" / "thesis.pdf").read_text() == PRECIOUS
 
 
@@ -86,8 +91,16 @@ def test_cache_prune_removes_what_torchbisect_made_and_no_link_target(tmp_path):
     (old / "torch-2.99.0-cp311-none-any.whl.part").write_text("half a wheel")
     tag = (work / "venvs" / "CACHEDIR.TAG").read_text()
     assert tag.startswith("Signature: 8a477f597d28d172789f06886806bc55")
-    done = torchbisect("cache", "--backend", "venv", "--prune", "--workdir", work, cwd=tmp_path,
-                       env_extra={"UV_CACHE_DIR": str(tmp_path / "uv-cache")})
+    done = torchbisect(
+        "cache",
+        "--backend",
+        "venv",
+        "--prune",
+        "--workdir",
+        work,
+        cwd=tmp_path,
+        env_extra={"UV_CACHE_DIR": str(tmp_path / "uv-cache")},
+    )
     assert done.returncode == Exit.OK, done.stderr
     assert f"removed 1 venv(s) under {work / 'venvs'}" in done.stdout
     assert not (work / "venvs" / "dev-a").exists() and not (work / "downloads").exists()
@@ -134,11 +147,15 @@ def test_report_out_never_writes_through_a_link(tmp_path, data_dir):
     elsewhere.mkdir()
     (tmp_path / "site").symlink_to(elsewhere)
     docs = sorted((data_dir / "report").glob("synthetic-h200-*.json"))
-    refused(torchbisect("report", "--probe-json", *docs, "--out", tmp_path / "site",
-                        cwd=tmp_path), "site is a symbolic link")
+    refused(
+        torchbisect("report", "--probe-json", *docs, "--out", tmp_path / "site", cwd=tmp_path),
+        "site is a symbolic link",
+    )
     assert list(elsewhere.iterdir()) == []
 
 
 def _nightlies(days: int):
-    return [synthetic_run(f"2.16.0.dev{dt.date(2026, 1, 1) + dt.timedelta(days=d):%Y%m%d}+cu132",
-                          BAD) for d in range(days)]
+    return [
+        synthetic_run(f"2.16.0.dev{dt.date(2026, 1, 1) + dt.timedelta(days=d):%Y%m%d}+cu132", BAD)
+        for d in range(days)
+    ]

@@ -38,17 +38,28 @@ def _doc() -> dict:
 
 def _store(path: Path, result: ProbeResult) -> None:
     with Store(path) as store:
-        store.add(CellRun(cell=make_cell("dev-odd"), status=RunStatus.OK, result=result,
-                          wheel_sha256="ab" * 32, probe_version="1+x", gpu="NVIDIA H200",
-                          backend="venv", started="2026-11-30T10:00:00"))
+        store.add(
+            CellRun(
+                cell=make_cell("dev-odd"),
+                status=RunStatus.OK,
+                result=result,
+                wheel_sha256="ab" * 32,
+                probe_version="1+x",
+                gpu="NVIDIA H200",
+                backend="venv",
+                started="2026-11-30T10:00:00",
+            )
+        )
 
 
 @pytest.mark.parametrize("how", ["probed now", "stored by an older torchbisect"])
 def test_a_document_with_a_lone_surrogate_and_control_codes_is_stored_and_shown_safely(
-        tmp_path, how):
+    tmp_path, how
+):
     if how == "probed now":  # through the document gate, as a probe's output goes
-        status, result, _ = interpret(ProbeOutput(json_text=json.dumps(_doc()), exit_code=1,
-                                                  seconds=0.1))
+        status, result, _ = interpret(
+            ProbeOutput(json_text=json.dumps(_doc()), exit_code=1, seconds=0.1)
+        )
         assert status is RunStatus.OK
     else:  # stored unchecked: the gate meets it when the store is read
         result = ProbeResult.from_json(_doc())
@@ -63,25 +74,36 @@ def test_a_document_with_a_lone_surrogate_and_control_codes_is_stored_and_shown_
     assert "stale \ufffd seen" in page
     assert "␛]0;pwned␇" in page and "␀" in page and "[U+202E]gnp.exe" in page
     results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
-    detail = results["runs"][0]["cases"]["capture_data_ptr"]["detail"] \
-        if "runs" in results else json.dumps(results)
+    detail = (
+        results["runs"][0]["cases"]["capture_data_ptr"]["detail"]
+        if "runs" in results
+        else json.dumps(results)
+    )
     assert "\ud800" not in detail
 
 
 def test_a_control_code_in_a_path_reaches_the_terminal_visible(tmp_path):
-    done = _torchbisect("report", "--store", "x\x1b[31mred\x07.sqlite", "--out", "out",
-                        cwd=tmp_path)
+    done = _torchbisect(
+        "report", "--store", "x\x1b[31mred\x07.sqlite", "--out", "out", cwd=tmp_path
+    )
     assert done.returncode == Exit.MISTAKE
     err = done.stderr.decode()
     assert "\x1b" not in err and "\x07" not in err and "x␛[31mred␇.sqlite" in err
 
 
-@pytest.mark.parametrize(("key", "value", "said"), [
-    ("trials", "1" * 5000, "line 2: not valid YAML (the number 111111111111… has 5,000 digits"),
-    ("timeout", "9" * 400, "line 2, key `defaults.timeout`: expected a finite number of seconds"),
-    ("trials", "9" * 400, "line 2, key `defaults.trials`: expected at most 1,000,000 trials"),
-    ("trials", "10^5000", "line 2, key `defaults.trials`: expected a whole number of trials"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("trials", "1" * 5000, "line 2: not valid YAML (the number 111111111111… has 5,000 digits"),
+        (
+            "timeout",
+            "9" * 400,
+            "line 2, key `defaults.timeout`: expected a finite number of seconds",
+        ),
+        ("trials", "9" * 400, "line 2, key `defaults.trials`: expected at most 1,000,000 trials"),
+        ("trials", "10^5000", "line 2, key `defaults.trials`: expected a whole number of trials"),
+    ],
+)
 def test_a_huge_number_in_the_matrix_is_one_sentence_with_its_line(tmp_path, key, value, said):
     (tmp_path / "matrix.yaml").write_text(f"defaults:\n  {key}: {value}\nnightly:\n  last: 3\n")
     done = _torchbisect("plan", "--matrix", "matrix.yaml", "--offline", cwd=tmp_path)

@@ -17,8 +17,10 @@ from helpers.cli import call, torchbisect
 
 from torchbisect.exits import Exit
 
-RUNNERS = ("kinds:\n  - name: {name}\n    gpu: NVIDIA H200\n    labels: [self-hosted, {label}]\n"
-           "    platform: linux_x86_64\n    driver: \"580.95.05\"\n")
+RUNNERS = (
+    "kinds:\n  - name: {name}\n    gpu: NVIDIA H200\n    labels: [self-hosted, {label}]\n"
+    '    platform: linux_x86_64\n    driver: "580.95.05"\n'
+)
 MATRIX = "defaults:\n  cuda: {value}\nnightly:\n  last: 3\n"
 
 
@@ -33,6 +35,7 @@ def cli(tmp_path, monkeypatch, capsys):
         code = call(*args)
         out = capsys.readouterr()
         return subprocess.CompletedProcess(args, code, out.out, out.err)
+
     run.folder = tmp_path
     return run
 
@@ -71,40 +74,63 @@ COMPLEX_KEYS = {
 
 @pytest.mark.parametrize("case", sorted(COMPLEX_KEYS))
 def test_a_yaml_complex_key_is_one_sentence(cli, case):
-    _one_sentence(_plan_matrix(cli, COMPLEX_KEYS[case]), "matrix.yaml, line",
-                  "keys are plain names")
+    _one_sentence(
+        _plan_matrix(cli, COMPLEX_KEYS[case]), "matrix.yaml, line", "keys are plain names"
+    )
 
 
 # Control characters, and characters a reader cannot see, anywhere in either file.
-HIDDEN = {"NUL": "\x00", "SOH": "\x01", "BEL": "\x07", "ESC": "\x1b", "DEL": "\x7f",
-          "NEL": "\x85", "soft hyphen": "\u00ad", "zero-width space": "\u200b",
-          "zero-width joiner": "\u200d", "right-to-left override": "\u202e",
-          "word joiner": "\u2060", "BOM inside": "\ufeff", "private use": "\ue000"}
+HIDDEN = {
+    "NUL": "\x00",
+    "SOH": "\x01",
+    "BEL": "\x07",
+    "ESC": "\x1b",
+    "DEL": "\x7f",
+    "NEL": "\x85",
+    "soft hyphen": "\u00ad",
+    "zero-width space": "\u200b",
+    "zero-width joiner": "\u200d",
+    "right-to-left override": "\u202e",
+    "word joiner": "\u2060",
+    "BOM inside": "\ufeff",
+    "private use": "\ue000",
+}
 
 
 @pytest.mark.parametrize("name", sorted(HIDDEN))
 def test_a_control_or_invisible_character_is_one_sentence_with_its_line(cli, name):
     char = HIDDEN[name]
-    _one_sentence(_plan_matrix(cli, MATRIX.format(value=f"cu1{char}30")),
-                  "matrix.yaml, line 2", f"U+{ord(char):04X}")
-    _one_sentence(_plan_runners(cli, RUNNERS.format(name="H200", label=f"h2{char}00")),
-                  "runners.yaml, line 4", f"U+{ord(char):04X}")
+    _one_sentence(
+        _plan_matrix(cli, MATRIX.format(value=f"cu1{char}30")),
+        "matrix.yaml, line 2",
+        f"U+{ord(char):04X}",
+    )
+    _one_sentence(
+        _plan_runners(cli, RUNNERS.format(name="H200", label=f"h2{char}00")),
+        "runners.yaml, line 4",
+        f"U+{ord(char):04X}",
+    )
 
 
 def test_a_bom_at_the_start_and_ordinary_unicode_are_accepted(cli):
-    done = _plan_runners(cli, "\ufeff# Grüße, 東京\n" + RUNNERS.format(name="H200",
-                                                                           label="h200"))
+    done = _plan_runners(cli, "\ufeff# Grüße, 東京\n" + RUNNERS.format(name="H200", label="h200"))
     assert done.returncode == Exit.OK, done.stderr
 
 
 @pytest.mark.parametrize("length", [65, 250, 300])
 def test_a_name_too_long_for_a_file_name_is_one_sentence(cli, length):
-    _one_sentence(_plan_runners(cli, RUNNERS.format(name="K" * length, label="h200")),
-                  "runners.yaml, line 2", "at most 64 characters")
+    _one_sentence(
+        _plan_runners(cli, RUNNERS.format(name="K" * length, label="h200")),
+        "runners.yaml, line 2",
+        "at most 64 characters",
+    )
     wheel = cli.folder / "torch-2.99.0-cp311-cp311-linux_x86_64.whl"
     wheel.write_bytes(b"")
-    _one_sentence(_plan_matrix(cli, f"dev:\n  - wheel: {wheel}\n    name: {'d' * length}\n"),
-                  "matrix.yaml, line 3", "at most 64 characters")
+    _one_sentence(
+        _plan_matrix(cli, f"dev:\n  - wheel: {wheel}\n    name: {'d' * length}\n"),
+        "matrix.yaml, line 3",
+        "at most 64 characters",
+    )
 
 
 def test_a_name_of_64_characters_is_accepted(cli):
@@ -112,19 +138,28 @@ def test_a_name_of_64_characters_is_accepted(cli):
     assert done.returncode == Exit.OK, done.stderr
 
 
-@pytest.mark.parametrize("entry", ["last: 99999999", "last: 99999999999999999999",
-                                   "from: 0001-01-01", "from: 2026-01-01\n  step: 10000000"])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "last: 99999999",
+        "last: 99999999999999999999",
+        "from: 0001-01-01",
+        "from: 2026-01-01\n  step: 10000000",
+    ],
+)
 def test_a_date_range_past_any_calendar_is_one_sentence(cli, entry):
-    _one_sentence(_plan_matrix(cli, f"nightly:\n  {entry}\n"), "matrix.yaml, line",
-                  "at most 3,660")
+    _one_sentence(_plan_matrix(cli, f"nightly:\n  {entry}\n"), "matrix.yaml, line", "at most 3,660")
 
 
 @pytest.mark.parametrize("flag", ["--good", "--bad"])
 @pytest.mark.parametrize("when", ["99999999 days ago", "9999999999999999999999 days ago"])
 def test_a_bisection_end_before_year_one_is_one_sentence(cli, flag, when):
     ends = {"--good": "3 days ago", "--bad": "today", flag: when}
-    _one_sentence(cli("bisect", "--good", ends["--good"], "--bad", ends["--bad"],
-                       "--allow-no-gpu"), flag, "first day of the calendar")
+    _one_sentence(
+        cli("bisect", "--good", ends["--good"], "--bad", ends["--bad"], "--allow-no-gpu"),
+        flag,
+        "first day of the calendar",
+    )
 
 
 @pytest.fixture
@@ -137,22 +172,29 @@ def fifo(tmp_path) -> Path:
 @pytest.mark.slow  # over 2 s here: child processes
 def test_special_files_as_inputs_are_one_sentence_and_never_block(cli, fifo):
     (cli.folder / "matrix.yaml").write_text("preinstalled: true\n", encoding="utf-8")
-    _one_sentence(_child(cli.folder, "plan", "--matrix", str(fifo)), "is a FIFO, not a file",
-                  "--matrix")
-    _one_sentence(_child(cli.folder, "plan", "--runners", str(fifo), "--kinds-only",
-                         "--github-output", "o"), "is a FIFO", "--runners")
+    _one_sentence(
+        _child(cli.folder, "plan", "--matrix", str(fifo)), "is a FIFO, not a file", "--matrix"
+    )
+    _one_sentence(
+        _child(cli.folder, "plan", "--runners", str(fifo), "--kinds-only", "--github-output", "o"),
+        "is a FIFO",
+        "--runners",
+    )
     _one_sentence(cli("plan", "--matrix", "/dev/zero"), "is a device")
     if Path("/proc/self/environ").exists():  # NUL-separated: a "regular" file of no size
         _one_sentence(cli("plan", "--matrix", "/proc/self/environ"), "U+0000")
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="no /proc here")
-@pytest.mark.parametrize("args", [["matrix", "--matrix", "m.yaml", "--allow-no-gpu", "--out",
-                                   "/proc"],
-                                  ["matrix", "--matrix", "m.yaml", "--allow-no-gpu", "--out",
-                                   "/proc/x"],
-                                  ["schema", "--out", "/proc/x.json"],
-                                  ["schema", "--out", "/dev/null"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["matrix", "--matrix", "m.yaml", "--allow-no-gpu", "--out", "/proc"],
+        ["matrix", "--matrix", "m.yaml", "--allow-no-gpu", "--out", "/proc/x"],
+        ["schema", "--out", "/proc/x.json"],
+        ["schema", "--out", "/dev/null"],
+    ],
+)
 def test_special_places_as_outputs_are_one_sentence(cli, args):
     """root passes os.access() in /proc; only a file that cannot be made tells."""
     (cli.folder / "m.yaml").write_text("nightly:\n  last: 1\n")

@@ -27,11 +27,12 @@ def test_links_planted_in_the_report_log_and_work_folders_are_never_written_thro
     argv.remove("--no-report")
     victims = tmp_path / "victims"
     victims.mkdir()
-    planted = {tmp_path / "reports" / "logs" / "dev-k0.log": victims / "log",
-               tmp_path / "reports" / "index.html": victims / "page",
-               tmp_path / "reports" / "results.json": victims / "results",
-               tmp_path / "work" / "venvs" / "dev-k0" / ".torchbisect-ready.json":
-                   victims / "marker"}
+    planted = {
+        tmp_path / "reports" / "logs" / "dev-k0.log": victims / "log",
+        tmp_path / "reports" / "index.html": victims / "page",
+        tmp_path / "reports" / "results.json": victims / "results",
+        tmp_path / "work" / "venvs" / "dev-k0" / ".torchbisect-ready.json": victims / "marker",
+    }
     for link, victim in planted.items():
         _plant(link, victim)
     env = {**os.environ, "TORCHBISECT_PROBES": str(tmp_path / "probes")}
@@ -72,8 +73,15 @@ def test_a_link_planted_where_the_run_lock_goes_is_refused_and_left_alone(tmp_pa
     victim = tmp_path / "victim"
     _plant(tmp_path / "reports" / "results.sqlite.lock", victim)
     (tmp_path / "matrix.yaml").write_text("stable: {versions: [2.15.0]}\n")
-    done = torchbisect("matrix", "--allow-no-gpu", "--offline", "--store", "reports/results.sqlite",
-                       cwd=tmp_path, timeout=120)
+    done = torchbisect(
+        "matrix",
+        "--allow-no-gpu",
+        "--offline",
+        "--store",
+        "reports/results.sqlite",
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert done.returncode == Exit.NO_VERDICT, done.stderr
     assert "results.sqlite.lock is a symbolic link" in done.stderr, done.stderr
     assert victim.read_text() == "precious, not torchbisect's\n"

@@ -25,8 +25,10 @@ from helpers.runaway import left, wait_until
 from torchbisect.exits import Exit
 from torchbisect.probe.info import read_info
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed"),
+]
 
 # `import torch` of this stand-in (the adapter asks the build's torch for its version before it
 # runs the probe) moves away the file its parent was told to run with --probe, and puts it back
@@ -50,7 +52,7 @@ try:
 except OSError:
     pass
 """
-DELETING_TORCH = f'''
+DELETING_TORCH = f"""
 import os, subprocess, sys
 __version__ = "2.99.1+cpu"
 class cuda:
@@ -69,7 +71,7 @@ try:
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 except (OSError, ValueError, IndexError):
     pass
-'''
+"""
 
 
 def _world(root: Path, script: str, *, torch: Path | None = None, timeout: int = 120) -> Path:
@@ -81,23 +83,37 @@ def _world(root: Path, script: str, *, torch: Path | None = None, timeout: int =
     probe.write_text(script)
     (root / "matrix.yaml").write_text(
         f"defaults:\n  timeout: {timeout}\n  probe: my_bug\n"
-        f"dev:\n  - wheel: {wheel}\n    name: k0\n    overlay: true\n")
+        f"dev:\n  - wheel: {wheel}\n    name: k0\n    overlay: true\n"
+    )
     return probe
 
 
 def _matrix(root: Path, *extra: str) -> int:
-    return call("matrix", "--matrix", str(root / "matrix.yaml"), "--allow-no-gpu",
-                "--backend", "venv", "--store", str(root / "results.sqlite"),
-                "--workdir", str(root / "work"), "--out", str(root / "reports"),
-                "--no-report", *extra)
+    return call(
+        "matrix",
+        "--matrix",
+        str(root / "matrix.yaml"),
+        "--allow-no-gpu",
+        "--backend",
+        "venv",
+        "--store",
+        str(root / "results.sqlite"),
+        "--workdir",
+        str(root / "work"),
+        "--out",
+        str(root / "reports"),
+        "--no-report",
+        *extra,
+    )
 
 
 def _runs(root: Path) -> list[tuple[str, str, str, str]]:
     """(status, verdict, probe_version, reason) of each stored run, oldest first."""
     db = sqlite3.connect(f"file:{root / 'results.sqlite'}?mode=ro", uri=True)
     try:
-        return db.execute("SELECT status, verdict, probe_version, reason FROM runs "
-                          "ORDER BY id").fetchall()
+        return db.execute(
+            "SELECT status, verdict, probe_version, reason FROM runs ORDER BY id"
+        ).fetchall()
     finally:
         db.close()
 
@@ -125,13 +141,13 @@ def test_a_file_edited_during_its_run_is_stored_as_the_version_that_ran(world):
     probe = world / "probes" / "my_bug.py"
     fixed = "import sys\nprint('version B: not affected')\nsys.exit(0)\n"
     # version A says affected and, while it runs, the file is saved as version B (an editor)
-    version_a = textwrap.dedent(f'''\
+    version_a = textwrap.dedent(f"""\
         import sys
         with open({str(probe)!r}, "w") as fh:
             fh.write({fixed!r})
         print("version A: affected")
         sys.exit(1)
-        ''')
+        """)
     _world(world, version_a)
     a = read_info(probe).version
     assert _matrix(world) == Exit.OK
@@ -142,19 +158,21 @@ def test_a_file_edited_during_its_run_is_stored_as_the_version_that_ran(world):
     # B is a probe not run yet: its verdict is measured, never A's reused
     assert _matrix(world) == Exit.OK
     assert [(v, version) for _, v, version, _ in _runs(world)] == [
-        ("affected", a), ("not_affected", b)]
+        ("affected", a),
+        ("not_affected", b),
+    ]
 
 
 def test_a_file_that_deletes_itself_keeps_its_finished_run(world, capsys):
     probe = world / "probes" / "my_bug.py"
-    script = textwrap.dedent(f'''\
+    script = textwrap.dedent(f"""\
         import os, sys
         for path in (__file__, {str(probe)!r}):
             if os.path.exists(path):
                 os.remove(path)
         print("affected, and gone")
         sys.exit(1)
-        ''')
+        """)
     _world(world, script)
     version = read_info(probe).version
     code = _matrix(world)
@@ -164,10 +182,16 @@ def test_a_file_that_deletes_itself_keeps_its_finished_run(world, capsys):
     assert [(s, v, found) for s, v, found, _ in _runs(world)] == [("ok", "affected", version)]
 
 
-@pytest.mark.parametrize("script", ["", "#!/usr/bin/env python3\n",
-                                    "#!/usr/bin/env python3\n# exit 1 if affected\n# (todo)\n",
-                                    '"""Only a docstring: nothing is checked."""\n'],
-                         ids=["empty", "shebang", "comments", "docstring"])
+@pytest.mark.parametrize(
+    "script",
+    [
+        "",
+        "#!/usr/bin/env python3\n",
+        "#!/usr/bin/env python3\n# exit 1 if affected\n# (todo)\n",
+        '"""Only a docstring: nothing is checked."""\n',
+    ],
+    ids=["empty", "shebang", "comments", "docstring"],
+)
 def test_a_script_holding_no_statement_is_an_error_never_not_affected(world, script):
     _world(world, script)
     _matrix(world)
@@ -177,11 +201,12 @@ def test_a_script_holding_no_statement_is_an_error_never_not_affected(world, scr
 
 
 def test_a_script_that_exits_at_once_leaving_a_daemon_on_its_output_is_judged_at_its_exit(
-        world, monkeypatch):
+    world, monkeypatch
+):
     mark = uuid.uuid4().hex
     monkeypatch.setenv("TB_MARK", mark)  # passed to the probe (TORCHBISECT_PASS_ENV=TB_*)
     outlived = world / "outlived"
-    script = textwrap.dedent(f'''\
+    script = textwrap.dedent(f"""\
         import subprocess, sys
         # a daemon in a session of its own, holding this script's stdout for 5 minutes
         subprocess.Popen([sys.executable, "-c",
@@ -189,7 +214,7 @@ def test_a_script_that_exits_at_once_leaving_a_daemon_on_its_output_is_judged_at
                          start_new_session=True)
         print("affected: wrong answer")
         sys.exit(1)
-        ''')
+        """)
     _world(world, script, timeout=60)
     started = time.monotonic()
     assert _matrix(world) == Exit.OK

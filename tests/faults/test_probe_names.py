@@ -42,8 +42,15 @@ def test_a_shard_naming_its_probe_by_a_path_publishes_no_file_of_the_host(tmp_pa
     merged = torchbisect("merge", store, shard, cwd=tmp_path)
     assert merged.returncode == Exit.OK, merged.stderr
     out = tmp_path / "site"
-    done = torchbisect("report", "--store", store, "--out", out, cwd=tmp_path,
-                       env_extra={"TORCHBISECT_PROBES": str(tmp_path / "probes")})
+    done = torchbisect(
+        "report",
+        "--store",
+        store,
+        "--out",
+        out,
+        cwd=tmp_path,
+        env_extra={"TORCHBISECT_PROBES": str(tmp_path / "probes")},
+    )
     said = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="report")
     assert "'../home/app/settings'" in said and "not a probe's name" in said
     assert not (out / "settings.py").exists()

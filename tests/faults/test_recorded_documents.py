@@ -49,8 +49,7 @@ def _write(path, text: str):
 def test_a_hostile_recorded_probe_document_is_one_sentence(name, tmp_path, capsys):
     text, why = HOSTILE_PROBES[name]
     path = _write(tmp_path / f"{name}.json", text)
-    assert call("report", "--probe-json", str(path), "--out",
-                str(tmp_path / "out")) == Exit.MISTAKE
+    assert call("report", "--probe-json", str(path), "--out", str(tmp_path / "out")) == Exit.MISTAKE
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and str(path) in err and why in err, err
     assert not (tmp_path / "out").exists()  # nothing drawn from it
@@ -66,24 +65,48 @@ def _bisections(doc: dict) -> dict[str, tuple[str, str]]:
         "point-key": (json.dumps({**doc, "points": [{**point, "evil": 1}]}), "unknown keys"),
         "verdict": (json.dumps({**doc, "last_bad": {**point, "verdict": 7}}), "verdict 7"),
         "direction": (json.dumps({**doc, "direction": None}), "direction None"),
-        "fraction": (json.dumps({**doc, "first_good": {**point, "stale_fraction": "1"}}),
-                     "stale_fraction is not a number"),
+        "fraction": (
+            json.dumps({**doc, "first_good": {**point, "stale_fraction": "1"}}),
+            "stale_fraction is not a number",
+        ),
         "commits": (json.dumps({**doc, "commits": [{"sha": 1}]}), "`commits` item 0"),
-        "candidates": (json.dumps({**doc, "candidates": "2026-03-05"}),
-                       "`candidates` is not a list"),
+        "candidates": (
+            json.dumps({**doc, "candidates": "2026-03-05"}),
+            "`candidates` is not a list",
+        ),
         "exact": (json.dumps({**doc, "exact": "yes"}), "`exact` is not true or false"),
     }
 
 
-@pytest.mark.parametrize("name", ["deep", "huge", "probes", "points", "point-key", "verdict",
-                                  "direction", "fraction", "commits", "candidates", "exact"])
-def test_a_hostile_recorded_bisection_is_one_sentence(name, bisection, data_dir, tmp_path,
-                                                      capsys):
+@pytest.mark.parametrize(
+    "name",
+    [
+        "deep",
+        "huge",
+        "probes",
+        "points",
+        "point-key",
+        "verdict",
+        "direction",
+        "fraction",
+        "commits",
+        "candidates",
+        "exact",
+    ],
+)
+def test_a_hostile_recorded_bisection_is_one_sentence(name, bisection, data_dir, tmp_path, capsys):
     text, why = _bisections(bisection)[name]
     path = _write(tmp_path / f"{name}.json", text)
     probe = data_dir / "report" / "synthetic-h200-torch-2.15.0+cu132.json"
-    code = call("report", "--probe-json", str(probe), "--bisection", str(path), "--out",
-                str(tmp_path / "out"))
+    code = call(
+        "report",
+        "--probe-json",
+        str(probe),
+        "--bisection",
+        str(path),
+        "--out",
+        str(tmp_path / "out"),
+    )
     err = capsys.readouterr().err.strip()
     assert code == Exit.MISTAKE and err.count("\n") == 0 and str(path) in err and why in err, err
 
@@ -92,8 +115,18 @@ def test_long_strings_of_a_recorded_document_are_capped_on_the_page(bisection, t
     probe = _write(tmp_path / "long.json", _probe(detail="y" * 500_000))
     long_bisection = _write(tmp_path / "b.json", json.dumps({**bisection, "rule": "z" * 500_000}))
     out = tmp_path / "out"
-    assert call("report", "--probe-json", str(probe), "--bisection", str(long_bisection),
-                "--out", str(out)) == Exit.OK
+    assert (
+        call(
+            "report",
+            "--probe-json",
+            str(probe),
+            "--bisection",
+            str(long_bisection),
+            "--out",
+            str(out),
+        )
+        == Exit.OK
+    )
     page = (out / "index.html").read_text()
     assert "y" * gate.DETAIL_CHARS not in page and "z" * gate.DETAIL_CHARS not in page
     assert sum(p.stat().st_size for p in out.iterdir() if p.is_file()) < 500_000

@@ -46,15 +46,19 @@ def test_an_index_trickling_its_headers_is_one_sentence_with_the_bound(waits, ca
     assert "within 1 s (the total deadline)" in str(err.value)
     # no retry line; at most the notice of what it waits for (48.4)
     said = capsys.readouterr().err.splitlines()
-    assert len(peer.seen) == 1 and waits == [] and all(s.startswith("note: waiting for ")
-                                                       for s in said)
+    assert (
+        len(peer.seen) == 1
+        and waits == []
+        and all(s.startswith("note: waiting for ") for s in said)
+    )
 
 
 @pytest.mark.slow  # a second each: the deadline is waited out
 def test_a_wheel_trickling_its_body_is_one_sentence_with_the_bound(waits, tmp_path):
     with Peer(_slow_body) as peer, pytest.raises(InfraError, match=r"within 1 s \(the total"):
-        wheels.download(peer.url + WHEEL, tmp_path / "downloads", log=tmp_path / "log",
-                        deadlines=QUICK)
+        wheels.download(
+            peer.url + WHEEL, tmp_path / "downloads", log=tmp_path / "log", deadlines=QUICK
+        )
     assert len(peer.seen) == 1 and waits == []
     assert list((tmp_path / "downloads").iterdir()) == []
 
@@ -71,6 +75,7 @@ def test_a_peer_that_goes_silent_is_asked_again(waits):
     def silent(seen):
         time.sleep(1.0)  # nothing at all for longer than the idle deadline
         return 200, {"Content-Type": "text/html"}, b"<html></html>"
+
     idle = Deadlines(connect=2, idle=0.3, total=5)
     with Peer(silent) as peer, pytest.raises(IndexUnreachable, match="went silent"):
         index.fetch_wheels(f"{peer.url}/whl/", retries=1, deadlines=idle)
@@ -81,8 +86,9 @@ def test_a_name_that_does_not_resolve_is_one_attempt(waits, capsys, tmp_path):
     with pytest.raises(IndexUnreachable, match="no-such-host.invalid does not resolve"):
         index.fetch_wheels("http://no-such-host.invalid/whl/", retries=4)
     with pytest.raises(InfraError, match="does not resolve"):
-        wheels.download("http://no-such-host.invalid" + WHEEL, tmp_path / "dl",
-                        log=tmp_path / "log")
+        wheels.download(
+            "http://no-such-host.invalid" + WHEEL, tmp_path / "dl", log=tmp_path / "log"
+        )
     note = CommitLookup(api="http://no-such-host.invalid/repos/pytorch/pytorch").main_sha("a" * 40)
     assert "does not resolve" in note.note and "attempts" not in note.note
     assert waits == [] and capsys.readouterr().err == ""

@@ -22,6 +22,7 @@ def _trickle(seen):
         for byte in b"<html><body>" + b"x" * 100_000:
             time.sleep(0.1)
             yield bytes([byte])
+
     return 200, {"Content-Type": "text/html"}, body()
 
 
@@ -32,13 +33,15 @@ def fast_clock(monkeypatch):
 
 
 def test_plan_names_the_index_it_waits_for_and_the_stalled_one_ends_it(
-        tmp_path, monkeypatch, capsys, fast_clock):
+    tmp_path, monkeypatch, capsys, fast_clock
+):
     monkeypatch.chdir(tmp_path)
     with Peer(_trickle) as peer:
         page = f"{peer.url}/whl/cpu/torch/"
         (tmp_path / "matrix.yaml").write_text(
             f"indexes:\n  stable: {peer.url}/whl/cpu/\ndefaults:\n  python: '3.11'\n"
-            "  cuda: cpu\nstable:\n  versions: [2.98.2]\n")
+            "  cuda: cpu\nstable:\n  versions: [2.98.2]\n"
+        )
         code = call("plan", "--matrix", "matrix.yaml")
     err = capsys.readouterr().err.strip().splitlines()
     assert code == Exit.INDEX_UNREACHABLE, err

@@ -41,8 +41,7 @@ def test_shards_started_together_on_a_store_that_does_not_exist_yet(tmp_path):
     for trial in range(6):
         path = str(tmp_path / f"fresh-{trial}.sqlite")
         barrier = ctx.Barrier(4)
-        workers = [ctx.Process(target=_shard, args=(path, i, barrier, errors))
-                   for i in range(4)]
+        workers = [ctx.Process(target=_shard, args=(path, i, barrier, errors)) for i in range(4)]
         for w in workers:
             w.start()
         for w in workers:
@@ -57,8 +56,13 @@ def test_simultaneous_lock_writes_leave_one_whole_lock(tmp_path):
     failures = []
 
     def write(i: int) -> None:
-        build = LockedBuild(channel="dev", version=f"2.99.{i}", cuda="cpu", python="3.11",
-                            url=f"/w/torch-2.99.{i}-py3-none-any.whl")
+        build = LockedBuild(
+            channel="dev",
+            version=f"2.99.{i}",
+            cuda="cpu",
+            python="3.11",
+            url=f"/w/torch-2.99.{i}-py3-none-any.whl",
+        )
         try:
             for _ in range(20):
                 Lock(builds={f"dev-{i}": build}).save(path)
@@ -82,8 +86,17 @@ def test_two_runs_sharing_a_workdir_and_store_give_no_false_failures(tmp_path):
     test_runlock.py); both end well and each stores its own runs."""
     argv = project(tmp_path, cells=3)
     env, _ = environment(tmp_path, "daemon")
-    runs = [subprocess.Popen(command(*argv, "--force", "--wait"), cwd=tmp_path, env=env, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(2)]
+    runs = [
+        subprocess.Popen(
+            command(*argv, "--force", "--wait"),
+            cwd=tmp_path,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for _ in range(2)
+    ]
     outputs = [r.communicate(timeout=240)[0] for r in runs]
     assert [r.returncode for r in runs] == [Exit.OK, Exit.OK], "\n".join(outputs)
     with Store(tmp_path / "results.sqlite") as store:
@@ -111,9 +124,9 @@ def _damage(kind: str, path) -> None:
         db = sqlite3.connect(path)
         statements = {
             "bad_json_row": "UPDATE runs SET cell_json = '{not json'",
-            "bad_cell_row": "UPDATE runs SET cell_json = '{\"id\": \"x\"}'",
+            "bad_cell_row": 'UPDATE runs SET cell_json = \'{"id": "x"}\'',
             "bad_date_row": "UPDATE runs SET cell_json = json_set(cell_json, '$.date', "
-                            "'2025-13-45')",
+            "'2025-13-45')",
             "foreign_runs": "DROP TABLE runs; CREATE TABLE runs (id INTEGER, what TEXT)",
             "foreign_db": "DROP TABLE runs; DROP TABLE bisections; CREATE TABLE t (x)",
             "newer_schema": "PRAGMA user_version = 99",
@@ -122,8 +135,18 @@ def _damage(kind: str, path) -> None:
         db.close()
 
 
-KINDS = ("truncated", "random", "text", "header_then_noise", "bad_json_row", "bad_cell_row",
-         "bad_date_row", "foreign_runs", "foreign_db", "newer_schema")
+KINDS = (
+    "truncated",
+    "random",
+    "text",
+    "header_then_noise",
+    "bad_json_row",
+    "bad_cell_row",
+    "bad_date_row",
+    "foreign_runs",
+    "foreign_db",
+    "newer_schema",
+)
 
 
 @pytest.mark.slow
@@ -133,22 +156,33 @@ def test_a_damaged_store_is_one_sentence_and_is_never_modified(tmp_path, kind):
     _damage(kind, store)
     before = hashlib.sha256(store.read_bytes()).hexdigest()
     (tmp_path / "matrix.yaml").write_text("preinstalled: true\n")
-    commands = [["report", "--store", str(store), "--out", str(tmp_path / "out")],
-                ["merge", str(tmp_path / "merged.sqlite"), str(store)],
-                ["matrix", "--store", str(store), "--no-report"]]
+    commands = [
+        ["report", "--store", str(store), "--out", str(tmp_path / "out")],
+        ["merge", str(tmp_path / "merged.sqlite"), str(store)],
+        ["matrix", "--store", str(store), "--no-report"],
+    ]
     for args in commands:
         done = torchbisect(*args, cwd=tmp_path, timeout=120)
         lines = [one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command=args[0])]
         assert "Traceback" not in done.stdout and str(store) in lines[0], lines
-        assert any(what_to_do in lines[0] for what_to_do in (
-            "restore it", "upgrade torchbisect", "give a results .sqlite file")), lines[0]
+        assert any(
+            what_to_do in lines[0]
+            for what_to_do in ("restore it", "upgrade torchbisect", "give a results .sqlite file")
+        ), lines[0]
         assert hashlib.sha256(store.read_bytes()).hexdigest() == before, args
 
 
-@pytest.mark.parametrize("change", [
-    # cases: one the stored run never ran (a subset of its cases is reused: store/reuse.py's rule)
-    {"env": (("TB_ENTRY_VAR", "1"),)}, {"cases": ("case_it_never_ran",)}, {"trials": 7},
-    {"timeout": 60.0}])
+@pytest.mark.parametrize(
+    "change",
+    [
+        # cases: one the stored run never ran (a subset of its cases is reused: store/reuse.py's
+        # rule)
+        {"env": (("TB_ENTRY_VAR", "1"),)},
+        {"cases": ("case_it_never_ran",)},
+        {"trials": 7},
+        {"timeout": 60.0},
+    ],
+)
 def test_a_cell_probed_differently_is_not_reused(tmp_path, change):
     cell = make_cell("dev-a")
     with Store(tmp_path / "results.sqlite") as store:

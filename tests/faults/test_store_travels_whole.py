@@ -59,26 +59,42 @@ def test_a_copy_taken_while_a_write_was_under_way_is_refused_and_nothing_merged(
     done = _merge(tmp_path, "site.sqlite", "shard.sqlite")
     lines = done.stderr.strip().splitlines()
     assert done.returncode == Exit.MISTAKE and len(lines) == 1, done.stdout + done.stderr
-    assert "shard.sqlite was copied without its shard.sqlite-wal while a run was being " \
-        "written to it" in lines[0] and "nothing was merged" in lines[0]
+    assert (
+        "shard.sqlite was copied without its shard.sqlite-wal while a run was being written to it"
+        in lines[0]
+        and "nothing was merged" in lines[0]
+    )
     assert not (tmp_path / "site.sqlite").exists()
     whole = _merge(tmp_path, "site.sqlite", tmp_path / "whole" / "shard.sqlite")
     assert whole.returncode == Exit.OK and _runs(tmp_path / "site.sqlite") == 48, whole.stderr
 
 
 def test_runs_dated_past_any_clock_or_named_invisibly_are_refused_at_merge(tmp_path):
-    runs = [make_run(make_cell("dev-ok")),
-            make_run(make_cell("dev-later"), started="2099-01-01T00:00:00+00:00"),
-            make_run(make_cell("dev-nines"), started="9999"),
-            make_run(make_cell("dev-odd"), started="2099-01-01 at noon"),
-            make_run(make_cell("dev-\u200bzw")),
-            dataclasses.replace(make_run(make_cell("dev-bel")), gpu="NVIDIA H200\x07")]
+    runs = [
+        make_run(make_cell("dev-ok")),
+        make_run(make_cell("dev-later"), started="2099-01-01T00:00:00+00:00"),
+        make_run(make_cell("dev-nines"), started="9999"),
+        make_run(make_cell("dev-odd"), started="2099-01-01 at noon"),
+        make_run(make_cell("dev-\u200bzw")),
+        dataclasses.replace(make_run(make_cell("dev-bel")), gpu="NVIDIA H200\x07"),
+    ]
     with Store(tmp_path / "shard.sqlite") as store:
         store.add_many(runs)
-        store.add_attendance(Attendance(kind="H200\u200b", shard="1/1", run="1-1", gpu="",
-                                        host="h", started="2026-11-30T10:00:00+00:00",
-                                        finished="2026-11-30T10:00:01+00:00", cells=1,
-                                        probed=1, reused=0, failed=0))
+        store.add_attendance(
+            Attendance(
+                kind="H200\u200b",
+                shard="1/1",
+                run="1-1",
+                gpu="",
+                host="h",
+                started="2026-11-30T10:00:00+00:00",
+                finished="2026-11-30T10:00:01+00:00",
+                cells=1,
+                probed=1,
+                reused=0,
+                failed=0,
+            )
+        )
     done = _merge(tmp_path, "site.sqlite", "shard.sqlite")
     assert done.returncode == Exit.OK, done.stderr
     assert "3 entries dated after this merge" in done.stdout

@@ -39,10 +39,30 @@ def test_bisect_says_130_on_sigterm_as_its_help_promises(tmp_path):
     store = tmp_path / "results.sqlite"
     with runlock.hold([store], command="another bisection"):
         bisect = subprocess.Popen(
-            command("bisect", "--good", "2.9.0", "--bad", "2.11.0", "--cuda", "cu130", "--script",
-                    "true", "--store", store, "--workdir", tmp_path / "work", "--index-url",
-                    "http://127.0.0.1:9/", "--no-github", "--wait"),
-            cwd=tmp_path, env=env(), stderr=subprocess.PIPE, text=True)
+            command(
+                "bisect",
+                "--good",
+                "2.9.0",
+                "--bad",
+                "2.11.0",
+                "--cuda",
+                "cu130",
+                "--script",
+                "true",
+                "--store",
+                store,
+                "--workdir",
+                tmp_path / "work",
+                "--index-url",
+                "http://127.0.0.1:9/",
+                "--no-github",
+                "--wait",
+            ),
+            cwd=tmp_path,
+            env=env(),
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert bisect.stderr is not None
         said = _until(bisect.stderr, "waiting for")  # queued behind the held store
         assert "waiting for" in said, said
@@ -71,8 +91,14 @@ def _unread(*argv: str | Path, cwd: Path, closed: bool = False) -> subprocess.Co
     """`torchbisect ARGV` writing into a pipe whose reader has gone (`| true` that won the race
     every time), or with stdout closed (`>&-`)."""
     if closed:
-        return subprocess.run(["bash", "-c", 'exec "$@" >&-', "_", *command(*argv)], cwd=cwd,
-                              env=env(), stderr=subprocess.PIPE, text=True, timeout=600)
+        return subprocess.run(
+            ["bash", "-c", 'exec "$@" >&-', "_", *command(*argv)],
+            cwd=cwd,
+            env=env(),
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=600,
+        )
     read, write = os.pipe()
     os.close(read)
     try:
@@ -85,7 +111,9 @@ def _unread(*argv: str | Path, cwd: Path, closed: bool = False) -> subprocess.Co
 def project(tmp_path: Path) -> Path:
     entries = "".join(
         f"  - wheel: {fake_torch_wheel(tmp_path / 'wheels', f'2.99.{i}+cpu')}\n    name: k{i}\n"
-        "    overlay: true\n" for i in range(2))
+        "    overlay: true\n"
+        for i in range(2)
+    )
     (tmp_path / "matrix.yaml").write_text(f"defaults:\n  timeout: 120\ndev:\n{entries}")
     with Store(tmp_path / "results.sqlite") as store:
         store.add(make_run(make_cell("dev-a")))
@@ -93,11 +121,15 @@ def project(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("closed", [False, True], ids=["pipe without reader", "stdout closed"])
-@pytest.mark.parametrize("argv", [
-    ("plan", "--matrix", "matrix.yaml"),
-    ("report", "--store", "results.sqlite", "--out", "site"),
-    ("bisect", "--help"),
-], ids=lambda argv: argv[0])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("plan", "--matrix", "matrix.yaml"),
+        ("report", "--store", "results.sqlite", "--out", "site"),
+        ("bisect", "--help"),
+    ],
+    ids=lambda argv: argv[0],
+)
 def test_output_nobody_reads_ends_quietly_with_the_status_of_the_work(project, argv, closed):
     done = _unread(*argv, cwd=project, closed=closed)
     assert (done.returncode, done.stderr) == (Exit.OK, ""), done.stderr
@@ -109,9 +141,21 @@ def test_output_nobody_reads_ends_quietly_with_the_status_of_the_work(project, a
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 def test_matrix_into_a_pipe_without_reader_is_not_affected(project):
     """`torchbisect matrix | true` exited 1, "affected" to a gate, though no cell was."""
-    done = _unread("matrix", "--matrix", "matrix.yaml", "--allow-no-gpu", "--backend", "venv",
-                   "--store", "shard.sqlite", "--out", "reports", "--workdir", "work",
-                   cwd=project)
+    done = _unread(
+        "matrix",
+        "--matrix",
+        "matrix.yaml",
+        "--allow-no-gpu",
+        "--backend",
+        "venv",
+        "--store",
+        "shard.sqlite",
+        "--out",
+        "reports",
+        "--workdir",
+        "work",
+        cwd=project,
+    )
     assert done.returncode == Exit.OK, done.stderr
     assert "itself failed" not in done.stderr and "Traceback" not in done.stderr
     with Store(project / "shard.sqlite") as store:
@@ -127,10 +171,12 @@ def test_an_odd_store_path_reaches_the_terminal_as_pictures(project):
     """Round 4: a store path holding ESC and BEL still reached the terminal raw from `merge`,
     `report` and `cache`, where any other sentence shows them as ␛ and ␇."""
     shutil.copyfile(project / "results.sqlite", project / ODD)
-    said = [torchbisect("merge", "merged.sqlite", ODD, cwd=project),
-            torchbisect("merge", ODD, "results.sqlite", cwd=project),
-            torchbisect("report", "--store", ODD, "--out", f"site-{ODD}", cwd=project),
-            torchbisect("cache", "--backend", "venv", "--workdir", f"work-{ODD}", cwd=project)]
+    said = [
+        torchbisect("merge", "merged.sqlite", ODD, cwd=project),
+        torchbisect("merge", ODD, "results.sqlite", cwd=project),
+        torchbisect("report", "--store", ODD, "--out", f"site-{ODD}", cwd=project),
+        torchbisect("cache", "--backend", "venv", "--workdir", f"work-{ODD}", cwd=project),
+    ]
     for done in said:
         assert done.returncode == Exit.OK, done.stderr
         text = done.stdout + done.stderr
@@ -139,22 +185,32 @@ def test_an_odd_store_path_reaches_the_terminal_as_pictures(project):
     assert f"wrote site-odd␛[31mred␇.sqlite{os.sep}index.html" in said[2].stdout
 
 
-@pytest.mark.parametrize(("escape", "code"), [("\\u200b", "U+200B"), ("\\x07", "U+0007"),
-                                              ("\\u202e", "U+202E")])
+@pytest.mark.parametrize(
+    ("escape", "code"), [("\\u200b", "U+200B"), ("\\x07", "U+0007"), ("\\u202e", "U+202E")]
+)
 @pytest.mark.parametrize("key", ["labels", "gpu"])
-def test_an_invisible_character_written_as_a_yaml_escape_is_refused_by_line(tmp_path, escape,
-                                                                           code, key):
+def test_an_invisible_character_written_as_a_yaml_escape_is_refused_by_line(
+    tmp_path, escape, code, key
+):
     """Round 4: the file's text was checked for invisible characters, but `"h200\\u200b"` (an
     escape YAML turns into a zero-width space) became a runner label no one could see."""
-    label, gpu = (f'"h200{escape}"', "NVIDIA H200") if key == "labels" else \
-        ("h200", f'"NVIDIA{escape} H200"')
+    label, gpu = (
+        (f'"h200{escape}"', "NVIDIA H200")
+        if key == "labels"
+        else ("h200", f'"NVIDIA{escape} H200"')
+    )
     (tmp_path / "matrix.yaml").write_text("preinstalled: true\n", encoding="utf-8")
     (tmp_path / "runners.yaml").write_text(
         f"kinds:\n  - name: h200\n    gpu: {gpu}\n    platform: linux_x86_64\n"
-        f"    labels: [self-hosted, {label}]\n", encoding="utf-8")
-    done = torchbisect("plan", "--matrix", "matrix.yaml", "--runners", "runners.yaml",
-                       "--offline", cwd=tmp_path)
+        f"    labels: [self-hosted, {label}]\n",
+        encoding="utf-8",
+    )
+    done = torchbisect(
+        "plan", "--matrix", "matrix.yaml", "--runners", "runners.yaml", "--offline", cwd=tmp_path
+    )
     line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE)
     where = 5 if key == "labels" else 3
-    assert f"runners.yaml, line {where}: a value holds the invisible or control character " \
-        f"{code}" in line, line
+    assert (
+        f"runners.yaml, line {where}: a value holds the invisible or control character "
+        f"{code}" in line
+    ), line

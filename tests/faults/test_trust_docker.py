@@ -17,7 +17,7 @@ from torchbisect.utils import proc
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 FLOOD_MB = 40
-PROBE = f'''
+PROBE = f"""
 PROBE_OUTPUT = "document"
 import argparse, json, os, sys
 parser = argparse.ArgumentParser()
@@ -40,7 +40,7 @@ json.dump({{"schema": 1, "probe": "stale_replay", "probe_version": "1", "verdict
            "cases": {{"capture_data_ptr": {{"verdict": "skipped", "detail": json.dumps(seen)}}}},
            "env": {{"torch_version": "2.13.0+cpu"}}}}, open(args.json, "w"))
 sys.exit(125)
-'''
+"""
 
 
 def test_a_docker_probe_cannot_reach_the_store_nor_a_credential_and_floods_no_log(tmp_path):
@@ -49,11 +49,29 @@ def test_a_docker_probe_cannot_reach_the_store_nor_a_credential_and_floods_no_lo
     store, out = tmp_path / "results.sqlite", tmp_path / "reports"
     (tmp_path / "matrix.yaml").write_text(
         "defaults:\n  timeout: 300\npreinstalled:\n  image: torchbisect/base:bookworm-torch\n"
-        f"  env: {{TB_STORE: '{store}', TB_OUT: '{out}'}}\n")
-    env = {**os.environ, "TORCHBISECT_PROBES": str(tmp_path / "probes"),
-           "GITHUB_TOKEN": "ghp_" + "x1" * 18, "AWS_SECRET_ACCESS_KEY": "s" * 40}
-    done = torchbisect("matrix", "--allow-no-gpu", "--backend", "docker", "--store", store,
-                       "--out", out, "--workdir", "work", cwd=tmp_path, env=env, timeout=900)
+        f"  env: {{TB_STORE: '{store}', TB_OUT: '{out}'}}\n"
+    )
+    env = {
+        **os.environ,
+        "TORCHBISECT_PROBES": str(tmp_path / "probes"),
+        "GITHUB_TOKEN": "ghp_" + "x1" * 18,
+        "AWS_SECRET_ACCESS_KEY": "s" * 40,
+    }
+    done = torchbisect(
+        "matrix",
+        "--allow-no-gpu",
+        "--backend",
+        "docker",
+        "--store",
+        store,
+        "--out",
+        out,
+        "--workdir",
+        "work",
+        cwd=tmp_path,
+        env=env,
+        timeout=900,
+    )
     assert done.returncode == Exit.OK, done.stderr
     with Store(store, read_only=True) as opened:
         runs = opened.runs()

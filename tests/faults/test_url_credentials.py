@@ -46,8 +46,16 @@ def no_credentials_left():
 @pytest.fixture
 def mirror(monkeypatch):
     """The mirror and its CDN behind one proxy; the Peer (its `.seen` lists every request)."""
-    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy",
-                 "NO_PROXY", "all_proxy", "ALL_PROXY"):
+    for name in (
+        "http_proxy",
+        "HTTP_PROXY",
+        "https_proxy",
+        "HTTPS_PROXY",
+        "no_proxy",
+        "NO_PROXY",
+        "all_proxy",
+        "ALL_PROXY",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(retry, "_sleep", lambda s: None)
     listing = f'<html><body><a href="{LINK}">t</a></body></html>'.encode()
@@ -68,23 +76,37 @@ def mirror(monkeypatch):
 
 def _matrix(tmp_path, password=PASSWORD):
     matrix = tmp_path / "matrix.yaml"
-    matrix.write_text(f"indexes:\n  stable: http://{USER}:{password}@93.184.216.34/whl/{{cuda}}/\n"
-                      "defaults:\n  python: '3.11'\n  cuda: cpu\nstable:\n  versions: [2.98.1]\n")
+    matrix.write_text(
+        f"indexes:\n  stable: http://{USER}:{password}@93.184.216.34/whl/{{cuda}}/\n"
+        "defaults:\n  python: '3.11'\n  cuda: cpu\nstable:\n  versions: [2.98.1]\n"
+    )
     return matrix
 
 
 def _plan(matrix, *extra):
-    return call("plan", "--matrix", str(matrix), "--driver", "580.65.06", "--platform",
-                "linux_x86_64", "--store", str(matrix.parent / "results.sqlite"), *extra)
+    return call(
+        "plan",
+        "--matrix",
+        str(matrix),
+        "--driver",
+        "580.65.06",
+        "--platform",
+        "linux_x86_64",
+        "--store",
+        str(matrix.parent / "results.sqlite"),
+        *extra,
+    )
 
 
 def _everything_written(folder) -> bytes:
-    return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
-                    and p.name != "matrix.yaml")
+    return b"".join(
+        p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "matrix.yaml"
+    )
 
 
 def test_a_password_in_an_index_url_is_basic_auth_to_its_origin_only_and_written_nowhere(
-        mirror, tmp_path, capsys):
+    mirror, tmp_path, capsys
+):
     matrix = _matrix(tmp_path)
     assert _plan(matrix, "--hash") == Exit.OK
     said = capsys.readouterr()
@@ -108,8 +130,15 @@ def test_a_password_in_an_index_url_is_basic_auth_to_its_origin_only_and_written
     hops = [(s.target, s.headers.get("Authorization")) for s in mirror.seen[before:]]
     assert hops == [(LINK, BASIC), (CDN, None)]
     assert PASSWORD not in (tmp_path / "cell.log").read_text()
-    cell = Cell(id="stable-2.98.1-cpu-cp311", channel=Channel.STABLE, version="2.98.1+cpu",
-                cuda="cpu", python="3.11", url=build["url"], index_url=build["index"])
+    cell = Cell(
+        id="stable-2.98.1-cpu-cp311",
+        channel=Channel.STABLE,
+        version="2.98.1+cpu",
+        cuda="cpu",
+        python="3.11",
+        url=build["url"],
+        index_url=build["index"],
+    )
     # uv takes an index's credentials only from its URL; its command line is masked wherever said
     index = wheels.extra_index(cell)
     assert index == f"http://{USER}:{PASSWORD}@93.184.216.34/whl/cpu/"
@@ -122,10 +151,10 @@ def test_a_wrong_password_is_one_sentence_that_does_not_hold_it(mirror, tmp_path
     assert _plan(_matrix(tmp_path, password="wrong-Pa55word")) == Exit.INDEX_UNREACHABLE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "HTTP 401" in err and PAGE in err
-    assert "wrong-Pa55word" not in err and b"wrong-Pa55word" not in \
-        _everything_written(tmp_path)
-    assert [s.headers.get("Authorization") for s in mirror.seen] == \
-        ["Basic " + base64.b64encode(f"{USER}:wrong-Pa55word".encode()).decode()]  # no retry
+    assert "wrong-Pa55word" not in err and b"wrong-Pa55word" not in _everything_written(tmp_path)
+    assert [s.headers.get("Authorization") for s in mirror.seen] == [
+        "Basic " + base64.b64encode(f"{USER}:wrong-Pa55word".encode()).decode()
+    ]  # no retry
 
 
 def test_a_bad_index_value_quoting_a_password_masks_it(tmp_path, capsys):
@@ -138,21 +167,38 @@ def test_a_bad_index_value_quoting_a_password_masks_it(tmp_path, capsys):
 
 def test_a_lock_that_holds_a_password_loses_it_on_load_and_never_writes_it(tmp_path):
     path = tmp_path / "matrix.lock.json"
-    path.write_text(json.dumps({"format": 1, "builds": {"stable-2.98.1-cpu-cp311": {
-        "channel": "stable", "version": "2.98.1+cpu", "cuda": "cpu", "python": "3.11",
-        "url": f"https://{USER}:{PASSWORD}@mirror.example/whl/cpu/torch-2.98.1%2Bcpu-cp311-"
-               "cp311-linux_x86_64.whl",
-        "index": f"https://{USER}:{PASSWORD}@mirror.example/whl/cpu/"}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "format": 1,
+                "builds": {
+                    "stable-2.98.1-cpu-cp311": {
+                        "channel": "stable",
+                        "version": "2.98.1+cpu",
+                        "cuda": "cpu",
+                        "python": "3.11",
+                        "url": f"https://{USER}:{PASSWORD}@mirror.example/whl/cpu/torch-2.98.1%2Bcpu-cp311-"
+                        "cp311-linux_x86_64.whl",
+                        "index": f"https://{USER}:{PASSWORD}@mirror.example/whl/cpu/",
+                    }
+                },
+            }
+        )
+    )
     lock = Lock.load(path)
     (build,) = lock.builds.values()
-    assert build.url.startswith("https://mirror.example/") and \
-        build.index == "https://mirror.example/whl/cpu/"
+    assert (
+        build.url.startswith("https://mirror.example/")
+        and build.index == "https://mirror.example/whl/cpu/"
+    )
     assert lock.save(path) is True and PASSWORD not in path.read_text()
 
 
 def test_a_token_in_the_user_place_of_a_url_is_masked_in_logs():
     token = "glxyzTOKEN0123456789abcdef"
-    assert mask(f"Looking in indexes: https://{token}@mirror.example/simple/") == \
-        "Looking in indexes: https://***@mirror.example/simple/"
+    assert (
+        mask(f"Looking in indexes: https://{token}@mirror.example/simple/")
+        == "Looking in indexes: https://***@mirror.example/simple/"
+    )
     assert mask("cloned ssh://git@github.com/x") == "cloned ssh://git@github.com/x"
     assert credentials.hide(f"https://{token}@mirror.example/") == "https://***@mirror.example/"

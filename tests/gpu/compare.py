@@ -20,6 +20,8 @@ for path in hand_files:
         mine = tool.case(name).verdict.value if tool and tool.case(name) else "-"
         ok = mine == case["verdict"]
         same &= ok
-        print(f"{version:8} {name:26} hand={case['verdict']:14} tool={mine:14} "
-              f"{'same' if ok else 'DIFFERENT'}  hand: {case.get('detail', '')[:60]}")
+        print(
+            f"{version:8} {name:26} hand={case['verdict']:14} tool={mine:14} "
+            f"{'same' if ok else 'DIFFERENT'}  hand: {case.get('detail', '')[:60]}"
+        )
 print("ALL SAME" if same else "SOME DIFFER")

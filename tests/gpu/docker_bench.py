@@ -35,13 +35,15 @@ def cells(store: Path) -> dict:
         doc = run.result.raw if run.result else {}
         inside = doc.get("seconds")
         out[run.cell.id] = {
-            "status": run.status.value, "verdict": run.verdict.value if run.verdict else None,
+            "status": run.status.value,
+            "verdict": run.verdict.value if run.verdict else None,
             "torch": (run.result.env.get("torch") if run.result else None),
             "install_seconds": round(run.seconds_install, 2),
             "probe_seconds": round(run.seconds_probe, 2),
             "probe_inside_seconds": inside,
             "around_probe_seconds": round(run.seconds_probe - inside, 2) if inside else None,
-            "reason": run.reason or None}
+            "reason": run.reason or None,
+        }
     return out
 
 
@@ -56,11 +58,21 @@ def starts(image: str, work: Path) -> dict:
         times = []
         for i in range(REPEATS):
             began = time.monotonic()
-            boxes.run(cell, f"start-{label}-{i}", image, ["true"], workdir=work,
-                      log=work / "starts.log", timeout=120, gpu=selector)
+            boxes.run(
+                cell,
+                f"start-{label}-{i}",
+                image,
+                ["true"],
+                workdir=work,
+                log=work / "starts.log",
+                timeout=120,
+                gpu=selector,
+            )
             times.append(time.monotonic() - began)
-        out[label] = {"median_seconds": round(statistics.median(times), 3),
-                      "seconds": [round(t, 3) for t in times]}
+        out[label] = {
+            "median_seconds": round(statistics.median(times), 3),
+            "seconds": [round(t, 3) for t in times],
+        }
     return out
 
 
@@ -71,13 +83,17 @@ def main() -> None:
     engine = docker.from_env().version()
     result = {
         "what": "one matrix (tests/gpu/h200.docker.matrix.yaml) with --force, --backend venv "
-                "then --backend docker, on the same GPU in one session; docker through the "
-                "stand-in for the NVIDIA Container Toolkit (tests/gpu/nvidia_standin.py)",
-        "gpu": gpu.name, "driver": gpu.driver, "host_python": platform.python_version(),
-        "docker_engine": engine.get("Version"), "image": image,
+        "then --backend docker, on the same GPU in one session; docker through the "
+        "stand-in for the NVIDIA Container Toolkit (tests/gpu/nvidia_standin.py)",
+        "gpu": gpu.name,
+        "driver": gpu.driver,
+        "host_python": platform.python_version(),
+        "docker_engine": engine.get("Version"),
+        "image": image,
         "matrix_wall_seconds": {k: round(int(v) / 1000, 1) for k, v in walls.items()},
-        "cells": {backend: cells(runs / backend / "results.sqlite")
-                  for backend in ("venv", "docker")},
+        "cells": {
+            backend: cells(runs / backend / "results.sqlite") for backend in ("venv", "docker")
+        },
         "container_start": starts(image, runs / "starts"),
         "repeats": REPEATS,
     }

@@ -24,9 +24,11 @@ from torchbisect.backends.docker_gpu import gpus_in_a_container, require_gpu_sup
 from torchbisect.model import Cell, Channel
 from torchbisect.utils.gpus import device_of, list_gpus
 
-SEE = ("ls /dev/nvidia* | tr '\\n' ' '; echo; nvidia-smi -L; "
-       "python3 -c 'import torch; print(torch.__version__, torch.cuda.is_available(), "
-       "torch.cuda.device_count() and torch.cuda.get_device_name(0))'")
+SEE = (
+    "ls /dev/nvidia* | tr '\\n' ' '; echo; nvidia-smi -L; "
+    "python3 -c 'import torch; print(torch.__version__, torch.cuda.is_available(), "
+    "torch.cuda.device_count() and torch.cuda.get_device_name(0))'"
+)
 
 
 def main() -> None:
@@ -36,17 +38,30 @@ def main() -> None:
     require_gpu_support(client, image)
     print("require_gpu_support: the engine gives a container a GPU")
     preflight = DockerBackend(BackendOptions(workdir=logs, client=client, ca_bundle=None))
-    print("gpus_in_a_container (torchbisect preflight, --gpus all):",
-          *gpus_in_a_container(preflight, image), sep="\n  ")
+    print(
+        "gpus_in_a_container (torchbisect preflight, --gpus all):",
+        *gpus_in_a_container(preflight, image),
+        sep="\n  ",
+    )
     gpu = list_gpus()[0]
     boxes = Containers(lambda: client, ca_bundle=None)
     cell = Cell(id="gpu-check", channel=Channel.PREINSTALLED, version="", cuda="", python="")
     for label, selector in (("index", device_of(gpu)), ("uuid", gpu.uuid), ("none", None)):
         began = time.monotonic()
-        done = boxes.run(cell, f"see-{label}", image, ["sh", "-c", SEE], workdir=logs,
-                         log=logs / f"see-{label}.log", timeout=300, gpu=selector)
-        print(f"--- gpu={selector!r} ({label}): exit {done.code}, "
-              f"{time.monotonic() - began:.1f} s\n{done.tail}")
+        done = boxes.run(
+            cell,
+            f"see-{label}",
+            image,
+            ["sh", "-c", SEE],
+            workdir=logs,
+            log=logs / f"see-{label}.log",
+            timeout=300,
+            gpu=selector,
+        )
+        print(
+            f"--- gpu={selector!r} ({label}): exit {done.code}, "
+            f"{time.monotonic() - began:.1f} s\n{done.tail}"
+        )
 
 
 if __name__ == "__main__":

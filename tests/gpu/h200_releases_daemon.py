@@ -62,8 +62,9 @@ def run(argv, env=None, log=None):
     with open(log or LOG, "a") as out:
         out.write(f"$ {' '.join(argv)}\n")
         out.flush()
-        subprocess.run(argv, check=True, stdout=out, stderr=subprocess.STDOUT,
-                       env=env or tool_env())
+        subprocess.run(
+            argv, check=True, stdout=out, stderr=subprocess.STDOUT, env=env or tool_env()
+        )
 
 
 class Stream:
@@ -120,8 +121,20 @@ def bundles():
 
 def install_runtime(name, folder):
     target = os.path.join(H, "cuda", name)
-    run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
-         target, *sorted(os.path.join(folder, f) for f in os.listdir(folder))])
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            target,
+            *sorted(os.path.join(folder, f) for f in os.listdir(folder)),
+        ]
+    )
     shutil.rmtree(folder)
     done(f"runtime-{name}")
 
@@ -134,7 +147,12 @@ class Rebuild(threading.Thread):
     def __init__(self, kind, name, folder, previous, then):
         super().__init__()
         self.kind, self.name, self.folder, self.previous, self.then = (
-            kind, name, folder, previous, then)
+            kind,
+            name,
+            folder,
+            previous,
+            then,
+        )
         self.keep = os.path.join(H, "raw", kind, name)
         self.ready = self.keep + ".expanded"
         self.failed = None
@@ -145,16 +163,27 @@ class Rebuild(threading.Thread):
         os.makedirs(target, exist_ok=True)
         env = tool_env()
         env["LD_PRELOAD"] = os.path.join(TOOLS, "lib", "libz.so.1")  # zlib 1.2.13, as packed
-        argv = [sys.executable, os.path.join(HERE, "wheel_delta.py"), "unpack", self.folder,
-                target, "--keep", self.keep, "--ready", self.ready]
+        argv = [
+            sys.executable,
+            os.path.join(HERE, "wheel_delta.py"),
+            "unpack",
+            self.folder,
+            target,
+            "--keep",
+            self.keep,
+            "--ready",
+            self.ready,
+        ]
         if self.previous:
             argv += ["--previous", os.path.join(H, "raw", self.kind, self.previous)]
         started = time.time()
         try:
             out = subprocess.run(argv, check=True, capture_output=True, text=True, env=env)
             wheel = out.stdout.strip()
-            say(f"rebuilt {os.path.basename(wheel)} (sha256 as PyPI's) in "
-                f"{time.time() - started:.0f} s")
+            say(
+                f"rebuilt {os.path.basename(wheel)} (sha256 as PyPI's) in "
+                f"{time.time() - started:.0f} s"
+            )
             shutil.rmtree(self.folder)
             self.then(wheel)
         except Exception as exc:  # noqa: BLE001 - said; the releases after it still go on
@@ -171,8 +200,20 @@ class Rebuild(threading.Thread):
 
 
 def install_triton(name, wheel):
-    run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
-         os.path.join(H, "triton", name), wheel])
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            os.path.join(H, "triton", name),
+            wheel,
+        ]
+    )
     done(f"triton-{name}")
 
 
@@ -180,8 +221,18 @@ def standins(release, wheel):
     if release.runtime == MACHINE:
         return
     out = os.path.join(H, "standins", release.version)
-    run([sys.executable, os.path.join(HERE, "standins.py"), wheel, out, "--cudnn",
-         release.cudnn, "--provided", os.path.join(H, "cuda", release.runtime)])
+    run(
+        [
+            sys.executable,
+            os.path.join(HERE, "standins.py"),
+            wheel,
+            out,
+            "--cudnn",
+            release.cudnn,
+            "--provided",
+            os.path.join(H, "cuda", release.runtime),
+        ]
+    )
 
 
 def _words(path):
@@ -214,29 +265,55 @@ def matrix(release):
     import yaml  # the machine's PyYAML
 
     config = yaml.safe_load(text)
-    config["stable"] = [entry for entry in config["stable"]
-                        if f"torch-{entry['versions'][0]}" in here]
+    config["stable"] = [
+        entry for entry in config["stable"] if f"torch-{entry['versions'][0]}" in here
+    ]
     path = os.path.join(H, "now.matrix.yaml")
     with open(path, "w") as handle:
         yaml.safe_dump(config, handle, sort_keys=False)
     env = dict(os.environ)
-    env.update(PYTHONPATH=os.path.join(REPO, "src") + os.pathsep + os.path.join(H, "site"),
-               PYTHONUNBUFFERED="1", UV_OFFLINE="1", PIP_NO_INDEX="1",
-               UV_CACHE_DIR=os.path.join(H, "uv-cache"), UV_LINK_MODE="copy",
-               PATH=os.path.join(H, "site", "bin") + os.pathsep + env["PATH"])  # uv
+    env.update(
+        PYTHONPATH=os.path.join(REPO, "src") + os.pathsep + os.path.join(H, "site"),
+        PYTHONUNBUFFERED="1",
+        UV_OFFLINE="1",
+        PIP_NO_INDEX="1",
+        UV_CACHE_DIR=os.path.join(H, "uv-cache"),
+        UV_LINK_MODE="copy",
+        PATH=os.path.join(H, "site", "bin") + os.pathsep + env["PATH"],
+    )  # uv
     started = time.time()
     log = os.path.join(H, "matrix.log")
-    argv = [sys.executable, "-m", "torchbisect", "matrix", "--backend", "venv", "--matrix", path,
-            "--no-report", "--store", STORE, "--out", os.path.join(H, "evidence"),
-            "--workdir", os.path.join(H, "work")]
+    argv = [
+        sys.executable,
+        "-m",
+        "torchbisect",
+        "matrix",
+        "--backend",
+        "venv",
+        "--matrix",
+        path,
+        "--no-report",
+        "--store",
+        STORE,
+        "--out",
+        os.path.join(H, "evidence"),
+        "--workdir",
+        os.path.join(H, "work"),
+    ]
     if RUN.kind:  # as the service's probe job runs a kind: checked against runners.yaml first
-        argv += ["--runners", os.path.join(REPO, "runners.yaml"), "--kind", RUN.kind,
-                 "--require-gpu"]
+        argv += [
+            "--runners",
+            os.path.join(REPO, "runners.yaml"),
+            "--kind",
+            RUN.kind,
+            "--require-gpu",
+        ]
     with open(log, "a") as out:
         out.write(f"\n### {release.cell}\n$ {' '.join(argv)}\n")
         out.flush()
-        code = subprocess.run(argv, cwd=REPO, env=env, stdout=out,
-                              stderr=subprocess.STDOUT).returncode
+        code = subprocess.run(
+            argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
+        ).returncode
     say(f"matrix with {release.cell}: exit {code} in {time.time() - started:.0f} s")
     for leftover in ("work/venvs", "uv-cache"):  # the disk holds 16 releases only this way
         shutil.rmtree(os.path.join(H, leftover), ignore_errors=True)
@@ -262,6 +339,7 @@ def main():
             standins(release, wheel)
             done(f"torch-{release.version}")
             probes.put(release)
+
         return go
 
     def then_triton(name):
@@ -306,8 +384,11 @@ def reprobe(version):
     """`reprobe V`: the stand-ins and the matrix for a release that is here, again (after a fix
     to the harness, which `h200_releases.sh sync` copied in)."""
     release = BY_VERSION[version]
-    wheel = next(os.path.join(H, "wheels", n) for n in os.listdir(os.path.join(H, "wheels"))
-                 if n.startswith(f"torch-{version}-"))
+    wheel = next(
+        os.path.join(H, "wheels", n)
+        for n in os.listdir(os.path.join(H, "wheels"))
+        if n.startswith(f"torch-{version}-")
+    )
     shutil.rmtree(os.path.join(H, "standins", version), ignore_errors=True)
     standins(release, wheel)
     matrix(release)

@@ -30,12 +30,29 @@ from old_releases import RUNTIMES, stream  # noqa: E402
 
 PART = 54 * 2**20  # the repository (~8 MiB in 2026-12) rides along within the call's 64 MiB
 CARRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".gpu-carry")
-TOOLS = {"bin": ("/usr/bin/zstd", "/usr/bin/zip", "/usr/bin/x86_64-linux-gnu-readelf"),
-         "lib": ("libz.so.1", "liblz4.so.1", "liblzma.so.5", "libbz2.so.1.0", "libzstd.so.1",
-                 "libctf-nobfd.so.0", "libsframe.so.0")}
-DEPS = ("docker==7.1.0", "pydantic==2.14.4", "pydantic-core==2.50.5", "annotated-types==0.8.0",
-        "typing-inspection==0.4.5", "typing-extensions==4.16.0", "uv==0.13.9",
-        "platformdirs==4.14.9", "argcomplete==3.7.2")
+TOOLS = {
+    "bin": ("/usr/bin/zstd", "/usr/bin/zip", "/usr/bin/x86_64-linux-gnu-readelf"),
+    "lib": (
+        "libz.so.1",
+        "liblz4.so.1",
+        "liblzma.so.5",
+        "libbz2.so.1.0",
+        "libzstd.so.1",
+        "libctf-nobfd.so.0",
+        "libsframe.so.0",
+    ),
+}
+DEPS = (
+    "docker==7.1.0",
+    "pydantic==2.14.4",
+    "pydantic-core==2.50.5",
+    "annotated-types==0.8.0",
+    "typing-inspection==0.4.5",
+    "typing-extensions==4.16.0",
+    "uv==0.13.9",
+    "platformdirs==4.14.9",
+    "argcomplete==3.7.2",
+)
 
 
 def setup(work):
@@ -46,8 +63,9 @@ def setup(work):
         os.makedirs(os.path.join(dest, "tools", kind), exist_ok=True)
         for name in names:
             source = name if kind == "bin" else os.path.join("/lib/x86_64-linux-gnu", name)
-            target = os.path.join(dest, "tools", kind, os.path.basename(source).replace(
-                "x86_64-linux-gnu-", ""))
+            target = os.path.join(
+                dest, "tools", kind, os.path.basename(source).replace("x86_64-linux-gnu-", "")
+            )
             shutil.copy2(os.path.realpath(source), target)
     nvshmem = glob.glob(os.path.join(work, "aux", "nvidia_nvshmem_cu13-*.whl"))
     if nvshmem:  # 2.15.0 links libnvshmem_host.so.3; the rest of the 135 MB wheel stays here
@@ -55,15 +73,39 @@ def setup(work):
             data = wheel.read("nvidia/nvshmem/lib/libnvshmem_host.so.3")
         lib = os.path.join(CARRY, "nvshmem")  # its own call: with the tools it passes 64 MiB
         os.makedirs(lib, exist_ok=True)
-        subprocess.run(["zstd", "-q", "-19", "-f", "-", "-o",
-                        os.path.join(lib, "libnvshmem_host.so.3.zst")], input=data, check=True)
+        subprocess.run(
+            ["zstd", "-q", "-19", "-f", "-", "-o", os.path.join(lib, "libnvshmem_host.so.3.zst")],
+            input=data,
+            check=True,
+        )
     whl = os.path.join(dest, "whl")
     os.makedirs(whl, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                    "--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp",
-                    "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
-                    "--platform", "manylinux2014_x86_64", "-d", whl, *DEPS], check=True,
-                   env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.12",
+            "--implementation",
+            "cp",
+            "--platform",
+            "manylinux_2_28_x86_64",
+            "--platform",
+            "manylinux_2_17_x86_64",
+            "--platform",
+            "manylinux2014_x86_64",
+            "-d",
+            whl,
+            *DEPS,
+        ],
+        check=True,
+        env={**os.environ, "PIP_CONFIG_FILE": os.devnull},
+    )
     subprocess.run(["du", "-sh", dest], check=True)
 
 
@@ -72,8 +114,9 @@ def _bundle_files(work, kind, name):
         files = []
         for spec in RUNTIMES[name]:
             package, version = spec.split("==")
-            files += glob.glob(os.path.join(work, "aux", package.replace("-", "_")
-                                            + f"-{version}-*.whl"))
+            files += glob.glob(
+                os.path.join(work, "aux", package.replace("-", "_") + f"-{version}-*.whl")
+            )
         return files if len(files) == len(RUNTIMES[name]) else None
     folder = os.path.join(work, "packed" if kind == "torch" else "packed_triton", name)
     if not os.path.exists(os.path.join(folder, "manifest.json")):
@@ -105,8 +148,17 @@ def extend(work, final):
         if files is None:
             break
         body = _tar(files)
-        header = json.dumps({"kind": kind, "name": name, "bytes": len(body),
-                             "sha256": hashlib.sha256(body).hexdigest()}).encode() + b"\n"
+        header = (
+            json.dumps(
+                {
+                    "kind": kind,
+                    "name": name,
+                    "bytes": len(body),
+                    "sha256": hashlib.sha256(body).hexdigest(),
+                }
+            ).encode()
+            + b"\n"
+        )
         with open(data_path, "ab") as out:
             out.write(header + body)
         state["bundles"].append(key)
@@ -124,8 +176,10 @@ def extend(work, final):
     state["final"] = bool(final and state["parts"] * PART >= size)
     with open(state_path, "w") as handle:
         json.dump(state, handle)
-    print(f"{state['parts']} parts ({size / 2**20:.0f} MiB in the stream)"
-          + (", the last one cut" if state["final"] else ""))
+    print(
+        f"{state['parts']} parts ({size / 2**20:.0f} MiB in the stream)"
+        + (", the last one cut" if state["final"] else "")
+    )
 
 
 def main(argv=None):

@@ -27,15 +27,19 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-SKIP_DIRS = re.compile(r"^(usr/local/cuda[^/]*|usr/local/nvidia|usr/share/(doc|man|info|locale)"
-                       r"|opt/nvidia|usr/lib/python3\.\d+/test|usr/lib/(jvm|llvm-[^/]*|chromium|"
-                       r"google-cloud-sdk))(/|$)")
+SKIP_DIRS = re.compile(
+    r"^(usr/local/cuda[^/]*|usr/local/nvidia|usr/share/(doc|man|info|locale)"
+    r"|opt/nvidia|usr/lib/python3\.\d+/test|usr/lib/(jvm|llvm-[^/]*|chromium|"
+    r"google-cloud-sdk))(/|$)"
+)
 # CUDA toolkit and driver libraries installed system-wide: the image's CUDA comes with torch's
 # packages, and the driver from the container toolkit (its stand-in).
-SKIP_LIBS = re.compile(r"^usr/lib/x86_64-linux-gnu/(libcudnn|libnccl|libcublas|libcufft|"
-                       r"libcurand|libcusolver|libcusparse|libnvjitlink|libnvrtc|libnpp|"
-                       r"libnvinfer|libcutensor|libcuda|libnvidia-|libnvcuvid|libnvoptix|"
-                       r"libcupti|libnvToolsExt|libcudart)")
+SKIP_LIBS = re.compile(
+    r"^usr/lib/x86_64-linux-gnu/(libcudnn|libnccl|libcublas|libcufft|"
+    r"libcurand|libcusolver|libcusparse|libnvjitlink|libnvrtc|libnpp|"
+    r"libnvinfer|libcutensor|libcuda|libnvidia-|libnvcuvid|libnvoptix|"
+    r"libcupti|libnvToolsExt|libcudart)"
+)
 
 
 def closure(root: str = "torch") -> dict[str, md.Distribution]:
@@ -86,9 +90,12 @@ def main() -> None:
     extra = sys.argv[2:]  # more host folders to include whole (the NCCL stub's)
     site = Path(sysconfig.get_paths()["purelib"])
     # the base interpreter's first site folder (Debian: /usr/local/lib/python3.X/dist-packages)
-    base_site = subprocess.run([sys._base_executable, "-c",
-                                "import site; print(site.getsitepackages()[0])"],
-                               check=True, capture_output=True, text=True).stdout.strip()
+    base_site = subprocess.run(
+        [sys._base_executable, "-c", "import site; print(site.getsitepackages()[0])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     paths: list[str] = []
     system = 0
     base = sys.base_prefix.lstrip("/")
@@ -115,19 +122,27 @@ def main() -> None:
             if full.exists() or full.is_symlink():
                 paths.append(f"{rel_site}/{file}")
                 torch_size += full.lstat().st_size
-                parents.update(str(p) for p in Path(f"{rel_site}/{file}").parents
-                               if str(p).startswith(rel_site + "/"))
+                parents.update(
+                    str(p)
+                    for p in Path(f"{rel_site}/{file}").parents
+                    if str(p).startswith(rel_site + "/")
+                )
     paths += sorted(parents)
     paths.append(rel_site)
     listing.write_bytes(b"\0".join(p.encode() for p in paths) + b"\0")
     Path(f"{listing}.xform").write_text(
-        f"s,^{rel_site.replace('.', chr(92) + '.')},{base_site.lstrip('/')},S")
+        f"s,^{rel_site.replace('.', chr(92) + '.')},{base_site.lstrip('/')},S"
+    )
     bin_dir = os.path.join(sys.base_prefix, "bin")
     Path(f"{listing}.env").write_text(
-        f"PATH={bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-    print(f"image: system {system / 1e9:.2f} GB, torch and its requirements "
-          f"{torch_size / 1e9:.2f} GB ({len(names)} packages: {' '.join(names)}); "
-          f"site-packages {site} -> {base_site}; base python {sys.base_prefix}", file=sys.stderr)
+        f"PATH={bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    )
+    print(
+        f"image: system {system / 1e9:.2f} GB, torch and its requirements "
+        f"{torch_size / 1e9:.2f} GB ({len(names)} packages: {' '.join(names)}); "
+        f"site-packages {site} -> {base_site}; base python {sys.base_prefix}",
+        file=sys.stderr,
+    )
     for key, n in sorted(BIG.items(), key=lambda kv: -kv[1])[:12]:
         print(f"  {n / 1e6:9.0f} MB  /{key}", file=sys.stderr)
 

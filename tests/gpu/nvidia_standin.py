@@ -38,11 +38,24 @@ from pathlib import Path
 
 HOOK = "nvidia-container-runtime-hook"
 # The toolkit's compute + utility libraries (its "compute" and "utility" capabilities).
-LIB_PREFIXES = ("libcuda.so", "libcudadebugger.so", "libnvidia-ml.so", "libnvidia-cfg.so",
-                "libnvidia-ptxjitcompiler.so", "libnvidia-nvvm.so", "libnvidia-gpucomp.so",
-                "libnvidia-allocator.so", "libnvidia-opencl.so", "libnvidia-pkcs11")
-CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
-                 "/dev/nvidia-modeset")
+LIB_PREFIXES = (
+    "libcuda.so",
+    "libcudadebugger.so",
+    "libnvidia-ml.so",
+    "libnvidia-cfg.so",
+    "libnvidia-ptxjitcompiler.so",
+    "libnvidia-nvvm.so",
+    "libnvidia-gpucomp.so",
+    "libnvidia-allocator.so",
+    "libnvidia-opencl.so",
+    "libnvidia-pkcs11",
+)
+CONTROL_NODES = (
+    "/dev/nvidiactl",
+    "/dev/nvidia-uvm",
+    "/dev/nvidia-uvm-tools",
+    "/dev/nvidia-modeset",
+)
 LIB_DIR_IN_CONTAINER = "/usr/lib/x86_64-linux-gnu"
 
 
@@ -51,8 +64,11 @@ def gpus() -> list[tuple[str, int]]:
     found = []
     root = Path("/proc/driver/nvidia/gpus")
     for bus in sorted(root.iterdir()) if root.is_dir() else []:
-        info = dict(line.split(":", 1) for line in (bus / "information").read_text().splitlines()
-                    if ":" in line)
+        info = dict(
+            line.split(":", 1)
+            for line in (bus / "information").read_text().splitlines()
+            if ":" in line
+        )
         found.append((info["GPU UUID"].strip(), int(info["Device Minor"].strip())))
     return found
 
@@ -68,8 +84,7 @@ def selected_minors(visible: str, inventory: list[tuple[str, int]]) -> list[int]
     for item in (part.strip() for part in visible.split(",")):
         if item.isdigit():
             if int(item) >= len(inventory):
-                raise SystemExit(f"nvidia stand-in: no GPU {item} (this host has "
-                                 f"{len(inventory)})")
+                raise SystemExit(f"nvidia stand-in: no GPU {item} (this host has {len(inventory)})")
             minors.append(inventory[int(item)][1])
         elif item.startswith("GPU-"):
             match = [minor for uuid, minor in inventory if uuid == item]
@@ -77,16 +92,25 @@ def selected_minors(visible: str, inventory: list[tuple[str, int]]) -> list[int]
                 raise SystemExit(f"nvidia stand-in: no GPU with UUID {item}")
             minors.append(match[0])
         else:  # MIG-… and anything else: the toolkit would; this stand-in does not
-            raise SystemExit(f"nvidia stand-in: cannot select {item!r} (only GPU indexes and "
-                             "GPU-… UUIDs; MIG is not supported by this stand-in)")
+            raise SystemExit(
+                f"nvidia stand-in: cannot select {item!r} (only GPU indexes and "
+                "GPU-… UUIDs; MIG is not supported by this stand-in)"
+            )
     return minors
 
 
 def _device(path: str) -> tuple[dict, dict]:
     info = os.stat(path)
     major, minor = os.major(info.st_rdev), os.minor(info.st_rdev)
-    node = {"path": path, "type": "c", "major": major, "minor": minor,
-            "fileMode": stat.S_IMODE(info.st_mode) or 0o666, "uid": 0, "gid": 0}
+    node = {
+        "path": path,
+        "type": "c",
+        "major": major,
+        "minor": minor,
+        "fileMode": stat.S_IMODE(info.st_mode) or 0o666,
+        "uid": 0,
+        "gid": 0,
+    }
     rule = {"allow": True, "type": "c", "major": major, "minor": minor, "access": "rwm"}
     return node, rule
 
@@ -96,20 +120,29 @@ def driver_mounts(lib_dir: Path) -> list[dict]:
     mounts = []
     for path in sorted(lib_dir.iterdir()):
         if path.name.startswith(LIB_PREFIXES) and path.exists():
-            mounts.append({"destination": f"{LIB_DIR_IN_CONTAINER}/{path.name}", "type": "bind",
-                           "source": str(path.resolve()),
-                           "options": ["rbind", "ro", "nosuid", "nodev"]})
+            mounts.append(
+                {
+                    "destination": f"{LIB_DIR_IN_CONTAINER}/{path.name}",
+                    "type": "bind",
+                    "source": str(path.resolve()),
+                    "options": ["rbind", "ro", "nosuid", "nodev"],
+                }
+            )
     smi = lib_dir.parent / "bin" / "nvidia-smi"  # the driver's, not a host wrapper script
     smi = str(smi) if smi.is_file() else shutil.which("nvidia-smi")
     if smi:
-        mounts.append({"destination": "/usr/bin/nvidia-smi", "type": "bind",
-                       "source": str(Path(smi).resolve()),
-                       "options": ["rbind", "ro", "nosuid", "nodev"]})
+        mounts.append(
+            {
+                "destination": "/usr/bin/nvidia-smi",
+                "type": "bind",
+                "source": str(Path(smi).resolve()),
+                "options": ["rbind", "ro", "nosuid", "nodev"],
+            }
+        )
     return mounts
 
 
-def edit_spec(spec: dict, *, rootfs: Path, lib_dir: Path,
-              inventory: list[tuple[str, int]]) -> bool:
+def edit_spec(spec: dict, *, rootfs: Path, lib_dir: Path, inventory: list[tuple[str, int]]) -> bool:
     """Give the container what dockerd's nvidia driver asked for; False when it asked nothing."""
     hooks = spec.get("hooks") or {}
     prestart = hooks.get("prestart") or []
@@ -137,14 +170,15 @@ def edit_spec(spec: dict, *, rootfs: Path, lib_dir: Path,
         # In the container, after its mounts, before its process: the driver's libraries in
         # ld.so.cache, as the toolkit's update-ldcache hook does.
         hooks.setdefault("startContainer", []).append(
-            {"path": "/sbin/ldconfig", "args": ["ldconfig"]})
+            {"path": "/sbin/ldconfig", "args": ["ldconfig"]}
+        )
     spec["hooks"] = hooks
     return True
 
 
 def runtime(argv: list[str]) -> None:
     runc, lib_dir = argv[argv.index("--runc") + 1], Path(argv[argv.index("--driver-libs") + 1])
-    args = argv[argv.index("--") + 1:]
+    args = argv[argv.index("--") + 1 :]
     if "create" in args:
         bundle = Path(args[args.index("--bundle") + 1]) if "--bundle" in args else Path.cwd()
         config = bundle / "config.json"
@@ -159,8 +193,10 @@ def main() -> None:
     if sys.argv[1:2] == ["runtime"]:
         runtime(sys.argv[2:])
     elif sys.argv[1:2] == ["hook"]:
-        raise SystemExit("nvidia stand-in: the hook ran, so the stand-in runtime was bypassed "
-                         "(dockerd's default runtime must be tests/gpu's `nvidia` wrapper)")
+        raise SystemExit(
+            "nvidia stand-in: the hook ran, so the stand-in runtime was bypassed "
+            "(dockerd's default runtime must be tests/gpu's `nvidia` wrapper)"
+        )
     else:
         raise SystemExit(__doc__)
 

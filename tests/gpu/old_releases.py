@@ -19,14 +19,26 @@ from dataclasses import dataclass
 # The CUDA 12 user space a cu12x wheel needs at run time and the machine lacks: PyPI's packages of
 # that CUDA minor, carried as they are (the other CUDA libraries get stand-ins: standins.py).
 RUNTIMES = {
-    "12.1": ("nvidia-cuda-runtime-cu12==12.1.105", "nvidia-cuda-nvrtc-cu12==12.1.105",
-             "nvidia-cuda-cupti-cu12==12.1.105"),
-    "12.4": ("nvidia-cuda-runtime-cu12==12.4.127", "nvidia-cuda-nvrtc-cu12==12.4.127",
-             "nvidia-cuda-cupti-cu12==12.4.127"),
-    "12.6": ("nvidia-cuda-runtime-cu12==12.6.77", "nvidia-cuda-nvrtc-cu12==12.6.77",
-             "nvidia-cuda-cupti-cu12==12.6.80"),
-    "12.8": ("nvidia-cuda-runtime-cu12==12.8.90", "nvidia-cuda-nvrtc-cu12==12.8.93",
-             "nvidia-cuda-cupti-cu12==12.8.90"),
+    "12.1": (
+        "nvidia-cuda-runtime-cu12==12.1.105",
+        "nvidia-cuda-nvrtc-cu12==12.1.105",
+        "nvidia-cuda-cupti-cu12==12.1.105",
+    ),
+    "12.4": (
+        "nvidia-cuda-runtime-cu12==12.4.127",
+        "nvidia-cuda-nvrtc-cu12==12.4.127",
+        "nvidia-cuda-cupti-cu12==12.4.127",
+    ),
+    "12.6": (
+        "nvidia-cuda-runtime-cu12==12.6.77",
+        "nvidia-cuda-nvrtc-cu12==12.6.77",
+        "nvidia-cuda-cupti-cu12==12.6.80",
+    ),
+    "12.8": (
+        "nvidia-cuda-runtime-cu12==12.8.90",
+        "nvidia-cuda-nvrtc-cu12==12.8.93",
+        "nvidia-cuda-cupti-cu12==12.8.90",
+    ),
 }
 MACHINE = "machine"  # the H200's own (CUDA 13 libraries, Triton 3.6.0)
 NO_TRITON = "none"  # the wheel pins no Triton for Python 3.12 (2.2, 2.3: python_version < "3.12")
@@ -83,15 +95,39 @@ class Run:
 
 
 RUNS = {
-    "lazy_clone": Run("h200.releases.matrix.yaml",
-                      ("2.2.2", "2.3.0", "2.3.1", "2.4.0", "2.4.1", "2.5.0", "2.5.1", "2.6.0",
-                       "2.7.0", "2.7.1", "2.8.0", "2.9.0", "2.9.1", "2.10.0", "2.12.1", "2.14.0"),
-                      tritons=True),
-    "cumsum": Run("h200.cumsum.matrix.yaml",
-                  tuple(r.version for r in RELEASES if r.version != "2.2.2"), tritons=False),
-    "h100": Run("h100.releases.matrix.yaml",
-                tuple(r.version for r in RELEASES if r.version != "2.2.2"), tritons=True,
-                kind="H100"),
+    "lazy_clone": Run(
+        "h200.releases.matrix.yaml",
+        (
+            "2.2.2",
+            "2.3.0",
+            "2.3.1",
+            "2.4.0",
+            "2.4.1",
+            "2.5.0",
+            "2.5.1",
+            "2.6.0",
+            "2.7.0",
+            "2.7.1",
+            "2.8.0",
+            "2.9.0",
+            "2.9.1",
+            "2.10.0",
+            "2.12.1",
+            "2.14.0",
+        ),
+        tritons=True,
+    ),
+    "cumsum": Run(
+        "h200.cumsum.matrix.yaml",
+        tuple(r.version for r in RELEASES if r.version != "2.2.2"),
+        tritons=False,
+    ),
+    "h100": Run(
+        "h100.releases.matrix.yaml",
+        tuple(r.version for r in RELEASES if r.version != "2.2.2"),
+        tritons=True,
+        kind="H100",
+    ),
 }
 RUN_NAME = os.environ.get("GPU_RELEASES_RUN") or os.environ.get("H200_RELEASES_RUN", "lazy_clone")
 RUN = RUNS[RUN_NAME]

@@ -65,8 +65,13 @@ def _family(soname):
 
 
 def _readelf(flag, path):
-    return subprocess.run(["readelf", "-W", flag, path], stdout=subprocess.PIPE, check=True,
-                          text=True, errors="replace").stdout
+    return subprocess.run(
+        ["readelf", "-W", flag, path],
+        stdout=subprocess.PIPE,
+        check=True,
+        text=True,
+        errors="replace",
+    ).stdout
 
 
 def _needs(path):
@@ -131,15 +136,22 @@ def plan(libs, provided):
 
 
 def _source(soname, entry, cudnn):
-    lines = ["#include <stdio.h>", "#include <stdlib.h>", "#include <unistd.h>",
-             f"/* stand-in for {soname}, made by tests/gpu/standins.py: never a real call */"]
+    lines = [
+        "#include <stdio.h>",
+        "#include <stdlib.h>",
+        "#include <unistd.h>",
+        f"/* stand-in for {soname}, made by tests/gpu/standins.py: never a real call */",
+    ]
     answered = set()
     if soname.startswith("libcudnn.") and cudnn:
         major, minor, patch = (list(cudnn) + [0, 0, 0])[:3]
-        number = major * 1000 + minor * 100 + patch if major < 9 else \
-            major * 10000 + minor * 100 + patch
-        lines.append(ANSWERS % {"version": number, "cudart": 12000, "major": major,
-                                "minor": minor, "patch": patch})
+        number = (
+            major * 1000 + minor * 100 + patch if major < 9 else major * 10000 + minor * 100 + patch
+        )
+        lines.append(
+            ANSWERS
+            % {"version": number, "cudart": 12000, "major": major, "minor": minor, "patch": patch}
+        )
         answered = {"cudnnGetVersion", "cudnnGetCudartVersion", "cudnnGetProperty"}
     for name, (_, kind) in sorted(entry["symbols"].items()):
         if name in answered:
@@ -148,8 +160,10 @@ def _source(soname, entry, cudnn):
             lines.append(f"char {name}[256];")
             continue
         message = f"torchbisect GPU harness: {name} called in the stand-in for {soname}\\n"
-        lines.append(f"void {name}(void) {{ static const char m[] = \"{message}\"; "
-                     f"write(2, m, sizeof m - 1); abort(); }}")
+        lines.append(
+            f'void {name}(void) {{ static const char m[] = "{message}"; '
+            f"write(2, m, sizeof m - 1); abort(); }}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -175,8 +189,17 @@ def build(standins, out, cudnn):
             source = os.path.join(scratch, soname + ".c")
             with open(source, "w") as handle:
                 handle.write(_source(soname, entry, cudnn))
-            argv = ["gcc", "-shared", "-fPIC", "-O0", "-w", f"-Wl,-soname,{soname}", "-o",
-                    os.path.join(out, soname), source]
+            argv = [
+                "gcc",
+                "-shared",
+                "-fPIC",
+                "-O0",
+                "-w",
+                f"-Wl,-soname,{soname}",
+                "-o",
+                os.path.join(out, soname),
+                source,
+            ]
             script = _script(entry)
             if script:
                 path = os.path.join(scratch, soname + ".map")
@@ -184,8 +207,10 @@ def build(standins, out, cudnn):
                     handle.write(script)
                 argv.insert(1, f"-Wl,--version-script={path}")
             subprocess.run(argv, check=True)
-            print(f"{soname}: {len(entry['symbols'])} symbols, versions "
-                  f"{', '.join(sorted(v for v in entry['versions'] if v)) or 'none'}")
+            print(
+                f"{soname}: {len(entry['symbols'])} symbols, versions "
+                f"{', '.join(sorted(v for v in entry['versions'] if v)) or 'none'}"
+            )
 
 
 def _extract(wheel, folder):
@@ -201,8 +226,12 @@ def main(argv=None):
     parser.add_argument("wheel")
     parser.add_argument("out")
     parser.add_argument("--cudnn", help="the cuDNN version the wheel pins, e.g. 9.1.0.70")
-    parser.add_argument("--provided", action="append", default=[],
-                        help="a folder of libraries that will be there (no stand-in for them)")
+    parser.add_argument(
+        "--provided",
+        action="append",
+        default=[],
+        help="a folder of libraries that will be there (no stand-in for them)",
+    )
     args = parser.parse_args(argv)
     cudnn = [int(p) for p in args.cudnn.split(".")[:3]] if args.cudnn else None
     with tempfile.TemporaryDirectory() as scratch:

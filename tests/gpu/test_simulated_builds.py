@@ -24,30 +24,48 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE.parent.parent / "probes" / "stale_replay.py"
-LAZY_COPY = ("Cannot write to this tensor (or take its data_ptr()) during graph capture: it shares "
-             "memory with a lazy copy")
+LAZY_COPY = (
+    "Cannot write to this tensor (or take its data_ptr()) during graph capture: it shares "
+    "memory with a lazy copy"
+)
 # name -> (simulation, run verdict, capture cases' verdict, does the message name the lazy copy)
 SCENARIOS = {
     "fixed-eager-copy": ("fixed", "not_affected", "not_affected", None),
     "refuses-naming-the-lazy-copy": ("refuse:" + LAZY_COPY, "refused", "refused", True),
     "refuses-naming-capture-only": (
-        "refuse:operation not permitted when stream is capturing", "refused", "refused", False),
+        "refuse:operation not permitted when stream is capturing",
+        "refused",
+        "refused",
+        False,
+    ),
     "refuses-naming-neither": (
-        "refuse:This tensor shares its storage; call .clone() before use", "refused", "refused",
-        False),
+        "refuse:This tensor shares its storage; call .clone() before use",
+        "refused",
+        "refused",
+        False,
+    ),
     "refuses-with-an-internal-assert": (
-        "refuse:INTERNAL ASSERT FAILED at c10/core/StorageImpl.h:42", "refused", "refused", False),
+        "refuse:INTERNAL ASSERT FAILED at c10/core/StorageImpl.h:42",
+        "refused",
+        "refused",
+        False,
+    ),
     "broken-everywhere": (
-        "broken:Could not run 'aten::_lazy_clone' with arguments from the 'CUDA' backend", "error",
-        "error", False),
+        "broken:Could not run 'aten::_lazy_clone' with arguments from the 'CUDA' backend",
+        "error",
+        "error",
+        False,
+    ),
 }
 CAPTURE_CASES = ("capture_data_ptr", "capture_write", "raw_pointer_triton")
+
 
 def _probe(name: str, simulation: str, *args: str) -> tuple[int, dict]:
     path = os.pathsep.join([str(HERE / "simulate"), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "STALE_REPLAY_SIMULATE": simulation, "PYTHONPATH": path}
-    done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          env=env, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=600
+    )
     sys.stderr.write(done.stderr)
     document = json.loads(done.stdout)
     record = os.environ.get("TORCHBISECT_GPU_RECORD")
@@ -82,8 +100,7 @@ def check_build(name: str, code: int, doc: dict) -> None:
 
 ISOLATION = {  # name -> (simulation, cases, extra options, verdict of the failing case)
     "crash-under-capture": ("crash", "capture_data_ptr,side_stream", (), "crashed"),
-    "hang-under-capture": ("hang", "capture_data_ptr,side_stream", ("--timeout", "20"),
-                           "timeout"),
+    "hang-under-capture": ("hang", "capture_data_ptr,side_stream", ("--timeout", "20"), "timeout"),
     "cuda-error-under-capture": ("poison", "capture_data_ptr,side_stream", (), "error"),
 }
 

@@ -82,15 +82,28 @@ def pack(wheel, out, previous, keep):
             if info.compress_type != zipfile.ZIP_DEFLATED or info.compress_size < BIG:
                 continue
             start = _data_offset(handle, info)
-            members.append({"name": info.filename, "offset": start, "size": info.compress_size,
-                            "file_size": info.file_size, "crc": info.CRC, "method": _method(info),
-                            "key": _key(info.filename), "blob": _blob_name(len(members))})
+            members.append(
+                {
+                    "name": info.filename,
+                    "offset": start,
+                    "size": info.compress_size,
+                    "file_size": info.file_size,
+                    "crc": info.CRC,
+                    "method": _method(info),
+                    "key": _key(info.filename),
+                    "blob": _blob_name(len(members)),
+                }
+            )
             cuts.append((start, info.compress_size))
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(lambda m: _pack_member(archive, m, prev, out, keep), members))
     _write_skeleton(wheel, cuts, os.path.join(out, "skeleton.zst"))
-    manifest = {"wheel": os.path.basename(wheel), "sha256": _sha256(wheel),
-                "bytes": os.path.getsize(wheel), "members": members}
+    manifest = {
+        "wheel": os.path.basename(wheel),
+        "sha256": _sha256(wheel),
+        "bytes": os.path.getsize(wheel),
+        "members": members,
+    }
     with open(os.path.join(out, "manifest.json"), "w") as handle:
         json.dump(manifest, handle, indent=1)
     with open(os.path.join(keep, "index.json"), "w") as handle:
@@ -110,8 +123,17 @@ def _pack_member(archive, member, prev, out, keep):
     with archive.open(member["name"]) as source, open(raw, "wb") as target:
         shutil.copyfileobj(source, target, 1 << 24)  # zipfile checks the CRC at the end
     # -3: on a shared 2-core machine -9 took 4 minutes a release; the patches grow a little
-    argv = ["zstd", "-q", "-f", "-3", "--long=31", "-T2", raw, "-o",
-            os.path.join(out, member["blob"])]
+    argv = [
+        "zstd",
+        "-q",
+        "-f",
+        "-3",
+        "--long=31",
+        "-T2",
+        raw,
+        "-o",
+        os.path.join(out, member["blob"]),
+    ]
     base = prev.get(member["key"])
     if base:
         argv[3:3] = [f"--patch-from={base}"]
@@ -121,8 +143,12 @@ def _pack_member(archive, member, prev, out, keep):
 
 def _write_skeleton(wheel, cuts, path):
     # -6: the skeleton is mostly small members already deflated; -19 took minutes for 1 % less
-    with open(wheel, "rb") as source, subprocess.Popen(
-            ["zstd", "-q", "-f", "-6", "-T2", "-", "-o", path], stdin=subprocess.PIPE) as zstd:
+    with (
+        open(wheel, "rb") as source,
+        subprocess.Popen(
+            ["zstd", "-q", "-f", "-6", "-T2", "-", "-o", path], stdin=subprocess.PIPE
+        ) as zstd,
+    ):
         position = 0
         for start, size in cuts:
             zstd.stdin.write(source.read(start - position))
@@ -149,31 +175,44 @@ def unpack(folder, target, previous, keep, ready=None):
         if ready:
             open(ready, "w").close()
         deflated = list(pool.map(lambda m: _deflated(m, keep), manifest["members"]))
-    skeleton = subprocess.run(["zstd", "-q", "-d", "-c", os.path.join(folder, "skeleton.zst")],
-                              stdout=subprocess.PIPE, check=True).stdout
+    skeleton = subprocess.run(
+        ["zstd", "-q", "-d", "-c", os.path.join(folder, "skeleton.zst")],
+        stdout=subprocess.PIPE,
+        check=True,
+    ).stdout
     path = os.path.join(target, manifest["wheel"])
     with open(path + ".part", "wb") as out:
         position = 0  # in the original wheel
         taken = 0  # in the skeleton
         for member, data in zip(manifest["members"], deflated, strict=True):
             gap = member["offset"] - position
-            out.write(skeleton[taken:taken + gap])
+            out.write(skeleton[taken : taken + gap])
             taken += gap
             out.write(data)
             position = member["offset"] + member["size"]
         out.write(skeleton[taken:])
     digest = _sha256(path + ".part")
     if digest != manifest["sha256"]:
-        raise SystemExit(f"{manifest['wheel']}: rebuilt with sha256 {digest}, "
-                         f"PyPI's is {manifest['sha256']}")
+        raise SystemExit(
+            f"{manifest['wheel']}: rebuilt with sha256 {digest}, PyPI's is {manifest['sha256']}"
+        )
     os.replace(path + ".part", path)
     return path
 
 
 def _expand(folder, member, prev, keep):
     raw = os.path.join(keep, member["blob"] + ".raw")
-    argv = ["zstd", "-q", "-f", "-d", "--long=31", "--memory=2048MB",
-            os.path.join(folder, member["blob"]), "-o", raw]
+    argv = [
+        "zstd",
+        "-q",
+        "-f",
+        "-d",
+        "--long=31",
+        "--memory=2048MB",
+        os.path.join(folder, member["blob"]),
+        "-o",
+        raw,
+    ]
     if member.get("patch_of"):
         argv[3:3] = [f"--patch-from={prev[member['patch_of']]}"]
     subprocess.run(argv, check=True)
@@ -185,8 +224,10 @@ def _deflated(member, keep):
     with open(raw, "rb") as handle:
         crc = zlib.crc32(handle.read())
     if crc != member["crc"] or len(data) != member["size"]:
-        raise SystemExit(f"{member['name']}: deflated to {len(data)} bytes (crc {crc:08x}); "
-                         f"the wheel has {member['size']} (crc {member['crc']:08x})")
+        raise SystemExit(
+            f"{member['name']}: deflated to {len(data)} bytes (crc {crc:08x}); "
+            f"the wheel has {member['size']} (crc {member['crc']:08x})"
+        )
     return data
 
 
@@ -216,8 +257,10 @@ def main(argv=None):
     if args.verb == "pack":
         manifest = pack(args.source, args.out, args.previous, args.keep)
         sizes = sum(os.path.getsize(os.path.join(args.out, n)) for n in os.listdir(args.out))
-        print(f"{manifest['wheel']}: {manifest['bytes'] / 2**20:.0f} MiB -> {sizes / 2**20:.0f}"
-              f" MiB packed ({len(manifest['members'])} large members)")
+        print(
+            f"{manifest['wheel']}: {manifest['bytes'] / 2**20:.0f} MiB -> {sizes / 2**20:.0f}"
+            f" MiB packed ({len(manifest['members'])} large members)"
+        )
     else:
         print(unpack(args.source, args.out, args.previous, args.keep, args.ready))
     return 0

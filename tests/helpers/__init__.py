@@ -29,32 +29,65 @@ _CONTROLS = {"control_clone": "not_affected"}  # as probes/stale_replay.py decla
 
 
 def make_cell(cell_id: str = "dev-a", **kw) -> Cell:
-    values = dict(id=cell_id, channel=Channel.DEV, version="2.99.0+cpu", cuda="cpu",
-                  python="3.11", url=f"/wheels/{cell_id}.whl", sha256=_hex(cell_id))
+    values = dict(
+        id=cell_id,
+        channel=Channel.DEV,
+        version="2.99.0+cpu",
+        cuda="cpu",
+        python="3.11",
+        url=f"/wheels/{cell_id}.whl",
+        sha256=_hex(cell_id),
+    )
     values.update(kw)
     return Cell(**values)
 
 
 def probe_doc(verdict: str = "skipped", cases: dict[str, str] | None = None, **extra) -> dict:
     # the control behaves (the cases roll up to `verdict`, model.roll_up) unless nothing ran
-    cases = cases or {name: verdict if name not in _CONTROLS or verdict in ("skipped",
-                                                                          "inconclusive")
-                      else _CONTROLS[name] for name in CASES}
-    return {"schema": 1, "probe": "stale_replay", "probe_version": "1", "verdict": verdict,
-            "cases": {n: {"verdict": v, "detail": f"{n} {v}"} for n, v in cases.items()},
-            "env": {"torch_version": "2.99.0+cpu"}, **extra}
+    cases = cases or {
+        name: verdict
+        if name not in _CONTROLS or verdict in ("skipped", "inconclusive")
+        else _CONTROLS[name]
+        for name in CASES
+    }
+    return {
+        "schema": 1,
+        "probe": "stale_replay",
+        "probe_version": "1",
+        "verdict": verdict,
+        "cases": {n: {"verdict": v, "detail": f"{n} {v}"} for n, v in cases.items()},
+        "env": {"torch_version": "2.99.0+cpu"},
+        **extra,
+    }
 
 
-def make_run(cell: Cell | None = None, *, status: RunStatus = RunStatus.OK,
-             verdict: str = "skipped",
-             started: str = "2026-11-29T10:00:00.000000+00:00", gpu: str = "NVIDIA H200",
-             driver: str = "580.159.04", probe_version: str = "1+abc", **kw) -> CellRun:
+def make_run(
+    cell: Cell | None = None,
+    *,
+    status: RunStatus = RunStatus.OK,
+    verdict: str = "skipped",
+    started: str = "2026-11-29T10:00:00.000000+00:00",
+    gpu: str = "NVIDIA H200",
+    driver: str = "580.159.04",
+    probe_version: str = "1+abc",
+    **kw,
+) -> CellRun:
     cell = cell or make_cell()
     result = ProbeResult.from_json(probe_doc(verdict)) if status is RunStatus.OK else None
-    values = dict(cell=cell, status=status, result=result, wheel_sha256=cell.sha256 or "",
-                  probe_version=probe_version, gpu=gpu, driver=driver, backend="venv",
-                  started=started, seconds_install=1.5, seconds_probe=2.5,
-                  reason="" if status is RunStatus.OK else "install: boom")
+    values = dict(
+        cell=cell,
+        status=status,
+        result=result,
+        wheel_sha256=cell.sha256 or "",
+        probe_version=probe_version,
+        gpu=gpu,
+        driver=driver,
+        backend="venv",
+        started=started,
+        seconds_install=1.5,
+        seconds_probe=2.5,
+        reason="" if status is RunStatus.OK else "install: boom",
+    )
     values.update(kw)
     return CellRun(**values)
 
@@ -77,8 +110,16 @@ class ScriptedBackend(Backend):
 
     name = "scripted"
 
-    def __init__(self, *, install_s: float = 0.0, probe_s: float = 0.0, installs=None,
-                 probes=None, answer=None, stop_after: int | None = None):
+    def __init__(
+        self,
+        *,
+        install_s: float = 0.0,
+        probe_s: float = 0.0,
+        installs=None,
+        probes=None,
+        answer=None,
+        stop_after: int | None = None,
+    ):
         self.install_s, self.probe_s = install_s, probe_s
         self.installs = dict(installs or {})
         self.probes = dict(probes or {})
@@ -115,8 +156,13 @@ class ScriptedBackend(Backend):
         outcome = self.installs.get(cell.id)
         if isinstance(outcome, BaseException):
             raise outcome
-        return Prepared(cell=cell, python="python", wheel_sha256=cell.sha256 or "", handle=cell.id,
-                        seconds_install=self.install_s)
+        return Prepared(
+            cell=cell,
+            python="python",
+            wheel_sha256=cell.sha256 or "",
+            handle=cell.id,
+            seconds_install=self.install_s,
+        )
 
     def probe(self, prepared: Prepared, *, gpu, probe_args, log) -> ProbeOutput:
         with self.lock:
@@ -144,8 +190,11 @@ class ScriptedBackend(Backend):
         if isinstance(outcome, BaseException):
             raise outcome
         if isinstance(outcome, dict):
-            return ProbeOutput(json_text=json.dumps(outcome), seconds=0.0,
-                               exit_code=Verdict(outcome["verdict"]).exit_code)
+            return ProbeOutput(
+                json_text=json.dumps(outcome),
+                seconds=0.0,
+                exit_code=Verdict(outcome["verdict"]).exit_code,
+            )
         return outcome
 
     def release(self, prepared: Prepared) -> None:
@@ -161,15 +210,28 @@ def fake_torch_wheel(folder: Path, version: str = "2.99.0+cpu", git_version: str
     """A pure-Python wheel named torch: `import torch` works and reports no CUDA device (and
     `torch.version.git_version`, when given)."""
     git = f"class version:\n    git_version = {git_version!r}\n" if git_version else ""
-    return write_wheel(folder, version, {
-        "torch/__init__.py": (f"__version__ = {version!r}\n{git}"
-                              "class cuda:\n    @staticmethod\n"
-                              "    def is_available():\n        return False\n")})
+    return write_wheel(
+        folder,
+        version,
+        {
+            "torch/__init__.py": (
+                f"__version__ = {version!r}\n{git}"
+                "class cuda:\n    @staticmethod\n"
+                "    def is_available():\n        return False\n"
+            )
+        },
+    )
 
 
-def write_wheel(folder: Path, version: str, files: dict[str, str], *,
-                tag: str = "py3-none-any", build: str = "", requires: tuple[str, ...] = ()
-                ) -> Path:
+def write_wheel(
+    folder: Path,
+    version: str,
+    files: dict[str, str],
+    *,
+    tag: str = "py3-none-any",
+    build: str = "",
+    requires: tuple[str, ...] = (),
+) -> Path:
     """An installable wheel named torch holding `files`: dist-info (METADATA, WHEEL, RECORD with
     real hashes) is added, so pip and uv accept it.  The one wheel writer of the test suite.
     `build` is a PEP 427 build tag (a re-spin: `torch-2.10.0-3-…whl`); `requires` are
@@ -177,12 +239,18 @@ def write_wheel(folder: Path, version: str, files: dict[str, str], *,
     folder.mkdir(parents=True, exist_ok=True)
     dist = f"torch-{version}.dist-info"
     metadata = f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n" + "".join(
-        f"Requires-Dist: {r}\n" for r in requires)
-    files = {**files,
-             f"{dist}/METADATA": metadata,
-             f"{dist}/WHEEL": ("Wheel-Version: 1.0\nGenerator: tests\n"
-                               f"Root-Is-Purelib: {str(tag.endswith('-any')).lower()}\n"
-                               + (f"Build: {build}\n" if build else "") + f"Tag: {tag}\n")}
+        f"Requires-Dist: {r}\n" for r in requires
+    )
+    files = {
+        **files,
+        f"{dist}/METADATA": metadata,
+        f"{dist}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: tests\n"
+            f"Root-Is-Purelib: {str(tag.endswith('-any')).lower()}\n"
+            + (f"Build: {build}\n" if build else "")
+            + f"Tag: {tag}\n"
+        ),
+    }
     record = [f"{name},sha256={_b64(text)},{len(text.encode())}" for name, text in files.items()]
     files[f"{dist}/RECORD"] = "\n".join([*record, f"{dist}/RECORD,,"]) + "\n"
     path = folder / f"torch-{version}{'-' + build if build else ''}-{tag}.whl"
@@ -207,8 +275,12 @@ def _hex(text: str) -> str:
 
 def docker_image_exists(image: str) -> bool:
     """Whether the local Docker engine has `image` (no pull)."""
-    return subprocess.run(["docker", "image", "inspect", image], capture_output=True,
-                          check=False).returncode == 0
+    return (
+        subprocess.run(
+            ["docker", "image", "inspect", image], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
 
 
 def find_test_wheel(pattern: str = "torch-2.13.0+cpu-cp3*-*.whl") -> Path | None:
@@ -221,8 +293,9 @@ def find_test_wheel(pattern: str = "torch-2.13.0+cpu-cp3*-*.whl") -> Path | None
     folders = [Path(given)] if given else []
     if given and Path(given).is_file():
         return Path(given)
-    listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
-                             capture_output=True, text=True).stdout
+    listing = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True
+    ).stdout
     for line in listing.splitlines():
         key, _, value = line.partition("=")
         if key.endswith("find-links"):
@@ -241,14 +314,20 @@ def python_with_torch(version: str) -> str | None:
     import subprocess
     import sys
 
-    code = ("import sys, importlib.metadata as m; m.distribution('torch');"
-            "import sympy, networkx, jinja2, fsspec, filelock, typing_extensions;"
-            "print('%d.%d' % sys.version_info[:2])")
+    code = (
+        "import sys, importlib.metadata as m; m.distribution('torch');"
+        "import sympy, networkx, jinja2, fsspec, filelock, typing_extensions;"
+        "print('%d.%d' % sys.version_info[:2])"
+    )
     # $TORCHBISECT_TEST_PYTHON: CI's venv (.ci/run), which a nox session's venv cannot see.
     # In a nox session, python3 on PATH is the session's venv; its base may have torch.
-    candidates = (os.environ.get("TORCHBISECT_TEST_PYTHON"), sys.executable,
-                  getattr(sys, "_base_executable", None),
-                  shutil.which("python3"), shutil.which(f"python{version}"))
+    candidates = (
+        os.environ.get("TORCHBISECT_TEST_PYTHON"),
+        sys.executable,
+        getattr(sys, "_base_executable", None),
+        shutil.which("python3"),
+        shutil.which(f"python{version}"),
+    )
     for python in candidates:
         if not python:
             continue
@@ -259,7 +338,7 @@ def python_with_torch(version: str) -> str | None:
 
 
 def wheel_python(wheel: Path) -> str:
-    """"3.11" for a cp311 wheel."""
+    """ "3.11" for a cp311 wheel."""
     tag = wheel.name.split("-")[2]  # torch-2.13.0+cpu-cp311-cp311-…
     return f"{tag[2]}.{tag[3:]}"
 
@@ -269,7 +348,11 @@ def committed(folder: Path, pattern: str) -> list[Path]:
     user's own outputs there (a quick start's reports/index.html) are never read."""
     import subprocess
 
-    listed = subprocess.run(["git", "ls-files", "-z", "--", "."], cwd=folder,
-                            capture_output=True, check=True).stdout.decode().split("\0")
-    return sorted(folder / name for name in filter(None, listed)
-                  if Path(name).match(pattern))
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--", "."], cwd=folder, capture_output=True, check=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
+    return sorted(folder / name for name in filter(None, listed) if Path(name).match(pattern))

@@ -10,4 +10,4 @@ def expected_error(path: Path) -> str:
     """The first line of each bad file: `# expect: {path}, line N, key `…`: …`."""
     first = path.read_bytes().split(b"\n", 1)[0].decode()
     assert first.startswith("# expect: "), path
-    return first[len("# expect: "):].replace("{path}", str(path))
+    return first[len("# expect: ") :].replace("{path}", str(path))

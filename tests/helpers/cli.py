@@ -27,8 +27,9 @@ from torchbisect import cli
 from torchbisect.exits import Exit
 
 
-def env(extra: Mapping[str, str] | None = None, *,
-        base: Mapping[str, str] | None = None) -> dict[str, str]:
+def env(
+    extra: Mapping[str, str] | None = None, *, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """`base` (default: this process's environment) with the checkout's src/ first on
     PYTHONPATH (a relative entry there means nothing in another folder), and `extra`."""
     base = os.environ if base is None else base
@@ -42,17 +43,22 @@ def command(*argv: str | Path) -> list[str]:
     return [sys.executable, "-m", "torchbisect", *map(str, argv)]
 
 
-def torchbisect(*argv: str | Path, cwd: str | Path | None = None,
-                env_extra: Mapping[str, str] | None = None, timeout: float = 600,
-                **kw) -> subprocess.CompletedProcess:
+def torchbisect(
+    *argv: str | Path,
+    cwd: str | Path | None = None,
+    env_extra: Mapping[str, str] | None = None,
+    timeout: float = 600,
+    **kw,
+) -> subprocess.CompletedProcess:
     """`python -m torchbisect ARGV` as a user's shell runs it (text output captured, unless
     `text=False` or the test gives `stdout=`/`stderr=` itself), in the environment `env=` gives
     (default: this one), the checkout's src/ first on its path."""
     kw.setdefault("text", True)
     if not {"stdout", "stderr"} & kw.keys():
         kw.setdefault("capture_output", True)
-    return subprocess.run(command(*argv), cwd=cwd, env=env(env_extra, base=kw.pop("env", None)),
-                          timeout=timeout, **kw)
+    return subprocess.run(
+        command(*argv), cwd=cwd, env=env(env_extra, base=kw.pop("env", None)), timeout=timeout, **kw
+    )
 
 
 def call(*argv: str | Path) -> int:
@@ -63,18 +69,25 @@ def call(*argv: str | Path) -> int:
         return int(done.code or 0)
 
 
-def invoke(*argv: str | Path, cwd: str | Path | None = None,
-           env_extra: Mapping[str, str] | None = None,
-           env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+def invoke(
+    *argv: str | Path,
+    cwd: str | Path | None = None,
+    env_extra: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess:
     """`torchbisect ARGV` run in this process as `torchbisect(...)` runs it in a child: in `cwd`,
     with the environment `env` gives (default: this one) and `env_extra`, its status and its
     text output returned as a CompletedProcess; the folder and the environment are restored."""
     out, err = io.StringIO(), io.StringIO()
-    with _inside(cwd, {**(os.environ if env is None else env), **(env_extra or {})}), \
-            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with (
+        _inside(cwd, {**(os.environ if env is None else env), **(env_extra or {})}),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
         status = call(*argv)
-    return subprocess.CompletedProcess(["torchbisect", *map(str, argv)], status, out.getvalue(),
-                                       err.getvalue())
+    return subprocess.CompletedProcess(
+        ["torchbisect", *map(str, argv)], status, out.getvalue(), err.getvalue()
+    )
 
 
 @contextlib.contextmanager
@@ -106,8 +119,9 @@ def one_sentence(stderr: str, status: int, expected: int, *, command: str | None
     """The one-line error a user got, checked: `expected` status, a single line on stderr
     (after the command's usage, for a flag argparse refused, and after any `note: ` lines;
     `torchbisect COMMAND: error: …` when `command` is given), no traceback."""
-    assert status == expected, f"exit {status}, expected {Exit(expected).name} ({expected}): " \
-        f"{stderr}"
+    assert status == expected, (
+        f"exit {status}, expected {Exit(expected).name} ({expected}): {stderr}"
+    )
     assert "Traceback" not in stderr, stderr
     # a `note: ` line (a user's file standing in for a shipped probe, say) informs and comes
     # first; the error the user got is the one sentence after it

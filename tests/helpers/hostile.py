@@ -68,8 +68,9 @@ class HostileServer(LoopbackServer):
                     return 0
                 return int(spec[6:].split("-", 1)[0] or 0)
 
-            def _answer(self, status: int, body: bytes, headers: dict, *,
-                        length: int | None = None) -> None:
+            def _answer(
+                self, status: int, body: bytes, headers: dict, *, length: int | None = None
+            ) -> None:
                 self.send_response(status)
                 for key, value in headers.items():
                     self.send_header(key, value)

@@ -42,8 +42,14 @@ class Served(str):
 
 
 @contextmanager
-def serve(directory: str | Path, *, fail_first: int = 0, fail_always: bool = False,
-          truncate_first: int = 0, ranges: bool = False) -> Iterator[Served]:
+def serve(
+    directory: str | Path,
+    *,
+    fail_first: int = 0,
+    fail_always: bool = False,
+    truncate_first: int = 0,
+    ranges: bool = False,
+) -> Iterator[Served]:
     state = {"failures": fail_first, "truncations": truncate_first}
     hits: list[str] = []
     asked: list[str] = []
@@ -57,8 +63,12 @@ def serve(directory: str | Path, *, fail_first: int = 0, fail_always: bool = Fal
                 self.send_error(503, "Service Unavailable")
                 return
             page = Path(self.translate_path(self.path))
-            if page.is_dir() and self.path.endswith("/") and (page / "index.json").is_file() \
-                    and PEP691 in self.headers.get("Accept", ""):
+            if (
+                page.is_dir()
+                and self.path.endswith("/")
+                and (page / "index.json").is_file()
+                and PEP691 in self.headers.get("Accept", "")
+            ):
                 self._send((page / "index.json").read_bytes(), PEP691)
                 return
             if page.is_dir() and self.path.endswith("/") and (page / "index.html").is_file():
@@ -84,7 +94,7 @@ def serve(directory: str | Path, *, fail_first: int = 0, fail_always: bool = Fal
             self.send_header("Content-Range", f"bytes {start}-{end}/{len(body)}")
             self.send_header("Content-Length", str(end + 1 - start))
             self.end_headers()
-            self.wfile.write(body[start:end + 1])
+            self.wfile.write(body[start : end + 1])
             sent[0] += end + 1 - start
 
         def _send(self, body: bytes, content_type: str) -> None:
@@ -101,10 +111,10 @@ def serve(directory: str | Path, *, fail_first: int = 0, fail_always: bool = Fal
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                 partial(Handler, directory=str(directory)))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
-                              daemon=True)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(directory)))
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    )
     thread.start()
     try:
         url = Served(f"http://127.0.0.1:{server.server_address[1]}")
@@ -125,24 +135,45 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def make_release_index(root: Path, versions: dict[str, Iterable[str]], *, channel: str = "",
-                       pythons: Iterable[str] = PYTHONS, platforms: Iterable[str] = PLATFORMS,
-                       with_sha: bool = True, write_wheels: bool = False,
-                       json_too: bool = False) -> Path:
+def make_release_index(
+    root: Path,
+    versions: dict[str, Iterable[str]],
+    *,
+    channel: str = "",
+    pythons: Iterable[str] = PYTHONS,
+    platforms: Iterable[str] = PLATFORMS,
+    with_sha: bool = True,
+    write_wheels: bool = False,
+    json_too: bool = False,
+) -> Path:
     """`root/whl/[channel/]<tag>/torch/index.html` for each tag → versions; returns `root/whl`."""
     for tag, tag_versions in versions.items():
         folder = f"{channel}/{tag}" if channel else tag
-        names = [_name(f"{v}+{tag}", py, plat) for v in tag_versions for py in pythons
-                 for plat in platforms if _exists(v, py)]
-        _write_page(root, folder, names, with_sha=with_sha, write_wheels=write_wheels,
-                    json_too=json_too)
+        names = [
+            _name(f"{v}+{tag}", py, plat)
+            for v in tag_versions
+            for py in pythons
+            for plat in platforms
+            if _exists(v, py)
+        ]
+        _write_page(
+            root, folder, names, with_sha=with_sha, write_wheels=write_wheels, json_too=json_too
+        )
     return root / "whl"
 
 
-def make_nightly_index(root: Path, dates: Iterable[date], *, cuda: str = "cu130",
-                       version: str = "2.17.0", bump: tuple[date, str] | None = None,
-                       pythons: Iterable[str] = PYTHONS, platforms: Iterable[str] = PLATFORMS,
-                       write_wheels: bool = False, json_too: bool = False) -> Path:
+def make_nightly_index(
+    root: Path,
+    dates: Iterable[date],
+    *,
+    cuda: str = "cu130",
+    version: str = "2.17.0",
+    bump: tuple[date, str] | None = None,
+    pythons: Iterable[str] = PYTHONS,
+    platforms: Iterable[str] = PLATFORMS,
+    write_wheels: bool = False,
+    json_too: bool = False,
+) -> Path:
     """`root/whl/nightly/<cuda>/torch/index.html` with one nightly per date (two on `bump`'s date).
 
     `bump = (day, new_version)`: from `day` on, nightlies carry `new_version`; `day` itself has
@@ -150,13 +181,20 @@ def make_nightly_index(root: Path, dates: Iterable[date], *, cuda: str = "cu130"
     """
     names = []
     for day in dates:
-        stamps = [version] if bump is None or day < bump[0] else (
-            [version, bump[1]] if day == bump[0] else [bump[1]])
+        stamps = (
+            [version]
+            if bump is None or day < bump[0]
+            else ([version, bump[1]] if day == bump[0] else [bump[1]])
+        )
         for v in stamps:
-            names += [_name(f"{v}.dev{day:%Y%m%d}+{cuda}", py, plat) for py in pythons
-                      for plat in platforms]
-    _write_page(root, f"nightly/{cuda}", names, with_sha=False, write_wheels=write_wheels,
-                json_too=json_too)
+            names += [
+                _name(f"{v}.dev{day:%Y%m%d}+{cuda}", py, plat)
+                for py in pythons
+                for plat in platforms
+            ]
+    _write_page(
+        root, f"nightly/{cuda}", names, with_sha=False, write_wheels=write_wheels, json_too=json_too
+    )
     return root / "whl" / "nightly"
 
 
@@ -170,8 +208,9 @@ def _name(version: str, python: str, platform: str) -> str:
     return f"torch-{version}-{python}-{abi}-{platform}.whl"
 
 
-def _write_page(root: Path, folder: str, names: list[str], *, with_sha: bool,
-                write_wheels: bool, json_too: bool) -> None:
+def _write_page(
+    root: Path, folder: str, names: list[str], *, with_sha: bool, write_wheels: bool, json_too: bool
+) -> None:
     page = root / "whl" / folder / "torch"
     links, files = [], []
     for name in names:
@@ -179,9 +218,15 @@ def _write_page(root: Path, folder: str, names: list[str], *, with_sha: bool,
         data = fake_wheel(name)
         meta = sha256(b"METADATA " + data)
         links.append(anchor(href, name, sha256=sha256(data) if with_sha else None, metadata=meta))
-        files.append({"filename": name, "url": href.replace("+", "%2B"),
-                      "hashes": {"sha256": sha256(data)} if with_sha else {},
-                      "core-metadata": {"sha256": meta}, "dist-info-metadata": {"sha256": meta}})
+        files.append(
+            {
+                "filename": name,
+                "url": href.replace("+", "%2B"),
+                "hashes": {"sha256": sha256(data)} if with_sha else {},
+                "core-metadata": {"sha256": meta},
+                "dist-info-metadata": {"sha256": meta},
+            }
+        )
         if write_wheels:
             (root / "whl" / folder).mkdir(parents=True, exist_ok=True)
             (root / "whl" / folder / name).write_bytes(data)

@@ -36,8 +36,9 @@ class LoopbackServer:
 
     def __enter__(self):
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.02}, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self._thread.start()
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         return self
@@ -65,8 +66,12 @@ class Peer(LoopbackServer):
 
             def _any(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                seen = Seen(self.command, self.path, dict(self.headers.items()),
-                            self.rfile.read(length) if length else b"")
+                seen = Seen(
+                    self.command,
+                    self.path,
+                    dict(self.headers.items()),
+                    self.rfile.read(length) if length else b"",
+                )
                 outer.seen.append(seen)
                 status, headers, body = outer.answer(seen)
                 if status:  # 0: the body is the raw answer, status line and headers included

@@ -19,8 +19,10 @@ MISSING = {3, 9, 10, 17, 25}
 DATES = [f"2025-08-{d:02d}" for d in range(1, 32) if d not in MISSING]
 FIRST_BAD = "2025-08-14"
 # bad when the installed torch is a nightly of 2025-08-14 or later: decided by the version itself
-SCRIPT = ("python -c \"import sys, torch; d = torch.__version__.split('dev')[1][:8]; "
-          "sys.exit(1 if d >= '20250814' else 0)\"")
+SCRIPT = (
+    "python -c \"import sys, torch; d = torch.__version__.split('dev')[1][:8]; "
+    "sys.exit(1 if d >= '20250814' else 0)\""
+)
 
 
 def version_of(day: str, bump: bool | None = None) -> str:
@@ -30,10 +32,15 @@ def version_of(day: str, bump: bool | None = None) -> str:
 
 def standin_wheel(folder: Path, version: str, git_version: str) -> Path:
     """A minimal valid wheel: torch/__init__.py and torch/version.py."""
-    return write_wheel(folder, version, {
-        "torch/__init__.py": f"from . import version\n__version__ = {version!r}\n",
-        "torch/version.py": f"__version__ = {version!r}\ngit_version = {git_version!r}\n",
-    }, tag=f"{TAG}-{TAG}-manylinux_2_28_x86_64")
+    return write_wheel(
+        folder,
+        version,
+        {
+            "torch/__init__.py": f"from . import version\n__version__ = {version!r}\n",
+            "torch/version.py": f"__version__ = {version!r}\ngit_version = {git_version!r}\n",
+        },
+        tag=f"{TAG}-{TAG}-manylinux_2_28_x86_64",
+    )
 
 
 def build_index(root: Path, shas: dict[str, tuple[str, str]]) -> None:
@@ -43,14 +50,18 @@ def build_index(root: Path, shas: dict[str, tuple[str, str]]) -> None:
     versions = [version_of(d) for d in DATES] + [version_of("2025-08-20", bump=False)]
     links = []
     for version in versions:
-        day = f"{version.split('dev')[1][:4]}-{version.split('dev')[1][4:6]}-" \
-              f"{version.split('dev')[1][6:8]}"
+        day = (
+            f"{version.split('dev')[1][:4]}-{version.split('dev')[1][4:6]}-"
+            f"{version.split('dev')[1][6:8]}"
+        )
         whl = standin_wheel(root / "wheels", version, shas[day][0])
         href = "../wheels/" + whl.name.replace("+", "%2B")
         links.append(f'<a href="{href}" data-dist-info-metadata="sha256=00">{whl.name}</a><br/>')
     (root / "torch" / "index.html").write_text(
-        "<!DOCTYPE html>\n<html><body>\n<h1>Links for torch</h1>\n" + "\n".join(links)
-        + "\n</body></html>\n")
+        "<!DOCTYPE html>\n<html><body>\n<h1>Links for torch</h1>\n"
+        + "\n".join(links)
+        + "\n</body></html>\n"
+    )
 
 
 @contextmanager
@@ -66,10 +77,31 @@ def nightly_world(tmp_path_factory):
 
 def bisect_args(base: Path, url: str, work: Path, *extra: str) -> list[str]:
     """The arguments of `torchbisect bisect` over this world (for helpers.cli.torchbisect)."""
-    return ["bisect", "--good", "2025-08-01", "--bad", "20250831", "--cuda", "cpu",
-            "--python", PY, "--index-url", url, "--backend", "venv", "--store",
-            str(work / "results.sqlite"), "--workdir", str(base / "venvs"), "--repo",
-            str(base / "pytorch"), "--no-github", "--json", str(work / "bisect.json"), *extra]
+    return [
+        "bisect",
+        "--good",
+        "2025-08-01",
+        "--bad",
+        "20250831",
+        "--cuda",
+        "cpu",
+        "--python",
+        PY,
+        "--index-url",
+        url,
+        "--backend",
+        "venv",
+        "--store",
+        str(work / "results.sqlite"),
+        "--workdir",
+        str(base / "venvs"),
+        "--repo",
+        str(base / "pytorch"),
+        "--no-github",
+        "--json",
+        str(work / "bisect.json"),
+        *extra,
+    ]
 
 
 def cli_args(base: Path, url: str, work: Path, *extra: str) -> list[str]:
@@ -113,4 +145,3 @@ def bound(n: int = len(DATES)) -> int:
 def runs_now(stored_now: int) -> int:
     """The script's runs for `stored_now` verdicts judged now (each stored once)."""
     return 2 * stored_now + PAIR_REASKS
-

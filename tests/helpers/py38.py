@@ -37,20 +37,28 @@ def find_python38() -> str | None:
     pyenv = sorted(str(p) for p in root.glob("versions/3.8*/bin/python3.8"))
     candidates = [shutil.which("python3.8"), *pyenv]
     if shutil.which("uv"):
-        found = subprocess.run(["uv", "python", "find", "--no-python-downloads", "3.8"],
-                               capture_output=True, text=True)
+        found = subprocess.run(
+            ["uv", "python", "find", "--no-python-downloads", "3.8"], capture_output=True, text=True
+        )
         candidates.append(found.stdout.strip() if found.returncode == 0 else None)
     for python in filter(None, candidates):
-        check = subprocess.run([python, "-c", "import sys; print(sys.version_info[:2] == (3, 8))"],
-                               capture_output=True, text=True)
+        check = subprocess.run(
+            [python, "-c", "import sys; print(sys.version_info[:2] == (3, 8))"],
+            capture_output=True,
+            text=True,
+        )
         if check.returncode == 0 and check.stdout.strip() == "True":
             return python
     return None
 
 
 def _has_future_annotations(tree: ast.Module) -> bool:
-    return any(isinstance(n, ast.ImportFrom) and n.module == "__future__" and
-               any(a.name == "annotations" for a in n.names) for n in tree.body)
+    return any(
+        isinstance(n, ast.ImportFrom)
+        and n.module == "__future__"
+        and any(a.name == "annotations" for a in n.names)
+        for n in tree.body
+    )
 
 
 def _evaluated(tree: ast.Module, *, lazy: bool) -> list[ast.AST]:
@@ -70,8 +78,9 @@ def _annotations(node: ast.AST, *, lazy: bool) -> list[ast.expr]:
         found = [a.annotation for a in every if a is not None and a.annotation is not None]
         if node.returns is not None:
             found.append(node.returns)
-        local = [s.annotation for s in ast.walk(node)
-                 if isinstance(s, ast.AnnAssign) and s is not node]
+        local = [
+            s.annotation for s in ast.walk(node) if isinstance(s, ast.AnnAssign) and s is not node
+        ]
         return [*found, *local] if lazy else _local_only(node)
     if isinstance(node, ast.AnnAssign) and lazy:
         return [node.annotation]

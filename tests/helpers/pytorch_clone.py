@@ -8,14 +8,19 @@ import subprocess
 import time
 from pathlib import Path
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
-           "PATH": "/usr/bin:/bin:/usr/local/bin"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "PATH": "/usr/bin:/bin:/usr/local/bin",
+}
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], env=GIT_ENV, check=True,
-                          capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], env=GIT_ENV, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 Step = tuple[str, str, dict[str, str | None], str | None]
@@ -36,8 +41,10 @@ def fast_import(repo: Path, steps: list[Step]) -> list[str]:
         stream.write(b"data %d\n%s\n" % (len(raw), raw))
 
     for mark, (branch, subject, files, parent) in enumerate(steps, start=1):
-        stream.write(f"commit refs/heads/{branch}\nmark :{mark}\n"
-                     f"author {stamp}\ncommitter {stamp}\n".encode())
+        stream.write(
+            f"commit refs/heads/{branch}\nmark :{mark}\n"
+            f"author {stamp}\ncommitter {stamp}\n".encode()
+        )
         data(subject + "\n")  # as `git commit -m` stores it
         if parent is not None:
             stream.write(f"from {parent}\n".encode())
@@ -48,9 +55,13 @@ def fast_import(repo: Path, steps: list[Step]) -> list[str]:
                 stream.write(f"M 100644 inline {name}\n".encode())
                 data(text)
     marks = repo / ".git" / "fast-import-marks"
-    subprocess.run(["git", "-C", str(repo), "fast-import", "--quiet",
-                    f"--export-marks={marks}"], input=stream.getvalue(), env=GIT_ENV,
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "fast-import", "--quiet", f"--export-marks={marks}"],
+        input=stream.getvalue(),
+        env=GIT_ENV,
+        check=True,
+        capture_output=True,
+    )
     sha_of = dict(line.split() for line in marks.read_text().splitlines())
     marks.unlink()
     return [sha_of[f":{mark}"] for mark in range(1, len(steps) + 1)]
@@ -71,11 +82,19 @@ def make_pytorch_clone(path: Path, dates: list[str], commits_per_day: int = 2) -
     """
     path.mkdir(parents=True)
     _git(path, "init", "-q", "-b", "main")
-    main = fast_import(path, [("main", f"change {k} of {day}", {"file.txt": f"{day} {k}\n"}, None)
-                              for day in dates for k in range(commits_per_day)])
+    main = fast_import(
+        path,
+        [
+            ("main", f"change {k} of {day}", {"file.txt": f"{day} {k}\n"}, None)
+            for day in dates
+            for k in range(commits_per_day)
+        ],
+    )
     built_from = {day: main[(i + 1) * commits_per_day - 1] for i, day in enumerate(dates)}
     # a nightly's subject names its main commit, whose sha is known once main is written
-    nightly = fast_import(path, [("nightly", f"{day} nightly release ({sha})", {}, sha)
-                                 for day, sha in built_from.items()])
+    nightly = fast_import(
+        path,
+        [("nightly", f"{day} nightly release ({sha})", {}, sha) for day, sha in built_from.items()],
+    )
     check_out(path)
     return {day: (n, built_from[day]) for day, n in zip(dates, nightly, strict=True)}

@@ -15,7 +15,7 @@ from pathlib import Path
 from helpers import fake_torch_wheel
 from torchbisect.utils import proc
 
-PROBE = '''
+PROBE = """
 PROBE_OUTPUT = "document"
 import argparse, json, os, subprocess, sys, time
 parser = argparse.ArgumentParser()
@@ -55,7 +55,7 @@ with open(args.json, "w") as fh:
     else:
         json.dump(doc, fh)
 sys.exit(0 if kind == "liar" else 125)  # the liar's exit status agrees with its claim
-'''
+"""
 
 
 def project(root: Path, *, timeout: float = 120, cells: int = 1, docs=()) -> list[str]:
@@ -70,16 +70,36 @@ def project(root: Path, *, timeout: float = 120, cells: int = 1, docs=()) -> lis
     docs = list(docs) + ["ok"] * (cells - len(docs))
     entries = "".join(
         f"  - wheel: {fake_torch_wheel(root / 'wheels', f'2.99.{i}+cpu')}\n    name: k{i}\n"
-        f"    overlay: true\n    env: {{TB_DOC: {docs[i]}}}\n" for i in range(cells))
+        f"    overlay: true\n    env: {{TB_DOC: {docs[i]}}}\n"
+        for i in range(cells)
+    )
     (root / "matrix.yaml").write_text(f"defaults:\n  timeout: {timeout}\ndev:\n{entries}")
-    return ["matrix", "--matrix", "matrix.yaml", "--allow-no-gpu", "--backend", "venv", "--store",
-            "results.sqlite", "--out", "reports", "--workdir", "work", "--no-report"]
+    return [
+        "matrix",
+        "--matrix",
+        "matrix.yaml",
+        "--allow-no-gpu",
+        "--backend",
+        "venv",
+        "--store",
+        "results.sqlite",
+        "--out",
+        "reports",
+        "--workdir",
+        "work",
+        "--no-report",
+    ]
 
 
 def environment(root: Path, mode: str) -> tuple[dict[str, str], str]:
     mark = uuid.uuid4().hex
-    env = {**os.environ, "TORCHBISECT_PROBES": str(root / "probes"), "TB_MODE": mode,
-           "TB_MARK": mark, "TB_STARTED": str(root / "probe-started")}
+    env = {
+        **os.environ,
+        "TORCHBISECT_PROBES": str(root / "probes"),
+        "TB_MODE": mode,
+        "TB_MARK": mark,
+        "TB_STARTED": str(root / "probe-started"),
+    }
     return env, mark
 
 

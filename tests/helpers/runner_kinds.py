@@ -35,12 +35,14 @@ kinds:
 
 def make_world(tmp_path: Path) -> Path:
     """matrix.yaml over three stand-in nightlies (both platforms) and runners.yaml's kinds."""
-    nightly_index(tmp_path / "index", DAYS, first_stale=DAYS[1],
-                  git_versions={d: "a" * 40 for d in DAYS})
+    nightly_index(
+        tmp_path / "index", DAYS, first_stale=DAYS[1], git_versions={d: "a" * 40 for d in DAYS}
+    )
     (tmp_path / "matrix.yaml").write_text(
         'defaults:\n  cuda: auto\n  python: "3.11"\ncuda_tags: [cu126, cu130]\n'
         f'indexes:\n  nightly: "{tmp_path}/index/{{cuda}}/"\n'
-        f"nightly:\n  dates: [{', '.join(f'{d:%Y-%m-%d}' for d in DAYS)}]\n")
+        f"nightly:\n  dates: [{', '.join(f'{d:%Y-%m-%d}' for d in DAYS)}]\n"
+    )
     (tmp_path / "runners.yaml").write_text(RUNNERS)
     return tmp_path
 

@@ -26,8 +26,10 @@ from helpers import TESTS
 _STATUS_ATTRS = ("returncode", "exit_code", "code")
 # the CLI spelled out: the word (an argv's, an installed script's path), a shell's line, a script
 # that runs its `main`
-_SPELLED = re.compile(r"^torchbisect$|-m torchbisect\b"
-                      r"|from torchbisect(\.cli|\.__main__)? import main")
+_SPELLED = re.compile(
+    r"^torchbisect$|-m torchbisect\b"
+    r"|from torchbisect(\.cli|\.__main__)? import main"
+)
 _COMPARED = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -56,8 +58,11 @@ def _bindings(scope: ast.AST) -> list[tuple[set[str], ast.expr]]:
 
 
 def _raises(node: ast.expr) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
         and node.func.attr == "raises"
+    )
 
 
 def _scopes(tree: ast.Module) -> list[ast.AST]:
@@ -86,11 +91,13 @@ class _Cli:
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 for alias in node.names:
                     bound = alias.asname or alias.name
-                    if node.module.split(".")[0] == "helpers" \
-                            and alias.name in _helper_origins(node.module):
+                    if node.module.split(".")[0] == "helpers" and alias.name in _helper_origins(
+                        node.module
+                    ):
                         self.origins.add(bound)
-                    elif node.module.startswith(("torchbisect.cli", "torchbisect.commands",
-                                                 "torchbisect.__main__")):
+                    elif node.module.startswith(
+                        ("torchbisect.cli", "torchbisect.commands", "torchbisect.__main__")
+                    ):
                         (self.origins if alias.name == "main" else self.modules).add(bound)
                     elif node.module == "torchbisect" and alias.name in ("cli", "commands"):
                         self.modules.add(bound)
@@ -107,18 +114,28 @@ class _Cli:
                 names = module_names.union(*(given.get(f.name, ()) for f in inner))
                 names = self.tainted[id(scope)] = self._taint(scope, names)
                 for node in ast.walk(scope):
-                    if isinstance(node, _FUNCTIONS) and node.name not in self.origins \
-                            and any(self.holds(s, names) for s in node.body):
+                    if (
+                        isinstance(node, _FUNCTIONS)
+                        and node.name not in self.origins
+                        and any(self.holds(s, names) for s in node.body)
+                    ):
                         self.origins.add(node.name)
                         grown = True
-                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                            and node.func.id in functions:
+                    if (
+                        isinstance(node, ast.Call)
+                        and isinstance(node.func, ast.Name)
+                        and node.func.id in functions
+                    ):
                         params = functions[node.func.id].args
                         params = [*params.posonlyargs, *params.args]
-                        got = {p.arg for p, a in zip(params, node.args, strict=False)
-                               if self.holds(a, names)}
-                        got |= {k.arg for k in node.keywords
-                                if k.arg and self.holds(k.value, names)}
+                        got = {
+                            p.arg
+                            for p, a in zip(params, node.args, strict=False)
+                            if self.holds(a, names)
+                        }
+                        got |= {
+                            k.arg for k in node.keywords if k.arg and self.holds(k.value, names)
+                        }
                         if got - given.get(node.func.id, set()):
                             given.setdefault(node.func.id, set()).update(got)
                             grown = True
@@ -137,8 +154,11 @@ class _Cli:
         func = node.func
         if isinstance(func, ast.Name):
             return func.id in self.origins
-        return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+        return (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
             and func.value.id in self.modules
+        )
 
     def holds(self, node: ast.AST, tainted: set[str]) -> bool:
         """Whether `node` is the CLI, its argv, or what it gave: a call passes on what its
@@ -149,10 +169,16 @@ class _Cli:
         if isinstance(node, ast.Constant):
             return isinstance(node.value, str) and _SPELLED.search(node.value) is not None
         if isinstance(node, ast.Call):
-            first = node.args[:1] + ([node.func.value] if isinstance(node.func, ast.Attribute)
-                                     else [])
-            return self.calls(node) or any(self.holds(n, tainted) for n in first) or any(
-                isinstance(n, ast.Constant) and self.holds(n, tainted) for n in ast.walk(node))
+            first = node.args[:1] + (
+                [node.func.value] if isinstance(node.func, ast.Attribute) else []
+            )
+            return (
+                self.calls(node)
+                or any(self.holds(n, tainted) for n in first)
+                or any(
+                    isinstance(n, ast.Constant) and self.holds(n, tainted) for n in ast.walk(node)
+                )
+            )
         return any(self.holds(n, tainted) for n in ast.iter_child_nodes(node))
 
     def numbered(self, scope: ast.AST) -> list[int]:
@@ -164,35 +190,54 @@ class _Cli:
                 if isinstance(base, ast.Attribute) and base.attr == "value":
                     base = base.value
                     if isinstance(base, ast.Name) and any(  # what pytest.raises caught
-                            base.id in names and _raises(value) for names, value in bindings):
+                        base.id in names and _raises(value) for names, value in bindings
+                    ):
                         return True
                 return self.holds(base, tainted)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and node.func.attr in ("wait", "poll"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("wait", "poll")
+            ):
                 return self.holds(node.func.value, tainted)
-            if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)) \
-                    and not isinstance(node.elt, ast.Name):
+            if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)) and not isinstance(
+                node.elt, ast.Name
+            ):
                 return status(node.elt)  # `[r.returncode for r in runs] == [0, 0]`
             if isinstance(node, ast.Name):  # `code = call(…)`, `code, said = run(…)`
-                return any(node.id in names and (self.calls(value) or (
-                    isinstance(value, (ast.Attribute, ast.Call)) and status(value)))
-                    for names, value in bindings)
+                return any(
+                    node.id in names
+                    and (
+                        self.calls(value)
+                        or (isinstance(value, (ast.Attribute, ast.Call)) and status(value))
+                    )
+                    for names, value in bindings
+                )
             return self.calls(node)
 
         lines = set()
         for node in ast.walk(scope):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                    and node.func.id == "one_sentence" and len(node.args) >= 3 \
-                    and _int_literals(node.args[2]):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "one_sentence"
+                and len(node.args) >= 3
+                and _int_literals(node.args[2])
+            ):
                 lines.add(node.lineno)
             if isinstance(node, ast.Compare) and isinstance(node.ops[0], _COMPARED):
                 sides = [node.left, *node.comparators]
                 pairs = list(zip(sides, sides[1:], strict=False))
-                pairs += [(a, b) for x, y in list(pairs)  # (status, out) == (2, "…")
-                          if isinstance(x, ast.Tuple) and isinstance(y, ast.Tuple)
-                          for a, b in zip(x.elts, y.elts, strict=False)]
-                if any((status(a) and _int_literals(b)) or (status(b) and _int_literals(a))
-                       for a, b in pairs):
+                pairs += [
+                    (a, b)
+                    for x, y in list(pairs)  # (status, out) == (2, "…")
+                    if isinstance(x, ast.Tuple) and isinstance(y, ast.Tuple)
+                    for a, b in zip(x.elts, y.elts, strict=False)
+                ]
+                if any(
+                    (status(a) and _int_literals(b)) or (status(b) and _int_literals(a))
+                    for a, b in pairs
+                ):
                     lines.add(node.lineno)
         return sorted(lines)
 

@@ -12,9 +12,11 @@ from helpers.cli import starts_the_cli
 from helpers.osv import validator  # noqa: F401  (a fixture: pytest finds it by its name here)
 from helpers.runner_kinds import kinds_world  # noqa: F401  (a fixture, as validator is)
 
-REFUSED = ("tests/unit/ runs the CLI in this process: use helpers.cli.invoke() (or call()) "
-           "instead of starting {argv}; a test that needs torchbisect as a process of its own "
-           "belongs in tests/e2e/ or tests/faults/, through helpers.cli.torchbisect()")
+REFUSED = (
+    "tests/unit/ runs the CLI in this process: use helpers.cli.invoke() (or call()) "
+    "instead of starting {argv}; a test that needs torchbisect as a process of its own "
+    "belongs in tests/e2e/ or tests/faults/, through helpers.cli.torchbisect()"
+)
 
 
 @pytest.fixture(autouse=True)

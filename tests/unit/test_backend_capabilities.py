@@ -37,10 +37,12 @@ SRC = REPO / "src" / "torchbisect"
 def test_every_backend_declares_its_own_capabilities_and_label(name):
     cls = backend_class(name)
     assert isinstance(cls.__dict__.get("can"), Capabilities), (
-        f"{cls.__name__} inherits what it can do: declare `can = Capabilities(...)` on it")
+        f"{cls.__name__} inherits what it can do: declare `can = Capabilities(...)` on it"
+    )
     assert capabilities(name) is cls.can and cls.name == name
     assert isinstance(cls.__dict__.get("label"), str), (
-        f"{cls.__name__} inherits what a page calls it: declare `label = ...` on it")
+        f"{cls.__name__} inherits what a page calls it: declare `label = ...` on it"
+    )
     assert label(name) == cls.label == f"the {name} backend"
 
 
@@ -57,12 +59,16 @@ def test_only_the_builds_ask_the_host_which_backend(monkeypatch):
     bisection ask whether an engine answers, and say so; the others never ping it."""
     asked: list[int] = []
     answer = [True]
-    monkeypatch.setattr(backends, "docker_answers",
-                        lambda timeout=5.0: asked.append(1) or answer[0])
+    monkeypatch.setattr(
+        backends, "docker_answers", lambda timeout=5.0: asked.append(1) or answer[0]
+    )
     fixed = {p: default_backend(p) for p in Purpose if p is not Purpose.BUILDS}
     assert asked == []
     assert {p: c.name for p, c in fixed.items()} == {
-        Purpose.SCRIPT: "venv", Purpose.OWN_TORCH: "current", Purpose.BENCH: "venv"}
+        Purpose.SCRIPT: "venv",
+        Purpose.OWN_TORCH: "current",
+        Purpose.BENCH: "venv",
+    }
     assert not any(c.why for c in fixed.values())  # nothing to say: the purpose decided
     assert not capabilities(fixed[Purpose.SCRIPT].name).containers  # a script runs on the host
     assert (default_backend(Purpose.BUILDS).name, asked) == ("docker", [1])
@@ -81,10 +87,13 @@ def test_a_fixed_default_is_built_without_a_line_and_a_host_default_with_one(mon
     assert (built.name, said) == ("current", [])
     built = choose_backend(None, options, say=said.append)
     assert (built.name, said) == (
-        "venv", ["backend: venv (no Docker engine answers; choose with --backend)"])
+        "venv",
+        ["backend: venv (no Docker engine answers; choose with --backend)"],
+    )
 
 
 # -- `cache` asks the backend what it keeps ----------------------------------------------------
+
 
 class _Jar(Backend):
     """A backend of this test's: it keeps marbles in the work folder."""
@@ -130,17 +139,23 @@ def test_cache_measures_and_prunes_through_the_backend_it_names(jar, tmp_path, c
     work.mkdir()
     for n in range(3):
         (work / f"{n}.marble").write_text("o")
-    assert call("cache", "--backend", "jar", "--workdir", work,
-                "--store", tmp_path / "none") == Exit.OK
+    assert (
+        call("cache", "--backend", "jar", "--workdir", work, "--store", tmp_path / "none")
+        == Exit.OK
+    )
     assert capsys.readouterr().out.splitlines() == [
-        "backend: jar (--backend), which keeps marbles in the work folder", "marbles: 3"]
+        "backend: jar (--backend), which keeps marbles in the work folder",
+        "marbles: 3",
+    ]
     assert call("cache", "--backend", "jar", "--workdir", work, "--prune") == Exit.OK
     assert capsys.readouterr().out.splitlines()[1:] == [
-        "jar emptied (holding the work folder's lock)"]
+        "jar emptied (holding the work folder's lock)"
+    ]
     assert list(work.glob("*.marble")) == []
 
 
 # -- no backend's name outside backends/ -------------------------------------------------------
+
 
 def _names_a_backend(node: ast.AST) -> bool:
     text = ast.unparse(node)
@@ -165,8 +180,7 @@ def test_no_caller_compares_a_backend_name():
             if not isinstance(node, ast.Compare):
                 continue
             sides = [node.left, *node.comparators]
-            if any(_names_a_backend(s) for s in sides) and any(
-                    _backend_literals(s) for s in sides):
+            if any(_names_a_backend(s) for s in sides) and any(_backend_literals(s) for s in sides):
                 found.append(f"{path.relative_to(SRC)}:{node.lineno}: {ast.unparse(node)}")
     assert not found, found
 
@@ -175,21 +189,28 @@ def test_no_caller_compares_a_backend_name():
 # candidates newer than the newest stable release) is no backend, nor is uv's `venv` command that
 # the bench's hand loop runs as a user would.  (file, the def or class it is spelt in): every entry
 # must still be used, so that none outlives its reason.
-_OTHER_MEANINGS = {("config/fields.py", "test_versions", "current"),
-                   ("config/matrix.py", "TestEntry", "current"),
-                   ("plan/resolve.py", "_wanted", "current"),
-                   ("bench/loop.py", "run_loop", "venv")}
+_OTHER_MEANINGS = {
+    ("config/fields.py", "test_versions", "current"),
+    ("config/matrix.py", "TestEntry", "current"),
+    ("plan/resolve.py", "_wanted", "current"),
+    ("bench/loop.py", "run_loop", "venv"),
+}
 
 
 def _spelt(tree: ast.Module) -> Iterator[tuple[str, ast.Constant]]:
     """Each string constant naming a backend, with the def or class it is spelt in."""
+
     def walk(node: ast.AST, scope: str) -> Iterator[tuple[str, ast.Constant]]:
         for child in ast.iter_child_nodes(node):
-            inner = child.name if isinstance(
-                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else scope
+            inner = (
+                child.name
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                else scope
+            )
             if isinstance(child, ast.Constant) and child.value in BACKENDS:
                 yield scope, child
             yield from walk(child, inner)
+
     return walk(tree, "")
 
 

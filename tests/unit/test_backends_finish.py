@@ -29,8 +29,10 @@ def test_a_run_that_ends_finishes_after_its_work():
 
 def test_a_run_stopped_by_a_torchbisect_error_finishes_and_keeps_the_error():
     backend = _Finishing()
-    with pytest.raises(ConfigError, match="the newest nightly is still bad"), \
-            finishing(backend, backend.said.append):
+    with (
+        pytest.raises(ConfigError, match="the newest nightly is still bad"),
+        finishing(backend, backend.said.append),
+    ):
         raise ConfigError("the newest nightly is still bad")
     assert backend.said == ["finished"]
 

@@ -11,15 +11,26 @@ from torchbisect.cells import nightly as cell_id
 from torchbisect.errors import ConfigError
 from torchbisect.model import Cell, Channel
 
-TEMPLATE = Cell(id="", channel=Channel.NIGHTLY, version="", cuda="cu130", python="3.12",
-                cases=("capture_data_ptr",), trials=3)
+TEMPLATE = Cell(
+    id="",
+    channel=Channel.NIGHTLY,
+    version="",
+    cuda="cu130",
+    python="3.12",
+    cases=("capture_data_ptr",),
+    trials=3,
+)
 
 
 def wheel(day: str, version: str | None = None):
     stamp = day.replace("-", "")
     version = version or f"2.10.0.dev{stamp}+cu130"
-    return SimpleNamespace(nightly_date=day, version=version, sha256=None,
-                           url=f"https://example.invalid/torch-{version}.whl")
+    return SimpleNamespace(
+        nightly_date=day,
+        version=version,
+        sha256=None,
+        url=f"https://example.invalid/torch-{version}.whl",
+    )
 
 
 def days(*numbers: int) -> list:
@@ -27,16 +38,25 @@ def days(*numbers: int) -> list:
 
 
 def build(wheels, older, newer):
-    return build_candidates(wheels, older=older, newer=newer, older_flag="--good",
-                            newer_flag="--bad", cell_template=TEMPLATE)
+    return build_candidates(
+        wheels,
+        older=older,
+        newer=newer,
+        older_flag="--good",
+        newer_flag="--bad",
+        cell_template=TEMPLATE,
+    )
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("2025-08-01", "2025-08-01"),
-    ("20250801", "2025-08-01"),
-    ("2.10.0.dev20250801", "2025-08-01"),
-    ("2.10.0.dev20250801+cu128", "2025-08-01"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2025-08-01", "2025-08-01"),
+        ("20250801", "2025-08-01"),
+        ("2.10.0.dev20250801", "2025-08-01"),
+        ("2.10.0.dev20250801+cu128", "2025-08-01"),
+    ],
+)
 def test_parse_end(text, expected):
     assert parse_end(text, "--good") == expected
 
@@ -53,8 +73,12 @@ def test_relative_dates_for_the_scheduled_workflow():
 
 def test_candidates_in_date_order_with_cells_and_missing_dates():
     got = build(days(5, 1, 2, 4, 7, 9), "2025-08-02", "2025-08-07")
-    assert [c.date for c in got.candidates] == ["2025-08-02", "2025-08-04", "2025-08-05",
-                                                 "2025-08-07"]
+    assert [c.date for c in got.candidates] == [
+        "2025-08-02",
+        "2025-08-04",
+        "2025-08-05",
+        "2025-08-07",
+    ]
     assert got.missing == ("2025-08-03", "2025-08-06")
     cell = got.candidates[0].cell
     assert cell.id == "nightly-20250802-cu130-cp312" == cell_id("2025-08-02", "cu130", "3.12")
@@ -63,10 +87,14 @@ def test_candidates_in_date_order_with_cells_and_missing_dates():
 
 
 def test_script_runs_get_their_own_cell_id():
-    assert cell_id("2025-08-02", "cu130", "3.12", probe="script:be87e4feef96") == \
-        "nightly-20250802-cu130-cp312-script-be87e4feef96"
-    assert cell_id("2025-08-02", "cu130", "3.12", probe="stale_replay") == \
-        "nightly-20250802-cu130-cp312"
+    assert (
+        cell_id("2025-08-02", "cu130", "3.12", probe="script:be87e4feef96")
+        == "nightly-20250802-cu130-cp312-script-be87e4feef96"
+    )
+    assert (
+        cell_id("2025-08-02", "cu130", "3.12", probe="stale_replay")
+        == "nightly-20250802-cu130-cp312"
+    )
 
 
 def test_missing_ends_widen_outward_and_say_so():
@@ -85,8 +113,12 @@ def test_an_end_past_the_index_widens_inward():
 
 
 def test_version_bump_keeps_the_newer_nightly_of_a_date():
-    wheels = [*days(1, 2), wheel("2025-08-03", "2.10.0.dev20250803+cu130"),
-              wheel("2025-08-03", "2.11.0.dev20250803+cu130"), *days(4)]
+    wheels = [
+        *days(1, 2),
+        wheel("2025-08-03", "2.10.0.dev20250803+cu130"),
+        wheel("2025-08-03", "2.11.0.dev20250803+cu130"),
+        *days(4),
+    ]
     got = build(wheels, "2025-08-01", "2025-08-04")
     assert got.candidates[2].version == "2.11.0.dev20250803+cu130"
     assert "2025-08-03 has two nightlies" in got.notes[0]
@@ -95,11 +127,14 @@ def test_version_bump_keeps_the_newer_nightly_of_a_date():
     assert got.candidates[1].cell.id == "nightly-20250802-cu130-cp312"
 
 
-@pytest.mark.parametrize(("wheels", "older", "newer", "match"), [
-    (days(1, 2, 3), "2025-08-03", "2025-08-01", "must be older than --bad"),
-    ([], "2025-08-01", "2025-08-03", "lists no nightly"),
-    (days(4), "2025-08-01", "2025-08-09", "fewer than two"),
-])
+@pytest.mark.parametrize(
+    ("wheels", "older", "newer", "match"),
+    [
+        (days(1, 2, 3), "2025-08-03", "2025-08-01", "must be older than --bad"),
+        ([], "2025-08-01", "2025-08-03", "lists no nightly"),
+        (days(4), "2025-08-01", "2025-08-09", "fewer than two"),
+    ],
+)
 def test_unusable_ranges_are_one_sentence(wheels, older, newer, match):
     with pytest.raises(ConfigError, match=match):
         build(wheels, older, newer)

@@ -15,13 +15,18 @@ from torchbisect.bisect.commits import CommitLookup, compare_url, parse_nightly_
 from torchbisect.errors import ConfigError
 
 
-@pytest.mark.parametrize(("message", "expected"), [
-    ("2025-08-01 nightly release (0123456789abcdef0123456789abcdef01234567)",
-     ("2025-08-01", "0123456789abcdef0123456789abcdef01234567")),
-    ("2025-08-01 nightly release (abc1234)\n\nbody", ("2025-08-01", "abc1234")),
-    ("Merge pull request #1", None),
-    ("2025-08-01 nightly release", None),
-])
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (
+            "2025-08-01 nightly release (0123456789abcdef0123456789abcdef01234567)",
+            ("2025-08-01", "0123456789abcdef0123456789abcdef01234567"),
+        ),
+        ("2025-08-01 nightly release (abc1234)\n\nbody", ("2025-08-01", "abc1234")),
+        ("Merge pull request #1", None),
+        ("2025-08-01 nightly release", None),
+    ],
+)
 def test_parse_nightly_message(message, expected):
     assert parse_nightly_message(message) == expected
 
@@ -39,8 +44,11 @@ def test_clone_gives_main_sha_and_the_commits_between(tmp_path):
     assert new.sha == shas["2025-08-03"][1]
     log = lookup.commits_between(old.sha, new.sha)
     assert [line.split(" ", 1)[1] for line in log] == [
-        "change 1 of 2025-08-03", "change 0 of 2025-08-03",
-        "change 1 of 2025-08-02", "change 0 of 2025-08-02"]
+        "change 1 of 2025-08-03",
+        "change 0 of 2025-08-03",
+        "change 1 of 2025-08-02",
+        "change 0 of 2025-08-02",
+    ]
 
 
 def test_missing_commit_and_no_github_leave_the_sha_empty_and_say_why(tmp_path):
@@ -100,9 +108,17 @@ def test_the_commits_between_are_one_entry_each_whatever_their_subjects_hold(tmp
     repo = tmp_path / "pytorch"
     (repo / "file.txt").write_text("odd\n")
     _git(repo, "add", "file.txt")
-    subprocess.run(["git", "-C", str(repo), "commit", "-q", "-F", "-"], env=GIT_ENV, check=True,
-                   input="carriage\rreturn and \x01 separator", text=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "commit", "-q", "-F", "-"],
+        env=GIT_ENV,
+        check=True,
+        input="carriage\rreturn and \x01 separator",
+        text=True,
+    )
     lookup = CommitLookup(repo, github=False)
     log = lookup.commits_between(shas["2025-08-01"][1], _git(repo, "rev-parse", "HEAD"))
     assert [line.split(" ", 1)[1] for line in log] == [
-        "carriage\rreturn and \x01 separator", "change 1 of 2025-08-02", "change 0 of 2025-08-02"]
+        "carriage\rreturn and \x01 separator",
+        "change 1 of 2025-08-02",
+        "change 0 of 2025-08-02",
+    ]

@@ -39,27 +39,53 @@ def git_of(day: str) -> str:
 
 def index_wheels() -> list[SimpleNamespace]:
     """What the index lists: one nightly per date, its wheel never downloaded (fake backend)."""
-    return [SimpleNamespace(nightly_date=d, version=version_of(d), url=f"http://x/{d}.whl",
-                            sha256=hashlib.sha256(d.encode()).hexdigest()) for d in DATES]
+    return [
+        SimpleNamespace(
+            nightly_date=d,
+            version=version_of(d),
+            url=f"http://x/{d}.whl",
+            sha256=hashlib.sha256(d.encode()).hexdigest(),
+        )
+        for d in DATES
+    ]
 
 
 def cands(wheels=None, *, case="capture_data_ptr", probe="stale_replay", trials=None):
-    template = Cell(id="", channel=Channel.NIGHTLY, version="", cuda="cpu", python=PY,
-                    cases=(case,), probe=probe, trials=trials)
-    return build_candidates(wheels or index_wheels(), older=DATES[0], newer=DATES[-1],
-                            older_flag="--good", newer_flag="--bad", cell_template=template)
+    template = Cell(
+        id="",
+        channel=Channel.NIGHTLY,
+        version="",
+        cuda="cpu",
+        python=PY,
+        cases=(case,),
+        probe=probe,
+        trials=trials,
+    )
+    return build_candidates(
+        wheels or index_wheels(),
+        older=DATES[0],
+        newer=DATES[-1],
+        older_flag="--good",
+        newer_flag="--bad",
+        cell_template=template,
+    )
 
 
 def probe_doc(verdict: Verdict, day: str, case="capture_data_ptr", **extra) -> dict:
-    return {"schema": 1, "verdict": verdict.value, "probe": "stale_replay",
-            "cases": {case: {"verdict": verdict.value, **extra}},
-            "env": {"git_version": git_of(day), "torch_version": version_of(day)}}
+    return {
+        "schema": 1,
+        "verdict": verdict.value,
+        "probe": "stale_replay",
+        "cases": {case: {"verdict": verdict.value, **extra}},
+        "env": {"git_version": git_of(day), "torch_version": version_of(day)},
+    }
 
 
 def affected_from(first_bad: str):
     def decide(cell):
         v = Verdict.AFFECTED if cell.date >= first_bad else Verdict.NOT_AFFECTED
         return probe_doc(v, cell.date)
+
     return decide
 
 
@@ -82,8 +108,13 @@ def store_path(tmp_path) -> Path:
 
 
 def bisector(backend, store, tmp_path, rule=None, direction=Direction.REGRESSION):
-    return Bisector(backend=backend, store=store, rule=rule or Rule(), direction=direction,
-                    logs=tmp_path / "logs")
+    return Bisector(
+        backend=backend,
+        store=store,
+        rule=rule or Rule(),
+        direction=direction,
+        logs=tmp_path / "logs",
+    )
 
 
 def pair(result) -> tuple[str, str]:
@@ -103,10 +134,13 @@ def test_finds_the_first_bad_nightly_and_stores_every_probe(store, tmp_path):
     ids = [c.cell.id for c in listed.candidates]
     assert {ids[0], ids[-1]} <= {r.cell.id for r in runs} <= set(ids)
     by_id = {c.cell.id: c for c in listed.candidates}
-    assert all(r.status is RunStatus.OK and r.wheel_sha256 == by_id[r.cell.id].cell.sha256
-               for r in runs)
-    assert (b.points[result.last_good].verdict, b.points[result.first_bad].verdict) == \
-        (Outcome.GOOD, Outcome.BAD)
+    assert all(
+        r.status is RunStatus.OK and r.wheel_sha256 == by_id[r.cell.id].cell.sha256 for r in runs
+    )
+    assert (b.points[result.last_good].verdict, b.points[result.first_bad].verdict) == (
+        Outcome.GOOD,
+        Outcome.BAD,
+    )
     assert b.points[result.first_bad].git_version == "g20250811"
 
 
@@ -118,9 +152,13 @@ def test_a_candidate_that_cannot_be_judged_is_unknown_without_a_run(store, tmp_p
     listed = cands()
     at = DATES.index("2025-08-11")
     why = "CUDA not known: its wheel x.whl has no CUDA label, and its metadata could not be read"
-    listed = dataclasses.replace(listed, candidates=tuple(
-        dataclasses.replace(c, unjudged=why) if i == at else c
-        for i, c in enumerate(listed.candidates)))
+    listed = dataclasses.replace(
+        listed,
+        candidates=tuple(
+            dataclasses.replace(c, unjudged=why) if i == at else c
+            for i, c in enumerate(listed.candidates)
+        ),
+    )
     backend = answering(affected_from("2025-08-11"))
     b = bisector(backend, store, tmp_path)
     result = b.search(listed)
@@ -131,8 +169,7 @@ def test_a_candidate_that_cannot_be_judged_is_unknown_without_a_run(store, tmp_p
     assert "2025-08-11" not in {r.cell.date for r in store.runs()}
 
 
-def test_a_killed_bisection_resumes_from_the_store_and_a_rerun_probes_nothing(store_path,
-                                                                                  tmp_path):
+def test_a_killed_bisection_resumes_from_the_store_and_a_rerun_probes_nothing(store_path, tmp_path):
     killed = answering(affected_from("2025-08-11"), stop_after=3)
     with Store(store_path) as store, pytest.raises(KeyboardInterrupt):
         bisector(killed, store, tmp_path).search(cands())
@@ -172,8 +209,10 @@ def test_a_changed_probe_script_means_new_evidence(store, tmp_path, fake_probes)
 
 
 def test_an_install_failure_is_unknown_stepped_around_and_retried_next_time(store, tmp_path):
-    backend = answering(affected_from("2025-08-11"),
-                        installs={id_of("2025-08-10"): InfraError("download failed: HTTP 404")})
+    backend = answering(
+        affected_from("2025-08-11"),
+        installs={id_of("2025-08-10"): InfraError("download failed: HTTP 404")},
+    )
     b = bisector(backend, store, tmp_path)
     result = b.search(cands())
     assert pair(result) == ("2025-08-08", "2025-08-11")
@@ -218,10 +257,16 @@ def test_the_next_candidates_install_while_one_is_probed(store, tmp_path):
 # --- a case run in trials: the flaky rule -------------------------------------------------------
 
 
-@pytest.mark.parametrize(("stale", "least", "verdict"), [
-    (0, 1, Outcome.GOOD), (1, 1, Outcome.BAD), (1, 2, Outcome.UNKNOWN), (2, 2, Outcome.BAD),
-    (5, 3, Outcome.BAD),
-])
+@pytest.mark.parametrize(
+    ("stale", "least", "verdict"),
+    [
+        (0, 1, Outcome.GOOD),
+        (1, 1, Outcome.BAD),
+        (1, 2, Outcome.UNKNOWN),
+        (2, 2, Outcome.BAD),
+        (5, 3, Outcome.BAD),
+    ],
+)
 def test_flaky_rule(stale, least, verdict):
     v = Verdict.AFFECTED if stale else Verdict.NOT_AFFECTED
     doc = probe_doc(v, "2025-08-01", case="side_stream", stale_trials=stale, trials=5)
@@ -236,14 +281,18 @@ def _race_probe(folder, least: int):
     folder.mkdir(exist_ok=True)
     (folder / "race.py").write_text(
         '"""A race that shows now and then"""\nPROBE_VERSION = "1"\n'
-        f'BISECT_CASE = "copy_race"\nTRIAL_CASES = {{"copy_race": {least}}}\n')
+        f'BISECT_CASE = "copy_race"\nTRIAL_CASES = {{"copy_race": {least}}}\n'
+    )
     return folder
 
 
-@pytest.mark.parametrize(("stale", "verdict"), [
-    (0, Outcome.GOOD), (2, Outcome.UNKNOWN), (3, Outcome.BAD), (5, Outcome.BAD)])
+@pytest.mark.parametrize(
+    ("stale", "verdict"),
+    [(0, Outcome.GOOD), (2, Outcome.UNKNOWN), (3, Outcome.BAD), (5, Outcome.BAD)],
+)
 def test_the_probe_declares_its_deciding_case_and_its_trials_rule(
-        fake_probes, tmp_path, stale, verdict):
+    fake_probes, tmp_path, stale, verdict
+):
     """Nothing in the tool names the probe's cases: `race.py` says its bisection is decided by
     `copy_race`, judged over trials and bad from 3 affected trials on."""
     fake_probes(_race_probe(tmp_path / "probes", 3))
@@ -253,10 +302,12 @@ def test_the_probe_declares_its_deciding_case_and_its_trials_rule(
     rule = Rule(probe="race")
     assert rule.case_name == "copy_race" and rule.judge(run).verdict is verdict
     assert "case copy_race: " in rule.describe()
-    assert "bad when affected on at least 3 of the probe's default number of trials" in \
-        rule.describe()
+    assert (
+        "bad when affected on at least 3 of the probe's default number of trials" in rule.describe()
+    )
     assert Rule(probe="race", min_affected=1).judge(run).verdict is (  # the flag overrides it
-        Outcome.BAD if stale else Outcome.GOOD)
+        Outcome.BAD if stale else Outcome.GOOD
+    )
 
 
 def test_a_flaky_bisection_keeps_every_stale_fraction(store, tmp_path):
@@ -265,8 +316,9 @@ def test_a_flaky_bisection_keeps_every_stale_fraction(store, tmp_path):
         v = Verdict.AFFECTED if stale else Verdict.NOT_AFFECTED
         return probe_doc(v, cell.date, case="side_stream", stale_trials=stale, trials=4)
 
-    b = bisector(answering(decide), store, tmp_path,
-                 rule=Rule(case="side_stream", trials=4, min_affected=1))
+    b = bisector(
+        answering(decide), store, tmp_path, rule=Rule(case="side_stream", trials=4, min_affected=1)
+    )
     result = b.search(cands(case="side_stream", trials=4))
     assert DATES[result.first_bad] == "2025-08-11"
     assert {p.stale_fraction for p in b.points.values()} == {0.0, 0.5}
@@ -282,8 +334,11 @@ def nightly_wheels(tmp_path_factory) -> list[SimpleNamespace]:
     found = []
     for day in DATES:
         wheel = fake_torch_wheel(folder, version_of(day), git_version=git_of(day))
-        found.append(SimpleNamespace(nightly_date=day, version=version_of(day), url=str(wheel),
-                                     sha256=sha256_of(wheel)))
+        found.append(
+            SimpleNamespace(
+                nightly_date=day, version=version_of(day), url=str(wheel), sha256=sha256_of(wheel)
+            )
+        )
     return found
 
 
@@ -298,20 +353,30 @@ def venv_backend(tmp_path_factory):
 
 def exits(first_bad: str, at: dict[str, int] | None = None) -> str:
     """A --script: exit 0 before `first_bad`, 1 from it on, except the codes `at` these dates."""
-    code = ("import os, sys; d = os.environ['TORCHBISECT_DATE']; "
-            f"sys.exit({at or {}!r}.get(d, 0 if d < {first_bad!r} else 1))")
+    code = (
+        "import os, sys; d = os.environ['TORCHBISECT_DATE']; "
+        f"sys.exit({at or {}!r}.get(d, 0 if d < {first_bad!r} else 1))"
+    )
     return f'python -c "{code}"'
 
 
-@pytest.mark.parametrize(("code", "expected", "verdict"), [
-    (0, ("2025-08-11", "2025-08-12"), Outcome.GOOD),
-    (1, ("2025-08-10", "2025-08-11"), Outcome.BAD),
-    (127, ("2025-08-10", "2025-08-11"), Outcome.BAD),  # as `git bisect run`: 1-127 but 125 is bad
-    (125, ("2025-08-10", "2025-08-12"), Outcome.UNKNOWN),  # skip this nightly
-])
+@pytest.mark.parametrize(
+    ("code", "expected", "verdict"),
+    [
+        (0, ("2025-08-11", "2025-08-12"), Outcome.GOOD),
+        (1, ("2025-08-10", "2025-08-11"), Outcome.BAD),
+        (
+            127,
+            ("2025-08-10", "2025-08-11"),
+            Outcome.BAD,
+        ),  # as `git bisect run`: 1-127 but 125 is bad
+        (125, ("2025-08-10", "2025-08-12"), Outcome.UNKNOWN),  # skip this nightly
+    ],
+)
 @pytest.mark.slow
-def test_script_exit_codes_decide_as_git_bisect_run(code, expected, verdict, nightly_wheels,
-                                                     venv_backend, store, tmp_path):
+def test_script_exit_codes_decide_as_git_bisect_run(
+    code, expected, verdict, nightly_wheels, venv_backend, store, tmp_path
+):
     rule = Rule(script=exits("2025-08-11", {"2025-08-11": code}))
     b = bisector(venv_backend, store, tmp_path, rule=rule)
     result = b.search(cands(nightly_wheels, probe=rule.probe_name))
@@ -325,40 +390,50 @@ def test_script_exit_codes_decide_as_git_bisect_run(code, expected, verdict, nig
 
 
 @pytest.mark.slow
-def test_a_script_exit_above_127_stops_the_bisection(nightly_wheels, venv_backend, store,
-                                                     tmp_path):
+def test_a_script_exit_above_127_stops_the_bisection(nightly_wheels, venv_backend, store, tmp_path):
     rule = Rule(script="exit 200")
     with pytest.raises(ScriptAborted, match="exited with status 200"):
         bisector(venv_backend, store, tmp_path, rule=rule).search(
-            cands(nightly_wheels, probe=rule.probe_name))
+            cands(nightly_wheels, probe=rule.probe_name)
+        )
 
 
 @pytest.mark.slow
-def test_the_script_runs_in_the_candidate_environment(nightly_wheels, venv_backend, store,
-                                                      tmp_path):
+def test_the_script_runs_in_the_candidate_environment(
+    nightly_wheels, venv_backend, store, tmp_path
+):
     seen = tmp_path / "seen.txt"
-    script = ('echo "$TORCHBISECT_DATE $TORCHBISECT_TORCH_VERSION $TORCHBISECT_PYTHON '
-              f'$(command -v python)" >> {seen}; test "$TORCHBISECT_DATE" != 2025-08-19')
+    script = (
+        'echo "$TORCHBISECT_DATE $TORCHBISECT_TORCH_VERSION $TORCHBISECT_PYTHON '
+        f'$(command -v python)" >> {seen}; test "$TORCHBISECT_DATE" != 2025-08-19'
+    )
     rule = Rule(script=script)
     result = bisector(venv_backend, store, tmp_path, rule=rule).search(
-        cands(nightly_wheels, probe=rule.probe_name))
+        cands(nightly_wheels, probe=rule.probe_name)
+    )
     assert DATES[result.first_bad] == "2025-08-19"
     day, version, python, on_path = seen.read_text().splitlines()[0].split()
     assert (day, version) == ("2025-08-01", version_of("2025-08-01"))
     assert Path(on_path).parent == Path(python).parent  # `python` is the candidate's own
-    has = subprocess.run([python, "-c", "import torch; print(torch.__version__)"],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    has = subprocess.run(
+        [python, "-c", "import torch; print(torch.__version__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert has == version_of("2025-08-01")
 
 
 @pytest.mark.slow
-def test_reask_runs_the_script_again_without_storing(nightly_wheels, venv_backend, store,
-                                                     tmp_path):
+def test_reask_runs_the_script_again_without_storing(nightly_wheels, venv_backend, store, tmp_path):
     counter = tmp_path / "calls"
-    flips = (f'n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}; '
-             'exit $((n % 2))')  # 0, 1, 0, … whatever the nightly
-    rule = Rule(script=f'if [ "$TORCHBISECT_DATE" = 2025-08-11 ]; then {flips}; fi; '
-                       + exits("2025-08-11"))
+    flips = (
+        f"n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}; "
+        "exit $((n % 2))"
+    )  # 0, 1, 0, … whatever the nightly
+    rule = Rule(
+        script=f'if [ "$TORCHBISECT_DATE" = 2025-08-11 ]; then {flips}; fi; ' + exits("2025-08-11")
+    )
     b = bisector(venv_backend, store, tmp_path, rule=rule)
     result = b.search(cands(nightly_wheels, probe=rule.probe_name))
     stored = len(store.runs())
@@ -372,11 +447,16 @@ def test_reask_runs_the_script_again_without_storing(nightly_wheels, venv_backen
 
 # --- --repeat: every verdict run now is asked N times ---------------------------------------
 
+
 def _script_doc(bad: bool, day: str) -> dict:
     verdict = Verdict.AFFECTED if bad else Verdict.NOT_AFFECTED
-    return {"schema": 1, "verdict": verdict.value, "probe": "script",
-            "cases": {"script": {"verdict": verdict.value, "exit_status": int(bad)}},
-            "env": {"git_version": git_of(day), "torch_version": version_of(day)}}
+    return {
+        "schema": 1,
+        "verdict": verdict.value,
+        "probe": "script",
+        "cases": {"script": {"verdict": verdict.value, "exit_status": int(bad)}},
+        "env": {"git_version": git_of(day), "torch_version": version_of(day)},
+    }
 
 
 def _script_cands():
@@ -387,8 +467,14 @@ def _script_cands():
 def test_repeat_asks_every_verdict_run_now_n_times_on_one_install(store, tmp_path):
     rule, listed = _script_cands()
     backend = answering(lambda cell: _script_doc(cell.date >= "2025-08-11", cell.date))
-    b = Bisector(backend=backend, store=store, rule=rule, direction=Direction.REGRESSION,
-                 logs=tmp_path / "logs", repeat=3)
+    b = Bisector(
+        backend=backend,
+        store=store,
+        rule=rule,
+        direction=Direction.REGRESSION,
+        logs=tmp_path / "logs",
+        repeat=3,
+    )
     result = b.search(listed)
     assert pair(result) == ("2025-08-10", "2025-08-11")
     probed = dates(backend.probed)
@@ -410,12 +496,21 @@ def test_repeat_stops_at_the_first_different_answer_of_a_nightly(store, tmp_path
         bad = cell.date == DATES[-1] or (cell.date >= "2025-08-03" and asked[cell.date] == 2)
         return _script_doc(bad, cell.date)
 
-    b = Bisector(backend=answering(half_shows), store=store, rule=rule,
-                 direction=Direction.REGRESSION, logs=tmp_path / "logs", repeat=5)
-    with pytest.raises(FlakyScript, match=r"--script is flaky: on the 2025-08-\d\d nightly "
-                                          r"\(.*\) it answered good 1×, bad 1× in 2 runs "
-                                          r"\(--repeat 5\), so no first bad nightly can be "
-                                          r"trusted"):
+    b = Bisector(
+        backend=answering(half_shows),
+        store=store,
+        rule=rule,
+        direction=Direction.REGRESSION,
+        logs=tmp_path / "logs",
+        repeat=5,
+    )
+    with pytest.raises(
+        FlakyScript,
+        match=r"--script is flaky: on the 2025-08-\d\d nightly "
+        r"\(.*\) it answered good 1×, bad 1× in 2 runs "
+        r"\(--repeat 5\), so no first bad nightly can be "
+        r"trusted",
+    ):
         b.search(listed)
     # the ends answered the same 5 times; the first nightly between them that answered
     # otherwise stopped the search at its second run, not after 5
@@ -432,8 +527,13 @@ def test_the_flaky_rate_measurement_runs_and_a_steady_script_is_always_right():
     src = str(REPO / "src")
 
     def rate(*args: str) -> dict:
-        done = subprocess.run([sys.executable, str(script), "--src", src, "--seeds", "20",
-                               *args], capture_output=True, text=True, timeout=300, check=True)
+        done = subprocess.run(
+            [sys.executable, str(script), "--src", src, "--seeds", "20", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
         return json.loads(done.stdout)["outcomes"]
 
     assert rate("--bad-shows", "1.0") == {"right": 20}

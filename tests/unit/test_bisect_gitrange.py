@@ -25,8 +25,13 @@ def _commit(repo: Path, subject: str, files: dict[str, str]) -> str:
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(text)
     _git(repo, "add", "-A")
-    subprocess.run(["git", "-C", str(repo), "commit", "-q", "--allow-empty", "-F", "-"],
-                   input=subject, text=True, env=GIT_ENV, check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "commit", "-q", "--allow-empty", "-F", "-"],
+        input=subject,
+        text=True,
+        env=GIT_ENV,
+        check=True,
+    )
     return _git(repo, "rev-parse", "HEAD")
 
 
@@ -59,10 +64,12 @@ def test_a_shallow_clone_gives_no_commits_and_says_how_to_fetch_them(tmp_path, d
         _git(clone, "fetch", "-q", "--depth", "1", "origin", old)
     with pytest.raises(ConfigError) as err:
         first_parent_commits(clone, old, new)
-    assert f"--pytorch-repo {clone} does not hold the history from {old[:12]} to {new[:12]} " \
-           "(the older nightly's main commit is not an ancestor of the newer one's there, and " \
-           f"the clone is shallow): run `git -C {clone} fetch --unshallow origin main`" \
+    assert (
+        f"--pytorch-repo {clone} does not hold the history from {old[:12]} to {new[:12]} "
+        "(the older nightly's main commit is not an ancestor of the newer one's there, and "
+        f"the clone is shallow): run `git -C {clone} fetch --unshallow origin main`"
         in str(err.value)
+    )
     _git(clone, "fetch", "-q", "--unshallow", "origin", "main")
     assert len(first_parent_commits(clone, old, new)) == 29
 
@@ -77,9 +84,12 @@ def test_a_shallow_boundary_inside_the_range_is_refused_even_when_old_is_reachab
     _git(repo, "merge", "-q", "--no-ff", "-m", "merge side", side)
     new = _git(repo, "rev-parse", "HEAD")
     (repo / ".git" / "shallow").write_text(f"{shas[1]}\n")  # shas[1]'s parent "not fetched"
-    with pytest.raises(ConfigError, match=rf"has 1 commit\(s\) between {shas[0][:12]} and "
-                                          rf"{new[:12]} whose parents it does not hold \(a "
-                                          rf"shallow or grafted boundary at {shas[1][:12]}\)"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"has 1 commit\(s\) between {shas[0][:12]} and "
+        rf"{new[:12]} whose parents it does not hold \(a "
+        rf"shallow or grafted boundary at {shas[1][:12]}\)",
+    ):
         first_parent_commits(repo, shas[0], new)
 
 
@@ -87,8 +97,11 @@ def test_an_unrelated_older_commit_is_one_sentence(tmp_path):
     shas = _line(tmp_path / "repo", 3)
     _git(tmp_path / "repo", "checkout", "-q", "--orphan", "other")
     other = _commit(tmp_path / "repo", "other root", {"torch/x.py": "X = 1\n"})
-    with pytest.raises(ConfigError, match=r"is not an ancestor of the newer one's there\): run "
-                                          r"`git -C .* fetch origin main`"):
+    with pytest.raises(
+        ConfigError,
+        match=r"is not an ancestor of the newer one's there\): run "
+        r"`git -C .* fetch origin main`",
+    ):
         first_parent_commits(tmp_path / "repo", other, shas[-1])
 
 
@@ -102,13 +115,24 @@ def test_a_range_far_beyond_the_kept_output_is_read_whole(tmp_path):
     for i in range(n):
         message = f"{i} {subject}".encode()
         body = f"N = {i}\n".encode()
-        stream += [b"commit refs/heads/main", f"mark :{i + 1}".encode(),
-                   b"committer t <t@example.invalid> 1700000000 +0000",
-                   b"data %d" % len(message), message,
-                   *([f"from :{i}".encode()] if i else []),
-                   f"M 644 inline torch/m{i % 7}.py".encode(), b"data %d" % len(body), body, b""]
-    subprocess.run(["git", "-C", str(repo), "fast-import", "--quiet"], input=b"\n".join(stream),
-                   check=True, env=GIT_ENV)
+        stream += [
+            b"commit refs/heads/main",
+            f"mark :{i + 1}".encode(),
+            b"committer t <t@example.invalid> 1700000000 +0000",
+            b"data %d" % len(message),
+            message,
+            *([f"from :{i}".encode()] if i else []),
+            f"M 644 inline torch/m{i % 7}.py".encode(),
+            b"data %d" % len(body),
+            body,
+            b"",
+        ]
+    subprocess.run(
+        ["git", "-C", str(repo), "fast-import", "--quiet"],
+        input=b"\n".join(stream),
+        check=True,
+        env=GIT_ENV,
+    )
     old, new = _git(repo, "rev-parse", "main~2499"), _git(repo, "rev-parse", "main")
     commits = first_parent_commits(repo, old, new)
     assert len(commits) == n - 1 > 2 * KEEP_BYTES / len(subject)
@@ -120,8 +144,11 @@ def test_subjects_and_paths_are_data_never_separators_or_secrets(tmp_path):
     repo = tmp_path / "repo"
     shas = _line(repo, 1)
     token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # shaped like a GitHub token
-    odd = _commit(repo, "split\x01../../../../\x01here\rand\there",
-                  {f"torch/utils/{token}.py": "T = 1\n", "torch/with\nnewline.py": "W = 1\n"})
+    odd = _commit(
+        repo,
+        "split\x01../../../../\x01here\rand\there",
+        {f"torch/utils/{token}.py": "T = 1\n", "torch/with\nnewline.py": "W = 1\n"},
+    )
     test_only = _commit(repo, "test only", {"test/test_x.py": "pass\n", "docs/x.md": "x\n"})
     commits = first_parent_commits(repo, shas[0], test_only)
     assert [c.sha for c in commits] == [odd, test_only]
@@ -145,12 +172,23 @@ def _c(name, *paths):
 
 
 def test_inert_commits_are_not_probed_and_never_make_a_stretch_untestable():
-    commits = (_c("a", "torch/a.py", "test/test_a.py"), _c("b", "test/test_b.py"),
-               _c("c", "docs/source/c.rst"), _c("d", "torch/d.py"), _c("e", "test/e.py"))
+    commits = (
+        _c("a", "torch/a.py", "test/test_a.py"),
+        _c("b", "test/test_b.py"),
+        _c("c", "docs/source/c.rst"),
+        _c("d", "torch/d.py"),
+        _c("e", "test/e.py"),
+    )
     # a Python change with its test is Python; test/ or docs/ alone is inert; the newest
     # commit is the newer nightly itself, probed whatever it holds
     assert [c.kind for c in commits] == ["python", "inert", "inert", "python", "inert"]
     assert [t.on for t in plan(commits)] == ["older", "inert", "inert", "older", "newer"]
-    compiled = (_c("a", "torch/a.py"), _c("b", "csrc/x.cpp"), _c("c", "test/c.py"),
-                _c("d", "torch/d.py"), _c("e", ".github/workflows/x.yml"), _c("f", "torch/f.py"))
+    compiled = (
+        _c("a", "torch/a.py"),
+        _c("b", "csrc/x.cpp"),
+        _c("c", "test/c.py"),
+        _c("d", "torch/d.py"),
+        _c("e", ".github/workflows/x.yml"),
+        _c("f", "torch/f.py"),
+    )
     assert [t.on for t in plan(compiled)] == ["older", "", "inert", "", "newer", "newer"]

@@ -62,15 +62,18 @@ def test_verdict_table(verdicts, last_good, first_bad_, between):
 
 # cargo-bisect-rustc's least_satisfying tests (No = GOOD, Yes = BAD): its answer is our first
 # known bad; where an unknown sits just before it, we say the first bad is one of several.
-@pytest.mark.parametrize(("name", "verdicts", "cargo", "candidates"), [
-    ("least_satisfying_1", "GUUGB", 4, (4,)),
-    ("least_satisfying_2", "GUBUB", 2, (1, 2)),
-    ("least_satisfying_3", "GGGGB", 4, (4,)),
-    ("least_satisfying_4", "GGBBB", 2, (2,)),
-    ("least_satisfying_5", "GBBBB", 1, (1,)),
-    ("least_satisfying_6", "GBBUUBUB", 1, (1,)),
-    ("least_satisfying_7", "GBUB", 1, (1,)),
-])
+@pytest.mark.parametrize(
+    ("name", "verdicts", "cargo", "candidates"),
+    [
+        ("least_satisfying_1", "GUUGB", 4, (4,)),
+        ("least_satisfying_2", "GUBUB", 2, (1, 2)),
+        ("least_satisfying_3", "GGGGB", 4, (4,)),
+        ("least_satisfying_4", "GGBBB", 2, (2,)),
+        ("least_satisfying_5", "GBBBB", 1, (1,)),
+        ("least_satisfying_6", "GBBUUBUB", 1, (1,)),
+        ("least_satisfying_7", "GBUB", 1, (1,)),
+    ],
+)
 def test_cargo_bisect_rustc_least_satisfying_tables(name, verdicts, cargo, candidates):
     verdict_of, _ = table(verdicts)
     result = first_bad(len(verdicts), verdict_of)
@@ -81,13 +84,16 @@ def test_cargo_bisect_rustc_least_satisfying_tables(name, verdicts, cargo, candi
 # git's t6030-bisect-porcelain.sh as verdict tables over HASH1..HASHn (HASH1 good, HASHn bad;
 # git's "skip" is UNKNOWN).  Where git says "the first bad commit could be any of" (and exits
 # non-zero), the candidates are that list.
-@pytest.mark.parametrize(("scenario", "verdicts", "candidates"), [
-    ("bisect skip: successful result", "GBUB", (1,)),  # skip HASH3, HASH2 bad: HASH2
-    ("bisect skip: cannot tell between 3 commits", "GUUB", (1, 2, 3)),  # skip HASH2 and HASH3
-    ("bisect skip: cannot tell between 2 commits", "GGUB", (2, 3)),  # skip HASH3, HASH2 good
-    ("bisect run & skip: cannot tell between 2", "GGUB", (2, 3)),  # the script exits 125
-    ("bisect run & skip: find first bad", "GGUGB", (4,)),  # skip HASH3, HASH4 good: HASH5
-])
+@pytest.mark.parametrize(
+    ("scenario", "verdicts", "candidates"),
+    [
+        ("bisect skip: successful result", "GBUB", (1,)),  # skip HASH3, HASH2 bad: HASH2
+        ("bisect skip: cannot tell between 3 commits", "GUUB", (1, 2, 3)),  # skip HASH2 and HASH3
+        ("bisect skip: cannot tell between 2 commits", "GGUB", (2, 3)),  # skip HASH3, HASH2 good
+        ("bisect run & skip: cannot tell between 2", "GGUB", (2, 3)),  # the script exits 125
+        ("bisect run & skip: find first bad", "GGUGB", (4,)),  # skip HASH3, HASH4 good: HASH5
+    ],
+)
 def test_git_bisect_skip_scenarios(scenario, verdicts, candidates):
     verdict_of, _ = table(verdicts)
     result = first_bad(len(verdicts), verdict_of)

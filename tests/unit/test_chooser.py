@@ -44,10 +44,16 @@ def _whl(version: str, *, build: str = "", python: str = "cp311", platform: str 
 
 # (file, yanked reason or None, the real METADATA served beside it), in page order
 FILES = [
-    (_whl("2.3.0", platform="manylinux1_x86_64"), None,
-     "torch-2.3.0-cp311-cp311-manylinux1_x86_64.whl"),
-    (_whl("2.5.0", platform="manylinux1_x86_64"), None,
-     "torch-2.5.0-cp311-cp311-manylinux1_x86_64.whl"),
+    (
+        _whl("2.3.0", platform="manylinux1_x86_64"),
+        None,
+        "torch-2.3.0-cp311-cp311-manylinux1_x86_64.whl",
+    ),
+    (
+        _whl("2.5.0", platform="manylinux1_x86_64"),
+        None,
+        "torch-2.5.0-cp311-cp311-manylinux1_x86_64.whl",
+    ),
     (_whl("2.7.1+cu124"), "broken CUDA graphs", None),
     (_whl("2.9.0+cu124", build="1"), "", None),  # a yanked re-spin: the original stands
     (_whl("2.9.0+cu124"), None, None),
@@ -74,17 +80,25 @@ def write_index(root: Path, *, json_page: bool) -> None:
         if meta:
             (page / f"{name}.metadata").write_text((METADATA / f"{meta}.metadata").read_text())
     if json_page:
-        files = [{"filename": n, "url": n.replace("+", "%2B"), "hashes": {}}
-                 | ({"yanked": y or True} if y is not None else {}) for n, y, _ in FILES]
-        (page / "index.json").write_text(json.dumps(
-            {"meta": {"api-version": "1.1"}, "name": "torch", "files": files}))
+        files = [
+            {"filename": n, "url": n.replace("+", "%2B"), "hashes": {}}
+            | ({"yanked": y or True} if y is not None else {})
+            for n, y, _ in FILES
+        ]
+        (page / "index.json").write_text(
+            json.dumps({"meta": {"api-version": "1.1"}, "name": "torch", "files": files})
+        )
         (page / "index.html").write_text("<html><body>torch</body></html>")  # never read
         return
-    links = [f'<a href="{n.replace("+", "%2B")}"'
-             + (f' data-yanked="{y}"' if y is not None else "") + f">{n}</a><br/>"
-             for n, y, _ in FILES]
-    (page / "index.html").write_text("<!DOCTYPE html>\n<html><body>\n" + "\n".join(links)
-                                     + "\n</body></html>\n")
+    links = [
+        f'<a href="{n.replace("+", "%2B")}"'
+        + (f' data-yanked="{y}"' if y is not None else "")
+        + f">{n}</a><br/>"
+        for n, y, _ in FILES
+    ]
+    (page / "index.html").write_text(
+        "<!DOCTYPE html>\n<html><body>\n" + "\n".join(links) + "\n</body></html>\n"
+    )
 
 
 @pytest.fixture(params=["html", "json"])
@@ -105,8 +119,10 @@ def test_a_builds_cuda_is_the_runtime_its_real_metadata_pins(fixture, cuda):
 
 def test_a_runtime_pin_of_thousands_of_digits_is_no_cuda():
     """int() refuses 5,000 digits: a hostile .metadata ended the command with status 250."""
-    text = ("Metadata-Version: 2.1\nName: torch\nVersion: 2.9.0\n"
-            f"Requires-Dist: nvidia-cuda-runtime-cu12=={'1' * 5000}.8.90\n")
+    text = (
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.9.0\n"
+        f"Requires-Dist: nvidia-cuda-runtime-cu12=={'1' * 5000}.8.90\n"
+    )
     assert pinned_cuda(text) is None
 
 
@@ -114,19 +130,27 @@ def test_metadata_that_pins_no_cuda_runtime_says_unknown():
     from torchbisect.index.choose import Unsure
     from torchbisect.index.metadata import SIDE_FILE, Found
 
-    chooser = Chooser(read=lambda _: Found(
-        text="Metadata-Version: 2.1\nName: torch\nVersion: 2.3.0\n", source=SIDE_FILE))
+    chooser = Chooser(
+        read=lambda _: Found(
+            text="Metadata-Version: 2.1\nName: torch\nVersion: 2.3.0\n", source=SIDE_FILE
+        )
+    )
     wheels = fetch_wheels_of([_whl("2.3.0")])
     assert chooser.cuda_of(wheels[0]) == UNKNOWN
     picked = chooser.pick(wheels, cuda="cu121", python="3.11")
     # the file pip would install stays that version's build, of a CUDA not known: never missing
-    assert picked == Unsure(wheel=wheels[0], why=(
-        f"CUDA not known: its wheel {_whl('2.3.0')} has no CUDA label, and its metadata (the "
-        ".metadata file the index serves beside it) pins no CUDA runtime"))
+    assert picked == Unsure(
+        wheel=wheels[0],
+        why=(
+            f"CUDA not known: its wheel {_whl('2.3.0')} has no CUDA label, and its metadata (the "
+            ".metadata file the index serves beside it) pins no CUDA runtime"
+        ),
+    )
 
 
 def fetch_wheels_of(names: list[str]):
     from torchbisect.index.pages import Wheel
+
     return [Wheel.parse(n, f"https://example.invalid/{n}") for n in names]
 
 
@@ -143,8 +167,10 @@ def test_the_chooser_takes_the_file_pip_installs(index):
     assert builds.chosen["2.7.1"].yanked == "broken CUDA graphs"
     assert builds.chosen["2.9.0"].yanked is None and builds.chosen["2.10.0"].build == (10, "")
     assert builds.skipped == {
-        "2.3.0": (f"its wheel {_whl('2.3.0', platform='manylinux1_x86_64')} is a cu121 build "
-                  "(its metadata pins that CUDA)"),
+        "2.3.0": (
+            f"its wheel {_whl('2.3.0', platform='manylinux1_x86_64')} is a cu121 build "
+            "(its metadata pins that CUDA)"
+        ),
         "2.11.0": f"no cp311 wheel for {OLD_GLIBC}",
         "2.13.0": f"no cp311 wheel for {OLD_GLIBC}",
     }
@@ -156,41 +182,54 @@ def test_the_chooser_takes_the_file_pip_installs(index):
 
 def test_yanked_files_are_read_from_both_page_kinds(index):
     yanked = {w.filename: w.yanked for w in fetch_wheels(index) if w.yanked is not None}
-    assert yanked == {_whl("2.7.1+cu124"): "broken CUDA graphs",
-                      _whl("2.9.0+cu124", build="1"): ""}
+    assert yanked == {_whl("2.7.1+cu124"): "broken CUDA graphs", _whl("2.9.0+cu124", build="1"): ""}
 
 
 def test_manylinux_glibc_is_compared_with_the_runners():
     wheels = fetch_wheels_of([_whl("2.12.0+cu124", platform=M28), _whl("2.12.0+cu124")])
-    assert [w.filename for w in compatible(wheels, python="3.11", platform=OLD_GLIBC)] == \
-        [_whl("2.12.0+cu124")]
+    assert [w.filename for w in compatible(wheels, python="3.11", platform=OLD_GLIBC)] == [
+        _whl("2.12.0+cu124")
+    ]
     assert len(compatible(wheels, python="3.11", platform="manylinux2014_x86_64")) == 1
     assert len(compatible(wheels, python="3.11", platform="manylinux_2_28_x86_64")) == 2
     assert len(compatible(wheels, python="3.11", platform="linux_x86_64")) == 2  # glibc unsaid
 
 
-def plan(index: str, tmp_path: Path, versions: str, *, cuda: str = "cu124",
-         platform: str = OLD_GLIBC):
+def plan(
+    index: str, tmp_path: Path, versions: str, *, cuda: str = "cu124", platform: str = OLD_GLIBC
+):
     matrix = tmp_path / "matrix.yaml"
-    matrix.write_text(f"stable:\n  versions: [{versions}]\n  cuda: {cuda}\n"
-                      f"indexes:\n  stable: {index}\n")
-    return build_plan(load_matrix(matrix), lock=None, python="3.11", platform=platform,
-                      driver="580.65.06", today=date(2026, 12, 4))
+    matrix.write_text(
+        f"stable:\n  versions: [{versions}]\n  cuda: {cuda}\nindexes:\n  stable: {index}\n"
+    )
+    return build_plan(
+        load_matrix(matrix),
+        lock=None,
+        python="3.11",
+        platform=platform,
+        driver="580.65.06",
+        today=date(2026, 12, 4),
+    )
 
 
 def test_plan_locks_the_file_pip_installs_and_says_what_it_skipped(index, tmp_path):
     got = plan(index, tmp_path, "2.3.0, 2.5.0, 2.7.1, 2.9.0, 2.10.0, 2.11.0, 2.12.0")
     cells = {c.id: c for c in got.cells}
-    assert list(cells) == ["stable-2.5.0-cu124-cp311", "stable-2.7.1-cu124-cp311",
-                           "stable-2.9.0-cu124-cp311", "stable-2.10.0-10-cu124-cp311",
-                           "stable-2.12.0-cu124-cp311"]
+    assert list(cells) == [
+        "stable-2.5.0-cu124-cp311",
+        "stable-2.7.1-cu124-cp311",
+        "stable-2.9.0-cu124-cp311",
+        "stable-2.10.0-10-cu124-cp311",
+        "stable-2.12.0-cu124-cp311",
+    ]
     locked = Lock.from_plan(got).builds
     assert {k: b.filename for k, b in locked.items()} == {
         "stable-2.5.0-cu124-cp311": _whl("2.5.0", platform="manylinux1_x86_64"),
         "stable-2.7.1-cu124-cp311": _whl("2.7.1+cu124"),
         "stable-2.9.0-cu124-cp311": _whl("2.9.0+cu124"),
         "stable-2.10.0-10-cu124-cp311": _whl("2.10.0+cu124", build="10"),
-        "stable-2.12.0-cu124-cp311": _whl("2.12.0+cu124")}
+        "stable-2.12.0-cu124-cp311": _whl("2.12.0+cu124"),
+    }
     assert cells["stable-2.7.1-cu124-cp311"].yanked == "broken CUDA graphs"
     assert locked["stable-2.7.1-cu124-cp311"].yanked == "broken CUDA graphs"
     assert '"yanked": "broken CUDA graphs"' in Lock(builds=locked).dumps()
@@ -198,57 +237,85 @@ def test_plan_locks_the_file_pip_installs_and_says_what_it_skipped(index, tmp_pa
     missing = {m.what: m.reason for m in got.missing}
     assert missing == {
         "2.3.0": f"cu124: its wheel {_whl('2.3.0', platform='manylinux1_x86_64')} is a cu121 "
-                 "build (its metadata pins that CUDA)",
-        "2.11.0": f"no cp311 wheel for {OLD_GLIBC} among its cu124 builds"}
+        "build (its metadata pins that CUDA)",
+        "2.11.0": f"no cp311 wheel for {OLD_GLIBC} among its cu124 builds",
+    }
 
 
 def test_an_unlabelled_wheel_is_planned_as_the_cuda_its_metadata_pins(index, tmp_path):
     """A PyPI-shaped index: with `cuda: auto` 2.3.0 is the cu121 build it is, never cu128."""
     got = plan(index, tmp_path, "2.3.0, 2.5.0", cuda="auto")
-    assert [(c.id, c.cuda) for c in got.cells] == [("stable-2.3.0-cu121-cp311", "cu121"),
-                                                   ("stable-2.5.0-cu124-cp311", "cu124")]
+    assert [(c.id, c.cuda) for c in got.cells] == [
+        ("stable-2.3.0-cu121-cp311", "cu121"),
+        ("stable-2.5.0-cu124-cp311", "cu124"),
+    ]
     assert name(got.cells[0].url) == _whl("2.3.0", platform="manylinux1_x86_64")
 
 
 def test_bisect_probes_each_releases_pip_file_and_says_what_it_skipped(index):
-    options = BisectOptions(good="2.9.0", bad="2.12.0", cuda="cu124", python="3.11",
-                            platform=OLD_GLIBC, index_url=index)
+    options = BisectOptions(
+        good="2.9.0", bad="2.12.0", cuda="cu124", python="3.11", platform=OLD_GLIBC, index_url=index
+    )
     got = candidates(options)
     assert [(c.cell.id, c.wheel.filename) for c in got.candidates] == [
         ("stable-2.9.0-cu124-cp311", _whl("2.9.0+cu124")),
         ("stable-2.10.0-10-cu124-cp311", _whl("2.10.0+cu124", build="10")),
-        ("stable-2.12.0-cu124-cp311", _whl("2.12.0+cu124"))]
+        ("stable-2.12.0-cu124-cp311", _whl("2.12.0+cu124")),
+    ]
     assert got.missing == ("2.11.0",)
     assert f"release 2.11.0 is left out: no cp311 wheel for {OLD_GLIBC}" in got.notes
     assert got.candidates[1].label == "release 2.10.0+cu124, build 10"
-    yanked = candidates(BisectOptions(good="2.5.0", bad="2.9.0", cuda="cu124", python="3.11",
-                                      platform=OLD_GLIBC, index_url=index))
+    yanked = candidates(
+        BisectOptions(
+            good="2.5.0",
+            bad="2.9.0",
+            cuda="cu124",
+            python="3.11",
+            platform=OLD_GLIBC,
+            index_url=index,
+        )
+    )
     assert [c.cell.yanked for c in yanked.candidates] == [None, "broken CUDA graphs", None]
-    assert (f"release 2.5.0: its file {_whl('2.5.0', platform='manylinux1_x86_64')} has no CUDA "
-            "label; its metadata pins cu124's runtime, so it is the cu124 build") in yanked.notes
-    assert ("release 2.7.1+cu124 is yanked on the index (broken CUDA graphs); it is probed, as "
-            "pip installs a yanked file for an == pin") in yanked.notes
+    assert (
+        f"release 2.5.0: its file {_whl('2.5.0', platform='manylinux1_x86_64')} has no CUDA "
+        "label; its metadata pins cu124's runtime, so it is the cu124 build"
+    ) in yanked.notes
+    assert (
+        "release 2.7.1+cu124 is yanked on the index (broken CUDA graphs); it is probed, as "
+        "pip installs a yanked file for an == pin"
+    ) in yanked.notes
 
 
 def test_an_end_without_a_build_here_is_one_sentence(index):
-    options = BisectOptions(good="2.3.0", bad="2.10.0", cuda="cu124", python="3.11",
-                            platform=OLD_GLIBC, index_url=index)
+    options = BisectOptions(
+        good="2.3.0", bad="2.10.0", cuda="cu124", python="3.11", platform=OLD_GLIBC, index_url=index
+    )
     with pytest.raises(ConfigError) as err:
         candidates(options)
     assert str(err.value) == (
         "--good 2.3.0 has no build for this runner on the index (cu124, Python 3.11): its wheel "
         f"{_whl('2.3.0', platform='manylinux1_x86_64')} is a cu121 build (its metadata pins "
-        "that CUDA)")
+        "that CUDA)"
+    )
 
 
 def test_a_lock_read_offline_keeps_the_cuda_and_the_yank(index, tmp_path):
     got = plan(index, tmp_path, "2.5.0, 2.7.1")
     lock = Lock.from_plan(got)
     matrix = tmp_path / "matrix.yaml"
-    again = build_plan(load_matrix(matrix), lock=lock, python="3.11", platform=OLD_GLIBC,
-                       driver="580.65.06", today=date(2026, 12, 4), offline=True)
+    again = build_plan(
+        load_matrix(matrix),
+        lock=lock,
+        python="3.11",
+        platform=OLD_GLIBC,
+        driver="580.65.06",
+        today=date(2026, 12, 4),
+        offline=True,
+    )
     assert [(c.id, c.yanked) for c in again.cells] == [
-        ("stable-2.5.0-cu124-cp311", None), ("stable-2.7.1-cu124-cp311", "broken CUDA graphs")]
+        ("stable-2.5.0-cu124-cp311", None),
+        ("stable-2.7.1-cu124-cp311", "broken CUDA graphs"),
+    ]
     assert all(c.channel is Channel.STABLE for c in again.cells)
 
 
@@ -260,19 +327,29 @@ def test_a_nightly_re_spin_is_chosen_by_its_build_number(tmp_path):
 
     page = tmp_path / "site" / "torch"
     page.mkdir(parents=True)
-    names = [_whl(f"2.10.0.dev2025080{d}+cu130", build=b) for d, b in
-             (("1", ""), ("1", "9"), ("1", "10"), ("2", "1"), ("2", "2"), ("3", ""))]
+    names = [
+        _whl(f"2.10.0.dev2025080{d}+cu130", build=b)
+        for d, b in (("1", ""), ("1", "9"), ("1", "10"), ("2", "1"), ("2", "2"), ("3", ""))
+    ]
     links = "".join(f'<a href="{n.replace("+", "%2B")}">{n}</a><br/>' for n in names)
     (page / "index.html").write_text(f"<html><body>{links}</body></html>")
     with serve(tmp_path / "site") as url:
         wheels = nightly_builds(f"{url}/", cuda="cu130", python="3.11", platform=OLD_GLIBC)
     assert [w.filename for w in wheels] == [names[2], names[4], names[5]]
     template = Cell(id="", channel=Channel.NIGHTLY, version="", cuda="cu130", python="3.11")
-    got = build_candidates(wheels, older="2025-08-01", newer="2025-08-03", older_flag="--good",
-                           newer_flag="--bad", cell_template=template)
-    assert [c.cell.id for c in got.candidates] == ["nightly-20250801-10-cu130-cp311",
-                                                   "nightly-20250802-2-cu130-cp311",
-                                                   "nightly-20250803-cu130-cp311"]
+    got = build_candidates(
+        wheels,
+        older="2025-08-01",
+        newer="2025-08-03",
+        older_flag="--good",
+        newer_flag="--bad",
+        cell_template=template,
+    )
+    assert [c.cell.id for c in got.candidates] == [
+        "nightly-20250801-10-cu130-cp311",
+        "nightly-20250802-2-cu130-cp311",
+        "nightly-20250803-cu130-cp311",
+    ]
 
 
 def test_the_page_row_names_a_re_spin_and_marks_a_yanked_file():
@@ -295,12 +372,17 @@ def test_a_pypi_shaped_folder_plans_each_wheel_as_the_cuda_its_own_metadata_pins
     from helpers import write_wheel
 
     folder = tmp_path / "wheels"
-    for fixture in ("torch-2.3.0-cp311-cp311-manylinux1_x86_64.whl",
-                    "torch-2.7.1-cp311-cp311-manylinux_2_28_x86_64.whl"):
+    for fixture in (
+        "torch-2.3.0-cp311-cp311-manylinux1_x86_64.whl",
+        "torch-2.7.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+    ):
         text = (METADATA / f"{fixture}.metadata").read_text()
-        requires = tuple(line.split(": ", 1)[1] for line in text.splitlines()
-                         if line.startswith("Requires-Dist: "))
-        version, tag = fixture[len("torch-"):-len(".whl")].split("-", 1)
+        requires = tuple(
+            line.split(": ", 1)[1]
+            for line in text.splitlines()
+            if line.startswith("Requires-Dist: ")
+        )
+        version, tag = fixture[len("torch-") : -len(".whl")].split("-", 1)
         write_wheel(folder, version, {"torch/__init__.py": ""}, tag=tag, requires=requires)
 
     def planned(cuda: str):
@@ -310,15 +392,18 @@ def test_a_pypi_shaped_folder_plans_each_wheel_as_the_cuda_its_own_metadata_pins
     assert got.cells == ()
     assert {m.what: m.reason for m in got.missing} == {
         "2.3.0": "cu128: its wheel torch-2.3.0-cp311-cp311-manylinux1_x86_64.whl is a cu121 "
-                 "build (its metadata pins that CUDA)",
+        "build (its metadata pins that CUDA)",
         "2.7.1": "cu128: its wheel torch-2.7.1-cp311-cp311-manylinux_2_28_x86_64.whl is a cu126 "
-                 "build (its metadata pins that CUDA)"}
+        "build (its metadata pins that CUDA)",
+    }
     auto = planned("auto")
     assert [(c.id, name(c.url)) for c in auto.cells] == [
         ("stable-2.3.0-cu121-cp311", "torch-2.3.0-cp311-cp311-manylinux1_x86_64.whl"),
-        ("stable-2.7.1-cu126-cp311", "torch-2.7.1-cp311-cp311-manylinux_2_28_x86_64.whl")]
+        ("stable-2.7.1-cu126-cp311", "torch-2.7.1-cp311-cp311-manylinux_2_28_x86_64.whl"),
+    ]
     assert [(c.id, c.cuda) for c in planned("cu121").cells] == [
-        ("stable-2.3.0-cu121-cp311", "cu121")]
+        ("stable-2.3.0-cu121-cp311", "cu121")
+    ]
 
 
 def test_a_release_answer_names_its_missing_releases_and_the_re_spin():
@@ -327,17 +412,32 @@ def test_a_release_answer_names_its_missing_releases_and_the_re_spin():
 
     good = NightlyPoint(date="", version="2.10.0+cu130", verdict=Outcome.GOOD, build="3")
     bad = NightlyPoint(date="", version="2.12.0+cu130", verdict=Outcome.BAD, yanked="")
-    result = BisectResult(direction=Direction.REGRESSION, case="c", cuda="cu130", python="3.11",
-                          before=good, after=bad, probes=3, points=(good, bad),
-                          missing=("2.11.0",))
+    result = BisectResult(
+        direction=Direction.REGRESSION,
+        case="c",
+        cuda="cu130",
+        python="3.11",
+        before=good,
+        after=bad,
+        probes=3,
+        points=(good, bad),
+        missing=("2.11.0",),
+    )
     text = render_text(result, new_runs=3).splitlines()
-    assert text[0] == ("the first bad release is 2.12.0+cu130 (exact: the release before it, "
-                       "2.10.0+cu130 (build 3), is good)")
+    assert text[0] == (
+        "the first bad release is 2.12.0+cu130 (exact: the release before it, "
+        "2.10.0+cu130 (build 3), is good)"
+    )
     assert "missing:    2.11.0 (listed on the index without a build for this runner)" in text
-    assert ("yanked:     2.12.0+cu130 (yanked on the index, probed: pip installs a yanked file "
-            "for an == pin)") in text
+    assert (
+        "yanked:     2.12.0+cu130 (yanked on the index, probed: pip installs a yanked file "
+        "for an == pin)"
+    ) in text
     doc = result.to_json()
     assert (doc["last_good"]["build"], doc["first_bad"]["yanked"], doc["yanked"]) == (
-        "3", "", {"2.12.0+cu130": ""})
+        "3",
+        "",
+        {"2.12.0+cu130": ""},
+    )
     assert "build" not in doc["first_bad"] and "yanked" not in doc["last_good"]
     assert BisectResult.from_json(doc).before == good

@@ -24,7 +24,7 @@ from torchbisect.cli import COMMANDS
 from torchbisect.errors import ConfigError
 from torchbisect.exits import Exit
 
-STAND_IN = '''PROBE_VERSION = "gate"
+STAND_IN = """PROBE_VERSION = "gate"
 import argparse, json, os, sys
 p = argparse.ArgumentParser()
 p.add_argument("--cases", default="capture_data_ptr"); p.add_argument("--json")
@@ -36,7 +36,7 @@ doc = {"schema": 1, "probe": "stale_replay", "probe_version": PROBE_VERSION, "ve
        "cases": {"capture_data_ptr": case}, "env": {"torch": "2.13.0+cpu", "python": "3.11.7"}}
 open(a.json, "w").write(json.dumps(doc)) if a.json else print(json.dumps(doc))
 sys.exit({"affected": 1, "not_affected": 0}.get(verdict, 125))
-'''
+"""
 RESULTS_KEYS = {"schema", "generated", "headlines", "models", "cases", "runs", "bisections"}
 
 
@@ -75,8 +75,10 @@ def test_probe_exits_like_the_probe_itself(stand_in, capsys):
 
 @pytest.mark.slow
 def test_probe_with_the_real_probe_and_no_gpu_cannot_tell(workdir, capsys):
-    assert call("probe", "--interpreter", sys.executable, "--json",
-                "out/probe.json") == Exit.CANNOT_TELL
+    assert (
+        call("probe", "--interpreter", sys.executable, "--json", "out/probe.json")
+        == Exit.CANNOT_TELL
+    )
     doc = json.loads((workdir / "out" / "probe.json").read_text())
     assert set(doc) == RESULTS_KEYS
     [run] = doc["runs"]
@@ -93,10 +95,15 @@ def test_matrix_gates_on_affected_only_when_asked(stand_in, capsys):
     doc = _json_out(capsys)
     assert doc["runs"][0]["verdict"] == "affected"
     assert doc["headlines"][0]["text"] == (
-        "2.13.0 affected without a GPU (releases before 2.13.0 were not tested)")
+        "2.13.0 affected without a GPU (releases before 2.13.0 were not tested)"
+    )
     # a verdict stored by an earlier run counts too: the gate asks about the builds, not the run
-    assert call("matrix", "--interpreter", sys.executable, "--no-report",
-                "--fail-on", "affected,infra") == Exit.AFFECTED
+    assert (
+        call(
+            "matrix", "--interpreter", sys.executable, "--no-report", "--fail-on", "affected,infra"
+        )
+        == Exit.AFFECTED
+    )
     stand_in("not_affected")
     assert call(*argv, "--fail-on", "affected,infra") == Exit.OK
 
@@ -109,16 +116,30 @@ def test_matrix_fail_on_takes_only_what_it_knows(workdir, capsys):
 def _pick(cells: str = "", skip: str = ""):
     from torchbisect.run.selection import pick
 
-    plan = tuple(make_cell(i) for i in ("stable-2.15.0-cu130-cp312", "stable-2.15.0-cu126-cp312",
-                                        "nightly-20261001-cu130-cp312", "preinstalled"))
-    return [c.id for c in pick(plan, keep=cells, skip=skip, shard_spec=None, overlay=False,
-                               matrix=Path("m.yaml"))]
+    plan = tuple(
+        make_cell(i)
+        for i in (
+            "stable-2.15.0-cu130-cp312",
+            "stable-2.15.0-cu126-cp312",
+            "nightly-20261001-cu130-cp312",
+            "preinstalled",
+        )
+    )
+    return [
+        c.id
+        for c in pick(
+            plan, keep=cells, skip=skip, shard_spec=None, overlay=False, matrix=Path("m.yaml")
+        )
+    ]
 
 
 def test_cells_and_skip_take_glob_patterns():
     assert _pick("stable-*") == ["stable-2.15.0-cu130-cp312", "stable-2.15.0-cu126-cp312"]
-    assert _pick("*-cu130-*,preinstalled") == ["stable-2.15.0-cu130-cp312",
-                                               "nightly-20261001-cu130-cp312", "preinstalled"]
+    assert _pick("*-cu130-*,preinstalled") == [
+        "stable-2.15.0-cu130-cp312",
+        "nightly-20261001-cu130-cp312",
+        "preinstalled",
+    ]
     assert _pick(skip="*cu126*,nightly-*") == ["stable-2.15.0-cu130-cp312", "preinstalled"]
     assert _pick("stable-*", skip="*cu126*") == ["stable-2.15.0-cu130-cp312"]
     with pytest.raises(ConfigError, match=r"--cells: no cell matches stable-2\.3\.\* in the plan"):
@@ -134,8 +155,10 @@ def test_merge_writes_the_merged_runs_as_results_json(tmp_path, capsys):
         with Store(tmp_path / f"{name}.sqlite") as store:
             store.add(make_run(make_cell(cell)))
     out = str(tmp_path / "all.sqlite")
-    assert call("merge", out, str(tmp_path / "a.sqlite"), str(tmp_path / "b.sqlite"),
-                "--json", "-") == Exit.OK
+    assert (
+        call("merge", out, str(tmp_path / "a.sqlite"), str(tmp_path / "b.sqlite"), "--json", "-")
+        == Exit.OK
+    )
     captured = capsys.readouterr()
     doc = json.loads(captured.out)
     assert set(doc) == RESULTS_KEYS
@@ -150,16 +173,22 @@ def test_version(capsys):
 
 @pytest.mark.parametrize("command", ["matrix", "probe", "bisect", "bench"])
 def test_backend_has_the_same_choices_in_every_command(command, capsys):
-    assert call(command, "--backend", "podman",
-                *(["--good", "1", "--bad", "2"] if command == "bisect" else [])) == Exit.MISTAKE
+    assert (
+        call(
+            command,
+            "--backend",
+            "podman",
+            *(["--good", "1", "--bad", "2"] if command == "bisect" else []),
+        )
+        == Exit.MISTAKE
+    )
     [line] = [x for x in capsys.readouterr().err.splitlines() if "invalid choice" in x]
     choices = line.split("choose from", 1)[1].replace("'", "").strip(" )")
     assert choices.split(", ") == list(BACKENDS)  # argparse quotes them on some Pythons only
 
 
 @pytest.mark.parametrize("command", ["matrix", "probe", "bench"])
-def test_the_interpreter_flag_is_interpreter_and_python_still_works_with_a_note(command,
-                                                                               capsys):
+def test_the_interpreter_flag_is_interpreter_and_python_still_works_with_a_note(command, capsys):
     from torchbisect.cli import _parser
 
     args = _parser(command)[0].parse_args([command, "--interpreter", sys.executable])
@@ -170,12 +199,16 @@ def test_the_interpreter_flag_is_interpreter_and_python_still_works_with_a_note(
 
 
 @pytest.mark.parametrize("command", ["matrix", "probe", "bench"])
-@pytest.mark.parametrize(("given", "said"), [
-    ("/nope/python", "/nope/python: no such file"),
-    ("no-such-python-here", "no-such-python-here: no such command on PATH"),
-])
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("/nope/python", "/nope/python: no such file"),
+        ("no-such-python-here", "no-such-python-here: no such command on PATH"),
+    ],
+)
 def test_an_interpreter_that_is_not_there_is_a_mistake_not_a_python_without_torch(
-        command, given, said, capsys):
+    command, given, said, capsys
+):
     """It said "has no torch: install torch into it" and exited 125 (issue 49, friction 3)."""
     status = call(command, "--interpreter", given)
     line = one_sentence(capsys.readouterr().err, status, Exit.MISTAKE, command=command)
@@ -197,11 +230,13 @@ def test_the_matrix_page_links_the_upstream_report_of_matrix_yaml(stand_in, work
     stand_in("affected")
     (workdir / "matrix.yaml").write_text(
         "preinstalled: true\nreferences:\n"
-        "  upstream: https://github.com/pytorch/pytorch/issues/424242\n")
-    assert call("matrix", "--interpreter", sys.executable, "--fail-on",
-                "affected") == Exit.AFFECTED
-    assert 'href="https://github.com/pytorch/pytorch/issues/424242"' in (
-        workdir / "reports" / "index.html").read_text()
+        "  upstream: https://github.com/pytorch/pytorch/issues/424242\n"
+    )
+    assert call("matrix", "--interpreter", sys.executable, "--fail-on", "affected") == Exit.AFFECTED
+    assert (
+        'href="https://github.com/pytorch/pytorch/issues/424242"'
+        in (workdir / "reports" / "index.html").read_text()
+    )
 
 
 def _defaults(flag: str) -> dict[str, object]:
@@ -241,8 +276,10 @@ def test_a_path_left_out_means_the_same_file_in_every_command(tmp_path, monkeypa
 
 # -- a gate reads a verdict only from a verdict ---------------------------------------------------
 
-def test_torchbisect_failing_is_its_own_status_never_affected(stand_in, workdir, capsys,
-                                                              monkeypatch):
+
+def test_torchbisect_failing_is_its_own_status_never_affected(
+    stand_in, workdir, capsys, monkeypatch
+):
     """A bug after the probes ran (here: printing the summary table breaks) is one sentence
     naming the traceback's file and status FAILED, which no gate reads as "affected"."""
     FAILED = Exit.FAILED  # noqa: N806
@@ -253,12 +290,12 @@ def test_torchbisect_failing_is_its_own_status_never_affected(stand_in, workdir,
         raise RuntimeError("something nobody expected\nsecond line")
 
     monkeypatch.setattr("torchbisect.commands.matrix._summary", broken)
-    status = call("matrix", "--interpreter", sys.executable, "--no-report",
-                  "--fail-on", "affected")
+    status = call("matrix", "--interpreter", sys.executable, "--no-report", "--fail-on", "affected")
     assert status == FAILED and FAILED not in (0, 1, 2, 3, 4, 5, 125, 130)
     [line] = [x for x in capsys.readouterr().err.splitlines() if "torchbisect" in x]
-    assert line.startswith("torchbisect matrix: torchbisect itself failed (RuntimeError: "
-                           "something nobody expected)")
+    assert line.startswith(
+        "torchbisect matrix: torchbisect itself failed (RuntimeError: something nobody expected)"
+    )
     trace = Path(line.rsplit(" ", 1)[1])
     try:
         text = trace.read_text()
@@ -290,10 +327,10 @@ OUTPUT_MISTAKES = [
 ]
 
 
-@pytest.mark.parametrize(("argv", "said"), OUTPUT_MISTAKES, ids=lambda v: " ".join(v)
-                         if isinstance(v, list) else "")
-def test_an_output_path_mistake_is_refused_before_any_work(argv, said, stand_in, workdir,
-                                                           capsys):
+@pytest.mark.parametrize(
+    ("argv", "said"), OUTPUT_MISTAKES, ids=lambda v: " ".join(v) if isinstance(v, list) else ""
+)
+def test_an_output_path_mistake_is_refused_before_any_work(argv, said, stand_in, workdir, capsys):
     (workdir / "adir").mkdir()
     (workdir / "afile").write_text("keep me")
     (workdir / "in.sqlite").write_bytes(b"")
@@ -322,8 +359,11 @@ def unwritable(workdir):
         pytest.skip("root, and /proc/sys is writable: no folder here refuses this user")
 
 
-@pytest.mark.parametrize("argv", [["report", "--out"], ["plan", "--offline", "--json"],
-                                  ["matrix", "--store"]], ids=lambda v: v[0])
+@pytest.mark.parametrize(
+    "argv",
+    [["report", "--out"], ["plan", "--offline", "--json"], ["matrix", "--store"]],
+    ids=lambda v: v[0],
+)
 def test_an_output_folder_that_is_not_writable_is_refused(argv, unwritable, capsys):
     assert call(*argv, str(unwritable / "torchbisect-out" / "x")) == Exit.MISTAKE
     [line] = capsys.readouterr().err.strip().splitlines()
@@ -364,29 +404,36 @@ def test_merge_allows_a_missing_input_only_when_named(tmp_path, capsys):
     a = _shard(tmp_path / "a.sqlite", "dev-a")
     previous = tmp_path / "previous" / "results.sqlite"
     out = tmp_path / "site.sqlite"
-    assert call("merge", str(out), str(previous), str(a),
-                "--allow-missing", str(previous)) == Exit.OK
+    assert (
+        call("merge", str(out), str(previous), str(a), "--allow-missing", str(previous)) == Exit.OK
+    )
     said = capsys.readouterr().out
     assert "does not exist, which --allow-missing allows" in said and f"{out}: 1 runs" in said
     assert call("merge", str(out), str(a), "--allow-missing", str(previous)) == Exit.MISTAKE
     assert "not among the inputs" in capsys.readouterr().err
 
 
-GPU_COMMANDS = [["matrix", "--interpreter", sys.executable], ["probe"],
-                ["bisect", "--good", "1", "--bad", "2"]]
+GPU_COMMANDS = [
+    ["matrix", "--interpreter", sys.executable],
+    ["probe"],
+    ["bisect", "--good", "1", "--bad", "2"],
+]
 
 
 @pytest.mark.parametrize("argv", GPU_COMMANDS, ids=lambda v: v[0])
-def test_require_gpu_without_a_gpu_exits_3_before_anything(argv, stand_in, workdir, capsys,
-                                                           monkeypatch):
+def test_require_gpu_without_a_gpu_exits_3_before_anything(
+    argv, stand_in, workdir, capsys, monkeypatch
+):
     assert call(*argv, "--require-gpu") == Exit.NO_VERDICT
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "no GPU is visible (nvidia-smi lists none) and --require-gpu is given" in line
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert call(*argv) == Exit.NO_VERDICT
-    assert "CUDA_VISIBLE_DEVICES='' shows none) and GITHUB_ACTIONS=true implies --require-gpu" \
+    assert (
+        "CUDA_VISIBLE_DEVICES='' shows none) and GITHUB_ACTIONS=true implies --require-gpu"
         in capsys.readouterr().err
+    )
     assert not (workdir / "reports").exists()
 
 
@@ -394,16 +441,38 @@ def test_allow_no_gpu_is_the_way_around_the_gpu_gate(stand_in, workdir, monkeypa
     stand_in("affected")
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     assert call("probe", "--require-gpu", "--allow-no-gpu") == Exit.AFFECTED
-    assert call("matrix", "--interpreter", sys.executable, "--allow-no-gpu", "--require-gpu",
-                "--backend", "current",
-                "--no-report", "--fail-on", "affected") == Exit.AFFECTED
+    assert (
+        call(
+            "matrix",
+            "--interpreter",
+            sys.executable,
+            "--allow-no-gpu",
+            "--require-gpu",
+            "--backend",
+            "current",
+            "--no-report",
+            "--fail-on",
+            "affected",
+        )
+        == Exit.AFFECTED
+    )
 
 
 def test_a_script_bisection_needs_no_gpu_under_github_actions(workdir, monkeypatch, capsys):
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     (workdir / "index").mkdir()
-    status = call("bisect", "--good", "2025-08-01", "--bad", "2025-08-03", "--script", "true",
-                  "--index-url", str(workdir / "index"), "--no-github")
+    status = call(
+        "bisect",
+        "--good",
+        "2025-08-01",
+        "--bad",
+        "2025-08-03",
+        "--script",
+        "true",
+        "--index-url",
+        str(workdir / "index"),
+        "--no-github",
+    )
     err = capsys.readouterr().err
     assert status != Exit.NO_VERDICT and "GPU" not in err, err
 

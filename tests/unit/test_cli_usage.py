@@ -21,8 +21,10 @@ UNREACHABLE = "http://127.0.0.1:9/whl/{cuda}/"
 
 def _matrix(tmp_path: Path, body: str = "") -> Path:
     path = tmp_path / "matrix.yaml"
-    path.write_text(f"indexes:\n  stable: {UNREACHABLE}\n  nightly: {UNREACHABLE}\n"
-                    f"stable:\n  versions: all from 2.3\nnightly:\n  last: 3\n{body}")
+    path.write_text(
+        f"indexes:\n  stable: {UNREACHABLE}\n  nightly: {UNREACHABLE}\n"
+        f"stable:\n  versions: all from 2.3\nnightly:\n  last: 3\n{body}"
+    )
     return path
 
 
@@ -40,55 +42,112 @@ def test_a_mistyped_command_is_answered_with_the_nearest_one(capsys):
     assert "no command 'plna'; did you mean plan?" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("argv", "said"), [
-    (["matrix", "--shard", "3/2"], "argument --shard: expected I/N with 1 <= I <= N"),
-    (["matrix", "--shard", "two"], "argument --shard: expected I/N"),
-    (["matrix", "--jobs", "0"], "argument --jobs: expected a whole number of at least 1, got 0"),
-    (["matrix", "--jobs", "-3"], "argument --jobs: expected a whole number of at least 1"),
-    (["plan", "--shards", "0"], "argument --shards: expected a whole number of at least 1"),
-])
-def test_counts_and_shards_are_refused_before_anything_is_planned(argv, said, tmp_path,
-                                                                  monkeypatch, capsys):
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["matrix", "--shard", "3/2"], "argument --shard: expected I/N with 1 <= I <= N"),
+        (["matrix", "--shard", "two"], "argument --shard: expected I/N"),
+        (
+            ["matrix", "--jobs", "0"],
+            "argument --jobs: expected a whole number of at least 1, got 0",
+        ),
+        (["matrix", "--jobs", "-3"], "argument --jobs: expected a whole number of at least 1"),
+        (["plan", "--shards", "0"], "argument --shards: expected a whole number of at least 1"),
+    ],
+)
+def test_counts_and_shards_are_refused_before_anything_is_planned(
+    argv, said, tmp_path, monkeypatch, capsys
+):
     monkeypatch.chdir(tmp_path)
     _matrix(tmp_path)
     assert call(*argv) == Exit.MISTAKE
     assert said in capsys.readouterr().err
 
 
-def test_a_bad_end_in_the_future_is_refused_without_asking_the_index(tmp_path, monkeypatch,
-                                                                     capsys):
+def test_a_bad_end_in_the_future_is_refused_without_asking_the_index(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     later = (date.today() + timedelta(days=40)).isoformat()
-    assert call("bisect", "--bad", later, "--index-url", UNREACHABLE.format(cuda="cu130"),
-                "--store", str(tmp_path / "s.sqlite"), "--workdir",
-                str(tmp_path / "w")) == Exit.MISTAKE
+    assert (
+        call(
+            "bisect",
+            "--bad",
+            later,
+            "--index-url",
+            UNREACHABLE.format(cuda="cu130"),
+            "--store",
+            str(tmp_path / "s.sqlite"),
+            "--workdir",
+            str(tmp_path / "w"),
+        )
+        == Exit.MISTAKE
+    )
     assert f"--bad '{later}' is {later}, after today" in capsys.readouterr().err
 
 
-def test_a_cells_pattern_no_entry_can_match_is_refused_before_the_index(tmp_path, monkeypatch,
-                                                                        capsys):
+def test_a_cells_pattern_no_entry_can_match_is_refused_before_the_index(
+    tmp_path, monkeypatch, capsys
+):
     monkeypatch.chdir(tmp_path)
     matrix = _matrix(tmp_path)
     for pattern in ("stabel-*", f"nightly-{date.today().year + 5}*"):
-        assert call("matrix", "--matrix", str(matrix), "--cells", pattern, "--allow-no-gpu",
-                    "--store", str(tmp_path / "s.sqlite"), "--out",
-                    str(tmp_path / "r")) == Exit.MISTAKE
+        assert (
+            call(
+                "matrix",
+                "--matrix",
+                str(matrix),
+                "--cells",
+                pattern,
+                "--allow-no-gpu",
+                "--store",
+                str(tmp_path / "s.sqlite"),
+                "--out",
+                str(tmp_path / "r"),
+            )
+            == Exit.MISTAKE
+        )
         assert f"--cells: no cell of {matrix} can match {pattern}" in capsys.readouterr().err
     # a CUDA tag or Python no entry builds for too (issue 49, friction 10: `cu999` reached the
     # index and exited 4)
-    (tmp_path / "py.yaml").write_text(_matrix(tmp_path).read_text().replace(
-        "stable:\n", "defaults:\n  python: '3.12'\nstable:\n"))
-    for pattern, said in (("stable-2.15.0-cu999-*", "the CUDA tag cu999"),
-                          ("*-cu999-*", "the CUDA tag cu999"),
-                          ("nightly-*-cp27", "the Python cp27")):
-        assert call("matrix", "--matrix", str(tmp_path / "py.yaml"), "--cells", pattern,
-                    "--allow-no-gpu", "--store", str(tmp_path / "s.sqlite"),
-                    "--out", str(tmp_path / "r")) == Exit.MISTAKE
+    (tmp_path / "py.yaml").write_text(
+        _matrix(tmp_path).read_text().replace("stable:\n", "defaults:\n  python: '3.12'\nstable:\n")
+    )
+    for pattern, said in (
+        ("stable-2.15.0-cu999-*", "the CUDA tag cu999"),
+        ("*-cu999-*", "the CUDA tag cu999"),
+        ("nightly-*-cp27", "the Python cp27"),
+    ):
+        assert (
+            call(
+                "matrix",
+                "--matrix",
+                str(tmp_path / "py.yaml"),
+                "--cells",
+                pattern,
+                "--allow-no-gpu",
+                "--store",
+                str(tmp_path / "s.sqlite"),
+                "--out",
+                str(tmp_path / "r"),
+            )
+            == Exit.MISTAKE
+        )
         assert f"--cells: {pattern} names {said}, which no entry of" in capsys.readouterr().err
     # a pattern an entry can match goes on to the index, which does not answer here
-    assert call("matrix", "--matrix", str(matrix), "--cells", "stable-2.1*", "--allow-no-gpu",
-                "--store", str(tmp_path / "s.sqlite"), "--out",
-                str(tmp_path / "r")) == Exit.INDEX_UNREACHABLE
+    assert (
+        call(
+            "matrix",
+            "--matrix",
+            str(matrix),
+            "--cells",
+            "stable-2.1*",
+            "--allow-no-gpu",
+            "--store",
+            str(tmp_path / "s.sqlite"),
+            "--out",
+            str(tmp_path / "r"),
+        )
+        == Exit.INDEX_UNREACHABLE
+    )
 
 
 @pytest.mark.parametrize("command", ["plan", "matrix", "probe", "bisect", "report", "cache"])
@@ -100,7 +159,8 @@ def test_help_shows_examples_and_the_exit_statuses(command, capsys):
     assert ("125  probe: cannot tell" in out) == (command in ("probe", "matrix"))
     # the commands that take a probe say where it is found and show one of the user's own
     assert ("probes: NAME.py in probes/ beside matrix.yaml" in out) == (
-        command in ("plan", "matrix", "probe", "bisect"))
+        command in ("plan", "matrix", "probe", "bisect")
+    )
     if command in ("matrix", "probe", "bisect"):
         assert "check" in out.split("examples:", 1)[1]
 

@@ -32,12 +32,17 @@ def test_each_commands_gate_flags_are_those_its_module_declares(command):
 def test_the_gpu_runs_and_the_locks_are_where_the_issue_says():
     """matrix, probe and bisect probe on a GPU and lock their store and work folder; merge locks
     the store it writes; plan, matrix and probe plan from --matrix."""
-    needs = {c: getattr(importlib.import_module(f"torchbisect.commands.{c}"), "NEEDS", Needs())
-             for c in COMMANDS}
+    needs = {
+        c: getattr(importlib.import_module(f"torchbisect.commands.{c}"), "NEEDS", Needs())
+        for c in COMMANDS
+    }
     assert {c for c, n in needs.items() if n.gpu is not None} == {"matrix", "probe", "bisect"}
     assert {c: n.holds for c, n in needs.items() if n.holds} == {
-        "matrix": ("store", "workdir"), "probe": ("store", "workdir"),
-        "bisect": ("store", "workdir"), "merge": ("out",)}
+        "matrix": ("store", "workdir"),
+        "probe": ("store", "workdir"),
+        "bisect": ("store", "workdir"),
+        "merge": ("out",),
+    }
     assert {c for c, n in needs.items() if n.plans is not None} == {"plan", "matrix", "probe"}
 
 

@@ -50,8 +50,13 @@ def test_the_default_matrix_says_what_the_issue_asks_for(repo):
     assert cfg.preinstalled is not None
     s = cfg.settings(cfg.stable[0])
     (p,) = s.probes
-    assert (s.cuda, s.python, p.probe, p.trials, p.timeout) == ("auto", "3.12", "stale_replay", 20,
-                                                                 900.0)
+    assert (s.cuda, s.python, p.probe, p.trials, p.timeout) == (
+        "auto",
+        "3.12",
+        "stale_replay",
+        20,
+        900.0,
+    )
     assert cfg.image("cu130").startswith("nvidia/cuda:13") and cfg.image("cu121")
     first = (repo / "matrix.yaml").read_text().splitlines()[0]
     assert first == "# yaml-language-server: $schema=./matrix.schema.json"
@@ -65,9 +70,17 @@ def test_every_key_means_what_it_says(tmp_path):
     s = cfg.settings(cpu)
     (p,) = s.probes
     assert (s.cuda, s.python, p.trials, p.timeout, p.cases) == (
-        "cpu", "3.13t", 10, 600.0, ("capture_data_ptr", "side_stream"))
-    assert p.env == (("CUDA_LAUNCH_BLOCKING", "0"), ("OMP_NUM_THREADS", "4"),
-                     ("TORCH_SHOW_CPP_STACKTRACES", "1"))
+        "cpu",
+        "3.13t",
+        10,
+        600.0,
+        ("capture_data_ptr", "side_stream"),
+    )
+    assert p.env == (
+        ("CUDA_LAUNCH_BLOCKING", "0"),
+        ("OMP_NUM_THREADS", "4"),
+        ("TORCH_SHOW_CPP_STACKTRACES", "1"),
+    )
     assert cfg.settings(cfg.test[0]).overlay is True
     today = date(2026, 11, 29)
     dates, weekly, last = (e.days(today) for e in cfg.nightly)
@@ -79,7 +92,9 @@ def test_every_key_means_what_it_says(tmp_path):
     assert local.wheel == str(tmp_path / "wheels" / local.filename)  # relative to the file
     assert local.cell_name == "2.17.0a0-git1234abc"
     assert (remote.cell_name, remote.filename) == (
-        "cow-fix", "torch-2.17.0a0+gitfeed123-cp312-cp312-linux_x86_64.whl")
+        "cow-fix",
+        "torch-2.17.0a0+gitfeed123-cp312-cp312-linux_x86_64.whl",
+    )
     assert cfg.indexes.nightly == str(tmp_path / "mirror" / "nightly" / "{cuda}")
     assert cfg.preinstalled.interpreter == "/usr/bin/python3"
     assert cfg.image("cu126") == "nvidia/cuda:12.6.3-base-ubuntu24.04"
@@ -92,8 +107,11 @@ def test_one_mapping_stands_for_a_list_of_one():
     assert cfg.preinstalled is not None and cfg.preinstalled.interpreter is None
 
 
-@given(today=st.dates(date(2020, 1, 1), date(2040, 1, 1)), last=st.integers(1, 400),
-       step=st.integers(1, 30))
+@given(
+    today=st.dates(date(2020, 1, 1), date(2040, 1, 1)),
+    last=st.integers(1, 400),
+    step=st.integers(1, 30),
+)
 def test_a_last_window_keeps_its_dates_from_one_day_to_the_next(today, last, step):
     entry = NightlyEntry.model_validate({"last": last, "step": step})
     days = entry.days(today)
@@ -117,10 +135,19 @@ def test_the_schema_accepts_the_good_files_and_rejects_mistakes(repo):
         # dates stay text, as editors see them
         doc = yaml.load(path.read_text(), Loader=sentences.Loader)
         return [e.message for e in validator.iter_errors(doc)]
+
     for good in (repo / "matrix.yaml", DATA / "good" / "full.yaml", DATA / "good" / "single.yaml"):
         assert errors(good) == [], good
-    for bad in ("unknown_top_key", "step_not_number", "cuda_bad_tag", "python_float",
-                "env_bad_name", "images_bad_key", "dev_bad_sha", "preinstalled_text"):
+    for bad in (
+        "unknown_top_key",
+        "step_not_number",
+        "cuda_bad_tag",
+        "python_float",
+        "env_bad_name",
+        "images_bad_key",
+        "dev_bad_sha",
+        "preinstalled_text",
+    ):
         assert errors(DATA / "bad" / f"{bad}.yaml"), bad
 
 

@@ -37,16 +37,21 @@ defaults:
 
 
 def _pinned() -> dict[str, str]:
-    found = re.findall(r"^Requires-Dist: ((?:nvidia-[\w-]+|triton))==([\w.]+);", METADATA,
-                       re.MULTILINE)
+    found = re.findall(
+        r"^Requires-Dist: ((?:nvidia-[\w-]+|triton))==([\w.]+);", METADATA, re.MULTILINE
+    )
     return dict(found)
 
 
 def make_site(root: Path) -> None:
     """download.pytorch.org's shape: per CUDA tag a torch page (HTML, no sizes) with each
     wheel's .metadata beside it, and a page per dependency on the same index."""
-    make_release_index(root, {"cu126": ["2.8.0", "2.9.0", "2.9.1"], "cu128": ["2.9.0"]},
-                       pythons=("cp312",), write_wheels=True)
+    make_release_index(
+        root,
+        {"cu126": ["2.8.0", "2.9.0", "2.9.1"], "cu128": ["2.9.0"]},
+        pythons=("cp312",),
+        write_wheels=True,
+    )
     for tag in ("cu126", "cu128"):
         folder = root / "whl" / tag
         for wheel in folder.glob("torch-*.whl"):
@@ -58,17 +63,26 @@ def make_site(root: Path) -> None:
             stem = f"{name.replace('-', '_')}-{version}"
             if name == "triton":  # an HTML page without sizes, the file really there
                 files = [f"{stem}-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"]
-                (page / "index.html").write_text("<html><body>" + "".join(
-                    f'<a href="{f}">{f}</a>' for f in files) + "</body></html>\n")
+                (page / "index.html").write_text(
+                    "<html><body>"
+                    + "".join(f'<a href="{f}">{f}</a>' for f in files)
+                    + "</body></html>\n"
+                )
                 with (page / files[0]).open("wb") as fh:
                     fh.truncate(TRITON)
                 continue
-            files = [f"{stem}-py3-none-manylinux_2_27_{arch}.whl"
-                     for arch in ("x86_64", "aarch64")]
-            (page / "index.json").write_text(json.dumps({
-                "meta": {"api-version": "1.1"}, "name": name,
-                "files": [{"filename": f, "url": f, "hashes": {}, "size": LIBRARY}
-                          for f in files]}))
+            files = [f"{stem}-py3-none-manylinux_2_27_{arch}.whl" for arch in ("x86_64", "aarch64")]
+            (page / "index.json").write_text(
+                json.dumps(
+                    {
+                        "meta": {"api-version": "1.1"},
+                        "name": name,
+                        "files": [
+                            {"filename": f, "url": f, "hashes": {}, "size": LIBRARY} for f in files
+                        ],
+                    }
+                )
+            )
 
 
 @pytest.fixture
@@ -80,9 +94,18 @@ def site(tmp_path):
 
 
 def plan(folder: Path, *extra: str) -> int:
-    return call("plan", "--matrix", str(folder / "matrix.yaml"), "--driver", "580.65.06",
-                "--platform", "linux_x86_64", "--store", str(folder / "results.sqlite"),
-                *extra)
+    return call(
+        "plan",
+        "--matrix",
+        str(folder / "matrix.yaml"),
+        "--driver",
+        "580.65.06",
+        "--platform",
+        "linux_x86_64",
+        "--store",
+        str(folder / "results.sqlite"),
+        *extra,
+    )
 
 
 def cost_lines(out: str) -> list[str]:
@@ -103,10 +126,13 @@ def test_the_real_metadata_pins_fifteen_cuda_libraries_and_triton_on_linux_x86_6
 
 
 def test_a_requirement_without_an_exact_pin_is_kept_as_unknown():
-    text = ("Metadata-Version: 2.4\nName: torch\nVersion: 2.99\n"
-            "Requires-Dist: nvidia-cublas-cu12>=12.8\nRequires-Dist: filelock\n")
-    assert [(d.name, d.version) for d in pins(text, python="3.12", platform="linux_x86_64")] \
-        == [("nvidia-cublas-cu12", None)]
+    text = (
+        "Metadata-Version: 2.4\nName: torch\nVersion: 2.99\n"
+        "Requires-Dist: nvidia-cublas-cu12>=12.8\nRequires-Dist: filelock\n"
+    )
+    assert [(d.name, d.version) for d in pins(text, python="3.12", platform="linux_x86_64")] == [
+        ("nvidia-cublas-cu12", None)
+    ]
     assert pins("<html>a login page</html>", python="3.12", platform="linux_x86_64") is None
 
 
@@ -131,14 +157,16 @@ def test_cells_of_one_tag_share_their_pins_and_tags_are_counted_apart(site, caps
         f"+ triton {TRITON / 1e9:.1f} GB",
         "  1 wheel --no-deps over an image: no CUDA libraries",
         f"cu128: 1 torch wheel {TORCH / 1e9:.1f} GB + 15 CUDA libraries {libraries:.1f} GB + "
-        f"triton {TRITON / 1e9:.1f} GB"]
+        f"triton {TRITON / 1e9:.1f} GB",
+    ]
     lock = json.loads((folder / "matrix.lock.json").read_text())["builds"]
     deps = {d["name"]: d for d in lock["stable-2.9.0-cu126-cp312"]["deps"]}
     assert deps["nvidia-cublas-cu12"]["size"] == LIBRARY
     assert deps["triton"]["size"] == TRITON  # from a HEAD: the page gives none
     assert deps["nvidia-cublas-cu12"]["url"].endswith(
         "/whl/cu126/nvidia-cublas-cu12/nvidia_cublas_cu12-12.8.4.1-py3-none-manylinux_2_27_"
-        "x86_64.whl")
+        "x86_64.whl"
+    )
     assert "deps" not in lock["stable-2.8.0-cu126-cp312"]  # overlay: nothing asked
 
 
@@ -147,8 +175,13 @@ def test_plan_json_has_the_same_figures(site, capsys):
     assert plan(folder, "--json", "-") == Exit.OK
     cost = json.loads(capsys.readouterr().out)["cost"]
     cu126 = cost["by_cuda"][0]
-    assert (cu126["tag"], cu126["wheels"], cu126["libraries"], cu126["triton"],
-            cu126["overlay"]) == ("cu126", 3, 15, 1, 1)
+    assert (
+        cu126["tag"],
+        cu126["wheels"],
+        cu126["libraries"],
+        cu126["triton"],
+        cu126["overlay"],
+    ) == ("cu126", 3, 15, 1, 1)
     assert cost["download_bytes"] == 4 * TORCH + 2 * (15 * LIBRARY + TRITON)
 
 
@@ -185,8 +218,10 @@ def test_metadata_that_cannot_be_read_leaves_the_libraries_unknown(site, capsys,
     assert plan(folder) == Exit.OK
     out = capsys.readouterr()
     printed = cost_lines(out.out)
-    assert printed[1:3] == ["  2 wheels without metadata: CUDA libraries unknown",
-                            "  1 wheel --no-deps over an image: no CUDA libraries"]
+    assert printed[1:3] == [
+        "  2 wheels without metadata: CUDA libraries unknown",
+        "  1 wheel --no-deps over an image: no CUDA libraries",
+    ]
     assert printed[4] == "  1 wheel without metadata: CUDA libraries unknown"
     assert "plus the CUDA libraries of 3 wheels, unknown" in printed[-1]
     # the server may say the client hung up on a huge file; torchbisect says no traceback

@@ -39,8 +39,9 @@ def test_the_committed_schema_is_the_generated_one(name):
 
 
 def test_every_committed_results_json_and_recorded_probe_document_validates():
-    tracked = subprocess.run(["git", "ls-files", "*results.json"], cwd=REPO, capture_output=True,
-                             text=True, check=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "ls-files", "*results.json"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
     assert tracked, "no committed results.json"
     for name in tracked:
         assert _problems("results", json.loads((REPO / name).read_text())) == [], name
@@ -52,9 +53,11 @@ def test_every_committed_results_json_and_recorded_probe_document_validates():
 
 def test_a_rendered_site_carries_the_schemas_and_its_results_json_meets_them(tmp_path):
     fix = json.loads((REPO / "tests/data/report/synthetic-bisection-fix.json").read_text())
-    runs = [synthetic_run("2.15.0+cu132", {"capture_data_ptr": (5, 5)}),
-            synthetic_run("2.16.0.dev20260305+cu132", {"capture_data_ptr": (0, 5)}),
-            synthetic_run("2.14.1+cu130", infra="wheel download: HTTP 503")]
+    runs = [
+        synthetic_run("2.15.0+cu132", {"capture_data_ptr": (5, 5)}),
+        synthetic_run("2.16.0.dev20260305+cu132", {"capture_data_ptr": (0, 5)}),
+        synthetic_run("2.14.1+cu130", infra="wheel download: HTTP 503"),
+    ]
     render_runs(runs, [BisectResult.from_json(fix)], tmp_path, generated=NOW)
     for name, file in SCHEMA_FILES.items():
         assert (tmp_path / file).read_text() == schema_text(name)
@@ -88,8 +91,16 @@ def test_the_probe_schema_refuses_what_the_gate_refuses(why):
 def test_the_probe_schemas_text_keys_are_the_gates():
     env = json_schema("probe")["$defs"]["ProbeEnvJson"]["properties"]
     assert set(env) - {"unknown"} == set(gate._TEXT_ENV)  # unknown: key -> why it is null
-    good = {**probe_doc("affected"), "env": {"torch": "2.15.0", "device_count": 1, "ok": True,
-                                              "cudnn": None, "unknown": {"cudnn": "OSError: x"}}}
+    good = {
+        **probe_doc("affected"),
+        "env": {
+            "torch": "2.15.0",
+            "device_count": 1,
+            "ok": True,
+            "cudnn": None,
+            "unknown": {"cudnn": "OSError: x"},
+        },
+    }
     assert gate.check(good) and _problems("probe", good) == []
     for bad in ({"cudnn": 1}, ["cudnn"], "cudnn"):
         with pytest.raises(gate.Rejected, match="env unknown"):
@@ -113,7 +124,11 @@ def test_schema_makes_the_folder_it_writes_into(tmp_path, capsys):
     out = tmp_path / "new" / "folder" / "matrix.schema.json"
     assert call("schema", "--out", str(out)) == Exit.OK
     assert sorted(p.name for p in out.parent.iterdir()) == [
-        "matrix.schema.json", "probe.schema.json", "results.schema.json", "runners.schema.json"]
+        "matrix.schema.json",
+        "probe.schema.json",
+        "results.schema.json",
+        "runners.schema.json",
+    ]
 
 
 def test_what_probe_result_reads_is_named_by_the_probe_documents_types():
@@ -139,5 +154,15 @@ def test_the_gate_reads_each_kind_of_key_from_the_types():
     assert gate._CASE_TEXT == ("detail",)
     assert gate._NUMBERS == ("seconds", "import_seconds", "wall_seconds")
     assert gate._COUNTS == ("stale_trials", "trials")
-    assert gate._TEXT_ENV == ("torch", "torch_version", "git_version", "cuda_runtime", "driver",
-                              "gpu", "capability", "python", "platform", "triton")
+    assert gate._TEXT_ENV == (
+        "torch",
+        "torch_version",
+        "git_version",
+        "cuda_runtime",
+        "driver",
+        "gpu",
+        "capability",
+        "python",
+        "platform",
+        "triton",
+    )

@@ -28,47 +28,65 @@ def _out(doc, code: int, tail: str = "") -> ProbeOutput:
     return ProbeOutput(json_text=text, exit_code=code, seconds=1.0, log_tail=tail)
 
 
-@pytest.mark.parametrize(("output", "verdict"), [
-    (_out(probe_doc("skipped"), 125), Verdict.SKIPPED),
-    (_out(probe_doc("affected", {"capture_data_ptr": "affected"}), 1), Verdict.AFFECTED),
-    (_out(probe_doc("not_affected"), 0), Verdict.NOT_AFFECTED),
-    (_out(probe_doc("refused"), 0), Verdict.REFUSED),
-    (_out(probe_doc("inconclusive"), 125), Verdict.INCONCLUSIVE),
-])
+@pytest.mark.parametrize(
+    ("output", "verdict"),
+    [
+        (_out(probe_doc("skipped"), 125), Verdict.SKIPPED),
+        (_out(probe_doc("affected", {"capture_data_ptr": "affected"}), 1), Verdict.AFFECTED),
+        (_out(probe_doc("not_affected"), 0), Verdict.NOT_AFFECTED),
+        (_out(probe_doc("refused"), 0), Verdict.REFUSED),
+        (_out(probe_doc("inconclusive"), 125), Verdict.INCONCLUSIVE),
+    ],
+)
 def test_a_valid_document_with_its_exit_status_is_a_verdict(output, verdict):
     status, result, reason = execute.interpret(output)
     assert (status, result.verdict, reason) == (RunStatus.OK, verdict, "")
 
 
-@pytest.mark.parametrize(("output", "reason"), [
-    (_out(probe_doc("not_affected"), -11), "killed by signal SIGSEGV"),
-    (_out("", -9), "killed by signal SIGKILL"),
-    (_out("", 3, "RuntimeError: CUDA driver too old"), "status 3 (expected 0, 1 or 125): "
-                                                       "RuntimeError: CUDA driver too old"),
-    (_out("", 128), "status 128"),
-    (_out("", 128, "script.py: the probe my_bug.py holds no statement (only comments)"),
-     "the probe my_bug.py holds no statement (only comments)"),  # the adapter's refusal
-    (_out(probe_doc("not_affected"), 128, "script.py: the probe x.py cannot be opened (gone)"),
-     "the probe x.py cannot be opened (gone)"),
-    (_out("", 125), "no JSON document (exit status 125)"),
-    (_out("", 1, "Traceback ...\nImportError: libcudart.so.13"), "no JSON document (exit status 1)"
-                                                                 ": ImportError: libcudart.so.13"),
-    (_out("{not json", 0), "probe JSON unreadable"),
-    (_out({**probe_doc("skipped"), "schema": 2}, 125), "unsupported probe schema"),
-    (_out(probe_doc("stale"), 1), "unreadable"),
-    (_out({"schema": 1, "cases": {}}, 0), "unreadable"),
-    (_out(probe_doc("affected"), 0), "disagrees with its verdict 'affected'"),
-    (_out(probe_doc("not_affected"), 1), "disagrees with its verdict 'not_affected'"),
-])
+@pytest.mark.parametrize(
+    ("output", "reason"),
+    [
+        (_out(probe_doc("not_affected"), -11), "killed by signal SIGSEGV"),
+        (_out("", -9), "killed by signal SIGKILL"),
+        (
+            _out("", 3, "RuntimeError: CUDA driver too old"),
+            "status 3 (expected 0, 1 or 125): RuntimeError: CUDA driver too old",
+        ),
+        (_out("", 128), "status 128"),
+        (
+            _out("", 128, "script.py: the probe my_bug.py holds no statement (only comments)"),
+            "the probe my_bug.py holds no statement (only comments)",
+        ),  # the adapter's refusal
+        (
+            _out(
+                probe_doc("not_affected"), 128, "script.py: the probe x.py cannot be opened (gone)"
+            ),
+            "the probe x.py cannot be opened (gone)",
+        ),
+        (_out("", 125), "no JSON document (exit status 125)"),
+        (
+            _out("", 1, "Traceback ...\nImportError: libcudart.so.13"),
+            "no JSON document (exit status 1): ImportError: libcudart.so.13",
+        ),
+        (_out("{not json", 0), "probe JSON unreadable"),
+        (_out({**probe_doc("skipped"), "schema": 2}, 125), "unsupported probe schema"),
+        (_out(probe_doc("stale"), 1), "unreadable"),
+        (_out({"schema": 1, "cases": {}}, 0), "unreadable"),
+        (_out(probe_doc("affected"), 0), "disagrees with its verdict 'affected'"),
+        (_out(probe_doc("not_affected"), 1), "disagrees with its verdict 'not_affected'"),
+    ],
+)
 def test_anything_else_is_an_infrastructure_failure_not_a_verdict(output, reason):
     status, result, why = execute.interpret(output)
     assert status is RunStatus.INFRA_FAILURE and result is None
     assert reason in why
 
 
-@given(code=st.integers(-64, 255),
-       verdict=st.sampled_from([v.value for v in Verdict] + ["stale", ""]),
-       garble=st.booleans())
+@given(
+    code=st.integers(-64, 255),
+    verdict=st.sampled_from([v.value for v in Verdict] + ["stale", ""]),
+    garble=st.booleans(),
+)
 def test_a_verdict_only_ever_comes_with_its_own_exit_status(code, verdict, garble):
     text = json.dumps(probe_doc(verdict))
     status, result, _ = execute.interpret(_out(text[:-3] if garble else text, code))
@@ -95,13 +113,20 @@ def test_without_a_gpu_the_run_says_none(tmp_path):
     assert (run.gpu, run.driver) == ("none", "")
 
 
-@pytest.mark.parametrize(("error", "reason"), [
-    (InfraError("download of https://x/torch.whl failed after 3 attempts: 503"),
-     "install: download of https://x/torch.whl failed after 3 attempts: 503"),
-    (CommandFailed(["uv", "pip", "install"], 2, "error: hash mismatch"),
-     "install: `uv pip install` exited with status 2: error: hash mismatch"),
-    (RuntimeError("a bug in a backend"), "install: RuntimeError: a bug in a backend"),
-])
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (
+            InfraError("download of https://x/torch.whl failed after 3 attempts: 503"),
+            "install: download of https://x/torch.whl failed after 3 attempts: 503",
+        ),
+        (
+            CommandFailed(["uv", "pip", "install"], 2, "error: hash mismatch"),
+            "install: `uv pip install` exited with status 2: error: hash mismatch",
+        ),
+        (RuntimeError("a bug in a backend"), "install: RuntimeError: a bug in a backend"),
+    ],
+)
 def test_an_install_failure_is_stored_with_its_reason(tmp_path, error, reason):
     backend = ScriptedBackend(installs={"dev-a": error})
     run = execute.run_cell(backend, make_cell("dev-a"), gpu=GPU, logs_dir=tmp_path)
@@ -137,8 +162,7 @@ def test_the_log_holds_the_latest_run_only(tmp_path):
 
 def test_probe_args_carry_the_cells_cases_and_trials():
     cell = make_cell(cases=("capture_data_ptr", "side_stream"), trials=7)
-    assert execute.probe_args(cell) == ["--cases", "capture_data_ptr,side_stream",
-                                        "--trials", "7"]
+    assert execute.probe_args(cell) == ["--cases", "capture_data_ptr,side_stream", "--trials", "7"]
     assert execute.probe_args(make_cell()) == []
 
 

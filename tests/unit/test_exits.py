@@ -28,7 +28,8 @@ def _table(path) -> str:
 def test_the_documented_tables_are_the_one_table(doc, detail):
     assert _table(REPO / doc) == markdown(detail=detail), (
         f"{doc}'s table of exit statuses differs from torchbisect/exits.py; paste "
-        f"exits.markdown(detail={detail}) over it")
+        f"exits.markdown(detail={detail}) over it"
+    )
 
 
 def test_every_status_has_one_meaning_and_one_is_affected_alone():
@@ -41,8 +42,7 @@ def test_a_bisection_that_stops_is_flaky_or_has_an_unjudged_end_is_never_affecte
     """Issue 48 item 7: all three exited 1 (or 2) before; each has its own status now."""
     codes = [ScriptAborted.exit_code, FlakyScript.exit_code, EndUnjudged.exit_code]
     assert codes == [Exit.ABORTED, Exit.FLAKY, Exit.END_UNJUDGED]
-    assert len(set(codes)) == 3 and not set(codes) & {Exit.AFFECTED, Exit.MISTAKE,
-                                                      Exit.NO_VERDICT}
+    assert len(set(codes)) == 3 and not set(codes) & {Exit.AFFECTED, Exit.MISTAKE, Exit.NO_VERDICT}
 
 
 def test_the_commands_a_status_names_are_real_ones():
@@ -57,8 +57,11 @@ def _help(command: str, capsys) -> str:
 
 @pytest.mark.parametrize("command", sorted(cli.COMMANDS))
 def test_a_commands_help_lists_the_statuses_it_can_give_and_no_other(command, capsys):
-    listed = [int(line.split()[0]) for line in _help(command, capsys).splitlines()
-              if line[:3].strip().isdigit()]
+    listed = [
+        int(line.split()[0])
+        for line in _help(command, capsys).splitlines()
+        if line[:3].strip().isdigit()
+    ]
     assert listed == [int(s) for s in statuses(command)]
 
 
@@ -83,7 +86,8 @@ def test_no_status_is_a_bare_number_outside_the_table():
             continue
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             assigned = isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "exit_code" for t in node.targets)
+                isinstance(t, ast.Name) and t.id == "exit_code" for t in node.targets
+            )
             if assigned and _int_literal(node.value):
                 found.append(f"{path.relative_to(SRC)}:{node.lineno}")
             returned = isinstance(node, ast.Return) and path.parent.name in ("cli", "commands")
@@ -98,12 +102,23 @@ def test_there_is_no_entry_point_outside_the_catcher():
     package is a program of its own (report/committed.py had a main() of its own).  A standalone
     script run as a child process (bench/workaround.py in another interpreter, stdlib and torch
     only; pages/chromium.py, the standard library only) is no entry point of torchbisect's."""
-    mains = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
-             if p.name != "__main__.py" and re.search(r"^if __name__ == .__main__.:",
-                                                      p.read_text(), re.MULTILINE)]
+    mains = [
+        str(p.relative_to(SRC))
+        for p in SRC.rglob("*.py")
+        if p.name != "__main__.py"
+        and re.search(r"^if __name__ == .__main__.:", p.read_text(), re.MULTILINE)
+    ]
     assert sorted(mains) == ["bench/workaround.py", "pages/chromium.py"]
     for main in mains:
-        assert not [m for m in re.findall(r"^\s*(?:from|import) (\S+)", (SRC / main).read_text(),
-                                          re.MULTILINE) if m.startswith(("torchbisect", "."))]
-    assert re.search(r'^torchbisect = "torchbisect\.__main__:main"$',
-                     (REPO / "pyproject.toml").read_text(), re.MULTILINE)
+        assert not [
+            m
+            for m in re.findall(
+                r"^\s*(?:from|import) (\S+)", (SRC / main).read_text(), re.MULTILINE
+            )
+            if m.startswith(("torchbisect", "."))
+        ]
+    assert re.search(
+        r'^torchbisect = "torchbisect\.__main__:main"$',
+        (REPO / "pyproject.toml").read_text(),
+        re.MULTILINE,
+    )

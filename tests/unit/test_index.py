@@ -57,8 +57,11 @@ def test_nightly_page_has_dates_gaps_and_two_builds_on_the_bump_date(pytorch):
     assert dates[0] == "2026-09-25" and dates[-1] == "2026-10-04"
     on_bump = {w.public_version for w in wheels if w.nightly_date == "2026-10-01"}
     assert on_bump == {"2.17.0.dev20261001", "2.18.0.dev20261001"}
-    newest = next(w for w in wheels if w.filename == "torch-2.18.0.dev20261004+cu130-cp312-cp312-"
-                  "manylinux_2_28_x86_64.whl")
+    newest = next(
+        w
+        for w in wheels
+        if w.filename == "torch-2.18.0.dev20261004+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
+    )
     assert sha256_of(newest.url) == sha256(fake_wheel(newest.filename))  # hashed by download
 
 
@@ -79,33 +82,44 @@ def test_html_is_read_when_no_json_is_offered(tmp_path):
         assert len(fetch_wheels(f"{url}/whl/cu130/")) == 15
 
 
-@pytest.mark.parametrize(("python", "platform", "expected"), [
-    ("3.12", "linux_x86_64", "torch-2.15.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"),
-    ("3.13", "linux_x86_64", "torch-2.15.0+cu130-cp313-cp313-manylinux_2_28_x86_64.whl"),
-    ("3.13t", "linux_x86_64", "torch-2.15.0+cu130-cp313-cp313t-manylinux_2_28_x86_64.whl"),
-    ("cp313t", "manylinux_2_28_aarch64",
-     "torch-2.15.0+cu130-cp313-cp313t-manylinux_2_28_aarch64.whl"),
-    ("3.12", "linux_aarch64", "torch-2.15.0+cu130-cp312-cp312-manylinux_2_28_aarch64.whl"),
-    ("3.10", "win_amd64", "torch-2.15.0+cu130-cp310-cp310-win_amd64.whl"),
-])
-def test_compatible_picks_exactly_the_wheel_for_python_and_platform(tmp_path, python, platform,
-                                                                     expected):
+@pytest.mark.parametrize(
+    ("python", "platform", "expected"),
+    [
+        ("3.12", "linux_x86_64", "torch-2.15.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"),
+        ("3.13", "linux_x86_64", "torch-2.15.0+cu130-cp313-cp313-manylinux_2_28_x86_64.whl"),
+        ("3.13t", "linux_x86_64", "torch-2.15.0+cu130-cp313-cp313t-manylinux_2_28_x86_64.whl"),
+        (
+            "cp313t",
+            "manylinux_2_28_aarch64",
+            "torch-2.15.0+cu130-cp313-cp313t-manylinux_2_28_aarch64.whl",
+        ),
+        ("3.12", "linux_aarch64", "torch-2.15.0+cu130-cp312-cp312-manylinux_2_28_aarch64.whl"),
+        ("3.10", "win_amd64", "torch-2.15.0+cu130-cp310-cp310-win_amd64.whl"),
+    ],
+)
+def test_compatible_picks_exactly_the_wheel_for_python_and_platform(
+    tmp_path, python, platform, expected
+):
     make_release_index(tmp_path, {"cu130": ["2.15.0"]})
     wheels = fetch_wheels(str(tmp_path / "whl" / "cu130"))
     assert [w.filename for w in compatible(wheels, python=python, platform=platform)] == [expected]
 
 
 def test_compatible_knows_pure_stable_abi_and_none_abi_wheels():
-    names = ["torch-2.7.0-cp312-none-macosx_11_0_arm64.whl", "x-1.0-py3-none-any.whl",
-             "x-1.0-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
-             "torch-2.7.0-cp311-cp311-linux_x86_64.whl"]
+    names = [
+        "torch-2.7.0-cp312-none-macosx_11_0_arm64.whl",
+        "x-1.0-py3-none-any.whl",
+        "x-1.0-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+        "torch-2.7.0-cp311-cp311-linux_x86_64.whl",
+    ]
     wheels = [Wheel.parse(n, n) for n in names]
     mac = compatible(wheels, python="3.12", platform="macosx_14_0_arm64")
     assert [w.filename for w in mac] == names[:2]
     linux = compatible(wheels, python="3.12", platform="linux_x86_64")
     assert [w.filename for w in linux] == names[1:3]
-    assert [w.filename for w in compatible(wheels, python="3.13t", platform="linux_x86_64")] == \
-        names[1:2]  # neither abi3 nor cpXY-none loads on a free-threaded interpreter
+    assert [
+        w.filename for w in compatible(wheels, python="3.13t", platform="linux_x86_64")
+    ] == names[1:2]  # neither abi3 nor cpXY-none loads on a free-threaded interpreter
 
 
 def test_platform_family():
@@ -134,12 +148,16 @@ def test_local_folder_file_url_and_flat_folder_are_indexes_too(tmp_path, data_di
     assert len(fetch_wheels(str(static))) == len(fetch_wheels(static.as_uri())) == 20
     flat = tmp_path / "wheels"
     flat.mkdir()
-    for name in ("torch-2.15.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl",
-                 "numpy-2.0.0-cp312-cp312-manylinux_2_17_x86_64.whl", "torch-2.15.0.tar.gz"):
+    for name in (
+        "torch-2.15.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl",
+        "numpy-2.0.0-cp312-cp312-manylinux_2_17_x86_64.whl",
+        "torch-2.15.0.tar.gz",
+    ):
         (flat / name).write_bytes(fake_wheel(name))
     wheels = fetch_wheels(flat.as_uri())
     assert [w.filename for w in wheels] == [
-        "torch-2.15.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"]
+        "torch-2.15.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
+    ]
     assert sha256_of(wheels[0].url) == sha256(fake_wheel(wheels[0].filename))
     with pytest.raises(PageMissing):
         fetch_wheels(str(tmp_path / "absent"))

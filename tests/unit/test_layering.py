@@ -22,8 +22,7 @@ SRC = REPO / "src"
 
 # Bottom to top: a module may import from its own floor and the floors below it.
 FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("tools", frozenset({"torchbisect", "exits", "errors", "masking", "defaults", "utils",
-                        "net"})),
+    ("tools", frozenset({"torchbisect", "exits", "errors", "masking", "defaults", "utils", "net"})),
     ("vocabulary", frozenset({"model", "outcome", "cells", "probe"})),
     ("sources", frozenset({"config", "index"})),
     ("plan and store", frozenset({"plan", "store"})),
@@ -78,9 +77,12 @@ def floor(module: str) -> int | None:
 
 
 def upward(imports: dict[str, set[str]]) -> list[str]:
-    return [f"{m} ({FLOORS[floor(m)][0]}) imports {t} ({FLOORS[floor(t)][0]})"
-            for m, targets in imports.items() for t in sorted(targets)
-            if floor(m) is not None and floor(t) is not None and floor(t) > floor(m)]
+    return [
+        f"{m} ({FLOORS[floor(m)][0]}) imports {t} ({FLOORS[floor(t)][0]})"
+        for m, targets in imports.items()
+        for t in sorted(targets)
+        if floor(m) is not None and floor(t) is not None and floor(t) > floor(m)
+    ]
 
 
 def circles(imports: dict[str, set[str]]) -> list[list[str]]:
@@ -100,8 +102,8 @@ def circles(imports: dict[str, set[str]]) -> list[list[str]]:
             elif target in stack:
                 low[node] = min(low[node], index[target])
         if low[node] == index[node]:
-            component = stack[stack.index(node):]
-            del stack[stack.index(node):]
+            component = stack[stack.index(node) :]
+            del stack[stack.index(node) :]
             if len(component) > 1:
                 found.append(sorted(component))
 
@@ -137,14 +139,19 @@ def test_no_import_circle():
 def test_an_upward_import_inside_a_function_and_a_circle_are_found(tmp_path):
     """The reader itself, on a small tree: model reaches up into report inside a function, and
     report's view imports model back."""
-    tree = {"__init__.py": "", "model.py": "def f():\n    from .report import view\n",
-            "report/__init__.py": "", "report/view.py": "from ..model import f\n"}
+    tree = {
+        "__init__.py": "",
+        "model.py": "def f():\n    from .report import view\n",
+        "report/__init__.py": "",
+        "report/view.py": "from ..model import f\n",
+    }
     for name, text in tree.items():
         (tmp_path / "torchbisect" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "torchbisect" / name).write_text(text)
     imports = graph(tmp_path)
-    assert upward(imports) == ["torchbisect.model (vocabulary) imports torchbisect.report.view "
-                               "(report)"]
+    assert upward(imports) == [
+        "torchbisect.model (vocabulary) imports torchbisect.report.view (report)"
+    ]
     assert circles(imports) == [["torchbisect.model", "torchbisect.report.view"]]
 
 
@@ -164,8 +171,10 @@ def test_no_two_modules_outside_cli_share_a_name():
     package = SRC / "torchbisect"
     names: dict[str, list[str]] = {}
     for path in package.rglob("*.py"):
-        if path.name != "__init__.py" and path.parent not in (package / "cli",
-                                                              package / "commands"):
+        if path.name != "__init__.py" and path.parent not in (
+            package / "cli",
+            package / "commands",
+        ):
             names.setdefault(path.name, []).append(str(path.relative_to(package)))
     shared = {n: sorted(p) for n, p in names.items() if len(p) > 1}
     assert not shared, f"rename one module of each: {shared}"
@@ -175,27 +184,41 @@ def paths_under_tests(path: Path) -> list[str]:
     """The strings of a module that name a path under tests/ (`tests`, `tests/…`, `./tests/…`),
     its docstrings aside: what it would read from there."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    docs = {id(n.body[0].value) for n in ast.walk(tree)
-            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and n.body and isinstance(n.body[0], ast.Expr)}
-    return sorted(f"{node.lineno}: {node.value!r}" for node in ast.walk(tree)
-                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
-                  and id(node) not in docs and re.match(r"(\./)?tests(/|$)", node.value))
+    docs = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+    }
+    return sorted(
+        f"{node.lineno}: {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docs
+        and re.match(r"(\./)?tests(/|$)", node.value)
+    )
 
 
 def test_no_product_module_reads_the_tests():
     """The product stands without its tests (an installed wheel has none): reports/sample is
     drawn from reports/evidence/hand/, no longer from tests/data/probe/ (issue 55)."""
-    found = [f"{p.relative_to(SRC)}:{line}" for p in sorted((SRC / "torchbisect").rglob("*.py"))
-             for line in paths_under_tests(p)]
+    found = [
+        f"{p.relative_to(SRC)}:{line}"
+        for p in sorted((SRC / "torchbisect").rglob("*.py"))
+        for line in paths_under_tests(p)
+    ]
     assert not found, found
 
 
 def test_a_path_under_tests_is_found_and_a_docstring_is_not(tmp_path):
     module = tmp_path / "m.py"
-    module.write_text('"""Drawn from tests/data/."""\nfrom pathlib import Path\n'
-                      'A = Path("tests") / "data"\nB = "tests/data/probe/*.json"\n'
-                      'C = "the tests/ folder"\n')
+    module.write_text(
+        '"""Drawn from tests/data/."""\nfrom pathlib import Path\n'
+        'A = Path("tests") / "data"\nB = "tests/data/probe/*.json"\n'
+        'C = "the tests/ folder"\n'
+    )
     assert paths_under_tests(module) == ["3: 'tests'", "4: 'tests/data/probe/*.json'"]
 
 
@@ -203,9 +226,24 @@ def test_a_path_under_tests_is_found_and_a_docstring_is_not(tmp_path):
 def test_the_fast_loop_keeps_more_than_600_tests():
     """README: `nox -s fast` runs more than 600 tests; marking too much `slow` would empty it."""
     fast = "not slow and not docker and not chromium and not gpu"
-    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
-                           "no:cacheprovider", "-m", fast, str(SRC.parent / "tests")],
-                          capture_output=True, text=True, cwd=SRC.parent, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            fast,
+            str(SRC.parent / "tests"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=SRC.parent,
+        timeout=300,
+    )
     counted = re.search(r"(\d+)/\d+ tests collected", done.stdout)
     assert counted, done.stdout[-2000:] + done.stderr[-2000:]
     assert int(counted[1]) > 600
@@ -215,12 +253,16 @@ def _layout_table(doc: Path) -> list[tuple[str, list[str]]]:
     """docs/development.md's layout table: (floor, the file and folder names it writes in
     backticks), one per row under `| floor | rooms |`."""
     text = doc.read_text()
-    table = text[text.index("| floor | rooms |"):].split("\n\n", 1)[0].splitlines()[2:]
+    table = text[text.index("| floor | rooms |") :].split("\n\n", 1)[0].splitlines()[2:]
     rows = []
     for line in table:
         name, rooms = line.strip("|").split("|", 1)
-        rows.append((name.strip(), [t for t in re.findall(r"`([^`]+)`", rooms)
-                                    if t.endswith(("/", ".py", ".json"))]))
+        rows.append(
+            (
+                name.strip(),
+                [t for t in re.findall(r"`([^`]+)`", rooms) if t.endswith(("/", ".py", ".json"))],
+            )
+        )
     return rows
 
 

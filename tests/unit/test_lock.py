@@ -17,15 +17,27 @@ from torchbisect.net import retry
 from torchbisect.plan.lock import Lock, LockedBuild, lock_path, pin_sha256
 from torchbisect.store.db import Store
 
-NIGHTLY = Cell(id="nightly-20261001-cu130-cp312", channel=Channel.NIGHTLY,
-               version="2.17.0.dev20261001+cu130", cuda="cu130", python="3.12",
-               url="https://download.pytorch.org/whl/nightly/cu130/torch-2.17.0.dev20261001%2Bcu130"
-                   "-cp312-cp312-manylinux_2_28_x86_64.whl",
-               date="2026-10-01", index_url="https://download.pytorch.org/whl/nightly/cu130/")
-STABLE = Cell(id="stable-2.15.0-cu132-cp312", channel=Channel.STABLE, version="2.15.0+cu132",
-              cuda="cu132", python="3.12", sha256="ab" * 32,
-              url="https://download.pytorch.org/whl/cu132/torch-2.15.0%2Bcu132-cp312-cp312-"
-                  "manylinux_2_28_x86_64.whl")
+NIGHTLY = Cell(
+    id="nightly-20261001-cu130-cp312",
+    channel=Channel.NIGHTLY,
+    version="2.17.0.dev20261001+cu130",
+    cuda="cu130",
+    python="3.12",
+    url="https://download.pytorch.org/whl/nightly/cu130/torch-2.17.0.dev20261001%2Bcu130"
+    "-cp312-cp312-manylinux_2_28_x86_64.whl",
+    date="2026-10-01",
+    index_url="https://download.pytorch.org/whl/nightly/cu130/",
+)
+STABLE = Cell(
+    id="stable-2.15.0-cu132-cp312",
+    channel=Channel.STABLE,
+    version="2.15.0+cu132",
+    cuda="cu132",
+    python="3.12",
+    sha256="ab" * 32,
+    url="https://download.pytorch.org/whl/cu132/torch-2.15.0%2Bcu132-cp312-cp312-"
+    "manylinux_2_28_x86_64.whl",
+)
 PRE = Cell(id="preinstalled", channel=Channel.PREINSTALLED, version="", cuda="", python="")
 PLAN = Plan(cells=(STABLE, NIGHTLY, PRE))
 
@@ -46,30 +58,54 @@ def test_the_lock_is_sorted_and_has_no_timestamps():
     assert list(doc) == ["builds", "comment", "format"]
     assert list(doc["builds"]) == [NIGHTLY.id, STABLE.id]  # sorted; preinstalled has no wheel
     assert doc["builds"][NIGHTLY.id] == {
-        "channel": "nightly", "cuda": "cu130", "date": "2026-10-01",
-        "index": "https://download.pytorch.org/whl/nightly/cu130/", "python": "3.12",
-        "sha256": None, "url": NIGHTLY.url, "version": "2.17.0.dev20261001+cu130"}
+        "channel": "nightly",
+        "cuda": "cu130",
+        "date": "2026-10-01",
+        "index": "https://download.pytorch.org/whl/nightly/cu130/",
+        "python": "3.12",
+        "sha256": None,
+        "url": NIGHTLY.url,
+        "version": "2.17.0.dev20261001+cu130",
+    }
     assert "202" not in doc["comment"]
 
 
 def test_a_missing_lock_is_empty_and_the_default_path_sits_next_to_the_matrix(tmp_path):
     assert Lock.load(tmp_path / "absent.json") == Lock()
     assert lock_path(tmp_path / "matrix.yaml") == tmp_path / "matrix.lock.json"
-    assert lock_path(tmp_path / "matrix.yaml", kind="H200") == \
-        tmp_path / "matrix.locks" / "H200.lock.json"
-    assert lock_path(tmp_path / "matrix.yaml", lock_dir=tmp_path / "l", kind="H200") == \
-        tmp_path / "l" / "H200.lock.json"
-    assert lock_path(tmp_path / "matrix.yaml", lock=tmp_path / "x.json", kind="H200") == \
-        tmp_path / "x.json"
-    assert LockedBuild(channel="stable", version="v", cuda="cpu", python="3.12",
-                       url="/w/torch-2.15.0-cp312-cp312-linux_x86_64.whl").filename == \
-        "torch-2.15.0-cp312-cp312-linux_x86_64.whl"
+    assert (
+        lock_path(tmp_path / "matrix.yaml", kind="H200")
+        == tmp_path / "matrix.locks" / "H200.lock.json"
+    )
+    assert (
+        lock_path(tmp_path / "matrix.yaml", lock_dir=tmp_path / "l", kind="H200")
+        == tmp_path / "l" / "H200.lock.json"
+    )
+    assert (
+        lock_path(tmp_path / "matrix.yaml", lock=tmp_path / "x.json", kind="H200")
+        == tmp_path / "x.json"
+    )
+    assert (
+        LockedBuild(
+            channel="stable",
+            version="v",
+            cuda="cpu",
+            python="3.12",
+            url="/w/torch-2.15.0-cp312-cp312-linux_x86_64.whl",
+        ).filename
+        == "torch-2.15.0-cp312-cp312-linux_x86_64.whl"
+    )
 
 
-@pytest.mark.parametrize(("text", "why"), [
-    ("{", "not JSON"), ('{"format": 9, "builds": {}}', "expected format 1"),
-    ('{"format": 1, "builds": {"x": {"channel": "stable"}}}', "entry 'x' lacks one of"),
-    ('{"format": 1}', "no `builds` mapping")])
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("{", "not JSON"),
+        ('{"format": 9, "builds": {}}', "expected format 1"),
+        ('{"format": 1, "builds": {"x": {"channel": "stable"}}}', "entry 'x' lacks one of"),
+        ('{"format": 1}', "no `builds` mapping"),
+    ],
+)
 def test_a_broken_lock_is_a_config_error_that_says_what_to_do(tmp_path, text, why):
     path = tmp_path / "matrix.lock.json"
     path.write_text(text)
@@ -98,14 +134,24 @@ def served(tmp_path):
         matrix.write_text(
             f"indexes:\n  stable: {url}/whl/{{cuda}}/\n  nightly: {url}/whl/nightly/{{cuda}}/\n"
             "defaults:\n  python: '3.12'\n  cuda: cu130\nstable:\n  versions: all from 2.14\n"
-            "nightly:\n  dates: [2026-10-01, 2026-10-02, 2026-10-03]\npreinstalled: true\n")
+            "nightly:\n  dates: [2026-10-01, 2026-10-02, 2026-10-03]\npreinstalled: true\n"
+        )
         yield url, matrix
 
 
 def plan_cli(matrix, *extra):
-    return call("plan", "--matrix", str(matrix), "--driver", "580.65.06",
-                "--platform", "linux_x86_64", "--store", str(matrix.parent / "none.sqlite"),
-                *extra)
+    return call(
+        "plan",
+        "--matrix",
+        str(matrix),
+        "--driver",
+        "580.65.06",
+        "--platform",
+        "linux_x86_64",
+        "--store",
+        str(matrix.parent / "none.sqlite"),
+        *extra,
+    )
 
 
 def test_plan_prints_the_table_writes_json_and_a_stable_lock(served, capsys):
@@ -120,17 +166,31 @@ def test_plan_prints_the_table_writes_json_and_a_stable_lock(served, capsys):
     assert "lock unchanged" in capsys.readouterr().out
     lines = printed.splitlines()
     assert lines[0].split() == ["id", "channel", "version", "cuda", "source", "stored"]
-    assert lines[1].split() == ["stable-2.14.0-cu130-cp312", "stable", "2.14.0+cu130", "cu130",
-                                f"{url}/whl/cu130/torch-2.14.0%2Bcu130-cp312-cp312-"
-                                "manylinux_2_28_x86_64.whl", "no"]
+    assert lines[1].split() == [
+        "stable-2.14.0-cu130-cp312",
+        "stable",
+        "2.14.0+cu130",
+        "cu130",
+        f"{url}/whl/cu130/torch-2.14.0%2Bcu130-cp312-cp312-manylinux_2_28_x86_64.whl",
+        "no",
+    ]
     assert "missing nightly 2026-10-02: cu130: no nightly was published on this date" in lines
     doc = json.loads(out_json.read_text())
     assert [c["id"] for c in doc["cells"]] == [
-        "stable-2.14.0-cu130-cp312", "stable-2.15.0-cu130-cp312", "nightly-20261001-cu130-cp312",
-        "nightly-20261003-cu130-cp312", "preinstalled"]
+        "stable-2.14.0-cu130-cp312",
+        "stable-2.15.0-cu130-cp312",
+        "nightly-20261001-cu130-cp312",
+        "nightly-20261003-cu130-cp312",
+        "preinstalled",
+    ]
     assert {"id", "channel", "version", "cuda", "url", "sha256"} <= set(doc["cells"][0])
-    assert doc["missing"] == [{"channel": "nightly", "what": "2026-10-02",
-                               "reason": "cu130: no nightly was published on this date"}]
+    assert doc["missing"] == [
+        {
+            "channel": "nightly",
+            "what": "2026-10-02",
+            "reason": "cu130: no nightly was published on this date",
+        }
+    ]
 
 
 def test_plan_offline_needs_only_the_lock(served, capsys):
@@ -150,8 +210,9 @@ def test_plan_shows_which_cells_have_a_stored_result(served, capsys):
     _, matrix = served
     store = matrix.parent / "results.sqlite"
     with Store(store) as opened:
-        opened.add(make_run(make_cell("preinstalled", channel=Channel.PREINSTALLED, url=None,
-                                      sha256=None)))
+        opened.add(
+            make_run(make_cell("preinstalled", channel=Channel.PREINSTALLED, url=None, sha256=None))
+        )
     assert plan_cli(matrix, "--store", str(store)) == Exit.OK
     rows = {line.split()[0]: line.split()[-1] for line in capsys.readouterr().out.splitlines()}
     assert rows["preinstalled"] == "yes" and rows["stable-2.15.0-cu130-cp312"] == "no"
@@ -160,8 +221,11 @@ def test_plan_shows_which_cells_have_a_stored_result(served, capsys):
 def test_plan_with_an_unreachable_index_is_one_line_exit_4(served, capsys, monkeypatch):
     monkeypatch.setattr(retry, "_sleep", lambda s: None)
     url, matrix = served
-    matrix.write_text(matrix.read_text().replace("dates: [2026-10-01, 2026-10-02, 2026-10-03]",
-                                                 "dates: [2026-10-01]\n  cuda: cu999"))
+    matrix.write_text(
+        matrix.read_text().replace(
+            "dates: [2026-10-01, 2026-10-02, 2026-10-03]", "dates: [2026-10-01]\n  cuda: cu999"
+        )
+    )
     assert plan_cli(matrix) == Exit.MISTAKE  # an explicit tag without an index: a resolve error
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "/whl/nightly/cu999/torch/" in err and "HTTP 404" in err
@@ -197,5 +261,4 @@ def test_plan_lists_shards_for_a_github_job_matrix(served, tmp_path):
     out = tmp_path / "github_output"
     out.write_text("earlier=1\n")
     assert plan_cli(matrix, "--shards", "3", "--github-output", str(out)) == Exit.OK
-    assert out.read_text().splitlines() == [
-        "earlier=1", 'shards=["1/3", "2/3", "3/3"]', "cells=5"]
+    assert out.read_text().splitlines() == ["earlier=1", 'shards=["1/3", "2/3", "3/3"]', "cells=5"]

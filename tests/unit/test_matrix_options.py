@@ -42,8 +42,16 @@ def test_the_options_are_frozen_and_hold_the_kinds_driver_and_lock(world):
 
 
 def test_flags_given_win_over_the_kinds(world):
-    args = _args("--runners", "runners.yaml", "--kind", "H200", "--driver", "999.1",
-                 "--lock", "mine.lock.json")
+    args = _args(
+        "--runners",
+        "runners.yaml",
+        "--kind",
+        "H200",
+        "--driver",
+        "999.1",
+        "--lock",
+        "mine.lock.json",
+    )
     options = matrix_cli.matrix_options(args)
     assert (options.driver, options.lock) == ("999.1", Path("mine.lock.json"))
     plain = matrix_cli.matrix_options(_args())

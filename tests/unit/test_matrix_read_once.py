@@ -49,7 +49,8 @@ def project(tmp_path: Path, monkeypatch) -> Path:
     (tmp_path / "matrix.yaml").write_text(
         "probes: {stale_replay: {}, cumsum_64bit: {}}\n"
         "references:\n  upstream: https://github.com/pytorch/pytorch/issues/424242\n"
-        "stable:\n  versions: [2.5.0]\n")
+        "stable:\n  versions: [2.5.0]\n"
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("torchbisect.utils.gpus.list_gpus", lambda: [])
     return tmp_path
@@ -57,8 +58,11 @@ def project(tmp_path: Path, monkeypatch) -> Path:
 
 def _written(out: str) -> list[str]:
     """The files a command said it wrote, as paths under the page's folder."""
-    return sorted(Path(line.removeprefix("wrote ")).absolute().relative_to(Path.cwd() / "reports")
-                  .as_posix() for line in out.splitlines() if line.startswith("wrote "))
+    return sorted(
+        Path(line.removeprefix("wrote ")).absolute().relative_to(Path.cwd() / "reports").as_posix()
+        for line in out.splitlines()
+        if line.startswith("wrote ")
+    )
 
 
 def test_matrix_and_report_read_matrix_yaml_once_and_draw_the_same_page(project, capsys):
@@ -76,7 +80,8 @@ def test_matrix_and_report_read_matrix_yaml_once_and_draw_the_same_page(project,
     # both probes the matrix names, each its own page, whichever command drew them
     assert drawn_by_matrix == drawn_by_report
     assert {"stale_replay/index.html", "cumsum_64bit/index.html", "index.html"} <= set(
-        drawn_by_report)
+        drawn_by_report
+    )
 
 
 def test_plan_reads_matrix_yaml_once_for_every_kind_it_plans(tmp_path, monkeypatch, capsys):
@@ -85,8 +90,9 @@ def test_plan_reads_matrix_yaml_once_for_every_kind_it_plans(tmp_path, monkeypat
 
     monkeypatch.chdir(make_world(tmp_path))
     with opens_of(tmp_path / "matrix.yaml") as opens:
-        status = call("plan", "--store", "none.sqlite", "--runners", "runners.yaml",
-                      "--lock-dir", "locks")
+        status = call(
+            "plan", "--store", "none.sqlite", "--runners", "runners.yaml", "--lock-dir", "locks"
+        )
     assert status == Exit.OK, capsys.readouterr()
     assert len(opens) == 1, f"`plan` opened matrix.yaml {len(opens)} times"
     assert len(list((tmp_path / "locks").glob("*.lock.json"))) >= 2  # each kind planned

@@ -24,9 +24,28 @@ def tls(tmp_path, monkeypatch):
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed")
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
     served = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -58,8 +77,9 @@ def tls(tmp_path, monkeypatch):
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
-                     daemon=True).start()
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    ).start()
     for name in ("https_proxy", "HTTPS_PROXY", "SSL_CERT_DIR"):
         monkeypatch.delenv(name, raising=False)
     yield f"https://localhost:{server.server_address[1]}", cert, served
@@ -79,8 +99,10 @@ def test_https_goes_through_the_bounded_sockets(tls, monkeypatch):
 def test_an_untrusted_certificate_is_one_phrase_and_will_not_heal(tls, monkeypatch):
     url, _, served = tls
     monkeypatch.setenv("SSL_CERT_FILE", "/nonexistent")
-    with pytest.raises(NetError, match="TLS with localhost failed") as err, \
-            request("GET", f"{url}/wheel"):
+    with (
+        pytest.raises(NetError, match="TLS with localhost failed") as err,
+        request("GET", f"{url}/wheel"),
+    ):
         pass
     assert not err.value.transient and served == []
 
@@ -90,7 +112,9 @@ def test_a_tls_peer_trickling_its_body_meets_the_total_deadline(tls, monkeypatch
     url, cert, _ = tls
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     quick = Deadlines(connect=5, idle=2, total=1)
-    with pytest.raises(NetError, match=r"within 1 s \(the total deadline\)") as err, \
-            request("GET", f"{url}/slow", deadlines=quick) as answer:
+    with (
+        pytest.raises(NetError, match=r"within 1 s \(the total deadline\)") as err,
+        request("GET", f"{url}/slow", deadlines=quick) as answer,
+    ):
         answer.read(10**7, "the answer")
     assert not err.value.transient

@@ -24,8 +24,12 @@ SUMMARY = "## torchbisect\n\n| build | verdict |\n|---|---|\n| 2.15.0 | affected
 
 
 def nightly(day: str, verdict: str, status: RunStatus = RunStatus.OK):
-    cell = make_cell(f"nightly-{day.replace('-', '')}-cu130-cp312", channel=Channel.NIGHTLY,
-                     date=day, version=f"2.16.0.dev{day.replace('-', '')}+cu130")
+    cell = make_cell(
+        f"nightly-{day.replace('-', '')}-cu130-cp312",
+        channel=Channel.NIGHTLY,
+        date=day,
+        version=f"2.16.0.dev{day.replace('-', '')}+cu130",
+    )
     return make_run(cell, verdict=verdict, status=status)
 
 
@@ -56,8 +60,7 @@ def writes(hub):
     return [r for r in hub.requests if r.method != "GET"]
 
 
-def test_a_build_whose_verdict_changes_updates_the_one_issue_and_nothing_else_writes(hub,
-                                                                                      tmp_path):
+def test_a_build_whose_verdict_changes_updates_the_one_issue_and_nothing_else_writes(hub, tmp_path):
     first = store_of(tmp_path / "a.sqlite", nightly("2026-11-29", "affected"))
     done = notify(hub, tmp_path, "--store", str(first), "--summary", "summary.md")
     assert done.returncode == Exit.OK, done.stderr
@@ -71,23 +74,31 @@ def test_a_build_whose_verdict_changes_updates_the_one_issue_and_nothing_else_wr
     assert "status issue #1: unchanged" in again.stdout
     assert len(writes(hub)) == 1  # nothing changed: no write at all
 
-    fixed = store_of(tmp_path / "b.sqlite", nightly("2026-11-29", "affected"),
-                     nightly("2026-11-30", "not_affected"))
+    fixed = store_of(
+        tmp_path / "b.sqlite",
+        nightly("2026-11-29", "affected"),
+        nightly("2026-11-30", "not_affected"),
+    )
     third = notify(hub, tmp_path, "--store", str(fixed), "--summary", "summary.md")
     assert "status issue #1: updated" in third.stdout
     patch, comment = writes(hub)[1:]
     assert (patch.method, patch.path) == ("PATCH", "/api/repos/owner/repo/issues/1")
     assert comment.path == "/api/repos/owner/repo/issues/1/comments"
-    assert "`nightly-20261130-cu130-cp312` on NVIDIA H200: not affected (the build before it, " \
-           "`nightly-20261129-cu130-cp312`, was affected)" in comment.body["body"]
+    assert (
+        "`nightly-20261130-cu130-cp312` on NVIDIA H200: not affected (the build before it, "
+        "`nightly-20261129-cu130-cp312`, was affected)" in comment.body["body"]
+    )
     assert len(hub.issues) == 1
 
 
 def test_weekly_check_without_a_fix_says_so_in_its_summary_and_the_issue(hub, tmp_path):
     store_of(tmp_path / "matrix.sqlite", nightly("2026-11-29", "affected"))
     notify(hub, tmp_path, "--store", "matrix.sqlite", "--summary", "summary.md")
-    fix_store = store_of(tmp_path / "fix.sqlite", nightly("2026-10-03", "affected"),
-                         nightly("2026-11-30", "affected"))
+    fix_store = store_of(
+        tmp_path / "fix.sqlite",
+        nightly("2026-10-03", "affected"),
+        nightly("2026-11-30", "affected"),
+    )
     out = tmp_path / "step-summary.md"
     done = notify(hub, tmp_path, "--fix", "--store", str(fix_store), "--summary-out", str(out))
     assert done.returncode == Exit.OK, done.stderr
@@ -99,8 +110,9 @@ def test_weekly_check_without_a_fix_says_so_in_its_summary_and_the_issue(hub, tm
 
 
 def test_a_fix_search_that_could_not_tell_fails_and_writes_nothing(hub, tmp_path):
-    broken = store_of(tmp_path / "fix.sqlite",
-                      nightly("2026-11-30", "affected", status=RunStatus.INFRA_FAILURE))
+    broken = store_of(
+        tmp_path / "fix.sqlite", nightly("2026-11-30", "affected", status=RunStatus.INFRA_FAILURE)
+    )
     out = tmp_path / "step-summary.md"
     done = notify(hub, tmp_path, "--fix", "--store", str(broken), "--summary-out", str(out))
     assert done.returncode == Exit.NO_VERDICT
@@ -111,8 +123,7 @@ def test_a_fix_search_that_could_not_tell_fails_and_writes_nothing(hub, tmp_path
 def test_an_unreachable_api_is_one_sentence_and_exit_3(tmp_path):
     store_of(tmp_path / "a.sqlite", nightly("2026-11-29", "affected"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
-    env.update(GITHUB_API_URL="http://127.0.0.1:9/api", GITHUB_REPOSITORY="o/r",
-               GITHUB_TOKEN="x")
+    env.update(GITHUB_API_URL="http://127.0.0.1:9/api", GITHUB_REPOSITORY="o/r", GITHUB_TOKEN="x")
     (tmp_path / "s.md").write_text(SUMMARY)
     done = invoke("notify", "--store", "a.sqlite", "--summary", "s.md", cwd=tmp_path, env=env)
     line = one_sentence(done.stderr, done.returncode, Exit.NO_VERDICT, command="notify")
@@ -121,8 +132,15 @@ def test_an_unreachable_api_is_one_sentence_and_exit_3(tmp_path):
 
 def test_fix_status_prefers_a_found_fix():
     point = NightlyPoint(date="2026-11-20", version="2.16.0.dev20261120+cu130", verdict="good")
-    result = BisectResult(direction=Direction.FIX, case="capture_data_ptr", cuda="cu130",
-                          python="3.12", before=None, after=point, probes=5)
+    result = BisectResult(
+        direction=Direction.FIX,
+        case="capture_data_ptr",
+        cuda="cu130",
+        python="3.12",
+        before=None,
+        after=point,
+        probes=5,
+    )
     status = fix_status([nightly("2026-11-30", "not_affected")], [result])
     assert status.key == "fixed:2026-11-20" and "2.16.0.dev20261120" in status.text
 
@@ -132,10 +150,13 @@ def test_changes_compare_a_new_build_with_its_predecessor_in_the_same_lane():
     h200 = "NVIDIA H200"
     assert changes({h200: old}, {h200: {**old, "stable-2.16.0-cu132-cp312": "affected"}}) == []
     moved = changes({h200: old}, {h200: {**old, "stable-2.16.0-cu132-cp312": "refused"}})
-    assert moved == ["`stable-2.16.0-cu132-cp312` on NVIDIA H200: refused (the build before it, "
-                     "`stable-2.15.0-cu132-cp312`, was affected)"]
+    assert moved == [
+        "`stable-2.16.0-cu132-cp312` on NVIDIA H200: refused (the build before it, "
+        "`stable-2.15.0-cu132-cp312`, was affected)"
+    ]
     assert changes({h200: old}, {h200: {**old, "stable-2.9.0-cu128-cp312": "not_affected"}}) == [
-        "`stable-2.9.0-cu128-cp312` on NVIDIA H200: affected → not affected"]
+        "`stable-2.9.0-cu128-cp312` on NVIDIA H200: affected → not affected"
+    ]
 
 
 def test_a_nightly_of_a_version_bump_date_is_compared_with_the_nightly_before_it():
@@ -143,7 +164,8 @@ def test_a_nightly_of_a_version_bump_date_is_compared_with_the_nightly_before_it
     new = {**old, "nightly-20261016-2.18.0-cu130-cp312": "refused"}
     assert changes({"G": old}, {"G": new}) == [
         "`nightly-20261016-2.18.0-cu130-cp312` on G: refused (the build "
-        "before it, `nightly-20261015-cu130-cp312`, was affected)"]
+        "before it, `nightly-20261015-cu130-cp312`, was affected)"
+    ]
 
 
 STABLE = "stable-2.15.0-cu130-cp312"
@@ -154,46 +176,66 @@ def stable(verdict: str, gpu: str):
     return make_run(cell, verdict=verdict, gpu=gpu)
 
 
-def test_the_same_build_on_two_models_is_two_verdicts_and_a_change_names_its_model(hub,
-                                                                                    tmp_path):
-    first = store_of(tmp_path / "a.sqlite", stable("not_affected", "NVIDIA H200"),
-                     stable("not_affected", "NVIDIA GB300"))
+def test_the_same_build_on_two_models_is_two_verdicts_and_a_change_names_its_model(hub, tmp_path):
+    first = store_of(
+        tmp_path / "a.sqlite",
+        stable("not_affected", "NVIDIA H200"),
+        stable("not_affected", "NVIDIA GB300"),
+    )
     done = notify(hub, tmp_path, "--store", str(first), "--summary", "summary.md")
     assert done.returncode == Exit.OK, done.stderr
-    assert "2 builds with a verdict on 2 GPU models: NVIDIA GB300 (1), NVIDIA H200 (1)" \
-        in done.stdout
+    assert (
+        "2 builds with a verdict on 2 GPU models: NVIDIA GB300 (1), NVIDIA H200 (1)" in done.stdout
+    )
     # H200 turns affected; GB300, which sorts first and used to win the one key, stays
-    later = store_of(tmp_path / "b.sqlite", stable("affected", "NVIDIA H200"),
-                     stable("not_affected", "NVIDIA GB300"))
+    later = store_of(
+        tmp_path / "b.sqlite",
+        stable("affected", "NVIDIA H200"),
+        stable("not_affected", "NVIDIA GB300"),
+    )
     done = notify(hub, tmp_path, "--store", str(later), "--summary", "summary.md")
     assert "status issue #1: updated" in done.stdout
     said = hub.comments[-1][1]
     assert f"- `{STABLE}` on NVIDIA H200: not affected → affected" in said
     assert "GB300: not affected →" not in said
-    assert (f"- `{STABLE}`: the verdict differs between GPU models: affected on NVIDIA H200; "
-            "not affected on NVIDIA GB300") in said
+    assert (
+        f"- `{STABLE}`: the verdict differs between GPU models: affected on NVIDIA H200; "
+        "not affected on NVIDIA GB300"
+    ) in said
     again = notify(hub, tmp_path, "--store", str(later), "--summary", "summary.md")
     assert "status issue #1: unchanged" in again.stdout  # the difference is said once
 
 
 def test_a_model_measured_for_the_first_time_is_news(hub, tmp_path):
-    notify(hub, tmp_path, "--store", str(store_of(tmp_path / "a.sqlite",
-                                                  stable("affected", "NVIDIA H200"))),
-           "--summary", "summary.md")
-    both = store_of(tmp_path / "b.sqlite", stable("affected", "NVIDIA H200"),
-                    stable("affected", "NVIDIA GB300"))
+    notify(
+        hub,
+        tmp_path,
+        "--store",
+        str(store_of(tmp_path / "a.sqlite", stable("affected", "NVIDIA H200"))),
+        "--summary",
+        "summary.md",
+    )
+    both = store_of(
+        tmp_path / "b.sqlite", stable("affected", "NVIDIA H200"), stable("affected", "NVIDIA GB300")
+    )
     done = notify(hub, tmp_path, "--store", str(both), "--summary", "summary.md")
-    assert "- NVIDIA GB300: measured for the first time, 1 build with a verdict (1 affected)" \
+    assert (
+        "- NVIDIA GB300: measured for the first time, 1 build with a verdict (1 affected)"
         in done.stdout
+    )
     assert "differs" not in done.stdout  # they agree
 
 
 def old_issue(hub, verdicts: dict[str, str]) -> None:
     """An issue as a torchbisect that kept no GPU models left it."""
     state = json.dumps({"fix": "no-fix:2026-11-30", "verdicts": verdicts}, sort_keys=True)
-    hub.issues[7] = {"number": 7, "title": "torchbisect", "labels": [{"name": "torchbisect"}],
-                     "state": "open",
-                     "body": f"{SUMMARY}\n\n<!-- torchbisect-state: {state} -->\n"}
+    hub.issues[7] = {
+        "number": 7,
+        "title": "torchbisect",
+        "labels": [{"name": "torchbisect"}],
+        "state": "open",
+        "body": f"{SUMMARY}\n\n<!-- torchbisect-state: {state} -->\n",
+    }
 
 
 def test_an_older_state_without_models_is_that_models_when_one_is_measured(hub, tmp_path):
@@ -201,33 +243,47 @@ def test_an_older_state_without_models_is_that_models_when_one_is_measured(hub, 
     one = store_of(tmp_path / "a.sqlite", stable("not_affected", "NVIDIA H200"))
     done = notify(hub, tmp_path, "--store", str(one), "--summary", "summary.md")
     assert done.returncode == Exit.OK, done.stderr
-    assert ("note: the state in issue #7 was written by a torchbisect that kept no GPU models "
-            "(1 build); it is read as NVIDIA H200's") in done.stdout
+    assert (
+        "note: the state in issue #7 was written by a torchbisect that kept no GPU models "
+        "(1 build); it is read as NVIDIA H200's"
+    ) in done.stdout
     assert "status issue #7: updated" in done.stdout and hub.comments == []  # no news, no comment
     state = _state(hub.issues[7]["body"])
-    assert state == {"fix": "no-fix:2026-11-30", "probe": "stale_replay",
-                     "models": {"NVIDIA H200": {STABLE: "not_affected"}}}
+    assert state == {
+        "fix": "no-fix:2026-11-30",
+        "probe": "stale_replay",
+        "models": {"NVIDIA H200": {STABLE: "not_affected"}},
+    }
     again = notify(hub, tmp_path, "--store", str(one), "--summary", "summary.md")
     assert "status issue #7: unchanged" in again.stdout and "note:" not in again.stdout
 
 
 def test_an_older_state_without_models_is_each_models_baseline_when_several_are(hub, tmp_path):
     old_issue(hub, {STABLE: "not_affected"})
-    both = store_of(tmp_path / "a.sqlite", stable("not_affected", "NVIDIA H200"),
-                    stable("affected", "NVIDIA GB300"))
+    both = store_of(
+        tmp_path / "a.sqlite",
+        stable("not_affected", "NVIDIA H200"),
+        stable("affected", "NVIDIA GB300"),
+    )
     done = notify(hub, tmp_path, "--store", str(both), "--summary", "summary.md")
     assert "each of the 2 GPU models measured now is compared with it" in done.stdout
     said = hub.comments[-1][1]
-    assert (f"- `{STABLE}` on NVIDIA GB300: not affected → affected (the earlier state named no "
-            "GPU model)") in said
+    assert (
+        f"- `{STABLE}` on NVIDIA GB300: not affected → affected (the earlier state named no "
+        "GPU model)"
+    ) in said
     assert "on NVIDIA H200: not affected →" not in said
     assert set(_state(hub.issues[7]["body"])["models"]) == {"NVIDIA H200", "NVIDIA GB300"}
 
 
 def test_a_model_name_recorded_by_a_probe_cannot_become_a_link_or_a_mention():
-    said = changes({"NVIDIA H200": {STABLE: "affected"}},
-                   {"NVIDIA H200": {STABLE: "affected"},
-                    "@team see https://evil.example/x <img src=x>": {STABLE: "not_affected"}})
+    said = changes(
+        {"NVIDIA H200": {STABLE: "affected"}},
+        {
+            "NVIDIA H200": {STABLE: "affected"},
+            "@team see https://evil.example/x <img src=x>": {STABLE: "not_affected"},
+        },
+    )
     [first, differs] = said
     assert "`@team see https://evil.example/x <img src=x>`: measured for the first time" in first
     assert "on `@team see https://evil.example/x <img src=x>`" in differs
@@ -251,9 +307,19 @@ kinds:
 
 
 def came(kind: str, run_id: str, day: str) -> Attendance:
-    return Attendance(kind=kind, shard="1/1", run=run_id, gpu="", host="r", cells=1, probed=1,
-                      reused=0, failed=0, started=f"{day}T06:00:00+00:00",
-                      finished=f"{day}T07:00:00+00:00")
+    return Attendance(
+        kind=kind,
+        shard="1/1",
+        run=run_id,
+        gpu="",
+        host="r",
+        cells=1,
+        probed=1,
+        reused=0,
+        failed=0,
+        started=f"{day}T06:00:00+00:00",
+        finished=f"{day}T07:00:00+00:00",
+    )
 
 
 @pytest.mark.slow  # over 2 s on a 2-core machine: out of the fast loop
@@ -274,8 +340,10 @@ def test_a_runner_kind_that_stops_reporting_is_news_and_said_once(hub, tmp_path)
     second = notify(hub, tmp_path, *args)
     assert "status issue #1: updated" in second.stdout
     said = hub.comments[-1][1]
-    assert ("- runner kind H200: did not report in the latest run (run 101-1, 2026-12-01); "
-            "last reported 2026-11-30 (run 100-1)") in said
+    assert (
+        "- runner kind H200: did not report in the latest run (run 101-1, 2026-12-01); "
+        "last reported 2026-11-30 (run 100-1)"
+    ) in said
     assert "- runner kind GB300: reported in the latest run (run 101-1, 2026-12-01)" in said
     assert "→" not in said  # no verdict moved
     third = notify(hub, tmp_path, *args)
@@ -296,7 +364,8 @@ def test_only_affected_against_not_affected_is_a_difference_between_models():
     assert changes(old, {**old, "no GPU": {STABLE: "skipped"}})[1:] == []
     assert changes(old, {**old, "NVIDIA GB300": {STABLE: "refused"}})[1:] == [
         f"`{STABLE}`: the verdict differs between GPU models: affected on NVIDIA H200; "
-        "refused on NVIDIA GB300"]
+        "refused on NVIDIA GB300"
+    ]
 
 
 def test_a_store_without_attendance_tells_nothing_about_kinds():
@@ -307,25 +376,40 @@ def test_a_store_without_attendance_tells_nothing_about_kinds():
     reported = {"H200": ("reported", "reported in the latest run …")}
     assert kind_changes({"H200": "unknown"}, reported) == []  # the first attendance: no news
     assert kind_changes({"H200": "absent"}, reported) == [
-        "runner kind H200: reported in the latest run …"]
+        "runner kind H200: reported in the latest run …"
+    ]
 
 
 def test_the_issue_body_names_the_models_their_difference_and_the_kinds(hub, tmp_path):
     (tmp_path / "runners.yaml").write_text(RUNNERS)
-    path = store_of(tmp_path / "a.sqlite", stable("affected", "NVIDIA H200"),
-                    stable("not_affected", "NVIDIA GB300"))
+    path = store_of(
+        tmp_path / "a.sqlite",
+        stable("affected", "NVIDIA H200"),
+        stable("not_affected", "NVIDIA GB300"),
+    )
     with Store(path) as store:
         store.add_attendance(came("H200", "100-1", "2026-11-30"))
-    drawn = invoke("report", "--store", str(path), "--out", "site", "--runners", "runners.yaml",
-                   cwd=tmp_path)
+    drawn = invoke(
+        "report", "--store", str(path), "--out", "site", "--runners", "runners.yaml", cwd=tmp_path
+    )
     assert drawn.returncode == Exit.OK, drawn.stderr
-    done = notify(hub, tmp_path, "--store", str(path), "--summary", "site/summary.md",
-                  "--runners", "runners.yaml")
+    done = notify(
+        hub,
+        tmp_path,
+        "--store",
+        str(path),
+        "--summary",
+        "site/summary.md",
+        "--runners",
+        "runners.yaml",
+    )
     assert done.returncode == Exit.OK, done.stderr
     body = hub.issues[1]["body"]
     assert "2 GPU models measured (NVIDIA GB300, NVIDIA H200)" in body
-    assert ("**The verdict differs between GPU models:**\n\n- 2.15.0: not affected on NVIDIA "
-            "GB300; affected on NVIDIA H200") in body
+    assert (
+        "**The verdict differs between GPU models:**\n\n- 2.15.0: not affected on NVIDIA "
+        "GB300; affected on NVIDIA H200"
+    ) in body
     assert "**Not every runner kind reported in the latest run: GB300**" in body
     assert "- **GB300** (NVIDIA GB300 · linux_aarch64): declared, never reported" in body
 
@@ -334,10 +418,12 @@ def test_each_regression_has_its_own_issue_titled_by_its_probe(hub, tmp_path):
     """A store of two probes: two issues, each titled by its probe's title and holding its own
     summary.md (from the folder `report` drew); a change in one regression updates its issue
     alone."""
+
     def release(version: str, probe: str, verdict: str):
         public, cuda = version.split("+")
-        cell = make_cell(f"stable-{public}-{cuda}-cp312", channel=Channel.STABLE,
-                         version=version, probe=probe)
+        cell = make_cell(
+            f"stable-{public}-{cuda}-cp312", channel=Channel.STABLE, version=version, probe=probe
+        )
         return make_run(cell, verdict=verdict)
 
     lazy = release("2.15.0+cu132", "stale_replay", "affected")
@@ -353,15 +439,17 @@ def test_each_regression_has_its_own_issue_titled_by_its_probe(hub, tmp_path):
         "torchbisect: torch._lazy_clone copies can hand stale data to kernels under CUDA Graph "
         "replay and race with side streams",
         "torchbisect: torch.cumsum over the last dimension is silently wrong past 2**32 elements "
-        "on CUDA"}
+        "on CUDA",
+    }
     assert all(w.body["labels"] == ["torchbisect"] for w in writes(hub))
     for title, body in opened.items():
         probe = "cumsum_64bit" if "cumsum" in title else "stale_replay"
         assert f"## the page of {probe}" in body and f'"probe": "{probe}"' in body
     numbers = {i["body"].split('"probe": "')[1].split('"')[0]: n for n, i in hub.issues.items()}
 
-    fixed = store_of(tmp_path / "b.sqlite", lazy, cumsum,
-                     release("2.6.0+cu124", "cumsum_64bit", "not_affected"))
+    fixed = store_of(
+        tmp_path / "b.sqlite", lazy, cumsum, release("2.6.0+cu124", "cumsum_64bit", "not_affected")
+    )
     again = notify(hub, tmp_path, "--store", str(fixed), "--summary", "site")
     assert again.returncode == Exit.OK, again.stderr
     patched = [w.path for w in writes(hub)[2:] if w.method == "PATCH"]

@@ -39,8 +39,10 @@ KNOWN_AFFECTED = ("2.11.0", "2.15.0")
 TORCH_PYTHON = python_with_torch("{}.{}".format(*sys.version_info[:2]))
 HAS_TORCH = TORCH_PYTHON is not None
 PY38 = find_python38()
-NO_PY38 = ("no Python 3.8 interpreter here (python3.8 on PATH, pyenv's versions/3.8*, "
-           "uv python find 3.8), and no reachable registry ships one")
+NO_PY38 = (
+    "no Python 3.8 interpreter here (python3.8 on PATH, pyenv's versions/3.8*, "
+    "uv python find 3.8), and no reachable registry ships one"
+)
 
 
 def _load():
@@ -80,9 +82,11 @@ def test_every_probe_parses_as_python_38(script):
 @pytest.mark.parametrize("script", PROBE_SCRIPTS, ids=lambda p: p.name)
 def test_every_probe_loads_under_a_real_python_38(script):
     """Loading runs its imports, definitions and their annotations; no torch is needed for it."""
-    code = ("import importlib.util, sys\n"
-            "spec = importlib.util.spec_from_file_location('p', sys.argv[1])\n"
-            "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n")
+    code = (
+        "import importlib.util, sys\n"
+        "spec = importlib.util.spec_from_file_location('p', sys.argv[1])\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+    )
     done = subprocess.run([PY38, "-c", code, str(script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
@@ -120,7 +124,7 @@ def test_the_38_check_flags_pep_585_and_604_where_they_are_evaluated(source, fla
 def test_the_38_check_agrees_with_a_real_python_38(source, flagged, tmp_path):
     program = tmp_path / "program.py"
     head = FUTURE if source.startswith(FUTURE) else ""  # a __future__ import must come first
-    program.write_text(head + PRELUDE + source[len(head):])
+    program.write_text(head + PRELUDE + source[len(head) :])
     done = subprocess.run([PY38, str(program)], capture_output=True, text=True)
     assert (done.returncode != 0) == bool(flagged), done.stderr
     assert ("TypeError" in done.stderr) == bool(flagged)
@@ -132,15 +136,25 @@ def _stub_torch(folder: Path) -> Path:
     (folder / "torch" / "__init__.py").write_text(
         "__version__ = '2.99.0+cpu'\n"
         "class version:\n    git_version = 'abc'\n    cuda = None\n"
-        "class cuda:\n    @staticmethod\n    def is_available():\n        return False\n")
+        "class cuda:\n    @staticmethod\n    def is_available():\n        return False\n"
+    )
     return folder
 
 
 def _probe38(script: Path, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(_stub_torch(tmp_path / "stub")),
-           "CUDA_VISIBLE_DEVICES": ""}
-    return subprocess.run([PY38, str(script), "--timeout", "60"], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=300)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(_stub_torch(tmp_path / "stub")),
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+    return subprocess.run(
+        [PY38, str(script), "--timeout", "60"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
 
 
 @pytest.mark.skipif(PY38 is None, reason=NO_PY38)
@@ -164,19 +178,28 @@ def test_a_real_python_38_rejects_a_probe_with_a_pep_585_annotation(tmp_path):
 
 def test_script_imports_only_the_standard_library_and_torch():
     tree = ast.parse(SCRIPT.read_text())
-    names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-             for alias in node.names}
-    names |= {node.module.split(".")[0] for node in ast.walk(tree)
-              if isinstance(node, ast.ImportFrom) and node.module}
+    names = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    names |= {
+        node.module.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
     assert names - sys.stdlib_module_names <= {"torch", "triton"}
     assert "torchbisect" not in names
 
 
 def test_loading_the_script_imports_no_torch():
-    code = ("import importlib.util, sys\n"
-            f"spec = importlib.util.spec_from_file_location('p', {str(SCRIPT)!r})\n"
-            "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
-            "print('torch' in sys.modules)\n")
+    code = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('p', {str(SCRIPT)!r})\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "print('torch' in sys.modules)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -190,8 +213,11 @@ def test_the_probes_readme_refers_to_no_file_outside_the_repository():
     """Its links and the paths it quotes resolve to files in this checkout (issue 11, item 10)."""
     readme = REPO / "probes" / "README.md"
     text = readme.read_text()
-    links = [t for t in re.findall(r"\]\(([^)\s]+)\)", text)
-             if not re.match(r"[a-z]+:", t) and not t.startswith("#")]
+    links = [
+        t
+        for t in re.findall(r"\]\(([^)\s]+)\)", text)
+        if not re.match(r"[a-z]+:", t) and not t.startswith("#")
+    ]
     quoted = re.findall(r"`([\w./*-]*/[\w./*-]*)`", text)
     assert links and quoted
     for target in links:
@@ -217,24 +243,44 @@ def test_probe_and_package_agree_on_verdicts_and_exit_codes():
         assert probe.exit_code(verdict.value) == verdict.exit_code
 
 
-@pytest.mark.parametrize(("cases", "expected"), [
-    ({"capture_data_ptr": _case("affected"), "side_stream": _case("not_affected")}, "affected"),
-    ({"capture_data_ptr": _case("affected"), "compile_reduce_overhead": _case("timeout")},
-     "affected"),
-    ({"capture_data_ptr": _case("not_affected"), "side_stream": _case("not_affected")},
-     "not_affected"),
-    ({"capture_data_ptr": _case("refused"), "side_stream": _case("not_affected")}, "refused"),
-    ({"capture_data_ptr": _case("not_affected"), "raw_pointer_triton": _case("not_applicable")},
-     "not_affected"),
-    ({"capture_data_ptr": _case("not_affected"), "side_stream": _case("error")}, "error"),
-    ({"capture_data_ptr": _case("refused"), "side_stream": _case("timeout")}, "timeout"),
-    ({"capture_data_ptr": _case("crashed"), "side_stream": _case("timeout")}, "crashed"),
-    ({"capture_data_ptr": _case("timeout"), "side_stream": _case("error"),
-      "capture_write": _case("crashed")}, "error"),
-    ({"capture_data_ptr": _case("not_applicable"), "side_stream": _case("not_applicable")},
-     "not_applicable"),
-    ({}, "not_applicable"),  # the controls alone: the positive one's "affected" never counts
-])
+@pytest.mark.parametrize(
+    ("cases", "expected"),
+    [
+        ({"capture_data_ptr": _case("affected"), "side_stream": _case("not_affected")}, "affected"),
+        (
+            {"capture_data_ptr": _case("affected"), "compile_reduce_overhead": _case("timeout")},
+            "affected",
+        ),
+        (
+            {"capture_data_ptr": _case("not_affected"), "side_stream": _case("not_affected")},
+            "not_affected",
+        ),
+        ({"capture_data_ptr": _case("refused"), "side_stream": _case("not_affected")}, "refused"),
+        (
+            {
+                "capture_data_ptr": _case("not_affected"),
+                "raw_pointer_triton": _case("not_applicable"),
+            },
+            "not_affected",
+        ),
+        ({"capture_data_ptr": _case("not_affected"), "side_stream": _case("error")}, "error"),
+        ({"capture_data_ptr": _case("refused"), "side_stream": _case("timeout")}, "timeout"),
+        ({"capture_data_ptr": _case("crashed"), "side_stream": _case("timeout")}, "crashed"),
+        (
+            {
+                "capture_data_ptr": _case("timeout"),
+                "side_stream": _case("error"),
+                "capture_write": _case("crashed"),
+            },
+            "error",
+        ),
+        (
+            {"capture_data_ptr": _case("not_applicable"), "side_stream": _case("not_applicable")},
+            "not_applicable",
+        ),
+        ({}, "not_applicable"),  # the controls alone: the positive one's "affected" never counts
+    ],
+)
 def test_roll_up_precedence_with_behaving_controls(cases, expected):
     assert _run(*cases.items()) == expected
 
@@ -245,17 +291,25 @@ def test_every_case_skipped_rolls_up_to_skipped():
     assert probe.exit_code("skipped") == 125
 
 
-@pytest.mark.parametrize(("control", "result"), [
-    ("control_clone", probe.compared(1, 5)),  # the regular clone came out stale
-    ("control_stale", probe.compared(0, 5)),  # the outside copy was not seen as stale
-    ("control_stale", probe.compared(3, 5)),  # seen on some replays only
-    ("control_clone", _case("crashed")),
-    ("control_stale", _case("refused")),
-    ("control_clone", None),  # not run at all
-])
+@pytest.mark.parametrize(
+    ("control", "result"),
+    [
+        ("control_clone", probe.compared(1, 5)),  # the regular clone came out stale
+        ("control_stale", probe.compared(0, 5)),  # the outside copy was not seen as stale
+        ("control_stale", probe.compared(3, 5)),  # seen on some replays only
+        ("control_clone", _case("crashed")),
+        ("control_stale", _case("refused")),
+        ("control_clone", None),  # not run at all
+    ],
+)
 def test_a_misbehaving_control_makes_every_comparison_inconclusive(control, result):
-    raw = {"capture_data_ptr": probe.compared(5, 5), "side_stream": probe.compared(0, 20),
-           "raw_pointer_triton": _case("not_applicable"), **CONTROLS_OK, control: result}
+    raw = {
+        "capture_data_ptr": probe.compared(5, 5),
+        "side_stream": probe.compared(0, 20),
+        "raw_pointer_triton": _case("not_applicable"),
+        **CONTROLS_OK,
+        control: result,
+    }
     if result is None:
         del raw[control]
     settled = probe.settle(raw)
@@ -277,11 +331,14 @@ def test_behaving_controls_keep_their_verdicts():
     assert settled["capture_write"]["verdict"] == "affected"
 
 
-@pytest.mark.parametrize(("stale", "trials", "verdict", "flaky"), [
-    (0, 20, "not_affected", False),
-    (3, 20, "affected", True),
-    (20, 20, "affected", False),
-])
+@pytest.mark.parametrize(
+    ("stale", "trials", "verdict", "flaky"),
+    [
+        (0, 20, "not_affected", False),
+        (3, 20, "affected", True),
+        (20, 20, "affected", False),
+    ],
+)
 def test_comparisons_report_their_stale_fraction(stale, trials, verdict, flaky):
     result = probe.compared(stale, trials, unit="trials")
     assert result["verdict"] == verdict
@@ -296,28 +353,35 @@ def _variant(outcome: str, detail: str = "") -> dict:
     return {"outcome": outcome, "detail": detail or outcome}
 
 
-@pytest.mark.parametrize(("outcomes", "verdict"), [
-    (["correct", "stale", "error"], "affected"),
-    (["correct", "error"], "error"),
-    (["correct", "refused"], "refused"),
-    (["correct", "not_applicable"], "not_affected"),
-    (["not_applicable"], "not_applicable"),
-])
+@pytest.mark.parametrize(
+    ("outcomes", "verdict"),
+    [
+        (["correct", "stale", "error"], "affected"),
+        (["correct", "error"], "error"),
+        (["correct", "refused"], "refused"),
+        (["correct", "not_applicable"], "not_affected"),
+        (["not_applicable"], "not_applicable"),
+    ],
+)
 def test_compile_case_verdict_from_its_variants(outcomes, verdict):
     variants = {f"v{i}": _variant(o) for i, o in enumerate(outcomes)}
     assert probe.compile_outcome(variants)["verdict"] == verdict
 
 
 def test_compile_case_says_honestly_when_nothing_reproduced():
-    variants = {"inline_inplace": _variant("correct", "correct on 6/6 calls"),
-                "custom_op_data_ptr": _variant("correct", "correct on 6/6 calls")}
+    variants = {
+        "inline_inplace": _variant("correct", "correct on 6/6 calls"),
+        "custom_op_data_ptr": _variant("correct", "correct on 6/6 calls"),
+    }
     detail = probe.compile_outcome(variants)["detail"]
     assert detail.startswith("no staleness reproduced through torch.compile (variants tried: ")
     assert "inline_inplace" in detail and "custom_op_data_ptr" in detail
 
 
-REFUSAL = ("Cannot write to this tensor (or take its data_ptr()) during graph capture: "
-           "it shares memory with a lazy copy")
+REFUSAL = (
+    "Cannot write to this tensor (or take its data_ptr()) during graph capture: "
+    "it shares memory with a lazy copy"
+)
 
 
 def _raised_over(inner: Exception, outer: Exception) -> Exception:
@@ -330,17 +394,28 @@ def _raised_over(inner: Exception, outer: Exception) -> Exception:
         return exc
 
 
-@pytest.mark.parametrize(("exc", "names_it"), [
-    (RuntimeError(REFUSAL), True),
-    (_raised_over(RuntimeError(REFUSAL),
-                  RuntimeError("CUDA error: operation failed due to a previous error during "
-                               "capture")), True),
-    (RuntimeError("Materializing a copy-on-write tensor is not allowed while capturing"), True),
-    (RuntimeError("Could not run 'aten::_lazy_clone' with arguments from the 'CUDA' backend"),
-     False),
-    (RuntimeError("CUDA error: operation not permitted when stream is capturing"), False),
-    (ValueError("x" * 5000), False),
-])
+@pytest.mark.parametrize(
+    ("exc", "names_it"),
+    [
+        (RuntimeError(REFUSAL), True),
+        (
+            _raised_over(
+                RuntimeError(REFUSAL),
+                RuntimeError("CUDA error: operation failed due to a previous error during capture"),
+            ),
+            True,
+        ),
+        (RuntimeError("Materializing a copy-on-write tensor is not allowed while capturing"), True),
+        (
+            RuntimeError(
+                "Could not run 'aten::_lazy_clone' with arguments from the 'CUDA' backend"
+            ),
+            False,
+        ),
+        (RuntimeError("CUDA error: operation not permitted when stream is capturing"), False),
+        (ValueError("x" * 5000), False),
+    ],
+)
 def test_the_message_check_is_only_supporting_detail(exc, names_it):
     text = probe.exception_text(exc)
     assert probe.names_lazy_copy(text) is names_it
@@ -350,12 +425,15 @@ def test_the_message_check_is_only_supporting_detail(exc, names_it):
 # --- refusal by behaviour: the same step outside capture decides ---------------------------------
 
 
-@pytest.mark.parametrize("message", [
-    REFUSAL,
-    "operation not permitted when stream is capturing",
-    "This tensor shares its storage; call .clone() before use",  # names neither
-    "INTERNAL ASSERT FAILED at c10/core/StorageImpl.h:42",
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        REFUSAL,
+        "operation not permitted when stream is capturing",
+        "This tensor shares its storage; call .clone() before use",  # names neither
+        "INTERNAL ASSERT FAILED at c10/core/StorageImpl.h:42",
+    ],
+)
 def test_raised_under_capture_but_fine_outside_is_refused_whatever_the_message(message):
     outcome = probe.refusal_outcome(f"RuntimeError: {message}", outside_error=None)
     assert outcome["verdict"] == "refused"
@@ -365,10 +443,13 @@ def test_raised_under_capture_but_fine_outside_is_refused_whatever_the_message(m
     assert _run(("capture_data_ptr", outcome)) == "refused"
 
 
-@pytest.mark.parametrize("outside", [
-    "RuntimeError: Could not run 'aten::_lazy_clone' with arguments from the 'CUDA' backend",
-    "outside capture it gave wrong values",
-])
+@pytest.mark.parametrize(
+    "outside",
+    [
+        "RuntimeError: Could not run 'aten::_lazy_clone' with arguments from the 'CUDA' backend",
+        "outside capture it gave wrong values",
+    ],
+)
 def test_raised_under_capture_and_broken_outside_is_an_error_even_if_it_names_the_copy(outside):
     outcome = probe.refusal_outcome(f"RuntimeError: {REFUSAL}", outside_error=outside)
     assert outcome["verdict"] == "error"
@@ -379,8 +460,11 @@ def test_raised_under_capture_and_broken_outside_is_an_error_even_if_it_names_th
 
 def test_no_refusal_when_capturing_a_regular_clone_fails_too():
     refused = probe.refusal_outcome("RuntimeError: capture failed", outside_error=None)
-    raw = {"capture_data_ptr": refused, **CONTROLS_OK,
-           "control_clone": _case("error", detail="RuntimeError: capture failed")}
+    raw = {
+        "capture_data_ptr": refused,
+        **CONTROLS_OK,
+        "control_clone": _case("error", detail="RuntimeError: capture failed"),
+    }
     settled = probe.settle(raw)
     assert settled["capture_data_ptr"]["verdict"] == "inconclusive"
     assert "capturing a regular clone failed too" in settled["capture_data_ptr"]["detail"]
@@ -388,8 +472,10 @@ def test_no_refusal_when_capturing_a_regular_clone_fails_too():
 
 
 def test_a_compile_variant_that_refuses_makes_the_compile_case_refused():
-    variants = {"inline_inplace": _variant("correct"),
-                "custom_op_data_ptr": _variant("refused", "raised during capture; ...")}
+    variants = {
+        "inline_inplace": _variant("correct"),
+        "custom_op_data_ptr": _variant("refused", "raised during capture; ..."),
+    }
     assert probe.compile_outcome(variants)["verdict"] == "refused"
 
 
@@ -401,8 +487,9 @@ def _python(code: str) -> list[str]:
 
 
 def test_a_child_killed_by_a_signal_is_crashed_with_the_signal_name():
-    result = probe.run_child(_python("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"),
-                             timeout=60)
+    result = probe.run_child(
+        _python("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"), timeout=60
+    )
     assert result["verdict"] == "crashed"
     assert result["signal"] == "SIGSEGV"
     assert "SIGSEGV" in result["detail"]
@@ -434,8 +521,9 @@ def test_a_child_that_fails_without_a_result_is_an_error_with_its_message():
 
 
 def test_a_result_survives_a_crash_at_exit():
-    outcome = probe.child_outcome(-11, '{"verdict": "not_affected", "detail": "correct"}\n', "",
-                                  timed_out=False, timeout=60)
+    outcome = probe.child_outcome(
+        -11, '{"verdict": "not_affected", "detail": "correct"}\n', "", timed_out=False, timeout=60
+    )
     assert outcome["verdict"] == "not_affected"
     assert "SIGSEGV" in outcome["detail"]
 
@@ -456,47 +544,72 @@ def _prints(result: dict):
     def child():
         print(json.dumps(result), flush=True)
         os._exit(0)
+
     return child
 
 
 def _forked(children: dict, *, timeout: float = 30.0, jobs: int = 2) -> dict:
     """Fake cases through `run_forked` (it forks this process): name -> reported result."""
     got = {}
-    probe.run_forked(list(children), lambda name: children[name](), timeout, jobs,
-                     lambda name, result: got.__setitem__(name, result))
+    probe.run_forked(
+        list(children),
+        lambda name: children[name](),
+        timeout,
+        jobs,
+        lambda name, result: got.__setitem__(name, result),
+    )
     return got
 
 
 @pytest.mark.slow
 def test_a_forked_crash_hang_or_exception_costs_only_its_own_case(tmp_path):
     marker = tmp_path / "outlived"
-    got = _forked({
-        "segfaults": _segfault,
-        "hangs": lambda: (time.sleep(20), marker.touch()),  # only if never killed
-        "raises": _raise,
-        "measures": _prints({"verdict": "affected", "detail": "stale on 5/5 replays"}),
-    }, timeout=2, jobs=4)
+    got = _forked(
+        {
+            "segfaults": _segfault,
+            "hangs": lambda: (time.sleep(20), marker.touch()),  # only if never killed
+            "raises": _raise,
+            "measures": _prints({"verdict": "affected", "detail": "stale on 5/5 replays"}),
+        },
+        timeout=2,
+        jobs=4,
+    )
     assert got["segfaults"]["verdict"] == "crashed" and got["segfaults"]["signal"] == "SIGSEGV"
     assert got["hangs"]["verdict"] == "timeout" and not marker.exists()  # killed, not waited for
     assert got["raises"]["verdict"] == "error" and "torch went away" in got["raises"]["detail"]
-    assert got["measures"] == {"verdict": "affected", "detail": "stale on 5/5 replays",
-                               "wall_seconds": got["measures"]["wall_seconds"]}
+    assert got["measures"] == {
+        "verdict": "affected",
+        "detail": "stale on 5/5 replays",
+        "wall_seconds": got["measures"]["wall_seconds"],
+    }
 
 
 def test_forked_cases_start_slowest_first_and_once_one_finds_no_gpu_the_rest_are_spared():
     no_gpu = {"verdict": "skipped", "detail": probe.NO_CUDA, "env": {"cuda_available": False}}
-    got = _forked({"capture_data_ptr": _prints({"verdict": "affected", "detail": "ran"}),
-                   "compile_reduce_overhead:inline_inplace": _prints(no_gpu)}, jobs=1)
+    got = _forked(
+        {
+            "capture_data_ptr": _prints({"verdict": "affected", "detail": "ran"}),
+            "compile_reduce_overhead:inline_inplace": _prints(no_gpu),
+        },
+        jobs=1,
+    )
     assert got["compile_reduce_overhead:inline_inplace"]["detail"] == probe.NO_CUDA
-    assert got["capture_data_ptr"] == {"verdict": "skipped", "detail": probe.NO_CUDA,
-                                       "seconds": 0.0}
+    assert got["capture_data_ptr"] == {
+        "verdict": "skipped",
+        "detail": probe.NO_CUDA,
+        "seconds": 0.0,
+    }
 
 
 def _part(variant: str, outcome: str) -> dict:
     """What the child of one compile variant reports."""
-    return {"verdict": "affected" if outcome == "stale" else "not_affected",
-            "variants": {variant: _variant(outcome, f"{outcome} on 6/6 calls")},
-            "seconds": 1.5, "wall_seconds": 2.0, "env": {"gpu": "NVIDIA H200"}}
+    return {
+        "verdict": "affected" if outcome == "stale" else "not_affected",
+        "variants": {variant: _variant(outcome, f"{outcome} on 6/6 calls")},
+        "seconds": 1.5,
+        "wall_seconds": 2.0,
+        "env": {"gpu": "NVIDIA H200"},
+    }
 
 
 def test_compile_variants_run_apart_merge_into_one_case():
@@ -510,8 +623,11 @@ def test_compile_variants_run_apart_merge_into_one_case():
 
 def test_a_crashed_variant_child_is_the_compile_case_crash_unless_another_was_stale():
     parts = {v: _part(v, "correct") for v in probe.COMPILE_VARIANTS}
-    parts["static_input"] = {"verdict": "crashed", "signal": "SIGSEGV",
-                             "detail": "killed by SIGSEGV: Fatal Python error"}
+    parts["static_input"] = {
+        "verdict": "crashed",
+        "signal": "SIGSEGV",
+        "detail": "killed by SIGSEGV: Fatal Python error",
+    }
     merged = probe.merge_variants(parts)
     assert merged["verdict"] == "crashed"
     assert merged["variants"]["static_input"]["outcome"] == "error"
@@ -530,8 +646,14 @@ def test_variant_children_that_all_found_no_gpu_make_one_skipped_case():
 
 def _probe(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # a GPU machine must say "skipped" too
-    return subprocess.run([TORCH_PYTHON, str(SCRIPT), *args], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=300)
+    return subprocess.run(
+        [TORCH_PYTHON, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
@@ -560,8 +682,13 @@ def test_json_option_writes_the_document_and_adds_the_controls(tmp_path):
 
 
 def test_a_bad_case_name_is_one_sentence_and_aborts_git_bisect(tmp_path):
-    done = subprocess.run([sys.executable, str(SCRIPT), "--cases", "capture_data_pointer"],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--cases", "capture_data_pointer"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert done.returncode == 128
     assert "unknown case capture_data_pointer in --cases" in done.stderr
     assert "Traceback" not in done.stderr
@@ -605,7 +732,8 @@ def test_todays_probe_agrees_case_for_case_with_the_first_recording(version):
     _, now = _gpu_recorded(f"real-torch-{version}")
     before = json.loads((DATA / f"h200-torch-{version}.json").read_text())
     assert {n: c["verdict"] for n, c in now["cases"].items()} == {
-        n: c["verdict"] for n, c in before["cases"].items()}
+        n: c["verdict"] for n, c in before["cases"].items()
+    }
     assert now["env"]["torch"] == before["env"]["torch"] and now["verdict"] == "affected"
     assert now["cases"]["side_stream"]["trials"] == 20
     # which GPU it ran on, as nvidia-smi and CUDA_VISIBLE_DEVICES name it
@@ -697,11 +825,14 @@ def _launch_failure(monkeypatch, launch) -> str:
 
 def test_triton_without_a_c_compiler_is_named_as_the_environments_failure(monkeypatch):
     # The message measured on the H200 in a container without gcc (reports/docker-h200/no-compiler)
-    measured = ("Failed to find C compiler. Please specify via CC environment variable or set "
-                "triton.knobs.build.impl.")
+    measured = (
+        "Failed to find C compiler. Please specify via CC environment variable or set "
+        "triton.knobs.build.impl."
+    )
 
     def launch():
         raise RuntimeError(measured)
+
     said = _launch_failure(monkeypatch, launch)
     assert said.startswith("RuntimeError: Triton needs a C compiler in the environment")
     assert "apt-get install gcc libc6-dev python3-dev" in said
@@ -717,8 +848,11 @@ def test_a_launcher_build_that_finds_no_python_h_is_named_too(monkeypatch, tmp_p
     (tmp_path / "main.c").write_text("#include <Python.h>\nint main(void) { return 0; }\n")
 
     def launch():
-        subprocess.check_call([gcc, "-nostdinc", "-c", str(tmp_path / "main.c"), "-o",
-                               str(tmp_path / "main.o")], stderr=subprocess.DEVNULL)
+        subprocess.check_call(
+            [gcc, "-nostdinc", "-c", str(tmp_path / "main.c"), "-o", str(tmp_path / "main.o")],
+            stderr=subprocess.DEVNULL,
+        )
+
     said = _launch_failure(monkeypatch, launch)
     assert said.startswith("RuntimeError: Triton needs a C compiler in the environment")
     assert "<- CalledProcessError: Command '['" in said
@@ -727,10 +861,12 @@ def test_a_launcher_build_that_finds_no_python_h_is_named_too(monkeypatch, tmp_p
 def test_any_other_launch_failure_is_left_as_it_was(monkeypatch):
     def launch():
         raise ValueError("out of resources: shared memory")
+
     assert _launch_failure(monkeypatch, launch) == "ValueError: out of resources: shared memory"
 
 
 # --- the environment is asked apart from the cases (issue 31) ------------------------------------
+
 
 def _torch_stub(folder: Path, cudnn: str = "return 90100", dynamo: str | None = None) -> Path:
     """A `torch` package without CUDA whose cuDNN query runs `cudnn` (e.g. `os.abort()`), and,
@@ -740,14 +876,16 @@ def _torch_stub(folder: Path, cudnn: str = "return 90100", dynamo: str | None = 
     (package / "__init__.py").write_text(
         "__version__ = '2.3.0+cu121'\nfrom . import backends\n"
         "class version:\n    git_version = 'abc'\n    cuda = '12.1'\n"
-        "class cuda:\n    @staticmethod\n    def is_available():\n        return False\n")
+        "class cuda:\n    @staticmethod\n    def is_available():\n        return False\n"
+    )
     (package / "backends" / "__init__.py").write_text("from . import cudnn\n")
     (package / "backends" / "cudnn.py").write_text(f"import os\ndef version():\n    {cudnn}\n")
     if dynamo is not None:
         (package / "_dynamo").mkdir()
         (package / "_dynamo" / "__init__.py").write_text("")
         (package / "_dynamo" / "eval_frame.py").write_text(
-            f"def check_if_dynamo_supported():\n    {dynamo}\n")
+            f"def check_if_dynamo_supported():\n    {dynamo}\n"
+        )
     return folder
 
 
@@ -755,8 +893,14 @@ def _run_script(tmp_path: Path, stub: Path | None, *args: str) -> subprocess.Com
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if stub is not None:
         env["PYTHONPATH"] = str(stub)
-    return subprocess.run([sys.executable, str(SCRIPT), "--timeout", "60", *args],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--timeout", "60", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
 
 
 def test_an_aborting_environment_query_reads_unknown_and_takes_no_case_down(tmp_path):
@@ -786,13 +930,18 @@ def _runs(*outcomes):
         asked.append(list(skip))
         ended, lines = outcomes[len(asked) - 1]
         return ended, "\n".join(json.dumps(line) for line in lines), "Aborted (core dumped)"
+
     return run_one, asked
 
 
 def test_gather_env_asks_again_after_the_query_that_ended_the_process():
     answered = [{"asking": "torch"}, {"answer": "torch", "value": "2.4.0"}, {"asking": "gpu"}]
-    rest = [{"asking": k} if i % 2 == 0 else {"answer": k, "value": "x"}
-            for k in probe.ENV_KEYS if k not in ("torch", "gpu") for i in (0, 1)]
+    rest = [
+        {"asking": k} if i % 2 == 0 else {"answer": k, "value": "x"}
+        for k in probe.ENV_KEYS
+        if k not in ("torch", "gpu")
+        for i in (0, 1)
+    ]
     run_one, asked = _runs(("SIGABRT", answered), ("status 0", rest + [{"env_done": True}]))
     env = probe.gather_env(run_one)
     assert asked == [[], ["gpu", "torch"]]
@@ -813,23 +962,28 @@ def test_gather_env_is_none_when_torch_does_not_import():
 
 
 def _needs(stub: Path, call: str) -> subprocess.CompletedProcess:
-    program = ("import importlib.util, sys\n"
-               f"spec = importlib.util.spec_from_file_location('probe', {str(SCRIPT)!r})\n"
-               "probe = importlib.util.module_from_spec(spec); spec.loader.exec_module(probe)\n"
-               "import torch\n"
-               f"try:\n    {call}\nexcept probe.NotApplicable as exc:\n"
-               "    print('not_applicable:', exc)\n")
+    program = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('probe', {str(SCRIPT)!r})\n"
+        "probe = importlib.util.module_from_spec(spec); spec.loader.exec_module(probe)\n"
+        "import torch\n"
+        f"try:\n    {call}\nexcept probe.NotApplicable as exc:\n"
+        "    print('not_applicable:', exc)\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(stub)
-    return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                          env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def test_the_compile_case_is_not_applicable_where_dynamo_does_not_support_the_python(tmp_path):
     refusal = "raise RuntimeError('Python 3.12+ not yet supported for torch.compile')"
     done = _needs(_torch_stub(tmp_path, dynamo=refusal), "probe._needs_dynamo_here(torch)")
-    assert done.stdout.startswith("not_applicable: torch.compile does not run here: Python 3.12+ "
-                                  "not yet supported for torch.compile"), done.stderr
+    assert done.stdout.startswith(
+        "not_applicable: torch.compile does not run here: Python 3.12+ "
+        "not yet supported for torch.compile"
+    ), done.stderr
 
 
 def test_the_compile_case_runs_where_dynamo_supports_the_python(tmp_path):
@@ -846,12 +1000,19 @@ def test_the_compile_case_is_not_applicable_without_triton(tmp_path):
 
 # --- the self-check without torch or a GPU speaks plainly (issue 34, item 5) ---------------------
 
+
 def test_the_script_without_torch_says_one_line_and_exits_125(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([sys.executable, "-S", str(SCRIPT)], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-S", str(SCRIPT)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert done.returncode == 125
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("[stale_replay] cannot tell: torch does not import")
@@ -864,7 +1025,8 @@ def test_the_script_without_a_gpu_says_one_line_and_exits_125(tmp_path):
     assert done.returncode == 125
     assert done.stderr.splitlines() == [
         "[stale_replay] cannot tell: no CUDA device: torch.cuda.is_available() is False; run "
-        "this script on a machine with an NVIDIA GPU (and a CUDA build of torch)"]
+        "this script on a machine with an NVIDIA GPU (and a CUDA build of torch)"
+    ]
     assert json.loads(done.stdout)["verdict"] == "skipped"
 
 
@@ -875,8 +1037,15 @@ def test_the_script_without_torch_at_a_terminal_says_its_line_without_the_docume
 
     leader, follower = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([sys.executable, "-S", str(SCRIPT)], stdout=follower,
-                          stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-S", str(SCRIPT)],
+        stdout=follower,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     os.close(follower)
     shown = b""
     while True:

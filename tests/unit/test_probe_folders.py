@@ -87,8 +87,7 @@ def test_a_missing_folder_or_a_file_as_the_folder_is_said_so(tmp_path, monkeypat
     assert "holds no .py file" not in said and "ones_sum.py/stale_replay.py" not in said
 
 
-def test_not_found_names_every_folder_searched_and_how_to_add_one(project, tmp_path,
-                                                                   monkeypatch):
+def test_not_found_names_every_folder_searched_and_how_to_add_one(project, tmp_path, monkeypatch):
     extra = tmp_path / "extra"
     extra.mkdir()
     monkeypatch.setenv("TORCHBISECT_PROBES", str(extra))
@@ -101,13 +100,16 @@ def test_not_found_names_every_folder_searched_and_how_to_add_one(project, tmp_p
     assert "mine" in said and "stale_replay" in said  # the probes that are there
 
 
-@pytest.mark.parametrize("name", ["../home/app/settings", "/etc/passwd", "a.", "..", "a/b",
-                                  "x" * 65, ".hidden"])
+@pytest.mark.parametrize(
+    "name", ["../home/app/settings", "/etc/passwd", "a.", "..", "a/b", "x" * 65, ".hidden"]
+)
 def test_a_name_that_is_not_plain_is_never_joined_into_a_path(project, name):
     (project / "home" / "app").mkdir(parents=True)
     (project / "home" / "app" / "settings.py").write_text("SECRET = 1\n")
-    with project_probes(project / "matrix.yaml"), pytest.raises(ConfigError,
-                                                                 match="not a probe's name"):
+    with (
+        project_probes(project / "matrix.yaml"),
+        pytest.raises(ConfigError, match="not a probe's name"),
+    ):
         probe_path(name)
 
 
@@ -126,29 +128,38 @@ def test_probe_runs_cell_dot_probe_and_the_named_probe_among_several(project):
 
 
 def test_the_cli_says_a_missing_probes_folder_in_one_sentence(project, tmp_path):
-    done = invoke("probe", "--probe", "mine", cwd=project,
-                   env_extra={"TORCHBISECT_PROBES": str(tmp_path / "gone")})
+    done = invoke(
+        "probe",
+        "--probe",
+        "mine",
+        cwd=project,
+        env_extra={"TORCHBISECT_PROBES": str(tmp_path / "gone")},
+    )
     said = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="probe")
     assert f"TORCHBISECT_PROBES names {tmp_path / 'gone'}, which does not exist" in said
 
 
-def test_plan_says_when_the_users_probes_are_not_named_and_how_to_run_them(project, capsys,
-                                                                           monkeypatch):
+def test_plan_says_when_the_users_probes_are_not_named_and_how_to_run_them(
+    project, capsys, monkeypatch
+):
     from helpers.cli import call
 
     monkeypatch.chdir(project)
     assert call("plan", "--offline") == Exit.OK
     said = capsys.readouterr()
-    assert "matrix.yaml names no probe, so stale_replay probes every build; your probes " \
-           "folders hold mine: to run yours, add `probe: mine`" in said.out + said.err
+    assert (
+        "matrix.yaml names no probe, so stale_replay probes every build; your probes "
+        "folders hold mine: to run yours, add `probe: mine`" in said.out + said.err
+    )
     (project / "matrix.yaml").write_text("preinstalled: {probe: mine}\n")
     assert call("plan", "--offline") == Exit.OK
     said = capsys.readouterr()
     assert "names no probe" not in said.out + said.err and "preinstalled.mine" in said.out
 
 
-def test_a_users_file_of_a_shipped_probes_name_is_said_with_both_files(project, capsys,
-                                                                      monkeypatch):
+def test_a_users_file_of_a_shipped_probes_name_is_said_with_both_files(
+    project, capsys, monkeypatch
+):
     """The user's stale_replay.py runs in place of the shipped one (a stand-in is how a probe is
     tried), but the name is found twice, so plan says which file runs and which it hides."""
     from helpers.cli import call
@@ -158,9 +169,11 @@ def test_a_users_file_of_a_shipped_probes_name_is_said_with_both_files(project, 
     assert call("plan", "--offline") == Exit.OK
     said = capsys.readouterr()
     text = said.out + said.err
-    assert "probe 'stale_replay' is found twice: your " \
-           f"{project / 'probes' / 'stale_replay.py'} runs in place of the shipped " \
-           f"{SHIPPED / 'stale_replay.py'}" in text
+    assert (
+        "probe 'stale_replay' is found twice: your "
+        f"{project / 'probes' / 'stale_replay.py'} runs in place of the shipped "
+        f"{SHIPPED / 'stale_replay.py'}" in text
+    )
     # a byte-identical copy hides nothing: no word of it
     (project / "probes" / "stale_replay.py").write_bytes((SHIPPED / "stale_replay.py").read_bytes())
     assert call("plan", "--offline") == Exit.OK

@@ -34,6 +34,7 @@ CUMSUM = REPO / "probes" / "cumsum_64bit.py"
 
 # --- info.py: what the file says ------------------------------------------------------------------
 
+
 def test_the_cumsum_probe_says_what_it_is():
     info = read_info(CUMSUM)
     assert info.name == "cumsum_64bit" and info.output is ProbeOutput.EXIT_STATUS
@@ -51,12 +52,15 @@ def test_the_default_probe_is_a_document_probe():
     assert info.output is ProbeOutput.DOCUMENT and info.declared_version != "0"
 
 
-@pytest.mark.parametrize(("source", "output", "version"), [
-    ('"""t"""\nPROBE_VERSION = "3"\n', ProbeOutput.DOCUMENT, "3"),
-    ('"""t"""\nimport sys\nsys.exit(0)\n', ProbeOutput.EXIT_STATUS, "0"),
-    ('PROBE_VERSION = "2"\nPROBE_OUTPUT = "exit_status"\n', ProbeOutput.EXIT_STATUS, "2"),
-    ('PROBE_OUTPUT = "document"\n', ProbeOutput.DOCUMENT, "0"),
-])
+@pytest.mark.parametrize(
+    ("source", "output", "version"),
+    [
+        ('"""t"""\nPROBE_VERSION = "3"\n', ProbeOutput.DOCUMENT, "3"),
+        ('"""t"""\nimport sys\nsys.exit(0)\n', ProbeOutput.EXIT_STATUS, "0"),
+        ('PROBE_VERSION = "2"\nPROBE_OUTPUT = "exit_status"\n', ProbeOutput.EXIT_STATUS, "2"),
+        ('PROBE_OUTPUT = "document"\n', ProbeOutput.DOCUMENT, "0"),
+    ],
+)
 def test_what_kind_of_probe_a_file_is(tmp_path, source, output, version):
     path = tmp_path / "p.py"
     path.write_text(source)
@@ -66,40 +70,64 @@ def test_what_kind_of_probe_a_file_is(tmp_path, source, output, version):
 
 def test_title_and_description_follow_pep_257(tmp_path):
     path = tmp_path / "my_bug.py"
-    path.write_text('"""Matmul is wrong on bf16\n\nThe kernel rounds twice.\nOnly on sm90.\n\n'
-                    'More text."""\nREQUIRES_API = "torch.compile"\n'
-                    'CASE_LABELS = {"my_bug": "bf16 matmul"}\n')
+    path.write_text(
+        '"""Matmul is wrong on bf16\n\nThe kernel rounds twice.\nOnly on sm90.\n\n'
+        'More text."""\nREQUIRES_API = "torch.compile"\n'
+        'CASE_LABELS = {"my_bug": "bf16 matmul"}\n'
+    )
     info = read_info(path)
-    assert (info.title, info.description) == ("Matmul is wrong on bf16",
-                                              "The kernel rounds twice. Only on sm90.")
+    assert (info.title, info.description) == (
+        "Matmul is wrong on bf16",
+        "The kernel rounds twice. Only on sm90.",
+    )
     assert info.requires_api == "torch.compile" and info.label("my_bug") == "bf16 matmul"
     path.write_text("import sys\n")
     assert read_info(path).title == "my bug"  # no docstring: the file's name
 
 
-@pytest.mark.parametrize(("source", "message"), [
-    ("def broken(:\n", r"p\.py:1: the probe is not a Python file"),
-    ('"""t"""\n\nFIX_PR = 143696\n', r"p\.py:3: FIX_PR must be a string literal"),
-    ('CASE_LABELS = {"a": 1}\n', r"p\.py:1: CASE_LABELS must be a dict of strings"),
-    ('PROBE_OUTPUT = "json"\n', r"PROBE_OUTPUT is 'json'; it must be one of"),
-    # what only the probe knows about its cases, type-checked as the rest
-    ('"""t"""\nBISECT_CASE = ["a"]\n', r"p\.py:2: BISECT_CASE must be a string literal"),
-    ('NEEDS_GPU = "yes"\n', r"p\.py:1: NEEDS_GPU must be True or False literal"),
-    ('TRIAL_CASES = {"race": 0}\n', r"p\.py:1: TRIAL_CASES must be a dict of case names to "
-     r"whole numbers of at least 1 literal"),
-    ('TRIAL_CASES = {"race": True}\n', r"p\.py:1: TRIAL_CASES must be a dict of case names"),
-    ('TRIAL_CASES = ["race"]\n', r"p\.py:1: TRIAL_CASES must be a dict of case names"),
-    ('WORKAROUND_COST = {"adds_to": "a step"}\n', r"p\.py:1: WORKAROUND_COST gives no key; "
-     r"it takes 'key', 'adds_to' \(key needed\)"),
-    ('VARIANTS = {"key": "v", "affected": "bad", "colour": "red"}\n',
-     r"p\.py:1: VARIANTS has unknown key\(s\) 'colour'; it takes 'key', 'affected', 'unit'"),
-    ('VARIANTS = {"key": "v", "affected": 1}\n', r"p\.py:1: VARIANTS must be a dict of strings"),
-    # a misspelt case would leave every bisection without a verdict: said at once
-    ('CASE_LABELS = {"grows": "g"}\nBISECT_CASE = "grow"\n', r"p\.py:2: BISECT_CASE names "
-     r"'grow', which is not among the cases CASE_LABELS and CONTROLS name \(grows\)"),
-    ('CASE_LABELS = {"grows": "g"}\nCONTROLS = {"ctl": "not_affected"}\n\n'
-     'TRIAL_CASES = {"grows": 2, "race": 1}\n', r"p\.py:4: TRIAL_CASES names 'race'"),
-])
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("def broken(:\n", r"p\.py:1: the probe is not a Python file"),
+        ('"""t"""\n\nFIX_PR = 143696\n', r"p\.py:3: FIX_PR must be a string literal"),
+        ('CASE_LABELS = {"a": 1}\n', r"p\.py:1: CASE_LABELS must be a dict of strings"),
+        ('PROBE_OUTPUT = "json"\n', r"PROBE_OUTPUT is 'json'; it must be one of"),
+        # what only the probe knows about its cases, type-checked as the rest
+        ('"""t"""\nBISECT_CASE = ["a"]\n', r"p\.py:2: BISECT_CASE must be a string literal"),
+        ('NEEDS_GPU = "yes"\n', r"p\.py:1: NEEDS_GPU must be True or False literal"),
+        (
+            'TRIAL_CASES = {"race": 0}\n',
+            r"p\.py:1: TRIAL_CASES must be a dict of case names to "
+            r"whole numbers of at least 1 literal",
+        ),
+        ('TRIAL_CASES = {"race": True}\n', r"p\.py:1: TRIAL_CASES must be a dict of case names"),
+        ('TRIAL_CASES = ["race"]\n', r"p\.py:1: TRIAL_CASES must be a dict of case names"),
+        (
+            'WORKAROUND_COST = {"adds_to": "a step"}\n',
+            r"p\.py:1: WORKAROUND_COST gives no key; "
+            r"it takes 'key', 'adds_to' \(key needed\)",
+        ),
+        (
+            'VARIANTS = {"key": "v", "affected": "bad", "colour": "red"}\n',
+            r"p\.py:1: VARIANTS has unknown key\(s\) 'colour'; it takes 'key', 'affected', 'unit'",
+        ),
+        (
+            'VARIANTS = {"key": "v", "affected": 1}\n',
+            r"p\.py:1: VARIANTS must be a dict of strings",
+        ),
+        # a misspelt case would leave every bisection without a verdict: said at once
+        (
+            'CASE_LABELS = {"grows": "g"}\nBISECT_CASE = "grow"\n',
+            r"p\.py:2: BISECT_CASE names "
+            r"'grow', which is not among the cases CASE_LABELS and CONTROLS name \(grows\)",
+        ),
+        (
+            'CASE_LABELS = {"grows": "g"}\nCONTROLS = {"ctl": "not_affected"}\n\n'
+            'TRIAL_CASES = {"grows": 2, "race": 1}\n',
+            r"p\.py:4: TRIAL_CASES names 'race'",
+        ),
+    ],
+)
 def test_a_bad_literal_is_one_sentence_naming_file_and_line(tmp_path, source, message):
     path = tmp_path / "p.py"
     path.write_text(source)
@@ -109,10 +137,12 @@ def test_a_bad_literal_is_one_sentence_naming_file_and_line(tmp_path, source, me
 
 def test_what_only_the_probe_knows_is_read_from_its_file(tmp_path):
     path = tmp_path / "leak.py"
-    path.write_text('"""A leak"""\nPROBE_VERSION = "1"\nCASE_LABELS = {"warmup": "w", '
-                    '"grows": "g"}\nBISECT_CASE = "grows"\nTRIAL_CASES = {"grows": 3}\n'
-                    'NEEDS_GPU = False\nVARIANTS = {"key": "sizes", "affected": "leaked"}\n'
-                    'WORKAROUND_COST = {"key": "empty_cache_ms", "adds_to": "each step"}\n')
+    path.write_text(
+        '"""A leak"""\nPROBE_VERSION = "1"\nCASE_LABELS = {"warmup": "w", '
+        '"grows": "g"}\nBISECT_CASE = "grows"\nTRIAL_CASES = {"grows": 3}\n'
+        'NEEDS_GPU = False\nVARIANTS = {"key": "sizes", "affected": "leaked"}\n'
+        'WORKAROUND_COST = {"key": "empty_cache_ms", "adds_to": "each step"}\n'
+    )
     info = read_info(path)
     assert (info.deciding_case, info.trial_cases, info.needs_gpu) == ("grows", {"grows": 3}, False)
     assert info.variants == {"key": "sizes", "affected": "leaked"}
@@ -124,6 +154,7 @@ def test_what_only_the_probe_knows_is_read_from_its_file(tmp_path):
 
 
 # --- scripts.py: one reader, and how a build runs a probe -----------------------------------------
+
 
 def test_the_fingerprint_is_the_files_own(fake_probes, tmp_path):
     folder = fake_probes(tmp_path / "probes")
@@ -142,8 +173,19 @@ def test_an_exit_status_probe_runs_through_the_adapter(fake_probes, tmp_path):
     assert how.script == run / "script.py" and how.probe == run / "mine.py"
     assert how.probe.read_bytes() == (folder / "mine.py").read_bytes()
     assert how.argv("py", ["--trials", "3"], "out.json", where=lambda p: f"/probes/{p.name}") == [
-        "py", "/probes/script.py", "--probe", "/probes/mine.py", "--case", "mine",
-        "--requires-api", "torch.special.zeta", "--trials", "3", "--json", "out.json"]
+        "py",
+        "/probes/script.py",
+        "--probe",
+        "/probes/mine.py",
+        "--case",
+        "mine",
+        "--requires-api",
+        "torch.special.zeta",
+        "--trials",
+        "3",
+        "--json",
+        "out.json",
+    ]
 
 
 def test_a_probe_gone_or_broken_when_its_cell_runs_fails_that_run_only(fake_probes, tmp_path):
@@ -193,6 +235,7 @@ def test_a_folder_holding_only_the_users_script_keeps_the_shipped_default(fake_p
 
 # --- the adapter: a git bisect run exit status as a document --------------------------------------
 
+
 @pytest.fixture
 def build(tmp_path) -> dict[str, str]:
     """The environment of a stand-in build: `import torch` gives version 2.99.0 with no
@@ -200,7 +243,8 @@ def build(tmp_path) -> dict[str, str]:
     site = tmp_path / "site"
     (site / "torch").mkdir(parents=True)
     (site / "torch" / "__init__.py").write_text(
-        '__version__ = "2.99.0+cpu"\nclass version:\n    git_version = "abc123"\n')
+        '__version__ = "2.99.0+cpu"\nclass version:\n    git_version = "abc123"\n'
+    )
     return {**os.environ, "PYTHONPATH": str(site)}
 
 
@@ -208,21 +252,38 @@ def adapt(tmp_path: Path, env: dict[str, str], body: str, *extra: str) -> tuple[
     probe = tmp_path / "my_bug.py"
     probe.write_text(body)
     out = tmp_path / "doc.json"
-    done = subprocess.run([sys.executable, str(ADAPTER), "--probe", str(probe), *extra,
-                           "--json", str(out)], env=env, capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(ADAPTER), "--probe", str(probe), *extra, "--json", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return done.returncode, json.loads(out.read_text()), done.stdout
 
 
-@pytest.mark.parametrize(("status", "verdict", "exit_code"), [
-    (0, "not_affected", 0), (1, "affected", 1), (2, "affected", 1), (126, "affected", 1),
-    (127, "affected", 1), (125, "inconclusive", 125), (128, "error", 125), (200, "error", 125),
-])
+@pytest.mark.parametrize(
+    ("status", "verdict", "exit_code"),
+    [
+        (0, "not_affected", 0),
+        (1, "affected", 1),
+        (2, "affected", 1),
+        (126, "affected", 1),
+        (127, "affected", 1),
+        (125, "inconclusive", 125),
+        (128, "error", 125),
+        (200, "error", 125),
+    ],
+)
 def test_git_bisect_run_statuses(tmp_path, build, status, verdict, exit_code):
     code, doc, _ = adapt(tmp_path, build, f"import sys\nprint('saw it')\nsys.exit({status})\n")
     case = doc["cases"]["my_bug"]
     assert (code, doc["verdict"], case["verdict"], case["exit_status"]) == (
-        exit_code, verdict, verdict, status)
+        exit_code,
+        verdict,
+        verdict,
+        status,
+    )
     assert case["detail"].startswith("saw it (exit ")
     assert doc["env"] == {"torch_version": "2.99.0+cpu", "git_version": "abc123"}
     result = ProbeResult.from_json(document.check_text(json.dumps(doc)))  # torchbisect's gate
@@ -262,8 +323,13 @@ def refused(tmp_path: Path, env: dict[str, str], probe: Path) -> tuple[int, str]
     """The adapter's status and last line for `probe`; it must write no document (a document
     would be a verdict)."""
     out = tmp_path / "doc.json"
-    done = subprocess.run([sys.executable, str(ADAPTER), "--probe", str(probe), "--json",
-                           str(out)], env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(ADAPTER), "--probe", str(probe), "--json", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert not out.exists(), out.read_text()
     return done.returncode, (done.stdout + done.stderr).strip().splitlines()[-1]
 
@@ -274,8 +340,15 @@ def test_a_probe_file_that_cannot_be_opened_is_no_verdict(tmp_path, build):
     assert code == 128 and said.startswith("script.py: the probe gone.py cannot be opened (")
 
 
-@pytest.mark.parametrize("body", ["", "#!/usr/bin/env python3\n", "# only\n\n# comments\n",
-                                  '#!/bin/python\n"""A docstring alone."""\n'])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "",
+        "#!/usr/bin/env python3\n",
+        "# only\n\n# comments\n",
+        '#!/bin/python\n"""A docstring alone."""\n',
+    ],
+)
 def test_a_probe_holding_no_statement_is_no_verdict(tmp_path, build, body):
     probe = tmp_path / "my_bug.py"
     probe.write_text(body)  # it would exit 0: not affected
@@ -301,19 +374,23 @@ def test_pythons_own_cannot_open_is_no_verdict_but_a_scripts_exit_2_is_affected(
     spec.loader.exec_module(adapter)
     said = "/venv/bin/python: can't open file '/run/my_bug.py': [Errno 2] No such file or directory"
     assert adapter.not_started("/run/my_bug.py", 2, said).startswith(
-        "the probe my_bug.py could not be opened when it was started (")
+        "the probe my_bug.py could not be opened when it was started ("
+    )
     assert adapter.not_started("/run/my_bug.py", 2, "wrong answer") == ""  # the script's own 2
     assert adapter.not_started("/run/my_bug.py", 1, said) == ""
 
 
 def test_the_adapter_returns_when_the_script_exits_though_a_daemon_holds_its_output(
-        tmp_path, build):
+    tmp_path, build
+):
     pid = tmp_path / "daemon.pid"
-    daemon = ("import subprocess, sys\n"
-              "d = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(20)'], "
-              "start_new_session=True)\n"
-              f"open({str(pid)!r}, 'w').write(str(d.pid))\n"
-              "print('affected: wrong answer')\nsys.exit(1)\n")
+    daemon = (
+        "import subprocess, sys\n"
+        "d = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(20)'], "
+        "start_new_session=True)\n"
+        f"open({str(pid)!r}, 'w').write(str(d.pid))\n"
+        "print('affected: wrong answer')\nsys.exit(1)\n"
+    )
     started = time.monotonic()
     try:
         code, doc, _ = adapt(tmp_path, build, daemon)
@@ -329,8 +406,9 @@ def test_the_cumsum_probe_is_python_3_8_and_cannot_tell_without_torch(tmp_path):
     ast.parse(source, feature_version=(3, 8))
     assert runtime_typing_errors(source) == []
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([sys.executable, "-S", str(CUMSUM)], env=env, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-S", str(CUMSUM)], env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 125 and done.stdout.strip().startswith("cannot tell: torch does")
 
 
@@ -355,26 +433,51 @@ def test_the_docker_backend_mounts_the_adapter_and_the_users_script(fake_probes,
 
     class Containers:
         def run(self, cell, step, image, command, **kw):
-            asked.update(command=command, mounts=kw["mounts"], bytes={
-                m["Target"]: Path(m["Source"]).read_bytes() for m in kw["mounts"]})
+            asked.update(
+                command=command,
+                mounts=kw["mounts"],
+                bytes={m["Target"]: Path(m["Source"]).read_bytes() for m in kw["mounts"]},
+            )
             return Exit(code=125, oom_killed=False, seconds=0.1, tail="")
 
     backend = DockerBackend(BackendOptions(workdir=tmp_path / "work", ca_bundle=None))
     backend.containers = Containers()
-    cell = Cell(id="stable-2.15.0-cu132-cp312", channel=Channel.STABLE, version="2.15.0",
-                cuda="cu132", python="3.12", probe="my_bug")
-    prepared = Prepared(cell=cell, python="/venv/bin/python", wheel_sha256="0" * 64,
-                        handle=_Handle(image="img", workdir=tmp_path / "cell"))
+    cell = Cell(
+        id="stable-2.15.0-cu132-cp312",
+        channel=Channel.STABLE,
+        version="2.15.0",
+        cuda="cu132",
+        python="3.12",
+        probe="my_bug",
+    )
+    prepared = Prepared(
+        cell=cell,
+        python="/venv/bin/python",
+        wheel_sha256="0" * 64,
+        handle=_Handle(image="img", workdir=tmp_path / "cell"),
+    )
     backend.probe(prepared, gpu=0, probe_args=[], log=tmp_path / "log")
-    assert asked["command"][:7] == ["/venv/bin/python", "/probes/script.py", "--probe",
-                                    "/probes/my_bug.py", "--case", "my_bug", "--requires-api"]
+    assert asked["command"][:7] == [
+        "/venv/bin/python",
+        "/probes/script.py",
+        "--probe",
+        "/probes/my_bug.py",
+        "--case",
+        "my_bug",
+        "--requires-api",
+    ]
     # the copies this run made in the cell's folder, each file read once (and gone after)
-    assert {(Path(m["Source"]).parent.parent, Path(m["Source"]).name, m["Target"], m["ReadOnly"])
-            for m in asked["mounts"]} == {
+    assert {
+        (Path(m["Source"]).parent.parent, Path(m["Source"]).name, m["Target"], m["ReadOnly"])
+        for m in asked["mounts"]
+    } == {
         ((tmp_path / "cell").resolve(), "script.py", "/probes/script.py", True),
-        ((tmp_path / "cell").resolve(), "my_bug.py", "/probes/my_bug.py", True)}
-    assert asked["bytes"] == {"/probes/script.py": ADAPTER.read_bytes(),
-                              "/probes/my_bug.py": (folder / "my_bug.py").read_bytes()}
+        ((tmp_path / "cell").resolve(), "my_bug.py", "/probes/my_bug.py", True),
+    }
+    assert asked["bytes"] == {
+        "/probes/script.py": ADAPTER.read_bytes(),
+        "/probes/my_bug.py": (folder / "my_bug.py").read_bytes(),
+    }
     assert not any(Path(m["Source"]).exists() for m in asked["mounts"])
 
 

@@ -56,8 +56,9 @@ def named(words: set[str], text: str) -> list[str]:
 
 def string_constants(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
-    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
-            and isinstance(n.value, str)}
+    return {
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
 
 
 def test_the_shipped_probes_declare_what_only_they_know():
@@ -76,8 +77,10 @@ def test_no_shared_module_names_a_probes_cases(path):
     text = path.read_text()
     found = {info.name: named(words_of(info), text) for info in shipped()}
     found = {probe: words for probe, words in found.items() if words}
-    assert not found, (f"{path.relative_to(REPO)} names what only a probe knows {found}: read it "
-                       "from the probe's declaration (probe/info.py) instead")
+    assert not found, (
+        f"{path.relative_to(REPO)} names what only a probe knows {found}: read it "
+        "from the probe's declaration (probe/info.py) instead"
+    )
 
 
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(SRC)))
@@ -85,8 +88,10 @@ def test_no_shared_module_reads_a_probes_document_internals(path):
     constants = string_constants(path)
     found = {info.name: sorted(document_keys(info) & constants) for info in shipped()}
     found = {probe: keys for probe, keys in found.items() if keys}
-    assert not found, (f"{path.relative_to(REPO)} reads a probe's own document keys {found}: "
-                       "the probe declares them (VARIANTS)")
+    assert not found, (
+        f"{path.relative_to(REPO)} reads a probe's own document keys {found}: "
+        "the probe declares them (VARIANTS)"
+    )
 
 
 def test_the_check_reads_a_case_name_written_anywhere(tmp_path):

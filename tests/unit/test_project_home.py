@@ -31,8 +31,10 @@ def test_an_installed_torchbisect_reads_its_home_from_its_metadata(tmp_path, mon
     """What a pip-installed user has: the package's metadata, no pyproject.toml."""
     info = tmp_path / "torchbisect-9.9.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.4\nName: torchbisect\nVersion: 9.9\n"
-                                   "Project-URL: Homepage, https://example.org/fork\n")
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.4\nName: torchbisect\nVersion: 9.9\n"
+        "Project-URL: Homepage, https://example.org/fork\n"
+    )
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
     monkeypatch.setattr(torchbisect, "_home", [])
     assert torchbisect.home() == "https://example.org/fork"
@@ -43,8 +45,7 @@ def test_a_page_that_knows_no_repository_of_its_own_links_the_projects_home():
     regression = regression_for()
     assert build_advice((), References(), None, regression).repository == HOME
     named = References(repository="https://github.com/someone/fork")
-    assert build_advice((), named, None, regression).repository == \
-        "https://github.com/someone/fork"
+    assert build_advice((), named, None, regression).repository == "https://github.com/someone/fork"
 
 
 @pytest.mark.parametrize("command", ["report"])

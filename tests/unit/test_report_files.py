@@ -24,18 +24,26 @@ GOOD = {"capture_data_ptr": (0, 5), "capture_write": (0, 5)}
 
 
 def test_markdown_has_the_headline_and_one_table_line_per_build():
-    runs = [run("2.11.0+cu130", {**BAD, "side_stream": (7, 20)}), run("2.15.0+cu132", BAD),
-            run("2.12.0+cu130", infra="docker: image build failed")]
+    runs = [
+        run("2.11.0+cu130", {**BAD, "side_stream": (7, 20)}),
+        run("2.15.0+cu132", BAD),
+        run("2.12.0+cu130", infra="docker: image build failed"),
+    ]
     text = render_markdown(build_view(runs, [], generated=NOW))
     # the heading is the probe's title; the headline follows it
-    assert text.splitlines()[0] == ("## torch._lazy_clone copies can hand stale data to kernels "
-                                    "under CUDA Graph replay and race with side streams")
-    assert text.splitlines()[2] == ("**2.11.0 – 2.15.0 affected on NVIDIA H200 (releases before "
-                                    "2.11.0 were not tested)**")
+    assert text.splitlines()[0] == (
+        "## torch._lazy_clone copies can hand stale data to kernels "
+        "under CUDA Graph replay and race with side streams"
+    )
+    assert text.splitlines()[2] == (
+        "**2.11.0 – 2.15.0 affected on NVIDIA H200 (releases before 2.11.0 were not tested)**"
+    )
     table = [line for line in text.splitlines() if line.startswith("|")]
     assert table[0].startswith("| build | channel | verdict | capture + data_ptr() |")
-    assert table[2] == ("| 2.11.0 | stable | ✗ affected | ✗ affected 5/5 | ✗ affected 5/5 "
-                        "| ◐ flaky 7/20 | ✓ as expected | ✓ as expected |")
+    assert table[2] == (
+        "| 2.11.0 | stable | ✗ affected | ✗ affected 5/5 | ✗ affected 5/5 "
+        "| ◐ flaky 7/20 | ✓ as expected | ✓ as expected |"
+    )
     assert table[3].startswith("| 2.12.0 | stable | ⚠ infra failure: docker: image build")
     assert all(line.count("|") == table[0].count("|") for line in table)
 
@@ -50,19 +58,32 @@ def test_markdown_folds_consecutive_identical_nightlies():
 
 def test_markdown_escapes_untrusted_text():
     assert md_text("a|b <img src=x onerror=alert(1)>\nnext") == (
-        "a\\|b &lt;img src=x onerror=alert(1)&gt; next")
+        "a\\|b &lt;img src=x onerror=alert(1)&gt; next"
+    )
 
 
 def test_results_json_lists_every_run_in_page_order_with_raw_strings(tmp_path):
-    runs = [run("2.15.0+cu132", BAD, detail="<b>raw</b>"), run("2.11.0+cu130", BAD),
-            run("2.12.0+cu130", infra="OOM")]
+    runs = [
+        run("2.15.0+cu132", BAD, detail="<b>raw</b>"),
+        run("2.11.0+cu130", BAD),
+        run("2.12.0+cu130", infra="OOM"),
+    ]
     paths = render_runs(runs, [], tmp_path, generated=NOW)
-    assert [p.name for p in paths] == ["index.html", "results.json", "summary.md", "affected.json",
-                                      "stale_replay.py", "results.schema.json",
-                                      "probe.schema.json"]
+    assert [p.name for p in paths] == [
+        "index.html",
+        "results.json",
+        "summary.md",
+        "affected.json",
+        "stale_replay.py",
+        "results.schema.json",
+        "probe.schema.json",
+    ]
     doc = json.loads((tmp_path / "results.json").read_text())
     assert [r["cell"]["id"] for r in doc["runs"]] == [
-        "stable-2.11.0-cu130-cp312", "stable-2.12.0-cu130-cp312", "stable-2.15.0-cu132-cp312"]
+        "stable-2.11.0-cu130-cp312",
+        "stable-2.12.0-cu130-cp312",
+        "stable-2.15.0-cu132-cp312",
+    ]
     assert doc["runs"][1]["status"] == "infra_failure" and doc["runs"][1]["verdict"] is None
     assert doc["runs"][2]["cases"]["capture_data_ptr"]["detail"] == "<b>raw</b>"
     assert doc["headlines"][0]["affected_ranges"] == [["2.11.0", "2.15.0"]]
@@ -110,8 +131,15 @@ def test_rendered_files_are_readable_by_others_like_any_published_file(tmp_path)
         os.umask(umask)
     assert all(p.stat().st_mode & 0o777 == 0o644 for p in paths)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        ".torchbisect-owned", "affected.json", "index.html", "probe.schema.json", "results.json",
-        "results.schema.json", "stale_replay.py", "summary.md"]  # no temporary left over
+        ".torchbisect-owned",
+        "affected.json",
+        "index.html",
+        "probe.schema.json",
+        "results.json",
+        "results.schema.json",
+        "stale_replay.py",
+        "summary.md",
+    ]  # no temporary left over
 
 
 def test_committed_sample_matches_the_recorded_probe_documents(repo):
@@ -120,15 +148,20 @@ def test_committed_sample_matches_the_recorded_probe_documents(repo):
     recorded = sorted((repo / "reports" / "evidence" / "hand").glob("h200-torch-*.json"))
     if not sample.is_file() or not recorded:
         pytest.skip("no committed sample or no recorded probe documents")
-    fresh = [(r.cell.id, r.verdict.value, {c.name: c.verdict.value for c in r.result.cases})
-             for r in DocumentSource(recorded).latest()]
-    committed = [(r["cell"]["id"], r["verdict"], {n: c["verdict"] for n, c in r["cases"].items()})
-                 for r in json.loads(sample.read_text())["runs"]]
+    fresh = [
+        (r.cell.id, r.verdict.value, {c.name: c.verdict.value for c in r.result.cases})
+        for r in DocumentSource(recorded).latest()
+    ]
+    committed = [
+        (r["cell"]["id"], r["verdict"], {n: c["verdict"] for n, c in r["cases"].items()})
+        for r in json.loads(sample.read_text())["runs"]
+    ]
     assert sorted(committed) == sorted(fresh), (
         "reports/sample/ is stale: python -m torchbisect report --probe-json "
         "reports/evidence/hand/h200-torch-*.json --out reports/sample (then retake the "
         "screenshots: python src/torchbisect/pages/chromium.py reports/sample/index.html OUT.png "
-        "1400x1000|390x844)")
+        "1400x1000|390x844)"
+    )
 
 
 def test_an_empty_page_shows_commands_as_code_not_backticks(tmp_path):
@@ -140,14 +173,15 @@ def test_an_empty_page_shows_commands_as_code_not_backticks(tmp_path):
 
 
 def test_a_page_without_a_gpu_says_the_driver_was_not_recorded_and_links_the_measured_pages(
-        tmp_path):
+    tmp_path,
+):
     for page in ("sample", "h200"):
         (tmp_path / page).mkdir()
         (tmp_path / page / "index.html").write_text("<html></html>")
-    skipped = {name: Verdict.SKIPPED for name in ("capture_data_ptr", "control_clone",
-                                                  "control_stale")}
-    render_runs([run("2.13.0+cpu", skipped, gpu="none", driver="")], [], tmp_path,
-                generated=NOW)
+    skipped = {
+        name: Verdict.SKIPPED for name in ("capture_data_ptr", "control_clone", "control_stale")
+    }
+    render_runs([run("2.13.0+cpu", skipped, gpu="none", driver="")], [], tmp_path, generated=NOW)
     html = (tmp_path / "index.html").read_text()
     env = re.search(r'<table class="env">.*?</table>', html, re.S).group(0)
     assert "not recorded" in env and ">?<" not in env
@@ -156,15 +190,25 @@ def test_a_page_without_a_gpu_says_the_driver_was_not_recorded_and_links_the_mea
 
 
 def test_published_files_carry_no_absolute_path_of_the_runner(tmp_path):
-    log = ("$ /usr/local/bin/uv pip install --python /home/ci/w/.torchbisect/venvs/a/bin/python "
-           "'torch @ file:///tmp/wheels/torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl'\n"
-           "$ /home/ci/w/.torchbisect/venvs/a/bin/python /home/ci/w/probes/stale_replay.py\n"
-           "from https://download.pytorch.org/whl/cu132/torch-2.15.0.whl")
+    log = (
+        "$ /usr/local/bin/uv pip install --python /home/ci/w/.torchbisect/venvs/a/bin/python "
+        "'torch @ file:///tmp/wheels/torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl'\n"
+        "$ /home/ci/w/.torchbisect/venvs/a/bin/python /home/ci/w/probes/stale_replay.py\n"
+        "from https://download.pytorch.org/whl/cu132/torch-2.15.0.whl"
+    )
     local = run("2.15.0+cu132", BAD, log=log, detail="see /home/ci/w/.torchbisect/x.json")
-    local = dataclasses.replace(local, cell=dataclasses.replace(
-        local.cell, url="/tmp/wheels/torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl"))
-    render_runs([local, run("2.14.1+cu130", infra="no space left on /var/lib/docker/tmp/x")],
-                [], tmp_path, generated=NOW)
+    local = dataclasses.replace(
+        local,
+        cell=dataclasses.replace(
+            local.cell, url="/tmp/wheels/torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+        ),
+    )
+    render_runs(
+        [local, run("2.14.1+cu130", infra="no space left on /var/lib/docker/tmp/x")],
+        [],
+        tmp_path,
+        generated=NOW,
+    )
     for name in ("index.html", "results.json", "summary.md", "affected.json"):
         text = (tmp_path / name).read_text()
         assert not re.search(r"(?<![\w:/.])/(usr|home|tmp|var)/", text), name
@@ -203,11 +247,12 @@ def test_a_run_of_nightlies_folds_into_one_row_whose_page_lists_them_all(tmp_pat
     view = build_view(runs, [], generated=NOW)
     [nightly] = [g for g in view.sections[0].groups if g.channel == "nightly"]
     # a side-stream race lost on 7 of 20 trials does not split the run; an infra failure does
-    assert [(f.folded, len(f.rows)) for f in nightly.folds] == [(True, 20), (False, 1),
-                                                                (True, 19)]
+    assert [(f.folded, len(f.rows)) for f in nightly.folds] == [(True, 20), (False, 1), (True, 19)]
     side = [c for c in nightly.folds[0].cases[2]]
-    assert [(m.word, m.note, n) for m, n in side] == [("affected", "20/20", 18),
-                                                       ("flaky", "7/20", 2)]
+    assert [(m.word, m.note, n) for m, n in side] == [
+        ("affected", "20/20", 18),
+        ("flaky", "7/20", 2),
+    ]
     html = (tmp_path / "index.html").read_text()
     assert html.count('class="member"') == 0 and html.count("<tr id=") == 1  # the infra row
     assert "◐ flaky 7/20 ×2" in " ".join(html.split())
@@ -242,8 +287,12 @@ def test_each_output_of_a_page_is_a_writer_of_one_registry(tmp_path, monkeypatch
         def render(self, page) -> str:
             return f"{len(page.runs)} runs, {len(page.bisections)} bisections: {page.view.title}\n"
 
-    assert [w.name for w in WRITERS] == ["index.html", "results.json", "summary.md",
-                                         "affected.json"]
+    assert [w.name for w in WRITERS] == [
+        "index.html",
+        "results.json",
+        "summary.md",
+        "affected.json",
+    ]
     monkeypatch.setattr(torchbisect.report, "WRITERS", (*WRITERS, Counted()))
     runs = [run("2.11.0+cu130", BAD), run("2.15.0+cu132", GOOD)]
     paths = render_runs(runs, [], tmp_path, generated=NOW)
@@ -260,8 +309,9 @@ def test_a_finished_bisection_is_written_by_the_registry_as_bisect_says_it(data_
     from torchbisect.outcome import BisectResult
     from torchbisect.report.writers import BISECTION_WRITERS
 
-    fix = BisectResult.from_json(json.loads(
-        (data_dir / "report" / "synthetic-bisection-fix.json").read_text()))
+    fix = BisectResult.from_json(
+        json.loads((data_dir / "report" / "synthetic-bisection-fix.json").read_text())
+    )
     text, markdown = BISECTION_WRITERS
     assert (text.name, markdown.name) == ("text", "markdown")
     said = text.render(Bisection(result=fix, new_runs=2))

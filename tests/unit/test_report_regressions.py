@@ -41,18 +41,31 @@ CASE_LABELS = {"leaky_thing": "1,000 calls, memory measured"}
 '''
 
 
-def one_case_run(probe: str, version: str, verdict: str, *, started: str = "",
-                 status: RunStatus = RunStatus.OK, case: str = "") -> CellRun:
+def one_case_run(
+    probe: str,
+    version: str,
+    verdict: str,
+    *,
+    started: str = "",
+    status: RunStatus = RunStatus.OK,
+    case: str = "",
+) -> CellRun:
     """A run of an exit-status probe: one case, named after the probe."""
     cell = dataclasses.replace(cell_for(version, "3.12"), probe=probe)
     common = dict(cell=cell, gpu="NVIDIA H200", driver="580.159.04", started=started)
     if status is RunStatus.INFRA_FAILURE:
         return CellRun(status=status, reason="install: no wheel", **common)
-    doc = {"schema": PROBE_SCHEMA, "probe": probe, "probe_version": "1+abc", "verdict": verdict,
-           "cases": {case or probe: {"verdict": verdict, "detail": f"exit status of {probe}"}},
-           "env": {"torch": version, "gpu": "NVIDIA H200", "python": "3.12.3"}}
-    return CellRun(status=status, result=ProbeResult.from_json(doc), probe_version="1+abc",
-                   **common)
+    doc = {
+        "schema": PROBE_SCHEMA,
+        "probe": probe,
+        "probe_version": "1+abc",
+        "verdict": verdict,
+        "cases": {case or probe: {"verdict": verdict, "detail": f"exit status of {probe}"}},
+        "env": {"torch": version, "gpu": "NVIDIA H200", "python": "3.12.3"},
+    }
+    return CellRun(
+        status=status, result=ProbeResult.from_json(doc), probe_version="1+abc", **common
+    )
 
 
 @pytest.fixture
@@ -73,27 +86,44 @@ def _text(path: Path) -> str:
 
 def test_a_store_of_two_probes_draws_a_page_each_and_an_index(probes, tmp_path):
     # (other builds than the leak's: a store of before issue 47 keeps one run per build and GPU)
-    runs = [synthetic_run("2.10.0+cu130", BAD, started="2026-03-01T10:00:00+00:00"),
-            one_case_run("leaky_thing", "2.11.0+cu130", "affected",
-                         started="2026-03-02T10:00:00+00:00"),
-            one_case_run("leaky_thing", "2.12.0+cu130", "not_affected",
-                         started="2026-03-03T10:00:00+00:00")]
+    runs = [
+        synthetic_run("2.10.0+cu130", BAD, started="2026-03-01T10:00:00+00:00"),
+        one_case_run(
+            "leaky_thing", "2.11.0+cu130", "affected", started="2026-03-02T10:00:00+00:00"
+        ),
+        one_case_run(
+            "leaky_thing", "2.12.0+cu130", "not_affected", started="2026-03-03T10:00:00+00:00"
+        ),
+    ]
     with Store(tmp_path / "results.sqlite") as store:
         store.add_many(runs)
     site = tmp_path / "site"
-    assert call("report", "--store", str(tmp_path / "results.sqlite"), "--out", str(site),
-                "--matrix", str(tmp_path / "no-matrix.yaml")) == Exit.OK
+    assert (
+        call(
+            "report",
+            "--store",
+            str(tmp_path / "results.sqlite"),
+            "--out",
+            str(site),
+            "--matrix",
+            str(tmp_path / "no-matrix.yaml"),
+        )
+        == Exit.OK
+    )
 
     index = _text(site / "index.html")
     assert "2 regressions measured" in index
-    assert ("torch.nn.functional.leaky_thing leaks 1 MiB per call on CUDA leaky_thing "
-            "2.11.0 affected on NVIDIA H200, fixed in 2.12.0") in index
+    assert (
+        "torch.nn.functional.leaky_thing leaks 1 MiB per call on CUDA leaky_thing "
+        "2.11.0 affected on NVIDIA H200, fixed in 2.12.0"
+    ) in index
     assert "torch._lazy_clone copies can hand stale data" in index
     assert 'href="leaky_thing/index.html"' in (site / "index.html").read_text()
     listed = json.loads((site / "regressions.json").read_text())["regressions"]
     assert [(r["probe"], r["folder"], r["gpus"], r["newest_run"]) for r in listed] == [
         ("leaky_thing", "leaky_thing", ["NVIDIA H200"], "2026-03-03"),
-        ("stale_replay", "stale_replay", ["NVIDIA H200"], "2026-03-01")]
+        ("stale_replay", "stale_replay", ["NVIDIA H200"], "2026-03-01"),
+    ]
 
     for probe in ("leaky_thing", "stale_replay"):
         for name in ("index.html", "summary.md", "results.json", "affected.json", f"{probe}.py"):
@@ -106,23 +136,29 @@ def test_a_store_of_two_probes_draws_a_page_each_and_an_index(probes, tmp_path):
     assert lazy["id"] == "x_TORCHBISECT-lazy-clone-cuda-graph"
     assert lazy["affected"][0]["versions"] == ["2.10.0"]
     assert json.loads((site / "leaky_thing" / "affected.json").read_text())["id"] == (
-        "x_TORCHBISECT-leaky-thing")
+        "x_TORCHBISECT-leaky-thing"
+    )
     # a single page, as before, is not what this store draws
     assert not (site / "summary.md").exists()
 
 
 def test_a_probe_s_fix_pr_workaround_and_case_labels_are_shown(probes, tmp_path, validator):  # noqa: F811
-    runs = [one_case_run("leaky_thing", "2.11.0+cu130", "affected"),
-            one_case_run("leaky_thing", "2.12.0+cu130", "not_affected")]
+    runs = [
+        one_case_run("leaky_thing", "2.11.0+cu130", "affected"),
+        one_case_run("leaky_thing", "2.12.0+cu130", "not_affected"),
+    ]
     render_runs(runs, [], tmp_path / "page", generated=NOW)
     html = (tmp_path / "page" / "index.html").read_text()
     text = _text(tmp_path / "page" / "index.html")
-    assert ("<h1>torchbisect · torch.nn.functional.leaky_thing leaks 1 MiB per call on "
-            "CUDA</h1>") in html
+    assert (
+        "<h1>torchbisect · torch.nn.functional.leaky_thing leaks 1 MiB per call on CUDA</h1>"
+    ) in html
     assert "Each call keeps a workspace alive; memory grows until the process dies." in text
     assert "Workaround Call torch.cuda.empty_cache() after each batch." in text
-    assert ('The fix, as the probe names it: <a href="https://github.com/pytorch/pytorch/pull/'
-            '222222" rel="noopener noreferrer">pytorch/pytorch#222222 on GitHub</a>') in html
+    assert (
+        'The fix, as the probe names it: <a href="https://github.com/pytorch/pytorch/pull/'
+        '222222" rel="noopener noreferrer">pytorch/pytorch#222222 on GitHub</a>'
+    ) in html
     assert "1,000 calls, memory measured" in text  # the case's column, as CASE_LABELS names it
     assert "pytorch/pytorch#111111 on GitHub" in text  # the upstream issue it names
     assert "run python leaky_thing.py" in text
@@ -130,26 +166,34 @@ def test_a_probe_s_fix_pr_workaround_and_case_labels_are_shown(probes, tmp_path,
     assert summary.startswith("## torch.nn.functional.leaky_thing leaks 1 MiB per call on CUDA\n")
     assert "- **Workaround:** Call torch.cuda.empty_cache() after each batch." in summary
     assert "The fix, as the probe names it: https://github.com/pytorch/pytorch/pull/222222" in (
-        summary)
+        summary
+    )
     assert "| 1,000 calls, memory measured |" in summary
     osv = json.loads((tmp_path / "page" / "affected.json").read_text())
     validator.validate(osv)
     assert osv["summary"] == "torch.nn.functional.leaky_thing leaks 1 MiB per call on CUDA"
     assert "Workaround: Call torch.cuda.empty_cache() after each batch." in osv["details"]
     assert {"type": "FIX", "url": "https://github.com/pytorch/pytorch/pull/222222"} in (
-        osv["references"])
+        osv["references"]
+    )
     assert {"type": "REPORT", "url": "https://github.com/pytorch/pytorch/issues/111111"} in (
-        osv["references"])
+        osv["references"]
+    )
 
 
 # The lazy-clone bug's words (a "clone of torchbisect" is git's, a "control case" any probe's).
-_LAZY_WORDS = re.compile(r"lazy|clone\(\)|copy-on-write|cuda graph|graph replay|capture|"
-                         r"stale (data|copy)|control_|side.stream|triton", re.IGNORECASE)
+_LAZY_WORDS = re.compile(
+    r"lazy|clone\(\)|copy-on-write|cuda graph|graph replay|capture|"
+    r"stale (data|copy)|control_|side.stream|triton",
+    re.IGNORECASE,
+)
 
 
 def test_a_report_without_the_lazy_clone_probe_says_nothing_of_that_bug(tmp_path):
-    runs = [one_case_run("cumsum_64bit", "2.5.1+cu124", "affected"),
-            one_case_run("cumsum_64bit", "2.6.0+cu124", "not_affected")]
+    runs = [
+        one_case_run("cumsum_64bit", "2.5.1+cu124", "affected"),
+        one_case_run("cumsum_64bit", "2.6.0+cu124", "not_affected"),
+    ]
     written = render_runs(runs, [], tmp_path, generated=NOW)
     names = sorted(p.name for p in written)
     assert "cumsum_64bit.py" in names and "stale_replay.py" not in names
@@ -163,29 +207,43 @@ def test_a_report_without_the_lazy_clone_probe_says_nothing_of_that_bug(tmp_path
     assert "torch.cumsum over the last dimension is silently wrong past 2**32 elements" in page
     assert "2.5.1 affected on NVIDIA H200, fixed in 2.6.0" in page
     # the title's `2**32` stays text in Markdown, never the start of bold
-    assert (tmp_path / "summary.md").read_text().startswith(
-        "## torch.cumsum over the last dimension is silently wrong past 2\\*\\*32 elements "
-        "on CUDA\n")
+    assert (
+        (tmp_path / "summary.md")
+        .read_text()
+        .startswith(
+            "## torch.cumsum over the last dimension is silently wrong past 2\\*\\*32 elements "
+            "on CUDA\n"
+        )
+    )
 
 
 def _pypi(doc: dict) -> list[dict]:
     return doc["affected"][0]["ranges"][0]["events"]
 
 
-@pytest.mark.parametrize(("between", "fixed"), [
-    ([], "2.6.0"),  # nothing between: 2.6.0 is the first release after 2.5.1
-    ([("2.5.2+cu124", "not_affected")], "2.5.2"),  # the first one measured not affected
-    ([("2.5.2+cu124", "infra")], ""),  # not measured: the fix could be there
-    ([("2.5.2+cu124", "skipped")], ""),  # probed without a verdict: no measurement either
-    ([("2.5.2+cu124", "affected")], "2.6.0"),  # the last affected one moves, the fix follows
-])
+@pytest.mark.parametrize(
+    ("between", "fixed"),
+    [
+        ([], "2.6.0"),  # nothing between: 2.6.0 is the first release after 2.5.1
+        ([("2.5.2+cu124", "not_affected")], "2.5.2"),  # the first one measured not affected
+        ([("2.5.2+cu124", "infra")], ""),  # not measured: the fix could be there
+        ([("2.5.2+cu124", "skipped")], ""),  # probed without a verdict: no measurement either
+        ([("2.5.2+cu124", "affected")], "2.6.0"),  # the last affected one moves, the fix follows
+    ],
+)
 def test_the_osv_fixed_event_appears_only_when_every_release_between_was_measured(
-        between, fixed, validator):  # noqa: F811
-    runs = [one_case_run("cumsum_64bit", "2.5.1+cu124", "affected"),
-            one_case_run("cumsum_64bit", "2.6.0+cu124", "not_affected")]
-    runs += [one_case_run("cumsum_64bit", v, "error", status=RunStatus.INFRA_FAILURE)
-             if state == "infra" else one_case_run("cumsum_64bit", v, state)
-             for v, state in between]
+    between, fixed, validator
+):  # noqa: F811
+    runs = [
+        one_case_run("cumsum_64bit", "2.5.1+cu124", "affected"),
+        one_case_run("cumsum_64bit", "2.6.0+cu124", "not_affected"),
+    ]
+    runs += [
+        one_case_run("cumsum_64bit", v, "error", status=RunStatus.INFRA_FAILURE)
+        if state == "infra"
+        else one_case_run("cumsum_64bit", v, state)
+        for v, state in between
+    ]
     doc = osv_document(runs, [], generated=NOW)
     validator.validate(doc)
     page = build_view(runs, [], generated=NOW)
@@ -193,17 +251,22 @@ def test_the_osv_fixed_event_appears_only_when_every_release_between_was_measure
         assert _pypi(doc)[-1] == {"fixed": fixed}
         assert doc["affected"][0]["database_specific"]["fixed_version"] == fixed
         assert page.sections[0].headline.claim.endswith(
-            f"affected on NVIDIA H200, fixed in {fixed}")
+            f"affected on NVIDIA H200, fixed in {fixed}"
+        )
     else:
         assert _pypi(doc)[-1] == {"last_affected": "2.5.1"}
         assert "fixed" not in page.sections[0].headline.claim
-        assert "2.6.0 was measured not affected, but not every release between it and 2.5.1" in (
-            page.advice.fixes[0])
+        assert (
+            "2.6.0 was measured not affected, but not every release between it and 2.5.1"
+            in (page.advice.fixes[0])
+        )
 
 
 def test_a_skipped_minor_series_is_never_called_fixed():
-    runs = [one_case_run("cumsum_64bit", "2.4.0+cu124", "affected"),
-            one_case_run("cumsum_64bit", "2.6.0+cu124", "not_affected")]  # 2.5.x never listed
+    runs = [
+        one_case_run("cumsum_64bit", "2.4.0+cu124", "affected"),
+        one_case_run("cumsum_64bit", "2.6.0+cu124", "not_affected"),
+    ]  # 2.5.x never listed
     assert _pypi(osv_document(runs, [], generated=NOW))[-1] == {"last_affected": "2.4.0"}
 
 
@@ -240,7 +303,8 @@ def test_hostile_metadata_in_a_probe_file_is_escaped_on_the_page(tmp_path, monke
     assert table == ["| build | channel | verdict | &lt;i&gt;case&lt;/i&gt; \\| label |"]
     osv = json.loads((tmp_path / "page" / "affected.json").read_text())
     assert "\x1b" not in osv["summary"] and all(
-        r["url"].startswith("https://") for r in osv["references"])
+        r["url"].startswith("https://") for r in osv["references"]
+    )
     assert not any(r["type"] == "FIX" for r in osv["references"])  # not an https link
 
 
@@ -250,7 +314,8 @@ def test_a_page_of_one_probe_is_still_drawn_where_it_always_was(tmp_path):
     assert not (tmp_path / "regressions.json").exists()
     assert not (tmp_path / "stale_replay").exists()
     assert json.loads((tmp_path / "affected.json").read_text())["id"] == (
-        "x_TORCHBISECT-lazy-clone-cuda-graph")
+        "x_TORCHBISECT-lazy-clone-cuda-graph"
+    )
 
 
 def test_a_probe_file_that_is_not_at_hand_still_draws_its_page(tmp_path, monkeypatch):
@@ -262,27 +327,37 @@ def test_a_probe_file_that_is_not_at_hand_still_draws_its_page(tmp_path, monkeyp
     assert "torchbisect · gone probe" in text and "the_case" in text
     assert "The probe's file is not at hand where this page was drawn" in text
     assert json.loads((tmp_path / "page" / "affected.json").read_text())["id"] == (
-        "x_TORCHBISECT-gone-probe")
+        "x_TORCHBISECT-gone-probe"
+    )
 
 
 def test_a_probe_the_matrix_names_gets_its_page_before_it_has_runs(tmp_path):
-    render_runs([synthetic_run("2.11.0+cu130", BAD)], [], tmp_path, generated=NOW,
-                probes=["stale_replay", "cumsum_64bit"])
+    render_runs(
+        [synthetic_run("2.11.0+cu130", BAD)],
+        [],
+        tmp_path,
+        generated=NOW,
+        probes=["stale_replay", "cumsum_64bit"],
+    )
     listed = json.loads((tmp_path / "regressions.json").read_text())["regressions"]
     assert [(r["probe"], r["runs"]) for r in listed] == [("stale_replay", 1), ("cumsum_64bit", 0)]
     assert "The store holds no run of the probe cumsum_64bit yet" in _text(
-        tmp_path / "cumsum_64bit" / "index.html")
+        tmp_path / "cumsum_64bit" / "index.html"
+    )
     assert "none yet" in _text(tmp_path / "index.html")  # no GPU model measured it
 
 
-def test_a_site_that_grows_a_second_regression_keeps_the_first_record_s_published_date(
-        tmp_path):
+def test_a_site_that_grows_a_second_regression_keeps_the_first_record_s_published_date(tmp_path):
     lazy = [synthetic_run("2.11.0+cu130", BAD)]
     render_runs(lazy, [], tmp_path, generated=NOW)
     first = json.loads((tmp_path / "affected.json").read_text())
     later = NOW + dt.timedelta(days=3)
-    render_runs(lazy + [one_case_run("cumsum_64bit", "2.5.1+cu124", "affected")], [], tmp_path,
-                generated=later)
+    render_runs(
+        lazy + [one_case_run("cumsum_64bit", "2.5.1+cu124", "affected")],
+        [],
+        tmp_path,
+        generated=later,
+    )
     moved = json.loads((tmp_path / "stale_replay" / "affected.json").read_text())
     assert moved["id"] == first["id"] and moved["published"] == first["published"]
     cumsum = json.loads((tmp_path / "cumsum_64bit" / "affected.json").read_text())
@@ -305,7 +380,7 @@ def test_a_probe_that_reports_no_cuda_runtime_is_not_said_to_have_none(probes, t
 def _check_section(path: Path) -> str:
     """The visible text of the page's "Check your own torch" line."""
     text = _text(path)
-    return text[text.index("Check your own torch"):text.index("Upstream")]
+    return text[text.index("Check your own torch") : text.index("Upstream")]
 
 
 def test_check_your_own_torch_is_this_probes_check(probes, tmp_path):
@@ -313,19 +388,24 @@ def test_check_your_own_torch_is_this_probes_check(probes, tmp_path):
     file and the `torchbisect probe --probe NAME` line that runs it (a probe of torchbisect's
     own from a clone, a user's with TORCHBISECT_PROBES naming where it was saved); GPU words
     only for a probe that says it needs a GPU."""
-    (probes / "ones_sum.py").write_text('"""torch.ones(n).sum() is wrong on some builds"""\n'
-                                        'import sys\nsys.exit(0)\n')
-    runs = [one_case_run("ones_sum", "2.10.0+cpu", "not_affected"),
-            one_case_run("ones_sum", "2.12.1+cpu", "affected"),
-            one_case_run("cumsum_64bit", "2.5.1+cu124", "affected")]
+    (probes / "ones_sum.py").write_text(
+        '"""torch.ones(n).sum() is wrong on some builds"""\nimport sys\nsys.exit(0)\n'
+    )
+    runs = [
+        one_case_run("ones_sum", "2.10.0+cpu", "not_affected"),
+        one_case_run("ones_sum", "2.12.1+cpu", "affected"),
+        one_case_run("cumsum_64bit", "2.5.1+cu124", "affected"),
+    ]
     render_runs(runs, [], tmp_path / "site", generated=NOW)
     own = _check_section(tmp_path / "site" / "ones_sum" / "index.html")
     assert "Download ones_sum.py and run python ones_sum.py" in own
     assert "TORCHBISECT_PROBES=DIR torchbisect probe --probe ones_sum" in own
     assert "DIR the folder that holds ones_sum.py" in own
     assert "GPU" not in own and "stale_replay" not in own  # a CPU-only check: no GPU words
-    assert '<a href="ones_sum.py" download>' in (tmp_path / "site" / "ones_sum" /
-                                                 "index.html").read_text()
+    assert (
+        '<a href="ones_sum.py" download>'
+        in (tmp_path / "site" / "ones_sum" / "index.html").read_text()
+    )
     summary = (tmp_path / "site" / "ones_sum" / "summary.md").read_text()
     assert "`TORCHBISECT_PROBES=DIR torchbisect probe --probe ones_sum`" in summary
     assert "first GPU" not in summary
@@ -351,18 +431,32 @@ def test_a_second_probe_prices_its_workaround_with_its_own_benchmark(probes, tmp
     quoted on its page."""
     (probes / "leaky_thing.py").write_text(
         LEAK + 'WORKAROUND_BENCH = "empty_cache"\n'
-        'WORKAROUND_COST = {"key": "empty_cache_ms", "adds_to": "each training step"}\n')
+        'WORKAROUND_COST = {"key": "empty_cache_ms", "adds_to": "each training step"}\n'
+    )
     bench = tmp_path / "site" / "bench"
     bench.mkdir(parents=True)
     rows = [{"size_mib": 4, "empty_cache_ms": 1.5}, {"size_mib": 512, "empty_cache_ms": 3.0}]
-    (bench / "empty_cache.json").write_text(json.dumps({"gpu": "NVIDIA H100", "torch": "2.12.0",
-                                                       "rows": rows}))
-    (bench / "workaround.json").write_text(json.dumps({"gpu": "NVIDIA H200", "torch": "2.11.0",
-                                                      "rows": [{"size_mib": 1,
-                                                                "graph_clone_node_ms": 0.5}]}))
-    render_runs([one_case_run("leaky_thing", "2.11.0+cu130", "affected")], [], tmp_path / "site",
-                generated=NOW)
+    (bench / "empty_cache.json").write_text(
+        json.dumps({"gpu": "NVIDIA H100", "torch": "2.12.0", "rows": rows})
+    )
+    (bench / "workaround.json").write_text(
+        json.dumps(
+            {
+                "gpu": "NVIDIA H200",
+                "torch": "2.11.0",
+                "rows": [{"size_mib": 1, "graph_clone_node_ms": 0.5}],
+            }
+        )
+    )
+    render_runs(
+        [one_case_run("leaky_thing", "2.11.0+cu130", "affected")],
+        [],
+        tmp_path / "site",
+        generated=NOW,
+    )
     text = _text(tmp_path / "site" / "index.html")
-    assert ("Measured on NVIDIA H100 (torch 2.12.0): the workaround adds 1.5 ms to each training "
-            "step at 4 MiB and 3 ms at 512 MiB.") in text
+    assert (
+        "Measured on NVIDIA H100 (torch 2.12.0): the workaround adds 1.5 ms to each training "
+        "step at 4 MiB and 3 ms at 512 MiB."
+    ) in text
     assert "graph replay" not in text and "NVIDIA H200 (torch 2.11.0)" not in text

@@ -48,8 +48,25 @@ OUTCOMES = {
 }
 API = "torch._lazy_clone"  # stale_replay's REQUIRES_API, named in an absent build's details
 # Real releases, so versions keep their gaps (2.10 → 2.12 skips a minor series).
-RELEASES = ("2.3.0", "2.3.1", "2.4.0", "2.5.0", "2.5.1", "2.6.0", "2.7.0", "2.8.0", "2.9.0",
-            "2.9.1", "2.10.0", "2.12.0", "2.12.1", "2.13.0", "2.14.0", "2.14.1", "2.15.0")
+RELEASES = (
+    "2.3.0",
+    "2.3.1",
+    "2.4.0",
+    "2.5.0",
+    "2.5.1",
+    "2.6.0",
+    "2.7.0",
+    "2.8.0",
+    "2.9.0",
+    "2.9.1",
+    "2.10.0",
+    "2.12.0",
+    "2.12.1",
+    "2.13.0",
+    "2.14.0",
+    "2.14.1",
+    "2.15.0",
+)
 SCHEMA = REPO / ".." / "shared" / "osv" / "schema.json"
 
 Config = tuple[str, str]
@@ -57,12 +74,21 @@ History = list[tuple[str, Config, str]]  # (release, (GPU, CUDA tag), outcome)
 
 
 def runs_of(history: History):
-    return [run(f"{v}+{tag}", infra="wheel download: HTTP 503", gpu=gpu) if o == "infra"
-            else run(f"{v}+{tag}", OUTCOMES[o], gpu=gpu, detail=f"{API} is absent in this build"
-                     if o == "absent" else "") for v, (gpu, tag), o in history]
+    return [
+        run(f"{v}+{tag}", infra="wheel download: HTTP 503", gpu=gpu)
+        if o == "infra"
+        else run(
+            f"{v}+{tag}",
+            OUTCOMES[o],
+            gpu=gpu,
+            detail=f"{API} is absent in this build" if o == "absent" else "",
+        )
+        for v, (gpu, tag), o in history
+    ]
 
 
 # --- the oracle: what the verdicts say, computed here, not by the product ---------------------
+
 
 def _key(v: str) -> Version:
     return Version(v)
@@ -83,15 +109,25 @@ class Truth:
         self.config: dict[tuple[str, Config], str] = {}
         for v, c, o in rows:
             if o != "infra":
-                self.config[(v, c)] = {"bad": "bad", "good": "good", "refused": "good",
-                                       "absent": "absent"}.get(o, "unknown")
+                self.config[(v, c)] = {
+                    "bad": "bad",
+                    "good": "good",
+                    "refused": "good",
+                    "absent": "absent",
+                }.get(o, "unknown")
         self.state: dict[str, str] = {}
         for v in self.known:
             said = [s for (w, _), s in self.config.items() if w == v]
             if said:
-                self.state[v] = ("bad" if "bad" in said else
-                                 "good" if all(s == "good" for s in said) else
-                                 "absent" if all(s == "absent" for s in said) else "unknown")
+                self.state[v] = (
+                    "bad"
+                    if "bad" in said
+                    else "good"
+                    if all(s == "good" for s in said)
+                    else "absent"
+                    if all(s == "absent" for s in said)
+                    else "unknown"
+                )
         self.affected = [v for v in self.known if self.state.get(v) == "bad"]
         self.good = [v for v in self.known if self.state.get(v) == "good"]
         self.absent = [v for v in self.known if self.state.get(v) == "absent"]
@@ -140,11 +176,19 @@ class Truth:
         said = [s for (v, c), s in self.config.items() if v == version and c[0] == gpu]
         if not said:
             return ""
-        return ("bad" if "bad" in said else "good" if all(s == "good" for s in said) else
-                "absent" if all(s == "absent" for s in said) else "unknown")
+        return (
+            "bad"
+            if "bad" in said
+            else "good"
+            if all(s == "good" for s in said)
+            else "absent"
+            if all(s == "absent" for s in said)
+            else "unknown"
+        )
 
 
 # --- the checks -------------------------------------------------------------------------------
+
 
 def check_osv(doc: dict, history: History) -> None:
     t = Truth(history)
@@ -180,20 +224,30 @@ def check_osv(doc: dict, history: History) -> None:
         if why == "the oldest release tested: older ones were not tested":
             assert not earlier
             continue
-        if m := re.fullmatch(rf"the first release with {re.escape(API)}: (\S+) was measured "
-                             r"without it", why):
+        if m := re.fullmatch(
+            rf"the first release with {re.escape(API)}: (\S+) was measured "
+            r"without it",
+            why,
+        ):
             assert m[1] == earlier[-1] and m[1] in t.absent
             assert t.next_known(m[1]) == first and not _gap(m[1], first)
             assert not [v for v in earlier if v in t.affected]
             continue
-        m = re.fullmatch(r"(the oldest affected release tested); (\S+) before it was measured "
-                         r"(.+)|the first affected release tested after (\S+), which was "
-                         r"measured (.+)", why)
+        m = re.fullmatch(
+            r"(the oldest affected release tested); (\S+) before it was measured "
+            r"(.+)|the first affected release tested after (\S+), which was "
+            r"measured (.+)",
+            why,
+        )
         assert m, why
         before, said = (m[2], m[3]) if m[1] else (m[4], m[5])
         assert before == earlier[-1]
-        assert said == {"good": "not affected", "unknown": "without a verdict",
-                        "absent": f"without {API}"}[t.state[before]]
+        assert (
+            said
+            == {"good": "not affected", "unknown": "without a verdict", "absent": f"without {API}"}[
+                t.state[before]
+            ]
+        )
         if m[1]:  # the oldest: no release before it was affected
             assert not [v for v in earlier if v in t.affected]
     # `fixed` only where the fix was measured on every configuration that was affected
@@ -213,8 +267,12 @@ def check_results(doc: dict, history: History) -> None:
         assert h["tested"] == t.tested and h["unclear"] == t.unclear
         # each range runs from an affected release to an affected one, across none measured
         # not affected (a release between them without a verdict is the span's, as in OSV)
-        inside = {v for first, last in h["affected_ranges"] for v in t.known
-                  if _key(first) <= _key(v) <= _key(last)}
+        inside = {
+            v
+            for first, last in h["affected_ranges"]
+            for v in t.known
+            if _key(first) <= _key(v) <= _key(last)
+        }
         assert {v for r in h["affected_ranges"] for v in r} <= set(t.affected)
         assert set(t.affected) <= inside and not inside & set(t.quiet)
         release, after = t.since()
@@ -232,25 +290,35 @@ def check_scope(text: str, t: Truth, *, pooled: bool) -> None:
     release, after = t.since()
     again = "again " if after and any(_key(v) < _key(after) for v in t.affected) else ""
     measured = f"without {API}" if t.state.get(after) == "absent" else "not affected"
-    if m := re.fullmatch(r"releases before (\S+) have no torch\._lazy_clone: (\S+) was measured "
-                         r"without it", text):
+    if m := re.fullmatch(
+        r"releases before (\S+) have no torch\._lazy_clone: (\S+) was measured "
+        r"without it",
+        text,
+    ):
         assert (m[1], m[2]) == (release, after) and after in t.absent and not again
         assert t.next_known(after) == release and not _gap(after, release)
     elif m := re.fullmatch(r"(again )?since (\S+): (\S+) before it was measured (.+)", text):
         assert (m[1] or "", m[2], m[3], m[4]) == (again, release, after, measured)
         assert t.next_known(after) == release and not _gap(after, release)
         assert all(t.gpu_state(after, g) in ("good", "absent") for g in t.affected_on(release))
-    elif m := re.fullmatch(r"(again )?since (\S+) or an unmeasured release after (\S+): \3 was "
-                           r"measured (.+)", text):
+    elif m := re.fullmatch(
+        r"(again )?since (\S+) or an unmeasured release after (\S+): \3 was "
+        r"measured (.+)",
+        text,
+    ):
         assert (m[1] or "", m[2], m[3], m[4]) == (again, release, after, measured)
         assert t.next_known(after) != release or _gap(after, release)
         assert not [v for v in t.between(after, release) if t.state.get(v) in ("good", "bad")]
-    elif m := re.fullmatch(r"(again )?since (\S+) at the latest: (\S+) was measured (.+), but "
-                           r"not on (.+), where \2 is affected", text):
+    elif m := re.fullmatch(
+        r"(again )?since (\S+) at the latest: (\S+) was measured (.+), but "
+        r"not on (.+), where \2 is affected",
+        text,
+    ):
         assert pooled and (m[1] or "", m[2], m[3], m[4]) == (again, release, after, measured)
         named = set(re.split(r", | and ", m[5]))
-        assert named == {g for g in t.affected_on(release)
-                         if t.gpu_state(after, g) not in ("good", "absent")}
+        assert named == {
+            g for g in t.affected_on(release) if t.gpu_state(after, g) not in ("good", "absent")
+        }
         assert named
     elif text == "no release was tested":
         assert not t.tested and not t.unclear
@@ -274,42 +342,62 @@ def check_fix_line(line: str, t: Truth) -> None:
     """One "Fixed builds" line: each clause checked against the verdicts."""
     n = t.newest_affected
     release, _, rest = line.partition("; ")
-    left = [c for c in rest.split("; ") if c and not c.startswith(("first fixed nightly",
-                                                                   "no fixed nightly"))]
+    left = [
+        c
+        for c in rest.split("; ")
+        if c and not c.startswith(("first fixed nightly", "no fixed nightly"))
+    ]
     if left:  # "2.14.1 after 2.14.0 has no verdict"
         m = re.fullmatch(r"(.+) after (\S+) (?:has|have) no verdict", left[0])
         assert m and m[2] == n, line
         named = set(re.split(r", | and ", m[1]))
-        assert named == {v for v in t.known if _key(v) > _key(n)
-                         and t.state.get(v, "unknown") == "unknown"}
+        assert named == {
+            v for v in t.known if _key(v) > _key(n) and t.state.get(v, "unknown") == "unknown"
+        }
     if release == "no release has a verdict yet":
         assert not t.tested
     elif release == "no tested release is affected":
         assert t.tested and not t.affected
     elif m := re.fullmatch(r"fixed in (\S+) \(the first release measured after (\S+)\)", release):
         assert (m[1], m[2]) == (t.fixed, n)
-    elif m := re.fullmatch(r"no fixed release yet \(every tested release up to (\S+) is "
-                           r"affected\)", release):
+    elif m := re.fullmatch(
+        r"no fixed release yet \(every tested release up to (\S+) is "
+        r"affected\)",
+        release,
+    ):
         assert m[1] == n and t.tested == t.affected
-    elif m := re.fullmatch(r"no fixed release yet \(every tested release from (\S+) up to (\S+) "
-                           r"is affected\)", release):
+    elif m := re.fullmatch(
+        r"no fixed release yet \(every tested release from (\S+) up to (\S+) "
+        r"is affected\)",
+        release,
+    ):
         assert m[2] == n == t.tested[-1] and m[1] in t.affected
         assert [v for v in t.tested if _key(v) >= _key(m[1])] == [
-            v for v in t.affected if _key(v) >= _key(m[1])]
-    elif m := re.fullmatch(r"no fixed release yet: (\S+), the newest release measured, is "
-                           r"affected( again \((\S+) was measured not affected after an affected "
-                           r"one\))?", release):
+            v for v in t.affected if _key(v) >= _key(m[1])
+        ]
+    elif m := re.fullmatch(
+        r"no fixed release yet: (\S+), the newest release measured, is "
+        r"affected( again \((\S+) was measured not affected after an affected "
+        r"one\))?",
+        release,
+    ):
         assert m[1] == n == t.tested[-1] and t.quiet
         if m[2]:
             assert m[3] in t.quiet and _key(m[3]) < _key(n)
             assert any(_key(v) < _key(m[3]) for v in t.affected)
         else:
             assert not any(_key(g) > _key(t.affected[0]) for g in t.quiet), line
-    elif m := re.fullmatch(r"(\S+) was measured not affected, but never on (.+), where earlier "
-                           r"releases were affected: no fix is claimed there", release):
+    elif m := re.fullmatch(
+        r"(\S+) was measured not affected, but never on (.+), where earlier "
+        r"releases were affected: no fix is claimed there",
+        release,
+    ):
         assert m[1] == t.next_known(n) and m[1] in t.good and not t.fixed
-    elif m := re.fullmatch(r"(\S+) was measured not affected, but not every release between it "
-                           r"and (\S+) \(the newest affected\) was measured(, nor .+)?", release):
+    elif m := re.fullmatch(
+        r"(\S+) was measured not affected, but not every release between it "
+        r"and (\S+) \(the newest affected\) was measured(, nor .+)?",
+        release,
+    ):
         assert m[2] == n and m[1] in t.good and _key(m[1]) > _key(n) and not t.fixed
         assert t.next_known(n) != m[1] or _gap(n, m[1])
     else:
@@ -320,14 +408,23 @@ def _text(html: str) -> str:
     return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
 
 
-_BADGE = {"affected": "affected", "not_affected": "not affected", "refused": "refused",
-          "error": "error", "not_applicable": "not applicable", None: "infra failure"}
+_BADGE = {
+    "affected": "affected",
+    "not_affected": "not affected",
+    "refused": "refused",
+    "error": "error",
+    "not_applicable": "not applicable",
+    None: "infra failure",
+}
 
 
 def check_html(html: str, history: History, gpus: list[str], runs) -> None:
-    heads = re.findall(r'<div class="headline[^"]*"((?: data-[\w-]+="[^"]*")+)>\s*'
-                       r'<p class="big">(.*?)</p>\s*<ul>\s*<li class="scope">(.*?)</li>', html,
-                       re.S)
+    heads = re.findall(
+        r'<div class="headline[^"]*"((?: data-[\w-]+="[^"]*")+)>\s*'
+        r'<p class="big">(.*?)</p>\s*<ul>\s*<li class="scope">(.*?)</li>',
+        html,
+        re.S,
+    )
     assert len(heads) == len(gpus)
     for attrs, claim, scope in heads:
         data = {k: unescape(v) for k, v in re.findall(r' data-([\w-]+)="([^"]*)"', attrs)}
@@ -343,14 +440,19 @@ def check_html(html: str, history: History, gpus: list[str], runs) -> None:
         check_claim(unescape(claim), t)
         check_scope(unescape(scope), t, pooled=False)
     # each headline's badges count its GPU's runs by verdict (the issue's "not affected × 3")
-    for block in html.split('<div class="headline')[1:len(gpus) + 1]:
+    for block in html.split('<div class="headline')[1 : len(gpus) + 1]:
         gpu = unescape(re.search(r'data-gpu="([^"]*)"', block)[1])
         chips = re.search(r'<ul class="chips">(.*?)</ul>', block, re.S)[1]
-        shown = {unescape(w).strip(): int(n) for w, n in re.findall(
-            r'<li class="badge v-\w+">\S+ ([^<]*?)(?: \([^)]*\))?\s*<span class="n">× (\d+)',
-            chips)}
-        want = Counter(_BADGE[r.verdict.value if r.verdict else None]
-                       for r in runs if r.gpu_model == gpu)
+        shown = {
+            unescape(w).strip(): int(n)
+            for w, n in re.findall(
+                r'<li class="badge v-\w+">\S+ ([^<]*?)(?: \([^)]*\))?\s*<span class="n">× (\d+)',
+                chips,
+            )
+        }
+        want = Counter(
+            _BADGE[r.verdict.value if r.verdict else None] for r in runs if r.gpu_model == gpu
+        )
         assert shown == dict(want), (gpu, chips)
     todo = re.search(r"<dt>Fixed builds</dt>\s*<dd>(.*?)</dd>", html, re.S)
     lines = re.findall(r'<span class="line">(.*?)\.</span>', todo[1])
@@ -369,8 +471,14 @@ def _whose(line: str, history: History, gpus: list[str]) -> tuple[str, Truth]:
     return gpu, Truth(history, gpu)
 
 
-_MD_WORD = {"affected": "affected", "not_affected": "ok", "refused": "refused", "error": "error",
-            "not_applicable": "n/a", None: "infra failure"}
+_MD_WORD = {
+    "affected": "affected",
+    "not_affected": "ok",
+    "refused": "refused",
+    "error": "error",
+    "not_applicable": "n/a",
+    None: "infra failure",
+}
 
 
 def check_markdown(md: str, history: History, gpus: list[str], runs) -> None:
@@ -390,18 +498,23 @@ def check_markdown(md: str, history: History, gpus: list[str], runs) -> None:
     # each GPU's table: one row per build, its verdict the run's
     for gpu in gpus:
         section = md.split(f"### {gpu}\n", 1)[1].split("\n### ", 1)[0]
-        shown = Counter((label, _word(cell)) for label, cell in
-                        re.findall(r"^\| (\d\S*) \| stable \| ([^|]*?) \|", section, re.M))
-        want = Counter((r.cell.version.split("+")[0], _MD_WORD[r.verdict.value if r.verdict
-                                                               else None])
-                       for r in runs if r.gpu_model == gpu)
+        shown = Counter(
+            (label, _word(cell))
+            for label, cell in re.findall(r"^\| (\d\S*) \| stable \| ([^|]*?) \|", section, re.M)
+        )
+        want = Counter(
+            (r.cell.version.split("+")[0], _MD_WORD[r.verdict.value if r.verdict else None])
+            for r in runs
+            if r.gpu_model == gpu
+        )
         assert shown == want, section
 
 
 def _word(cell: str) -> str:
     """The verdict a Markdown cell names ("✓ ok", "⚠ infra failure: x")."""
-    return next(w for w in ("infra failure", "refused", "error", "ok", "n/a", "affected")
-                if w in cell)
+    return next(
+        w for w in ("infra failure", "refused", "error", "ok", "n/a", "affected") if w in cell
+    )
 
 
 def check_all(history: History) -> None:
@@ -423,8 +536,11 @@ def check_all(history: History) -> None:
         headline = results["models"]["headline"]
         fixed = re.search(r", fixed in (\S+) \(", headline)
         assert (fixed[1] if fixed else "") == t.fixed
-        scope = re.search(r"measured \([^)]*\)(?:, fixed in \S+)? \((.*)\)(?:; no release "
-                          r"verdict on .*)?$", headline)
+        scope = re.search(
+            r"measured \([^)]*\)(?:, fixed in \S+)? \((.*)\)(?:; no release "
+            r"verdict on .*)?$",
+            headline,
+        )
         if t.affected:
             check_scope(scope[1], t, pooled=True)
     if SCHEMA.is_file():
@@ -446,8 +562,9 @@ def histories(draw, gpus=(H200,), tags=("cu130",), absent: bool = False) -> Hist
     without = draw(st.integers(0, min(2, len(versions)))) if absent else 0
     history: History = []
     for i, v in enumerate(versions):
-        measured = draw(st.lists(st.sampled_from(configs), min_size=1, max_size=len(configs),
-                                 unique=True))
+        measured = draw(
+            st.lists(st.sampled_from(configs), min_size=1, max_size=len(configs), unique=True)
+        )
         outcome = st.sampled_from(("absent", "absent", "infra")) if i < without else OUTCOME
         history += [(v, c, draw(outcome)) for c in sorted(measured)]
     return history
@@ -455,9 +572,12 @@ def histories(draw, gpus=(H200,), tags=("cu130",), absent: bool = False) -> Hist
 
 # A render takes a tenth of a second: 40 histories per property, and no shrinking (a render per
 # step made it run for minutes); a failure prints the drawn history, short by construction.
-PROPERTY = settings(max_examples=int(os.environ.get('TRUTH_EXAMPLES', 40)), deadline=None,
-                    phases=[Phase.explicit, Phase.reuse, Phase.generate],
-                    suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=int(os.environ.get("TRUTH_EXAMPLES", 40)),
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @PROPERTY
@@ -480,6 +600,7 @@ def test_every_claim_is_true_after_releases_measured_without_the_api(history):
 
 # --- the histories the issues name, each once (they fail on the code before 52.3 / 53.3) -------
 
+
 def _h(*steps: tuple[str, str], config: Config = (H200, "cu130")) -> History:
     return [(v, config, o) for v, o in steps]
 
@@ -491,23 +612,31 @@ NAMED = {
     "a regression": _h(("2.12.0", "good"), ("2.12.1", "bad"), ("2.13.0", "bad")),
     "fixed": _h(("2.12.0", "bad"), ("2.12.1", "good")),
     "fixed then broken again": _h(("2.12.0", "bad"), ("2.12.1", "good"), ("2.13.0", "bad")),
-    "good, bad, good, bad": _h(("2.10.0", "good"), ("2.12.0", "good"), ("2.12.1", "bad"),
-                               ("2.13.0", "good"), ("2.14.0", "bad")),
+    "good, bad, good, bad": _h(
+        ("2.10.0", "good"),
+        ("2.12.0", "good"),
+        ("2.12.1", "bad"),
+        ("2.13.0", "good"),
+        ("2.14.0", "bad"),
+    ),
     "a gap never measured": _h(("2.12.0", "good"), ("2.12.1", "infra"), ("2.13.0", "bad")),
     "without the API, then affected": _h(("2.3.0", "absent"), ("2.3.1", "bad")),
-    "without the API, a gap, then affected": _h(("2.3.0", "absent"), ("2.3.1", "infra"),
-                                                ("2.4.0", "bad"), ("2.5.0", "good")),
+    "without the API, a gap, then affected": _h(
+        ("2.3.0", "absent"), ("2.3.1", "infra"), ("2.4.0", "bad"), ("2.5.0", "good")
+    ),
 }
 
 
 def test_a_release_measured_without_the_api_is_where_the_regression_begins_only_next_to_it():
     page = _page(NAMED["without the API, then affected"])
     assert page.sections[0].headline.untested == (
-        "releases before 2.3.1 have no torch._lazy_clone: 2.3.0 was measured without it")
+        "releases before 2.3.1 have no torch._lazy_clone: 2.3.0 was measured without it"
+    )
     gap = _page(NAMED["without the API, a gap, then affected"])
     assert gap.sections[0].headline.untested == (
         "since 2.4.0 or an unmeasured release after 2.3.0: 2.3.0 was measured without "
-        "torch._lazy_clone")
+        "torch._lazy_clone"
+    )
 
 
 @pytest.mark.parametrize("name", NAMED)
@@ -523,26 +652,35 @@ def test_good_bad_good_bad_is_never_every_tested_release_affected():
     """Issue 52: 'no fixed release yet (every tested release up to 2.14.0 is affected)' beside
     a badge 'not affected × 3'."""
     page = _page(NAMED["good, bad, good, bad"])
-    assert page.advice.fixes == ("no fixed release yet: 2.14.0, the newest release measured, is "
-                                 "affected again (2.13.0 was measured not affected after an "
-                                 "affected one)",)
-    assert page.title == ("2.12.1 and 2.14.0 affected on NVIDIA H200 (again since 2.14.0: 2.13.0 "
-                          "before it was measured not affected)")
+    assert page.advice.fixes == (
+        "no fixed release yet: 2.14.0, the newest release measured, is "
+        "affected again (2.13.0 was measured not affected after an "
+        "affected one)",
+    )
+    assert page.title == (
+        "2.12.1 and 2.14.0 affected on NVIDIA H200 (again since 2.14.0: 2.13.0 "
+        "before it was measured not affected)"
+    )
 
 
 def test_a_regression_says_it_began_after_the_release_measured_not_affected():
     """Issue 52: good on 2.9.1, bad on 2.11.0 (2.10.0 not measured): the headline said only
     'releases before 2.9.1 were not tested'."""
     history = _h(("2.9.1", "good"), config=("NVIDIA H100 80GB HBM3", "cu128")) + _h(
-        ("2.11.0", "bad"), config=("NVIDIA H100 80GB HBM3", "cu130"))
+        ("2.11.0", "bad"), config=("NVIDIA H100 80GB HBM3", "cu130")
+    )
     page = _page(history)
-    assert page.title == ("2.11.0 affected on NVIDIA H100 80GB HBM3 (since 2.11.0 or an "
-                          "unmeasured release after 2.9.1: 2.9.1 was measured not affected)")
-    assert page.advice.fixes == ("no fixed release yet: 2.11.0, the newest release measured, is "
-                                 "affected",)
+    assert page.title == (
+        "2.11.0 affected on NVIDIA H100 80GB HBM3 (since 2.11.0 or an "
+        "unmeasured release after 2.9.1: 2.9.1 was measured not affected)"
+    )
+    assert page.advice.fixes == (
+        "no fixed release yet: 2.11.0, the newest release measured, is affected",
+    )
     exact = _page(_h(("2.10.0", "good"), ("2.11.0", "bad")))
     assert exact.sections[0].headline.untested == (
-        "since 2.11.0: 2.10.0 before it was measured not affected")
+        "since 2.11.0: 2.10.0 before it was measured not affected"
+    )
 
 
 def test_a_fix_seen_on_another_gpu_model_is_no_fix():
@@ -550,8 +688,10 @@ def test_a_fix_seen_on_another_gpu_model_is_no_fix():
     got `fixed`, though its own per_gpu said otherwise."""
     history = [("2.14.0", (H200, "cu130"), "bad"), ("2.15.0", (H100, "cu130"), "good")]
     doc = osv_document(runs_of(history), [], generated=NOW)
-    assert doc["affected"][0]["ranges"][0]["events"] == [{"introduced": "2.14.0"},
-                                                         {"last_affected": "2.14.0"}]
+    assert doc["affected"][0]["ranges"][0]["events"] == [
+        {"introduced": "2.14.0"},
+        {"last_affected": "2.14.0"},
+    ]
     page = _page(history)
     assert "fixed in" not in page.title
     check_all(history)
@@ -560,20 +700,28 @@ def test_a_fix_seen_on_another_gpu_model_is_no_fix():
 def test_a_fix_seen_on_another_cuda_tag_is_no_fix():
     """Issue 53: the same across CUDA tags: 2.14.0 affected on cu126 and cu130, 2.15.0
     measured not affected on cu130 only."""
-    history = [("2.14.0", (H200, "cu126"), "bad"), ("2.14.0", (H200, "cu130"), "bad"),
-               ("2.15.0", (H200, "cu130"), "good")]
+    history = [
+        ("2.14.0", (H200, "cu126"), "bad"),
+        ("2.14.0", (H200, "cu130"), "bad"),
+        ("2.15.0", (H200, "cu130"), "good"),
+    ]
     doc = osv_document(runs_of(history), [], generated=NOW)
     assert doc["affected"][0]["ranges"][0]["events"][-1] == {"last_affected": "2.14.0"}
     assert doc["affected"][0]["database_specific"]["fix_not_measured_on"] == {
-        "release": "2.15.0", "configurations": ["cu126"]}
+        "release": "2.15.0",
+        "configurations": ["cu126"],
+    }
     page = _page(history)
     assert page.sections[0].headline.claim == "2.14.0 affected on NVIDIA H200"
-    assert page.advice.fixes == ("2.15.0 was measured not affected, but never on cu126, where "
-                                 "earlier releases were affected: no fix is claimed there",)
+    assert page.advice.fixes == (
+        "2.15.0 was measured not affected, but never on cu126, where "
+        "earlier releases were affected: no fix is claimed there",
+    )
     # measured there too, it is the fix
     fixed = history + [("2.15.0", (H200, "cu126"), "good")]
-    assert osv_document(runs_of(fixed), [], generated=NOW)["affected"][0]["ranges"][0][
-        "events"][-1] == {"fixed": "2.15.0"}
+    assert osv_document(runs_of(fixed), [], generated=NOW)["affected"][0]["ranges"][0]["events"][
+        -1
+    ] == {"fixed": "2.15.0"}
     check_all(history)
     check_all(fixed)
 
@@ -585,7 +733,9 @@ def test_a_fix_after_a_stretch_that_came_and_went_is_a_range_of_its_own():
     history = _h(("2.3.0", "bad"), ("2.3.1", "good"), ("2.12.0", "bad"), ("2.12.1", "good"))
     doc = osv_document(runs_of(history), [], generated=NOW)
     pypi = [r["events"] for r in doc["affected"][0]["ranges"] if r["type"] == "ECOSYSTEM"]
-    assert pypi == [[{"introduced": "2.3.0"}, {"last_affected": "2.3.0"}],
-                    [{"introduced": "2.12.0"}, {"fixed": "2.12.1"}]]
+    assert pypi == [
+        [{"introduced": "2.3.0"}, {"last_affected": "2.3.0"}],
+        [{"introduced": "2.12.0"}, {"fixed": "2.12.1"}],
+    ]
     assert doc["affected"][0]["database_specific"]["fixed_version"] == "2.12.1"
     check_all(history)

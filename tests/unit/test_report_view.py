@@ -26,28 +26,48 @@ def _rows(page, gpu="NVIDIA H200"):
 
 
 def _bisection(before: str, after: str, direction=Direction.REGRESSION, url="") -> BisectResult:
-    point = lambda d, v: NightlyPoint(date=d, version=f"2.16.0.dev{d.replace('-', '')}+cu132",  # noqa: E731
-                                      verdict=v, main_sha=d.replace("-", "") * 5)
+    def point(d: str, v: str) -> NightlyPoint:
+        return NightlyPoint(
+            date=d,
+            version=f"2.16.0.dev{d.replace('-', '')}+cu132",
+            verdict=v,
+            main_sha=d.replace("-", "") * 5,
+        )
+
     good, bad = ("good", "bad") if direction is Direction.REGRESSION else ("bad", "good")
-    return BisectResult(direction=direction, case="capture_data_ptr", cuda="cu132", python="3.12",
-                        before=point(before, good), after=point(after, bad), probes=5,
-                        compare_url=url)
+    return BisectResult(
+        direction=direction,
+        case="capture_data_ptr",
+        cuda="cu132",
+        python="3.12",
+        before=point(before, good),
+        after=point(after, bad),
+        probes=5,
+        compare_url=url,
+    )
 
 
 def test_headline_is_the_range_of_affected_stable_releases():
-    runs = [run("2.15.0+cu132", BAD), run("2.11.0+cu130", BAD), run("2.13.0+cu130", BAD),
-            run("2.10.0+cu128", GOOD), run("2.16.0.dev20260301+cu132", GOOD),
-            run("2.9.0+cu128", BAD, channel=Channel.TEST)]  # rc and nightly do not count
+    runs = [
+        run("2.15.0+cu132", BAD),
+        run("2.11.0+cu130", BAD),
+        run("2.13.0+cu130", BAD),
+        run("2.10.0+cu128", GOOD),
+        run("2.16.0.dev20260301+cu132", GOOD),
+        run("2.9.0+cu128", BAD, channel=Channel.TEST),
+    ]  # rc and nightly do not count
     assert build_headline("NVIDIA H200", runs, []).text == (
         "2.11.0 – 2.15.0 affected on NVIDIA H200 (since 2.11.0: 2.10.0 before it was measured "
-        "not affected)")  # a regression says where it began (issue 52.3)
+        "not affected)"
+    )  # a regression says where it began (issue 52.3)
 
 
 def test_headline_splits_ranges_at_a_release_that_is_not_affected():
     runs = [run("2.3.0+cu121", BAD), run("2.4.0+cu121", GOOD), run("2.5.0+cu124", BAD)]
     assert build_headline("H200", runs, []).text == (
         "2.3.0 and 2.5.0 affected on H200 (again since 2.5.0: 2.4.0 before it was measured not "
-        "affected)")
+        "affected)"
+    )
 
 
 def test_headline_counts_refused_as_not_affected_and_says_what_was_tested():
@@ -64,10 +84,12 @@ def test_headline_ignores_infrastructure_failures():
 
 
 def test_skipped_probes_without_a_gpu_are_no_verdict_at_all():
-    skipped = {name: Verdict.SKIPPED for name in ("capture_data_ptr", "control_clone",
-                                                  "control_stale")}
-    headline = build_view([run("2.13.0+cpu", skipped, gpu="none")], [],
-                          generated=NOW).sections[0].headline
+    skipped = {
+        name: Verdict.SKIPPED for name in ("capture_data_ptr", "control_clone", "control_stale")
+    }
+    headline = (
+        build_view([run("2.13.0+cpu", skipped, gpu="none")], [], generated=NOW).sections[0].headline
+    )
     assert headline.text == "No verdict for stable releases without a GPU (2.13.0 probed)"
     assert headline.tested == () and headline.unclear == ("2.13.0",)
 
@@ -78,22 +100,29 @@ def test_one_affected_cuda_variant_makes_the_release_affected():
 
 
 def test_nightly_edges_come_from_tested_nightlies_as_bounds():
-    runs = [run(f"2.16.0.dev202603{d:02d}+cu132", o) for d, o in
-            ((1, GOOD), (3, BAD), (5, BAD), (9, REFUSED))]
+    runs = [
+        run(f"2.16.0.dev202603{d:02d}+cu132", o)
+        for d, o in ((1, GOOD), (3, BAD), (5, BAD), (9, REFUSED))
+    ]
     headline = build_headline("H200", runs, [])
-    assert (headline.first_affected.date, headline.first_affected.previous) == ("2026-03-03",
-                                                                               "2026-03-01")
+    assert (headline.first_affected.date, headline.first_affected.previous) == (
+        "2026-03-03",
+        "2026-03-01",
+    )
     assert headline.first_fixed.date == "2026-03-09" and not headline.first_fixed.bisected
     assert "not bisected" in headline.first_affected.text
 
 
 def test_an_edge_between_nightlies_of_consecutive_days_is_exact_without_a_bisection():
-    runs = [run(f"2.16.0.dev202603{d:02d}+cu132", o) for d, o in
-            ((1, GOOD), (2, BAD), (8, BAD), (9, REFUSED))]
+    runs = [
+        run(f"2.16.0.dev202603{d:02d}+cu132", o)
+        for d, o in ((1, GOOD), (2, BAD), (8, BAD), (9, REFUSED))
+    ]
     headline = build_headline("H200", runs, [])
     assert headline.first_affected.exact and headline.first_fixed.exact
     assert headline.first_affected.text == (
-        "2026-03-02 (exact: tested on consecutive days, previous tested nightly 2026-03-01)")
+        "2026-03-02 (exact: tested on consecutive days, previous tested nightly 2026-03-01)"
+    )
     assert "not bisected" not in headline.first_fixed.text
 
 
@@ -106,15 +135,26 @@ def test_a_bisection_gives_the_exact_nightly_and_its_compare_link():
 
 
 def test_rows_are_grouped_by_channel_in_version_and_date_order():
-    runs = [run("2.16.0.dev20260310+cu132", BAD), run("2.15.0+cu132", BAD),
-            run("2.10.0+cu128", BAD), run("2.9.1+cu128", BAD),
-            run("2.16.0.dev20260302+cu132", BAD), run("2.11.0a0+gitabc", BAD),
-            run("2.16.0+cu132", BAD, channel=Channel.TEST),
-            run("2.16.0+cu132", BAD, channel=Channel.DEV, cell_id="dev-my-fix")]
+    runs = [
+        run("2.16.0.dev20260310+cu132", BAD),
+        run("2.15.0+cu132", BAD),
+        run("2.10.0+cu128", BAD),
+        run("2.9.1+cu128", BAD),
+        run("2.16.0.dev20260302+cu132", BAD),
+        run("2.11.0a0+gitabc", BAD),
+        run("2.16.0+cu132", BAD, channel=Channel.TEST),
+        run("2.16.0+cu132", BAD, channel=Channel.DEV, cell_id="dev-my-fix"),
+    ]
     assert _rows(build_view(runs, [], generated=NOW)) == [
-        ("stable", "2.9.1"), ("stable", "2.10.0"), ("stable", "2.15.0"),
-        ("test", "2.16.0"), ("nightly", "2026-03-02"), ("nightly", "2026-03-10"),
-        ("dev", "2.16.0"), ("preinstalled", "2.11.0a0")]
+        ("stable", "2.9.1"),
+        ("stable", "2.10.0"),
+        ("stable", "2.15.0"),
+        ("test", "2.16.0"),
+        ("nightly", "2026-03-02"),
+        ("nightly", "2026-03-10"),
+        ("dev", "2.16.0"),
+        ("preinstalled", "2.11.0a0"),
+    ]
 
 
 def test_a_flaky_case_shows_its_stale_fraction():
@@ -139,8 +179,14 @@ def test_controls_that_behave_are_not_drawn_as_affected():
 
 
 def test_an_infrastructure_failure_is_shown_with_its_reason_and_no_verdict():
-    page = build_view([run("2.12.0+cu130", infra="uv: wheel download failed (HTTP 503)"),
-                       run("2.11.0+cu130", BAD)], [], generated=NOW)
+    page = build_view(
+        [
+            run("2.12.0+cu130", infra="uv: wheel download failed (HTTP 503)"),
+            run("2.11.0+cu130", BAD),
+        ],
+        [],
+        generated=NOW,
+    )
     row = next(r for r in page.sections[0].groups[0].rows if r.label == "2.12.0")
     assert (row.mark.kind, row.mark.word) == ("infra", "infra failure")
     assert row.mark.note == "uv: wheel download failed (HTTP 503)"
@@ -148,20 +194,26 @@ def test_an_infrastructure_failure_is_shown_with_its_reason_and_no_verdict():
 
 
 def test_results_from_several_gpus_get_separate_sections_and_headlines():
-    runs = [run("2.15.0+cu132", BAD, gpu="NVIDIA H200"),
-            run("2.15.0+cu132", GOOD, gpu="NVIDIA A100-SXM4-80GB", driver="575.57.08")]
+    runs = [
+        run("2.15.0+cu132", BAD, gpu="NVIDIA H200"),
+        run("2.15.0+cu132", GOOD, gpu="NVIDIA A100-SXM4-80GB", driver="575.57.08"),
+    ]
     page = build_view(runs, [], generated=NOW)
     assert [(s.gpu, s.headline.text) for s in page.sections] == [
-        ("NVIDIA A100-SXM4-80GB",
-         "No tested stable release is affected on NVIDIA A100-SXM4-80GB (2.15.0 tested)"),
-        ("NVIDIA H200",
-         "2.15.0 affected on NVIDIA H200 (releases before 2.15.0 were not tested)")]
+        (
+            "NVIDIA A100-SXM4-80GB",
+            "No tested stable release is affected on NVIDIA A100-SXM4-80GB (2.15.0 tested)",
+        ),
+        ("NVIDIA H200", "2.15.0 affected on NVIDIA H200 (releases before 2.15.0 were not tested)"),
+    ]
     assert [e.driver for s in page.sections for e in s.environments] == ["575.57.08", "580.159.04"]
 
 
 def test_newest_run_date_is_in_the_headline():
-    runs = [run("2.15.0+cu132", BAD, started="2026-03-02T07:00:00Z"),
-            run("2.11.0+cu130", BAD, started="2026-03-19T23:10:00Z")]
+    runs = [
+        run("2.15.0+cu132", BAD, started="2026-03-02T07:00:00Z"),
+        run("2.11.0+cu130", BAD, started="2026-03-19T23:10:00Z"),
+    ]
     assert build_view(runs, [], generated=NOW).newest_run == "2026-03-19"
 
 
@@ -179,8 +231,11 @@ def test_timeline_has_one_slot_per_date_and_shows_missing_dates_as_gaps():
 
 def test_timeline_draws_consecutive_dates_of_one_verdict_as_one_bar_that_names_them():
     days = [dt.date(2024, 1, 1) + dt.timedelta(days=i) for i in range(3 * 365)]
-    runs = [run(f"2.16.0.dev{d:%Y%m%d}+cu132", BAD if i < 700 else GOOD)
-            for i, d in enumerate(days) if i % 100 != 50]
+    runs = [
+        run(f"2.16.0.dev{d:%Y%m%d}+cu132", BAD if i < 700 else GOOD)
+        for i, d in enumerate(days)
+        if i % 100 != 50
+    ]
     strip = build_timeline(runs, [])
     assert len(strip.slots) == 11 + 12 + 1  # 11 missing days between 12 runs; a verdict change
     assert len(_per_date(strip)) == len(days)
@@ -190,7 +245,9 @@ def test_timeline_draws_consecutive_dates_of_one_verdict_as_one_bar_that_names_t
 
 def test_timeline_marks_the_bisected_range_and_links_only_https():
     runs = [run("2.16.0.dev20260301+cu132", GOOD), run("2.16.0.dev20260310+cu132", BAD)]
-    good = _bisection("2026-03-04", "2026-03-05", url="https://github.com/pytorch/pytorch/compare/a...b")
+    good = _bisection(
+        "2026-03-04", "2026-03-05", url="https://github.com/pytorch/pytorch/compare/a...b"
+    )
     evil = _bisection("2026-03-04", "2026-03-05", url="javascript:alert(1)")
     strip = build_timeline(runs, [good, evil])
     assert [b.compare_url for b in strip.bands] == [good.compare_url, ""]
@@ -222,33 +279,48 @@ def test_an_unknown_sha_is_said_as_unknown_never_an_empty_code_span():
 def test_several_gpu_models_side_by_side_with_what_holds_across_them_and_what_differs(tmp_path):
     from torchbisect.report import render_runs
 
-    runs = [run("2.14.0+cu130", BAD, gpu="NVIDIA H100"),
-            run("2.15.0+cu132", BAD, gpu="NVIDIA H100"),
-            run("2.14.0+cu130", BAD, gpu="NVIDIA GB300"),
-            run("2.15.0+cu132", GOOD, gpu="NVIDIA GB300")]
+    runs = [
+        run("2.14.0+cu130", BAD, gpu="NVIDIA H100"),
+        run("2.15.0+cu132", BAD, gpu="NVIDIA H100"),
+        run("2.14.0+cu130", BAD, gpu="NVIDIA GB300"),
+        run("2.15.0+cu132", GOOD, gpu="NVIDIA GB300"),
+    ]
     # GB300 was still affected on the 3rd, a day after H100's fix: a real disagreement
-    runs += [run(f"2.16.0.dev202603{d:02d}+cu132", o, gpu=g) for g, d, o in (
-        ("NVIDIA H100", 1, BAD), ("NVIDIA H100", 2, REFUSED),
-        ("NVIDIA GB300", 1, BAD), ("NVIDIA GB300", 3, BAD), ("NVIDIA GB300", 5, REFUSED))]
+    runs += [
+        run(f"2.16.0.dev202603{d:02d}+cu132", o, gpu=g)
+        for g, d, o in (
+            ("NVIDIA H100", 1, BAD),
+            ("NVIDIA H100", 2, REFUSED),
+            ("NVIDIA GB300", 1, BAD),
+            ("NVIDIA GB300", 3, BAD),
+            ("NVIDIA GB300", 5, REFUSED),
+        )
+    ]
     page = build_view(runs, [], generated=NOW)
     c = page.comparison
     assert c.gpus == ("NVIDIA GB300", "NVIDIA H100")
-    assert c.headline == ("2.14.0 – 2.15.0 affected on at least one of 2 GPU models measured "
-                          "(NVIDIA GB300, NVIDIA H100) (releases before 2.14.0 were not tested)")
+    assert c.headline == (
+        "2.14.0 – 2.15.0 affected on at least one of 2 GPU models measured "
+        "(NVIDIA GB300, NVIDIA H100) (releases before 2.14.0 were not tested)"
+    )
     assert page.title == c.headline
     assert c.differences == (
         "2.15.0: not affected on NVIDIA GB300; affected on NVIDIA H100",
-        "first fixed nightly: 2026-03-05 on NVIDIA GB300; 2026-03-02 on NVIDIA H100")
+        "first fixed nightly: 2026-03-05 on NVIDIA GB300; 2026-03-02 on NVIDIA H100",
+    )
     assert [r.label for r in c.rows if not r.differs] == ["2.14.0", "first affected nightly"]
     # each model keeps its own headline: a verdict is never merged across models; GB300's
     # 2.15.0 was measured on cu132 only, so the cu130 that was affected has no fix measured
     # (issue 53.3): not "fixed in 2.15.0"
     assert [s.headline.claim for s in page.sections] == [
         "2.14.0 affected on NVIDIA GB300",
-        "2.14.0 – 2.15.0 affected on NVIDIA H100"]
-    assert page.advice.fixes[0].startswith("NVIDIA GB300: 2.15.0 was measured not affected, but "
-                                           "never on cu130, where earlier releases were "
-                                           "affected: no fix is claimed there;")
+        "2.14.0 – 2.15.0 affected on NVIDIA H100",
+    ]
+    assert page.advice.fixes[0].startswith(
+        "NVIDIA GB300: 2.15.0 was measured not affected, but "
+        "never on cu130, where earlier releases were "
+        "affected: no fix is claimed there;"
+    )
     render_runs(runs, [], tmp_path, generated=NOW)
     html = " ".join((tmp_path / "index.html").read_text().split())
     assert "The verdict differs between GPU models" in html
@@ -262,10 +334,15 @@ def test_several_gpu_models_side_by_side_with_what_holds_across_them_and_what_di
     assert osv["details"].endswith(
         "The verdict differs between GPU models (a result on one model is no answer for "
         "another): (1) 2.15.0: not affected on NVIDIA GB300; affected on NVIDIA H100. (2) first "
-        "fixed nightly: 2026-03-05 on NVIDIA GB300; 2026-03-02 on NVIDIA H100.")
+        "fixed nightly: 2026-03-05 on NVIDIA GB300; 2026-03-02 on NVIDIA H100."
+    )
     models = __import__("json").loads((tmp_path / "results.json").read_text())["models"]
-    assert models == {"measured": ["NVIDIA GB300", "NVIDIA H100"], "headline": c.headline,
-                      "differences": list(c.differences), "kinds": []}
+    assert models == {
+        "measured": ["NVIDIA GB300", "NVIDIA H100"],
+        "headline": c.headline,
+        "differences": list(c.differences),
+        "kinds": [],
+    }
 
 
 def test_one_gpu_model_has_no_comparison():
@@ -273,8 +350,10 @@ def test_one_gpu_model_has_no_comparison():
 
 
 def _two_models(extra_h100=(), extra_gb300=()):
-    runs = [run("2.15.0+cu132", BAD, gpu="NVIDIA H100"), run("2.15.0+cu132", BAD,
-                                                            gpu="NVIDIA GB300")]
+    runs = [
+        run("2.15.0+cu132", BAD, gpu="NVIDIA H100"),
+        run("2.15.0+cu132", BAD, gpu="NVIDIA GB300"),
+    ]
     runs += [run(f"2.16.0.dev202603{d:02d}+cu132", o, gpu="NVIDIA H100") for d, o in extra_h100]
     runs += [run(f"2.16.0.dev202603{d:02d}+cu132", o, gpu="NVIDIA GB300") for d, o in extra_gb300]
     return build_view(runs, [], generated=NOW).comparison
@@ -283,57 +362,71 @@ def _two_models(extra_h100=(), extra_gb300=()):
 def test_a_model_that_tested_no_nightly_is_not_tested_there_never_a_disagreement():
     c = _two_models(extra_h100=((1, GOOD), (2, BAD)))
     [edge] = [r for r in c.rows if r.label == "first affected nightly"]
-    assert dict(zip(c.gpus, edge.cells, strict=True)) == {"NVIDIA GB300": ("none", "not tested"),
-                                             "NVIDIA H100": ("edge", "2026-03-02")}
+    assert dict(zip(c.gpus, edge.cells, strict=True)) == {
+        "NVIDIA GB300": ("none", "not tested"),
+        "NVIDIA H100": ("edge", "2026-03-02"),
+    }
     assert not edge.differs and c.differences == ()
 
 
 def test_edges_whose_untested_days_overlap_are_bounds_of_one_edge_not_a_disagreement():
     # H100 tested daily (bad from the 4th); GB300 only on the 1st and the 8th: the 4th lies in
     # GB300's span, so the two models may well agree
-    c = _two_models(extra_h100=((1, GOOD), (3, GOOD), (4, BAD)),
-                    extra_gb300=((1, GOOD), (8, BAD)))
+    c = _two_models(extra_h100=((1, GOOD), (3, GOOD), (4, BAD)), extra_gb300=((1, GOOD), (8, BAD)))
     [edge] = [r for r in c.rows if r.label == "first affected nightly"]
     assert [text for _, text in edge.cells] == ["2026-03-08", "2026-03-04"]
     assert not edge.differs and c.differences == ()
     # GB300 tested good on the 5th, after H100 turned bad: that is a disagreement
-    c = _two_models(extra_h100=((1, GOOD), (3, GOOD), (4, BAD)),
-                    extra_gb300=((1, GOOD), (5, GOOD), (8, BAD)))
-    assert c.differences == ("first affected nightly: 2026-03-08 on NVIDIA GB300; 2026-03-04 on "
-                             "NVIDIA H100",)
+    c = _two_models(
+        extra_h100=((1, GOOD), (3, GOOD), (4, BAD)), extra_gb300=((1, GOOD), (5, GOOD), (8, BAD))
+    )
+    assert c.differences == (
+        "first affected nightly: 2026-03-08 on NVIDIA GB300; 2026-03-04 on NVIDIA H100",
+    )
     # a model whose tested nightlies never turned bad, tested after the other's edge, disagrees
     c = _two_models(extra_h100=((1, GOOD), (4, BAD)), extra_gb300=((1, GOOD), (6, GOOD)))
-    assert c.differences == ("first affected nightly: none found on NVIDIA GB300; 2026-03-04 on "
-                             "NVIDIA H100",)
+    assert c.differences == (
+        "first affected nightly: none found on NVIDIA GB300; 2026-03-04 on NVIDIA H100",
+    )
 
 
 def test_the_headline_across_models_never_covers_a_model_without_a_release_verdict():
-    runs = [run("2.14.0+cu130", GOOD, gpu="NVIDIA H200"), run("2.15.0+cu132", GOOD,
-                                                             gpu="NVIDIA H200")]
+    runs = [
+        run("2.14.0+cu130", GOOD, gpu="NVIDIA H200"),
+        run("2.15.0+cu132", GOOD, gpu="NVIDIA H200"),
+    ]
     runs += [run(f"2.16.0.dev202603{d:02d}+cu132", BAD, gpu="NVIDIA GB300") for d in (1, 2)]
     c = build_view(runs, [], generated=NOW).comparison
-    assert c.headline == ("No tested stable release is affected on any of 2 GPU models measured "
-                          "(NVIDIA GB300, NVIDIA H200) (2.14.0 – 2.15.0 tested); no release "
-                          "verdict on NVIDIA GB300")
+    assert c.headline == (
+        "No tested stable release is affected on any of 2 GPU models measured "
+        "(NVIDIA GB300, NVIDIA H200) (2.14.0 – 2.15.0 tested); no release "
+        "verdict on NVIDIA GB300"
+    )
     only_nightlies = [r for r in runs if "dev" in r.cell.version]
     only_nightlies += [run("2.16.0.dev20260301+cu132", GOOD, gpu="NVIDIA H200")]
     c = build_view(only_nightlies, [], generated=NOW).comparison
-    assert c.headline == ("No verdict for a stable release on any of 2 GPU models measured "
-                          "(NVIDIA GB300, NVIDIA H200)")
+    assert c.headline == (
+        "No verdict for a stable release on any of 2 GPU models measured "
+        "(NVIDIA GB300, NVIDIA H200)"
+    )
 
 
 def test_a_model_never_affected_has_no_fix_to_compare():
     c = _two_models(extra_h100=((1, BAD), (5, REFUSED)), extra_gb300=((1, GOOD), (6, GOOD)))
     rows = {r.label: r for r in c.rows}
     assert dict(zip(c.gpus, rows["first fixed nightly"].cells, strict=True))["NVIDIA GB300"] == (
-        "none", "never affected")
+        "none",
+        "never affected",
+    )
     assert not rows["first fixed nightly"].differs
     # the disagreement is the first affected nightly, said once
-    assert c.differences == ("first affected nightly: none found on NVIDIA GB300; 2026-03-01 on "
-                             "NVIDIA H100",)
+    assert c.differences == (
+        "first affected nightly: none found on NVIDIA GB300; 2026-03-01 on NVIDIA H100",
+    )
 
 
 # -- the page as its readers meet it (issue 35) -------------------------------------------------
+
 
 def _preinstalled(version: str, *, backend: str = "venv", image: str | None = None):
     made = run(version, BAD, channel=Channel.PREINSTALLED, cell_id="preinstalled")
@@ -342,16 +435,24 @@ def _preinstalled(version: str, *, backend: str = "venv", image: str | None = No
 
 
 def test_a_preinstalled_release_is_shown_as_that_release_among_the_stable_ones():
-    runs = [run("2.15.0+cu132", BAD), run("2.12.0+cu130", BAD),
-            _preinstalled("2.11.0+cu130", backend="docker", image="torchbisect/h200:torch-2.11.0"),
-            _preinstalled("2.11.0a0+gitabc")]
+    runs = [
+        run("2.15.0+cu132", BAD),
+        run("2.12.0+cu130", BAD),
+        _preinstalled("2.11.0+cu130", backend="docker", image="torchbisect/h200:torch-2.11.0"),
+        _preinstalled("2.11.0a0+gitabc"),
+    ]
     page = build_view(runs, [], generated=NOW)
-    assert _rows(page) == [("stable", "2.11.0"), ("stable", "2.12.0"), ("stable", "2.15.0"),
-                           ("preinstalled", "2.11.0a0")]
+    assert _rows(page) == [
+        ("stable", "2.11.0"),
+        ("stable", "2.12.0"),
+        ("stable", "2.15.0"),
+        ("preinstalled", "2.11.0a0"),
+    ]
     [release] = [r for r in page.sections[0].groups[0].rows if r.label == "2.11.0"]
     assert release.sub == "cu130 · py3.12 · preinstalled"
-    assert dict(release.facts)["from"] == ("preinstalled in the image "
-                                          "torchbisect/h200:torch-2.11.0, docker backend")
+    assert dict(release.facts)["from"] == (
+        "preinstalled in the image torchbisect/h200:torch-2.11.0, docker backend"
+    )
     [other] = page.sections[0].groups[1].rows
     assert dict(other.facts)["from"].startswith("preinstalled: the torch of the python")
 
@@ -360,31 +461,44 @@ def test_versions_and_times_read_as_such():
     from torchbisect.page.rows import cudnn_version
 
     assert [cudnn_version(v) for v in (91900, 90100, 8902, 8600, None)] == [
-        "9.19.0", "9.1.0", "8.9.2", "8.6.0", ""]
+        "9.19.0",
+        "9.1.0",
+        "8.9.2",
+        "8.6.0",
+        "",
+    ]
     made = run("2.15.0+cu132", BAD, started="2026-11-29T23:48:45.379326+00:00")
-    made = dataclasses.replace(made, result=dataclasses.replace(
-        made.result, env={**made.result.env, "cudnn": 91900}))
+    made = dataclasses.replace(
+        made, result=dataclasses.replace(made.result, env={**made.result.env, "cudnn": 91900})
+    )
     facts = dict(build_view([made], [], generated=NOW).sections[0].groups[0].rows[0].facts)
     assert facts["cuDNN"] == "9.19.0" and facts["started"] == "2026-11-29 23:48:45 UTC"
 
 
 def test_the_log_excerpt_leads_with_the_probe_and_leaves_out_uvs_deprecation_warnings():
-    log = ("# torchbisect: stable-2.12.0-cu130-cp312 started 2026-11-29T23:48:36Z backend=venv\n"
-           "$ /usr/local/bin/uv venv --no-project /w/.torchbisect/venvs/x\n"
-           "warning: The `UV_NATIVE_TLS` environment variable is deprecated and will be removed "
-           "in a future release. Use `UV_SYSTEM_CERTS` instead.\n"
-           "warning: The `native-tls` setting is deprecated and will be removed in a future "
-           "release. Use `system-certs` instead.\n"
-           " + torch==2.12.0 (from file:///tmp/w/torch-2.12.0-cp312-cp312-linux_x86_64.whl)\n"
-           "$ /w/.torchbisect/venvs/x/bin/python /w/probes/stale_replay.py --trials 20\n"
-           "[stale_replay] capture_data_ptr         affected       0.8 s (4.4 s wall)\n"
-           "[stale_replay] verdict: affected (exit 1) in 29.4 s")
-    row = build_view([run("2.12.0+cu130", BAD, log=log)], [], generated=NOW
-                     ).sections[0].groups[0].rows[0]
+    log = (
+        "# torchbisect: stable-2.12.0-cu130-cp312 started 2026-11-29T23:48:36Z backend=venv\n"
+        "$ /usr/local/bin/uv venv --no-project /w/.torchbisect/venvs/x\n"
+        "warning: The `UV_NATIVE_TLS` environment variable is deprecated and will be removed "
+        "in a future release. Use `UV_SYSTEM_CERTS` instead.\n"
+        "warning: The `native-tls` setting is deprecated and will be removed in a future "
+        "release. Use `system-certs` instead.\n"
+        " + torch==2.12.0 (from file:///tmp/w/torch-2.12.0-cp312-cp312-linux_x86_64.whl)\n"
+        "$ /w/.torchbisect/venvs/x/bin/python /w/probes/stale_replay.py --trials 20\n"
+        "[stale_replay] capture_data_ptr         affected       0.8 s (4.4 s wall)\n"
+        "[stale_replay] verdict: affected (exit 1) in 29.4 s"
+    )
+    row = (
+        build_view([run("2.12.0+cu130", BAD, log=log)], [], generated=NOW)
+        .sections[0]
+        .groups[0]
+        .rows[0]
+    )
     assert row.log.probe.splitlines() == [
         "$ .torchbisect/venvs/x/bin/python probes/stale_replay.py --trials 20",
         "[stale_replay] capture_data_ptr         affected       0.8 s (4.4 s wall)",
-        "[stale_replay] verdict: affected (exit 1) in 29.4 s"]
+        "[stale_replay] verdict: affected (exit 1) in 29.4 s",
+    ]
     assert row.log.dropped == 2 and "deprecated" not in row.log.setup
     assert row.log.setup.splitlines()[-1].startswith(" + torch==2.12.0")
     failed = run("2.12.0+cu130", infra="uv: HTTP 503", log="$ uv pip install x\nerror: HTTP 503")
@@ -393,8 +507,9 @@ def test_the_log_excerpt_leads_with_the_probe_and_leaves_out_uvs_deprecation_war
 
 
 def test_the_legend_explains_the_states_the_page_shows_and_keeps_the_others():
-    page = build_view([run("2.15.0+cu132", BAD), run("2.14.0+cu130", infra="HTTP 503")], [],
-                      generated=NOW)
+    page = build_view(
+        [run("2.15.0+cu132", BAD), run("2.14.0+cu130", infra="HTTP 503")], [], generated=NOW
+    )
     assert [m.word for m, _ in page.legend] == ["affected", "as expected", "infra failure"]
     assert len(page.legend) + len(page.legend_more) == 10
     assert "refused" in [m.word for m, _ in page.legend_more]
@@ -403,10 +518,16 @@ def test_the_legend_explains_the_states_the_page_shows_and_keeps_the_others():
 def test_a_compile_case_counts_its_stale_variant_as_its_neighbours_do():
     made = run("2.15.0+cu132", {**BAD, "compile_reduce_overhead": Verdict.AFFECTED})
     doc = dict(made.result.raw)
-    doc["cases"] = {**doc["cases"], "compile_reduce_overhead": {
-        **doc["cases"]["compile_reduce_overhead"],
-        "variants": {"inline_inplace": {"outcome": "correct", "stale_trials": 0, "trials": 6},
-                     "custom_op_data_ptr": {"outcome": "stale", "stale_trials": 4, "trials": 6}}}}
+    doc["cases"] = {
+        **doc["cases"],
+        "compile_reduce_overhead": {
+            **doc["cases"]["compile_reduce_overhead"],
+            "variants": {
+                "inline_inplace": {"outcome": "correct", "stale_trials": 0, "trials": 6},
+                "custom_op_data_ptr": {"outcome": "stale", "stale_trials": 4, "trials": 6},
+            },
+        },
+    }
     from torchbisect.model import ProbeResult
 
     made = dataclasses.replace(made, result=ProbeResult.from_json(doc))
@@ -416,22 +537,29 @@ def test_a_compile_case_counts_its_stale_variant_as_its_neighbours_do():
     assert cells["capture_data_ptr"].mark.note == "5/5"
     assert cells["compile_reduce_overhead"].mark.note == "4/6"
     assert cells["compile_reduce_overhead"].rate == (
-        "affected on 4/6 calls (67%) in custom_op_data_ptr")
+        "affected on 4/6 calls (67%) in custom_op_data_ptr"
+    )
 
 
 def test_one_gpu_is_one_line_with_the_cuda_runtimes_of_its_builds():
     newer = run("2.15.0+cu132", BAD)
-    newer = dataclasses.replace(newer, result=dataclasses.replace(
-        newer.result, env={**newer.result.env, "cuda_runtime": "13.2"}))
-    page = build_view([run("2.12.0+cu130", BAD), run("2.13.0+cu130", BAD), newer], [],
-                      generated=NOW)
+    newer = dataclasses.replace(
+        newer,
+        result=dataclasses.replace(newer.result, env={**newer.result.env, "cuda_runtime": "13.2"}),
+    )
+    page = build_view(
+        [run("2.12.0+cu130", BAD), run("2.13.0+cu130", BAD), newer], [], generated=NOW
+    )
     [env] = page.sections[0].environments
     assert (env.gpu, env.runs, env.cuda_runtimes) == ("NVIDIA H200", 3, (("13.0", 2), ("13.2", 1)))
 
 
 def test_sibling_pages_say_how_their_runs_were_made_and_when():
-    docker = [dataclasses.replace(run("2.12.0+cu130", BAD, started="2026-12-01T09:10:00Z"),
-                                  backend="docker")]
+    docker = [
+        dataclasses.replace(
+            run("2.12.0+cu130", BAD, started="2026-12-01T09:10:00Z"), backend="docker"
+        )
+    ]
     recorded = [dataclasses.replace(run("2.12.0+cu130", BAD), backend="recorded probe JSON")]
     on_docker = build_view(docker, [], generated=NOW, store="results.sqlite")
     from_documents = build_view(recorded, [], generated=NOW)
@@ -445,15 +573,27 @@ def test_sibling_pages_say_how_their_runs_were_made_and_when():
 def test_a_row_summary_names_the_cases_a_phone_has_no_room_for():
     from torchbisect.page.rows import row_summary
 
-    page = build_view([run("2.15.0+cu132", BAD),
-                       run("2.3.0+cu121", {"capture_data_ptr": (5, 5),
-                                           "capture_write": (5, 5),
-                                           "compile_reduce_overhead": Verdict.NOT_APPLICABLE,
-                                           "control_clone": (5, 5)})], [], generated=NOW)
+    page = build_view(
+        [
+            run("2.15.0+cu132", BAD),
+            run(
+                "2.3.0+cu121",
+                {
+                    "capture_data_ptr": (5, 5),
+                    "capture_write": (5, 5),
+                    "compile_reduce_overhead": Verdict.NOT_APPLICABLE,
+                    "control_clone": (5, 5),
+                },
+            ),
+        ],
+        [],
+        generated=NOW,
+    )
     rows = {r.label: r for r in page.sections[0].groups[0].rows}
     assert rows["2.15.0"].summary == "all 2 cases affected; controls as expected"
-    assert rows["2.3.0"].summary == ("2 affected; not applicable: compile (reduce-overhead); "
-                                     "controls: control: clone() affected")
+    assert rows["2.3.0"].summary == (
+        "2 affected; not applicable: compile (reduce-overhead); controls: control: clone() affected"
+    )
     assert row_summary(page.columns, rows["2.15.0"].cases).endswith("controls as expected")
 
 
@@ -464,7 +604,8 @@ def test_the_upstream_link_reads_as_words():
     search = upstream_search(Regression(probe="p", title="t", requires_api="torch.cumsum"))
     assert link_text(search) == "pytorch/pytorch issues matching torch.cumsum (a GitHub search)"
     assert link_text("https://github.com/pytorch/pytorch/issues/12345") == (
-        "pytorch/pytorch#12345 on GitHub")
+        "pytorch/pytorch#12345 on GitHub"
+    )
 
 
 def test_long_tokens_may_break_where_a_reader_expects_and_nowhere_else():
@@ -472,6 +613,11 @@ def test_long_tokens_may_break_where_a_reader_expects_and_nowhere_else():
 
     sha = "9f37c46b1da1d9d38305b030b432631083aaecc0b19a3b70fcf870326a81b337"
     assert str(breaks(f"preinstalled:2.11.0:{sha}")).split("<wbr>") == [
-        "preinstalled:2.11.0:", sha[:16], sha[16:32], sha[32:48], sha[48:]]
+        "preinstalled:2.11.0:",
+        sha[:16],
+        sha[16:32],
+        sha[32:48],
+        sha[48:],
+    ]
     assert str(breaks("2026-11-29 23:48:45 UTC")) == "2026-11-29 23:48:45 UTC"
     assert str(breaks("torch-2.12.0-cp312.whl <b>")) == "torch-2.12.0-<wbr>cp312.whl &lt;b&gt;"

@@ -30,37 +30,57 @@ def asked(cell=ONE, **kw):
     return dataclasses.replace(cell, **kw)
 
 
-@pytest.mark.parametrize(("stored", "wanted", "sha", "answer"), [
-    (make_run(FULL), asked(), FULL.sha256, True),  # a full run covers one case
-    (make_run(ONE), asked(FULL), FULL.sha256, False),  # one case does not cover the default set
-    (make_run(ONE), asked(), FULL.sha256, True),
-    (make_run(FULL), asked(cases=("raw_pointer_triton",)), FULL.sha256, False),  # not in the run
-    (make_run(FULL), asked(), "0" * 64, False),  # other bytes
-    (make_run(FULL), asked(), None, True),  # sha unknown before install: the same URL
-    (make_run(FULL), asked(url="/wheels/other.whl"), None, False),
-    (make_run(FULL), asked(channel=Channel.TEST), None, False),  # an rc's name is not its bytes
-    (make_run(FULL), asked(channel=Channel.STABLE), None, False),
-    (make_run(FULL), asked(channel=Channel.DEV), None, False),
-    (make_run(FULL), asked(url=None), None, False),  # no sha256, no URL: nothing names it
-    (make_run(FULL), asked(trials=5), FULL.sha256, False),
-    (make_run(FULL), asked(timeout=60.0), FULL.sha256, False),  # a shorter limit is asked again
-    # a longer limit cannot change a verdict that finished (the matrix's 120 s, a bisection's
-    # 900 s); a case that ran out of time under the shorter one is asked again
-    (make_run(asked(FULL, timeout=120.0)), asked(timeout=900.0), FULL.sha256, True),
-    (make_run(asked(FULL, timeout=120.0)), asked(FULL, timeout=900.0), FULL.sha256, True),
-    (make_run(asked(FULL, timeout=120.0), verdict="timeout"), asked(timeout=900.0), FULL.sha256,
-     False),
-    (make_run(asked(FULL, timeout=120.0), verdict="timeout"), asked(FULL, timeout=900.0),
-     FULL.sha256, False),
-    (make_run(asked(FULL, timeout=120.0), verdict="timeout"), asked(FULL, timeout=120.0),
-     FULL.sha256, True),  # the same limit: the same answer
-    (make_run(FULL), asked(env=(("TORCH_LOGS", "+dynamo"),)), FULL.sha256, False),
-    (make_run(FULL), asked(probe="script:be87e4feef96"), FULL.sha256, False),
-    (make_run(FULL, status=RunStatus.INFRA_FAILURE), asked(), FULL.sha256, False),
-    (make_run(FULL, gpu="NVIDIA A100"), asked(), FULL.sha256, False),
-    (make_run(FULL, driver="575.57.08"), asked(), FULL.sha256, False),
-    (make_run(FULL, probe_version="2+def"), asked(), FULL.sha256, False),
-])
+@pytest.mark.parametrize(
+    ("stored", "wanted", "sha", "answer"),
+    [
+        (make_run(FULL), asked(), FULL.sha256, True),  # a full run covers one case
+        (make_run(ONE), asked(FULL), FULL.sha256, False),  # one case does not cover the default set
+        (make_run(ONE), asked(), FULL.sha256, True),
+        (
+            make_run(FULL),
+            asked(cases=("raw_pointer_triton",)),
+            FULL.sha256,
+            False,
+        ),  # not in the run
+        (make_run(FULL), asked(), "0" * 64, False),  # other bytes
+        (make_run(FULL), asked(), None, True),  # sha unknown before install: the same URL
+        (make_run(FULL), asked(url="/wheels/other.whl"), None, False),
+        (make_run(FULL), asked(channel=Channel.TEST), None, False),  # an rc's name is not its bytes
+        (make_run(FULL), asked(channel=Channel.STABLE), None, False),
+        (make_run(FULL), asked(channel=Channel.DEV), None, False),
+        (make_run(FULL), asked(url=None), None, False),  # no sha256, no URL: nothing names it
+        (make_run(FULL), asked(trials=5), FULL.sha256, False),
+        (make_run(FULL), asked(timeout=60.0), FULL.sha256, False),  # a shorter limit is asked again
+        # a longer limit cannot change a verdict that finished (the matrix's 120 s, a bisection's
+        # 900 s); a case that ran out of time under the shorter one is asked again
+        (make_run(asked(FULL, timeout=120.0)), asked(timeout=900.0), FULL.sha256, True),
+        (make_run(asked(FULL, timeout=120.0)), asked(FULL, timeout=900.0), FULL.sha256, True),
+        (
+            make_run(asked(FULL, timeout=120.0), verdict="timeout"),
+            asked(timeout=900.0),
+            FULL.sha256,
+            False,
+        ),
+        (
+            make_run(asked(FULL, timeout=120.0), verdict="timeout"),
+            asked(FULL, timeout=900.0),
+            FULL.sha256,
+            False,
+        ),
+        (
+            make_run(asked(FULL, timeout=120.0), verdict="timeout"),
+            asked(FULL, timeout=120.0),
+            FULL.sha256,
+            True,
+        ),  # the same limit: the same answer
+        (make_run(FULL), asked(env=(("TORCH_LOGS", "+dynamo"),)), FULL.sha256, False),
+        (make_run(FULL), asked(probe="script:be87e4feef96"), FULL.sha256, False),
+        (make_run(FULL, status=RunStatus.INFRA_FAILURE), asked(), FULL.sha256, False),
+        (make_run(FULL, gpu="NVIDIA A100"), asked(), FULL.sha256, False),
+        (make_run(FULL, driver="575.57.08"), asked(), FULL.sha256, False),
+        (make_run(FULL, probe_version="2+def"), asked(), FULL.sha256, False),
+    ],
+)
 def test_which_stored_run_answers(stored, wanted, sha, answer):
     assert covers(stored, wanted, wheel_sha256=sha, **KEY) is answer
 
@@ -92,22 +112,52 @@ def test_the_bisection_asks_the_same_lookup(store, tmp_path, fake_probes):
     for the bisection's candidate of the same URL: the bisection installs and probes only the
     others."""
     days = ("2025-08-01", "2025-08-02", "2025-08-03")
-    wheels = [SimpleNamespace(nightly_date=d, version=f"2.10.0.dev{d.replace('-', '')}+cpu",
-                              url=f"http://x/{d}.whl", sha256=None) for d in days]
-    template = Cell(id="", channel=Channel.NIGHTLY, version="", cuda="cpu", python="3.11",
-                    cases=("capture_data_ptr",))
-    listed = build_candidates(wheels, older=days[0], newer=days[-1], older_flag="--good",
-                              newer_flag="--bad", cell_template=template)
+    wheels = [
+        SimpleNamespace(
+            nightly_date=d,
+            version=f"2.10.0.dev{d.replace('-', '')}+cpu",
+            url=f"http://x/{d}.whl",
+            sha256=None,
+        )
+        for d in days
+    ]
+    template = Cell(
+        id="",
+        channel=Channel.NIGHTLY,
+        version="",
+        cuda="cpu",
+        python="3.11",
+        cases=("capture_data_ptr",),
+    )
+    listed = build_candidates(
+        wheels,
+        older=days[0],
+        newer=days[-1],
+        older_flag="--good",
+        newer_flag="--bad",
+        cell_template=template,
+    )
     middle = listed.candidates[1].cell
-    store.add(make_run(dataclasses.replace(middle, id="nightly-20250802-2.10.0-cpu-cp311"),
-                       verdict="not_affected", gpu="none", driver="",
-                       probe_version=probe_version(middle.probe)))
+    store.add(
+        make_run(
+            dataclasses.replace(middle, id="nightly-20250802-2.10.0-cpu-cp311"),
+            verdict="not_affected",
+            gpu="none",
+            driver="",
+            probe_version=probe_version(middle.probe),
+        )
+    )
 
     def decide(cell):
         verdict = "affected" if cell.date == days[-1] else "not_affected"
         return probe_doc(verdict, cases={"capture_data_ptr": verdict})
 
     backend = ScriptedBackend(answer=decide)
-    Bisector(backend=backend, store=store, rule=Rule(), direction=Direction.REGRESSION,
-             logs=tmp_path / "logs").search(listed)
+    Bisector(
+        backend=backend,
+        store=store,
+        rule=Rule(),
+        direction=Direction.REGRESSION,
+        logs=tmp_path / "logs",
+    ).search(listed)
     assert [c.date for c in backend.probed] == [days[0], days[-1]]

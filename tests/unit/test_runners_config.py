@@ -46,11 +46,15 @@ def refused(tmp_path: Path, text: str) -> str:
 def test_two_kinds_come_back_with_their_platforms_and_lines(tmp_path):
     runners = load_runners(write(tmp_path, TWO_KINDS))
     h200, gb300 = runners.kinds
-    assert (h200.name, h200.platform, h200.driver, h200.shards, h200.line) == \
-        ("H200", "linux_x86_64", "580.159.04", 2, 2)
+    assert (h200.name, h200.platform, h200.driver, h200.shards, h200.line) == (
+        "H200",
+        "linux_x86_64",
+        "580.159.04",
+        2,
+        2,
+    )
     assert h200.labels == ("self-hosted", "linux", "x64", "h200")
-    assert (gb300.platform, gb300.driver, gb300.shards, gb300.line) == \
-        ("linux_aarch64", None, 1, 8)
+    assert (gb300.platform, gb300.driver, gb300.shards, gb300.line) == ("linux_aarch64", None, 1, 8)
     assert runners.kind("GB300") is gb300
     assert h200.matches("NVIDIA H200") and h200.matches("NVIDIA   H200 NVL")
     assert not h200.matches("NVIDIA H100 80GB HBM3")
@@ -63,32 +67,56 @@ def test_two_kinds_come_back_with_their_platforms_and_lines(tmp_path):
 
 def test_an_unknown_kind_names_the_declared_ones(tmp_path):
     runners = load_runners(write(tmp_path, TWO_KINDS))
-    with pytest.raises(ConfigError, match=r"declares no kind named 'H100'; it declares H200, "
-                                          r"GB300"):
+    with pytest.raises(
+        ConfigError,
+        match=r"declares no kind named 'H100'; it declares H200, "
+        r"GB300",
+    ):
         runners.kind("H100")
 
 
-@pytest.mark.parametrize(("text", "said"), [
-    (TWO_KINDS.replace("linux_aarch64", "aarch64"),
-     "line 11, key `kinds[1].platform`: expected linux_x86_64 or linux_aarch64, got 'aarch64'"),
-    (TWO_KINDS.replace("[self-hosted, linux, ARM64, gb300]", "gb300"),
-     "line 10, key `kinds[1].labels`: expected a list of runner labels"),
-    (TWO_KINDS.replace("shards: 2", "shards: 0"),
-     "line 7, key `kinds[0].shards`: expected a whole number of runners, 1 or more, got 0"),
-    (TWO_KINDS.replace("    gpu: NVIDIA GB300\n", ""),
-     "line 8, key `kinds[1]`: missing the required key `gpu`"),
-    (TWO_KINDS.replace('driver: "580.159.04"', "driver: 580.x"),
-     "line 6, key `kinds[0].driver`: expected a driver version"),
-    (TWO_KINDS.replace("name: GB300", "name: H200"),
-     "line 8, key `kinds[1].name`: kind 'H200' is declared twice"),
-    (TWO_KINDS.replace("[self-hosted, linux, ARM64, gb300]", "[self-hosted, linux]"),
-     "line 10, key `kinds[1].labels`: a runner of kind 'H200' or of this one would also carry "
-     "every label of the other"),
-    (TWO_KINDS.replace("    shards: 2\n", "    shards: 2\n    shard: 3\n"),
-     "line 8, key `kinds[0].shard`"),
-    ("", "the file is empty; expected `kinds:`, a list of runner kinds"),
-    ("kinds: []\n", "line 1, key `kinds`"),
-])
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            TWO_KINDS.replace("linux_aarch64", "aarch64"),
+            "line 11, key `kinds[1].platform`: expected linux_x86_64 or linux_aarch64, got "
+            "'aarch64'",
+        ),
+        (
+            TWO_KINDS.replace("[self-hosted, linux, ARM64, gb300]", "gb300"),
+            "line 10, key `kinds[1].labels`: expected a list of runner labels",
+        ),
+        (
+            TWO_KINDS.replace("shards: 2", "shards: 0"),
+            "line 7, key `kinds[0].shards`: expected a whole number of runners, 1 or more, got 0",
+        ),
+        (
+            TWO_KINDS.replace("    gpu: NVIDIA GB300\n", ""),
+            "line 8, key `kinds[1]`: missing the required key `gpu`",
+        ),
+        (
+            TWO_KINDS.replace('driver: "580.159.04"', "driver: 580.x"),
+            "line 6, key `kinds[0].driver`: expected a driver version",
+        ),
+        (
+            TWO_KINDS.replace("name: GB300", "name: H200"),
+            "line 8, key `kinds[1].name`: kind 'H200' is declared twice",
+        ),
+        (
+            TWO_KINDS.replace("[self-hosted, linux, ARM64, gb300]", "[self-hosted, linux]"),
+            "line 10, key `kinds[1].labels`: a runner of kind 'H200' or of this one would also "
+            "carry "
+            "every label of the other",
+        ),
+        (
+            TWO_KINDS.replace("    shards: 2\n", "    shards: 2\n    shard: 3\n"),
+            "line 8, key `kinds[0].shard`",
+        ),
+        ("", "the file is empty; expected `kinds:`, a list of runner kinds"),
+        ("kinds: []\n", "line 1, key `kinds`"),
+    ],
+)
 def test_each_mistake_is_one_sentence_with_its_line(tmp_path, text, said):
     message = refused(tmp_path, text)
     assert said in message, message
@@ -120,6 +148,7 @@ def test_the_schema_agrees_with_the_loader(repo, tmp_path):
     def errors(text: str) -> list[str]:
         doc = yaml.load(text, Loader=sentences.Loader)
         return [e.message for e in validator.iter_errors(doc)]
+
     assert errors((repo / "runners.yaml").read_text()) == []
     assert errors(TWO_KINDS) == []
     assert errors(TWO_KINDS.replace("linux_aarch64", "aarch64"))

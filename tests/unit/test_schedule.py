@@ -19,8 +19,10 @@ from torchbisect.probe.scripts import probe_version
 from torchbisect.run import schedule, selection
 from torchbisect.utils.gpus import Gpu
 
-GPUS = (Gpu(index=0, name="NVIDIA H200", driver="580.159.04"),
-        Gpu(index=1, name="NVIDIA H200", driver="580.159.04"))
+GPUS = (
+    Gpu(index=0, name="NVIDIA H200", driver="580.159.04"),
+    Gpu(index=1, name="NVIDIA H200", driver="580.159.04"),
+)
 
 
 pytestmark = pytest.mark.usefixtures("fake_probes")
@@ -66,8 +68,7 @@ def test_select_reuses_verdicts_and_retries_infrastructure_failures(store):
     picked = selection.select([a, b, c], store, backend=ScriptedBackend(), gpu=GPUS[0])
     assert [x.id for x in picked.to_run] == ["dev-b", "dev-c"]
     assert [r.cell.id for r in picked.reused] == ["dev-a"]
-    forced = selection.select([a, b, c], store, backend=ScriptedBackend(), gpu=GPUS[0],
-                             force=True)
+    forced = selection.select([a, b, c], store, backend=ScriptedBackend(), gpu=GPUS[0], force=True)
     assert len(forced.to_run) == 3
 
 
@@ -90,8 +91,9 @@ def test_a_nightly_without_a_sha256_reuses_the_run_of_its_url_and_an_rc_does_not
     release candidate at a URL once probed is probed again (a re-spun rc keeps its name)."""
     probed = make_cell("nightly-20261001-cu130-cp312", channel=Channel.NIGHTLY)
     _stored(store, probed)
-    nightly = make_cell("nightly-20261001-2.17.0-cu130-cp312", channel=Channel.NIGHTLY,
-                        url=probed.url, sha256=None)
+    nightly = make_cell(
+        "nightly-20261001-2.17.0-cu130-cp312", channel=Channel.NIGHTLY, url=probed.url, sha256=None
+    )
     rc = make_cell("test-2.17.0-cu130-cp312", channel=Channel.TEST, url=probed.url, sha256=None)
     picked = selection.select([nightly, rc], store, backend=ScriptedBackend(), gpu=GPUS[0])
     assert [r.cell.id for r in picked.reused] == [nightly.id]
@@ -127,8 +129,10 @@ def test_installs_never_run_more_than_the_lookahead_ahead(tmp_path, store):
 def test_an_install_failure_is_stored_and_the_rest_goes_on(tmp_path, store):
     cells = [make_cell(f"dev-{i}") for i in range(4)]
     backend = ScriptedBackend(installs={"dev-1": InfraError("no space left on device")})
-    runs = {r.cell.id: r for r in schedule.run_cells(cells, backend, store=store, gpus=GPUS,
-                                                     logs_dir=tmp_path)}
+    runs = {
+        r.cell.id: r
+        for r in schedule.run_cells(cells, backend, store=store, gpus=GPUS, logs_dir=tmp_path)
+    }
     assert runs["dev-1"].status is RunStatus.INFRA_FAILURE
     assert runs["dev-1"].gpu == "NVIDIA H200"
     assert all(runs[f"dev-{i}"].status is RunStatus.OK for i in (0, 2, 3))
@@ -185,8 +189,9 @@ def test_ctrl_c_stores_nothing_half_done_and_releases_everything(tmp_path, store
 
 def test_a_configuration_mistake_stops_the_run_and_releases_what_was_prepared(tmp_path, store):
     cells = [make_cell(f"dev-{i}") for i in range(4)]
-    backend = ScriptedBackend(installs={"dev-2": ConfigError("no image for preinstalled")},
-                              probe_s=0.05)
+    backend = ScriptedBackend(
+        installs={"dev-2": ConfigError("no image for preinstalled")}, probe_s=0.05
+    )
     with pytest.raises(ConfigError, match="no image"):
         schedule.run_cells(cells, backend, store=store, gpus=[None], logs_dir=tmp_path)
     installed = {c for _, what, c in backend.events if what == "install"} - {"dev-2"}

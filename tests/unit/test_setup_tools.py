@@ -18,20 +18,27 @@ TOOLS = REPO / ".github" / "actions" / "setup-tools" / "tools.py"
 WEEK = 7 * 24 * 3600
 
 
-
 def test_it_runs_on_any_runners_python3_from_38_on():
     source = TOOLS.read_text()
     ast.parse(source, feature_version=(3, 8))
     assert runtime_typing_errors(source) == []
-    imported = {a.name.split(".")[0] for n in ast.walk(ast.parse(source))
-                if isinstance(n, (ast.Import, ast.ImportFrom))
-                for a in (n.names if isinstance(n, ast.Import) else [ast.alias(n.module)])}
+    imported = {
+        a.name.split(".")[0]
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in (n.names if isinstance(n, ast.Import) else [ast.alias(n.module)])
+    }
     assert imported <= sys.stdlib_module_names, imported - sys.stdlib_module_names
 
 
 def _tools(requirements: Path, cache: Path, **popen) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(TOOLS), str(requirements), str(cache)],
-                          capture_output=True, text=True, timeout=300, **popen)
+    return subprocess.run(
+        [sys.executable, str(TOOLS), str(requirements), str(cache)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        **popen,
+    )
 
 
 def _runs(bin_dir: str) -> bool:
@@ -95,9 +102,15 @@ def test_built_once_reused_rebuilt_when_broken_and_leftovers_pruned(tmp_path, re
 @pytest.mark.slow
 def test_two_jobs_starting_at_once_build_one_venv_and_both_use_it(tmp_path, requirements):
     cache = tmp_path / "toolcache"
-    jobs = [subprocess.Popen([sys.executable, str(TOOLS), str(requirements), str(cache)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for _ in range(2)]
+    jobs = [
+        subprocess.Popen(
+            [sys.executable, str(TOOLS), str(requirements), str(cache)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outs = [job.communicate(timeout=300) for job in jobs]
     assert [job.returncode for job in jobs] == [0, 0], outs
     # the second took its turn after the first: it reused what the first built
@@ -110,22 +123,33 @@ def test_two_jobs_starting_at_once_build_one_venv_and_both_use_it(tmp_path, requ
 
 @pytest.mark.slow
 def test_a_job_whose_turn_never_comes_builds_its_own_venv_beside_the_stuck_one(
-        tmp_path, requirements):
+    tmp_path, requirements
+):
     """A build that never gives the turn back (a stuck pip) holds no one else up for longer
     than WAIT: the next job builds its own, published atomically as before the lock."""
     cache = tmp_path / "toolcache"
     cache.mkdir()
-    hold = ("import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
-            "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(600)")
-    holder = subprocess.Popen([sys.executable, "-c", hold, str(cache / "torchbisect-tools.lock")],
-                              stdout=subprocess.PIPE, text=True)
+    hold = (
+        "import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
+        "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(600)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold, str(cache / "torchbisect-tools.lock")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline() == "held\n"
-        code = ("import sys; sys.path.insert(0, sys.argv[1]); import tools; tools.WAIT = 1; "
-                "sys.exit(tools.main(sys.argv[2:]))")
-        done = subprocess.run([sys.executable, "-B", "-c", code, str(TOOLS.parent),
-                               str(requirements), str(cache)],
-                              capture_output=True, text=True, timeout=300)
+        code = (
+            "import sys; sys.path.insert(0, sys.argv[1]); import tools; tools.WAIT = 1; "
+            "sys.exit(tools.main(sys.argv[2:]))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-B", "-c", code, str(TOOLS.parent), str(requirements), str(cache)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         holder.kill()
         holder.wait()

@@ -43,24 +43,32 @@ def test_latest_is_the_newest_run_per_cell_and_gpu(store):
     store.add(make_run(a, started="2026-11-03T00:00:00.000000+00:00", gpu="NVIDIA B200"))
     store.add(make_run(b, status=RunStatus.INFRA_FAILURE))
     latest = {(r.cell.id, r.gpu): r for r in store.latest()}
-    assert set(latest) == {("dev-a", "NVIDIA H200"), ("dev-a", "NVIDIA B200"),
-                           ("dev-b", "NVIDIA H200")}
+    assert set(latest) == {
+        ("dev-a", "NVIDIA H200"),
+        ("dev-a", "NVIDIA B200"),
+        ("dev-b", "NVIDIA H200"),
+    }
     assert latest["dev-a", "NVIDIA H200"].verdict.value == "not_affected"
     assert latest["dev-b", "NVIDIA H200"].status is RunStatus.INFRA_FAILURE
 
 
 def test_the_skip_key_needs_a_verdict_and_every_part_to_match(store):
     cell = make_cell()
-    key = dict(wheel_sha256=cell.sha256, probe_version="1+abc", gpu="NVIDIA H200",
-               driver="580.159.04")
+    key = dict(
+        wheel_sha256=cell.sha256, probe_version="1+abc", gpu="NVIDIA H200", driver="580.159.04"
+    )
     store.add(make_run(cell, status=RunStatus.INFRA_FAILURE))
     assert store.find_ok(cell, **key) is None
     assert not store.has_result(cell.id)
     store.add(make_run(cell, started="2026-11-30T00:00:00.000000+00:00"))
     assert store.find_ok(cell, **key).cell.id == cell.id
     assert store.has_result(cell.id)
-    for part, other in [("wheel_sha256", "0" * 64), ("probe_version", "2+def"),
-                        ("gpu", "NVIDIA B200"), ("driver", "590.1")]:
+    for part, other in [
+        ("wheel_sha256", "0" * 64),
+        ("probe_version", "2+def"),
+        ("gpu", "NVIDIA B200"),
+        ("driver", "590.1"),
+    ]:
         assert store.find_ok(cell, **{**key, part: other}) is None, part
 
 
@@ -131,8 +139,9 @@ def test_sigkill_mid_write_loses_no_committed_run_and_leaves_a_sound_file(tmp_pa
     helpers = str(HELPERS.parent)
     committed: set[int] = set()
     for _ in range(3):  # three kills at arbitrary moments, the file reused each time
-        child = subprocess.Popen([sys.executable, "-c", WRITER, str(path), helpers],
-                                 stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), helpers], stdout=subprocess.PIPE, text=True
+        )
         first = child.stdout.readline()  # a commit is done: the kill lands mid-writing
         time.sleep(0.2)
         child.send_signal(signal.SIGKILL)
@@ -155,6 +164,14 @@ def _plain(runs):
 def _bisection() -> BisectResult:
     good = NightlyPoint(date="2026-10-01", version="2.16.0.dev20261001+cu130", verdict="good")
     bad = NightlyPoint(date="2026-10-02", version="2.16.0.dev20261002+cu130", verdict="bad")
-    return BisectResult(direction=Direction.REGRESSION, case="capture_data_ptr", cuda="cu130",
-                        python="3.12", before=good, after=bad, probes=5, points=(good, bad),
-                        finished="2026-11-29T12:00:00+00:00")
+    return BisectResult(
+        direction=Direction.REGRESSION,
+        case="capture_data_ptr",
+        cuda="cu130",
+        python="3.12",
+        before=good,
+        after=bad,
+        probes=5,
+        points=(good, bad),
+        finished="2026-11-29T12:00:00+00:00",
+    )

@@ -16,11 +16,22 @@ from torchbisect.model import Attendance
 from torchbisect.store.db import Store
 
 
-def attended(kind="H200", shard="1/2", run="7-1", started="2026-12-01T09:40:00+00:00",
-             **more) -> Attendance:
-    values = dict(kind=kind, shard=shard, run=run, gpu="NVIDIA H200", host="gpu-runner-3",
-                  started=started, finished="2026-12-01T10:05:00+00:00", cells=12, probed=3,
-                  reused=8, failed=1)
+def attended(
+    kind="H200", shard="1/2", run="7-1", started="2026-12-01T09:40:00+00:00", **more
+) -> Attendance:
+    values = dict(
+        kind=kind,
+        shard=shard,
+        run=run,
+        gpu="NVIDIA H200",
+        host="gpu-runner-3",
+        started=started,
+        finished="2026-12-01T10:05:00+00:00",
+        cells=12,
+        probed=3,
+        reused=8,
+        failed=1,
+    )
     return Attendance(**{**values, **more})
 
 
@@ -38,8 +49,10 @@ def replace_probed(a: Attendance, probed: int) -> Attendance:
 
 
 def test_merging_shards_keeps_every_kinds_attendance_once(tmp_path, store):
-    for name, a in (("h200.sqlite", attended()), ("gb300.sqlite", attended(
-            kind="GB300", shard="1/1", gpu="NVIDIA GB300"))):
+    for name, a in (
+        ("h200.sqlite", attended()),
+        ("gb300.sqlite", attended(kind="GB300", shard="1/1", gpu="NVIDIA GB300")),
+    ):
         with Store(tmp_path / name) as shard:
             shard.add(make_run(gpu=a.gpu))
             shard.add_attendance(a)
@@ -88,8 +101,12 @@ def test_a_damaged_attendance_row_is_one_sentence_naming_the_row(store):
 
 
 def test_an_export_with_a_wrongly_typed_attendance_entry_adds_nothing(tmp_path, store):
-    doc = {"schema": 1, "bisections": [], "runs": [],
-           "attendance": [{**attended().to_json(), "cells": "12"}]}
+    doc = {
+        "schema": 1,
+        "bisections": [],
+        "runs": [],
+        "attendance": [{**attended().to_json(), "cells": "12"}],
+    }
     path = tmp_path / "export.json"
     path.write_text(json.dumps(doc))
     with pytest.raises(ConfigError, match="has a damaged entry"):

@@ -15,23 +15,60 @@ from helpers import REPO
 SRC = REPO / "src"
 HELPER = "torchbisect.utils.proc"
 # What starts a process: subprocess's functions, and os's.
-STARTERS = {"subprocess": {"run", "Popen", "call", "check_call", "check_output", "getoutput",
-                           "getstatusoutput"},
-            "os": {"system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp",
-                   "execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe",
-                   "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp",
-                   "spawnvpe"}}
+STARTERS = {
+    "subprocess": {
+        "run",
+        "Popen",
+        "call",
+        "check_call",
+        "check_output",
+        "getoutput",
+        "getstatusoutput",
+    },
+    "os": {
+        "system",
+        "popen",
+        "fork",
+        "forkpty",
+        "posix_spawn",
+        "posix_spawnp",
+        "execl",
+        "execle",
+        "execlp",
+        "execlpe",
+        "execv",
+        "execve",
+        "execvp",
+        "execvpe",
+        "spawnl",
+        "spawnle",
+        "spawnlp",
+        "spawnlpe",
+        "spawnv",
+        "spawnve",
+        "spawnvp",
+        "spawnvpe",
+    },
+}
 # (module, the function the call is in): why it does not go through proc.run.
 EXCEPTIONS = {
-    ("torchbisect.bench.scale", "measure_scale"):
-        "the call is what is timed; proc's sweep after the child exits would count as its time",
-    ("torchbisect.bench.tool", "gpu_speedup"):
-        "the matrix's own progress goes to the terminal as it happens; proc captures it",
-    ("torchbisect.bench.workaround", "_driver"):
-        "a standalone script, run in a cell's environment: it imports nothing of torchbisect",
-    ("torchbisect.pages.chromium", "__init__"):
-        "a standalone script (it imports nothing of torchbisect) that hands chromium the "
-        "DevTools pipes on fds 3 and 4, which proc's captured streams cannot",
+    (
+        "torchbisect.bench.scale",
+        "measure_scale",
+    ): "the call is what is timed; proc's sweep after the child exits would count as its time",
+    (
+        "torchbisect.bench.tool",
+        "gpu_speedup",
+    ): "the matrix's own progress goes to the terminal as it happens; proc captures it",
+    (
+        "torchbisect.bench.workaround",
+        "_driver",
+    ): "a standalone script, run in a cell's environment: it imports nothing of torchbisect",
+    (
+        "torchbisect.pages.chromium",
+        "__init__",
+    ): "a standalone script (it imports nothing of torchbisect) that hands chromium the "
+    "DevTools pipes on fds 3 and 4, which proc's captured streams cannot",
 }
 
 
@@ -49,8 +86,11 @@ def starts(path: Path) -> list[tuple[str, str, int]]:
         if isinstance(node, ast.Import):
             modules |= {(a.asname or a.name): a.name for a in node.names if a.name in STARTERS}
         elif isinstance(node, ast.ImportFrom) and node.module in STARTERS and not node.level:
-            names |= {(a.asname or a.name): f"{node.module}.{a.name}" for a in node.names
-                      if a.name in STARTERS[node.module]}
+            names |= {
+                (a.asname or a.name): f"{node.module}.{a.name}"
+                for a in node.names
+                if a.name in STARTERS[node.module]
+            }
     found = []
 
     def visit(node: ast.AST, function: str) -> None:
@@ -91,10 +131,15 @@ def every_start(src: Path = SRC) -> dict[tuple[str, str], list[str]]:
 
 def test_only_the_helper_starts_processes():
     found = every_start()
-    extra = [f"{m}.{f or '<module>'}: {', '.join(calls)}" for (m, f), calls in found.items()
-             if (m, f) not in EXCEPTIONS]
-    assert not extra, ("route these through utils/proc.run, or say in EXCEPTIONS (and at the "
-                       "call) why not:\n" + "\n".join(extra))
+    extra = [
+        f"{m}.{f or '<module>'}: {', '.join(calls)}"
+        for (m, f), calls in found.items()
+        if (m, f) not in EXCEPTIONS
+    ]
+    assert not extra, (
+        "route these through utils/proc.run, or say in EXCEPTIONS (and at the "
+        "call) why not:\n" + "\n".join(extra)
+    )
 
 
 def test_every_exception_is_still_there():
@@ -104,14 +149,17 @@ def test_every_exception_is_still_there():
 
 
 def test_the_reader_finds_a_call_however_it_was_imported(tmp_path):
-    text = ("import os\nimport subprocess as sp\nfrom subprocess import check_output as out\n"
-            "import shlex\n"
-            "def f():\n    sp.Popen(['true'])\n    out(['true'])\n    shlex.split('a')\n"
-            "class C:\n    def g(self):\n        os.system('true')\n"
-            "sp.run(['true'])\n")
+    text = (
+        "import os\nimport subprocess as sp\nfrom subprocess import check_output as out\n"
+        "import shlex\n"
+        "def f():\n    sp.Popen(['true'])\n    out(['true'])\n    shlex.split('a')\n"
+        "class C:\n    def g(self):\n        os.system('true')\n"
+        "sp.run(['true'])\n"
+    )
     (tmp_path / "torchbisect").mkdir()
     (tmp_path / "torchbisect" / "m.py").write_text(text)
     assert every_start(tmp_path) == {
         ("torchbisect.m", "f"): ["subprocess.Popen at line 6", "subprocess.check_output at line 7"],
         ("torchbisect.m", "g"): ["os.system at line 11"],
-        ("torchbisect.m", ""): ["subprocess.run at line 12"]}
+        ("torchbisect.m", ""): ["subprocess.run at line 12"],
+    }

@@ -24,13 +24,25 @@ def _module():
 def test_a_record_file_it_did_not_write_is_one_sentence_and_nothing_runs(tmp_path, text):
     record = tmp_path / "suite.json"
     record.write_text(text)
-    done = subprocess.run([sys.executable, str(SCRIPT), "--cold", "--record", str(record),
-                           "--keep", str(tmp_path / "keep")], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--cold",
+            "--record",
+            str(record),
+            "--keep",
+            str(tmp_path / "keep"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2, done.stderr
     [last] = done.stderr.strip().splitlines()[-1:]
-    assert last.startswith(f"time_suite.py: error: --record {record} is not a JSON list "
-                           "this script wrote")
+    assert last.startswith(
+        f"time_suite.py: error: --record {record} is not a JSON list this script wrote"
+    )
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert not (tmp_path / "keep").exists() and record.read_text() == text
 

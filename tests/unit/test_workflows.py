@@ -52,10 +52,15 @@ def test_actionlint_catches_a_broken_workflow(tmp_path):
     """Guards the test above against a linter that accepts anything."""
     bad = tmp_path / ".github" / "workflows" / "bad.yml"
     bad.parent.mkdir(parents=True)
-    bad.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n"
-                   "    steps:\n      - run: echo ${{ nope.value }}\n")
-    proc = subprocess.run([shutil.which("actionlint") or "actionlint", "-shellcheck=", str(bad)],
-                          capture_output=True, text=True)
+    bad.write_text(
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n"
+        "    steps:\n      - run: echo ${{ nope.value }}\n"
+    )
+    proc = subprocess.run(
+        [shutil.which("actionlint") or "actionlint", "-shellcheck=", str(bad)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1
     assert "undefined variable" in proc.stdout
 
@@ -87,25 +92,29 @@ def test_each_kind_is_planned_locked_probed_and_published_with_its_own_lock():
     jobs = _load("matrix.yml")["jobs"]
     runs = {j: [s.get("run", "") for s in job["steps"]] for j, job in jobs.items()}
     plan = next(r for r in runs["plan"] if r.startswith("nox -s plan -- --matrix"))
-    assert ('--runners "$RUNNERS_FILE" --lock-dir locks --previous-lock-dir previous/locks '
-            "--hash") in plan and '--github-output "$GITHUB_OUTPUT"' in plan
+    assert (
+        '--runners "$RUNNERS_FILE" --lock-dir locks --previous-lock-dir previous/locks --hash'
+    ) in plan and '--github-output "$GITHUB_OUTPUT"' in plan
     assert jobs["plan"]["outputs"]["probes"] == "${{ steps.plan.outputs.probes }}"
     # the previous locks of the declared kinds, named before the plan runs
     kinds = next(s for s in jobs["plan"]["steps"] if s.get("id") == "kinds")
     assert "--kinds-only" in kinds["run"]
-    [fetch] = [s for s in jobs["plan"]["steps"]
-               if s.get("uses") == "./.github/actions/previous-site"]
+    [fetch] = [
+        s for s in jobs["plan"]["steps"] if s.get("uses") == "./.github/actions/previous-site"
+    ]
     assert fetch["with"]["kinds"] == "${{ steps.kinds.outputs.kinds }}"
     probe = next(r for r in runs["probe"] if r.startswith("nox -s matrix"))
     assert '--runners "$RUNNERS_FILE" --kind "$KIND" --lock-dir locks --offline' in probe
     assert jobs["probe"]["env"]["KIND"] == "${{ matrix.kind }}"
     assert any("store-shard-${KIND}-${SHARD%%/*}" in r for r in runs["probe"])
-    upload = next(s for s in jobs["plan"]["steps"] if s.get("uses", "").startswith(
-        "actions/upload-artifact@"))
+    upload = next(
+        s for s in jobs["plan"]["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")
+    )
     assert "locks/" in upload["with"]["path"]
     assert "cp -r locks site/data/" in runs["build"]  # data/locks/<kind>.lock.json
-    assert any(r.startswith("nox -s report") and '--runners "$RUNNERS_FILE"' in r
-               for r in runs["build"])
+    assert any(
+        r.startswith("nox -s report") and '--runners "$RUNNERS_FILE"' in r for r in runs["build"]
+    )
 
 
 def test_a_bisection_runs_on_one_declared_kind():
@@ -117,8 +126,9 @@ def test_a_bisection_runs_on_one_declared_kind():
     assert '--kinds-only --kind="$KIND"' in kinds
     assert jobs["bisect"]["runs-on"] == "${{ fromJSON(needs.kind.outputs.labels) }}"
     # the build publishes every kind's lock again, so a bisection's deploy drops none
-    [fetch] = [s for s in jobs["build"]["steps"]
-               if s.get("uses") == "./.github/actions/previous-site"]
+    [fetch] = [
+        s for s in jobs["build"]["steps"] if s.get("uses") == "./.github/actions/previous-site"
+    ]
     assert fetch["with"]["kinds"] == "${{ needs.kind.outputs.kinds }}"
     assert "cp -r previous/locks site/data/" in [s.get("run") for s in jobs["build"]["steps"]]
     assert "needs.kind.result == 'success'" in jobs["build"]["if"]
@@ -127,18 +137,24 @@ def test_a_bisection_runs_on_one_declared_kind():
 @pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
 def test_only_the_deploy_job_holds_pages_write_and_runs_nothing_but_the_pages_actions(name):
     jobs = _load(name)["jobs"]
-    holders = [j for j, job in jobs.items()
-               if {"pages", "id-token"} & set(job.get("permissions", {}))]
+    holders = [
+        j for j, job in jobs.items() if {"pages", "id-token"} & set(job.get("permissions", {}))
+    ]
     assert holders == ["deploy"]
     deploy = jobs["deploy"]
     assert deploy["permissions"] == {"contents": "read", "pages": "write", "id-token": "write"}
     assert deploy["environment"]["name"] == "github-pages"
     # no `run:` of its own and no project code: the site check is a curl in a composite action
     assert [s["uses"].split("@")[0] for s in deploy["steps"]] == [
-        "actions/checkout", "./.github/actions/site-unchanged", "actions/configure-pages",
-        "actions/deploy-pages"]
-    assert deploy["steps"][0]["with"] == {"persist-credentials": False,
-                                          "sparse-checkout": ".github/actions"}
+        "actions/checkout",
+        "./.github/actions/site-unchanged",
+        "actions/configure-pages",
+        "actions/deploy-pages",
+    ]
+    assert deploy["steps"][0]["with"] == {
+        "persist-credentials": False,
+        "sparse-checkout": ".github/actions",
+    }
     assert _load(name)["permissions"] == {}  # nothing by default; each job asks for its own
 
 
@@ -177,8 +193,9 @@ def test_pins_are_the_real_commits_of_their_tags():
         pytest.skip(f"{pins_md} is absent (CI has ../shared beside the clone)")
     known = set(re.findall(r"\| (\S+) \| (v[\d.]+) \| ([0-9a-f]{40}) \|", pins_md.read_text()))
     for path in _workflow_and_action_files():
-        for action, sha, tag in re.findall(r"uses: ([\w.-]+/[\w.-]+)@([0-9a-f]{40}) # (\S+)",
-                                           path.read_text()):
+        for action, sha, tag in re.findall(
+            r"uses: ([\w.-]+/[\w.-]+)@([0-9a-f]{40}) # (\S+)", path.read_text()
+        ):
             assert (action, tag, sha) in known, f"{path.name}: {action}@{sha} is not {tag}"
 
 
@@ -190,8 +207,9 @@ def test_dependabot_keeps_the_action_pins_current():
     # and the tools' pins: a pip requirements file that setup-tools installs
     assert tools["package-ecosystem"] == "pip"
     requirements = REPO / tools["directory"].lstrip("/") / "requirements.txt"
-    pins = [line for line in requirements.read_text().splitlines()
-            if line and not line.startswith("#")]
+    pins = [
+        line for line in requirements.read_text().splitlines() if line and not line.startswith("#")
+    ]
     assert {p.split("==")[0] for p in pins} == {"nox", "uv"}
     assert all(re.fullmatch(r"[a-z]+==[\d.]+", p) for p in pins), pins
     setup = (ACTIONS / "setup-tools" / "action.yml").read_text()
@@ -229,8 +247,11 @@ def test_zizmor_finds_no_high_severity_problem():
     exe = shutil.which("zizmor")
     if exe is None:
         pytest.fail("zizmor is not installed: pip install -e '.[test]'")
-    proc = subprocess.run([exe, "--offline", "--min-severity", "high", str(WORKFLOWS.parent)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [exe, "--offline", "--min-severity", "high", str(WORKFLOWS.parent)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -238,22 +259,35 @@ def test_zizmor_catches_a_tag_pinned_action_and_template_injection(tmp_path):
     """Guards the test above against a checker that accepts anything."""
     bad = tmp_path / ".github" / "workflows" / "bad.yml"
     bad.parent.mkdir(parents=True)
-    bad.write_text("on: issues\npermissions: {}\njobs:\n  a:\n    runs-on: ubuntu-latest\n"
-                   "    steps:\n      - uses: actions/checkout@v4\n"
-                   "      - run: echo ${{ github.event.issue.title }}\n")
-    proc = subprocess.run([shutil.which("zizmor") or "zizmor", "--offline", "--min-severity",
-                           "high", str(bad.parent.parent)], capture_output=True, text=True)
+    bad.write_text(
+        "on: issues\npermissions: {}\njobs:\n  a:\n    runs-on: ubuntu-latest\n"
+        "    steps:\n      - uses: actions/checkout@v4\n"
+        "      - run: echo ${{ github.event.issue.title }}\n"
+    )
+    proc = subprocess.run(
+        [
+            shutil.which("zizmor") or "zizmor",
+            "--offline",
+            "--min-severity",
+            "high",
+            str(bad.parent.parent),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 0
     assert "template-injection" in proc.stdout and "unpinned-uses" in proc.stdout
 
 
 @pytest.mark.parametrize("name", ["matrix.yml", "tests.yml", "bisect.yml"])
 def test_every_run_step_is_a_nox_session_or_an_install(name):
-    allowed = re.compile(r"^(nox -s \w+|pip (install|download) |uv cache prune --ci$"
-                         r'|echo "\w+=[^"]*" >> "\$GITHUB_OUTPUT"$'
-                         r"|cp (-r )?\S+ \S+$|nvidia-smi -L$|sudo (apt-get|bash \.ci/)"
-                         r"|sudo --preserve-env=\S+ nox -s "
-                         r"|sudo --preserve-env=\S+ \.ci/run( \w+)*$)")
+    allowed = re.compile(
+        r"^(nox -s \w+|pip (install|download) |uv cache prune --ci$"
+        r'|echo "\w+=[^"]*" >> "\$GITHUB_OUTPUT"$'
+        r"|cp (-r )?\S+ \S+$|nvidia-smi -L$|sudo (apt-get|bash \.ci/)"
+        r"|sudo --preserve-env=\S+ nox -s "
+        r"|sudo --preserve-env=\S+ \.ci/run( \w+)*$)"
+    )
     for job, run in _run_steps(_load(name)):
         for line in run.strip().splitlines():
             assert allowed.match(line.strip()), f"{name}:{job}: logic in a workflow: {line}"
@@ -287,8 +321,20 @@ def test_plan_never_lists_more_shards_than_cells(tmp_path):
     """`--shards 2` with one cell: one GPU job, not a second one with nothing to probe."""
     (tmp_path / "m.yaml").write_text("preinstalled: true\n")
     out = tmp_path / "github_output"
-    done = invoke("plan", "--matrix", "m.yaml", "--lock", "m.lock.json", "--shards", "2",
-                  "--github-output", out, "--store", "none.sqlite", cwd=tmp_path)
+    done = invoke(
+        "plan",
+        "--matrix",
+        "m.yaml",
+        "--lock",
+        "m.lock.json",
+        "--shards",
+        "2",
+        "--github-output",
+        out,
+        "--store",
+        "none.sqlite",
+        cwd=tmp_path,
+    )
     assert done.returncode == Exit.OK, done.stderr
     assert out.read_text().splitlines() == ['shards=["1/1"]', "cells=1"]
 
@@ -311,8 +357,10 @@ def test_only_the_writers_wait_their_turn_so_a_dispatch_never_cancels_a_schedule
         # every waiting job keeps its place: without `queue: max` a third run's deploy would
         # cancel the one pending, and that run's results would never be published
         assert doc["jobs"][job]["concurrency"]["queue"] == "max"
-        assert (_load("matrix.yml")["jobs"][job]["concurrency"]["group"]
-                == _load("bisect.yml")["jobs"][job]["concurrency"]["group"])
+        assert (
+            _load("matrix.yml")["jobs"][job]["concurrency"]["group"]
+            == _load("bisect.yml")["jobs"][job]["concurrency"]["group"]
+        )
 
 
 @pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml", "tests.yml"])
@@ -332,21 +380,30 @@ def test_notify_tells_what_was_deployed_and_never_holds_deploy_back(name):
     assert "!cancelled()" in jobs["notify"]["if"]
     assert "needs.deploy.result == 'success'" in jobs["notify"]["if"]
     # the page is uploaded in build, before notify can start
-    assert any(s.get("uses", "").startswith("actions/upload-pages-artifact@")
-               for s in jobs["build"]["steps"])
+    assert any(
+        s.get("uses", "").startswith("actions/upload-pages-artifact@")
+        for s in jobs["build"]["steps"]
+    )
     assert not any("notify" in s.get("run", "") for s in jobs["build"]["steps"])
 
 
 @pytest.mark.parametrize("name", ["matrix.yml", "bisect.yml"])
 def test_a_rerun_overwrites_its_uploads_and_the_merged_store_is_kept(name):
     jobs = _load(name)["jobs"]
-    uploads = [s for job in jobs.values() for s in job.get("steps", [])
-               if s.get("uses", "").startswith("actions/upload-artifact@")]
+    uploads = [
+        s
+        for job in jobs.values()
+        for s in job.get("steps", [])
+        if s.get("uses", "").startswith("actions/upload-artifact@")
+    ]
     assert uploads and all(s["with"]["overwrite"] is True for s in uploads)
     kept = [s for s in uploads if s["with"]["name"] == "merged-store"]
     assert kept and "site/data/results.sqlite" in kept[0]["with"]["path"]
-    [pages] = [s for s in jobs["build"]["steps"]
-               if s.get("uses", "").startswith("actions/upload-pages-artifact@")]
+    [pages] = [
+        s
+        for s in jobs["build"]["steps"]
+        if s.get("uses", "").startswith("actions/upload-pages-artifact@")
+    ]
     [*_, deploy] = jobs["deploy"]["steps"]
     # upload-pages-artifact has no `overwrite`: one name per attempt, the same one deployed
     assert "github.run_attempt" in pages["with"]["name"]
@@ -368,7 +425,7 @@ def test_gpu_jobs_preflight_the_driver_and_ask_for_a_gpu(name):
         probes = [r for r in runs if r.startswith(("nox -s matrix", "nox -s bisect"))]
         if not probes:
             continue
-        before = runs[:runs.index(probes[0])]
+        before = runs[: runs.index(probes[0])]
         assert "nvidia-smi -L" in before, job_name
         assert all("--require-gpu" in r for r in probes), job_name
         # then the backend's own check (docker: a container given the GPUs), skipped alike
@@ -382,8 +439,9 @@ STORE = b"SQLite format 3\0"  # what the stand-in site publishes as data/results
 
 
 @contextmanager
-def _site(statuses: dict[str, int],
-          bodies: dict[str, bytes] | None = None) -> Iterator[tuple[str, list]]:
+def _site(
+    statuses: dict[str, int], bodies: dict[str, bytes] | None = None
+) -> Iterator[tuple[str, list]]:
     """An HTTP server on 127.0.0.1 (tests/helpers/loopback.py) that answers each path under
     /data/ with its status in `statuses` (the "" entry: every other path) and, for a 200, its
     body in `bodies` (default STORE); yields its URL and the requests it gets, as they come."""
@@ -406,43 +464,77 @@ def _site(statuses: dict[str, int],
     assert len(set(paths)) == len({path.split("?", 1)[0] for path in paths})
 
 
-def _composite(tmp_path: Path, action: str, env: dict[str, str]
-               ) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
+def _composite(
+    tmp_path: Path, action: str, env: dict[str, str]
+) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
     """Run a composite action's one step, its own bash, as the runner would; returns the run and
     what it wrote to $GITHUB_OUTPUT."""
     [step] = yaml.safe_load((ACTIONS / action / "action.yml").read_text())["runs"]["steps"]
     output = tmp_path / "github_output"
     output.touch()
-    env = {"PATH": "/usr/bin:/bin", "GITHUB_OUTPUT": str(output), "GITHUB_REPOSITORY": "o/r",
-           "GITHUB_REPOSITORY_OWNER": "o", **env}
-    done = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "GITHUB_OUTPUT": str(output),
+        "GITHUB_REPOSITORY": "o/r",
+        "GITHUB_REPOSITORY_OWNER": "o",
+        **env,
+    }
+    done = subprocess.run(
+        ["bash", "-e", "-c", step["run"]],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return done, dict(line.split("=", 1) for line in output.read_text().splitlines())
 
 
-def _previous_site(tmp_path: Path, statuses: dict[str, int], *, first_run: str = "",
-                   kinds: str = "", bodies: dict[str, bytes] | None = None
-                   ) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
+def _previous_site(
+    tmp_path: Path,
+    statuses: dict[str, int],
+    *,
+    first_run: str = "",
+    kinds: str = "",
+    bodies: dict[str, bytes] | None = None,
+) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
     """previous-site against a site answering `statuses` (as `_site` reads them)."""
     with _site(statuses, bodies) as (url, _):
-        return _composite(tmp_path, "previous-site", {
-            "DEST": str(tmp_path / "previous"), "PAGES_URL": url, "FIRST_RUN": first_run,
-            "KINDS": kinds})
+        return _composite(
+            tmp_path,
+            "previous-site",
+            {
+                "DEST": str(tmp_path / "previous"),
+                "PAGES_URL": url,
+                "FIRST_RUN": first_run,
+                "KINDS": kinds,
+            },
+        )
 
 
 @pytest.mark.slow  # curl's own retries of a 503 wait about 7 s
-@pytest.mark.parametrize("status, first_run, exit_code, published", [
-    (200, "", 0, "true"), (404, "true", 0, "false"), (404, "", 1, None), (503, "true", 1, None),
-    (302, "true", 1, None)])
-def test_the_previous_site_script_against_a_real_server(tmp_path, status, first_run, exit_code,
-                                                        published):
+@pytest.mark.parametrize(
+    "status, first_run, exit_code, published",
+    [
+        (200, "", 0, "true"),
+        (404, "true", 0, "false"),
+        (404, "", 1, None),
+        (503, "true", 1, None),
+        (302, "true", 1, None),
+    ],
+)
+def test_the_previous_site_script_against_a_real_server(
+    tmp_path, status, first_run, exit_code, published
+):
     """Only 200 goes on with a store, and only 404 with PAGES_FIRST_RUN=true goes on without."""
     done, said = _previous_site(tmp_path, {"": status}, first_run=first_run)
     assert done.returncode == exit_code, done.stdout + done.stderr
     assert said.get("published") == published
     # the store merged from, for deploy's check: its sha256, or "none" before the first deploy
-    assert said.get("store-sha256") == {"true": hashlib.sha256(STORE).hexdigest(),
-                                        "false": "none", None: None}[published]
+    assert (
+        said.get("store-sha256")
+        == {"true": hashlib.sha256(STORE).hexdigest(), "false": "none", None: None}[published]
+    )
     if exit_code:
         assert "::error::" in done.stdout
         assert ("PAGES_FIRST_RUN" if status == 404 else f"HTTP {status}") in done.stdout
@@ -451,19 +543,23 @@ def test_the_previous_site_script_against_a_real_server(tmp_path, status, first_
 
 @pytest.mark.slow  # curl's own retries of a 503 wait about 7 s
 @pytest.mark.parametrize("status, exit_code", [(404, 0), (503, 1)])
-def test_a_kinds_lock_that_is_not_published_is_its_first_run_and_nothing_else(tmp_path, status,
-                                                                               exit_code):
+def test_a_kinds_lock_that_is_not_published_is_its_first_run_and_nothing_else(
+    tmp_path, status, exit_code
+):
     """Each declared kind's lock is fetched beside the store: a 404 for one is that kind's first
     run (a notice, the others are kept), any other failure fails the step as for the store."""
-    done, said = _previous_site(tmp_path, {"": 200, "locks/GB300.lock.json": status},
-                                kinds="H200 GB300")
+    done, said = _previous_site(
+        tmp_path, {"": 200, "locks/GB300.lock.json": status}, kinds="H200 GB300"
+    )
     assert done.returncode == exit_code, done.stdout + done.stderr
     previous = tmp_path / "previous"
     assert (previous / "locks" / "H200.lock.json").is_file()
     assert not (previous / "locks" / "GB300.lock.json").exists()
     if exit_code:
-        assert "::error::could not fetch" in done.stdout and "locks/GB300.lock.json (HTTP 503)" \
-            in done.stdout
+        assert (
+            "::error::could not fetch" in done.stdout
+            and "locks/GB300.lock.json (HTTP 503)" in done.stdout
+        )
     else:
         assert said["published"] == "true"
         assert "::notice::no locks/GB300.lock.json published" in done.stdout
@@ -475,22 +571,29 @@ def test_deploy_is_given_the_store_its_build_merged_from(name):
     """build says which store it fetched (previous-site's sha256), and deploy's site check is
     given exactly that, before anything touches Pages."""
     jobs = _load(name)["jobs"]
-    [fetch] = [s for s in jobs["build"]["steps"]
-               if s.get("uses") == "./.github/actions/previous-site"]
+    [fetch] = [
+        s for s in jobs["build"]["steps"] if s.get("uses") == "./.github/actions/previous-site"
+    ]
     wired = f"${{{{ steps.{fetch['id']}.outputs.store-sha256 }}}}"
     assert jobs["build"]["outputs"]["base"] == wired
-    [check] = [s for s in jobs["deploy"]["steps"]
-               if s.get("uses") == "./.github/actions/site-unchanged"]
-    assert check["with"] == {"expected": "${{ needs.build.outputs.base }}",
-                             "pages-url": "${{ vars.PAGES_URL }}"}
+    [check] = [
+        s for s in jobs["deploy"]["steps"] if s.get("uses") == "./.github/actions/site-unchanged"
+    ]
+    assert check["with"] == {
+        "expected": "${{ needs.build.outputs.base }}",
+        "pages-url": "${{ vars.PAGES_URL }}",
+    }
     uses = [s["uses"] for s in jobs["deploy"]["steps"]]
     assert uses.index("./.github/actions/site-unchanged") < min(
-        i for i, u in enumerate(uses) if u.startswith(("actions/configure-pages@",
-                                                       "actions/deploy-pages@")))
+        i
+        for i, u in enumerate(uses)
+        if u.startswith(("actions/configure-pages@", "actions/deploy-pages@"))
+    )
 
 
-def _site_unchanged(tmp_path: Path, expected: str, status: int, published: bytes = STORE
-                    ) -> subprocess.CompletedProcess:
+def _site_unchanged(
+    tmp_path: Path, expected: str, status: int, published: bytes = STORE
+) -> subprocess.CompletedProcess:
     with _site({"": status}, {"results.sqlite": published}) as (url, asked):
         done, _ = _composite(tmp_path, "site-unchanged", {"EXPECTED": expected, "PAGES_URL": url})
     assert all(seen.target.startswith("/data/results.sqlite?") for seen in asked)
@@ -506,16 +609,20 @@ def test_deploy_goes_on_while_the_site_has_the_store_its_build_merged_from(tmp_p
     assert done.returncode == 0 and "still publishes no store" in done.stdout
 
 
-@pytest.mark.parametrize("expected, status, published", [
-    # another run deployed after this build fetched the store: its results would be dropped
-    (hashlib.sha256(STORE).hexdigest(), 200, STORE + b"another run's results"),
-    # two first runs: the other one deployed first
-    ("none", 200, STORE),
-    # the store this build merged from is gone from the site
-    (hashlib.sha256(STORE).hexdigest(), 404, b""),
-])
-def test_a_deploy_after_another_runs_deploy_stops_and_says_how_to_repair(tmp_path, expected,
-                                                                         status, published):
+@pytest.mark.parametrize(
+    "expected, status, published",
+    [
+        # another run deployed after this build fetched the store: its results would be dropped
+        (hashlib.sha256(STORE).hexdigest(), 200, STORE + b"another run's results"),
+        # two first runs: the other one deployed first
+        ("none", 200, STORE),
+        # the store this build merged from is gone from the site
+        (hashlib.sha256(STORE).hexdigest(), 404, b""),
+    ],
+)
+def test_a_deploy_after_another_runs_deploy_stops_and_says_how_to_repair(
+    tmp_path, expected, status, published
+):
     done = _site_unchanged(tmp_path, expected, status, published)
     assert done.returncode == 1
     [error] = [line for line in done.stdout.splitlines() if line.startswith("::error::")]
@@ -551,8 +658,9 @@ def test_the_rehearsal_runs_the_committed_workflow_less_one_line_act_cannot_read
 def test_a_200_that_is_not_a_result_store_fails_the_fetch(tmp_path):
     """A redirect to a login page ends in a 200 that curl follows: its HTML must never be taken
     for the store (the merge would stop on it later, or worse)."""
-    done, said = _previous_site(tmp_path, {"": 200},
-                                bodies={"results.sqlite": b"<html>Sign in</html>"})
+    done, said = _previous_site(
+        tmp_path, {"": 200}, bodies={"results.sqlite": b"<html>Sign in</html>"}
+    )
     assert done.returncode == 1
     assert "is not a result store" in done.stdout and "::error::" in done.stdout
     assert "published" not in said

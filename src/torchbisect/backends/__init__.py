@@ -35,9 +35,23 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "current": ("current", "CurrentBackend"),
 }
 
-__all__ = ["BACKENDS", "Backend", "BackendOptions", "Capabilities", "Choice", "Prepared",
-           "ProbeOutput", "Purpose", "Watcher", "backend_class", "capabilities", "choose_backend",
-           "default_backend", "docker_answers", "label"]
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "BackendOptions",
+    "Capabilities",
+    "Choice",
+    "Prepared",
+    "ProbeOutput",
+    "Purpose",
+    "Watcher",
+    "backend_class",
+    "capabilities",
+    "choose_backend",
+    "default_backend",
+    "docker_answers",
+    "label",
+]
 
 
 class Purpose(enum.Enum):
@@ -57,8 +71,11 @@ class Purpose(enum.Enum):
 
 
 # The purposes whose backend does not depend on the host.
-_FIXED: dict[Purpose, str] = {Purpose.SCRIPT: "venv", Purpose.OWN_TORCH: "current",
-                              Purpose.BENCH: "venv"}
+_FIXED: dict[Purpose, str] = {
+    Purpose.SCRIPT: "venv",
+    Purpose.OWN_TORCH: "current",
+    Purpose.BENCH: "venv",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,8 +95,9 @@ def backend_class(name: str) -> type[Backend]:
         found: type[Backend] = getattr(importlib.import_module(f"{__name__}.{module}"), cls)
         return found
     except ImportError as err:
-        raise BackendUnavailable(f"the {name} backend cannot be loaded ({err}); "
-                                 "choose another --backend") from None
+        raise BackendUnavailable(
+            f"the {name} backend cannot be loaded ({err}); choose another --backend"
+        ) from None
 
 
 def capabilities(name: str) -> Capabilities:
@@ -108,9 +126,13 @@ def default_backend(purpose: Purpose) -> Choice:
     return Choice(name="venv", why="no Docker engine answers")
 
 
-def choose_backend(name: str | None, options: BackendOptions | None = None, *,
-                   purpose: Purpose = Purpose.BUILDS,
-                   say: Callable[[str], None] = print) -> Backend:
+def choose_backend(
+    name: str | None,
+    options: BackendOptions | None = None,
+    *,
+    purpose: Purpose = Purpose.BUILDS,
+    say: Callable[[str], None] = print,
+) -> Backend:
     """The backend called `name` (None: `purpose`'s default, said in one line when the host
     decided), built with `options` and checked.  Raises BackendUnavailable when the backend
     cannot run here.
@@ -136,4 +158,3 @@ def docker_answers(timeout: float = 5.0) -> bool:
         return True
     except Exception:  # noqa: BLE001 - any failure means "no engine here"
         return False
-

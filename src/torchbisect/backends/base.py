@@ -129,8 +129,9 @@ class Backend(abc.ABC):
         """Download and install the cell's torch; may run while other cells are being probed."""
 
     @abc.abstractmethod
-    def probe(self, prepared: Prepared, *, gpu: int | str | None, probe_args: list[str],
-              log: Path) -> ProbeOutput:
+    def probe(
+        self, prepared: Prepared, *, gpu: int | str | None, probe_args: list[str], log: Path
+    ) -> ProbeOutput:
         """Run the cell's probe script on one GPU (None: no GPU) and return its output."""
 
     def fingerprint(self, cell: Cell) -> str | None:

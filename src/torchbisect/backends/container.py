@@ -34,8 +34,10 @@ from .base import note
 LABEL = "torchbisect.cell"  # `docker ps -a --filter label=torchbisect.cell`
 PROBE_LABEL = "torchbisect.probe"  # one build probed by two probes at once: each its own
 OWNER_LABEL = "torchbisect.owner"  # "<hostname>:<pid>" of the run that made the container
-_REMOVE_OWNED = ("import docker\nfor box in docker.from_env(timeout=60).containers.list(all=True, "
-                 "filters={'label': %r}):\n    box.remove(force=True)\n")
+_REMOVE_OWNED = (
+    "import docker\nfor box in docker.from_env(timeout=60).containers.list(all=True, "
+    "filters={'label': %r}):\n    box.remove(force=True)\n"
+)
 UV_CACHE_VOLUME = "torchbisect-uv-cache"  # unless $TORCHBISECT_UV_CACHE_VOLUME names another
 UV_CACHE = "/var/cache/torchbisect-uv"
 # uv's Pythons live in a volume of their own: `uv cache prune` deletes every folder of the cache
@@ -66,17 +68,34 @@ class Containers:
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
         self._cleanup_registered = False
 
-    def run(self, cell: Cell, step: str, image: str, command: list[str], *, workdir: Path,
-            log: Path, timeout: float, mounts: tuple[Any, ...] | list[Any] = (),
-            gpu: int | str | None = None, env: dict[str, str] | None = None) -> Exit:
+    def run(
+        self,
+        cell: Cell,
+        step: str,
+        image: str,
+        command: list[str],
+        *,
+        workdir: Path,
+        log: Path,
+        timeout: float,
+        mounts: tuple[Any, ...] | list[Any] = (),
+        gpu: int | str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Exit:
         """Run one container to its end; InfraError for a timeout, a signal or the OOM killer."""
         on = "" if gpu is None else f" on GPU {gpu}"
         note(log, f"[{step} in {image}{on}] {shlex.join(command)}")
-        with self._container(cell, step, image, command, workdir=workdir,
-                             mounts=[*self._mounts(workdir), *mounts],
-                             env=self._environment(env or {}, gpu,
-                                                   network=step != "probe"), gpu=gpu,
-                             log=log) as (box, pump):
+        with self._container(
+            cell,
+            step,
+            image,
+            command,
+            workdir=workdir,
+            mounts=[*self._mounts(workdir), *mounts],
+            env=self._environment(env or {}, gpu, network=step != "probe"),
+            gpu=gpu,
+            log=log,
+        ) as (box, pump):
             import docker
 
             started = time.monotonic()
@@ -85,15 +104,22 @@ class Containers:
                 if status is not None:
                     box.reload()
             except docker.errors.NotFound:  # removed under us: release() on Ctrl-C, or by hand
-                raise InfraError(f"{step} of {cell.id} was stopped: its container was removed "
-                                 f"while it ran; see {log}") from None
+                raise InfraError(
+                    f"{step} of {cell.id} was stopped: its container was removed "
+                    f"while it ran; see {log}"
+                ) from None
             seconds = time.monotonic() - started
             if status is None:
-                raise InfraError(f"{step} of {cell.id} timed out after {timeout:g} s and was "
-                                 f"killed; see {log}")
+                raise InfraError(
+                    f"{step} of {cell.id} timed out after {timeout:g} s and was killed; see {log}"
+                )
             pump.join(10)
-            done = Exit(code=int(status.get("StatusCode", -1)), seconds=seconds,
-                        oom_killed=bool(box.attrs["State"].get("OOMKilled")), tail=pump.tail())
+            done = Exit(
+                code=int(status.get("StatusCode", -1)),
+                seconds=seconds,
+                oom_killed=bool(box.attrs["State"].get("OOMKilled")),
+                tail=pump.tail(),
+            )
         _raise_if_killed(done, f"{step} of {cell.id}", log)
         return done
 
@@ -115,29 +141,59 @@ class Containers:
                     box.remove(force=True)
 
     @contextlib.contextmanager
-    def _container(self, cell: Cell, step: str, image: str, command: list[str], *,
-                   workdir: Path, mounts: list[Any], gpu: int | str | None, env: dict[str, str],
-                   log: Path) -> Iterator[tuple[Any, _LogPump]]:
+    def _container(
+        self,
+        cell: Cell,
+        step: str,
+        image: str,
+        command: list[str],
+        *,
+        workdir: Path,
+        mounts: list[Any],
+        gpu: int | str | None,
+        env: dict[str, str],
+        log: Path,
+    ) -> Iterator[tuple[Any, _LogPump]]:
         import docker
         from docker.types import DeviceRequest
 
         self._remove_when_we_die()
         run = uuid.uuid4().hex[:12]
-        labels = {LABEL: cell.id, PROBE_LABEL: cell.probe, OWNER_LABEL: self.owner,
-                  "torchbisect.step": step, "torchbisect.run": run}
-        gpus = [] if gpu is None else [
-            DeviceRequest(count=-1, capabilities=[["gpu"]]) if gpu == ALL_GPUS else
-            DeviceRequest(device_ids=[str(gpu)], capabilities=[["gpu"]])]
+        labels = {
+            LABEL: cell.id,
+            PROBE_LABEL: cell.probe,
+            OWNER_LABEL: self.owner,
+            "torchbisect.step": step,
+            "torchbisect.run": run,
+        }
+        gpus = (
+            []
+            if gpu is None
+            else [
+                DeviceRequest(count=-1, capabilities=[["gpu"]])
+                if gpu == ALL_GPUS
+                else DeviceRequest(device_ids=[str(gpu)], capabilities=[["gpu"]])
+            ]
+        )
         try:
             try:
                 box = self._client().containers.create(
-                    image, command, name=f"torchbisect-{_safe(cell.id)}-{step}-{run[:6]}",
-                    labels=labels, environment=env, mounts=mounts, device_requests=gpus,
-                    working_dir=str(workdir), init=True, privileged=False)
+                    image,
+                    command,
+                    name=f"torchbisect-{_safe(cell.id)}-{step}-{run[:6]}",
+                    labels=labels,
+                    environment=env,
+                    mounts=mounts,
+                    device_requests=gpus,
+                    working_dir=str(workdir),
+                    init=True,
+                    privileged=False,
+                )
                 box.start()
             except docker.errors.APIError as exc:  # e.g. no GPU runtime, a bad mount
-                raise InfraError(f"cannot start the {step} container of {cell.id}: "
-                                 f"{exc.explanation or exc}") from None
+                raise InfraError(
+                    f"cannot start the {step} container of {cell.id}: {exc.explanation or exc}"
+                ) from None
             yield box, _LogPump(box, log)
         finally:  # also on Ctrl-C, and when that came in the middle of create()
             self.remove({"torchbisect.run": run})
@@ -153,26 +209,40 @@ class Containers:
     def _mounts(self, workdir: Path) -> list[Any]:
         from docker.types import Mount
 
-        mounts = [bind(workdir, str(workdir)),
-                  Mount(target=UV_CACHE, source=uv_cache_volume(), type="volume"),
-                  Mount(target=UV_PYTHON, source=UV_PYTHON_VOLUME, type="volume")]
+        mounts = [
+            bind(workdir, str(workdir)),
+            Mount(target=UV_CACHE, source=uv_cache_volume(), type="volume"),
+            Mount(target=UV_PYTHON, source=UV_PYTHON_VOLUME, type="volume"),
+        ]
         if self.ca_bundle:
             mounts.append(bind(self.ca_bundle, CA_PATH, read_only=True))
         return mounts
 
-    def _environment(self, extra: dict[str, str], gpu: int | str | None, *,
-                     network: bool = True) -> dict[str, str]:
+    def _environment(
+        self, extra: dict[str, str], gpu: int | str | None, *, network: bool = True
+    ) -> dict[str, str]:
         """The container's whole environment: nothing of the host's but its proxies, and those
         only for the steps that download (a proxy URL may carry a password; a probe needs none).
         """
-        env = {"PYTHONUNBUFFERED": "1", "UV_CACHE_DIR": UV_CACHE, "UV_LINK_MODE": "copy",
-               "UV_PYTHON_INSTALL_DIR": UV_PYTHON, "UV_NO_PROGRESS": "1",
-               # bytecode stays in the container: no root-owned __pycache__ in the host's venv
-               "PYTHONPYCACHEPREFIX": "/tmp/torchbisect-pycache"}
+        env = {
+            "PYTHONUNBUFFERED": "1",
+            "UV_CACHE_DIR": UV_CACHE,
+            "UV_LINK_MODE": "copy",
+            "UV_PYTHON_INSTALL_DIR": UV_PYTHON,
+            "UV_NO_PROGRESS": "1",
+            # bytecode stays in the container: no root-owned __pycache__ in the host's venv
+            "PYTHONPYCACHEPREFIX": "/tmp/torchbisect-pycache",
+        }
         if self.ca_bundle:  # uv reads SSL_CERT_FILE (UV_NATIVE_TLS is deprecated since 0.13)
             env.update(SSL_CERT_FILE=CA_PATH, PIP_CERT=CA_PATH, REQUESTS_CA_BUNDLE=CA_PATH)
-        for var in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
-                    "no_proxy"):
+        for var in (
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "NO_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "no_proxy",
+        ):
             if network and var in os.environ:
                 env[var] = os.environ[var]
         if gpu is None:  # nvidia/cuda images say NVIDIA_VISIBLE_DEVICES=all
@@ -219,9 +289,9 @@ def bind(source: Path, target: str, *, read_only: bool = False) -> Any:
     """A bind mount of a host path."""
     from docker.types import Mount
 
-    return Mount(target=target, source=str(Path(source).resolve()), type="bind",
-                 read_only=read_only)
-
+    return Mount(
+        target=target, source=str(Path(source).resolve()), type="bind", read_only=read_only
+    )
 
 
 def _wait(box: Any, deadline: float) -> dict[str, Any] | None:

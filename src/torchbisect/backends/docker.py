@@ -72,13 +72,17 @@ class DockerBackend(Backend):
         self.overlay = options.overlay
         self.watcher = options.watcher
         ca_bundle = options.ca_bundle
-        self.ca_bundle = host_ca_bundle() if ca_bundle == "auto" else (
-            Path(ca_bundle).resolve() if ca_bundle else None)
+        self.ca_bundle = (
+            host_ca_bundle()
+            if ca_bundle == "auto"
+            else (Path(ca_bundle).resolve() if ca_bundle else None)
+        )
         self.install_timeout = options.install_timeout
         self._client = options.client
         self.containers = Containers(lambda: self.client, ca_bundle=self.ca_bundle)
-        self.images = RunnerImages(lambda: self.client, ca_bundle=self.ca_bundle,
-                                   timeout=self.install_timeout)
+        self.images = RunnerImages(
+            lambda: self.client, ca_bundle=self.ca_bundle, timeout=self.install_timeout
+        )
         self._images: dict[tuple[str, str], tuple[str, str]] = {}  # → (python, fingerprint)
 
     # -- the Backend interface ----------------------------------------------------------------
@@ -100,7 +104,8 @@ class DockerBackend(Backend):
         except Exception as exc:  # the SDK raises several unrelated types for "nobody answers"
             raise BackendUnavailable(
                 f"no Docker engine answers at {host} ({type(exc).__name__}): "
-                "start dockerd (.ci/docker-setup.sh) or use --backend venv") from None
+                "start dockerd (.ci/docker-setup.sh) or use --backend venv"
+            ) from None
 
     def fingerprint(self, cell: Cell) -> str | None:
         """What `Prepared.wheel_sha256` will be, when it is known without installing."""
@@ -123,26 +128,44 @@ class DockerBackend(Backend):
         workdir.mkdir(parents=True, exist_ok=True)
         if cell.channel is Channel.PREINSTALLED:
             python, fingerprint = self._inspect(cell, log=log)
-            return Prepared(cell=cell, python=python, wheel_sha256=fingerprint,
-                            seconds_install=time.monotonic() - started, env=dict(cell.env),
-                            handle=_Handle(image=cell.base_image or "", workdir=workdir))
+            return Prepared(
+                cell=cell,
+                python=python,
+                wheel_sha256=fingerprint,
+                seconds_install=time.monotonic() - started,
+                env=dict(cell.env),
+                handle=_Handle(image=cell.base_image or "", workdir=workdir),
+            )
         image = self.images.runner(cell.base_image or default_base_image(cell.cuda), log)
         # Another run sharing this work directory may be installing the same cell: wait for it.
         with cell_lock(workdir.with_name(f"{cell.id}.lock")):
             sha = self._installed(cell, image, workdir, log)
-        return Prepared(cell=cell, python=str(workdir / "venv" / "bin" / "python"),
-                        wheel_sha256=sha, seconds_install=time.monotonic() - started,
-                        env=dict(cell.env), handle=_Handle(image=image, workdir=workdir))
+        return Prepared(
+            cell=cell,
+            python=str(workdir / "venv" / "bin" / "python"),
+            wheel_sha256=sha,
+            seconds_install=time.monotonic() - started,
+            env=dict(cell.env),
+            handle=_Handle(image=image, workdir=workdir),
+        )
 
     def _installed(self, cell: Cell, image: str, workdir: Path, log: Path) -> str:
         """The cell's venv in `workdir`, reused or (re)built; its wheel's sha256."""
         venv, marker = workdir / "venv", workdir / "prepared.json"
-        want = {"image": image, "url": cell.url, "wheel_stat": _stat(cell),
-                "overlay": self.overlay or cell.overlay, "python": cell.python,
-                "index": extra_index(cell, credentials=False)}  # no password in the marker
+        want = {
+            "image": image,
+            "url": cell.url,
+            "wheel_stat": _stat(cell),
+            "overlay": self.overlay or cell.overlay,
+            "python": cell.python,
+            "index": extra_index(cell, credentials=False),
+        }  # no password in the marker
         old = _read_json(marker) or {}
-        if (want == {k: old.get(k) for k in want} and (venv / "bin" / "python").exists()
-                and cell.sha256 in (None, old.get("wheel_sha256"))):
+        if (
+            want == {k: old.get(k) for k in want}
+            and (venv / "bin" / "python").exists()
+            and cell.sha256 in (None, old.get("wheel_sha256"))
+        ):
             sha = old["wheel_sha256"]  # installed by an earlier run: keep that venv
         else:
             marker.unlink(missing_ok=True)
@@ -157,8 +180,9 @@ class DockerBackend(Backend):
             files.write_text(marker, json.dumps({**want, "wheel_sha256": sha}))
         return str(sha)
 
-    def probe(self, prepared: Prepared, *, gpu: int | str | None, probe_args: list[str],
-              log: Path) -> ProbeOutput:
+    def probe(
+        self, prepared: Prepared, *, gpu: int | str | None, probe_args: list[str], log: Path
+    ) -> ProbeOutput:
         cell, handle = prepared.cell, prepared.handle
         self.watcher.phase(cell, "probe")
         # A fresh name per run: a container orphaned by a killed run must not answer for this one.
@@ -170,23 +194,41 @@ class DockerBackend(Backend):
             # cell's folder; the container is given those copies, each mounted read-only
             how = snapshot(cell.probe, copies)
             command = how.launch.argv(prepared.python, probe_args, str(doc), where=_in_container)
-            probes = [bind(path, _in_container(path), read_only=True)
-                      for path in how.launch.files]
-            done = self.containers.run(cell, "probe", handle.image, command, workdir=handle.workdir,
-                             mounts=probes, log=log, timeout=cell.timeout, gpu=gpu,
-                             env=prepared.env)
+            probes = [bind(path, _in_container(path), read_only=True) for path in how.launch.files]
+            done = self.containers.run(
+                cell,
+                "probe",
+                handle.image,
+                command,
+                workdir=handle.workdir,
+                mounts=probes,
+                log=log,
+                timeout=cell.timeout,
+                gpu=gpu,
+                env=prepared.env,
+            )
             text = read_document(doc)
         finally:
             doc.unlink(missing_ok=True)
             shutil.rmtree(copies, ignore_errors=True)
-        return ProbeOutput(json_text=text, exit_code=done.code, seconds=done.seconds,
-                           log_tail=done.tail, probe_version=how.version)
+        return ProbeOutput(
+            json_text=text,
+            exit_code=done.code,
+            seconds=done.seconds,
+            log_tail=done.tail,
+            probe_version=how.version,
+        )
 
     def release(self, prepared: Prepared) -> None:
         """Remove the cell's containers of this probe (one still running on Ctrl-C), not another
         probe's of the same build; keep its venv."""
-        self.containers.remove({LABEL: prepared.cell.id, PROBE_LABEL: prepared.cell.probe,
-                                OWNER_LABEL: self.containers.owner})
+        self.containers.remove(
+            {
+                LABEL: prepared.cell.id,
+                PROBE_LABEL: prepared.cell.probe,
+                OWNER_LABEL: self.containers.owner,
+            }
+        )
 
     def finish(self, *, say: Callable[[str], None]) -> None:
         """Prune uv's cache volume when this run installed through it (docker_cache.py)."""
@@ -219,42 +261,60 @@ class DockerBackend(Backend):
             try:
                 self._client = docker.from_env(timeout=120)
             except docker.errors.DockerException as exc:
-                raise BackendUnavailable(f"cannot reach a Docker engine ({exc}): start dockerd "
-                                         "or use --backend venv") from None
+                raise BackendUnavailable(
+                    f"cannot reach a Docker engine ({exc}): start dockerd or use --backend venv"
+                ) from None
         return self._client
 
     def _inspect(self, cell: Cell, *, log: Path | None) -> tuple[str, str]:
         """(python, torch fingerprint) of a preinstalled cell's image, once per image."""
         if not cell.base_image:
-            raise ConfigError(f"cell {cell.id}: on the docker backend a preinstalled cell needs "
-                              "an image whose python has torch: name one (an NGC image, say) "
-                              "as `preinstalled: {image: …}` in matrix.yaml")
+            raise ConfigError(
+                f"cell {cell.id}: on the docker backend a preinstalled cell needs "
+                "an image whose python has torch: name one (an NGC image, say) "
+                "as `preinstalled: {image: …}` in matrix.yaml"
+            )
         wanted = cell.interpreter or ""  # "": the image's python3
         key = (self.images.ensure(cell.base_image, log).id, wanted)
         if key not in self._images:
             workdir = self.cells_dir / cell.id
             workdir.mkdir(parents=True, exist_ok=True)
             done = self.containers.run(
-                cell, "inspect", cell.base_image, ["sh", "-c", IMAGE_ANSWER, FINGERPRINT_SNIPPET,
-                                                   wanted],
-                workdir=workdir, log=log or workdir / "inspect.log", timeout=300)
+                cell,
+                "inspect",
+                cell.base_image,
+                ["sh", "-c", IMAGE_ANSWER, FINGERPRINT_SNIPPET, wanted],
+                workdir=workdir,
+                log=log or workdir / "inspect.log",
+                timeout=300,
+            )
             answer = read_image_answer(done.tail) if done.code == 0 else None
             if answer is None:
-                raise InfraError(f"cell {cell.id}: the python of {cell.base_image} has no torch "
-                                 f"({last_line(done.tail) or 'no output'})")
+                raise InfraError(
+                    f"cell {cell.id}: the python of {cell.base_image} has no torch "
+                    f"({last_line(done.tail) or 'no output'})"
+                )
             self._images[key] = answer
         return self._images[key]
 
-    def _install(self, cell: Cell, image: str, wheel: Path, venv: Path, *, overlay: bool,
-                 log: Path) -> None:
+    def _install(
+        self, cell: Cell, image: str, wheel: Path, venv: Path, *, overlay: bool, log: Path
+    ) -> None:
         target = f"/wheels/{wheel.name}"
         create = ["uv", "venv", "--clear", "--no-project", "--python"]
         if overlay:  # the image's python and packages, torch shadowed by the venv's
             create += ["python3", "--python-preference", "only-system", "--system-site-packages"]
         else:
             create += [cell.python]
-        install = ["uv", "pip", "install", "--python", str(venv / "bin" / "python"),
-                   "--reinstall-package", "torch"]  # a base torch must not count as installed
+        install = [
+            "uv",
+            "pip",
+            "install",
+            "--python",
+            str(venv / "bin" / "python"),
+            "--reinstall-package",
+            "torch",
+        ]  # a base torch must not count as installed
         index = extra_index(cell)  # nightlies' pytorch-triton; uv ranks extra indexes first
         if overlay:
             install.append("--no-deps")
@@ -267,27 +327,37 @@ class DockerBackend(Backend):
         # root in the container; the venv must belong to whoever runs torchbisect, or a runner
         # that is not root cannot delete it on its next job
         script += f" && chown -R {os.getuid()}:{os.getgid()} {shlex.quote(str(venv))}"
-        done = self.containers.run(cell, "install", image, ["sh", "-c", script],
-                                   workdir=venv.parent, log=log, timeout=self.install_timeout,
-                                   mounts=[bind(wheel, target, read_only=True)])
+        done = self.containers.run(
+            cell,
+            "install",
+            image,
+            ["sh", "-c", script],
+            workdir=venv.parent,
+            log=log,
+            timeout=self.install_timeout,
+            mounts=[bind(wheel, target, read_only=True)],
+        )
         if done.code != 0:
-            raise InfraError(f"installing {cell.id} failed (exit {done.code}): "
-                             f"{last_line(done.tail) or 'no output'}; see {log}")
+            raise InfraError(
+                f"installing {cell.id} failed (exit {done.code}): "
+                f"{last_line(done.tail) or 'no output'}; see {log}"
+            )
 
 
 # The overlay sees the packages of the image's python3 after its own, also when that python3 is
 # itself a venv (`--system-site-packages` would give the venv's *base* interpreter's packages and
 # miss the CUDA libraries): a .pth in the overlay lists them, as the venv backend's does.
-_BASE_DIRS = ("import sys; print(chr(10).join(p for p in sys.path "
-              "if p.endswith(('site-packages', 'dist-packages'))))")
+_BASE_DIRS = (
+    "import sys; print(chr(10).join(p for p in sys.path "
+    "if p.endswith(('site-packages', 'dist-packages'))))"
+)
 _PURELIB = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
 
 
 def _see_base_packages(venv: Path) -> str:
     """Shell: write the .pth listing the site folders of the image's python3 into `venv`."""
     own = shlex.join([str(venv / "bin" / "python"), "-c", _PURELIB])
-    return (f"{shlex.join(['python3', '-c', _BASE_DIRS])} "
-            f"> \"$({own})/_torchbisect_overlay_base.pth\"")
+    return f'{shlex.join(["python3", "-c", _BASE_DIRS])} > "$({own})/_torchbisect_overlay_base.pth"'
 
 
 def _in_container(path: Path) -> str:

@@ -49,8 +49,10 @@ class Pruned:
     after: int
 
     def __str__(self) -> str:
-        return (f"uv cache volume {self.volume} pruned ({PRUNE_COMMAND}): "
-                f"{megabytes(self.before)} before, {megabytes(self.after)} after")
+        return (
+            f"uv cache volume {self.volume} pruned ({PRUNE_COMMAND}): "
+            f"{megabytes(self.before)} before, {megabytes(self.after)} after"
+        )
 
 
 def volume_exists(client: Any) -> bool:
@@ -82,16 +84,22 @@ def prune(backend: Any) -> Pruned | None:
 def measured(backend: Any) -> str:
     """The volume's size in one line, as `torchbisect cache` prints it."""
     volume, found = uv_cache_volume(), size(backend)
-    return (f"uv cache volume {volume}: does not exist" if found is None else
-            f"uv cache volume {volume}: {megabytes(found)} (`torchbisect cache --prune` "
-            "prunes it; docker runs of matrix and bisect do when they end)")
+    return (
+        f"uv cache volume {volume}: does not exist"
+        if found is None
+        else f"uv cache volume {volume}: {megabytes(found)} (`torchbisect cache --prune` "
+        "prunes it; docker runs of matrix and bisect do when they end)"
+    )
 
 
 def pruned_on_demand(backend: Any) -> str:
     """`torchbisect cache --prune`: prune the volume, and what became of it in one line."""
     done = prune(backend)
-    return str(done) if done else f"uv cache volume {uv_cache_volume()} does not exist: " \
-        "nothing to prune"
+    return (
+        str(done)
+        if done
+        else f"uv cache volume {uv_cache_volume()} does not exist: nothing to prune"
+    )
 
 
 def prune_at_end(backend: Any, say: Callable[[str], None]) -> None:
@@ -100,8 +108,10 @@ def prune_at_end(backend: Any, say: Callable[[str], None]) -> None:
         pruned = prune(backend)
     except Exception as err:  # noqa: BLE001 - a failed prune must not fail a run that measured
         text = str(err) if isinstance(err, InfraError) else f"{type(err).__name__}: {err}"
-        say(f"uv cache volume {uv_cache_volume()} not pruned ({text}); the results are stored; "
-            "`torchbisect cache --prune` prunes it later")
+        say(
+            f"uv cache volume {uv_cache_volume()} not pruned ({text}); the results are stored; "
+            "`torchbisect cache --prune` prunes it later"
+        )
         return
     if pruned is not None:
         say(str(pruned))
@@ -111,20 +121,25 @@ def _run(backend: Any, step: str, script: str) -> tuple[int, int]:
     """Run `script` in a runner container on the volume; the sizes it printed, in bytes."""
     image = backend.images.newest_runner()
     if image is None:
-        raise InfraError(f"no {step} of the uv cache volume {uv_cache_volume()}: this engine has "
-                         "no torchbisect/runner image to run uv in (a docker matrix run builds "
-                         "one); `docker volume rm` removes the volume whole")
+        raise InfraError(
+            f"no {step} of the uv cache volume {uv_cache_volume()}: this engine has "
+            "no torchbisect/runner image to run uv in (a docker matrix run builds "
+            "one); `docker volume rm` removes the volume whole"
+        )
     folder = backend.cells_dir / "_uv-cache"
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / f"{step}.log"
     job = Cell(id="uv-cache", channel=Channel.PREINSTALLED, version="", cuda="", python="")
     env = {"UV_LOCK_TIMEOUT": os.environ.get("UV_LOCK_TIMEOUT") or _LOCK_SECONDS}
-    done = backend.containers.run(job, step, image, ["sh", "-c", script], workdir=folder,
-                                  log=log, timeout=_TIMEOUT, env=env)
+    done = backend.containers.run(
+        job, step, image, ["sh", "-c", script], workdir=folder, log=log, timeout=_TIMEOUT, env=env
+    )
     sizes = _sizes(done.tail)
     if done.code != 0 or sizes is None:
-        raise InfraError(f"`{PRUNE_COMMAND if step == 'prune' else 'du'}` in {image} exited "
-                         f"{done.code}: {last_line(done.tail) or 'no output'}; see {log}")
+        raise InfraError(
+            f"`{PRUNE_COMMAND if step == 'prune' else 'du'}` in {image} exited "
+            f"{done.code}: {last_line(done.tail) or 'no output'}; see {log}"
+        )
     return sizes
 
 

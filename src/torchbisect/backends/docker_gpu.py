@@ -25,9 +25,11 @@ from ..utils.words import last_line
 from .container import ALL_GPUS
 
 NO_DRIVER = "could not select device driver"
-NO_TOOLKIT = ("this Docker engine cannot give a container a GPU (the NVIDIA Container Toolkit is "
-              "not set up for it): install the toolkit, run `nvidia-ctk runtime configure "
-              "--runtime=docker` and restart dockerd, or use --backend venv")
+NO_TOOLKIT = (
+    "this Docker engine cannot give a container a GPU (the NVIDIA Container Toolkit is "
+    "not set up for it): install the toolkit, run `nvidia-ctk runtime configure "
+    "--runtime=docker` and restart dockerd, or use --backend venv"
+)
 PREFLIGHT_IMAGE = "ubuntu:24.04"
 
 
@@ -51,9 +53,12 @@ def require_gpu_support(client: Any, image: str | None = None) -> None:
     box = None
     try:
         box = client.containers.create(
-            image, ["true"], name=f"torchbisect-gpu-check-{uuid.uuid4().hex[:8]}",
+            image,
+            ["true"],
+            name=f"torchbisect-gpu-check-{uuid.uuid4().hex[:8]}",
             labels={"torchbisect.step": "gpu-check"},
-            device_requests=[DeviceRequest(count=1, capabilities=[["gpu"]])])
+            device_requests=[DeviceRequest(count=1, capabilities=[["gpu"]])],
+        )
         box.start()
     except docker.errors.APIError as exc:
         if refuses_gpus(exc):
@@ -78,14 +83,24 @@ def gpus_in_a_container(backend: Any, image: str = PREFLIGHT_IMAGE) -> list[str]
     backend.images.ensure(image, log)
     require_gpu_support(backend.client, image)
     job = Cell(id="gpu-preflight", channel=Channel.PREINSTALLED, version="", cuda="", python="")
-    done = backend.containers.run(job, "preflight", image, ["nvidia-smi", "-L"], workdir=folder,
-                                  log=log, timeout=120, gpu=ALL_GPUS)
+    done = backend.containers.run(
+        job,
+        "preflight",
+        image,
+        ["nvidia-smi", "-L"],
+        workdir=folder,
+        log=log,
+        timeout=120,
+        gpu=ALL_GPUS,
+    )
     gpus = [line for line in done.tail.splitlines() if line.startswith("GPU ")]
     if done.code != 0 or not gpus:
-        raise InfraError(f"a container of {image} given every GPU lists none (`nvidia-smi -L` "
-                         f"exit {done.code}: {last_line(done.tail) or 'no output'}): check the "
-                         f"driver (`nvidia-smi` on the host) and the NVIDIA Container Toolkit "
-                         f"(`nvidia-ctk --version`); see {log}")
+        raise InfraError(
+            f"a container of {image} given every GPU lists none (`nvidia-smi -L` "
+            f"exit {done.code}: {last_line(done.tail) or 'no output'}): check the "
+            f"driver (`nvidia-smi` on the host) and the NVIDIA Container Toolkit "
+            f"(`nvidia-ctk --version`); see {log}"
+        )
     return gpus
 
 

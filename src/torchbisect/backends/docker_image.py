@@ -79,8 +79,10 @@ class RunnerImages:
         try:
             return self._client().images.pull(image)
         except docker.errors.APIError as exc:
-            raise InfraError(f"the image {image} is not here and cannot be pulled "
-                             f"({exc.explanation or exc}): pull or build it first") from None
+            raise InfraError(
+                f"the image {image} is not here and cannot be pulled "
+                f"({exc.explanation or exc}): pull or build it first"
+            ) from None
 
     def runner(self, base: str, log: Path) -> str:
         """The runner image tag for `base`, built on first use."""
@@ -118,20 +120,29 @@ class RunnerImages:
             (Path(ctx) / "Dockerfile").write_bytes(dockerfile)
             (Path(ctx) / "uv").write_bytes(uv.read_bytes() if uv else b"")
             (Path(ctx) / "ca-bundle.crt").write_bytes(
-                self.ca_bundle.read_bytes() if self.ca_bundle else b"")
+                self.ca_bundle.read_bytes() if self.ca_bundle else b""
+            )
             try:
                 stream = self._client().api.build(
-                    path=ctx, tag=tag, buildargs={"BASE_IMAGE": base}, rm=True, forcerm=True,
-                    pull=False, decode=True, timeout=self.timeout,
-                    labels={"torchbisect.base": base})
+                    path=ctx,
+                    tag=tag,
+                    buildargs={"BASE_IMAGE": base},
+                    rm=True,
+                    forcerm=True,
+                    pull=False,
+                    decode=True,
+                    timeout=self.timeout,
+                    labels={"torchbisect.base": base},
+                )
                 with files.open_append(log) as out:
                     for chunk in stream:
                         out.write(chunk.get("stream", ""))
                         if "error" in chunk:
                             raise InfraError(chunk["error"].strip())
             except (InfraError, docker.errors.APIError) as exc:
-                raise InfraError(f"building the runner image on {base} failed: {exc}; "
-                                 f"see {log}") from None
+                raise InfraError(
+                    f"building the runner image on {base} failed: {exc}; see {log}"
+                ) from None
         return tag
 
 

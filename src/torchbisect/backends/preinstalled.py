@@ -39,8 +39,9 @@ print("preinstalled:%s:%s" % (d.version, hashlib.sha256(text.encode("utf-8")).he
 """
 # `sh -c IMAGE_ANSWER FINGERPRINT_SNIPPET <interpreter or "">` in an image: the fingerprint of its
 # python's torch, then that python's path (see `read_image_answer`).
-IMAGE_ANSWER = ('py=$(command -v "${1:-python3}" || command -v python) && '
-                '"$py" -c "$0" && echo "$py"')
+IMAGE_ANSWER = (
+    'py=$(command -v "${1:-python3}" || command -v python) && "$py" -c "$0" && echo "$py"'
+)
 
 
 def with_torch_version(cell: Cell, *, python: str) -> Cell:
@@ -55,8 +56,11 @@ def with_torch_version(cell: Cell, *, python: str) -> Cell:
 
 def interpreter_of(cell: Cell, default: str) -> str:
     """The interpreter on this host whose torch a preinstalled cell tests."""
-    return default if cell.interpreter is None else (shutil.which(cell.interpreter)
-                                                     or cell.interpreter)
+    return (
+        default
+        if cell.interpreter is None
+        else (shutil.which(cell.interpreter) or cell.interpreter)
+    )
 
 
 def read_image_answer(output: str) -> tuple[str, str] | None:
@@ -87,13 +91,17 @@ def torch_version(python: str | None = None) -> str | None:
 
 def no_torch_message(python: str) -> str:
     if _same_interpreter(python):  # e.g. uvx's or pipx's environment, which nobody installs into
-        return (f"the interpreter running torchbisect ({python}) has no torch: pass "
-                "--interpreter with an interpreter that has one (e.g. --interpreter "
-                "\"$(command -v python3)\"), or name a cell of the plan that installs a wheel "
-                "(`torchbisect plan` lists them)")
-    return (f"the interpreter {python} has no torch: install torch into it, pass "
-            "--interpreter with an interpreter that has one, or name a cell of the plan that "
-            "installs a wheel (`torchbisect plan` lists them)")
+        return (
+            f"the interpreter running torchbisect ({python}) has no torch: pass "
+            "--interpreter with an interpreter that has one (e.g. --interpreter "
+            '"$(command -v python3)"), or name a cell of the plan that installs a wheel '
+            "(`torchbisect plan` lists them)"
+        )
+    return (
+        f"the interpreter {python} has no torch: install torch into it, pass "
+        "--interpreter with an interpreter that has one, or name a cell of the plan that "
+        "installs a wheel (`torchbisect plan` lists them)"
+    )
 
 
 def _own_fingerprint() -> str:

@@ -24,26 +24,72 @@ from collections.abc import Mapping
 from ..masking import CREDENTIAL_NAME
 
 PASS_VAR = "TORCHBISECT_PASS_ENV"
-NAMES = frozenset({
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "LANG", "LANGUAGE", "HOSTNAME",
-    "TMPDIR", "TEMP", "TMP", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR",
-    "LD_LIBRARY_PATH", "LD_PRELOAD",
-    "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE",
-    "PYTHONWARNINGS", "PYTHONFAULTHANDLER", "PYTHONIOENCODING", "PYTHONUTF8",
-    "PYTHONPYCACHEPREFIX", "PYTHONNOUSERSITE",
-    "SSL_CERT_FILE", "SSL_CERT_DIR",
-})
-PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "CUDNN_", "CUBLAS", "NCCL_", "NVSHMEM_", "PYTORCH_",
-            "TORCH_", "TORCHINDUCTOR_", "TORCHDYNAMO_", "INDUCTOR_", "TRITON_", "OMP_", "MKL_",
-            "KMP_", "OPENBLAS_", "HIP_", "ROCM_", "HSA_")
+NAMES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "TERM",
+        "TZ",
+        "LANG",
+        "LANGUAGE",
+        "HOSTNAME",
+        "TMPDIR",
+        "TEMP",
+        "TMP",
+        "XDG_CACHE_HOME",
+        "XDG_RUNTIME_DIR",
+        "LD_LIBRARY_PATH",
+        "LD_PRELOAD",
+        "PYTHONPATH",
+        "PYTHONHASHSEED",
+        "PYTHONUNBUFFERED",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONWARNINGS",
+        "PYTHONFAULTHANDLER",
+        "PYTHONIOENCODING",
+        "PYTHONUTF8",
+        "PYTHONPYCACHEPREFIX",
+        "PYTHONNOUSERSITE",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+    }
+)
+PREFIXES = (
+    "LC_",
+    "CUDA_",
+    "NVIDIA_",
+    "CUDNN_",
+    "CUBLAS",
+    "NCCL_",
+    "NVSHMEM_",
+    "PYTORCH_",
+    "TORCH_",
+    "TORCHINDUCTOR_",
+    "TORCHDYNAMO_",
+    "INDUCTOR_",
+    "TRITON_",
+    "OMP_",
+    "MKL_",
+    "KMP_",
+    "OPENBLAS_",
+    "HIP_",
+    "ROCM_",
+    "HSA_",
+)
 
 
 def allowed(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The variables of `environ` (default: ours) that a probe may see."""
     environ = os.environ if environ is None else environ
     extra = [p.strip() for p in environ.get(PASS_VAR, "").split(",") if p.strip()]
-    return {name: value for name, value in environ.items()
-            if _default_allowed(name) or any(fnmatch.fnmatchcase(name, p) for p in extra)}
+    return {
+        name: value
+        for name, value in environ.items()
+        if _default_allowed(name) or any(fnmatch.fnmatchcase(name, p) for p in extra)
+    }
 
 
 def _default_allowed(name: str) -> bool:

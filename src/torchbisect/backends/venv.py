@@ -64,8 +64,11 @@ _TAIL_LINES = 40
 class VenvBackend(Backend):
     name = "venv"
     label = "the venv backend"
-    can = Capabilities(commit_overlays=True, keeps_in_workdir=True,
-                       keeps="a venv per cell under the work folder, and uv's cache on this host")
+    can = Capabilities(
+        commit_overlays=True,
+        keeps_in_workdir=True,
+        keeps="a venv per cell under the work folder, and uv's cache on this host",
+    )
 
     def __init__(self, options: BackendOptions | None = None):
         options = options or BackendOptions()
@@ -81,8 +84,11 @@ class VenvBackend(Backend):
 
     def measure_kept(self) -> Iterator[str]:
         for what, path in kept(self.named_workdir).items():
-            venvs = f"{count(len(list(path.glob('*/pyvenv.cfg'))), 'venv')}, " \
-                if what == "venvs" else ""
+            venvs = (
+                f"{count(len(list(path.glob('*/pyvenv.cfg'))), 'venv')}, "
+                if what == "venvs"
+                else ""
+            )
             yield visible(f"{what}: {venvs}{megabytes(folder_bytes(path))} in {path}")
         yield "`torchbisect cache --backend venv --prune` removes the venvs and prunes uv's cache"
 
@@ -104,14 +110,18 @@ class VenvBackend(Backend):
         self.watcher.phase(cell, "install")
         if cell.channel is Channel.PREINSTALLED:
             python = interpreter_of(cell, self.python)
-            return Prepared(cell=cell, python=python, env=dict(cell.env),
-                            wheel_sha256=torch_fingerprint(python))
+            return Prepared(
+                cell=cell, python=python, env=dict(cell.env), wheel_sha256=torch_fingerprint(python)
+            )
         overlay = self.overlay or cell.overlay
         location, sha, downloaded = self._wheel(cell, log)
         venv = self.workdir / "venvs" / cell.id
         owned.claim(venv.parent, "venvs", cache=True, legacy=_old_venvs)  # for `cache --prune`
-        marker = {"sha256": sha, "overlay": overlay,
-                  "base": self.python if overlay else (cell.python or self.python)}
+        marker = {
+            "sha256": sha,
+            "overlay": overlay,
+            "base": self.python if overlay else (cell.python or self.python),
+        }
         try:
             # Another run sharing this work directory may be building the same venv: wait for
             # it, then reuse what it built instead of deleting it under its feet.
@@ -124,11 +134,18 @@ class VenvBackend(Backend):
             if downloaded:
                 discard(downloaded)  # uv's cache and the venv hold it now
         env = {**compile_caches(venv), **dict(cell.env), "PYTHONNOUSERSITE": "1"}
-        return Prepared(cell=cell, python=str(venv_python(venv)), wheel_sha256=sha, env=env,
-                        seconds_install=time.monotonic() - start, handle=venv)
+        return Prepared(
+            cell=cell,
+            python=str(venv_python(venv)),
+            wheel_sha256=sha,
+            env=env,
+            seconds_install=time.monotonic() - start,
+            handle=venv,
+        )
 
-    def probe(self, prepared: Prepared, *, gpu: int | str | None, probe_args: list[str],
-              log: Path) -> ProbeOutput:
+    def probe(
+        self, prepared: Prepared, *, gpu: int | str | None, probe_args: list[str], log: Path
+    ) -> ProbeOutput:
         cell = prepared.cell
         self.watcher.phase(cell, "probe")
         # A folder of this run's own: a probe orphaned by a killed run must not answer for this
@@ -139,14 +156,25 @@ class VenvBackend(Backend):
             doc = run_dir / "result.json"
             argv = probe.launch.argv(prepared.python, probe_args, str(doc))
             # no credentials: the allow-listed part of our environment, then the cell's env
-            done = proc.run(argv, env={**prepared.env, **gpu_env(gpu)}, timeout=cell.timeout,
-                            base_env=probe_env.allowed(), log=log, check=False)
+            done = proc.run(
+                argv,
+                env={**prepared.env, **gpu_env(gpu)},
+                timeout=cell.timeout,
+                base_env=probe_env.allowed(),
+                log=log,
+                check=False,
+            )
             text = read_document(doc)
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
         tail = "\n".join(done.output.splitlines()[-_TAIL_LINES:])
-        return ProbeOutput(json_text=text, exit_code=done.returncode, seconds=done.seconds,
-                           log_tail=tail, probe_version=probe.version)
+        return ProbeOutput(
+            json_text=text,
+            exit_code=done.returncode,
+            seconds=done.seconds,
+            log_tail=tail,
+            probe_version=probe.version,
+        )
 
     # -- install steps ---------------------------------------------------------------------------
 
@@ -157,8 +185,11 @@ class VenvBackend(Backend):
             return f"{cell.url.split('#', 1)[0]}#sha256={cell.sha256}", cell.sha256, None
         owned.claim(self.workdir / "downloads", "downloads", cache=True, legacy=_old_downloads)
         wheel = cell_wheel(cell, self.workdir / "downloads", log=log, watcher=self.watcher)
-        return (f"{wheel.path.as_uri()}#sha256={wheel.sha256}", wheel.sha256,
-                wheel.path if wheel.downloaded else None)
+        return (
+            f"{wheel.path.as_uri()}#sha256={wheel.sha256}",
+            wheel.sha256,
+            wheel.path if wheel.downloaded else None,
+        )
 
     def _create(self, venv: Path, cell: Cell, *, overlay: bool, log: Path) -> None:
         if overlay:
@@ -173,13 +204,19 @@ class VenvBackend(Backend):
         if overlay:
             _see_base_packages(venv, python, log=log)
 
-    def _install(self, venv: Path, cell: Cell, location: str, *, overlay: bool,
-                 log: Path) -> None:
-        argv = [uv_binary(), "pip", "install", "--python", str(venv_python(venv)),
-                # A torch in the base's site-packages must not count as already installed.
-                "--reinstall-package", "torch",
-                # Once here, in parallel, rather than in every probe child that imports torch.
-                "--compile-bytecode"]
+    def _install(self, venv: Path, cell: Cell, location: str, *, overlay: bool, log: Path) -> None:
+        argv = [
+            uv_binary(),
+            "pip",
+            "install",
+            "--python",
+            str(venv_python(venv)),
+            # A torch in the base's site-packages must not count as already installed.
+            "--reinstall-package",
+            "torch",
+            # Once here, in parallel, rather than in every probe child that imports torch.
+            "--compile-bytecode",
+        ]
         if overlay:
             argv.append("--no-deps")
         index = extra_index(cell)
@@ -192,8 +229,10 @@ def compile_caches(folder: Path) -> dict[str, str]:
     """The probe's Inductor and Triton caches, kept in the build's own `folder` (its venv): the
     variables torch.compile and Triton read, each naming a folder under `folder`."""
     root = Path(folder).absolute() / COMPILE_CACHE
-    return {"TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
-            "TRITON_CACHE_DIR": str(root / "triton")}
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
+        "TRITON_CACHE_DIR": str(root / "triton"),
+    }
 
 
 def gpu_env(gpu: int | str | None) -> dict[str, str]:
@@ -218,7 +257,8 @@ def uv_binary() -> str:
         return uv.find_uv_bin()
     except (ImportError, FileNotFoundError):
         raise BackendUnavailable(
-            "uv is not installed: `pip install uv`, or choose --backend current") from None
+            "uv is not installed: `pip install uv`, or choose --backend current"
+        ) from None
 
 
 @cache
@@ -231,7 +271,8 @@ def _check_python(python: str, cell: Cell) -> None:
     if cell.python and _python_version(python) != cell.python:
         raise InfraError(
             f"overlay needs a Python {cell.python} interpreter for {cell.id}, but {python} is "
-            f"Python {_python_version(python)}: run torchbisect with that interpreter")
+            f"Python {_python_version(python)}: run torchbisect with that interpreter"
+        )
 
 
 def _see_base_packages(venv: Path, base: str, *, log: Path) -> None:
@@ -242,16 +283,23 @@ def _see_base_packages(venv: Path, base: str, *, log: Path) -> None:
     A .pth file appends the base's site-packages after the overlay's, so the overlay's torch
     still wins.
     """
-    code = ("import json, site, sys; "
-            "print(json.dumps([p for p in sys.path if p.endswith(('site-packages', "
-            "'dist-packages'))]))")
-    dirs = json.loads(proc.run([base, "-c", code], log=log, timeout=120).output.strip()
-                      .splitlines()[-1])
-    own = proc.run([str(venv_python(venv)), "-c", "import sysconfig; "
-                    "print(sysconfig.get_paths()['purelib'])"], log=log, timeout=120)
+    code = (
+        "import json, site, sys; "
+        "print(json.dumps([p for p in sys.path if p.endswith(('site-packages', "
+        "'dist-packages'))]))"
+    )
+    dirs = json.loads(
+        proc.run([base, "-c", code], log=log, timeout=120).output.strip().splitlines()[-1]
+    )
+    own = proc.run(
+        [str(venv_python(venv)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        log=log,
+        timeout=120,
+    )
     site_dir = Path(own.output.strip().splitlines()[-1])
     (site_dir / "_torchbisect_overlay_base.pth").write_text(
-        "".join(f"{d}\n" for d in dirs), encoding="utf-8")
+        "".join(f"{d}\n" for d in dirs), encoding="utf-8"
+    )
     note(log, f"overlay sees the packages of {base}: {', '.join(dirs)}")
 
 
@@ -269,12 +317,16 @@ def _write_marker(venv: Path, marker: dict[str, Any]) -> None:
 
 # -- clean-up (`torchbisect cache --backend venv`) ------------------------------------------------
 
+
 def kept(workdir: Path) -> dict[str, Path]:
     """What the backend keeps between runs: the cells' venvs and stray downloads under the work
     directory, and uv's cache (shared with every uv user on the host)."""
     cache_dir = proc.run([uv_binary(), "cache", "dir"], timeout=60).output.strip()
-    return {"venvs": Path(workdir) / "venvs", "downloads": Path(workdir) / "downloads",
-            "uv cache": Path(cache_dir.splitlines()[-1])}
+    return {
+        "venvs": Path(workdir) / "venvs",
+        "downloads": Path(workdir) / "downloads",
+        "uv cache": Path(cache_dir.splitlines()[-1]),
+    }
 
 
 def folder_bytes(folder: Path) -> int:
@@ -300,8 +352,10 @@ def prune(workdir: Path) -> list[str]:
     carry torchbisect's mark, or hold nothing but what an older torchbisect put there; a link
     in their place, or a folder holding anything else, is `owned.NotOurs` before anything goes."""
     venvs, downloads = Path(workdir) / "venvs", Path(workdir) / "downloads"
-    how = ("remove what you no longer need by hand, or point --workdir at torchbisect's own work "
-           "folder")
+    how = (
+        "remove what you no longer need by hand, or point --workdir at torchbisect's own work "
+        "folder"
+    )
     owned.check(venvs, "venvs", how=how, legacy=_old_venvs)
     owned.check(downloads, "downloads", how=how, legacy=_old_downloads)
     removed = 0
@@ -317,8 +371,11 @@ def prune(workdir: Path) -> list[str]:
 
 
 def _entries(folder: Path) -> list[Path]:
-    return [p for p in folder.iterdir() if p.name not in (owned.MARK, owned.CACHEDIR_TAG)] \
-        if _real_folder(folder) else []
+    return (
+        [p for p in folder.iterdir() if p.name not in (owned.MARK, owned.CACHEDIR_TAG)]
+        if _real_folder(folder)
+        else []
+    )
 
 
 def _real_folder(path: Path) -> bool:
@@ -332,13 +389,18 @@ def _old_venvs(venvs: Path) -> bool:
     return all(
         (_real_folder(p) and ((p / _MARKER).is_file() or f"{p.name}.lock" in names))
         or (p.name.endswith(".lock") and p.is_file() and not owned.is_link(p))
-        for p in venvs.iterdir())
+        for p in venvs.iterdir()
+    )
 
 
 def _old_downloads(downloads: Path) -> bool:
     """An unmarked `downloads/` as an older torchbisect left it: a folder named by a uuid per
     download, holding a wheel or its part file."""
     return all(
-        _real_folder(p) and re.fullmatch(r"[0-9a-f]{32}", p.name) and all(
-            f.name.endswith((".whl", ".whl.part")) and not owned.is_link(f) for f in p.iterdir())
-        for p in downloads.iterdir())
+        _real_folder(p)
+        and re.fullmatch(r"[0-9a-f]{32}", p.name)
+        and all(
+            f.name.endswith((".whl", ".whl.part")) and not owned.is_link(f) for f in p.iterdir()
+        )
+        for p in downloads.iterdir()
+    )

@@ -66,8 +66,9 @@ def cell_wheel(cell: Cell, folder: Path, *, log: Path, watcher: Watcher) -> Loca
     downloaded = path is None
     if path is None:
         watcher.phase(cell, "download")
-        path, sha = download(cell.url.split("#", 1)[0], folder, log=log,
-                             progress=progress_of(cell, watcher))
+        path, sha = download(
+            cell.url.split("#", 1)[0], folder, log=log, progress=progress_of(cell, watcher)
+        )
         watcher.phase(cell, "install")
     elif path.is_file():
         sha = sha256_file(path)
@@ -76,8 +77,9 @@ def cell_wheel(cell: Cell, folder: Path, *, log: Path, watcher: Watcher) -> Loca
     if cell.sha256 and sha != cell.sha256.lower():
         if downloaded:
             discard(path)
-        raise InfraError(f"cell {cell.id}: sha256 mismatch for {path.name}: "
-                         f"expected {cell.sha256}, got {sha}")
+        raise InfraError(
+            f"cell {cell.id}: sha256 mismatch for {path.name}: expected {cell.sha256}, got {sha}"
+        )
     return LocalWheel(path=path.resolve(), sha256=sha, downloaded=downloaded)
 
 
@@ -93,8 +95,16 @@ def extra_index(cell: Cell, *, credentials: bool = True) -> str | None:
     return f"{PYTORCH_INDEX}{sub}{cell.cuda}"
 
 
-def download(url: str, folder: Path, *, log: Path, attempts: int = 6, max_wait: float = 120.0,
-             progress: Progress | None = None, deadlines: Deadlines = WHEEL) -> tuple[Path, str]:
+def download(
+    url: str,
+    folder: Path,
+    *,
+    log: Path,
+    attempts: int = 6,
+    max_wait: float = 120.0,
+    progress: Progress | None = None,
+    deadlines: Deadlines = WHEEL,
+) -> tuple[Path, str]:
     """Fetch the wheel at `url` into a new folder under `folder`; (its path, its sha256).
 
     The file only gets its final name once complete.  `discard(path)` removes it and its folder.
@@ -102,21 +112,36 @@ def download(url: str, folder: Path, *, log: Path, attempts: int = 6, max_wait: 
     url = userinfo.remember(url)  # `user:password@` becomes Basic auth, never a sentence
     name = wheel_name(url)
     if name is None or not url.startswith(("http://", "https://")):
-        raise InfraError(f"refusing to download {url}: a wheel link must be http(s) and end in "
-                         "a wheel file name")
+        raise InfraError(
+            f"refusing to download {url}: a wheel link must be http(s) and end in a wheel file name"
+        )
     own = Path(folder) / uuid.uuid4().hex
     own.mkdir(parents=True)
     try:
-        return _attempts(url, own / name, log=log, attempts=attempts, max_wait=max_wait,
-                         show=progress or (_terminal(name) if sys.stderr.isatty() else None),
-                         deadlines=deadlines)
+        return _attempts(
+            url,
+            own / name,
+            log=log,
+            attempts=attempts,
+            max_wait=max_wait,
+            show=progress or (_terminal(name) if sys.stderr.isatty() else None),
+            deadlines=deadlines,
+        )
     except BaseException:  # a refusal, the last failed attempt, Ctrl-C: leave no folder
         discard(own / name)
         raise
 
 
-def _attempts(url: str, dest: Path, *, log: Path, attempts: int, max_wait: float,
-              show: Progress | None, deadlines: Deadlines) -> tuple[Path, str]:
+def _attempts(
+    url: str,
+    dest: Path,
+    *,
+    log: Path,
+    attempts: int,
+    max_wait: float,
+    show: Progress | None,
+    deadlines: Deadlines,
+) -> tuple[Path, str]:
     part = _Part(dest.with_name(f"{dest.name}.part"))
     start, shown = time.monotonic(), [0.0]
 
@@ -127,13 +152,22 @@ def _attempts(url: str, dest: Path, *, log: Path, attempts: int, max_wait: float
             shown[0] = now
 
     def told(err: NetError, attempt: int, wait: float) -> None:
-        note(log, f"download of {url} stopped at {part.have} bytes ({err}); attempt "
-                  f"{attempt + 1} of {attempts} in {wait:.1f} s")
+        note(
+            log,
+            f"download of {url} stopped at {part.have} bytes ({err}); attempt "
+            f"{attempt + 1} of {attempts} in {wait:.1f} s",
+        )
 
     try:
         with part:
-            resumable.fetch(url, part, progress=progress, on_retry=told, deadlines=deadlines,
-                            retries=Retries(attempts=attempts, base=2.0, max_wait=max_wait))
+            resumable.fetch(
+                url,
+                part,
+                progress=progress,
+                on_retry=told,
+                deadlines=deadlines,
+                retries=Retries(attempts=attempts, base=2.0, max_wait=max_wait),
+            )
     except NetError as err:
         if isinstance(err, Refused):
             raise InfraError(f"download of {url} not done: {err}") from None
@@ -143,8 +177,11 @@ def _attempts(url: str, dest: Path, *, log: Path, attempts: int, max_wait: float
         raise InfraError(f"download of {url} failed {tries}({err})") from None
     part.path.replace(dest)
     seconds = time.monotonic() - start
-    note(log, f"downloaded {url}: {part.have} bytes in {seconds:.1f} s "
-              f"({_rate(part.have, seconds)}), sha256 {part.sha256}")
+    note(
+        log,
+        f"downloaded {url}: {part.have} bytes in {seconds:.1f} s "
+        f"({_rate(part.have, seconds)}), sha256 {part.sha256}",
+    )
     return dest, part.sha256
 
 
@@ -201,8 +238,8 @@ def _terminal(name: str) -> Progress:
         end = "\n" if got == total else ""
         sys.stderr.write(f"\r{name}: {megabytes(got)}{of}, {megabytes(rate)}/s   {end}")
         sys.stderr.flush()
-    return show
 
+    return show
 
 
 def _rate(size: int, seconds: float) -> str:

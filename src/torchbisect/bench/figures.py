@@ -35,9 +35,12 @@ def write(out: Path | None, name: str, text: str) -> None:
 def workaround(python: str, *, sizes_mib: str, out: Path | None, stem: str | None) -> None:
     """`stem`.json/.svg, or workaround-<torch version> when None."""
     print(f"bench: workaround cost with {python}", file=sys.stderr)
-    done = proc.run([python, str(_SCRIPT), "--sizes-mib", sizes_mib], timeout=1800,
-                    echo=lambda line: print(line, file=sys.stderr))
-    doc = json.loads(done.output[done.output.index("{"):])
+    done = proc.run(
+        [python, str(_SCRIPT), "--sizes-mib", sizes_mib],
+        timeout=1800,
+        echo=lambda line: print(line, file=sys.stderr),
+    )
+    doc = json.loads(done.output[done.output.index("{") :])
     if "rows" not in doc:
         print(f"bench: workaround cost skipped: {doc.get('skipped')}", file=sys.stderr)
         return
@@ -46,22 +49,29 @@ def workaround(python: str, *, sizes_mib: str, out: Path | None, stem: str | Non
     write(out, f"{stem}.svg", _workaround_chart(doc))
     for r in doc["rows"]:
         share = r["graph_clone_node_fraction_of_peak"]
-        print(f"  {r['size_mib']:>5} MiB  clone {r['eager_clone_ms']:.3f} ms  "
-              f"lazy+materialize {r['eager_lazy_materialize_ms']:.3f} ms  graph clone node "
-              f"{r['graph_clone_node_ms']:.4f} ms "
-              f"({'within noise' if share is None else f'{share:.0%} of peak'})", file=sys.stderr)
+        print(
+            f"  {r['size_mib']:>5} MiB  clone {r['eager_clone_ms']:.3f} ms  "
+            f"lazy+materialize {r['eager_lazy_materialize_ms']:.3f} ms  graph clone node "
+            f"{r['graph_clone_node_ms']:.4f} ms "
+            f"({'within noise' if share is None else f'{share:.0%} of peak'})",
+            file=sys.stderr,
+        )
 
 
 def _workaround_chart(doc: dict[str, Any]) -> str:
     rows = doc["rows"]
     return plots.line_chart(
-        f"clone() vs lazy clone on {doc['gpu']} (torch {doc['torch']})", "tensor size (MiB)",
+        f"clone() vs lazy clone on {doc['gpu']} (torch {doc['torch']})",
+        "tensor size (MiB)",
         "GB/s copied",
         [r["size_mib"] for r in rows],
-        {"eager clone()": [r["eager_clone_gbps"] for r in rows],
-         "eager lazy clone + data_ptr()": [r["eager_lazy_materialize_gbps"] for r in rows],
-         "clone node in a CUDA Graph": [r["graph_clone_node_gbps"] or 0 for r in rows]},
-        hline=("device copy peak", doc["peak_copy_gbps"]))
+        {
+            "eager clone()": [r["eager_clone_gbps"] for r in rows],
+            "eager lazy clone + data_ptr()": [r["eager_lazy_materialize_gbps"] for r in rows],
+            "clone node in a CUDA Graph": [r["graph_clone_node_gbps"] or 0 for r in rows],
+        },
+        hline=("device copy peak", doc["peak_copy_gbps"]),
+    )
 
 
 def probe(python: str, *, baseline: Path | None, out: Path | None) -> None:
@@ -70,11 +80,21 @@ def probe(python: str, *, baseline: Path | None, out: Path | None) -> None:
 
     doc = probe_speed(python=python, baseline=baseline or _baseline_from_git())
     write(out, "probe.json", json.dumps(doc, indent=2) + "\n")
-    bars = {f"{label} ({kind})": doc[kind][label] for kind in ("cold", "warm")
-            for label in ("before", "after")}
-    write(out, "probe.svg", plots.bar_chart(
-        f"seconds per probe run, all cases: {doc['gpu']}, torch {doc['torch']}", "", bars,
-        {k: doc["goal_seconds"] for k in bars if k.startswith("after")}))
+    bars = {
+        f"{label} ({kind})": doc[kind][label]
+        for kind in ("cold", "warm")
+        for label in ("before", "after")
+    }
+    write(
+        out,
+        "probe.svg",
+        plots.bar_chart(
+            f"seconds per probe run, all cases: {doc['gpu']}, torch {doc['torch']}",
+            "",
+            bars,
+            {k: doc["goal_seconds"] for k in bars if k.startswith("after")},
+        ),
+    )
     print(json.dumps(doc, indent=2))
 
 
@@ -82,10 +102,11 @@ def _baseline_from_git() -> Path:
     checkout = Path(__file__).resolve().parents[3]
     path = Path(tempfile.mkdtemp(prefix="torchbisect-baseline-")) / "stale_replay.py"
     # stdout is the file's text: it goes whole into the file, apart from git's stderr
-    done = proc.run(["git", "-C", str(checkout), "show", BASELINE_PROBE], stdout=path,
-                    check=False)
+    done = proc.run(["git", "-C", str(checkout), "show", BASELINE_PROBE], stdout=path, check=False)
     if done.returncode != 0:
         shutil.rmtree(path.parent)
-        raise ConfigError(f"the 'probe' part needs the earlier probe, and git cannot show "
-                          f"{BASELINE_PROBE} here: pass --probe-baseline SCRIPT")
+        raise ConfigError(
+            f"the 'probe' part needs the earlier probe, and git cannot show "
+            f"{BASELINE_PROBE} here: pass --probe-baseline SCRIPT"
+        )
     return path

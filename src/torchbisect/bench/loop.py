@@ -68,17 +68,27 @@ def measure(setup: LoopSetup) -> dict[str, Any]:
         shutil.rmtree(setup.workdir / "tool" / kept, ignore_errors=True)
     loop = run_loop(setup, [(b["version"], b["wheel"]) for b in tool["builds"]])
     floor = sum(b["probe_seconds"] for b in loop["builds"])
-    doc = {"part": "loop", "measured": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-           **_machine(), "good": setup.good, "bad": setup.bad, "find_fix": setup.find_fix,
-           "script": setup.script.name, "overlay": setup.overlay, "cuda": setup.cuda,
-           "tool_seconds": tool["seconds"], "loop_seconds": loop["seconds"],
-           "floor_seconds": round(floor, 3),
-           "tool_vs_loop": _ratio(tool["seconds"], loop["seconds"]),
-           "tool_vs_floor": _ratio(tool["seconds"], floor),
-           "goals": {"tool_vs_loop_at_most": GOAL_LOOP, "tool_vs_floor_at_most": GOAL_FLOOR},
-           "tool": tool, "loop": loop,
-           "same_verdicts": [b["verdict"] for b in tool["builds"]]
-           == [b["verdict"] for b in loop["builds"]]}
+    doc = {
+        "part": "loop",
+        "measured": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **_machine(),
+        "good": setup.good,
+        "bad": setup.bad,
+        "find_fix": setup.find_fix,
+        "script": setup.script.name,
+        "overlay": setup.overlay,
+        "cuda": setup.cuda,
+        "tool_seconds": tool["seconds"],
+        "loop_seconds": loop["seconds"],
+        "floor_seconds": round(floor, 3),
+        "tool_vs_loop": _ratio(tool["seconds"], loop["seconds"]),
+        "tool_vs_floor": _ratio(tool["seconds"], floor),
+        "goals": {"tool_vs_loop_at_most": GOAL_LOOP, "tool_vs_floor_at_most": GOAL_FLOOR},
+        "tool": tool,
+        "loop": loop,
+        "same_verdicts": [b["verdict"] for b in tool["builds"]]
+        == [b["verdict"] for b in loop["builds"]],
+    }
     doc["where_the_rest_goes"] = _rest(doc)
     return doc
 
@@ -87,29 +97,61 @@ def run_tool(setup: LoopSetup) -> dict[str, Any]:
     """`torchbisect bisect … --script`, timed from the command's start to its exit."""
     work = setup.workdir / "tool"
     store, answer = work / "results.sqlite", work / "bisect.json"
-    argv = [sys.executable, "-m", "torchbisect", "bisect", "--good", setup.good, "--bad",
-            setup.bad, *(["--find-fix"] if setup.find_fix else []), "--cuda", setup.cuda,
-            "--python", setup.python, "--index-url", str(setup.index),
-            "--backend", default_backend(Purpose.BENCH).name,
-            *(["--overlay"] if setup.overlay else []),
-            "--script", f"python {shlex.quote(str(setup.script))}", "--repeat", "1",
-            "--no-github", "--workdir", str(work / "venvs"), "--store", str(store),
-            "--json", str(answer), *setup.extra]
+    argv = [
+        sys.executable,
+        "-m",
+        "torchbisect",
+        "bisect",
+        "--good",
+        setup.good,
+        "--bad",
+        setup.bad,
+        *(["--find-fix"] if setup.find_fix else []),
+        "--cuda",
+        setup.cuda,
+        "--python",
+        setup.python,
+        "--index-url",
+        str(setup.index),
+        "--backend",
+        default_backend(Purpose.BENCH).name,
+        *(["--overlay"] if setup.overlay else []),
+        "--script",
+        f"python {shlex.quote(str(setup.script))}",
+        "--repeat",
+        "1",
+        "--no-github",
+        "--workdir",
+        str(work / "venvs"),
+        "--store",
+        str(store),
+        "--json",
+        str(answer),
+        *setup.extra,
+    ]
     env = {"UV_CACHE_DIR": str(work / "uv-cache")}
     dropped = drop_page_cache()
     began = time.perf_counter()
-    done = proc.run(argv, env=env, log=setup.workdir / "tool.log", check=False,
-                    timeout=3600, echo=_say)
+    done = proc.run(
+        argv, env=env, log=setup.workdir / "tool.log", check=False, timeout=3600, echo=_say
+    )
     seconds = time.perf_counter() - began
     builds = _judged(store)
     result = json.loads(answer.read_text()) if answer.is_file() else {}
-    edge = {k: (result.get(k) or {}).get("version")
-            for k in ("last_bad", "first_good", "last_good", "first_bad")}
-    return {"seconds": round(seconds, 3), "exit": done.returncode, "page_cache_dropped": dropped,
-            "command": shlex.join(argv[1:]), "answer": {k: v for k, v in edge.items() if v},
-            "builds": builds,
-            "install_seconds": round(sum(b["install_seconds"] for b in builds), 3),
-            "probe_seconds": round(sum(b["probe_seconds"] for b in builds), 3)}
+    edge = {
+        k: (result.get(k) or {}).get("version")
+        for k in ("last_bad", "first_good", "last_good", "first_bad")
+    }
+    return {
+        "seconds": round(seconds, 3),
+        "exit": done.returncode,
+        "page_cache_dropped": dropped,
+        "command": shlex.join(argv[1:]),
+        "answer": {k: v for k, v in edge.items() if v},
+        "builds": builds,
+        "install_seconds": round(sum(b["install_seconds"] for b in builds), 3),
+        "probe_seconds": round(sum(b["probe_seconds"] for b in builds), 3),
+    }
 
 
 def _judged(store: Path) -> list[dict[str, Any]]:
@@ -117,14 +159,23 @@ def _judged(store: Path) -> list[dict[str, Any]]:
     if not store.is_file():
         return []
     with sqlite3.connect(store) as db:
-        rows = db.execute("SELECT cell_json, status, verdict, seconds_install, seconds_probe "
-                          "FROM runs ORDER BY id").fetchall()
+        rows = db.execute(
+            "SELECT cell_json, status, verdict, seconds_install, seconds_probe "
+            "FROM runs ORDER BY id"
+        ).fetchall()
     builds = []
     for cell_json, status, verdict, install, probe in rows:
         cell = json.loads(cell_json)
-        builds.append({"version": cell["version"], "wheel": cell["url"], "status": status,
-                       "verdict": _word(verdict), "install_seconds": round(install, 3),
-                       "probe_seconds": round(probe, 3)})
+        builds.append(
+            {
+                "version": cell["version"],
+                "wheel": cell["url"],
+                "status": status,
+                "verdict": _word(verdict),
+                "install_seconds": round(install, 3),
+                "probe_seconds": round(probe, 3),
+            }
+        )
     return builds
 
 
@@ -141,28 +192,64 @@ def run_loop(setup: LoopSetup, builds: list[tuple[str, str]]) -> dict[str, Any]:
     for version, wheel in builds:
         venv = work / f"venv-{version}"
         start = time.perf_counter()
-        proc.run([uv, "venv", "--python", setup.interpreter if setup.overlay else setup.python,
-                  *(["--system-site-packages"] if setup.overlay else []), str(venv)],
-                 env=env, log=log, timeout=600)
-        proc.run([uv, "pip", "install", "--python", str(venv / "bin" / "python"),
-                  *(["--no-deps"] if setup.overlay else []), _local(wheel)],
-                 env=env, log=log, timeout=1800)
+        proc.run(
+            [
+                uv,
+                "venv",
+                "--python",
+                setup.interpreter if setup.overlay else setup.python,
+                *(["--system-site-packages"] if setup.overlay else []),
+                str(venv),
+            ],
+            env=env,
+            log=log,
+            timeout=600,
+        )
+        proc.run(
+            [
+                uv,
+                "pip",
+                "install",
+                "--python",
+                str(venv / "bin" / "python"),
+                *(["--no-deps"] if setup.overlay else []),
+                _local(wheel),
+            ],
+            env=env,
+            log=log,
+            timeout=1800,
+        )
         installed = time.perf_counter()
-        done = proc.run([str(venv / "bin" / "python"), str(setup.script)], log=log,
-                        check=False, timeout=3600)
+        done = proc.run(
+            [str(venv / "bin" / "python"), str(setup.script)], log=log, check=False, timeout=3600
+        )
         probed = time.perf_counter()
-        rows.append({"version": version, "exit": done.returncode,
-                     "verdict": "good" if done.returncode == 0 else
-                     "skip" if done.returncode == 125 else "bad",
-                     "install_seconds": round(installed - start, 3),
-                     "probe_seconds": round(probed - installed, 3)})
+        rows.append(
+            {
+                "version": version,
+                "exit": done.returncode,
+                "verdict": "good"
+                if done.returncode == 0
+                else "skip"
+                if done.returncode == 125
+                else "bad",
+                "install_seconds": round(installed - start, 3),
+                "probe_seconds": round(probed - installed, 3),
+            }
+        )
         seconds += probed - start
-        _say(f"loop: {version} {rows[-1]['verdict']} (install {installed - start:.1f} s, "
-             f"script {probed - installed:.1f} s)")
+        _say(
+            f"loop: {version} {rows[-1]['verdict']} (install {installed - start:.1f} s, "
+            f"script {probed - installed:.1f} s)"
+        )
         shutil.rmtree(venv, ignore_errors=True)
-    return {"seconds": round(seconds, 3), "page_cache_dropped": dropped, "builds": rows,
-            "install_seconds": round(sum(r["install_seconds"] for r in rows), 3),
-            "probe_seconds": round(sum(r["probe_seconds"] for r in rows), 3)}
+    return {
+        "seconds": round(seconds, 3),
+        "page_cache_dropped": dropped,
+        "builds": rows,
+        "install_seconds": round(sum(r["install_seconds"] for r in rows), 3),
+        "probe_seconds": round(sum(r["probe_seconds"] for r in rows), 3),
+    }
 
 
 def drop_page_cache() -> bool:
@@ -184,19 +271,24 @@ def _rest(doc: dict[str, Any]) -> dict[str, Any]:
     builds = tool["builds"]
     first_install = builds[0]["install_seconds"] if builds else 0.0
     unhidden = max(0.0, tool["install_seconds"] - probing) if len(builds) > 1 else first_install
-    return {"reproducer_in_tool_seconds": round(probing, 3),
-            "tool_install_seconds_all": tool["install_seconds"],
-            "first_install_seconds": round(first_install, 3),
-            "install_not_hidden_at_least_seconds": round(max(first_install, unhidden), 3),
-            "other_seconds_at_most": round(tool["seconds"] - probing - first_install, 3)}
+    return {
+        "reproducer_in_tool_seconds": round(probing, 3),
+        "tool_install_seconds_all": tool["install_seconds"],
+        "first_install_seconds": round(first_install, 3),
+        "install_not_hidden_at_least_seconds": round(max(first_install, unhidden), 3),
+        "other_seconds_at_most": round(tool["seconds"] - probing - first_install, 3),
+    }
 
 
 def _machine() -> dict[str, Any]:
     from ..utils.gpus import list_gpus
 
     gpus = list_gpus()
-    return {"gpu": gpus[0].name if gpus else "none", "driver": gpus[0].driver if gpus else "",
-            "cpus": os.cpu_count()}
+    return {
+        "gpu": gpus[0].name if gpus else "none",
+        "driver": gpus[0].driver if gpus else "",
+        "cpus": os.cpu_count(),
+    }
 
 
 def _uv() -> str:
@@ -206,7 +298,7 @@ def _uv() -> str:
 
 
 def _local(wheel: str) -> str:
-    return wheel[len("file://"):] if wheel.startswith("file://") else wheel
+    return wheel[len("file://") :] if wheel.startswith("file://") else wheel
 
 
 def _word(verdict: str | None) -> str:
@@ -226,7 +318,9 @@ def write(doc: dict[str, Any], out: Path | None) -> None:
     text = json.dumps(doc, indent=2) + "\n"
     if out is not None:
         (out / "loop.json").write_text(text)
-    _say(f"bench loop on {doc['gpu']} (driver {doc['driver']}): tool {doc['tool_seconds']:.1f} s, "
-         f"loop {doc['loop_seconds']:.1f} s, floor {doc['floor_seconds']:.1f} s over "
-         f"{len(doc['loop']['builds'])} builds: tool/loop {doc['tool_vs_loop']} (goal <= "
-         f"{GOAL_LOOP}), tool/floor {doc['tool_vs_floor']} (goal <= {GOAL_FLOOR})")
+    _say(
+        f"bench loop on {doc['gpu']} (driver {doc['driver']}): tool {doc['tool_seconds']:.1f} s, "
+        f"loop {doc['loop_seconds']:.1f} s, floor {doc['floor_seconds']:.1f} s over "
+        f"{len(doc['loop']['builds'])} builds: tool/loop {doc['tool_vs_loop']} (goal <= "
+        f"{GOAL_LOOP}), tool/floor {doc['tool_vs_floor']} (goal <= {GOAL_FLOOR})"
+    )

@@ -42,26 +42,58 @@ REPEATS = 5
 GOAL_PAGE_BYTES = 1_500_000
 PHONE = (390, 844)
 # (GPU model, driver, the day its nightlies turned affected, the day they were fixed)
-KINDS = (("NVIDIA H100 80GB HBM3", "575.57.08", "2024-06-10", "2026-06-02"),
-         ("NVIDIA H200", "580.159.04", "2024-06-10", "2026-06-02"),
-         ("NVIDIA GH200 480GB", "580.65.06", "2024-06-10", "2026-06-02"),
-         ("NVIDIA GB300", "580.65.06", "2024-06-10", "2026-06-09"))
+KINDS = (
+    ("NVIDIA H100 80GB HBM3", "575.57.08", "2024-06-10", "2026-06-02"),
+    ("NVIDIA H200", "580.159.04", "2024-06-10", "2026-06-02"),
+    ("NVIDIA GH200 480GB", "580.65.06", "2024-06-10", "2026-06-02"),
+    ("NVIDIA GB300", "580.65.06", "2024-06-10", "2026-06-09"),
+)
 # The same kinds as runners.yaml declares them: (name, platform, shards), in KINDS' order
-RUNNER_KINDS = (("H100", "linux_x86_64", 2), ("H200", "linux_x86_64", 2),
-                ("GH200", "linux_aarch64", 1), ("GB300", "linux_aarch64", 1))
+RUNNER_KINDS = (
+    ("H100", "linux_x86_64", 2),
+    ("H200", "linux_x86_64", 2),
+    ("GH200", "linux_aarch64", 1),
+    ("GB300", "linux_aarch64", 1),
+)
 OFFLINE_DAYS = 4  # GB300's runners are offline for the last days: the page says so
 FIRST_DAY = dt.date(2023, 12, 1)
 DAYS = 3 * 365 + 1
-STABLE = ("2.3.0", "2.4.0", "2.5.0", "2.6.0", "2.7.0", "2.8.0", "2.9.0", "2.10.0", "2.11.0",
-          "2.12.0", "2.13.0", "2.14.1", "2.15.0", "2.16.0", "2.17.0")
+STABLE = (
+    "2.3.0",
+    "2.4.0",
+    "2.5.0",
+    "2.6.0",
+    "2.7.0",
+    "2.8.0",
+    "2.9.0",
+    "2.10.0",
+    "2.11.0",
+    "2.12.0",
+    "2.13.0",
+    "2.14.1",
+    "2.15.0",
+    "2.16.0",
+    "2.17.0",
+)
 BAD: dict[str, CaseOutcome] = {
-    "capture_data_ptr": (5, 5), "capture_write": (5, 5), "side_stream": (20, 20),
-    "compile_reduce_overhead": Verdict.AFFECTED, "raw_pointer_triton": (5, 5)}
+    "capture_data_ptr": (5, 5),
+    "capture_write": (5, 5),
+    "side_stream": (20, 20),
+    "compile_reduce_overhead": Verdict.AFFECTED,
+    "raw_pointer_triton": (5, 5),
+}
 GOOD: dict[str, CaseOutcome] = {
-    "capture_data_ptr": (0, 5), "capture_write": (0, 5), "side_stream": (0, 20),
-    "compile_reduce_overhead": Verdict.NOT_AFFECTED, "raw_pointer_triton": (0, 5)}
-FIXED: dict[str, CaseOutcome] = {**GOOD, "capture_data_ptr": Verdict.REFUSED,
-                                 "capture_write": Verdict.REFUSED}
+    "capture_data_ptr": (0, 5),
+    "capture_write": (0, 5),
+    "side_stream": (0, 20),
+    "compile_reduce_overhead": Verdict.NOT_AFFECTED,
+    "raw_pointer_triton": (0, 5),
+}
+FIXED: dict[str, CaseOutcome] = {
+    **GOOD,
+    "capture_data_ptr": Verdict.REFUSED,
+    "capture_write": Verdict.REFUSED,
+}
 
 
 def _log(cell_id: str, version: str, started: str) -> str:
@@ -69,22 +101,27 @@ def _log(cell_id: str, version: str, started: str) -> str:
     probe's lines, with the runner's absolute paths in it as a real log has them."""
     venv = f"/home/runner/work/torchbisect/.torchbisect/venvs/{cell_id}"
     wheel = f"torch-{version}-cp312-cp312-manylinux_2_28_x86_64.whl"
-    warn = ("warning: The `UV_NATIVE_TLS` environment variable is deprecated and will be removed "
-            "in a future release. Use `UV_SYSTEM_CERTS` instead.\n")
-    cases = "".join(f"[stale_replay] {name:<24} affected       0.4 s (2.6 s wall)\n"
-                    for name in BAD)
-    return (f"# torchbisect: {cell_id} started {started} backend=venv\n"
-            f"$ /usr/local/bin/uv venv --no-project --python /usr/bin/python3.12 {venv}\n{warn}"
-            f"Using CPython 3.12.3 interpreter at: /usr/bin/python3.12\n"
-            f"Creating virtual environment at: .torchbisect/venvs/{cell_id}\n"
-            f"$ /usr/local/bin/uv pip install --python {venv}/bin/python --no-deps "
-            f"'torch @ https://download.pytorch.org/whl/nightly/cu130/{wheel}'\n{warn}{warn}"
-            f"Resolved 1 package in 27ms\nPrepared 1 package in 5.47s\n"
-            f"Installed 1 package in 2.34s\nBytecode compiled 2372 files in 816ms\n"
-            f" + torch=={version}\n"
-            f"$ {venv}/bin/python /home/runner/work/torchbisect/probes/stale_replay.py --trials 20 "
-            f"--json /home/runner/work/torchbisect/.torchbisect/probe-json/{cell_id}.json\n"
-            f"{cases}[stale_replay] verdict: affected (exit 1) in 24.5 s\n")
+    warn = (
+        "warning: The `UV_NATIVE_TLS` environment variable is deprecated and will be removed "
+        "in a future release. Use `UV_SYSTEM_CERTS` instead.\n"
+    )
+    cases = "".join(
+        f"[stale_replay] {name:<24} affected       0.4 s (2.6 s wall)\n" for name in BAD
+    )
+    return (
+        f"# torchbisect: {cell_id} started {started} backend=venv\n"
+        f"$ /usr/local/bin/uv venv --no-project --python /usr/bin/python3.12 {venv}\n{warn}"
+        f"Using CPython 3.12.3 interpreter at: /usr/bin/python3.12\n"
+        f"Creating virtual environment at: .torchbisect/venvs/{cell_id}\n"
+        f"$ /usr/local/bin/uv pip install --python {venv}/bin/python --no-deps "
+        f"'torch @ https://download.pytorch.org/whl/nightly/cu130/{wheel}'\n{warn}{warn}"
+        f"Resolved 1 package in 27ms\nPrepared 1 package in 5.47s\n"
+        f"Installed 1 package in 2.34s\nBytecode compiled 2372 files in 816ms\n"
+        f" + torch=={version}\n"
+        f"$ {venv}/bin/python /home/runner/work/torchbisect/probes/stale_replay.py --trials 20 "
+        f"--json /home/runner/work/torchbisect/.torchbisect/probe-json/{cell_id}.json\n"
+        f"{cases}[stale_replay] verdict: affected (exit 1) in 24.5 s\n"
+    )
 
 
 def _outcomes(day: dt.date, bad_from: str, fixed_from: str, i: int) -> dict[str, CaseOutcome]:
@@ -113,18 +150,43 @@ def scale_runs() -> tuple[list[CellRun], list[BisectResult]]:
             cell_id = cells.nightly(day.isoformat(), "cu130", "3.12")
             log = _log(cell_id, version, started)
             if (i + 13 * k) % 97 == 13:
-                runs.append(synthetic_run(version, gpu=gpu, driver=driver, started=started,
-                                          infra="wheel download: HTTP 503", log=log))
+                runs.append(
+                    synthetic_run(
+                        version,
+                        gpu=gpu,
+                        driver=driver,
+                        started=started,
+                        infra="wheel download: HTTP 503",
+                        log=log,
+                    )
+                )
                 continue
-            runs.append(synthetic_run(version, _outcomes(day, bad_from, fixed_from, i),
-                                      gpu=gpu, driver=driver, started=started, log=log))
+            runs.append(
+                synthetic_run(
+                    version,
+                    _outcomes(day, bad_from, fixed_from, i),
+                    gpu=gpu,
+                    driver=driver,
+                    started=started,
+                    log=log,
+                )
+            )
         for j, version in enumerate(STABLE):
             state = GOOD if j < 3 else FIXED if j >= 13 else BAD
-            runs.append(synthetic_run(f"{version}+cu130", state, gpu=gpu, driver=driver,
-                                      started=f"{FIRST_DAY + dt.timedelta(days=DAYS)}T03:00:00Z",
-                                      log=_log(f"stable-{version}", version, "")))
-        bisections += [_bisection(Direction.REGRESSION, bad_from), _bisection(Direction.FIX,
-                                                                               fixed_from)]
+            runs.append(
+                synthetic_run(
+                    f"{version}+cu130",
+                    state,
+                    gpu=gpu,
+                    driver=driver,
+                    started=f"{FIRST_DAY + dt.timedelta(days=DAYS)}T03:00:00Z",
+                    log=_log(f"stable-{version}", version, ""),
+                )
+            )
+        bisections += [
+            _bisection(Direction.REGRESSION, bad_from),
+            _bisection(Direction.FIX, fixed_from),
+        ]
     return runs, bisections
 
 
@@ -138,10 +200,12 @@ def runners_yaml() -> str:
     entries = []
     for (name, platform_, shards), (gpu, driver, *_) in zip(RUNNER_KINDS, KINDS, strict=True):
         arch = "x64" if platform_ == "linux_x86_64" else "ARM64"
-        entries.append(f"  - name: {name}\n    gpu: {gpu}\n"
-                       f"    labels: [self-hosted, linux, {arch}, {name.lower()}]\n"
-                       f"    platform: {platform_}\n    driver: \"{driver}\"\n"
-                       f"    shards: {shards}\n")
+        entries.append(
+            f"  - name: {name}\n    gpu: {gpu}\n"
+            f"    labels: [self-hosted, linux, {arch}, {name.lower()}]\n"
+            f'    platform: {platform_}\n    driver: "{driver}"\n'
+            f"    shards: {shards}\n"
+        )
     return "kinds:\n" + "".join(entries)
 
 
@@ -159,11 +223,21 @@ def scale_attendance() -> list[Attendance]:
             cells = (min(i, 60) // 7 + len(STABLE)) // shards + 1
             for n in range(1, shards + 1):
                 probed = int(n == 1 and i % 37 != 11)
-                rows.append(Attendance(
-                    kind=name, shard=f"{n}/{shards}", run=f"{7000 + i}-1", gpu=KINDS[k][0],
-                    host=f"{name.lower()}-runner-{n}", started=f"{day}T0{k + 4}:00:00Z",
-                    finished=f"{day}T0{k + 4}:40:00Z", cells=cells, probed=probed,
-                    reused=cells - probed, failed=int((i + 13 * k) % 97 == 13)))
+                rows.append(
+                    Attendance(
+                        kind=name,
+                        shard=f"{n}/{shards}",
+                        run=f"{7000 + i}-1",
+                        gpu=KINDS[k][0],
+                        host=f"{name.lower()}-runner-{n}",
+                        started=f"{day}T0{k + 4}:00:00Z",
+                        finished=f"{day}T0{k + 4}:40:00Z",
+                        cells=cells,
+                        probed=probed,
+                        reused=cells - probed,
+                        failed=int((i + 13 * k) % 97 == 13),
+                    )
+                )
     return rows
 
 
@@ -172,13 +246,25 @@ def _bisection(direction: Direction, first: str) -> BisectResult:
     before = after - dt.timedelta(days=1)
 
     def point(day: dt.date, verdict: Outcome) -> NightlyPoint:
-        return NightlyPoint(date=day.isoformat(), version=f"2.x.0.dev{day:%Y%m%d}+cu130",
-                            verdict=verdict, main_sha=f"{day:%Y%m%d}" * 5)
+        return NightlyPoint(
+            date=day.isoformat(),
+            version=f"2.x.0.dev{day:%Y%m%d}+cu130",
+            verdict=verdict,
+            main_sha=f"{day:%Y%m%d}" * 5,
+        )
+
     old, new = (Outcome.GOOD, Outcome.BAD)
     shas = f"{before:%Y%m%d}{'0' * 32}...{after:%Y%m%d}{'0' * 32}"
-    return BisectResult(direction=direction, case="capture_data_ptr", cuda="cu130",
-                        python="3.12", before=point(before, old), after=point(after, new),
-                        probes=9, compare_url=f"https://github.com/pytorch/pytorch/compare/{shas}")
+    return BisectResult(
+        direction=direction,
+        case="capture_data_ptr",
+        cuda="cu130",
+        python="3.12",
+        before=point(before, old),
+        after=point(after, new),
+        probes=9,
+        compare_url=f"https://github.com/pytorch/pytorch/compare/{shas}",
+    )
 
 
 def measure_scale() -> dict[str, Any]:
@@ -197,9 +283,20 @@ def measure_scale() -> dict[str, Any]:
                 db.add_bisection(b)
             db.add_attendance_many(attendance)
         phases = _phases(store, runners, Path(tmp) / "phases")
-        argv = [sys.executable, "-m", "torchbisect", "report", "--store", str(store),
-                "--out", str(out), "--matrix", str(Path(tmp) / "none.yaml"),
-                "--runners", str(runners)]
+        argv = [
+            sys.executable,
+            "-m",
+            "torchbisect",
+            "report",
+            "--store",
+            str(store),
+            "--out",
+            str(out),
+            "--matrix",
+            str(Path(tmp) / "none.yaml"),
+            "--runners",
+            str(runners),
+        ]
         before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         times = []
         for _ in range(REPEATS):  # the same report again: a loaded machine varies by ±20 %
@@ -214,21 +311,30 @@ def measure_scale() -> dict[str, Any]:
         page = out / "index.html"
         html = page.read_text(encoding="utf-8")
         figures = {
-            "runs": len(runs), "gpu_kinds": [k[0] for k in KINDS], "days": DAYS,
-            "bisections": len(bisections), "attendance_rows": len(attendance),
+            "runs": len(runs),
+            "gpu_kinds": [k[0] for k in KINDS],
+            "days": DAYS,
+            "bisections": len(bisections),
+            "attendance_rows": len(attendance),
             "runner_kinds": {name: platform_ for name, platform_, _ in RUNNER_KINDS},
-            "offline_kind": {"name": RUNNER_KINDS[-1][0], "days": OFFLINE_DAYS,
-                             "said_on_page": _said_offline(html)},
-            "report_seconds": round(seconds, 2), "report_seconds_runs": times,
+            "offline_kind": {
+                "name": RUNNER_KINDS[-1][0],
+                "days": OFFLINE_DAYS,
+                "said_on_page": _said_offline(html),
+            },
+            "report_seconds": round(seconds, 2),
+            "report_seconds_runs": times,
             "goal_report_seconds": GOAL_SECONDS,
             "report_note": f"the median of {REPEATS} runs of `torchbisect report --store S --out D "
-                           "--runners R` in a fresh process, start to "
-                           "exit",
+            "--runners R` in a fresh process, start to "
+            "exit",
             **phases,
             # ru_maxrss of children is the largest of any child so far: this one's when it grew
             "peak_rss_mib": round(peak_kib / 1024, 1) if peak_kib > before else None,
-            "page_bytes": page.stat().st_size, "goal_page_bytes": GOAL_PAGE_BYTES,
-            "page_details": html.count("<details"), "page_rows": html.count("<tr"),
+            "page_bytes": page.stat().st_size,
+            "goal_page_bytes": GOAL_PAGE_BYTES,
+            "page_details": html.count("<details"),
+            "page_rows": html.count("<tr"),
             "published_files": len(files),
             "published_bytes": sum(p.stat().st_size for p in files),
             "not_bisected_edges": html.count("not bisected"),
@@ -236,10 +342,12 @@ def measure_scale() -> dict[str, Any]:
             "phone_fold_page": _phone(min((out / "nightlies").glob("*.html"))),
             "machine": machine(),
         }
-    figures["ok"] = (figures["report_seconds"] <= GOAL_SECONDS
-                     and figures["page_bytes"] <= GOAL_PAGE_BYTES
-                     and figures["phone"].get("holds", True) is not False
-                     and figures["phone_fold_page"].get("holds", True) is not False)
+    figures["ok"] = (
+        figures["report_seconds"] <= GOAL_SECONDS
+        and figures["page_bytes"] <= GOAL_PAGE_BYTES
+        and figures["phone"].get("holds", True) is not False
+        and figures["phone_fold_page"].get("holds", True) is not False
+    )
     return figures
 
 
@@ -260,38 +368,60 @@ def _phases(store: Path, runners: Path, out: Path) -> dict[str, Any]:
         runs, bisections, attendance = db.latest(), db.bisections(), db.attendance()
     read = time.perf_counter() - began
     began = time.perf_counter()
-    render_runs(runs, bisections, out, generated=dt.datetime.now(dt.timezone.utc),
-                runners=load_runners(runners), attendance=attendance)
-    return {"store_read_seconds": round(read, 2),
-            "render_seconds": round(time.perf_counter() - began, 2)}
+    render_runs(
+        runs,
+        bisections,
+        out,
+        generated=dt.datetime.now(dt.timezone.utc),
+        runners=load_runners(runners),
+        attendance=attendance,
+    )
+    return {
+        "store_read_seconds": round(read, 2),
+        "render_seconds": round(time.perf_counter() - began, 2),
+    }
 
 
 def _phone(page: Path) -> dict[str, Any]:
     """Whether the page holds at 390×844 in headless Chromium (pages/chromium.py, the tests'
     driver too); said as not measured when chromium is missing."""
     helper = Path(__file__).parent.parent / "pages" / "chromium.py"  # the standard library only
-    probe = ("import json, sys; sys.path.insert(0, sys.argv[1]); from chromium import Browser\n"
-             "with Browser(390, 844, mobile=True) as b:\n"
-             "    b.open(__import__('pathlib').Path(sys.argv[2]))\n"
-             "    print(json.dumps([b.eval('document.documentElement.scrollWidth'),\n"
-             "                      b.eval('document.body.scrollWidth')]))\n")
+    probe = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); from chromium import Browser\n"
+        "with Browser(390, 844, mobile=True) as b:\n"
+        "    b.open(__import__('pathlib').Path(sys.argv[2]))\n"
+        "    print(json.dumps([b.eval('document.documentElement.scrollWidth'),\n"
+        "                      b.eval('document.body.scrollWidth')]))\n"
+    )
     with tempfile.TemporaryDirectory(prefix="torchbisect-phone-") as tmp:
         out = Path(tmp) / "stdout"  # the widths, apart from the stderr that says why not
         try:
-            done = proc.run([sys.executable, "-c", probe, str(helper.parent), str(page)],
-                            timeout=180, stdout=out, check=False)
+            done = proc.run(
+                [sys.executable, "-c", probe, str(helper.parent), str(page)],
+                timeout=180,
+                stdout=out,
+                check=False,
+            )
         except (OSError, CommandFailed) as err:
             return {"measured": False, "why": f"chromium: {err}"}
         if done.returncode != 0:
             return {"measured": False, "why": (done.output.strip().splitlines() or ["?"])[-1]}
         widths = json.loads(out.read_text())
-    return {"measured": True, "viewport": list(PHONE), "scroll_width": max(widths),
-            "holds": max(widths) <= PHONE[0]}
+    return {
+        "measured": True,
+        "viewport": list(PHONE),
+        "scroll_width": max(widths),
+        "holds": max(widths) <= PHONE[0],
+    }
 
 
 def machine() -> dict[str, Any]:
-    return {"cpu": _cpu_name(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "system": f"{platform.system()} {platform.machine()}"}
+    return {
+        "cpu": _cpu_name(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "system": f"{platform.system()} {platform.machine()}",
+    }
 
 
 def _cpu_name() -> str:
@@ -311,11 +441,20 @@ def write_scale(out: Path | None) -> dict[str, Any]:
 
     figures = measure_scale()
     write(out, "scale.json", json.dumps(figures, indent=2) + "\n")
-    bars = {"report (s)": figures["report_seconds"],
-            "index.html (MB)": round(figures["page_bytes"] / 1e6, 2)}
+    bars = {
+        "report (s)": figures["report_seconds"],
+        "index.html (MB)": round(figures["page_bytes"] / 1e6, 2),
+    }
     goals = {"report (s)": GOAL_SECONDS, "index.html (MB)": GOAL_PAGE_BYTES / 1e6}
-    write(out, "scale.svg", plots.bar_chart(
-        f"report on {figures['runs']:,} runs ({len(KINDS)} GPU kinds × 3 years of nightlies)",
-        "", bars, goals))
+    write(
+        out,
+        "scale.svg",
+        plots.bar_chart(
+            f"report on {figures['runs']:,} runs ({len(KINDS)} GPU kinds × 3 years of nightlies)",
+            "",
+            bars,
+            goals,
+        ),
+    )
     print(json.dumps(figures, indent=2))
     return figures

@@ -28,8 +28,14 @@ from .figures import write
 PARTS = ("overhead", "rerun", "plan", "render", "gpus")
 
 
-def measure(parts: list[str], *, out: Path | None, overhead_cases: str = "",
-            gpu_matrix: Path | None = None, backend: str | None = None) -> None:
+def measure(
+    parts: list[str],
+    *,
+    out: Path | None,
+    overhead_cases: str = "",
+    gpu_matrix: Path | None = None,
+    backend: str | None = None,
+) -> None:
     """Measure the tool `parts` asked for, print them and write tool.json/.svg into `out`;
     `backend` for the 'gpus' part (None: the benchmarks' own, backends.Purpose.BENCH)."""
     from ..backends import Purpose, default_backend
@@ -37,11 +43,15 @@ def measure(parts: list[str], *, out: Path | None, overhead_cases: str = "",
     from .stage import cell_overhead, rerun_unchanged
 
     cases = tuple(c for c in overhead_cases.split(",") if c)
-    run = {"overhead": lambda: cell_overhead(cell=preinstalled_cell(cases=cases)),
-           "rerun": lambda: rerun_unchanged(20), "plan": lambda: plan_dates(1000),
-           "render": lambda: render_cells(2000),
-           "gpus": lambda: gpu_speedup(gpu_matrix, backend=backend
-                                       or default_backend(Purpose.BENCH).name)}
+    run = {
+        "overhead": lambda: cell_overhead(cell=preinstalled_cell(cases=cases)),
+        "rerun": lambda: rerun_unchanged(20),
+        "plan": lambda: plan_dates(1000),
+        "render": lambda: render_cells(2000),
+        "gpus": lambda: gpu_speedup(
+            gpu_matrix, backend=backend or default_backend(Purpose.BENCH).name
+        ),
+    }
     tool = {name: run[name]() for name in parts if name in PARTS}
     if tool:
         _write(out, tool)
@@ -54,22 +64,37 @@ def plan_dates(n_dates: int = 1000) -> dict[str, Any]:
     from .nightly_index import daily, serve, write_nightly_index
 
     first = date(2023, 12, 1)
-    days = daily(first, n_dates,
-                 skip=frozenset(first + timedelta(days=d) for d in range(3, n_dates, 97)))
+    days = daily(
+        first, n_dates, skip=frozenset(first + timedelta(days=d) for d in range(3, n_dates, 97))
+    )
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        write_nightly_index(root, days, cuda="cu130", version="2.17.0",
-                            bump=(days[len(days) // 2], "2.18.0"))
+        write_nightly_index(
+            root, days, cuda="cu130", version="2.17.0", bump=(days[len(days) // 2], "2.18.0")
+        )
         matrix = root / "matrix.yaml"
         with serve(root) as url:
-            matrix.write_text(f"indexes:\n  nightly: {url}/whl/nightly/{{cuda}}/\n"
-                              f"nightly:\n  from: {first}\n  to: {days[-1]}\n  cuda: cu130\n")
+            matrix.write_text(
+                f"indexes:\n  nightly: {url}/whl/nightly/{{cuda}}/\n"
+                f"nightly:\n  from: {first}\n  to: {days[-1]}\n  cuda: cu130\n"
+            )
             began = time.perf_counter()
-            plan = build_plan(load_matrix(matrix), lock=None, python="3.12",
-                              platform="linux_x86_64", driver="580.65.06", today=days[-1])
+            plan = build_plan(
+                load_matrix(matrix),
+                lock=None,
+                python="3.12",
+                platform="linux_x86_64",
+                driver="580.65.06",
+                today=days[-1],
+            )
             seconds = time.perf_counter() - began
-    return {"dates": n_dates, "cells": len(plan.cells), "missing": len(plan.missing),
-            "seconds": round(seconds, 3), "transport": "HTTP on 127.0.0.1"}
+    return {
+        "dates": n_dates,
+        "cells": len(plan.cells),
+        "missing": len(plan.missing),
+        "seconds": round(seconds, 3),
+        "transport": "HTTP on 127.0.0.1",
+    }
 
 
 def render_cells(n_cells: int = 2000, repeat: int = 3) -> dict[str, Any]:
@@ -89,9 +114,14 @@ def render_cells(n_cells: int = 2000, repeat: int = 3) -> dict[str, Any]:
             paths = render_runs(runs, [], Path(tmp), generated=dt.datetime.now(dt.timezone.utc))
             times.append(time.perf_counter() - begin)
         sizes = {p.name: p.stat().st_size for p in paths}
-    return {"cells": n_cells, "seconds": round(min(times), 3),
-            "first_seconds": round(times[0], 3), "goal_seconds": 1.0, "ok": min(times) < 1.0,
-            "bytes": sizes}
+    return {
+        "cells": n_cells,
+        "seconds": round(min(times), 3),
+        "first_seconds": round(times[0], 3),
+        "goal_seconds": 1.0,
+        "ok": min(times) < 1.0,
+        "bytes": sizes,
+    }
 
 
 def gpu_speedup(matrix: Path | None, *, backend: str) -> dict[str, Any]:
@@ -103,22 +133,41 @@ def gpu_speedup(matrix: Path | None, *, backend: str) -> dict[str, Any]:
         return {"skipped": f"{len(gpus)} GPU(s) visible; this part needs at least two"}
     times = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for label, visible in (("warm-up", None), ("one GPU", str(gpus[0].index)),
-                               ("all GPUs", None)):
+        for label, visible in (
+            ("warm-up", None),
+            ("one GPU", str(gpus[0].index)),
+            ("all GPUs", None),
+        ):
             env = dict(os.environ)
             if visible is not None:
                 env["CUDA_VISIBLE_DEVICES"] = visible
-            argv = [sys.executable, "-m", "torchbisect", "matrix", "--matrix", str(matrix),
-                    "--backend", backend, "--force", "--no-report",
-                    "--store", str(Path(tmp) / f"{label}.sqlite")]
+            argv = [
+                sys.executable,
+                "-m",
+                "torchbisect",
+                "matrix",
+                "--matrix",
+                str(matrix),
+                "--backend",
+                backend,
+                "--force",
+                "--no-report",
+                "--store",
+                str(Path(tmp) / f"{label}.sqlite"),
+            ]
             print(f"bench: gpus: {label}: {' '.join(argv)}", file=sys.stderr)
             began = time.monotonic()
             # Not proc.run: the matrix's own progress goes to this terminal as it happens.
             subprocess.run(argv, env=env, check=True)
             times[label] = time.monotonic() - began
-    return {"gpus": len(gpus), "gpu": gpus[0].name, "one_gpu_seconds": round(times["one GPU"], 2),
-            "all_gpus_seconds": round(times["all GPUs"], 2),
-            "speedup": round(times["one GPU"] / times["all GPUs"], 2), "goal_speedup": 1.8}
+    return {
+        "gpus": len(gpus),
+        "gpu": gpus[0].name,
+        "one_gpu_seconds": round(times["one GPU"], 2),
+        "all_gpus_seconds": round(times["all GPUs"], 2),
+        "speedup": round(times["one GPU"] / times["all GPUs"], 2),
+        "goal_speedup": 1.8,
+    }
 
 
 def _write(out: Path | None, tool: dict[str, Any]) -> None:
@@ -135,6 +184,9 @@ def _write(out: Path | None, tool: dict[str, Any]) -> None:
     if "speedup" in tool.get("gpus", {}):
         bars["GPU speed-up"], goals["GPU speed-up"] = tool["gpus"]["speedup"], 1.8
     if bars:
-        write(out, "tool.svg",
-              plots.bar_chart("torchbisect overhead (measured in one run)", "", bars, goals))
+        write(
+            out,
+            "tool.svg",
+            plots.bar_chart("torchbisect overhead (measured in one run)", "", bars, goals),
+        )
     print(json.dumps(tool, indent=2))

@@ -134,15 +134,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     peak = _peak_copy_gbps(torch, args.reps)
     rows = [_row(torch, int(s), args.reps, peak) for s in args.sizes_mib.split(",")]
     props = torch.cuda.get_device_properties(0)
-    print(json.dumps({
-        "torch": torch.__version__,
-        "git_version": getattr(torch.version, "git_version", ""),
-        "gpu": props.name,
-        "driver": _driver(),
-        "peak_copy_gbps": peak,
-        "reps": args.reps,
-        "rows": rows,
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "torch": torch.__version__,
+                "git_version": getattr(torch.version, "git_version", ""),
+                "gpu": props.name,
+                "driver": _driver(),
+                "peak_copy_gbps": peak,
+                "reps": args.reps,
+                "rows": rows,
+            },
+            indent=2,
+        )
+    )
     return 0
 
 
@@ -151,8 +156,12 @@ def _driver() -> str:
     try:
         import subprocess
 
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
         return out.strip().splitlines()[0]
     except Exception:
         return ""

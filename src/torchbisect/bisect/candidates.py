@@ -79,7 +79,8 @@ class CandidateList:
         """The nightlies from `first` to `last` (dates, both included); the notes were said."""
         return CandidateList(
             candidates=tuple(c for c in self.candidates if first <= c.date <= last),
-            missing=tuple(d for d in self.missing if first < d < last))
+            missing=tuple(d for d in self.missing if first < d < last),
+        )
 
 
 def parse_end(text: str, flag: str) -> str:
@@ -87,9 +88,11 @@ def parse_end(text: str, flag: str) -> str:
     text = text.strip()
     match = _DATE.match(text) or _DATE.match(_relative(text) or _nightly_stamp(text))
     if not match:
-        raise ConfigError(f"{flag} {text!r} is neither a date (YYYY-MM-DD or YYYYMMDD) nor a "
-                          "nightly version such as 2.10.0.dev20250801; a release such as 2.12.0 "
-                          "is accepted when both ends are releases")
+        raise ConfigError(
+            f"{flag} {text!r} is neither a date (YYYY-MM-DD or YYYYMMDD) nor a "
+            "nightly version such as 2.10.0.dev20250801; a release such as 2.12.0 "
+            "is accepted when both ends are releases"
+        )
     try:
         return date(*(int(g) for g in match.groups())).isoformat()
     except ValueError:
@@ -97,7 +100,7 @@ def parse_end(text: str, flag: str) -> str:
 
 
 def release_of(text: str) -> str | None:
-    """"2.12.0" for a final release version (a local label such as +cu130 is dropped)."""
+    """ "2.12.0" for a final release version (a local label such as +cu130 is dropped)."""
     try:
         version = Version(text.strip())
     except (InvalidVersion, ValueError):  # a number past Python's 4,300 digits is no release
@@ -107,66 +110,106 @@ def release_of(text: str) -> str | None:
     return version.public
 
 
-def build_release_candidates(builds: Any, *, older: str, newer: str, older_flag: str,
-                             newer_flag: str, cell_template: Cell,
-                             origin: Mapping[str, tuple[str, str]] | None = None
-                             ) -> CandidateList:
+def build_release_candidates(
+    builds: Any,
+    *,
+    older: str,
+    newer: str,
+    older_flag: str,
+    newer_flag: str,
+    cell_template: Cell,
+    origin: Mapping[str, tuple[str, str]] | None = None,
+) -> CandidateList:
     """Every final release from `older` to `newer` that the index has for this build.
 
     `builds` is the chooser's answer (`index.choose.Builds`) over the index's final releases:
     the file of each version for this runner, and why the others have none. `origin` gives, per
     version, the CUDA tag and index its file was chosen for when they are not the template's
     (`--cuda auto`)."""
-    check_order(Version(older), Version(newer), shown=(older, newer), older_flag=older_flag,
-                unit="release")
+    check_order(
+        Version(older), Version(newer), shown=(older, newer), older_flag=older_flag, unit="release"
+    )
     chosen, skipped = builds.chosen, builds.skipped
     unsure = builds.unsure
     for end, flag in ((older, older_flag), (newer, newer_flag)):
         if end in chosen:
             continue
         if end in unsure:
-            raise ConfigError(f"{flag} {end} cannot be judged as the {cell_template.cuda} build "
-                              f"for Python {cell_template.python}: {unsure[end].why}; give an "
-                              "end whose CUDA is known, or --cuda with its label")
+            raise ConfigError(
+                f"{flag} {end} cannot be judged as the {cell_template.cuda} build "
+                f"for Python {cell_template.python}: {unsure[end].why}; give an "
+                "end whose CUDA is known, or --cuda with its label"
+            )
         if end in skipped:
-            raise ConfigError(f"{flag} {end} has no build for this runner on the index "
-                              f"({cell_template.cuda}, Python {cell_template.python}): "
-                              f"{skipped[end]}")
+            raise ConfigError(
+                f"{flag} {end} has no build for this runner on the index "
+                f"({cell_template.cuda}, Python {cell_template.python}): "
+                f"{skipped[end]}"
+            )
         near = ", ".join(sorted(chosen, key=Version)[-5:]) or "none"
-        raise ConfigError(f"{flag} {end} is not on the index for {cell_template.cuda} / "
-                          f"Python {cell_template.python}; releases there include {near}")
+        raise ConfigError(
+            f"{flag} {end} is not on the index for {cell_template.cuda} / "
+            f"Python {cell_template.python}; releases there include {near}"
+        )
     inside = lambda v: Version(older) <= Version(v) <= Version(newer)  # noqa: E731
     origin = origin or {}
     told = builds.told
-    cands = tuple(sorted(
-        [_release_candidate(chosen[v], v, _for(cell_template, origin.get(v)))
-         for v in filter(inside, chosen)]
-        + [_unsure_candidate(unsure[v], v, cell_template) for v in filter(inside, unsure)],
-        key=lambda c: Version(c.wheel.public_version)))
+    cands = tuple(
+        sorted(
+            [
+                _release_candidate(chosen[v], v, _for(cell_template, origin.get(v)))
+                for v in filter(inside, chosen)
+            ]
+            + [_unsure_candidate(unsure[v], v, cell_template) for v in filter(inside, unsure)],
+            key=lambda c: Version(c.wheel.public_version),
+        )
+    )
     missing = tuple(sorted(filter(inside, skipped), key=Version))
     notes = [f"release {v} is left out: {skipped[v]}" for v in missing]
-    notes += [f"release {c.wheel.public_version} stays a candidate but is not probed: "
-              f"{c.unjudged}; an answer next to it cannot be exact" for c in cands if c.unjudged]
-    notes += [f"release {c.version} is yanked on the index{_why(c.yanked)}; it is probed, as "
-              "pip installs a yanked file for an == pin"
-              for c in cands if c.yanked is not None and not c.unjudged]
-    notes += [f"release {c.version}: probing its re-spin, build {c.build} ({c.wheel.filename}), "
-              "the file pip installs" for c in cands if c.build and not c.unjudged]
-    notes += [f"release {c.version}: its file {c.wheel.filename} has no CUDA label; its metadata "
-              f"pins {c.cell.cuda}'s runtime, so it is the {c.cell.cuda} build"
-              + (f" ({told[v]})" if (v := c.wheel.public_version) in told else "")
-              for c in cands if not getattr(c.wheel, "local", "x") and not c.unjudged]
+    notes += [
+        f"release {c.wheel.public_version} stays a candidate but is not probed: "
+        f"{c.unjudged}; an answer next to it cannot be exact"
+        for c in cands
+        if c.unjudged
+    ]
+    notes += [
+        f"release {c.version} is yanked on the index{_why(c.yanked)}; it is probed, as "
+        "pip installs a yanked file for an == pin"
+        for c in cands
+        if c.yanked is not None and not c.unjudged
+    ]
+    notes += [
+        f"release {c.version}: probing its re-spin, build {c.build} ({c.wheel.filename}), "
+        "the file pip installs"
+        for c in cands
+        if c.build and not c.unjudged
+    ]
+    notes += [
+        f"release {c.version}: its file {c.wheel.filename} has no CUDA label; its metadata "
+        f"pins {c.cell.cuda}'s runtime, so it is the {c.cell.cuda} build"
+        + (f" ({told[v]})" if (v := c.wheel.public_version) in told else "")
+        for c in cands
+        if not getattr(c.wheel, "local", "x") and not c.unjudged
+    ]
     return CandidateList(candidates=cands, missing=missing, notes=tuple(notes))
 
 
 def _unsure_candidate(unsure: Any, version: str, template: Cell) -> Candidate:
     """A release whose file's CUDA is not known: in the list, never probed as any tag's build."""
     wheel = unsure.wheel
-    cell_id = cells.release(Channel.STABLE, version, UNKNOWN, template.python, template.probe,
-                            build=wheel.build_label)
-    cell = dataclasses.replace(template, id=cell_id, channel=Channel.STABLE, cuda=UNKNOWN,
-                               version=wheel.version, url=wheel.url, sha256=wheel.sha256,
-                               yanked=getattr(wheel, "yanked", None))
+    cell_id = cells.release(
+        Channel.STABLE, version, UNKNOWN, template.python, template.probe, build=wheel.build_label
+    )
+    cell = dataclasses.replace(
+        template,
+        id=cell_id,
+        channel=Channel.STABLE,
+        cuda=UNKNOWN,
+        version=wheel.version,
+        url=wheel.url,
+        sha256=wheel.sha256,
+        yanked=getattr(wheel, "yanked", None),
+    )
     return Candidate(date="", version=wheel.version, wheel=wheel, cell=cell, unjudged=unsure.why)
 
 
@@ -182,34 +225,53 @@ def _why(reason: str | None) -> str:
 
 
 def _release_candidate(wheel: Any, version: str, template: Cell) -> Candidate:
-    cell_id = cells.release(Channel.STABLE, version, template.cuda, template.python,
-                            template.probe, build=wheel.build_label)
-    cell = dataclasses.replace(template, id=cell_id, channel=Channel.STABLE,
-                               version=wheel.version, url=wheel.url, sha256=wheel.sha256,
-                               yanked=getattr(wheel, "yanked", None))
+    cell_id = cells.release(
+        Channel.STABLE,
+        version,
+        template.cuda,
+        template.python,
+        template.probe,
+        build=wheel.build_label,
+    )
+    cell = dataclasses.replace(
+        template,
+        id=cell_id,
+        channel=Channel.STABLE,
+        version=wheel.version,
+        url=wheel.url,
+        sha256=wheel.sha256,
+        yanked=getattr(wheel, "yanked", None),
+    )
     return Candidate(date="", version=wheel.version, wheel=wheel, cell=cell)
 
 
-def check_order(older: Any, newer: Any, *, shown: tuple[str, str], older_flag: str,
-                unit: str) -> None:
+def check_order(
+    older: Any, newer: Any, *, shown: tuple[str, str], older_flag: str, unit: str
+) -> None:
     """The older end must come first; the hint follows the direction asked (with --find-fix
     the older end is --bad)."""
     a, b = shown
     if older == newer:
-        raise ConfigError(f"--good and --bad are the same {unit} ({a}): a bisection needs one "
-                          f"{unit} without the bug and another with it")
+        raise ConfigError(
+            f"--good and --bad are the same {unit} ({a}): a bisection needs one "
+            f"{unit} without the bug and another with it"
+        )
     if older < newer:
         return
     if older_flag == "--good":
-        raise ConfigError(f"--good ({a}) must be older than --bad ({b}); if the bug went away "
-                          f"between them, add --find-fix to look for the {unit} that fixed it")
-    raise ConfigError(f"with --find-fix, --bad ({a}) must be older than --good ({b}), since a fix "
-                      f"comes after the bug; drop --find-fix to look for the {unit} that "
-                      "brought the bug")
+        raise ConfigError(
+            f"--good ({a}) must be older than --bad ({b}); if the bug went away "
+            f"between them, add --find-fix to look for the {unit} that fixed it"
+        )
+    raise ConfigError(
+        f"with --find-fix, --bad ({a}) must be older than --good ({b}), since a fix "
+        f"comes after the bug; drop --find-fix to look for the {unit} that "
+        "brought the bug"
+    )
 
 
 def _relative(text: str, today: date | None = None) -> str:
-    """"today", "yesterday" or "N days ago" (UTC), as the scheduled workflow passes them."""
+    """ "today", "yesterday" or "N days ago" (UTC), as the scheduled workflow passes them."""
     today = today or datetime.now(timezone.utc).date()
     words = text.lower().split()
     if words == ["today"]:
@@ -229,28 +291,42 @@ def _nightly_stamp(text: str) -> str:
     return str(dev) if dev is not None else ""
 
 
-def build_candidates(wheels: Iterable[Any], *, older: str, newer: str, older_flag: str,
-                     newer_flag: str, cell_template: Cell) -> CandidateList:
+def build_candidates(
+    wheels: Iterable[Any],
+    *,
+    older: str,
+    newer: str,
+    older_flag: str,
+    newer_flag: str,
+    cell_template: Cell,
+) -> CandidateList:
     """Candidates from `older` to `newer` (YYYY-MM-DD), widening ends that have no nightly."""
-    check_order(older, newer, shown=(older, newer), older_flag=older_flag,
-                unit="nightly")
+    check_order(older, newer, shown=(older, newer), older_flag=older_flag, unit="nightly")
     by_date, bumps, notes = _one_per_date(wheels)
     if not by_date:
-        raise ConfigError("the index lists no nightly for this CUDA tag, Python and platform; "
-                          "check --cuda, --python and --index-url")
+        raise ConfigError(
+            "the index lists no nightly for this CUDA tag, Python and platform; "
+            "check --cuda, --python and --index-url"
+        )
     days = sorted(by_date)
     first, note_a = _widen(days, older, older_flag, outward=-1, limit=newer)
     last, note_b = _widen(days, newer, newer_flag, outward=+1, limit=older)
     chosen = [d for d in days if first <= d <= last]
     if len(chosen) < 2:
-        raise ConfigError(f"the index has fewer than two nightlies between {older} and {newer}; "
-                          "widen --good/--bad")
+        raise ConfigError(
+            f"the index has fewer than two nightlies between {older} and {newer}; "
+            "widen --good/--bad"
+        )
     cands = tuple(_candidate(by_date[d], d, cell_template, bump=d in bumps) for d in chosen)
     missing = tuple(d for d in _calendar(first, last) if d not in by_date)
-    notes += [f"the {c.date} nightly is yanked on the index{_why(c.yanked)}; it is probed"
-              for c in cands if c.yanked is not None]
-    return CandidateList(candidates=cands, notes=(*notes, *filter(None, (note_a, note_b))),
-                         missing=missing)
+    notes += [
+        f"the {c.date} nightly is yanked on the index{_why(c.yanked)}; it is probed"
+        for c in cands
+        if c.yanked is not None
+    ]
+    return CandidateList(
+        candidates=cands, notes=(*notes, *filter(None, (note_a, note_b))), missing=missing
+    )
 
 
 def _one_per_date(wheels: Iterable[Any]) -> tuple[dict[str, Any], set[str], list[str]]:
@@ -269,13 +345,15 @@ def _one_per_date(wheels: Iterable[Any]) -> tuple[dict[str, Any], set[str], list
         if kept is not None and kept.version != wheel.version:
             bumps.add(day)
             dropped = min((kept, wheel), key=lambda w: Version(w.version))
-            notes.append(f"{day} has two nightlies; using {by_date[day].version}, "
-                         f"not {dropped.version}")
+            notes.append(
+                f"{day} has two nightlies; using {by_date[day].version}, not {dropped.version}"
+            )
     return by_date, bumps, notes
 
 
-def _widen(days: Sequence[str], want: str, flag: str, *, outward: int,
-           limit: str) -> tuple[str, str | None]:
+def _widen(
+    days: Sequence[str], want: str, flag: str, *, outward: int, limit: str
+) -> tuple[str, str | None]:
     if want in days:
         return want, None
     out = [d for d in days if (d < want if outward < 0 else d > want)]
@@ -291,12 +369,24 @@ def _widen(days: Sequence[str], want: str, flag: str, *, outward: int,
 
 def _candidate(wheel: Any, day: str, template: Cell, *, bump: bool) -> Candidate:
     base = Version(wheel.version).base_version if bump else ""
-    cell_id = cells.nightly(day, template.cuda, template.python, bump_version=base,
-                            probe=template.probe, build=getattr(wheel, "build_label", ""))
+    cell_id = cells.nightly(
+        day,
+        template.cuda,
+        template.python,
+        bump_version=base,
+        probe=template.probe,
+        build=getattr(wheel, "build_label", ""),
+    )
     cell = dataclasses.replace(
-        template, id=cell_id, channel=Channel.NIGHTLY,
-        version=wheel.version, url=wheel.url, sha256=wheel.sha256, date=day,
-        yanked=getattr(wheel, "yanked", None))
+        template,
+        id=cell_id,
+        channel=Channel.NIGHTLY,
+        version=wheel.version,
+        url=wheel.url,
+        sha256=wheel.sha256,
+        date=day,
+        yanked=getattr(wheel, "yanked", None),
+    )
     return Candidate(date=day, version=wheel.version, wheel=wheel, cell=cell)
 
 

@@ -49,18 +49,28 @@ class MainSha:
 class CommitLookup:
     """Looks main shas up in a local clone first, then on GitHub (unless told to stay offline)."""
 
-    def __init__(self, repo: Path | None = None, *, github: bool = True,
-                 api: str = GITHUB_API, timeout: float = 10.0, retries: int = 2,
-                 max_wait: float = 30.0, flag: str = "--repo"):
+    def __init__(
+        self,
+        repo: Path | None = None,
+        *,
+        github: bool = True,
+        api: str = GITHUB_API,
+        timeout: float = 10.0,
+        retries: int = 2,
+        max_wait: float = 30.0,
+        flag: str = "--repo",
+    ):
         if repo is not None and not (Path(repo) / ".git").exists():
             raise ConfigError(f"{flag} {repo} is not a git clone of pytorch")
         self.repo = Path(repo) if repo is not None else None
         self.github = github
         self._token = os.environ.get("GITHUB_TOKEN") or None  # 5,000 requests an hour, not 60
-        self._hub = GitHub(base_url=api, token=self._token,
-                           retries=Retries(attempts=retries + 1, base=1.0, max_wait=max_wait),
-                           deadlines=dataclasses.replace(API, total=timeout * 3, idle=timeout,
-                                                         connect=timeout))
+        self._hub = GitHub(
+            base_url=api,
+            token=self._token,
+            retries=Retries(attempts=retries + 1, base=1.0, max_wait=max_wait),
+            deadlines=dataclasses.replace(API, total=timeout * 3, idle=timeout, connect=timeout),
+        )
         self._limited = ""
 
     def main_sha(self, git_version: str) -> MainSha:
@@ -79,8 +89,11 @@ class CommitLookup:
             try:
                 found = parse_nightly_message(self._hub.commit_message(git_version))
             except RateLimited as err:
-                hint = "pass --repo with a pytorch clone" if self._token else (
-                    "set GITHUB_TOKEN (5,000 requests an hour instead of 60) or pass --repo")
+                hint = (
+                    "pass --repo with a pytorch clone"
+                    if self._token
+                    else ("set GITHUB_TOKEN (5,000 requests an hour instead of 60) or pass --repo")
+                )
                 self._limited = f"{err}: {hint}"  # say it once per lookup, and stop asking
                 notes.append(self._limited)
             except GitHubError as err:
@@ -99,18 +112,24 @@ class CommitLookup:
         if self.repo is None or not old_sha or not new_sha:
             return ()
         try:
-            out = git_data(self.repo, "log", "-z", "--format=%h %s", "--end-of-options",
-                           f"{old_sha}..{new_sha}")
+            out = git_data(
+                self.repo,
+                "log",
+                "-z",
+                "--format=%h %s",
+                "--end-of-options",
+                f"{old_sha}..{new_sha}",
+            )
         except CommandFailed:
             return ()
-        return tuple(entry for entry in out.decode("utf-8", "replace").split("\0")
-                     if entry.strip())
+        return tuple(entry for entry in out.decode("utf-8", "replace").split("\0") if entry.strip())
 
     def _subject_from_repo(self, git_version: str) -> str | None:
         if self.repo is None:  # main_sha asks only with a clone
             return None
         try:  # stdout alone: a warning (a branch named like the sha) is no subject
-            return git_data(self.repo, "show", "-s", "--format=%s", "--end-of-options",
-                            git_version, timeout=60).decode("utf-8", "replace")
+            return git_data(
+                self.repo, "show", "-s", "--format=%s", "--end-of-options", git_version, timeout=60
+            ).decode("utf-8", "replace")
         except CommandFailed:
             return None

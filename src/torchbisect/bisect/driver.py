@@ -54,9 +54,18 @@ class Progress:
 class Bisector:
     """One bisection over a candidate list, with its backend, store, rule and direction."""
 
-    def __init__(self, *, backend: Backend, store: Store, rule: Rule, direction: Direction,
-                 logs: Path, gpu: Gpu | None = None, progress: Progress | None = None,
-                 repeat: int = 1):
+    def __init__(
+        self,
+        *,
+        backend: Backend,
+        store: Store,
+        rule: Rule,
+        direction: Direction,
+        logs: Path,
+        gpu: Gpu | None = None,
+        progress: Progress | None = None,
+        repeat: int = 1,
+    ):
         self.backend = backend
         self.store = store
         self.rule = rule
@@ -80,8 +89,7 @@ class Bisector:
         self.progress.start(cands, rule=self.rule.describe(), stored=len(self._stored))
         try:
             stored = {i for i, c in enumerate(self._cands) if c.cell.id in self._stored}
-            return first_bad(len(self._cands), self._verdict_of, handler=_Steps(self),
-                             cheap=stored)
+            return first_bad(len(self._cands), self._verdict_of, handler=_Steps(self), cheap=stored)
         finally:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._release_unused()
@@ -95,8 +103,11 @@ class Bisector:
         if run is None:
             run = execute.run_cell(self.backend, cell, gpu=self.gpu, logs_dir=self.logs)
             check_script_run(run, self.rule)  # a script asking to stop: nothing stored
-            self._confirm(cand, run, lambda: execute.run_cell(self.backend, cell, gpu=self.gpu,
-                                                              logs_dir=self.logs))
+            self._confirm(
+                cand,
+                run,
+                lambda: execute.run_cell(self.backend, cell, gpu=self.gpu, logs_dir=self.logs),
+            )
             self.store.add(run)
             self.new_runs += 1
         point = _point(cand, self.rule.judge(run))
@@ -137,8 +148,9 @@ class Bisector:
             answers.append(self.rule.judge(run).verdict)
         return answers
 
-    def check_repeats(self, search: SearchResult, repeat: int, *,
-                      asked: frozenset[int] = frozenset()) -> None:
+    def check_repeats(
+        self, search: SearchResult, repeat: int, *, asked: frozenset[int] = frozenset()
+    ) -> None:
         """--repeat: ask the script `repeat - 1` more times at the two candidates that decide
         the range (but those in `asked`, already re-asked); one different answer and the range is
         not reported, as if it were known: FlakyScript names the candidate and its answers."""
@@ -173,13 +185,13 @@ class Bisector:
         return FlakyScript(
             f"--script is flaky: on {cand.label} it answered {counts} in {len(answers)} runs "
             f"(--repeat {repeat}), so no {first} {unit} can be trusted; make the script decide "
-            "the same way every time (e.g. count affected trials inside it) and run again")
+            "the same way every time (e.g. count affected trials inside it) and run again"
+        )
 
     def _verdict_of(self, index: int) -> Outcome:
         cand = self._cands[index]
         if cand.unjudged:  # its CUDA is not known: unknown, without a run (candidates.py)
-            self.points[index] = _point(cand, Judged(verdict=Outcome.UNKNOWN,
-                                                     reason=cand.unjudged))
+            self.points[index] = _point(cand, Judged(verdict=Outcome.UNKNOWN, reason=cand.unjudged))
             self.progress.note(f"{cand.key} is UNKNOWN, not probed: {cand.unjudged}")
             return Outcome.UNKNOWN
         run = self._stored.get(cand.cell.id)
@@ -198,7 +210,8 @@ class Bisector:
         if index not in self._futures:
             cell = self._cands[index].cell
             self._futures[index] = self._pool.submit(
-                execute.prepare, self.backend, cell, log=self._log(cell.id), gpu=self.gpu)
+                execute.prepare, self.backend, cell, log=self._log(cell.id), gpu=self.gpu
+            )
         return self._futures[index]
 
     def _run(self, index: int) -> CellRun:
@@ -212,8 +225,11 @@ class Bisector:
             run = execute.probe(self.backend, staged, gpu=self.gpu, log=log)
             check_script_run(run, self.rule)  # a script asking to stop: nothing stored
             # --repeat's answers on the same install: an overlay is made once, not N times
-            self._confirm(self._cands[index], run,
-                          lambda: execute.probe(self.backend, staged, gpu=self.gpu, log=log))
+            self._confirm(
+                self._cands[index],
+                run,
+                lambda: execute.probe(self.backend, staged, gpu=self.gpu, log=log),
+            )
         finally:
             execute.release(self.backend, staged.prepared, log=log)
         return run
@@ -227,8 +243,9 @@ class Bisector:
 
     def _stored_run(self, cell: Cell) -> CellRun | None:
         gpu, driver = execute.gpu_name(self.gpu), self.gpu.driver if self.gpu else ""
-        return self.store.find_ok(cell, wheel_sha256=cell.sha256,
-                                  probe_version=self.probe_version, gpu=gpu, driver=driver)
+        return self.store.find_ok(
+            cell, wheel_sha256=cell.sha256, probe_version=self.probe_version, gpu=gpu, driver=driver
+        )
 
     def _log(self, cell_id: str) -> Path:
         return self.logs / f"{cell_id}.log"  # the matrix's name: one log per cell, latest run
@@ -240,8 +257,7 @@ class _Steps(SearchHandler):
     def __init__(self, bisector: Bisector):
         self.b = bisector
 
-    def probing(self, index: int, *, lo: int | None, hi: int | None,
-                then: tuple[int, ...]) -> None:
+    def probing(self, index: int, *, lo: int | None, hi: int | None, then: tuple[int, ...]) -> None:
         self.b.prefetch(then)
         if self.b._cands[index].unjudged:
             return  # nothing is judged: _verdict_of says why
@@ -260,7 +276,14 @@ def with_rule(cand: Candidate, rule: Rule) -> Candidate:
 
 
 def _point(cand: Candidate, judged: Judged) -> NightlyPoint:
-    return NightlyPoint(date=cand.date, version=cand.version, verdict=judged.verdict,
-                        git_version=judged.git_version, stale_fraction=judged.stale_fraction,
-                        reason=judged.reason, commit=cand.commit, build=cand.build,
-                        yanked=cand.yanked)
+    return NightlyPoint(
+        date=cand.date,
+        version=cand.version,
+        verdict=judged.verdict,
+        git_version=judged.git_version,
+        stale_fraction=judged.stale_fraction,
+        reason=judged.reason,
+        commit=cand.commit,
+        build=cand.build,
+        yanked=cand.yanked,
+    )

@@ -46,10 +46,18 @@ class Settings:
     driver: str
 
     def template(self) -> Cell:
-        return Cell(id="", channel=Channel.NIGHTLY, version="", cuda=self.cuda,
-                    python=self.python, probe=self.rule.probe_name,
-                    cases=(self.rule.case_name,) if self.rule.script is None else (),
-                    trials=self.rule.trials, timeout=self.timeout, env=self.rule.env)
+        return Cell(
+            id="",
+            channel=Channel.NIGHTLY,
+            version="",
+            cuda=self.cuda,
+            python=self.python,
+            probe=self.rule.probe_name,
+            cases=(self.rule.case_name,) if self.rule.script is None else (),
+            trials=self.rule.trials,
+            timeout=self.timeout,
+            env=self.rule.env,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,25 +73,36 @@ def forget(store: Store, what: str, settings: Settings) -> Forgotten:
     builds = [r for r in store.runs() if matches(r)]
     chosen = _auto_builds(tuple(r for r in builds if _answers(r, settings)), settings)
     if not chosen:
-        others = f"; it holds {len(builds)} other run(s) of it (another GPU, driver, probe, " \
-                 "case or setting, or without a verdict), which this bisection would not reuse" \
-            if builds else ""
-        raise ConfigError(f"{store.path} holds no verdict of {what} that this bisection would "
-                          f"reuse (--cuda {settings.cuda}, --python {settings.python}, "
-                          f"{_decider(settings.rule)}){others}: nothing to forget")
+        others = (
+            f"; it holds {len(builds)} other run(s) of it (another GPU, driver, probe, "
+            "case or setting, or without a verdict), which this bisection would not reuse"
+            if builds
+            else ""
+        )
+        raise ConfigError(
+            f"{store.path} holds no verdict of {what} that this bisection would "
+            f"reuse (--cuda {settings.cuda}, --python {settings.python}, "
+            f"{_decider(settings.rule)}){others}: nothing to forget"
+        )
     store.drop_runs(r.run_id for r in chosen if r.run_id is not None)
     keys = {_key(r) for r in chosen}
-    used = tuple(b for b in bisections
-                 if b.cuda == settings.cuda and b.python == settings.python
-                 and any(p.key in keys for p in _pairs(b) if p))
+    used = tuple(
+        b
+        for b in bisections
+        if b.cuda == settings.cuda
+        and b.python == settings.python
+        and any(p.key in keys for p in _pairs(b) if p)
+    )
     return Forgotten(runs=chosen, bisections=used)
 
 
 def describe(run: CellRun, rule: Rule) -> str:
     """One dropped row, as the user is told: enough to find it in a log or an export."""
     verdict = rule.judge(run).verdict.value
-    return (f"row {run.run_id}: {run.cell.id} ({run.cell.version}), {verdict}, probed "
-            f"{run.started or '?'} on {run.gpu or '?'}")
+    return (
+        f"row {run.run_id}: {run.cell.id} ({run.cell.version}), {verdict}, probed "
+        f"{run.started or '?'} on {run.gpu or '?'}"
+    )
 
 
 def _matcher(what: str, bisections: list[BisectResult]) -> Callable[[CellRun], bool]:
@@ -96,16 +115,22 @@ def _matcher(what: str, bisections: list[BisectResult]) -> Callable[[CellRun], b
         return lambda r: r.cell.channel is Channel.NIGHTLY and r.cell.date == day
     release = release_of(text)
     if release:
-        return lambda r: r.cell.channel is not Channel.NIGHTLY and \
-            release_of(r.cell.version) == release
+        return lambda r: (
+            r.cell.channel is not Channel.NIGHTLY and release_of(r.cell.version) == release
+        )
     sha = text.lower()
     if not _SHA.fullmatch(sha):
-        raise ConfigError(f"--forget {what!r} is neither a date, a nightly or release version, "
-                          "nor a commit sha (7 to 40 hex digits)")
+        raise ConfigError(
+            f"--forget {what!r} is neither a date, a nightly or release version, "
+            "nor a commit sha (7 to 40 hex digits)"
+        )
     seen = [p for b in bisections for p in (*b.points, b.before, b.after) if p]
     dates = {p.date for p in seen if p.date and p.main_sha.startswith(sha)}
-    return lambda r: _git_version(r).startswith(sha) or _overlaid(r).startswith(sha) or (
-        r.cell.channel is Channel.NIGHTLY and r.cell.date in dates)
+    return lambda r: (
+        _git_version(r).startswith(sha)
+        or _overlaid(r).startswith(sha)
+        or (r.cell.channel is Channel.NIGHTLY and r.cell.date in dates)
+    )
 
 
 def _answers(run: CellRun, s: Settings) -> bool:
@@ -117,8 +142,9 @@ def _answers(run: CellRun, s: Settings) -> bool:
     if _overlaid(run):  # a commit on a nightly's binary: its env names the commit too
         env = {**dict(template.env), COMMIT_VAR: _overlaid(run)}
         template = replace(template, env=tuple(sorted(env.items())))
-    return where == (cuda, s.python, s.probe_version, s.gpu, s.driver) and \
-        reuse.settings_cover(run, template)
+    return where == (cuda, s.python, s.probe_version, s.gpu, s.driver) and reuse.settings_cover(
+        run, template
+    )
 
 
 def _auto_builds(runs: tuple[CellRun, ...], s: Settings) -> tuple[CellRun, ...]:
@@ -132,8 +158,11 @@ def _auto_builds(runs: tuple[CellRun, ...], s: Settings) -> tuple[CellRun, ...]:
     for run in runnable:
         release = release_of(run.cell.version) or run.cell.version
         newest[release] = max(newest.get(release, -1), tag_order(run.cell.cuda))
-    return tuple(r for r in runnable
-                 if tag_order(r.cell.cuda) == newest[release_of(r.cell.version) or r.cell.version])
+    return tuple(
+        r
+        for r in runnable
+        if tag_order(r.cell.cuda) == newest[release_of(r.cell.version) or r.cell.version]
+    )
 
 
 def _overlaid(run: CellRun) -> str:

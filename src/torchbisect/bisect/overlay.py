@@ -84,23 +84,32 @@ class OverlayBackend(Backend):
         shutil.rmtree(dest, ignore_errors=True)
         python = dest / "bin" / "python"
         # the commit's own compile caches, never its nightly's (link_tree leaves those behind)
-        env = {**base.env, **compile_caches(dest), **dict(cell.env),
-               "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {**base.env, **compile_caches(dest), **dict(cell.env), "PYTHONDONTWRITEBYTECODE": "1"}
         try:
             link_tree(base.handle, dest)
             tree = plan.tree()
             overlay_python_files(dest, tree, commit=plan.commit)
-            note(log, f"overlay of {plan.commit[:12]} on {plan.base.id}: {len(tree.write)} "
-                      f"Python file(s) written, {len(tree.delete)} removed, the rest hard-linked")
+            note(
+                log,
+                f"overlay of {plan.commit[:12]} on {plan.base.id}: {len(tree.write)} "
+                f"Python file(s) written, {len(tree.delete)} removed, the rest hard-linked",
+            )
             _check_import(python, env, plan, log)
         except BaseException:
             shutil.rmtree(dest, ignore_errors=True)  # no probe will run here: nothing to keep
             raise
-        return Prepared(cell=cell, python=str(python), wheel_sha256=base.wheel_sha256, env=env,
-                        seconds_install=time.monotonic() - start, handle=dest)
+        return Prepared(
+            cell=cell,
+            python=str(python),
+            wheel_sha256=base.wheel_sha256,
+            env=env,
+            seconds_install=time.monotonic() - start,
+            handle=dest,
+        )
 
-    def probe(self, prepared: Prepared, *, gpu: int | str | None, probe_args: list[str],
-              log: Path) -> ProbeOutput:
+    def probe(
+        self, prepared: Prepared, *, gpu: int | str | None, probe_args: list[str], log: Path
+    ) -> ProbeOutput:
         return self.inner.probe(prepared, gpu=gpu, probe_args=probe_args, log=log)
 
     def release(self, prepared: Prepared) -> None:
@@ -134,9 +143,11 @@ def link_tree(source: Path, dest: Path) -> None:
 def _built_with_binary(folder: Path) -> bool:
     """Inside torch/include or torch/share of a site-packages folder."""
     parts = folder.parts
-    return any(parts[i:i + 3] in (("site-packages", "torch", "include"),
-                                  ("site-packages", "torch", "share"))
-               for i in range(len(parts) - 2))
+    return any(
+        parts[i : i + 3]
+        in (("site-packages", "torch", "include"), ("site-packages", "torch", "share"))
+        for i in range(len(parts) - 2)
+    )
 
 
 def _place(src: Path, dst: Path, names_venv: tuple[bytes, bytes], *, built: bool) -> None:
@@ -195,7 +206,8 @@ def _check_as_git_has_it(target: Path, path: str, tree: PythonTree, commit: str)
         raise InfraError(
             f"the nightly's {path} is not git's copy at the nightly's own commit (a ROCm wheel "
             f"hipifies some files), so the change of {commit[:12] or 'this commit'} to it cannot "
-            "be overlaid: the commit cannot be judged on this binary (unknown, not bad)")
+            "be overlaid: the commit cannot be judged on this binary (unknown, not bad)"
+        )
 
 
 def _drop_if_bare(folder: Path, top: Path) -> None:
@@ -217,10 +229,17 @@ def package_root(venv: Path) -> Path:
 
 
 def _check_import(python: Path, env: dict[str, str], plan: OverlayPlan, log: Path) -> None:
-    done = proc.run([str(python), "-c", "import torch"], env=env, base_env=probe_env.allowed(),
-                    timeout=600, log=log, check=False)
+    done = proc.run(
+        [str(python), "-c", "import torch"],
+        env=env,
+        base_env=probe_env.allowed(),
+        timeout=600,
+        log=log,
+        check=False,
+    )
     if done.returncode != 0:
         raise InfraError(
             f"the Python files of {plan.commit[:12]} do not import on the binary of "
             f"{plan.base.id} ({last_line(done.output) or f'exit {done.returncode}'}): the "
-            "commit cannot be judged on it (unknown, not bad)")
+            "commit cannot be judged on it (unknown, not bad)"
+        )

@@ -30,9 +30,16 @@ class Context:
     rerun_flags: tuple[str, ...] = ()  # the flags after --good/--bad that reproduce the verdicts
 
 
-def build_result(search: SearchResult, points: dict[int, NightlyPoint], cands: CandidateList,
-                 ctx: Context, lookup: CommitLookup, *, extra_probes: int = 0,
-                 extra_points: tuple[NightlyPoint, ...] = ()) -> tuple[BisectResult, list[str]]:
+def build_result(
+    search: SearchResult,
+    points: dict[int, NightlyPoint],
+    cands: CandidateList,
+    ctx: Context,
+    lookup: CommitLookup,
+    *,
+    extra_probes: int = 0,
+    extra_points: tuple[NightlyPoint, ...] = (),
+) -> tuple[BisectResult, list[str]]:
     """`extra_probes`: verdicts besides the search's own (--repeat's re-asks, the walk to an
     end); `extra_points`: the walk's verdicts, kept with the search's."""
     notes: list[str] = []
@@ -46,12 +53,20 @@ def build_result(search: SearchResult, points: dict[int, NightlyPoint], cands: C
     known = dict(points)
     known[search.last_good], known[search.first_bad] = before, after
     result = BisectResult(
-        direction=ctx.direction, case=ctx.case, cuda=ctx.cuda, python=ctx.python,
-        before=before, after=after, probes=search.probes + extra_probes,
+        direction=ctx.direction,
+        case=ctx.case,
+        cuda=ctx.cuda,
+        python=ctx.python,
+        before=before,
+        after=after,
+        probes=search.probes + extra_probes,
         points=_merged([known[i] for i in sorted(known)], extra_points),
         candidates=tuple(points[i].key for i in search.candidates),
-        unknown=tuple(p.key for p in _merged([points[i] for i in search.unknown], extra_points)
-                      if p.verdict is Outcome.UNKNOWN),
+        unknown=tuple(
+            p.key
+            for p in _merged([points[i] for i in search.unknown], extra_points)
+            if p.verdict is Outcome.UNKNOWN
+        ),
         missing=tuple(d for d in cands.missing if _between(first, d, last)),
         compare_url=url,
         commits=lookup.commits_between(before.main_sha, after.main_sha),
@@ -87,8 +102,9 @@ def _with_main_sha(point: NightlyPoint, lookup: CommitLookup, notes: list[str]) 
     return replace(point, main_sha=found.sha)
 
 
-def _merged(points: list[NightlyPoint],
-            extra: tuple[NightlyPoint, ...]) -> tuple[NightlyPoint, ...]:
+def _merged(
+    points: list[NightlyPoint], extra: tuple[NightlyPoint, ...]
+) -> tuple[NightlyPoint, ...]:
     """The search's points and the walk's (nightlies: by date), one per build (the search's
     when both have it)."""
     if not extra:

@@ -42,8 +42,10 @@ from .walk import DEFAULT_LIMIT, walk
 
 AUTO = "auto"  # --cuda auto: each release's own build (release bisection only)
 
-_OVERLAYS_ONLY = ("--pytorch-repo runs commits as hard-linked copies of a nightly's venv on "
-                  "this host, which the {} backend cannot: use --backend {}")
+_OVERLAYS_ONLY = (
+    "--pytorch-repo runs commits as hard-linked copies of a nightly's venv on "
+    "this host, which the {} backend cannot: use --backend {}"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,8 +76,13 @@ class BisectOptions:
 
     @property
     def rule(self) -> Rule:
-        return Rule(case=self.case, trials=self.trials, min_affected=self.min_affected,
-                    script=self.script, probe=self.probe)
+        return Rule(
+            case=self.case,
+            trials=self.trials,
+            min_affected=self.min_affected,
+            script=self.script,
+            probe=self.probe,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,8 +95,11 @@ class Bisection:
 
 def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisection:
     progress = progress or Progress()
-    lookup = CommitLookup(options.repo, github=options.github,  # checks the clone before any work
-                          flag="--pytorch-repo" if options.narrow else "--repo")
+    lookup = CommitLookup(
+        options.repo,
+        github=options.github,  # checks the clone before any work
+        flag="--pytorch-repo" if options.narrow else "--repo",
+    )
     from ..backends import Purpose, capabilities, choose_backend, default_backend, overlaying
 
     # A script usually reads files of this host (Purpose.SCRIPT says where it runs unless told
@@ -106,48 +116,76 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
         progress.note(note)
     from ..backends.base import BackendOptions, finishing
 
-    backend = choose_backend(name, BackendOptions(workdir=options.workdir,
-                                                  overlay=options.overlay),
-                             purpose=purpose, say=progress.note)
+    backend = choose_backend(
+        name,
+        BackendOptions(workdir=options.workdir, overlay=options.overlay),
+        purpose=purpose,
+        say=progress.note,
+    )
     if options.narrow and not backend.can.commit_overlays:
         raise ConfigError(_OVERLAYS_ONLY.format(backend.name, overlaying()))
     gpu = _first_gpu()
     # finishing: docker prunes uv's cache volume, also after a search that stopped at its ends
     with Store(options.store) as store, finishing(backend, progress.note):
+
         def bisector_on(on: Backend) -> Bisector:
             return Bisector(
-                backend=on, store=store, rule=options.rule, direction=options.direction,
-                logs=options.logs or options.store.parent / "logs", gpu=gpu, progress=progress,
-                repeat=options.repeat if options.script is not None else 1)
+                backend=on,
+                store=store,
+                rule=options.rule,
+                direction=options.direction,
+                logs=options.logs or options.store.parent / "logs",
+                gpu=gpu,
+                progress=progress,
+                repeat=options.repeat if options.script is not None else 1,
+            )
 
         bisector = bisector_on(backend)
         walked = None
         try:
             if options.good is None:
-                walked = walk(cands, direction=options.direction, judge=bisector.judge,
-                              say=progress.note, limit=options.walk_limit)
+                walked = walk(
+                    cands,
+                    direction=options.direction,
+                    judge=bisector.judge,
+                    say=progress.note,
+                    limit=options.walk_limit,
+                )
                 cands = walked.range(cands)
             search = bisector.search(cands)
         except EndsError as err:
-            raise ends_error(err, cands, bisector.points, direction=options.direction,
-                             script=options.script) from None
+            raise ends_error(
+                err, cands, bisector.points, direction=options.direction, script=options.script
+            ) from None
         except ScriptAborted:
             progress.note(so_far(bisector.points, cands, options.direction))
             raise
         if options.script is not None and options.repeat > 1:
             bisector.check_repeats(search, options.repeat)
         walk_points = walked.points if walked else ()
-        result, notes = build_result(search, bisector.points, cands, _context(options), lookup,
-                                     extra_probes=bisector.reasked + len(walk_points),
-                                     extra_points=walk_points)
+        result, notes = build_result(
+            search,
+            bisector.points,
+            cands,
+            _context(options),
+            lookup,
+            extra_probes=bisector.reasked + len(walk_points),
+            extra_points=walk_points,
+        )
         for note in notes:
             progress.note(note)
         commit_runs = 0
         if options.narrow and options.repo is not None:
             try:
-                done = narrow(result, cands, backend=backend, bisector=bisector_on,
-                              repo=options.repo, workdir=options.workdir,
-                              repeat=options.repeat if options.script is not None else 1)
+                done = narrow(
+                    result,
+                    cands,
+                    backend=backend,
+                    bisector=bisector_on,
+                    repo=options.repo,
+                    workdir=options.workdir,
+                    repeat=options.repeat if options.script is not None else 1,
+                )
             except (ConfigError, InfraError, FlakyScript):
                 store.add_bisection(result)  # the nightlies' answer stands: a rerun reuses it
                 progress.note(_stands(result))
@@ -158,8 +196,12 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
             commit_runs = done.new_runs
             result = replace(result, narrowed=done.result)
         store.add_bisection(result)
-    return Bisection(result=result, new_runs=bisector.new_runs, notes=(*cands.notes, *notes),
-                     commit_runs=commit_runs)
+    return Bisection(
+        result=result,
+        new_runs=bisector.new_runs,
+        notes=(*cands.notes, *notes),
+        commit_runs=commit_runs,
+    )
 
 
 def take_back(options: BisectOptions, what: str) -> Forgotten:
@@ -168,12 +210,19 @@ def take_back(options: BisectOptions, what: str) -> Forgotten:
     from ..run import execute
 
     if not options.store.is_file():
-        raise ConfigError(f"{options.store} does not exist, so it holds no verdict to forget; "
-                          "check --store")
+        raise ConfigError(
+            f"{options.store} does not exist, so it holds no verdict to forget; check --store"
+        )
     gpu, rule = _first_gpu(), options.rule
-    settings = Settings(rule=rule, cuda=options.cuda, python=options.python,
-                        timeout=options.timeout, probe_version=probe_version(rule.probe_name),
-                        gpu=execute.gpu_name(gpu), driver=gpu.driver if gpu else "")
+    settings = Settings(
+        rule=rule,
+        cuda=options.cuda,
+        python=options.python,
+        timeout=options.timeout,
+        probe_version=probe_version(rule.probe_name),
+        gpu=execute.gpu_name(gpu),
+        driver=gpu.driver if gpu else "",
+    )
     with Store(options.store) as store:
         return forget(store, what, settings)
 
@@ -191,23 +240,44 @@ def candidates(options: BisectOptions) -> CandidateList:
         good, bad = parse_end(options.good, "--good"), parse_end(options.bad, "--bad")
     ends = ((good, "--good"), (bad, "--bad"))
     (older, older_flag), (newer, newer_flag) = (
-        ends if options.direction is Direction.REGRESSION else ends[::-1])
+        ends if options.direction is Direction.REGRESSION else ends[::-1]
+    )
     order = Version if channel is Channel.STABLE else str
-    check_order(order(older), order(newer), shown=(older, newer),  # before reading the index
-                older_flag=older_flag, unit="release" if order is Version else "nightly")
+    check_order(
+        order(older),
+        order(newer),
+        shown=(older, newer),  # before reading the index
+        older_flag=older_flag,
+        unit="release" if order is Version else "nightly",
+    )
     if options.cuda == AUTO and channel is not Channel.STABLE:
-        raise ConfigError(f"--cuda {AUTO} chooses each release's build; nightlies are bisected "
-                          "within one CUDA tag: give one, such as --cuda cu130")
+        raise ConfigError(
+            f"--cuda {AUTO} chooses each release's build; nightlies are bisected "
+            "within one CUDA tag: give one, such as --cuda cu130"
+        )
     index_url = _index_url(options, channel, options.cuda)
     if channel is Channel.STABLE:  # the file pip installs of each release (index/choose.py)
         builds, origin = _release_builds(options, span=(Version(older), Version(newer)))
         return build_release_candidates(
-            builds, older=older, newer=newer, older_flag=older_flag, newer_flag=newer_flag,
-            cell_template=_template(options, index_url), origin=origin)
-    wheels = indexes.nightly_builds(index_url, cuda=options.cuda, python=options.python,
-                                     platform=options.platform)
-    return build_candidates(wheels, older=older, newer=newer, older_flag=older_flag,
-                            newer_flag=newer_flag, cell_template=_template(options, index_url))
+            builds,
+            older=older,
+            newer=newer,
+            older_flag=older_flag,
+            newer_flag=newer_flag,
+            cell_template=_template(options, index_url),
+            origin=origin,
+        )
+    wheels = indexes.nightly_builds(
+        index_url, cuda=options.cuda, python=options.python, platform=options.platform
+    )
+    return build_candidates(
+        wheels,
+        older=older,
+        newer=newer,
+        older_flag=older_flag,
+        newer_flag=newer_flag,
+        cell_template=_template(options, index_url),
+    )
 
 
 def _index_url(options: BisectOptions, channel: Channel, cuda: str) -> str:
@@ -218,8 +288,9 @@ def _index_url(options: BisectOptions, channel: Channel, cuda: str) -> str:
     return fetch.default_index(channel.value, cuda)
 
 
-def _release_builds(options: BisectOptions, *, span: tuple[Version, Version]
-                    ) -> tuple[Builds, dict[str, tuple[str, str]]]:
+def _release_builds(
+    options: BisectOptions, *, span: tuple[Version, Version]
+) -> tuple[Builds, dict[str, tuple[str, str]]]:
     """The file of each release from `span[0]` to `span[1]` that pip installs
     (index/choose.py), for --cuda TAG; for --cuda auto, per release the newest CUDA tag this
     driver runs that has a build of it, named by what the build says it is (a PyPI-shaped index
@@ -233,11 +304,15 @@ def _release_builds(options: BisectOptions, *, span: tuple[Version, Version]
     tags = [options.cuda]
     if options.cuda == AUTO:
         driver = driver_version()
-        tags = [t for t in sorted(DEFAULT_CUDA_TAGS, key=tag_order, reverse=True)
-                if driver_supports(t, driver)]
+        tags = [
+            t
+            for t in sorted(DEFAULT_CUDA_TAGS, key=tag_order, reverse=True)
+            if driver_supports(t, driver)
+        ]
         if not tags:
-            raise ConfigError("--cuda auto found no CUDA tag this driver runs; name one with "
-                              "--cuda")
+            raise ConfigError(
+                "--cuda auto found no CUDA tag this driver runs; name one with --cuda"
+            )
     chooser, listings = Chooser(), {}
     chosen, origin = {}, {}
     skipped: dict[str, str] = {}
@@ -252,10 +327,14 @@ def _release_builds(options: BisectOptions, *, span: tuple[Version, Version]
                 if len(tags) == 1:
                     raise
                 listed = ()  # no index for this tag: its builds are elsewhere
-            listings[url] = [w for w in listed if release_of(w.version)
-                             and span[0] <= Version(w.public_version) <= span[1]]
-        found = chooser.builds(listings[url], cuda=tag, python=options.python,
-                               platform=options.platform)
+            listings[url] = [
+                w
+                for w in listed
+                if release_of(w.version) and span[0] <= Version(w.public_version) <= span[1]
+            ]
+        found = chooser.builds(
+            listings[url], cuda=tag, python=options.python, platform=options.platform
+        )
         for version, wheel in found.chosen.items():
             if version not in chosen:
                 chosen[version], origin[version] = wheel, (tag, url)
@@ -268,8 +347,12 @@ def _release_builds(options: BisectOptions, *, span: tuple[Version, Version]
     # candidate that cannot be judged, never missing (index/choose.py)
     unsure = {v: doubt for v, doubt in unsure.items() if v not in chosen}
     skipped = {v: why for v, why in skipped.items() if v not in chosen and v not in unsure}
-    return Builds(chosen=dict(sorted(chosen.items(), key=lambda i: Version(i[0]))),
-                  skipped=skipped, unsure=unsure, told=told), origin
+    return Builds(
+        chosen=dict(sorted(chosen.items(), key=lambda i: Version(i[0]))),
+        skipped=skipped,
+        unsure=unsure,
+        told=told,
+    ), origin
 
 
 def _one_end(options: BisectOptions) -> CandidateList:
@@ -278,30 +361,50 @@ def _one_end(options: BisectOptions) -> CandidateList:
     from ..plan import indexes
 
     if release_of(options.bad):
-        raise ConfigError(f"--bad {options.bad} is a release: the walk to a good end steps over "
-                          "nightly dates; give --good too (a release or a nightly)")
+        raise ConfigError(
+            f"--bad {options.bad} is a release: the walk to a good end steps over "
+            "nightly dates; give --good too (a release or a nightly)"
+        )
     bad = parse_end(options.bad, "--bad")
     index_url = _index_url(options, Channel.NIGHTLY, options.cuda)
-    wheels = list(indexes.nightly_builds(index_url, cuda=options.cuda, python=options.python,
-                                         platform=options.platform))
+    wheels = list(
+        indexes.nightly_builds(
+            index_url, cuda=options.cuda, python=options.python, platform=options.platform
+        )
+    )
     days = sorted(w.nightly_date for w in wheels if w.nightly_date)
     back = options.direction is Direction.REGRESSION
     side = [d for d in days if (d < bad if back else d > bad)]
     if not side:
-        raise ConfigError(f"the index lists no nightly {'before' if back else 'after'} --bad "
-                          f"{bad}, so there is nothing to walk to; give --good")
+        raise ConfigError(
+            f"the index lists no nightly {'before' if back else 'after'} --bad "
+            f"{bad}, so there is nothing to walk to; give --good"
+        )
     older, newer = (side[0], bad) if back else (bad, side[-1])
     flags = ("--good", "--bad") if back else ("--bad", "--good")
-    return build_candidates(wheels, older=older, newer=newer, older_flag=flags[0],
-                            newer_flag=flags[1], cell_template=_template(options, index_url))
+    return build_candidates(
+        wheels,
+        older=older,
+        newer=newer,
+        older_flag=flags[0],
+        newer_flag=flags[1],
+        cell_template=_template(options, index_url),
+    )
 
 
 def _template(options: BisectOptions, index_url: str) -> Cell:
     return Cell(
-        id="", channel=Channel.NIGHTLY, version="", cuda=options.cuda, python=options.python,
+        id="",
+        channel=Channel.NIGHTLY,
+        version="",
+        cuda=options.cuda,
+        python=options.python,
         probe=options.rule.probe_name,
         cases=(options.rule.case_name,) if options.script is None else (),
-        trials=options.trials, timeout=options.timeout, index_url=index_url)
+        trials=options.trials,
+        timeout=options.timeout,
+        index_url=index_url,
+    )
 
 
 def _stands(result: BisectResult) -> str:
@@ -337,6 +440,11 @@ def _context(options: BisectOptions) -> Context:
         flags.append("--overlay")
     if options.narrow and options.repo is not None:
         flags += ["--pytorch-repo", str(options.repo)]
-    return Context(direction=options.direction, case=options.rule.case_name, cuda=options.cuda,
-                   python=options.python, rule=options.rule.describe(),
-                   rerun_flags=tuple(flags))
+    return Context(
+        direction=options.direction,
+        case=options.rule.case_name,
+        cuda=options.cuda,
+        python=options.python,
+        rule=options.rule.describe(),
+        rerun_flags=tuple(flags),
+    )

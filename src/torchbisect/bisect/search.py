@@ -80,8 +80,7 @@ class SearchResult:
 class SearchHandler:
     """Callbacks for each step; the default does nothing.  Printing lives in subclasses."""
 
-    def probing(self, index: int, *, lo: int | None, hi: int | None,
-                then: tuple[int, ...]) -> None:
+    def probing(self, index: int, *, lo: int | None, hi: int | None, then: tuple[int, ...]) -> None:
         """About to ask `index`; `then` are the indexes the search asks next (good, bad)."""
 
     def probed(self, index: int, outcome: Outcome, *, lo: int | None, hi: int | None) -> None:
@@ -91,9 +90,13 @@ class SearchHandler:
         """The search is over."""
 
 
-def first_bad(n: int, verdict_of: Callable[[int], Outcome], *,
-              handler: SearchHandler | None = None,
-              cheap: Collection[int] = ()) -> SearchResult:
+def first_bad(
+    n: int,
+    verdict_of: Callable[[int], Outcome],
+    *,
+    handler: SearchHandler | None = None,
+    cheap: Collection[int] = (),
+) -> SearchResult:
     """Find adjacent known-good and known-bad indexes in 0..n-1 (index 0 GOOD, n-1 BAD).
 
     Each index is asked at most once.  Without unknowns it asks at most ceil(log2 n) + 2 indexes

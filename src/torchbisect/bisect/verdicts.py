@@ -76,8 +76,11 @@ class Rule:
 
     def _judged_over_trials(self) -> bool:
         info = self._info()
-        return bool(self.trials or self.min_affected is not None
-                    or (info and self.case_name in info.trial_cases))
+        return bool(
+            self.trials
+            or self.min_affected is not None
+            or (info and self.case_name in info.trial_cases)
+        )
 
     @property
     def probe_name(self) -> str:
@@ -94,16 +97,22 @@ class Rule:
 
     def describe(self) -> str:
         if self.script is not None:
-            return (f"script `{self.script}`: exit 0 good, 125 skip, 1-127 bad, "
-                    ">127 aborts the bisection")
+            return (
+                f"script `{self.script}`: exit 0 good, 125 skip, 1-127 bad, "
+                ">127 aborts the bisection"
+            )
         probe = "" if self.probe == DEFAULT_PROBE else f"probe {self.probe}, "
-        rule = (f"{probe}case {self.case_name}: bad when affected, good when not affected or "
-                "refused, unknown otherwise")
+        rule = (
+            f"{probe}case {self.case_name}: bad when affected, good when not affected or "
+            "refused, unknown otherwise"
+        )
         if self._judged_over_trials():
             of = f"{self.trials}" if self.trials else "the probe's default number of"
-            rule += (f"; a case run in trials is bad when affected on at least "
-                     f"{self.least_affected} of {of} trials, good when on none, unknown in "
-                     "between")
+            rule += (
+                f"; a case run in trials is bad when affected on at least "
+                f"{self.least_affected} of {of} trials, good when on none, unknown in "
+                "between"
+            )
         return rule
 
     def judge(self, run: CellRun) -> Judged:
@@ -112,14 +121,24 @@ class Rule:
         git_version = str(run.result.env.get("git_version") or "")
         case = run.result.case(self.case_name)
         if case is None:
-            return Judged(verdict=Outcome.UNKNOWN, reason=f"case {self.case_name} was not run",
-                          git_version=git_version)
+            return Judged(
+                verdict=Outcome.UNKNOWN,
+                reason=f"case {self.case_name} was not run",
+                git_version=git_version,
+            )
         if run.result.verdict is Verdict.INCONCLUSIVE and self.script is None:
-            return Judged(verdict=Outcome.UNKNOWN, reason="inconclusive: a control misbehaved",
-                          git_version=git_version)
+            return Judged(
+                verdict=Outcome.UNKNOWN,
+                reason="inconclusive: a control misbehaved",
+                git_version=git_version,
+            )
         verdict, reason = self._case_verdict(case)
-        return Judged(verdict=verdict, stale_fraction=case.stale_fraction,
-                      reason=reason, git_version=git_version)
+        return Judged(
+            verdict=verdict,
+            stale_fraction=case.stale_fraction,
+            reason=reason,
+            git_version=git_version,
+        )
 
     def _case_verdict(self, case: CaseResult) -> tuple[Outcome, str]:
         if case.trials and case.stale_trials is not None:
@@ -148,10 +167,12 @@ def check_script_run(run: CellRun, rule: Rule) -> None:
     if type(status) is not int or 0 <= status <= 127:
         return
     if status < 0:
-        raise ScriptAborted(f"--script `{rule.script}` was killed by signal "
-                            f"{signal_name(-status)}, which stops the bisection; exit 125 to "
-                            "skip a nightly instead")
-    raise ScriptAborted(f"--script `{rule.script}` exited with status {status} (above 127), "
-                        "which stops the bisection; exit 125 to skip a nightly instead")
-
-
+        raise ScriptAborted(
+            f"--script `{rule.script}` was killed by signal "
+            f"{signal_name(-status)}, which stops the bisection; exit 125 to "
+            "skip a nightly instead"
+        )
+    raise ScriptAborted(
+        f"--script `{rule.script}` exited with status {status} (above 127), "
+        "which stops the bisection; exit 125 to skip a nightly instead"
+    )

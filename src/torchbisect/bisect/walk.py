@@ -46,16 +46,24 @@ def distances(limit: int) -> Iterator[int]:
     yield limit
 
 
-def walk(cands: CandidateList, *, direction: Direction, judge: Callable[[Candidate], NightlyPoint],
-         say: Callable[[str], None], limit: int = DEFAULT_LIMIT) -> Walked:
+def walk(
+    cands: CandidateList,
+    *,
+    direction: Direction,
+    judge: Callable[[Candidate], NightlyPoint],
+    say: Callable[[str], None],
+    limit: int = DEFAULT_LIMIT,
+) -> Walked:
     """Walk from the known bad end of `cands` (the newest for a regression, the oldest with
     --find-fix) until a nightly is good.  Raises ConfigError when none is, naming the bound."""
     back = direction is Direction.REGRESSION
     seq = list(reversed(cands.candidates)) if back else list(cands.candidates)
     start = seq[0]
     way, side = ("back", "before") if back else ("forward", "after")
-    say(f"no --good: walking {way} from --bad {start.date}, 1, 2, 4, 8 … days (at most "
-        f"{limit}, --walk-limit), until a nightly is good")
+    say(
+        f"no --good: walking {way} from --bad {start.date}, 1, 2, 4, 8 … days (at most "
+        f"{limit}, --walk-limit), until a nightly is good"
+    )
     first = judge(start)
     points = [first]
     if first.verdict is not Outcome.BAD:
@@ -63,7 +71,8 @@ def walk(cands: CandidateList, *, direction: Direction, judge: Callable[[Candida
         why = f"could not be judged ({first.reason})" if unjudged else "is not bad but good"
         raise (EndUnjudged if unjudged else ConfigError)(
             f"the --bad end, {start.label}, {why}: a walk needs a bad nightly to start from; "
-            "pick another --bad")
+            "pick another --bad"
+        )
 
     def away(c: Candidate) -> int:
         return abs((date.fromisoformat(c.date) - date.fromisoformat(start.date)).days)
@@ -76,8 +85,10 @@ def walk(cands: CandidateList, *, direction: Direction, judge: Callable[[Candida
         say(f"walking {way}: {cand.label}, {away(cand)} days {side} --bad {start.date}")
         points.append(judge(cand))
         if points[-1].verdict is Outcome.UNKNOWN:
-            say(f"{cand.date} could not be judged: stepped over (an unknown nightly is never "
-                "taken as good)")
+            say(
+                f"{cand.date} could not be judged: stepped over (an unknown nightly is never "
+                "taken as good)"
+            )
         return points[-1].verdict
 
     bad = pos = 0
@@ -106,15 +117,24 @@ def walk(cands: CandidateList, *, direction: Direction, judge: Callable[[Candida
     raise ConfigError(_not_found(points[1:], seq, away, limit=limit, side=side, start=start))
 
 
-def _not_found(points: list[NightlyPoint], seq: list[Candidate],
-               away: Callable[[Candidate], int], *, limit: int, side: str,
-               start: Candidate) -> str:
+def _not_found(
+    points: list[NightlyPoint],
+    seq: list[Candidate],
+    away: Callable[[Candidate], int],
+    *,
+    limit: int,
+    side: str,
+    start: Candidate,
+) -> str:
     tried = ", ".join(f"{p.date} {p.verdict.value}" for p in points) or "none"
     if any(away(c) > limit for c in seq):
-        return (f"the walk found no good nightly within {limit} days {side} --bad {start.date} "
-                f"(tried: {tried}); give --good, or a larger --walk-limit")
-    found = (f"the walk found no good nightly {side} --bad {start.date} on the index "
-             f"(tried: {tried})")
+        return (
+            f"the walk found no good nightly within {limit} days {side} --bad {start.date} "
+            f"(tried: {tried}); give --good, or a larger --walk-limit"
+        )
+    found = (
+        f"the walk found no good nightly {side} --bad {start.date} on the index (tried: {tried})"
+    )
     if side == "before":
         return f"{found}; give --good, or --index-url with an index that lists older nightlies"
     return f"{found}; give --good to bisect a known range"

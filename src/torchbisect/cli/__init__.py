@@ -49,7 +49,7 @@ COMMANDS = {
     "notify": "Open or update the status issue when a verdict or the fix status changed.",
     "preflight": "Check that the backend a GPU run will use gives its probes the GPUs.",
     "cache": "Show what a backend keeps between runs (the venv backend's venvs and uv cache, "
-             "the docker backend's uv cache volume) and its size, or --prune it.",
+    "the docker backend's uv cache volume) and its size, or --prune it.",
     "init": "Write torchbisect's default matrix.yaml here, to edit: this folder becomes a project.",
     "completion": "Print the shell code that completes torchbisect's commands and flags.",
     "pages": "In a clone: redraw the pages committed under reports/ from their own data.",
@@ -67,7 +67,9 @@ def _parser(chosen: str | None) -> tuple[argparse.ArgumentParser, argparse.Argum
     from .usage import epilog
 
     parser = argparse.ArgumentParser(
-        prog="torchbisect", allow_abbrev=False, epilog=epilog(None),
+        prog="torchbisect",
+        allow_abbrev=False,
+        epilog=epilog(None),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Test PyTorch builds for a GPU regression: which are affected, since when.",
     )
@@ -75,9 +77,14 @@ def _parser(chosen: str | None) -> tuple[argparse.ArgumentParser, argparse.Argum
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     own = None
     for name, help_text in COMMANDS.items():
-        cmd = sub.add_parser(name, help=help_text, description=help_text, allow_abbrev=False,
-                             epilog=epilog(name),
-                             formatter_class=argparse.RawDescriptionHelpFormatter)
+        cmd = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            allow_abbrev=False,
+            epilog=epilog(name),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         if name == chosen:
             from .options import Needs
 
@@ -85,8 +92,12 @@ def _parser(chosen: str | None) -> tuple[argparse.ArgumentParser, argparse.Argum
             module.configure(cmd)
             needs = getattr(module, "NEEDS", Needs())
             _add_gates(cmd, needs)
-            cmd.set_defaults(_run=module.run, _check=getattr(module, "check_args", None),
-                             _outputs=_outputs(cmd), _needs=needs)
+            cmd.set_defaults(
+                _run=module.run,
+                _check=getattr(module, "check_args", None),
+                _outputs=_outputs(cmd),
+                _needs=needs,
+            )
             own = cmd
     return parser, own
 
@@ -121,10 +132,14 @@ def _beside_the_matrix(cmd: argparse.ArgumentParser, argv: list[str]) -> None:
     needs = cmd.get_default("_needs")
     given = {word.split("=", 1)[0] for word in argv if word.startswith("--")}
     has = {o for action in cmd._actions for o in action.option_strings}
-    for dest, path in (("store", Path("reports/results.sqlite")), ("out", Path("reports")),
-                       ("workdir", Path(".torchbisect"))):
+    for dest, path in (
+        ("store", Path("reports/results.sqlite")),
+        ("out", Path("reports")),
+        ("workdir", Path(".torchbisect")),
+    ):
         writes = cmd.get_default(dest) is not None or (
-            dest == "workdir" and dest in needs.holds and needs.default_workdir)
+            dest == "workdir" and dest in needs.holds and needs.default_workdir
+        )
         if writes and f"--{dest}" in has and f"--{dest}" not in given:
             cmd.set_defaults(**{dest: folder / path})
 
@@ -142,16 +157,23 @@ def _add_gates(cmd: argparse.ArgumentParser, needs: Needs) -> None:
     from .options import add_gate_options
 
     has = {o for action in cmd._actions for o in action.option_strings}
-    add_gate_options(cmd, gpu=needs.gpu is not None, lock=bool(needs.holds),
-                     allow_no_gpu="--allow-no-gpu" not in has)
+    add_gate_options(
+        cmd,
+        gpu=needs.gpu is not None,
+        lock=bool(needs.holds),
+        allow_no_gpu="--allow-no-gpu" not in has,
+    )
 
 
 def _outputs(cmd: argparse.ArgumentParser) -> list[tuple[str, str, str]]:
     """(flag, dest, kind) of every argument that names something the command writes."""
     from .options import Output
 
-    return [(a.option_strings[0] if a.option_strings else str(a.metavar or a.dest), a.dest,
-             a.type.kind) for a in cmd._actions if isinstance(a.type, Output)]
+    return [
+        (a.option_strings[0] if a.option_strings else str(a.metavar or a.dest), a.dest, a.type.kind)
+        for a in cmd._actions
+        if isinstance(a.type, Output)
+    ]
 
 
 def _version() -> str:
@@ -187,8 +209,11 @@ def _main(argv: list[str]) -> int:
         with _sigterm_as_ctrl_c():
             return _gated(args, argv)
     except TorchbisectError as err:
-        print(f"torchbisect {args.command}: error: "  # a path may carry an ESC sequence
-              f"{visible(_with_advice(err, args.command))}", file=sys.stderr)
+        print(
+            f"torchbisect {args.command}: error: "  # a path may carry an ESC sequence
+            f"{visible(_with_advice(err, args.command))}",
+            file=sys.stderr,
+        )
         return err.exit_code
     except KeyboardInterrupt:
         print(f"torchbisect {args.command}: interrupted", file=sys.stderr)
@@ -231,13 +256,20 @@ def _full_disk(err: BaseException, args: argparse.Namespace) -> TorchbisectError
     said = err if isinstance(err, OSError) else None  # sqlite3 says "database or disk is full"
     if name:
         return disk_full(os.path.dirname(os.path.abspath(name)), said)
-    folders = [Path(p) if Path(p).is_dir() else Path(p).parent
-               for p in (getattr(args, k, None) for k in ("out", "workdir", "store", "lock",
-                                                          "matrix", "json", "markdown"))
-               if p is not None and str(p) != "-"]
+    folders = [
+        Path(p) if Path(p).is_dir() else Path(p).parent
+        for p in (
+            getattr(args, k, None)
+            for k in ("out", "workdir", "store", "lock", "matrix", "json", "markdown")
+        )
+        if p is not None and str(p) != "-"
+    ]
     full = [str(f) for f in folders if nearly_full(f)]
-    return disk_full(" and ".join(dict.fromkeys(full)) or "a folder torchbisect writes to "
-                     "(its report, logs, store, lock or work folder)", said)
+    return disk_full(
+        " and ".join(dict.fromkeys(full))
+        or "a folder torchbisect writes to (its report, logs, store, lock or work folder)",
+        said,
+    )
 
 
 def _gated(args: argparse.Namespace, argv: list[str]) -> int:
@@ -251,18 +283,25 @@ def _gated(args: argparse.Namespace, argv: list[str]) -> int:
     _require_gpu(args)
     plans = args._needs.plans
     if plans is not None and plans(args) and defaults.refresh_default_matrix(args.matrix):
-        print(f"torchbisect {args.command}: no matrix.yaml here, so torchbisect's default "
-              f"matrix is planned; results go to {defaults.data_home()}/ (`torchbisect init` "
-              "writes a matrix.yaml here to edit, and keeps them here)", file=sys.stderr)
+        print(
+            f"torchbisect {args.command}: no matrix.yaml here, so torchbisect's default "
+            f"matrix is planned; results go to {defaults.data_home()}/ (`torchbisect init` "
+            "writes a matrix.yaml here to edit, and keeps them here)",
+            file=sys.stderr,
+        )
     # probes are found beside the matrix.yaml in use first (probe/scripts.py says the order)
     with project_probes(getattr(args, "matrix", None) or defaults.MATRIX):
         if args._check is not None:  # a flag's mistake is said at once, not after a held lock
             args._check(args)
         held = [path for dest in args._needs.holds if (path := _held(args, dest))]
-        with runlock.hold(held, command=" ".join(["torchbisect", *argv]),
-                          wait=getattr(args, "wait", False),
-                          say=lambda text: print(f"torchbisect {args.command}: {text}",
-                                                 file=sys.stderr, flush=True)):
+        with runlock.hold(
+            held,
+            command=" ".join(["torchbisect", *argv]),
+            wait=getattr(args, "wait", False),
+            say=lambda text: print(
+                f"torchbisect {args.command}: {text}", file=sys.stderr, flush=True
+            ),
+        ):
             return int(args._run(args) or 0)
 
 
@@ -290,10 +329,11 @@ def _require_gpu(args: argparse.Namespace) -> None:
 
     if not list_gpus():
         hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
-        seen = ("nvidia-smi lists" if hidden is None
-                else f"CUDA_VISIBLE_DEVICES={hidden!r} shows")
-        raise InfraError(f"no GPU is visible ({seen} none) and {asked}: run this on a machine "
-                         "with a GPU, or pass --allow-no-gpu to run without one")
+        seen = "nvidia-smi lists" if hidden is None else f"CUDA_VISIBLE_DEVICES={hidden!r} shows"
+        raise InfraError(
+            f"no GPU is visible ({seen} none) and {asked}: run this on a machine "
+            "with a GPU, or pass --allow-no-gpu to run without one"
+        )
 
 
 def _failed(command: str, argv: list[str], err: Exception) -> int:
@@ -313,8 +353,10 @@ def _failed(command: str, argv: list[str], err: Exception) -> int:
     trace = f"the full traceback is in {name}"
     if home():
         trace = f"report it at {home()}/issues with {trace.replace(' is in', ', which is in')}"
-    print(f"{who}: torchbisect itself failed ({text}), which is no verdict on any build; "
-          f"{trace}", file=sys.stderr)
+    print(
+        f"{who}: torchbisect itself failed ({text}), which is no verdict on any build; {trace}",
+        file=sys.stderr,
+    )
     return Exit.FAILED
 
 

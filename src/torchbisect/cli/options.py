@@ -65,8 +65,10 @@ def check_output(value: str | Path | None, flag: str, kind: str) -> None:
     if kind == "dir" and path.exists() and not path.is_dir():
         raise ConfigError(f"{flag} {value}: is a file; name a folder (it is made if missing)")
     if kind == "file" and path.exists() and not path.is_file():
-        raise ConfigError(f"{flag} {value}: is not a regular file (a FIFO, a device or a "
-                          "socket); name a file to write")
+        raise ConfigError(
+            f"{flag} {value}: is not a regular file (a FIFO, a device or a "
+            "socket); name a file to write"
+        )
     if path.exists() and not os.access(path, os.W_OK):
         raise ConfigError(f"{flag} {value}: is not writable by this user")
     where = next(p for p in (path if kind == "dir" else path.parent, *path.parents) if p.exists())
@@ -85,8 +87,10 @@ def _can_create(where: Path, flag: str, value: str | Path) -> None:
     except OSError as err:
         if files.is_full(err):
             return  # a full disk is said, with what was kept, where the write fails
-        raise ConfigError(f"{flag} {value}: no file can be made in {where} ({err.strerror}); "
-                          "name a folder on an ordinary disk") from None
+        raise ConfigError(
+            f"{flag} {value}: no file can be made in {where} ({err.strerror}); "
+            "name a folder on an ordinary disk"
+        ) from None
     os.close(fd)
     os.unlink(name)
 
@@ -100,37 +104,59 @@ def shown(path: Path) -> str:
 
 
 def add_matrix_option(parser: argparse.ArgumentParser, help_text: str = "matrix file") -> None:
-    parser.add_argument("--matrix", type=Path, default=defaults.MATRIX,
-                        help=f"{help_text} (default: %(default)s)")
+    parser.add_argument(
+        "--matrix", type=Path, default=defaults.MATRIX, help=f"{help_text} (default: %(default)s)"
+    )
 
 
 def add_lock_options(parser: argparse.ArgumentParser, *, writes: bool = False) -> None:
     """`--lock`, `--offline` and `--driver`: how a command that plans finds its wheels;
     `writes`: the command may write new pins into the lock."""
-    parser.add_argument("--lock", type=Output("file") if writes else Path, metavar="PATH",
-                        help="lock file (default: <matrix>.lock.json next to the matrix file)")
-    parser.add_argument("--offline", action="store_true",
-                        help="plan from the lock alone; no index is contacted")
-    parser.add_argument("--driver", metavar="VERSION",
-                        help="NVIDIA driver that `cuda: auto` plans for (default: nvidia-smi's)")
+    parser.add_argument(
+        "--lock",
+        type=Output("file") if writes else Path,
+        metavar="PATH",
+        help="lock file (default: <matrix>.lock.json next to the matrix file)",
+    )
+    parser.add_argument(
+        "--offline", action="store_true", help="plan from the lock alone; no index is contacted"
+    )
+    parser.add_argument(
+        "--driver",
+        metavar="VERSION",
+        help="NVIDIA driver that `cuda: auto` plans for (default: nvidia-smi's)",
+    )
 
 
-def add_store_option(parser: argparse.ArgumentParser, help_text: str = "result store", *,
-                     writes: bool = False) -> None:
-    parser.add_argument("--store", type=Output("file") if writes else Path,
-                        default=defaults.STORE, metavar="PATH",
-                        help=f"{help_text} (default: %(default)s)")
+def add_store_option(
+    parser: argparse.ArgumentParser, help_text: str = "result store", *, writes: bool = False
+) -> None:
+    parser.add_argument(
+        "--store",
+        type=Output("file") if writes else Path,
+        default=defaults.STORE,
+        metavar="PATH",
+        help=f"{help_text} (default: %(default)s)",
+    )
 
 
 def add_out_option(parser: argparse.ArgumentParser, help_text: str) -> None:
-    parser.add_argument("--out", type=Output("dir"), default=defaults.OUT,
-                        help=f"{help_text} (default: %(default)s/)")
+    parser.add_argument(
+        "--out",
+        type=Output("dir"),
+        default=defaults.OUT,
+        help=f"{help_text} (default: %(default)s/)",
+    )
 
 
 def add_workdir_option(parser: argparse.ArgumentParser, help_text: str) -> None:
     """No default value: a backend given no workdir uses defaults.WORKDIR itself."""
-    parser.add_argument("--workdir", type=Output("dir"), metavar="DIR",
-                        help=f"{help_text} (default: {defaults.WORKDIR}/)")
+    parser.add_argument(
+        "--workdir",
+        type=Output("dir"),
+        metavar="DIR",
+        help=f"{help_text} (default: {defaults.WORKDIR}/)",
+    )
 
 
 def add_backend_option(parser: argparse.ArgumentParser, help_text: str, **kwargs: Any) -> None:
@@ -142,18 +168,26 @@ def add_backend_option(parser: argparse.ArgumentParser, help_text: str, **kwargs
 class _Deprecated(argparse.Action):
     """`--python PATH`, the interpreter flag's old name: still works, and says so."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
-        print(f"note: {option_string} PATH is now --interpreter PATH ({option_string} X.Y means a "
-              "Python version in plan and bisect)", file=sys.stderr)
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        print(
+            f"note: {option_string} PATH is now --interpreter PATH ({option_string} X.Y means a "
+            "Python version in plan and bisect)",
+            file=sys.stderr,
+        )
         setattr(namespace, self.dest, values)
 
 
-def add_interpreter_option(parser: argparse.ArgumentParser, help_text: str,
-                           **kwargs: Any) -> None:
+def add_interpreter_option(parser: argparse.ArgumentParser, help_text: str, **kwargs: Any) -> None:
     parser.add_argument("--interpreter", metavar="PATH", help=help_text, **kwargs)
-    parser.add_argument("--python", dest="interpreter", metavar="PATH", action=_Deprecated,
-                        help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--python", dest="interpreter", metavar="PATH", action=_Deprecated, help=argparse.SUPPRESS
+    )
 
 
 def check_interpreter(text: str | None) -> None:
@@ -176,13 +210,18 @@ def check_interpreter(text: str | None) -> None:
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", metavar="OUT", type=Output("file", stdout=True),
-                        help="also write the runs as JSON, shaped like the page's results.json "
-                             "(`-`: to stdout, the rest of the output to stderr)")
+    parser.add_argument(
+        "--json",
+        metavar="OUT",
+        type=Output("file", stdout=True),
+        help="also write the runs as JSON, shaped like the page's results.json "
+        "(`-`: to stdout, the rest of the output to stderr)",
+    )
 
 
-def write_json(target: str | Path | None, runs: list[CellRun],
-               bisections: Sequence[BisectResult] = ()) -> None:
+def write_json(
+    target: str | Path | None, runs: list[CellRun], bisections: Sequence[BisectResult] = ()
+) -> None:
     if not target:
         return
     from ..report import results_json
@@ -207,7 +246,8 @@ def positive(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected a whole number of at least 1, got {text!r}") from None
+            f"expected a whole number of at least 1, got {text!r}"
+        ) from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value}")
     return value
@@ -221,7 +261,8 @@ def shard_spec(text: str) -> str:
         parse_shard(text)
     except ConfigError:
         raise argparse.ArgumentTypeError(
-            f"expected I/N with 1 <= I <= N, e.g. 2/3; got {text!r}") from None
+            f"expected I/N with 1 <= I <= N, e.g. 2/3; got {text!r}"
+        ) from None
     return text
 
 
@@ -247,27 +288,41 @@ class Needs:
     # the package's own matrix, copied into the data folder first (defaults.py)
 
 
-def add_gate_options(parser: argparse.ArgumentParser, *, gpu: bool, lock: bool,
-                     allow_no_gpu: bool) -> None:
+def add_gate_options(
+    parser: argparse.ArgumentParser, *, gpu: bool, lock: bool, allow_no_gpu: bool
+) -> None:
     """The flags of the gates main applies before a command runs (see cli/__init__.py)."""
     if gpu:
-        parser.add_argument("--require-gpu", action="store_true",
-                            help="exit 3 when no GPU is visible instead of running without one "
-                                 "(implied by GITHUB_ACTIONS=true)")
+        parser.add_argument(
+            "--require-gpu",
+            action="store_true",
+            help="exit 3 when no GPU is visible instead of running without one "
+            "(implied by GITHUB_ACTIONS=true)",
+        )
     if gpu and allow_no_gpu:
-        parser.add_argument("--allow-no-gpu", action="store_true",
-                            help="run without a GPU even under --require-gpu or GITHUB_ACTIONS")
+        parser.add_argument(
+            "--allow-no-gpu",
+            action="store_true",
+            help="run without a GPU even under --require-gpu or GITHUB_ACTIONS",
+        )
     if lock:
-        parser.add_argument("--wait", action="store_true",
-                            help="when another run holds the store or workdir, wait for it to "
-                                 "end instead of exiting 3")
+        parser.add_argument(
+            "--wait",
+            action="store_true",
+            help="when another run holds the store or workdir, wait for it to "
+            "end instead of exiting 3",
+        )
 
 
 def add_fail_on_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--fail-on", default="infra", metavar="WHAT,…", type=_fail_on,
+        "--fail-on",
+        default="infra",
+        metavar="WHAT,…",
+        type=_fail_on,
         help="exit non-zero when some cell is `affected` (1) or an `infra` failure (3); "
-             "`none`: always 0 (default: %(default)s)")
+        "`none`: always 0 (default: %(default)s)",
+    )
 
 
 def _fail_on(text: str) -> frozenset[str]:
@@ -310,13 +365,17 @@ class PageInputs:
     runners: Runners | None = None
 
 
-def page_inputs(config: MatrixConfig | None, matrix: Path,
-                runners: Runners | None = None) -> PageInputs:
+def page_inputs(
+    config: MatrixConfig | None, matrix: Path, runners: Runners | None = None
+) -> PageInputs:
     """The one builder of a page's inputs: from the loaded matrix file (None: there is none)."""
     from ..report.references import links_from
 
-    return PageInputs(links=links_from(config, matrix),
-                      probes=tuple(getattr(config, "probes", None) or ()), runners=runners)
+    return PageInputs(
+        links=links_from(config, matrix),
+        probes=tuple(getattr(config, "probes", None) or ()),
+        runners=runners,
+    )
 
 
 def check_patterns(config: MatrixConfig, matrix: Path, **flags_given: str | None) -> None:
@@ -337,18 +396,26 @@ def check_patterns(config: MatrixConfig, matrix: Path, **flags_given: str | None
             close = difflib.get_close_matches(wrong[0], shapes, n=3)
             hint = f"did you mean {', '.join(close)}?" if close else "`torchbisect plan` lists them"
             said = "the cell asked for" if flag == "cell" else f"--{flag}"
-            raise ConfigError(f"{said}: no cell of {matrix} can match {', '.join(wrong)} (its "
-                              f"entries give ids like {', '.join(like.values())}); {hint}")
-        _check_tags(config, matrix, globs(text), shapes,
-                    "the cell asked for" if flag == "cell" else f"--{flag}")
+            raise ConfigError(
+                f"{said}: no cell of {matrix} can match {', '.join(wrong)} (its "
+                f"entries give ids like {', '.join(like.values())}); {hint}"
+            )
+        _check_tags(
+            config,
+            matrix,
+            globs(text),
+            shapes,
+            "the cell asked for" if flag == "cell" else f"--{flag}",
+        )
 
 
 _CUDA_PART = re.compile(r"cu\d+|cpu")
 _PYTHON_PART = re.compile(r"cp\d+t?")
 
 
-def _check_tags(config: MatrixConfig, matrix: Path, patterns: Sequence[str], shapes: list[str],
-                said: str) -> None:
+def _check_tags(
+    config: MatrixConfig, matrix: Path, patterns: Sequence[str], shapes: list[str], said: str
+) -> None:
     """A pattern naming a CUDA tag (`cu999`) or a Python (`cp27`) that no release, candidate
     or nightly entry builds for, refused before any index is asked (a `dev` or preinstalled
     cell it may match is left to the plan)."""
@@ -365,12 +432,16 @@ def _check_tags(config: MatrixConfig, matrix: Path, patterns: Sequence[str], sha
             continue
         for part in pattern.split("-"):
             if _CUDA_PART.fullmatch(part) and part not in cudas:
-                raise ConfigError(f"{said}: {pattern} names the CUDA tag {part}, which no entry "
-                                  f"of {matrix} builds for (its tags: {', '.join(sorted(cudas))})")
+                raise ConfigError(
+                    f"{said}: {pattern} names the CUDA tag {part}, which no entry "
+                    f"of {matrix} builds for (its tags: {', '.join(sorted(cudas))})"
+                )
             if _PYTHON_PART.fullmatch(part) and pythons is not None and part not in pythons:
-                raise ConfigError(f"{said}: {pattern} names the Python {part}, which no entry "
-                                  f"of {matrix} builds for (its Pythons: "
-                                  f"{', '.join(sorted(pythons))})")
+                raise ConfigError(
+                    f"{said}: {pattern} names the Python {part}, which no entry "
+                    f"of {matrix} builds for (its Pythons: "
+                    f"{', '.join(sorted(pythons))})"
+                )
 
 
 def _shapes(config: MatrixConfig) -> list[str]:

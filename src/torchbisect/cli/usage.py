@@ -19,22 +19,28 @@ from ..exits import epilog_lines
 
 EXAMPLES = {
     "plan": ["torchbisect plan", "torchbisect plan --offline --json -"],
-    "matrix": ["torchbisect matrix --cells 'stable-2.15*'",
-               "torchbisect matrix --backend venv --shard 1/2 --fail-on affected",
-               "torchbisect matrix   # your own probe: probes/check.py beside matrix.yaml, "
-               "and `probe: check` under its `defaults:`"],
-    "probe": ["torchbisect probe", "torchbisect probe --interpreter ~/venv/bin/python",
-              "torchbisect probe stable-2.15.0-cu132-cp312 --json -",
-              "torchbisect probe --probe check   # your own: probes/check.py beside matrix.yaml",
-              "torchbisect probe stable-2.15.0-cu132-cp312.check   # CELL.PROBE, as in plan"],
+    "matrix": [
+        "torchbisect matrix --cells 'stable-2.15*'",
+        "torchbisect matrix --backend venv --shard 1/2 --fail-on affected",
+        "torchbisect matrix   # your own probe: probes/check.py beside matrix.yaml, "
+        "and `probe: check` under its `defaults:`",
+    ],
+    "probe": [
+        "torchbisect probe",
+        "torchbisect probe --interpreter ~/venv/bin/python",
+        "torchbisect probe stable-2.15.0-cu132-cp312 --json -",
+        "torchbisect probe --probe check   # your own: probes/check.py beside matrix.yaml",
+        "torchbisect probe stable-2.15.0-cu132-cp312.check   # CELL.PROBE, as in plan",
+    ],
     "report": ["torchbisect report", "torchbisect report --store shard.sqlite --out site/"],
     "merge": ["torchbisect merge all.sqlite a.sqlite b.sqlite"],
-    "bisect": ["torchbisect bisect --good 2025-08-01 --bad 2025-09-15",
-               "torchbisect bisect --good 2.9.0 --bad 2.15.0   # releases",
-               "torchbisect bisect --bad '3 days ago' --find-fix --json -",
-               "torchbisect bisect --probe check --good 2.9.0 --bad 2.11.0 --cuda auto",
-               "torchbisect bisect --script 'python check.py' --good 2.9.0 --bad 2.11.0 "
-               "--cuda auto"],
+    "bisect": [
+        "torchbisect bisect --good 2025-08-01 --bad 2025-09-15",
+        "torchbisect bisect --good 2.9.0 --bad 2.15.0   # releases",
+        "torchbisect bisect --bad '3 days ago' --find-fix --json -",
+        "torchbisect bisect --probe check --good 2.9.0 --bad 2.11.0 --cuda auto",
+        "torchbisect bisect --script 'python check.py' --good 2.9.0 --bad 2.11.0 --cuda auto",
+    ],
     "schema": ["torchbisect schema --check"],
     "bench": ["torchbisect bench"],
     "notify": ["torchbisect notify --summary reports/summary.md"],
@@ -45,16 +51,20 @@ EXAMPLES = {
     "pages": ["torchbisect pages --check"],
 }
 
-TOP_EXAMPLES = ["torchbisect probe                 # is this interpreter's torch affected?",
-                "torchbisect init                  # write matrix.yaml to edit",
-                "torchbisect matrix                # probe every build it lists, draw the page",
-                "torchbisect bisect --bad 2025-09-15"]
+TOP_EXAMPLES = [
+    "torchbisect probe                 # is this interpreter's torch affected?",
+    "torchbisect init                  # write matrix.yaml to edit",
+    "torchbisect matrix                # probe every build it lists, draw the page",
+    "torchbisect bisect --bad 2025-09-15",
+]
 
 
 # Where a probe's name is looked up (probe/scripts.py), said by the commands that take one.
-PROBES = ("probes: NAME.py in probes/ beside matrix.yaml, then in the folders TORCHBISECT_PROBES "
-          "names, then the shipped ones (stale_replay, cumsum_64bit); probes/README.md says how "
-          "to write one")
+PROBES = (
+    "probes: NAME.py in probes/ beside matrix.yaml, then in the folders TORCHBISECT_PROBES "
+    "names, then the shipped ones (stale_replay, cumsum_64bit); probes/README.md says how "
+    "to write one"
+)
 _TAKE_PROBES = ("matrix", "probe", "bisect", "plan")
 
 
@@ -73,20 +83,24 @@ def unknown_command(argv: list[str], commands: Collection[str]) -> str | None:
     if word is None or word in commands:
         return None
     close = difflib.get_close_matches(word, list(commands), n=2)
-    hint = f"; did you mean {' or '.join(close)}?" if close else \
-        "; `torchbisect --help` lists them"
+    hint = f"; did you mean {' or '.join(close)}?" if close else "; `torchbisect --help` lists them"
     return f"no command {word!r}{hint}"
 
 
 def unknown_flags(parser: argparse.ArgumentParser, extras: list[str]) -> str:
     """'unrecognized arguments' in one sentence, with the nearest real flag of each."""
-    known = [o for action in parser._actions for o in action.option_strings
-             if action.help is not argparse.SUPPRESS and o.startswith("--") and o != "--help"]
+    known = [
+        o
+        for action in parser._actions
+        for o in action.option_strings
+        if action.help is not argparse.SUPPRESS and o.startswith("--") and o != "--help"
+    ]
     hints = []
     for extra in extras:
         flag = extra.split("=", 1)[0]
-        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.7) if \
-            flag.startswith("-") else []
+        close = (
+            difflib.get_close_matches(flag, known, n=1, cutoff=0.7) if flag.startswith("-") else []
+        )
         if close:
             hints.append(f"{flag}: did you mean {close[0]}?")
     said = " ".join(shlex.quote(e) for e in extras)

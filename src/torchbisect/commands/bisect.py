@@ -28,10 +28,12 @@ from ..outcome import Direction, NightlyPoint
 from ..probe.scripts import default_probe, probe_info
 from ..report.writers.bisection_text import render_markdown, render_text
 
-REPEAT_DEFAULT = ("--repeat 2, the default with --script: every nightly or commit judged now runs "
-                  "the script twice (and the two that decide the range once more), about twice "
-                  "the runs of --repeat 1, so that a flaky script is said to be flaky instead "
-                  "of giving a wrong exact answer")
+REPEAT_DEFAULT = (
+    "--repeat 2, the default with --script: every nightly or commit judged now runs "
+    "the script twice (and the two that decide the range once more), about twice "
+    "the runs of --repeat 1, so that a flaky script is said to be flaky instead "
+    "of giving a wrong exact answer"
+)
 
 
 def _probes_on_a_gpu(args: argparse.Namespace) -> bool:
@@ -44,75 +46,172 @@ NEEDS = flags.Needs(gpu=_probes_on_a_gpu, holds=("store", "workdir"))
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--good", default=None, metavar="DATE|VERSION",
+    add(
+        "--good",
+        default=None,
+        metavar="DATE|VERSION",
         help="a nightly without the bug: 2025-08-01, 20250801, '3 days ago' or 2.10.0.dev20250801; "
-             "or a release such as 2.9.0 when --bad is one too, to bisect releases (none: walk "
-             "from --bad, back or, with --find-fix, forward, to find one)")
-    add("--bad", default=None, metavar="DATE|VERSION",
+        "or a release such as 2.9.0 when --bad is one too, to bisect releases (none: walk "
+        "from --bad, back or, with --find-fix, forward, to find one)",
+    )
+    add(
+        "--bad",
+        default=None,
+        metavar="DATE|VERSION",
         help="a nightly (or, with a release --good, a release such as 2.15.0) with the bug "
-             "(needed unless --forget is all you ask)")
-    add("--find-fix", action="store_true",
-        help="find the first good nightly after a bad one (--bad is then the older end)")
-    add("--cuda", default="cu130", metavar="TAG",
+        "(needed unless --forget is all you ask)",
+    )
+    add(
+        "--find-fix",
+        action="store_true",
+        help="find the first good nightly after a bad one (--bad is then the older end)",
+    )
+    add(
+        "--cuda",
+        default="cu130",
+        metavar="TAG",
         help="CUDA tag of the wheels (default cu130); for releases, `auto`: each release's own "
-             "build, of the newest CUDA this driver runs (on a PyPI-shaped index the one file "
-             "pip installs, named by the CUDA its metadata pins)")
-    add("--python", default=f"{sys.version_info.major}.{sys.version_info.minor}",
-        help="Python of the wheels and venvs (default: this interpreter's)")
-    add("--platform", default=None, help="wheel platform, e.g. manylinux_2_17_x86_64 for a "
-        "runner with glibc 2.17 (default: this machine's, its glibc included)")
-    add("--probe", default=None, metavar="NAME",
+        "build, of the newest CUDA this driver runs (on a PyPI-shaped index the one file "
+        "pip installs, named by the CUDA its metadata pins)",
+    )
+    add(
+        "--python",
+        default=f"{sys.version_info.major}.{sys.version_info.minor}",
+        help="Python of the wheels and venvs (default: this interpreter's)",
+    )
+    add(
+        "--platform",
+        default=None,
+        help="wheel platform, e.g. manylinux_2_17_x86_64 for a "
+        "runner with glibc 2.17 (default: this machine's, its glibc included)",
+    )
+    add(
+        "--probe",
+        default=None,
+        metavar="NAME",
         help="the probe that decides: NAME.py found in probes/ beside matrix.yaml, in the "
-             "folders TORCHBISECT_PROBES names, or among the shipped ones; a JSON-document probe "
-             "or a plain `git bisect run` script (default: stale_replay)")
-    add("--case", default=None,
+        "folders TORCHBISECT_PROBES names, or among the shipped ones; a JSON-document probe "
+        "or a plain `git bisect run` script (default: stale_replay)",
+    )
+    add(
+        "--case",
+        default=None,
         help="probe case that decides (default: the one the probe's file declares, BISECT_CASE; "
-             "an exit-status probe's one case; else the first of the probe's CASE_LABELS)")
-    add("--trials", type=int, default=None, metavar="N",
+        "an exit-status probe's one case; else the first of the probe's CASE_LABELS)",
+    )
+    add(
+        "--trials",
+        type=int,
+        default=None,
+        metavar="N",
         help="trials per nightly for the cases a probe judges over trials (its TRIAL_CASES: "
-             "a race that shows now and then)")
-    add("--min-affected", type=int, default=None, metavar="K",
+        "a race that shows now and then)",
+    )
+    add(
+        "--min-affected",
+        type=int,
+        default=None,
+        metavar="K",
         help="a case judged over trials is bad when affected on at least K of N trials "
-             "(default: the probe's TRIAL_CASES rule, else 1; --min-stale K, its old name, "
-             "still works)")
+        "(default: the probe's TRIAL_CASES rule, else 1; --min-stale K, its old name, "
+        "still works)",
+    )
     add("--min-stale", dest="min_affected", type=int, metavar="K", help=argparse.SUPPRESS)
-    add("--script", default=None, metavar="CMD",
-        help="decide with CMD instead of the probe: exit 0 good, 125 skip, 1-127 bad, >127 abort")
-    add("--index-url", default=None, metavar="URL",
+    add(
+        "--script",
+        default=None,
+        metavar="CMD",
+        help="decide with CMD instead of the probe: exit 0 good, 125 skip, 1-127 bad, >127 abort",
+    )
+    add(
+        "--index-url",
+        default=None,
+        metavar="URL",
         help="wheel index, file:// URL or folder (default: pytorch's nightly index, or its "
-             "release index when both ends are release versions)")
-    add_backend_option(parser, "where nightlies are installed (default: chosen for this host)",
-                       default=None)
-    add("--overlay", action="store_true",
+        "release index when both ends are release versions)",
+    )
+    add_backend_option(
+        parser, "where nightlies are installed (default: chosen for this host)", default=None
+    )
+    add(
+        "--overlay",
+        action="store_true",
         help="install only the torch wheel (--no-deps) over this interpreter's packages, as "
-             "`matrix --overlay` does (runners without network, NGC images)")
-    flags.add_store_option(parser, "SQLite store shared with the matrix; reruns reuse its verdicts",
-                           writes=True)
-    add("--workdir", type=flags.Output("dir"), default=defaults.WORKDIR, metavar="DIR",
-        help="where the venv backend keeps its venvs and downloads (default %(default)s)")
-    add("--repo", type=Path, default=None, metavar="PATH",
-        help="a pytorch clone with the nightly branch, for main shas and `git log`")
-    add("--pytorch-repo", type=Path, default=None, metavar="PATH",
+        "`matrix --overlay` does (runners without network, NGC images)",
+    )
+    flags.add_store_option(
+        parser, "SQLite store shared with the matrix; reruns reuse its verdicts", writes=True
+    )
+    add(
+        "--workdir",
+        type=flags.Output("dir"),
+        default=defaults.WORKDIR,
+        metavar="DIR",
+        help="where the venv backend keeps its venvs and downloads (default %(default)s)",
+    )
+    add(
+        "--repo",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="a pytorch clone with the nightly branch, for main shas and `git log`",
+    )
+    add(
+        "--pytorch-repo",
+        type=Path,
+        default=None,
+        metavar="PATH",
         help="a pytorch clone (`git clone --filter=blob:none` is enough): after the nightlies, "
-             "bisect the main-branch commits of the pair, running Python-only commits on a "
-             "nightly's binary (implies --repo PATH; needs the venv backend)")
+        "bisect the main-branch commits of the pair, running Python-only commits on a "
+        "nightly's binary (implies --repo PATH; needs the venv backend)",
+    )
     add("--no-github", action="store_true", help="do not ask the GitHub API for main shas")
-    add("--timeout", type=float, default=defaults.TIMEOUT, metavar="SECONDS",
-        help="per nightly (default %(default).0f)")
-    add("--repeat", type=int, default=None, metavar="N",
+    add(
+        "--timeout",
+        type=float,
+        default=defaults.TIMEOUT,
+        metavar="SECONDS",
+        help="per nightly (default %(default).0f)",
+    )
+    add(
+        "--repeat",
+        type=int,
+        default=None,
+        metavar="N",
         help="with --script: ask it N times of every nightly (and, with --pytorch-repo, "
-             "commit) it judges now, and N-1 more at the two that decide the range; a script "
-             "whose answers differ is reported as flaky, exit 7 (default 2)")
-    add("--forget", action="append", default=[], metavar="DATE|VERSION|COMMIT",
+        "commit) it judges now, and N-1 more at the two that decide the range; a script "
+        "whose answers differ is reported as flaky, exit 7 (default 2)",
+    )
+    add(
+        "--forget",
+        action="append",
+        default=[],
+        metavar="DATE|VERSION|COMMIT",
         help="first drop the stored verdict of this build that the bisection would reuse (a "
-             "mistaken answer), so it is asked again; names each dropped row; repeatable")
-    add("--walk-limit", type=int, default=None, metavar="DAYS",
+        "mistaken answer), so it is asked again; names each dropped row; repeatable",
+    )
+    add(
+        "--walk-limit",
+        type=int,
+        default=None,
+        metavar="DAYS",
         help=f"without --good: how many days from --bad the walk to a good nightly may go "
-             f"(default {DEFAULT_LIMIT})")
-    add("--json", type=flags.Output("file", stdout=True), default=None, metavar="OUT",
-        help="write the result as JSON (`-`: to stdout, the report to stderr)")
-    add("--markdown", type=flags.Output("append"), default=None, metavar="OUT",
-        help="append the result as Markdown")
+        f"(default {DEFAULT_LIMIT})",
+    )
+    add(
+        "--json",
+        type=flags.Output("file", stdout=True),
+        default=None,
+        metavar="OUT",
+        help="write the result as JSON (`-`: to stdout, the report to stderr)",
+    )
+    add(
+        "--markdown",
+        type=flags.Output("append"),
+        default=None,
+        metavar="OUT",
+        help="append the result as Markdown",
+    )
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -127,10 +226,14 @@ def run(args: argparse.Namespace) -> int:
         _say_forgotten(what, take_back(options, what), options)
     if args.bad is None:
         return 0
-    done = bisect(options, _Console(repeat=options.repeat,
-                                    default=args.script is not None and args.repeat is None))
-    print(render_text(done.result, new_runs=done.new_runs, commit_runs=done.commit_runs),
-          file=sys.stderr if args.json == "-" else sys.stdout)
+    done = bisect(
+        options,
+        _Console(repeat=options.repeat, default=args.script is not None and args.repeat is None),
+    )
+    print(
+        render_text(done.result, new_runs=done.new_runs, commit_runs=done.commit_runs),
+        file=sys.stderr if args.json == "-" else sys.stdout,
+    )
     if args.json:
         flags.write_text(args.json, json.dumps(done.result.to_json(), indent=2) + "\n")
     if args.markdown:
@@ -147,8 +250,10 @@ def _say_forgotten(what: str, gone: Forgotten, options: BisectOptions) -> None:
         print(f"  {describe(run, options.rule)}")
     for b in gone.bisections:
         ends = " → ".join(p.key for p in (b.before, b.after) if p)
-        print(f"  the stored bisection finished {b.finished} ({ends}) used it; it stays as it "
-              "was, and a new bisection is stored beside it")
+        print(
+            f"  the stored bisection finished {b.finished} ({ends}) used it; it stays as it "
+            "was, and a new bisection is stored beside it"
+        )
 
 
 def _check_end(text: str | None, flag: str) -> None:
@@ -158,8 +263,10 @@ def _check_end(text: str | None, flag: str) -> None:
     day = parse_end(text, flag)
     today = datetime.now(timezone.utc).date().isoformat()
     if day > today:
-        raise ConfigError(f"{flag} {text!r} is {day}, after today ({today}, UTC): no nightly "
-                          "exists yet for it; name a date up to today")
+        raise ConfigError(
+            f"{flag} {text!r} is {day}, after today ({today}, UTC): no nightly "
+            "exists yet for it; name a date up to today"
+        )
 
 
 def _in_calendar(flag: str, text: str | None) -> None:
@@ -168,8 +275,10 @@ def _in_calendar(flag: str, text: str | None) -> None:
         if text is not None:
             parse_end(text, flag)
     except OverflowError:
-        raise ConfigError(f"{flag} {str(text)[:40]!r} is before the first day of the calendar; "
-                          "give a date such as 2025-08-01 or a few days ago") from None
+        raise ConfigError(
+            f"{flag} {str(text)[:40]!r} is before the first day of the calendar; "
+            "give a date such as 2025-08-01 or a few days ago"
+        ) from None
     except ConfigError:
         pass  # said later, where a release or a version is told from a date
 
@@ -179,8 +288,10 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         _in_calendar(flag, end)  # before _check_end, which parses the date itself
         _check_end(end, flag)
     if args.bad is None and not args.forget:
-        raise ConfigError("--bad is needed: the nightly with the bug (or --forget alone, to "
-                          "drop a stored verdict)")
+        raise ConfigError(
+            "--bad is needed: the nightly with the bug (or --forget alone, to "
+            "drop a stored verdict)"
+        )
     if args.bad is None and (args.good is not None or args.walk_limit is not None):
         raise ConfigError("--good and --walk-limit need --bad too")
     if args.script is not None and (args.case or args.trials or args.probe):
@@ -188,15 +299,21 @@ def _options(args: argparse.Namespace) -> BisectOptions:
     if args.trials is not None and args.trials < 1:
         raise ConfigError("--trials must be at least 1")
     if args.min_affected is not None and (
-            args.min_affected < 1 or (args.trials and args.min_affected > args.trials)):
+        args.min_affected < 1 or (args.trials and args.min_affected > args.trials)
+    ):
         raise ConfigError("--min-affected must be between 1 and --trials")
     if not args.timeout > 0 or math.isinf(args.timeout):  # `not >`: NaN is refused too
         raise ConfigError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     if args.walk_limit is not None and (args.good is not None or args.walk_limit < 1):
-        raise ConfigError("--walk-limit is for a bisection without --good, and a whole number of "
-                          "days of at least 1")
-    if args.pytorch_repo is not None and args.repo is not None and \
-            args.repo.resolve() != args.pytorch_repo.resolve():
+        raise ConfigError(
+            "--walk-limit is for a bisection without --good, and a whole number of "
+            "days of at least 1"
+        )
+    if (
+        args.pytorch_repo is not None
+        and args.repo is not None
+        and args.repo.resolve() != args.pytorch_repo.resolve()
+    ):
         raise ConfigError("--repo and --pytorch-repo name two clones: give --pytorch-repo alone")
     if args.pytorch_repo is not None and args.bad is None:
         raise ConfigError("--pytorch-repo needs --bad (and the rest of a bisection)")
@@ -204,20 +321,34 @@ def _options(args: argparse.Namespace) -> BisectOptions:
     if args.script is None:
         probe_info(probe)  # a probe that is not there, or does not read: one sentence, exit 2
     if args.repeat is not None and (args.script is None or args.repeat < 1):
-        raise ConfigError("--repeat needs --script and a whole number of at least 1; racy "
-                          "probe cases take --trials and --min-affected instead")
+        raise ConfigError(
+            "--repeat needs --script and a whole number of at least 1; racy "
+            "probe cases take --trials and --min-affected instead"
+        )
     return BisectOptions(
-        good=args.good, bad=args.bad or "",
+        good=args.good,
+        bad=args.bad or "",
         direction=Direction.FIX if args.find_fix else Direction.REGRESSION,
-        cuda=args.cuda, python=args.python, platform=args.platform,
-        probe=probe, script=args.script, trials=args.trials,
+        cuda=args.cuda,
+        python=args.python,
+        platform=args.platform,
+        probe=probe,
+        script=args.script,
+        trials=args.trials,
         case=args.case or ("" if args.script is not None else _default_case(probe)),
-        min_affected=args.min_affected, index_url=args.index_url, backend=args.backend,
-        store=args.store, workdir=args.workdir, repo=args.pytorch_repo or args.repo,
-        narrow=args.pytorch_repo is not None, github=not args.no_github,
-        timeout=args.timeout, overlay=args.overlay,
+        min_affected=args.min_affected,
+        index_url=args.index_url,
+        backend=args.backend,
+        store=args.store,
+        workdir=args.workdir,
+        repo=args.pytorch_repo or args.repo,
+        narrow=args.pytorch_repo is not None,
+        github=not args.no_github,
+        timeout=args.timeout,
+        overlay=args.overlay,
         repeat=args.repeat or (2 if args.script is not None else 1),
-        walk_limit=args.walk_limit or DEFAULT_LIMIT)
+        walk_limit=args.walk_limit or DEFAULT_LIMIT,
+    )
 
 
 def _default_case(probe: str) -> str:
@@ -226,8 +357,10 @@ def _default_case(probe: str) -> str:
     CASE_LABELS)."""
     info = probe_info(probe)
     if not info.deciding_case:
-        raise ConfigError(f"--probe {probe}: its file {info.path} names no case (BISECT_CASE or "
-                          "CASE_LABELS), so name the case that decides with --case")
+        raise ConfigError(
+            f"--probe {probe}: its file {info.path} names no case (BISECT_CASE or "
+            "CASE_LABELS), so name the case that decides with --case"
+        )
     return info.deciding_case
 
 
@@ -248,13 +381,18 @@ class _Console(Progress):
             self.say_default = False
         first, last = cands.candidates[0], cands.candidates[-1]
         bound = math.ceil(math.log2(len(cands.candidates))) + 2
-        again = "" if self.repeat < 2 else f" (--repeat {self.repeat}: each judged now runs " \
+        again = (
+            ""
+            if self.repeat < 2
+            else f" (--repeat {self.repeat}: each judged now runs "
             f"{self.repeat} times, the two that decide the range {self.repeat - 1} more)"
-        gaps = f" ({len(cands.missing)} dates have none)" if first.date and not first.commit \
-            else ""
-        self._say(f"{len(cands.candidates)} {_kind(first)} from {first.key} to {last.key}{gaps}; "
-                  f"at most {bound} probes while none is unknown{again}; {stored} already "
-                  "judged in the store")
+        )
+        gaps = f" ({len(cands.missing)} dates have none)" if first.date and not first.commit else ""
+        self._say(
+            f"{len(cands.candidates)} {_kind(first)} from {first.key} to {last.key}{gaps}; "
+            f"at most {bound} probes while none is unknown{again}; {stored} already "
+            "judged in the store"
+        )
         self._say(f"rule: {rule}")
 
     def probing(self, cand: Candidate, *, left: int) -> None:

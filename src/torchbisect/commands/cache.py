@@ -24,18 +24,27 @@ from ..errors import ConfigError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    flags.add_backend_option(parser, "whose cache (default: the backend of the newest run in "
-                                     "--store; without one, docker when an engine answers, else "
-                                     "venv)")
+    flags.add_backend_option(
+        parser,
+        "whose cache (default: the backend of the newest run in "
+        "--store; without one, docker when an engine answers, else "
+        "venv)",
+    )
     flags.add_store_option(parser, "the store whose newest run names the backend")
-    parser.add_argument("--prune", action="store_true",
-                        help="docker: `uv cache prune --ci` in the volume; venv: remove the "
-                             "cells' venvs and `uv cache prune --ci` on this host (uv's cache is "
-                             "shared with other uv users); every downloaded wheel goes, the next "
-                             "run downloads what it installs")
-    flags.add_workdir_option(parser, "venv: the work folder whose venvs are measured or pruned; "
-                                     "docker: where the log of the container that measures or "
-                                     "prunes goes (under docker/_uv-cache/)")
+    parser.add_argument(
+        "--prune",
+        action="store_true",
+        help="docker: `uv cache prune --ci` in the volume; venv: remove the "
+        "cells' venvs and `uv cache prune --ci` on this host (uv's cache is "
+        "shared with other uv users); every downloaded wheel goes, the next "
+        "run downloads what it installs",
+    )
+    flags.add_workdir_option(
+        parser,
+        "venv: the work folder whose venvs are measured or pruned; "
+        "docker: where the log of the container that measures or "
+        "prunes goes (under docker/_uv-cache/)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,8 +55,10 @@ def run(args: argparse.Namespace) -> int:
     can = capabilities(name)
     if not can.keeps:
         keepers = [other for other in BACKENDS if capabilities(other).keeps]
-        raise ConfigError(f"{label(name)} ({why}) keeps nothing between runs: choose "
-                          f"{' or '.join(f'--backend {other}' for other in keepers)}")
+        raise ConfigError(
+            f"{label(name)} ({why}) keeps nothing between runs: choose "
+            f"{' or '.join(f'--backend {other}' for other in keepers)}"
+        )
     print(f"backend: {name} ({why}), which keeps {can.keeps}", flush=True)
     backend = backend_class(name)(BackendOptions(workdir=workdir))
     if not args.prune:
@@ -58,10 +69,11 @@ def run(args: argparse.Namespace) -> int:
     from ..utils.words import visible
 
     # not while a matrix, probe or bisect builds in the same work folder
-    with runlock.hold([workdir] if can.keeps_in_workdir else [],
-                      command="torchbisect cache --prune",
-                      say=lambda text: print(f"torchbisect cache: {visible(text)}",
-                                             file=sys.stderr)):
+    with runlock.hold(
+        [workdir] if can.keeps_in_workdir else [],
+        command="torchbisect cache --prune",
+        say=lambda text: print(f"torchbisect cache: {visible(text)}", file=sys.stderr),
+    ):
         for line in backend.prune_kept():
             print(line)
     return 0
@@ -79,8 +91,9 @@ def _chosen(args: argparse.Namespace) -> tuple[str, str]:
         from ..store.db import Store
 
         with Store(args.store, read_only=True) as store:
-            used = [r for r in store.latest()
-                    if r.backend in BACKENDS and capabilities(r.backend).keeps]
+            used = [
+                r for r in store.latest() if r.backend in BACKENDS and capabilities(r.backend).keeps
+            ]
         if used:
             newest = max(used, key=lambda r: r.started).backend
             return newest, f"the newest run in {args.store} used it; choose with --backend"

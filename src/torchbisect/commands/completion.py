@@ -10,8 +10,11 @@ import argparse
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("shell", choices=("bash", "zsh", "fish", "tcsh", "powershell"),
-                        help="the shell to complete in")
+    parser.add_argument(
+        "shell",
+        choices=("bash", "zsh", "fish", "tcsh", "powershell"),
+        help="the shell to complete in",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

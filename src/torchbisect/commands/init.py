@@ -16,9 +16,14 @@ from ..errors import ConfigError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", nargs="?", type=Output("file"), default=Path(defaults.PROJECT_FILE),
-                        help="the matrix file to write (default: %(default)s); its schema, "
-                             "matrix.schema.json, goes beside it for editors")
+    parser.add_argument(
+        "path",
+        nargs="?",
+        type=Output("file"),
+        default=Path(defaults.PROJECT_FILE),
+        help="the matrix file to write (default: %(default)s); its schema, "
+        "matrix.schema.json, goes beside it for editors",
+    )
     parser.add_argument("--force", action="store_true", help="overwrite an existing file")
 
 
@@ -27,14 +32,18 @@ def run(args: argparse.Namespace) -> int:
 
     path: Path = args.path
     if path.exists() and not args.force:
-        raise ConfigError(f"{path} exists already: edit it, or pass --force to replace it with "
-                          "torchbisect's default")
+        raise ConfigError(
+            f"{path} exists already: edit it, or pass --force to replace it with "
+            "torchbisect's default"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(defaults.packaged_matrix().read_text(encoding="utf-8"), encoding="utf-8")
     (path.parent / "matrix.schema.json").write_text(schema_text(), encoding="utf-8")
-    print(f"wrote {path} (and matrix.schema.json beside it, for editors): edit it, then "
-          f"`torchbisect plan{_matrix_flag(path)}` lists its builds and what they cost, and "
-          f"`torchbisect matrix{_matrix_flag(path)}` probes them")
+    print(
+        f"wrote {path} (and matrix.schema.json beside it, for editors): edit it, then "
+        f"`torchbisect plan{_matrix_flag(path)}` lists its builds and what they cost, and "
+        f"`torchbisect matrix{_matrix_flag(path)}` probes them"
+    )
     return 0
 
 

@@ -41,38 +41,67 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     flags.add_matrix_option(parser)
     flags.add_lock_options(parser, writes=True)
-    flags.add_backend_option(parser, "where cells are installed (default: docker when an "
-                                     "engine answers, else venv)")
-    add("--overlay", action="store_true",
+    flags.add_backend_option(
+        parser, "where cells are installed (default: docker when an engine answers, else venv)"
+    )
+    add(
+        "--overlay",
+        action="store_true",
         help="install only the torch wheel (--no-deps) over an environment that has the CUDA "
-             "libraries, for every cell")
+        "libraries, for every cell",
+    )
     flags.add_store_option(parser, writes=True)
-    add("--shard", metavar="I/N", type=flags.shard_spec,
-        help="run only shard I of N (cells split by a hash of their id)")
-    add("--cells", metavar="GLOB,…", help="only the cells whose id matches a pattern "
-                                         "(e.g. 'stable-*,nightly-202610*')")
+    add(
+        "--shard",
+        metavar="I/N",
+        type=flags.shard_spec,
+        help="run only shard I of N (cells split by a hash of their id)",
+    )
+    add(
+        "--cells",
+        metavar="GLOB,…",
+        help="only the cells whose id matches a pattern (e.g. 'stable-*,nightly-202610*')",
+    )
     add("--skip", metavar="GLOB,…", help="leave out the cells whose id matches a pattern")
     add("--force", action="store_true", help="probe cells even when a verdict is stored")
-    add("--allow-no-gpu", action="store_true",
-        help="without a GPU, still install and probe every cell (the probe reports `skipped`)")
-    flags.add_interpreter_option(parser, "interpreter that has the CUDA libraries: overlays "
-                                         "install over it and the preinstalled cell tests its "
-                                         "torch (default: the one running torchbisect)")
+    add(
+        "--allow-no-gpu",
+        action="store_true",
+        help="without a GPU, still install and probe every cell (the probe reports `skipped`)",
+    )
+    flags.add_interpreter_option(
+        parser,
+        "interpreter that has the CUDA libraries: overlays "
+        "install over it and the preinstalled cell tests its "
+        "torch (default: the one running torchbisect)",
+    )
     flags.add_workdir_option(parser, "venvs, downloads and probe output")
     flags.add_out_option(parser, "report folder; cell logs go to OUT/logs/")
     add("--no-report", action="store_true", help="store results but render no report")
-    add("--jobs", type=flags.positive, metavar="N",
-        help="cells installed ahead of the probes (default: two per GPU)")
+    add(
+        "--jobs",
+        type=flags.positive,
+        metavar="N",
+        help="cells installed ahead of the probes (default: two per GPU)",
+    )
     flags.add_fail_on_option(parser)
     flags.add_json_option(parser)
     kinds = parser.add_argument_group("runner kinds (runners.yaml)")
-    kinds.add_argument("--runners", type=Path, metavar="PATH",
-                       help="the declared runner kinds; with --kind, this runner is checked "
-                            "against its kind first and the shard's attendance is stored")
+    kinds.add_argument(
+        "--runners",
+        type=Path,
+        metavar="PATH",
+        help="the declared runner kinds; with --kind, this runner is checked "
+        "against its kind first and the shard's attendance is stored",
+    )
     kinds.add_argument("--kind", metavar="NAME", help="which declared kind this runner is")
-    kinds.add_argument("--lock-dir", type=Path, metavar="DIR",
-                       help="with --kind: the kind's lock is DIR/<name>.lock.json (default: "
-                            "<matrix>.locks/ next to the matrix file, as `plan --runners`)")
+    kinds.add_argument(
+        "--lock-dir",
+        type=Path,
+        metavar="DIR",
+        help="with --kind: the kind's lock is DIR/<name>.lock.json (default: "
+        "<matrix>.locks/ next to the matrix file, as `plan --runners`)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,8 +117,10 @@ def run(args: argparse.Namespace) -> int:
     flags.write_json(args.json, done.runs)
     failed = [r for r in done.new if r.status is RunStatus.INFRA_FAILURE]
     if failed:
-        console.print(f"{count(len(failed), 'cell')} failed for infrastructure reasons (see the "
-                      f"note column and {options.logs}/); they are retried on the next run")
+        console.print(
+            f"{count(len(failed), 'cell')} failed for infrastructure reasons (see the "
+            f"note column and {options.logs}/); they are retried on the next run"
+        )
     return flags.exit_status(done.runs, args.fail_on)
 
 
@@ -107,13 +138,31 @@ def matrix_options(args: argparse.Namespace) -> MatrixOptions:
     if driver is None and kind is not None and kind.driver:  # the cells the plan job chose
         driver = kind.driver
     return MatrixOptions(
-        matrix=args.matrix, config=config, offline=args.offline, driver=driver,
-        lock=lock_path(args.matrix, lock=args.lock, lock_dir=args.lock_dir,
-                       kind=kind.name if kind is not None else None),
-        backend=args.backend, overlay=args.overlay, store=args.store, cells=args.cells,
-        skip=args.skip, shard=args.shard, force=args.force, allow_no_gpu=args.allow_no_gpu,
-        interpreter=args.interpreter, workdir=args.workdir or defaults.WORKDIR,
-        logs=args.out / "logs", jobs=args.jobs, runners=runners, kind=kind)
+        matrix=args.matrix,
+        config=config,
+        offline=args.offline,
+        driver=driver,
+        lock=lock_path(
+            args.matrix,
+            lock=args.lock,
+            lock_dir=args.lock_dir,
+            kind=kind.name if kind is not None else None,
+        ),
+        backend=args.backend,
+        overlay=args.overlay,
+        store=args.store,
+        cells=args.cells,
+        skip=args.skip,
+        shard=args.shard,
+        force=args.force,
+        allow_no_gpu=args.allow_no_gpu,
+        interpreter=args.interpreter,
+        workdir=args.workdir or defaults.WORKDIR,
+        logs=args.out / "logs",
+        jobs=args.jobs,
+        runners=runners,
+        kind=kind,
+    )
 
 
 def _kind(args: argparse.Namespace) -> tuple[Runners | None, Kind | None]:
@@ -138,18 +187,24 @@ def _summary(new: list[CellRun], reused: list[CellRun], console: Console, *, log
 
     if not new and not reused:
         return
-    title = (f"{count(len(new) + len(reused), 'cell')}: {len(new)} probed now, "
-             f"{len(reused)} from the store")
-    print_summary([*new, *reused], stored=[r.cell.run_name for r in reused], console=console,
-                  title=title)
+    title = (
+        f"{count(len(new) + len(reused), 'cell')}: {len(new)} probed now, "
+        f"{len(reused)} from the store"
+    )
+    print_summary(
+        [*new, *reused], stored=[r.cell.run_name for r in reused], console=console, title=title
+    )
     if new:
-        console.print(f"cell logs: {logs}/<cell id>.log (<cell id>.<probe>.log for a probe "
-                      "other than stale_replay)" if any(r.cell.run_name != r.cell.id for r in new)
-                      else f"cell logs: {logs}/<cell id>.log", highlight=False)
+        console.print(
+            f"cell logs: {logs}/<cell id>.log (<cell id>.<probe>.log for a probe "
+            "other than stale_replay)"
+            if any(r.cell.run_name != r.cell.id for r in new)
+            else f"cell logs: {logs}/<cell id>.log",
+            highlight=False,
+        )
 
 
-def _render(options: MatrixOptions, out: Path, console: Console, *,
-            empty_reason: str = "") -> None:
+def _render(options: MatrixOptions, out: Path, console: Console, *, empty_reason: str = "") -> None:
     from ..report import render
     from ..store.db import Store
 
@@ -157,6 +212,12 @@ def _render(options: MatrixOptions, out: Path, console: Console, *,
     # declared kinds reported, as the published one does.
     page = flags.page_inputs(options.config, options.matrix, options.runners)
     with Store(options.store) as store:
-        for path in render(store, out, empty_reason=empty_reason, links=page.links,
-                           runners=page.runners, probes=page.probes):
+        for path in render(
+            store,
+            out,
+            empty_reason=empty_reason,
+            links=page.links,
+            runners=page.runners,
+            probes=page.probes,
+        ):
             console.print(f"wrote {path}", highlight=False)

@@ -43,20 +43,42 @@ NEEDS = Needs(holds=("out",))  # the store it writes, locked against a second ru
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("out", type=Output("file"), metavar="OUT",
-                        help="store to merge into (created if missing; .json: write an export)")
-    parser.add_argument("inputs", type=Path, nargs="+", metavar="INPUT",
-                        help="SQLite stores or JSON exports to merge")
-    parser.add_argument("--shards", type=Path, metavar="DIR",
-                        help="also every DIR/*/shard.sqlite (the probe jobs' store-shard-* "
-                             "artifacts); none there is said, and is no error")
-    parser.add_argument("--allow-missing", type=Path, action="append", default=[], metavar="PATH",
-                        help="an INPUT that may not exist yet, e.g. the previous store on a first "
-                             "run (repeatable); any other missing input is an error")
-    parser.add_argument("--roll-call", action="store_true",
-                        help="record this CI run ($GITHUB_RUN_ID) as merged: the page then takes "
-                             "it as the latest run, and says which runner kinds did not report "
-                             "in it, even if none did")
+    parser.add_argument(
+        "out",
+        type=Output("file"),
+        metavar="OUT",
+        help="store to merge into (created if missing; .json: write an export)",
+    )
+    parser.add_argument(
+        "inputs",
+        type=Path,
+        nargs="+",
+        metavar="INPUT",
+        help="SQLite stores or JSON exports to merge",
+    )
+    parser.add_argument(
+        "--shards",
+        type=Path,
+        metavar="DIR",
+        help="also every DIR/*/shard.sqlite (the probe jobs' store-shard-* "
+        "artifacts); none there is said, and is no error",
+    )
+    parser.add_argument(
+        "--allow-missing",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="an INPUT that may not exist yet, e.g. the previous store on a first "
+        "run (repeatable); any other missing input is an error",
+    )
+    parser.add_argument(
+        "--roll-call",
+        action="store_true",
+        help="record this CI run ($GITHUB_RUN_ID) as merged: the page then takes "
+        "it as the latest run, and says which runner kinds did not report "
+        "in it, even if none did",
+    )
     from ..cli.options import add_json_option
 
     add_json_option(parser)
@@ -66,8 +88,9 @@ def run(args: argparse.Namespace) -> int:
     from ..store.db import Store
 
     say = _say(to_stderr=args.json == "-")
-    inputs = _present(args.inputs + _shards(args.shards, say), allowed=args.allow_missing,
-                      out=args.out, say=say)
+    inputs = _present(
+        args.inputs + _shards(args.shards, say), allowed=args.allow_missing, out=args.out, say=say
+    )
     with tempfile.TemporaryDirectory(prefix="torchbisect-merge-") as tmp:
         scratch = Path(tmp) / "merge.sqlite"
         with Store(scratch) as work:
@@ -97,8 +120,10 @@ def _shards(folder: Path | None, say: Callable[[str], None]) -> list[Path]:
         return []
     found = sorted(folder.glob("*/shard.sqlite")) if folder.is_dir() else []
     if not found:
-        say(f"{folder}: no shard store (*/shard.sqlite) there: no shard of any runner kind "
-            "reported, so none is merged")
+        say(
+            f"{folder}: no shard store (*/shard.sqlite) there: no shard of any runner kind "
+            "reported, so none is merged"
+        )
     return found
 
 
@@ -131,14 +156,17 @@ def _say(*, to_stderr: bool) -> Callable[[str], None]:
     return lambda text: print(visible(text), file=sys.stderr if to_stderr else sys.stdout)
 
 
-def _present(inputs: list[Path], *, allowed: list[Path], out: Path,
-             say: Callable[[str], None]) -> list[Path]:
+def _present(
+    inputs: list[Path], *, allowed: list[Path], out: Path, say: Callable[[str], None]
+) -> list[Path]:
     """The inputs to read, after refusing (before anything is written) any that is missing and
     not allowed to be, or that cannot be read."""
     stray = [str(p) for p in allowed if p not in inputs]
     if stray:
-        raise ConfigError(f"--allow-missing {', '.join(stray)}: not among the inputs; name the "
-                          "same path as the INPUT it excuses")
+        raise ConfigError(
+            f"--allow-missing {', '.join(stray)}: not among the inputs; name the "
+            "same path as the INPUT it excuses"
+        )
     kept = []
     for path in inputs:
         if path.resolve() == out.resolve() and out.suffix != ".json":
@@ -153,14 +181,19 @@ def _present(inputs: list[Path], *, allowed: list[Path], out: Path,
 
 def _readable(path: Path) -> None:
     if not path.exists():
-        raise ConfigError(f"{path}: no such file, so nothing was merged; check the path, or pass "
-                          f"--allow-missing {path} when it rightly does not exist yet")
+        raise ConfigError(
+            f"{path}: no such file, so nothing was merged; check the path, or pass "
+            f"--allow-missing {path} when it rightly does not exist yet"
+        )
     if not path.is_file():
-        raise ConfigError(f"{path}: is not a file, so nothing was merged; give a results .sqlite "
-                          "file or a JSON export")
+        raise ConfigError(
+            f"{path}: is not a file, so nothing was merged; give a results .sqlite "
+            "file or a JSON export"
+        )
     try:
         with path.open("rb") as fh:
             fh.read(1)
     except OSError as err:
-        raise ConfigError(f"{path}: cannot be read ({err.strerror}), so nothing was "
-                          "merged") from None
+        raise ConfigError(
+            f"{path}: cannot be read ({err.strerror}), so nothing was merged"
+        ) from None

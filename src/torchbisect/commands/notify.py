@@ -35,22 +35,48 @@ if TYPE_CHECKING:
 def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     flags.add_store_option(parser, "result store to read")
-    add("--summary", type=Path, metavar="MD",
+    add(
+        "--summary",
+        type=Path,
+        metavar="MD",
         help="the folder `report` wrote (each regression's summary.md in it), or one summary.md "
-             "(a store of one regression, or with --probe); required without --fix")
-    add("--fix", action="store_true",
-        help="report the fix status of a `bisect --find-fix` store instead of the verdicts")
-    add("--probe", metavar="NAME",
-        help="tell only this regression (a probe of the store); default: each one in it")
-    add("--runners", type=Path, metavar="YAML",
+        "(a store of one regression, or with --probe); required without --fix",
+    )
+    add(
+        "--fix",
+        action="store_true",
+        help="report the fix status of a `bisect --find-fix` store instead of the verdicts",
+    )
+    add(
+        "--probe",
+        metavar="NAME",
+        help="tell only this regression (a probe of the store); default: each one in it",
+    )
+    add(
+        "--runners",
+        type=Path,
+        metavar="YAML",
         help="runners.yaml: also tell when a declared runner kind stops (or starts) reporting "
-             "in the store's latest run (not with --fix)")
-    add("--summary-out", type=flags.Output("append"), metavar="FILE",
-        help="append what was found and told here (e.g. $GITHUB_STEP_SUMMARY)")
-    add("--repo", default=os.environ.get("GITHUB_REPOSITORY"), metavar="OWNER/NAME",
-        help="repository of the issue (default: $GITHUB_REPOSITORY)")
-    add("--api-url", default=os.environ.get("GITHUB_API_URL") or "https://api.github.com",
-        metavar="URL", help="GitHub REST API (default: $GITHUB_API_URL or api.github.com)")
+        "in the store's latest run (not with --fix)",
+    )
+    add(
+        "--summary-out",
+        type=flags.Output("append"),
+        metavar="FILE",
+        help="append what was found and told here (e.g. $GITHUB_STEP_SUMMARY)",
+    )
+    add(
+        "--repo",
+        default=os.environ.get("GITHUB_REPOSITORY"),
+        metavar="OWNER/NAME",
+        help="repository of the issue (default: $GITHUB_REPOSITORY)",
+    )
+    add(
+        "--api-url",
+        default=os.environ.get("GITHUB_API_URL") or "https://api.github.com",
+        metavar="URL",
+        help="GitHub REST API (default: $GITHUB_API_URL or api.github.com)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,11 +84,14 @@ def run(args: argparse.Namespace) -> int:
     from ..store.db import Store
 
     if not args.fix and args.summary is None:
-        raise ConfigError("--summary MD is required (the summary.md that `report` wrote), "
-                          "or pass --fix")
+        raise ConfigError(
+            "--summary MD is required (the summary.md that `report` wrote), or pass --fix"
+        )
     if args.fix and args.runners is not None:
-        raise ConfigError("--runners is for the matrix's notification; the fix check "
-                          "(--fix) reads no runner kinds: drop one of them")
+        raise ConfigError(
+            "--runners is for the matrix's notification; the fix check "
+            "(--fix) reads no runner kinds: drop one of them"
+        )
     runners = _runners(args.runners)
     if not args.store.is_file():
         raise ConfigError(f"no result store at {args.store}: pass --store PATH")
@@ -74,8 +103,9 @@ def run(args: argparse.Namespace) -> int:
     api = _api(args)
     undecided: list[str] = []
     for probe, mine in groups.items():
-        fix = _tell_one(args, api, probe, mine, bisections, site, len(groups) > 1, runners,
-                        attendance)
+        fix = _tell_one(
+            args, api, probe, mine, bisections, site, len(groups) > 1, runners, attendance
+        )
         if fix is not None and not fix.decided:
             undecided.append(fix.text)
     if undecided:
@@ -83,8 +113,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _regressions(runs: list[CellRun], probe: str | None,
-                 fix: bool) -> dict[str, list[CellRun]]:
+def _regressions(runs: list[CellRun], probe: str | None, fix: bool) -> dict[str, list[CellRun]]:
     """Each regression's runs: the probe asked for, else every probe in the store (the fix
     check's store is one search's: its one probe, the default one when it holds none)."""
     from ..report.site import by_probe
@@ -97,9 +126,17 @@ def _regressions(runs: list[CellRun], probe: str | None,
     return groups or {defaults.PROBE: []}
 
 
-def _tell_one(args: argparse.Namespace, api: GitHub | None, probe: str, runs: list[CellRun],
-              bisections: list[BisectResult], site: list[str], named: bool,
-              runners: Runners | None, attendance: list[Attendance]) -> FixStatus | None:
+def _tell_one(
+    args: argparse.Namespace,
+    api: GitHub | None,
+    probe: str,
+    runs: list[CellRun],
+    bisections: list[BisectResult],
+    site: list[str],
+    named: bool,
+    runners: Runners | None,
+    attendance: list[Attendance],
+) -> FixStatus | None:
     """Say one regression's news (named, among several), print it and append it to
     --summary-out; its fix status.  `site`: every regression the report drew."""
     from ..page.regression import regression_for
@@ -118,13 +155,22 @@ def _tell_one(args: argparse.Namespace, api: GitHub | None, probe: str, runs: li
     elif fix is not None and not fix.decided:
         told = "the status issue is left as it is"
     else:
-        done = tell(api, args.repo, section="fix" if args.fix else "matrix",
-                    markdown=markdown, verdicts=verdicts, fix=fix,
-                    kinds=_kinds(runners, attendance, verdicts) if runners else None,
-                    probe=probe, title=regression.title)
-        told = "".join(f"note: {n}\n" for n in done.notes) + \
-            f"status issue #{done.number}: {done.action}" + "".join(
-            f"\n- {c}" for c in done.changes)
+        done = tell(
+            api,
+            args.repo,
+            section="fix" if args.fix else "matrix",
+            markdown=markdown,
+            verdicts=verdicts,
+            fix=fix,
+            kinds=_kinds(runners, attendance, verdicts) if runners else None,
+            probe=probe,
+            title=regression.title,
+        )
+        told = (
+            "".join(f"note: {n}\n" for n in done.notes)
+            + f"status issue #{done.number}: {done.action}"
+            + "".join(f"\n- {c}" for c in done.changes)
+        )
     head = f"{regression.title} ({probe}): " if named else ""
     print(f"{head}{said}\n{told}")
     if args.summary_out:
@@ -140,23 +186,25 @@ def _summary_of(summary: Path, probe: str, probes: list[str], chosen: bool) -> P
 
     if not summary.is_dir():
         if len(probes) > 1 and not chosen:
-            raise ConfigError(f"the store holds {len(probes)} regressions ({', '.join(probes)}); "
-                              f"--summary {summary} is one summary.md: pass the folder `report` "
-                              "wrote, or --probe NAME")
+            raise ConfigError(
+                f"the store holds {len(probes)} regressions ({', '.join(probes)}); "
+                f"--summary {summary} is one summary.md: pass the folder `report` "
+                "wrote, or --probe NAME"
+            )
         return summary
-    return summary / folder_of(probe) / "summary.md" if len(probes) > 1 else \
-        summary / "summary.md"
+    return summary / folder_of(probe) / "summary.md" if len(probes) > 1 else summary / "summary.md"
 
 
 def _measured(verdicts: dict[str, dict[str, str]]) -> str:
-    """"70 builds with a verdict on 2 GPU models: NVIDIA GB300 (34), NVIDIA H200 (36)"."""
+    """ "70 builds with a verdict on 2 GPU models: NVIDIA GB300 (34), NVIDIA H200 (36)"."""
     from ..utils.words import count
 
     total = count(sum(len(v) for v in verdicts.values()), "build")
     if not verdicts:
         return f"{total} with a verdict"
-    return (f"{total} with a verdict on {count(len(verdicts), 'GPU model')}: "
-            + ", ".join(f"{m} ({len(v)})" for m, v in sorted(verdicts.items())))
+    return f"{total} with a verdict on {count(len(verdicts), 'GPU model')}: " + ", ".join(
+        f"{m} ({len(v)})" for m, v in sorted(verdicts.items())
+    )
 
 
 def _runners(path: Path | None) -> Runners | None:
@@ -167,15 +215,18 @@ def _runners(path: Path | None) -> Runners | None:
     return load_runners(path)
 
 
-def _kinds(runners: Runners, attendance: list[Attendance],
-           verdicts: dict[str, dict[str, str]] | None) -> dict[str, tuple[str, str]]:
+def _kinds(
+    runners: Runners, attendance: list[Attendance], verdicts: dict[str, dict[str, str]] | None
+) -> dict[str, tuple[str, str]]:
     """Each runner kind's attendance state and sentence, as the page says it (page/kinds.py),
     the sentence escaped for a comment."""
     from ..page.kinds import kind_views
     from ..report.writers.markdown import md_text
 
-    return {k.name: (k.state, md_text(k.text))
-            for k in kind_views(runners.kinds, attendance, sorted(verdicts or {}))}
+    return {
+        k.name: (k.state, md_text(k.text))
+        for k in kind_views(runners.kinds, attendance, sorted(verdicts or {}))
+    }
 
 
 def _api(args: argparse.Namespace) -> GitHub | None:
@@ -187,9 +238,11 @@ def _api(args: argparse.Namespace) -> GitHub | None:
     if token and args.repo:
         return GitHub(base_url=args.api_url, token=token)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        raise ConfigError("GITHUB_TOKEN is not set: give the step "
-                          "`env: GITHUB_TOKEN: ${{ github.token }}` and the job "
-                          "`permissions: issues: write`")
+        raise ConfigError(
+            "GITHUB_TOKEN is not set: give the step "
+            "`env: GITHUB_TOKEN: ${{ github.token }}` and the job "
+            "`permissions: issues: write`"
+        )
     return None
 
 

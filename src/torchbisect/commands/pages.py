@@ -14,10 +14,15 @@ from ..exits import Exit
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--repo", type=Path, default=Path.cwd(),
-                        help="the repository's root (default: the current folder)")
-    parser.add_argument("--check", action="store_true",
-                        help="change nothing; exit 6 when a committed page is stale")
+    parser.add_argument(
+        "--repo",
+        type=Path,
+        default=Path.cwd(),
+        help="the repository's root (default: the current folder)",
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; exit 6 when a committed page is stale"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,7 +30,9 @@ def run(args: argparse.Namespace) -> int:
 
     repo = args.repo.resolve()
     if not (repo / "reports").is_dir():
-        raise ConfigError(f"{repo} has no reports/ folder: run this from the root of a clone of "
-                          "torchbisect's repository, or pass --repo")
+        raise ConfigError(
+            f"{repo} has no reports/ folder: run this from the root of a clone of "
+            "torchbisect's repository, or pass --repo"
+        )
     changed = regenerate(repo, check=args.check)
     return Exit.OUT_OF_DATE if args.check and changed else Exit.OK

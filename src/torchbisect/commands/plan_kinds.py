@@ -60,40 +60,61 @@ def run_kinds(options: PlanOptions) -> int:
 
 def _plan_kind(options: PlanOptions, kind: Kind, runners: Runners) -> list[dict[str, object]]:
     """Plan one kind, print its table under its name; its shards as job-matrix entries."""
-    print(f"\n{kind.name}: {kind.gpu}, {kind.platform}, "
-          f"driver {kind.driver or 'not declared'} ({runners.path}:{kind.line})")
+    print(
+        f"\n{kind.name}: {kind.gpu}, {kind.platform}, "
+        f"driver {kind.driver or 'not declared'} ({runners.path}:{kind.line})"
+    )
     if kind.driver is None:
-        print(f"note: {kind.name} declares no driver, so `cuda: auto` takes the newest CUDA tag "
-              f"of each release; add `driver:` (its runners' oldest) at {runners.path}:"
-              f"{kind.line} to plan only what they can run")
+        print(
+            f"note: {kind.name} declares no driver, so `cuda: auto` takes the newest CUDA tag "
+            f"of each release; add `driver:` (its runners' oldest) at {runners.path}:"
+            f"{kind.line} to plan only what they can run"
+        )
     previous = None
     if options.previous_lock_dir is not None:
         previous = lock_path(options.matrix, lock_dir=options.previous_lock_dir, kind=kind.name)
         if not previous.is_file():
-            print(f"note: no previous lock of {kind.name} at {previous}: its first run, so new "
-                  "pins only")
+            print(
+                f"note: no previous lock of {kind.name} at {previous}: its first run, so new "
+                "pins only"
+            )
             previous = None
     lock = lock_path(options.matrix, lock_dir=options.lock_dir, kind=kind.name)
-    locked = plan_one(options, lock=lock, previous=previous, driver=kind.driver,
-                      platform=kind.platform, host_driver=False, kind=kind)
+    locked = plan_one(
+        options,
+        lock=lock,
+        previous=previous,
+        driver=kind.driver,
+        platform=kind.platform,
+        host_driver=False,
+        kind=kind,
+    )
     plan = locked.plan
     stored = stored_cells(options.store, plan, kind=kind)
-    cost = estimate(plan.cells, stored=[c for c, s in stored.items() if s == "yes"],
-                    lock=locked.lock, runs=stored_runs(options.store, kind), gpus=kind.shards)
+    cost = estimate(
+        plan.cells,
+        stored=[c for c, s in stored.items() if s == "yes"],
+        lock=locked.lock,
+        runs=stored_runs(options.store, kind),
+        gpus=kind.shards,
+    )
     print(describe(cost))
     if options.json_dir:
         options.json_dir.mkdir(parents=True, exist_ok=True)
         (options.json_dir / f"{kind.name}.plan.json").write_text(
             json.dumps({**plan.to_json(), "cost": cost.to_json()}, indent=2) + "\n",
-            encoding="utf-8")
+            encoding="utf-8",
+        )
     if not plan.cells:
         print(f"{kind.name}: no cell to probe, so no runner of this kind is asked for")
         return []
     # never more shards than cells: a GPU runner with nothing to probe is a wasted job
     total = min(kind.shards, len(plan.cells))
     print(f"{kind.name}: {count(total, 'shard')} on {list(kind.labels)}")
-    return [{"kind": kind.name, "labels": list(kind.labels), "shard": f"{i}/{total}"}
-            for i in range(1, total + 1)]
+    return [
+        {"kind": kind.name, "labels": list(kind.labels), "shard": f"{i}/{total}"}
+        for i in range(1, total + 1)
+    ]
 
 
 def _write_kinds(output: Path, runners: Runners, kind: Kind) -> None:

@@ -19,31 +19,52 @@ if TYPE_CHECKING:
 _COLUMNS = ("id", "channel", "version", "cuda", "source", "stored")
 
 
-def plan_one(options: PlanOptions, *, lock: Path | None, previous: Path | None,
-             driver: str | None, platform: str | None, host_driver: bool = True,
-             kind: Kind | None = None) -> Locked:
+def plan_one(
+    options: PlanOptions,
+    *,
+    lock: Path | None,
+    previous: Path | None,
+    driver: str | None,
+    platform: str | None,
+    host_driver: bool = True,
+    kind: Kind | None = None,
+) -> Locked:
     """Plan and lock for one machine (or kind), and print its table, what is missing, the notes
     and where the lock went; with `kind`, only its GPU's verdicts count as stored."""
     notes: list[str] = []
-    locked = plan_and_lock(options.planned, matrix=options.matrix, lock=lock, previous=previous,
-                           offline=options.offline, driver=driver, python=options.python,
-                           platform=platform, hasher=sha256_of if options.hash else None,
-                           host_driver=host_driver, note=notes.append)
+    locked = plan_and_lock(
+        options.planned,
+        matrix=options.matrix,
+        lock=lock,
+        previous=previous,
+        offline=options.offline,
+        driver=driver,
+        python=options.python,
+        platform=platform,
+        hasher=sha256_of if options.hash else None,
+        host_driver=host_driver,
+        note=notes.append,
+    )
     plan = locked.plan
     _print_table(plan, stored_cells(options.store, plan, kind=kind))
     for m in plan.missing:
         print(f"missing {m.channel.value} {m.what}: {m.reason}")
     for note in notes:
         print(f"note: {note}")
-    print(f"{count(len(plan.cells), 'cell')}, {count(len(plan.missing), 'requested build')} "
-          "missing; "
-          + (f"lock {'written to' if locked.changed else 'unchanged:'} {locked.path}"
-             if locked.lock.builds else "no wheel to pin, so no lock is written"))
+    print(
+        f"{count(len(plan.cells), 'cell')}, {count(len(plan.missing), 'requested build')} "
+        "missing; "
+        + (
+            f"lock {'written to' if locked.changed else 'unchanged:'} {locked.path}"
+            if locked.lock.builds
+            else "no wheel to pin, so no lock is written"
+        )
+    )
     return locked
 
 
 def stored_cells(store: Path, plan: Plan, *, kind: Kind | None = None) -> dict[str, str]:
-    """"yes"/"no" per cell run name (`Cell.run_name`: a build's cell once per probe); with
+    """ "yes"/"no" per cell run name (`Cell.run_name`: a build's cell once per probe); with
     `kind`, yes only for a verdict measured on its GPU model: one kind's verdict says nothing
     about another's, nor one probe's about another's."""
     if not store.is_file():
@@ -51,8 +72,11 @@ def stored_cells(store: Path, plan: Plan, *, kind: Kind | None = None) -> dict[s
     from ..store.db import Store
 
     with Store(store) as opened:
-        measured = {r.cell.key for r in opened.iter_runs()
-                    if r.status is RunStatus.OK and (kind is None or kind.matches(r.gpu))}
+        measured = {
+            r.cell.key
+            for r in opened.iter_runs()
+            if r.status is RunStatus.OK and (kind is None or kind.matches(r.gpu))
+        }
     return {c.run_name: "yes" if c.key in measured else "no" for c in plan.cells}
 
 
@@ -68,8 +92,17 @@ def stored_runs(store: Path, kind: Kind | None = None) -> list[CellRun]:
 
 
 def _rows(plan: Plan, stored: dict[str, str]) -> list[tuple[str, ...]]:
-    return [(c.run_name, c.channel.value, c.version or "-", c.cuda or "-", source_of(c),
-             stored[c.run_name]) for c in plan.cells]
+    return [
+        (
+            c.run_name,
+            c.channel.value,
+            c.version or "-",
+            c.cuda or "-",
+            source_of(c),
+            stored[c.run_name],
+        )
+        for c in plan.cells
+    ]
 
 
 def source_of(cell: Cell) -> str:
@@ -91,8 +124,12 @@ def _print_table(plan: Plan, stored: dict[str, str]) -> None:
 
         table = Table()
         for name in _COLUMNS:  # ids stay whole; long URLs wrap
-            table.add_column(name, no_wrap=name != "source", overflow="fold",
-                             min_width=40 if name == "source" else None)
+            table.add_column(
+                name,
+                no_wrap=name != "source",
+                overflow="fold",
+                min_width=40 if name == "source" else None,
+            )
         for row in rows:
             table.add_row(*row)
         Console().print(table)

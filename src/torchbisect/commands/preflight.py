@@ -24,14 +24,24 @@ from ..cli import options as flags
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    flags.add_backend_option(parser, "the backend to check (default: the one --flags names, "
-                                     "else docker when an engine answers, else venv)")
-    parser.add_argument("--flags", default="", metavar="TEXT",
-                        help="the extra flags of the run this prepares (e.g. \"$EXTRA_FLAGS\"): "
-                             "the backend they name is the one checked; the rest is not read")
-    parser.add_argument("--image", default=PREFLIGHT_IMAGE,
-                        help="image of the GPU container, pulled when missing (default: "
-                             "%(default)s; any glibc image: the toolkit brings nvidia-smi)")
+    flags.add_backend_option(
+        parser,
+        "the backend to check (default: the one --flags names, "
+        "else docker when an engine answers, else venv)",
+    )
+    parser.add_argument(
+        "--flags",
+        default="",
+        metavar="TEXT",
+        help='the extra flags of the run this prepares (e.g. "$EXTRA_FLAGS"): '
+        "the backend they name is the one checked; the rest is not read",
+    )
+    parser.add_argument(
+        "--image",
+        default=PREFLIGHT_IMAGE,
+        help="image of the GPU container, pulled when missing (default: "
+        "%(default)s; any glibc image: the toolkit brings nvidia-smi)",
+    )
     flags.add_workdir_option(parser, "where the preflight container's log goes")
 
 
@@ -39,19 +49,25 @@ def run(args: argparse.Namespace) -> int:
     from ..backends import BackendOptions, choose_backend
 
     named, purpose = _named_in(args.flags)
-    backend = choose_backend(args.backend or named,
-                             BackendOptions(workdir=args.workdir or defaults.WORKDIR),
-                             purpose=purpose,
-                             say=lambda text: print(f"preflight: {text}", flush=True))
+    backend = choose_backend(
+        args.backend or named,
+        BackendOptions(workdir=args.workdir or defaults.WORKDIR),
+        purpose=purpose,
+        say=lambda text: print(f"preflight: {text}", flush=True),
+    )
     if not backend.can.containers:
-        print(f"preflight: {backend.label} probes on this host, not in a container: "
-              "nothing to check beyond `nvidia-smi -L`")
+        print(
+            f"preflight: {backend.label} probes on this host, not in a container: "
+            "nothing to check beyond `nvidia-smi -L`"
+        )
         return 0
     from ..backends.docker_gpu import gpus_in_a_container
 
     gpus = gpus_in_a_container(backend, args.image)
-    print(f"preflight: a container of the docker backend ({args.image}, --gpus all) sees "
-          f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}:")
+    print(
+        f"preflight: a container of the docker backend ({args.image}, --gpus all) sees "
+        f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}:"
+    )
     for line in gpus:
         print(f"  {line}")
     return 0
@@ -69,6 +85,7 @@ def _named_in(text: str) -> tuple[str | None, Purpose]:
     except (ValueError, argparse.ArgumentError) as err:  # an unclosed quote, a missing name
         from ..errors import ConfigError
 
-        raise ConfigError(f"--flags {text!r}: {err}: the run would refuse these flags too; "
-                          "correct them") from None
+        raise ConfigError(
+            f"--flags {text!r}: {err}: the run would refuse these flags too; correct them"
+        ) from None
     return known.backend, Purpose.SCRIPT if known.script is not None else Purpose.BUILDS

@@ -48,38 +48,63 @@ if TYPE_CHECKING:
 
 # It probes on a GPU, and holds only what it is told to write (a one-off probe writes nothing of
 # its own); it plans from --matrix unless asked for the interpreter's own torch.
-NEEDS = flags.Needs(gpu=flags.ALWAYS, holds=("store", "workdir"), default_workdir=False,
-                    plans=lambda args: args.cell != PREINSTALLED_ID)
+NEEDS = flags.Needs(
+    gpu=flags.ALWAYS,
+    holds=("store", "workdir"),
+    default_workdir=False,
+    plans=lambda args: args.cell != PREINSTALLED_ID,
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("cell", nargs="?", default=PREINSTALLED_ID,
+    add(
+        "cell",
+        nargs="?",
+        default=PREINSTALLED_ID,
         help="cell identifier from `torchbisect plan`, or CELL.PROBE as plan prints it "
-             "(default: %(default)s, this interpreter's torch)")
+        "(default: %(default)s, this interpreter's torch)",
+    )
     flags.add_matrix_option(parser, "matrix file the cell comes from")
     flags.add_lock_options(parser)
-    add_backend_option(parser, "default: current for preinstalled; else docker when an engine "
-                               "answers, else venv")
+    add_backend_option(
+        parser, "default: current for preinstalled; else docker when an engine answers, else venv"
+    )
     add("--overlay", action="store_true", help="install only the torch wheel (--no-deps)")
     add("--gpu", type=int, metavar="INDEX", help="GPU to use (default: the first visible one)")
-    add("--probe", metavar="NAME",
+    add(
+        "--probe",
+        metavar="NAME",
         help="the probe to run: NAME.py found in probes/ beside matrix.yaml, in the folders "
-             "TORCHBISECT_PROBES names, or among the shipped ones; a JSON-document probe or a "
-             "plain `git bisect run` script (default: the matrix's for this cell, else "
-             "stale_replay)")
+        "TORCHBISECT_PROBES names, or among the shipped ones; a JSON-document probe or a "
+        "plain `git bisect run` script (default: the matrix's for this cell, else "
+        "stale_replay)",
+    )
     add("--cases", metavar="A,B", help="only these cases (the controls always run)")
     add("--trials", type=int, metavar="N", help="trials of the timing-dependent cases")
-    add("--store", type=flags.Output("file"), metavar="PATH",
+    add(
+        "--store",
+        type=flags.Output("file"),
+        metavar="PATH",
         help=f"store the run in this result store, e.g. {flags.shown(defaults.STORE)} (default: "
-             "not stored)")
-    add_interpreter_option(parser, "interpreter whose torch `preinstalled` tests and over "
-                                   "which overlays install")
-    add("--workdir", type=flags.Output("dir"), metavar="DIR",
+        "not stored)",
+    )
+    add_interpreter_option(
+        parser, "interpreter whose torch `preinstalled` tests and over which overlays install"
+    )
+    add(
+        "--workdir",
+        type=flags.Output("dir"),
+        metavar="DIR",
         help="venvs and downloads (default: a temporary folder for preinstalled; else "
-             f"{flags.shown(defaults.WORKDIR)}/)")
-    add("--out", type=flags.Output("dir"), metavar="OUT",
-        help="keep the log as OUT/logs/<cell>.log (default: no log is kept)")
+        f"{flags.shown(defaults.WORKDIR)}/)",
+    )
+    add(
+        "--out",
+        type=flags.Output("dir"),
+        metavar="OUT",
+        help="keep the log as OUT/logs/<cell>.log (default: no log is kept)",
+    )
     add_json_option(parser)
 
 
@@ -114,11 +139,24 @@ def probe_options(args: argparse.Namespace) -> ProbeOptions:
     if asked.probe is not None:
         probe_info(asked.probe)  # a probe that is not there, or not readable: one sentence
     return ProbeOptions(
-        cell=asked.cell, probe=asked.probe, matrix=args.matrix,
-        config=_matrix(args.matrix, asked.cell), lock=args.lock, offline=args.offline,
-        driver=args.driver, backend=args.backend, overlay=args.overlay, gpu=args.gpu,
-        cases=args.cases, trials=args.trials, store=args.store, interpreter=args.interpreter,
-        workdir=args.workdir, out=args.out, json=args.json)
+        cell=asked.cell,
+        probe=asked.probe,
+        matrix=args.matrix,
+        config=_matrix(args.matrix, asked.cell),
+        lock=args.lock,
+        offline=args.offline,
+        driver=args.driver,
+        backend=args.backend,
+        overlay=args.overlay,
+        gpu=args.gpu,
+        cases=args.cases,
+        trials=args.trials,
+        store=args.store,
+        interpreter=args.interpreter,
+        workdir=args.workdir,
+        out=args.out,
+        json=args.json,
+    )
 
 
 def _matrix(matrix: Path, cell: str) -> MatrixConfig | None:
@@ -138,8 +176,9 @@ def _matrix(matrix: Path, cell: str) -> MatrixConfig | None:
 def run(args: argparse.Namespace) -> int:
     options = probe_options(args)
     console = make_console(stderr=options.json == "-")
-    cell = with_torch_version(_overrides(_find(options), options),
-                              python=options.interpreter or host_python())
+    cell = with_torch_version(
+        _overrides(_find(options), options), python=options.interpreter or host_python()
+    )
     _require_torch(cell, options)
     with tempfile.TemporaryDirectory(prefix="torchbisect-probe-") as scratch:
         result = _probe(cell, options, console, scratch=Path(scratch))
@@ -160,11 +199,15 @@ def _probe(cell: Cell, options: ProbeOptions, console: Console, *, scratch: Path
     from ..run import execute
 
     purpose = Purpose.OWN_TORCH if cell.channel is Channel.PREINSTALLED else Purpose.BUILDS
-    workdir = options.workdir or (scratch if cell.channel is Channel.PREINSTALLED
-                                  else defaults.WORKDIR)
-    backend = choose_backend(options.backend,
-                             BackendOptions(python=options.interpreter, workdir=workdir),
-                             purpose=purpose, say=console.print)
+    workdir = options.workdir or (
+        scratch if cell.channel is Channel.PREINSTALLED else defaults.WORKDIR
+    )
+    backend = choose_backend(
+        options.backend,
+        BackendOptions(python=options.interpreter, workdir=workdir),
+        purpose=purpose,
+        say=console.print,
+    )
     gpu = _gpu(options.gpu)
     where = f"on {gpu.name}" if gpu else "without a GPU (a GPU probe can only say it cannot tell)"
     console.print(f"probing {cell.id} {where} with {backend.label}", highlight=False)
@@ -192,8 +235,9 @@ def _asked(text: str, probe: str | None) -> _Asked:
     if not dot or not head or tail not in available():
         return _Asked(cell=text, probe=probe)
     if probe is not None and probe != tail:
-        raise ConfigError(f"the cell {text!r} names the probe {tail} and --probe names {probe}: "
-                          f"give one of them")
+        raise ConfigError(
+            f"the cell {text!r} names the probe {tail} and --probe names {probe}: give one of them"
+        )
     return _Asked(cell=head, probe=tail)
 
 
@@ -209,10 +253,15 @@ def _find(options: ProbeOptions) -> Cell:
         flags.check_patterns(options.config, options.matrix, cell=asked.cell)
     console = make_console(stderr=True)
     try:
-        plan = resolve_plan(options.config, matrix=options.matrix, lock=options.lock,
-                            offline=options.offline, driver=options.driver,
-                            say=lambda text: console.print(text, highlight=False),
-                            preinstalled_only=only_mine)
+        plan = resolve_plan(
+            options.config,
+            matrix=options.matrix,
+            lock=options.lock,
+            offline=options.offline,
+            driver=options.driver,
+            say=lambda text: console.print(text, highlight=False),
+            preinstalled_only=only_mine,
+        )
     except ConfigError as err:
         raise ConfigError(f"cannot look up cell {asked.cell!r}: {err}") from None
     cells: dict[str, list[Cell]] = {}
@@ -237,8 +286,10 @@ def _one_probe(cells: list[Cell], probe: str | None, matrix: Path) -> Cell:
         if len(cells) > 1:
             names = ", ".join(c.probe for c in cells)
             ids = ", ".join(f"{c.id}.{c.probe}" for c in cells)
-            raise ConfigError(f"{matrix} probes {cells[0].id} with {names}: pick one with "
-                              f"--probe NAME, or name the cell with its probe ({ids})")
+            raise ConfigError(
+                f"{matrix} probes {cells[0].id} with {names}: pick one with "
+                f"--probe NAME, or name the cell with its probe ({ids})"
+            )
         return cells[0]
     same = [c for c in cells if c.probe == probe]
     return same[0] if same else dataclasses.replace(cells[0], probe=probe, cases=())
@@ -251,8 +302,10 @@ def _require_torch(cell: Cell, options: ProbeOptions) -> None:
         return
     from ..backends.preinstalled import interpreter_of, no_torch_message
 
-    raise NoTorch("cannot tell: " + no_torch_message(
-        interpreter_of(cell, options.interpreter or host_python())))
+    raise NoTorch(
+        "cannot tell: "
+        + no_torch_message(interpreter_of(cell, options.interpreter or host_python()))
+    )
 
 
 def _overrides(cell: Cell, options: ProbeOptions) -> Cell:
@@ -275,8 +328,10 @@ def _gpu(index: int | None) -> Gpu | None:
     for gpu in gpus:
         if gpu.index == index:
             return gpu
-    raise ConfigError(f"--gpu {index}: no such GPU here (visible: "
-                      f"{', '.join(str(g.index) for g in gpus) or 'none'})")
+    raise ConfigError(
+        f"--gpu {index}: no such GPU here (visible: "
+        f"{', '.join(str(g.index) for g in gpus) or 'none'})"
+    )
 
 
 def _print(run: CellRun, console: Console) -> None:

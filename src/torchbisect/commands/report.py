@@ -30,17 +30,36 @@ if TYPE_CHECKING:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     flags.add_store_option(parser, "result store to read")
-    flags.add_out_option(parser, "folder to write the four files into (with several "
-                                 "regressions: a folder each, and the index page)")
-    parser.add_argument("--probe-json", type=Path, nargs="+", metavar="FILE",
-                        help="render these probe JSON documents instead of the store")
-    parser.add_argument("--bisection", type=Path, action="append", default=[], metavar="FILE",
-                        help="with --probe-json: a bisection result JSON to draw (repeatable)")
-    flags.add_matrix_option(parser, "matrix file whose `references:` the page links, when it "
-                                    "exists")
-    parser.add_argument("--runners", type=Path, metavar="YAML",
-                        help="runners.yaml: say on the page which declared runner kinds reported "
-                             "in the store's latest run and which did not")
+    flags.add_out_option(
+        parser,
+        "folder to write the four files into (with several "
+        "regressions: a folder each, and the index page)",
+    )
+    parser.add_argument(
+        "--probe-json",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="render these probe JSON documents instead of the store",
+    )
+    parser.add_argument(
+        "--bisection",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="with --probe-json: a bisection result JSON to draw (repeatable)",
+    )
+    flags.add_matrix_option(
+        parser, "matrix file whose `references:` the page links, when it exists"
+    )
+    parser.add_argument(
+        "--runners",
+        type=Path,
+        metavar="YAML",
+        help="runners.yaml: say on the page which declared runner kinds reported "
+        "in the store's latest run and which did not",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,15 +81,23 @@ def report_options(args: argparse.Namespace) -> ReportOptions:
     runners = None
     if args.runners is not None:
         if args.probe_json:
-            raise ConfigError("--runners needs the result store (its attendance says which kinds "
-                              "reported); probe documents hold none: drop --runners or "
-                              "--probe-json")
+            raise ConfigError(
+                "--runners needs the result store (its attendance says which kinds "
+                "reported); probe documents hold none: drop --runners or "
+                "--probe-json"
+            )
         from ..config.runners import load_runners
 
         runners = load_runners(args.runners)
-    return ReportOptions(store=args.store, out=args.out, probe_json=tuple(args.probe_json or ()),
-                         bisections=tuple(args.bisection), matrix=args.matrix,
-                         config=flags.matrix_if_there(args.matrix), runners=runners)
+    return ReportOptions(
+        store=args.store,
+        out=args.out,
+        probe_json=tuple(args.probe_json or ()),
+        bisections=tuple(args.bisection),
+        matrix=args.matrix,
+        config=flags.matrix_if_there(args.matrix),
+        runners=runners,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,21 +107,27 @@ def run(args: argparse.Namespace) -> int:
     options = report_options(args)
     page = flags.page_inputs(options.config, options.matrix, options.runners)
     if options.probe_json:
-        paths = render(DocumentSource(list(options.probe_json), list(options.bisections)),
-                       options.out, links=page.links)
+        paths = render(
+            DocumentSource(list(options.probe_json), list(options.bisections)),
+            options.out,
+            links=page.links,
+        )
     elif options.bisections:
         raise ConfigError("--bisection needs --probe-json; stored bisections are drawn already")
     elif not options.store.is_file():
-        raise ConfigError(f"no result store at {options.store}: run `torchbisect matrix` first, "
-                          "or pass --store PATH (or --probe-json FILE …)")
+        raise ConfigError(
+            f"no result store at {options.store}: run `torchbisect matrix` first, "
+            "or pass --store PATH (or --probe-json FILE …)"
+        )
     else:
         from ..store.db import Store
 
         # Not read_only: a read-only connection leaves -wal and -shm files beside the store
         # (published with it in CI); opening one never changes it (store/db.py).
         with Store(options.store) as store:
-            paths = render(store, options.out, links=page.links, runners=page.runners,
-                           probes=page.probes)
+            paths = render(
+                store, options.out, links=page.links, runners=page.runners, probes=page.probes
+            )
     for path in paths:
         print(visible(f"wrote {path}"))  # as `matrix` says it, a path's ESC as ␛
     return 0

@@ -20,18 +20,26 @@ from ..report.documents import SCHEMA_FILES, schema_text
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Output("file"), default=Path("matrix.schema.json"),
-                        help="where to write matrix.yaml's schema (default: matrix.schema.json); "
-                             "runners.schema.json, results.schema.json and probe.schema.json go "
-                             "beside it")
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 6 when a file is out of date")
+    parser.add_argument(
+        "--out",
+        type=Output("file"),
+        default=Path("matrix.schema.json"),
+        help="where to write matrix.yaml's schema (default: matrix.schema.json); "
+        "runners.schema.json, results.schema.json and probe.schema.json go "
+        "beside it",
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 6 when a file is out of date"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     folder = args.out.parent
-    texts = {args.out: matrix_schema_text(), folder / "runners.schema.json": runners_schema_text(),
-             **{folder / file: schema_text(name) for name, file in SCHEMA_FILES.items()}}
+    texts = {
+        args.out: matrix_schema_text(),
+        folder / "runners.schema.json": runners_schema_text(),
+        **{folder / file: schema_text(name) for name, file in SCHEMA_FILES.items()},
+    }
     stale = [path for path, text in texts.items() if _read(path) != text]
     if args.check:
         if stale:

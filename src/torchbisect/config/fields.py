@@ -22,8 +22,11 @@ from .sentences import show
 
 
 def expected(what: str, value: Any, hint: str = "") -> PydanticCustomError:
-    return PydanticCustomError("expected", "expected {what}, got {got}{hint}",
-                               {"what": what, "got": show(value), "hint": hint})
+    return PydanticCustomError(
+        "expected",
+        "expected {what}, got {got}{hint}",
+        {"what": what, "got": show(value), "hint": hint},
+    )
 
 
 def _whole(one: str, many: str, most: int | None = None) -> BeforeValidator:
@@ -35,6 +38,7 @@ def _whole(one: str, many: str, most: int | None = None) -> BeforeValidator:
         if most is not None and value > most:
             raise expected(f"at most {most:,} {many}", value)
         return value
+
     return BeforeValidator(check)
 
 
@@ -66,8 +70,11 @@ class _Matching(GroupedMetadata):
         yield BeforeValidator(self._check)
 
     def _check(self, value: Any) -> str:
-        if isinstance(value, int) and not isinstance(value, bool) and self._compiled.fullmatch(
-                str(value)):
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and self._compiled.fullmatch(str(value))
+        ):
             raise expected(self._what, value, " (put it in quotes: YAML reads it as a number)")
         if not isinstance(value, str) or not self._compiled.fullmatch(value):
             raise expected(self._what, value)
@@ -76,8 +83,11 @@ class _Matching(GroupedMetadata):
 
 def _python(value: Any) -> str:
     if isinstance(value, float):
-        raise expected('a Python version in quotes such as "3.12"', value,
-                        " (YAML reads an unquoted 3.10 as the number 3.1)")
+        raise expected(
+            'a Python version in quotes such as "3.12"',
+            value,
+            " (YAML reads an unquoted 3.10 as the number 3.1)",
+        )
     if not isinstance(value, str) or not re.fullmatch(r"3\.\d{1,2}t?", value):
         raise expected('a Python version such as "3.12" or "3.13t"', value)
     return value
@@ -155,15 +165,17 @@ def _wheel_ref(value: Any, info: ValidationInfo) -> str:
     try:
         parse_wheel_filename(value.rsplit("/", 1)[-1].replace("%2B", "+"))
     except InvalidWheelFilename:
-        raise expected(what + " (named like torch-<version>-<python>-<abi>-<platform>.whl)",
-                        _hidden(value)) from None
+        raise expected(
+            what + " (named like torch-<version>-<python>-<abi>-<platform>.whl)", _hidden(value)
+        ) from None
     return _resolve_path(credentials.remember(value), info)
 
 
 def _index_ref(value: Any, info: ValidationInfo) -> str:
     if not isinstance(value, str) or re.search(r"\{(?!cuda\})", value) or not value:
-        raise expected("an index URL or folder, with {cuda} where the CUDA tag goes",
-                       _hidden(value))
+        raise expected(
+            "an index URL or folder, with {cuda} where the CUDA tag goes", _hidden(value)
+        )
     return _resolve_path(credentials.remember(value), info)
 
 
@@ -186,8 +198,11 @@ def as_list(value: Any) -> list[Any]:
         return [value]
     if isinstance(value, list) and all(isinstance(v, dict) for v in value):
         return value
-    odd = next((v for v in value if not isinstance(v, dict)), None) if isinstance(value, list) \
+    odd = (
+        next((v for v in value if not isinstance(v, dict)), None)
+        if isinstance(value, list)
         else None
+    )
     hint = f" holding {show(odd)}" if isinstance(value, list) else ""
     raise expected("a mapping or a list of mappings", value, hint)
 
@@ -217,8 +232,9 @@ _NAME_IS = "a name of letters, digits, '.', '_' or '-'"
 Name = Annotated[str, _Matching(_NAME, _NAME_IS), BeforeValidator(lambda value: _short_name(value))]
 EnvName = Annotated[str, _Matching(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name")]
 Sha256 = Annotated[str, _Matching(r"[0-9a-fA-F]{64}", "a sha256 of 64 hex digits")]
-ImageRef = Annotated[str, _Matching(
-    r"\S+", "a container image such as nvidia/cuda:13.0.1-base-ubuntu24.04")]
+ImageRef = Annotated[
+    str, _Matching(r"\S+", "a container image such as nvidia/cuda:13.0.1-base-ubuntu24.04")
+]
 EnvValue = Annotated[str, BeforeValidator(_env_value)]
 Python = Annotated[str, StringConstraints(pattern=r"^3\.\d{1,2}t?$"), BeforeValidator(_python)]
 Day = Annotated[date, BeforeValidator(_day)]
@@ -231,19 +247,29 @@ def _probe_names(value: Any) -> list[str]:
     names = [value] if not isinstance(value, list) else value
     for name in names:
         _short_name(name)
-        if isinstance(name, int) and not isinstance(name, bool) and re.fullmatch(_NAME,
-                                                                                str(name)):
+        if isinstance(name, int) and not isinstance(name, bool) and re.fullmatch(_NAME, str(name)):
             raise expected(_NAME_IS, name, " (put it in quotes: YAML reads it as a number)")
         if not isinstance(name, str) or not re.fullmatch(_NAME, name):
-            raise expected(_NAME_IS if not isinstance(value, list) else
-                           f"a list of probe names ({_NAME_IS})", name)
+            raise expected(
+                _NAME_IS if not isinstance(value, list) else f"a list of probe names ({_NAME_IS})",
+                name,
+            )
     return list(names)
 
 
 # A probe's name, or a list of them; the schema says both.
-ProbeNames = Annotated[list[str], BeforeValidator(_probe_names), WithJsonSchema({"anyOf": [
-    {"type": "string", "pattern": f"^(?:{_NAME})$"},
-    {"type": "array", "items": {"type": "string", "pattern": f"^(?:{_NAME})$"}}]})]
+ProbeNames = Annotated[
+    list[str],
+    BeforeValidator(_probe_names),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": f"^(?:{_NAME})$"},
+                {"type": "array", "items": {"type": "string", "pattern": f"^(?:{_NAME})$"}},
+            ]
+        }
+    ),
+]
 MAX_TRIALS = 1_000_000  # the probe's default is 20; a million is hours of replays per case
 Trials = Annotated[int, Ge(1), Le(MAX_TRIALS), _whole("trial", "trials", MAX_TRIALS)]
 Seconds = Annotated[float, Gt(0), BeforeValidator(_seconds)]

@@ -59,8 +59,17 @@ from .fields import (
 )
 from .sentences import parse_yaml, read_config, sentence
 
-DEFAULT_CUDA_TAGS = ("cu118", "cu121", "cu124", "cu126", "cu128", "cu129", "cu130", "cu132",
-                     "cu134")
+DEFAULT_CUDA_TAGS = (
+    "cu118",
+    "cu121",
+    "cu124",
+    "cu126",
+    "cu128",
+    "cu129",
+    "cu130",
+    "cu132",
+    "cu134",
+)
 # `last: N` windows count steps from this Monday, so the same dates come back day after day
 # (stored results are reused) instead of shifting with every run.
 STEP_EPOCH = date(2000, 1, 3)
@@ -76,14 +85,19 @@ class ProbeOptions(_Strict):
     cases: list[Name] | None = Field(None, description="Cases to run; empty: the probe's own.")
     trials: Trials | None = Field(None, description="Repetitions of timing-dependent cases.")
     timeout: Seconds | None = Field(None, description="Seconds per cell before it is stopped.")
-    env: dict[EnvName, EnvValue] = Field(default_factory=dict,
-                                         description="Extra environment variables for the probe.")
+    env: dict[EnvName, EnvValue] = Field(
+        default_factory=dict, description="Extra environment variables for the probe."
+    )
 
 
 class _ProbeChoice(_Strict):
-    probe: ProbeNames | None = Field(None, description=(
-        "Probe script in probes/ (without .py), or a list of them: which probes run on these "
-        "builds (default: every probe under `probes:`, else stale_replay)."))
+    probe: ProbeNames | None = Field(
+        None,
+        description=(
+            "Probe script in probes/ (without .py), or a list of them: which probes run on these "
+            "builds (default: every probe under `probes:`, else stale_replay)."
+        ),
+    )
 
 
 class RunOptions(ProbeOptions, _ProbeChoice):  # in this order, `probe` is the first key
@@ -91,26 +105,35 @@ class RunOptions(ProbeOptions, _ProbeChoice):  # in this order, `probe` is the f
 
 
 class Options(RunOptions):
-    cuda: CudaTag | None = Field(None, description=(
-        "cu126 … cu134, cpu, or auto: per release, the newest tag it was built for that the "
-        "runner's driver supports."))
+    cuda: CudaTag | None = Field(
+        None,
+        description=(
+            "cu126 … cu134, cpu, or auto: per release, the newest tag it was built for that the "
+            "runner's driver supports."
+        ),
+    )
     python: Python | None = Field(None, description='Python version, quoted: "3.12", "3.13t".')
-    overlay: Flag | None = Field(None, description=(
-        "Install torch --no-deps over an image that already has the CUDA libraries."))
+    overlay: Flag | None = Field(
+        None,
+        description=("Install torch --no-deps over an image that already has the CUDA libraries."),
+    )
 
 
 class StableEntry(Options):
     versions: Annotated[str | list[str], BeforeValidator(stable_versions)] = Field(
         description="A list of versions, or 'all from 2.3' (optionally 'all from 2.3 to 2.15').",
-        examples=["all from 2.3", ["2.11.0", "2.15.0"]])
+        examples=["all from 2.3", ["2.11.0", "2.15.0"]],
+    )
 
 
 class TestEntry(Options):
     __test__ = False  # not a pytest class
 
     versions: Annotated[str | list[str], BeforeValidator(test_versions)] = Field(
-        "current", description="'current': release candidates newer than the newest stable "
-                               "release; or a list of versions.")
+        "current",
+        description="'current': release candidates newer than the newest stable "
+        "release; or a list of versions.",
+    )
 
 
 class NightlyEntry(Options):
@@ -118,9 +141,13 @@ class NightlyEntry(Options):
     start: Day | None = Field(None, alias="from", description="First date of a range.")
     end: Day | None = Field(None, alias="to", description="Last date of a range (default today).")
     last: Days | None = Field(None, description="The last N days, ending today.")
-    step: Days | None = Field(None, description=(
-        "Take every step-th day of the range (from `from`), or of `last` (counted on a fixed "
-        "calendar, so the same dates come back every day)."))
+    step: Days | None = Field(
+        None,
+        description=(
+            "Take every step-th day of the range (from `from`), or of `last` (counted on a fixed "
+            "calendar, so the same dates come back every day)."
+        ),
+    )
 
     @field_validator("end")
     @classmethod
@@ -132,22 +159,31 @@ class NightlyEntry(Options):
 
     @model_validator(mode="after")
     def _one_kind(self) -> NightlyEntry:
-        given = [k for k, v in (("dates", self.dates), ("from", self.start), ("last", self.last))
-                 if v is not None]
+        given = [
+            k
+            for k, v in (("dates", self.dates), ("from", self.start), ("last", self.last))
+            if v is not None
+        ]
         if len(given) != 1:
-            raise PydanticCustomError("expected", "expected exactly one of `dates`, `from` or "
-                                      "`last` to say which nightlies, got {got}",
-                                      {"got": " and ".join(f"`{g}`" for g in given) or "none"})
+            raise PydanticCustomError(
+                "expected",
+                "expected exactly one of `dates`, `from` or "
+                "`last` to say which nightlies, got {got}",
+                {"got": " and ".join(f"`{g}`" for g in given) or "none"},
+            )
         if self.end is not None and self.start is None:
             raise PydanticCustomError("expected", "`to` needs a `from`")
         span = ((self.end or date.today()) - self.start).days if self.start else 0
         if span > MAX_DAYS:
-            raise PydanticCustomError("expected", "expected a range of at most {most} days from "
-                                      "`from`, got {got}", {"most": f"{MAX_DAYS:,}",
-                                                            "got": f"{span:,}"})
+            raise PydanticCustomError(
+                "expected",
+                "expected a range of at most {most} days from `from`, got {got}",
+                {"most": f"{MAX_DAYS:,}", "got": f"{span:,}"},
+            )
         if self.step is not None and self.dates is not None:
-            raise PydanticCustomError("expected", "`step` applies to `from` or `last`, not to "
-                                      "a list of `dates`")
+            raise PydanticCustomError(
+                "expected", "`step` applies to `from` or `last`, not to a list of `dates`"
+            )
         return self
 
     def days(self, today: date) -> list[date]:
@@ -157,22 +193,29 @@ class NightlyEntry(Options):
         step = self.step or 1
         if self.start is not None:
             end = self.end or today
-            return [self.start + timedelta(days=i) for i in range(0, (end - self.start).days + 1,
-                                                                   step)]
+            return [
+                self.start + timedelta(days=i) for i in range(0, (end - self.start).days + 1, step)
+            ]
         last = self.last
         assert last is not None  # _one_kind: one of `dates`, `from` and `last` is given
         first = today - timedelta(days=last - 1)
-        return [first + timedelta(days=i) for i in range(last)
-                if (first + timedelta(days=i) - STEP_EPOCH).days % step == 0]
+        return [
+            first + timedelta(days=i)
+            for i in range(last)
+            if (first + timedelta(days=i) - STEP_EPOCH).days % step == 0
+        ]
 
 
 class DevEntry(Options):
     wheel: WheelRef = Field(description="Local path (relative to matrix.yaml) or https:// URL.")
     sha256: Sha256 | None = Field(None, description="Expected sha256; computed when absent.")
-    name: Name | None = Field(None, description="Cell id becomes dev-<name>; default from the "
-                                                "wheel's version.")
-    index: IndexRef | None = Field(None, description=(
-        "Index for its dependencies (e.g. the nightly index for pytorch-triton)."))
+    name: Name | None = Field(
+        None, description="Cell id becomes dev-<name>; default from the wheel's version."
+    )
+    index: IndexRef | None = Field(
+        None,
+        description=("Index for its dependencies (e.g. the nightly index for pytorch-triton)."),
+    )
 
     @property
     def filename(self) -> str:
@@ -187,10 +230,16 @@ class DevEntry(Options):
 
 
 class Preinstalled(RunOptions):
-    interpreter: str | None = Field(None, description=(
-        "Python whose torch to test; default: the image's python3 or the running interpreter."))
-    image: ImageRef | None = Field(None, description=(
-        "Docker backend: the image whose torch to test, e.g. an NGC PyTorch image."))
+    interpreter: str | None = Field(
+        None,
+        description=(
+            "Python whose torch to test; default: the image's python3 or the running interpreter."
+        ),
+    )
+    image: ImageRef | None = Field(
+        None,
+        description=("Docker backend: the image whose torch to test, e.g. an NGC PyTorch image."),
+    )
 
 
 class Indexes(_Strict):
@@ -204,13 +253,20 @@ class Indexes(_Strict):
 class References(_Strict):
     """Where the page and affected.json point a reader (the report reads only this key)."""
 
-    upstream: HttpsUrl | None = Field(None, description=(
-        "The upstream bug report (default: a search of pytorch/pytorch's issues)."))
-    page: HttpsUrl | None = Field(None, description=(
-        "Where the page is published, for affected.json's references."))
-    repository: HttpsUrl | None = Field(None, description=(
-        "The torchbisect repository the page links as where the tool lives (default: the "
-        "workflow's repository under Actions, else the checkout's origin)."))
+    upstream: HttpsUrl | None = Field(
+        None,
+        description=("The upstream bug report (default: a search of pytorch/pytorch's issues)."),
+    )
+    page: HttpsUrl | None = Field(
+        None, description=("Where the page is published, for affected.json's references.")
+    )
+    repository: HttpsUrl | None = Field(
+        None,
+        description=(
+            "The torchbisect repository the page links as where the tool lives (default: the "
+            "workflow's repository under Actions, else the checkout's origin)."
+        ),
+    )
 
 
 StableList = Annotated[list[StableEntry], BeforeValidator(as_list)]
@@ -223,30 +279,42 @@ class MatrixConfig(_Strict):
     """The whole of matrix.yaml."""
 
     defaults: Options = Field(default_factory=Options, description="Settings every entry inherits.")
-    cuda_tags: list[ConcreteTag] = Field(list(DEFAULT_CUDA_TAGS), description=(
-        "The CUDA tags `cuda: auto` chooses among."))
-    images: dict[ImageKey, ImageRef] = Field(default_factory=dict, description=(
-        "Container base image per CUDA tag; `default` for the others."))
+    cuda_tags: list[ConcreteTag] = Field(
+        list(DEFAULT_CUDA_TAGS), description=("The CUDA tags `cuda: auto` chooses among.")
+    )
+    images: dict[ImageKey, ImageRef] = Field(
+        default_factory=dict,
+        description=("Container base image per CUDA tag; `default` for the others."),
+    )
     indexes: Indexes = Field(default_factory=Indexes)
     allow_links_to: list[Annotated[str, StringConstraints(min_length=1)]] = Field(
-        default_factory=list, description=(
+        default_factory=list,
+        description=(
             "Hosts (or `file`) a remote index may link wheels to although they are private, "
-            "link-local or loopback addresses; by default such links are ignored."))
+            "link-local or loopback addresses; by default such links are ignored."
+        ),
+    )
     stable: StableList = Field(default_factory=list, description="Releases.")
     test: TestList = Field(default_factory=list, description="Release candidates.")
     nightly: NightlyList = Field(default_factory=list, description="Nightly builds.")
     dev: DevList = Field(default_factory=list, description="Wheels you built.")
     preinstalled: Annotated[Preinstalled | None, BeforeValidator(preinstalled_entry)] = Field(
-        None, description="The torch already installed in the image or interpreter.")
+        None, description="The torch already installed in the image or interpreter."
+    )
     references: References = Field(default_factory=References)
-    probes: dict[Name, ProbeOptions | None] = Field(default_factory=dict, description=(
-        "The probes every entry runs (each build is probed by each), with each one's own "
-        "cases, trials, timeout and env; an entry's `probe:` picks among them. Without it, "
-        "`probe:` names the probe (default stale_replay)."))
+    probes: dict[Name, ProbeOptions | None] = Field(
+        default_factory=dict,
+        description=(
+            "The probes every entry runs (each build is probed by each), with each one's own "
+            "cases, trials, timeout and env; an entry's `probe:` picks among them. Without it, "
+            "`probe:` names the probe (default stale_replay)."
+        ),
+    )
 
     def settings(self, entry: RunOptions) -> Settings:
         """The entry's options, with `defaults` (then built-in defaults) filling the gaps; one
         `ProbeSettings` per probe it runs, whose own settings (`probes:`) come first."""
+
         def pick(name: str, fallback: Any, *first: ProbeOptions | None) -> Any:
             for source in (*first, entry, self.defaults):
                 value = getattr(source, name, None)
@@ -260,14 +328,20 @@ class MatrixConfig(_Strict):
             # a plain git-bisect-run script has one case and no trials: another probe's `cases`
             # and `trials` in `defaults` must not make its runs differ from a bisection's
             plain = is_exit_status(name)
-            return ProbeSettings(probe=name, cases=() if plain else tuple(pick("cases", (), own)),
-                                 trials=None if plain else pick("trials", None, own),
-                                 timeout=pick("timeout", builtin.TIMEOUT, own),
-                                 env=tuple(sorted(env.items())))
+            return ProbeSettings(
+                probe=name,
+                cases=() if plain else tuple(pick("cases", (), own)),
+                trials=None if plain else pick("trials", None, own),
+                timeout=pick("timeout", builtin.TIMEOUT, own),
+                env=tuple(sorted(env.items())),
+            )
 
-        return Settings(cuda=pick("cuda", "auto"), python=pick("python", None),
-                        probes=tuple(run(name) for name in self.probe_names(entry)),
-                        overlay=pick("overlay", False))
+        return Settings(
+            cuda=pick("cuda", "auto"),
+            python=pick("python", None),
+            probes=tuple(run(name) for name in self.probe_names(entry)),
+            overlay=pick("overlay", False),
+        )
 
     def probe_names(self, entry: RunOptions) -> list[str]:
         """The probes an entry runs: its `probe:` (or `defaults`'), else every one of `probes:`,
@@ -312,8 +386,11 @@ def load_matrix(path: Path) -> MatrixConfig:
     """Read and validate matrix.yaml; any problem raises ConfigError with one sentence."""
     path = Path(path)
     text = read_config(path, what="a matrix", flag="--matrix")
-    root, data = parse_yaml(path, text, empty="expected at least one of `stable`, `test`, "
-                                             "`nightly`, `dev` or `preinstalled`")
+    root, data = parse_yaml(
+        path,
+        text,
+        empty="expected at least one of `stable`, `test`, `nightly`, `dev` or `preinstalled`",
+    )
     try:
         config = MatrixConfig.model_validate(data, context={"base": path.parent})
     except ValidationError as err:
@@ -328,18 +405,29 @@ def _semantic_problems(config: MatrixConfig) -> list[dict[str, Any]]:
     """Rules across entries, in pydantic's error shape so they are reported the same way."""
     problems: list[dict[str, Any]] = []
     if not (config.stable or config.test or config.nightly or config.dev or config.preinstalled):
-        problems.append({"type": "expected", "loc": (), "msg": (
-            "nothing to test; add at least one of `stable`, `test`, `nightly`, `dev` or "
-            "`preinstalled`")})
+        problems.append(
+            {
+                "type": "expected",
+                "loc": (),
+                "msg": (
+                    "nothing to test; add at least one of `stable`, `test`, `nightly`, `dev` or "
+                    "`preinstalled`"
+                ),
+            }
+        )
     problems += _probe_problems(config)
     names: dict[str, int] = {}
     for i, entry in enumerate(config.dev):
         name = entry.cell_name
         if name in names:
-            problems.append({"type": "expected", "loc": ("dev", i, "name" if entry.name else
-                                                         "wheel"),
-                             "msg": f"another dev wheel is already named {name!r}; give this "
-                                    "one a different `name`"})
+            problems.append(
+                {
+                    "type": "expected",
+                    "loc": ("dev", i, "name" if entry.name else "wheel"),
+                    "msg": f"another dev wheel is already named {name!r}; give this "
+                    "one a different `name`",
+                }
+            )
         names[name] = i
     return problems
 
@@ -356,13 +444,20 @@ def _probe_problems(config: MatrixConfig) -> list[dict[str, Any]]:
         if named is None:
             continue
         if not named:
-            problems.append({"type": "expected", "loc": (*loc, "probe"), "msg": (
-                "expected a probe's name or a list of them, got an empty list")})
+            problems.append(
+                {
+                    "type": "expected",
+                    "loc": (*loc, "probe"),
+                    "msg": ("expected a probe's name or a list of them, got an empty list"),
+                }
+            )
         for name in named:
             if config.probes and name not in config.probes:
                 listed = ", ".join(config.probes)
-                why = (f"probe {name!r} is not among `probes:` ({listed}); list it there "
-                       f"(`{name}: {{}}` runs it with the defaults) or pick one of those")
+                why = (
+                    f"probe {name!r} is not among `probes:` ({listed}); list it there "
+                    f"(`{name}: {{}}` runs it with the defaults) or pick one of those"
+                )
                 problems.append({"type": "expected", "loc": (*loc, "probe"), "msg": why})
             elif why := _unreadable(name):
                 problems.append({"type": "expected", "loc": (*loc, "probe"), "msg": why})

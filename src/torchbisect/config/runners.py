@@ -53,8 +53,11 @@ def _driver(value: Any) -> str:
 
 def _platform(value: Any) -> str:
     if not isinstance(value, str) or value not in PLATFORMS:
-        raise expected(" or ".join(PLATFORMS), value,
-                       " (the wheel platform of the runners' CPU: x86_64 or aarch64)")
+        raise expected(
+            " or ".join(PLATFORMS),
+            value,
+            " (the wheel platform of the runners' CPU: x86_64 or aarch64)",
+        )
     return value
 
 
@@ -68,17 +71,21 @@ class KindEntry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Name = Field(description="What the page and the notification call this kind: H200.")
-    gpu: Annotated[str, BeforeValidator(_gpu)] = Field(description=(
-        "The GPU name `nvidia-smi -L` prints on these runners, or its first words."))
-    labels: Annotated[list[Annotated[str, BeforeValidator(_label)]],
-                      BeforeValidator(_labels)] = Field(description=(
-                          "The `runs-on` label set that selects these runners."))
-    platform: Annotated[Literal["linux_x86_64", "linux_aarch64"], BeforeValidator(_platform)] = \
+    gpu: Annotated[str, BeforeValidator(_gpu)] = Field(
+        description=("The GPU name `nvidia-smi -L` prints on these runners, or its first words.")
+    )
+    labels: Annotated[list[Annotated[str, BeforeValidator(_label)]], BeforeValidator(_labels)] = (
+        Field(description=("The `runs-on` label set that selects these runners."))
+    )
+    platform: Annotated[Literal["linux_x86_64", "linux_aarch64"], BeforeValidator(_platform)] = (
         Field(description="The wheel platform of the runners' CPU.")
-    driver: Annotated[str, BeforeValidator(_driver)] | None = Field(None, description=(
-        "The oldest driver among these runners: `cuda: auto` plans for it."))
-    shards: Annotated[int, BeforeValidator(_shards)] = Field(1, description=(
-        "How many of these runners one run fans out over."))
+    )
+    driver: Annotated[str, BeforeValidator(_driver)] | None = Field(
+        None, description=("The oldest driver among these runners: `cuda: auto` plans for it.")
+    )
+    shards: Annotated[int, BeforeValidator(_shards)] = Field(
+        1, description=("How many of these runners one run fans out over.")
+    )
 
 
 class _RunnersFile(BaseModel):
@@ -116,8 +123,10 @@ class Runners:
         for kind in self.kinds:
             if kind.name == name:
                 return kind
-        raise ConfigError(f"{self.path} declares no kind named {name!r}; it declares "
-                          f"{', '.join(k.name for k in self.kinds)}")
+        raise ConfigError(
+            f"{self.path} declares no kind named {name!r}; it declares "
+            f"{', '.join(k.name for k in self.kinds)}"
+        )
 
     def kind_of_gpu(self, gpu_name: str) -> Kind | None:
         """The first declared kind whose GPU this is, or None (a GPU no kind declares)."""
@@ -146,10 +155,21 @@ def load_runners(path: Path) -> Runners:
     if problems:
         raise ConfigError(sentence(path, root, problems, _RunnersFile))
     lines = _entry_lines(root)
-    return Runners(path, tuple(
-        Kind(name=e.name, gpu=e.gpu, labels=tuple(e.labels), platform=e.platform,
-             driver=e.driver, shards=e.shards, line=lines[i])
-        for i, e in enumerate(parsed.kinds)))
+    return Runners(
+        path,
+        tuple(
+            Kind(
+                name=e.name,
+                gpu=e.gpu,
+                labels=tuple(e.labels),
+                platform=e.platform,
+                driver=e.driver,
+                shards=e.shards,
+                line=lines[i],
+            )
+            for i, e in enumerate(parsed.kinds)
+        ),
+    )
 
 
 def _duplicates(parsed: _RunnersFile) -> list[dict[str, Any]]:
@@ -160,13 +180,28 @@ def _duplicates(parsed: _RunnersFile) -> list[dict[str, Any]]:
     for i, entry in enumerate(parsed.kinds):
         for other in parsed.kinds[:i]:
             if entry.name == other.name:
-                problems.append({"type": "expected", "loc": ("kinds", i, "name"), "msg": (
-                    f"kind {entry.name!r} is declared twice; give each kind its own name")})
+                problems.append(
+                    {
+                        "type": "expected",
+                        "loc": ("kinds", i, "name"),
+                        "msg": (
+                            f"kind {entry.name!r} is declared twice; give each kind its own name"
+                        ),
+                    }
+                )
             elif set(entry.labels) <= set(other.labels) or set(other.labels) <= set(entry.labels):
-                problems.append({"type": "expected", "loc": ("kinds", i, "labels"), "msg": (
-                    f"a runner of kind {other.name!r} or of this one would also carry every "
-                    "label of the other and take its shards; give each kind a label of its "
-                    "own, such as its GPU's name")})
+                problems.append(
+                    {
+                        "type": "expected",
+                        "loc": ("kinds", i, "labels"),
+                        "msg": (
+                            f"a runner of kind {other.name!r} or of this one would also carry "
+                            "every "
+                            "label of the other and take its shards; give each kind a label of its "
+                            "own, such as its GPU's name"
+                        ),
+                    }
+                )
     return problems
 
 

@@ -26,8 +26,9 @@ def matrix_schema() -> dict[str, Any]:
     for definition in schema["$defs"].values():
         env = definition.get("properties", {}).get("env")
         if env:  # numbers become text
-            env["patternProperties"] = {k: {"type": ["string", "number"]}
-                                        for k in env["patternProperties"]}
+            env["patternProperties"] = {
+                k: {"type": ["string", "number"]} for k in env["patternProperties"]
+            }
             env["additionalProperties"] = False
     schema["title"] = "torchbisect matrix.yaml"
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}

@@ -34,7 +34,7 @@ def show(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str) and len(value) > _SHOWN:
         return repr(value[:_SHOWN]) + f"… ({len(value)} characters)"
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10 ** 100:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**100:
         return f"a number of {len(str(abs(value))):,} digits"
     if isinstance(value, (int, float, str)):
         return repr(value)
@@ -61,8 +61,12 @@ def _int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
         return yaml.SafeLoader.construct_yaml_int(loader, node)
     except ValueError:
         raise yaml.constructor.ConstructorError(
-            None, None, f"the number {node.value[:12]}… has {len(node.value):,} digits, more "
-            "than any value here needs", node.start_mark) from None
+            None,
+            None,
+            f"the number {node.value[:12]}… has {len(node.value):,} digits, more "
+            "than any value here needs",
+            node.start_mark,
+        ) from None
 
 
 Loader.add_constructor("tag:yaml.org,2002:int", _int)
@@ -84,17 +88,18 @@ def read_config(path: Path, *, what: str, flag: str) -> str:
         with path.open("rb") as fh:  # no further than the bound: a 2 GB file is not loaded
             raw = fh.read(MAX_BYTES + 1)
         if len(raw) > MAX_BYTES:
-            raise ConfigError(f"{path} is larger than {MAX_BYTES // 1048576} MiB; {what} "
-                              "file is a few kilobytes: is this the right file?")
+            raise ConfigError(
+                f"{path} is larger than {MAX_BYTES // 1048576} MiB; {what} "
+                "file is a few kilobytes: is this the right file?"
+            )
         return raw.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path} does not exist: pass {flag} PATH") from None
     except IsADirectoryError:
         raise ConfigError(f"{path} is a folder: pass {flag} with {what} file") from None
     except UnicodeDecodeError as err:
-        line = err.object[:err.start].count(b"\n") + 1
-        raise ConfigError(f"{path}, line {line}: not UTF-8 text; save the file as UTF-8") \
-            from None
+        line = err.object[: err.start].count(b"\n") + 1
+        raise ConfigError(f"{path}, line {line}: not UTF-8 text; save the file as UTF-8") from None
 
 
 def _regular(path: Path, *, what: str, flag: str) -> None:
@@ -104,8 +109,15 @@ def _regular(path: Path, *, what: str, flag: str) -> None:
     except OSError:
         return  # opening it says what is wrong, in its own sentence
     if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or
-                stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "a special file")
+        kind = (
+            "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "a special file"
+        )
         raise ConfigError(f"{path} is {kind}, not a file: pass {flag} with {what} file")
 
 
@@ -116,9 +128,11 @@ def _visible(path: Path, text: str) -> None:
     found = INVISIBLE.search(text, 1 if text.startswith("\ufeff") else 0)
     if found:
         line = text.count("\n", 0, found.start()) + 1
-        raise ConfigError(f"{path}, line {line}: holds the invisible or control character "
-                          f"U+{ord(found.group()):04X} {_char_name(found.group())}; delete it "
-                          "(it would make a name or label differ from what you see)")
+        raise ConfigError(
+            f"{path}, line {line}: holds the invisible or control character "
+            f"U+{ord(found.group()):04X} {_char_name(found.group())}; delete it "
+            "(it would make a name or label differ from what you see)"
+        )
 
 
 def _char_name(char: str) -> str:
@@ -161,21 +175,26 @@ def _nesting(path: Path, text: str) -> None:
     for event in yaml.parse(text, Loader=Loader):
         assert event.start_mark is not None  # the parser marks every event it makes
         if isinstance(event, yaml.ScalarEvent) and (found := INVISIBLE.search(event.value)):
-            raise ConfigError(f"{path}, line {event.start_mark.line + 1}: a value holds the "
-                              f"invisible or control character U+{ord(found.group()):04X} "
-                              f"{_char_name(found.group())}, written as an escape; delete it "
-                              "(it would make a name or label differ from what you see)")
+            raise ConfigError(
+                f"{path}, line {event.start_mark.line + 1}: a value holds the "
+                f"invisible or control character U+{ord(found.group()):04X} "
+                f"{_char_name(found.group())}, written as an escape; delete it "
+                "(it would make a name or label differ from what you see)"
+            )
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
-                raise ConfigError(f"{path}, line {event.start_mark.line + 1}: nests deeper than "
-                                  f"{MAX_DEPTH} levels; matrix.yaml needs 4")
+                raise ConfigError(
+                    f"{path}, line {event.start_mark.line + 1}: nests deeper than "
+                    f"{MAX_DEPTH} levels; matrix.yaml needs 4"
+                )
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
 
 
-def _expanded(path: Path, node: yaml.Node, depth: int, sizes: dict[int, tuple[int, int]],
-              open_: set[int]) -> tuple[int, int]:
+def _expanded(
+    path: Path, node: yaml.Node, depth: int, sizes: dict[int, tuple[int, int]], open_: set[int]
+) -> tuple[int, int]:
     """(values, height) of `node` with every alias expanded, each shared node counted once per
     use but computed once; ConfigError past MAX_NODES or MAX_DEPTH, or for an anchor that
     contains itself.  Recursion stays below MAX_DEPTH frames."""
@@ -183,25 +202,35 @@ def _expanded(path: Path, node: yaml.Node, depth: int, sizes: dict[int, tuple[in
     if key in sizes:
         count, height = sizes[key]
     elif key in open_:
-        raise ConfigError(f"{path}, line {node.start_mark.line + 1}: an anchor contains an alias "
-                          "of itself; write the values out")
+        raise ConfigError(
+            f"{path}, line {node.start_mark.line + 1}: an anchor contains an alias "
+            "of itself; write the values out"
+        )
     else:
         open_.add(key)
-        children = ([n for pair in node.value for n in pair]
-                    if isinstance(node, yaml.MappingNode) else
-                    node.value if isinstance(node, yaml.SequenceNode) else [])
+        children = (
+            [n for pair in node.value for n in pair]
+            if isinstance(node, yaml.MappingNode)
+            else node.value
+            if isinstance(node, yaml.SequenceNode)
+            else []
+        )
         count, height = 1, 0
         for child in children:
             more, below = _expanded(path, child, depth + 1, sizes, open_)
             count, height = count + more, max(height, below + 1)
             if count > MAX_NODES:
-                raise ConfigError(f"{path}: its aliases (`*name`) expand to more than "
-                                  f"{MAX_NODES:,} values; write the entries out instead")
+                raise ConfigError(
+                    f"{path}: its aliases (`*name`) expand to more than "
+                    f"{MAX_NODES:,} values; write the entries out instead"
+                )
         open_.discard(key)
         sizes[key] = (count, height)
     if depth + height > MAX_DEPTH:
-        raise ConfigError(f"{path}, line {node.start_mark.line + 1}: nests deeper than "
-                          f"{MAX_DEPTH} levels once its aliases are expanded")
+        raise ConfigError(
+            f"{path}, line {node.start_mark.line + 1}: nests deeper than "
+            f"{MAX_DEPTH} levels once its aliases are expanded"
+        )
     return count, height
 
 
@@ -216,28 +245,40 @@ def _no_duplicate_keys(path: Path, node: yaml.Node, trail: str = "") -> None:
         line = key.start_mark.line + 1
         if not isinstance(key, yaml.ScalarNode):  # `? [a, b]`: a YAML complex key
             where = f", under `{trail}`" if trail else ""
-            raise ConfigError(f"{path}, line {line}{where}: a key is a "
-                              f"{'list' if isinstance(key, yaml.SequenceNode) else 'mapping'}; "
-                              "keys are plain names such as `dates`")
+            raise ConfigError(
+                f"{path}, line {line}{where}: a key is a "
+                f"{'list' if isinstance(key, yaml.SequenceNode) else 'mapping'}; "
+                "keys are plain names such as `dates`"
+            )
         name = f"{trail}.{key.value}" if trail else str(key.value)
         if key.value in seen:
-            raise ConfigError(f"{path}, line {line}, key `{name}`: appears twice (first on line "
-                              f"{seen[key.value]}); keep one")
+            raise ConfigError(
+                f"{path}, line {line}, key `{name}`: appears twice (first on line "
+                f"{seen[key.value]}); keep one"
+            )
         seen[key.value] = line
         _no_duplicate_keys(path, value, name)
 
 
 _Loc = tuple[str | int, ...]  # where an error is: pydantic's `loc`, keys and list positions
 _GENERIC = {
-    "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping",
-    "model_attributes_type": "a mapping", "string_type": "text", "bool_type": "true or false",
-    "bool_parsing": "true or false", "int_type": "a whole number", "int_parsing": "a whole number",
-    "float_type": "a number", "float_parsing": "a number",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+    "string_type": "text",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "int_type": "a whole number",
+    "int_parsing": "a whole number",
+    "float_type": "a number",
+    "float_parsing": "a number",
 }
 
 
-def sentence(path: Path, root: yaml.Node, errors: Sequence[Mapping[str, Any]],
-             model: type[BaseModel]) -> str:
+def sentence(
+    path: Path, root: yaml.Node, errors: Sequence[Mapping[str, Any]], model: type[BaseModel]
+) -> str:
     """The first problem (by line) as one sentence; how many more there are, if any."""
     found = []
     for err in errors:
@@ -263,8 +304,11 @@ def _message(err: Mapping[str, Any], loc: _Loc, model: type[BaseModel]) -> str:
     if kind == "extra_forbidden":
         allowed = _fields_at(model, loc[:-1])
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        hint = f"did you mean `{close[0]}`?" if close else "expected one of " + ", ".join(
-            f"`{a}`" for a in allowed)
+        hint = (
+            f"did you mean `{close[0]}`?"
+            if close
+            else "expected one of " + ", ".join(f"`{a}`" for a in allowed)
+        )
         return f"unknown key; {hint}"
     if not loc and kind == "model_type":
         got = show(err["input"])

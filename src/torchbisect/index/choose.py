@@ -63,12 +63,12 @@ class Chooser:
     `read` finds a wheel's metadata (cuda.read_wheel unless told); `known` maps URLs to the
     CUDA already learned of them (a lock's), which is not asked again."""
 
-    def __init__(self, read: cudas.Reader | None = None, *,
-                 known: Mapping[str, str] | None = None):
+    def __init__(self, read: cudas.Reader | None = None, *, known: Mapping[str, str] | None = None):
         self._read = read or cudas.read_wheel
         # a lock's "unknown" is no knowledge: such a file is read again (online)
-        self._cuda = {u: cudas.Learned(cuda=c) for u, c in (known or {}).items()
-                      if c and c != cudas.UNKNOWN}
+        self._cuda = {
+            u: cudas.Learned(cuda=c) for u, c in (known or {}).items() if c and c != cudas.UNKNOWN
+        }
 
     def cuda_of(self, wheel: Wheel) -> str:
         """What the build says its CUDA is: its label, its metadata's runtime, or "unknown"."""
@@ -88,8 +88,9 @@ class Chooser:
             return ""
         return f"{'; '.join(found.doubts)}; its metadata was read from {found.source}"
 
-    def pick(self, files: Iterable[Wheel], *, cuda: str, python: str,
-             platform: str | None = None) -> Wheel | Unsure | str:
+    def pick(
+        self, files: Iterable[Wheel], *, cuda: str, python: str, platform: str | None = None
+    ) -> Wheel | Unsure | str:
         """The file of one version that is its `cuda` build on this runner, `Unsure` when the
         file pip would take does not say its CUDA, or why none is."""
         files = list(files)
@@ -112,11 +113,14 @@ class Chooser:
         if learned.cuda == cudas.UNKNOWN:
             return Unsure(wheel=chosen, why=_unknown(chosen, found))
         told = self.told(chosen)
-        return (f"its wheel {chosen.filename} is a {learned.cuda} build (its metadata pins that "
-                f"CUDA{'; ' + told if told else ''})")
+        return (
+            f"its wheel {chosen.filename} is a {learned.cuda} build (its metadata pins that "
+            f"CUDA{'; ' + told if told else ''})"
+        )
 
-    def builds(self, wheels: Iterable[Wheel], *, cuda: str, python: str,
-               platform: str | None = None) -> Builds:
+    def builds(
+        self, wheels: Iterable[Wheel], *, cuda: str, python: str, platform: str | None = None
+    ) -> Builds:
         """For every version listed, the file `pick` chooses, or why there is none."""
         by_version: dict[str, list[Wheel]] = {}
         for wheel in wheels:
@@ -148,6 +152,12 @@ def _unknown(wheel: Wheel, found: Found | None) -> str:
 
 def best(files: list[Wheel], *, python: str, platform: str | None = None) -> Wheel:
     """Of files of one version that install here, the one pip installs (module docstring)."""
-    return max(files, key=lambda w: (w.yanked is None,
-                                     -priority(w, python=python, platform=platform),
-                                     w.build, w.filename))
+    return max(
+        files,
+        key=lambda w: (
+            w.yanked is None,
+            -priority(w, python=python, platform=platform),
+            w.build,
+            w.filename,
+        ),
+    )

@@ -27,8 +27,13 @@ from .pages import Wheel
 
 UNKNOWN = "unknown"
 # the requirement that pins the CUDA runtime, by CUDA generation
-_RUNTIMES = ("nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu13",
-             "nvidia-cuda-runtime", "cuda-toolkit")
+_RUNTIMES = (
+    "nvidia-cuda-runtime-cu11",
+    "nvidia-cuda-runtime-cu12",
+    "nvidia-cuda-runtime-cu13",
+    "nvidia-cuda-runtime",
+    "cuda-toolkit",
+)
 
 Reader = Callable[[Wheel], Found]  # a wheel's metadata, as metadata.read finds it
 
@@ -59,7 +64,7 @@ def read_wheel(wheel: Wheel) -> Found:
 
 
 def pinned_cuda(text: str) -> str | None:
-    """"cu121" for a METADATA text that pins nvidia-cuda-runtime-cu12==12.1.105; None when it
+    """ "cu121" for a METADATA text that pins nvidia-cuda-runtime-cu12==12.1.105; None when it
     pins no CUDA runtime exactly (or is no metadata)."""
     message = email.parser.Parser(policy=email.policy.compat32).parsestr(text)
     for line in message.get_all("Requires-Dist") or ():

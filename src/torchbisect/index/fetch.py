@@ -28,8 +28,10 @@ from ..net.resumable import fetch as fetch_resumable
 from .pages import Garbled, PageMissing, PageTooLarge, Wheel, parse_page, read_folder
 
 PYTORCH_INDEX = "https://download.pytorch.org/whl/"
-_ACCEPT = ("application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, "
-           "text/html;q=0.1")
+_ACCEPT = (
+    "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, "
+    "text/html;q=0.1"
+)
 _MISSING_STATUS = (403, 404, 410)  # download.pytorch.org answers 403 for a folder that is not there
 # A page is read into memory: one link per wheel is a few hundred bytes, so PyTorch's pages stay
 # far below this, and a hostile one cannot fill the memory.
@@ -45,9 +47,15 @@ def default_index(channel: str, cuda: str) -> str:
     return f"{PYTORCH_INDEX}{prefix}{cuda}/"
 
 
-def fetch_wheels(index_url: str, package: str = "torch", *, retries: int = 4,
-                 backoff: float = 0.5, deadlines: Deadlines = PAGE,
-                 allow: Collection[str] = ()) -> list[Wheel]:
+def fetch_wheels(
+    index_url: str,
+    package: str = "torch",
+    *,
+    retries: int = 4,
+    backoff: float = 0.5,
+    deadlines: Deadlines = PAGE,
+    allow: Collection[str] = (),
+) -> list[Wheel]:
     """Every wheel of `package` that the index lists, in page order.
 
     `index_url` is a simple-index root (`…/whl/cu130/`), a `file://` URL or a local folder — either
@@ -66,29 +74,42 @@ def fetch_wheels(index_url: str, package: str = "torch", *, retries: int = 4,
 
     def told(err: NetError, attempt: int, wait: float) -> None:
         # No silent waits: a run that stalls on an unreachable index says so, and until when.
-        print(f"note: {page} did not answer ({err}); try {attempt + 1} of {retries + 1} "
-              f"in {wait:.1f} s", file=sys.stderr, flush=True)
+        print(
+            f"note: {page} did not answer ({err}); try {attempt + 1} of {retries + 1} "
+            f"in {wait:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
 
     try:
-        return retry.attempt(lambda: _page(page, package, route, deadlines),
-                              Retries(attempts=retries + 1, base=backoff), told)
+        return retry.attempt(
+            lambda: _page(page, package, route, deadlines),
+            Retries(attempts=retries + 1, base=backoff),
+            told,
+        )
     except Refused as err:
         raise IndexUnreachable(f"the wheel index {page} was not read: {err}") from None
     except NetError as err:
         if err.status in _MISSING_STATUS:
-            raise PageMissing(f"the wheel index has no page {page} (HTTP {err.status}): check "
-                              "the CUDA tag and `indexes` in matrix.yaml") from None
+            raise PageMissing(
+                f"the wheel index has no page {page} (HTTP {err.status}): check "
+                "the CUDA tag and `indexes` in matrix.yaml"
+            ) from None
         if err.status is not None and not err.transient:
-            raise IndexUnreachable(f"the wheel index {page} refused the request ({err}); check "
-                                   "`indexes` in matrix.yaml") from None
+            raise IndexUnreachable(
+                f"the wheel index {page} refused the request ({err}); check "
+                "`indexes` in matrix.yaml"
+            ) from None
         tries = f"after {err.attempts} attempts " if err.attempts > 1 else ""
-        raise IndexUnreachable(f"the wheel index {page} did not give a usable answer {tries}"
-                               f"({err}); check the network") from None
+        raise IndexUnreachable(
+            f"the wheel index {page} did not give a usable answer {tries}({err}); check the network"
+        ) from None
 
 
 def _page(page: str, package: str, route: Route, deadlines: Deadlines) -> list[Wheel]:
-    with request("GET", page, route=route, headers={"Accept": _ACCEPT},
-                 deadlines=deadlines) as answer:
+    with request(
+        "GET", page, route=route, headers={"Accept": _ACCEPT}, deadlines=deadlines
+    ) as answer:
         body = answer.read(PAGE_LIMIT, f"the page {page}")
         kind = answer.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         final = answer.url
@@ -100,8 +121,13 @@ def _page(page: str, package: str, route: Route, deadlines: Deadlines) -> list[W
         raise NetError(str(err), transient=False) from None
 
 
-def reachable(wheels: Iterable[Wheel], index_url: str, *, allow: Collection[str] = (),
-              note: Callable[[str], None] | None = None) -> tuple[Wheel, ...]:
+def reachable(
+    wheels: Iterable[Wheel],
+    index_url: str,
+    *,
+    allow: Collection[str] = (),
+    note: Callable[[str], None] | None = None,
+) -> tuple[Wheel, ...]:
     """The wheels whose link an index at `index_url` may send a cell to (see `links.allowed`)."""
     kept: list[Wheel] = []
     refused: list[Wheel] = []
@@ -123,8 +149,12 @@ def sha256_of(url_or_path: str, *, retries: int = 4, backoff: float = 0.5) -> st
             raise ResolveError(f"cannot read the wheel {path}: {err.strerror}") from None
     url_or_path = userinfo.remember(url_or_path)
     try:
-        return fetch_resumable(url_or_path, Sink(), deadlines=WHEEL,
-                               retries=Retries(attempts=retries + 1, base=backoff)).sha256
+        return fetch_resumable(
+            url_or_path,
+            Sink(),
+            deadlines=WHEEL,
+            retries=Retries(attempts=retries + 1, base=backoff),
+        ).sha256
     except Refused as err:
         raise IndexUnreachable(f"could not download {url_or_path}: {err}") from None
     except NetError as err:
@@ -141,8 +171,6 @@ def local_path(url: str) -> Path | None:
     if "://" in url:
         return None
     return Path(url).expanduser()
-
-
 
 
 def _digest(stream: BinaryIO) -> str:

@@ -87,8 +87,9 @@ def read(url: str, *, metadata_sha256: str | None = None, whole: bool = True) ->
     try:
         text, source = _own(url, path, whole)
     except Unreadable as err:
-        return Found(text=None, source=f"the wheel itself could not be read ({err})",
-                     doubts=tuple(doubts))
+        return Found(
+            text=None, source=f"the wheel itself could not be read ({err})", doubts=tuple(doubts)
+        )
     return Found(text=text, source=source, doubts=tuple(doubts))
 
 
@@ -98,8 +99,7 @@ def read_metadata(url: str) -> str | None:
     return read(url, whole=False).text
 
 
-def _side_file(url: str, declared: str | None, path: Path | None,
-               doubts: list[str]) -> str | None:
+def _side_file(url: str, declared: str | None, path: Path | None, doubts: list[str]) -> str | None:
     """The served `.metadata`, when it is there and believed; else None, with why in `doubts`."""
     try:
         if path is not None:
@@ -114,15 +114,20 @@ def _side_file(url: str, declared: str | None, path: Path | None,
             with request("GET", url.split("#", 1)[0] + ".metadata", deadlines=PAGE) as answer:
                 body = answer.read(METADATA_LIMIT, "its .metadata")
     except NetError as err:
-        doubts.append(f"the index serves no .metadata for it ({err})" if err.status == 404
-                      else f"its .metadata was not read ({err})")
+        doubts.append(
+            f"the index serves no .metadata for it ({err})"
+            if err.status == 404
+            else f"its .metadata was not read ({err})"
+        )
         return None
     except OSError as err:
         doubts.append(f"its .metadata was not read ({err.strerror or err})")
         return None
     if declared and hashlib.sha256(body).hexdigest() != declared:
-        doubts.append("the .metadata the index serves does not match the sha256 its page "
-                      "declares for it (data-core-metadata), so it is not believed")
+        doubts.append(
+            "the .metadata the index serves does not match the sha256 its page "
+            "declares for it (data-core-metadata), so it is not believed"
+        )
         return None
     try:
         return body.decode("utf-8")
@@ -147,16 +152,24 @@ def _member(fh: IO[bytes] | _Ranged) -> str:
     """The one `<name>.dist-info/METADATA` of the zip in `fh`, within METADATA_LIMIT."""
     try:
         with zipfile.ZipFile(fh) as archive:
-            names = [i for i in archive.infolist()
-                     if i.filename.count("/") == 1 and i.filename.endswith(".dist-info/METADATA")]
+            names = [
+                i
+                for i in archive.infolist()
+                if i.filename.count("/") == 1 and i.filename.endswith(".dist-info/METADATA")
+            ]
             if len(names) != 1:
                 raise Unreadable(f"it holds {len(names)} *.dist-info/METADATA files, not one")
             if names[0].file_size > METADATA_LIMIT:
                 raise Unreadable(f"its METADATA is over the bound of {megabytes(METADATA_LIMIT)}")
             with archive.open(names[0]) as member:
                 body = member.read(METADATA_LIMIT + 1)[:METADATA_LIMIT]
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError,
-            ValueError) as err:
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        NotImplementedError,
+        EOFError,
+        ValueError,
+    ) as err:
         raise Unreadable(f"it is not a readable zip archive: {err}") from None
     except _Stop as err:
         raise Unreadable(str(err)) from None
@@ -181,13 +194,19 @@ def _opened(url: str, whole: bool) -> Iterator[tuple[IO[bytes] | _Ranged, str]]:
         except NetError as err:
             raise Unreadable(f"asking for it failed: {err}") from None
         except OSError as err:  # the disk the spool is on
-            raise Unreadable(f"the whole wheel could not be kept on disk to be read "
-                             f"({err.strerror or err})") from None
+            raise Unreadable(
+                f"the whole wheel could not be kept on disk to be read ({err.strerror or err})"
+            ) from None
         if ranged is not None:
             yield ranged, "with range requests"
         else:
-            yield spool, (f"in the whole wheel ({megabytes(size)}), downloaded because the "
-                          "server ignores range requests")
+            yield (
+                spool,
+                (
+                    f"in the whole wheel ({megabytes(size)}), downloaded because the "
+                    "server ignores range requests"
+                ),
+            )
 
 
 def _first(url: str, whole: bool, spool: IO[bytes]) -> tuple[_Ranged | None, int]:
@@ -220,17 +239,25 @@ def _spool(answer: Answer, spool: IO[bytes], url: str) -> int:
     """The whole body of `answer` into `spool`, within WHOLE_LIMIT; its size."""
     declared = answer.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > WHOLE_LIMIT:
-        raise Unreadable(f"the server ignores range requests and the whole wheel is "
-                         f"{megabytes(int(declared))}, over the bound of {megabytes(WHOLE_LIMIT)}")
+        raise Unreadable(
+            f"the server ignores range requests and the whole wheel is "
+            f"{megabytes(int(declared))}, over the bound of {megabytes(WHOLE_LIMIT)}"
+        )
     told = f" ({megabytes(int(declared))})" if declared.isdigit() else ""
-    print(f"note: {links.host_of(url) or url} ignores range requests: downloading the whole "
-          f"wheel{told} to read its METADATA ({url})", file=sys.stderr, flush=True)
+    print(
+        f"note: {links.host_of(url) or url} ignores range requests: downloading the whole "
+        f"wheel{told} to read its METADATA ({url})",
+        file=sys.stderr,
+        flush=True,
+    )
     size = 0
     for chunk in answer.chunks():
         size += len(chunk)
         if size > WHOLE_LIMIT:
-            raise Unreadable(f"the server ignores range requests and the whole wheel is over the "
-                             f"bound of {megabytes(WHOLE_LIMIT)}")
+            raise Unreadable(
+                f"the server ignores range requests and the whole wheel is over the "
+                f"bound of {megabytes(WHOLE_LIMIT)}"
+            )
         spool.write(chunk)
     spool.seek(0)
     return size
@@ -267,8 +294,8 @@ class _Ranged(io.RawIOBase):
         if want <= 0:
             return 0
         start, data = self._holding(self.pos, want)
-        got = data[self.pos - start:self.pos - start + want]
-        buffer[:len(got)] = got
+        got = data[self.pos - start : self.pos - start + want]
+        buffer[: len(got)] = got
         self.pos += len(got)
         return len(got)
 
@@ -285,8 +312,10 @@ class _Ranged(io.RawIOBase):
         self.asks += 1
         self.asked += end - first
         if self.asked > RANGED_LIMIT or self.asks > _ASKS:
-            raise _Stop(f"reading its METADATA would take more than {_ASKS} range requests or "
-                        f"{megabytes(RANGED_LIMIT)}")
+            raise _Stop(
+                f"reading its METADATA would take more than {_ASKS} range requests or "
+                f"{megabytes(RANGED_LIMIT)}"
+            )
         try:
             return retry.attempt(lambda: self._range(first, end), _RETRIES)
         except NetError as err:
@@ -296,15 +325,19 @@ class _Ranged(io.RawIOBase):
         headers = {"Range": f"bytes={first}-{end - 1}", "Accept-Encoding": "identity"}
         with request("GET", self.url, headers=headers, deadlines=PAGE, decode=False) as answer:
             if answer.status != 206:
-                raise NetError(f"it answered a range request with HTTP {answer.status}",
-                               transient=False)
+                raise NetError(
+                    f"it answered a range request with HTTP {answer.status}", transient=False
+                )
             start, total = _content_range(answer.headers.get("content-range", ""))
             if start != first or total != self.size:
-                raise NetError("it answered a range request with other bytes than asked "
-                               f"(Content-Range {answer.headers.get('content-range', '')[:80]!r})",
-                               transient=False)
+                raise NetError(
+                    "it answered a range request with other bytes than asked "
+                    f"(Content-Range {answer.headers.get('content-range', '')[:80]!r})",
+                    transient=False,
+                )
             data = answer.read(end - first, "a range of the wheel")
         if len(data) != end - first:
-            raise NetError(f"a range request gave {len(data)} bytes, not {end - first}",
-                           transient=True)
+            raise NetError(
+                f"a range request gave {len(data)} bytes, not {end - first}", transient=True
+            )
         return data

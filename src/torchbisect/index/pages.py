@@ -69,16 +69,33 @@ class Wheel:
     yanked: str | None = None  # PEP 592 / 691: None when not yanked, else the reason ("" if none)
 
     @classmethod
-    def parse(cls, filename: str, url: str, *, sha256: str | None = None,
-              metadata_sha256: str | None = None, size: int | None = None,
-              yanked: str | None = None) -> Wheel:
+    def parse(
+        cls,
+        filename: str,
+        url: str,
+        *,
+        sha256: str | None = None,
+        metadata_sha256: str | None = None,
+        size: int | None = None,
+        yanked: str | None = None,
+    ) -> Wheel:
         """Raise InvalidWheelFilename when `filename` is not a wheel name."""
         _, parsed, build, tags = _parse_name(filename)
         version, public, local, nightly = _version_parts(parsed)
-        return cls(filename=filename, url=url, sha256=sha256, version=version,
-                   public_version=public, local=local, build=build, tags=tags,
-                   nightly_date=nightly, metadata_sha256=metadata_sha256, size=size,
-                   yanked=yanked)
+        return cls(
+            filename=filename,
+            url=url,
+            sha256=sha256,
+            version=version,
+            public_version=public,
+            local=local,
+            build=build,
+            tags=tags,
+            nightly_date=nightly,
+            metadata_sha256=metadata_sha256,
+            size=size,
+            yanked=yanked,
+        )
 
     @property
     def build_label(self) -> str:
@@ -101,8 +118,9 @@ def _parse_name(filename: str) -> tuple[str, Version, BuildTag, frozenset[Tag]]:
     4,000 digits would become a cell's file names; past 4,300 Python's int() refuses it) makes
     it no wheel name."""
     if _LONG_NUMBER.search(filename):
-        raise InvalidWheelFilename(f"a number in {filename[:80]!r}… has more than "
-                                   f"{MAX_DIGITS} digits")
+        raise InvalidWheelFilename(
+            f"a number in {filename[:80]!r}… has more than {MAX_DIGITS} digits"
+        )
     return parse_wheel_filename(filename)
 
 
@@ -122,8 +140,9 @@ def parse_page(body: bytes, content_type: str, base: str, package: str) -> list[
     json_page = content_type in _JSON_TYPES
     files = body.count(b'"filename"') if json_page else sum(1 for _ in _ANCHOR_START.finditer(body))
     if files > MAX_FILES:
-        raise PageTooLarge(f"the page {base} lists more than {MAX_FILES:,} files (the bound for "
-                           "an index page)")
+        raise PageTooLarge(
+            f"the page {base} lists more than {MAX_FILES:,} files (the bound for an index page)"
+        )
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -137,25 +156,35 @@ def parse_page(body: bytes, content_type: str, base: str, package: str) -> list[
 
 
 def _from_html(text: str, base: str, package: str) -> list[Wheel]:
-    if re.search(r"<html", text, re.IGNORECASE) and not re.search(r"</html\s*>", text,
-                                                                   re.IGNORECASE):
+    if re.search(r"<html", text, re.IGNORECASE) and not re.search(
+        r"</html\s*>", text, re.IGNORECASE
+    ):
         raise Garbled("the HTML page ends before </html>")
     found = _BASE.search(text)
     base = urljoin(base, html.unescape(found[1])) if found else base
     origin = "{0.scheme}://{0.netloc}".format(urlparse(base))
     wheels = []
     for anchor in _ANCHOR.finditer(text):
-        attrs = {m[1].lower(): html.unescape(m[2] or m[3] or m[4] or "")
-                 for m in _ATTR.finditer(anchor[1])}
+        attrs = {
+            m[1].lower(): html.unescape(m[2] or m[3] or m[4] or "")
+            for m in _ATTR.finditer(anchor[1])
+        }
         href, _, fragment = attrs.get("href", "").partition("#")
         if not href:
             continue
-        url = origin + href if href.startswith("/") and not href.startswith("//") else \
-            urljoin(base, href)
+        url = (
+            origin + href
+            if href.startswith("/") and not href.startswith("//")
+            else urljoin(base, href)
+        )
         meta = attrs.get("data-dist-info-metadata") or attrs.get("data-core-metadata") or ""
-        wheel = _wheel(url, package, sha256=_hash_value(fragment),
-                       metadata_sha256=_hash_value(meta),
-                       yanked=attrs.get("data-yanked", "" if _YANKED.search(anchor[1]) else None))
+        wheel = _wheel(
+            url,
+            package,
+            sha256=_hash_value(fragment),
+            metadata_sha256=_hash_value(meta),
+            yanked=attrs.get("data-yanked", "" if _YANKED.search(anchor[1]) else None),
+        )
         if wheel:
             wheels.append(wheel)
     return wheels
@@ -167,8 +196,9 @@ def _from_json(text: str, base: str, package: str) -> list[Wheel]:
         if not str(doc["meta"]["api-version"]).startswith("1."):
             raise Garbled(f"unsupported PEP 691 api-version {doc['meta']['api-version']}")
         if len(doc["files"]) > MAX_FILES:  # a key spelled with escapes escapes the count above
-            raise PageTooLarge(f"the page {base} lists more than {MAX_FILES:,} files (the bound "
-                               "for an index page)")
+            raise PageTooLarge(
+                f"the page {base} lists more than {MAX_FILES:,} files (the bound for an index page)"
+            )
         files = [(f["url"], f["filename"], f["hashes"]) for f in doc["files"]]
         metas = [f.get("core-metadata", f.get("dist-info-metadata")) for f in doc["files"]]
         sizes = [f.get("size") for f in doc["files"]]
@@ -176,12 +206,16 @@ def _from_json(text: str, base: str, package: str) -> list[Wheel]:
     except (ValueError, KeyError, TypeError) as err:
         raise Garbled(f"not a PEP 691 JSON page ({err.__class__.__name__}: {err})") from None
     wheels = []
-    for (url, filename, hashes), meta, size, yanked in zip(files, metas, sizes, yanks,
-                                                            strict=True):
-        wheel = _wheel(urljoin(base, url), package, filename=filename,
-                       sha256=hashes.get("sha256") if isinstance(hashes, dict) else None,
-                       metadata_sha256=meta.get("sha256") if isinstance(meta, dict) else None,
-                       size=size if type(size) is int and size >= 0 else None, yanked=yanked)
+    for (url, filename, hashes), meta, size, yanked in zip(files, metas, sizes, yanks, strict=True):
+        wheel = _wheel(
+            urljoin(base, url),
+            package,
+            filename=filename,
+            sha256=hashes.get("sha256") if isinstance(hashes, dict) else None,
+            metadata_sha256=meta.get("sha256") if isinstance(meta, dict) else None,
+            size=size if type(size) is int and size >= 0 else None,
+            yanked=yanked,
+        )
         if wheel:
             wheels.append(wheel)
     return wheels
@@ -194,21 +228,36 @@ def _json_yanked(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _wheel(url: str, package: str, *, filename: str | None = None, sha256: str | None,
-           metadata_sha256: str | None, size: int | None = None,
-           yanked: str | None = None) -> Wheel | None:
+def _wheel(
+    url: str,
+    package: str,
+    *,
+    filename: str | None = None,
+    sha256: str | None,
+    metadata_sha256: str | None,
+    size: int | None = None,
+    yanked: str | None = None,
+) -> Wheel | None:
     """A Wheel for `package`, or None for other files (sdists, other projects, odd names)."""
     # The name is the decoded end of the URL's *path* (never of a query): the download is saved
     # under it, so anything that could leave the download folder is not a candidate.
     named = wheel_name(url.partition("#")[0])
-    if named is None or filename not in (None, named) \
-            or _project(named.split("-", 1)[0]) != _project(package):
+    if (
+        named is None
+        or filename not in (None, named)
+        or _project(named.split("-", 1)[0]) != _project(package)
+    ):
         return None
     filename = named
     try:
-        return Wheel.parse(filename, url, sha256=_hex(sha256),
-                           metadata_sha256=_hex(metadata_sha256), size=size,
-                           yanked=None if yanked is None else _reason(yanked))
+        return Wheel.parse(
+            filename,
+            url,
+            sha256=_hex(sha256),
+            metadata_sha256=_hex(metadata_sha256),
+            size=size,
+            yanked=None if yanked is None else _reason(yanked),
+        )
     except InvalidWheelFilename:
         return None
 
@@ -220,20 +269,25 @@ def _project(name: str) -> str:
 
 def read_folder(folder: Path, package: str) -> list[Wheel]:
     page = folder / canonicalize_name(package)
-    for name, kind in (("index.json", "application/vnd.pypi.simple.v1+json"),
-                       ("index.html", "text/html")):
+    for name, kind in (
+        ("index.json", "application/vnd.pypi.simple.v1+json"),
+        ("index.html", "text/html"),
+    ):
         if (page / name).is_file():
             body = (page / name).read_bytes()
             try:
                 return parse_page(body, kind, (page / name).resolve().as_uri(), package)
             except (Garbled, PageTooLarge) as err:
-                raise IndexUnreachable(f"{page / name} is not a usable index page ({err})") \
-                    from None
+                raise IndexUnreachable(
+                    f"{page / name} is not a usable index page ({err})"
+                ) from None
     if not folder.is_dir():
         raise PageMissing(f"the wheel folder {folder} does not exist")
     files = sorted([*folder.glob("*.whl"), *page.glob("*.whl")])
-    wheels = [_wheel(str(p.resolve()), package, filename=p.name, sha256=None,
-                     metadata_sha256=None) for p in files]
+    wheels = [
+        _wheel(str(p.resolve()), package, filename=p.name, sha256=None, metadata_sha256=None)
+        for p in files
+    ]
     return [w for w in wheels if w]
 
 

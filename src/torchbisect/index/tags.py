@@ -31,12 +31,13 @@ from .pages import Wheel
 _ARCHES = ("x86_64", "aarch64", "arm64", "universal2", "ppc64le", "s390x", "i686", "armv7l")
 _LEGACY = {"manylinux1": 5, "manylinux2010": 12, "manylinux2014": 17}  # PEP 600's aliases
 _NEWEST_GLIBC = 60  # "any glibc": every manylinux_2_N tag up to here is accepted
-_MANYLINUX = re.compile(r"manylinux_(\d+)_(\d+)_(\w+)|(manylinux1|manylinux2010|manylinux2014)_"
-                        r"(\w+)")
+_MANYLINUX = re.compile(
+    r"manylinux_(\d+)_(\d+)_(\w+)|(manylinux1|manylinux2010|manylinux2014)_"
+    r"(\w+)"
+)
 
 
-def compatible(wheels: Iterable[Wheel], *, python: str, platform: str | None = None
-               ) -> list[Wheel]:
+def compatible(wheels: Iterable[Wheel], *, python: str, platform: str | None = None) -> list[Wheel]:
     """The wheels that install on `python` ("3.12", "3.13t", "cp312") and `platform`."""
     accepted = set(supported(python, platform))
     return [w for w in wheels if not w.tags.isdisjoint(accepted)]
@@ -106,7 +107,7 @@ def _manylinux(arch: str, glibc: int) -> list[str]:
 
 @cache
 def platform_family(tag: str) -> str:
-    """"manylinux_2_28_x86_64" → "linux_x86_64"; "macosx_11_0_arm64" → "macosx_arm64"."""
+    """ "manylinux_2_28_x86_64" → "linux_x86_64"; "macosx_11_0_arm64" → "macosx_arm64"."""
     tag = tag.replace("-", "_").replace(".", "_")
     if tag == "any":
         return "any"
@@ -123,12 +124,14 @@ def host_platform() -> str:
 def runner_platform() -> str:
     """This machine's own platform tag, its glibc included ("manylinux_2_36_x86_64"): what
     `plan` resolves for when no --platform is given."""
-    return next((p for p in ptags.platform_tags() if p.startswith(("manylinux_", "musllinux_"))),
-                host_platform())
+    return next(
+        (p for p in ptags.platform_tags() if p.startswith(("manylinux_", "musllinux_"))),
+        host_platform(),
+    )
 
 
 def python_of(wheel: Wheel) -> str | None:
-    """"3.12" for a cp312-cp312 wheel, "3.13t" for cp313-cp313t; None for py3/abi3 wheels."""
+    """ "3.12" for a cp312-cp312 wheel, "3.13t" for cp313-cp313t; None for py3/abi3 wheels."""
     for tag in wheel.tags:
         match = re.fullmatch(r"cp(\d)(\d+)", tag.interpreter)
         if match and tag.abi not in ("abi3", "none"):

@@ -24,12 +24,31 @@ if TYPE_CHECKING:
 # The client's names are imported when first asked for (PEP 562), not with the package: a
 # process that only reads a config file (which takes `net.credentials` alone) does not pay for
 # urllib3 and the client, about a third of `torchbisect report`'s 0.2 s start.
-_FROM = {"API": "client", "HEAD": "client", "PAGE": "client", "WHEEL": "client",
-         "Deadlines": "client", "Route": "client", "request": "client",
-         "NetError": "failures", "Refused": "failures", "Retries": "retry"}
+_FROM = {
+    "API": "client",
+    "HEAD": "client",
+    "PAGE": "client",
+    "WHEEL": "client",
+    "Deadlines": "client",
+    "Route": "client",
+    "request": "client",
+    "NetError": "failures",
+    "Refused": "failures",
+    "Retries": "retry",
+}
 
-__all__ = ["API", "HEAD", "PAGE", "WHEEL", "Deadlines", "NetError", "Refused", "Retries", "Route",
-           "request"]
+__all__ = [
+    "API",
+    "HEAD",
+    "PAGE",
+    "WHEEL",
+    "Deadlines",
+    "NetError",
+    "Refused",
+    "Retries",
+    "Route",
+    "request",
+]
 
 
 def __getattr__(name: str) -> Any:

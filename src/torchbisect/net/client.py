@@ -97,8 +97,9 @@ class Answer:
         """The whole body; Refused (naming `what` and the bound) when it is over `limit` bytes."""
         declared = self.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            raise Refused(f"{what} is {megabytes(int(declared))}, over the bound of "
-                          f"{megabytes(limit)}")
+            raise Refused(
+                f"{what} is {megabytes(int(declared))}, over the bound of {megabytes(limit)}"
+            )
         parts, size = [], 0
         for chunk in self.chunks():
             size += len(chunk)
@@ -109,22 +110,48 @@ class Answer:
 
 
 @contextmanager
-def request(method: str, url: str, *, route: Route | None = None,
-            headers: Mapping[str, str] | None = None, body: bytes | None = None,
-            deadlines: Deadlines = PAGE, decode: bool = True) -> Iterator[Answer]:
+def request(
+    method: str,
+    url: str,
+    *,
+    route: Route | None = None,
+    headers: Mapping[str, str] | None = None,
+    body: bytes | None = None,
+    deadlines: Deadlines = PAGE,
+    decode: bool = True,
+) -> Iterator[Answer]:
     """Ask `url`, following redirects as the module docstring says; the final answer, whose body
     the caller reads inside the `with`.  A status of 400 or more raises NetError (429 and 5xx
     transient) carrying the status, headers and the first 64 KB of the body."""
     url = credentials.remember(url)
-    route = Route(base=credentials.remember(route.base), allow=route.allow,
-                  secret=route.secret) if route else Route(base=url)
-    with deadline.running(idle=deadlines.idle, total=deadlines.total) as ends, \
-            _waiting(url, deadlines):
-        raw, final = _follow(method, url, route=route, headers=dict(headers or {}), body=body,
-                             deadlines=deadlines, ends=ends, decode=decode)
+    route = (
+        Route(base=credentials.remember(route.base), allow=route.allow, secret=route.secret)
+        if route
+        else Route(base=url)
+    )
+    with (
+        deadline.running(idle=deadlines.idle, total=deadlines.total) as ends,
+        _waiting(url, deadlines),
+    ):
+        raw, final = _follow(
+            method,
+            url,
+            route=route,
+            headers=dict(headers or {}),
+            body=body,
+            deadlines=deadlines,
+            ends=ends,
+            decode=decode,
+        )
         try:
-            answer = Answer(raw.status, final, {k.lower(): v for k, v in raw.headers.items()},
-                            raw, ends, deadlines)
+            answer = Answer(
+                raw.status,
+                final,
+                {k.lower(): v for k, v in raw.headers.items()},
+                raw,
+                ends,
+                deadlines,
+            )
             if raw.status >= 400:
                 text = _bounded(answer)
                 raise http_error(raw.status, raw.reason or "", dict(answer.headers), text)
@@ -141,9 +168,14 @@ def _waiting(url: str, deadlines: Deadlines) -> Iterator[None]:
     if deadlines.notice is None:
         yield
         return
-    timer = threading.Timer(deadlines.notice, lambda: print(
-        f"note: waiting for {url} to answer (at most {deadlines.total:g} s in all)",
-        file=sys.stderr, flush=True))
+    timer = threading.Timer(
+        deadlines.notice,
+        lambda: print(
+            f"note: waiting for {url} to answer (at most {deadlines.total:g} s in all)",
+            file=sys.stderr,
+            flush=True,
+        ),
+    )
     timer.daemon = True
     timer.start()
     try:
@@ -159,9 +191,17 @@ def origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, links.host_of(url), port
 
 
-def _follow(method: str, url: str, *, route: Route, headers: dict[str, str],
-            body: bytes | None, deadlines: Deadlines, ends: float,
-            decode: bool) -> tuple[urllib3.BaseHTTPResponse, str]:
+def _follow(
+    method: str,
+    url: str,
+    *,
+    route: Route,
+    headers: dict[str, str],
+    body: bytes | None,
+    deadlines: Deadlines,
+    ends: float,
+    decode: bool,
+) -> tuple[urllib3.BaseHTTPResponse, str]:
     target = url
     for _hop in range(MAX_HOPS + 1):
         _check(target, url, route)
@@ -175,9 +215,17 @@ def _follow(method: str, url: str, *, route: Route, headers: dict[str, str],
         try:
             with pools.reaching(None if proxied else _reach(target, route)):
                 raw = manager.urlopen(
-                    method, target, body=body, headers=sent, redirect=False, retries=False,
-                    preload_content=False, decode_content=decode, assert_same_host=False,
-                    timeout=Timeout(connect=deadlines.connect, read=deadlines.idle))
+                    method,
+                    target,
+                    body=body,
+                    headers=sent,
+                    redirect=False,
+                    retries=False,
+                    preload_content=False,
+                    decode_content=decode,
+                    assert_same_host=False,
+                    timeout=Timeout(connect=deadlines.connect, read=deadlines.idle),
+                )
         except Exception as err:  # noqa: BLE001 - urllib3, ssl and socket errors alike
             raise _failure(err, target, ends, deadlines) from None
         location = raw.headers.get("Location") if raw.status in _REDIRECTS else None
@@ -190,8 +238,10 @@ def _follow(method: str, url: str, *, route: Route, headers: dict[str, str],
             following = credentials.split(urljoin(target, location))[0]
             origin(following)
         except ValueError:
-            raise Refused(f"it redirected to {credentials.hide(location[:200])!r}, which is not "
-                          "a URL; not followed") from None
+            raise Refused(
+                f"it redirected to {credentials.hide(location[:200])!r}, which is not "
+                "a URL; not followed"
+            ) from None
         if method not in ("GET", "HEAD"):
             _may_resend(method, raw.status, target, following)
         if raw.status == 303:
@@ -214,9 +264,11 @@ def _check(target: str, first: str, route: Route) -> None:
     if urlsplit(target).scheme not in ("http", "https"):
         raise Refused(f"it redirected to {target}, which is not http(s); not followed")
     if not links.allowed(target, route.base, route.allow):
-        raise Refused(f"it redirected to {target}, {links.kind(target)}, where a link from "
-                      f"{links.kind(route.base)} may not lead; not followed (`allow_links_to` "
-                      "in matrix.yaml can name that host if that is meant)")
+        raise Refused(
+            f"it redirected to {target}, {links.kind(target)}, where a link from "
+            f"{links.kind(route.base)} may not lead; not followed (`allow_links_to` "
+            "in matrix.yaml can name that host if that is meant)"
+        )
 
 
 def _reach(target: str, route: Route) -> int | None:
@@ -231,11 +283,12 @@ def _reach(target: str, route: Route) -> int | None:
 def _may_resend(method: str, status: int, target: str, following: str) -> None:
     """A POST or PATCH goes on only through a 307/308 to its own origin."""
     if status not in (307, 308):
-        raise Refused(f"it answered the {method} with {status} to {following}, which would turn "
-                      "it into a GET; not followed")
+        raise Refused(
+            f"it answered the {method} with {status} to {following}, which would turn "
+            "it into a GET; not followed"
+        )
     if origin(following) != origin(target):
-        raise Refused(f"it redirected the {method} to another origin ({following}); not "
-                      "followed")
+        raise Refused(f"it redirected the {method} to another origin ({following}); not followed")
 
 
 def _bounded(answer: Answer) -> bytes:
@@ -256,10 +309,12 @@ def _failure(err: BaseException, url: str, ends: float, deadlines: Deadlines) ->
         return err
     host = links.host_of(url) or url
     if deadline.past(ends):  # a slow peer is not worth a second try: said once, with the bound
-        return NetError(f"{host} did not finish answering {url} within {deadlines.total:g} s "
-                        "(the total deadline)", transient=False)
+        return NetError(
+            f"{host} did not finish answering {url} within {deadlines.total:g} s "
+            "(the total deadline)",
+            transient=False,
+        )
     return describe(err, host)
-
 
 
 _POOL: dict[str, Any] = {"num_pools": 16, "maxsize": 8, "block": False, "retries": False}

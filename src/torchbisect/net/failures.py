@@ -15,9 +15,16 @@ class NetError(Exception):
     Unavailable", "connection refused").  `transient`: asking again may help.  `status`: the HTTP
     status, when there was an answer.  `attempts`: set by `retry.attempt` when it gives up."""
 
-    def __init__(self, phrase: str, *, transient: bool, status: int | None = None,
-                 retry_after: str | None = None, headers: dict[str, str] | None = None,
-                 body: bytes = b""):
+    def __init__(
+        self,
+        phrase: str,
+        *,
+        transient: bool,
+        status: int | None = None,
+        retry_after: str | None = None,
+        headers: dict[str, str] | None = None,
+        body: bytes = b"",
+    ):
         super().__init__(phrase)
         self.transient, self.status, self.retry_after = transient, status, retry_after
         self.headers, self.body = headers or {}, body
@@ -40,9 +47,14 @@ RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
 def http_error(status: int, reason: str, headers: dict[str, str], body: bytes = b"") -> NetError:
     """The NetError for an answer with a failure status: 429 and 5xx are worth another try."""
-    return NetError(f"HTTP {status} {reason}".rstrip(), transient=status in RETRY_STATUS,
-                    status=status, retry_after=headers.get("retry-after"), headers=headers,
-                    body=body)
+    return NetError(
+        f"HTTP {status} {reason}".rstrip(),
+        transient=status in RETRY_STATUS,
+        status=status,
+        retry_after=headers.get("retry-after"),
+        headers=headers,
+        body=body,
+    )
 
 
 def describe(err: BaseException, host: str) -> NetError:
@@ -51,8 +63,12 @@ def describe(err: BaseException, host: str) -> NetError:
     refused = next((e for e in chain if isinstance(e, PeerRefused)), None)
     if refused is not None:
         return Refused(str(refused))
-    if any(isinstance(e, u3.NameResolutionError) or isinstance(e, socket.gaierror) and
-           e.errno in _NO_NAME for e in chain):
+    if any(
+        isinstance(e, u3.NameResolutionError)
+        or isinstance(e, socket.gaierror)
+        and e.errno in _NO_NAME
+        for e in chain
+    ):
         return NetError(f"the name {host} does not resolve", transient=False)
     if _has(chain, ConnectionRefusedError):
         return NetError(f"{host} refused the connection", transient=False)
@@ -82,8 +98,11 @@ def _chain(err: BaseException) -> list[BaseException]:
     link: BaseException | None = err
     while link is not None and all(link is not s for s in seen):
         seen.append(link)
-        link = getattr(link, "reason", None) if isinstance(link, u3.MaxRetryError) else \
-            link.__cause__ or link.__context__
+        link = (
+            getattr(link, "reason", None)
+            if isinstance(link, u3.MaxRetryError)
+            else link.__cause__ or link.__context__
+        )
     return seen
 
 

@@ -21,8 +21,11 @@ from .failures import NetError, Refused
 
 DEFAULT_API = "https://api.github.com"
 ANSWER_LIMIT = 32 * 10**6  # a page of 100 issues with the largest bodies GitHub allows: ~7 MB
-_HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
-            "Content-Type": "application/json"}
+_HEADERS = {
+    "Accept": "application/vnd.github+json",
+    "X-GitHub-Api-Version": "2022-11-28",
+    "Content-Type": "application/json",
+}
 WRITE_HINT = "the job needs `permissions: issues: write`"
 RETRIES = retry.Retries(attempts=3, base=1.0, max_wait=30.0)
 
@@ -36,9 +39,15 @@ class RateLimited(GitHubError):
 
 
 class GitHub:
-    def __init__(self, *, base_url: str = DEFAULT_API, token: str | None = None,
-                 retries: retry.Retries = RETRIES,
-                 deadlines: Deadlines = API, limit: int = ANSWER_LIMIT):
+    def __init__(
+        self,
+        *,
+        base_url: str = DEFAULT_API,
+        token: str | None = None,
+        retries: retry.Retries = RETRIES,
+        deadlines: Deadlines = API,
+        limit: int = ANSWER_LIMIT,
+    ):
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.retries, self.deadlines, self.limit = retries, deadlines, limit
@@ -76,21 +85,31 @@ class GitHub:
 
     def find_issues(self, repo: str, label: str) -> list[tuple[int, str]]:
         """(number, body) of each open issue with this label, oldest first (no pull requests)."""
-        found = self.call("GET", f"/repos/{repo}/issues?state=open&labels={label}"
-                                 "&sort=created&direction=asc&per_page=100", hint=WRITE_HINT)
+        found = self.call(
+            "GET",
+            f"/repos/{repo}/issues?state=open&labels={label}"
+            "&sort=created&direction=asc&per_page=100",
+            hint=WRITE_HINT,
+        )
         if not isinstance(found, list) or not all(isinstance(i, dict) for i in found):
-            raise GitHubError(f"GitHub's answer listing the issues of {repo} is not a list of "
-                              "issues")
-        issues = [(i.get("number"), i.get("body") or "") for i in found
-                  if "pull_request" not in i]
+            raise GitHubError(
+                f"GitHub's answer listing the issues of {repo} is not a list of issues"
+            )
+        issues = [(i.get("number"), i.get("body") or "") for i in found if "pull_request" not in i]
         if any(not _whole(n) or not isinstance(b, str) for n, b in issues):
-            raise GitHubError(f"GitHub's answer listing the issues of {repo} has an issue "
-                              "without a number or with a body that is not text")
+            raise GitHubError(
+                f"GitHub's answer listing the issues of {repo} has an issue "
+                "without a number or with a body that is not text"
+            )
         return sorted(issues)
 
     def create_issue(self, repo: str, title: str, body: str, labels: list[str]) -> int:
-        made = self.call("POST", f"/repos/{repo}/issues",
-                         {"title": title, "body": body, "labels": labels}, hint=WRITE_HINT)
+        made = self.call(
+            "POST",
+            f"/repos/{repo}/issues",
+            {"title": title, "body": body, "labels": labels},
+            hint=WRITE_HINT,
+        )
         number = made.get("number") if isinstance(made, dict) else None
         if not _whole(number):
             raise GitHubError(f"GitHub opened an issue in {repo} but did not say its number")
@@ -100,13 +119,20 @@ class GitHub:
         self.call("PATCH", f"/repos/{repo}/issues/{number}", {"body": body}, hint=WRITE_HINT)
 
     def comment(self, repo: str, number: int, body: str) -> None:
-        self.call("POST", f"/repos/{repo}/issues/{number}/comments", {"body": body},
-                  hint=WRITE_HINT)
+        self.call(
+            "POST", f"/repos/{repo}/issues/{number}/comments", {"body": body}, hint=WRITE_HINT
+        )
 
     def _once(self, method: str, path: str, body: bytes | None, what: str) -> bytes:
         try:
-            with request(method, self.base_url + path, route=self._route, headers=_HEADERS,
-                         body=body, deadlines=self.deadlines) as answer:
+            with request(
+                method,
+                self.base_url + path,
+                route=self._route,
+                headers=_HEADERS,
+                body=body,
+                deadlines=self.deadlines,
+            ) as answer:
                 return answer.read(self.limit, f"GitHub's answer to {what}")
         except NetError as err:
             limited = _rate_limit(err, self.retries.max_wait)
@@ -130,8 +156,9 @@ class GitHub:
 def _rate_limit(err: NetError, max_wait: float) -> RateLimited | None:
     """A used-up rate limit: None when it is not one or when its Retry-After is short (then the
     error is left transient, and retried after that wait)."""
-    used_up = err.status == 429 or err.status == 403 and \
-        err.headers.get("x-ratelimit-remaining") == "0"
+    used_up = (
+        err.status == 429 or err.status == 403 and err.headers.get("x-ratelimit-remaining") == "0"
+    )
     if not used_up:
         return None
     told = retry.parse_retry_after(err.retry_after)

@@ -28,9 +28,14 @@ from urllib.parse import unquote, urlparse
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 PUBLIC, PRIVATE, LINK_LOCAL, LOOPBACK, LOCAL_FILE, UNRESOLVED = range(6)
-RANK_NAMES = {PUBLIC: "a public address", PRIVATE: "a private address",
-              LINK_LOCAL: "a link-local address", LOOPBACK: "this host (loopback)",
-              LOCAL_FILE: "a local file", UNRESOLVED: "a name that does not resolve here"}
+RANK_NAMES = {
+    PUBLIC: "a public address",
+    PRIVATE: "a private address",
+    LINK_LOCAL: "a link-local address",
+    LOOPBACK: "this host (loopback)",
+    LOCAL_FILE: "a local file",
+    UNRESOLVED: "a name that does not resolve here",
+}
 _IPV4_SPELLING = frozenset("0123456789abcdefx.")  # what inet_aton reads: 0x…, 0…, dotted or not
 
 
@@ -46,8 +51,14 @@ def wheel_name(url: str) -> str | None:
 
 def safe_wheel_name(name: str) -> bool:
     """True for a bare wheel file name: parses as one, and cannot leave the folder it lands in."""
-    if (not name or name in (".", "..") or ".." in name or any(c in name for c in "/\\\0")
-            or any(ord(c) < 32 or ord(c) == 127 for c in name) or not name.endswith(".whl")):
+    if (
+        not name
+        or name in (".", "..")
+        or ".." in name
+        or any(c in name for c in "/\\\0")
+        or any(ord(c) < 32 or ord(c) == 127 for c in name)
+        or not name.endswith(".whl")
+    ):
         return False
     try:
         parse_wheel_filename(name)
@@ -74,8 +85,13 @@ def host_of(url: str) -> str:
 
 def allowed(url: str, index_url: str, allow: Collection[str] = ()) -> bool:
     """May an index at `index_url` send a cell to `url`?  `allow` lists hosts (or "file")."""
-    if "://" in url and "://" in index_url and not url.startswith("file:") and \
-            not index_url.startswith("file:") and host_of(url) == host_of(index_url):
+    if (
+        "://" in url
+        and "://" in index_url
+        and not url.startswith("file:")
+        and not index_url.startswith("file:")
+        and host_of(url) == host_of(index_url)
+    ):
         return True  # the index's own host (every link of a PyTorch page): nothing to resolve
     target, base = rank(url), rank(index_url)
     base = PUBLIC if base == UNRESOLVED else base  # an index we cannot place vouches for nothing
@@ -89,9 +105,11 @@ def kind(url: str) -> str:
 
 def refusal(url: str, index_url: str) -> str:
     """Why `allowed` said no, as the end of a sentence."""
-    return (f"{index_url} is {RANK_NAMES[rank(index_url)]} but links to {url}, which is "
-            f"{RANK_NAMES[rank(url)]}; add its host (or `file`) to `allow_links_to` in matrix.yaml "
-            "if that is meant")
+    return (
+        f"{index_url} is {RANK_NAMES[rank(index_url)]} but links to {url}, which is "
+        f"{RANK_NAMES[rank(url)]}; add its host (or `file`) to `allow_links_to` in matrix.yaml "
+        "if that is meant"
+    )
 
 
 def host_rank(host: str) -> int:
@@ -137,8 +155,12 @@ def address_rank(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> int:
         return LOOPBACK
     if address.is_link_local:
         return LINK_LOCAL
-    if address.is_private or address.is_reserved or address.is_multicast or \
-            getattr(address, "is_site_local", False):
+    if (
+        address.is_private
+        or address.is_reserved
+        or address.is_multicast
+        or getattr(address, "is_site_local", False)
+    ):
         return PRIVATE
     return PUBLIC
 

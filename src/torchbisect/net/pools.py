@@ -47,8 +47,10 @@ def _check(sock: socket.socket, host: str) -> None:
     rank = links.address_rank(ipaddress.ip_address(peer))
     if rank > limit:
         sock.close()
-        raise PeerRefused(f"{host} led the connection to {peer}, {links.RANK_NAMES[rank]}, "
-                          "which it did not resolve to when it was checked; not connected")
+        raise PeerRefused(
+            f"{host} led the connection to {peer}, {links.RANK_NAMES[rank]}, "
+            "which it did not resolve to when it was checked; not connected"
+        )
 
 
 if TYPE_CHECKING:  # what _Checked is mixed into, for the checker to read its methods against

@@ -35,23 +35,33 @@ class Sink:
         return self.digest.hexdigest()
 
 
-def fetch(url: str, sink: Sink, *, retries: retry.Retries, route: Route | None = None,
-          deadlines: Deadlines = WHEEL, on_retry: retry.OnRetry | None = None,
-          progress: Progress | None = None) -> Sink:
+def fetch(
+    url: str,
+    sink: Sink,
+    *,
+    retries: retry.Retries,
+    route: Route | None = None,
+    deadlines: Deadlines = WHEEL,
+    on_retry: retry.OnRetry | None = None,
+    progress: Progress | None = None,
+) -> Sink:
     """Every byte of `url` into `sink`, resuming after each transient failure."""
-    retry.attempt(lambda: _rest(url, sink, route or Route(base=url), deadlines, progress),
-                  retries, on_retry)
+    retry.attempt(
+        lambda: _rest(url, sink, route or Route(base=url), deadlines, progress), retries, on_retry
+    )
     return sink
 
 
-def _rest(url: str, sink: Sink, route: Route, deadlines: Deadlines,
-          progress: Progress | None) -> None:
+def _rest(
+    url: str, sink: Sink, route: Route, deadlines: Deadlines, progress: Progress | None
+) -> None:
     headers = {"Accept-Encoding": "identity"}
     if sink.have:
         headers["Range"] = f"bytes={sink.have}-"
     try:
-        with request("GET", url, route=route, headers=headers, deadlines=deadlines,
-                     decode=False) as answer:
+        with request(
+            "GET", url, route=route, headers=headers, deadlines=deadlines, decode=False
+        ) as answer:
             if sink.have and answer.status != 206:
                 sink.restart()  # the server ignored the range: it sends the whole file
             length = answer.headers.get("content-length", "")

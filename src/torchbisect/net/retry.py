@@ -45,16 +45,18 @@ def attempt(action: Callable[[], T], retries: Retries, on_retry: OnRetry | None 
             err.attempts = number
             if not err.transient or number == retries.attempts:
                 raise
-            wait = wait_before(number, retry_after=err.retry_after, base=retries.base,
-                               max_wait=retries.max_wait)
+            wait = wait_before(
+                number, retry_after=err.retry_after, base=retries.base, max_wait=retries.max_wait
+            )
             if on_retry is not None:
                 on_retry(err, number, wait)
             _sleep(wait)
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def wait_before(attempt: int, *, retry_after: str | None = None, base: float = 1.0,
-                max_wait: float = 120.0) -> float:
+def wait_before(
+    attempt: int, *, retry_after: str | None = None, base: float = 1.0, max_wait: float = 120.0
+) -> float:
     """Seconds to wait before attempt `attempt + 1` (attempt counts from 1)."""
     told = parse_retry_after(retry_after)
     wait = told if told is not None else base * 2 ** (attempt - 1)

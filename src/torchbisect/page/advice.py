@@ -1,4 +1,4 @@
-""""What to do": the answer to an affected user's second question, built from the same headlines.
+""" "What to do": the answer to an affected user's second question, built from the same headlines.
 
 The probe's workaround (its WORKAROUND) with its cost as measured by `nox -s bench` when the probe
 names that benchmark and says how to quote it (WORKAROUND_BENCH, WORKAROUND_COST), the release the
@@ -25,26 +25,36 @@ from .regression import Regression
 NO_WORKAROUND = "The probe names no workaround."
 # The self-check a reader of the page alone can follow: `report` publishes the standalone probe
 # beside the page, which runs under any torch with nothing else installed.
-CHECK_MEANING = ("with the python whose torch you want checked: it probes the first GPU and exits "
-                 "0 = not affected, 1 = affected, 125 = cannot tell (no GPU, say). It needs only "
-                 "torch.")
+CHECK_MEANING = (
+    "with the python whose torch you want checked: it probes the first GPU and exits "
+    "0 = not affected, 1 = affected, 125 = cannot tell (no GPU, say). It needs only "
+    "torch."
+)
 # A probe that does not say it needs a GPU (NEEDS_GPU) gets no GPU words: a CPU-only check.
-CHECK_MEANING_NO_GPU = ("with the python whose torch you want checked: it exits 0 = not "
-                        "affected, 1 = affected, 125 = cannot tell. It needs only torch.")
-NO_CHECK = ("The probe's file is not at hand where this page was drawn; `torchbisect probe "
-            "--probe {name}` runs it from a clone of torchbisect, or from the folder "
-            "TORCHBISECT_PROBES names.")
+CHECK_MEANING_NO_GPU = (
+    "with the python whose torch you want checked: it exits 0 = not "
+    "affected, 1 = affected, 125 = cannot tell. It needs only torch."
+)
+NO_CHECK = (
+    "The probe's file is not at hand where this page was drawn; `torchbisect probe "
+    "--probe {name}` runs it from a clone of torchbisect, or from the folder "
+    "TORCHBISECT_PROBES names."
+)
 # torchbisect is not on PyPI: the line a reader can follow installs it from a clone of its source.
 TOOL = "pip install . && torchbisect probe --probe {name}"
-TOOL_MEANING = ("in a clone of torchbisect's repository (it is not published on PyPI): the same "
-                "check with its result stored, and the whole tool, which installs and probes a "
-                "matrix of builds and bisects nightlies.")
+TOOL_MEANING = (
+    "in a clone of torchbisect's repository (it is not published on PyPI): the same "
+    "check with its result stored, and the whole tool, which installs and probes a "
+    "matrix of builds and bisects nightlies."
+)
 # A probe of the user's own is not in a clone: the variable names the folder it was saved in.
 TOOL_OWN = "TORCHBISECT_PROBES=DIR torchbisect probe --probe {name}"
-TOOL_OWN_MEANING = ("with torchbisect installed from a clone of its repository (pip install . "
-                    "there; it is not published on PyPI) and DIR the folder that holds {file}: "
-                    "the same check with its result stored, and the whole tool, which installs "
-                    "and probes a matrix of builds and bisects nightlies.")
+TOOL_OWN_MEANING = (
+    "with torchbisect installed from a clone of its repository (pip install . "
+    "there; it is not published on PyPI) and DIR the folder that holds {file}: "
+    "the same check with its result stored, and the whole tool, which installs "
+    "and probes a matrix of builds and bisects nightlies."
+)
 
 
 def upstream_search(regression: Regression) -> str:
@@ -54,7 +64,7 @@ def upstream_search(regression: Regression) -> str:
 
 
 def fix_line(h: Headline) -> str:
-    """"Fixed builds", from the headline's course: every clause is what was measured."""
+    """ "Fixed builds", from the headline's course: every clause is what was measured."""
     c = h.course
     newest = c.newest_affected
     if not h.tested:
@@ -64,19 +74,24 @@ def fix_line(h: Headline) -> str:
     elif h.fixed:
         release = f"fixed in {h.fixed} (the first release measured after {newest})"
     elif c.later_adjacent and c.unfixed:
-        release = (f"{c.later_good} was measured not affected, but never on "
-                   f"{_listed(c.unfixed)}, where earlier releases were affected: no fix is "
-                   "claimed there")
+        release = (
+            f"{c.later_good} was measured not affected, but never on "
+            f"{_listed(c.unfixed)}, where earlier releases were affected: no fix is "
+            "claimed there"
+        )
     elif c.later_good:
-        release = (f"{c.later_good} was measured not affected, but not every release between it "
-                   f"and {newest} (the newest affected) was measured")
+        release = (
+            f"{c.later_good} was measured not affected, but not every release between it "
+            f"and {newest} (the newest affected) was measured"
+        )
         if c.unfixed:
             release += f", nor {c.later_good} on {_listed(c.unfixed)}"
     elif all(s == "bad" for v, s in c.states if v in h.tested):
         release = f"no fixed release yet (every tested release up to {newest} is affected)"
     elif not c.again and c.since != newest:  # measured not affected only before `since`
-        release = (f"no fixed release yet (every tested release from {c.since} up to {newest} "
-                   "is affected)")
+        release = (
+            f"no fixed release yet (every tested release from {c.since} up to {newest} is affected)"
+        )
     else:
         release = f"no fixed release yet: {newest}, the newest release measured, is affected"
         if c.again:
@@ -84,8 +99,13 @@ def fix_line(h: Headline) -> str:
     if not h.fixed and (left := c.unmeasured_after):
         verb = "has" if len(left) == 1 else "have"
         release += f"; {_listed(left)} after {newest} {verb} no verdict"
-    nightly = (f"first fixed nightly {h.first_fixed.text}" if h.first_fixed
-               else "no fixed nightly found" if h.first_affected else "")
+    nightly = (
+        f"first fixed nightly {h.first_fixed.text}"
+        if h.first_fixed
+        else "no fixed nightly found"
+        if h.first_affected
+        else ""
+    )
     return "; ".join(x for x in (release, nightly) if x)
 
 
@@ -125,8 +145,15 @@ def cost_sentence(doc: dict[str, Any], cost: dict[str, str]) -> str:
     """The workaround's cost at the smallest and largest size measured, as the probe says to
     quote it (WORKAROUND_COST): each row's `cost["key"]`, in ms, added to `cost["adds_to"]`."""
     key = cost.get("key", "")
-    rows = [r for r in doc.get("rows") or [] if isinstance(r, dict)
-            and _number(r.get(key)) and _number(r.get("size_mib"))] if key else []
+    rows = (
+        [
+            r
+            for r in doc.get("rows") or []
+            if isinstance(r, dict) and _number(r.get(key)) and _number(r.get("size_mib"))
+        ]
+        if key
+        else []
+    )
     if not rows:
         return ""
     rows.sort(key=lambda r: r["size_mib"])
@@ -135,9 +162,11 @@ def cost_sentence(doc: dict[str, Any], cost: dict[str, str]) -> str:
     small, big = rows[0], rows[-1]
     where = f"{doc.get('gpu', 'the benchmark GPU')} (torch {doc.get('torch', '?')})"
     to = f" to {cost['adds_to']}" if cost.get("adds_to") else ""
-    return (f"Measured on {where}: the workaround adds {measured_cost(small[key], resolution)}"
-            f"{to} at {small['size_mib']} MiB and {measured_cost(big[key], resolution)} "
-            f"at {big['size_mib']} MiB.")
+    return (
+        f"Measured on {where}: the workaround adds {measured_cost(small[key], resolution)}"
+        f"{to} at {small['size_mib']} MiB and {measured_cost(big[key], resolution)} "
+        f"at {big['size_mib']} MiB."
+    )
 
 
 def _number(value: object) -> bool:
@@ -165,21 +194,35 @@ def upstream_of(regression: Regression, links: References) -> str:
     return str(links.upstream or "") or regression.upstream_issue or upstream_search(regression)
 
 
-def build_advice(sections: tuple[Section, ...], links: References,
-                 bench: dict[str, Any] | None, regression: Regression) -> Advice:
+def build_advice(
+    sections: tuple[Section, ...],
+    links: References,
+    bench: dict[str, Any] | None,
+    regression: Regression,
+) -> Advice:
     several = len(sections) > 1
-    fixes = tuple(f"{s.gpu}: {fix_line(s.headline)}" if several else fix_line(s.headline)
-                  for s in sections)
+    fixes = tuple(
+        f"{s.gpu}: {fix_line(s.headline)}" if several else fix_line(s.headline) for s in sections
+    )
     bench = bench or {}
     upstream = upstream_of(regression, links)
     check, check_href, check_meaning, tool, tool_meaning = self_check(regression)
-    return Advice(workaround=regression.workaround or NO_WORKAROUND,
-                  cost=cost_sentence(bench.get("data") or {}, regression.workaround_cost),
-                  cost_href=bench.get("href", ""), fixes=fixes,
-                  check=check, check_href=check_href, check_meaning=check_meaning, tool=tool,
-                  tool_meaning=tool_meaning, upstream=upstream, upstream_text=link_text(upstream),
-                  repository=links.repository or home(), fix_pr=regression.fix_pr,
-                  fix_pr_text=link_text(regression.fix_pr) if regression.fix_pr else "")
+    return Advice(
+        workaround=regression.workaround or NO_WORKAROUND,
+        cost=cost_sentence(bench.get("data") or {}, regression.workaround_cost),
+        cost_href=bench.get("href", ""),
+        fixes=fixes,
+        check=check,
+        check_href=check_href,
+        check_meaning=check_meaning,
+        tool=tool,
+        tool_meaning=tool_meaning,
+        upstream=upstream,
+        upstream_text=link_text(upstream),
+        repository=links.repository or home(),
+        fix_pr=regression.fix_pr,
+        fix_pr_text=link_text(regression.fix_pr) if regression.fix_pr else "",
+    )
 
 
 _GITHUB_THREAD = re.compile(r"/([\w.-]+)/([\w.-]+)/(?:issues|pull)/(\d+)/?$")

@@ -32,13 +32,17 @@ def _commit_facts(c: BisectResult) -> list[tuple[str, str]]:
     for line in c.commits:
         sha, kind, subject = (line.split(" ", 2) + ["", ""])[:3]
         listed.append(f"{sha[:12]} ({kind}) {subject}")
-    return [("down to the commit", public_text(lead(c))),
-            ("commit candidates" if not c.exact else "commit", public_text("; ".join(listed))),
-            ("untestable (no nightly's binary)", ", ".join(c.missing)),
-            ("inert (test/ or docs/ only: took the verdict before them, unprobed)",
-             ", ".join(inert_commits(c))),
-            ("commit probes run", str(c.probes)),
-            ("commit compare", public_text(c.compare_url))]
+    return [
+        ("down to the commit", public_text(lead(c))),
+        ("commit candidates" if not c.exact else "commit", public_text("; ".join(listed))),
+        ("untestable (no nightly's binary)", ", ".join(c.missing)),
+        (
+            "inert (test/ or docs/ only: took the verdict before them, unprobed)",
+            ", ".join(inert_commits(c)),
+        ),
+        ("commit probes run", str(c.probes)),
+        ("commit compare", public_text(c.compare_url)),
+    ]
 
 
 def _sha(point: NightlyPoint | None) -> str:
@@ -51,26 +55,42 @@ def bisect_view(b: BisectResult, gpu: str = "", *, several_gpus: bool = False) -
     kind = "nightly" if end and end.date else "release"
     what = f"First affected {kind}" if regression else f"First fixed {kind}"
     after = (b.after.date or b.after.version) if b.after else "not found"
-    answer = after if b.exact or not b.after else \
-        f"one of {len(b.candidates)} ({', '.join(b.candidates)})"
+    answer = (
+        after
+        if b.exact or not b.after
+        else f"one of {len(b.candidates)} ({', '.join(b.candidates)})"
+    )
     before = ("last good " if regression else "last bad ") + (
-        (b.before.date or b.before.version) if b.before else "—")
-    facts = [("GPU", gpu or (UNATTRIBUTED if several_gpus else "")),
-             ("range", f"{before} → {after}"),
-             ("commits", f"{_sha(b.before)} … {_sha(b.after)}"
-              if (b.before and b.before.main_sha) or (b.after and b.after.main_sha) else ""),
-             ("builds", f"{b.cuda} · py{b.python}"), ("probes run", str(b.probes)),
-             ("unknown (tried, no verdict)", ", ".join(b.unknown)),
-             ("missing (no nightly that day)", ", ".join(b.missing)), ("flaky rule", b.rule),
-             ("reproduce", public_text(b.reproduce)), ("finished", b.finished)]
+        (b.before.date or b.before.version) if b.before else "—"
+    )
+    facts = [
+        ("GPU", gpu or (UNATTRIBUTED if several_gpus else "")),
+        ("range", f"{before} → {after}"),
+        (
+            "commits",
+            f"{_sha(b.before)} … {_sha(b.after)}"
+            if (b.before and b.before.main_sha) or (b.after and b.after.main_sha)
+            else "",
+        ),
+        ("builds", f"{b.cuda} · py{b.python}"),
+        ("probes run", str(b.probes)),
+        ("unknown (tried, no verdict)", ", ".join(b.unknown)),
+        ("missing (no nightly that day)", ", ".join(b.missing)),
+        ("flaky rule", b.rule),
+        ("reproduce", public_text(b.reproduce)),
+        ("finished", b.finished),
+    ]
     if b.compare_url and not safe_url(b.compare_url):
         facts.append(("compare (not an https URL, not linked)", b.compare_url))
     if b.narrowed:
         facts += _commit_facts(b.narrowed)
     on = f" on {gpu}" if gpu and several_gpus else ""
-    return BisectView(title=f"{what} for {b.case}{on}: {answer}",
-                      facts=tuple((k, v) for k, v in facts if v and v.strip("?… ")),
-                      compare_url=safe_url(b.compare_url), gpu=gpu)
+    return BisectView(
+        title=f"{what} for {b.case}{on}: {answer}",
+        facts=tuple((k, v) for k, v in facts if v and v.strip("?… ")),
+        compare_url=safe_url(b.compare_url),
+        gpu=gpu,
+    )
 
 
 def lead(r: BisectResult) -> str:
@@ -82,15 +102,22 @@ def lead(r: BisectResult) -> str:
         return f"the {first} {r.unit} is one of {len(r.candidates)}: {', '.join(r.candidates)}"
     if r.before is None:
         return f"the {first} {r.unit} is {_key(r.after)}"
-    gap = f"; no nightly was published on {', '.join(r.missing)}" \
-        if r.missing and r.unit == "nightly" else ""
+    gap = (
+        f"; no nightly was published on {', '.join(r.missing)}"
+        if r.missing and r.unit == "nightly"
+        else ""
+    )
     if inert := inert_commits(r):
-        return (f"the {first} {r.unit} is {r.after.key} (exact: the commit before it that can "
-                f"change the package, {r.before.key}, is {r.before.verdict.value}; the "
-                f"{unit_count(len(inert), 'commit')} between them "
-                f"{'is' if len(inert) == 1 else 'are'} inert)")
-    return (f"the {first} {r.unit} is {_key(r.after)} (exact: the {r.unit} before it, "
-            f"{_key(r.before)}, is {r.before.verdict.value}{gap})")
+        return (
+            f"the {first} {r.unit} is {r.after.key} (exact: the commit before it that can "
+            f"change the package, {r.before.key}, is {r.before.verdict.value}; the "
+            f"{unit_count(len(inert), 'commit')} between them "
+            f"{'is' if len(inert) == 1 else 'are'} inert)"
+        )
+    return (
+        f"the {first} {r.unit} is {_key(r.after)} (exact: the {r.unit} before it, "
+        f"{_key(r.before)}, is {r.before.verdict.value}{gap})"
+    )
 
 
 def _key(p: NightlyPoint) -> str:
@@ -101,8 +128,9 @@ def _key(p: NightlyPoint) -> str:
 def inert_commits(r: BisectResult) -> list[str]:
     """The short shas of the inert commits between a commit answer's pair (`test/` or `docs/`
     only: they took the verdict of the commit before them)."""
-    return [line.split(" ", 1)[0][:12] for line in r.commits
-            if line.split(" ", 2)[1:2] == ["inert"]]
+    return [
+        line.split(" ", 1)[0][:12] for line in r.commits if line.split(" ", 2)[1:2] == ["inert"]
+    ]
 
 
 def unit_count(n: int, unit: str) -> str:

@@ -45,8 +45,9 @@ def fold_rows(rows: list[Row], *, fold: bool, anchor: str = "") -> tuple[Fold, .
 def _close(streak: list[Row], anchor: str) -> list[Fold]:
     if len(streak) < FOLD_MIN:
         return [Fold(rows=(r,)) for r in streak]
-    columns = tuple(column_summary([r.cases[i].mark for r in streak])
-                    for i in range(len(streak[0].cases)))
+    columns = tuple(
+        column_summary([r.cases[i].mark for r in streak]) for i in range(len(streak[0].cases))
+    )
     name = _file_name(f"{anchor}-{streak[0].label}-{streak[-1].label}")
     return [Fold(rows=tuple(streak), cases=columns, href=f"{FOLD_DIR}/{name}.html")]
 
@@ -60,8 +61,10 @@ def column_summary(marks: list[Mark]) -> tuple[tuple[Mark, int], ...]:
     for m in marks:
         notes.setdefault((m.kind, m.word), set()).add(m.note)
         first.setdefault((m.kind, m.word), m)
-    return tuple((first[key] if len(notes[key]) == 1 else _without_note(first[key]), n)
-                 for key, n in counts.most_common())
+    return tuple(
+        (first[key] if len(notes[key]) == 1 else _without_note(first[key]), n)
+        for key, n in counts.most_common()
+    )
 
 
 def _without_note(mark: Mark) -> Mark:

@@ -28,45 +28,66 @@ from .headline import (
 )
 from .parts import Comparison, ComparisonRow, Section
 
-_WORDS = {"bad": ("aff", "affected"), "good": ("ok", "not affected"),
-          "absent": ("na", "without the API"),
-          "unknown": ("na", "no verdict"), "": ("none", "not tested")}
+_WORDS = {
+    "bad": ("aff", "affected"),
+    "good": ("ok", "not affected"),
+    "absent": ("na", "without the API"),
+    "unknown": ("na", "no verdict"),
+    "": ("none", "not tested"),
+}
 
 
-def compare(sections: tuple[Section, ...], runs: list[CellRun], gpu_of: Callable[[CellRun], str],
-            api: str = "") -> Comparison | None:
+def compare(
+    sections: tuple[Section, ...],
+    runs: list[CellRun],
+    gpu_of: Callable[[CellRun], str],
+    api: str = "",
+) -> Comparison | None:
     """The comparison of the models in `sections`, or None with fewer than two; `api`: the
     probe's REQUIRES_API, named where a release was measured without it."""
     if len(sections) < 2:
         return None
     gpus = tuple(s.gpu for s in sections)
-    states = {g: dict(release_states([r for r in runs if gpu_of(r) == g and is_release(r)],
-                                     api)) for g in gpus}
+    states = {
+        g: dict(release_states([r for r in runs if gpu_of(r) == g and is_release(r)], api))
+        for g in gpus
+    }
     versions = sorted({v for by in states.values() for v in by}, key=version_key)
     rows = [_release_row(v, [states[g].get(v, "") for g in gpus], api) for v in versions]
     last = {g: _last_tested_nightly([r for r in runs if gpu_of(r) == g]) for g in gpus}
-    rows += [_edge_row(name, [_edge_of(s, attr, last[s.gpu]) for s in sections])
-             for name, attr in (("first affected nightly", "first_affected"),
-                                ("first fixed nightly", "first_fixed"))
-             if any(getattr(s.headline, attr) for s in sections)]
+    rows += [
+        _edge_row(name, [_edge_of(s, attr, last[s.gpu]) for s in sections])
+        for name, attr in (
+            ("first affected nightly", "first_affected"),
+            ("first fixed nightly", "first_fixed"),
+        )
+        if any(getattr(s.headline, attr) for s in sections)
+    ]
     differences = tuple(_difference(row, gpus) for row in rows if row.differs)
     told = {g for g in gpus if any(state != "unknown" for state in states[g].values())}
-    return Comparison(headline=_headline(gpus, runs, told, api), gpus=gpus, rows=tuple(rows),
-                      differences=differences)
+    return Comparison(
+        headline=_headline(gpus, runs, told, api),
+        gpus=gpus,
+        rows=tuple(rows),
+        differences=differences,
+    )
 
 
 def _release_row(version: str, states: list[str], api: str) -> ComparisonRow:
     said = {s for s in states if s in ("bad", "good")}
     words = {**_WORDS, "absent": ("na", f"no {api}")} if api else _WORDS
-    return ComparisonRow(label=version, cells=tuple(words[s] for s in states),
-                         differs=len(said) > 1)
+    return ComparisonRow(
+        label=version, cells=tuple(words[s] for s in states), differs=len(said) > 1
+    )
 
 
 def _last_tested_nightly(runs: list[CellRun]) -> str:
     """The newest nightly date with a verdict: how far a model's nightlies were looked at."""
     dated = [r for r in runs if r.cell.channel is Channel.NIGHTLY and nightly_date(r)]
-    return max((d for d, marks in marks_by(dated, nightly_date) if state_of(marks) != "unknown"),
-               default="")
+    return max(
+        (d for d, marks in marks_by(dated, nightly_date) if state_of(marks) != "unknown"),
+        default="",
+    )
 
 
 def _edge_of(section: Section, attr: str, last: str) -> tuple[NightlyEdge | None, str, str]:
@@ -94,8 +115,9 @@ def _edge_row(name: str, edges: list[tuple[NightlyEdge | None, str, str]]) -> Co
             spans.append((last, _END))
         else:
             cells.append(("none", silent))
-    disjoint = max((lo for lo, _ in spans), default="") >= min((hi for _, hi in spans),
-                                                              default=_END)
+    disjoint = max((lo for lo, _ in spans), default="") >= min(
+        (hi for _, hi in spans), default=_END
+    )
     return ComparisonRow(label=name, cells=tuple(cells), differs=len(spans) > 1 and disjoint)
 
 
@@ -126,8 +148,13 @@ def _headline(gpus: tuple[str, ...], runs: list[CellRun], told: set[str], api: s
     note = f"; no release verdict on {_listed(without)}" if without else ""
     if not ranges:
         verdicts = [v for v, state in states if state == "good"]  # on every model tested
-        span = (f" ({verdicts[0]} tested)" if len(verdicts) == 1
-                else f" ({verdicts[0]} – {verdicts[-1]} tested)" if verdicts else "")
+        span = (
+            f" ({verdicts[0]} tested)"
+            if len(verdicts) == 1
+            else f" ({verdicts[0]} – {verdicts[-1]} tested)"
+            if verdicts
+            else ""
+        )
         return f"No tested stable release is affected on any of {models}{span}{note}"
     probed = sorted({public_version(r.cell.version) for r in releases}, key=version_key)
     said = " and ".join(a if a == b else f"{a} – {b}" for a, b in ranges)

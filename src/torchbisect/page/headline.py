@@ -113,10 +113,17 @@ class NightlyEdge:
     @property
     def text(self) -> str:
         if self.bisected and not self.exact:
-            return (f"one of {len(self.candidates)}: {', '.join(self.candidates)} (bisected on "
-                    f"{self.case}; not judged: {', '.join(self.candidates[:-1])})")
-        how = (f"bisected on {self.case}" if self.bisected
-               else "exact: tested on consecutive days" if self.exact else "not bisected")
+            return (
+                f"one of {len(self.candidates)}: {', '.join(self.candidates)} (bisected on "
+                f"{self.case}; not judged: {', '.join(self.candidates[:-1])})"
+            )
+        how = (
+            f"bisected on {self.case}"
+            if self.bisected
+            else "exact: tested on consecutive days"
+            if self.exact
+            else "not bisected"
+        )
         if self.previous:
             return f"{self.date} ({how}, previous tested nightly {self.previous})"
         return f"{self.date} ({how}: the first nightly tested)"
@@ -164,8 +171,9 @@ class Course:
 
     def between(self, older: str, newer: str) -> tuple[str, ...]:
         """The releases the store knows of strictly between two releases."""
-        return tuple(v for v in self.known
-                     if version_key(older) < version_key(v) < version_key(newer))
+        return tuple(
+            v for v in self.known if version_key(older) < version_key(v) < version_key(newer)
+        )
 
     @property
     def tested(self) -> tuple[str, ...]:
@@ -174,21 +182,28 @@ class Course:
     @property
     def later_adjacent(self) -> bool:
         """`later_good` follows the newest affected release with nothing between them."""
-        return bool(self.later_good) and not self.between(
-            self.newest_affected, self.later_good) and not _gap(self.newest_affected,
-                                                                  self.later_good)
+        return (
+            bool(self.later_good)
+            and not self.between(self.newest_affected, self.later_good)
+            and not _gap(self.newest_affected, self.later_good)
+        )
 
     @property
     def unmeasured_after(self) -> tuple[str, ...]:
         """Releases after the newest affected one that the store knows of without a verdict."""
         if not self.newest_affected:
             return ()
-        return tuple(v for v in self.known if version_key(v) > version_key(self.newest_affected)
-                     and self.state(v) in ("", "unknown"))
+        return tuple(
+            v
+            for v in self.known
+            if version_key(v) > version_key(self.newest_affected)
+            and self.state(v) in ("", "unknown")
+        )
 
 
-def _state_by(releases: list[CellRun], api: str,
-              key: Callable[[CellRun], Config] = config_of) -> dict[str, dict[Config, str]]:
+def _state_by(
+    releases: list[CellRun], api: str, key: Callable[[CellRun], Config] = config_of
+) -> dict[str, dict[Config, str]]:
     """release → configuration → good/bad/absent/unknown, for configurations with a verdict."""
     groups: dict[tuple[str, Config], list[CellRun]] = {}
     for run in releases:
@@ -204,8 +219,10 @@ def _names(configs: list[Config], releases: list[CellRun]) -> tuple[str, ...]:
     """Configurations as a reader reads them: the CUDA tag alone when one GPU model measured
     every release here, else the model and the tag."""
     one = len({gpu_of(r) for r in releases}) == 1
-    return tuple((tag or "an untagged build") if one else f"{gpu} {tag}".strip()
-                 for gpu, tag in sorted(configs))
+    return tuple(
+        (tag or "an untagged build") if one else f"{gpu} {tag}".strip()
+        for gpu, tag in sorted(configs)
+    )
 
 
 def _next_known(known: tuple[str, ...], version: str) -> str:
@@ -229,20 +246,44 @@ def course_of(releases: list[CellRun], api: str = "") -> Course:
     if after:  # "since" is said per GPU model, as the ranges are: a tag that `after` was not
         # built in (`cuda: auto` takes each release's newest) bounds it no less
         by_gpu = _state_by(releases, api, lambda r: (gpu_of(r), ""))
-        uncovered = sorted(g for (g, _), s in by_gpu[since].items() if s == "bad"
-                           and by_gpu[after].get((g, "")) not in ("good", "absent"))
-    exact = bool(after) and not uncovered and _next_known(known, after) == since and not _gap(
-        after, since)
+        uncovered = sorted(
+            g
+            for (g, _), s in by_gpu[since].items()
+            if s == "bad" and by_gpu[after].get((g, "")) not in ("good", "absent")
+        )
+    exact = (
+        bool(after)
+        and not uncovered
+        and _next_known(known, after) == since
+        and not _gap(after, since)
+    )
     later = [v for v, s in states if s == "good" and key(v) > key(newest)]
     later_good = later[0] if later else ""
     ever = {c for by in by_config.values() for c, s in by.items() if s == "bad"}
     unfixed = [c for c in ever if by_config.get(later_good, {}).get(c) != "good"]
-    fixed = later_good if (later_good and not unfixed and _next_known(known, newest) == later_good
-                           and not _gap(newest, later_good)) else ""
-    return Course(states=states, known=known, newest_affected=newest, since=since, after=after,
-                  exact=exact, again=bool(after) and key(bad[0]) < key(after),
-                  uncovered=tuple(uncovered), later_good=later_good,
-                  unfixed=_names(unfixed, releases) if later_good else (), fixed=fixed)
+    fixed = (
+        later_good
+        if (
+            later_good
+            and not unfixed
+            and _next_known(known, newest) == later_good
+            and not _gap(newest, later_good)
+        )
+        else ""
+    )
+    return Course(
+        states=states,
+        known=known,
+        newest_affected=newest,
+        since=since,
+        after=after,
+        exact=exact,
+        again=bool(after) and key(bad[0]) < key(after),
+        uncovered=tuple(uncovered),
+        later_good=later_good,
+        unfixed=_names(unfixed, releases) if later_good else (),
+        fixed=fixed,
+    )
 
 
 def since_sentence(course: Course, api: str = "") -> str:
@@ -258,10 +299,14 @@ def since_sentence(course: Course, api: str = "") -> str:
     if course.exact:
         return f"{again}since {since}: {after} before it was measured {measured}"
     if course.uncovered:
-        return (f"{again}since {since} at the latest: {after} was measured {measured}, but not "
-                f"on {_listed(course.uncovered)}, where {since} is affected")
-    return (f"{again}since {since} or an unmeasured release after {after}: {after} was "
-            f"measured {measured}")
+        return (
+            f"{again}since {since} at the latest: {after} was measured {measured}, but not "
+            f"on {_listed(course.uncovered)}, where {since} is affected"
+        )
+    return (
+        f"{again}since {since} or an unmeasured release after {after}: {after} was "
+        f"measured {measured}"
+    )
 
 
 def _listed(names: tuple[str, ...]) -> str:
@@ -315,7 +360,7 @@ class Headline:
 
 
 def without_api_sentence(first: str, since: str, api: str) -> str:
-    """"releases before 2.3.0 have no torch.foo: 2.2.2 was measured without it"."""
+    """ "releases before 2.3.0 have no torch.foo: 2.2.2 was measured without it"."""
     return f"releases before {first} have no {api}: {since} was measured without it"
 
 
@@ -323,8 +368,7 @@ def _span(versions: tuple[str, ...]) -> str:
     return versions[0] if len(versions) == 1 else f"{versions[0]} – {versions[-1]}"
 
 
-def marks_by(runs: list[CellRun],
-             key: Callable[[CellRun], str]) -> list[tuple[str, list[Mark]]]:
+def marks_by(runs: list[CellRun], key: Callable[[CellRun], str]) -> list[tuple[str, list[Mark]]]:
     """Run marks grouped by `key(run)`; infrastructure failures say nothing and are left out."""
     groups: dict[str, list[Mark]] = {}
     for run in runs:
@@ -360,7 +404,8 @@ def _without_api(runs: list[CellRun], api: str) -> set[str]:
             continue
         version = public_version(run.cell.version)
         without = run.verdict is Verdict.NOT_APPLICABLE and any(
-            api in case.detail for case in run.result.cases)
+            api in case.detail for case in run.result.cases
+        )
         seen[version] = seen.get(version, True) and without
     return {version for version, without in seen.items() if without}
 
@@ -418,11 +463,13 @@ def nightly_edges(nightly: list[CellRun]) -> tuple[NightlyEdge | None, NightlyEd
         if state == "unknown":
             continue
         if first_bad is None and state == "bad":
-            first_bad = NightlyEdge(date=date, version=versions[date],
-                                    previous=last[0] if last else "")
+            first_bad = NightlyEdge(
+                date=date, version=versions[date], previous=last[0] if last else ""
+            )
         elif first_bad is not None and first_good is None and state == "good":
-            first_good = NightlyEdge(date=date, version=versions[date],
-                                     previous=last[0] if last else "")
+            first_good = NightlyEdge(
+                date=date, version=versions[date], previous=last[0] if last else ""
+            )
         last = (date, state)
     return first_bad, first_good
 
@@ -430,14 +477,20 @@ def nightly_edges(nightly: list[CellRun]) -> tuple[NightlyEdge | None, NightlyEd
 def _from_bisection(bisection: BisectResult) -> NightlyEdge | None:
     if bisection.after is None:
         return None
-    return NightlyEdge(date=bisection.after.date, version=bisection.after.version,
-                       previous=bisection.before.date if bisection.before else "",
-                       bisected=True, case=bisection.case, compare_url=bisection.compare_url,
-                       candidates=bisection.candidates)
+    return NightlyEdge(
+        date=bisection.after.date,
+        version=bisection.after.version,
+        previous=bisection.before.date if bisection.before else "",
+        bisected=True,
+        case=bisection.case,
+        compare_url=bisection.compare_url,
+        candidates=bisection.candidates,
+    )
 
 
-def build_headline(gpu: str, runs: list[CellRun], bisections: list[BisectResult],
-                   api: str = "") -> Headline:
+def build_headline(
+    gpu: str, runs: list[CellRun], bisections: list[BisectResult], api: str = ""
+) -> Headline:
     """`api`: the probe's REQUIRES_API, whose absence in a release is said as such."""
     releases = [r for r in runs if is_release(r)]
     course = course_of(releases, api)
@@ -450,10 +503,17 @@ def build_headline(gpu: str, runs: list[CellRun], bisections: list[BisectResult]
         elif edge:
             first_good = edge
     newest = max((r.started for r in runs if r.started), default="")
-    return Headline(gpu=gpu, tested=tuple(v for v, s in states if s != "unknown"),
-                    unclear=tuple(v for v, s in states if s == "unknown"),
-                    absent=tuple(v for v, s in states if s == "absent"),
-                    affected_ranges=affected_ranges(states),
-                    affected=tuple(v for v, s in states if s == "bad"), first_affected=first_bad,
-                    first_fixed=first_good, newest_run=newest[:10], api=api,
-                    fixed=course.fixed, course=course)
+    return Headline(
+        gpu=gpu,
+        tested=tuple(v for v, s in states if s != "unknown"),
+        unclear=tuple(v for v, s in states if s == "unknown"),
+        absent=tuple(v for v, s in states if s == "absent"),
+        affected_ranges=affected_ranges(states),
+        affected=tuple(v for v, s in states if s == "bad"),
+        first_affected=first_bad,
+        first_fixed=first_good,
+        newest_run=newest[:10],
+        api=api,
+        fixed=course.fixed,
+        course=course,
+    )

@@ -104,57 +104,92 @@ def _latest(attendance: Sequence[_Attendance]) -> _Run | None:
     return _Run(key=key, label=", ".join(ids), date=_date(attendance[-1]))
 
 
-def kind_views(kinds: Sequence[_Kind], attendance: Sequence[_Attendance],
-               gpus: Iterable[str]) -> tuple[KindView, ...]:
+def kind_views(
+    kinds: Sequence[_Kind], attendance: Sequence[_Attendance], gpus: Iterable[str]
+) -> tuple[KindView, ...]:
     """Each declared kind (in runners.yaml's order), then each undeclared kind that reported;
     `gpus` are the GPU models with results on the page, which a kind links to when it names them."""
     gpus = tuple(gpus)
     latest = _latest(attendance)  # a roll call counts here: it names the run
     attendance = [a for a in attendance if not a.is_roll_call]  # and only here
-    views = [_view(k.name, k.platform, k.gpu, k.shards,
-                   [a for a in attendance if a.kind == k.name], latest,
-                   tuple(g for g in gpus if k.matches(g)))
-             for k in kinds]
+    views = [
+        _view(
+            k.name,
+            k.platform,
+            k.gpu,
+            k.shards,
+            [a for a in attendance if a.kind == k.name],
+            latest,
+            tuple(g for g in gpus if k.matches(g)),
+        )
+        for k in kinds
+    ]
     declared = {k.name for k in kinds}
     for name in dict.fromkeys(a.kind for a in attendance if a.kind not in declared):
         rows = [a for a in attendance if a.kind == name]
         seen = {g.strip() for a in rows for g in a.gpu.split(",") if g.strip()}
-        views.append(_view(name, "", ", ".join(sorted(seen)), 0, rows, latest,
-                           tuple(g for g in gpus if g in seen), declared=False))
+        views.append(
+            _view(
+                name,
+                "",
+                ", ".join(sorted(seen)),
+                0,
+                rows,
+                latest,
+                tuple(g for g in gpus if g in seen),
+                declared=False,
+            )
+        )
     return tuple(views)
 
 
-def _view(name: str, platform: str, gpu: str, shards: int, rows: list[_Attendance],
-          latest: _Run | None, gpus: tuple[str, ...], *, declared: bool = True) -> KindView:
+def _view(
+    name: str,
+    platform: str,
+    gpu: str,
+    shards: int,
+    rows: list[_Attendance],
+    latest: _Run | None,
+    gpus: tuple[str, ...],
+    *,
+    declared: bool = True,
+) -> KindView:
     state, text = _state(shards, rows, latest)
     if not declared:
         text = f"not declared in runners.yaml; {text}"
-    return KindView(name=name, platform=platform, gpu=gpu, state=state, text=text, gpus=gpus,
-                    declared=declared)
+    return KindView(
+        name=name, platform=platform, gpu=gpu, state=state, text=text, gpus=gpus, declared=declared
+    )
 
 
 def _state(shards: int, rows: list[_Attendance], latest: _Run | None) -> tuple[str, str]:
     if latest is None:  # no kind ever reported: nothing says whether this one ran
-        return "unknown", ("declared; the store holds no attendance (it was written before "
-                           "torchbisect kept it, or by runs without `matrix --kind`), so whether "
-                           "its runners ran is not known")
+        return "unknown", (
+            "declared; the store holds no attendance (it was written before "
+            "torchbisect kept it, or by runs without `matrix --kind`), so whether "
+            "its runners ran is not known"
+        )
     if not rows:
         return "never", "declared, never reported — its runners have not run the matrix"
     # each shard's newest row in the latest run (a re-run attempt's, when it was re-run)
     now = list({a.shard: a for a in rows if _run_key(a.run) == latest.key}.values())
     if not now:
         last = rows[-1]
-        return "absent", (f"did not report in the latest run (run {latest.label}, "
-                          f"{latest.date}); last reported {_date(last)} (run {last.run})")
+        return "absent", (
+            f"did not report in the latest run (run {latest.label}, "
+            f"{latest.date}); last reported {_date(last)} (run {last.run})"
+        )
     seen = sorted({a.shard for a in now}, key=_shard_order)
     missing = _missing_shards(seen, shards)
     cells = sum(a.cells for a in now)
-    said = (f"reported in the latest run (run {latest.label}, {latest.date}): "
-            f"{'shard' if len(seen) == 1 else 'shards'} {', '.join(seen)} seen"
-            + (f", {missing} did not report" if missing else "")
-            + f"; {count(cells, 'cell')}: {sum(a.probed for a in now)} probed, "
-              f"{sum(a.reused for a in now)} reused, "
-              f"{sum(a.failed for a in now)} without a verdict")
+    said = (
+        f"reported in the latest run (run {latest.label}, {latest.date}): "
+        f"{'shard' if len(seen) == 1 else 'shards'} {', '.join(seen)} seen"
+        + (f", {missing} did not report" if missing else "")
+        + f"; {count(cells, 'cell')}: {sum(a.probed for a in now)} probed, "
+        f"{sum(a.reused for a in now)} reused, "
+        f"{sum(a.failed for a in now)} without a verdict"
+    )
     return ("partial" if missing else "reported"), said
 
 

@@ -68,23 +68,28 @@ LEGEND: tuple[tuple[Mark, str], ...] = (
 )
 
 
-def legend_for(shown: Iterable[Mark], api: str = "") -> tuple[tuple[tuple[Mark, str], ...],
-                                              tuple[tuple[Mark, str], ...]]:
+def legend_for(
+    shown: Iterable[Mark], api: str = ""
+) -> tuple[tuple[tuple[Mark, str], ...], tuple[tuple[Mark, str], ...]]:
     """The legend's entries for the marks a page shows, and the others (a page of one state
     explains that one first; the rest stay a click away).  An entry stands for every mark of its
     kind and word; "error" also for "crashed" and "timeout", which it explains.  `api`: the
     probe's REQUIRES_API, named in what "not applicable" means."""
-    legend = LEGEND if not api else tuple(
-        (m, f"{text} (such as {api})") if m.word == "not applicable" else (m, text)
-        for m, text in LEGEND)
+    legend = (
+        LEGEND
+        if not api
+        else tuple(
+            (m, f"{text} (such as {api})") if m.word == "not applicable" else (m, text)
+            for m, text in LEGEND
+        )
+    )
     seen = {(m.kind, "" if m.kind == "err" else m.word) for m in shown}
-    used = tuple(e for e in legend
-                 if (e[0].kind, "" if e[0].kind == "err" else e[0].word) in seen)
+    used = tuple(e for e in legend if (e[0].kind, "" if e[0].kind == "err" else e[0].word) in seen)
     return used, tuple(e for e in legend if e not in used)
 
 
 def trials_note(case: CaseResult) -> str:
-    """"7/20": affected on 7 of the 20 trials a case ran, when it counts trials."""
+    """ "7/20": affected on 7 of the 20 trials a case ran, when it counts trials."""
     if case.trials and case.stale_trials is not None:
         return f"{case.stale_trials}/{case.trials}"
     return ""
@@ -94,8 +99,7 @@ def mark_for_verdict(verdict: Verdict) -> Mark:
     return _BY_VERDICT[verdict]
 
 
-def mark_for_case(case: CaseResult | None,
-                  controls: Mapping[str, Verdict] | None = None) -> Mark:
+def mark_for_case(case: CaseResult | None, controls: Mapping[str, Verdict] | None = None) -> Mark:
     """`controls`: the probe's control cases and the verdict each must show; a control that
     shows it is drawn neutral, never red (a positive control seen affected is the probe working,
     not the build being affected)."""

@@ -29,7 +29,7 @@ def public_path(path: str) -> str:
     for anchor in _ANCHORS:
         at = path.find("/" + anchor)
         if at >= 0:
-            return path[at + 1:]
+            return path[at + 1 :]
     trimmed = path.rstrip("/")
     return trimmed.rsplit("/", 1)[-1] or path
 

@@ -70,27 +70,37 @@ def regression_for(probe: str = defaults.PROBE) -> Regression:
     try:
         info = read_info(probe_path(stem), name=stem)
     except (ConfigError, OSError):
-        return Regression(probe=stem, title=_plain(stem.replace("_", " "), _TITLE_LIMIT),
-                          osv_id=osv_id(stem))
+        return Regression(
+            probe=stem, title=_plain(stem.replace("_", " "), _TITLE_LIMIT), osv_id=osv_id(stem)
+        )
     return from_info(info)
 
 
 def from_info(info: ProbeInfo) -> Regression:
     return Regression(
-        probe=info.name, title=_plain(info.title, _TITLE_LIMIT) or info.name,
+        probe=info.name,
+        title=_plain(info.title, _TITLE_LIMIT) or info.name,
         description=_plain(info.description, _TEXT_LIMIT),
         upstream_issue=safe_url(_plain(info.upstream_issue, _TEXT_LIMIT)),
         fix_pr=safe_url(_plain(info.fix_pr, _TEXT_LIMIT)),
         workaround=_plain(info.workaround, _TEXT_LIMIT),
         requires_api=_plain(info.requires_api, _LABEL_LIMIT),
-        case_labels=_plain_map(info.case_labels), case_notes=_plain_map(info.case_notes),
-        controls={_plain(k, _LABEL_LIMIT): Verdict(v) for k, v in info.controls.items()
-                  if v in {x.value for x in Verdict}},
+        case_labels=_plain_map(info.case_labels),
+        case_notes=_plain_map(info.case_notes),
+        controls={
+            _plain(k, _LABEL_LIMIT): Verdict(v)
+            for k, v in info.controls.items()
+            if v in {x.value for x in Verdict}
+        },
         osv_id=_plain(info.osv_id, _LABEL_LIMIT) or osv_id(info.name),
         workaround_bench=_BENCH.sub("", info.workaround_bench)[:_LABEL_LIMIT],
-        workaround_cost=_plain_map(info.workaround_cost), variants=_plain_map(info.variants),
-        trial_cases=dict(info.trial_cases), needs_gpu=info.needs_gpu, file=info.path,
-        shipped=shipped(info.path))
+        workaround_cost=_plain_map(info.workaround_cost),
+        variants=_plain_map(info.variants),
+        trial_cases=dict(info.trial_cases),
+        needs_gpu=info.needs_gpu,
+        file=info.path,
+        shipped=shipped(info.path),
+    )
 
 
 def probe_of(runs: Iterable[CellRun]) -> str:
@@ -113,7 +123,7 @@ def _plain(text: str, limit: int) -> str:
     whitespace folded, at most `limit` characters."""
     kept = "".join(c if unicodedata.category(c)[0] != "C" else " " for c in str(text))
     folded = " ".join(kept.split())
-    return folded if len(folded) <= limit else folded[:limit - 1].rstrip() + "…"
+    return folded if len(folded) <= limit else folded[: limit - 1].rstrip() + "…"
 
 
 def _plain_map(mapping: dict[str, str]) -> dict[str, str]:

@@ -29,9 +29,12 @@ def _seconds(value: float) -> str:
 _NOT_RUN = CaseCell(mark=NOT_RUN, rate="", time="", detail="this case is not in the run")
 
 
-def _case_cell(case: CaseResult | None, raw: object = None,
-               controls: dict[str, Verdict] | None = None,
-               variants: dict[str, str] | None = None) -> CaseCell:
+def _case_cell(
+    case: CaseResult | None,
+    raw: object = None,
+    controls: dict[str, Verdict] | None = None,
+    variants: dict[str, str] | None = None,
+) -> CaseCell:
     """`raw`: the case's part of the probe's document, whose variants (as the probe's VARIANTS
     says where they are) count a case that tries several; `controls`: the probe's, as
     mark_for_case takes them."""
@@ -40,16 +43,19 @@ def _case_cell(case: CaseResult | None, raw: object = None,
     mark = mark_for_case(case, controls)
     rate = ""
     if case.stale_fraction is not None:
-        rate = (f"{'flaky: ' if case.flaky else ''}affected on {case.stale_trials}/{case.trials} "
-                f"trials ({case.stale_fraction:.0%})")
+        rate = (
+            f"{'flaky: ' if case.flaky else ''}affected on {case.stale_trials}/{case.trials} "
+            f"trials ({case.stale_fraction:.0%})"
+        )
     elif counted := _variant_counts(raw, variants or {}) if mark.is_affected else None:
         # a case of variants counts per variant: the affected one's count, as its neighbours'
         name, bad, trials = counted
         unit = (variants or {}).get("unit") or "trials"
         rate = f"affected on {bad}/{trials} {unit} ({bad / trials:.0%}) in {name}"
         mark = Mark(kind=mark.kind, icon=mark.icon, word=mark.word, note=f"{bad}/{trials}")
-    return CaseCell(mark=mark, rate=rate, time=_seconds(case.seconds),
-                    detail=public_text(case.detail))
+    return CaseCell(
+        mark=mark, rate=rate, time=_seconds(case.seconds), detail=public_text(case.detail)
+    )
 
 
 def _variant_counts(raw: object, declared: dict[str, str]) -> tuple[str, int, int] | None:
@@ -58,7 +64,7 @@ def _variant_counts(raw: object, declared: dict[str, str]) -> tuple[str, int, in
     probe's (VARIANTS: `key`, `affected`); a probe that declares none has none counted."""
     key, affected = declared.get("key"), declared.get("affected")
     variants = raw.get(key) if key and affected and isinstance(raw, dict) else None
-    for name, v in (variants.items() if isinstance(variants, dict) else ()):
+    for name, v in variants.items() if isinstance(variants, dict) else ():
         if not isinstance(v, dict) or v.get("outcome") != affected:
             continue
         bad, trials = v.get("stale_trials"), v.get("trials")
@@ -71,15 +77,18 @@ def _run_facts(run: CellRun) -> tuple[Fact, ...]:
     """The build's details (shown when its label is clicked); empty values are left out."""
     env = env_of(run)
     pairs = [
-        ("infra failure", public_text(run.reason) if run.status is RunStatus.INFRA_FAILURE
-         else ""),
+        ("infra failure", public_text(run.reason) if run.status is RunStatus.INFRA_FAILURE else ""),
         ("cell", run.cell.id),
         ("torch", env.get("torch") or run.cell.version),
         ("from", _origin(run)),
         ("git_version", env.get("git_version")),
         ("CUDA tag", run.cell.cuda),
-        ("yanked", (public_text(run.cell.yanked) or "yes, no reason given")
-         if run.cell.yanked is not None else ""),
+        (
+            "yanked",
+            (public_text(run.cell.yanked) or "yes, no reason given")
+            if run.cell.yanked is not None
+            else "",
+        ),
         ("CUDA runtime", env.get("cuda_runtime")),
         ("cuDNN", cudnn_version(env.get("cudnn"))),
         ("GPU", f"{gpu_of(run)} {capability(env)}".strip()),
@@ -146,8 +155,10 @@ def _label(run: CellRun) -> tuple[str, str]:
     if cell.channel is Channel.NIGHTLY:
         return nightly_date(run) or cell.version, f"{cell.version} · py{python}{_marks(cell)}"
     where = " · preinstalled" if cell.channel is Channel.PREINSTALLED else ""
-    return (public_version(cell.version) or "torch ?",
-            f"{cell.cuda or _probed_cuda(run)} · py{python}{where}{_marks(cell)}")
+    return (
+        public_version(cell.version) or "torch ?",
+        f"{cell.cuda or _probed_cuda(run)} · py{python}{where}{_marks(cell)}",
+    )
 
 
 def _marks(cell: Cell) -> str:
@@ -156,17 +167,22 @@ def _marks(cell: Cell) -> str:
         build = cells.parse(cell.id).build
     except ValueError:
         build = ""
-    return (f" · build {build}" if build else "") + \
-        (" · yanked" if cell.yanked is not None else "")
+    return (f" · build {build}" if build else "") + (" · yanked" if cell.yanked is not None else "")
 
 
 def row_summary(columns: tuple[Column, ...], cases: tuple[CaseCell, ...]) -> str:
     """The row's cases in a line, for a screen too narrow for their columns: "all 5 cases
     affected; controls as expected", or each state with its count (its case when only one)."""
-    measured = [(col, c) for col, c in zip(columns, cases, strict=True)
-                if col.expected is None and c.mark is not NOT_RUN]
-    controls = [(col, c) for col, c in zip(columns, cases, strict=True)
-                if col.expected is not None and c.mark is not NOT_RUN]
+    measured = [
+        (col, c)
+        for col, c in zip(columns, cases, strict=True)
+        if col.expected is None and c.mark is not NOT_RUN
+    ]
+    controls = [
+        (col, c)
+        for col, c in zip(columns, cases, strict=True)
+        if col.expected is not None and c.mark is not NOT_RUN
+    ]
     by_word: dict[str, list[str]] = {}
     for col, c in measured:
         by_word.setdefault(c.mark.word, []).append(col.title)
@@ -176,8 +192,10 @@ def row_summary(columns: tuple[Column, ...], cases: tuple[CaseCell, ...]) -> str
         [(word, titles)] = by_word.items()
         parts = [f"all {len(titles)} cases {word}" if len(titles) > 1 else f"{word}: {titles[0]}"]
     else:
-        parts = [f"{word}: {titles[0]}" if len(titles) == 1 else f"{len(titles)} {word}"
-                 for word, titles in by_word.items()]
+        parts = [
+            f"{word}: {titles[0]}" if len(titles) == 1 else f"{len(titles)} {word}"
+            for word, titles in by_word.items()
+        ]
     odd = [f"{col.title} {c.mark.word}" for col, c in controls if c.mark.kind != "ctl"]
     if controls:
         parts.append(f"controls: {', '.join(odd)}" if odd else "controls as expected")
@@ -199,16 +217,36 @@ def build_row(run: CellRun, columns: tuple[Column, ...]) -> Row:
     env = env_of(run)
     git = str(env.get("git_version", ""))[:12]
     driver = run.driver or env.get("driver")
-    run_line = " · ".join(x for x in (gpu_of(run), f"driver {driver}" if driver else "",
-                                      f"torch git {git}" if git else "") if x)
+    run_line = " · ".join(
+        x
+        for x in (
+            gpu_of(run),
+            f"driver {driver}" if driver else "",
+            f"torch git {git}" if git else "",
+        )
+        if x
+    )
     by_name = {c.name: c for c in run.result.cases} if run.result else {}
     raw = run.result.raw.get("cases") if run.result else None
     raw = raw if isinstance(raw, dict) else {}
-    cases = () if run.result is None else tuple(
-        _case_cell(by_name.get(c.name), raw.get(c.name), controls, dict(c.variants))
-        for c in columns)
+    cases = (
+        ()
+        if run.result is None
+        else tuple(
+            _case_cell(by_name.get(c.name), raw.get(c.name), controls, dict(c.variants))
+            for c in columns
+        )
+    )
     label, sub = _label(run)
-    return Row(cell_id=run.cell.id, label=label, sub=sub, mark=mark_for_run(run), cases=cases,
-               run_line=run_line, facts=_run_facts(run),
-               log=split_log(public_text(run.log_excerpt)),
-               summary=row_summary(columns, cases) if cases else "", origin=_origin(run))
+    return Row(
+        cell_id=run.cell.id,
+        label=label,
+        sub=sub,
+        mark=mark_for_run(run),
+        cases=cases,
+        run_line=run_line,
+        facts=_run_facts(run),
+        log=split_log(public_text(run.log_excerpt)),
+        summary=row_summary(columns, cases) if cases else "",
+        origin=_origin(run),
+    )

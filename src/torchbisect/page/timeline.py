@@ -17,8 +17,11 @@ from .marks import Mark, mark_for_run, mark_for_verdict
 # Which mark a date shows when several builds (CUDA variants) share it: the most alarming one.
 _PRIORITY = ("aff", "flaky", "err", "doubt", "infra", "na", "refused", "ok")
 _HEIGHT = {"aff": 1.0, "flaky": 1.0, "ok": 0.4, "refused": 0.4}  # shape, not only colour, tells
-_POINT = {Outcome.GOOD: Verdict.NOT_AFFECTED, Outcome.BAD: Verdict.AFFECTED,
-          Outcome.UNKNOWN: Verdict.INCONCLUSIVE}
+_POINT = {
+    Outcome.GOOD: Verdict.NOT_AFFECTED,
+    Outcome.BAD: Verdict.AFFECTED,
+    Outcome.UNKNOWN: Verdict.INCONCLUSIVE,
+}
 BAR = 30.0  # px height of a full mark
 TOP = 6.0  # the bisected band shows above the tallest mark
 SAFE_URL = "https://"
@@ -81,8 +84,9 @@ def _worst(marks: list[tuple[Mark, str]]) -> tuple[Mark, str]:
     return min(marks, key=lambda m: _PRIORITY.index(m[0].kind) if m[0].kind in _PRIORITY else 99)
 
 
-def _marks_by_date(runs: list[CellRun],
-                   bisections: list[BisectResult]) -> dict[str, tuple[Mark, str]]:
+def _marks_by_date(
+    runs: list[CellRun], bisections: list[BisectResult]
+) -> dict[str, tuple[Mark, str]]:
     found: dict[str, list[tuple[Mark, str]]] = {}
     for run in runs:
         date = nightly_date(run)
@@ -91,9 +95,12 @@ def _marks_by_date(runs: list[CellRun],
     for bisection in bisections:  # a date the bisection probed but the matrix did not
         for point in (bisection.before, bisection.after, *bisection.points):
             if point and point.date not in found:
-                found[point.date] = [(mark_for_verdict(_POINT.get(point.verdict,
-                                                                  Verdict.INCONCLUSIVE)),
-                                      f"{point.version} (bisection)")]
+                found[point.date] = [
+                    (
+                        mark_for_verdict(_POINT.get(point.verdict, Verdict.INCONCLUSIVE)),
+                        f"{point.version} (bisection)",
+                    )
+                ]
     return {date: _worst(marks) for date, marks in found.items()}
 
 
@@ -112,20 +119,46 @@ def build_timeline(runs: list[CellRun], bisections: list[BisectResult]) -> Timel
         if slot >= 14:
             numbers.append(Tick(x=round(i * slot + slot * 0.36, 2), label=str(day.day)))
         if iso not in marks:
-            slots.append(Slot(x=round(i * slot, 2), y=TOP + BAR - 2, h=2, kind="gap",
-                              date=iso, what="no result"))
+            slots.append(
+                Slot(
+                    x=round(i * slot, 2),
+                    y=TOP + BAR - 2,
+                    h=2,
+                    kind="gap",
+                    date=iso,
+                    what="no result",
+                )
+            )
             continue
         mark, version = marks[iso]
         h = BAR * _HEIGHT.get(mark.kind, 0.7)
         word = f"{mark.word}: {mark.note}" if mark.note else mark.word
-        slots.append(Slot(x=round(i * slot, 2), y=round(TOP + BAR - h, 2), h=round(h, 2),
-                          kind=mark.kind, date=iso, what=f"{version}: {word}"))
-    bands = tuple(_band(b, b.before, b.after, first, slot) for b in bisections
-                  if b.before and b.after)
-    return Timeline(width=round(len(days) * slot, 2), height=TOP + BAR + 30, slot=slot,
-                    first=first.isoformat(), last=last.isoformat(), slots=_merged(slots),
-                    bands=bands, ticks=_thin(ticks), days=tuple(numbers), tested=len(marks),
-                    gaps=len(days) - len(marks))
+        slots.append(
+            Slot(
+                x=round(i * slot, 2),
+                y=round(TOP + BAR - h, 2),
+                h=round(h, 2),
+                kind=mark.kind,
+                date=iso,
+                what=f"{version}: {word}",
+            )
+        )
+    bands = tuple(
+        _band(b, b.before, b.after, first, slot) for b in bisections if b.before and b.after
+    )
+    return Timeline(
+        width=round(len(days) * slot, 2),
+        height=TOP + BAR + 30,
+        slot=slot,
+        first=first.isoformat(),
+        last=last.isoformat(),
+        slots=_merged(slots),
+        bands=bands,
+        ticks=_thin(ticks),
+        days=tuple(numbers),
+        tested=len(marks),
+        gaps=len(days) - len(marks),
+    )
 
 
 def _merged(slots: list[Slot]) -> tuple[Slot, ...]:
@@ -145,8 +178,16 @@ def _one_bar(run: list[Slot]) -> Slot:
     with its note only when every date has the same one."""
     words = {s.what.split(": ", 1)[-1] for s in run}
     what = words.pop() if len(words) == 1 else run[0].what.split(": ", 1)[-1].split(": ")[0]
-    return Slot(x=run[0].x, y=run[0].y, h=run[0].h, kind=run[0].kind, date=run[0].date,
-                last=run[-1].date, days=len(run), what=what)
+    return Slot(
+        x=run[0].x,
+        y=run[0].y,
+        h=run[0].h,
+        kind=run[0].kind,
+        date=run[0].date,
+        last=run[-1].date,
+        days=len(run),
+        what=what,
+    )
 
 
 def _thin(ticks: list[Tick]) -> tuple[Tick, ...]:
@@ -158,11 +199,16 @@ def _thin(ticks: list[Tick]) -> tuple[Tick, ...]:
     return tuple(kept)
 
 
-def _band(bisection: BisectResult, before: NightlyPoint, after: NightlyPoint, first: dt.date,
-          slot: float) -> Band:
+def _band(
+    bisection: BisectResult, before: NightlyPoint, after: NightlyPoint, first: dt.date, slot: float
+) -> Band:
     x0 = (dt.date.fromisoformat(before.date) - first).days * slot
     x1 = (dt.date.fromisoformat(after.date) - first).days * slot + slot
     what = "regression" if bisection.direction is Direction.REGRESSION else "fix"
     label = f"{what} ({bisection.case}): between {before.date} and {after.date}"
-    return Band(x=round(x0, 2), w=round(x1 - x0, 2), label=label,
-                compare_url=safe_url(bisection.compare_url))
+    return Band(
+        x=round(x0, 2),
+        w=round(x1 - x0, 2),
+        label=label,
+        compare_url=safe_url(bisection.compare_url),
+    )

@@ -49,14 +49,24 @@ CHANNEL_TITLES = {
     Channel.DEV: "Development builds",
     Channel.PREINSTALLED: "Preinstalled",
 }
+
+
 def columns_for(runs: list[CellRun], regression: Regression) -> tuple[Column, ...]:
     """The cases the runs have, in the probe's CASE_LABELS order, then the others by name."""
     seen = {c.name for r in runs if r.result for c in r.result.cases}
     order = list(regression.case_labels)
     names = [n for n in order if n in seen] + sorted(seen - set(order))
     variants = tuple(sorted(regression.variants.items()))
-    return tuple(Column(name=n, title=regression.label(n), note=regression.case_notes.get(n, ""),
-                        expected=regression.controls.get(n), variants=variants) for n in names)
+    return tuple(
+        Column(
+            name=n,
+            title=regression.label(n),
+            note=regression.case_notes.get(n, ""),
+            expected=regression.controls.get(n),
+            variants=variants,
+        )
+        for n in names
+    )
 
 
 def group_channel(run: CellRun) -> Channel:
@@ -70,17 +80,22 @@ def group_channel(run: CellRun) -> Channel:
 def row_key(run: CellRun) -> tuple[int, str, VersionKey, str, str, str]:
     order = list(Channel).index(group_channel(run))
     when = nightly_date(run) if run.cell.channel is Channel.NIGHTLY else ""
-    return (order, when, version_key(run.cell.version), run.cell.cuda, run.cell.python,
-            run.cell.id)
+    return (order, when, version_key(run.cell.version), run.cell.cuda, run.cell.python, run.cell.id)
 
 
 def _groups(runs: list[CellRun], columns: tuple[Column, ...], where: str) -> tuple[Group, ...]:
     by_channel: dict[Channel, list[Row]] = {}
     for run in sorted(runs, key=row_key):
         by_channel.setdefault(group_channel(run), []).append(build_row(run, columns))
-    return tuple(Group(channel=ch.value, title=CHANNEL_TITLES[ch], rows=tuple(rows),
-                       folds=fold_rows(rows, fold=ch is Channel.NIGHTLY, anchor=where))
-                 for ch, rows in by_channel.items())
+    return tuple(
+        Group(
+            channel=ch.value,
+            title=CHANNEL_TITLES[ch],
+            rows=tuple(rows),
+            folds=fold_rows(rows, fold=ch is Channel.NIGHTLY, anchor=where),
+        )
+        for ch, rows in by_channel.items()
+    )
 
 
 def _environments(runs: list[CellRun]) -> tuple[Environment, ...]:
@@ -96,9 +111,16 @@ def _environments(runs: list[CellRun]) -> tuple[Environment, ...]:
         env = env_of(r)
         runtime = str(env.get("cuda_runtime") or "") if "cuda_runtime" in env else NOT_REPORTED
         counts.setdefault(key, Counter())[runtime] += 1
-    return tuple(Environment(gpu=g, driver=d, capability=cap, runs=sum(c.values()),
-                             cuda_runtimes=tuple(sorted(c.items(), key=_by_version)))
-                 for (g, d, cap), c in sorted(counts.items()))
+    return tuple(
+        Environment(
+            gpu=g,
+            driver=d,
+            capability=cap,
+            runs=sum(c.values()),
+            cuda_runtimes=tuple(sorted(c.items(), key=_by_version)),
+        )
+        for (g, d, cap), c in sorted(counts.items())
+    )
 
 
 def _by_version(item: tuple[str, int]) -> VersionKey:
@@ -115,15 +137,24 @@ def anchor(text: str) -> str:
     return "gpu-" + (re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown")
 
 
-def _section(gpu: str, runs: list[CellRun], bisections: list[BisectResult],
-             columns: tuple[Column, ...], api: str) -> Section:
+def _section(
+    gpu: str,
+    runs: list[CellRun],
+    bisections: list[BisectResult],
+    columns: tuple[Column, ...],
+    api: str,
+) -> Section:
     groups = _groups(runs, columns, anchor(gpu))
     nightly = [r for r in runs if r.cell.channel is Channel.NIGHTLY]
-    return Section(gpu=gpu, anchor=anchor(gpu),
-                   headline=build_headline(gpu, runs, bisections, api),
-                   groups=groups, timeline=build_timeline(nightly, bisections),
-                   environments=_environments(runs),
-                   tally=_tally([row for g in groups for row in g.rows]))
+    return Section(
+        gpu=gpu,
+        anchor=anchor(gpu),
+        headline=build_headline(gpu, runs, bisections, api),
+        groups=groups,
+        timeline=build_timeline(nightly, bisections),
+        environments=_environments(runs),
+        tally=_tally([row for g in groups for row in g.rows]),
+    )
 
 
 def _marks_shown(sections: tuple[Section, ...]) -> list[Mark]:
@@ -136,8 +167,10 @@ def _marks_shown(sections: tuple[Section, ...]) -> list[Mark]:
     return marks
 
 
-NO_RUNS = ("Nothing has been probed into this store yet: `nox -s matrix` on a machine with an "
-           "NVIDIA GPU installs each build and fills it.")
+NO_RUNS = (
+    "Nothing has been probed into this store yet: `nox -s matrix` on a machine with an "
+    "NVIDIA GPU installs each build and fills it."
+)
 
 
 # How runs that no backend made are named where the page says what it is drawn from (a
@@ -165,12 +198,20 @@ def _undated(runs: list[CellRun]) -> str:
     return "date not recorded"
 
 
-def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
-               generated: dt.datetime, empty_reason: str = "",
-               examples: tuple[tuple[str, str], ...] = (), links: References | None = None,
-               bench: dict[str, Any] | None = None, runners: Runners | None = None,
-               attendance: Sequence[Attendance] = (),
-               store: str = "", regression: Regression | None = None) -> PageView:
+def build_view(
+    runs: list[CellRun],
+    bisections: list[BisectResult],
+    *,
+    generated: dt.datetime,
+    empty_reason: str = "",
+    examples: tuple[tuple[str, str], ...] = (),
+    links: References | None = None,
+    bench: dict[str, Any] | None = None,
+    runners: Runners | None = None,
+    attendance: Sequence[Attendance] = (),
+    store: str = "",
+    regression: Regression | None = None,
+) -> PageView:
     """`runners` (config.runners.Runners, when runners.yaml is read) and the store's
     `attendance` say which declared kinds reported (kinds.py); `store` names what the runs
     were read from, as the page may say it (a store's file, the probe documents' pattern);
@@ -178,8 +219,9 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
     # `bisect --script` verdicts come from the user's command, not the probe, and a commit's
     # Python on a nightly's binary (`bisect --pytorch-repo`) is no build: not in the matrix
     # (the commit bisection shows under the nightly bisection it narrows).
-    runs = [r for r in runs if not r.cell.probe.startswith("script:")
-            and not cells.is_commit(r.cell.id)]
+    runs = [
+        r for r in runs if not r.cell.probe.startswith("script:") and not cells.is_commit(r.cell.id)
+    ]
     regression = regression or regression_for(probe_of(runs))
     api = regression.requires_api
     columns = columns_for(runs, regression)
@@ -189,32 +231,59 @@ def build_view(runs: list[CellRun], bisections: list[BisectResult], *,
     # Each bisection goes to the GPU model its builds ran on; release bisections have no dates:
     # they are listed, not drawn on the nightly strip.
     owner = [gpu_of_bisection(b, runs, sorted(by_gpu)) for b in bisections]
-    sections = tuple(_section(g, rs, [b for b, o in zip(bisections, owner, strict=True)
-                                      if o == g and b.before and b.before.date], columns, api)
-                     for g, rs in sorted(by_gpu.items()))
-    loose = [b for b, o in zip(bisections, owner, strict=True)
-             if not o and b.before and b.before.date]
+    sections = tuple(
+        _section(
+            g,
+            rs,
+            [
+                b
+                for b, o in zip(bisections, owner, strict=True)
+                if o == g and b.before and b.before.date
+            ],
+            columns,
+            api,
+        )
+        for g, rs in sorted(by_gpu.items())
+    )
+    loose = [
+        b for b, o in zip(bisections, owner, strict=True) if not o and b.before and b.before.date
+    ]
     newest = max((s.headline.newest_run for s in sections), default="")
     comparison = compare(sections, runs, gpu_of, api)
-    title = (comparison.headline if comparison else
-             "; ".join(s.headline.text for s in sections) or "No results yet")
+    title = (
+        comparison.headline
+        if comparison
+        else "; ".join(s.headline.text for s in sections) or "No results yet"
+    )
     how = made_with(runs)
     if how and sections:  # sibling pages of one GPU differ in how their runs were made
         title = f"{title} · {how}"
     verb = "drawn from" if how == _NOT_A_BACKEND["recorded probe JSON"] else "measured with"
-    source = "; ".join(x for x in (f"{verb} {how}" if how else "",
-                                   f"read from {store}" if store else "") if x)
+    source = "; ".join(
+        x for x in (f"{verb} {how}" if how else "", f"read from {store}" if store else "") if x
+    )
     stamp = generated.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     legend, legend_more = legend_for(_marks_shown(sections), api)
-    advice = (build_advice(sections, links or References(), bench, regression) if sections
-              else None)
-    return PageView(title=title, generated=stamp, source=source,
-                    newest_run=newest or _undated(runs), columns=columns, sections=sections,
-                    bisections=tuple(bisect_view(b, o, several_gpus=len(by_gpu) > 1)
-                                     for b, o in zip(bisections, owner, strict=True)),
-                    bisection_timeline=build_timeline([], loose) if loose else None,
-                    legend=legend, legend_more=legend_more, runs=len(runs),
-                    empty_reason=empty_reason or NO_RUNS,
-                    examples=examples, comparison=comparison,
-                    kinds=kind_views(runners.kinds, attendance, sorted(by_gpu)) if runners else (),
-                    advice=advice, regression=regression)
+    advice = build_advice(sections, links or References(), bench, regression) if sections else None
+    return PageView(
+        title=title,
+        generated=stamp,
+        source=source,
+        newest_run=newest or _undated(runs),
+        columns=columns,
+        sections=sections,
+        bisections=tuple(
+            bisect_view(b, o, several_gpus=len(by_gpu) > 1)
+            for b, o in zip(bisections, owner, strict=True)
+        ),
+        bisection_timeline=build_timeline([], loose) if loose else None,
+        legend=legend,
+        legend_more=legend_more,
+        runs=len(runs),
+        empty_reason=empty_reason or NO_RUNS,
+        examples=examples,
+        comparison=comparison,
+        kinds=kind_views(runners.kinds, attendance, sorted(by_gpu)) if runners else (),
+        advice=advice,
+        regression=regression,
+    )

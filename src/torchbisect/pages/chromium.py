@@ -27,9 +27,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--remote-debugging-pipe", "about:blank"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--hide-scrollbars",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--remote-debugging-pipe",
+    "about:blank",
+]
 
 
 def executable() -> str:
@@ -55,7 +64,11 @@ class _Chromium:
         self._proc = subprocess.Popen(
             [executable(), *FLAGS[:-1], f"--user-data-dir={self._profile}", FLAGS[-1]],
             # close_fds would close 3 and 4 after `fds` ran; dup2 leaves them inheritable
-            close_fds=False, preexec_fn=fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            close_fds=False,
+            preexec_fn=fds,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         for fd in (to_child, from_child, *high):
             os.close(fd)
         self._id, self._buf = 0, b""
@@ -90,8 +103,9 @@ class _Chromium:
         elif message.get("sessionId") in self.inbox:
             self.inbox[message["sessionId"]].append(message)
 
-    def call(self, method: str, session: str | None, timeout: float,
-             **params: Any) -> dict[str, Any]:
+    def call(
+        self, method: str, session: str | None, timeout: float, **params: Any
+    ) -> dict[str, Any]:
         sent = self.send(method, session, params)
         while sent not in self.replies:
             self.pump(timeout)
@@ -145,25 +159,32 @@ class Browser:
     def __enter__(self) -> Browser:
         self._chromium = _chromium()
         self._context = self.call("Target.createBrowserContext", session=False)["browserContextId"]
-        target = self.call("Target.createTarget", session=False, url="about:blank",
-                           browserContextId=self._context)["targetId"]
-        self.session = self.call("Target.attachToTarget", session=False, targetId=target,
-                                 flatten=True)["sessionId"]
+        target = self.call(
+            "Target.createTarget", session=False, url="about:blank", browserContextId=self._context
+        )["targetId"]
+        self.session = self.call(
+            "Target.attachToTarget", session=False, targetId=target, flatten=True
+        )["sessionId"]
         self.events = self._chromium.inbox.setdefault(self.session, [])
-        self.call("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height,
-                  deviceScaleFactor=2 if self.mobile else 1, mobile=self.mobile)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=self.width,
+            height=self.height,
+            deviceScaleFactor=2 if self.mobile else 1,
+            mobile=self.mobile,
+        )
         self.call("Page.enable")
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._chromium.inbox.pop(self.session or "", None)
         with contextlib.suppress(Exception):  # the page and its context go; the process stays
-            self.call("Target.disposeBrowserContext", session=False,
-                      browserContextId=self._context)
+            self.call("Target.disposeBrowserContext", session=False, browserContextId=self._context)
 
     def call(self, method: str, session: bool = True, **params: Any) -> dict[str, Any]:
-        return self._chromium.call(method, self.session if session else None, self.timeout,
-                                   **params)
+        return self._chromium.call(
+            method, self.session if session else None, self.timeout, **params
+        )
 
     def open(self, path: Path) -> None:
         self.events.clear()
@@ -179,13 +200,21 @@ class Browser:
 
     def click(self, selector: str) -> None:
         """A real mouse click at the centre of the first element matching `selector`."""
-        box = self.eval(f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
-                        " e.scrollIntoView({block: 'center', inline: 'center'});"
-                        " const r = e.getBoundingClientRect();"
-                        " return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        box = self.eval(
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
+            " e.scrollIntoView({block: 'center', inline: 'center'});"
+            " const r = e.getBoundingClientRect();"
+            " return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
         for kind in ("mousePressed", "mouseReleased"):
-            self.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left",
-                      clickCount=1)
+            self.call(
+                "Input.dispatchMouseEvent",
+                type=kind,
+                x=box[0],
+                y=box[1],
+                button="left",
+                clickCount=1,
+            )
 
     def screenshot(self, out: Path) -> Path:
         data = self.call("Page.captureScreenshot", format="png")["data"]
@@ -205,8 +234,9 @@ def screenshot(page: Path, out: Path, width: int, height: int, click: str = "") 
 
 if __name__ == "__main__":
     size = sys.argv[3].split("x")
-    print(screenshot(Path(sys.argv[1]), Path(sys.argv[2]), int(size[0]), int(size[1]),
-                     *sys.argv[4:5]))
+    print(
+        screenshot(Path(sys.argv[1]), Path(sys.argv[2]), int(size[0]), int(size[1]), *sys.argv[4:5])
+    )
 
 
 # the page's one contrast measure

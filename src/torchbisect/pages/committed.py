@@ -37,14 +37,19 @@ from ..report.site import bisections_of, by_probe
 from ..utils import owned, proc
 
 # What may differ between two renders of the same data: when each was drawn.
-_STAMPS = re.compile(r'(Generated \d{4}-\d\d-\d\d \d\d:\d\d UTC'
-                     r'|"generated": "[^"]*"|"modified": "[^"]*")')
+_STAMPS = re.compile(
+    r"(Generated \d{4}-\d\d-\d\d \d\d:\d\d UTC"
+    r'|"generated": "[^"]*"|"modified": "[^"]*")'
+)
 # (file, size, what is clicked first): the page as it opens, and with its first build opened (a
 # desk's pop-up over the table, a phone's sheet).
 _FIRST_BUILD = ".matrix tbody:not(.fold) th[scope=row] summary"
-SCREENSHOTS = (("screenshot.png", "1400x1000", ""), ("screenshot-390x844.png", "390x844", ""),
-               ("screenshot-opened.png", "1400x1000", _FIRST_BUILD),
-               ("screenshot-390x844-opened.png", "390x844", _FIRST_BUILD))
+SCREENSHOTS = (
+    ("screenshot.png", "1400x1000", ""),
+    ("screenshot-390x844.png", "390x844", ""),
+    ("screenshot-opened.png", "1400x1000", _FIRST_BUILD),
+    ("screenshot-390x844-opened.png", "390x844", _FIRST_BUILD),
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,12 +66,15 @@ def _store_copy(store: str) -> Callable[[Path, Path], RunSource]:
 
         copy = scratch / "results.sqlite"  # opening a store may write to it: never the evidence
         if not (repo / store).is_file():
-            raise ConfigError(f"{repo / store} is missing, and the page is drawn from it: "
-                              f"restore it (`git checkout -- {store}`), or "
-                              "pass --repo with a whole clone")
+            raise ConfigError(
+                f"{repo / store} is missing, and the page is drawn from it: "
+                f"restore it (`git checkout -- {store}`), or "
+                "pass --repo with a whole clone"
+            )
         shutil.copyfile(repo / store, copy)
         with Store(copy) as store_:
             return _Loaded(store_.latest(), store_.bisections())
+
     return open_store
 
 
@@ -75,6 +83,7 @@ def _probe_documents(pattern: str) -> Callable[[Path, Path], RunSource]:
         from ..report.probe_files import DocumentSource
 
         return DocumentSource(sorted(repo.glob(pattern)))
+
     return open_documents
 
 
@@ -94,18 +103,25 @@ EVIDENCE = "reports/evidence/results.sqlite"
 
 def _from_evidence(folder: str, probe: str = defaults.PROBE) -> CommittedPage:
     """A page of one probe's runs in the H200 evidence store."""
-    return CommittedPage(folder=folder, source=EVIDENCE, open_source=_store_copy(EVIDENCE),
-                         probe=probe)
+    return CommittedPage(
+        folder=folder, source=EVIDENCE, open_source=_store_copy(EVIDENCE), probe=probe
+    )
 
 
 PAGES = (
     _from_evidence("reports/h200"),
     # the cumsum regression (probes/cumsum_64bit.py, pytorch/pytorch#143486), same evidence
     _from_evidence("reports/h200-cumsum", probe="cumsum_64bit"),
-    CommittedPage(folder="reports/docker-h200", source="reports/docker-h200/results.sqlite",
-                  open_source=_store_copy("reports/docker-h200/results.sqlite")),
-    CommittedPage(folder="reports/sample", source="reports/evidence/hand/h200-torch-*.json",
-                  open_source=_probe_documents("reports/evidence/hand/h200-torch-*.json")),
+    CommittedPage(
+        folder="reports/docker-h200",
+        source="reports/docker-h200/results.sqlite",
+        open_source=_store_copy("reports/docker-h200/results.sqlite"),
+    ),
+    CommittedPage(
+        folder="reports/sample",
+        source="reports/evidence/hand/h200-torch-*.json",
+        open_source=_probe_documents("reports/evidence/hand/h200-torch-*.json"),
+    ),
 )
 
 
@@ -113,8 +129,9 @@ def without_stamps(text: str) -> str:
     return _STAMPS.sub("<stamp>", text)
 
 
-def render_fresh(repo: Path, page: CommittedPage, out_root: Path, *,
-                 generated: dt.datetime) -> tuple[Path, list[str]]:
+def render_fresh(
+    repo: Path, page: CommittedPage, out_root: Path, *, generated: dt.datetime
+) -> tuple[Path, list[str]]:
     """Render `page` into `out_root/<folder>`, as it would be drawn beside the repository's
     reports/bench/ (the cost it quotes) and on top of its committed record (whose `published`
     date a new render keeps); returns that folder and the files written, relative to it."""
@@ -129,10 +146,15 @@ def render_fresh(repo: Path, page: CommittedPage, out_root: Path, *,
     with tempfile.TemporaryDirectory() as scratch:
         source = page.open_source(repo, Path(scratch))
         groups = by_probe(source.latest(), [page.probe])
-        written = render_runs(groups[page.probe],
-                              bisections_of(page.probe, groups, source.bisections()), out,
-                              generated=generated, links=References(), store=page.source,
-                              probes=[page.probe])
+        written = render_runs(
+            groups[page.probe],
+            bisections_of(page.probe, groups, source.bisections()),
+            out,
+            generated=generated,
+            links=References(),
+            store=page.source,
+            probes=[page.probe],
+        )
     return out, sorted(p.relative_to(out).as_posix() for p in written)
 
 
@@ -141,19 +163,29 @@ def stale_files(repo: Path, page: CommittedPage, fresh: Path, names: list[str]) 
     committed pages of folded nightlies a render no longer draws.  Anything else in the folder
     (a store, logs: what a GPU run measured beside its page) is not the page's and is left out."""
     committed = repo / page.folder
-    stale = [name for name in names if not (committed / name).is_file() or (
-        without_stamps((committed / name).read_text(encoding="utf-8"))
-        != without_stamps((fresh / name).read_text(encoding="utf-8")))]
+    stale = [
+        name
+        for name in names
+        if not (committed / name).is_file()
+        or (
+            without_stamps((committed / name).read_text(encoding="utf-8"))
+            != without_stamps((fresh / name).read_text(encoding="utf-8"))
+        )
+    ]
     return stale + _old_folds(committed, names)
 
 
 def _old_folds(folder: Path, names: list[str]) -> list[str]:
-    return sorted(p.relative_to(folder).as_posix() for p in (folder / FOLD_DIR).glob("*.html")
-                  if p.relative_to(folder).as_posix() not in names)
+    return sorted(
+        p.relative_to(folder).as_posix()
+        for p in (folder / FOLD_DIR).glob("*.html")
+        if p.relative_to(folder).as_posix() not in names
+    )
 
 
-def regenerate(repo: Path, *, check: bool = False,
-               say: Callable[[str], object] = print) -> list[str]:
+def regenerate(
+    repo: Path, *, check: bool = False, say: Callable[[str], object] = print
+) -> list[str]:
     """Bring every committed page up to date (or, with `check`, only list the stale ones)."""
     changed = []
     now = dt.datetime.now(dt.timezone.utc)
@@ -165,8 +197,10 @@ def regenerate(repo: Path, *, check: bool = False,
                 say(f"{page.folder}: current")
                 continue
             changed.append(page.folder)
-            say(f"{page.folder}: {'stale' if check else 'redrawn'} from {page.source} "
-                f"({', '.join(stale)} changed)")
+            say(
+                f"{page.folder}: {'stale' if check else 'redrawn'} from {page.source} "
+                f"({', '.join(stale)} changed)"
+            )
             if not check:
                 _replace(repo / page.folder, fresh, names)
                 if "index.html" in stale:
@@ -192,11 +226,16 @@ def _screenshots(folder: Path, say: Callable[[str], object]) -> None:
         say(f"{folder}: screenshots not retaken: no chromium on PATH (apt-get install chromium)")
         return
     for name, size, click in SCREENSHOTS:
-        argv = [sys.executable, str(helper), str(folder / "index.html"), str(folder / name),
-                size, *([click] if click else [])]
+        argv = [
+            sys.executable,
+            str(helper),
+            str(folder / "index.html"),
+            str(folder / name),
+            size,
+            *([click] if click else []),
+        ]
         done = proc.run(argv, stdout=Path(os.devnull), check=False)
         sys.stderr.write(done.output)  # its stderr, shown as before (once it ended)
         if done.returncode:
             raise CommandFailed(argv, done.returncode, done.output)
         say(f"{folder / name}: retaken at {size}{', opened' if click else ''}")
-

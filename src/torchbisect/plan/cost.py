@@ -78,21 +78,32 @@ class Cost:
 
     def to_json(self) -> dict[str, Any]:
         """The figures `describe` says, for `plan --json`."""
-        return {"to_probe": self.to_probe, "stored": self.stored, "wheels": self.wheels,
-                "wheel_bytes": self.download_bytes, "wheel_unknown": self.unknown_sizes,
-                "dependency_bytes": self.dependency_bytes,
-                "download_bytes": self.download_bytes + self.dependency_bytes,
-                "seconds": self.seconds, "seconds_per_cell": self.seconds_per_cell,
-                "timed_runs": self.timed_runs, "gpus": self.gpus,
-                "by_cuda": [t.to_json() for t in self.tags]}
+        return {
+            "to_probe": self.to_probe,
+            "stored": self.stored,
+            "wheels": self.wheels,
+            "wheel_bytes": self.download_bytes,
+            "wheel_unknown": self.unknown_sizes,
+            "dependency_bytes": self.dependency_bytes,
+            "download_bytes": self.download_bytes + self.dependency_bytes,
+            "seconds": self.seconds,
+            "seconds_per_cell": self.seconds_per_cell,
+            "timed_runs": self.timed_runs,
+            "gpus": self.gpus,
+            "by_cuda": [t.to_json() for t in self.tags],
+        }
 
 
 def with_sizes(lock: Lock, *, known: Lock, offline: bool = False) -> Lock:
     """`lock` with every http(s) wheel's size: from `known` (the lock as it was) for the same
     URL, else from a HEAD request (none when `offline`)."""
     sizes_known = {b.url: b.size for b in known.builds.values() if b.size is not None}
-    builds = {cid: b if b.size is not None or b.url not in sizes_known else
-              dataclasses.replace(b, size=sizes_known[b.url]) for cid, b in lock.builds.items()}
+    builds = {
+        cid: b
+        if b.size is not None or b.url not in sizes_known
+        else dataclasses.replace(b, size=sizes_known[b.url])
+        for cid, b in lock.builds.items()
+    }
     ask = [cid for cid, b in builds.items() if b.size is None and _remote(b.url)]
     if ask and not offline:
         with ThreadPoolExecutor(min(_HEAD_WORKERS, len(ask))) as pool:
@@ -102,9 +113,9 @@ def with_sizes(lock: Lock, *, known: Lock, offline: bool = False) -> Lock:
     return Lock(builds=builds)
 
 
-
-def estimate(cells: Sequence[Cell], *, stored: Iterable[str], lock: Lock,
-             runs: Iterable[CellRun], gpus: int) -> Cost:
+def estimate(
+    cells: Sequence[Cell], *, stored: Iterable[str], lock: Lock, runs: Iterable[CellRun], gpus: int
+) -> Cost:
     """The cost of probing `cells` minus those in `stored` (run names, `Cell.run_name`, that
     already have a verdict)."""
     stored = set(stored)
@@ -114,11 +125,17 @@ def estimate(cells: Sequence[Cell], *, stored: Iterable[str], lock: Lock,
     fetched = list({c.id: c for c in todo if c.url and local_path(c.url) is None}.values())
     sizes = [wheel_size(c, lock) for c in fetched]
     timings = [r.seconds_install + r.seconds_probe for r in runs if r.status is RunStatus.OK]
-    return Cost(to_probe=len(todo), stored=len(cells) - len(todo), wheels=len(sizes),
-                download_bytes=sum(s for s in sizes if s is not None),
-                unknown_sizes=sum(s is None for s in sizes),
-                seconds_per_cell=statistics.median(timings) if timings else None,
-                timed_runs=len(timings), gpus=gpus, tags=by_tag(fetched, lock))
+    return Cost(
+        to_probe=len(todo),
+        stored=len(cells) - len(todo),
+        wheels=len(sizes),
+        download_bytes=sum(s for s in sizes if s is not None),
+        unknown_sizes=sum(s is None for s in sizes),
+        seconds_per_cell=statistics.median(timings) if timings else None,
+        timed_runs=len(timings),
+        gpus=gpus,
+        tags=by_tag(fetched, lock),
+    )
 
 
 def by_tag(cells: Sequence[Cell], lock: Lock) -> tuple[TagCost, ...]:
@@ -127,8 +144,10 @@ def by_tag(cells: Sequence[Cell], lock: Lock) -> tuple[TagCost, ...]:
     seen: set[tuple[str | None, ...]] = set()
     tags: dict[str, dict[str, int]] = {}
     for cell in cells:
-        t = tags.setdefault(cell.cuda, dict.fromkeys(
-            (f.name for f in dataclasses.fields(TagCost) if f.name != "tag"), 0))
+        t = tags.setdefault(
+            cell.cuda,
+            dict.fromkeys((f.name for f in dataclasses.fields(TagCost) if f.name != "tag"), 0),
+        )
         t["wheels"] += 1
         size = wheel_size(cell, lock)
         if size is None:
@@ -175,8 +194,9 @@ def describe(cost: Cost) -> str:
     24.6 GB to download (…); about 1 h 5 min (the median of 12 stored runs, 2 min 20 s a cell,
     on one GPU)."  Cells without a wheel (the preinstalled torch) or with a local one download
     nothing."""
-    stored = f"{cost.stored} already have a verdict in the store" if cost.stored else \
-        "none stored yet"
+    stored = (
+        f"{cost.stored} already have a verdict in the store" if cost.stored else "none stored yet"
+    )
     cells = f"{count(cost.to_probe, 'cell')} to probe; {stored}"
     if not cost.to_probe:
         return f"{cells}."
@@ -185,20 +205,23 @@ def describe(cost: Cost) -> str:
         time = "no stored runs yet to estimate the time from"
     else:
         on = "one GPU" if cost.gpus <= 1 else f"{cost.gpus} GPUs"
-        time = (f"about {duration(total)} (the median of "
-                f"{count(cost.timed_runs, 'stored run')}, {duration(per_cell)} a "
-                f"cell, on {on})")
-    return "\n".join([*(_tag_line(t) for t in cost.tags),
-                      f"{cells}; {_download(cost)}; {time}."])
+        time = (
+            f"about {duration(total)} (the median of "
+            f"{count(cost.timed_runs, 'stored run')}, {duration(per_cell)} a "
+            f"cell, on {on})"
+        )
+    return "\n".join([*(_tag_line(t) for t in cost.tags), f"{cells}; {_download(cost)}; {time}."])
 
 
 def _download(cost: Cost) -> str:
     if not cost.wheels:
         return "nothing to download"
     if cost.dependency_bytes:
-        said = (f"{_gb(cost.download_bytes + cost.dependency_bytes)} to download "
-                f"({_gb(cost.download_bytes)} of torch wheels, {_gb(cost.dependency_bytes)} "
-                "of CUDA libraries and triton, each file once)")
+        said = (
+            f"{_gb(cost.download_bytes + cost.dependency_bytes)} to download "
+            f"({_gb(cost.download_bytes)} of torch wheels, {_gb(cost.dependency_bytes)} "
+            "of CUDA libraries and triton, each file once)"
+        )
     else:
         said = f"{_gb(cost.download_bytes)} of torch wheels to download"
     unknown = []
@@ -214,23 +237,26 @@ def _download(cost: Cost) -> str:
 
 
 def _tag_line(t: TagCost) -> str:
-    """"cu126: 9 torch wheels 7.4 GB + 14 CUDA libraries 3.1 GB + triton 0.3 GB", and what is
+    """ "cu126: 9 torch wheels 7.4 GB + 14 CUDA libraries 3.1 GB + triton 0.3 GB", and what is
     unknown or left out on indented lines below it (each under 80 columns in the usual case)."""
     parts = [f"{count(t.wheels, 'torch wheel')} {_gb(t.wheel_bytes)}"]
     if t.libraries:
-        parts.append(f"{count(t.libraries, 'CUDA library', 'CUDA libraries')} "
-                     f"{_gb(t.library_bytes)}")
+        parts.append(
+            f"{count(t.libraries, 'CUDA library', 'CUDA libraries')} {_gb(t.library_bytes)}"
+        )
     if t.triton:
-        parts.append(f"triton {_gb(t.triton_bytes)}" if t.triton == 1 else
-                     f"{count(t.triton, 'triton wheel')} {_gb(t.triton_bytes)}")
+        parts.append(
+            f"triton {_gb(t.triton_bytes)}"
+            if t.triton == 1
+            else f"{count(t.triton, 'triton wheel')} {_gb(t.triton_bytes)}"
+        )
     notes = []
     if t.wheel_unknown:
         notes.append(f"{count(t.wheel_unknown, 'torch wheel')} of unknown size")
     if t.dep_unknown:
         notes.append(f"{count(t.dep_unknown, 'dependency file')} of unknown size")
     if t.no_metadata:
-        notes.append(f"{count(t.no_metadata, 'wheel')} without metadata: CUDA libraries "
-                     "unknown")
+        notes.append(f"{count(t.no_metadata, 'wheel')} without metadata: CUDA libraries unknown")
     if t.overlay:
         notes.append(f"{count(t.overlay, 'wheel')} --no-deps over an image: no CUDA libraries")
     line = f"{t.tag or 'no CUDA tag'}: " + " + ".join(parts)
@@ -242,7 +268,7 @@ def _gb(n: int) -> str:
 
 
 def duration(seconds: float) -> str:
-    """"45 s", "2 min 20 s", "1 h 5 min"."""
+    """ "45 s", "2 min 20 s", "1 h 5 min"."""
     seconds = round(seconds)
     if seconds < 60:
         return f"{seconds} s"

@@ -41,8 +41,12 @@ from .lock import Lock, LockedBuild, LockedDep
 TRITON = ("triton", "pytorch-triton")
 _WORKERS = 8
 # platform family → (platform_system, platform_machine, sys_platform, os_name) for markers
-_SYSTEMS = {"linux": ("Linux", "linux", "posix"), "musllinux": ("Linux", "linux", "posix"),
-            "macosx": ("Darwin", "darwin", "posix"), "win": ("Windows", "win32", "nt")}
+_SYSTEMS = {
+    "linux": ("Linux", "linux", "posix"),
+    "musllinux": ("Linux", "linux", "posix"),
+    "macosx": ("Darwin", "darwin", "posix"),
+    "win": ("Windows", "win32", "nt"),
+}
 _MACHINES = {"amd64": "AMD64", "arm64": "ARM64"}  # what Windows' platform.machine() says
 
 
@@ -64,11 +68,17 @@ def environment(python: str, platform: str) -> dict[str, str]:
     system, sys_platform, os_name = _SYSTEMS.get(kind, ("", kind, ""))
     version = python.rstrip("t")
     env = cast(dict[str, str], dict(default_environment()))  # each of its values is a str
-    env.update(python_version=version, python_full_version=f"{version}.0",
-               implementation_name="cpython", platform_python_implementation="CPython",
-               platform_system=system, sys_platform=sys_platform, os_name=os_name,
-               platform_machine=_MACHINES.get(machine, machine) if kind == "win" else machine,
-               extra="")
+    env.update(
+        python_version=version,
+        python_full_version=f"{version}.0",
+        implementation_name="cpython",
+        platform_python_implementation="CPython",
+        platform_system=system,
+        sys_platform=sys_platform,
+        os_name=os_name,
+        platform_machine=_MACHINES.get(machine, machine) if kind == "win" else machine,
+        extra="",
+    )
     return env
 
 
@@ -97,36 +107,62 @@ def _exact(req: Requirement) -> str | None:
     return None
 
 
-def with_deps(lock: Lock, *, known: Lock, platform: str, offline: bool = False,
-              allow: Collection[str] = (), skip: Collection[str] = ()) -> Lock:
+def with_deps(
+    lock: Lock,
+    *,
+    known: Lock,
+    platform: str,
+    offline: bool = False,
+    allow: Collection[str] = (),
+    skip: Collection[str] = (),
+) -> Lock:
     """`lock` with each wheel's `deps`: from `known` (the lock as it was) for the same URL, else
     read from its metadata and its index (nothing asked when `offline`).  The cells in `skip`
     (installed `--no-deps` over an image) are not asked about."""
     learned = {b.url: b.deps for b in known.builds.values() if b.deps is not None}
-    builds = {cid: b if b.deps is not None or b.url not in learned else
-              dataclasses.replace(b, deps=learned[b.url]) for cid, b in lock.builds.items()}
+    builds = {
+        cid: b
+        if b.deps is not None or b.url not in learned
+        else dataclasses.replace(b, deps=learned[b.url])
+        for cid, b in lock.builds.items()
+    }
     if offline:
         return Lock(builds=builds)
     ask = [cid for cid, b in builds.items() if b.deps is None and cid not in skip]
     with ThreadPoolExecutor(_WORKERS) as pool:
-        texts = dict(zip(ask, pool.map(lambda cid: read_metadata(builds[cid].url), ask),
-                         strict=True))
+        texts = dict(
+            zip(ask, pool.map(lambda cid: read_metadata(builds[cid].url), ask), strict=True)
+        )
         for cid, text in texts.items():
             b = builds[cid]
             deps = pins(text, python=b.python, platform=platform) if text is not None else None
             builds[cid] = dataclasses.replace(b, deps=deps)
-        located = _locate([b for b in builds.values() if b.deps], platform=platform,
-                          allow=allow, pool=pool)
-    return Lock(builds={cid: dataclasses.replace(b, deps=tuple(
-        located.get((b.index, b.python, d.name, d.version), d) for d in b.deps))
-        if b.deps else b for cid, b in builds.items()})
+        located = _locate(
+            [b for b in builds.values() if b.deps], platform=platform, allow=allow, pool=pool
+        )
+    return Lock(
+        builds={
+            cid: dataclasses.replace(
+                b,
+                deps=tuple(located.get((b.index, b.python, d.name, d.version), d) for d in b.deps),
+            )
+            if b.deps
+            else b
+            for cid, b in builds.items()
+        }
+    )
 
 
 Key = tuple[str | None, str, str, str | None]  # index, Python, name, version
 
 
-def _locate(builds: Iterable[LockedBuild], *, platform: str, allow: Collection[str],
-            pool: ThreadPoolExecutor) -> dict[Key, LockedDep]:
+def _locate(
+    builds: Iterable[LockedBuild],
+    *,
+    platform: str,
+    allow: Collection[str],
+    pool: ThreadPoolExecutor,
+) -> dict[Key, LockedDep]:
     """Each pin whose size is not known yet, found on its build's index (a page read once)."""
     wanted: dict[tuple[str, str, str], set[str]] = {}
     for b in builds:
@@ -139,23 +175,27 @@ def _locate(builds: Iterable[LockedBuild], *, platform: str, allow: Collection[s
     return found
 
 
-def _on_page(key: tuple[str, str, str], versions: set[str], platform: str,
-             allow: Collection[str]) -> dict[Key, LockedDep]:
+def _on_page(
+    key: tuple[str, str, str], versions: set[str], platform: str, allow: Collection[str]
+) -> dict[Key, LockedDep]:
     index, python, name = key
     try:
-        listed = reachable(fetch_wheels(index, name, retries=1, allow=allow), index,
-                           allow=allow)
+        listed = reachable(fetch_wheels(index, name, retries=1, allow=allow), index, allow=allow)
     except ResolveError:  # PageMissing and IndexUnreachable: sizes unknown
         return {}
-    fit = sorted(compatible(list(listed), python=python, platform=platform),
-                 key=lambda w: w.filename)
+    fit = sorted(
+        compatible(list(listed), python=python, platform=platform), key=lambda w: w.filename
+    )
     out: dict[Key, LockedDep] = {}
     for version in versions:
         wheel = next((w for w in fit if _same(w.version, version)), None)
         if wheel is not None:
             out[index, python, name, version] = LockedDep(
-                name=name, version=version, url=wheel.url,
-                size=wheel.size if wheel.size is not None else _size(wheel.url))
+                name=name,
+                version=version,
+                url=wheel.url,
+                size=wheel.size if wheel.size is not None else _size(wheel.url),
+            )
     return out
 
 
@@ -183,8 +223,12 @@ def head_size(url: str, *, deadlines: Deadlines = HEAD) -> int | None:
     """The Content-Length a HEAD request for `url` answers; None when it does not tell (asked
     once: the size is advice, not worth a wait)."""
     try:
-        with request("HEAD", url.split("#", 1)[0], headers={"Accept-Encoding": "identity"},
-                     deadlines=deadlines) as answer:
+        with request(
+            "HEAD",
+            url.split("#", 1)[0],
+            headers={"Accept-Encoding": "identity"},
+            deadlines=deadlines,
+        ) as answer:
             length = answer.headers.get("content-length", "")
     except NetError:
         return None

@@ -36,11 +36,26 @@ _DRIVER_MIN = {"cu11": 450, "cu12": 525, "cu13": 580}  # major driver version pe
 class IndexView:
     """The index pages of one resolution, read on first use (see the module docstring)."""
 
-    def __init__(self, config: MatrixConfig, lock: Lock, *, platform: str, driver: str | None,
-                 today: date, offline: bool, note: Note, fetch: Fetch):
+    def __init__(
+        self,
+        config: MatrixConfig,
+        lock: Lock,
+        *,
+        platform: str,
+        driver: str | None,
+        today: date,
+        offline: bool,
+        note: Note,
+        fetch: Fetch,
+    ):
         self.config, self.lock, self.platform = config, lock, platform
         self.driver, self.today, self.offline, self.note, self.fetch = (
-            driver, today, offline, note, fetch)
+            driver,
+            today,
+            offline,
+            note,
+            fetch,
+        )
         self._pages: dict[str, tuple[Wheel, ...] | PageMissing] = {}  # by URL
         self._in_lock: dict[tuple[Channel, str], tuple[Wheel, ...]] = {}  # offline's pages
         self._dates: dict[str, tuple[str, ...]] = {}  # the nightly index's dates, by CUDA tag
@@ -74,8 +89,9 @@ class IndexView:
     def _page(self, url: str) -> tuple[Wheel, ...] | PageMissing:
         if url not in self._pages:
             try:
-                self._pages[url] = reachable(self.fetch(url), url,
-                                             allow=self.config.allow_links_to, note=self.note)
+                self._pages[url] = reachable(
+                    self.fetch(url), url, allow=self.config.allow_links_to, note=self.note
+                )
             except PageMissing as err:
                 self._pages[url] = err
         return self._pages[url]
@@ -84,7 +100,9 @@ class IndexView:
         if (channel, tag) not in self._in_lock:
             self._in_lock[channel, tag] = tuple(
                 Wheel.parse(b.filename, b.url, sha256=b.sha256, yanked=b.yanked)
-                for b in self.lock.builds.values() if b.channel == channel.value and b.cuda == tag)
+                for b in self.lock.builds.values()
+                if b.channel == channel.value and b.cuda == tag
+            )
         return self._in_lock[channel, tag]
 
     def builds(self, channel: Channel, tag: str, python: str, *, required: bool) -> Builds:
@@ -93,22 +111,30 @@ class IndexView:
         key = (channel.value, tag, python)
         if key not in self._builds:
             self._builds[key] = self.chooser.builds(
-                self.listing(channel, tag, required=required), cuda=tag, python=python,
-                platform=self.platform)
+                self.listing(channel, tag, required=required),
+                cuda=tag,
+                python=python,
+                platform=self.platform,
+            )
         return self._builds[key]
 
-    def pick(self, channel: Channel, tag: str, python: str, version: str
-             ) -> Wheel | Unsure | str | None:
+    def pick(
+        self, channel: Channel, tag: str, python: str, version: str
+    ) -> Wheel | Unsure | str | None:
         """The file of one release the (channel, tag) index lists that pip installs on this
         runner, `Unsure` when it does not say its CUDA, why none is, or None when the index does
         not list the version.  One version at a time: an unlabelled file's CUDA may cost a read
         of the wheel itself (index/metadata.py), never for a version the matrix does not name."""
         key = (channel.value, tag, python, version)
         if key not in self._picked:
-            files = [w for w in self.listing(channel, tag, required=False)
-                     if w.public_version == version]
-            self._picked[key] = self.chooser.pick(files, cuda=tag, python=python,
-                                                  platform=self.platform) if files else None
+            files = [
+                w for w in self.listing(channel, tag, required=False) if w.public_version == version
+            ]
+            self._picked[key] = (
+                self.chooser.pick(files, cuda=tag, python=python, platform=self.platform)
+                if files
+                else None
+            )
         return self._picked[key]
 
     def by_date(self, tag: str, python: str, *, required: bool = True) -> dict[str, list[Wheel]]:
@@ -118,8 +144,9 @@ class IndexView:
             for w in chosen.values():
                 if w.nightly_date:
                     days.setdefault(w.nightly_date, []).append(w)
-            self._nights[tag, python] = {d: sorted(ws, key=lambda w: w.parsed_version)
-                                         for d, ws in days.items()}
+            self._nights[tag, python] = {
+                d: sorted(ws, key=lambda w: w.parsed_version) for d, ws in days.items()
+            }
         return self._nights[tag, python]
 
     def locked_nightlies(self, tag: str, python: str) -> dict[str, list[Wheel]]:
@@ -136,9 +163,15 @@ class IndexView:
         if self.offline:
             return "not in the lock (offline: run plan without --offline to resolve it)"
         if tag not in self._dates:
-            self._dates[tag] = tuple(sorted({
-                w.nightly_date for w in self.listing(Channel.NIGHTLY, tag, required=True)
-                if w.nightly_date}))
+            self._dates[tag] = tuple(
+                sorted(
+                    {
+                        w.nightly_date
+                        for w in self.listing(Channel.NIGHTLY, tag, required=True)
+                        if w.nightly_date
+                    }
+                )
+            )
         listed = self._dates[tag]
         if day in listed:
             return f"no {python_tag(python)} wheel for {self.platform} on this date"
@@ -149,8 +182,10 @@ class IndexView:
         if day > listed[-1]:
             return f"newer than the newest nightly on the index ({listed[-1]})"
         if day < listed[0]:
-            return (f"older than the oldest nightly the index still lists ({listed[0]}); it keeps "
-                    "only about 60, so plan while they are listed to lock them")
+            return (
+                f"older than the oldest nightly the index still lists ({listed[0]}); it keeps "
+                "only about 60, so plan while they are listed to lock them"
+            )
         return "no nightly was published on this date"
 
     def tags(self, cuda: str) -> list[str]:
@@ -158,13 +193,18 @@ class IndexView:
             return [cuda]
         if self.driver is None and not self._assumed:
             self._assumed = True
-            self.note("no NVIDIA driver found: `cuda: auto` assumed one new enough for every "
-                      "CUDA tag (≥ 580); pass --driver VERSION to plan for another machine")
+            self.note(
+                "no NVIDIA driver found: `cuda: auto` assumed one new enough for every "
+                "CUDA tag (≥ 580); pass --driver VERSION to plan for another machine"
+            )
         return sorted(self.config.cuda_tags, key=tag_order, reverse=True)
 
     def where(self, channel: Channel, tags: list[str]) -> str:
-        where = index_for(self.config, channel, tags[0]) if len(tags) == 1 else \
-            f"the {channel.value} indexes for {', '.join(sorted(tags, key=tag_order))}"
+        where = (
+            index_for(self.config, channel, tags[0])
+            if len(tags) == 1
+            else f"the {channel.value} indexes for {', '.join(sorted(tags, key=tag_order))}"
+        )
         return where + (" (offline: as far as the lock knows)" if self.offline else "")
 
 
@@ -172,8 +212,9 @@ def _offline(_wheel: Wheel) -> Found:
     return Found(text=None, source="it was not read (offline: the lock does not say its CUDA)")
 
 
-def nightly_builds(index_url: str, *, cuda: str, python: str,
-                   platform: str | None = None) -> list[Wheel]:
+def nightly_builds(
+    index_url: str, *, cuda: str, python: str, platform: str | None = None
+) -> list[Wheel]:
     """Every nightly on `index_url` installable here, one file per version as pip would install
     it (index/choose.py), sorted by date then version."""
     listed = [w for w in reachable(fetch_wheels(index_url), index_url) if w.nightly_date]
@@ -210,7 +251,7 @@ def within(version: str, low: str | None, high: str | None) -> bool:
         return False
     if high:
         top = Version(high).release
-        return release[:len(top)] <= top
+        return release[: len(top)] <= top
     return True
 
 

@@ -42,15 +42,18 @@ from ..probe import document
 from ..utils import files
 
 LOCK_FORMAT = 1
-_COMMENT = ("Written by `torchbisect plan` from the matrix file next to it: the exact wheel of "
-            "every cell. Commit it; delete an entry to resolve that cell again.")
+_COMMENT = (
+    "Written by `torchbisect plan` from the matrix file next to it: the exact wheel of "
+    "every cell. Commit it; delete an entry to resolve that cell again."
+)
 _FIELDS = ("channel", "version", "cuda", "python", "url")
 MAX_BYTES = 64 * 1024 * 1024  # a lock of every nightly since 2023 on every tag is ~10 MB
 MAX_DEPTH = 8  # lock → builds → entry → value is 3
 
 
-def lock_path(matrix: Path, *, lock: Path | None = None, lock_dir: Path | None = None,
-              kind: str | None = None) -> Path:
+def lock_path(
+    matrix: Path, *, lock: Path | None = None, lock_dir: Path | None = None, kind: str | None = None
+) -> Path:
     """Where a plan's lock lives: `lock` (`--lock`) when given; a runner kind's is
     `<lock_dir>/<kind>.lock.json`, the folder defaulting to `<matrix>.locks/` beside the matrix
     file; else `<matrix>.lock.json` beside it (`matrix.yaml` → `matrix.lock.json`)."""
@@ -90,8 +93,11 @@ class LockedBuild:
 
     @property
     def filename(self) -> str:
-        return unquote(urlparse(self.url).path.rsplit("/", 1)[-1]) if "://" in self.url else \
-            Path(self.url).name
+        return (
+            unquote(urlparse(self.url).path.rsplit("/", 1)[-1])
+            if "://" in self.url
+            else Path(self.url).name
+        )
 
 
 @dataclass(frozen=True)
@@ -103,8 +109,11 @@ class Lock:
         """The lock at `path`, or an empty one when there is no file yet."""
         path = Path(path)
         try:
-            doc = document.parse(document.read_text(path, max_bytes=MAX_BYTES),
-                                  max_bytes=MAX_BYTES, max_depth=MAX_DEPTH)
+            doc = document.parse(
+                document.read_text(path, max_bytes=MAX_BYTES),
+                max_bytes=MAX_BYTES,
+                max_depth=MAX_DEPTH,
+            )
         except FileNotFoundError:
             return cls()
         except document.Rejected as err:
@@ -116,11 +125,23 @@ class Lock:
     @classmethod
     def from_plan(cls, plan: Plan) -> Lock:
         """Every cell of the plan that has a wheel; nothing else (the lock mirrors the matrix)."""
-        return cls(builds={c.id: LockedBuild(channel=c.channel.value, version=c.version,
-                                             cuda=c.cuda, python=c.python, url=c.url,
-                                             sha256=c.sha256, date=c.date, index=c.index_url,
-                                             yanked=c.yanked)
-                           for c in plan.cells if c.url})
+        return cls(
+            builds={
+                c.id: LockedBuild(
+                    channel=c.channel.value,
+                    version=c.version,
+                    cuda=c.cuda,
+                    python=c.python,
+                    url=c.url,
+                    sha256=c.sha256,
+                    date=c.date,
+                    index=c.index_url,
+                    yanked=c.yanked,
+                )
+                for c in plan.cells
+                if c.url
+            }
+        )
 
     def get(self, cell_id: str) -> LockedBuild | None:
         return self.builds.get(cell_id)
@@ -137,8 +158,11 @@ class Lock:
         return Lock(builds=builds)
 
     def dumps(self) -> str:
-        doc = {"format": LOCK_FORMAT, "comment": _COMMENT,
-               "builds": {k: _entry(b) for k, b in self.builds.items()}}
+        doc = {
+            "format": LOCK_FORMAT,
+            "comment": _COMMENT,
+            "builds": {k: _entry(b) for k, b in self.builds.items()},
+        }
         return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
 
     def save(self, path: Path) -> bool:
@@ -190,8 +214,10 @@ def _exclusive(path: Path) -> Iterator[None]:
         folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as err:
-        raise ConfigError(f"cannot open the folder of the lock file {path} "
-                          f"({err.strerror}); create it or pass another --lock") from None
+        raise ConfigError(
+            f"cannot open the folder of the lock file {path} "
+            f"({err.strerror}); create it or pass another --lock"
+        ) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -234,9 +260,11 @@ def _builds(path: Path, doc: Any) -> dict[str, LockedBuild]:
             raise ConfigError(_bad(path, f"entry {cell_id!r} lacks one of {', '.join(_FIELDS)}"))
         deps = _deps(path, cell_id, entry.get("deps"))
         try:
-            fields: dict[str, Any] = {k: without_userinfo(v)[0] if k in ("url", "index")
-                                      and isinstance(v, str) else v
-                                      for k, v in entry.items() if k != "deps"}
+            fields: dict[str, Any] = {
+                k: without_userinfo(v)[0] if k in ("url", "index") and isinstance(v, str) else v
+                for k, v in entry.items()
+                if k != "deps"
+            }
             out[cell_id] = LockedBuild(**fields, **deps)
         except TypeError:
             raise ConfigError(_bad(path, f"entry {cell_id!r} has unknown keys")) from None
@@ -245,8 +273,9 @@ def _builds(path: Path, doc: Any) -> dict[str, LockedBuild]:
         if not isinstance(entry.get("size", 0), int | None):
             raise ConfigError(_bad(path, f"the size of entry {cell_id!r} is not a whole number"))
         if not _is_wheel(entry["url"]):  # resolve and the backends use it as a file name
-            raise ConfigError(_bad(path, f"the url of entry {cell_id!r} does not end in a wheel "
-                                         "file name"))
+            raise ConfigError(
+                _bad(path, f"the url of entry {cell_id!r} does not end in a wheel file name")
+            )
     return out
 
 
@@ -254,13 +283,25 @@ def _deps(path: Path, cell_id: str, deps: Any) -> dict[str, Any]:
     """`{"deps": …}` as LockedDeps ({} when the entry has none: a lock older than deps)."""
     if deps is None:
         return {}
-    typed = {"name": (str,), "version": (str, type(None)), "url": (str, type(None)),
-             "size": (int, type(None))}
+    typed = {
+        "name": (str,),
+        "version": (str, type(None)),
+        "url": (str, type(None)),
+        "size": (int, type(None)),
+    }
     if not isinstance(deps, list) or not all(
-            isinstance(d, dict) and set(d) <= set(typed) and isinstance(d.get("name"), str)
-            and all(isinstance(d.get(k), t) for k, t in typed.items()) for d in deps):
-        raise ConfigError(_bad(path, f"the deps of entry {cell_id!r} are not a list of "
-                                     "{name, version, url, size}"))
+        isinstance(d, dict)
+        and set(d) <= set(typed)
+        and isinstance(d.get("name"), str)
+        and all(isinstance(d.get(k), t) for k, t in typed.items())
+        for d in deps
+    ):
+        raise ConfigError(
+            _bad(
+                path,
+                f"the deps of entry {cell_id!r} are not a list of {{name, version, url, size}}",
+            )
+        )
     return {"deps": tuple(LockedDep(**d) for d in deps)}
 
 
@@ -275,5 +316,6 @@ def _is_wheel(url: str) -> bool:
 
 
 def _bad(path: Path, why: str) -> str:
-    return (f"{path} is not a torchbisect lock file ({why}); delete it and run "
-            "`torchbisect plan` again")
+    return (
+        f"{path} is not a torchbisect lock file ({why}); delete it and run `torchbisect plan` again"
+    )

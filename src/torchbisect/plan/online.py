@@ -43,21 +43,25 @@ class Online:
     said: tuple[str, ...]
 
 
-def check(kinds: Sequence[Kind], scopes: Sequence[str], *,
-          environ: Mapping[str, str] = os.environ) -> Online:
+def check(
+    kinds: Sequence[Kind], scopes: Sequence[str], *, environ: Mapping[str, str] = os.environ
+) -> Online:
     """The kinds without an online runner in `scopes`; none when the check cannot be made."""
     token = environ.get(TOKEN_VARIABLE, "")
     if not token:
-        return Online(offline=(), said=(
-            f"not checked: no ${TOKEN_VARIABLE} (a token that may list the "
-            "self-hosted runners): every kind's shards are queued, and a kind with no runner "
-            "online holds the run until GitHub drops its jobs (24-48 hours)",))
+        return Online(
+            offline=(),
+            said=(
+                f"not checked: no ${TOKEN_VARIABLE} (a token that may list the "
+                "self-hosted runners): every kind's shards are queued, and a kind with no runner "
+                "online holds the run until GitHub drops its jobs (24-48 hours)",
+            ),
+        )
     client = GitHub(base_url=environ.get("GITHUB_API_URL") or DEFAULT_API, token=token)
     try:
         runners = [r for scope in scopes for r in _listed(client, scope)]
     except GitHubError as err:
-        return Online(offline=(), said=(
-            f"not checked ({err}): every kind's shards are queued",))
+        return Online(offline=(), said=(f"not checked ({err}): every kind's shards are queued",))
     online = [r for r in runners if r.online]
     offline, said = [], []
     for kind in kinds:
@@ -65,27 +69,31 @@ def check(kinds: Sequence[Kind], scopes: Sequence[str], *,
         carrying = [r for r in runners if wanted <= r.labels]
         up = [r for r in carrying if r.online]
         if up:
-            said.append(f"{kind.name}: {len(up)} of {len(carrying)} runners with its labels "
-                        "online")
+            said.append(f"{kind.name}: {len(up)} of {len(carrying)} runners with its labels online")
         else:
             offline.append(kind)
-            said.append(f"{kind.name}: no runner online with the labels {list(kind.labels)} "
-                        f"({len(carrying)} registered with them, {len(online)} runners online "
-                        f"in {', '.join(scopes)}): not queued this run, so the page says it "
-                        "did not report")
+            said.append(
+                f"{kind.name}: no runner online with the labels {list(kind.labels)} "
+                f"({len(carrying)} registered with them, {len(online)} runners online "
+                f"in {', '.join(scopes)}): not queued this run, so the page says it "
+                "did not report"
+            )
     return Online(offline=tuple(offline), said=tuple(said))
 
 
 def _listed(client: GitHub, scope: str) -> Iterable[Runner]:
     """Every runner of one scope, page by page."""
     for page in range(1, MAX_PAGES + 1):
-        doc = client.call("GET", f"/{scope}/actions/runners?per_page={PAGE}&page={page}",
-                          hint=f"${TOKEN_VARIABLE} must be allowed to list the runners of "
-                               f"{scope}")
+        doc = client.call(
+            "GET",
+            f"/{scope}/actions/runners?per_page={PAGE}&page={page}",
+            hint=f"${TOKEN_VARIABLE} must be allowed to list the runners of {scope}",
+        )
         found = doc.get("runners") if isinstance(doc, dict) else None
         if not isinstance(found, list):
-            raise GitHubError(f"GitHub's answer listing the runners of {scope} has no list of "
-                              "runners")
+            raise GitHubError(
+                f"GitHub's answer listing the runners of {scope} has no list of runners"
+            )
         for entry in found:
             yield _runner(entry, scope)
         if len(found) < PAGE:
@@ -95,8 +103,12 @@ def _listed(client: GitHub, scope: str) -> Iterable[Runner]:
 def _runner(entry: Any, scope: str) -> Runner:  # one item of GitHub's JSON answer
     labels = entry.get("labels") if isinstance(entry, dict) else None
     if not isinstance(labels, list) or not all(
-            isinstance(label, dict) and isinstance(label.get("name"), str) for label in labels):
-        raise GitHubError(f"GitHub's answer listing the runners of {scope} has a runner "
-                          "without its labels")
-    return Runner(online=entry.get("status") == "online",
-                  labels=frozenset(label["name"].lower() for label in labels))
+        isinstance(label, dict) and isinstance(label.get("name"), str) for label in labels
+    ):
+        raise GitHubError(
+            f"GitHub's answer listing the runners of {scope} has a runner without its labels"
+        )
+    return Runner(
+        online=entry.get("status") == "online",
+        labels=frozenset(label["name"].lower() for label in labels),
+    )

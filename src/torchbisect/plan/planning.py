@@ -45,11 +45,21 @@ class Locked:
     changed: bool  # whether the file's bytes changed
 
 
-def plan_and_lock(config: MatrixConfig, *, matrix: Path, lock: Path | None = None,
-                  previous: Path | None = None,
-                  offline: bool = False, driver: str | None = None, python: str | None = None,
-                  platform: str | None = None, hasher: Callable[[str], str] | None = None,
-                  select: Sequence[str] = (), host_driver: bool = True, note: Say) -> Locked:
+def plan_and_lock(
+    config: MatrixConfig,
+    *,
+    matrix: Path,
+    lock: Path | None = None,
+    previous: Path | None = None,
+    offline: bool = False,
+    driver: str | None = None,
+    python: str | None = None,
+    platform: str | None = None,
+    hasher: Callable[[str], str] | None = None,
+    select: Sequence[str] = (),
+    host_driver: bool = True,
+    note: Say,
+) -> Locked:
     """Resolve `config`, the loaded `matrix` file (for this interpreter, host and driver unless
     told), and save its lock;
     without `host_driver` a `driver` of None means none at all (a runner kind that declares
@@ -64,19 +74,34 @@ def plan_and_lock(config: MatrixConfig, *, matrix: Path, lock: Path | None = Non
         locked = locked.over(Lock.load(previous))
     platform = platform or runner_platform()  # this machine, its glibc included
     with lock_needed_offline(offline and previous is None, path):
-        plan = build_plan(config, lock=locked, python=python or _this_python(),
-                          platform=platform,
-                          driver=driver or (driver_version() if host_driver else None),
-                          today=datetime.now(timezone.utc).date(), offline=offline, note=note,
-                          hasher=hasher, select=select)
+        plan = build_plan(
+            config,
+            lock=locked,
+            python=python or _this_python(),
+            platform=platform,
+            driver=driver or (driver_version() if host_driver else None),
+            today=datetime.now(timezone.utc).date(),
+            offline=offline,
+            note=note,
+            hasher=hasher,
+            select=select,
+        )
     # installed --no-deps over an image, or read where it lies: their dependencies cost nothing
     no_deps = {c.id for c in plan.cells if c.overlay or (c.url and local_path(c.url))}
-    saved = with_deps(with_sizes(Lock.from_plan(plan), known=locked, offline=offline),
-                      known=locked, platform=platform, offline=offline,
-                      allow=config.allow_links_to, skip=no_deps)
+    saved = with_deps(
+        with_sizes(Lock.from_plan(plan), known=locked, offline=offline),
+        known=locked,
+        platform=platform,
+        offline=offline,
+        allow=config.allow_links_to,
+        skip=no_deps,
+    )
     if select:  # the cells --cells cannot match were not planned: they stay as locked
-        kept = {cid: b for cid, b in Lock.load(path).builds.items()
-                if not any(fnmatch.fnmatchcase(cid, p) for p in select)}
+        kept = {
+            cid: b
+            for cid, b in Lock.load(path).builds.items()
+            if not any(fnmatch.fnmatchcase(cid, p) for p in select)
+        }
         saved = saved.over(Lock(builds=kept))
     # a lock that pins nothing (only preinstalled or dev cells) is never written: "commit it"
     # would be advice about an empty file, and --offline would read it as "no such release"
@@ -84,21 +109,38 @@ def plan_and_lock(config: MatrixConfig, *, matrix: Path, lock: Path | None = Non
     return Locked(plan=plan, lock=saved, path=path, changed=changed)
 
 
-def resolve_plan(config: MatrixConfig, *, matrix: Path, lock: Path | None = None,
-                 offline: bool = False,
-                 driver: str | None = None, say: Say = print, select: Sequence[str] = (),
-                 preinstalled_only: bool = False) -> Plan:
+def resolve_plan(
+    config: MatrixConfig,
+    *,
+    matrix: Path,
+    lock: Path | None = None,
+    offline: bool = False,
+    driver: str | None = None,
+    say: Say = print,
+    select: Sequence[str] = (),
+    preinstalled_only: bool = False,
+) -> Plan:
     """The plan of `config` (the loaded `matrix` file) for this interpreter and host, the lock
     kept up to date, notes and missing builds said as they are found; `select` as for
     `plan_and_lock`; with `preinstalled_only`, only the interpreter's own torch (no index, no
     lock)."""
     if preinstalled_only:
         unnamed_probes(config, lambda text: say(f"note: {text}"))
-        return preinstalled_plan(config, python=_this_python(),
-                                 platform=host_platform(),
-                                 today=datetime.now(timezone.utc).date())
-    plan = plan_and_lock(config, matrix=matrix, lock=lock, offline=offline, driver=driver,
-                         select=select, note=lambda text: say(f"note: {text}")).plan
+        return preinstalled_plan(
+            config,
+            python=_this_python(),
+            platform=host_platform(),
+            today=datetime.now(timezone.utc).date(),
+        )
+    plan = plan_and_lock(
+        config,
+        matrix=matrix,
+        lock=lock,
+        offline=offline,
+        driver=driver,
+        select=select,
+        note=lambda text: say(f"note: {text}"),
+    ).plan
     for missing in plan.missing:
         say(f"missing {missing.channel.value} {missing.what}: {missing.reason}")
     return plan
@@ -108,8 +150,7 @@ def pin_found_hashes(runs: Sequence[CellRun], lock_file: Path) -> None:
     """Record in the lock the sha256 of wheels the plan did not know and the installer hashed
     (the run stage hands its new runs here: the lock is the plan's to write)."""
     for run in runs:
-        if run.cell.url and not run.cell.sha256 and re.fullmatch(r"[0-9a-f]{64}",
-                                                                 run.wheel_sha256):
+        if run.cell.url and not run.cell.sha256 and re.fullmatch(r"[0-9a-f]{64}", run.wheel_sha256):
             pin_sha256(lock_file, run.cell.id, run.wheel_sha256)
 
 
@@ -118,15 +159,19 @@ def unnamed_probes(config: MatrixConfig, note: Say) -> None:
     do not run: the built-in default does.  Said, with the key that runs them; and a user's file
     of a shipped probe's name, which runs in its place, is said with both files."""
     for mine, shipped in stand_ins():
-        note(f"probe {mine.stem!r} is found twice: your {mine} runs in place of the shipped "
-             f"{shipped}; rename yours to keep both")
+        note(
+            f"probe {mine.stem!r} is found twice: your {mine} runs in place of the shipped "
+            f"{shipped}; rename yours to keep both"
+        )
     if config.names_a_probe():
         return
     names = [n for n in own_probes() if n != DEFAULT_PROBE]
     if names:
-        note(f"matrix.yaml names no probe, so {DEFAULT_PROBE} probes every build; your probes "
-             f"folders hold {', '.join(names)}: to run yours, add `probe: {names[0]}` (or a list) "
-             "under `defaults:`")
+        note(
+            f"matrix.yaml names no probe, so {DEFAULT_PROBE} probes every build; your probes "
+            f"folders hold {', '.join(names)}: to run yours, add `probe: {names[0]}` (or a list) "
+            "under `defaults:`"
+        )
 
 
 def _this_python() -> str:
@@ -141,7 +186,9 @@ def lock_needed_offline(offline: bool, lock_file: Path) -> Iterator[None]:
         yield
     except ResolveError:
         if offline and not lock_file.is_file():
-            raise ConfigError(f"--offline plans from the lock file alone, and there is none at "
-                              f"{lock_file}: run `torchbisect plan` once with network access to "
-                              f"write it, or pass --lock PATH") from None
+            raise ConfigError(
+                f"--offline plans from the lock file alone, and there is none at "
+                f"{lock_file}: run `torchbisect plan` once with network access to "
+                f"write it, or pass --lock PATH"
+            ) from None
         raise

@@ -93,8 +93,11 @@ def check_bisection(doc: Any) -> dict[str, Any]:
         _text(doc.get(key, ""), f"`{key}`")
     if type(doc.get("probes")) is not int or doc["probes"] < 0:
         raise Rejected(f"`probes` is not a whole number ({_short(doc.get('probes'))})")
-    pair = ("last_good", "first_bad") if doc["direction"] == "regression" else (
-        "last_bad", "first_good")
+    pair = (
+        ("last_good", "first_bad")
+        if doc["direction"] == "regression"
+        else ("last_bad", "first_good")
+    )
     for key in pair:
         if doc.get(key) is not None:
             _point(doc[key], f"`{key}`")
@@ -120,8 +123,9 @@ def _point(point: Any, where: str) -> None:
     if unknown:
         raise Rejected(f"{where} has unknown keys ({_short(sorted(unknown))})")
     if point.get("verdict") not in _OUTCOMES:
-        raise Rejected(f"{where}: verdict {_short(point.get('verdict'))} is not one of "
-                       f"{', '.join(_OUTCOMES)}")
+        raise Rejected(
+            f"{where}: verdict {_short(point.get('verdict'))} is not one of {', '.join(_OUTCOMES)}"
+        )
     for key in _POINT_TEXT:
         _text(point.get(key, ""), f"{where}: {key}")
     if not isinstance(point.get("date"), str):
@@ -171,10 +175,17 @@ def _rolled_up(doc: dict[str, Any]) -> dict[str, Any]:
     computed = roll_up(doc.get("cases", {}), controls_of(probe if isinstance(probe, str) else ""))
     if computed is None or computed.value == doc["verdict"]:
         return doc
-    note = (f"the probe said {doc['verdict']}, but its cases roll up to {computed.value} "
-            "(probes/README.md, Roll-up): stored as " + computed.value)
-    return {**doc, "verdict": computed.value, "exit_code": computed.exit_code,
-            "claimed_verdict": doc["verdict"], "note": note}
+    note = (
+        f"the probe said {doc['verdict']}, but its cases roll up to {computed.value} "
+        "(probes/README.md, Roll-up): stored as " + computed.value
+    )
+    return {
+        **doc,
+        "verdict": computed.value,
+        "exit_code": computed.exit_code,
+        "claimed_verdict": doc["verdict"],
+        "note": note,
+    }
 
 
 def controls_of(probe: str) -> dict[str, Verdict]:
@@ -217,7 +228,8 @@ def _case(name: str, case: Any) -> None:
 def _env_value(key: str, value: Any) -> None:
     if key == "unknown":  # why a key is null: {key: reason}, both text (the probe's gather_env)
         if not isinstance(value, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
             raise Rejected(f"env unknown is not a mapping of text to text ({_short(value)})")
         return
     if key == "capability" and isinstance(value, list):  # older probes wrote [9, 0]
@@ -250,7 +262,7 @@ def _capped(value: Any, depth: int = 1) -> Any:
         value = storable(value)  # a lone surrogate ("\\ud800") would stop every later page
         if len(value) < SHORTEST_SECRET:  # most strings of a document: nothing to cap or mask
             return value
-        return mask(value if len(value) <= DETAIL_CHARS else value[:DETAIL_CHARS - 1] + "…")
+        return mask(value if len(value) <= DETAIL_CHARS else value[: DETAIL_CHARS - 1] + "…")
     if isinstance(value, dict):
         return {_key(k): _capped(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):

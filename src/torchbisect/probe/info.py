@@ -60,8 +60,17 @@ class ProbeOutput(enum.Enum):
     EXIT_STATUS = "exit_status"  # a plain `git bisect run` script
 
 
-_STRINGS = ("UPSTREAM_ISSUE", "FIX_PR", "WORKAROUND", "REQUIRES_API", "PROBE_VERSION",
-            "PROBE_OUTPUT", "OSV_ID", "WORKAROUND_BENCH", "BISECT_CASE")
+_STRINGS = (
+    "UPSTREAM_ISSUE",
+    "FIX_PR",
+    "WORKAROUND",
+    "REQUIRES_API",
+    "PROBE_VERSION",
+    "PROBE_OUTPUT",
+    "OSV_ID",
+    "WORKAROUND_BENCH",
+    "BISECT_CASE",
+)
 _MAPPINGS = ("CASE_LABELS", "CASE_NOTES", "CONTROLS", "WORKAROUND_COST", "VARIANTS")
 _COUNTS = ("TRIAL_CASES",)  # dicts of case names to whole numbers of at least 1
 _FLAGS = ("NEEDS_GPU",)
@@ -70,10 +79,12 @@ _KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "WORKAROUND_COST": (("key",), ("key", "adds_to")),
     "VARIANTS": (("key", "affected"), ("key", "affected", "unit")),
 }
-_KINDS = {**dict.fromkeys(_STRINGS, "a string"),
-          **dict.fromkeys(_MAPPINGS, "a dict of strings to strings"),
-          **dict.fromkeys(_COUNTS, "a dict of case names to whole numbers of at least 1"),
-          **dict.fromkeys(_FLAGS, "True or False")}
+_KINDS = {
+    **dict.fromkeys(_STRINGS, "a string"),
+    **dict.fromkeys(_MAPPINGS, "a dict of strings to strings"),
+    **dict.fromkeys(_COUNTS, "a dict of case names to whole numbers of at least 1"),
+    **dict.fromkeys(_FLAGS, "True or False"),
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,9 +138,11 @@ def read_info(path: Path, name: str | None = None) -> ProbeInfo:
     with path.open("rb") as fh:
         data = fh.read(MAX_BYTES + 1)
     if len(data) > MAX_BYTES:
-        raise ConfigError(f"{path}: the probe is larger than {MAX_BYTES // 1048576} MiB, which "
-                          "no probe script needs (the shipped ones are under 64 KiB); choose "
-                          "another probe")
+        raise ConfigError(
+            f"{path}: the probe is larger than {MAX_BYTES // 1048576} MiB, which "
+            "no probe script needs (the shipped ones are under 64 KiB); choose "
+            "another probe"
+        )
     try:
         tree = ast.parse(data, filename=str(path))
         _shallow(tree, path)
@@ -137,25 +150,38 @@ def read_info(path: Path, name: str | None = None) -> ProbeInfo:
         line = getattr(exc, "lineno", None)
         where = f"{path}:{line}" if line else str(path)
         why = getattr(exc, "msg", None) or str(exc) or f"nested deeper than {MAX_DEPTH} levels"
-        raise ConfigError(f"{where}: the probe is not a Python file this tool can read "
-                          f"({why}); fix it or choose another probe") from None
+        raise ConfigError(
+            f"{where}: the probe is not a Python file this tool can read "
+            f"({why}); fix it or choose another probe"
+        ) from None
     literals = _literals(tree, path)
     _check_cases(tree, literals, path)
     title, description = _describe(ast.get_docstring(tree) or "", path)
     declared = literals.get("PROBE_VERSION", "")
     output = _output(literals.get("PROBE_OUTPUT", ""), declared, path)
     return ProbeInfo(
-        name=name or path.stem, path=path, output=output, declared_version=declared or "0",
-        sha256=hashlib.sha256(data).hexdigest(), title=title, description=description,
-        upstream_issue=literals.get("UPSTREAM_ISSUE", ""), fix_pr=literals.get("FIX_PR", ""),
+        name=name or path.stem,
+        path=path,
+        output=output,
+        declared_version=declared or "0",
+        sha256=hashlib.sha256(data).hexdigest(),
+        title=title,
+        description=description,
+        upstream_issue=literals.get("UPSTREAM_ISSUE", ""),
+        fix_pr=literals.get("FIX_PR", ""),
         workaround=literals.get("WORKAROUND", ""),
         requires_api=literals.get("REQUIRES_API", ""),
-        case_labels=literals.get("CASE_LABELS", {}), case_notes=literals.get("CASE_NOTES", {}),
-        controls=literals.get("CONTROLS", {}), osv_id=literals.get("OSV_ID", ""),
+        case_labels=literals.get("CASE_LABELS", {}),
+        case_notes=literals.get("CASE_NOTES", {}),
+        controls=literals.get("CONTROLS", {}),
+        osv_id=literals.get("OSV_ID", ""),
         workaround_bench=literals.get("WORKAROUND_BENCH", ""),
         workaround_cost=literals.get("WORKAROUND_COST", {}),
-        bisect_case=literals.get("BISECT_CASE", ""), trial_cases=literals.get("TRIAL_CASES", {}),
-        variants=literals.get("VARIANTS", {}), needs_gpu=literals.get("NEEDS_GPU", False))
+        bisect_case=literals.get("BISECT_CASE", ""),
+        trial_cases=literals.get("TRIAL_CASES", {}),
+        variants=literals.get("VARIANTS", {}),
+        needs_gpu=literals.get("NEEDS_GPU", False),
+    )
 
 
 def _shallow(tree: ast.Module, path: Path) -> None:
@@ -165,8 +191,9 @@ def _shallow(tree: ast.Module, path: Path) -> None:
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
-            raise RecursionError(f"nested deeper than {MAX_DEPTH} levels at line "
-                                 f"{getattr(node, 'lineno', '?')}")
+            raise RecursionError(
+                f"nested deeper than {MAX_DEPTH} levels at line {getattr(node, 'lineno', '?')}"
+            )
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
 
 
@@ -174,8 +201,11 @@ def _literals(tree: ast.Module, path: Path) -> dict[str, Any]:
     """The module-level assignments this module knows, as plain values (last one wins)."""
     found: dict[str, Any] = {}
     for node in tree.body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name)):
+        if not (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
             continue
         key = node.targets[0].id
         if key not in _KINDS:
@@ -185,12 +215,19 @@ def _literals(tree: ast.Module, path: Path) -> dict[str, Any]:
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             value = None
         if not _well_typed(key, value):
-            raise ConfigError(f"{path}:{node.lineno}: {key} must be {_KINDS[key]} literal; "
-                              "the tool reads it without running the probe")
+            raise ConfigError(
+                f"{path}:{node.lineno}: {key} must be {_KINDS[key]} literal; "
+                "the tool reads it without running the probe"
+            )
         if key in _KEYS and isinstance(value, dict):
             _check_keys(key, value, f"{path}:{node.lineno}")
-        found[key] = value.strip() if isinstance(value, str) else \
-            dict(value) if isinstance(value, dict) else value
+        found[key] = (
+            value.strip()
+            if isinstance(value, str)
+            else dict(value)
+            if isinstance(value, dict)
+            else value
+        )
     return found
 
 
@@ -200,16 +237,28 @@ def _check_cases(tree: ast.Module, literals: dict[str, Any], path: Path) -> None
     known = {*literals.get("CASE_LABELS", {}), *literals.get("CONTROLS", {})}
     if not known:
         return
-    named = {"BISECT_CASE": [literals.get("BISECT_CASE", "")],
-             "TRIAL_CASES": list(literals.get("TRIAL_CASES", {}))}
+    named = {
+        "BISECT_CASE": [literals.get("BISECT_CASE", "")],
+        "TRIAL_CASES": list(literals.get("TRIAL_CASES", {})),
+    }
     for key, cases in named.items():
         unknown = [c for c in cases if c and c not in known]
         if unknown:
-            line = next((n.lineno for n in tree.body if isinstance(n, ast.Assign)
-                         and isinstance(n.targets[0], ast.Name) and n.targets[0].id == key), 0)
-            raise ConfigError(f"{path}:{line}: {key} names {', '.join(map(repr, unknown))}, "
-                              "which is not among the cases CASE_LABELS and CONTROLS name "
-                              f"({', '.join(sorted(known))}); name one of those")
+            line = next(
+                (
+                    n.lineno
+                    for n in tree.body
+                    if isinstance(n, ast.Assign)
+                    and isinstance(n.targets[0], ast.Name)
+                    and n.targets[0].id == key
+                ),
+                0,
+            )
+            raise ConfigError(
+                f"{path}:{line}: {key} names {', '.join(map(repr, unknown))}, "
+                "which is not among the cases CASE_LABELS and CONTROLS name "
+                f"({', '.join(sorted(known))}); name one of those"
+            )
 
 
 def _well_typed(key: str, value: object) -> bool:
@@ -229,10 +278,15 @@ def _check_keys(key: str, value: dict[str, Any], where: str) -> None:
     missing = [k for k in needed if not value.get(k)]
     unknown = sorted(set(value) - set(allowed))
     if missing or unknown:
-        wrong = (f"gives no {', '.join(missing)}" if missing
-                 else f"has unknown key(s) {', '.join(map(repr, unknown))}")
-        raise ConfigError(f"{where}: {key} {wrong}; it takes "
-                          f"{', '.join(map(repr, allowed))} ({', '.join(needed)} needed)")
+        wrong = (
+            f"gives no {', '.join(missing)}"
+            if missing
+            else f"has unknown key(s) {', '.join(map(repr, unknown))}"
+        )
+        raise ConfigError(
+            f"{where}: {key} {wrong}; it takes "
+            f"{', '.join(map(repr, allowed))} ({', '.join(needed)} needed)"
+        )
 
 
 def _describe(docstring: str, path: Path) -> tuple[str, str]:
@@ -253,5 +307,6 @@ def _output(value: str, declared_version: str, path: Path) -> ProbeOutput:
         return ProbeOutput(value)
     except ValueError:
         choices = ", ".join(repr(o.value) for o in ProbeOutput)
-        raise ConfigError(f"{path}: PROBE_OUTPUT is {value!r}; it must be one of "
-                          f"{choices}") from None
+        raise ConfigError(
+            f"{path}: PROBE_OUTPUT is {value!r}; it must be one of {choices}"
+        ) from None

@@ -51,8 +51,10 @@ ENV = "TORCHBISECT_PROBES"
 # them (`a.` and `a` would be one folder on a site, `..` a way out of the folder).
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*")
 _PLAIN_MAX = 64
-HOW_TO_ADD = (f"put NAME.py in a `probes/` folder beside matrix.yaml, or name a folder of them in "
-              f"{ENV} (several separated by '{os.pathsep}')")
+HOW_TO_ADD = (
+    f"put NAME.py in a `probes/` folder beside matrix.yaml, or name a folder of them in "
+    f"{ENV} (several separated by '{os.pathsep}')"
+)
 _project: Path | None = None  # `probes/` beside the matrix.yaml in use; set by `project_probes`
 
 
@@ -95,16 +97,17 @@ def folders() -> list[Folder]:
     """The probes folders, in the order they are searched: `probes/` beside the matrix.yaml in use
     (when there is one), each folder TORCHBISECT_PROBES names, then torchbisect's own.  A folder
     TORCHBISECT_PROBES names that is missing, or is a file, is one sentence."""
-    found = [Folder(path=_project, origin=Origin.PROJECT)] if _project and _project.is_dir() \
-        else []
+    found = [Folder(path=_project, origin=Origin.PROJECT)] if _project and _project.is_dir() else []
     for entry in os.environ.get(ENV, "").split(os.pathsep):
         if not entry:
             continue
         path = Path(entry).expanduser()
         if not path.is_dir():
             what = "is a file, not a folder" if path.exists() else "does not exist"
-            raise ConfigError(f"{ENV} names {entry}, which {what}: name a folder that holds "
-                              f"probe scripts (NAME.py), or unset {ENV}")
+            raise ConfigError(
+                f"{ENV} names {entry}, which {what}: name a folder that holds "
+                f"probe scripts (NAME.py), or unset {ENV}"
+            )
         found.append(Folder(path=path, origin=Origin.ENV))
     # a folder named twice is searched once; the checkout's `probes/` (beside its matrix.yaml)
     # is torchbisect's own, searched last as the shipped folder
@@ -129,13 +132,17 @@ def probe_path(name: str = DEFAULT_PROBE) -> Path:
     if stem == SCRIPT_PROBE:
         return _OWN / ADAPTER
     if not is_plain(stem):
-        raise ConfigError(f"probe {_shown(name)} is not a probe's name: a name is a file's stem "
-                          "(letters, digits, '_' and '-', dots only between them), never a path")
+        raise ConfigError(
+            f"probe {_shown(name)} is not a probe's name: a name is a file's stem "
+            "(letters, digits, '_' and '-', dots only between them), never a path"
+        )
     hits = _hits(stem)
     if not hits:
-        raise ConfigError(f"probe {name!r} not found: no {stem}.py in the probes folders searched "
-                          f"({_searched()}); {HOW_TO_ADD}; the probes found: "
-                          f"{', '.join(available()) or 'none'}")
+        raise ConfigError(
+            f"probe {name!r} not found: no {stem}.py in the probes folders searched "
+            f"({_searched()}); {HOW_TO_ADD}; the probes found: "
+            f"{', '.join(available()) or 'none'}"
+        )
     return hits[0]
 
 
@@ -150,8 +157,10 @@ def _hits(stem: str) -> list[Path]:
         if folder.origin is Origin.SHIPPED and hits:
             break  # the user's file stands in for the shipped one
         if hits and not _same_file(hits[0], path):
-            raise ConfigError(f"probe {stem!r} is found twice, {hits[0]} and {path}: rename or "
-                              "remove one, so the name means one file")
+            raise ConfigError(
+                f"probe {stem!r} is found twice, {hits[0]} and {path}: rename or "
+                "remove one, so the name means one file"
+            )
         hits.append(path)
     return hits
 
@@ -176,14 +185,14 @@ def available(folder: Path | None = None) -> list[str]:
             names.update(p.stem for p in path.glob("*.py") if p.is_file())
         except OSError:
             continue
-    return sorted(n for n in names
-                  if n != SCRIPT_PROBE and not n.startswith("_") and is_plain(n))
+    return sorted(n for n in names if n != SCRIPT_PROBE and not n.startswith("_") and is_plain(n))
 
 
 def own_probes() -> list[str]:
     """The probes of the user's folders (beside matrix.yaml, TORCHBISECT_PROBES), by name."""
-    return sorted({n for f in folders() if f.origin is not Origin.SHIPPED
-                   for n in available(f.path)})
+    return sorted(
+        {n for f in folders() if f.origin is not Origin.SHIPPED for n in available(f.path)}
+    )
 
 
 def stand_ins() -> list[tuple[Path, Path]]:
@@ -236,8 +245,14 @@ class Launch:
         """Every file the run needs where the build is (a container mounts each)."""
         return (self.script,) if self.probe is None else (self.script, self.probe)
 
-    def argv(self, python: str, probe_args: Sequence[str], doc: str, *,
-             where: Callable[[Path], str] = str) -> list[str]:
+    def argv(
+        self,
+        python: str,
+        probe_args: Sequence[str],
+        doc: str,
+        *,
+        where: Callable[[Path], str] = str,
+    ) -> list[str]:
         """The command; `where` says what a file's path is where the build runs."""
         argv = [python, where(self.script)]
         if self.probe is not None:
@@ -279,8 +294,10 @@ def snapshot(name: str, into: Path) -> Snapshot:
     if info.output is ProbeOutput.DOCUMENT:
         return Snapshot(launch=Launch(script=copy), version=info.version)
     adapter, _ = _copy(_OWN / ADAPTER, into)  # a probe is never named `script` (SCRIPT_PROBE)
-    return Snapshot(launch=Launch(script=adapter, probe=copy, case=info.name,
-                                  requires_api=info.requires_api), version=info.version)
+    return Snapshot(
+        launch=Launch(script=adapter, probe=copy, case=info.name, requires_api=info.requires_api),
+        version=info.version,
+    )
 
 
 def _copy(path: Path, into: Path) -> tuple[Path, str]:
@@ -288,8 +305,10 @@ def _copy(path: Path, into: Path) -> tuple[Path, str]:
     try:
         data = path.read_bytes()
     except OSError as err:
-        raise InfraError(f"the probe file {path} cannot be read ({err.strerror or err}); "
-                         "check that it is there and readable") from None
+        raise InfraError(
+            f"the probe file {path} cannot be read ({err.strerror or err}); "
+            "check that it is there and readable"
+        ) from None
     into.mkdir(parents=True, exist_ok=True)
     copy = files.write_bytes(into / path.name, data)
     copy.chmod(0o444)  # what the build runs: a probe does not rewrite the copy it runs

@@ -66,29 +66,52 @@ class AttendanceSource(RunSource, Protocol):
 
 
 # The committed pages rendered from real H200 results, for a reader whose own store is empty.
-_EXAMPLES = (("sample page (probe documents)", "sample/index.html"),
-             ("the H200 matrix run's page", "h200/index.html"))
+_EXAMPLES = (
+    ("sample page (probe documents)", "sample/index.html"),
+    ("the H200 matrix run's page", "h200/index.html"),
+)
 
 
-def render(store: RunSource, out_dir: Path, *, empty_reason: str = "",
-           links: References | None = None, runners: Runners | None = None,
-           probes: Sequence[str] = ()) -> list[Path]:
+def render(
+    store: RunSource,
+    out_dir: Path,
+    *,
+    empty_reason: str = "",
+    links: References | None = None,
+    runners: Runners | None = None,
+    probes: Sequence[str] = (),
+) -> list[Path]:
     """With `runners` (runners.yaml, loaded), `store` is an AttendanceSource: the page says which
     declared kinds reported in the latest run.  `probes`: those the matrix names, drawn even
     before the store holds a run of theirs."""
     path = getattr(store, "path", None)  # a store's file is named on the page (never its folder)
-    return render_runs(store.latest(), store.bisections(), Path(out_dir),
-                       generated=dt.datetime.now(dt.timezone.utc), empty_reason=empty_reason,
-                       links=links, runners=runners,
-                       attendance=cast(AttendanceSource, store).attendance() if runners else (),
-                       store=Path(path).name if path else "", probes=probes)
+    return render_runs(
+        store.latest(),
+        store.bisections(),
+        Path(out_dir),
+        generated=dt.datetime.now(dt.timezone.utc),
+        empty_reason=empty_reason,
+        links=links,
+        runners=runners,
+        attendance=cast(AttendanceSource, store).attendance() if runners else (),
+        store=Path(path).name if path else "",
+        probes=probes,
+    )
 
 
-def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Path, *,
-                generated: dt.datetime, empty_reason: str = "",
-                links: References | None = None, runners: Runners | None = None,
-                attendance: Sequence[Attendance] = (), store: str = "",
-                probes: Sequence[str] = ()) -> list[Path]:
+def render_runs(
+    runs: list[CellRun],
+    bisections: list[BisectResult],
+    out_dir: Path,
+    *,
+    generated: dt.datetime,
+    empty_reason: str = "",
+    links: References | None = None,
+    runners: Runners | None = None,
+    attendance: Sequence[Attendance] = (),
+    store: str = "",
+    probes: Sequence[str] = (),
+) -> list[Path]:
     """Write each regression's files and return their paths: the four documents, the probe
     script the page's self-check runs (published beside it, so the page is enough), and the JSON
     Schemas of results.json and of a probe's document; with several regressions, each in a
@@ -108,11 +131,19 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
         folder = out_dir / folders[probe] if several else out_dir
         own = bisections_of(probe, groups, bisections) if several else bisections
         page, files_ = _page_files(
-            mine, own, folder, regression, generated=generated,
+            mine,
+            own,
+            folder,
+            regression,
+            generated=generated,
             empty_reason=empty_reason or (_none_of(probe) if runs and not mine else ""),
-            links=_links_for(regression, links, several), runners=runners,
-            attendance=attendance, store=store, root=out_dir,
-            site_home="../index.html" if several else "")
+            links=_links_for(regression, links, several),
+            runners=runners,
+            attendance=attendance,
+            store=store,
+            root=out_dir,
+            site_home="../index.html" if several else "",
+        )
         texts.update(files_)
         entries.append(site_entry(page, folders[probe]))
     if several:
@@ -122,26 +153,53 @@ def render_runs(runs: list[CellRun], bisections: list[BisectResult], out_dir: Pa
     # all or nothing: each to a temporary name, renamed together (no half page, no write
     # through a link planted in the folder, a full disk one sentence: files.DiskFull); only
     # into a folder of torchbisect's, removing only pages it drew there before (utils/owned.py)
-    return owned.replace_files(out_dir, {p.relative_to(out_dir).as_posix(): text
-                                         for p, text in texts.items()},
-                               use="report", legacy=_older_site,
-                               how="choose a new or empty folder with --out")
+    return owned.replace_files(
+        out_dir,
+        {p.relative_to(out_dir).as_posix(): text for p, text in texts.items()},
+        use="report",
+        legacy=_older_site,
+        how="choose a new or empty folder with --out",
+    )
 
 
-def _page_files(runs: list[CellRun], bisections: list[BisectResult], folder: Path,
-                regression: Regression, *, generated: dt.datetime, empty_reason: str,
-                links: References | None, runners: Runners | None,
-                attendance: Sequence[Attendance], store: str, root: Path,
-                site_home: str) -> tuple[PageView, dict[Path, str]]:
+def _page_files(
+    runs: list[CellRun],
+    bisections: list[BisectResult],
+    folder: Path,
+    regression: Regression,
+    *,
+    generated: dt.datetime,
+    empty_reason: str,
+    links: References | None,
+    runners: Runners | None,
+    attendance: Sequence[Attendance],
+    store: str,
+    root: Path,
+    site_home: str,
+) -> tuple[PageView, dict[Path, str]]:
     """One regression's page and its files, by their paths under `folder`."""
-    page = build_view(runs, bisections, generated=generated, empty_reason=empty_reason,
-                      examples=example_links(folder) if not measured_on_a_gpu(runs) else (),
-                      links=links, bench=workaround_bench(folder, regression.workaround_bench),
-                      runners=runners, attendance=attendance, store=store,
-                      regression=regression)
-    model = Page(view=page, runs=tuple(runs), bisections=tuple(bisections), generated=generated,
-                 links=links, previous=_previous(folder, root, regression.osv_id),
-                 site_home=site_home)
+    page = build_view(
+        runs,
+        bisections,
+        generated=generated,
+        empty_reason=empty_reason,
+        examples=example_links(folder) if not measured_on_a_gpu(runs) else (),
+        links=links,
+        bench=workaround_bench(folder, regression.workaround_bench),
+        runners=runners,
+        attendance=attendance,
+        store=store,
+        regression=regression,
+    )
+    model = Page(
+        view=page,
+        runs=tuple(runs),
+        bisections=tuple(bisections),
+        generated=generated,
+        links=links,
+        previous=_previous(folder, root, regression.osv_id),
+        site_home=site_home,
+    )
     texts = {
         **{writer.name: writer.render(model) for writer in WRITERS},
         **_probe_file(regression),
@@ -157,16 +215,20 @@ def _plain_names(groups: dict[str, list[CellRun]]) -> None:
     for name, runs in groups.items():
         if not is_plain(name):
             where = f" (cell {runs[0].cell.id})" if runs else ""
-            raise ConfigError(f"the runs name their probe {visible(repr(name[:80]))}{where}, "
-                              "which is not a probe's name (a plain file stem: letters, digits, "
-                              "'_' and '-', dots only between them): no page is drawn from "
-                              "them; report from a store whose runs torchbisect made")
+            raise ConfigError(
+                f"the runs name their probe {visible(repr(name[:80]))}{where}, "
+                "which is not a probe's name (a plain file stem: letters, digits, "
+                "'_' and '-', dots only between them): no page is drawn from "
+                "them; report from a store whose runs torchbisect made"
+            )
 
 
 def _none_of(probe: str) -> str:
     """Why a regression's page is empty when the store holds runs of other probes."""
-    return (f"The store holds no run of the probe {probe} yet: `nox -s matrix` with it in "
-            "matrix.yaml, on a machine with an NVIDIA GPU, adds them.")
+    return (
+        f"The store holds no run of the probe {probe} yet: `nox -s matrix` with it in "
+        "matrix.yaml, on a machine with an NVIDIA GPU, adds them."
+    )
 
 
 def _probe_file(regression: Regression) -> dict[str, str]:
@@ -180,8 +242,9 @@ def _probe_file(regression: Regression) -> dict[str, str]:
         return {}
 
 
-def _links_for(regression: Regression, links: References | None,
-               several: bool) -> References | None:
+def _links_for(
+    regression: Regression, links: References | None, several: bool
+) -> References | None:
     """On a site of several regressions the matrix's `references.upstream` is one regression's
     report: a probe that names its own (UPSTREAM_ISSUE) keeps it."""
     if several and links is not None and links.upstream and regression.upstream_issue:
@@ -198,9 +261,11 @@ def _older_site(out_dir: Path) -> list[str] | None:
     in a regression's folder), which this render may remove; None when not recognised."""
     if not _drawn(out_dir / "index.html"):
         return None
-    return [p.relative_to(out_dir).as_posix()
-            for p in (*out_dir.glob(f"{FOLD_DIR}/*.html"), *out_dir.glob(f"*/{FOLD_DIR}/*.html"))
-            if _drawn(p) and not any(owned.is_link(q) for q in p.parents if out_dir in q.parents)]
+    return [
+        p.relative_to(out_dir).as_posix()
+        for p in (*out_dir.glob(f"{FOLD_DIR}/*.html"), *out_dir.glob(f"*/{FOLD_DIR}/*.html"))
+        if _drawn(p) and not any(owned.is_link(q) for q in p.parents if out_dir in q.parents)
+    ]
 
 
 def _drawn(path: Path) -> bool:
@@ -216,8 +281,9 @@ def results_json(runs: list[CellRun], bisections: list[BisectResult]) -> str:
     runs = [with_probed_version(r) for r in runs]
     now = dt.datetime.now(dt.timezone.utc)
     page = build_view(runs, bisections, generated=now)
-    return ResultsJsonWriter().render(Page(view=page, runs=tuple(runs),
-                                           bisections=tuple(bisections), generated=now))
+    return ResultsJsonWriter().render(
+        Page(view=page, runs=tuple(runs), bisections=tuple(bisections), generated=now)
+    )
 
 
 def measured_on_a_gpu(runs: list[CellRun]) -> bool:
@@ -252,8 +318,10 @@ def workaround_bench(out_dir: Path, name: str) -> dict[str, Any] | None:
             continue
         plot = found.with_suffix(".svg") if found.with_suffix(".svg").is_file() else found
         beside = base in (out_dir, out_dir.parent, out_dir.parent.parent)
-        return {"data": data, "href": Path(os.path.relpath(plot, out_dir)).as_posix()
-                if beside else ""}
+        return {
+            "data": data,
+            "href": Path(os.path.relpath(plot, out_dir)).as_posix() if beside else "",
+        }
     return None
 
 
@@ -275,8 +343,7 @@ def _bounded_json(path: Path) -> object:
     """A JSON file of the report folder, read within bounds (16 MiB, 64 levels): a file planted
     there 100,000 levels deep is ignored like any unreadable one, never a RecursionError."""
     limit = 16 * 1024 * 1024
-    return document.parse(document.read_text(path, max_bytes=limit), max_bytes=limit,
-                           max_depth=64)
+    return document.parse(document.read_text(path, max_bytes=limit), max_bytes=limit, max_depth=64)
 
 
 def with_probed_version(run: CellRun) -> CellRun:
@@ -288,4 +355,3 @@ def with_probed_version(run: CellRun) -> CellRun:
         return run
     cuda = cell.cuda or cells.build_tag(torch)
     return dataclasses.replace(run, cell=dataclasses.replace(cell, version=torch, cuda=cuda))
-

@@ -33,6 +33,7 @@ Seconds = Annotated[float, Field(ge=0)]
 
 # ---- results.json ------------------------------------------------------------------------------
 
+
 class CellJson(TypedDict):
     """The build a run tested (not the plan's knobs)."""
 
@@ -207,8 +208,10 @@ class ResultsDocument(TypedDict):
     bisections: list[BisectionJson]
 
 
-_TYPES = {"results": (ResultsDocument, "torchbisect results.json"),
-          "probe": (ProbeDocument, "torchbisect probe document")}
+_TYPES = {
+    "results": (ResultsDocument, "torchbisect results.json"),
+    "probe": (ProbeDocument, "torchbisect probe document"),
+}
 
 
 def json_schema(name: str) -> dict[str, Any]:

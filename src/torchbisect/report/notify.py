@@ -67,25 +67,36 @@ def verdicts_of(runs: list[CellRun]) -> Verdicts:
 
 def fix_status(runs: list[CellRun], bisections: list[BisectResult]) -> FixStatus:
     """From a fix search's own store: the fix it found, or its newest nightly still affected."""
-    fixes = [(b, b.after) for b in bisections
-             if b.direction is Direction.FIX and b.after is not None]
+    fixes = [
+        (b, b.after) for b in bisections if b.direction is Direction.FIX and b.after is not None
+    ]
     if fixes:
         found, first = fixes[-1]
         if not found.exact:  # unknown nightlies before it: the fix is one of several
-            return FixStatus(key=f"fixed:{first.date}",
-                             text=f"fix found: the first good nightly is one of "
-                                  f"{len(found.candidates)}: {', '.join(found.candidates)}")
-        return FixStatus(key=f"fixed:{first.date}",
-                         text=f"fix found: first good nightly {first.date} ({first.version})")
-    nightlies = sorted((r for r in runs if r.cell.date and r.status is RunStatus.OK),
-                       key=lambda r: r.cell.date or "")
+            return FixStatus(
+                key=f"fixed:{first.date}",
+                text=f"fix found: the first good nightly is one of "
+                f"{len(found.candidates)}: {', '.join(found.candidates)}",
+            )
+        return FixStatus(
+            key=f"fixed:{first.date}",
+            text=f"fix found: first good nightly {first.date} ({first.version})",
+        )
+    nightlies = sorted(
+        (r for r in runs if r.cell.date and r.status is RunStatus.OK),
+        key=lambda r: r.cell.date or "",
+    )
     if nightlies and nightlies[-1].verdict is Verdict.AFFECTED:
         newest = nightlies[-1].cell
-        return FixStatus(key=f"no-fix:{newest.date}",
-                         text=f"no fix yet: newest nightly {newest.date} ({newest.version}) "
-                              "still affected")
-    return FixStatus(key="unknown", text="the fix check could not tell: the newest nightly has "
-                                         "no verdict (see the bisect step's log)")
+        return FixStatus(
+            key=f"no-fix:{newest.date}",
+            text=f"no fix yet: newest nightly {newest.date} ({newest.version}) still affected",
+        )
+    return FixStatus(
+        key="unknown",
+        text="the fix check could not tell: the newest nightly has "
+        "no verdict (see the bisect step's log)",
+    )
 
 
 def changes(old: Verdicts, new: Verdicts, *, baseline: dict[str, str] | None = None) -> list[str]:
@@ -97,35 +108,52 @@ def changes(old: Verdicts, new: Verdicts, *, baseline: dict[str, str] | None = N
     for model in sorted(new):
         before = old.get(model)
         if before is None and baseline is not None:
-            said += _moved(model, baseline, new[model],
-                           note=" (the earlier state named no GPU model)")
+            said += _moved(
+                model, baseline, new[model], note=" (the earlier state named no GPU model)"
+            )
         elif before is not None:
             said += _moved(model, before, new[model])
         elif old:  # (a first issue, or a state read as none, has no news to tell)
             said.append(f"{_name(model)}: measured for the first time, {_tally(new[model])}")
-    said += [f"{_name(model)}: no verdicts in this store any more ({len(old[model])} before)"
-             for model in sorted(set(old) - set(new))]
+    said += [
+        f"{_name(model)}: no verdicts in this store any more ({len(old[model])} before)"
+        for model in sorted(set(old) - set(new))
+    ]
     was, now = _disagreements(old), _disagreements(new)
-    said += [f"`{cell}`: the verdict differs between GPU models: " + "; ".join(
-        f"{_word(v)} on {', '.join(_name(m) for m in ms)}" for v, ms in sorted(now[cell].items()))
-        for cell in sorted(now) if was.get(cell) != now[cell]]
+    said += [
+        f"`{cell}`: the verdict differs between GPU models: "
+        + "; ".join(
+            f"{_word(v)} on {', '.join(_name(m) for m in ms)}"
+            for v, ms in sorted(now[cell].items())
+        )
+        for cell in sorted(now)
+        if was.get(cell) != now[cell]
+    ]
     return said
 
 
 def _moved(model: str, old: dict[str, str], new: dict[str, str], note: str = "") -> list[str]:
     on = f"`{{}}` on {_name(model)}"
-    moved = [f"{on.format(cell)}: {_word(old[cell])} → {_word(new[cell])}{note}"
-             for cell in sorted(new) if cell in old and old[cell] != new[cell]]
+    moved = [
+        f"{on.format(cell)}: {_word(old[cell])} → {_word(new[cell])}{note}"
+        for cell in sorted(new)
+        if cell in old and old[cell] != new[cell]
+    ]
     for cell in sorted(set(new) - set(old)):
         before = _predecessor(cell, old)
         if before is not None and old[before] != new[cell]:
-            moved.append(f"{on.format(cell)}: {_word(new[cell])} (the build before it, "
-                         f"`{before}`, was {_word(old[before])}){note}")
+            moved.append(
+                f"{on.format(cell)}: {_word(new[cell])} (the build before it, "
+                f"`{before}`, was {_word(old[before])}){note}"
+            )
     return moved
 
 
-_ANSWERS = {Verdict.AFFECTED.value: True, Verdict.NOT_AFFECTED.value: False,
-            Verdict.REFUSED.value: False}  # a build that refuses with a clear error is fixed
+_ANSWERS = {
+    Verdict.AFFECTED.value: True,
+    Verdict.NOT_AFFECTED.value: False,
+    Verdict.REFUSED.value: False,
+}  # a build that refuses with a clear error is fixed
 
 
 def _disagreements(by_model: Verdicts) -> dict[str, dict[str, tuple[str, ...]]]:
@@ -136,14 +164,22 @@ def _disagreements(by_model: Verdicts) -> dict[str, dict[str, tuple[str, ...]]]:
         for cell, verdict in verdicts.items():
             if verdict in _ANSWERS:
                 seen.setdefault(cell, {}).setdefault(verdict, []).append(model)
-    return {cell: {v: tuple(ms) for v, ms in by.items()} for cell, by in seen.items()
-            if len({_ANSWERS[v] for v in by}) > 1}
+    return {
+        cell: {v: tuple(ms) for v, ms in by.items()}
+        for cell, by in seen.items()
+        if len({_ANSWERS[v] for v in by}) > 1
+    }
 
 
 def _tally(verdicts: dict[str, str]) -> str:
     counts = Counter(verdicts.values())
-    return f"{count(len(verdicts), 'build')} with a verdict (" + ", ".join(
-        f"{n} {_word(v)}" for v, n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))) + ")"
+    return (
+        f"{count(len(verdicts), 'build')} with a verdict ("
+        + ", ".join(
+            f"{n} {_word(v)}" for v, n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))
+        )
+        + ")"
+    )
 
 
 def _word(verdict: str) -> str:
@@ -209,10 +245,18 @@ def issue_of(issues: list[tuple[int, str]], probe: str) -> tuple[int, str] | Non
     return None
 
 
-def tell(api: GitHub, repo: str, *, section: str, markdown: str,
-         verdicts: Verdicts | None = None, fix: FixStatus | None = None,
-         kinds: dict[str, tuple[str, str]] | None = None, probe: str = defaults.PROBE,
-         title: str = "") -> Told:
+def tell(
+    api: GitHub,
+    repo: str,
+    *,
+    section: str,
+    markdown: str,
+    verdicts: Verdicts | None = None,
+    fix: FixStatus | None = None,
+    kinds: dict[str, tuple[str, str]] | None = None,
+    probe: str = defaults.PROBE,
+    title: str = "",
+) -> Told:
     """Open the regression's issue (`title`), or update it when the verdicts, the fix status or
     whether each runner kind reported (`kinds`: name -> (state, the sentence that says it))
     changed since last said.  `probe`: the regression's, whose issue this is."""
@@ -220,8 +264,14 @@ def tell(api: GitHub, repo: str, *, section: str, markdown: str,
     number = issue[0] if issue else 0
     body = issue[1] if issue else ""
     state, wrong = _read_state(body)
-    notes = [f"the state marker in issue #{number} is not one torchbisect wrote ({wrong}); "
-             "it is read as no state, so every verdict counts as new"] if wrong else []
+    notes = (
+        [
+            f"the state marker in issue #{number} is not one torchbisect wrote ({wrong}); "
+            "it is read as no state, so every verdict counts as new"
+        ]
+        if wrong
+        else []
+    )
     said: list[str] = []
     rewrite = bool(wrong)  # a marker that was wrong, or of an older torchbisect, is written anew
     state["probe"] = probe  # written with the next change (an older state named none)
@@ -267,19 +317,34 @@ def kind_changes(old: dict[str, str] | None, new: dict[str, tuple[str, str]]) ->
     return said
 
 
-def _legacy(verdicts: dict[str, str], now: Verdicts,
-            number: int) -> tuple[dict[str, str] | None, Verdicts, str]:
+def _legacy(
+    verdicts: dict[str, str], now: Verdicts, number: int
+) -> tuple[dict[str, str] | None, Verdicts, str]:
     """An older torchbisect's state (one verdict per build, no GPU model): (the baseline every
     model is compared with, the per-model state it stands for, the note that says so)."""
-    said = (f"the state in issue #{number} was written by a torchbisect that kept no GPU models "
-            f"({count(len(verdicts), 'build')})")
+    said = (
+        f"the state in issue #{number} was written by a torchbisect that kept no GPU models "
+        f"({count(len(verdicts), 'build')})"
+    )
     if len(now) == 1:
         [model] = now
-        return None, {model: verdicts}, (f"{said}; it is read as {_name(model)}'s, the only GPU "
-                                         "model measured now, and written anew per model")
-    return verdicts, {}, (f"{said}; each of the {len(now)} GPU models measured now is compared "
-                          "with it (a change said against it may be a model's first "
-                          "measurement), and it is written anew per model")
+        return (
+            None,
+            {model: verdicts},
+            (
+                f"{said}; it is read as {_name(model)}'s, the only GPU "
+                "model measured now, and written anew per model"
+            ),
+        )
+    return (
+        verdicts,
+        {},
+        (
+            f"{said}; each of the {len(now)} GPU models measured now is compared "
+            "with it (a change said against it may be a model's first "
+            "measurement), and it is written anew per model"
+        ),
+    )
 
 
 def _read_state(body: str) -> tuple[dict[str, Any], str]:
@@ -297,11 +362,13 @@ def _read_state(body: str) -> tuple[dict[str, Any], str]:
         return {}, "its verdicts are not a mapping of build to verdict"
     models = state.get("models", {})
     if not isinstance(models, dict) or not all(
-            isinstance(m, str) and _builds(v) for m, v in models.items()):
+        isinstance(m, str) and _builds(v) for m, v in models.items()
+    ):
         return {}, "its models are not a mapping of GPU model to each build's verdict"
     kinds = state.get("kinds", {})
     if not isinstance(kinds, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in kinds.items()):
+        isinstance(k, str) and isinstance(v, str) for k, v in kinds.items()
+    ):
         return {}, "its runner kinds are not a mapping of kind to state"
     if not isinstance(state.get("fix", ""), str):
         return {}, "its fix status is not text"
@@ -312,7 +379,8 @@ def _read_state(body: str) -> tuple[dict[str, Any], str]:
 
 def _builds(verdicts: Any) -> bool:
     return isinstance(verdicts, dict) and all(
-        isinstance(k, str) and isinstance(v, str) for k, v in verdicts.items())
+        isinstance(k, str) and isinstance(v, str) for k, v in verdicts.items()
+    )
 
 
 def _write_state(body: str, state: dict[str, Any]) -> str:

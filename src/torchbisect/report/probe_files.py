@@ -29,34 +29,59 @@ def cell_for(version: str, python: str) -> Cell:
     cuda = cells.build_tag(version)
     if m := _DEV.search(version):
         day = "-".join(m.groups())
-        return Cell(id=cells.nightly(day, cuda or "unknown", py), channel=Channel.NIGHTLY,
-                    version=version, cuda=cuda, python=py, date=day)
+        return Cell(
+            id=cells.nightly(day, cuda or "unknown", py),
+            channel=Channel.NIGHTLY,
+            version=version,
+            cuda=cuda,
+            python=py,
+            date=day,
+        )
     base = version.split("+", 1)[0]
     if cuda and re.fullmatch(r"\d+(\.\d+)*", base):
-        return Cell(id=cells.release(Channel.STABLE, base, cuda, py), channel=Channel.STABLE,
-                    version=version, cuda=cuda, python=py)
-    return Cell(id=cells.preinstalled(version, py), channel=Channel.PREINSTALLED,
-                version=version, cuda=cuda, python=py)
+        return Cell(
+            id=cells.release(Channel.STABLE, base, cuda, py),
+            channel=Channel.STABLE,
+            version=version,
+            cuda=cuda,
+            python=py,
+        )
+    return Cell(
+        id=cells.preinstalled(version, py),
+        channel=Channel.PREINSTALLED,
+        version=version,
+        cuda=cuda,
+        python=py,
+    )
 
 
 def run_from_document(path: Path) -> CellRun:
     try:
         result = ProbeResult.from_json(document.check_text(document.read_text(path)))
     except OSError as err:
-        raise ConfigError(f"{path}: cannot read this probe JSON document ({err.strerror})") \
-            from None
+        raise ConfigError(
+            f"{path}: cannot read this probe JSON document ({err.strerror})"
+        ) from None
     except (ValueError, KeyError, TypeError, AttributeError) as err:  # Rejected is a ValueError
-        raise ConfigError(f"{path}: not a probe JSON document this report can draw "
-                          f"({_why(err)}); pass the JSON file a probe wrote") from None
+        raise ConfigError(
+            f"{path}: not a probe JSON document this report can draw "
+            f"({_why(err)}); pass the JSON file a probe wrote"
+        ) from None
     env = result.env
     cell = cell_for(str(env.get("torch", "unknown")), str(env.get("python", "?")))
     # the probe the document names: its page, on a site of several regressions
     cell = dataclasses.replace(cell, probe=result.probe) if result.probe else cell
-    return CellRun(cell=cell,
-                   status=RunStatus.OK, result=result, probe_version=result.probe_version,
-                   gpu=str(env.get("gpu", "")), driver=str(env.get("driver", "")),
-                   backend="recorded probe JSON", seconds_probe=float(result.raw.get("seconds", 0)),
-                   started=str(result.raw.get("finished") or result.raw.get("started") or ""))
+    return CellRun(
+        cell=cell,
+        status=RunStatus.OK,
+        result=result,
+        probe_version=result.probe_version,
+        gpu=str(env.get("gpu", "")),
+        driver=str(env.get("driver", "")),
+        backend="recorded probe JSON",
+        seconds_probe=float(result.raw.get("seconds", 0)),
+        started=str(result.raw.get("finished") or result.raw.get("started") or ""),
+    )
 
 
 def bisection_from_document(path: Path) -> BisectResult:
@@ -64,12 +89,12 @@ def bisection_from_document(path: Path) -> BisectResult:
         doc = document.check_bisection(document.parse(document.read_text(path)))
         return BisectResult.from_json(doc)
     except OSError as err:
-        raise ConfigError(f"{path}: cannot read this bisection result ({err.strerror})") \
-            from None
+        raise ConfigError(f"{path}: cannot read this bisection result ({err.strerror})") from None
     except (ValueError, KeyError, TypeError, AttributeError) as err:
-        raise ConfigError(f"{path}: not a bisection result JSON document this report can draw "
-                          f"({_why(err)}); pass the file `torchbisect bisect --json` wrote") \
-            from None
+        raise ConfigError(
+            f"{path}: not a bisection result JSON document this report can draw "
+            f"({_why(err)}); pass the file `torchbisect bisect --json` wrote"
+        ) from None
 
 
 def _why(err: Exception) -> str:

@@ -20,7 +20,8 @@ def links_from(config: MatrixConfig | None, matrix: Path) -> References:
     names."""
     refs = config.references if config is not None else None
     return (refs or References()).model_copy(
-        update={"repository": repository_url(matrix, refs) or None})
+        update={"repository": repository_url(matrix, refs) or None}
+    )
 
 
 def repository_url(matrix: Path, refs: References | None) -> str:
@@ -38,8 +39,9 @@ def repository_url(matrix: Path, refs: References | None) -> str:
     from ..utils import proc
 
     folder = Path(matrix).absolute().parent
-    found = proc.run(["git", "-C", str(folder), "config", "--get", "remote.origin.url"],
-                     timeout=30, check=False)
+    found = proc.run(
+        ["git", "-C", str(folder), "config", "--get", "remote.origin.url"], timeout=30, check=False
+    )
     return _https(found.output.strip()) if found.returncode == 0 else ""
 
 

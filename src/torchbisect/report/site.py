@@ -44,8 +44,16 @@ def by_probe(runs: list[CellRun], probes: Sequence[str] = ()) -> dict[str, list[
 
 # What else a published site holds beside the pages (the store, the manual, folds, benchmarks)
 # and the site's own files: a regression's folder never takes one of these names.
-_TAKEN = {"data", "docs", "bench", "logs", "nightlies", "evidence", "index.html",
-          INDEX_JSON.lower()}
+_TAKEN = {
+    "data",
+    "docs",
+    "bench",
+    "logs",
+    "nightlies",
+    "evidence",
+    "index.html",
+    INDEX_JSON.lower(),
+}
 
 
 def folder_of(probe: str) -> str:
@@ -65,24 +73,29 @@ def folders_of(probes: Sequence[str]) -> dict[str, str]:
         folder = folder_of(probe)
         other = taken.setdefault(folder.lower(), probe)
         if other != probe:
-            raise ConfigError(f"the probes {visible(repr(other))} and {visible(repr(probe))} would "
-                              f"share one regression folder ({folder}/) and so one page: rename "
-                              "one of them, or draw the page from runs of one")
+            raise ConfigError(
+                f"the probes {visible(repr(other))} and {visible(repr(probe))} would "
+                f"share one regression folder ({folder}/) and so one page: rename "
+                "one of them, or draw the page from runs of one"
+            )
         folders[probe] = folder
     return folders
 
 
-def bisections_of(probe: str, groups: dict[str, list[CellRun]],
-                  bisections: list[BisectResult]) -> list[BisectResult]:
+def bisections_of(
+    probe: str, groups: dict[str, list[CellRun]], bisections: list[BisectResult]
+) -> list[BisectResult]:
     """The bisections that belong to `probe`: those of a case its runs have (an exit-status
     script's one case is named after it), else those whose command names its file; a bisection
     no probe claims stays with the first regression listed."""
+
     def owner(b: BisectResult) -> str:
         for name, runs in groups.items():
             if name == b.case or any(r.result and r.result.case(b.case) for r in runs):
                 return name
         named = [name for name in groups if re.search(rf"\b{re.escape(name)}\b", b.reproduce)]
         return named[0] if named else next(iter(groups), "")
+
     return [b for b in bisections if owner(b) == probe]
 
 
@@ -100,23 +113,43 @@ class SiteEntry:
 
 
 def site_entry(page: PageView, folder: str) -> SiteEntry:
-    return SiteEntry(probe=page.regression.probe if page.regression else folder,
-                     title=page.heading, headline=page.title,
-                     gpus=tuple(s.gpu for s in page.sections), newest_run=page.newest_run,
-                     runs=page.runs, href=f"{folder}/index.html")
+    return SiteEntry(
+        probe=page.regression.probe if page.regression else folder,
+        title=page.heading,
+        headline=page.title,
+        gpus=tuple(s.gpu for s in page.sections),
+        newest_run=page.newest_run,
+        runs=page.runs,
+        href=f"{folder}/index.html",
+    )
 
 
-def render_index(entries: list[SiteEntry], *, generated: dt.datetime,
-                 store: str = "") -> tuple[str, str]:
+def render_index(
+    entries: list[SiteEntry], *, generated: dt.datetime, store: str = ""
+) -> tuple[str, str]:
     """The index page and regressions.json."""
     from .writers.html import environment
 
     stamp = generated.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    html = environment().get_template("site.html.j2").render(
-        entries=entries, generated=stamp, store=store)
-    doc = {"generated": generated.astimezone(dt.timezone.utc).isoformat(timespec="seconds"),
-           "regressions": [{"probe": e.probe, "title": e.title, "headline": e.headline,
-                            "gpus": list(e.gpus), "newest_run": e.newest_run, "runs": e.runs,
-                            "page": e.href, "folder": e.href.rsplit("/", 1)[0]}
-                           for e in entries]}
+    html = (
+        environment()
+        .get_template("site.html.j2")
+        .render(entries=entries, generated=stamp, store=store)
+    )
+    doc = {
+        "generated": generated.astimezone(dt.timezone.utc).isoformat(timespec="seconds"),
+        "regressions": [
+            {
+                "probe": e.probe,
+                "title": e.title,
+                "headline": e.headline,
+                "gpus": list(e.gpus),
+                "newest_run": e.newest_run,
+                "runs": e.runs,
+                "page": e.href,
+                "folder": e.href.rsplit("/", 1)[0],
+            }
+            for e in entries
+        ],
+    }
     return visible(html), json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

@@ -72,8 +72,10 @@ def prepare(backend: Backend, cell: Cell, *, log: Path, gpu: Gpu | None) -> Stag
     """
     started = now()
     # a fresh file: a link planted at the log's name is replaced, its target left alone
-    files.write_text(log, f"# torchbisect: {cell.id} started {started} backend={backend.name} "
-                          f"probe={cell.probe}\n")
+    files.write_text(
+        log,
+        f"# torchbisect: {cell.id} started {started} backend={backend.name} probe={cell.probe}\n",
+    )
     try:
         prepared = backend.prepare(cell, log=log)
     except (ConfigError, files.DiskFull):
@@ -89,23 +91,38 @@ def probe(backend: Backend, staged: Staged, *, gpu: Gpu | None, log: Path) -> Ce
     """Run the probe on `gpu` and turn its output (or its failure) into a CellRun."""
     prepared, cell, started = staged.prepared, staged.cell, staged.started
     try:
-        output = backend.probe(prepared, gpu=device_of(gpu) if gpu else None,
-                               probe_args=probe_args(cell), log=log)
+        output = backend.probe(
+            prepared, gpu=device_of(gpu) if gpu else None, probe_args=probe_args(cell), log=log
+        )
     except (ConfigError, files.DiskFull):
         raise
     except Exception as err:  # noqa: BLE001
         if full := _disk_full(backend, err):
             raise full from None
-        return _failure(cell, backend, gpu, started, log, f"probe: {_describe(err, cell, log)}",
-                        prepared=prepared)
+        return _failure(
+            cell,
+            backend,
+            gpu,
+            started,
+            log,
+            f"probe: {_describe(err, cell, log)}",
+            prepared=prepared,
+        )
     status, result, reason = interpret(output)
     return CellRun(
-        cell=cell, status=status, result=result, reason=reason,
+        cell=cell,
+        status=status,
+        result=result,
+        reason=reason,
         # what ran: the fingerprint of the copy the backend made, never the file read again
         wheel_sha256=prepared.wheel_sha256,
         probe_version=output.probe_version or _probe_version_or_empty(cell),
-        gpu=gpu_name(gpu), driver=gpu.driver if gpu else "", backend=backend.name,
-        started=started, seconds_install=prepared.seconds_install, seconds_probe=output.seconds,
+        gpu=gpu_name(gpu),
+        driver=gpu.driver if gpu else "",
+        backend=backend.name,
+        started=started,
+        seconds_install=prepared.seconds_install,
+        seconds_probe=output.seconds,
         log_excerpt=excerpt(log) or output.log_tail,
     )
 
@@ -139,11 +156,11 @@ def interpret(output: ProbeOutput) -> tuple[RunStatus, ProbeResult | None, str]:
         # probes/script.py could not run the script (gone, not compiling, no statement)
         return _infra(last_line(output.log_tail).removeprefix(_ADAPTER_SAYS))
     if code not in PROBE_EXITS:
-        return _infra(f"probe exited with status {code} (expected 0, 1 or 125)"
-                      f"{_said(output.log_tail)}")
+        return _infra(
+            f"probe exited with status {code} (expected 0, 1 or 125){_said(output.log_tail)}"
+        )
     if not output.json_text.strip():
-        return _infra(f"probe wrote no JSON document (exit status {code})"
-                      f"{_said(output.log_tail)}")
+        return _infra(f"probe wrote no JSON document (exit status {code}){_said(output.log_tail)}")
     try:  # checked first: a probe is any script, and its document reaches the page
         result = ProbeResult.from_json(document.check_text(output.json_text))
     except document.Rejected as err:
@@ -152,8 +169,10 @@ def interpret(output: ProbeOutput) -> tuple[RunStatus, ProbeResult | None, str]:
         return _infra(f"probe JSON unreadable: {type(err).__name__}: {err}")
     said = document.claimed(result.raw)
     if said.exit_code != code:
-        return _infra(f"probe exit status {code} disagrees with its verdict "
-                      f"{said.value!r} (expected {said.exit_code})")
+        return _infra(
+            f"probe exit status {code} disagrees with its verdict "
+            f"{said.value!r} (expected {said.exit_code})"
+        )
     return RunStatus.OK, result, ""
 
 
@@ -170,14 +189,27 @@ def excerpt(log: Path, lines: int = _EXCERPT_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _failure(cell: Cell, backend: Backend, gpu: Gpu | None, started: str, log: Path,
-             reason: str, *, prepared: Prepared | None = None) -> CellRun:
+def _failure(
+    cell: Cell,
+    backend: Backend,
+    gpu: Gpu | None,
+    started: str,
+    log: Path,
+    reason: str,
+    *,
+    prepared: Prepared | None = None,
+) -> CellRun:
     _append(log, f"# torchbisect: infrastructure failure: {reason}\n")
     return CellRun(
-        cell=cell, status=RunStatus.INFRA_FAILURE, reason=reason,
+        cell=cell,
+        status=RunStatus.INFRA_FAILURE,
+        reason=reason,
         wheel_sha256=prepared.wheel_sha256 if prepared else (cell.sha256 or ""),
-        probe_version=_probe_version_or_empty(cell), gpu=gpu_name(gpu),
-        driver=gpu.driver if gpu else "", backend=backend.name, started=started,
+        probe_version=_probe_version_or_empty(cell),
+        gpu=gpu_name(gpu),
+        driver=gpu.driver if gpu else "",
+        backend=backend.name,
+        started=started,
         seconds_install=prepared.seconds_install if prepared else 0.0,
         log_excerpt=excerpt(log),
     )
@@ -193,8 +225,10 @@ def _describe(err: Exception, cell: Cell, log: Path) -> str:
     return f"{type(err).__name__}: {err}"
 
 
-_NO_SPACE = re.compile(r"No space left on device|Disk quota exceeded|\(os error (?:28|122)\)"
-                       r"|\bENOSPC\b|\bEDQUOT\b")
+_NO_SPACE = re.compile(
+    r"No space left on device|Disk quota exceeded|\(os error (?:28|122)\)"
+    r"|\bENOSPC\b|\bEDQUOT\b"
+)
 
 
 def _disk_full(backend: Backend, err: Exception) -> files.DiskFull | None:
@@ -202,8 +236,9 @@ def _disk_full(backend: Backend, err: Exception) -> files.DiskFull | None:
     the run stops with one sentence naming the folder, rather than failing every cell."""
     folder = getattr(backend, "workdir", None) or getattr(backend, "cells_dir", None)
     if files.is_full(err):
-        return files.disk_full(folder or "the work folder (--workdir)",
-                               err if isinstance(err, OSError) else None)
+        return files.disk_full(
+            folder or "the work folder (--workdir)", err if isinstance(err, OSError) else None
+        )
     said = _NO_SPACE.search(f"{err}\n{getattr(err, 'output', '')}")
     # a probe may print those words: only a work folder that is really full stops the run
     return files.disk_full(folder) if said and folder and files.nearly_full(folder) else None
@@ -218,8 +253,6 @@ def _probe_version_or_empty(cell: Cell) -> str:
 
 def _infra(reason: str) -> tuple[RunStatus, None, str]:
     return RunStatus.INFRA_FAILURE, None, reason
-
-
 
 
 def _append(log: Path, text: str) -> None:

@@ -26,8 +26,9 @@ from ..utils.clock import now
 from ..utils.gpus import Gpu
 
 
-def check_runner(kind: Kind, runners: Path, *, platform: str, gpus: Sequence[Gpu],
-                 check_gpus: bool = True) -> None:
+def check_runner(
+    kind: Kind, runners: Path, *, platform: str, gpus: Sequence[Gpu], check_gpus: bool = True
+) -> None:
     """InfraError unless this machine is `kind`'s platform and (with `check_gpus`) every GPU it
     shows is `kind`'s model."""
     names = gpu_names(gpus)
@@ -36,13 +37,15 @@ def check_runner(kind: Kind, runners: Path, *, platform: str, gpus: Sequence[Gpu
         return
     has = f"{platform} with {names or 'no GPU'}" if check_gpus else platform
     wants = f"{kind.platform} with {kind.gpu}" if check_gpus else kind.platform
-    raise InfraError(f"{runners}:{kind.line} declares kind {kind.name} as {wants}, but this "
-                     f"runner is {has}: give the runner the labels of its own kind (or fix that "
-                     "entry); nothing was probed, so no other kind's wheels run here")
+    raise InfraError(
+        f"{runners}:{kind.line} declares kind {kind.name} as {wants}, but this "
+        f"runner is {has}: give the runner the labels of its own kind (or fix that "
+        "entry); nothing was probed, so no other kind's wheels run here"
+    )
 
 
 def gpu_names(gpus: Sequence[Gpu]) -> str:
-    """"NVIDIA H200" for eight of them; distinct names, ", "-joined."""
+    """ "NVIDIA H200" for eight of them; distinct names, ", "-joined."""
     return ", ".join(dict.fromkeys(g.name for g in gpus))
 
 
@@ -76,15 +79,24 @@ class Roll:
     def end(self, store: Store) -> Attendance:
         """Write what the shard did to `store` (once) and return it."""
         keys = {c.key for c in self.cells}  # a build probed by two probes is two cells here
-        mine = [r for r in store.iter_runs() if (r.run_id or 0) > self.last_id
-                and r.cell.key in keys]
+        mine = [
+            r for r in store.iter_runs() if (r.run_id or 0) > self.last_id and r.cell.key in keys
+        ]
         probed = {r.cell.key for r in mine}
         verdicts = {r.cell.key for r in mine if r.status is RunStatus.OK}
         attendance = Attendance(
-            kind=self.kind.name, shard=self.shard, run=run_id(self.started), gpu=self.gpus,
-            host=socket.gethostname(), started=self.started, finished=now(),
-            cells=len(self.cells), probed=len(probed), reused=self.reused,
-            failed=max(len(self.cells) - len(verdicts) - self.reused, 0))
+            kind=self.kind.name,
+            shard=self.shard,
+            run=run_id(self.started),
+            gpu=self.gpus,
+            host=socket.gethostname(),
+            started=self.started,
+            finished=now(),
+            cells=len(self.cells),
+            probed=len(probed),
+            reused=self.reused,
+            failed=max(len(self.cells) - len(verdicts) - self.reused, 0),
+        )
         if not self.ended:
             store.add_attendance(attendance)
             self.ended = True

@@ -24,49 +24,62 @@ Say = Callable[[str], None]
 _EACH = "the torch wheel of each build alone is 0.7-1 GB"
 
 
-def no_gpu_cells(cells: tuple[Cell, ...], *, python: str, backend: str | None, say: Say,
-                 selected: bool = False) -> tuple[tuple[Cell, ...], str | None]:
+def no_gpu_cells(
+    cells: tuple[Cell, ...], *, python: str, backend: str | None, say: Say, selected: bool = False
+) -> tuple[tuple[Cell, ...], str | None]:
     """Without a GPU: only the preinstalled torch (the interpreter's, or an image's under the
     docker backend), with one sentence saying so; and the backend that runs it.  When `cells`
     were `selected` (--cells, --skip, --shard), the preinstalled torch only if it is among them,
     and the selected cells that are not probed are named."""
     # What --allow-no-gpu costs: every build downloaded and installed, to read `skipped`.
-    again = (f"--allow-no-gpu would install every cell anyway, though every case then reads "
-             f"skipped: {_EACH}, and `torchbisect plan` gives the total, so choose a few with "
-             "--cells first.")
+    again = (
+        f"--allow-no-gpu would install every cell anyway, though every case then reads "
+        f"skipped: {_EACH}, and `torchbisect plan` gives the total, so choose a few with "
+        "--cells first."
+    )
     if selected:
         left = [c.id for c in cells if c.channel is not Channel.PREINSTALLED]
         if left:
-            say(f"No GPU is visible (nvidia-smi lists none), so these selected cells are not "
+            say(
+                f"No GPU is visible (nvidia-smi lists none), so these selected cells are not "
                 f"probed: {', '.join(left)}; --allow-no-gpu would install and probe them anyway "
                 f"({count(len(left), 'download')}: {_EACH}), though every case then reads "
-                "skipped.")
+                "skipped."
+            )
         if len(left) == len(cells):
             return (), backend
     # one cell per probe of the matrix's preinstalled entry
-    mine = ([c for c in cells if c.channel is Channel.PREINSTALLED]
-            or [preinstalled_cell(probe=default_probe())])
+    mine = [c for c in cells if c.channel is Channel.PREINSTALLED] or [
+        preinstalled_cell(probe=default_probe())
+    ]
     if mine[0].base_image and (backend is None or capabilities(backend).containers):
-        say(f"No GPU is visible (nvidia-smi lists none), so only the torch in image "
-            f"{mine[0].base_image} is probed; {again}")
+        say(
+            f"No GPU is visible (nvidia-smi lists none), so only the torch in image "
+            f"{mine[0].base_image} is probed; {again}"
+        )
         return tuple(mine), backend
     interpreter = interpreter_of(mine[0], python)
     if torch_version(interpreter) is None:
-        say(f"No GPU is visible (nvidia-smi lists none) and {interpreter} has no torch, so "
-            f"nothing is probed; {again}")
+        say(
+            f"No GPU is visible (nvidia-smi lists none) and {interpreter} has no torch, so "
+            f"nothing is probed; {again}"
+        )
         return (), default_backend(Purpose.OWN_TORCH).name
-    say(f"No GPU is visible (nvidia-smi lists none), so only the torch of {interpreter} is "
-        f"probed; {again}")
-    return (tuple(dataclasses.replace(c, base_image=None) for c in mine),
-            default_backend(Purpose.OWN_TORCH).name)
+    say(
+        f"No GPU is visible (nvidia-smi lists none), so only the torch of {interpreter} is "
+        f"probed; {again}"
+    )
+    return (
+        tuple(dataclasses.replace(c, base_image=None) for c in mine),
+        default_backend(Purpose.OWN_TORCH).name,
+    )
 
 
 def own_interpreter(cells: Sequence[Cell]) -> str | None:
     """The interpreter matrix.yaml's `preinstalled.interpreter` names when it is all a run
     probes (the no-GPU case): the `current` backend runs, and checks, that interpreter's torch,
     not the one running torchbisect; None otherwise."""
-    named = {c.interpreter for c in cells
-             if c.channel is Channel.PREINSTALLED and not c.base_image}
+    named = {c.interpreter for c in cells if c.channel is Channel.PREINSTALLED and not c.base_image}
     if len(named) != 1 or len(cells) != sum(c.channel is Channel.PREINSTALLED for c in cells):
         return None
     return next(iter(named))

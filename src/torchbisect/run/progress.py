@@ -80,9 +80,13 @@ class RichHandler(Handler):
         self._tasks: dict[str, TaskID] = {}
         self._t0 = time.monotonic()
         self._progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"),
-            TextColumn("[cyan]{task.fields[phase]}"), TimeElapsedColumn(),
-            console=self.console, transient=True)
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            TextColumn("[cyan]{task.fields[phase]}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        )
         self._overall: TaskID | None = None
         self._done = self._total = 0
         self._per_cell: float | None = None  # stored seconds per cell over the GPUs
@@ -95,14 +99,12 @@ class RichHandler(Handler):
             if cost.seconds_per_cell is not None:
                 self._per_cell = cost.seconds_per_cell / max(cost.gpus, 1)
         else:
-            note = f"{reused} already have a verdict in the store" if reused else \
-                "none stored yet"
+            note = f"{reused} already have a verdict in the store" if reused else "none stored yet"
             self.console.print(f"{count(to_run, 'cell')} to probe; {note}")
         self._total = to_run
         if self.live and to_run:
             self._progress.start()
-            self._overall = self._progress.add_task(f"[bold]{self._count()}", total=None,
-                                                    phase="")
+            self._overall = self._progress.add_task(f"[bold]{self._count()}", total=None, phase="")
 
     def note(self, text: str) -> None:
         self.notes.print(text, highlight=False)
@@ -111,21 +113,26 @@ class RichHandler(Handler):
         self.notes.print(text)
 
     def attended(self, attendance: Attendance) -> None:
-        self.note(f"attendance: {attendance.kind} shard {attendance.shard} of run "
-                  f"{attendance.run}: {count(attendance.cells, 'cell')}, {attendance.probed} "
-                  f"probed now, {attendance.reused} from the store, {attendance.failed} without "
-                  "a verdict")
+        self.note(
+            f"attendance: {attendance.kind} shard {attendance.shard} of run "
+            f"{attendance.run}: {count(attendance.cells, 'cell')}, {attendance.probed} "
+            f"probed now, {attendance.reused} from the store, {attendance.failed} without "
+            "a verdict"
+        )
 
     def phase(self, cell: Cell, phase: str) -> None:
         with self._lock:
             if not self.live:
-                self.console.print(f"[{time.monotonic() - self._t0:7.1f}s] {cell.run_name}: "
-                                   f"{phase}", highlight=False)
+                self.console.print(
+                    f"[{time.monotonic() - self._t0:7.1f}s] {cell.run_name}: {phase}",
+                    highlight=False,
+                )
                 return
             task = self._tasks.get(cell.run_name)
             if task is None:
-                self._tasks[cell.run_name] = self._progress.add_task(cell.run_name, total=None,
-                                                                     phase=phase)
+                self._tasks[cell.run_name] = self._progress.add_task(
+                    cell.run_name, total=None, phase=phase
+                )
             else:
                 self._progress.update(task, phase=phase)
 
@@ -137,11 +144,11 @@ class RichHandler(Handler):
             now = time.monotonic()
             if self.live and cell.run_name in self._tasks:
                 self._progress.update(self._tasks[cell.run_name], phase=text)
-            elif not self.live and (got == total
-                                    or now - self._shown.get(cell.run_name, 0) >= 15):
+            elif not self.live and (got == total or now - self._shown.get(cell.run_name, 0) >= 15):
                 self._shown[cell.run_name] = now  # a line every 15 s keeps a CI log readable
-                self.console.print(f"[{now - self._t0:7.1f}s] {cell.run_name}: {text}",
-                                   highlight=False)
+                self.console.print(
+                    f"[{now - self._t0:7.1f}s] {cell.run_name}: {text}", highlight=False
+                )
 
     def finished(self, run: CellRun) -> None:
         with self._lock:
@@ -186,23 +193,37 @@ def _really_a_terminal(console: Console) -> bool:
     return tty and console.is_terminal and not os.environ.get("CI")
 
 
-
 def _finished_line(run: CellRun) -> Text:
     secs = f"install {run.seconds_install:.1f} s, probe {run.seconds_probe:.1f} s"
     if run.status is RunStatus.INFRA_FAILURE:
-        return Text.assemble(("✗ ", "red"), run.cell.run_name, "  ", (INFRA_LABEL, "red"),
-                             f": {run.reason}  ({secs})")
+        return Text.assemble(
+            ("✗ ", "red"),
+            run.cell.run_name,
+            "  ",
+            (INFRA_LABEL, "red"),
+            f": {run.reason}  ({secs})",
+        )
     verdict = run.verdict or Verdict.ERROR
     if verdict.exit_code is Exit.CANNOT_TELL:  # skipped, inconclusive, a crash: nothing decided
-        return Text.assemble(("? ", "yellow"), run.cell.run_name, "  ",
-                             (verdict.value, _STYLES.get(verdict, "yellow")),
-                             f", no verdict  ({secs})")
-    return Text.assemble(("✓ ", "green"), run.cell.run_name, "  ",
-                         (verdict.value, _STYLES.get(verdict, "yellow")), f"  ({secs})")
+        return Text.assemble(
+            ("? ", "yellow"),
+            run.cell.run_name,
+            "  ",
+            (verdict.value, _STYLES.get(verdict, "yellow")),
+            f", no verdict  ({secs})",
+        )
+    return Text.assemble(
+        ("✓ ", "green"),
+        run.cell.run_name,
+        "  ",
+        (verdict.value, _STYLES.get(verdict, "yellow")),
+        f"  ({secs})",
+    )
 
 
-def summary_table(runs: Sequence[CellRun], *, stored: Iterable[str] = (),
-                  title: str | None = None) -> Table:
+def summary_table(
+    runs: Sequence[CellRun], *, stored: Iterable[str] = (), title: str | None = None
+) -> Table:
     """One row per run: cell id (with its probe unless the default one: `Cell.run_name`),
     verdict, its cases grouped by verdict, seconds, and a note (the reason of an infrastructure
     failure, or when a verdict taken from the store was made); `stored` holds run names."""
@@ -219,16 +240,31 @@ def summary_table(runs: Sequence[CellRun], *, stored: Iterable[str] = (),
 
 def _summary_rows(runs: Sequence[CellRun], stored: Iterable[str]) -> list[tuple[str | Text, ...]]:
     stored = set(stored)
-    return [(run.cell.run_name, _verdict_text(run), cases_text(run),
-             _seconds(run, run.cell.run_name in stored), _note(run, run.cell.run_name in stored))
-            for run in sorted(runs, key=lambda r: (r.cell.id, r.cell.probe))]
+    return [
+        (
+            run.cell.run_name,
+            _verdict_text(run),
+            cases_text(run),
+            _seconds(run, run.cell.run_name in stored),
+            _note(run, run.cell.run_name in stored),
+        )
+        for run in sorted(runs, key=lambda r: (r.cell.id, r.cell.probe))
+    ]
 
 
-def print_summary(runs: Sequence[CellRun], *, stored: Iterable[str] = (),
-                  console: Console | None = None, title: str | None = None) -> None:
+def print_summary(
+    runs: Sequence[CellRun],
+    *,
+    stored: Iterable[str] = (),
+    console: Console | None = None,
+    title: str | None = None,
+) -> None:
     """The summary table, or one line per cell where the table does not fit (utils/console.py)."""
-    print_table(console or make_console(), summary_table(runs, stored=stored, title=title),
-                _summary_rows(runs, stored))
+    print_table(
+        console or make_console(),
+        summary_table(runs, stored=stored, title=title),
+        _summary_rows(runs, stored),
+    )
 
 
 def cases_text(run: CellRun) -> Text:

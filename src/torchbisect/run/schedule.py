@@ -32,20 +32,41 @@ from .progress import Handler
 _STOP_GRACE = 5.0  # seconds children get to exit after SIGINT before SIGKILL: a stop is prompt
 
 
-def run_cells(cells: Sequence[Cell], backend: Backend, *, store: Store,
-              gpus: Sequence[Gpu | None], logs_dir: Path, lookahead: int | None = None,
-              handler: Handler | None = None) -> list[CellRun]:
+def run_cells(
+    cells: Sequence[Cell],
+    backend: Backend,
+    *,
+    store: Store,
+    gpus: Sequence[Gpu | None],
+    logs_dir: Path,
+    lookahead: int | None = None,
+    handler: Handler | None = None,
+) -> list[CellRun]:
     """Install and probe `cells` on `gpus` (`[None]`: no GPU); store and return each run."""
     if not gpus:
         raise ValueError("run_cells needs at least one slot (None for no GPU)")
-    runner = _Runner(backend, store=store, gpus=gpus, logs_dir=Path(logs_dir),
-                     lookahead=lookahead or 2 * len(gpus), handler=handler or Handler())
+    runner = _Runner(
+        backend,
+        store=store,
+        gpus=gpus,
+        logs_dir=Path(logs_dir),
+        lookahead=lookahead or 2 * len(gpus),
+        handler=handler or Handler(),
+    )
     return runner.run(cells)
 
 
 class _Runner:
-    def __init__(self, backend: Backend, *, store: Store, gpus: Sequence[Gpu | None],
-                 logs_dir: Path, lookahead: int, handler: Handler):
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        store: Store,
+        gpus: Sequence[Gpu | None],
+        logs_dir: Path,
+        lookahead: int,
+        handler: Handler,
+    ):
         self.backend, self.store, self.logs_dir, self.handler = backend, store, logs_dir, handler
         self.gpus = tuple(gpus)
         self.lookahead = max(1, lookahead)
@@ -79,14 +100,17 @@ class _Runner:
         return execute.log_path(self.logs_dir, cell)
 
     def _submit_install(self, pool: ThreadPoolExecutor, cell: Cell) -> None:
-        future = pool.submit(execute.prepare, self.backend, cell, log=self._log(cell),
-                             gpu=self.gpus[0])
+        future = pool.submit(
+            execute.prepare, self.backend, cell, log=self._log(cell), gpu=self.gpus[0]
+        )
         self.preparing[future] = cell
 
-    def _submit_probe(self, pool: ThreadPoolExecutor, staged: execute.Staged,
-                      gpu: Gpu | None) -> None:
-        future = pool.submit(execute.probe, self.backend, staged, gpu=gpu,
-                             log=self._log(staged.cell))
+    def _submit_probe(
+        self, pool: ThreadPoolExecutor, staged: execute.Staged, gpu: Gpu | None
+    ) -> None:
+        future = pool.submit(
+            execute.probe, self.backend, staged, gpu=gpu, log=self._log(staged.cell)
+        )
         self.probing[future] = (staged, gpu)
 
     def _futures(self) -> list[Future[Any]]:

@@ -34,8 +34,15 @@ from ..utils.gpus import Gpu
 from . import execute
 
 
-def pick(cells: tuple[Cell, ...], *, keep: str | None, skip: str | None, shard_spec: str | None,
-         overlay: bool, matrix: Path) -> tuple[Cell, ...]:
+def pick(
+    cells: tuple[Cell, ...],
+    *,
+    keep: str | None,
+    skip: str | None,
+    shard_spec: str | None,
+    overlay: bool,
+    matrix: Path,
+) -> tuple[Cell, ...]:
     """--cells and --skip, then --shard, then --overlay."""
     cells = by_patterns(cells, keep=keep, skip=skip, matrix=matrix)
     cells = shard(cells, shard_spec)
@@ -44,8 +51,9 @@ def pick(cells: tuple[Cell, ...], *, keep: str | None, skip: str | None, shard_s
     return cells
 
 
-def by_patterns(cells: tuple[Cell, ...], *, keep: str | None, skip: str | None,
-                matrix: Path) -> tuple[Cell, ...]:
+def by_patterns(
+    cells: tuple[Cell, ...], *, keep: str | None, skip: str | None, matrix: Path
+) -> tuple[Cell, ...]:
     """`--cells` and `--skip`: comma lists of glob patterns over cell ids."""
     if keep:  # the patterns are checked even when the plan is empty
         wanted = _patterns(cells, keep, "cells", matrix)
@@ -66,8 +74,10 @@ def _patterns(cells: tuple[Cell, ...], text: str, flag: str, matrix: Path) -> tu
     patterns = globs(text)
     unknown = [p for p in patterns if not any(_matches(c.id, [p]) for c in cells)]
     if unknown:
-        raise ConfigError(f"--{flag}: no cell matches {', '.join(unknown)} in the plan of "
-                          f"{matrix}; `torchbisect plan` lists them")
+        raise ConfigError(
+            f"--{flag}: no cell matches {', '.join(unknown)} in the plan of "
+            f"{matrix}; `torchbisect plan` lists them"
+        )
     return patterns
 
 
@@ -106,8 +116,16 @@ class Selection:
     cost: Cost | None = None  # what running `to_run` will cost, said before it starts
 
 
-def select(cells: Iterable[Cell], store: Store, *, backend: Backend, gpu: Gpu | None,
-           force: bool = False, lock: Lock | None = None, gpus: int = 1) -> Selection:
+def select(
+    cells: Iterable[Cell],
+    store: Store,
+    *,
+    backend: Backend,
+    gpu: Gpu | None,
+    force: bool = False,
+    lock: Lock | None = None,
+    gpus: int = 1,
+) -> Selection:
     """Split cells into those to run and those whose skip key already has a verdict, with the
     cost of the run (wheel sizes from `lock`, times from the store's runs, over `gpus`); reads
     the store and writes nothing (see `keep_reused`)."""
@@ -118,8 +136,13 @@ def select(cells: Iterable[Cell], store: Store, *, backend: Backend, gpu: Gpu | 
             to_run.append(cell)
         else:
             reused.append(found)
-    cost = estimate([*to_run, *(r.cell for r in reused)], stored=[r.cell.run_name for r in reused],
-                    lock=lock or Lock(), runs=store.runs(), gpus=max(gpus, 1))
+    cost = estimate(
+        [*to_run, *(r.cell for r in reused)],
+        stored=[r.cell.run_name for r in reused],
+        lock=lock or Lock(),
+        runs=store.runs(),
+        gpus=max(gpus, 1),
+    )
     return Selection(to_run=tuple(to_run), reused=tuple(reused), cost=cost)
 
 
@@ -129,8 +152,13 @@ def _stored_verdict(cell: Cell, store: Store, backend: Backend, gpu: Gpu | None)
         version = probe_version(cell.probe)
     except TorchbisectError:
         return None  # cannot tell what would run: run it, and let execute report the failure
-    found = store.find_ok(cell, wheel_sha256=sha or None, probe_version=version,
-                          gpu=execute.gpu_name(gpu), driver=gpu.driver if gpu else "")
+    found = store.find_ok(
+        cell,
+        wheel_sha256=sha or None,
+        probe_version=version,
+        gpu=execute.gpu_name(gpu),
+        driver=gpu.driver if gpu else "",
+    )
     if found is None or found.cell.id == cell.id:
         return found
     # The same wheel under another id (a bisected nightly, a dev entry of a release): the verdict
@@ -141,8 +169,10 @@ def _stored_verdict(cell: Cell, store: Store, backend: Backend, gpu: Gpu | None)
 def keep_reused(selection: Selection, store: Store) -> Selection:
     """Store the reused verdicts that `select` found under another cell id under this plan's id,
     so every cell of the plan shows in the report; the selection with their new run ids."""
-    reused = tuple(run if run.run_id is not None else replace(run, run_id=store.add(run))
-                   for run in selection.reused)
+    reused = tuple(
+        run if run.run_id is not None else replace(run, run_id=store.add(run))
+        for run in selection.reused
+    )
     return replace(selection, reused=reused)
 
 

@@ -23,9 +23,25 @@ from ..utils import files
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _TABLES = {
-    "runs": {"id", "cell_id", "cell_json", "status", "verdict", "cases_json", "probe_json",
-             "reason", "wheel_sha256", "probe_version", "gpu", "driver", "backend", "started",
-             "seconds_install", "seconds_probe", "log_excerpt"},
+    "runs": {
+        "id",
+        "cell_id",
+        "cell_json",
+        "status",
+        "verdict",
+        "cases_json",
+        "probe_json",
+        "reason",
+        "wheel_sha256",
+        "probe_version",
+        "gpu",
+        "driver",
+        "backend",
+        "started",
+        "seconds_install",
+        "seconds_probe",
+        "log_excerpt",
+    },
     "bisections": {"id", "direction", "case_name", "cuda", "python", "finished", "result_json"},
 }
 _OURS = {*_TABLES, "sqlite_sequence"}
@@ -33,11 +49,14 @@ _OURS = {*_TABLES, "sqlite_sequence"}
 _FULL = getattr(sqlite3, "SQLITE_FULL", 13)
 # a read-only connection met a hot journal: SQLite's SQLITE_READONLY_ROLLBACK
 _READONLY_ROLLBACK = getattr(sqlite3, "SQLITE_READONLY_ROLLBACK", 776)
-_DISK_CODES = frozenset({_FULL, getattr(sqlite3, "SQLITE_IOERR", 10),
-                         getattr(sqlite3, "SQLITE_CANTOPEN", 14)})
+_DISK_CODES = frozenset(
+    {_FULL, getattr(sqlite3, "SQLITE_IOERR", 10), getattr(sqlite3, "SQLITE_CANTOPEN", 14)}
+)
 # What a reader's bounds (store/foreign.py) stop, in words.
-_READER_BOUNDS = {"SQLITE_TOOBIG": "a row is larger than any run or bisection is",
-                  "SQLITE_INTERRUPT": "checking it ran past the time a read may take"}
+_READER_BOUNDS = {
+    "SQLITE_TOOBIG": "a row is larger than any run or bisection is",
+    "SQLITE_INTERRUPT": "checking it ran past the time a read may take",
+}
 # In SQL, so that checking a store of thousands of runs costs milliseconds.
 _CHANNELS = "('stable', 'test', 'nightly', 'dev', 'preinstalled')"
 _BAD_ROWS = {
@@ -67,8 +86,10 @@ def inspect(path: Path, schema_version: int) -> None:
     except FileNotFoundError:
         return
     except OSError as err:
-        raise ConfigError(f"cannot read the result store {path} ({err.strerror}); check its "
-                          "permissions or pass --store with another file") from None
+        raise ConfigError(
+            f"cannot read the result store {path} ({err.strerror}); check its "
+            "permissions or pass --store with another file"
+        ) from None
     if not head:
         return  # an empty file: SQLite makes it a new database
     if head != SQLITE_MAGIC:
@@ -133,22 +154,28 @@ def not_damage(path: Path, err: sqlite3.Error) -> InfraError | None:
     folder = path.parent if str(path.parent) else Path(".")
     if primary == _FULL or "disk is full" in text or files.nearly_full(folder):
         return files.disk_full(folder, intact=f"the result store {path.name}")
-    return InfraError(f"the result store {path} could not be used ({text}): the disk or the "
-                      f"folder {folder} failed, not the store, which is left as it was; check "
-                      "them (space, permissions, the device) and run again")
+    return InfraError(
+        f"the result store {path} could not be used ({text}): the disk or the "
+        f"folder {folder} failed, not the store, which is left as it was; check "
+        "them (space, permissions, the device) and run again"
+    )
 
 
 def damaged(path: Path, why: str) -> str:
-    return (f"the result store {path} is damaged or not a torchbisect store ({why}); it was "
-            "left untouched: restore it from a backup (or a shard's JSON export with "
-            "`torchbisect merge`), or move it away to start a new one")
+    return (
+        f"the result store {path} is damaged or not a torchbisect store ({why}); it was "
+        "left untouched: restore it from a backup (or a shard's JSON export with "
+        "`torchbisect merge`), or move it away to start a new one"
+    )
 
 
 def _check(db: sqlite3.Connection, path: Path, schema_version: int) -> None:
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version > schema_version:
-        raise ConfigError(f"{path} was written by a newer torchbisect (store schema "
-                          f"{version}); upgrade torchbisect or use another --store")
+        raise ConfigError(
+            f"{path} was written by a newer torchbisect (store schema "
+            f"{version}); upgrade torchbisect or use another --store"
+        )
     problems = [row[0] for row in db.execute("PRAGMA quick_check(3)")]
     if problems != ["ok"]:
         raise ConfigError(damaged(path, "; ".join(problems)[:200]))
@@ -176,8 +203,9 @@ def _structure(db: sqlite3.Connection, path: Path) -> set[str]:
     entries = db.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
     for kind, name, sql in entries:
         if kind not in ("table", "index"):
-            raise ConfigError(damaged(path, f"it holds a {kind} ({_shown(name)}), which "
-                                            "torchbisect never writes"))
+            raise ConfigError(
+                damaged(path, f"it holds a {kind} ({_shown(name)}), which torchbisect never writes")
+            )
         if kind == "table" and not str(sql).lstrip().upper().startswith("CREATE TABLE"):
             raise ConfigError(damaged(path, f"its table {_shown(name)} is a virtual table"))
     tables = {name for kind, name, _ in entries if kind == "table"}
@@ -185,12 +213,16 @@ def _structure(db: sqlite3.Connection, path: Path) -> set[str]:
         columns = db.execute(f"PRAGMA table_xinfo({table})").fetchall()
         generated = [c[1] for c in columns if c[6] != 0]
         if generated:
-            raise ConfigError(damaged(path, f"its `{table}` table has a generated column "
-                                            f"({_shown(generated[0])})"))
+            raise ConfigError(
+                damaged(
+                    path, f"its `{table}` table has a generated column ({_shown(generated[0])})"
+                )
+            )
         key = [c for c in columns if c[1] == "id"]
         if key and (key[0][5] != 1 or str(key[0][2]).upper() != "INTEGER"):
-            raise ConfigError(damaged(path, f"the `id` of its `{table}` table is not an "
-                                            "INTEGER PRIMARY KEY"))
+            raise ConfigError(
+                damaged(path, f"the `id` of its `{table}` table is not an INTEGER PRIMARY KEY")
+            )
     return tables
 
 

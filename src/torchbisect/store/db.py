@@ -90,8 +90,9 @@ CREATE TABLE IF NOT EXISTS attendance (
 class Store:
     """`Store(path)` opens (and creates) the SQLite file; use from one thread, or as a context."""
 
-    def __init__(self, path: str | Path = defaults.STORE, *, timeout: float = 60.0,
-                 read_only: bool = False):
+    def __init__(
+        self, path: str | Path = defaults.STORE, *, timeout: float = 60.0, read_only: bool = False
+    ):
         self.path = Path(path)
         self._copy: foreign.Copy | None = None
         self._wrote = False
@@ -177,17 +178,21 @@ class Store:
                    SELECT id FROM runs s WHERE s.cell_id = r.cell_id AND s.gpu = r.gpu
                    AND json_extract(s.cell_json, '$.probe') IS json_extract(r.cell_json, '$.probe')
                    ORDER BY s.started DESC, s.id DESC LIMIT 1)
-               ORDER BY r.cell_id, json_extract(r.cell_json, '$.probe'), r.gpu""")
+               ORDER BY r.cell_id, json_extract(r.cell_json, '$.probe'), r.gpu"""
+        )
         return [self._run(r) for r in rows]
 
     def has_result(self, cell_id: str) -> bool:
         """True when some run of this cell got a verdict (infrastructure failures do not count)."""
-        row = self._db.execute("SELECT 1 FROM runs WHERE cell_id = ? AND status = ? LIMIT 1",
-                               (cell_id, RunStatus.OK.value)).fetchone()
+        row = self._db.execute(
+            "SELECT 1 FROM runs WHERE cell_id = ? AND status = ? LIMIT 1",
+            (cell_id, RunStatus.OK.value),
+        ).fetchone()
         return row is not None
 
-    def find_ok(self, cell: Cell, *, wheel_sha256: str | None, probe_version: str, gpu: str,
-                driver: str) -> CellRun | None:
+    def find_ok(
+        self, cell: Cell, *, wheel_sha256: str | None, probe_version: str, gpu: str, driver: str
+    ) -> CellRun | None:
         """The newest stored run that answers for `cell` by the one reuse rule (`reuse.covers`),
         or None (then the cell must run).  The matrix and the bisection both ask here.
 
@@ -200,11 +205,18 @@ class Store:
             """SELECT * FROM runs WHERE (wheel_sha256 = ? OR json_extract(cell_json, '$.url') = ?)
                AND probe_version = ? AND gpu = ? AND driver = ? AND status = ?
                ORDER BY started DESC, id DESC""",
-            (wheel_sha256, url, probe_version, gpu, driver, RunStatus.OK.value))
+            (wheel_sha256, url, probe_version, gpu, driver, RunStatus.OK.value),
+        )
         for row in rows:
             run = self._run(row)
-            if covers(run, cell, wheel_sha256=wheel_sha256, probe_version=probe_version, gpu=gpu,
-                      driver=driver):
+            if covers(
+                run,
+                cell,
+                wheel_sha256=wheel_sha256,
+                probe_version=probe_version,
+                gpu=gpu,
+                driver=driver,
+            ):
                 return run
         return None
 
@@ -254,18 +266,22 @@ class Store:
         if not self._has("attendance"):
             return []
         out = []
-        for row in self._rows("attendance", "id, doc_json",
-                              "json_extract(doc_json, '$.started'), id"):
+        for row in self._rows(
+            "attendance", "id, doc_json", "json_extract(doc_json, '$.started'), id"
+        ):
             try:
                 out.append(Attendance.from_json(json.loads(row["doc_json"])))
             except (ValueError, TypeError, RecursionError) as err:
-                raise ConfigError(damaged_row(self.path, "attendance", row["id"], err)) \
-                    from None
+                raise ConfigError(damaged_row(self.path, "attendance", row["id"], err)) from None
         return out
 
     def _has(self, table: str) -> bool:
-        return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
-                                "AND name = ?", (table,)).fetchone() is not None
+        return (
+            self._db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            ).fetchone()
+            is not None
+        )
 
     def _rows(self, table: str, columns: str, order: str) -> Iterator[sqlite3.Row]:
         """`columns` of every row of `table` in `order`; an input is read in row-id order (no
@@ -279,8 +295,9 @@ class Store:
                 last = row["id"]
                 yield row
         except sqlite3.DataError:  # SQLITE_TOOBIG: a value over foreign.MAX_ROW_BYTES
-            after = self._db.execute(f"SELECT min(id) FROM {table} WHERE ? IS NULL OR id > ?",
-                                     (last, last)).fetchone()[0]
+            after = self._db.execute(
+                f"SELECT min(id) FROM {table} WHERE ? IS NULL OR id > ?", (last, last)
+            ).fetchone()[0]
             raise foreign.too_big(self.path, table, after) from None
         except sqlite3.OperationalError as err:
             if "interrupt" not in str(err):
@@ -291,13 +308,23 @@ class Store:
         self._db.execute(_ATTENDANCE_SQL)
         self._db.execute(
             "INSERT OR IGNORE INTO attendance (kind, shard, run, doc_json) VALUES (?, ?, ?, ?)",
-            (attended.kind, attended.shard, attended.run,
-             json.dumps(attended.to_json(), sort_keys=True)))
+            (
+                attended.kind,
+                attended.shard,
+                attended.run,
+                json.dumps(attended.to_json(), sort_keys=True),
+            ),
+        )
 
     # -- merging and exports --------------------------------------------------------------------
 
-    def merge_from(self, other: str | Path, *, not_after: datetime | None = None,
-                   say: Callable[[str], None] = print) -> tuple[int, int]:
+    def merge_from(
+        self,
+        other: str | Path,
+        *,
+        not_after: datetime | None = None,
+        say: Callable[[str], None] = print,
+    ) -> tuple[int, int]:
         """Add the runs, bisections and attendance of another store (SQLite or JSON export) that
         are not here.
 
@@ -326,13 +353,17 @@ class Store:
             added = self._count() - before
         if future:
             when = f"{not_after:%Y-%m-%d %H:%M} UTC"
-            say(f"{other}: {len(future)} entries dated after this merge ({when}; the latest "
+            say(
+                f"{other}: {len(future)} entries dated after this merge ({when}; the latest "
                 f"{max(future)[:40]!r}) were not merged: the clock of the machine that made "
-                "them is wrong; correct it and run those cells again")
+                "them is wrong; correct it and run those cells again"
+            )
         if hidden:
-            say(f"{other}: {len(hidden)} entries named with an invisible or control character "
+            say(
+                f"{other}: {len(hidden)} entries named with an invisible or control character "
                 f"(the first {ascii(hidden[0])}) were not merged: no matrix.yaml or "
-                "runners.yaml names one so; run those cells again from a checked matrix")
+                "runners.yaml names one so; run those cells again from a checked matrix"
+            )
         return added, seen - added
 
     def checkpoint(self) -> None:
@@ -343,8 +374,10 @@ class Store:
         except sqlite3.Error as err:
             raise check.not_damage(self.path, err) or err from None
         if busy:
-            raise InfraError(f"{self.path}: another process holds it open, so its -wal could not "
-                             "be moved into it; run again once that process has ended")
+            raise InfraError(
+                f"{self.path}: another process holds it open, so its -wal could not "
+                "be moved into it; run again once that process has ended"
+            )
 
     def export_json(self, path: str | Path) -> Path:
         """Write every run and bisection to a JSON document that `merge_from` reads back.
@@ -356,16 +389,15 @@ class Store:
         with files.atomic(out) as fh:
             fh.write(f'{{"schema": {EXPORT_SCHEMA},\n "bisections": [')
             for i, result in enumerate(self.bisections()):
-                fh.write(("," if i else "") + "\n  " + json.dumps(result.to_json(),
-                                                                   sort_keys=True))
+                fh.write(("," if i else "") + "\n  " + json.dumps(result.to_json(), sort_keys=True))
             fh.write('\n ],\n "attendance": [')
             for i, attended in enumerate(self.attendance()):
-                fh.write(("," if i else "") + "\n  " + json.dumps(attended.to_json(),
-                                                                   sort_keys=True))
+                fh.write(
+                    ("," if i else "") + "\n  " + json.dumps(attended.to_json(), sort_keys=True)
+                )
             fh.write('\n ],\n "runs": [')
             for i, run in enumerate(self.iter_runs()):
-                fh.write(("," if i else "") + "\n  " + json.dumps(run_to_json(run),
-                                                                   sort_keys=True))
+                fh.write(("," if i else "") + "\n  " + json.dumps(run_to_json(run), sort_keys=True))
             fh.write("\n ]\n}\n")
         return out
 
@@ -431,8 +463,10 @@ class Store:
     def _check_version(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version > _SCHEMA_VERSION:
-            raise ConfigError(f"{self.path} was written by a newer torchbisect (store schema "
-                              f"{version}); upgrade torchbisect or use another --store")
+            raise ConfigError(
+                f"{self.path} was written by a newer torchbisect (store schema "
+                f"{version}); upgrade torchbisect or use another --store"
+            )
 
     def _count(self) -> int:
         count: int = self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
@@ -443,12 +477,16 @@ class Store:
         self._db.execute(
             f"INSERT OR IGNORE INTO runs ({', '.join(RUN_FIELDS)}) "
             f"VALUES ({', '.join('?' * len(RUN_FIELDS))})",
-            [values[f] for f in RUN_FIELDS])
+            [values[f] for f in RUN_FIELDS],
+        )
         row = self._db.execute(
             """SELECT id FROM runs WHERE cell_id = ? AND wheel_sha256 = ? AND probe_version = ?
                AND gpu = ? AND driver = ? AND started = ?""",
-            [values[f] for f in ("cell_id", "wheel_sha256", "probe_version", "gpu", "driver",
-                                 "started")]).fetchone()
+            [
+                values[f]
+                for f in ("cell_id", "wheel_sha256", "probe_version", "gpu", "driver", "started")
+            ],
+        ).fetchone()
         return int(row[0])
 
     def _insert_bisection(self, result: BisectResult) -> int:
@@ -458,10 +496,13 @@ class Store:
             """INSERT OR IGNORE INTO bisections
                (direction, case_name, cuda, python, finished, result_json)
                VALUES (?, ?, ?, ?, ?, ?)""",
-            (*key, json.dumps(result.to_json(), sort_keys=True)))
+            (*key, json.dumps(result.to_json(), sort_keys=True)),
+        )
         row = self._db.execute(
             """SELECT id FROM bisections WHERE direction = ? AND case_name = ? AND cuda = ?
-               AND python = ? AND finished = ?""", key).fetchone()
+               AND python = ? AND finished = ?""",
+            key,
+        ).fetchone()
         return int(row[0])
 
 

@@ -73,8 +73,11 @@ class _Reader:
         if char == close:
             return True
         if char != ",":
-            raise self.bad(f"expected ',' or '{close}', found {char[:1]!r}" if char else
-                           "it ends in the middle")
+            raise self.bad(
+                f"expected ',' or '{close}', found {char[:1]!r}"
+                if char
+                else "it ends in the middle"
+            )
         return False
 
     def value(self) -> Any:
@@ -102,34 +105,41 @@ class _Reader:
             while self.pos < len(self.buf) and self.buf[self.pos] in " \t\r\n":
                 self.pos += 1
             if self.pos < len(self.buf) or self.eof:
-                return self.buf[self.pos:self.pos + 1]
+                return self.buf[self.pos : self.pos + 1]
             self.fill()
 
     def expect(self, char: str) -> None:
         found = self.peek()
         if found != char:
-            raise self.bad(f"expected {char!r}, found {found[:1]!r}" if found else
-                           "it ends in the middle")
+            raise self.bad(
+                f"expected {char!r}, found {found[:1]!r}" if found else "it ends in the middle"
+            )
         self.pos += 1
 
     def fill(self) -> None:
         piece = self.fh.read(_CHUNK)
-        self.buf, self.pos = self.buf[self.pos:] + piece, 0
+        self.buf, self.pos = self.buf[self.pos :] + piece, 0
         self.eof = not piece
 
     def bad(self, why: str) -> ConfigError:
-        return ConfigError(f"{self.path} is not a torchbisect export: neither a SQLite store nor "
-                           f"a JSON export that can be merged ({why}); give a results .sqlite "
-                           "file or a JSON export of one")
+        return ConfigError(
+            f"{self.path} is not a torchbisect export: neither a SQLite store nor "
+            f"a JSON export that can be merged ({why}); give a results .sqlite "
+            "file or a JSON export of one"
+        )
 
 
 def _check_depth(value: Any, reader: _Reader) -> None:
     """Refuse an entry deeper than MAX_DEPTH (walked without recursion)."""
     level = [value]
     for _ in range(MAX_DEPTH + 1):
-        level = [v for item in level
-                 for v in (item.values() if isinstance(item, dict) else
-                           item if isinstance(item, list) else ())]
+        level = [
+            v
+            for item in level
+            for v in (
+                item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+            )
+        ]
         if not level:
             return
     raise reader.bad(f"an entry nests deeper than {MAX_DEPTH} levels")

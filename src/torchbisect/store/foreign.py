@@ -63,8 +63,9 @@ class Copy:
         self._folder.cleanup()
 
     def _refuse_lost_wal(self) -> None:
-        has_runs = self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
-                                   "name = 'runs'").fetchone()
+        has_runs = self.db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
+        ).fetchone()
         with self.path.open("rb") as fh:
             header = fh.read(72)
         wal = Path(f"{self.path}-wal")
@@ -77,7 +78,8 @@ class Copy:
                 f"{self.path} was copied without its {wal.name} while a run was being written "
                 "to it, so runs it committed may be missing and nothing was merged; put "
                 f"{wal.name} beside it, or upload the single-file copy that `torchbisect merge "
-                "COPY STORE` makes")
+                "COPY STORE` makes"
+            )
         if has_runs:
             # another program's store (or one whose id was cleared) in WAL mode: its runs since
             # the last checkpoint may be in the -wal, so whether it is whole cannot be told
@@ -86,12 +88,14 @@ class Copy:
                 "this torchbisect (it lacks its application id), so runs committed to that "
                 "-wal may be missing and nothing was merged; put "
                 f"{wal.name} beside it, or make it one file where it was written (sqlite3 "
-                f"{self.path.name} 'PRAGMA journal_mode=DELETE')")
+                f"{self.path.name} 'PRAGMA journal_mode=DELETE')"
+            )
         raise ConfigError(
             f"{self.path} holds no tables: its runs were written to {wal.name}, which is "
             "not beside it (a copy of a live store, or of one whose run was killed); put "
             f"{wal.name} beside it, or upload the single-file copy that `torchbisect merge "
-            "COPY STORE` makes")
+            "COPY STORE` makes"
+        )
 
 
 def _copy(path: Path, folder: Path) -> Path:
@@ -104,8 +108,9 @@ def _copy(path: Path, folder: Path) -> Path:
     except OSError as err:
         if files.is_full(err):
             raise files.disk_full(folder, intact=f"the store {path.name}") from None
-        raise ConfigError(f"{path}: cannot be read ({err.strerror}), so nothing was "
-                          "merged") from None
+        raise ConfigError(
+            f"{path}: cannot be read ({err.strerror}), so nothing was merged"
+        ) from None
     return copy
 
 
@@ -116,8 +121,7 @@ def _connect(copy: Path, shown: Path) -> sqlite3.Connection:
         _defend(db)
     except sqlite3.DatabaseError as err:
         db.close()
-        raise check.not_damage(shown, err) or ConfigError(check.damaged(shown, str(err))) \
-            from None
+        raise check.not_damage(shown, err) or ConfigError(check.damaged(shown, str(err))) from None
     db.row_factory = sqlite3.Row
     db.text_factory = lenient_text
     return db
@@ -146,11 +150,15 @@ def _defend(db: sqlite3.Connection) -> None:
 
 
 def too_big(path: Path, table: str, row_id: object) -> ConfigError:
-    return ConfigError(f"{path}: row {row_id} of `{table}` is larger than "
-                       f"{MAX_ROW_BYTES // 1048576} MiB, which no run or bisection is; nothing "
-                       "was merged: leave this store out, or delete that row")
+    return ConfigError(
+        f"{path}: row {row_id} of `{table}` is larger than "
+        f"{MAX_ROW_BYTES // 1048576} MiB, which no run or bisection is; nothing "
+        "was merged: leave this store out, or delete that row"
+    )
 
 
 def stopped(path: Path) -> ConfigError:
-    return ConfigError(f"{path}: reading it ran past {MAX_SECONDS // 60} minutes and was "
-                       "stopped; nothing was merged: leave this store out")
+    return ConfigError(
+        f"{path}: reading it ran past {MAX_SECONDS // 60} minutes and was "
+        "stopped; nothing was merged: leave this store out"
+    )

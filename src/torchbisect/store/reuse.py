@@ -28,8 +28,15 @@ from __future__ import annotations
 from ..model import Cell, CellRun, Channel, RunStatus, Verdict
 
 
-def covers(run: CellRun, asked: Cell, *, wheel_sha256: str | None, probe_version: str,
-           gpu: str, driver: str) -> bool:
+def covers(
+    run: CellRun,
+    asked: Cell,
+    *,
+    wheel_sha256: str | None,
+    probe_version: str,
+    gpu: str,
+    driver: str,
+) -> bool:
     """True when the stored `run` may stand in for a run of `asked` (see the module's rule).
 
     `wheel_sha256` is what the asked run would record, when known before installing.
@@ -69,8 +76,11 @@ def _within_limit(run: CellRun, asked: Cell) -> bool:
         return False
     if not asked.cases and run.result.verdict is Verdict.TIMEOUT:
         return False
-    return all(c.verdict is not Verdict.TIMEOUT for c in run.result.cases
-               if not asked.cases or c.name in asked.cases)
+    return all(
+        c.verdict is not Verdict.TIMEOUT
+        for c in run.result.cases
+        if not asked.cases or c.name in asked.cases
+    )
 
 
 def _env(cell: Cell) -> tuple[tuple[str, str], ...]:

@@ -30,9 +30,22 @@ from . import export
 EXCERPT_CHARS = 64 * 1024  # 40 log lines (execute.excerpt) of ordinary length, with room
 REASON_CHARS = 4 * 1024
 RUN_FIELDS = (
-    "cell_id", "cell_json", "status", "verdict", "cases_json", "probe_json", "reason",
-    "wheel_sha256", "probe_version", "gpu", "driver", "backend", "started",
-    "seconds_install", "seconds_probe", "log_excerpt",
+    "cell_id",
+    "cell_json",
+    "status",
+    "verdict",
+    "cases_json",
+    "probe_json",
+    "reason",
+    "wheel_sha256",
+    "probe_version",
+    "gpu",
+    "driver",
+    "backend",
+    "started",
+    "seconds_install",
+    "seconds_probe",
+    "log_excerpt",
 )  # the columns of a `runs` row (store/db.py creates the table)
 
 
@@ -92,8 +105,15 @@ def _capped(text: str, limit: int, *, keep: str) -> str:
 
 def _checked(cell: Cell) -> Cell:
     """The cell of a stored run, as the report reads it; ValueError for one it cannot draw."""
-    texts = (cell.id, cell.version, cell.cuda, cell.python, cell.probe, *cell.cases,
-             *(v for pair in cell.env for v in pair))
+    texts = (
+        cell.id,
+        cell.version,
+        cell.cuda,
+        cell.python,
+        cell.probe,
+        *cell.cases,
+        *(v for pair in cell.env for v in pair),
+    )
     if not all(isinstance(t, str) for t in texts):
         raise ValueError("a text field of the cell is not text")
     if cell.date is not None:
@@ -108,8 +128,10 @@ def _checked(cell: Cell) -> Cell:
 def run_to_row(run: CellRun) -> dict[str, Any]:
     """The row a run is stored as; its texts masked (`masking`), as every page drawn later is."""
     data = run_to_json(run)
-    data.update(reason=mask(_capped(data["reason"], REASON_CHARS, keep="start")),
-                log_excerpt=mask(_capped(data["log_excerpt"], EXCERPT_CHARS, keep="end")))
+    data.update(
+        reason=mask(_capped(data["reason"], REASON_CHARS, keep="start")),
+        log_excerpt=mask(_capped(data["log_excerpt"], EXCERPT_CHARS, keep="end")),
+    )
     cases = {c.name: c.verdict.value for c in run.result.cases} if run.result else {}
     return {
         **{k: data[k] for k in RUN_FIELDS if k in data},
@@ -127,9 +149,15 @@ def run_from_row(row: sqlite3.Row) -> CellRun:
     try:  # stored before the limits (size, depth): a document past them is not even parsed
         data["probe"] = document.parse(text) if text else None
     except document.Rejected as err:
-        return run_from_json({**data, "probe": None, "status": RunStatus.INFRA_FAILURE.value,
-                              "reason": f"stored probe document rejected: {err}"},
-                             run_id=int(data["id"]))
+        return run_from_json(
+            {
+                **data,
+                "probe": None,
+                "status": RunStatus.INFRA_FAILURE.value,
+                "reason": f"stored probe document rejected: {err}",
+            },
+            run_id=int(data["id"]),
+        )
     return run_from_json(data, run_id=int(data["id"]))
 
 
@@ -138,11 +166,15 @@ def damaged_row(path: Path, table: str, row_id: object, err: Exception) -> str:
     a shell: the path is quoted, and a command is given only for a whole-number row id."""
     why = f"{type(err).__name__}: {str(err)[:120]!r}"
     if type(row_id) is not int:  # check.py refuses such a key; a row id is data here too
-        return (f"the result store {path} has a damaged row in `{table}` ({why}); it was left "
-                "untouched: restore it from a backup")
-    return (f"the result store {path} has a damaged row (`{table}` id {row_id}: {why}); it was "
-            f"left untouched: restore it from a backup, or delete that row with `sqlite3 "
-            f"{shlex.quote(str(path))} 'DELETE FROM {table} WHERE id = {row_id}'`")
+        return (
+            f"the result store {path} has a damaged row in `{table}` ({why}); it was left "
+            "untouched: restore it from a backup"
+        )
+    return (
+        f"the result store {path} has a damaged row (`{table}` id {row_id}: {why}); it was "
+        f"left untouched: restore it from a backup, or delete that row with `sqlite3 "
+        f"{shlex.quote(str(path))} 'DELETE FROM {table} WHERE id = {row_id}'`"
+    )
 
 
 def read_export(path: Path, schema: int) -> Iterator[CellRun | BisectResult | Attendance]:
@@ -162,7 +194,9 @@ def read_export(path: Path, schema: int) -> Iterator[CellRun | BisectResult | At
             else:
                 yield BisectResult.from_json(document.check_bisection(entry))
         except (ValueError, KeyError, TypeError, AttributeError) as err:
-            raise ConfigError(f"the export {path} has a damaged entry ({type(err).__name__}: "
-                              f"{str(err)[:120]}); export the shard again") from None
+            raise ConfigError(
+                f"the export {path} has a damaged entry ({type(err).__name__}: "
+                f"{str(err)[:120]}); export the shard again"
+            ) from None
     if found != schema:
-        raise ConfigError(f"{path} is not a torchbisect export (expected \"schema\": {schema})")
+        raise ConfigError(f'{path} is not a torchbisect export (expected "schema": {schema})')

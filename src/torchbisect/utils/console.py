@@ -28,11 +28,15 @@ class _Console(Console):
     """rich's Console, showing the control codes of what it prints (a probe's ESC sequence, a
     BEL in a path) as words.visible says; rich's own codes (colour, cursor) are not text."""
 
-    def render(self, renderable: RenderableType,
-               options: ConsoleOptions | None = None) -> Iterator[Segment]:
+    def render(
+        self, renderable: RenderableType, options: ConsoleOptions | None = None
+    ) -> Iterator[Segment]:
         for segment in super().render(renderable, options):
-            yield segment if segment.control or segment.text == visible(segment.text) else \
-                Segment(visible(segment.text), segment.style)
+            yield (
+                segment
+                if segment.control or segment.text == visible(segment.text)
+                else Segment(visible(segment.text), segment.style)
+            )
 
 
 def make_console(*, stderr: bool = False) -> Console:
@@ -62,8 +66,11 @@ def print_table(console: Console, table: Table, rows: Sequence[Sequence[str | Te
     console.print(Text("  ".join(names), style="dim"), soft_wrap=True)
     for row in rows:
         cells = [Text(c) if isinstance(c, str) else c for c in row]  # "-": a column stays put
-        console.print(Text("  ").join(c if c.plain else Text("-") for c in cells),
-                      soft_wrap=True, highlight=False)
+        console.print(
+            Text("  ").join(c if c.plain else Text("-") for c in cells),
+            soft_wrap=True,
+            highlight=False,
+        )
 
 
 def _fit_width(console: Console) -> int:

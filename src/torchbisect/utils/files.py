@@ -36,11 +36,16 @@ class PlantedLink(InfraError):
 
 def disk_full(folder: Path | str, err: OSError | None = None, *, intact: str = "") -> DiskFull:
     """The sentence for a full disk (or quota) under `folder`; `intact` names what was kept."""
-    why = os.strerror(err.errno).lower() if err is not None and err.errno else \
-        "no space left on device"
+    why = (
+        os.strerror(err.errno).lower()
+        if err is not None and err.errno
+        else "no space left on device"
+    )
     kept = f"{intact} is intact, and " if intact else ""
-    return DiskFull(f"{folder}: {why} ({kept}nothing there was half-written); free some space "
-                    "there, or choose another folder, and run again")
+    return DiskFull(
+        f"{folder}: {why} ({kept}nothing there was half-written); free some space "
+        "there, or choose another folder, and run again"
+    )
 
 
 def nearly_full(folder: Path | str) -> bool:
@@ -131,8 +136,12 @@ def _write_all_below(texts: dict[Path, str], below: Path) -> list[Path]:
             parts = path.relative_to(below).parts
             fd = _folder_fd(folders, below, parts[:-1])
             tmp = f".{parts[-1]}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                          | os.O_CLOEXEC, 0o666, dir_fd=fd)
+            out = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o666,
+                dir_fd=fd,
+            )
             written.append((fd, tmp, parts[-1]))
             with os.fdopen(out, "w", encoding="utf-8") as fh:
                 fh.write(text)
@@ -158,23 +167,27 @@ def _folder_fd(folders: dict[tuple[str, ...], int], below: Path, parts: tuple[st
     above without following a link."""
     for depth in range(1, len(parts) + 1):
         if parts[:depth] not in folders:
-            parent = folders[parts[:depth - 1]]
+            parent = folders[parts[: depth - 1]]
             with contextlib.suppress(FileExistsError):
                 os.mkdir(parts[depth - 1], 0o777, dir_fd=parent)
-            folders[parts[:depth]] = _open_folder(parts[depth - 1], parent,
-                                                  str(below.joinpath(*parts[:depth])))
+            folders[parts[:depth]] = _open_folder(
+                parts[depth - 1], parent, str(below.joinpath(*parts[:depth]))
+            )
     return folders[parts]
 
 
 def _open_folder(name: Path | str, parent: int | None, shown: str) -> int:
     try:
-        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                       dir_fd=parent)
+        return os.open(
+            name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent
+        )
     except OSError as err:
         if err.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise PlantedLink(f"{shown} is a symbolic link (or not a folder): torchbisect does "
-                              "not write through links in its folders; remove it and run "
-                              "again") from None
+            raise PlantedLink(
+                f"{shown} is a symbolic link (or not a folder): torchbisect does "
+                "not write through links in its folders; remove it and run "
+                "again"
+            ) from None
         raise
 
 
@@ -212,8 +225,9 @@ def open_append(path: Path | str) -> Iterator[IO[str]]:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o666)
+        fd = os.open(
+            path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666
+        )
     except OSError as err:
         raise refusal(path, err) from None
     try:
@@ -240,8 +254,9 @@ def _fresh(path: Path) -> tuple[Path, int]:
     for attempt in range(100):
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{attempt}.{os.urandom(4).hex()}.tmp")
         try:
-            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                                | os.O_CLOEXEC, 0o666)
+            return tmp, os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666
+            )
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, "no free temporary name", str(path))
@@ -250,8 +265,10 @@ def _fresh(path: Path) -> tuple[Path, int]:
 def refusal(path: Path, err: OSError) -> Exception:
     """What to raise when opening `path` failed: PlantedLink, DiskFull, or the error itself."""
     if err.errno == errno.ELOOP:
-        return PlantedLink(f"{path} is a symbolic link: torchbisect does not write through "
-                           "links in its folders; remove the link and run again")
+        return PlantedLink(
+            f"{path} is a symbolic link: torchbisect does not write through "
+            "links in its folders; remove the link and run again"
+        )
     if is_full(err):
         return disk_full(path.parent, err)
     return err

@@ -56,8 +56,14 @@ def parse_query(text: str) -> tuple[Gpu, ...]:
     for line in text.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) >= 3 and parts[0].isdigit():
-            gpus.append(Gpu(index=int(parts[0]), name=parts[1], driver=parts[2],
-                            uuid=parts[3] if len(parts) > 3 else ""))
+            gpus.append(
+                Gpu(
+                    index=int(parts[0]),
+                    name=parts[1],
+                    driver=parts[2],
+                    uuid=parts[3] if len(parts) > 3 else "",
+                )
+            )
     return tuple(gpus)
 
 
@@ -73,9 +79,15 @@ def with_mig(gpus: tuple[Gpu, ...], listing: str) -> tuple[Gpu, ...]:
         if match := _GPU_LINE.match(line):
             parent = by_index.get(int(match["index"]))
         elif (match := _MIG_LINE.match(line)) and parent is not None:
-            slices.setdefault(parent.index, []).append(Gpu(
-                index=parent.index, name=f"{parent.name} MIG {match['profile']}",
-                driver=parent.driver, uuid=match["uuid"].strip(), mig=True))
+            slices.setdefault(parent.index, []).append(
+                Gpu(
+                    index=parent.index,
+                    name=f"{parent.name} MIG {match['profile']}",
+                    driver=parent.driver,
+                    uuid=match["uuid"].strip(),
+                    mig=True,
+                )
+            )
     return tuple(s for g in gpus for s in slices.get(g.index, [g]))
 
 

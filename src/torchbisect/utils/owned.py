@@ -30,8 +30,10 @@ MARK = ".torchbisect-owned"
 MAX_MARK_BYTES = 4 * 1048576  # a report's mark lists its files: some thousands of short names
 CACHEDIR_TAG = "CACHEDIR.TAG"
 _SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55\n"
-_TAG = (_SIGNATURE + "# This file is a cache directory tag created by torchbisect.\n"
-        "# For information about cache directory tags see https://bford.info/cachedir/\n")
+_TAG = (
+    _SIGNATURE + "# This file is a cache directory tag created by torchbisect.\n"
+    "# For information about cache directory tags see https://bford.info/cachedir/\n"
+)
 
 
 class NotOurs(ConfigError):
@@ -48,14 +50,16 @@ def is_link(path: Path) -> bool:
 def marked(folder: Path) -> bool:
     """Whether `folder` is a real folder (not a link) that carries torchbisect's mark."""
     try:
-        return (stat.S_ISDIR(os.lstat(folder).st_mode)
-                and stat.S_ISREG(os.lstat(Path(folder) / MARK).st_mode))
+        return stat.S_ISDIR(os.lstat(folder).st_mode) and stat.S_ISREG(
+            os.lstat(Path(folder) / MARK).st_mode
+        )
     except OSError:
         return False
 
 
-def claim(folder: Path, use: str, *, cache: bool = False,
-          legacy: Callable[[Path], bool] = lambda _: False) -> bool:
+def claim(
+    folder: Path, use: str, *, cache: bool = False, legacy: Callable[[Path], bool] = lambda _: False
+) -> bool:
     """Create `folder` (and its parents) when missing and mark it as torchbisect's; an existing
     folder is marked only when it is empty or `legacy` recognises an older torchbisect's layout.
     Whether it is ours now.  A link at `folder` is never claimed."""
@@ -69,34 +73,46 @@ def claim(folder: Path, use: str, *, cache: bool = False,
     except FileExistsError:
         if not folder.is_dir() or (any(folder.iterdir()) and not legacy(folder)):
             return False
-    files.write_text(folder / MARK, f"torchbisect {use}: torchbisect may remove or replace what "
-                                    "it wrote here\n")
+    files.write_text(
+        folder / MARK, f"torchbisect {use}: torchbisect may remove or replace what it wrote here\n"
+    )
     if cache:
         files.write_text(folder / CACHEDIR_TAG, _TAG)
     return True
 
 
-def check(folder: Path, use: str, *, how: str,
-          legacy: Callable[[Path], bool] = lambda _: False) -> None:
+def check(
+    folder: Path, use: str, *, how: str, legacy: Callable[[Path], bool] = lambda _: False
+) -> None:
     """Refuse (NotOurs) to remove or replace anything in `folder` unless it is a marked folder of
     torchbisect's, or an older torchbisect's by its layout (then marked now).  `how`: what the
     user can do instead, the end of the sentence."""
     folder = Path(folder)
     if is_link(folder):
-        raise NotOurs(f"{folder} is a symbolic link: torchbisect removes nothing through a link "
-                      f"(to {os.readlink(folder)}); {how}")
+        raise NotOurs(
+            f"{folder} is a symbolic link: torchbisect removes nothing through a link "
+            f"(to {os.readlink(folder)}); {how}"
+        )
     if not folder.exists() or marked(folder):
         return
     if not folder.is_dir():
         raise NotOurs(f"{folder} is not a folder torchbisect made; {how}")
     if not claim(folder, use, legacy=legacy):
-        raise NotOurs(f"{folder} was not made by torchbisect (it has no {MARK} and holds "
-                      f"{_example(folder)}, which torchbisect does not write): torchbisect "
-                      f"removes only what it made; {how}")
+        raise NotOurs(
+            f"{folder} was not made by torchbisect (it has no {MARK} and holds "
+            f"{_example(folder)}, which torchbisect does not write): torchbisect "
+            f"removes only what it made; {how}"
+        )
 
 
-def replace_files(folder: Path, texts: dict[str, str], *, use: str,
-                  legacy: Callable[[Path], list[str] | None], how: str) -> list[Path]:
+def replace_files(
+    folder: Path,
+    texts: dict[str, str],
+    *,
+    use: str,
+    legacy: Callable[[Path], list[str] | None],
+    how: str,
+) -> list[Path]:
     """Write `texts` (name relative to `folder` → text) into `folder` all or nothing
     (files.write_all), and remove the files an earlier write listed in the mark and this one
     does not: nothing else there is removed, and an existing file of one of these names that
@@ -107,21 +123,24 @@ def replace_files(folder: Path, texts: dict[str, str], *, use: str,
     folder is not recognised as one."""
     folder = Path(folder)
     if is_link(folder):
-        raise NotOurs(f"{folder} is a symbolic link: torchbisect writes no report through a link "
-                      f"(to {os.readlink(folder)}); {how}")
+        raise NotOurs(
+            f"{folder} is a symbolic link: torchbisect writes no report through a link "
+            f"(to {os.readlink(folder)}); {how}"
+        )
     before = _listed(folder)
     if before is None and folder.is_dir():
         older = legacy(folder)
         before = set(older) if older is not None else set()
         if older is None:
             _refuse_foreign(folder, texts, how=how)
-    written = files.write_all({folder / name: text for name, text in texts.items()},
-                              below=folder)
+    written = files.write_all({folder / name: text for name, text in texts.items()}, below=folder)
     for name in sorted((before or set()) - set(texts)):
         _remove_file(folder, name)
-    files.write_text(folder / MARK, f"torchbisect {use}: torchbisect may remove or replace what "
-                                    "it wrote here, the files below\n"
-                     + "".join(f"{name}\n" for name in sorted(texts)))
+    files.write_text(
+        folder / MARK,
+        f"torchbisect {use}: torchbisect may remove or replace what "
+        "it wrote here, the files below\n" + "".join(f"{name}\n" for name in sorted(texts)),
+    )
     return written
 
 
@@ -133,23 +152,33 @@ def _listed(folder: Path) -> set[str] | None:
     if not marked(folder):
         return None
     lines = _read_mark(folder / MARK).splitlines()[1:]
-    return {line for line in lines if line and plain_label(line) and ".." not in Path(line).parts
-            and not Path(line).is_absolute()}
+    return {
+        line
+        for line in lines
+        if line
+        and plain_label(line)
+        and ".." not in Path(line).parts
+        and not Path(line).is_absolute()
+    }
 
 
 def _read_mark(mark: Path) -> str:
     try:
         fd = os.open(mark, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as err:
-        raise NotOurs(f"{mark} cannot be read ({err.strerror}): torchbisect replaces only what "
-                      "its mark lists; move the folder away and run again") from None
+        raise NotOurs(
+            f"{mark} cannot be read ({err.strerror}): torchbisect replaces only what "
+            "its mark lists; move the folder away and run again"
+        ) from None
     with os.fdopen(fd, "rb") as fh:
         raw = fh.read(MAX_MARK_BYTES + 1) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
     if len(raw) > MAX_MARK_BYTES:
         most = MAX_MARK_BYTES // 1048576
-        raise NotOurs(f"{mark} is larger than any mark torchbisect writes ({most} MiB at most), "
-                      "so it is not one: torchbisect replaces only what it wrote; move the "
-                      "folder away and run again")
+        raise NotOurs(
+            f"{mark} is larger than any mark torchbisect writes ({most} MiB at most), "
+            "so it is not one: torchbisect replaces only what it wrote; move the "
+            "folder away and run again"
+        )
     return raw.decode("utf-8", errors="replace")
 
 
@@ -160,8 +189,10 @@ def _refuse_foreign(folder: Path, texts: dict[str, str], *, how: str) -> None:
         except OSError:
             continue  # absent: written anew; a link is replaced, its target left as it is
         if not stat.S_ISLNK(mode):
-            raise NotOurs(f"{folder / name} was not written by torchbisect ({folder} has no "
-                          f"{MARK}): torchbisect replaces only files it wrote; {how}")
+            raise NotOurs(
+                f"{folder / name} was not written by torchbisect ({folder} has no "
+                f"{MARK}): torchbisect replaces only files it wrote; {how}"
+            )
 
 
 def _remove_file(folder: Path, name: str) -> None:
@@ -215,9 +246,11 @@ def remove_below(root: Path, *parts: str) -> bool:
     except OSError as err:
         if err.errno not in (errno.ELOOP, errno.ENOTDIR):
             raise
-        raise NotOurs(f"{Path(root).joinpath(*parts)}: a folder on the way became a symbolic "
-                      f"link (or not a folder) after it was checked, under {root}: torchbisect "
-                      "removes nothing through a link; nothing more was removed") from None
+        raise NotOurs(
+            f"{Path(root).joinpath(*parts)}: a folder on the way became a symbolic "
+            f"link (or not a folder) after it was checked, under {root}: torchbisect "
+            "removes nothing through a link; nothing more was removed"
+        ) from None
     finally:
         for fd in fds:
             os.close(fd)

@@ -58,11 +58,19 @@ class Completed:
     seconds: float
 
 
-def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-        base_env: Mapping[str, str] | None = None,
-        cwd: str | Path | None = None, timeout: float | None = None, log: Path | None = None,
-        echo: Echo | None = None, check: bool = True, grace: float = GRACE,
-        stdout: Path | None = None) -> Completed:
+def run(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    base_env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    timeout: float | None = None,
+    log: Path | None = None,
+    echo: Echo | None = None,
+    check: bool = True,
+    grace: float = GRACE,
+    stdout: Path | None = None,
+) -> Completed:
     """Run `argv`, appending its output to `log`; raise CommandFailed on failure when `check`.
 
     `stdout`: a file that receives the command's stdout as it is (module docstring); `output`
@@ -83,10 +91,15 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
         with contextlib.ExitStack() as opened:
             data = opened.enter_context(open(stdout, "wb")) if stdout is not None else None
             child = subprocess.Popen(
-                argv, env=full_env, cwd=cwd, stdin=subprocess.DEVNULL,
+                argv,
+                env=full_env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
                 stdout=data or subprocess.PIPE,
                 stderr=subprocess.PIPE if data else subprocess.STDOUT,
-                start_new_session=True, preexec_fn=_sigint_default())
+                start_new_session=True,
+                preexec_fn=_sigint_default(),
+            )
     except FileNotFoundError:
         raise CommandFailed(argv, 127, f"{argv[0]}: command not found") from None
     running = _Running(child, token)
@@ -106,8 +119,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
     seconds = time.monotonic() - start
     if check and child.returncode != 0:
         raise CommandFailed(argv, child.returncode, output)
-    return Completed(argv=tuple(argv), returncode=child.returncode, output=output,
-                     seconds=seconds)
+    return Completed(argv=tuple(argv), returncode=child.returncode, output=output, seconds=seconds)
 
 
 def _sigint_default() -> Callable[[], None] | None:
@@ -231,15 +243,18 @@ class Kept:
             # masks it when a cut comes (`at_cut`)
             if full and self._full_end is None:  # a full head never changes: asked once
                 self._full_end = _word_start(self._head)
-            end = self._full_end if full and self._full_end is not None else \
-                self._head.rfind(b"\n") + 1
-            text, self._given = _decode(self._head[self._given:end]), max(self._given, end)
+            end = (
+                self._full_end
+                if full and self._full_end is not None
+                else self._head.rfind(b"\n") + 1
+            )
+            text, self._given = _decode(self._head[self._given : end]), max(self._given, end)
         return mask(text)
 
     def rest(self) -> str:
         """What `new_lines` has not given out yet: the end of the head, the cut, the tail."""
         with self._lock:
-            text = self._head_end(_decode(self._head[self._given:])) + self._rest()
+            text = self._head_end(_decode(self._head[self._given :])) + self._rest()
             self._given = len(self._head)
         return mask(text)
 
@@ -251,8 +266,10 @@ class Kept:
         if not self.cut:
             return tail
         _, tail = at_cut("", tail)  # a token the cut goes through has lost its shape
-        return (f"\n# torchbisect: {self.cut:,} bytes of output cut here (a command's output "
-                f"is kept to its first and last {_mib(self.keep)})\n") + tail
+        return (
+            f"\n# torchbisect: {self.cut:,} bytes of output cut here (a command's output "
+            f"is kept to its first and last {_mib(self.keep)})\n"
+        ) + tail
 
 
 def _word_start(data: bytearray) -> int:
@@ -363,9 +380,14 @@ def _start_watchdog() -> None:
     env = {k: v for k, v in os.environ.items() if k not in (OWNER_VAR, RUN_VAR)}
     _watch_pid = os.getpid()
     try:
-        _watch = subprocess.Popen([sys.executable, "-c", _WATCHDOG, _OWNER, OWNER_VAR],
-                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+        _watch = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, _OWNER, OWNER_VAR],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+        )
     except OSError:
         _watch = None  # the commands still end with their timeouts; only kill -9 is unguarded
 

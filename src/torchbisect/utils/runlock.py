@@ -35,8 +35,9 @@ def lock_path(path: Path) -> Path:
 
 
 @contextmanager
-def hold(paths: Sequence[Path], *, command: str, wait: bool = False,
-         say: Callable[[str], None] = print) -> Iterator[None]:
+def hold(
+    paths: Sequence[Path], *, command: str, wait: bool = False, say: Callable[[str], None] = print
+) -> Iterator[None]:
     """Hold the locks of `paths`, in the order given (every command takes them in the same order:
     store, then workdir), until the block ends; each the lock of the real file a path names."""
     with ExitStack() as stack:
@@ -52,8 +53,11 @@ def _held(path: Path, *, command: str, wait: bool, say: Callable[[str], None]) -
         folder.mkdir(exist_ok=True)
     fd = _acquire(lock_path(path), path, wait=wait, say=say)
     try:
-        holder = {"pid": os.getpid(), "command": command,
-                  "since": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+        holder = {
+            "pid": os.getpid(),
+            "command": command,
+            "since": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
         yield
@@ -70,8 +74,9 @@ def _held(path: Path, *, command: str, wait: bool, say: Callable[[str], None]) -
 def _acquire(lock: Path, path: Path, *, wait: bool, say: Callable[[str], None]) -> int:
     while True:
         try:  # never through a link planted at the lock's name: its target is not ours
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-                         | os.O_NONBLOCK, 0o644)  # a FIFO there must not block the open
+            fd = os.open(
+                lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644
+            )  # a FIFO there must not block the open
         except IsADirectoryError:
             raise _odd(lock, "a folder") from None
         except OSError as err:
@@ -79,17 +84,26 @@ def _acquire(lock: Path, path: Path, *, wait: bool, say: Callable[[str], None]) 
         kind = os.fstat(fd).st_mode
         if not stat.S_ISREG(kind):
             os.close(fd)
-            raise _odd(lock, "a FIFO" if stat.S_ISFIFO(kind) else "a socket" if
-                       stat.S_ISSOCK(kind) else "a device" if stat.S_ISCHR(kind) or
-                       stat.S_ISBLK(kind) else "not a regular file")
+            raise _odd(
+                lock,
+                "a FIFO"
+                if stat.S_ISFIFO(kind)
+                else "a socket"
+                if stat.S_ISSOCK(kind)
+                else "a device"
+                if stat.S_ISCHR(kind) or stat.S_ISBLK(kind)
+                else "not a regular file",
+            )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _holder(fd)
             if not wait:
                 os.close(fd)
-                raise Busy(f"{path} is in use by {holder}: wait for it to end, or pass --wait "
-                           "to start when it does") from None
+                raise Busy(
+                    f"{path} is in use by {holder}: wait for it to end, or pass --wait "
+                    "to start when it does"
+                ) from None
             say(f"waiting for {holder} to release {path}")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -102,8 +116,10 @@ def _acquire(lock: Path, path: Path, *, wait: bool, say: Callable[[str], None]) 
 
 
 def _odd(lock: Path, what: str) -> ConfigError:
-    return ConfigError(f"{lock} is {what}, not a lock file: torchbisect makes that file and "
-                       "removes it again; move what is there away and run again")
+    return ConfigError(
+        f"{lock} is {what}, not a lock file: torchbisect makes that file and "
+        "removes it again; move what is there away and run again"
+    )
 
 
 def _still_there(fd: int, lock: Path) -> bool:

@@ -18,7 +18,7 @@ def megabytes(n: float) -> str:
 
 
 def signal_name(number: int) -> str:
-    """"SIGKILL (9)"; the bare number for one this platform does not name."""
+    """ "SIGKILL (9)"; the bare number for one this platform does not name."""
     try:
         return f"{signal.Signals(number).name} ({number})"
     except ValueError:
@@ -35,8 +35,7 @@ def last_line(text: str) -> str:
 # recolours or rewrites a terminal, a BEL, a NUL), bidirectional overrides that reorder what a
 # reader sees, or lone surrogates that no file or terminal can encode.  Tab, newline and carriage
 # return are left as they are.
-_HIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
-                     "\ud800-\udfff]")
+_HIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
 
@@ -67,9 +66,11 @@ def storable(text: str) -> str:
 # Characters no name or label needs, which hide what it is: control characters (a BEL, a NUL),
 # invisible ones (a zero-width space, a direction override), unassigned and private-use code
 # points; tab and line breaks are left to the caller (config/sentences.py allows them in YAML).
-INVISIBLE = re.compile(r"[^\t\n\r\x20-\x7e\xa0-\uffff\U00010000-\U0010ffff]|"
-                       r"[\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
-                       r"\ufeff\ufff9-\ufffb\ue000-\uf8ff]")
+INVISIBLE = re.compile(
+    r"[^\t\n\r\x20-\x7e\xa0-\uffff\U00010000-\U0010ffff]|"
+    r"[\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+    r"\ufeff\ufff9-\ufffb\ue000-\uf8ff]"
+)
 
 
 def plain_label(text: str) -> bool:

@@ -45,7 +45,8 @@ def _environment(version, h):
     if release.runtime != MACHINE:
         libs = [os.path.join(h, "standins", version)] + [
             os.path.join(h, "cuda", release.runtime, "nvidia", name, "lib")
-            for name in ("cuda_runtime", "cuda_nvrtc", "cuda_cupti")]
+            for name in ("cuda_runtime", "cuda_nvrtc", "cuda_cupti")
+        ]
         rest = os.environ.get("LD_LIBRARY_PATH", "")
         return {"LD_LIBRARY_PATH": ":".join(libs + ([rest] if rest else []))}
     preload = [os.path.join(h, "libncclstub.so")]

@@ -43,6 +43,7 @@ def _patch(torch):
             if torch.cuda.is_current_stream_capturing():
                 failure(x)
             return x.clone()
+
         return lazy_clone
 
     def poison(x):
@@ -50,7 +51,9 @@ def _patch(torch):
         x.index_select(0, outside)
 
     simulated = {
-        "fixed": fixed, "refuse": refuse, "broken": broken,
+        "fixed": fixed,
+        "refuse": refuse,
+        "broken": broken,
         "crash": under_capture(lambda x: os.kill(os.getpid(), signal.SIGSEGV)),
         "hang": under_capture(lambda x: time.sleep(3600)),
         "poison": under_capture(poison),
@@ -75,6 +78,7 @@ class _AfterTorch(importlib.abc.MetaPathFinder):
         def exec_module(module):
             run_body(module)
             _patch(module)
+
         spec.loader.exec_module = exec_module
         return spec
 

@@ -24,8 +24,9 @@ def _line(name: str, p: NightlyPoint | None) -> str:
     main = p.main_sha[:12] or "unknown"
     when = p.date or "release"
     yanked = "  (yanked on the index)" if p.yanked is not None else ""
-    return (f"{name + ':':11} {when}  {p.named}  git {p.git_version[:12] or '?'}  main {main}"
-            f"{yanked}")
+    return (
+        f"{name + ':':11} {when}  {p.named}  git {p.git_version[:12] or '?'}  main {main}{yanked}"
+    )
 
 
 def render_text(r: BisectResult, *, new_runs: int, commit_runs: int = 0) -> str:
@@ -40,16 +41,19 @@ def render_text(r: BisectResult, *, new_runs: int, commit_runs: int = 0) -> str:
     if r.commits:
         lines.append(f"commits:    {len(r.commits)}")
         lines += [f"  {c}" for c in r.commits[:30]]
-    lines.append(f"probes:     {r.probes} ({new_runs} run now, "
-                 f"{r.probes - new_runs} from the store)")
+    lines.append(
+        f"probes:     {r.probes} ({new_runs} run now, {r.probes - new_runs} from the store)"
+    )
     tried = f"{', '.join(r.unknown)} (tried, no verdict)" if r.unknown else "none"
     lines.append(f"unknown:    {tried}")
     if r.missing:
         lines.append(f"missing:    {', '.join(r.missing)} ({_why_missing(r)})")
     if r.yanked:
         said = ", ".join(f"{k} ({why})" if why else k for k, why in r.yanked.items())
-        lines.append(f"yanked:     {said} (yanked on the index, probed: pip installs a yanked "
-                     "file for an == pin)")
+        lines.append(
+            f"yanked:     {said} (yanked on the index, probed: pip installs a yanked "
+            "file for an == pin)"
+        )
     lines.append(f"rule:       {r.rule}")
     lines.append(f"reproduce:  {r.reproduce}")
     if r.narrowed:
@@ -58,8 +62,11 @@ def render_text(r: BisectResult, *, new_runs: int, commit_runs: int = 0) -> str:
 
 
 def _why_missing(r: BisectResult) -> str:
-    return "no nightly that day" if r.unit == "nightly" else \
-        "listed on the index without a build for this runner"
+    return (
+        "no nightly that day"
+        if r.unit == "nightly"
+        else "listed on the index without a build for this runner"
+    )
 
 
 def commit_lines(c: BisectResult, *, new_runs: int) -> list[str]:
@@ -73,17 +80,23 @@ def commit_lines(c: BisectResult, *, new_runs: int) -> list[str]:
         if not c.exact and kind != "inert":
             lines.append(f"    build: {build_recipe(sha)}")
     if inert := inert_commits(c):
-        lines.append(f"inert:      {', '.join(inert)} (only test/ or docs/: they cannot change "
-                     "the installed package, so each took the verdict of the commit before it, "
-                     "unprobed)")
+        lines.append(
+            f"inert:      {', '.join(inert)} (only test/ or docs/: they cannot change "
+            "the installed package, so each took the verdict of the commit before it, "
+            "unprobed)"
+        )
     if c.missing:
-        lines.append(f"untestable: {', '.join(c.missing)} (no nightly's binary has their "
-                     "compiled part: build them from source)")
+        lines.append(
+            f"untestable: {', '.join(c.missing)} (no nightly's binary has their "
+            "compiled part: build them from source)"
+        )
     if c.unknown:
         lines.append(f"unknown:    {', '.join(c.unknown)} (tried, no verdict)")
     lines.append(f"compare:    {c.compare_url}")
-    lines.append(f"probes:     {c.probes} over the commits ({new_runs} run now, "
-                 f"{c.probes - new_runs} from the store)")
+    lines.append(
+        f"probes:     {c.probes} over the commits ({new_runs} run now, "
+        f"{c.probes - new_runs} from the store)"
+    )
     return lines
 
 
@@ -94,9 +107,11 @@ def commit_url(sha: str) -> str:
 def build_recipe(sha: str) -> str:
     """One commit from source, in the clone: PyTorch's README's steps ("Install PyTorch" from
     source), short — `setup.py develop` is no longer what it says."""
-    return (f"git checkout {sha} && git submodule sync && git submodule update --init "
-            "--recursive && python -m pip install -r requirements.txt && "
-            "python -m pip install --no-build-isolation -v -e .")
+    return (
+        f"git checkout {sha} && git submodule sync && git submodule update --init "
+        "--recursive && python -m pip install -r requirements.txt && "
+        "python -m pip install --no-build-isolation -v -e ."
+    )
 
 
 def render_markdown(r: BisectResult) -> str:
@@ -107,22 +122,39 @@ def render_markdown(r: BisectResult) -> str:
     rows = ["| | date | version | git_version | main sha |", "|---|---|---|---|---|"]
     for name, p in zip(names, (r.before, r.after), strict=True):
         if p:
-            rows.append(f"| {name} | {md_text(p.date or 'release')} | {_code(p.named)} | "
-                        f"{_code(p.git_version[:12])} | {_code(p.main_sha[:12])} |")
-    compare = f"[compare]({md_url(r.compare_url)})" if _COMPARE.fullmatch(r.compare_url) else \
-        "compare URL unavailable"
-    return "\n".join([
-        f"### Bisection ({r.direction.value}) of {_code(r.case)}, {md_text(r.cuda)}, "
-        f"Python {md_text(r.python)}", "",
-        f"**{md_text(_capital(lead(r)))}**", "",
-        *rows, "",
-        f"{compare} · {r.probes} probes · unknown (tried, no verdict): "
-        f"{md_text(', '.join(r.unknown) or 'none')} · missing ({_why_missing(r)}): "
-        f"{md_text(', '.join(r.missing) or 'none')}"
-        + (f" · yanked on the index, probed: {md_text(', '.join(r.yanked))}" if r.yanked else ""),
-        "", f"Rule: {md_text(r.rule)}", "", f"Reproduce with: {_code(r.reproduce)}",
-        *(_commit_markdown(r.narrowed) if r.narrowed else ()),
-    ])
+            rows.append(
+                f"| {name} | {md_text(p.date or 'release')} | {_code(p.named)} | "
+                f"{_code(p.git_version[:12])} | {_code(p.main_sha[:12])} |"
+            )
+    compare = (
+        f"[compare]({md_url(r.compare_url)})"
+        if _COMPARE.fullmatch(r.compare_url)
+        else "compare URL unavailable"
+    )
+    return "\n".join(
+        [
+            f"### Bisection ({r.direction.value}) of {_code(r.case)}, {md_text(r.cuda)}, "
+            f"Python {md_text(r.python)}",
+            "",
+            f"**{md_text(_capital(lead(r)))}**",
+            "",
+            *rows,
+            "",
+            f"{compare} · {r.probes} probes · unknown (tried, no verdict): "
+            f"{md_text(', '.join(r.unknown) or 'none')} · missing ({_why_missing(r)}): "
+            f"{md_text(', '.join(r.missing) or 'none')}"
+            + (
+                f" · yanked on the index, probed: {md_text(', '.join(r.yanked))}"
+                if r.yanked
+                else ""
+            ),
+            "",
+            f"Rule: {md_text(r.rule)}",
+            "",
+            f"Reproduce with: {_code(r.reproduce)}",
+            *(_commit_markdown(r.narrowed) if r.narrowed else ()),
+        ]
+    )
 
 
 def _commit_markdown(c: BisectResult) -> list[str]:
@@ -131,15 +163,27 @@ def _commit_markdown(c: BisectResult) -> list[str]:
     for line in c.commits:
         sha, kind, subject = (line.split(" ", 2) + ["", ""])[:3]
         rows.append(f"| {_code(sha[:12])} | {md_text(kind)} | {md_text(subject)} |")
-    compare = f"[compare]({md_url(c.compare_url)})" if _COMPARE.fullmatch(c.compare_url) else \
-        "compare URL unavailable"
-    untestable = f" · untestable (no nightly's binary): {md_text(', '.join(c.missing))}" \
-        if c.missing else ""
-    return ["", f"**Down to the commit: {md_text(lead(c))}**", "", *rows, "",
-            f"{compare} · {c.probes} probes over the commits{untestable}"]
+    compare = (
+        f"[compare]({md_url(c.compare_url)})"
+        if _COMPARE.fullmatch(c.compare_url)
+        else "compare URL unavailable"
+    )
+    untestable = (
+        f" · untestable (no nightly's binary): {md_text(', '.join(c.missing))}" if c.missing else ""
+    )
+    return [
+        "",
+        f"**Down to the commit: {md_text(lead(c))}**",
+        "",
+        *rows,
+        "",
+        f"{compare} · {c.probes} probes over the commits{untestable}",
+    ]
 
 
-_COMPARE = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/compare/[0-9a-f]{7,40}\.\.\.[0-9a-f]{7,40}")
+_COMPARE = re.compile(
+    r"https://github\.com/[\w.-]+/[\w.-]+/compare/[0-9a-f]{7,40}\.\.\.[0-9a-f]{7,40}"
+)
 
 
 def _capital(text: str) -> str:

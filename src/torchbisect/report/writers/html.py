@@ -23,8 +23,9 @@ def code_spans(text: str) -> Markup:
     parts = str(text).split("`")
     if len(parts) % 2 == 0:  # an unpaired backtick: no span to draw, show the text as it is
         return escape(text)
-    return Markup("").join(Markup("<code>%s</code>") % p if i % 2 else escape(p)
-                           for i, p in enumerate(parts))
+    return Markup("").join(
+        Markup("<code>%s</code>") % p if i % 2 else escape(p) for i, p in enumerate(parts)
+    )
 
 
 _AFTER = re.compile(r"(?<=[/?&=])|(?<=[-:])(?!\d)")  # not inside a date, time or version
@@ -39,7 +40,7 @@ def breaks(text: str) -> Markup:
     for part in _AFTER.split(str(text)):
         for chunk in _HEX.split(part):
             if _HEX.fullmatch(chunk):
-                pieces += [chunk[i:i + 16] for i in range(0, len(chunk), 16)]
+                pieces += [chunk[i : i + 16] for i in range(0, len(chunk), 16)]
             elif chunk:
                 pieces.append(chunk)
     return Markup("<wbr>").join(escape(p) for p in pieces)
@@ -68,18 +69,29 @@ def environment() -> jinja2.Environment:
 def render_html(page: PageView, site_home: str = "") -> str:
     """`site_home`: the index of a site of several regressions, relative to the page, or ""."""
     # visible: no control code or lone surrogate from a probe, log or path reaches the page raw
-    return visible(environment().get_template("index.html.j2").render(page=page,
-                                                                       site_home=site_home))
+    return visible(
+        environment().get_template("index.html.j2").render(page=page, site_home=site_home)
+    )
 
 
 def render_fold_pages(page: PageView) -> dict[str, str]:
     """The page of each folded run of nightlies, by its path relative to index.html."""
     template = environment().get_template("nightlies.html.j2")
-    return {fold.href: visible(template.render(section=section, fold=fold,
-                                               columns=page.columns, generated=page.generated,
-                                               page_title=page.title))
-            for section in page.sections for group in section.groups
-            for fold in group.folds if fold.folded}
+    return {
+        fold.href: visible(
+            template.render(
+                section=section,
+                fold=fold,
+                columns=page.columns,
+                generated=page.generated,
+                page_title=page.title,
+            )
+        )
+        for section in page.sections
+        for group in section.groups
+        for fold in group.folds
+        if fold.folded
+    }
 
 
 class HtmlWriter:

@@ -23,8 +23,13 @@ from ...page.parts import (
 )
 from ...utils.words import visible
 
-_CHANNEL = {"stable": "stable", "test": "rc", "nightly": "nightly", "dev": "dev",
-            "preinstalled": "preinstalled"}
+_CHANNEL = {
+    "stable": "stable",
+    "test": "rc",
+    "nightly": "nightly",
+    "dev": "dev",
+    "preinstalled": "preinstalled",
+}
 _SHORT = {"ok": "ok", "refused": "refused", "ctl": "as expected", "na": "n/a", "none": "—"}
 
 
@@ -49,15 +54,17 @@ def md_spans(text: str) -> str:
     parts = str(text).split("`")
     if len(parts) % 2 == 0:
         return md_text(text)
-    return "".join("`" + " ".join(p.split()) + "`" if i % 2 else _padded(p)
-                   for i, p in enumerate(parts))
+    return "".join(
+        "`" + " ".join(p.split()) + "`" if i % 2 else _padded(p) for i, p in enumerate(parts)
+    )
 
 
 def _padded(text: str) -> str:
     """md_text, keeping one space at either end where the text had one (beside a code span)."""
     inner = md_text(text)
-    return (" " if text[:1].isspace() else "") + inner + (
-        " " if text[-1:].isspace() and inner else "")
+    return (
+        (" " if text[:1].isspace() else "") + inner + (" " if text[-1:].isspace() and inner else "")
+    )
 
 
 def md_url(url: str) -> str:
@@ -90,8 +97,11 @@ def _table_rows(section: Section, ncols: int) -> list[str]:
     lines: list[str] = []
     for group in section.groups:
         for fold in group.folds:
-            cells = _cells(fold.head) if not fold.folded else [md_mark(fold.head.mark)] + [
-                _summary(column) for column in fold.cases]
+            cells = (
+                _cells(fold.head)
+                if not fold.folded
+                else [md_mark(fold.head.mark)] + [_summary(column) for column in fold.cases]
+            )
             lines.append(_line(_CHANNEL[group.channel], list(fold.rows), cells, ncols))
     return lines
 
@@ -133,11 +143,15 @@ def render_markdown(page: PageView) -> str:
             out.append(f"- first affected nightly: {md_text(h.first_affected.text)}")
         if h.first_fixed:
             out.append(f"- first fixed nightly: {md_text(h.first_fixed.text)}")
-        envs = "; ".join(f"{e.gpu}, {'driver ' + e.driver if e.driver else 'driver not recorded'}, "
-                         f"{_runtime(e)}"
-                         for e in section.environments)
-        out += [f"- newest run: {md_text(h.newest_run or page.newest_run)}",
-                f"- environment: {md_text(envs)}", ""]
+        envs = "; ".join(
+            f"{e.gpu}, {'driver ' + e.driver if e.driver else 'driver not recorded'}, {_runtime(e)}"
+            for e in section.environments
+        )
+        out += [
+            f"- newest run: {md_text(h.newest_run or page.newest_run)}",
+            f"- environment: {md_text(envs)}",
+            "",
+        ]
         out.append("| " + " | ".join(md_text(x) for x in head) + " |")
         out.append("|" + "---|" * len(head))
         out += _table_rows(section, len(page.columns))
@@ -156,15 +170,21 @@ def advice_lines(a: Advice) -> list[str]:
     fixes = " ".join(f"{md_text(line)}." for line in a.fixes)
     if a.fix_pr:
         fixes += f" The fix, as the probe names it: {md_url(a.fix_pr)}"
-    check = (f"download [{md_text(a.check_href)}]({md_url(a.check_href)}) and run "
-             f"`{a.check}` {md_text(a.check_meaning)}" if a.check_href
-             else md_spans(a.check_meaning))
-    return ["### What to do", "",
-            f"- **Workaround:** {md_text(a.workaround)}{cost}{bench}",
-            f"- **Fixed builds:** {fixes}",
-            f"- **Check your own torch:** {check} The whole tool: `{a.tool}` "
-            f"{md_text(a.tool_meaning)}",
-            f"- **Upstream report:** {md_url(a.upstream)}", ""]
+    check = (
+        f"download [{md_text(a.check_href)}]({md_url(a.check_href)}) and run "
+        f"`{a.check}` {md_text(a.check_meaning)}"
+        if a.check_href
+        else md_spans(a.check_meaning)
+    )
+    return [
+        "### What to do",
+        "",
+        f"- **Workaround:** {md_text(a.workaround)}{cost}{bench}",
+        f"- **Fixed builds:** {fixes}",
+        f"- **Check your own torch:** {check} The whole tool: `{a.tool}` {md_text(a.tool_meaning)}",
+        f"- **Upstream report:** {md_url(a.upstream)}",
+        "",
+    ]
 
 
 def comparison_lines(c: Comparison | None, kinds: tuple[KindView, ...] = ()) -> list[str]:
@@ -175,8 +195,11 @@ def comparison_lines(c: Comparison | None, kinds: tuple[KindView, ...] = ()) -> 
         out += _side_by_side(c)
     missing = [md_text(k.name) for k in kinds if k.state not in ("reported", "unknown")]
     if missing:
-        out += [f"**Not every runner kind reported in the latest run: {', '.join(missing)}** "
-                "(a kind that did not run is no verdict for its GPU model).", ""]
+        out += [
+            f"**Not every runner kind reported in the latest run: {', '.join(missing)}** "
+            "(a kind that did not run is no verdict for its GPU model).",
+            "",
+        ]
     if kinds:
         out += ["Runner kinds (runners.yaml):", ""]
         out += [f"- {_kind(k)}" for k in kinds] + [""]

@@ -54,8 +54,9 @@ _STAMPS = ("modified", "published")
 _MEASURED = {"good": "not affected", "unknown": "without a verdict"}
 
 
-def pypi_events(releases: list[CellRun], api: str = "") -> tuple[
-        list[dict[str, str]], list[str], list[str], dict[str, str]]:
+def pypi_events(
+    releases: list[CellRun], api: str = ""
+) -> tuple[list[dict[str, str]], list[str], list[str], dict[str, str]]:
     """OSV events over tested releases, the affected versions, all tested versions and what
     each `introduced` rests on.
 
@@ -70,8 +71,11 @@ def pypi_events(releases: list[CellRun], api: str = "") -> tuple[
     course = course_of(releases, api)
     states = list(course.states)
     ranges = affected_ranges(states)
-    events = [{key: version} for first, last in ranges
-              for key, version in (("introduced", first), ("last_affected", last))]
+    events = [
+        {key: version}
+        for first, last in ranges
+        for key, version in (("introduced", first), ("last_affected", last))
+    ]
     if course.fixed:
         events[-1] = {"fixed": course.fixed}
     affected = [v for v, s in states if s == "bad"]
@@ -81,16 +85,31 @@ def pypi_events(releases: list[CellRun], api: str = "") -> tuple[
         before = measured[measured.index(first) - 1] if measured.index(first) else ""
         # the first release with the API only when the one just before it, with nothing the
         # store knows of between them, was measured without it (and no older one was affected)
-        since = before if (before and course.state(before) == "absent"
-                           and not course.between(before, first)
-                           and course.since == first and course.exact and not course.again) else ""
+        since = (
+            before
+            if (
+                before
+                and course.state(before) == "absent"
+                and not course.between(before, first)
+                and course.since == first
+                and course.exact
+                and not course.again
+            )
+            else ""
+        )
         measured_as = _measured(dict(states)[before], api) if before else ""
-        basis[first] = f"the first release with {api}: {since} was measured without it" if (
-            since) else (
-            f"the oldest affected release tested; {before} before it was measured {measured_as}"
-            if before and first == ranges[0][0] else
-            f"the first affected release tested after {before}, which was measured {measured_as}"
-            if before else "the oldest release tested: older ones were not tested")
+        basis[first] = (
+            f"the first release with {api}: {since} was measured without it"
+            if (since)
+            else (
+                f"the oldest affected release tested; {before} before it was measured {measured_as}"
+                if before and first == ranges[0][0]
+                else f"the first affected release tested after {before}, which was measured "
+                f"{measured_as}"
+                if before
+                else "the oldest release tested: older ones were not tested"
+            )
+        )
     return events, affected, [v for v, s in states if s != "unknown"], basis
 
 
@@ -104,8 +123,10 @@ def not_tested(tested: list[str]) -> str:
         return "no release was tested"
     if len(tested) == 1:
         return f"releases other than {tested[0]} were not tested"
-    return (f"releases before {tested[0]} and after {tested[-1]} were not tested, nor those "
-            "between the tested ones")
+    return (
+        f"releases before {tested[0]} and after {tested[-1]} were not tested, nor those "
+        "between the tested ones"
+    )
 
 
 def git_events(bisections: list[BisectResult]) -> tuple[list[dict[str, str]], dict[str, Any]]:
@@ -125,17 +146,34 @@ def git_events(bisections: list[BisectResult]) -> tuple[list[dict[str, str]], di
     """
     # the newest bisection of each direction (bisections come oldest first), as the page's
     # headline takes it: the record and the page never tell two different edges
-    regression = next((b for b in reversed(bisections) if b.direction is Direction.REGRESSION
-                       and b.after and b.after.main_sha), None)
-    fix = next((b for b in reversed(bisections) if b.direction is Direction.FIX
-                and b.after and b.after.main_sha), None)
+    regression = next(
+        (
+            b
+            for b in reversed(bisections)
+            if b.direction is Direction.REGRESSION and b.after and b.after.main_sha
+        ),
+        None,
+    )
+    fix = next(
+        (
+            b
+            for b in reversed(bisections)
+            if b.direction is Direction.FIX and b.after and b.after.main_sha
+        ),
+        None,
+    )
     start = _culprit(regression) or (
-        regression.after.main_sha if regression and regression.after else (
-            fix.before.main_sha if fix and fix.before else ""))
+        regression.after.main_sha
+        if regression and regression.after
+        else (fix.before.main_sha if fix and fix.before else "")
+    )
     if not start:
         return [], {}
-    said = {key: _inexact(b) for key, b in (("introduced", regression), ("fixed", fix))
-            if b and not b.exact and not _culprit(b)}
+    said = {
+        key: _inexact(b)
+        for key, b in (("introduced", regression), ("fixed", fix))
+        if b and not b.exact and not _culprit(b)
+    }
     if fix and _culprit(fix):
         end = {"fixed": _culprit(fix)}
     elif fix and fix.exact and fix.after:
@@ -159,9 +197,13 @@ def _culprit(bisection: BisectResult | None) -> str:
 def _inexact(bisection: BisectResult) -> dict[str, Any]:
     """The bounds of a change the bisection could not pin to one nightly."""
     before, after = bisection.before, bisection.after
-    return {"exact": False, "after_commit": before.main_sha if before else None,
-            "at_or_before_commit": after.main_sha if after else None,
-            "candidates": list(bisection.candidates), "unit": bisection.unit}
+    return {
+        "exact": False,
+        "after_commit": before.main_sha if before else None,
+        "at_or_before_commit": after.main_sha if after else None,
+        "candidates": list(bisection.candidates),
+        "unit": bisection.unit,
+    }
 
 
 def _newest_bad_sha(bisection: BisectResult | None) -> str:
@@ -176,10 +218,13 @@ def _newest_bad_sha(bisection: BisectResult | None) -> str:
 
 
 def _per_gpu(h: Headline) -> dict[str, Any]:
-    return {"affected_versions": list(h.affected), "tested_versions": list(h.tested),
-            "fixed_version": h.fixed or None,
-            **_edge("first_affected_nightly", h.first_affected),
-            **_edge("first_fixed_nightly", h.first_fixed)}
+    return {
+        "affected_versions": list(h.affected),
+        "tested_versions": list(h.tested),
+        "fixed_version": h.fixed or None,
+        **_edge("first_affected_nightly", h.first_affected),
+        **_edge("first_fixed_nightly", h.first_fixed),
+    }
 
 
 def _edge(key: str, edge: NightlyEdge | None) -> dict[str, Any]:
@@ -187,28 +232,46 @@ def _edge(key: str, edge: NightlyEdge | None) -> dict[str, Any]:
     after `previous` (null: the first nightly tested), at or before `date`."""
     if edge is None or edge.exact:
         return {key: edge.date if edge else None}
-    return {key: None, f"{key}_span": {"after": edge.previous or None, "at_or_before": edge.date,
-                                       "candidates": list(edge.could_be)}}
+    return {
+        key: None,
+        f"{key}_span": {
+            "after": edge.previous or None,
+            "at_or_before": edge.date,
+            "candidates": list(edge.could_be),
+        },
+    }
 
 
-def references(links: References, bisections: list[BisectResult],
-               regression: Regression) -> list[dict[str, str]]:
+def references(
+    links: References, bisections: list[BisectResult], regression: Regression
+) -> list[dict[str, str]]:
     # The default upstream link is a search, not a report: typed WEB until an issue is named.
     upstream = upstream_of(regression, links)
     kind = "WEB" if upstream == upstream_search(regression) else "REPORT"
-    refs = [{"type": "EVIDENCE", "url": safe_url(str(links.page or ""))},
-            {"type": kind, "url": safe_url(upstream)}]
+    refs = [
+        {"type": "EVIDENCE", "url": safe_url(str(links.page or ""))},
+        {"type": kind, "url": safe_url(upstream)},
+    ]
     if regression.fix_pr:
         refs.append({"type": "FIX", "url": regression.fix_pr})
-    refs += [{"type": "WEB", "url": url}
-             for url in sorted({safe_url(b.compare_url) for b in bisections} - {""})]
+    refs += [
+        {"type": "WEB", "url": url}
+        for url in sorted({safe_url(b.compare_url) for b in bisections} - {""})
+    ]
     return [r for r in refs if r["url"]]
 
 
-def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generated: dt.datetime,
-                 headlines: tuple[Headline, ...] = (), differences: tuple[str, ...] = (),
-                 links: References | None = None, previous: dict[str, Any] | None = None,
-                 regression: Regression | None = None) -> dict[str, Any]:
+def osv_document(
+    runs: list[CellRun],
+    bisections: list[BisectResult],
+    *,
+    generated: dt.datetime,
+    headlines: tuple[Headline, ...] = (),
+    differences: tuple[str, ...] = (),
+    links: References | None = None,
+    previous: dict[str, Any] | None = None,
+    regression: Regression | None = None,
+) -> dict[str, Any]:
     """The record; `headlines` (the page's, one per GPU model) fill `per_gpu`; `differences`
     (the page's, one sentence per release or nightly edge the models disagree on) are called out
     in `details` and `database_specific.differs_between_gpus`; `previous` is the record this one
@@ -228,27 +291,32 @@ def osv_document(runs: list[CellRun], bisections: list[BisectResult], *, generat
         "id": regression.osv_id,
         "summary": regression.title,
         "details": f"{_described(regression)}{TESTED} ({', '.join(tested) or 'none'}) on "
-                   f"{tested_on}." + _differ(differences),
-        "affected": [{
-            "package": {"ecosystem": "PyPI", "name": "torch", "purl": "pkg:pypi/torch"},
-            "ranges": ranges,
-            "versions": affected,
-            "database_specific": {"tested_versions": tested, "not_tested": not_tested(tested),
-                                  "gpus": gpus, "differs_between_gpus": list(differences),
-                                  "per_gpu": {h.gpu: _per_gpu(h) for h in headlines},
-                                  "fixed_version": _fixed(events),
-                                  **_fix_unmeasured(course_of(releases,
-                                                              regression.requires_api)),
-                                  "probe": regression.probe, "source": "torchbisect"},
-        }],
+        f"{tested_on}." + _differ(differences),
+        "affected": [
+            {
+                "package": {"ecosystem": "PyPI", "name": "torch", "purl": "pkg:pypi/torch"},
+                "ranges": ranges,
+                "versions": affected,
+                "database_specific": {
+                    "tested_versions": tested,
+                    "not_tested": not_tested(tested),
+                    "gpus": gpus,
+                    "differs_between_gpus": list(differences),
+                    "per_gpu": {h.gpu: _per_gpu(h) for h in headlines},
+                    "fixed_version": _fixed(events),
+                    **_fix_unmeasured(course_of(releases, regression.requires_api)),
+                    "probe": regression.probe,
+                    "source": "torchbisect",
+                },
+            }
+        ],
         "references": references(links or References(), bisections, regression),
     }
     head = {k: doc.pop(k) for k in ("schema_version", "id")}
     return {**head, **_stamps({**head, **doc}, previous or {}, runs, generated), **doc}
 
 
-def _ecosystem_ranges(events: list[dict[str, str]],
-                      basis: dict[str, str]) -> list[dict[str, Any]]:
+def _ecosystem_ranges(events: list[dict[str, str]], basis: dict[str, str]) -> list[dict[str, Any]]:
     """The ECOSYSTEM ranges of `events`: one, unless an earlier stretch closes with
     `last_affected` and the newest with `fixed`, which OSV's schema allows in no one range (a
     regression fixed after it had come and gone): then the fixed stretch is a range of its own."""
@@ -257,9 +325,18 @@ def _ecosystem_ranges(events: list[dict[str, str]],
     groups = [events]
     if "fixed" in events[-1] and any("last_affected" in e for e in events):
         groups = [events[:-2], events[-2:]]
-    return [{"type": "ECOSYSTEM", "events": group, "database_specific": {"introduced": {
-        e["introduced"]: basis[e["introduced"]] for e in group if "introduced" in e}}}
-        for group in groups]
+    return [
+        {
+            "type": "ECOSYSTEM",
+            "events": group,
+            "database_specific": {
+                "introduced": {
+                    e["introduced"]: basis[e["introduced"]] for e in group if "introduced" in e
+                }
+            },
+        }
+        for group in groups
+    ]
 
 
 def _fix_unmeasured(course: Course) -> dict[str, Any]:
@@ -267,14 +344,20 @@ def _fix_unmeasured(course: Course) -> dict[str, Any]:
     the GPU models and CUDA tags that were affected and that it was not measured on."""
     if course.fixed or not course.later_adjacent or not course.unfixed:
         return {}
-    return {"fix_not_measured_on": {"release": course.later_good,
-                                    "configurations": list(course.unfixed)}}
+    return {
+        "fix_not_measured_on": {
+            "release": course.later_good,
+            "configurations": list(course.unfixed),
+        }
+    }
 
 
 def _described(regression: Regression) -> str:
     """The probe's description and workaround, each a sentence, with a space after them."""
-    said = [regression.description, f"Workaround: {regression.workaround}"
-            if regression.workaround else ""]
+    said = [
+        regression.description,
+        f"Workaround: {regression.workaround}" if regression.workaround else "",
+    ]
     return "".join(f"{s}{'' if s.endswith(('.', '!', '?')) else '.'} " for s in said if s)
 
 
@@ -288,18 +371,30 @@ def _differ(differences: tuple[str, ...]) -> str:
     words, since the ranges count a release affected on any of them."""
     if not differences:
         return ""
-    return (" The verdict differs between GPU models (a result on one model is no answer for "
-            "another): " + " ".join(f"({i}) {d}." for i, d in enumerate(differences, 1)))
+    return (
+        " The verdict differs between GPU models (a result on one model is no answer for "
+        "another): " + " ".join(f"({i}) {d}." for i, d in enumerate(differences, 1))
+    )
 
 
-def _stamps(doc: dict[str, Any], previous: dict[str, Any], runs: list[CellRun],
-            generated: dt.datetime) -> dict[str, str]:
+def _stamps(
+    doc: dict[str, Any], previous: dict[str, Any], runs: list[CellRun], generated: dt.datetime
+) -> dict[str, str]:
     now = _stamp(generated)
     same = previous and {k: v for k, v in previous.items() if k not in _STAMPS} == doc
-    first = min((s for r in runs if r.verdict and r.verdict.value == "affected"
-                 if (s := _stamp_of(r.started))), default=now)
-    return {"modified": previous.get("modified", now) if same else now,
-            "published": previous.get("published") or first}
+    first = min(
+        (
+            s
+            for r in runs
+            if r.verdict and r.verdict.value == "affected"
+            if (s := _stamp_of(r.started))
+        ),
+        default=now,
+    )
+    return {
+        "modified": previous.get("modified", now) if same else now,
+        "published": previous.get("published") or first,
+    }
 
 
 def _stamp(when: dt.datetime) -> str:
@@ -322,9 +417,14 @@ class OsvWriter:
 
     def render(self, page: Page) -> str:
         view = page.view
-        record = osv_document(list(page.runs), list(page.bisections), generated=page.generated,
-                              headlines=tuple(s.headline for s in view.sections),
-                              differences=view.comparison.differences if view.comparison else (),
-                              links=page.links, previous=page.previous,
-                              regression=view.regression)
+        record = osv_document(
+            list(page.runs),
+            list(page.bisections),
+            generated=page.generated,
+            headlines=tuple(s.headline for s in view.sections),
+            differences=view.comparison.differences if view.comparison else (),
+            links=page.links,
+            previous=page.previous,
+            regression=view.regression,
+        )
         return json.dumps(record, indent=2, ensure_ascii=False) + "\n"

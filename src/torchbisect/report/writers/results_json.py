@@ -21,11 +21,17 @@ RESULTS_SCHEMA = 1
 
 def _cell_json(cell: Cell) -> dict[str, Any]:
     """The build, not the plan's knobs (timeouts, images): `Cell.to_json` is deep and slow."""
-    return {"id": cell.id, "channel": cell.channel.value, "version": cell.version,
-            "cuda": cell.cuda, "python": cell.python, "date": cell.date,
-            "url": public_url(cell.url),
-            "sha256": cell.sha256, "probe": cell.probe} | (
-                {"yanked": cell.yanked} if cell.yanked is not None else {})
+    return {
+        "id": cell.id,
+        "channel": cell.channel.value,
+        "version": cell.version,
+        "cuda": cell.cuda,
+        "python": cell.python,
+        "date": cell.date,
+        "url": public_url(cell.url),
+        "sha256": cell.sha256,
+        "probe": cell.probe,
+    } | ({"yanked": cell.yanked} if cell.yanked is not None else {})
 
 
 def run_json(run: CellRun) -> dict[str, Any]:
@@ -37,11 +43,19 @@ def run_json(run: CellRun) -> dict[str, Any]:
         "status": run.status.value,
         "reason": public_text(run.reason),
         "verdict": run.verdict.value if run.verdict else None,
-        "cases": {} if result is None else {
-            c.name: {"verdict": c.verdict.value, "detail": public_text(c.detail),
-                     "seconds": c.seconds,
-                     "stale_trials": c.stale_trials, "trials": c.trials, "flaky": c.flaky}
-            for c in result.cases},
+        "cases": {}
+        if result is None
+        else {
+            c.name: {
+                "verdict": c.verdict.value,
+                "detail": public_text(c.detail),
+                "seconds": c.seconds,
+                "stale_trials": c.stale_trials,
+                "trials": c.trials,
+                "flaky": c.flaky,
+            }
+            for c in result.cases
+        },
         "env": result.env if result else {},
         "probe": result.probe if result else "",
         "probe_version": run.probe_version or (result.probe_version if result else ""),
@@ -66,17 +80,32 @@ def _edge(edge: NightlyEdge | None) -> dict[str, Any] | None:
     when `exact`: `candidates` and `text` say what else it can be, in the page's words."""
     if edge is None:
         return None
-    return {"date": edge.date, "version": edge.version, "previous": edge.previous,
-            "bisected": edge.bisected, "exact": edge.exact, "candidates": list(edge.could_be),
-            "text": edge.text, "case": edge.case, "compare_url": edge.compare_url}
+    return {
+        "date": edge.date,
+        "version": edge.version,
+        "previous": edge.previous,
+        "bisected": edge.bisected,
+        "exact": edge.exact,
+        "candidates": list(edge.could_be),
+        "text": edge.text,
+        "case": edge.case,
+        "compare_url": edge.compare_url,
+    }
 
 
 def _headline(h: Headline) -> dict[str, Any]:
-    return {"gpu": h.gpu, "text": h.text, "tested": list(h.tested), "unclear": list(h.unclear),
-            "affected_ranges": [list(r) for r in h.affected_ranges],
-            "first_affected_nightly": _edge(h.first_affected),
-            "first_fixed_nightly": _edge(h.first_fixed), "fixed_in": h.fixed or None,
-            "since": _since(h), "newest_run": h.newest_run}
+    return {
+        "gpu": h.gpu,
+        "text": h.text,
+        "tested": list(h.tested),
+        "unclear": list(h.unclear),
+        "affected_ranges": [list(r) for r in h.affected_ranges],
+        "first_affected_nightly": _edge(h.first_affected),
+        "first_fixed_nightly": _edge(h.first_fixed),
+        "fixed_in": h.fixed or None,
+        "since": _since(h),
+        "newest_run": h.newest_run,
+    }
 
 
 def _since(h: Headline) -> dict[str, Any] | None:
@@ -92,18 +121,33 @@ def _since(h: Headline) -> dict[str, Any] | None:
 
 def _models(page: PageView) -> dict[str, Any]:
     c = page.comparison
-    return {"measured": [s.gpu for s in page.sections], "headline": c.headline if c else "",
-            "differences": list(c.differences) if c else [],
-            "kinds": [{"name": k.name, "gpu": k.gpu, "platform": k.platform,
-                       "declared": k.declared, "state": k.state, "text": k.text,
-                       "gpus": list(k.gpus)} for k in page.kinds]}
+    return {
+        "measured": [s.gpu for s in page.sections],
+        "headline": c.headline if c else "",
+        "differences": list(c.differences) if c else [],
+        "kinds": [
+            {
+                "name": k.name,
+                "gpu": k.gpu,
+                "platform": k.platform,
+                "declared": k.declared,
+                "state": k.state,
+                "text": k.text,
+                "gpus": list(k.gpus),
+            }
+            for k in page.kinds
+        ],
+    }
 
 
-def results_document(page: PageView, runs: list[CellRun], bisections: list[BisectResult], *,
-                     generated: dt.datetime) -> dict[str, Any]:
+def results_document(
+    page: PageView, runs: list[CellRun], bisections: list[BisectResult], *, generated: dt.datetime
+) -> dict[str, Any]:
     """Runs in page order (GPU, channel, version or date), so diffs between renders stay small."""
-    order = {(s.gpu, r.cell_id): i for i, (s, r) in enumerate(
-        (s, r) for s in page.sections for g in s.groups for r in g.rows)}
+    order = {
+        (s.gpu, r.cell_id): i
+        for i, (s, r) in enumerate((s, r) for s in page.sections for g in s.groups for r in g.rows)
+    }
     ordered = sorted(runs, key=lambda r: order.get((gpu_of(r), r.cell.id), len(order)))
     return {
         "schema": RESULTS_SCHEMA,
@@ -122,8 +166,11 @@ class ResultsJsonWriter:
     name = "results.json"
 
     def render(self, page: Page) -> str:
-        return as_json(results_document(page.view, list(page.runs), list(page.bisections),
-                                        generated=page.generated))
+        return as_json(
+            results_document(
+                page.view, list(page.runs), list(page.bisections), generated=page.generated
+            )
+        )
 
 
 def as_json(doc: dict[str, Any]) -> str:
