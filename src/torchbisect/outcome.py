@@ -91,7 +91,8 @@ class BisectResult:
     probes: int  # every run of the probe or script, from the store or now, re-asks included
     points: tuple[NightlyPoint, ...] = ()
     candidates: tuple[str, ...] = ()  # oldest first; exactly one when exact
-    unknown: tuple[str, ...] = ()  # tried, no verdict (install failure, skip, crash ...)
+    # no verdict: tried (install failure, skip, crash ...) or never run (its CUDA not known)
+    unknown: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()  # dates between the pair with no nightly on the index
     compare_url: str = ""
     commits: tuple[str, ...] = ()

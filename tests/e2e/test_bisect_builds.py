@@ -302,3 +302,6 @@ def test_a_release_whose_cuda_stays_unknown_is_a_candidate_never_an_exact_answer
     ) in done.stderr
     assert "2.10.0 is UNKNOWN, not probed: CUDA not known" in done.stderr
     assert "left out" not in done.stderr and "missing:" not in done.stdout
+    # never probed, so never said to be tried (the summary said "(tried, no verdict)")
+    assert "unknown:    2.10.0 (no verdict)" in done.stdout.splitlines(), done.stdout
+    assert "tried" not in done.stdout

@@ -250,7 +250,7 @@ def test_text_report_leads_with_the_candidates_and_names_the_pair_the_gap_and_th
     assert "main unknown" in text
     assert "not exact:  1 nightly between them could not be judged" in text
     assert "probes:     6 (4 run now, 2 from the store)" in text
-    assert "unknown:    2025-08-14 (tried, no verdict)" in text
+    assert "unknown:    2025-08-14 (no verdict)" in text
     assert "compare:    unavailable (main sha unknown)" in text
 
 
@@ -296,7 +296,7 @@ def test_markdown_for_a_fix():
 def test_the_page_leads_with_the_candidates_too():
     view = bisect_view(_result())
     assert view.title == "First affected nightly for side_stream: one of 2 (2025-08-14, 2025-08-15)"
-    assert ("unknown (tried, no verdict)", "2025-08-14") in view.facts
+    assert ("unknown (no verdict)", "2025-08-14") in view.facts
 
 
 def test_the_pages_headline_says_one_of_n_for_a_range_too():

@@ -74,7 +74,7 @@ def bisect_view(b: BisectResult, gpu: str = "", *, several_gpus: bool = False) -
         ),
         ("builds", f"{b.cuda} · py{b.python}"),
         ("probes run", str(b.probes)),
-        ("unknown (tried, no verdict)", ", ".join(b.unknown)),
+        ("unknown (no verdict)", ", ".join(b.unknown)),
         ("missing (no nightly that day)", ", ".join(b.missing)),
         ("flaky rule", b.rule),
         ("reproduce", public_text(b.reproduce)),

@@ -157,7 +157,7 @@ class BisectionJson(TypedDict):
     first_good: NotRequired[NightlyPointJson | None]
     probes: Count
     points: list[NightlyPointJson]
-    unknown: list[str]  # tried, no verdict
+    unknown: list[str]  # no verdict: tried without one, or not judged (CUDA not known)
     missing: list[str]  # dates between the pair with no nightly; releases without a build here
     # the builds probed whose file the index had yanked, by key, with the reason (since re-spins
     # and yanks were told apart)

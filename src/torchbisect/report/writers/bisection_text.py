@@ -44,7 +44,7 @@ def render_text(r: BisectResult, *, new_runs: int, commit_runs: int = 0) -> str:
     lines.append(
         f"probes:     {r.probes} ({new_runs} run now, {r.probes - new_runs} from the store)"
     )
-    tried = f"{', '.join(r.unknown)} (tried, no verdict)" if r.unknown else "none"
+    tried = f"{', '.join(r.unknown)} (no verdict)" if r.unknown else "none"
     lines.append(f"unknown:    {tried}")
     if r.missing:
         lines.append(f"missing:    {', '.join(r.missing)} ({_why_missing(r)})")
@@ -91,7 +91,7 @@ def commit_lines(c: BisectResult, *, new_runs: int) -> list[str]:
             "compiled part: build them from source)"
         )
     if c.unknown:
-        lines.append(f"unknown:    {', '.join(c.unknown)} (tried, no verdict)")
+        lines.append(f"unknown:    {', '.join(c.unknown)} (no verdict)")
     lines.append(f"compare:    {c.compare_url}")
     lines.append(
         f"probes:     {c.probes} over the commits ({new_runs} run now, "
@@ -140,7 +140,7 @@ def render_markdown(r: BisectResult) -> str:
             "",
             *rows,
             "",
-            f"{compare} · {r.probes} probes · unknown (tried, no verdict): "
+            f"{compare} · {r.probes} probes · unknown (no verdict): "
             f"{md_text(', '.join(r.unknown) or 'none')} · missing ({_why_missing(r)}): "
             f"{md_text(', '.join(r.missing) or 'none')}"
             + (
