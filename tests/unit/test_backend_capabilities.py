@@ -134,7 +134,8 @@ def jar(monkeypatch):
 
 def test_cache_measures_and_prunes_through_the_backend_it_names(jar, tmp_path, capsys):
     """A new backend that keeps something is one module and one line of BACKENDS: `cache`
-    measures it, and prunes it holding the work folder's run lock, with no line of cli/."""
+    measures it, and prunes it holding the work folder's run lock, with no line of cli/ or
+    commands/."""
     work = tmp_path / "work"
     work.mkdir()
     for n in range(3):
