@@ -256,15 +256,15 @@ class DockerBackend(Backend):
         yield docker_compile.measured(self.client)
 
     def prune_kept(self) -> Iterator[str]:
-        """Remove the builds' compile cache volumes (a line when there were any), then `uv cache
-        prune --ci` in uv's volume (docker_cache.py), after asking the engine."""
+        """`uv cache prune --ci` in uv's volume (docker_cache.py), then remove the builds' compile
+        cache volumes (a line when there were any: docker_compile.py), after asking the engine."""
         from . import docker_compile
         from .docker_cache import pruned_on_demand
 
         self.ping()
+        yield pruned_on_demand(self)
         if line := docker_compile.pruned(self.client):
             yield line
-        yield pruned_on_demand(self)
 
     # -- preparing ------------------------------------------------------------------------------
 
