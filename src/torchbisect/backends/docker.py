@@ -202,7 +202,7 @@ class DockerBackend(Backend):
             command = how.launch.argv(prepared.python, probe_args, str(doc), where=_in_container)
             probes = [bind(path, _in_container(path), read_only=True) for path in how.launch.files]
             build = [handle.image] if cell.channel is Channel.PREINSTALLED else []
-            caches = volume_mount(self.client, cell, "\0".join([*build, prepared.wheel_sha256]))
+            caches = volume_mount(cell, "\0".join([*build, prepared.wheel_sha256]))
             done = self.containers.run(
                 cell,
                 "probe",

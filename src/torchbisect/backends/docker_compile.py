@@ -8,8 +8,9 @@ they leave in the host's folders may be root's (the venv is handed back after th
 each build gets a named volume, which the engine owns: `torchbisect-compile-<hash>`, the hash of
 the deployment (the uv cache volume's name), the cell id and the build (its wheel's sha256; a
 preinstalled cell's image and torch fingerprint).  Only the probe container mounts it, at
-`COMPILE_CACHE`; TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR name folders in it, and a cell's
-own `env:` wins over them.
+`COMPILE_CACHE` (the engine makes it, labelled, when a probe first mounts it);
+TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR name folders in it, and a cell's own `env:` wins
+over them.
 
 The volumes carry the label `torchbisect.compile-cache=<deployment>` (and the cell's id), so
 `torchbisect cache` counts and sizes them (the engine's `df`) and `--prune` removes them; a
@@ -23,7 +24,6 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InfraError
 from ..model import Cell
 from ..utils.words import megabytes
 from .container import LABEL, uv_cache_volume
@@ -47,26 +47,16 @@ def volume_name(cell_id: str, build: str) -> str:
     return VOLUME_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def volume_mount(client: Any, cell: Cell, build: str) -> Any:
-    """The mount of the build's volume, made (with its labels) when it is not there yet."""
-    import docker
+def volume_mount(cell: Cell, build: str) -> Any:
+    """The mount of the build's volume; the engine makes it, with its labels, on first use."""
     from docker.types import Mount
 
-    name = volume_name(cell.id, build)
-    try:
-        try:
-            client.volumes.get(name)
-        except docker.errors.NotFound:
-            labels = {COMPILE_LABEL: uv_cache_volume(), LABEL: cell.id}
-            try:
-                client.volumes.create(name=name, labels=labels)
-            except docker.errors.APIError:  # made by another probe of this build meanwhile
-                client.volumes.get(name)
-    except docker.errors.APIError as exc:
-        raise InfraError(
-            f"cannot make the compile cache volume {name} of {cell.id}: {exc.explanation or exc}"
-        ) from None
-    return Mount(target=COMPILE_CACHE, source=name, type="volume")
+    return Mount(
+        target=COMPILE_CACHE,
+        source=volume_name(cell.id, build),
+        type="volume",
+        labels={COMPILE_LABEL: uv_cache_volume(), LABEL: cell.id},
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
