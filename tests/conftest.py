@@ -7,6 +7,7 @@ test chooses its probe scripts), `store` (a real, empty SQLite store), `repo`, `
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -161,6 +162,29 @@ def _docker_images_built(request):
         (pytest.fail if IN_CI else pytest.skip)(
             f".ci/docker-setup.sh failed (exit {code}); the end of its log:\n{tail}"
         )
+
+
+@pytest.fixture(autouse=True)
+def _compile_volumes_removed(request):
+    """A Docker test leaves no compile cache volume behind on the shared engine: those its probes
+    made in the default deployment are removed after it (a test with a deployment of its own,
+    TORCHBISECT_UV_CACHE_VOLUME, removes its own); one still in use stays."""
+    if not request.node.get_closest_marker("docker") or not _docker_ok():
+        yield
+        return
+    import docker
+
+    from torchbisect.backends.container import UV_CACHE_VOLUME
+    from torchbisect.backends.docker_compile import COMPILE_LABEL
+
+    client = docker.from_env()
+    mine = {"label": f"{COMPILE_LABEL}={UV_CACHE_VOLUME}"}
+    before = {v.name for v in client.volumes.list(filters=mine)}
+    yield
+    for volume in client.volumes.list(filters=mine):
+        if volume.name not in before:
+            with contextlib.suppress(docker.errors.APIError):
+                volume.remove()
 
 
 @pytest.fixture(autouse=True)

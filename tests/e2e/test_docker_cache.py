@@ -22,6 +22,7 @@ from helpers import write_wheel
 from helpers.cli import torchbisect
 
 from torchbisect.backends.container import UV_CACHE
+from torchbisect.backends.docker_compile import COMPILE_LABEL
 from torchbisect.exits import Exit
 from torchbisect.store.db import Store
 
@@ -44,6 +45,8 @@ def volume():
         box.remove(force=True)
     with contextlib.suppress(docker.errors.NotFound):
         client.volumes.get(name).remove(force=True)
+    for compiled in client.volumes.list(filters={"label": f"{COMPILE_LABEL}={name}"}):
+        compiled.remove(force=True)  # the probes' compile caches, named by this deployment
 
 
 def _matrix_folder(tmp_path):

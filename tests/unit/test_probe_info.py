@@ -436,7 +436,11 @@ def test_the_docker_backend_mounts_the_adapter_and_the_users_script(fake_probes,
             asked.update(
                 command=command,
                 mounts=kw["mounts"],
-                bytes={m["Target"]: Path(m["Source"]).read_bytes() for m in kw["mounts"]},
+                bytes={
+                    m["Target"]: Path(m["Source"]).read_bytes()
+                    for m in kw["mounts"]
+                    if m["Type"] == "bind"
+                },
             )
             return Exit(code=125, oom_killed=False, seconds=0.1, tail="")
 
@@ -467,9 +471,14 @@ def test_the_docker_backend_mounts_the_adapter_and_the_users_script(fake_probes,
         "--requires-api",
     ]
     # the copies this run made in the cell's folder, each file read once (and gone after)
+    files, [caches] = (
+        [m for m in asked["mounts"] if m["Type"] == "bind"],
+        [m for m in asked["mounts"] if m["Type"] == "volume"],
+    )
+    assert caches["Target"] == "/var/cache/torchbisect-compile"  # the build's compile caches
     assert {
         (Path(m["Source"]).parent.parent, Path(m["Source"]).name, m["Target"], m["ReadOnly"])
-        for m in asked["mounts"]
+        for m in files
     } == {
         ((tmp_path / "cell").resolve(), "script.py", "/probes/script.py", True),
         ((tmp_path / "cell").resolve(), "my_bug.py", "/probes/my_bug.py", True),
@@ -478,7 +487,7 @@ def test_the_docker_backend_mounts_the_adapter_and_the_users_script(fake_probes,
         "/probes/script.py": ADAPTER.read_bytes(),
         "/probes/my_bug.py": (folder / "my_bug.py").read_bytes(),
     }
-    assert not any(Path(m["Source"]).exists() for m in asked["mounts"])
+    assert not any(Path(m["Source"]).exists() for m in files)
 
 
 def test_a_probe_of_the_same_name_in_another_folder_is_read_as_itself(tmp_path, monkeypatch):

@@ -5,12 +5,14 @@
 runs a second one that runs the probe with that venv's python: a copy of the probe's file made
 for that run in the cell's folder (probe/scripts.py `snapshot`), mounted read-only.  The venv
 lives on the host, in `<workdir>/docker/<cell id>/venv`, bind-mounted at the same path in both
-containers (a venv's paths are absolute); uv's cache is the named volume
-`torchbisect-uv-cache`, shared by every container of the host, so each wheel and dependency is
-downloaded once per run (the run prunes it when it ends: docker_cache.py).  The runner image
-(`containers/Dockerfile`: base image + python3 + uv) is built with the docker SDK and tagged by a
-hash of its inputs, so it is reused until they change.  A `preinstalled` cell runs the python of
-its base image (an NGC image, say) and installs nothing.
+containers (a venv's paths are absolute); the probe container also mounts the build's own compile
+cache volume, so a rerun of that build starts with the Inductor and Triton kernels it compiled
+(docker_compile.py: an engine-owned volume, no root-owned file on the host); uv's cache is the
+named volume `torchbisect-uv-cache`, shared by every container of the host, so each wheel and
+dependency is downloaded once per run (the run prunes it when it ends: docker_cache.py).  The
+runner image (`containers/Dockerfile`: base image + python3 + uv) is built with the docker SDK
+and tagged by a hash of its inputs, so it is reused until they change.  A `preinstalled` cell
+runs the python of its base image (an NGC image, say) and installs nothing.
 
 `release` removes a cell's containers from another thread; `check` removes those a killed run
 left behind; `finish` prunes the uv cache volume at the end of a run that installed through it.
@@ -46,6 +48,7 @@ from .base import (
     read_document,
 )
 from .container import LABEL, OWNER_LABEL, PROBE_LABEL, Containers, bind
+from .docker_compile import compile_env, volume_mount
 from .docker_image import RunnerImages, default_base_image, host_ca_bundle
 from .preinstalled import FINGERPRINT_SNIPPET, IMAGE_ANSWER, read_image_answer
 from .wheels import cell_wheel, discard, extra_index, local_wheel, sha256_file
@@ -64,7 +67,10 @@ class DockerBackend(Backend):
 
     name = "docker"
     label = "the docker backend"
-    can = Capabilities(containers=True, keeps="a uv cache volume on the Docker engine")
+    can = Capabilities(
+        containers=True,
+        keeps="a uv cache volume and a compile cache volume per build probed on the Docker engine",
+    )
 
     def __init__(self, options: BackendOptions | None = None) -> None:
         options = options or BackendOptions()  # `python` is not read: cells run the image's
@@ -195,17 +201,19 @@ class DockerBackend(Backend):
             how = snapshot(cell.probe, copies)
             command = how.launch.argv(prepared.python, probe_args, str(doc), where=_in_container)
             probes = [bind(path, _in_container(path), read_only=True) for path in how.launch.files]
+            build = [handle.image] if cell.channel is Channel.PREINSTALLED else []
+            caches = volume_mount(cell, "\0".join([*build, prepared.wheel_sha256]))
             done = self.containers.run(
                 cell,
                 "probe",
                 handle.image,
                 command,
                 workdir=handle.workdir,
-                mounts=probes,
+                mounts=[*probes, caches],
                 log=log,
                 timeout=cell.timeout,
                 gpu=gpu,
-                env=prepared.env,
+                env={**compile_env(), **prepared.env},  # the cell's own env: wins
             )
             text = read_document(doc)
         finally:
@@ -238,18 +246,25 @@ class DockerBackend(Backend):
             prune_at_end(self, say)
 
     def measure_kept(self) -> Iterator[str]:
-        """The size of uv's cache volume (docker_cache.py), after asking the engine."""
+        """The size of uv's cache volume (docker_cache.py) and the builds' compile cache volumes
+        (docker_compile.py), after asking the engine."""
+        from . import docker_compile
         from .docker_cache import measured
 
         self.ping()
         yield measured(self)
+        yield docker_compile.measured(self.client)
 
     def prune_kept(self) -> Iterator[str]:
-        """`uv cache prune --ci` in the volume (docker_cache.py), after asking the engine."""
+        """`uv cache prune --ci` in uv's volume (docker_cache.py), then remove the builds' compile
+        cache volumes (a line when there were any: docker_compile.py), after asking the engine."""
+        from . import docker_compile
         from .docker_cache import pruned_on_demand
 
         self.ping()
         yield pruned_on_demand(self)
+        if line := docker_compile.pruned(self.client):
+            yield line
 
     # -- preparing ------------------------------------------------------------------------------
 

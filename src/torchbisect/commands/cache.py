@@ -2,10 +2,12 @@
 
 The docker backend keeps a uv cache volume; `matrix` and `bisect` prune it when they end
 (backends/docker_cache.py says how, and why `uv cache prune --ci`), and this command is the same
-prune on demand.  The venv backend keeps one venv per cell under the work folder (reused while its
-wheel is the same) and fills the host's uv cache; `--prune` removes the venvs and prunes that
-cache the same way (the next run installs again).  Each backend measures and prunes what it
-keeps (`measure_kept`, `prune_kept`); this command asks the one meant.  The backend is the one the
+prune on demand.  It also keeps a compile cache volume per build probed (docker_compile.py), which
+runs keep and `--prune` removes.  The venv backend keeps one venv per cell under the work
+folder (reused while its wheel is the same) and fills the host's uv cache; `--prune` removes
+the venvs and prunes that cache the same way (the next run installs again).  Each backend
+measures and prunes what it keeps (`measure_kept`, `prune_kept`); this command asks the one
+meant.  The backend is the one the
 newest run in the store used (`--store`), else the one `matrix` would choose; the first line names
 it, and why.
 Exit 0; 3 when the docker volume could not be measured or pruned (another run holding uv's lock
@@ -34,7 +36,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prune",
         action="store_true",
-        help="docker: `uv cache prune --ci` in the volume; venv: remove the "
+        help="docker: remove the builds' compile cache volumes and `uv cache "
+        "prune --ci` in uv's volume; venv: remove the "
         "cells' venvs and `uv cache prune --ci` on this host (uv's cache is "
         "shared with other uv users); every downloaded wheel goes, the next "
         "run downloads what it installs",
