@@ -1,0 +1,56 @@
+"""Round 6's hostile-input sweep: paths no file system can hold or follow.
+
+A name longer than the file system's limit (255 bytes) and a symbolic link that loops reach
+`open()`, `stat()` or `Path.resolve()` deep inside a command, where no narrower check looks for
+them; each was a crash (exit 250, "torchbisect itself failed").  Now each is one sentence naming
+the flag (or the argument) that gave the path, exit status 2.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from helpers.cli import invoke, one_sentence
+
+from torchbisect.exits import Exit
+
+LONG = "x" * 300  # over NAME_MAX (255) on every file system Linux runs on
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A folder with torchbisect's default matrix.yaml and a pair of links that point at each
+    other (`loop`)."""
+    assert invoke("init", cwd=tmp_path).returncode == Exit.OK
+    os.symlink("loop2", tmp_path / "loop")
+    os.symlink("loop", tmp_path / "loop2")
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("args", "named", "said"),
+    [
+        (["--matrix", LONG], f"--matrix {LONG}", "too long"),
+        (["--lock", LONG], f"--lock {LONG}", "too long"),
+        (["--json", f"{LONG}/plan.json"], f"--json {LONG}/plan.json", "too long"),
+        (["--previous-lock", LONG], f"--previous-lock {LONG}", "too long"),
+        (["--github-output", LONG], f"--github-output {LONG}", "too long"),
+        (["--runners", LONG], f"--runners {LONG}", "too long"),
+        (["--matrix", "loop"], "--matrix loop", "links loop"),
+        (["--runners", "loop"], "--runners loop", "links loop"),
+        ([f"--matrix={LONG}"], f"--matrix {LONG}", "too long"),
+    ],
+)
+def test_a_path_too_long_or_looping_is_one_sentence_naming_its_flag(project, args, named, said):
+    done = invoke("plan", "--offline", *args, cwd=project)
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="plan")
+    assert f"error: {named}: " in line, line
+    assert said in line and "give another path" in line, line
+
+
+def test_a_merge_input_that_is_a_link_loop_is_refused_before_anything_is_written(project):
+    done = invoke("merge", "merged.sqlite", "loop", cwd=project)
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="merge")
+    assert "loop: is a link to nothing" in line and "nothing was merged" in line, line
+    assert not (project / "merged.sqlite").exists()
