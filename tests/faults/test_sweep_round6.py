@@ -1,4 +1,5 @@
-"""Round 6's hostile-input sweep: paths no file system can hold or follow.
+"""Round 6's hostile-input sweep: paths no file system can hold or follow, and a runners.yaml
+that is not a mapping.
 
 A name longer than the file system's limit (255 bytes) and a symbolic link that loops reach
 `open()`, `stat()` or `Path.resolve()` deep inside a command, where no narrower check looks for
@@ -54,3 +55,14 @@ def test_a_merge_input_that_is_a_link_loop_is_refused_before_anything_is_written
     line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="merge")
     assert "loop: is a link to nothing" in line and "nothing was merged" in line, line
     assert not (project / "merged.sqlite").exists()
+
+
+@pytest.mark.parametrize("text", ["- name: H200\n", "H200\n"])
+def test_a_runners_file_that_is_not_a_mapping_names_its_own_key(project, text):
+    """runners.yaml's top level as a list or a word was told matrix.yaml's keys (`stable` and
+    `nightly`), which a runners file has no place for."""
+    (project / "runners.yaml").write_text(text)
+    done = invoke("plan", "--offline", "--runners", "runners.yaml", cwd=project)
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="plan")
+    assert "runners.yaml, line 1: expected a mapping with the key `kinds`" in line, line
+    assert "stable" not in line, line
