@@ -66,3 +66,13 @@ def test_a_runners_file_that_is_not_a_mapping_names_its_own_key(project, text):
     line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="plan")
     assert "runners.yaml, line 1: expected a mapping with the key `kinds`" in line, line
     assert "stable" not in line, line
+
+
+@pytest.mark.parametrize("command", ["plan", "matrix", "probe"])
+@pytest.mark.parametrize("value", ["2.x", "", "nan", "-1", "r580"])
+def test_a_driver_that_is_no_version_is_refused_naming_the_flag(project, command, value):
+    """`--driver 2.x` was taken as a driver that supports no CUDA at all (`cuda: auto` then had
+    no tag to choose), and `matrix`/`probe` ran on with it; runners.yaml's `driver:` is checked."""
+    done = invoke(command, "--offline", "--driver", value, cwd=project)
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command=command)
+    assert "argument --driver: expected a driver version such as 580.95.05" in line, line

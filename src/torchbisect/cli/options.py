@@ -123,6 +123,7 @@ def add_lock_options(parser: argparse.ArgumentParser, *, writes: bool = False) -
     )
     parser.add_argument(
         "--driver",
+        type=driver_version,
         metavar="VERSION",
         help="NVIDIA driver that `cuda: auto` plans for (default: nvidia-smi's)",
     )
@@ -238,6 +239,16 @@ def write_text(target: str | Path, text: str) -> None:
     else:
         Path(target).parent.mkdir(parents=True, exist_ok=True)
         Path(target).write_text(text, encoding="utf-8")
+
+
+def driver_version(text: str) -> str:
+    """The `type=` of `--driver`: numbers between dots, as nvidia-smi prints it and runners.yaml's
+    `driver:` takes (anything else made `cuda: auto` find no CUDA tag the driver supports)."""
+    if not all(part.isascii() and part.isdigit() for part in text.split(".")):
+        raise argparse.ArgumentTypeError(
+            f"expected a driver version such as 580.95.05 (nvidia-smi prints it), got {text!r}"
+        )
+    return text
 
 
 def positive(text: str) -> int:
