@@ -76,3 +76,17 @@ def test_a_driver_that_is_no_version_is_refused_naming_the_flag(project, command
     done = invoke(command, "--offline", "--driver", value, cwd=project)
     line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command=command)
     assert "argument --driver: expected a driver version such as 580.95.05" in line, line
+
+
+@pytest.mark.parametrize("value", ['"x"', "null", "{}", "5"])
+@pytest.mark.parametrize("key", ["runs", "bisections", "attendance"])
+def test_an_export_whose_list_is_not_a_list_is_no_export(tmp_path, key, value):
+    """`{"schema": 1, "runs": "x"}` was read as one damaged run, said as Python's
+    "AttributeError: 'str' object has no attribute 'get'"."""
+    (tmp_path / "shard.json").write_text(f'{{"schema": 1, "{key}": {value}}}')
+    done = invoke("merge", "merged.sqlite", "shard.json", cwd=tmp_path)
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="merge")
+    assert "shard.json is not a torchbisect export" in line, line
+    assert f'("{key}" is not a list)' in line, line
+    assert "Error" not in line, line
+    assert not (tmp_path / "merged.sqlite").exists()
