@@ -90,3 +90,24 @@ def test_an_export_whose_list_is_not_a_list_is_no_export(tmp_path, key, value):
     assert f'("{key}" is not a list)' in line, line
     assert "Error" not in line, line
     assert not (tmp_path / "merged.sqlite").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["bisect", "--good", "2.5.0", "--bad", "2.6.0", "--python", "2.x"], "--python"),
+        (["bisect", "--good", "2.5.0", "--bad", "2.6.0", "--python", ""], "--python"),
+        (["bisect", "--good", "2.5.0", "--bad", "2.6.0", "--cuda", "130"], "--cuda"),
+        (["bisect", "--good", "2.5.0", "--bad", "2.6.0", "--cuda", "12.6"], "--cuda"),
+        (["plan", "--offline", "--python", "3"], "--python"),
+    ],
+)
+def test_a_python_or_cuda_that_is_no_tag_is_refused_naming_the_flag(project, args, flag):
+    """`bisect --python 2.x` reached the index and blamed the wrong flag: "--good 2.5.0 is not
+    on the index for cu130 / Python 2.x"; matrix.yaml's `python:` and `cuda:` were checked."""
+    (project / "wheels").mkdir()  # an empty local index: nothing is fetched
+    local = ["--index-url", "wheels", "--no-github"] if args[0] == "bisect" else []
+    done = invoke(*args, *local, cwd=project)
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command=args[0])
+    assert f"argument {flag}: expected a " in line, line
+    assert "--good" not in line, line

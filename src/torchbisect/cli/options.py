@@ -251,6 +251,25 @@ def driver_version(text: str) -> str:
     return text
 
 
+def python_version(text: str) -> str:
+    """The `type=` of a wheel's `--python` (plan, bisect): what matrix.yaml's `python:` takes, so
+    `--python 2.x` is this sentence, not an index that has no build "for Python 2.x"."""
+    if not re.fullmatch(r"3\.\d{1,2}t?", text):
+        raise argparse.ArgumentTypeError(
+            f"expected a Python version such as 3.12 or 3.13t, got {text!r}"
+        )
+    return text
+
+
+def cuda_tag(text: str) -> str:
+    """The `type=` of `bisect --cuda`: what matrix.yaml's `cuda:` takes."""
+    if not re.fullmatch(r"cu\d{3}|cpu|auto", text):
+        raise argparse.ArgumentTypeError(
+            f"expected a CUDA tag such as cu130, cpu or auto, got {text!r}"
+        )
+    return text
+
+
 def positive(text: str) -> int:
     """The `type=` of a count that must be at least 1 (`--jobs`, `--shards`)."""
     try:
