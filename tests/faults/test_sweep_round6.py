@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from helpers.cli import invoke, one_sentence
+from helpers.cli import call, invoke, one_sentence
 
 from torchbisect.exits import Exit
 
@@ -111,3 +111,37 @@ def test_a_python_or_cuda_that_is_no_tag_is_refused_naming_the_flag(project, arg
     line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command=args[0])
     assert f"argument {flag}: expected a " in line, line
     assert "--good" not in line, line
+
+
+NOT_UTF8 = os.fsdecode(b"caf\xe9\xff")  # a file name of Latin-1 bytes, as Python hands it over
+
+
+def test_a_script_named_in_bytes_that_are_not_utf8_is_one_sentence(project):
+    """`bisect --script` of such a name crashed hashing it, and the crash's own report then
+    crashed writing the command line: Python's exit status 1, which says "affected"."""
+    (project / "wheels").mkdir()
+    args = ["--good", "2.5.0", "--bad", "2.6.0", "--index-url", "wheels", "--no-github"]
+    done = invoke("bisect", *args, "--script", NOT_UTF8, cwd=project)
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="bisect")
+    assert "--script 'caf\\udce9\\udcff' holds bytes that are not UTF-8 text" in line, line
+
+
+def test_a_crash_with_an_argument_that_is_not_utf8_is_still_status_250(
+    tmp_path, monkeypatch, capsys
+):
+    """The report of torchbisect's own failure wrote the command line as strict UTF-8, so an
+    argument of other bytes made a second crash, out of the catcher: exit 1, "affected"."""
+    from torchbisect.commands import schema
+
+    def broken(args: object) -> int:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(schema, "run", broken)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    monkeypatch.chdir(tmp_path)
+    assert call("schema", "--out", f"{NOT_UTF8}.json") == Exit.FAILED
+    err = capsys.readouterr().err
+    assert "torchbisect itself failed (RuntimeError: a bug)" in err and "Traceback" not in err
+    [kept] = tmp_path.glob("torchbisect-schema-*.traceback.txt")
+    assert "caf\\udce9\\udcff.json" in kept.read_text(encoding="utf-8")

@@ -378,7 +378,8 @@ def _failed(command: str, argv: list[str], err: Exception) -> int:
     who = " ".join(["torchbisect", command] if command else ["torchbisect"])
     try:
         fd, name = tempfile.mkstemp(prefix=f"{who.replace(' ', '-')}-", suffix=".traceback.txt")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        # backslashreplace: an argument of bytes that are not UTF-8 (a path) is no second crash
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(f"torchbisect {_version()}: {' '.join(['torchbisect', *argv])}\n\n")
             traceback.print_exc(file=fh)
     except OSError:
