@@ -311,8 +311,8 @@ def _message(err: Mapping[str, Any], loc: _Loc, model: type[BaseModel]) -> str:
         )
         return f"unknown key; {hint}"
     if not loc and kind == "model_type":  # the file's top level: name the keys of its own model
-        keys = [k for k in ("stable", "nightly") if k in _fields_at(model, ())]
-        keys = keys or _fields_at(model, ())[:2]
+        fields = _fields_at(model, ())
+        keys = [k for k in fields if k in ("stable", "nightly")] or fields[:2]
         such = " and ".join(f"`{k}`" for k in keys)
         such = f"of keys such as {such}" if len(keys) > 1 else f"with the key {such}"
         return f"expected a mapping {such}, got {show(err['input'])}"
