@@ -145,3 +145,17 @@ def test_a_crash_with_an_argument_that_is_not_utf8_is_still_status_250(
     assert "torchbisect itself failed (RuntimeError: a bug)" in err and "Traceback" not in err
     [kept] = tmp_path.glob("torchbisect-schema-*.traceback.txt")
     assert "caf\\udce9\\udcff.json" in kept.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("command", ["report", "notify"])
+@pytest.mark.parametrize(("name", "said"), [("folder", "is a folder"), ("fifo", "a FIFO")])
+def test_a_store_that_is_a_folder_or_a_fifo_is_said_as_such(tmp_path, command, name, said):
+    """`report --store DIR` said "no result store at DIR: run `torchbisect matrix` first", as
+    if nothing were there; running the matrix would not have helped."""
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    extra = ["--fix", "--repo", "a/b"] if command == "notify" else []
+    done = invoke(command, *extra, "--store", name, cwd=tmp_path)
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command=command)
+    assert f"--store {name}: " in line and said in line and "not a result store" in line, line
+    assert "torchbisect matrix" not in line, line
