@@ -159,3 +159,16 @@ def test_a_store_that_is_a_folder_or_a_fifo_is_said_as_such(tmp_path, command, n
     line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command=command)
     assert f"--store {name}: " in line and said in line and "not a result store" in line, line
     assert "torchbisect matrix" not in line, line
+
+
+@pytest.mark.parametrize("cases", ["nan", "capture_write,capture_wrte"])
+def test_a_case_the_probe_does_not_declare_is_a_mistake_not_an_infrastructure_failure(
+    project, cases
+):
+    """`probe --cases nan` ran the probe, which exited 128 on the unknown name: "infrastructure
+    failure", status 3, with the probe's own list of cases buried in the line."""
+    done = invoke("probe", "--offline", "--backend", "current", "--cases", cases, cwd=project)
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="probe")
+    unknown = cases.rsplit(",", 1)[-1]
+    assert f"--cases {cases}: {unknown} is not a case of the probe stale_replay" in line, line
+    assert "choose from capture_data_ptr, capture_write," in line, line
