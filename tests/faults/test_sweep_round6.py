@@ -1,10 +1,14 @@
-"""Round 6's hostile-input sweep: paths no file system can hold or follow, and a runners.yaml
-that is not a mapping.
+"""Round 6's hostile-input sweep: what each command did with odd flag values and files that
+earlier rounds had not tried, and now does.
 
-A name longer than the file system's limit (255 bytes) and a symbolic link that loops reach
-`open()`, `stat()` or `Path.resolve()` deep inside a command, where no narrower check looks for
-them; each was a crash (exit 250, "torchbisect itself failed").  Now each is one sentence naming
-the flag (or the argument) that gave the path, exit status 2.
+- A name longer than the file system's limit (255 bytes) or a symbolic link that loops reached
+  `open()`, `stat()` or `Path.resolve()` deep inside a command and crashed it (exit 250); now
+  one sentence names the flag (or the argument) that gave the path, exit 2.
+- Flags checked as the files' keys are: `--driver`, `--python`, `--cuda`, `probe --cases`
+  (each was taken as given and failed later, blaming another flag or the infrastructure).
+- A runners.yaml or a JSON export of the wrong shape, and a `--store` that is a folder or a
+  FIFO, are said as what they are.
+- An argument in bytes that are not UTF-8 never ends in Python's status 1 ("affected").
 """
 
 from __future__ import annotations
