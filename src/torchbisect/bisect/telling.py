@@ -97,6 +97,14 @@ def check_script(command: str, *, on_host: bool) -> None:
     """Refuse a --script that cannot run before anything is probed: a path that is not there
     or not executable.  A bare name is looked up on the build's PATH where it runs (a venv's
     `bin` first), so only its exit status 126/127 at an end can tell (`_ends_sentence`)."""
+    if not command.isascii():
+        try:  # bytes that are not UTF-8 (a file's name) reach here as lone surrogates
+            command.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(
+                f"--script {command!r} holds bytes that are not UTF-8 text: rename the "
+                "file (or link to it) with a name in UTF-8"
+            ) from None
     try:
         words = shlex.split(command)
     except ValueError as err:

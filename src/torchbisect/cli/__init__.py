@@ -16,6 +16,7 @@ writes are checked (exit 2); a run that needs a GPU and was told to require one 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import signal
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import defaults
-from ..errors import IndexUnreachable, InfraError, TorchbisectError
+from ..errors import ConfigError, IndexUnreachable, InfraError, TorchbisectError
 from ..exits import Exit
 from ..utils.words import visible
 
@@ -219,10 +220,10 @@ def _main(argv: list[str]) -> int:
         print(f"torchbisect {args.command}: interrupted", file=sys.stderr)
         return Exit.INTERRUPTED
     except Exception as err:  # noqa: BLE001 - the one place an unexpected error is caught
-        full = _full_disk(err, args)
-        if full is not None:  # wherever it struck: one sentence naming the folder, exit 3
-            print(f"torchbisect {args.command}: error: {visible(str(full))}", file=sys.stderr)
-            return full.exit_code
+        said = _full_disk(err, args) or _unusable_path(err, argv)
+        if said is not None:  # wherever it struck: one sentence naming the path, its status
+            print(f"torchbisect {args.command}: error: {visible(str(said))}", file=sys.stderr)
+            return said.exit_code
         return _failed(args.command, argv, err)
 
 
@@ -270,6 +271,41 @@ def _full_disk(err: BaseException, args: argparse.Namespace) -> TorchbisectError
         or "a folder torchbisect writes to (its report, logs, store, lock or work folder)",
         said,
     )
+
+
+# A path no file system can hold or follow, whichever command met it: the user's to change.
+_UNUSABLE = {
+    errno.ENAMETOOLONG: "a name in it is too long for the file system",
+    errno.ELOOP: "its symbolic links loop",
+}
+
+
+def _unusable_path(err: BaseException, argv: list[str]) -> ConfigError | None:
+    """A path given on the command line with a name too long or links that loop, met where no
+    narrower check said so: one sentence naming the flag that gave it (exit 2), not a crash."""
+    if isinstance(err, OSError) and err.errno in _UNUSABLE and err.filename is not None:
+        name, why = os.fsdecode(err.filename), _UNUSABLE[err.errno]
+    elif isinstance(err, RuntimeError) and str(err).startswith("Symlink loop from "):
+        # Path.resolve() on Python 3.11 and 3.12 raises this, the path quoted, instead of ELOOP
+        name, why = str(err).removeprefix("Symlink loop from ").strip("'\""), _UNUSABLE[errno.ELOOP]
+    else:
+        return None
+    where = os.path.abspath(name)
+    for flag, given in _given(argv):
+        inside = os.path.abspath(given) if given else None
+        if inside and (where == inside or where.startswith(inside.rstrip(os.sep) + os.sep)):
+            return ConfigError(f"{f'{flag} ' if flag else ''}{given}: {why}; give another path")
+    return ConfigError(f"{name}: {why}; give another path")
+
+
+def _given(argv: list[str]) -> Iterator[tuple[str, str]]:
+    """Each argument with the flag it is the value of ("" for a positional one)."""
+    for before, arg in zip(["", *argv], argv, strict=False):
+        if arg.startswith("--") and "=" in arg:
+            flag, _, value = arg.partition("=")
+            yield flag, value
+        else:
+            yield (before if before.startswith("--") and "=" not in before else ""), arg
 
 
 def _gated(args: argparse.Namespace, argv: list[str]) -> int:
@@ -342,7 +378,8 @@ def _failed(command: str, argv: list[str], err: Exception) -> int:
     who = " ".join(["torchbisect", command] if command else ["torchbisect"])
     try:
         fd, name = tempfile.mkstemp(prefix=f"{who.replace(' ', '-')}-", suffix=".traceback.txt")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        # backslashreplace: an argument of bytes that are not UTF-8 (a path) is no second crash
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(f"torchbisect {_version()}: {' '.join(['torchbisect', *argv])}\n\n")
             traceback.print_exc(file=fh)
     except OSError:

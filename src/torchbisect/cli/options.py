@@ -123,6 +123,7 @@ def add_lock_options(parser: argparse.ArgumentParser, *, writes: bool = False) -
     )
     parser.add_argument(
         "--driver",
+        type=driver_version,
         metavar="VERSION",
         help="NVIDIA driver that `cuda: auto` plans for (default: nvidia-smi's)",
     )
@@ -238,6 +239,35 @@ def write_text(target: str | Path, text: str) -> None:
     else:
         Path(target).parent.mkdir(parents=True, exist_ok=True)
         Path(target).write_text(text, encoding="utf-8")
+
+
+def driver_version(text: str) -> str:
+    """The `type=` of `--driver`: numbers between dots, as nvidia-smi prints it and runners.yaml's
+    `driver:` takes (anything else made `cuda: auto` find no CUDA tag the driver supports)."""
+    if not all(part.isascii() and part.isdigit() for part in text.split(".")):
+        raise argparse.ArgumentTypeError(
+            f"expected a driver version such as 580.95.05 (nvidia-smi prints it), got {text!r}"
+        )
+    return text
+
+
+def python_version(text: str) -> str:
+    """The `type=` of a wheel's `--python` (plan, bisect): what matrix.yaml's `python:` takes, so
+    `--python 2.x` is this sentence, not an index that has no build "for Python 2.x"."""
+    if not re.fullmatch(r"3\.\d{1,2}t?", text):
+        raise argparse.ArgumentTypeError(
+            f"expected a Python version such as 3.12 or 3.13t, got {text!r}"
+        )
+    return text
+
+
+def cuda_tag(text: str) -> str:
+    """The `type=` of `bisect --cuda`: what matrix.yaml's `cuda:` takes."""
+    if not re.fullmatch(r"cu\d{3}|cpu|auto", text):
+        raise argparse.ArgumentTypeError(
+            f"expected a CUDA tag such as cu130, cpu or auto, got {text!r}"
+        )
+    return text
 
 
 def positive(text: str) -> int:

@@ -68,6 +68,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add(
         "--cuda",
+        type=flags.cuda_tag,
         default="cu130",
         metavar="TAG",
         help="CUDA tag of the wheels (default cu130); for releases, `auto`: each release's own "
@@ -76,6 +77,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add(
         "--python",
+        type=flags.python_version,
         default=f"{sys.version_info.major}.{sys.version_info.minor}",
         help="Python of the wheels and venvs (default: this interpreter's)",
     )

@@ -22,6 +22,7 @@ checkpointed into it): the probe job's upload step copies the live shard store t
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -169,7 +170,9 @@ def _present(
         )
     kept = []
     for path in inputs:
-        if path.resolve() == out.resolve() and out.suffix != ".json":
+        # realpath, not Path.resolve(): a link loop is an input to refuse, and resolve() raises
+        # RuntimeError on one (Python 3.11, 3.12)
+        if os.path.realpath(path) == os.path.realpath(out) and out.suffix != ".json":
             say(f"{path}: is the output itself, skipped")
         elif not path.exists() and path in allowed:
             say(f"{path}: does not exist, which --allow-missing allows (nothing to merge yet)")
@@ -180,6 +183,11 @@ def _present(
 
 
 def _readable(path: Path) -> None:
+    if path.is_symlink() and not path.exists():
+        raise ConfigError(
+            f"{path}: is a link to nothing (its target is missing, or the links loop), so "
+            "nothing was merged; give a results .sqlite file or a JSON export"
+        )
     if not path.exists():
         raise ConfigError(
             f"{path}: no such file, so nothing was merged; check the path, or pass "

@@ -93,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
             "(--fix) reads no runner kinds: drop one of them"
         )
     runners = _runners(args.runners)
+    if args.store.exists() and not args.store.is_file():
+        from .report import not_a_store_file
+
+        raise ConfigError(f"--store {args.store}: {not_a_store_file(args.store)}")
     if not args.store.is_file():
         raise ConfigError(f"no result store at {args.store}: pass --store PATH")
     with Store(args.store) as store:

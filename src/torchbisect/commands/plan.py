@@ -47,6 +47,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--python",
+        type=flags.python_version,
         metavar="X.Y",
         help="Python for entries that name none (default: this interpreter's)",
     )

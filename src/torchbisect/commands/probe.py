@@ -312,11 +312,25 @@ def _overrides(cell: Cell, options: ProbeOptions) -> Cell:
     changes: dict[str, Any] = {}
     if options.cases:
         changes["cases"] = tuple(c.strip() for c in options.cases.split(",") if c.strip())
+        _known_cases(cell.probe, options.cases, changes["cases"])
     if options.trials is not None:
         changes["trials"] = options.trials
     if options.overlay and cell.url:
         changes["overlay"] = True
     return dataclasses.replace(cell, **changes) if changes else cell
+
+
+def _known_cases(probe: str, given: str, cases: tuple[str, ...]) -> None:
+    """A --cases name the probe's file does not declare is a typo to fix, refused before anything
+    is installed: the probe would exit 128 on it, which reads as an infrastructure failure."""
+    info = probe_info(probe)
+    known = [*info.case_labels, *(c for c in info.controls if c not in info.case_labels)]
+    unknown = [c for c in cases if c not in known]
+    if known and unknown:
+        raise ConfigError(
+            f"--cases {given}: {', '.join(unknown)} is not a case of the probe {probe}; "
+            f"choose from {', '.join(known)}"
+        )
 
 
 def _gpu(index: int | None) -> Gpu | None:

@@ -114,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
         )
     elif options.bisections:
         raise ConfigError("--bisection needs --probe-json; stored bisections are drawn already")
+    elif options.store.exists() and not options.store.is_file():
+        raise ConfigError(f"--store {options.store}: {not_a_store_file(options.store)}")
     elif not options.store.is_file():
         raise ConfigError(
             f"no result store at {options.store}: run `torchbisect matrix` first, "
@@ -131,3 +133,9 @@ def run(args: argparse.Namespace) -> int:
     for path in paths:
         print(visible(f"wrote {path}"))  # as `matrix` says it, a path's ESC as ␛
     return 0
+
+
+def not_a_store_file(path: Path) -> str:
+    """What a --store that exists but is no file is, and what to give instead."""
+    what = "a folder" if path.is_dir() else "not a regular file (a FIFO, a device or a socket)"
+    return f"is {what}, not a result store; pass --store with the store's file"

@@ -310,9 +310,12 @@ def _message(err: Mapping[str, Any], loc: _Loc, model: type[BaseModel]) -> str:
             else "expected one of " + ", ".join(f"`{a}`" for a in allowed)
         )
         return f"unknown key; {hint}"
-    if not loc and kind == "model_type":
-        got = show(err["input"])
-        return f"expected a mapping of keys such as `stable` and `nightly`, got {got}"
+    if not loc and kind == "model_type":  # the file's top level: name the keys of its own model
+        fields = _fields_at(model, ())
+        keys = [k for k in fields if k in ("stable", "nightly")] or fields[:2]
+        such = " and ".join(f"`{k}`" for k in keys)
+        such = f"of keys such as {such}" if len(keys) > 1 else f"with the key {such}"
+        return f"expected a mapping {such}, got {show(err['input'])}"
     what = _GENERIC.get(kind)
     if what:
         return f"expected {what}, got {show(err.get('input'))}"

@@ -49,7 +49,9 @@ class _Reader:
             if not isinstance(key, str):
                 raise self.bad("an object key is not a string")
             self.expect(":")
-            if key in _LISTS and self.peek() == "[":
+            if key in _LISTS:  # an export's lists are lists: `"runs": "x"` was read as a run
+                if self.peek() != "[":
+                    raise self.bad(f'"{key}" is not a list')
                 yield from ((key, item) for item in self.items())
             else:
                 yield key, self.value()
