@@ -176,3 +176,24 @@ def test_a_case_the_probe_does_not_declare_is_a_mistake_not_an_infrastructure_fa
     unknown = cases.rsplit(",", 1)[-1]
     assert f"--cases {cases}: {unknown} is not a case of the probe stale_replay" in line, line
     assert "choose from capture_data_ptr, capture_write," in line, line
+
+
+@pytest.mark.parametrize("target", ["elsewhere/x.sqlite", "real.sqlite"])
+def test_a_store_that_is_a_link_is_never_written_through(tmp_path, target):
+    """`merge OUT` with OUT a link (dangling or not) had SQLite write through it: the sweep's
+    run made /nonexistent/x, folders and all.  Every store opened for writing is refused so."""
+    from torchbisect.errors import ConfigError
+    from torchbisect.store.db import Store
+
+    with Store(tmp_path / "input.sqlite"), Store(tmp_path / "real.sqlite"):
+        pass
+    before = (tmp_path / "real.sqlite").read_bytes()
+    os.symlink(target, tmp_path / "out.sqlite")
+    done = invoke("merge", "out.sqlite", "input.sqlite", cwd=tmp_path)
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="merge")
+    assert f"out.sqlite is a symbolic link (to {target})" in line, line
+    assert "never through a link" in line, line
+    assert not (tmp_path / "elsewhere").exists()
+    assert (tmp_path / "real.sqlite").read_bytes() == before
+    with pytest.raises(ConfigError, match="is a symbolic link"):  # matrix, probe, bisect too
+        Store(tmp_path / "out.sqlite")

@@ -15,6 +15,7 @@ A disk that fails under a sound store (full, over quota, an I/O error) is not da
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -79,7 +80,16 @@ _BAD_ROWS = {
 
 
 def inspect(path: Path, schema_version: int) -> None:
-    """Raise ConfigError unless `path` is missing, empty, or a store this version can use."""
+    """Raise ConfigError unless `path` is missing, empty, or a store this version can use.
+
+    A store is written only as a file of its own: a symbolic link there (dangling or not) would
+    have SQLite write through it to wherever it points, and create that file."""
+    if path.is_symlink():
+        raise ConfigError(
+            f"the result store {path} is a symbolic link (to {os.readlink(path)}); torchbisect "
+            "writes a store only as a file of its own, never through a link: give the path of "
+            "a file instead"
+        )
     try:
         with path.open("rb") as fh:
             head = fh.read(len(SQLITE_MAGIC))
