@@ -197,3 +197,24 @@ def test_a_store_that_is_a_link_is_never_written_through(tmp_path, target):
     assert (tmp_path / "real.sqlite").read_bytes() == before
     with pytest.raises(ConfigError, match="is a symbolic link"):  # matrix, probe, bisect too
         Store(tmp_path / "out.sqlite")
+
+
+@pytest.mark.parametrize(
+    ("command", "flag"),
+    [
+        (["matrix"], "--out"),
+        (["matrix"], "--workdir"),
+        (["probe"], "--out"),
+        (["report"], "--store"),
+        (["bisect", "--good", "2.5.0", "--bad", "2.6.0"], "--index-url"),
+    ],
+)
+def test_an_empty_value_is_refused_not_read_as_the_current_folder_or_a_default(
+    tmp_path, command, flag
+):
+    """`--out "$DIR"` with DIR unset wrote the pages into the current folder, and `--index-url
+    "$MIRROR"` with MIRROR unset went to pytorch's index, without a word."""
+    done = invoke(*command, f"{flag}=", cwd=tmp_path)
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command=command[0])
+    assert f"argument {flag}: is empty" in line, line
+    assert os.listdir(tmp_path) == []

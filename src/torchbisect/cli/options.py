@@ -48,7 +48,19 @@ class Output:
         self.kind, self.stdout = kind, stdout
 
     def __call__(self, text: str) -> str | Path:
-        return text if self.stdout and text == "-" else Path(text)
+        if self.stdout and text == "-":
+            return text
+        return Path(nonempty(text))
+
+
+def nonempty(text: str) -> str:
+    """The `type=` of a flag whose empty value would mean something else without a word: `--out
+    ""` the current folder, `--index-url ""` the default index (`--out "$DIR"` with DIR unset)."""
+    if not text:
+        raise argparse.ArgumentTypeError(
+            "is empty (an unset variable?); give a value or leave it out"
+        )
+    return text
 
 
 def check_output(value: str | Path | None, flag: str, kind: str) -> None:
@@ -134,7 +146,7 @@ def add_store_option(
 ) -> None:
     parser.add_argument(
         "--store",
-        type=Output("file") if writes else Path,
+        type=Output("file") if writes else lambda text: Path(nonempty(text)),
         default=defaults.STORE,
         metavar="PATH",
         help=f"{help_text} (default: %(default)s)",

@@ -127,6 +127,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add(
         "--index-url",
+        type=flags.nonempty,
         default=None,
         metavar="URL",
         help="wheel index, file:// URL or folder (default: pytorch's nightly index, or its "
