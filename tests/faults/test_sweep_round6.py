@@ -178,25 +178,23 @@ def test_a_case_the_probe_does_not_declare_is_a_mistake_not_an_infrastructure_fa
     assert "choose from capture_data_ptr, capture_write," in line, line
 
 
-@pytest.mark.parametrize("target", ["elsewhere/x.sqlite", "real.sqlite"])
-def test_a_store_that_is_a_link_is_never_written_through(tmp_path, target):
-    """`merge OUT` with OUT a link (dangling or not) had SQLite write through it: the sweep's
-    run made /nonexistent/x, folders and all.  Every store opened for writing is refused so."""
+@pytest.mark.parametrize("target", ["elsewhere/x.sqlite", "/nonexistent/x.sqlite"])
+def test_a_store_that_is_a_link_to_nothing_is_not_created_through_it(tmp_path, target):
+    """`merge OUT` with OUT a link to nothing had SQLite create the file where it points, folders
+    and all (the sweep made /nonexistent/x).  A link to a store that exists stays that store
+    (test_lock_paths)."""
     from torchbisect.errors import ConfigError
     from torchbisect.store.db import Store
 
-    with Store(tmp_path / "input.sqlite"), Store(tmp_path / "real.sqlite"):
+    with Store(tmp_path / "input.sqlite"):
         pass
-    before = (tmp_path / "real.sqlite").read_bytes()
     os.symlink(target, tmp_path / "out.sqlite")
     done = invoke("merge", "out.sqlite", "input.sqlite", cwd=tmp_path)
     line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="merge")
-    assert f"out.sqlite is a symbolic link (to {target})" in line, line
-    assert "never through a link" in line, line
-    assert not (tmp_path / "elsewhere").exists()
-    assert (tmp_path / "real.sqlite").read_bytes() == before
-    with pytest.raises(ConfigError, match="is a symbolic link"):  # matrix, probe, bisect too
-        Store(tmp_path / "out.sqlite")
+    assert f"out.sqlite is a symbolic link to {target}, which does not exist" in line, line
+    assert not (tmp_path / "elsewhere").exists() and not os.path.exists("/nonexistent")
+    with pytest.raises(ConfigError, match="does not create a store through a link"):
+        Store(tmp_path / "out.sqlite")  # matrix, probe, bisect, report open it so too
 
 
 @pytest.mark.parametrize(

@@ -82,13 +82,13 @@ _BAD_ROWS = {
 def inspect(path: Path, schema_version: int) -> None:
     """Raise ConfigError unless `path` is missing, empty, or a store this version can use.
 
-    A store is written only as a file of its own: a symbolic link there (dangling or not) would
-    have SQLite write through it to wherever it points, and create that file."""
-    if path.is_symlink():
+    A link to a store is that store (its lock is the real file's: utils/runlock.py), but a link
+    to nothing would have SQLite create a file, and its folders, wherever the link points."""
+    if path.is_symlink() and not path.exists():
         raise ConfigError(
-            f"the result store {path} is a symbolic link (to {os.readlink(path)}); torchbisect "
-            "writes a store only as a file of its own, never through a link: give the path of "
-            "a file instead"
+            f"the result store {path} is a symbolic link to {os.readlink(path)}, which does not "
+            "exist; torchbisect does not create a store through a link: give the path of a "
+            "file, or of the store the link should name"
         )
     try:
         with path.open("rb") as fh:
