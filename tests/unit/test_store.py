@@ -175,3 +175,13 @@ def _bisection() -> BisectResult:
         points=(good, bad),
         finished="2026-11-29T12:00:00+00:00",
     )
+
+
+def test_the_damage_check_knows_the_columns_the_store_writes():
+    """store/check.py spells the `runs` columns again (other Pythons load it without the
+    package's dependencies): a column added to one and not the other would call a good store
+    damaged, or let a damaged one through."""
+    from torchbisect.store import check
+    from torchbisect.store.runs import RUN_FIELDS
+
+    assert check._TABLES["runs"] == {"id", *RUN_FIELDS}

@@ -23,6 +23,8 @@ from ..errors import ConfigError, InfraError
 from ..utils import files
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# runs.RUN_FIELDS and "id", spelled again: this module is loaded by other Pythons without the
+# package's dependencies (foreign.py; runs.py imports packaging through outcome.py)
 _TABLES = {
     "runs": {
         "id",
