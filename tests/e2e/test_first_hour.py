@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -398,3 +399,27 @@ def test_nox_tests_runs_the_sessions_own_pytest_whatever_the_base_holds(tmp_path
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout + done.stderr
     assert "pytest is not installed into the virtualenv" not in done.stderr
+
+
+def test_without_a_gpu_and_no_preinstalled_entry_the_matrixs_own_probes_run(tmp_path):
+    """`probe: check` under `defaults:` and `preinstalled: false`: without a GPU the
+    interpreter's torch was probed with the shipped stale_replay, and its page drawn."""
+    project = tmp_path / "project"
+    (project / "probes").mkdir(parents=True)
+    (project / "probes" / "check.py").write_text(
+        '"""My own regression."""\nimport sys\n\nimport torch\n\nsys.exit(0)\n'
+    )
+    (project / "matrix.yaml").write_text(
+        "defaults:\n  probe: check\npreinstalled: false\nstable:\n"
+        "  - versions: [2.10.0]\n    cuda: cpu\n"
+    )
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has a GPU: the no-GPU path is not taken")
+    python = python_with_torch("{}.{}".format(*sys.version_info[:2]))
+    if python is None:
+        (pytest.fail if IN_CI else pytest.skip)("no Python here has torch")
+    done = torchbisect("matrix", "--interpreter", python, "--backend", "current", cwd=project)
+    assert done.returncode == Exit.OK, done.stderr
+    assert "preinstalled.check" in done.stdout, done.stdout
+    assert (project / "reports" / "check.py").is_file()
+    assert not (project / "reports" / "stale_replay.py").exists()

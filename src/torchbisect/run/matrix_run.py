@@ -118,7 +118,12 @@ def _cells(
     plan = _plan(options, handler, preinstalled_only=not picked)
     cells = _pick(plan.cells, options) if picked else plan.cells
     cells, backend_name = no_gpu_cells(
-        cells, python=options.python, backend=options.backend, say=handler.note, selected=picked
+        cells,
+        python=options.python,
+        backend=options.backend,
+        say=handler.note,
+        selected=picked,
+        probes=options.config.probe_names(options.config.defaults),
     )
     why = "" if cells else _NO_GPU_PICKED if picked else _NO_GPU_NO_TORCH
     return cells, backend_name, why

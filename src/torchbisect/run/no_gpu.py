@@ -25,12 +25,19 @@ _EACH = "the torch wheel of each build alone is 0.7-1 GB"
 
 
 def no_gpu_cells(
-    cells: tuple[Cell, ...], *, python: str, backend: str | None, say: Say, selected: bool = False
+    cells: tuple[Cell, ...],
+    *,
+    python: str,
+    backend: str | None,
+    say: Say,
+    selected: bool = False,
+    probes: Sequence[str] = (),
 ) -> tuple[tuple[Cell, ...], str | None]:
     """Without a GPU: only the preinstalled torch (the interpreter's, or an image's under the
     docker backend), with one sentence saying so; and the backend that runs it.  When `cells`
     were `selected` (--cells, --skip, --shard), the preinstalled torch only if it is among them,
-    and the selected cells that are not probed are named."""
+    and the selected cells that are not probed are named.  `probes`: what matrix.yaml's
+    `defaults` run, for the interpreter's torch when the matrix has no preinstalled entry."""
     # What --allow-no-gpu costs: every build downloaded and installed, to read `skipped`.
     again = (
         f"--allow-no-gpu would install every cell anyway, though every case then reads "
@@ -48,9 +55,10 @@ def no_gpu_cells(
             )
         if len(left) == len(cells):
             return (), backend
-    # one cell per probe of the matrix's preinstalled entry
+    # one cell per probe of the matrix's preinstalled entry; without one, the interpreter's torch
+    # with the probes matrix.yaml names (`probe: check` ran the shipped probe instead)
     mine = [c for c in cells if c.channel is Channel.PREINSTALLED] or [
-        preinstalled_cell(probe=default_probe())
+        preinstalled_cell(probe=probe) for probe in probes or (default_probe(),)
     ]
     if mine[0].base_image and (backend is None or capabilities(backend).containers):
         say(
