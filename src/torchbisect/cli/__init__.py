@@ -338,6 +338,10 @@ def _gated(args: argparse.Namespace, argv: list[str]) -> int:
                 f"torchbisect {args.command}: {text}", file=sys.stderr, flush=True
             ),
         ):
+            if "store" in args._needs.holds and getattr(args, "store", None) is not None:
+                from ..store.db import check_store
+
+                check_store(args.store)  # damage said before an index is asked or a build run
             return int(args._run(args) or 0)
 
 

@@ -282,6 +282,19 @@ def cuda_tag(text: str) -> str:
     return text
 
 
+def platform_tag(text: str) -> str:
+    """The `type=` of `--platform` (plan, bisect): a typo would match no wheel, and every build
+    would be planned as missing for a platform that does not exist."""
+    from ..index.tags import is_platform_tag
+
+    if not is_platform_tag(text):
+        raise argparse.ArgumentTypeError(
+            "expected a wheel platform tag such as manylinux_2_28_x86_64, linux_aarch64, "
+            f"macosx_11_0_arm64 or win_amd64, got {text!r}"
+        )
+    return text
+
+
 def positive(text: str) -> int:
     """The `type=` of a count that must be at least 1 (`--jobs`, `--shards`)."""
     try:

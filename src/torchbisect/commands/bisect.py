@@ -83,12 +83,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add(
         "--platform",
+        type=flags.platform_tag,
         default=None,
         help="wheel platform, e.g. manylinux_2_17_x86_64 for a "
         "runner with glibc 2.17 (default: this machine's, its glibc included)",
     )
     add(
         "--probe",
+        type=flags.nonempty,
         default=None,
         metavar="NAME",
         help="the probe that decides: NAME.py found in probes/ beside matrix.yaml, in the "
@@ -322,7 +324,12 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         raise ConfigError("--pytorch-repo needs --bad (and the rest of a bisection)")
     probe = args.probe or default_probe()
     if args.script is None:
-        probe_info(probe)  # a probe that is not there, or does not read: one sentence, exit 2
+        known = probe_info(probe).declared_cases  # not there, or does not read: one sentence
+        if args.case and known and args.case not in known:  # a typo would decide nothing
+            raise ConfigError(
+                f"--case {args.case}: not a case of the probe {probe}; choose from "
+                f"{', '.join(known)}"
+            )
     if args.repeat is not None and (args.script is None or args.repeat < 1):
         raise ConfigError(
             "--repeat needs --script and a whole number of at least 1; racy "

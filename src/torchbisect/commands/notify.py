@@ -49,6 +49,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add(
         "--probe",
+        type=flags.nonempty,
         metavar="NAME",
         help="tell only this regression (a probe of the store); default: each one in it",
     )
@@ -93,10 +94,10 @@ def run(args: argparse.Namespace) -> int:
             "(--fix) reads no runner kinds: drop one of them"
         )
     runners = _runners(args.runners)
-    if args.store.exists() and not args.store.is_file():
-        from .report import not_a_store_file
+    from .report import not_a_store_file
 
-        raise ConfigError(f"--store {args.store}: {not_a_store_file(args.store)}")
+    if args.store.exists() and (refused := not_a_store_file(args.store)):
+        raise ConfigError(f"--store {args.store}: {refused}")
     if not args.store.is_file():
         raise ConfigError(f"no result store at {args.store}: pass --store PATH")
     with Store(args.store) as store:

@@ -53,6 +53,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--platform",
+        type=flags.platform_tag,
         metavar="TAG",
         help="wheel platform, e.g. manylinux_2_17_x86_64 (a runner with glibc "
         "2.17) or linux_aarch64 (any glibc) (default: this machine's, its "

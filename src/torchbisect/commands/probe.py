@@ -74,6 +74,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--gpu", type=int, metavar="INDEX", help="GPU to use (default: the first visible one)")
     add(
         "--probe",
+        type=flags.nonempty,
         metavar="NAME",
         help="the probe to run: NAME.py found in probes/ beside matrix.yaml, in the folders "
         "TORCHBISECT_PROBES names, or among the shipped ones; a JSON-document probe or a "
@@ -323,8 +324,7 @@ def _overrides(cell: Cell, options: ProbeOptions) -> Cell:
 def _known_cases(probe: str, given: str, cases: tuple[str, ...]) -> None:
     """A --cases name the probe's file does not declare is a typo to fix, refused before anything
     is installed: the probe would exit 128 on it, which reads as an infrastructure failure."""
-    info = probe_info(probe)
-    known = [*info.case_labels, *(c for c in info.controls if c not in info.case_labels)]
+    known = probe_info(probe).declared_cases
     unknown = [c for c in cases if c not in known]
     if known and unknown:
         raise ConfigError(

@@ -461,7 +461,46 @@ def _probe_problems(config: MatrixConfig) -> list[dict[str, Any]]:
                 problems.append({"type": "expected", "loc": (*loc, "probe"), "msg": why})
             elif why := _unreadable(name):
                 problems.append({"type": "expected", "loc": (*loc, "probe"), "msg": why})
-    return problems
+    return problems + _case_problems(config)
+
+
+def _case_problems(config: MatrixConfig) -> list[dict[str, Any]]:
+    """Each name under a `cases:` is a case (or control) the probe it reaches declares: a typo
+    would have the probe exit 128 on every cell, read as an infrastructure failure.  Said at the
+    name, under `probes:`, the entry or `defaults`, wherever the cases a probe runs come from."""
+    problems: dict[tuple[str | int, ...], dict[str, Any]] = {}
+    for loc, entry in _entries(config):
+        if loc == ("defaults",):
+            continue  # `defaults` alone runs nothing: its cases are checked where they reach
+        for name in config.probe_names(entry):
+            if is_exit_status(name) or _unreadable(name):
+                continue  # one case of its own; or said already, at its name
+            own = config.probes.get(name)
+            where, given = next(
+                (
+                    (at, source.cases)
+                    for at, source in (
+                        (("probes", name), own),
+                        (loc, entry),
+                        (("defaults",), config.defaults),
+                    )
+                    if source is not None and source.cases is not None
+                ),
+                ((), None),
+            )
+            known = probe_info(name).declared_cases
+            for i, case in enumerate(given or ()):
+                if known and case not in known:
+                    problems.setdefault(
+                        (*where, "cases", i),
+                        {
+                            "type": "expected",
+                            "loc": (*where, "cases", i),
+                            "msg": f"{case!r} is not a case of the probe {name}; choose from "
+                            f"{', '.join(known)}",
+                        },
+                    )
+    return list(problems.values())
 
 
 def _entries(config: MatrixConfig) -> list[tuple[tuple[str | int, ...], RunOptions]]:

@@ -97,6 +97,11 @@ def read_config(path: Path, *, what: str, flag: str) -> str:
         raise ConfigError(f"{path} does not exist: pass {flag} PATH") from None
     except IsADirectoryError:
         raise ConfigError(f"{path} is a folder: pass {flag} with {what} file") from None
+    except OSError as err:  # unreadable (permissions, I/O error, a /proc file that refuses reads)
+        reason = err.strerror or type(err).__name__
+        raise ConfigError(
+            f"{path} could not be read ({reason}): pass {flag} with {what} file"
+        ) from None
     except UnicodeDecodeError as err:
         line = err.object[: err.start].count(b"\n") + 1
         raise ConfigError(f"{path}, line {line}: not UTF-8 text; save the file as UTF-8") from None

@@ -105,6 +105,18 @@ def _manylinux(arch: str, glibc: int) -> list[str]:
     return out
 
 
+_PLATFORM = re.compile(
+    rf"(?:(?:many|musl)linux_\d+_\d+|manylinux(?:1|2010|2014)|linux|macosx_\d+_\d+)"
+    rf"_(?:{'|'.join(_ARCHES)})|win32|win_amd64|win_arm64"
+)
+
+
+def is_platform_tag(tag: str) -> bool:
+    """Whether `tag` is a wheel platform tag (PEP 425/600/656) of an architecture torch ships:
+    "manylinux_2_28_x86_64", "linux_aarch64", "macosx_11_0_arm64", "win_amd64"."""
+    return _PLATFORM.fullmatch(tag) is not None
+
+
 @cache
 def platform_family(tag: str) -> str:
     """ "manylinux_2_28_x86_64" → "linux_x86_64"; "macosx_11_0_arm64" → "macosx_arm64"."""

@@ -124,6 +124,13 @@ class ProbeInfo:
         return next(iter(self.case_labels), "")
 
     @property
+    def declared_cases(self) -> list[str]:
+        """Every case name the file declares (CASE_LABELS, then the CONTROLS it does not label):
+        what `--cases`, `--case` and matrix.yaml's `cases:` may name; empty when it declares
+        none (then any name is the probe's own to judge)."""
+        return [*self.case_labels, *(c for c in self.controls if c not in self.case_labels)]
+
+    @property
     def version(self) -> str:
         """`<PROBE_VERSION>+<first 12 hex of the file's sha256>`: a stored result is reused only
         while the file is byte-for-byte the same."""

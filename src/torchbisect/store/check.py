@@ -106,11 +106,34 @@ def inspect(path: Path, schema_version: int) -> None:
         return  # an empty file: SQLite makes it a new database
     if head != SQLITE_MAGIC:
         raise ConfigError(damaged(path, "it is not an SQLite database"))
+    seen = _unchanged(path)
+    if seen is not None and seen in _PASSED:
+        return  # checked already in this process, and not written since
     try:
         _inspect_read_only(path, schema_version)
     except _HotJournal:
         _roll_back(path)
         _inspect_read_only(path, schema_version)
+    if seen is not None and seen == _unchanged(path):
+        _PASSED.add(seen)
+
+
+# Stores this process found sound, by what identifies the file's state (`_unchanged`): the
+# command's gate checks its --store before anything else (cli._gated), and opening it again
+# then reads it no more.
+_PASSED: set[tuple[str, int, int, int, int]] = set()
+
+
+def _unchanged(path: Path) -> tuple[str, int, int, int, int] | None:
+    """The file's state (its real path, device, inode, size, mtime); None while a -journal or
+    -wal lies beside it (a writer's, or one to roll back: then it is read each time)."""
+    if any(os.path.lexists(f"{path}{side}") for side in ("-journal", "-wal")):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 class _HotJournal(Exception):
@@ -188,6 +211,8 @@ def _check(db: sqlite3.Connection, path: Path, schema_version: int) -> None:
             f"{path} was written by a newer torchbisect (store schema "
             f"{version}); upgrade torchbisect or use another --store"
         )
+    if version < 0:  # no torchbisect writes one; a writer would set it to ours over it
+        raise ConfigError(damaged(path, f"its schema number is {version}, which no store has"))
     problems = [row[0] for row in db.execute("PRAGMA quick_check(3)")]
     if problems != ["ok"]:
         raise ConfigError(damaged(path, "; ".join(problems)[:200]))

@@ -87,6 +87,13 @@ CREATE TABLE IF NOT EXISTS attendance (
 )"""
 
 
+def check_store(path: Path) -> None:
+    """Refuse (ConfigError) a store at `path` that is damaged, foreign or newer, before a command
+    does anything else; a missing or empty one is fine (it is created).  Opening it later does not
+    read it again while the file is unchanged (check.inspect)."""
+    check.inspect(path, _SCHEMA_VERSION)
+
+
 class Store:
     """`Store(path)` opens (and creates) the SQLite file; use from one thread, or as a context."""
 
