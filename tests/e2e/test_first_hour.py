@@ -312,8 +312,9 @@ def test_without_a_gpu_the_way_to_run_every_cell_says_its_cost_and_suggests_cell
     )
     [said] = lines
     assert said.endswith(
-        "--allow-no-gpu would install every cell anyway, though every case "
-        "then reads skipped: the torch wheel of each build alone is 0.7-1 GB, "
+        "--allow-no-gpu would install and probe every cell anyway, though a probe "
+        "that needs a GPU tells nothing without one: the torch wheel of each build "
+        "alone is 0.7-1 GB, "
         "and `torchbisect plan` gives the total, so choose a few with --cells "
         "first."
     )

@@ -38,11 +38,12 @@ def no_gpu_cells(
     were `selected` (--cells, --skip, --shard), the preinstalled torch only if it is among them,
     and the selected cells that are not probed are named.  `probes`: what matrix.yaml's
     `defaults` run, for the interpreter's torch when the matrix has no preinstalled entry."""
-    # What --allow-no-gpu costs: every build downloaded and installed, to read `skipped`.
+    # What --allow-no-gpu costs: every build downloaded and installed; what it gives is the
+    # probe's (the shipped ones say `skipped` or "cannot tell", a CPU-only check its verdicts)
     again = (
-        f"--allow-no-gpu would install every cell anyway, though every case then reads "
-        f"skipped: {_EACH}, and `torchbisect plan` gives the total, so choose a few with "
-        "--cells first."
+        f"--allow-no-gpu would install and probe every cell anyway, though a probe that needs "
+        f"a GPU tells nothing without one: {_EACH}, and `torchbisect plan` gives the total, so "
+        "choose a few with --cells first."
     )
     if selected:
         left = [c.id for c in cells if c.channel is not Channel.PREINSTALLED]
@@ -50,8 +51,8 @@ def no_gpu_cells(
             say(
                 f"No GPU is visible (nvidia-smi lists none), so these selected cells are not "
                 f"probed: {', '.join(left)}; --allow-no-gpu would install and probe them anyway "
-                f"({count(len(left), 'download')}: {_EACH}), though every case then reads "
-                "skipped."
+                f"({count(len(left), 'download')}: {_EACH}), though a probe that needs a GPU "
+                "tells nothing without one."
             )
         if len(left) == len(cells):
             return (), backend
