@@ -298,7 +298,7 @@ def test_preinstalled_and_entry_settings_reach_the_cell(plan_of):
         "defaults:\n  env: {A: 1}\n  timeout: 60\nimages:\n  default: img:1\n"
         "  cu130: img:13\nstable:\n  versions: [2.15.0]\n  cuda: cu130\n"
         "  env: {B: two}\n  overlay: true\n"
-        "preinstalled:\n  interpreter: /usr/bin/python3\n  cases: [capture]\n"
+        "preinstalled:\n  interpreter: /usr/bin/python3\n  cases: [capture_write]\n"
         "  image: nvcr.io/nvidia/pytorch:25.09-py3\n"
     )
     stable, pre = plan.cells
@@ -311,7 +311,7 @@ def test_preinstalled_and_entry_settings_reach_the_cell(plan_of):
         "",
         "/usr/bin/python3",
     )
-    assert pre.cases == ("capture",) and pre.env == (("A", "1"),)
+    assert pre.cases == ("capture_write",) and pre.env == (("A", "1"),)
     assert pre.base_image == "nvcr.io/nvidia/pytorch:25.09-py3"
 
 

@@ -473,7 +473,7 @@ def _case_problems(config: MatrixConfig) -> list[dict[str, Any]]:
         if loc == ("defaults",):
             continue  # `defaults` alone runs nothing: its cases are checked where they reach
         for name in config.probe_names(entry):
-            if is_exit_status(name) or _unreadable(name):
+            if _unreadable(name) or is_exit_status(name):
                 continue  # one case of its own; or said already, at its name
             own = config.probes.get(name)
             where, given = next(

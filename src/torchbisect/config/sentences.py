@@ -11,6 +11,8 @@ never a RecursionError or a run that never ends.
 
 from __future__ import annotations
 
+import errno
+
 import difflib
 import stat
 import types
@@ -98,6 +100,8 @@ def read_config(path: Path, *, what: str, flag: str) -> str:
     except IsADirectoryError:
         raise ConfigError(f"{path} is a folder: pass {flag} with {what} file") from None
     except OSError as err:  # unreadable (permissions, I/O error, a /proc file that refuses reads)
+        if err.errno in (errno.ENAMETOOLONG, errno.ELOOP):
+            raise  # the CLI names the flag that gave such a path (cli._unusable_path)
         reason = err.strerror or type(err).__name__
         raise ConfigError(
             f"{path} could not be read ({reason}): pass {flag} with {what} file"
