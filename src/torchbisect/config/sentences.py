@@ -11,9 +11,8 @@ never a RecursionError or a run that never ends.
 
 from __future__ import annotations
 
-import errno
-
 import difflib
+import errno
 import stat
 import types
 import typing
