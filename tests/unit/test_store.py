@@ -178,9 +178,10 @@ def _bisection() -> BisectResult:
 
 
 def test_the_damage_check_knows_the_columns_the_store_writes():
-    """store/check.py spells the `runs` columns again (other Pythons load it without the
-    package's dependencies): a column added to one and not the other would call a good store
-    damaged, or let a damaged one through."""
+    """The damage check (store/check.py, which other Pythons load without the package's
+    dependencies) and the writer (runs.py) read one spelling of the `runs` columns: a column
+    known to one and not the other would call a good store damaged, or let a damaged one
+    through."""
     from torchbisect.store import check
     from torchbisect.store.runs import RUN_FIELDS
 

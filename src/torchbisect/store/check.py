@@ -21,30 +21,11 @@ from pathlib import Path
 
 from ..errors import ConfigError, InfraError
 from ..utils import files
+from .columns import RUN_FIELDS
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-# runs.RUN_FIELDS and "id", spelled again: this module is loaded by other Pythons without the
-# package's dependencies (foreign.py; runs.py imports packaging through outcome.py)
 _TABLES = {
-    "runs": {
-        "id",
-        "cell_id",
-        "cell_json",
-        "status",
-        "verdict",
-        "cases_json",
-        "probe_json",
-        "reason",
-        "wheel_sha256",
-        "probe_version",
-        "gpu",
-        "driver",
-        "backend",
-        "started",
-        "seconds_install",
-        "seconds_probe",
-        "log_excerpt",
-    },
+    "runs": {"id", *RUN_FIELDS},
     "bisections": {"id", "direction", "case_name", "cuda", "python", "finished", "result_json"},
 }
 _OURS = {*_TABLES, "sqlite_sequence"}

@@ -30,8 +30,9 @@ from ..probe import document
 from ..utils import files
 from ..utils.words import plain_label
 from . import check, foreign
+from .columns import RUN_FIELDS
 from .reuse import covers
-from .runs import RUN_FIELDS, damaged_row, read_export, run_from_row, run_to_json, run_to_row
+from .runs import damaged_row, read_export, run_from_row, run_to_json, run_to_row
 
 EXPORT_SCHEMA = 1
 _SCHEMA_VERSION = 1

@@ -26,27 +26,10 @@ from ..model import Attendance, Cell, CellRun, ProbeResult, RunStatus
 from ..outcome import BisectResult
 from ..probe import document
 from . import export
+from .columns import RUN_FIELDS
 
 EXCERPT_CHARS = 64 * 1024  # 40 log lines (execute.excerpt) of ordinary length, with room
 REASON_CHARS = 4 * 1024
-RUN_FIELDS = (
-    "cell_id",
-    "cell_json",
-    "status",
-    "verdict",
-    "cases_json",
-    "probe_json",
-    "reason",
-    "wheel_sha256",
-    "probe_version",
-    "gpu",
-    "driver",
-    "backend",
-    "started",
-    "seconds_install",
-    "seconds_probe",
-    "log_excerpt",
-)  # the columns of a `runs` row (store/db.py creates the table)
 
 
 def run_to_json(run: CellRun) -> dict[str, Any]:
