@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 from helpers import write_wheel
-from helpers.cli import torchbisect
+from helpers.cli import local_matrix, torchbisect
 
 from torchbisect.backends.container import UV_CACHE
 from torchbisect.backends.docker_compile import COMPILE_LABEL
@@ -77,18 +77,7 @@ def _matrix(tmp_path, volume, *extra, **env) -> subprocess.CompletedProcess:
     return _torchbisect(
         tmp_path,
         volume,
-        "matrix",
-        "--matrix",
-        "matrix.yaml",
-        "--allow-no-gpu",
-        "--backend",
-        "docker",
-        "--store",
-        "results.sqlite",
-        "--out",
-        "reports",
-        "--workdir",
-        "work",
+        *local_matrix(backend="docker"),
         "--fail-on",
         "none",
         *extra,

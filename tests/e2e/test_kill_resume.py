@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import FAKE_PROBES, fake_torch_wheel
-from helpers.cli import command
+from helpers.cli import command, local_matrix
 
 from torchbisect.exits import Exit
 from torchbisect.model import RunStatus
@@ -37,19 +37,8 @@ def test_a_run_killed_midway_resumes_with_no_cell_lost_or_duplicated(tmp_path):
     )
     (tmp_path / "matrix.yaml").write_text(f"defaults:\n  timeout: 120\ndev:\n{entries}")
     argv = command(
-        "matrix",
-        "--matrix",
-        "matrix.yaml",
+        *local_matrix(),
         "--offline",
-        "--allow-no-gpu",
-        "--backend",
-        "venv",
-        "--store",
-        "results.sqlite",
-        "--out",
-        "reports",
-        "--workdir",
-        "work",
         "--no-report",
     )
     env = {**os.environ, "TORCHBISECT_PROBES": str(FAKE_PROBES)}

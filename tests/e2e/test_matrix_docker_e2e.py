@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 from helpers import IN_CI, find_test_wheel
-from helpers.cli import torchbisect
+from helpers.cli import local_matrix, torchbisect
 
 from torchbisect.exits import Exit
 from torchbisect.model import RunStatus, Verdict
@@ -20,18 +20,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 def _matrix(tmp_path, *extra: str) -> subprocess.CompletedProcess:
     return torchbisect(
-        "matrix",
-        "--matrix",
-        "matrix.yaml",
-        "--allow-no-gpu",
-        "--backend",
-        "docker",
-        "--store",
-        "results.sqlite",
-        "--out",
-        "reports",
-        "--workdir",
-        "work",
+        *local_matrix(backend="docker"),
         *extra,
         cwd=tmp_path,
         timeout=1200,

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from helpers import fake_torch_wheel
+from helpers.cli import local_matrix
 
 from torchbisect.exits import Exit
 from torchbisect.utils import proc
@@ -56,18 +57,7 @@ def test_a_probe_printing_hundreds_of_megabytes_leaves_a_bounded_log_and_memory(
             sys.executable,
             "-c",
             MEASURED,
-            "matrix",
-            "--matrix",
-            "matrix.yaml",
-            "--allow-no-gpu",
-            "--backend",
-            "venv",
-            "--store",
-            "results.sqlite",
-            "--out",
-            "reports",
-            "--workdir",
-            "work",
+            *local_matrix(),
         ],
         cwd=tmp_path,
         env=env,

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import pytest
 from helpers import fake_torch_wheel
-from helpers.cli import torchbisect
+from helpers.cli import local_matrix, torchbisect
 
 from torchbisect import masking
 from torchbisect.exits import Exit
@@ -187,18 +187,7 @@ def test_no_form_of_a_token_reaches_the_log_the_store_or_a_page(tmp_path):
         "TB_CUT_TOKEN": "ghp_" + BODY + "cutcut",
     }
     done = torchbisect(
-        "matrix",
-        "--matrix",
-        "matrix.yaml",
-        "--allow-no-gpu",
-        "--backend",
-        "venv",
-        "--store",
-        "results.sqlite",
-        "--out",
-        "reports",
-        "--workdir",
-        "work",
+        *local_matrix(),
         cwd=tmp_path,
         env=env,
         timeout=300,

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from helpers import fake_torch_wheel
-from helpers.cli import torchbisect
+from helpers.cli import local_matrix, torchbisect
 
 from torchbisect.backends import probe_env
 from torchbisect.exits import Exit
@@ -80,18 +80,7 @@ def test_a_probe_sees_no_credentials_and_no_token_reaches_a_log_the_store_or_a_p
         "TORCHBISECT_PASS_ENV": "PASSED_*",
     }
     done = torchbisect(
-        "matrix",
-        "--matrix",
-        "matrix.yaml",
-        "--allow-no-gpu",
-        "--backend",
-        "venv",
-        "--store",
-        "results.sqlite",
-        "--out",
-        "reports",
-        "--workdir",
-        "work",
+        *local_matrix(),
         cwd=tmp_path,
         env=env,
         timeout=300,

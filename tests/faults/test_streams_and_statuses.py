@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from helpers import fake_torch_wheel, make_cell, make_run
-from helpers.cli import command, env, one_sentence, torchbisect
+from helpers.cli import command, env, local_matrix, one_sentence, torchbisect
 
 from torchbisect.exits import Exit
 from torchbisect.store.db import Store
@@ -142,18 +142,7 @@ def test_output_nobody_reads_ends_quietly_with_the_status_of_the_work(project, a
 def test_matrix_into_a_pipe_without_reader_is_not_affected(project):
     """`torchbisect matrix | true` exited 1, "affected" to a gate, though no cell was."""
     done = _unread(
-        "matrix",
-        "--matrix",
-        "matrix.yaml",
-        "--allow-no-gpu",
-        "--backend",
-        "venv",
-        "--store",
-        "shard.sqlite",
-        "--out",
-        "reports",
-        "--workdir",
-        "work",
+        *local_matrix(store="shard.sqlite"),
         cwd=project,
     )
     assert done.returncode == Exit.OK, done.stderr

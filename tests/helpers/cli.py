@@ -43,6 +43,25 @@ def command(*argv: str | Path) -> list[str]:
     return [sys.executable, "-m", "torchbisect", *map(str, argv)]
 
 
+def local_matrix(*, backend: str = "venv", store: str = "results.sqlite") -> list[str]:
+    """The arguments of `matrix` as a test's project folder runs it: its matrix.yaml, no GPU
+    needed, and the store, pages, logs and work folder all written inside that folder."""
+    return [
+        "matrix",
+        "--matrix",
+        "matrix.yaml",
+        "--allow-no-gpu",
+        "--backend",
+        backend,
+        "--store",
+        store,
+        "--out",
+        "reports",
+        "--workdir",
+        "work",
+    ]
+
+
 def torchbisect(
     *argv: str | Path,
     cwd: str | Path | None = None,

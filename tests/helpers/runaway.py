@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 from helpers import fake_torch_wheel
+from helpers.cli import local_matrix
 from torchbisect.utils import proc
 
 PROBE = """
@@ -75,18 +76,7 @@ def project(root: Path, *, timeout: float = 120, cells: int = 1, docs=()) -> lis
     )
     (root / "matrix.yaml").write_text(f"defaults:\n  timeout: {timeout}\ndev:\n{entries}")
     return [
-        "matrix",
-        "--matrix",
-        "matrix.yaml",
-        "--allow-no-gpu",
-        "--backend",
-        "venv",
-        "--store",
-        "results.sqlite",
-        "--out",
-        "reports",
-        "--workdir",
-        "work",
+        *local_matrix(),
         "--no-report",
     ]
 
