@@ -141,6 +141,24 @@ def add_lock_options(parser: argparse.ArgumentParser, *, writes: bool = False) -
     )
 
 
+def store_to_read(path: Path) -> bool:
+    """Whether the --store a command only reads is there (False: no such file); ConfigError when
+    something is there that cannot hold runs: a folder, a FIFO or device, or an empty file (SQLite
+    would make that a new database, writing into a file named to be read).  A file with something
+    in it is the store's to judge when it is opened (store/check.py)."""
+    if not path.exists():
+        return False
+    if path.is_file():
+        if path.stat().st_size:
+            return True
+        what = "an empty file"
+    else:
+        what = "a folder" if path.is_dir() else "not a regular file (a FIFO, a device or a socket)"
+    raise ConfigError(
+        f"--store {path}: is {what}, not a result store; pass --store with the store's file"
+    )
+
+
 def add_store_option(
     parser: argparse.ArgumentParser, help_text: str = "result store", *, writes: bool = False
 ) -> None:

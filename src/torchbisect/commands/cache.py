@@ -90,11 +90,7 @@ def _chosen(args: argparse.Namespace) -> tuple[str, str]:
 
     if args.backend:
         return args.backend, "--backend"
-    from .report import not_a_store_file
-
-    if args.store.exists() and (refused := not_a_store_file(args.store)):
-        raise ConfigError(f"--store {args.store}: {refused}")  # not "no run is stored"
-    if args.store.is_file():
+    if flags.store_to_read(args.store):  # a folder is said, not taken for "no run is stored"
         from ..store.db import Store
 
         with Store(args.store, read_only=True) as store:

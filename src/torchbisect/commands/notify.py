@@ -94,11 +94,7 @@ def run(args: argparse.Namespace) -> int:
             "(--fix) reads no runner kinds: drop one of them"
         )
     runners = _runners(args.runners)
-    from .report import not_a_store_file
-
-    if args.store.exists() and (refused := not_a_store_file(args.store)):
-        raise ConfigError(f"--store {args.store}: {refused}")
-    if not args.store.is_file():
+    if not flags.store_to_read(args.store):
         raise ConfigError(f"no result store at {args.store}: pass --store PATH")
     with Store(args.store) as store:
         runs, bisections = store.latest(), store.bisections()

@@ -114,9 +114,7 @@ def run(args: argparse.Namespace) -> int:
         )
     elif options.bisections:
         raise ConfigError("--bisection needs --probe-json; stored bisections are drawn already")
-    elif options.store.exists() and (refused := not_a_store_file(options.store)):
-        raise ConfigError(f"--store {options.store}: {refused}")
-    elif not options.store.is_file():
+    elif not flags.store_to_read(options.store):
         raise ConfigError(
             f"no result store at {options.store}: run `torchbisect matrix` first, "
             "or pass --store PATH (or --probe-json FILE …)"
@@ -133,17 +131,3 @@ def run(args: argparse.Namespace) -> int:
     for path in paths:
         print(visible(f"wrote {path}"))  # as `matrix` says it, a path's ESC as ␛
     return 0
-
-
-def not_a_store_file(path: Path) -> str | None:
-    """What a --store that exists but cannot hold runs is (a folder, a FIFO, an empty file), and
-    what to give instead; None for a file with something in it (the store opens it and says
-    whether that is a store).  An empty file is refused by the commands that only read a store:
-    SQLite would make it a new database, writing into a file the user named to be read."""
-    if path.is_file():
-        if path.stat().st_size:
-            return None
-        what = "an empty file"
-    else:
-        what = "a folder" if path.is_dir() else "not a regular file (a FIFO, a device or a socket)"
-    return f"is {what}, not a result store; pass --store with the store's file"
