@@ -424,3 +424,27 @@ def test_without_a_gpu_and_no_preinstalled_entry_the_matrixs_own_probes_run(tmp_
     assert "preinstalled.check" in done.stdout, done.stdout
     assert (project / "reports" / "check.py").is_file()
     assert not (project / "reports" / "stale_replay.py").exists()
+
+
+def test_a_matrix_that_probed_nothing_draws_its_own_probes_empty_page(
+    tmp_path, no_torch_python, monkeypatch
+):
+    """`defaults: probe: check`, no GPU and an interpreter without torch: nothing is probed,
+    and the empty page was the shipped stale_replay's ("torch._lazy_clone copies …", its
+    script offered for download) for a matrix that never named it."""
+    (tmp_path / "probes").mkdir()
+    (tmp_path / "probes" / "check.py").write_text(
+        '"""My model returns zeros."""\nimport sys\n\nimport torch\n\nsys.exit(0)\n'
+    )
+    (tmp_path / "matrix.yaml").write_text(
+        "defaults:\n  probe: check\npreinstalled: false\nstable:\n"
+        "  - versions: [2.10.0]\n    cuda: cpu\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("torchbisect.utils.gpus.list_gpus", lambda: [])
+    assert call("matrix", "--interpreter", no_torch_python, "--offline") == Exit.OK
+    summary = (tmp_path / "reports" / "summary.md").read_text()
+    assert summary.startswith("## My model returns zeros.") and "No results yet" in summary
+    assert "_lazy_clone" not in (tmp_path / "reports" / "index.html").read_text()
+    assert (tmp_path / "reports" / "check.py").is_file()
+    assert not (tmp_path / "reports" / "stale_replay.py").exists()

@@ -446,7 +446,7 @@ def page_inputs(
 
     return PageInputs(
         links=links_from(config, matrix),
-        probes=tuple(getattr(config, "probes", None) or ()),
+        probes=tuple(config.named_probes()) if config is not None else (),
         runners=runners,
     )
 

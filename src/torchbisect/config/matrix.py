@@ -352,6 +352,19 @@ class MatrixConfig(_Strict):
             return list(dict.fromkeys(named))
         return list(self.probes) or [default_probe()]
 
+    def named_probes(self) -> list[str]:
+        """Every probe the entries run, `probes:` first, in the file's order; empty when the file
+        names none (every build is then probed by the built-in default).  A page is drawn for
+        each, runs or not: a matrix whose `defaults: probe: mine` probed nothing yet draws
+        `mine`'s empty page, not the shipped probe's."""
+        if not self.names_a_probe():
+            return []
+        named = [*self.probes]
+        for loc, entry in _entries(self):
+            if loc != ("defaults",):  # `defaults` reaches the page through the entries it fills
+                named += self.probe_names(entry)
+        return list(dict.fromkeys(named))
+
     def image(self, cuda: str) -> str | None:
         return self.images.get(cuda) or self.images.get("default")
 
