@@ -235,6 +235,28 @@ def test_a_run_of_both_probes_stores_two_runs_with_two_logs(store, tmp_path):
     assert rows == ["stable-2.15.0-cu132-cp312.cumsum_64bit", "stable-2.15.0-cu132-cp312"]
 
 
+def test_the_summary_lists_a_channels_builds_oldest_first_by_version():
+    """The ids' letters put stable-2.13.0 before stable-2.9.0: a reader took the table's last
+    row for the newest release."""
+    from helpers import make_cell, make_run
+
+    from torchbisect.model import Channel
+    from torchbisect.run.progress import summary_table
+
+    def run(version: str, channel: Channel = Channel.STABLE):
+        cell_id = f"{channel.value}-{version}-cpu-cp311"
+        return make_run(make_cell(cell_id, channel=channel, version=version))
+
+    runs = [run("2.13.0"), run("2.9.0"), run("2.10.0"), run("2.99.0+cpu", Channel.DEV)]
+    rows = [str(cell) for cell in summary_table(runs).columns[0].cells]
+    assert rows == [
+        "stable-2.9.0-cpu-cp311",
+        "stable-2.10.0-cpu-cp311",
+        "stable-2.13.0-cpu-cp311",
+        "dev-2.99.0+cpu-cpu-cp311",
+    ]
+
+
 def test_plan_lists_a_build_once_per_probe(probes, tmp_path, capsys):
     path = matrix(tmp_path, "probes: {stale_replay: {}, cumsum_64bit: {}}\npreinstalled: true\n")
     assert (

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 
+from packaging.version import InvalidVersion, Version
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -24,7 +25,7 @@ from rich.text import Text
 
 from ..backends.base import Watcher
 from ..exits import Exit
-from ..model import Attendance, Cell, CellRun, RunStatus, Verdict
+from ..model import Attendance, Cell, CellRun, Channel, RunStatus, Verdict
 from ..plan.cost import Cost, describe, duration
 from ..utils.console import make_console, print_table
 from ..utils.words import count, megabytes
@@ -248,8 +249,21 @@ def _summary_rows(runs: Sequence[CellRun], stored: Iterable[str]) -> list[tuple[
             _seconds(run, run.cell.run_name in stored),
             _note(run, run.cell.run_name in stored),
         )
-        for run in sorted(runs, key=lambda r: (r.cell.id, r.cell.probe))
+        for run in sorted(runs, key=_in_order)
     ]
+
+
+_CHANNELS = list(Channel)
+
+
+def _in_order(run: CellRun) -> tuple[int, int, Version, str, str]:
+    """A channel's builds oldest first, by version (2.9.0 before 2.13.0, which the cell ids'
+    letters put the other way round), as the page lists them."""
+    try:
+        version, unparsed = Version(run.cell.version), 0
+    except InvalidVersion:
+        version, unparsed = Version("0"), 1
+    return (_CHANNELS.index(run.cell.channel), unparsed, version, run.cell.id, run.cell.probe)
 
 
 def print_summary(
