@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers import REPO, fake_torch_wheel
-from helpers.cli import command, torchbisect
+from helpers.cli import command, local_matrix, torchbisect
 from helpers.cli import env as cli_env
 from helpers.runaway import wait_until
 
@@ -77,18 +77,7 @@ def killed(tmp_path_factory) -> Path:
     }
     run = subprocess.Popen(
         command(
-            "matrix",
-            "--matrix",
-            "matrix.yaml",
-            "--allow-no-gpu",
-            "--backend",
-            "venv",
-            "--store",
-            store,
-            "--out",
-            "reports",
-            "--workdir",
-            "work",
+            *local_matrix(store=str(store)),
             "--no-report",
         ),
         cwd=root,
