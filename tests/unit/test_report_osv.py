@@ -123,6 +123,23 @@ def test_an_affected_oldest_tested_release_opens_the_range_there_and_names_the_u
     assert doc["affected"][0]["versions"] == ["2.11.0", "2.15.0"]
 
 
+def test_the_details_name_the_tested_releases_on_each_model_only_where_each_tested_them():
+    both = [
+        run(v, BAD, gpu=g)
+        for v in ("2.14.0+cu130", "2.15.0+cu132")
+        for g in ("NVIDIA H100", "NVIDIA H200")
+    ]
+    doc = osv_document(both, [], generated=NOW)
+    assert doc["details"].endswith("tested (2.14.0, 2.15.0) on NVIDIA H100, NVIDIA H200.")
+    # 2.13.0 on the H200 alone (as 2.2.2 was): the list is not each model's
+    one = both + [run("2.13.0+cu130", GOOD, gpu="NVIDIA H200")]
+    doc = osv_document(one, [], generated=NOW)
+    assert doc["details"].endswith(
+        "tested (2.13.0, 2.14.0, 2.15.0) on at least one of NVIDIA H100, NVIDIA H200 "
+        "(per_gpu lists each model's)."
+    )
+
+
 def test_a_range_closes_at_the_last_affected_release_not_at_a_later_fixed_one():
     runs, _ = SCENARIOS["fixed"]
     # `fixed: 2.16.0` would claim 2.4 … 2.15, which were not tested

@@ -411,6 +411,27 @@ def test_the_headline_across_models_never_covers_a_model_without_a_release_verdi
     )
 
 
+def test_the_headline_across_models_says_each_only_where_every_model_measured_it_affected():
+    # both models measured both releases affected (the H100 beside the H200, issue 54)
+    both = [
+        run(version, BAD, gpu=gpu)
+        for version in ("2.14.0+cu130", "2.15.0+cu132")
+        for gpu in ("NVIDIA H100", "NVIDIA H200")
+    ]
+    c = build_view(both, [], generated=NOW).comparison
+    assert c.headline == (
+        "2.14.0 – 2.15.0 affected on each of 2 GPU models measured "
+        "(NVIDIA H100, NVIDIA H200) (releases before 2.14.0 were not tested)"
+    )
+    # the H100 never measured 2.15.0: that release is affected on one model, not on each
+    c = build_view(both[:3], [], generated=NOW).comparison
+    assert "affected on at least one of 2 GPU models measured" in c.headline
+    # nor when a model failed to judge it (no verdict is not "affected")
+    judged_once = both[:3] + [run("2.15.0+cu132", infra="install failed", gpu="NVIDIA H100")]
+    c = build_view(judged_once, [], generated=NOW).comparison
+    assert "affected on at least one of" in c.headline
+
+
 def test_a_model_never_affected_has_no_fix_to_compare():
     c = _two_models(extra_h100=((1, BAD), (5, REFUSED)), extra_gb300=((1, GOOD), (6, GOOD)))
     rows = {r.label: r for r in c.rows}

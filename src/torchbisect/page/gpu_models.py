@@ -66,7 +66,7 @@ def compare(
     differences = tuple(_difference(row, gpus) for row in rows if row.differs)
     told = {g for g in gpus if any(state != "unknown" for state in states[g].values())}
     return Comparison(
-        headline=_headline(gpus, runs, told, api),
+        headline=_headline(gpus, runs, told, api, by_model=states),
         gpus=gpus,
         rows=tuple(rows),
         differences=differences,
@@ -132,11 +132,19 @@ def _difference(row: ComparisonRow, gpus: tuple[str, ...]) -> str:
     return f"{row.label}: {'; '.join(parts)}"
 
 
-def _headline(gpus: tuple[str, ...], runs: list[CellRun], told: set[str], api: str) -> str:
+def _headline(
+    gpus: tuple[str, ...],
+    runs: list[CellRun],
+    told: set[str],
+    api: str,
+    *,
+    by_model: dict[str, dict[str, str]],
+) -> str:
     """What affected.json says: a release measured affected on any model is affected.  The
     models are named, and those without a verdict for any release (`told` holds the others) are
     said apart: "no tested release is affected" must never read as covering a model that has
-    no release verdict."""
+    no release verdict.  "On each of" only where every model measured every affected release
+    affected (`by_model`: model -> release -> state); else "on at least one of"."""
     releases = [r for r in runs if is_release(r)]
     course = course_of(releases, api)
     states = list(course.states)
@@ -160,7 +168,20 @@ def _headline(gpus: tuple[str, ...], runs: list[CellRun], told: set[str], api: s
     said = " and ".join(a if a == b else f"{a} – {b}" for a, b in ranges)
     covered = since_sentence(course, api) or f"releases before {probed[0]} were not tested"
     fixed = f", fixed in {course.fixed}" if course.fixed else ""
-    return f"{said} affected on at least one of {models}{fixed} ({covered}){note}"
+    bad = [v for v, state in _union(by_model) if state == "bad"]
+    every = all(by.get(v) == "bad" for by in by_model.values() for v in bad)
+    which = "each" if every else "at least one"
+    return f"{said} affected on {which} of {models}{fixed} ({covered}){note}"
+
+
+def _union(by_model: dict[str, dict[str, str]]) -> list[tuple[str, str]]:
+    """(release, "bad" where any model measured it affected, else its state on some model)."""
+    union: dict[str, str] = {}
+    for by in by_model.values():
+        for version, state in by.items():
+            if union.get(version) != "bad":
+                union[version] = state
+    return sorted(union.items(), key=lambda item: version_key(item[0]))
 
 
 def _listed(names: list[str]) -> str:

@@ -286,6 +286,12 @@ def osv_document(
         ranges.append({"type": "GIT", "repo": REPO, "events": commits, **said})
     gpus = sorted({gpu_of(r) for r in releases})
     tested_on = ", ".join(gpus) or "no GPU"
+    each = {
+        tuple(pypi_events([r for r in releases if gpu_of(r) == g], regression.requires_api)[2])
+        for g in gpus
+    }
+    if len(each) > 1:  # a release tested on one model is not tested on each
+        tested_on = f"at least one of {tested_on} (per_gpu lists each model's)"
     doc = {
         "schema_version": "1.6.0",
         "id": regression.osv_id,
