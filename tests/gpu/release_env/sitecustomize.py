@@ -70,3 +70,18 @@ def _restart():
 
 
 _restart()
+
+
+def _machine_libraries():
+    # A CUDA 13 release uses the machine's CUDA libraries (the nvidia-* wheels beside its own
+    # torch): a venv that does not see them (the hand loop's) finds them as torch's loader does,
+    # on sys.path, after the venv's own packages.
+    version = _torch_version()
+    if not version or (version != "2.11.0" and "LD_PRELOAD" not in _environment(version, "/")):
+        return
+    site = os.environ.get("MACHINE_SITE_PACKAGES", "/opt/torch/.venv/lib/python3.12/site-packages")
+    if os.path.isdir(site) and site not in sys.path:
+        sys.path.append(site)
+
+
+_machine_libraries()
