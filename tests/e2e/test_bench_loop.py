@@ -90,6 +90,10 @@ def test_the_tool_and_the_hand_loop_run_the_same_builds_in_the_same_order(tmp_pa
     assert not list((tmp_path / "work" / "loop").glob("venv-*"))
     assert (tmp_path / "work" / "tool" / "results.sqlite").is_file()
     assert "bench loop on none" in done.stderr
+    # the figure beside it: the three walls from the same document, the GPU in its title
+    svg = (tmp_path / "out" / "loop.svg").read_text()
+    assert "From a reproducer to an answer, " in svg and "(none)" in svg
+    assert f">{doc['tool_seconds']:.3g}<" in svg and f">{doc['loop_seconds']:.3g}<" in svg
 
 
 def test_the_loop_part_names_what_it_lacks(tmp_path):

@@ -36,6 +36,7 @@ from typing import Any
 
 from ..backends import Purpose, default_backend
 from ..utils import proc
+from . import plots
 
 GOAL_LOOP = 0.8  # the tool at most this share of the loop's wall time
 GOAL_FLOOR = 1.3  # and within this many times the reproducer's own time
@@ -318,9 +319,26 @@ def write(doc: dict[str, Any], out: Path | None) -> None:
     text = json.dumps(doc, indent=2) + "\n"
     if out is not None:
         (out / "loop.json").write_text(text)
+        (out / "loop.svg").write_text(chart(doc))
     _say(
         f"bench loop on {doc['gpu']} (driver {doc['driver']}): tool {doc['tool_seconds']:.1f} s, "
         f"loop {doc['loop_seconds']:.1f} s, floor {doc['floor_seconds']:.1f} s over "
         f"{len(doc['loop']['builds'])} builds: tool/loop {doc['tool_vs_loop']} (goal <= "
         f"{GOAL_LOOP}), tool/floor {doc['tool_vs_floor']} (goal <= {GOAL_FLOOR})"
+    )
+
+
+def chart(doc: dict[str, Any]) -> str:
+    """loop.svg: the tool, the hand loop and the floor in seconds, the tool's goal as a tick (the
+    stricter of its two: 0.8x the loop, 1.3x the floor)."""
+    goal = min(GOAL_LOOP * doc["loop_seconds"], GOAL_FLOOR * doc["floor_seconds"])
+    return plots.bar_chart(
+        f"From a reproducer to an answer, {len(doc['loop']['builds'])} builds ({doc['gpu']})",
+        "seconds",
+        {
+            "torchbisect": doc["tool_seconds"],
+            "hand loop": doc["loop_seconds"],
+            "reproducer alone": doc["floor_seconds"],
+        },
+        {"torchbisect": goal},
     )
