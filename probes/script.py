@@ -24,8 +24,10 @@ The command runs with the build's interpreter first on PATH and these set: TORCH
 cell's log) as it comes.
 
 Standalone by contract (see probes/README.md): stdlib + torch only, Python 3.8 syntax, no import of
-torchbisect; torch is asked for its version in a child interpreter, so a torch that cannot even be
-imported still lets the command decide.
+torchbisect. torch's version is read from the torch/version.py this interpreter would import,
+without importing torch (an import of a CUDA build takes seconds, paid on every build a bisection
+judges); only a version.py that does not spell its values out is asked in a child interpreter.
+Either way a torch that cannot even be imported still lets the command decide.
 
 Usage: TORCHBISECT_SCRIPT=CMD python script.py [--cases script] [--trials N] --json PATH
        python script.py --probe FILE [--case NAME] [--requires-api DOTTED] --json PATH
@@ -33,6 +35,7 @@ Usage: TORCHBISECT_SCRIPT=CMD python script.py [--cases script] [--trials N] --j
 
 import argparse
 import ast
+import importlib.util
 import json
 import os
 import re
@@ -51,7 +54,13 @@ _ASK_TORCH = "import torch; print(torch.__version__); print(torch.version.git_ve
 
 
 def torch_versions(env):
-    """(version, git_version) of the torch this interpreter imports; "" for what it cannot tell."""
+    """(version, git_version) of the torch this interpreter imports; "" for what it cannot tell.
+
+    Read from its torch/version.py where that file assigns both as string literals (every
+    release and nightly does), else asked of a child interpreter that imports torch."""
+    found = _version_file_values()
+    if found is not None:
+        return found
     try:
         out = subprocess.run([sys.executable, "-c", _ASK_TORCH], env=env, timeout=300,
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -60,6 +69,35 @@ def torch_versions(env):
         return "", ""
     lines = out.stdout.strip().splitlines() if out.returncode == 0 else []
     return (lines[-2].strip(), lines[-1].strip()) if len(lines) >= 2 else ("", "")
+
+
+def _version_file_values():
+    """(__version__, git_version) as torch/version.py assigns them, or None where it cannot be
+    read that way (no torch, no such file, values computed rather than written out)."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
+    try:
+        with open(path, "rb") as fh:
+            tree = ast.parse(fh.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    values = {}
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign) else [])
+        value = getattr(node, "value", None)
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    values[target.id] = value.value.strip()
+    if "__version__" not in values or "git_version" not in values:
+        return None
+    return values["__version__"], values["git_version"]
 
 
 def nightly_date(version):
