@@ -21,6 +21,7 @@ from torchbisect.exits import Exit
 from torchbisect.model import Attendance
 from torchbisect.store.db import Store
 
+OLDER_EVIDENCE = REPO / "tests" / "data" / "store" / "h200-evidence-before-attendance.sqlite"
 BAD = {"capture_data_ptr": (5, 5), "capture_write": (5, 5)}
 GOOD = {"capture_data_ptr": (0, 5), "capture_write": (0, 5)}
 RUNNERS = """\
@@ -159,6 +160,34 @@ def test_a_shard_that_did_not_report_is_named(tmp_path):
     )
 
 
+def test_a_kind_whose_results_predate_its_attendance_is_not_known_never_never_reported(tmp_path):
+    # the evidence after the H100's shard was merged (issue 54): the H200's runs were made before
+    # the store kept attendance, the H100's as a kind; "never reported" would deny those runs
+    h100 = (
+        "  - name: H100\n    gpu: NVIDIA H100\n    labels: [self-hosted, linux, x64, h100]\n"
+        "    platform: linux_x86_64\n"
+    )
+    (tmp_path / "runners.yaml").write_text(RUNNERS + h100)
+    store = store_with(
+        tmp_path / "results.sqlite",
+        [run("2.15.0+cu130", BAD), run("2.15.0+cu130", BAD, gpu="NVIDIA H100")],
+        [came("H100", "1/1", "local-1", "2026-12-07", gpu="NVIDIA H100")],
+    )
+    done = report(tmp_path, "--store", str(store), "--out", "site", "--runners", "runners.yaml")
+    assert done.returncode == Exit.OK, done.stderr
+    kinds = {
+        k["name"]: k["state"]
+        for k in json.loads((tmp_path / "site" / "results.json").read_text())["models"]["kinds"]
+    }
+    assert kinds == {"H200": "unknown", "H100": "reported", "GB300": "never", "GH200": "never"}
+    text = page_text(tmp_path / "site")
+    assert (
+        "H200 · NVIDIA H200 · linux_x86_64 · NVIDIA H200’s results declared; its results are "
+        "stored, but no run recorded this kind's attendance"
+    ) in text.replace("&#39;", "'")
+    assert "Not every runner kind reported in the latest run: GB300, GH200" in text
+
+
 def test_without_runners_the_page_lists_no_kinds(tmp_path):
     store = store_with(
         tmp_path / "results.sqlite",
@@ -174,7 +203,8 @@ def test_an_older_store_is_read_without_a_byte_changed_and_says_no_kind_is_known
     (tmp_path / "runners.yaml").write_text(RUNNERS)
     evidence = tmp_path / "evidence" / "results.sqlite"  # schema 1: no attendance table
     evidence.parent.mkdir()
-    shutil.copyfile(REPO / "reports" / "evidence" / "results.sqlite", evidence)
+    # the H200 evidence as it was before the H100's shard was merged into it (issue 54)
+    shutil.copyfile(OLDER_EVIDENCE, evidence)
     before = hashlib.sha256(evidence.read_bytes()).hexdigest()
     done = report(tmp_path, "--store", str(evidence), "--out", "site", "--runners", "runners.yaml")
     assert done.returncode == Exit.OK, done.stderr

@@ -154,7 +154,7 @@ def _view(
     *,
     declared: bool = True,
 ) -> KindView:
-    state, text = _state(shards, rows, latest)
+    state, text = _state(shards, rows, latest, gpus)
     if not declared:
         text = f"not declared in runners.yaml; {text}"
     return KindView(
@@ -162,12 +162,21 @@ def _view(
     )
 
 
-def _state(shards: int, rows: list[_Attendance], latest: _Run | None) -> tuple[str, str]:
+def _state(
+    shards: int, rows: list[_Attendance], latest: _Run | None, gpus: tuple[str, ...] = ()
+) -> tuple[str, str]:
+    """`gpus`: the GPU models with results on the page that this kind names."""
     if latest is None:  # no kind ever reported: nothing says whether this one ran
         return "unknown", (
             "declared; the store holds no attendance (it was written before "
             "torchbisect kept it, or by runs without `matrix --kind`), so whether "
             "its runners ran is not known"
+        )
+    if not rows and gpus:  # its GPU's results came from runs that kept no attendance
+        return "unknown", (
+            "declared; its results are stored, but no run recorded this kind's "
+            "attendance (they ran before torchbisect kept it, or without `matrix --kind`), "
+            "so whether its runners ran in the latest run is not known"
         )
     if not rows:
         return "never", "declared, never reported — its runners have not run the matrix"
