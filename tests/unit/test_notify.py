@@ -411,7 +411,11 @@ def test_the_issue_body_names_the_models_their_difference_and_the_kinds(hub, tmp
         "GB300; affected on NVIDIA H200"
     ) in body
     assert "**Not every runner kind reported in the latest run: GB300**" in body
-    assert "- **GB300** (NVIDIA GB300 · linux_aarch64): declared, never reported" in body
+    # GB300 has results but no attendance: it did not report, yet its runners did run once
+    assert (
+        "- **GB300** (NVIDIA GB300 · linux_aarch64): did not report in the latest run (run "
+        "100-1, 2026-11-30); its results in the store come from runs that kept no attendance"
+    ) in body
 
 
 def test_each_regression_has_its_own_issue_titled_by_its_probe(hub, tmp_path):

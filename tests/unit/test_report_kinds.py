@@ -160,7 +160,9 @@ def test_a_shard_that_did_not_report_is_named(tmp_path):
     )
 
 
-def test_a_kind_whose_results_predate_its_attendance_is_not_known_never_never_reported(tmp_path):
+def test_a_kind_whose_results_kept_no_attendance_did_not_report_but_is_never_never_reported(
+    tmp_path,
+):
     # the evidence after the H100's shard was merged (issue 54): the H200's runs were made before
     # the store kept attendance, the H100's as a kind; "never reported" would deny those runs
     h100 = (
@@ -179,13 +181,15 @@ def test_a_kind_whose_results_predate_its_attendance_is_not_known_never_never_re
         k["name"]: k["state"]
         for k in json.loads((tmp_path / "site" / "results.json").read_text())["models"]["kinds"]
     }
-    assert kinds == {"H200": "unknown", "H100": "reported", "GB300": "never", "GH200": "never"}
+    assert kinds == {"H200": "absent", "H100": "reported", "GB300": "never", "GH200": "never"}
     text = page_text(tmp_path / "site")
     assert (
-        "H200 · NVIDIA H200 · linux_x86_64 · NVIDIA H200’s results declared; its results are "
-        "stored, but no run recorded this kind's attendance"
-    ) in text.replace("&#39;", "'")
-    assert "Not every runner kind reported in the latest run: GB300, GH200" in text
+        "H200 · NVIDIA H200 · linux_x86_64 · NVIDIA H200’s results did not report in the latest "
+        "run (run local-1, 2026-12-07); its results in the store come from runs that kept no "
+        "attendance"
+    ) in text
+    assert "Not every runner kind reported in the latest run: H200, GB300, GH200" in text
+    assert "H200 declared, never reported" not in text
 
 
 def test_without_runners_the_page_lists_no_kinds(tmp_path):

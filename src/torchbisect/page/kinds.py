@@ -3,7 +3,8 @@
 A kind whose runners did not run is no verdict and would otherwise be silently missing from the
 page: its GPU model simply has no section.  So each declared kind is listed with the one thing the
 store can say: it reported in the latest run (which shards, how many cells probed, reused or
-left without a verdict), it did not (and when it last did), or it never has.  "The latest run" is
+left without a verdict), it did not (and when it last did, or that its GPU's results came from
+runs that kept no attendance), or it never has.  "The latest run" is
 the run of the newest attendance row, whatever kind wrote it, with all its attempts (a re-run of
 a failed shard is the same run); nothing here is guessed beyond the rows, and of a store without
 any attendance (an older one, or local runs) each kind is said to be not known.  The scheduled
@@ -173,10 +174,10 @@ def _state(
             "its runners ran is not known"
         )
     if not rows and gpus:  # its GPU's results came from runs that kept no attendance
-        return "unknown", (
-            "declared; its results are stored, but no run recorded this kind's "
-            "attendance (they ran before torchbisect kept it, or without `matrix --kind`), "
-            "so whether its runners ran in the latest run is not known"
+        return "absent", (
+            f"did not report in the latest run (run {latest.label}, {latest.date}); its "
+            "results in the store come from runs that kept no attendance (before torchbisect "
+            "kept it, or without `matrix --kind`)"
         )
     if not rows:
         return "never", "declared, never reported — its runners have not run the matrix"
