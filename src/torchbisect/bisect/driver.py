@@ -258,7 +258,9 @@ class _Steps(SearchHandler):
         self.b = bisector
 
     def probing(self, index: int, *, lo: int | None, hi: int | None, then: tuple[int, ...]) -> None:
-        self.b.prefetch(then)
+        # the candidate asked now first: submitted after `then`, its install waited in the
+        # pool's queue behind both of theirs (the first of a search, and any not prefetched)
+        self.b.prefetch((index, *then))
         if self.b._cands[index].unjudged:
             return  # nothing is judged: _verdict_of says why
         lo = -1 if lo is None else lo
