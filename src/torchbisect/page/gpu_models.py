@@ -168,20 +168,10 @@ def _headline(
     said = " and ".join(a if a == b else f"{a} – {b}" for a, b in ranges)
     covered = since_sentence(course, api) or f"releases before {probed[0]} were not tested"
     fixed = f", fixed in {course.fixed}" if course.fixed else ""
-    bad = [v for v, state in _union(by_model) if state == "bad"]
+    bad = {v for by in by_model.values() for v, state in by.items() if state == "bad"}
     every = all(by.get(v) == "bad" for by in by_model.values() for v in bad)
     which = "each" if every else "at least one"
     return f"{said} affected on {which} of {models}{fixed} ({covered}){note}"
-
-
-def _union(by_model: dict[str, dict[str, str]]) -> list[tuple[str, str]]:
-    """(release, "bad" where any model measured it affected, else its state on some model)."""
-    union: dict[str, str] = {}
-    for by in by_model.values():
-        for version, state in by.items():
-            if union.get(version) != "bad":
-                union[version] = state
-    return sorted(union.items(), key=lambda item: version_key(item[0]))
 
 
 def _listed(names: list[str]) -> str:

@@ -164,7 +164,7 @@ def _view(
 
 
 def _state(
-    shards: int, rows: list[_Attendance], latest: _Run | None, gpus: tuple[str, ...] = ()
+    shards: int, rows: list[_Attendance], latest: _Run | None, gpus: tuple[str, ...]
 ) -> tuple[str, str]:
     """`gpus`: the GPU models with results on the page that this kind names."""
     if latest is None:  # no kind ever reported: nothing says whether this one ran
