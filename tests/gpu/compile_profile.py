@@ -1,12 +1,16 @@
 """Harness (issue 54.3): where the shipped probe's torch.compile case spends its time.
 
-    python compile_profile.py PROBE fresh|fork|fork-preimport
+    python compile_profile.py PROBE fresh|fork|fork-preimport|fork-preimport-nvml
 
 fresh: one process times `import torch`, `import torch._dynamo`, `import torch._inductor`, CUDA's
 initialisation, then each variant of stale_replay's compile case in turn (the first pays what a
 process pays once). fork: as the probe runs them, the parent imports torch only and forks one
 child per variant, all at once; fork-preimport: the parent also imports Dynamo and Inductor before
-forking. Each child prints its CUDA initialisation and variant seconds; the parent its wall.
+forking; fork-preimport-nvml: the same with PYTORCH_NVML_BASED_CUDA_CHECK=1 (torch asks NVML, not
+the CUDA driver, whether a GPU is there, so an import that asks does not initialise the driver).
+Before forking, the parent says whether the CUDA driver library is mapped and how many threads it
+has (either makes a forked child's CUDA unusable). Each child prints its CUDA initialisation and
+variant seconds, or the error it ended with; the parent its wall.
 Run each twice with the same TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR for what caches save.
 """
 
@@ -21,6 +25,8 @@ spec = importlib.util.spec_from_file_location("stale_replay", sys.argv[1])
 probe = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(probe)
 mode = sys.argv[2]
+if mode == "fork-preimport-nvml":
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
 t0 = time.perf_counter()
 
 
@@ -34,7 +40,7 @@ t = time.perf_counter()
 import torch  # noqa: E402
 
 t = lap("import torch", t)
-if mode in ("fresh", "fork-preimport"):
+if mode in ("fresh", "fork-preimport", "fork-preimport-nvml"):
     import torch._dynamo  # noqa: E402,F401
 
     t = lap("import torch._dynamo", t)
@@ -42,6 +48,10 @@ if mode in ("fresh", "fork-preimport"):
 
     t = lap("import torch._inductor.compile_fx", t)
     print(f"{mode}: cuda initialised in parent: {torch.cuda.is_initialized()}", flush=True)
+with open("/proc/self/maps") as maps:
+    driver = any("libcuda.so" in line for line in maps)
+threads = len(os.listdir("/proc/self/task"))
+print(f"{mode}: before forking: libcuda mapped {driver}, {threads} thread(s)", flush=True)
 if mode == "fresh":
     torch.cuda.init()
     t = lap("cuda init", t)
@@ -56,19 +66,19 @@ else:
         if pid == 0:
             os.close(read)
             c = time.perf_counter()
-            torch.cuda.init()
-            init = time.perf_counter() - c
-            result = probe._run_case(torch, f"{probe.COMPILE_CASE}:{variant}", 5)
-            os.write(
-                write,
-                json.dumps(
-                    {
-                        "init": round(init, 2),
-                        "verdict": result.get("verdict"),
-                        "seconds": round(time.perf_counter() - c, 2),
-                    }
-                ).encode(),
-            )
+            try:
+                torch.cuda.init()
+                init = time.perf_counter() - c
+                result = probe._run_case(torch, f"{probe.COMPILE_CASE}:{variant}", 5)
+                said = {
+                    "init": round(init, 2),
+                    "verdict": result.get("verdict"),
+                    "detail": str(result.get("detail", ""))[:300],
+                    "seconds": round(time.perf_counter() - c, 2),
+                }
+            except BaseException as exc:  # noqa: BLE001 - the reason is what this mode asks
+                said = {"error": f"{type(exc).__name__}: {exc}"[:600]}
+            os.write(write, json.dumps(said).encode())
             os._exit(0)
         os.close(write)
         children[variant] = (pid, read)
@@ -79,7 +89,8 @@ else:
             if not chunk:
                 break
             data += chunk
-        os.waitpid(pid, 0)
-        print(f"{mode}: child {variant}: {data.decode() or 'no result'}", flush=True)
+        _, status = os.waitpid(pid, 0)
+        said = data.decode() or f"no result (wait status {status})"
+        print(f"{mode}: child {variant}: {said}", flush=True)
     lap("all children", t)
 print(f"{mode}: whole {time.perf_counter() - t0:.2f} s", flush=True)
