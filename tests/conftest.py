@@ -135,6 +135,25 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="no CUDA GPU on this machine"))
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A command a test ran that failed (`check=True`) shows what it printed: pytest's report of
+    a CalledProcessError gives its exit status only, and a CI log is all there is of that run."""
+    report = yield
+    failed = call.excinfo is not None and isinstance(
+        call.excinfo.value, subprocess.CalledProcessError
+    )
+    if failed:
+        error = call.excinfo.value
+        for name in ("stdout", "stderr"):
+            text = getattr(error, name)
+            if isinstance(text, bytes):
+                text = text.decode(errors="replace")
+            if text:
+                report.sections.append((f"the failed command's {name}", text[-4000:]))
+    return report
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _docker_images_built(request):
     """A module with Docker tests waits for .ci/docker-setup.sh's images when .ci/run started
