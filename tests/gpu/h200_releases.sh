@@ -13,7 +13,9 @@
 #          `matrix --force` three times on one venv: cold, again (its compile caches kept in it),
 #          and again without Inductor's cache (Triton's kept): what each cache saves
 #   bench GOOD BAD  (after final) `torchbisect bench --parts loop`: bisect --find-fix --script
-#          with the cumsum reproducer against the hand loop over the same builds (issue 54.2)
+#          with the cumsum reproducer against the hand loop over the same builds (issue 54.2);
+#          BENCH_VARIANTS="shipped no-prefetch no-bytecode" runs it once per tool_variants.py
+#          variant, each to $OUT/<variant>/
 # GPU_RELEASES_RUN (or H200_RELEASES_RUN: lazy_clone, the default, cumsum, or h100) chooses the
 # run: old_releases.RUNS. The h100 run is a kind's shard: `matrix --runners runners.yaml --kind
 # H100` into $H/evidence/shard.sqlite, which starts empty.
@@ -119,9 +121,15 @@ bench)  # issue 54.2: the tool against the hand loop over the rebuilt releases (
     PYTHONUNBUFFERED=1 UV_OFFLINE=1 PIP_NO_INDEX=1 H200_RELEASES="$H"
   unset UV_LINK_MODE  # uv's default (hard links from its cache), as a user's loop has it
   rm -rf "$H/work" "$H/uv-cache" "$H/timing-work"; df -h /tmp | tail -1
-  python3 -m torchbisect bench --parts loop --loop-good "$good" --loop-bad "$bad" \
-    --loop-index "$H/wheels" --loop-script "$PWD/probes/cumsum_64bit.py" \
-    --loop-workdir "$H/loop-bench" --out "$OUT" "$@" 2>&1 | tee "$OUT/bench.log"
-  echo "bench exit: ${PIPESTATUS[0]}" ;;
+  # BENCH_VARIANTS="shipped no-prefetch no-bytecode": once per variant of tool_variants.py (the
+  # tool with a step switched off, the loop again beside it), each to $OUT/<variant>/
+  for variant in ${BENCH_VARIANTS:-shipped}; do
+    out=$OUT; [ -z "${BENCH_VARIANTS:-}" ] || out=$OUT/$variant
+    mkdir -p "$out"; echo "== variant $variant"
+    BENCH_TOOL_VARIANT=$variant python3 -m torchbisect bench --parts loop --loop-good "$good" \
+      --loop-bad "$bad" --loop-index "$H/wheels" --loop-script "$PWD/probes/cumsum_64bit.py" \
+      --loop-workdir "$H/loop-bench" --out "$out" "$@" 2>&1 | tee "$out/bench.log"
+    echo "bench exit ($variant): ${PIPESTATUS[0]}"
+  done ;;
 *) echo "usage: $0 setup|part N|status|sync|reprobe V|final [SECONDS]|bisect GOOD BAD [FLAGS]|timing V…|bench GOOD BAD" >&2; exit 2 ;;
 esac

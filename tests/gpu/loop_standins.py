@@ -8,17 +8,9 @@ Builds eight CPU stand-in wheels of torch 2.9.0 ... 2.14.1 (a large half-compres
 torch's .so files are, and many small modules, as torch's 2,565 .py files are), a reproducer that
 imports the stand-in (whose import takes `--import-seconds`, as a CUDA build's takes 1.5-2.4 s on
 the H100), sleeps `--sleep` seconds (the probe's own time) and exits 1 from 2.12 on, then runs
-`torchbisect bench --parts loop` once per variant:
-
-    shipped       the tool as it is
-    no-prefetch   Bisector.prefetch does nothing: each candidate installed when it is judged
-    no-bytecode   the venv backend's `uv pip install` without --compile-bytecode
-    old-adapter   probes/script.py as it was before 9ae1f3f (it imported torch to learn its
-                  version before running the script)
-
-The variants are switched by a sitecustomize.py this writes (on PYTHONPATH only for torchbisect's
-own processes, checked by their argv); nothing in src/ changes. Each variant's loop.json goes to
-OUT/<variant>/, and OUT/summary.txt has the walls side by side.
+`torchbisect bench --parts loop` once per variant of tool_variants.py (shipped, no-prefetch,
+no-bytecode, old-adapter), switched by a sitecustomize.py this writes; nothing in src/ changes.
+Each variant's loop.json goes to OUT/<variant>/, and OUT/summary.txt has the walls side by side.
 """
 
 from __future__ import annotations
@@ -35,30 +27,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "gpu"))
 from helpers import write_wheel  # noqa: E402
+from tool_variants import OLD_PROBES, VARIANT, VARIANTS  # noqa: E402
 
 RELEASES = ["2.9.0", "2.9.1", "2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.0", "2.14.1"]
-VARIANTS = ("shipped", "no-prefetch", "no-bytecode", "old-adapter")
 
-PATCH = """
-import os, sys
-_argv = " ".join(getattr(sys, "orig_argv", []))
-_variant = os.environ.get("LOOP_STANDIN_VARIANT", "shipped")
-if "torchbisect" in _argv and _variant != "shipped":
-    if _variant == "no-prefetch":
-        from torchbisect.bisect import driver
-        driver.Bisector.prefetch = lambda self, indexes: None
-    elif _variant == "old-adapter":
-        from pathlib import Path
-        from torchbisect.probe import scripts
-        scripts._OWN = Path(os.environ["LOOP_STANDIN_OLD_PROBES"])
-    elif _variant == "no-bytecode":
-        from torchbisect.backends import venv
-        _run = venv.proc.run
-        def _without(argv, *args, **kwargs):
-            return _run([a for a in argv if a != "--compile-bytecode"], *args, **kwargs)
-        venv.proc.run = _without
-"""
+# torchbisect's processes find this first on their path: it switches the variant in them
+PATCH = "from tool_variants import apply\n\napply()\n"
 
 REPRO = """import sys, time, torch
 time.sleep({sleep})
@@ -144,8 +120,10 @@ def main() -> int:
     for variant in args.variants.split(","):
         target = out / variant
         target.mkdir(exist_ok=True)
-        env = dict(os.environ, LOOP_STANDIN_VARIANT=variant, LOOP_STANDIN_OLD_PROBES=str(old))
-        env["PYTHONPATH"] = os.pathsep.join([str(work / "patch"), str(REPO / "src")])
+        env = dict(os.environ, **{VARIANT: variant, OLD_PROBES: str(old)})
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(work / "patch"), str(REPO / "tests" / "gpu"), str(REPO / "src")]
+        )
         shutil.rmtree(work / "bench", ignore_errors=True)
         argv = [
             sys.executable,

@@ -85,3 +85,17 @@ def _machine_libraries():
 
 
 _machine_libraries()
+
+
+def _tool_variant():
+    # the loop bench with one of the tool's steps switched off (tool_variants.py; the bench verb's
+    # BENCH_VARIANTS): only in torchbisect's own processes, which apply() tells by their argv
+    if os.environ.get("BENCH_TOOL_VARIANT", "shipped") == "shipped":
+        return
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from tool_variants import apply
+
+    apply()
+
+
+_tool_variant()
