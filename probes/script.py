@@ -7,8 +7,11 @@ matrix.yaml or with `--probe`) is run as `script.py --probe FILE --case NAME`: t
 interpreter runs FILE, and the one case is NAME (the probe's file name).  Either way the exit
 status decides as `git bisect run` does: 0 not affected, 125 cannot tell (`inconclusive`), 1-127
 affected, above 127 (or a signal) an error that stops a bisection; the last non-empty line of
-output is the case's detail.  With `--requires-api torch.x.y` (the probe's REQUIRES_API) a build
-without that API is `not_applicable` and FILE is not run.  This script writes the document
+output is the case's detail.  With `--timeout S` (torchbisect passes the cell's) a command still
+running shortly before S seconds (a tenth of S earlier, 1 to 10 s) is killed with what it started,
+and its verdict is `timeout`: the build was probed and did not answer in time.  With
+`--requires-api torch.x.y` (the probe's REQUIRES_API) a build without that API is
+`not_applicable` and FILE is not run.  This script writes the document
 every probe writes, so torchbisect installs, runs, times out, stores and judges such a script
 exactly as it does its own probe, on every backend (the venv on this host, or a container).
 
@@ -29,8 +32,10 @@ without importing torch (an import of a CUDA build takes seconds, paid on every 
 judges); only a version.py that does not spell its values out is asked in a child interpreter.
 Either way a torch that cannot even be imported still lets the command decide.
 
-Usage: TORCHBISECT_SCRIPT=CMD python script.py [--cases script] [--trials N] --json PATH
-       python script.py --probe FILE [--case NAME] [--requires-api DOTTED] --json PATH
+Usage: TORCHBISECT_SCRIPT=CMD python script.py [--cases script] [--trials N] [--timeout S]
+                                             --json PATH
+       python script.py --probe FILE [--case NAME] [--requires-api DOTTED] [--timeout S]
+                        --json PATH
 """
 
 import argparse
@@ -40,6 +45,7 @@ import json
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -140,13 +146,16 @@ def last_line(data):
     return next((line for line in reversed(lines) if line), "")
 
 
-def run_and_tail(argv, env):
-    """Run argv, passing its output on as it comes; (exit status, its last non-empty line).
+def run_and_tail(argv, env, deadline=None):
+    """Run argv, passing its output on as it comes; (exit status, its last non-empty line), the
+    status None when it was still running at `deadline` (time.monotonic()) and was killed then.
 
     Returns when argv exits, with what it wrote before it exited: a process it left behind that
     still holds the pipe (a daemon) is not waited for; torchbisect ends it with the cell's other
-    processes."""
-    child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    processes. The command runs in a process group of its own, so that what it started ends with
+    it at the deadline."""
+    child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             preexec_fn=os.setpgrp)
     out = getattr(sys.stdout, "buffer", sys.stdout)
     fd = child.stdout.fileno()
     tail = [b""]
@@ -159,10 +168,13 @@ def run_and_tail(argv, env):
     status = None
     while status is None:
         status = child.poll()  # before reading: all it wrote before it exited is in the pipe
+        if status is None and deadline is not None and time.monotonic() >= deadline:
+            stop(child)
+            break
         if select.select([fd], [], [], 0.2)[0]:
             chunk = os.read(fd, 65536)
             if not chunk:  # everyone closed the pipe: only its exit is left to wait for
-                status = child.wait()
+                status = wait_until(child, deadline)
                 break
             take(chunk)
     os.set_blocking(fd, False)  # what is in the pipe now, not what a daemon writes later
@@ -176,6 +188,32 @@ def run_and_tail(argv, env):
         take(chunk)
     child.stdout.close()
     return status, last_line(tail[0])
+
+
+def wait_until(child, deadline):
+    """The child's exit status, or None once it was killed at `deadline`."""
+    try:
+        return child.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        stop(child)
+        return None
+
+
+def stop(child):
+    """Kill the command and every process of its group, and reap it."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except OSError:
+        child.kill()
+    child.wait()
+
+
+def deadline_of(timeout, started):
+    """When the command is stopped: the cell's timeout less a margin (a tenth, 1 to 10 s) in
+    which this script writes its document before torchbisect's own stop, which writes none."""
+    if timeout is None or timeout <= 0:
+        return None
+    return started + timeout - min(10.0, max(1.0, timeout / 10.0))
 
 
 def cannot_run(path):
@@ -270,6 +308,9 @@ def main(argv=None):
                         help="not_applicable, without running FILE, when this build lacks it")
     parser.add_argument("--cases", help="accepted for the contract; one case")
     parser.add_argument("--trials", help="accepted for the contract; the command decides alone")
+    parser.add_argument("--timeout", type=float, metavar="SECONDS",
+                        help="the cell's timeout: a command still running near it is stopped "
+                             "and its verdict is timeout")
     parser.add_argument("--json", metavar="PATH", required=True)
     args = parser.parse_args(argv)
     command = os.environ.get("TORCHBISECT_SCRIPT", "")
@@ -280,6 +321,7 @@ def main(argv=None):
     version, git_version = torch_versions(dict(os.environ))
     env = command_env(version)
     started = time.monotonic()
+    deadline = deadline_of(args.timeout, started)
     if args.requires_api and not has_api(args.requires_api, env):
         verdict, status = "not_applicable", None
         detail = "%s does not exist in this build: not run" % args.requires_api
@@ -289,11 +331,16 @@ def main(argv=None):
         if why:
             return refuse(why)
         argv = [sys.executable, args.probe] if args.probe else ["/bin/sh", "-c", command]
-        status, said = run_and_tail(argv, env)
-        why = not_started(args.probe, status, said) if args.probe else ""
+        status, said = run_and_tail(argv, env, deadline)
+        why = not_started(args.probe, status, said) if args.probe and status is not None else ""
         if why:
             return refuse(why)
-        verdict, detail = verdict_of(status, said)
+        if status is None:
+            how = "still running after %.0f s, stopped (timeout %g s)" % (
+                time.monotonic() - started, args.timeout)
+            verdict, detail = "timeout", ("%s (%s)" % (said, how) if said else how)[-DETAIL_CHARS:]
+        else:
+            verdict, detail = verdict_of(status, said)
     doc = document(case, verdict, detail, status, time.monotonic() - started, version,
                    git_version)
     with open(args.json, "w") as fh:

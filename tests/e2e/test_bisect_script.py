@@ -7,6 +7,7 @@ installing stand-in torch wheels, probes/script.py, execute, the Bisector and SQ
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from torchbisect.bisect.driver import Bisector
 from torchbisect.bisect.verdicts import Rule, ScriptAborted, check_script_run
 from torchbisect.index.choose import Chooser
 from torchbisect.index.fetch import fetch_wheels
-from torchbisect.model import Cell, Channel, RunStatus
+from torchbisect.model import Cell, Channel, RunStatus, Verdict
 from torchbisect.outcome import Direction, Outcome
 from torchbisect.run import execute
 from torchbisect.store.db import Store
@@ -89,10 +90,25 @@ def test_statuses_that_stop_the_bisection(command, message, wheel, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_script_that_hangs_is_an_infrastructure_failure_read_as_unknown(wheel, tmp_path):
-    rule, run = run_script("sleep 600", wheel, tmp_path, timeout=3)
-    assert run.status is RunStatus.INFRA_FAILURE and "timed out after 3 s" in run.reason
+def test_a_script_that_hangs_is_stopped_before_the_timeout_with_the_verdict_timeout(
+    wheel, tmp_path
+):
+    """The build was probed and did not answer in time: a verdict (`timeout`, read as unknown),
+    not an infrastructure failure that says the build was not probed.  What the script started
+    is stopped with it."""
+    pids = tmp_path / "pids"
+    rule, run = run_script(
+        f"echo waiting; sleep 600 & echo $! > {pids}; wait", wheel, tmp_path, timeout=4
+    )
+    assert run.status is RunStatus.OK, run.reason
+    case = run.result.case("script")
+    assert case.verdict is Verdict.TIMEOUT
+    assert re.fullmatch(
+        r"waiting \(still running after [34] s, stopped \(timeout 4 s\)\)", case.detail
+    )
     assert rule.judge(run).verdict is Outcome.UNKNOWN
+    stat = Path(f"/proc/{pids.read_text().strip()}/stat")  # the sleep it started is gone too
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def test_the_script_runs_with_the_build_first_on_path(wheel, tmp_path):

@@ -166,6 +166,16 @@ def test_probe_args_carry_the_cells_cases_and_trials():
     assert execute.probe_args(make_cell()) == []
 
 
+def test_a_script_run_by_the_adapter_is_given_the_cells_timeout():
+    """The adapter stops a hanging script in time to write `timeout`; a document probe keeps its
+    own per-case timeouts (its --timeout means those)."""
+    script = make_cell(probe="script:0123456789ab", timeout=20)
+    assert execute.probe_args(script) == ["--timeout", "20"]
+    exit_status = make_cell(probe="cumsum_64bit", timeout=600)
+    assert execute.probe_args(exit_status) == ["--timeout", "600"]
+    assert execute.probe_args(make_cell(probe="stale_replay", timeout=20)) == []
+
+
 def test_a_configuration_mistake_is_not_stored_as_infrastructure(tmp_path):
     from torchbisect.errors import ConfigError
 

@@ -30,7 +30,7 @@ from functools import cache
 from pathlib import Path
 
 from ..defaults import PROBE as DEFAULT_PROBE
-from ..errors import ConfigError, InfraError
+from ..errors import ConfigError, InfraError, TorchbisectError
 from ..utils import files
 from .info import ProbeInfo, ProbeOutput, read_info
 
@@ -265,6 +265,17 @@ class Launch:
 def is_exit_status(name: str) -> bool:
     """Whether `name` is a plain `git bisect run` script (its one case is its own name)."""
     return probe_info(name).output is ProbeOutput.EXIT_STATUS
+
+
+def runs_through_adapter(name: str) -> bool:
+    """Whether the adapter (probes/script.py) runs the probe `name`: a `--script` command or an
+    exit-status probe.  False where the file cannot be read now (its run fails on its own)."""
+    if name.partition(":")[0] == SCRIPT_PROBE:
+        return True
+    try:
+        return is_exit_status(name)
+    except (TorchbisectError, OSError):
+        return False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -25,7 +25,7 @@ from ..exits import Exit
 from ..masking import mask
 from ..model import Cell, CellRun, ProbeResult, RunStatus
 from ..probe import document
-from ..probe.scripts import probe_version
+from ..probe.scripts import probe_version, runs_through_adapter
 from ..utils import files
 from ..utils.clock import now
 from ..utils.gpus import Gpu, device_of
@@ -61,6 +61,8 @@ def probe_args(cell: Cell) -> list[str]:
         args += ["--cases", ",".join(cell.cases)]
     if cell.trials is not None:
         args += ["--trials", str(cell.trials)]
+    if runs_through_adapter(cell.probe):  # it stops the command in time to say `timeout`
+        args += ["--timeout", f"{cell.timeout:g}"]
     return args
 
 
