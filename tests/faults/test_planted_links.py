@@ -85,3 +85,28 @@ def test_a_link_planted_where_the_run_lock_goes_is_refused_and_left_alone(tmp_pa
     assert done.returncode == Exit.NO_VERDICT, done.stderr
     assert "results.sqlite.lock is a symbolic link" in done.stderr, done.stderr
     assert victim.read_text() == "precious, not torchbisect's\n"
+
+
+def test_a_json_flags_file_replaces_a_planted_link_and_a_pipe_is_written_into(tmp_path):
+    """`--json OUT` (plan, matrix, probe, bisect …): a link at OUT is replaced by the document,
+    its target left alone; a pipe or a device named as a path is written into as it is."""
+    import threading
+
+    from torchbisect.cli.options import write_text
+
+    victim = tmp_path / "victim"
+    _plant(tmp_path / "out" / "plan.json", victim)
+    write_text(tmp_path / "out" / "plan.json", '{"schema": 1}\n')
+    assert victim.read_text() == "precious, not torchbisect's\n"
+    assert not (tmp_path / "out" / "plan.json").is_symlink()
+    assert (tmp_path / "out" / "plan.json").read_text() == '{"schema": 1}\n'
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    write_text(fifo, '{"schema": 1}\n')
+    reader.join(10)
+    assert got == ['{"schema": 1}\n'] and fifo.is_fifo()
+    write_text("/dev/null", "{}\n")
+    assert Path("/dev/null").is_char_device()

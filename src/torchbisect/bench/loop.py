@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backends import Purpose, default_backend
-from ..utils import proc
+from ..utils import files, proc
 from . import plots
 
 GOAL_LOOP = 0.8  # the tool at most this share of the loop's wall time
@@ -318,7 +318,7 @@ def write(doc: dict[str, Any], out: Path | None) -> None:
     """loop.json into `out` (None: printed only), and the figures on stderr."""
     text = json.dumps(doc, indent=2) + "\n"
     if out is not None:
-        (out / "loop.json").write_text(text)
+        files.write_text(out / "loop.json", text)
         (out / "loop.svg").write_text(chart(doc))
     _say(
         f"bench loop on {doc['gpu']} (driver {doc['driver']}): tool {doc['tool_seconds']:.1f} s, "

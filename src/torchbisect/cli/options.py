@@ -19,6 +19,7 @@ import argparse
 import difflib
 import os
 import re
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -261,14 +262,24 @@ def write_json(
 
 
 def write_text(target: str | Path, text: str) -> None:
-    """The document of a `--json OUT` flag: `-` is standard output, else the file (and its
-    folder) is made."""
+    """The document of a `--json OUT` flag: `-` is standard output; a pipe or a device named as
+    a path (`/dev/stdout`, a shell's `>(…)`, `/dev/null`) is written into as it is; else the file
+    is written whole (its folder made): a reader sees the old file or the new one, and a
+    symbolic link at that name is replaced, its target left alone (utils/files.py)."""
     if target == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
+        return
+    path = Path(target)
+    try:
+        kind = path.stat().st_mode
+    except OSError:
+        kind = None
+    if kind is not None and not stat.S_ISREG(kind) and not stat.S_ISDIR(kind):
+        with path.open("w", encoding="utf-8") as out:
+            out.write(text)
     else:
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-        Path(target).write_text(text, encoding="utf-8")
+        files.write_text(path, text)
 
 
 def driver_version(text: str) -> str:

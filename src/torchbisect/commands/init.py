@@ -13,6 +13,7 @@ from pathlib import Path
 from .. import defaults
 from ..cli.options import Output
 from ..errors import ConfigError
+from ..utils import files
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -36,9 +37,8 @@ def run(args: argparse.Namespace) -> int:
             f"{path} exists already: edit it, or pass --force to replace it with "
             "torchbisect's default"
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(defaults.packaged_matrix().read_text(encoding="utf-8"), encoding="utf-8")
-    (path.parent / "matrix.schema.json").write_text(schema_text(), encoding="utf-8")
+    files.write_text(path, defaults.packaged_matrix().read_text(encoding="utf-8"))
+    files.write_text(path.parent / "matrix.schema.json", schema_text())
     print(
         f"wrote {path} (and matrix.schema.json beside it, for editors): edit it, then "
         f"`torchbisect plan{_matrix_flag(path)}` lists its builds and what they cost, and "

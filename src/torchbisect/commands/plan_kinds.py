@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ..config.runners import Kind, Runners
 from ..plan.cost import describe, estimate
 from ..plan.lock import lock_path
+from ..utils import files
 from ..utils.words import count
 from .plan_table import plan_one, stored_cells, stored_runs
 
@@ -100,10 +101,9 @@ def _plan_kind(options: PlanOptions, kind: Kind, runners: Runners) -> list[dict[
     )
     print(describe(cost))
     if options.json_dir:
-        options.json_dir.mkdir(parents=True, exist_ok=True)
-        (options.json_dir / f"{kind.name}.plan.json").write_text(
+        files.write_text(
+            options.json_dir / f"{kind.name}.plan.json",
             json.dumps({**plan.to_json(), "cost": cost.to_json()}, indent=2) + "\n",
-            encoding="utf-8",
         )
     if not plan.cells:
         print(f"{kind.name}: no cell to probe, so no runner of this kind is asked for")

@@ -17,6 +17,7 @@ from ..config.schema import runners_schema_text
 from ..config.schema import schema_text as matrix_schema_text
 from ..exits import Exit
 from ..report.documents import SCHEMA_FILES, schema_text
+from ..utils import files
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     folder.mkdir(parents=True, exist_ok=True)  # the output gate checked it can be made
     for path in stale:
-        path.write_text(texts[path], encoding="utf-8")
+        files.write_text(path, texts[path])
     print(f"wrote {', '.join(map(str, stale))}" if stale else "every schema was up to date")
     return 0
 
