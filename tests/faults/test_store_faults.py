@@ -192,3 +192,25 @@ def test_a_cell_probed_differently_is_not_reused(tmp_path, change):
         changed = select([replace(cell, **change)], store, backend=backend, gpu=None)
     assert len(same.reused) == 1 and not same.to_run
     assert len(changed.to_run) == 1 and not changed.reused
+
+
+def test_a_store_another_program_holds_locked_is_in_use_not_damaged(tmp_path):
+    """An SQLite program (not a torchbisect: those take the store's lock file first) holding the
+    store locked past the wait is "in use", exit 3, never "damaged … move it away"."""
+    from torchbisect.errors import InfraError
+    from torchbisect.store import check
+
+    path = tmp_path / "results.sqlite"
+    Store(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    reader = sqlite3.connect(path, timeout=0)
+    try:
+        with pytest.raises(sqlite3.OperationalError) as raised:
+            reader.execute("SELECT count(*) FROM runs").fetchone()
+        said = check.not_damage(path, raised.value)
+        assert isinstance(said, InfraError) and said.exit_code == Exit.NO_VERDICT
+        assert "is in use by another program" in str(said) and "damaged" not in str(said)
+    finally:
+        reader.close()
+        holder.close()

@@ -530,6 +530,33 @@ def test_repeat_stops_at_the_first_different_answer_of_a_nightly(store, tmp_path
     assert asked == {DATES[0]: 5, DATES[-1]: 5, middle: 2}
 
 
+def test_a_deciding_nightly_flaky_on_its_last_answers_counts_every_answer_it_gave(store, tmp_path):
+    """`check_repeats` asks the two deciding nightlies N - 1 times more; the flaky sentence counts
+    the N answers `_confirm` already had as well (it said "in 3 runs" after 5)."""
+    rule, listed = _script_cands()
+    asked: dict[str, int] = {}
+
+    def late_flake(cell):  # the first bad nightly answers good on its fifth run only
+        asked[cell.date] = asked.get(cell.date, 0) + 1
+        bad = cell.date >= "2025-08-11" and not (
+            cell.date == "2025-08-11" and asked[cell.date] == 5
+        )
+        return _script_doc(bad, cell.date)
+
+    b = Bisector(
+        backend=answering(late_flake),
+        store=store,
+        rule=rule,
+        direction=Direction.REGRESSION,
+        logs=tmp_path / "logs",
+        repeat=3,
+    )
+    search = b.search(listed)
+    with pytest.raises(FlakyScript, match=r"answered bad 4×, good 1× in 5 runs \(--repeat 3\)"):
+        b.check_repeats(search, 3)
+    assert asked["2025-08-11"] == 5
+
+
 @pytest.mark.slow  # 40 seeded bisections: over 2 s on a 2-core machine
 def test_the_flaky_rate_measurement_runs_and_a_steady_script_is_always_right():
     """tests/flaky_rate.py (the measurement of issue 32) on today's driver: a script whose bug

@@ -77,6 +77,7 @@ class Bisector:
         self.probe_version = probe_version(rule.probe_name)
         self.new_runs = 0  # runs made now, --repeat's re-asks included
         self.reasked = 0  # of those, re-asks: runs the search itself did not ask for
+        self._answers: dict[str, list[Outcome]] = {}  # --repeat: each candidate's answers so far
         self.points: dict[int, NightlyPoint] = {}
         self._cands: tuple[Candidate, ...] = ()
         self._stored: dict[str, CellRun] = {}
@@ -158,7 +159,9 @@ class Bisector:
             point = self.points.get(index)
             if point is None or index in asked:
                 continue
-            answers = [point.verdict, *self.reask(index, repeat - 1)]
+            # every answer this candidate gave: those `_confirm` asked already count too
+            before = self._answers.get(self._cands[index].key, [point.verdict])
+            answers = [*before, *self.reask(index, repeat - 1)]
             if len(set(answers)) > 1:
                 raise self._flaky(self._cands[index], answers, repeat)
 
@@ -168,7 +171,7 @@ class Bisector:
         failure) is not asked again: there is nothing to confirm."""
         if self.repeat < 2 or run.status is not RunStatus.OK:
             return
-        answers = [self.rule.judge(run).verdict]
+        answers = self._answers[cand.key] = [self.rule.judge(run).verdict]
         for _ in range(self.repeat - 1):
             more = again()
             self.new_runs += 1

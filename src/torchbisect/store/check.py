@@ -36,6 +36,8 @@ _READONLY_ROLLBACK = getattr(sqlite3, "SQLITE_READONLY_ROLLBACK", 776)
 _DISK_CODES = frozenset(
     {_FULL, getattr(sqlite3, "SQLITE_IOERR", 10), getattr(sqlite3, "SQLITE_CANTOPEN", 14)}
 )
+# another program (not a torchbisect, whose runs take the store's lock file first) holds it
+_BUSY_CODES = frozenset({getattr(sqlite3, "SQLITE_BUSY", 5), getattr(sqlite3, "SQLITE_LOCKED", 6)})
 # What a reader's bounds (store/foreign.py) stop, in words.
 _READER_BOUNDS = {
     "SQLITE_TOOBIG": "a row is larger than any run or bisection is",
@@ -161,10 +163,18 @@ def inspect_open(db: sqlite3.Connection, path: Path, schema_version: int) -> Non
 def not_damage(path: Path, err: sqlite3.Error) -> InfraError | None:
     """The error, when the disk under the store failed rather than the store: a full disk or
     quota (`files.DiskFull`, exit 3), or an I/O error or a file SQLite cannot open beside it
-    (exit 3); None when it may be damage.  A full disk is never called damage."""
+    (exit 3); or when another program holds the store locked (exit 3); None when it may be
+    damage.  A full disk or a lock is never called damage."""
     code = getattr(err, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else None
     text = str(err)
+    if primary in _BUSY_CODES or text.startswith(
+        ("database is locked", "database table is locked")
+    ):
+        return InfraError(
+            f"the result store {path} is in use by another program, which holds it locked "
+            f"({text}); it was left as it was: run again once that program has let it go"
+        )
     if primary not in _DISK_CODES and "disk is full" not in text and "disk I/O" not in text:
         return None
     folder = path.parent if str(path.parent) else Path(".")
