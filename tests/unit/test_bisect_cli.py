@@ -64,7 +64,7 @@ def test_infra_failure_reason_is_kept():
         (["--script", "true", "--case", "side_stream"], "--script decides on its own"),
         (["--trials", "3", "--min-affected", "4"], "--min-affected must be between 1 and --trials"),
         (["--trials", "3", "--min-stale", "4"], "--min-affected must be between 1 and --trials"),
-        (["--trials", "0"], "--trials must be at least 1"),
+        (["--trials", "0"], "--trials must be between 1 and 1,000,000"),
         (
             ["--good", "2.9.0"],
             "--good '2.9.0' is neither a date (YYYY-MM-DD or YYYYMMDD) nor a "

@@ -64,6 +64,17 @@ def nonempty(text: str) -> str:
     return text
 
 
+def patterns(text: str) -> str:
+    """The `type=` of `--cells` and `--skip`: at least one pattern.  Empty (`--cells "$UNSET"`),
+    or commas and spaces alone, would select every cell (or skip none) without a word."""
+    if not any(part.strip() for part in text.split(",")):
+        raise argparse.ArgumentTypeError(
+            f"names no pattern ({text!r}: an unset variable?); give one such as 'stable-*', "
+            "or leave the flag out"
+        )
+    return text
+
+
 def check_output(value: str | Path | None, flag: str, kind: str) -> None:
     """Refuse, in one sentence, an output path the command could not write: a folder where a
     file is meant, a file where a folder is meant or on the way to it, a place not writable."""

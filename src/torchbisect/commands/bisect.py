@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,11 +23,15 @@ from ..bisect.run import BisectOptions, bisect, take_back
 from ..bisect.walk import DEFAULT_LIMIT
 from ..cli import options as flags
 from ..cli.options import add_backend_option
+from ..config.fields import MAX_TRIALS
 from ..errors import ConfigError
 from ..exits import Exit
 from ..outcome import Direction, NightlyPoint
-from ..probe.scripts import default_probe, probe_info
+from ..probe.info import ProbeOutput
+from ..probe.scripts import default_probe, probe_info, probe_path
 from ..report.writers.bisection_text import render_markdown, render_text
+
+MAX_REPEAT = 1_000  # --repeat: runs of a whole script per verdict; more is a run that never ends
 
 REPEAT_DEFAULT = (
     "--repeat 2, the default with --script: every nightly or commit judged now runs "
@@ -288,6 +293,24 @@ def _in_calendar(flag: str, text: str | None) -> None:
         pass  # said later, where a release or a version is told from a date
 
 
+def _plain_script_flags(args: argparse.Namespace, probe: str, case: str) -> None:
+    """An exit-status probe has one case, its own name, and its exit status decides: another
+    --case would judge nothing (every build unknown, after installing it), and --trials or
+    --min-affected would be printed as a rule that does not apply."""
+    if args.case and args.case != case:
+        raise ConfigError(
+            f"--case {args.case}: the probe {probe} is an exit-status script, whose one case is "
+            f"{case}; drop --case"
+        )
+    if args.trials is not None or args.min_affected is not None:
+        raise ConfigError(
+            f"--trials and --min-affected are for a document probe's racy cases; the probe "
+            f"{probe} is an exit-status script and decides alone: to ask it several times, "
+            f"run it as --script {shlex.quote('python ' + shlex.quote(str(probe_path(probe))))} "
+            "--repeat N"
+        )
+
+
 def _options(args: argparse.Namespace) -> BisectOptions:
     for flag, end in (("--good", args.good), ("--bad", args.bad)):
         _in_calendar(flag, end)  # before _check_end, which parses the date itself
@@ -301,8 +324,8 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         raise ConfigError("--good and --walk-limit need --bad too")
     if args.script is not None and (args.case or args.trials or args.probe):
         raise ConfigError("--script decides on its own: drop --probe, --case and --trials")
-    if args.trials is not None and args.trials < 1:
-        raise ConfigError("--trials must be at least 1")
+    if args.trials is not None and not 1 <= args.trials <= MAX_TRIALS:
+        raise ConfigError(f"--trials must be between 1 and {MAX_TRIALS:,}, as matrix.yaml's")
     if args.min_affected is not None and (
         args.min_affected < 1 or (args.trials and args.min_affected > args.trials)
     ):
@@ -324,7 +347,10 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         raise ConfigError("--pytorch-repo needs --bad (and the rest of a bisection)")
     probe = args.probe or default_probe()
     if args.script is None:
-        known = probe_info(probe).declared_cases  # not there, or does not read: one sentence
+        info = probe_info(probe)  # not there, or does not read: one sentence
+        if info.output is ProbeOutput.EXIT_STATUS:
+            _plain_script_flags(args, probe, info.name)
+        known = info.declared_cases
         if args.case and known and args.case not in known:  # a typo would decide nothing
             raise ConfigError(
                 f"--case {args.case}: not a case of the probe {probe}; choose from "
@@ -334,6 +360,11 @@ def _options(args: argparse.Namespace) -> BisectOptions:
         raise ConfigError(
             "--repeat needs --script and a whole number of at least 1; racy "
             "probe cases take --trials and --min-affected instead"
+        )
+    if args.repeat is not None and args.repeat > MAX_REPEAT:
+        raise ConfigError(
+            f"--repeat {args.repeat}: at most {MAX_REPEAT:,} (each is a whole run of the script "
+            "on each build judged); count a racy bug's trials inside the script instead"
         )
     return BisectOptions(
         good=args.good,

@@ -60,9 +60,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add(
         "--cells",
         metavar="GLOB,…",
+        type=flags.patterns,
         help="only the cells whose id matches a pattern (e.g. 'stable-*,nightly-202610*')",
     )
-    add("--skip", metavar="GLOB,…", help="leave out the cells whose id matches a pattern")
+    add(
+        "--skip",
+        metavar="GLOB,…",
+        type=flags.patterns,
+        help="leave out the cells whose id matches a pattern",
+    )
     add("--force", action="store_true", help="probe cells even when a verdict is stored")
     add(
         "--allow-no-gpu",

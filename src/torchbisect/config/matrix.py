@@ -485,9 +485,15 @@ def _case_problems(config: MatrixConfig) -> list[dict[str, Any]]:
     for loc, entry in _entries(config):
         if loc == ("defaults",):
             continue  # `defaults` alone runs nothing: its cases are checked where they reach
-        for name in config.probe_names(entry):
+        names = config.probe_names(entry)
+        plain = [n for n in names if not _unreadable(n) and is_exit_status(n)]
+        for name in plain:  # one case of its own, decided alone: its own cases or trials do nothing
+            _ignored(problems, ("probes", name), config.probes.get(name), name)
+        if plain and len(plain) == len(names):  # the entry runs such scripts alone
+            _ignored(problems, loc, entry, plain[0])
+        for name in names:
             if _unreadable(name) or is_exit_status(name):
-                continue  # one case of its own; or said already, at its name
+                continue  # said above; or already, at its name
             own = config.probes.get(name)
             where, given = next(
                 (
@@ -514,6 +520,27 @@ def _case_problems(config: MatrixConfig) -> list[dict[str, Any]]:
                         },
                     )
     return list(problems.values())
+
+
+def _ignored(
+    problems: dict[tuple[str | int, ...], dict[str, Any]],
+    where: tuple[str | int, ...],
+    source: RunOptions | None,
+    name: str,
+) -> None:
+    """`cases:` or `trials:` set where only an exit-status script reads them: it would run as if
+    they were not there, the page saying nothing of it."""
+    for key in ("cases", "trials"):
+        if source is not None and getattr(source, key) is not None:
+            problems.setdefault(
+                (*where, key),
+                {
+                    "type": "expected",
+                    "loc": (*where, key),
+                    "msg": f"the probe {name} is an exit-status script: its one case is "
+                    f"{name} and its exit status decides, so `{key}` would do nothing; remove it",
+                },
+            )
 
 
 def _entries(config: MatrixConfig) -> list[tuple[tuple[str | int, ...], RunOptions]]:
