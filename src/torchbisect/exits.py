@@ -70,6 +70,12 @@ _WORKING = _only(
 )
 _PLANNING = _only("plan", "matrix", "probe", "bisect", "bench")
 
+# A bisection that stops without an answer still writes its --json and --markdown.
+_STOPPED = (
+    "`--json` holds `stopped` (this status and the sentence), the builds judged before the stop "
+    "and the range they pin (no `exact`), and `--markdown` says the same"
+)
+
 MEANINGS: dict[Exit, Meaning] = {
     Exit.OK: Meaning(brief="done; `probe`: not affected", plain="done"),
     Exit.AFFECTED: Meaning(
@@ -106,6 +112,7 @@ MEANINGS: dict[Exit, Meaning] = {
     Exit.FLAKY: Meaning(
         brief="`bisect --script`: the script gave different answers for one build, so no range "
         "can be trusted",
+        detail=_STOPPED,
         commands=_only("bisect"),
     ),
     Exit.NOT_EXACT: Meaning(
@@ -118,12 +125,13 @@ MEANINGS: dict[Exit, Meaning] = {
     Exit.ABORTED: Meaning(
         brief="`bisect --script`: the script stopped the bisection (it exited above 127, or a "
         "signal killed it)",
-        detail="the range found so far is printed",
+        detail="the range found so far is printed; " + _STOPPED,
         commands=_only("bisect"),
     ),
     Exit.END_UNJUDGED: Meaning(
         brief="`bisect`: an end of the range could not be judged (it hung, crashed or was "
         "skipped there), so there was no search",
+        detail=_STOPPED,
         commands=_only("bisect"),
     ),
     Exit.CANNOT_TELL: Meaning(

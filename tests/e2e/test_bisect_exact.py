@@ -135,7 +135,40 @@ def test_a_script_that_aborts_prints_the_range_found_so_far(world, tmp_path):
     good, bad, count, days = found.groups()
     assert good < "2025-08-14" <= bad and "2025-08-14" in days.split(", ")
     assert int(count) == len(days.split(", "))
-    assert not (tmp_path / "bisect.json").exists()
+    # a gate reading --json or --markdown learns the stop, and the range, without an answer
+    doc = json.loads((tmp_path / "bisect.json").read_text())
+    assert doc["stopped"]["status"] == 9 and "exited with status 255" in doc["stopped"]["message"]
+    assert doc["range_so_far"] == found.group(0) and "exact" not in doc
+    assert {p["date"] for p in doc["points"]} >= {"2025-08-01", good, bad}
+    summary = (tmp_path / "summary.md").read_text()
+    assert "stopped (exit 9)" in summary and f"last good {good}, first bad {bad}" in summary
+
+
+def test_a_flaky_script_writes_the_stop_and_a_range_without_the_build_that_answered_both_ways(
+    world, tmp_path
+):
+    """Every bad nightly but the --bad end answers good on its second run: the first one the
+    search asks is flaky there (exit 7), and --json holds the stop and what the other builds pin."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    flaky = (
+        f'n=$(cat {runs}/"$TORCHBISECT_DATE" 2>/dev/null || echo 0); n=$((n + 1)); '
+        f'echo $n > {runs}/"$TORCHBISECT_DATE"; '
+        '[ "$TORCHBISECT_DATE" \\< 2025-08-14 ] && exit 0; '
+        '[ "$TORCHBISECT_DATE" = 2025-08-31 ] && exit 1; [ $n = 2 ] && exit 0; exit 1'
+    )
+    done = bisect(world, tmp_path, flaky)
+    assert done.returncode == Exit.FLAKY == 7, done.stderr
+    said = re.search(
+        r"--script is flaky: on the (\S+) nightly .* answered bad 1×, good 1× in 2 runs",
+        done.stderr,
+    )
+    assert said, done.stderr
+    doc = json.loads((tmp_path / "bisect.json").read_text())
+    assert doc["stopped"]["status"] == 7 and said.group(0) in doc["stopped"]["message"]
+    assert said.group(1) not in {p["date"] for p in doc["points"]}
+    assert said.group(1) not in doc["range_so_far"].split(": ", 1)[1].split(";")[0]
+    assert "stopped (exit 7)" in (tmp_path / "summary.md").read_text()
 
 
 def test_an_end_where_the_script_hangs_is_no_verdict_with_a_status_of_its_own(world, tmp_path):
@@ -151,7 +184,12 @@ def test_an_end_where_the_script_hangs_is_no_verdict_with_a_status_of_its_own(wo
         "torchbisect bisect: error: the --good end, the 2025-08-01 nightly "
         "(2.10.0.dev20250801+cpu), could not be judged ("
     ), error
-    assert "Traceback" not in done.stderr and not (tmp_path / "bisect.json").exists()
+    assert "Traceback" not in done.stderr
+    doc = json.loads((tmp_path / "bisect.json").read_text())
+    assert doc["stopped"] == {"status": 10, "message": error.split("error: ", 1)[1]}
+    assert doc["range_so_far"].startswith("range found so far: none")
+    [end] = [p for p in doc["points"] if p["date"] == "2025-08-01"]
+    assert end["verdict"] == "unknown" and end["reason"].startswith("timeout: ")
 
 
 def test_a_script_the_shell_cannot_find_is_named_as_the_scripts_problem(world, tmp_path):

@@ -188,7 +188,8 @@ class Bisector:
         return FlakyScript(
             f"--script is flaky: on {cand.label} it answered {counts} in {len(answers)} runs "
             f"(--repeat {repeat}), so no {first} {unit} can be trusted; make the script decide "
-            "the same way every time (e.g. count affected trials inside it) and run again"
+            "the same way every time (e.g. count affected trials inside it) and run again",
+            build=cand.key,
         )
 
     def _verdict_of(self, index: int) -> Outcome:

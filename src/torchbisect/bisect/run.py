@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from packaging.version import Version
 
@@ -18,7 +19,7 @@ from ..config.matrix import DEFAULT_CUDA_TAGS
 from ..errors import ConfigError, InfraError
 from ..index.choose import Builds
 from ..model import Cell, Channel
-from ..outcome import BisectResult, Direction
+from ..outcome import BisectResult, Direction, NightlyPoint
 from ..plan.indexes import driver_supports, tag_order
 from ..store.db import Store
 from ..utils.gpus import Gpu, driver_version, list_gpus
@@ -37,7 +38,7 @@ from .narrow import narrow
 from .result import Context, build_result
 from .search import EndsError
 from .telling import check_script, ends_error, so_far
-from .verdicts import FlakyScript, Rule, ScriptAborted
+from .verdicts import FlakyScript, Rule, ScriptAborted, StoppedSearch
 from .walk import DEFAULT_LIMIT, walk
 
 AUTO = "auto"  # --cuda auto: each release's own build (release bisection only)
@@ -153,15 +154,23 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
                 )
                 cands = walked.range(cands)
             search = bisector.search(cands)
+            if options.script is not None and options.repeat > 1:
+                bisector.check_repeats(search, options.repeat)
         except EndsError as err:
-            raise ends_error(
+            told = ends_error(
                 err, cands, bisector.points, direction=options.direction, script=options.script
-            ) from None
-        except ScriptAborted:
-            progress.note(so_far(bisector.points, cands, options.direction))
+            )
+            if isinstance(told, StoppedSearch):
+                told.so_far = _so_far(options, bisector.points, cands)
+            raise told from None
+        except StoppedSearch as err:  # a script that stopped it, or answered two ways
+            flaky = err.build if isinstance(err, FlakyScript) else ""
+            # the build that answered both ways pins nothing
+            kept = {i: p for i, p in bisector.points.items() if p.key != flaky}
+            err.so_far = _so_far(options, kept, cands)
+            if isinstance(err, ScriptAborted):
+                progress.note(err.so_far["range_so_far"])
             raise
-        if options.script is not None and options.repeat > 1:
-            bisector.check_repeats(search, options.repeat)
         walk_points = walked.points if walked else ()
         result, notes = build_result(
             search,
@@ -186,9 +195,11 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
                     workdir=options.workdir,
                     repeat=options.repeat if options.script is not None else 1,
                 )
-            except (ConfigError, InfraError, FlakyScript):
+            except (ConfigError, InfraError, StoppedSearch) as err:
                 store.add_bisection(result)  # the nightlies' answer stands: a rerun reuses it
                 progress.note(_stands(result))
+                if isinstance(err, StoppedSearch):  # the commits' search: the nightlies' answer
+                    err.so_far = {**result.to_json(), "range_so_far": _stands(result)}
                 raise
             for note in done.notes:
                 progress.note(note)
@@ -202,6 +213,21 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
         notes=(*cands.notes, *notes),
         commit_runs=commit_runs,
     )
+
+
+def _so_far(
+    options: BisectOptions, points: dict[int, NightlyPoint], cands: CandidateList
+) -> dict[str, Any]:
+    """What a stopped search knew: its settings, the builds judged (in order) and the range
+    they pin, as `--json` writes it beside the reason for the stop."""
+    return {
+        "direction": options.direction.value,
+        "case": options.rule.case_name,
+        "cuda": options.cuda,
+        "python": options.python,
+        "points": [points[i].to_json() for i in sorted(points)],
+        "range_so_far": so_far(points, cands, options.direction),
+    }
 
 
 def take_back(options: BisectOptions, what: str) -> Forgotten:

@@ -15,9 +15,10 @@ from ..exits import Exit
 from ..outcome import Direction, NightlyPoint, Outcome
 from .candidates import CandidateList
 from .search import EndsError, flip
+from .verdicts import StoppedSearch
 
 
-class EndUnjudged(TorchbisectError):
+class EndUnjudged(StoppedSearch):
     """An end of the range could not be judged (the probe or script hung, crashed or skipped
     there): no verdict, so no search; not the user's mistake until the build is known to be bad."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 from ..defaults import PROBE as DEFAULT_PROBE
 from ..errors import TorchbisectError
@@ -26,14 +27,27 @@ from ..utils.words import signal_name
 SCRIPT_CASE = "script"
 
 
-class ScriptAborted(TorchbisectError):
+class StoppedSearch(TorchbisectError):
+    """A bisection that stopped without an answer (exit 7, 9 or 10).  `so_far`, once the
+    search knows it (bisect/run.py): what `--json` and `--markdown` get instead of a result,
+    the builds judged before the stop and the range they pin."""
+
+    so_far: dict[str, Any] | None = None
+
+
+class ScriptAborted(StoppedSearch):
     """The --script command asked to stop the bisection (exit status above 127, or a signal)."""
 
     exit_code = Exit.ABORTED
 
 
-class FlakyScript(TorchbisectError):
-    """--script gave different answers for one nightly: no range can be trusted."""
+class FlakyScript(StoppedSearch):
+    """--script gave different answers for one nightly: no range can be trusted.  `build`: that
+    candidate's key, left out of the range found so far."""
+
+    def __init__(self, message: str, *, build: str = "") -> None:
+        super().__init__(message)
+        self.build = build
 
     exit_code = Exit.FLAKY
 
@@ -170,7 +184,7 @@ def check_script_run(run: CellRun, rule: Rule) -> None:
         raise ScriptAborted(
             f"--script `{rule.script}` was killed by signal "
             f"{signal_name(-status)}, which stops the bisection; exit 125 to "
-            "skip a nightly instead"
+            "skip a build instead"
         )
     raise ScriptAborted(
         f"--script `{rule.script}` exited with status {status} (above 127), "

@@ -14,12 +14,14 @@ import shlex
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from .. import defaults
 from ..bisect.candidates import Candidate, CandidateList, parse_end, release_of
 from ..bisect.driver import Progress
 from ..bisect.forget import Forgotten, describe
 from ..bisect.run import BisectOptions, bisect, take_back
+from ..bisect.verdicts import StoppedSearch
 from ..bisect.walk import DEFAULT_LIMIT
 from ..cli import options as flags
 from ..cli.options import add_backend_option
@@ -29,7 +31,11 @@ from ..exits import Exit
 from ..outcome import Direction, NightlyPoint
 from ..probe.info import ProbeOutput
 from ..probe.scripts import default_probe, probe_info, probe_path
-from ..report.writers.bisection_text import render_markdown, render_text
+from ..report.writers.bisection_text import (
+    render_markdown,
+    render_stopped_markdown,
+    render_text,
+)
 
 MAX_REPEAT = 1_000  # --repeat: runs of a whole script per verdict; more is a run that never ends
 
@@ -236,10 +242,17 @@ def run(args: argparse.Namespace) -> int:
         _say_forgotten(what, take_back(options, what), options)
     if args.bad is None:
         return 0
-    done = bisect(
-        options,
-        _Console(repeat=options.repeat, default=args.script is not None and args.repeat is None),
-    )
+    try:
+        done = bisect(
+            options,
+            _Console(
+                repeat=options.repeat, default=args.script is not None and args.repeat is None
+            ),
+        )
+    except StoppedSearch as err:  # a gate reading --json or --markdown learns why, and how far
+        if err.so_far is not None:
+            _write_stopped(args, err, err.so_far)
+        raise
     print(
         render_text(done.result, new_runs=done.new_runs, commit_runs=done.commit_runs),
         file=sys.stderr if args.json == "-" else sys.stdout,
@@ -252,6 +265,19 @@ def run(args: argparse.Namespace) -> int:
     final = done.result.narrowed or done.result
     # a caller tells "one of N" from "this one" by the status alone
     return Exit.OK if final.exact else Exit.NOT_EXACT
+
+
+def _write_stopped(args: argparse.Namespace, err: StoppedSearch, so_far: dict[str, Any]) -> None:
+    """--json and --markdown of a bisection that stopped (exit 7, 9, 10): `stopped` says the exit
+    status and the sentence, beside the builds judged before and the range they pin (no
+    `exact`: there is no answer)."""
+    status = int(err.exit_code)
+    if args.json:
+        doc = {"stopped": {"status": status, "message": str(err)}, **so_far}
+        flags.write_text(args.json, json.dumps(doc, indent=2) + "\n")
+    if args.markdown:
+        with args.markdown.open("a", encoding="utf-8") as fh:
+            fh.write(render_stopped_markdown(so_far, str(err), status) + "\n")
 
 
 def _say_forgotten(what: str, gone: Forgotten, options: BisectOptions) -> None:

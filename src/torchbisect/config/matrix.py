@@ -525,7 +525,7 @@ def _case_problems(config: MatrixConfig) -> list[dict[str, Any]]:
 def _ignored(
     problems: dict[tuple[str | int, ...], dict[str, Any]],
     where: tuple[str | int, ...],
-    source: RunOptions | None,
+    source: ProbeOptions | None,
     name: str,
 ) -> None:
     """`cases:` or `trials:` set where only an exit-status script reads them: it would run as if

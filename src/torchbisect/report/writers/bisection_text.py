@@ -8,7 +8,7 @@ compare URL becomes a link.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...outcome import BisectResult, NightlyPoint
 from ...page.bisections import inert_commits, lead, unit_count
@@ -213,3 +213,19 @@ class BisectionMarkdownWriter:
 
     def render(self, done: Bisection) -> str:
         return render_markdown(done.result)
+
+
+def render_stopped_markdown(so_far: dict[str, Any], message: str, status: int) -> str:
+    """A bisection that stopped without an answer (exit 7, 9 or 10), for a CI job summary: why
+    it stopped, and the range the builds judged before pin.  The message quotes a script and
+    its output: it goes through `md_text` like everything a probe reported."""
+    return "\n".join(
+        [
+            f"### Bisection ({md_text(str(so_far.get('direction', '')))}) of "
+            f"{_code(str(so_far.get('case', '')))} stopped (exit {status})",
+            "",
+            md_text(message),
+            "",
+            f"**{md_text(_capital(str(so_far.get('range_so_far', ''))))}**",
+        ]
+    )
