@@ -137,6 +137,27 @@ def test_output_nobody_reads_ends_quietly_with_the_status_of_the_work(project, a
         assert (project / "site" / "index.html").is_file()  # the work was done
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("report", "--store", "results.sqlite", "--out", "site"),
+        ("plan", "--help"),
+        ("--version",),
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_a_standard_output_that_cannot_be_written_is_named_not_a_folder(project, argv):
+    """Into /dev/full (a redirect to a full disk): "a folder torchbisect writes to (its report,
+    logs, store …) is full" blamed the folders, which were fine; --help gave 250."""
+    with open("/dev/full", "w") as full:
+        done = torchbisect(*argv, cwd=project, stdout=full, stderr=subprocess.PIPE, timeout=600)
+    line = one_sentence(done.stderr, done.returncode, Exit.NO_VERDICT)
+    assert "writing to standard output failed (no space left on device)" in line, line
+    if argv[0] == "report":
+        assert (project / "site" / "index.html").is_file()  # the page was written first
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 def test_matrix_into_a_pipe_without_reader_is_not_affected(project):

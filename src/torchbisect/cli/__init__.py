@@ -25,7 +25,7 @@ import tempfile
 import threading
 import traceback
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -189,10 +189,15 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ..utils.streams import quiet_when_unread
+    from ..utils.streams import OutputFailed, quiet_when_unread
 
-    with quiet_when_unread():  # a closed stdout or a pipe nobody reads changes no status
-        return _main(list(sys.argv[1:] if argv is None else argv))
+    try:
+        with quiet_when_unread():  # a closed stdout or a pipe nobody reads changes no status
+            return _main(list(sys.argv[1:] if argv is None else argv))
+    except OutputFailed as err:  # met by the last flush, once the command had ended
+        with suppress(OSError):
+            print(f"torchbisect: error: {err}", file=sys.stderr)
+        return err.exit_code
 
 
 def _main(argv: list[str]) -> int:
@@ -204,6 +209,9 @@ def _main(argv: list[str]) -> int:
     except KeyboardInterrupt:  # Ctrl-C while the command's modules load: no traceback either
         print(f"torchbisect{f' {chosen}' if chosen else ''}: interrupted", file=sys.stderr)
         return Exit.INTERRUPTED
+    except TorchbisectError as err:  # --help into a stream that cannot be written
+        print(f"torchbisect{f' {chosen}' if chosen else ''}: error: {err}", file=sys.stderr)
+        return err.exit_code
     except Exception as err:  # noqa: BLE001 - argparse's own exits are SystemExit, not this
         return _failed(chosen or "", argv, err)
     try:

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TextIO
 
+from ..errors import InfraError
+
 _UNREAD = (errno.EPIPE, errno.EBADF)
 
 
@@ -47,14 +49,28 @@ class _Unread:
             self._gone(err)
 
     def _gone(self, err: OSError) -> None:
-        if err.errno not in _UNREAD:
-            raise err
-        to_devnull(self._fd)
+        unread = err.errno in _UNREAD
+        to_devnull(self._fd)  # either way nothing more is tried there
         with suppress(OSError):  # what the buffer still holds goes to /dev/null now
             self._stream.flush()
+        if not unread:  # a reader is there, and did not get it: said, never put on a folder
+            raise OutputFailed(self._fd, err)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+class OutputFailed(InfraError):
+    """A standard stream that could not be written (a redirect to a full disk, `/dev/full`, an
+    I/O error): exit 3, the stream named, not one of the command's folders."""
+
+    def __init__(self, fd: int, err: OSError) -> None:
+        why = os.strerror(err.errno).lower() if err.errno else str(err)
+        name = "standard output" if fd == 1 else "standard error"
+        super().__init__(
+            f"writing to {name} failed ({why}): what the command printed there is lost, and "
+            f"the files it wrote are whole; send {name} where it can be written, and run again"
+        )
 
 
 def to_devnull(fd: int) -> None:
@@ -74,10 +90,12 @@ def quiet_when_unread() -> Iterator[None]:
         sys.stderr = _guarded(sys.stderr, 2)
         yield
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            if isinstance(stream, _Unread):
-                stream.flush()
-        sys.stdout, sys.stderr = before
+        try:
+            for stream in (sys.stdout, sys.stderr):
+                if isinstance(stream, _Unread):
+                    stream.flush()
+        finally:
+            sys.stdout, sys.stderr = before
 
 
 def _guarded(stream: TextIO | None, fd: int) -> TextIO | _Unread | None:
