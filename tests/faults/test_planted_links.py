@@ -110,3 +110,32 @@ def test_a_json_flags_file_replaces_a_planted_link_and_a_pipe_is_written_into(tm
     assert got == ['{"schema": 1}\n'] and fifo.is_fifo()
     write_text("/dev/null", "{}\n")
     assert Path("/dev/null").is_char_device()
+
+
+@pytest.mark.parametrize("planted", ["reports", "reports/logs"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("matrix", "--allow-no-gpu", "--backend", "venv", "--offline"),
+        ("probe", "--probe", "stale_replay"),
+        ("report",),
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_a_report_folder_or_its_logs_folder_that_is_a_link_is_refused_before_any_work(
+    tmp_path, argv, planted
+):
+    """A link at --out or at --out/logs was followed: matrix wrote every cell's log into the
+    link's target, then refused the link only when drawing the page (exit 2 after the work)."""
+    from helpers.cli import invoke, one_sentence
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (tmp_path / "reports").mkdir()
+    if planted == "reports":
+        (tmp_path / "reports").rmdir()
+    (tmp_path / planted).symlink_to(victim)
+    done = invoke(*argv, "--out", "reports", cwd=tmp_path)
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command=argv[0])
+    assert f"--out reports: {planted} is a symbolic link (to {victim})" in line, line
+    assert list(victim.iterdir()) == []

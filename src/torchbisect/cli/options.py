@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 
 class Output:
     """The `type=` of a flag naming a file (`kind="file"`) or folder (`"dir"`) that the command
-    writes, or a file it appends to (`"append"`: $GITHUB_OUTPUT, $GITHUB_STEP_SUMMARY);
+    writes, a report folder (`"pages"`: a folder whose pages and logs/ are never written through
+    a symbolic link), or a file it appends to (`"append"`: $GITHUB_OUTPUT, $GITHUB_STEP_SUMMARY);
     `stdout=True`: `-` means standard output."""
 
     def __init__(self, kind: str, *, stdout: bool = False):
@@ -80,6 +81,15 @@ def check_output(value: str | Path | None, flag: str, kind: str) -> None:
     file is meant, a file where a folder is meant or on the way to it, a place not writable."""
     if value is None or value == "-":
         return
+    if kind == "pages":  # a report folder, its pages and its logs/: never written through a link
+        for folder in (Path(value), Path(value) / "logs"):
+            if os.path.islink(folder):
+                raise ConfigError(
+                    f"{flag} {value}: {folder} is a symbolic link (to {os.readlink(folder)}), and "
+                    f"torchbisect writes no page or log through a link; remove it, or choose "
+                    f"another {flag}"
+                )
+        kind = "dir"
     path = Path(os.path.abspath(value))
     if kind == "append" and path.is_file() and os.access(path, os.W_OK):
         # appended in place: the runner's folder around it may well be read-only (act's is)
@@ -186,7 +196,7 @@ def add_store_option(
 def add_out_option(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument(
         "--out",
-        type=Output("dir"),
+        type=Output("pages"),
         default=defaults.OUT,
         help=f"{help_text} (default: %(default)s/)",
     )

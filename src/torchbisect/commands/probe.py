@@ -102,7 +102,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add(
         "--out",
-        type=flags.Output("dir"),
+        type=flags.Output("pages"),
         metavar="OUT",
         help="keep the log as OUT/logs/<cell>.log (default: no log is kept)",
     )
