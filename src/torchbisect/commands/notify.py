@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     if not flags.store_to_read(args.store):
         raise ConfigError(f"no result store at {args.store}: pass --store PATH")
     with Store(args.store) as store:
-        runs, bisections = store.latest(), store.bisections()
+        runs, bisections = store.latest_counted(), store.bisections()
         attendance = store.attendance() if runners else []
     groups = _regressions(runs, args.probe, args.fix)
     site = list(by_probe(runs)) or [defaults.PROBE]  # the regressions `report` drew

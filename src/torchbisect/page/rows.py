@@ -43,9 +43,12 @@ def _case_cell(
     mark = mark_for_case(case, controls)
     rate = ""
     if case.stale_fraction is not None:
+        # a plain script asked again on one build counts its runs (report/repeats.py)
+        runs = isinstance(raw, dict) and raw.get("counted") == "runs"
+        unit = "runs" if runs else "trials"
         rate = (
             f"{'flaky: ' if case.flaky else ''}affected on {case.stale_trials}/{case.trials} "
-            f"trials ({case.stale_fraction:.0%})"
+            f"{unit} ({case.stale_fraction:.0%})"
         )
     elif counted := _variant_counts(raw, variants or {}) if mark.is_affected else None:
         # a case of variants counts per variant: the affected one's count, as its neighbours'

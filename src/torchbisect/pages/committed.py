@@ -73,7 +73,7 @@ def _store_copy(store: str) -> Callable[[Path, Path], RunSource]:
             )
         shutil.copyfile(repo / store, copy)
         with Store(copy) as store_:
-            return _Loaded(store_.latest(), store_.bisections())
+            return _Loaded(store_.latest_counted(), store_.bisections())
 
     return open_store
 

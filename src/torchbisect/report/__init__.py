@@ -85,8 +85,10 @@ def render(
     declared kinds reported in the latest run.  `probes`: those the matrix names, drawn even
     before the store holds a run of theirs."""
     path = getattr(store, "path", None)  # a store's file is named on the page (never its folder)
+    # a store draws a plain script's repeated answers as flaky (Store.latest_counted)
+    counted = getattr(store, "latest_counted", None)
     return render_runs(
-        store.latest(),
+        counted() if callable(counted) else store.latest(),
         store.bisections(),
         Path(out_dir),
         generated=dt.datetime.now(dt.timezone.utc),

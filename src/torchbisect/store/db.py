@@ -190,6 +190,13 @@ class Store:
         )
         return [self._run(r) for r in rows]
 
+    def latest_counted(self) -> list[CellRun]:
+        """`latest`, as the pages draw it: a plain script's build that answered both ways over
+        its stored runs is shown flaky, with how many were affected (store/repeats.py)."""
+        from .repeats import latest_with_repeats
+
+        return latest_with_repeats(self.latest(), self.iter_runs())
+
     def has_result(self, cell_id: str) -> bool:
         """True when some run of this cell got a verdict (infrastructure failures do not count)."""
         row = self._db.execute(
