@@ -69,3 +69,19 @@ def test_a_document_probe_that_counts_its_own_trials_is_not_folded(tmp_path):
         store.add(make_run(verdict="affected", started=_at(0)))
         store.add(make_run(verdict="not_affected", started=_at(1)))
         assert store.latest_counted() == store.latest()
+
+
+def test_matrix_fail_on_affected_reads_the_runs_as_the_page_draws_them(tmp_path):
+    """`matrix --fail-on affected` exited 0 for a build the page drew flaky and affected, when
+    the newest of its answers was "not affected"."""
+    from torchbisect.cli.options import exit_status
+    from torchbisect.commands.matrix import _as_drawn
+    from torchbisect.exits import Exit
+
+    path = tmp_path / "results.sqlite"
+    with Store(path) as store:
+        store.add(_script_run("affected", _at(0)))
+        newest = _script_run("not_affected", _at(1))
+        store.add(newest)
+    assert exit_status([newest], frozenset({"affected"})) == Exit.OK
+    assert exit_status(_as_drawn([newest], path), frozenset({"affected"})) == Exit.AFFECTED
