@@ -102,3 +102,30 @@ def test_cases_or_trials_only_an_exit_status_script_would_read_are_said_at_their
         f"matrix.yaml, {where}: the probe cumsum_64bit is an exit-status script: its one case is "
         f"cumsum_64bit and its exit status decides, so `{key}` would do nothing; remove it"
     ) in line, line
+
+
+@pytest.mark.parametrize("order", ["store first", "edited first"])
+def test_a_merge_input_whose_run_differs_from_the_same_run_stored_is_refused_whole(
+    tmp_path, order
+):
+    """The same run (cell, wheel, probe file, GPU, driver, start) with another verdict was
+    dropped without a word, the result depending on the order of the inputs."""
+    from dataclasses import replace
+
+    from helpers import make_run
+
+    from torchbisect.store.db import Store
+
+    run = make_run(verdict="affected")
+    with Store(tmp_path / "a.sqlite") as a:
+        a.add(run)
+    edited = make_run(verdict="not_affected")
+    assert replace(edited, result=run.result) == run  # the same key, another document
+    with Store(tmp_path / "b.sqlite") as b:
+        b.add(edited)
+    inputs = ["a.sqlite", "b.sqlite"] if order == "store first" else ["b.sqlite", "a.sqlite"]
+    done = invoke("merge", "out.sqlite", *inputs, cwd=tmp_path)
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="merge")
+    assert f"{inputs[1]}: holds 1 run also stored here with other content" in line, line
+    assert "nothing was merged" in line, line
+    assert not (tmp_path / "out.sqlite").exists()

@@ -28,7 +28,7 @@ from ..model import Attendance, Cell, CellRun, RunStatus
 from ..outcome import BisectResult
 from ..probe import document
 from ..utils import files
-from ..utils.words import plain_label
+from ..utils.words import count, plain_label
 from . import check, foreign
 from .columns import RUN_FIELDS
 from .reuse import covers
@@ -351,6 +351,7 @@ class Store:
         """
         future: list[str] = []
         hidden: list[str] = []
+        differing: list[str] = []
         with self._transaction():
             before, seen = self._count(), 0
             for entry in _read_any(Path(other)):
@@ -359,13 +360,21 @@ class Store:
                 elif not_after is not None and not all(map(plain_label, _labels(entry))):
                     hidden.append(next(t for t in _labels(entry) if not plain_label(t)))
                 elif isinstance(entry, CellRun):
-                    self._insert(entry)
+                    if differs := self._insert_or_compare(entry):
+                        differing.append(differs)
                     seen += 1
                 elif isinstance(entry, Attendance):
                     self._insert_attendance(entry)
                 else:
                     self._insert_bisection(entry)
             added = self._count() - before
+            if differing:  # raised inside the transaction: nothing of `other` is kept
+                raise ConfigError(
+                    f"{other}: holds {count(len(differing), 'run')} also stored here with "
+                    f"other content (the first: {differing[0]}): a run is measured once, so one "
+                    "of the two files was changed after it was measured; nothing was merged: "
+                    "find which one holds the runs as measured, and merge that one"
+                )
         if future:
             when = f"{not_after:%Y-%m-%d %H:%M} UTC"
             say(
@@ -504,6 +513,34 @@ class Store:
         ).fetchone()
         return int(row[0])
 
+    def _insert_or_compare(self, run: CellRun) -> str:
+        """Insert `run`; where a run of its key (cell, wheel, probe file, GPU, driver, start) is
+        stored already, "" when the two are the same run, else what differs, in words."""
+        values = run_to_row(run)
+        done = self._db.execute(
+            f"INSERT OR IGNORE INTO runs ({', '.join(RUN_FIELDS)}) "
+            f"VALUES ({', '.join('?' * len(RUN_FIELDS))})",
+            [values[f] for f in RUN_FIELDS],
+        )
+        if done.rowcount:
+            return ""
+        row = self._db.execute(
+            """SELECT * FROM runs WHERE cell_id = ? AND wheel_sha256 = ? AND probe_version = ?
+               AND gpu = ? AND driver = ? AND started = ?""",
+            [values[f] for f in _RUN_KEY],
+        ).fetchone()
+        stored = self._run(row)
+        here = run_to_row(stored)  # as this torchbisect writes it, whoever wrote it
+        fields = [f for f in RUN_FIELDS if here[f] != values[f]]
+        if not fields:
+            return ""
+        verdicts = (
+            f", verdict {_said(stored)} here and {_said(run)} there"
+            if _said(stored) != _said(run)
+            else ""
+        )
+        return f"{run.cell.id} started {run.started}: {' and '.join(fields)} differ{verdicts}"
+
     def _insert_bisection(self, result: BisectResult) -> int:
         key = (result.direction.value, result.case, result.cuda, result.python, result.finished)
         self._db.execute(_BISECTIONS_SQL)
@@ -519,6 +556,13 @@ class Store:
             key,
         ).fetchone()
         return int(row[0])
+
+
+_RUN_KEY = ("cell_id", "wheel_sha256", "probe_version", "gpu", "driver", "started")
+
+
+def _said(run: CellRun) -> str:
+    return run.verdict.value if run.verdict else run.status.value
 
 
 def _date_of(entry: CellRun | BisectResult | Attendance) -> str:
