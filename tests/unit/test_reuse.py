@@ -107,6 +107,20 @@ def test_the_store_lookup_finds_a_nightly_by_its_url_and_nothing_else_by_it(tmp_
         assert store.find_ok(ONE, wheel_sha256="0" * 64, **KEY) is None
 
 
+def test_a_cells_own_run_answers_before_a_newer_one_of_another_cell_of_the_same_build(tmp_path):
+    """Two entries naming one wheel: each cell's own run answers it, so a rerun with nothing to
+    probe stores no copy of the other cell's run under its id (it added one row per shared wheel,
+    with the other cell's start time)."""
+    twin = dataclasses.replace(FULL, id="dev-b")
+    with Store(tmp_path / "s.sqlite") as store:
+        store.add(make_run(FULL, started="2026-11-29T10:00:00.000001+00:00"))
+        store.add(make_run(twin, started="2026-11-29T10:00:00.000002+00:00"))
+        assert store.find_ok(FULL, wheel_sha256=FULL.sha256, **KEY).cell.id == FULL.id
+        assert store.find_ok(twin, wheel_sha256=FULL.sha256, **KEY).cell.id == twin.id
+        third = dataclasses.replace(FULL, id="dev-c")  # none of its own: the newest answers
+        assert store.find_ok(third, wheel_sha256=FULL.sha256, **KEY).cell.id == twin.id
+
+
 def test_the_bisection_asks_the_same_lookup(store, tmp_path, fake_probes):
     """A nightly the matrix probed under another id (a version-bump date's long id, say) answers
     for the bisection's candidate of the same URL: the bisection installs and probes only the

@@ -209,7 +209,10 @@ class Store:
         self, cell: Cell, *, wheel_sha256: str | None, probe_version: str, gpu: str, driver: str
     ) -> CellRun | None:
         """The newest stored run that answers for `cell` by the one reuse rule (`reuse.covers`),
-        or None (then the cell must run).  The matrix and the bisection both ask here.
+        or None (then the cell must run).  The matrix and the bisection both ask here.  A run of
+        the cell itself comes before one of another cell of the same build (two entries naming one
+        wheel): that one is stored again under this cell's id (`keep_reused`), a row of a run
+        the cell already has.
 
         `wheel_sha256` is what a run of `cell` would record, when known before installing; without
         it a nightly is looked up by its URL.  SQL narrows the rows by the skip key; `covers`
@@ -219,8 +222,8 @@ class Store:
         rows = self._db.execute(
             """SELECT * FROM runs WHERE (wheel_sha256 = ? OR json_extract(cell_json, '$.url') = ?)
                AND probe_version = ? AND gpu = ? AND driver = ? AND status = ?
-               ORDER BY started DESC, id DESC""",
-            (wheel_sha256, url, probe_version, gpu, driver, RunStatus.OK.value),
+               ORDER BY cell_id = ? DESC, started DESC, id DESC""",
+            (wheel_sha256, url, probe_version, gpu, driver, RunStatus.OK.value, cell.id),
         )
         for row in rows:
             run = self._run(row)
