@@ -306,6 +306,10 @@ def test_hostile_metadata_in_a_probe_file_is_escaped_on_the_page(tmp_path, monke
         r["url"].startswith("https://") for r in osv["references"]
     )
     assert not any(r["type"] == "FIX" for r in osv["references"])  # not an https link
+    # `details` is CommonMark, which passes HTML through: the probe's tags are entities there
+    assert "<img" not in osv["details"] and "<b>" not in osv["details"]
+    assert "The &lt;img src=x onerror=alert(2)&gt; description" in osv["details"]
+    assert "Workaround: Use &lt;b&gt;this&lt;/b&gt;" in osv["details"]
 
 
 def test_a_page_of_one_probe_is_still_drawn_where_it_always_was(tmp_path):

@@ -28,6 +28,7 @@ workaround; the API it needs names the releases measured without it.
 from __future__ import annotations
 
 import datetime as dt
+import html
 import json
 from typing import Any
 
@@ -359,12 +360,18 @@ def _fix_unmeasured(course: Course) -> dict[str, Any]:
 
 
 def _described(regression: Regression) -> str:
-    """The probe's description and workaround, each a sentence, with a space after them."""
+    """The probe's description and workaround, each a sentence, with a space after them.
+    `details` is CommonMark, which passes raw HTML through: the probe's `<`, `>` and `&` are
+    written as entities (they read the same), its other words as they are (a `#123`, a URL)."""
     said = [
         regression.description,
         f"Workaround: {regression.workaround}" if regression.workaround else "",
     ]
-    return "".join(f"{s}{'' if s.endswith(('.', '!', '?')) else '.'} " for s in said if s)
+    return "".join(
+        f"{html.escape(s, quote=False)}{'' if s.endswith(('.', '!', '?')) else '.'} "
+        for s in said
+        if s
+    )
 
 
 def _fixed(events: list[dict[str, str]]) -> str | None:
