@@ -129,3 +129,14 @@ def test_a_merge_input_whose_run_differs_from_the_same_run_stored_is_refused_who
     assert f"{inputs[1]}: holds 1 run also stored here with other content" in line, line
     assert "nothing was merged" in line, line
     assert not (tmp_path / "out.sqlite").exists()
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_probe_name_that_is_a_folder_or_a_fifo_is_said_so_not_missing(tmp_path, kind):
+    (tmp_path / "matrix.yaml").write_text("stable:\n  - versions: ['2.5.0']\n")
+    (tmp_path / "probes").mkdir()
+    odd = tmp_path / "probes" / "x.py"
+    odd.mkdir() if kind == "folder" else os.mkfifo(odd)
+    done = invoke("probe", "--probe", "x", cwd=tmp_path)
+    line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command="probe")
+    assert f"probe 'x': {odd} is not a regular file (a folder, a FIFO or a device)" in line, line

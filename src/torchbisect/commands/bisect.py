@@ -36,6 +36,7 @@ from ..report.writers.bisection_text import (
     render_stopped_markdown,
     render_text,
 )
+from ..utils.words import count
 
 MAX_REPEAT = 1_000  # --repeat: runs of a whole script per verdict; more is a run that never ends
 
@@ -463,7 +464,7 @@ class _Console(Progress):
         self._say(f"rule: {rule}")
 
     def probing(self, cand: Candidate, *, left: int) -> None:
-        self._say(f"judging {cand.label}; {left} {_kind(cand)} still open")
+        self._say(f"judging {cand.label}; {count(left, *_unit(cand))} still open")
 
     def judged(self, cand: Candidate, point: NightlyPoint, *, reused: bool) -> None:
         how = "from the store" if reused else "probed"
@@ -473,3 +474,17 @@ class _Console(Progress):
 
 def _kind(cand: Candidate) -> str:
     return "commits" if cand.commit else "nightlies" if cand.date else "releases"
+
+
+def _unit(cand: Candidate) -> tuple[str, str]:
+    """(one, several) of what the candidates are, for `count`."""
+    return (
+        ("commit", "commits")
+        if cand.commit
+        else ("nightly", "nightlies")
+        if cand.date
+        else (
+            "release",
+            "releases",
+        )
+    )

@@ -137,6 +137,12 @@ def probe_path(name: str = DEFAULT_PROBE) -> Path:
             "(letters, digits, '_' and '-', dots only between them), never a path"
         )
     hits = _hits(stem)
+    odd = [f.path / f"{stem}.py" for f in folders() if (f.path / f"{stem}.py").exists()]
+    if not hits and odd:  # a folder, a FIFO or a device of that name: no file to run
+        raise ConfigError(
+            f"probe {name!r}: {odd[0]} is not a regular file (a folder, a FIFO or a device); "
+            f"a probe is a Python file: put {stem}.py there as a file"
+        )
     if not hits:
         raise ConfigError(
             f"probe {name!r} not found: no {stem}.py in the probes folders searched "
