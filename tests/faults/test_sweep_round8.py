@@ -105,9 +105,7 @@ def test_cases_or_trials_only_an_exit_status_script_would_read_are_said_at_their
 
 
 @pytest.mark.parametrize("order", ["store first", "edited first"])
-def test_a_merge_input_whose_run_differs_from_the_same_run_stored_is_refused_whole(
-    tmp_path, order
-):
+def test_a_merge_input_whose_run_differs_from_the_same_run_stored_is_refused_whole(tmp_path, order):
     """The same run (cell, wheel, probe file, GPU, driver, start) with another verdict was
     dropped without a word, the result depending on the order of the inputs."""
     from dataclasses import replace
