@@ -206,3 +206,27 @@ def test_probe_runs_the_script_on_one_cell_with_its_exit_status(world, capsys):
         "wrong_answer",
     )
     assert code == Exit.OK
+
+
+def test_a_release_bisection_over_a_folder_of_wheels_resumes_from_the_store(world, capsys):
+    """The folder publishes no sha256: the bisection hashes a wheel file the store has a run of,
+    so a repeated (or interrupted) bisection answers from the store.  It probed every build
+    again before, though the README says an interrupted bisection resumes."""
+    code, first = bisect(world, "--probe", "wrong_answer")
+    assert code == Exit.OK, capsys.readouterr().out
+    capsys.readouterr()
+    with Store(world / "results.sqlite") as store:
+        stored = store.count()
+    code, again = bisect(world, "--probe", "wrong_answer")
+    out = "".join(capsys.readouterr())
+    assert code == Exit.OK, out
+    assert again["first_good"] == first["first_good"]
+    assert f"{first['probes']} already judged in the store" in out
+    assert "(probed)" not in out and "(from the store)" in out
+    with Store(world / "results.sqlite") as store:
+        assert store.count() == stored  # nothing probed again
+    # a file changed in place is other bytes: asked again, never answered by the old run
+    fake_torch_wheel(world / "wheels", "2.12.0+cpu", git_version="changed" * 4)
+    code, _ = bisect(world, "--probe", "wrong_answer")
+    out = "".join(capsys.readouterr())
+    assert "2.12.0+cpu is GOOD (probed)" in out, out

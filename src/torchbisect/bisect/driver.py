@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..backends.base import Backend
+from ..backends.wheels import local_wheel, sha256_file
 from ..model import Cell, CellRun, RunStatus
 from ..outcome import Direction, NightlyPoint, Outcome
 from ..probe.scripts import probe_version
@@ -240,16 +241,33 @@ class Bisector:
 
     def _reusable_runs(self) -> dict[str, CellRun]:
         """The stored run that answers for each candidate (`Store.find_ok`, the matrix's lookup
-        too), by candidate id.  A candidate's bytes are known before installing only when the
-        index published their sha256 (nightlies' do not): otherwise its URL names them."""
+        too), by candidate id.  A candidate's bytes are known before installing when the index
+        published their sha256 (nightlies' do not) or the wheel is a file here (hashed, where the
+        store has a run of it): otherwise its URL names them, a nightly's alone."""
         found = {cand.cell.id: self._stored_run(cand.cell) for cand in self._cands}
         return {cell_id: run for cell_id, run in found.items() if run is not None}
 
     def _stored_run(self, cell: Cell) -> CellRun | None:
         gpu, driver = execute.gpu_name(self.gpu), self.gpu.driver if self.gpu else ""
         return self.store.find_ok(
-            cell, wheel_sha256=cell.sha256, probe_version=self.probe_version, gpu=gpu, driver=driver
+            cell,
+            wheel_sha256=cell.sha256 or self._local_sha256(cell),
+            probe_version=self.probe_version,
+            gpu=gpu,
+            driver=driver,
         )
+
+    def _local_sha256(self, cell: Cell) -> str | None:
+        """A wheel file on this host (a folder of wheels as the index) names its bytes by its
+        sha256, as the matrix's plan takes it: hashed only where the store holds a run of that
+        file's path, the one case it can answer (a resumed or repeated bisection)."""
+        path = local_wheel(cell)
+        if path is None or cell.url is None or not self.store.has_run_of_url(cell.url):
+            return None
+        try:
+            return sha256_file(path)
+        except OSError:
+            return None  # gone or unreadable: its install says why
 
     def _log(self, cell_id: str) -> Path:
         return self.logs / f"{cell_id}.log"  # the matrix's name: one log per cell, latest run

@@ -238,6 +238,14 @@ class Store:
                 return run
         return None
 
+    def has_run_of_url(self, url: str) -> bool:
+        """Whether a run with a verdict was made of the wheel at `url` (a path or a link)."""
+        row = self._db.execute(
+            "SELECT 1 FROM runs WHERE json_extract(cell_json, '$.url') = ? AND status = ? LIMIT 1",
+            (url, RunStatus.OK.value),
+        ).fetchone()
+        return row is not None
+
     def drop_runs(self, run_ids: Iterable[int]) -> int:
         """Delete these runs in one transaction (`bisect --forget`: a verdict taken back on
         purpose; the caller says which); returns how many went.  Nothing else deletes rows."""
