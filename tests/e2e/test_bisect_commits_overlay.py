@@ -505,7 +505,12 @@ def test_a_script_that_answers_otherwise_when_asked_again_at_a_commit_is_flaky(
     ) in done.stderr
     assert runs(base).count(shas[flip]) == 2
     # no commit is given as the answer, in any form; the nightlies' answer is stored and said
-    assert done.stdout == "" and not (base / "work" / "bisect.json").exists()
+    assert done.stdout == ""
+    doc = json.loads((base / "work" / "bisect.json").read_text())
+    assert doc["stopped"]["status"] == Exit.FLAKY and "narrowed" not in doc["nightlies"]
+    assert doc["range_so_far"].startswith("the nightly bisection is stored and stands")
+    # the flaky commit is no answer here either: the points are the nightlies'
+    assert shas[flip] not in json.dumps(doc["points"]) + doc["range_so_far"]
     assert (
         f"the nightly bisection is stored and stands (last good {OLD}, first bad {NEW}); "
         "only the commits have no answer"

@@ -3,6 +3,7 @@ refuses a non-positive --timeout, reports a flaky --script, and names a signal a
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import signal
@@ -169,7 +170,11 @@ def test_a_flaky_script_is_reported_instead_of_a_confident_range(world, tmp_path
     last = done.stderr.strip().splitlines()[-1]
     # every verdict is asked again at once, and the asking stops at the first different answer
     assert "--script is flaky" in last and "2025-08-14" in last and "bad 1×, good 1×" in last
-    assert "first bad:" not in done.stdout and not (tmp_path / "bisect.json").exists()
+    assert "first bad:" not in done.stdout
+    # --json says the stop, never a range with the flaky nightly in it
+    doc = json.loads((tmp_path / "bisect.json").read_text())
+    assert doc["stopped"]["status"] == 7 and "exact" not in doc
+    assert "2025-08-14" not in [p["date"] for p in doc["points"]]
 
 
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")

@@ -199,7 +199,11 @@ def bisect(options: BisectOptions, progress: Progress | None = None) -> Bisectio
                 store.add_bisection(result)  # the nightlies' answer stands: a rerun reuses it
                 progress.note(_stands(result))
                 if isinstance(err, StoppedSearch):  # the commits' search: the nightlies' answer
-                    err.so_far = {**result.to_json(), "range_so_far": _stands(result)}
+                    err.so_far = {
+                        **_so_far(options, bisector.points, cands),
+                        "range_so_far": _stands(result),
+                        "nightlies": result.to_json(),
+                    }
                 raise
             for note in done.notes:
                 progress.note(note)

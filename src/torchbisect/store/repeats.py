@@ -11,8 +11,8 @@ before, except where the store holds other runs of the same build, probe file, G
 driver whose answers (affected, not affected) differ from each other: that run is drawn affected
 and flaky, its case counting the runs (`stale_trials` of `trials`, the page saying "runs"), its
 detail saying how many were affected.  Nothing stored changes; a merge or an export still carries
-the runs as measured.  A probe that counts trials itself (a document probe) shows its own rate,
-and is left as it is.
+the runs as measured.  A document probe (its own cases, trials and rates) is left as it is: what
+its runs mean is its own to say.
 """
 
 from __future__ import annotations
@@ -46,13 +46,16 @@ def _key(run: CellRun) -> Key:
 
 
 def _answer(run: CellRun) -> Verdict | None:
-    """The one case's answer of a plain script's run; None for any other run."""
+    """The one case's answer of a plain script's run (the adapter records its `exit_status`);
+    None for any other run: a document probe says what its own runs mean."""
     if run.status is not RunStatus.OK or run.result is None or len(run.result.cases) != 1:
         return None
     case = run.result.cases[0]
-    if case.trials is not None or case.verdict not in _ANSWERS:
+    cases = run.result.raw.get("cases")
+    raw = cases.get(case.name) if isinstance(cases, dict) else None
+    if not isinstance(raw, dict) or "exit_status" not in raw or case.trials is not None:
         return None
-    return case.verdict
+    return case.verdict if case.verdict in _ANSWERS else None
 
 
 def _folded(run: CellRun, seen: Counter[Verdict] | None) -> CellRun:
