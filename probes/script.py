@@ -50,6 +50,8 @@ import subprocess
 import sys
 import time
 
+BEGAN = time.monotonic()  # when this process started: torchbisect's timeout counts from about here
+
 PROBE_VERSION = "1"
 CASE = "script"
 DETAIL_CHARS = 2000  # a case's detail, as the document's contract bounds it
@@ -321,7 +323,7 @@ def main(argv=None):
     version, git_version = torch_versions(dict(os.environ))
     env = command_env(version)
     started = time.monotonic()
-    deadline = deadline_of(args.timeout, started)
+    deadline = deadline_of(args.timeout, BEGAN)  # the version asked of a child counts too
     if args.requires_api and not has_api(args.requires_api, env):
         verdict, status = "not_applicable", None
         detail = "%s does not exist in this build: not run" % args.requires_api
