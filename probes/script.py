@@ -153,9 +153,9 @@ def run_and_tail(argv, env, deadline=None):
     status None when it was still running at `deadline` (time.monotonic()) and was killed then.
 
     Returns when argv exits, with what it wrote before it exited: a process it left behind that
-    still holds the pipe (a daemon) is not waited for; torchbisect ends it with the cell's other
-    processes. The command runs in a process group of its own, so that what it started ends with
-    it at the deadline."""
+    still holds the pipe (a daemon) is not waited for. The command runs in a process group of its
+    own, which is killed once the command has ended or at the deadline, so that what it started
+    ends with it."""
     child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              preexec_fn=os.setpgrp)
     out = getattr(sys.stdout, "buffer", sys.stdout)
@@ -189,6 +189,10 @@ def run_and_tail(argv, env, deadline=None):
             break
         take(chunk)
     child.stdout.close()
+    try:  # what it left running (a daemon that dropped torchbisect's mark too) ends with it
+        os.killpg(child.pid, signal.SIGKILL)
+    except OSError:
+        pass  # nothing is left in its group
     return status, last_line(tail[0])
 
 
@@ -211,11 +215,12 @@ def stop(child):
 
 
 def deadline_of(timeout, started):
-    """When the command is stopped: the cell's timeout less a margin (a tenth, 1 to 10 s) in
-    which this script writes its document before torchbisect's own stop, which writes none."""
+    """When the command is stopped: the cell's timeout less a margin (a tenth, 1 to 10 s, at most
+    half the timeout) in which this script writes its document before torchbisect's own stop,
+    which writes none."""
     if timeout is None or timeout <= 0:
         return None
-    return started + timeout - min(10.0, max(1.0, timeout / 10.0))
+    return started + timeout - min(10.0, max(1.0, timeout / 10.0), timeout / 2.0)
 
 
 def cannot_run(path):

@@ -111,6 +111,16 @@ def test_a_script_that_hangs_is_stopped_before_the_timeout_with_the_verdict_time
     assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
 
+def test_what_a_script_leaves_running_ends_with_it_even_without_torchbisects_mark(wheel, tmp_path):
+    """The script runs in a process group of its own: a daemon it left behind, started with an
+    empty environment (so torchbisect's mark on its processes is gone), is ended with it."""
+    pids = tmp_path / "pids"
+    rule, run = run_script(f"env -i /bin/sleep 600 & echo $! > {pids}; exit 0", wheel, tmp_path)
+    assert rule.judge(run).verdict is Outcome.GOOD
+    stat = Path(f"/proc/{pids.read_text().strip()}/stat")
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
 def test_the_script_runs_with_the_build_first_on_path(wheel, tmp_path):
     seen = tmp_path / "seen.txt"
     rule, run = run_script(

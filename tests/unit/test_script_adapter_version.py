@@ -92,3 +92,18 @@ def test_without_a_torch_the_command_still_decides(bare_python, tmp_path):
     doc, said, mark = _adapt(bare_python, tmp_path, None)
     assert doc["env"] == {"torch_version": "", "git_version": ""}
     assert doc["verdict"] == "not_affected" and "saw " in said and not mark.exists()
+
+
+@pytest.mark.parametrize(
+    ("timeout", "margin"), [(900.0, 10.0), (20.0, 2.0), (5.0, 1.0), (1.0, 0.5), (0.5, 0.25)]
+)
+def test_the_adapter_stops_a_script_a_tenth_of_its_timeout_early_and_never_at_once(timeout, margin):
+    """1 to 10 s before torchbisect's own stop, and never more than half the timeout: a 1 s
+    timeout left the script no time at all."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("script_adapter", REPO / "probes" / "script.py")
+    adapter = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(adapter)
+    assert adapter.deadline_of(timeout, 100.0) == pytest.approx(100.0 + timeout - margin)
+    assert adapter.deadline_of(None, 100.0) is None
