@@ -64,6 +64,15 @@ def test_runs_of_another_build_gpu_or_probe_file_and_steady_answers_are_left_as_
     assert drawn.verdict is Verdict.NOT_AFFECTED and drawn.result.cases[0].trials is None
 
 
+def test_runs_under_an_env_since_changed_are_another_question_not_a_flake(tmp_path):
+    with Store(tmp_path / "results.sqlite") as store:
+        flagged = _script_run("affected", _at(0))
+        store.add(replace(flagged, cell=replace(flagged.cell, env=(("MYFLAG", "1"),))))
+        store.add(_script_run("not_affected", _at(1)))
+        [drawn] = store.latest_counted()
+    assert drawn.verdict is Verdict.NOT_AFFECTED
+
+
 def test_a_document_probe_that_counts_its_own_trials_is_not_folded(tmp_path):
     with Store(tmp_path / "results.sqlite") as store:
         store.add(make_run(verdict="affected", started=_at(0)))

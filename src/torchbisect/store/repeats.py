@@ -7,12 +7,12 @@ store keeps every run; the pages draw the newest of each cell, which alone would
 answer came last, and a build affected on six runs of seven would read "not affected".
 
 `latest_with_repeats` (`Store.latest_counted`) gives the pages the newest run of each cell as
-before, except where the store holds other runs of the same build, probe file, GPU model and
-driver whose answers (affected, not affected) differ from each other: that run is drawn affected
-and flaky, its case counting the runs (`stale_trials` of `trials`, the page saying "runs"), its
-detail saying how many were affected.  Nothing stored changes; a merge or an export still carries
-the runs as measured.  A document probe (its own cases, trials and rates) is left as it is: what
-its runs mean is its own to say.
+before, except where the store holds other runs of the same build, probe file, settings, GPU
+model and driver whose answers (affected, not affected) differ from each other: that run is
+drawn affected and flaky, its case counting the runs (`stale_trials` of `trials`, the page saying
+"runs"), its detail saying how many were affected.  Nothing stored changes; a merge or an export
+still carries the runs as measured.  A document probe (its own cases, trials and rates) is left
+as it is: what its runs mean is its own to say.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..model import CaseResult, CellRun, RunStatus, Verdict
 UNIT = "runs"  # what a folded case counts, as the page says it (page/rows.py)
 _ANSWERS = (Verdict.AFFECTED, Verdict.NOT_AFFECTED)
 
-Key = tuple[str, str, str, str, str, str]
+Key = tuple[str, ...]
 
 
 def latest_with_repeats(latest: list[CellRun], history: Iterable[CellRun]) -> list[CellRun]:
@@ -42,7 +42,11 @@ def latest_with_repeats(latest: list[CellRun], history: Iterable[CellRun]) -> li
 
 
 def _key(run: CellRun) -> Key:
-    return (run.cell.id, run.cell.probe, run.gpu, run.driver, run.wheel_sha256, run.probe_version)
+    """The same question asked of the same build: its settings too (the reuse rule's), so runs
+    under an `env:` since changed are not taken for the same script answering two ways."""
+    cell = run.cell
+    asked = repr((sorted(dict(cell.env).items()), cell.overlay, cell.cases, cell.trials))
+    return (cell.id, cell.probe, run.gpu, run.driver, run.wheel_sha256, run.probe_version, asked)
 
 
 def _answer(run: CellRun) -> Verdict | None:
