@@ -139,3 +139,17 @@ def test_a_report_folder_or_its_logs_folder_that_is_a_link_is_refused_before_any
     line = one_sentence(done.stderr, done.returncode, Exit.MISTAKE, command=argv[0])
     assert f"--out reports: {planted} is a symbolic link (to {victim})" in line, line
     assert list(victim.iterdir()) == []
+
+
+def test_a_json_flag_naming_an_open_stream_writes_into_it_and_keeps_the_name(tmp_path):
+    """`--json /dev/stdout > file`: /dev/stdout is a link to /proc/self/fd/1, which stats as
+    the regular file it is redirected to; it was replaced by a file of its own (as root)."""
+    from torchbisect.cli.options import write_text
+
+    target = tmp_path / "redirected.json"
+    with open(target, "w") as stream:
+        name = tmp_path / "stdout"
+        name.symlink_to(f"/proc/self/fd/{stream.fileno()}")
+        write_text(name, '{"schema": 1}\n')
+        assert name.is_symlink()
+    assert target.read_text() == '{"schema": 1}\n'

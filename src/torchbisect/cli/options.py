@@ -296,11 +296,25 @@ def write_text(target: str | Path, text: str) -> None:
         kind = path.stat().st_mode
     except OSError:
         kind = None
-    if kind is not None and not stat.S_ISREG(kind) and not stat.S_ISDIR(kind):
+    special = kind is not None and not stat.S_ISREG(kind) and not stat.S_ISDIR(kind)
+    if special or _a_stream(path):
         with path.open("w", encoding="utf-8") as out:
             out.write(text)
     else:
         files.write_text(path, text)
+
+
+def _a_stream(path: Path) -> bool:
+    """`/dev/stdout`, `/dev/fd/3`, `/proc/self/fd/1`: a name of an open stream, whatever it is
+    redirected to (a file, then it stats as one), never a file to replace."""
+    hop = os.path.abspath(path)
+    for _ in range(40):  # the links' chain, hop by hop: realpath would name the file behind fd 1
+        if hop.startswith(("/dev/", "/proc/")):
+            return True
+        if not os.path.islink(hop):
+            return False
+        hop = os.path.join(os.path.dirname(hop), os.readlink(hop))
+    return False
 
 
 def driver_version(text: str) -> str:
