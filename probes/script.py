@@ -8,9 +8,9 @@ interpreter runs FILE, and the one case is NAME (the probe's file name).  Either
 status decides as `git bisect run` does: 0 not affected, 125 cannot tell (`inconclusive`), 1-127
 affected, above 127 (or a signal) an error that stops a bisection; the last non-empty line of
 output is the case's detail.  With `--timeout S` (torchbisect passes the cell's) a command still
-running shortly before S seconds (a tenth of S earlier, 1 to 10 s) is killed with what it started,
-and its verdict is `timeout`: the build was probed and did not answer in time.  With
-`--requires-api torch.x.y` (the probe's REQUIRES_API) a build without that API is
+running shortly before S seconds (a tenth of S earlier, 1 to 10 s, at most S/2) is killed with
+what it started, and its verdict is `timeout`: the build was probed and did not answer in time.
+With `--requires-api torch.x.y` (the probe's REQUIRES_API) a build without that API is
 `not_applicable` and FILE is not run.  This script writes the document
 every probe writes, so torchbisect installs, runs, times out, stores and judges such a script
 exactly as it does its own probe, on every backend (the venv on this host, or a container).
