@@ -133,6 +133,7 @@ def test_sigterm_ends_a_run_within_seconds(tmp_path, mode):
 SLOW_UV = """#!/bin/sh
 # uv that is still writing when its run is killed: a writer in the background, then a long wait
 if [ "$1" = "pip" ]; then
+  date >> "$TB_JUNK"  # written before the test is told: the kill may come at once
   ( while true; do date >> "$TB_JUNK"; sleep 0.05; done ) &
   touch "$TB_INSTALLING"
   sleep 300
