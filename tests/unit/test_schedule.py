@@ -115,15 +115,25 @@ def test_every_gpu_probes_one_cell_at_a_time_while_installs_run_ahead(tmp_path, 
     assert sorted(backend.released) == sorted(c.id for c in cells)
 
 
-def test_installs_never_run_more_than_the_lookahead_ahead(tmp_path, store):
+def test_installs_never_run_more_than_the_lookahead_ahead(tmp_path, store, monkeypatch):
+    """Counted against the cells handed to a GPU, as the scheduler hands them (its own thread):
+    a probe's thread may note its start after the install its hand-over made room for."""
     cells = [make_cell(f"dev-{i}") for i in range(10)]
     backend = ScriptedBackend(install_s=0.0, probe_s=0.05)
+    hand_over = schedule._Runner._submit_probe
+
+    def handed(self, pool, staged, gpu):
+        backend._event("handed", staged.cell.id)
+        return hand_over(self, pool, staged, gpu)
+
+    monkeypatch.setattr(schedule._Runner, "_submit_probe", handed)
     schedule.run_cells(cells, backend, store=store, gpus=[None], logs_dir=tmp_path, lookahead=3)
     installs = probes = 0
     for _, what, _ in sorted(backend.events):
         installs += what == "install"
-        probes += what == "probe"
+        probes += what == "handed"
         assert installs - probes <= 3
+    assert installs == probes == 10
 
 
 def test_an_install_failure_is_stored_and_the_rest_goes_on(tmp_path, store):
