@@ -476,17 +476,22 @@ def _script_cands():
     return rule, cands(case="script", probe=rule.probe_name)
 
 
-def test_repeat_asks_every_verdict_run_now_n_times_on_one_install(store, tmp_path):
-    rule, listed = _script_cands()
-    backend = answering(lambda cell: _script_doc(cell.date >= "2025-08-11", cell.date))
-    b = Bisector(
+def _script_bisector(backend, store, tmp_path, rule, repeat: int) -> Bisector:
+    """A regression search with `--script --repeat repeat` over the stand-in nightlies."""
+    return Bisector(
         backend=backend,
         store=store,
         rule=rule,
         direction=Direction.REGRESSION,
         logs=tmp_path / "logs",
-        repeat=3,
+        repeat=repeat,
     )
+
+
+def test_repeat_asks_every_verdict_run_now_n_times_on_one_install(store, tmp_path):
+    rule, listed = _script_cands()
+    backend = answering(lambda cell: _script_doc(cell.date >= "2025-08-11", cell.date))
+    b = _script_bisector(backend, store, tmp_path, rule, 3)
     result = b.search(listed)
     assert pair(result) == ("2025-08-10", "2025-08-11")
     probed = dates(backend.probed)
@@ -508,14 +513,7 @@ def test_repeat_stops_at_the_first_different_answer_of_a_nightly(store, tmp_path
         bad = cell.date == DATES[-1] or (cell.date >= "2025-08-03" and asked[cell.date] == 2)
         return _script_doc(bad, cell.date)
 
-    b = Bisector(
-        backend=answering(half_shows),
-        store=store,
-        rule=rule,
-        direction=Direction.REGRESSION,
-        logs=tmp_path / "logs",
-        repeat=5,
-    )
+    b = _script_bisector(answering(half_shows), store, tmp_path, rule, 5)
     with pytest.raises(
         FlakyScript,
         match=r"--script is flaky: on the 2025-08-\d\d nightly "
@@ -543,14 +541,7 @@ def test_a_deciding_nightly_flaky_on_its_last_answers_counts_every_answer_it_gav
         )
         return _script_doc(bad, cell.date)
 
-    b = Bisector(
-        backend=answering(late_flake),
-        store=store,
-        rule=rule,
-        direction=Direction.REGRESSION,
-        logs=tmp_path / "logs",
-        repeat=3,
-    )
+    b = _script_bisector(answering(late_flake), store, tmp_path, rule, 3)
     search = b.search(listed)
     with pytest.raises(FlakyScript, match=r"answered bad 4×, good 1× in 5 runs \(--repeat 3\)"):
         b.check_repeats(search, 3)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from .. import defaults
 from ..errors import ConfigError, InfraError
@@ -509,37 +510,22 @@ class Store:
 
     def _insert(self, run: CellRun) -> int:
         values = run_to_row(run)
-        self._db.execute(
-            f"INSERT OR IGNORE INTO runs ({', '.join(RUN_FIELDS)}) "
-            f"VALUES ({', '.join('?' * len(RUN_FIELDS))})",
-            [values[f] for f in RUN_FIELDS],
-        )
-        row = self._db.execute(
-            """SELECT id FROM runs WHERE cell_id = ? AND wheel_sha256 = ? AND probe_version = ?
-               AND gpu = ? AND driver = ? AND started = ?""",
-            [
-                values[f]
-                for f in ("cell_id", "wheel_sha256", "probe_version", "gpu", "driver", "started")
-            ],
-        ).fetchone()
+        self._insert_row(values)
+        row = self._db.execute(f"SELECT id FROM runs WHERE {_BY_KEY}", _key_of(values)).fetchone()
         return int(row[0])
+
+    def _insert_row(self, values: dict[str, Any]) -> bool:
+        """The row `run_to_row` made, inserted unless a run of its key is stored; whether it was."""
+        done = self._db.execute(_INSERT_RUN, [values[f] for f in RUN_FIELDS])
+        return bool(done.rowcount)
 
     def _insert_or_compare(self, run: CellRun) -> str:
         """Insert `run`; where a run of its key (cell, wheel, probe file, GPU, driver, start) is
         stored already, "" when the two are the same run, else what differs, in words."""
         values = run_to_row(run)
-        done = self._db.execute(
-            f"INSERT OR IGNORE INTO runs ({', '.join(RUN_FIELDS)}) "
-            f"VALUES ({', '.join('?' * len(RUN_FIELDS))})",
-            [values[f] for f in RUN_FIELDS],
-        )
-        if done.rowcount:
+        if self._insert_row(values):
             return ""
-        row = self._db.execute(
-            """SELECT * FROM runs WHERE cell_id = ? AND wheel_sha256 = ? AND probe_version = ?
-               AND gpu = ? AND driver = ? AND started = ?""",
-            [values[f] for f in _RUN_KEY],
-        ).fetchone()
+        row = self._db.execute(f"SELECT * FROM runs WHERE {_BY_KEY}", _key_of(values)).fetchone()
         stored = self._run(row)
         here = run_to_row(stored)  # as this torchbisect writes it, whoever wrote it
         fields = [f for f in RUN_FIELDS if here[f] != values[f]]
@@ -569,7 +555,17 @@ class Store:
         return int(row[0])
 
 
+# A run's key: a row with the same one is the same run (INSERT OR IGNORE keeps the first).
 _RUN_KEY = ("cell_id", "wheel_sha256", "probe_version", "gpu", "driver", "started")
+_BY_KEY = " AND ".join(f"{f} = ?" for f in _RUN_KEY)
+_INSERT_RUN = (
+    f"INSERT OR IGNORE INTO runs ({', '.join(RUN_FIELDS)}) "
+    f"VALUES ({', '.join('?' * len(RUN_FIELDS))})"
+)
+
+
+def _key_of(values: dict[str, Any]) -> list[Any]:
+    return [values[f] for f in _RUN_KEY]
 
 
 def _said(run: CellRun) -> str:

@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..model import CaseResult, CellRun, RunStatus, Verdict
+from .reuse import env_key
 
 UNIT = "runs"  # what a folded case counts, as the page says it (page/rows.py)
 _ANSWERS = (Verdict.AFFECTED, Verdict.NOT_AFFECTED)
@@ -45,7 +46,7 @@ def _key(run: CellRun) -> Key:
     """The same question asked of the same build: its settings too (the reuse rule's), so runs
     under an `env:` since changed are not taken for the same script answering two ways."""
     cell = run.cell
-    asked = repr((sorted(dict(cell.env).items()), cell.overlay, cell.cases, cell.trials))
+    asked = repr((env_key(cell), cell.overlay, cell.cases, cell.trials))
     return (cell.id, cell.probe, run.gpu, run.driver, run.wheel_sha256, run.probe_version, asked)
 
 

@@ -56,7 +56,11 @@ def same_nightly_file(run: CellRun, asked: Cell) -> bool:
 def settings_cover(run: CellRun, asked: Cell) -> bool:
     """The probe settings half of the rule: probe, trials, timeout, environment and cases."""
     stored = run.cell
-    if (stored.probe, stored.trials, _env(stored)) != (asked.probe, asked.trials, _env(asked)):
+    if (stored.probe, stored.trials, env_key(stored)) != (
+        asked.probe,
+        asked.trials,
+        env_key(asked),
+    ):
         return False
     if not _within_limit(run, asked):
         return False
@@ -83,5 +87,6 @@ def _within_limit(run: CellRun, asked: Cell) -> bool:
     )
 
 
-def _env(cell: Cell) -> tuple[tuple[str, str], ...]:
+def env_key(cell: Cell) -> tuple[tuple[str, str], ...]:
+    """A cell's `env:`, in one order: two cells asked under the same environment compare equal."""
     return tuple(sorted(dict(cell.env).items()))
