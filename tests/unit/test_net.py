@@ -96,9 +96,9 @@ def test_https_goes_through_the_bounded_sockets(tls, monkeypatch):
     assert served == ["/wheel"] * 3
 
 
-def test_an_untrusted_certificate_is_one_phrase_and_will_not_heal(tls, monkeypatch):
+def test_an_untrusted_certificate_is_one_phrase_and_will_not_heal(tls, monkeypatch, tmp_path):
     url, _, served = tls
-    monkeypatch.setenv("SSL_CERT_FILE", "/nonexistent")
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "no-such-bundle.pem"))
     with (
         pytest.raises(NetError, match="TLS with localhost failed") as err,
         request("GET", f"{url}/wheel"),
