@@ -77,12 +77,13 @@ def test_a_branch_named_like_a_commit_sha_is_not_read_as_that_commit(clone):
     assert not mark.exists()
 
 
-@pytest.mark.parametrize("rev", ["--output=/tmp/torchbisect-was-here", "-p", "main"])
-def test_a_revision_is_never_an_option_and_a_branch_is_no_commit_sha(clone, rev):
+@pytest.mark.parametrize("rev", ["--output={here}", "-p", "main"])
+def test_a_revision_is_never_an_option_and_a_branch_is_no_commit_sha(clone, rev, tmp_path):
     repo, _, _, mark = clone
     if rev == "main":  # a ref, not a commit sha: full_sha wants the nightly's main commit
         assert gitrange.full_sha(repo, rev) == _git(repo, "rev-parse", "main")
         return
+    here = tmp_path / "torchbisect-was-here"  # this test's own: a machine's /tmp outlives runs
     with pytest.raises(ConfigError, match="has no commit"):
-        gitrange.full_sha(repo, rev)
-    assert not Path("/tmp/torchbisect-was-here").exists() and not mark.exists()
+        gitrange.full_sha(repo, rev.format(here=here))
+    assert not here.exists() and not mark.exists()
