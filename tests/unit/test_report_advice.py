@@ -90,7 +90,7 @@ def test_the_first_fixed_release_and_nightly_are_named_when_known(tmp_path):
     todo = _todo((tmp_path / "index.html").read_text())
     assert (
         "fixed in 2.16.0 (the first release measured after 2.15.0); first fixed nightly "
-        "2026-03-05 (not bisected, previous tested nightly 2026-03-01)"
+        "2026-03-05 (not bisected, last nightly before it measured affected: 2026-03-01)"
     ) in todo
 
 

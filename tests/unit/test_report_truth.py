@@ -128,12 +128,28 @@ class Truth:
                     if all(s == "absent" for s in said)
                     else "unknown"
                 )
+        for v in self.known:
+            if self.state.get(v) == "good" and self.hidden(v):
+                self.state[v] = "unknown"
         self.affected = [v for v in self.known if self.state.get(v) == "bad"]
         self.good = [v for v in self.known if self.state.get(v) == "good"]
         self.absent = [v for v in self.known if self.state.get(v) == "absent"]
         self.quiet = sorted(self.good + self.absent, key=_key)  # measured not affected
         self.tested = [v for v in self.known if self.state.get(v) in ("good", "bad", "absent")]
         self.unclear = [v for v in self.known if self.state.get(v) == "unknown"]
+
+    def hidden(self, version: str, gpu: str | None = None) -> bool:
+        """Whether a configuration measured affected before and after `version` has no verdict
+        there: then what was measured not affected on others is no "not affected" of it."""
+        for c in {c for (_, c) in self.config if gpu is None or c[0] == gpu}:
+            bad = [v for (v, d), s in self.config.items() if d == c and s == "bad"]
+            if (
+                (version, c) not in self.config
+                and any(_key(v) < _key(version) for v in bad)
+                and any(_key(v) > _key(version) for v in bad)
+            ):
+                return True
+        return False
 
     def next_known(self, version: str) -> str:
         return next((v for v in self.known if _key(v) > _key(version)), "")
@@ -176,7 +192,7 @@ class Truth:
         said = [s for (v, c), s in self.config.items() if v == version and c[0] == gpu]
         if not said:
             return ""
-        return (
+        state = (
             "bad"
             if "bad" in said
             else "good"
@@ -185,6 +201,7 @@ class Truth:
             if all(s == "absent" for s in said)
             else "unknown"
         )
+        return "unknown" if state == "good" and self.hidden(version, gpu) else state
 
 
 # --- the checks -------------------------------------------------------------------------------

@@ -121,9 +121,54 @@ def test_an_edge_between_nightlies_of_consecutive_days_is_exact_without_a_bisect
     headline = build_headline("H200", runs, [])
     assert headline.first_affected.exact and headline.first_fixed.exact
     assert headline.first_affected.text == (
-        "2026-03-02 (exact: tested on consecutive days, previous tested nightly 2026-03-01)"
+        "2026-03-02 (exact: tested on consecutive days, last nightly before it measured not "
+        "affected: 2026-03-01)"
     )
     assert "not bisected" not in headline.first_fixed.text
+
+
+def test_a_nightly_fixed_and_then_affected_again_is_no_fix():
+    """The fix is said after the newest affected nightly: 03-02 was not affected, but 03-03 and
+    03-04 are again, so nothing is fixed (the page had said "first fixed nightly 2026-03-02,
+    exact")."""
+    history = ((1, BAD), (2, GOOD), (3, BAD), (4, BAD))
+    runs = [run(f"2.16.0.dev202603{d:02d}+cu132", o) for d, o in history]
+    headline = build_headline("H200", runs, [])
+    assert headline.first_affected.date == "2026-03-01" and headline.first_fixed is None
+    runs.append(run("2.16.0.dev20260306+cu132", GOOD))
+    fixed = build_headline("H200", runs, []).first_fixed
+    assert (fixed.date, fixed.previous, fixed.exact) == ("2026-03-06", "2026-03-04", False)
+    assert fixed.text == (
+        "2026-03-06 (not bisected, last nightly before it measured affected: 2026-03-04)"
+    )
+
+
+def test_a_nightly_edge_holds_for_every_cuda_tag_that_changed():
+    """cu128 was affected on every nightly it ran and never ran 03-02: cu126's good 03-02 is no
+    fix of cu128's.  And a first affected nightly's bound is the last nightly measured not
+    affected on the tag that turned affected, not one measured on another tag."""
+    runs = [
+        run("2.16.0.dev20260301+cu126", BAD),
+        run("2.16.0.dev20260301+cu128", BAD),
+        run("2.16.0.dev20260302+cu126", GOOD),
+        run("2.16.0.dev20260303+cu128", BAD),
+    ]
+    assert build_headline("H200", runs, []).first_fixed is None
+    runs.append(run("2.16.0.dev20260304+cu126", GOOD))
+    runs.append(run("2.16.0.dev20260304+cu128", GOOD))
+    fixed = build_headline("H200", runs, []).first_fixed
+    assert (fixed.date, fixed.previous) == ("2026-03-04", "2026-03-03")
+    began = [
+        run("2.16.0.dev20260310+cu128", GOOD),
+        run("2.16.0.dev20260311+cu126", GOOD),
+        run("2.16.0.dev20260312+cu128", BAD),
+    ]
+    edge = build_headline("H200", began, []).first_affected
+    assert (edge.date, edge.previous, edge.exact) == ("2026-03-12", "2026-03-10", False)
+    alone = build_headline("H200", began[1:], []).first_affected
+    assert alone.previous == "" and alone.text == (
+        "2026-03-12 (not bisected: no nightly before it was measured not affected)"
+    )
 
 
 def test_a_bisection_gives_the_exact_nightly_and_its_compare_link():
@@ -642,3 +687,18 @@ def test_long_tokens_may_break_where_a_reader_expects_and_nowhere_else():
     ]
     assert str(breaks("2026-11-29 23:48:45 UTC")) == "2026-11-29 23:48:45 UTC"
     assert str(breaks("torch-2.12.0-cp312.whl <b>")) == "torch-2.12.0-<wbr>cp312.whl &lt;b&gt;"
+
+
+def test_a_release_another_tag_left_unmeasured_between_two_affected_ones_is_no_break():
+    """cu128 was affected in 2.7.0 and 2.9.0 and never ran 2.8.0, which only cu126 measured not
+    affected: the page had said "2.5.0 – 2.7.0 and 2.9.0 affected (again since 2.9.0: 2.8.0
+    before it was measured not affected)", a fix and a return nobody measured on cu128."""
+    runs = [run(f"{v}+cu126", o) for v, o in (("2.7.0", BAD), ("2.8.0", GOOD), ("2.9.0", GOOD))]
+    runs += [run(f"{v}+cu128", BAD) for v in ("2.6.0", "2.7.0", "2.9.0")]
+    headline = build_headline("H200", runs, [])
+    assert headline.unclear == ("2.8.0",) and "2.8.0" not in headline.tested
+    assert not headline.course.again and headline.course.after == ""
+    assert "again" not in headline.text and "measured not affected" not in headline.text
+    runs.append(run("2.8.0+cu128", BAD))
+    again = build_headline("H200", runs, [])
+    assert again.affected_ranges == (("2.6.0", "2.9.0"),) and again.unclear == ()

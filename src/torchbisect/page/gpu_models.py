@@ -99,8 +99,9 @@ def _edge_of(section: Section, attr: str, last: str) -> tuple[NightlyEdge | None
 
 
 def _edge_row(name: str, edges: list[tuple[NightlyEdge | None, str, str]]) -> ComparisonRow:
-    """One nightly edge per model.  A tested edge is a span of dates, (previous tested nightly,
-    date]: one day when exact, wider when the nightlies between were not tested.  A model whose
+    """One nightly edge per model.  A tested edge is a span of dates, (the last nightly measured
+    the other way, date]: one day when exact, wider when the nightlies between were not tested
+    (or not on the configurations that changed).  A model whose
     nightlies never crossed it ("none found") spans the days after its newest tested nightly; a
     model with nothing to compare (no nightly tested, or no fix of a change it never showed)
     says so and is left out.  Models disagree only when two spans share no day: different dates

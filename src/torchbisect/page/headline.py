@@ -91,6 +91,7 @@ class NightlyEdge:
     case: str = ""
     compare_url: str = ""
     candidates: tuple[str, ...] = ()  # a bisection's: more than one when unknowns hide the edge
+    fixes: bool = False  # a bad→good edge: `previous` was measured affected, `date` not
 
     @property
     def exact(self) -> bool:
@@ -124,9 +125,10 @@ class NightlyEdge:
             if self.exact
             else "not bisected"
         )
+        side = "affected" if self.fixes else "not affected"
         if self.previous:
-            return f"{self.date} ({how}, previous tested nightly {self.previous})"
-        return f"{self.date} ({how}: the first nightly tested)"
+            return f"{self.date} ({how}, last nightly before it measured {side}: {self.previous})"
+        return f"{self.date} ({how}: no nightly before it was measured {side})"
 
 
 def _day_before(date: str) -> str:
@@ -201,13 +203,21 @@ class Course:
         )
 
 
+def _release_of(run: CellRun) -> str:
+    return public_version(run.cell.version)
+
+
 def _state_by(
-    releases: list[CellRun], api: str, key: Callable[[CellRun], Config] = config_of
+    releases: list[CellRun],
+    api: str,
+    key: Callable[[CellRun], Config] = config_of,
+    build: Callable[[CellRun], str] = _release_of,
 ) -> dict[str, dict[Config, str]]:
-    """release → configuration → good/bad/absent/unknown, for configurations with a verdict."""
+    """release (or `build(run)`, a nightly's date) → configuration → good/bad/absent/unknown,
+    for configurations with a verdict."""
     groups: dict[tuple[str, Config], list[CellRun]] = {}
     for run in releases:
-        groups.setdefault((public_version(run.cell.version), key(run)), []).append(run)
+        groups.setdefault((build(run), key(run)), []).append(run)
     found: dict[str, dict[Config, str]] = {}
     for (version, config), runs in groups.items():
         for _, state in release_states(runs, api):
@@ -392,7 +402,35 @@ def release_states(stable: list[CellRun], api: str = "") -> list[tuple[str, str]
     by_version = marks_by(stable, lambda r: public_version(r.cell.version))
     absent = _without_api(stable, api) if api else set()
     states = [(v, "absent" if v in absent else state_of(m)) for v, m in by_version]
+    hidden = _affected_around(stable)
+    states = [(v, "unknown" if s == "good" and hidden(v) else s) for v, s in states]
     return sorted(states, key=lambda item: version_key(item[0]))
+
+
+def _affected_around(stable: list[CellRun]) -> Callable[[str], bool]:
+    """Whether a release is left unmeasured on a configuration (GPU model and CUDA tag) that was
+    measured affected both before and after it: what was measured not affected there (another
+    tag, another GPU) says nothing of that one, so the release is no "not affected" of the
+    pooled view, and no range ends there as if it were."""
+    measured: dict[Config, set[str]] = {}
+    bad: dict[Config, list[VersionKey]] = {}
+    for run in stable:
+        mark = mark_for_run(run)
+        if mark.kind == "infra":
+            continue
+        version, config = public_version(run.cell.version), config_of(run)
+        measured.setdefault(config, set()).add(version)
+        if mark.is_affected:
+            bad.setdefault(config, []).append(version_key(version))
+
+    def hidden(version: str) -> bool:
+        key = version_key(version)
+        return any(
+            version not in measured[config] and min(keys) < key < max(keys)
+            for config, keys in bad.items()
+        )
+
+    return hidden
 
 
 def _without_api(runs: list[CellRun], api: str) -> set[str]:
@@ -453,25 +491,35 @@ def _gap(older: str, newer: str) -> bool:
 
 
 def nightly_edges(nightly: list[CellRun]) -> tuple[NightlyEdge | None, NightlyEdge | None]:
-    """First good→bad and first bad→good change among tested nightlies (bounds, not bisected)."""
+    """Where the tested nightlies first turned affected, and where they were fixed (bounds, not
+    bisected), each said per configuration (GPU model and CUDA tag) as the releases are.
+
+    The first affected nightly's `previous` is the newest nightly before it measured not affected
+    on every configuration affected there.  A fix is the first nightly after the newest affected
+    one measured not affected on every configuration ever measured affected: a nightly fixed and
+    then affected again has no fix, and one measured on another tag is no fix of this one's."""
     dated = [r for r in nightly if nightly_date(r)]
     versions = {nightly_date(r): r.cell.version for r in dated}
     series = sorted((d, state_of(m)) for d, m in marks_by(dated, nightly_date))
-    first_bad = first_good = None
-    last: tuple[str, str] | None = None
-    for date, state in series:
-        if state == "unknown":
-            continue
-        if first_bad is None and state == "bad":
-            first_bad = NightlyEdge(
-                date=date, version=versions[date], previous=last[0] if last else ""
-            )
-        elif first_bad is not None and first_good is None and state == "good":
-            first_good = NightlyEdge(
-                date=date, version=versions[date], previous=last[0] if last else ""
-            )
-        last = (date, state)
-    return first_bad, first_good
+    bad = [d for d, s in series if s == "bad"]
+    if not bad:
+        return None, None
+    by_config = _state_by(dated, "", build=nightly_date)
+
+    def good_on(date: str, configs: set[Config]) -> bool:
+        return all(by_config.get(date, {}).get(c) == "good" for c in configs)
+
+    first, newest = bad[0], bad[-1]
+    at_first = {c for c, s in by_config[first].items() if s == "bad"}
+    before = [d for d, _ in series if d < first and good_on(d, at_first)]
+    first_bad = NightlyEdge(
+        date=first, version=versions[first], previous=before[-1] if before else ""
+    )
+    ever = {c for by in by_config.values() for c, s in by.items() if s == "bad"}
+    fix = next((d for d, _ in series if d > newest and good_on(d, ever)), "")
+    if not fix:
+        return first_bad, None
+    return first_bad, NightlyEdge(date=fix, version=versions[fix], previous=newest, fixes=True)
 
 
 def _from_bisection(bisection: BisectResult) -> NightlyEdge | None:
@@ -482,6 +530,7 @@ def _from_bisection(bisection: BisectResult) -> NightlyEdge | None:
         version=bisection.after.version,
         previous=bisection.before.date if bisection.before else "",
         bisected=True,
+        fixes=bisection.direction is not Direction.REGRESSION,
         case=bisection.case,
         compare_url=bisection.compare_url,
         candidates=bisection.candidates,
