@@ -639,8 +639,8 @@ def test_a_release_measured_without_the_api_just_before_the_first_affected_one_s
     assert found["versions"] == ["2.3.0", "2.15.0"]
     assert found["database_specific"]["tested_versions"] == ["2.2.2", "2.3.0", "2.15.0"]
     assert build_headline("NVIDIA H200", runs, [], api="torch._lazy_clone").text == (
-        "2.3.0 – 2.15.0 affected on NVIDIA H200 (releases before 2.3.0 have no "
-        "torch._lazy_clone: 2.2.2 was measured without it)"
+        "2.3.0 – 2.15.0 affected on NVIDIA H200, not measured between 2.3.0 and 2.15.0 "
+        "(releases before 2.3.0 have no torch._lazy_clone: 2.2.2 was measured without it)"
     )
 
 

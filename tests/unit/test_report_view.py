@@ -57,9 +57,9 @@ def test_headline_is_the_range_of_affected_stable_releases():
         run("2.9.0+cu128", BAD, channel=Channel.TEST),
     ]  # rc and nightly do not count
     assert build_headline("NVIDIA H200", runs, []).text == (
-        "2.11.0 – 2.15.0 affected on NVIDIA H200 (since 2.11.0: 2.10.0 before it was measured "
-        "not affected)"
-    )  # a regression says where it began (issue 52.3)
+        "2.11.0 – 2.15.0 affected on NVIDIA H200, not measured between 2.11.0 and 2.13.0, nor "
+        "between 2.13.0 and 2.15.0 (since 2.11.0: 2.10.0 before it was measured not affected)"
+    )  # a regression says where it began (issue 52.3); 2.12 and 2.14 were never measured
 
 
 def test_headline_splits_ranges_at_a_release_that_is_not_affected():
@@ -702,3 +702,16 @@ def test_a_release_another_tag_left_unmeasured_between_two_affected_ones_is_no_b
     runs.append(run("2.8.0+cu128", BAD))
     again = build_headline("H200", runs, [])
     assert again.affected_ranges == (("2.6.0", "2.9.0"),) and again.unclear == ()
+
+
+def test_a_range_over_a_minor_series_never_measured_says_so():
+    """`2.9.0 – 2.12.0 affected` read as covering 2.10, which the matrix left out: the range
+    stays (an OSV range spans it too), and the headline says where nothing was measured."""
+    runs = [run(f"{v}+cpu", o) for v, o in (("2.8.0", GOOD), ("2.9.0", BAD), ("2.9.1", BAD))]
+    runs += [run(f"{v}+cpu", BAD) for v in ("2.11.0", "2.12.0")]
+    text = build_headline("NVIDIA H200", runs, []).text
+    assert text.startswith(
+        "2.9.0 – 2.12.0 affected on NVIDIA H200, not measured between 2.9.1 and 2.11.0 ("
+    ), text
+    runs.append(run("2.10.0+cpu", BAD))
+    assert "not measured" not in build_headline("NVIDIA H200", runs, []).text

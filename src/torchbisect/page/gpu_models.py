@@ -21,9 +21,11 @@ from .headline import (
     marks_by,
     nightly_date,
     public_version,
+    ranges_text,
     release_states,
     since_sentence,
     state_of,
+    unmeasured_clause,
     version_key,
 )
 from .parts import Comparison, ComparisonRow, Section
@@ -166,7 +168,7 @@ def _headline(
         )
         return f"No tested stable release is affected on any of {models}{span}{note}"
     probed = sorted({public_version(r.cell.version) for r in releases}, key=version_key)
-    said = " and ".join(a if a == b else f"{a} – {b}" for a, b in ranges)
+    said = ranges_text(ranges) + unmeasured_clause(ranges, course)
     covered = since_sentence(course, api) or f"releases before {probed[0]} were not tested"
     fixed = f", fixed in {course.fixed}" if course.fixed else ""
     bad = {v for by in by_model.values() for v, state in by.items() if state == "bad"}

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import pairwise
 
 from packaging.version import InvalidVersion, Version
 
@@ -359,14 +360,35 @@ class Headline:
     def claim(self) -> str:
         where = "without a GPU" if self.gpu == NO_GPU else f"on {self.gpu}"
         if self.affected_ranges:
-            ranges = " and ".join(a if a == b else f"{a} – {b}" for a, b in self.affected_ranges)
+            ranges = ranges_text(self.affected_ranges)
             fixed = f", fixed in {self.fixed}" if self.fixed else ""
-            return f"{ranges} affected {where}{fixed}"
+            holes = unmeasured_clause(self.affected_ranges, self.course)
+            return f"{ranges} affected {where}{holes}{fixed}"
         if self.tested:
             return f"No tested stable release is affected {where} ({_span(self.tested)} tested)"
         if self.unclear:
             return f"No verdict for stable releases {where} ({', '.join(self.unclear)} probed)"
         return f"No stable release tested {where}"
+
+
+def ranges_text(ranges: tuple[tuple[str, str], ...]) -> str:
+    return " and ".join(a if a == b else f"{a} – {b}" for a, b in ranges)
+
+
+def unmeasured_clause(ranges: tuple[tuple[str, str], ...], course: Course) -> str:
+    """ ", not measured between 2.9.1 and 2.11.0" for each two affected releases of one range
+    with a release between them that has no verdict: one the store knows of (an infrastructure
+    failure), or one a version shows must exist (a minor series skipped).  A range spans them,
+    as an OSV range does, and its reader must not take them for measured."""
+    pairs = []
+    for first, last in ranges:
+        inside = [
+            v for v, _ in course.states if version_key(first) <= version_key(v) <= version_key(last)
+        ]
+        pairs += [(x, y) for x, y in pairwise(inside) if course.between(x, y) or _gap(x, y)]
+    if not pairs:
+        return ""
+    return ", not measured between " + ", nor between ".join(f"{x} and {y}" for x, y in pairs)
 
 
 def without_api_sentence(first: str, since: str, api: str) -> str:
