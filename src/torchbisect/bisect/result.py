@@ -6,6 +6,7 @@ them empty and the caller is told why (through `notes`), never a guessed sha.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, replace
 
@@ -93,9 +94,20 @@ def reproduce_line(before: str, after: str, ctx: Context) -> str:
     return shlex.join(argv)
 
 
+_FULL_SHA = re.compile(r"[0-9a-f]{40}")
+
+
 def _with_main_sha(point: NightlyPoint, lookup: CommitLookup, notes: list[str]) -> NightlyPoint:
     if not point.date:  # a release: its git_version is a commit of pytorch/pytorch already
-        return replace(point, main_sha=point.git_version)
+        if _FULL_SHA.fullmatch(point.git_version):
+            return replace(point, main_sha=point.git_version)
+        # a build from a tree without git says "Unknown"; a hand-made wheel may say anything
+        if point.git_version:
+            notes.append(
+                f"{point.named}: torch.version.git_version is not a commit sha "
+                f"({point.git_version[:60]!r})"
+            )
+        return replace(point, main_sha="")
     found = lookup.main_sha(point.git_version)
     if not found.sha:
         notes.append(f"main-branch sha of the {point.date} nightly unknown: {found.note}")
