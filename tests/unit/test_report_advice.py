@@ -201,3 +201,23 @@ def test_the_workaround_cost_is_quoted_as_the_probe_declares_it():
     )
     assert cost_sentence(doc, {}) == ""
     assert LAZY_COST == {"key": "graph_clone_node_ms", "adds_to": "a graph replay"}
+
+
+def test_every_tested_release_is_affected_names_the_ones_probed_without_a_verdict():
+    """2.10.0 was probed and answered nothing: "every tested release from 2.9.0 up to 2.12.0 is
+    affected" read as covering it, beside a table that shows it inconclusive."""
+    from torchbisect.page.advice import fix_line
+    from torchbisect.page.headline import build_headline
+
+    history = (("2.8.0", GOOD), ("2.9.0", BAD), ("2.9.1", BAD), ("2.11.0", BAD), ("2.12.0", BAD))
+    runs = [run(f"{v}+cu128", o) for v, o in history]
+    runs.append(run("2.10.0+cu128", {"capture_data_ptr": Verdict.INCONCLUSIVE}))
+    assert fix_line(build_headline("NVIDIA H200", runs, [])) == (
+        "no fixed release yet (every tested release from 2.9.0 up to 2.12.0 is affected, and "
+        "2.10.0 has no verdict)"
+    )
+    runs = [r for r in runs if r.cell.version != "2.8.0+cu128"]
+    assert fix_line(build_headline("NVIDIA H200", runs, [])) == (
+        "no fixed release yet (every tested release up to 2.12.0 is affected, and 2.10.0 has "
+        "no verdict)"
+    )

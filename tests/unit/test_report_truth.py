@@ -355,6 +355,11 @@ def check_claim(claim: str, t: Truth) -> None:
         assert claim.startswith("No ")
 
 
+def _names(listed: str | None) -> list[str]:
+    """ "2.3.0, 2.4.0 and 2.5.0" → the versions."""
+    return re.split(r", | and ", listed) if listed else []
+
+
 def check_fix_line(line: str, t: Truth) -> None:
     """One "Fixed builds" line: each clause checked against the verdicts."""
     n = t.newest_affected
@@ -379,16 +384,18 @@ def check_fix_line(line: str, t: Truth) -> None:
         assert (m[1], m[2]) == (t.fixed, n)
     elif m := re.fullmatch(
         r"no fixed release yet \(every tested release up to (\S+) is "
-        r"affected\)",
+        r"affected(?:, and (.+) ha(?:s|ve) no verdict)?\)",
         release,
     ):
         assert m[1] == n and t.tested == t.affected
+        assert _names(m[2]) == [v for v in t.unclear if _key(v) < _key(n)], line
     elif m := re.fullmatch(
         r"no fixed release yet \(every tested release from (\S+) up to (\S+) "
-        r"is affected\)",
+        r"is affected(?:, and (.+) ha(?:s|ve) no verdict)?\)",
         release,
     ):
         assert m[2] == n == t.tested[-1] and m[1] in t.affected
+        assert _names(m[3]) == [v for v in t.unclear if _key(m[1]) < _key(v) < _key(n)], line
         assert [v for v in t.tested if _key(v) >= _key(m[1])] == [
             v for v in t.affected if _key(v) >= _key(m[1])
         ]

@@ -18,7 +18,7 @@ from urllib.parse import quote_plus, unquote_plus, urlsplit
 
 from .. import home
 from ..config.matrix import References
-from .headline import Headline
+from .headline import Course, Headline, version_key
 from .parts import Advice, Section
 from .regression import Regression
 
@@ -87,10 +87,14 @@ def fix_line(h: Headline) -> str:
         if c.unfixed:
             release += f", nor {c.later_good} on {_listed(c.unfixed)}"
     elif all(s == "bad" for v, s in c.states if v in h.tested):
-        release = f"no fixed release yet (every tested release up to {newest} is affected)"
+        release = (
+            f"no fixed release yet (every tested release up to {newest} is affected"
+            f"{_no_verdict(c, '', newest)})"
+        )
     elif not c.again and c.since != newest:  # measured not affected only before `since`
         release = (
-            f"no fixed release yet (every tested release from {c.since} up to {newest} is affected)"
+            f"no fixed release yet (every tested release from {c.since} up to {newest} is "
+            f"affected{_no_verdict(c, c.since, newest)})"
         )
     else:
         release = f"no fixed release yet: {newest}, the newest release measured, is affected"
@@ -107,6 +111,21 @@ def fix_line(h: Headline) -> str:
         else ""
     )
     return "; ".join(x for x in (release, nightly) if x)
+
+
+def _no_verdict(c: Course, first: str, last: str) -> str:
+    """ "; 2.10.0 has no verdict" for releases probed between `first` (or the oldest) and `last`
+    without one: "every tested release … is affected" must not read as covering them."""
+    probed = [
+        v
+        for v, s in c.states
+        if s == "unknown"
+        and (not first or version_key(first) < version_key(v))
+        and version_key(v) < version_key(last)
+    ]
+    if not probed:
+        return ""
+    return f", and {_listed(tuple(probed))} {'has' if len(probed) == 1 else 'have'} no verdict"
 
 
 def _listed(names: tuple[str, ...]) -> str:
