@@ -49,6 +49,23 @@ def test_markdown_has_the_headline_and_one_table_line_per_build():
     assert all(line.count("|") == table[0].count("|") for line in table)
 
 
+def test_markdown_tells_two_builds_of_one_release_apart_by_their_tag():
+    """Two CUDA tags of 2.8.0 read "| 2.8.0 | stable | ✓ ok |" and "| 2.8.0 | stable | ✗
+    affected |": pasted into an issue, nobody could tell which tag was affected."""
+    runs = [run("2.8.0+cu126", GOOD), run("2.8.0+cu128", BAD), run("2.9.0+cu128", BAD)]
+    table = [
+        line
+        for line in render_markdown(build_view(runs, [], generated=NOW)).splitlines()
+        if line.startswith("| 2.")
+    ]
+    assert [line.split(" | ")[0] for line in table] == [
+        "| 2.8.0 (cu126 · py3.12)",
+        "| 2.8.0 (cu128 · py3.12)",
+        "| 2.9.0",
+    ]
+    assert table[0].split(" | ")[2] == "✓ ok" and table[1].split(" | ")[2] == "✗ affected"
+
+
 def test_markdown_folds_consecutive_identical_nightlies():
     runs = [run(f"2.16.0.dev202603{d:02d}+cu132", BAD) for d in (1, 2, 3)]
     runs.append(run("2.16.0.dev20260304+cu132", GOOD))

@@ -8,6 +8,7 @@ pipes to break the table, no raw HTML, no links, images, mentions or issue refer
 from __future__ import annotations
 
 import re
+from collections import Counter
 from functools import cache
 
 from ...page.marks import Mark
@@ -95,6 +96,8 @@ def _table_rows(section: Section, ncols: int) -> list[str]:
     """One line per build; a folded run of nightlies (the page's folds) is one line, each column
     saying how many of its nightlies had which verdict when they differ."""
     lines: list[str] = []
+    labels = Counter(row.label for group in section.groups for row in group.rows)
+    twice = {label for label, n in labels.items() if n > 1}
     for group in section.groups:
         for fold in group.folds:
             cells = (
@@ -102,8 +105,14 @@ def _table_rows(section: Section, ncols: int) -> list[str]:
                 if not fold.folded
                 else [md_mark(fold.head.mark)] + [_summary(column) for column in fold.cases]
             )
-            lines.append(_line(_CHANNEL[group.channel], list(fold.rows), cells, ncols))
+            lines.append(_line(_CHANNEL[group.channel], list(fold.rows), cells, ncols, twice))
     return lines
+
+
+def _name(row: Row, twice: set[str]) -> str:
+    """The build's label, with its second line (CUDA tag, python) where another build of the
+    table has the same label: two lines "| 2.8.0 | stable |" said nothing of which was which."""
+    return f"{row.label} ({row.sub})" if row.label in twice else row.label
 
 
 def _summary(column: tuple[tuple[Mark, int], ...]) -> str:
@@ -112,10 +121,10 @@ def _summary(column: tuple[tuple[Mark, int], ...]) -> str:
     return ", ".join(f"{md_mark(mark)} ×{n}" for mark, n in column)
 
 
-def _line(channel: str, rows: list[Row], cells: list[str], ncols: int) -> str:
-    first, last = rows[0], rows[-1]
-    build = first.label if len(rows) == 1 else f"{first.label} … {last.label} ({len(rows)} builds)"
-    if len(rows) == 1 and first.origin and channel != "preinstalled":  # a release, preinstalled
+def _line(channel: str, rows: list[Row], cells: list[str], ncols: int, twice: set[str]) -> str:
+    first, last = _name(rows[0], twice), _name(rows[-1], twice)
+    build = first if len(rows) == 1 else f"{first} … {last} ({len(rows)} builds)"
+    if len(rows) == 1 and rows[0].origin and channel != "preinstalled":  # a release, preinstalled
         channel = f"{channel}, preinstalled"
     padded = cells + [""] * (ncols + 1 - len(cells))
     return "| " + " | ".join([md_text(build), md_text(channel)] + padded) + " |"
