@@ -715,3 +715,35 @@ def test_a_range_over_a_minor_series_never_measured_says_so():
     ), text
     runs.append(run("2.10.0+cpu", BAD))
     assert "not measured" not in build_headline("NVIDIA H200", runs, []).text
+
+
+def test_an_edge_between_verdicts_of_two_probe_versions_is_not_claimed():
+    """A script was edited and only 2.8.0 re-run: "fixed in 2.8.0" compared the new file's
+    answer with the old file's, and the published script never ran 2.5.0 – 2.7.0."""
+    from torchbisect.page.advice import fix_line
+
+    def probed(version, outcome, probe):
+        return dataclasses.replace(run(f"{version}+cu126", outcome), probe_version=probe)
+
+    old = [probed(v, BAD, "0+1e585a3a9080") for v in ("2.5.0", "2.6.0", "2.7.0")]
+    headline = build_headline("H200", [*old, probed("2.8.0", GOOD, "0+594aa95850d4")], [])
+    assert headline.fixed == "" and headline.course.later_good == "2.8.0"
+    assert fix_line(headline) == (
+        "2.8.0 was measured not affected, but by another version of the probe file than 2.7.0: "
+        "no fix is claimed"
+    )
+    same = build_headline("H200", [*old, probed("2.8.0", GOOD, "0+1e585a3a9080")], [])
+    assert same.fixed == "2.8.0"
+    began = [probed("2.4.0", GOOD, "0+aaaa"), *old]
+    assert build_headline("H200", began, []).untested == (
+        "since 2.5.0 at the latest: 2.4.0 was measured not affected by another version of the "
+        "probe file"
+    )
+    began[0] = probed("2.4.0", GOOD, "0+1e585a3a9080")
+    assert build_headline("H200", began, []).course.exact
+    # a probe that declares PROBE_VERSION says by it what its verdicts mean: an edit that
+    # keeps it (a comment, a docstring) asks the same question
+    declared = [probed(v, BAD, "3+36d98abe4fe9") for v in ("2.6.0", "2.7.0")]
+    assert build_headline("H200", [*declared, probed("2.8.0", GOOD, "3+9926c683bf71")], []).fixed
+    bumped = build_headline("H200", [*declared, probed("2.8.0", GOOD, "4+9926c683bf71")], [])
+    assert bumped.fixed == ""

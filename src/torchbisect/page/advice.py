@@ -73,6 +73,11 @@ def fix_line(h: Headline) -> str:
         release = "no tested release is affected"
     elif h.fixed:
         release = f"fixed in {h.fixed} (the first release measured after {newest})"
+    elif c.later_adjacent and c.fixed_other_probe:
+        release = (
+            f"{c.later_good} was measured not affected, but by another version of the probe "
+            f"file than {newest}: no fix is claimed"
+        )
     elif c.later_adjacent and c.unfixed:
         release = (
             f"{c.later_good} was measured not affected, but never on "

@@ -167,6 +167,8 @@ class Course:
     unfixed: tuple[str, ...] = ()  # configurations ever affected that `later_good` was not
     # measured not affected on
     fixed: str = ""  # `later_good` when it is the fix as measured (fixed_release)
+    since_other_probe: bool = False  # `after` and `since` were judged by two probe versions
+    fixed_other_probe: bool = False  # `newest_affected` and `later_good` were, likewise
 
     def state(self, version: str) -> str:
         """good/bad/absent/unknown, or "" for a release never measured."""
@@ -262,9 +264,11 @@ def course_of(releases: list[CellRun], api: str = "") -> Course:
             for (g, _), s in by_gpu[since].items()
             if s == "bad" and by_gpu[after].get((g, "")) not in ("good", "absent")
         )
+    reprobed = bool(after) and not _one_probe(releases, after, since)
     exact = (
         bool(after)
         and not uncovered
+        and not reprobed
         and _next_known(known, after) == since
         and not _gap(after, since)
     )
@@ -272,11 +276,13 @@ def course_of(releases: list[CellRun], api: str = "") -> Course:
     later_good = later[0] if later else ""
     ever = {c for by in by_config.values() for c, s in by.items() if s == "bad"}
     unfixed = [c for c in ever if by_config.get(later_good, {}).get(c) != "good"]
+    other_probe = bool(later_good) and not _one_probe(releases, newest, later_good)
     fixed = (
         later_good
         if (
             later_good
             and not unfixed
+            and not other_probe
             and _next_known(known, newest) == later_good
             and not _gap(newest, later_good)
         )
@@ -294,7 +300,34 @@ def course_of(releases: list[CellRun], api: str = "") -> Course:
         later_good=later_good,
         unfixed=_names(unfixed, releases) if later_good else (),
         fixed=fixed,
+        since_other_probe=reprobed,
+        fixed_other_probe=other_probe,
     )
+
+
+def _one_probe(releases: list[CellRun], older: str, newer: str) -> bool:
+    """Whether the verdicts of two releases answer one question (`_question`): an edge between
+    verdicts of two (a script edited, then one build re-run; a shard run with an older probe)
+    is a change of the question as much as of torch, and is claimed by neither."""
+    return (
+        len(
+            {
+                _question(r)
+                for r in releases
+                if public_version(r.cell.version) in (older, newer)
+                and mark_for_run(r).kind != "infra"
+            }
+        )
+        <= 1
+    )
+
+
+def _question(run: CellRun) -> str:
+    """What a verdict means: the probe's declared PROBE_VERSION, bumped when a change alters
+    it (probes/README.md); for a file that declares none ("0+<sha>"), any byte changed."""
+    fingerprint = run.probe_version or (run.result.probe_version if run.result else "")
+    declared, _, _ = fingerprint.partition("+")
+    return fingerprint if declared in ("", "0") else declared
 
 
 def since_sentence(course: Course, api: str = "") -> str:
@@ -309,6 +342,11 @@ def since_sentence(course: Course, api: str = "") -> str:
         return without_api_sentence(since, after, api)
     if course.exact:
         return f"{again}since {since}: {after} before it was measured {measured}"
+    if course.since_other_probe:
+        return (
+            f"{again}since {since} at the latest: {after} was measured {measured} by another "
+            "version of the probe file"
+        )
     if course.uncovered:
         return (
             f"{again}since {since} at the latest: {after} was measured {measured}, but not "
