@@ -80,6 +80,20 @@ def test_markdown_escapes_untrusted_text():
     )
 
 
+def test_markdown_gives_a_probe_s_text_and_links_no_strikethrough_math_or_formatting():
+    """A probe's title passed `~~` and `$…$` through (GitHub strikes through and typesets
+    them), and its FIX_PR / UPSTREAM_ISSUE URLs passed backticks, `**` and `[`."""
+    from torchbisect.report.writers.markdown import md_url
+
+    assert md_text("~~gone~~ $$\\color{red}x$$") == "\\~\\~gone\\~\\~ \\$\\$\\\\color{red}x\\$\\$"
+    url = "https://github.com/pytorch/pytorch/pull/1`**[x](javascript:alert(1))**`~$|"
+    assert md_url(url) == (
+        "https://github.com/pytorch/pytorch/pull/1%60%2A%2A%5Bx%5D%28javascript:alert%281%29%29"
+        "%2A%2A%60%7E%24%7C"
+    )
+    assert md_url("https://github.com/pytorch/pytorch/pull/143696").endswith("/143696")
+
+
 def test_results_json_lists_every_run_in_page_order_with_raw_strings(tmp_path):
     runs = [
         run("2.15.0+cu132", BAD, detail="<b>raw</b>"),

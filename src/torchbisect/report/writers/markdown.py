@@ -44,7 +44,8 @@ def md_text(text: str) -> str:
     return _MD_AUTOLINK.sub(lambda m: m[0][0] + "\u200b" + m[0][1:], text)
 
 
-_MD_SPECIAL = re.compile(r"[\\|`\[\]<>&*]")  # no `[`: no link, no image; no `*`: no bold
+# no `[`: no link, no image; no `*`: no bold; no `~`: no strikethrough; no `$`: no math
+_MD_SPECIAL = re.compile(r"[\\|`\[\]<>&*~$]")
 _MD_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _MD_AUTOLINK = re.compile(r"(?i):(?=//)|@(?=\w)|\bw(?=ww\.)|#(?=\d)")
 
@@ -69,10 +70,13 @@ def _padded(text: str) -> str:
 
 
 def md_url(url: str) -> str:
-    """An https URL inside `(…)`: characters that would end the link are percent-encoded."""
-    for raw, escaped in (("(", "%28"), (")", "%29"), (" ", "%20"), ("<", "%3C"), (">", "%3E")):
-        url = url.replace(raw, escaped)
-    return url
+    """An https URL inside `(…)` or bare: characters that would end the link, or that GitHub
+    reads as formatting (code, bold, a link, strikethrough, math, an escape), are
+    percent-encoded; the URL still names the same page."""
+    return url.translate(_URL_ESCAPES)
+
+
+_URL_ESCAPES = str.maketrans({c: f"%{ord(c):02X}" for c in "()<> `*[]~$\\|"})
 
 
 @cache  # a handful of distinct marks recur thousands of times
