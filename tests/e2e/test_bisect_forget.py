@@ -244,11 +244,13 @@ def test_a_mistaken_verdict_is_taken_back_and_asked_again(world, tmp_path):
     done = torchbisect(*only, cwd=tmp_path, timeout=600)
     assert done.returncode == Exit.OK, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == "forgot 1 stored verdict(s) of 2025-08-13; the next bisection asks again:"
-    assert lines[1].startswith("  row ") and "(2.10.0.dev20250813+cpu), bad, probed" in lines[1]
-    assert "the stored bisection finished" in lines[2]
-    assert "(2025-08-12 → 2025-08-13)" in lines[2]
-    assert stored_count(store) == before - 1
+    # --repeat 2 asked it twice, and once more as an end of the pair: each answer is a run
+    assert lines[0] == "forgot 3 stored verdict(s) of 2025-08-13; the next bisection asks again:"
+    for line in lines[1:4]:
+        assert line.startswith("  row ") and "(2.10.0.dev20250813+cpu), bad, probed" in line
+    assert "the stored bisection finished" in lines[4]
+    assert "(2025-08-12 → 2025-08-13)" in lines[4]
+    assert stored_count(store) == before - 3
 
     again = torchbisect(*args, cwd=tmp_path, timeout=600)
     assert again.returncode == Exit.OK, again.stderr
@@ -259,8 +261,8 @@ def test_a_mistaken_verdict_is_taken_back_and_asked_again(world, tmp_path):
     )
     # probed now: 08-13 again and 08-14, which the mistake had kept the search from asking,
     # twice each (--repeat 2), and the script re-asked at the pair; the rest came from the
-    # store: no start over
-    assert stored_count(store) == before + 1
+    # store: no start over; each of the 6 runs is stored
+    assert stored_count(store) == before - 3 + 6
     assert f"(6 run now, {result['probes'] - 6} from the store)" in again.stdout
 
     nothing = torchbisect(*only, cwd=tmp_path, timeout=600)

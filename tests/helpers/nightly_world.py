@@ -140,8 +140,3 @@ def search_bound(n: int = len(DATES)) -> int:
 def bound(n: int = len(DATES)) -> int:
     """The search's probes, and the script's re-asks: every run is counted."""
     return 2 * search_bound(n) + PAIR_REASKS
-
-
-def runs_now(stored_now: int) -> int:
-    """The script's runs for `stored_now` verdicts judged now (each stored once)."""
-    return 2 * stored_now + PAIR_REASKS

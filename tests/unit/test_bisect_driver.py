@@ -437,7 +437,9 @@ def test_the_script_runs_in_the_candidate_environment(
 
 
 @pytest.mark.slow
-def test_reask_runs_the_script_again_without_storing(nightly_wheels, venv_backend, store, tmp_path):
+def test_reask_runs_the_script_again_and_stores_each_answer(
+    nightly_wheels, venv_backend, store, tmp_path
+):
     counter = tmp_path / "calls"
     flips = (
         f"n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}; "
@@ -453,7 +455,7 @@ def test_reask_runs_the_script_again_without_storing(nightly_wheels, venv_backen
     first = b.points[index].verdict
     answers = b.reask(index, 2)
     assert first in (Outcome.GOOD, Outcome.BAD) and len(set([first, *answers])) == 2
-    assert len(store.runs()) == stored  # re-asks are not stored, but they are runs:
+    assert len(store.runs()) == stored + 2  # re-asks are runs, stored as measured
     assert (b.new_runs, b.reasked) == (result.probes + 2, 2)
 
 
@@ -498,7 +500,7 @@ def test_repeat_asks_every_verdict_run_now_n_times_on_one_install(store, tmp_pat
     assert {day: probed.count(day) for day in probed} == dict.fromkeys(probed, 3)
     installed = [day for day in dates(backend.prepared) if day in probed]
     assert sorted(installed) == sorted(set(probed))  # one install for its three answers
-    assert len(store.runs()) == result.probes  # the first answer stored, the others not
+    assert len(store.runs()) == 3 * result.probes  # every answer stored, each its own run
     assert (b.new_runs, b.reasked) == (3 * result.probes, 2 * result.probes)
 
 
@@ -526,6 +528,36 @@ def test_repeat_stops_at_the_first_different_answer_of_a_nightly(store, tmp_path
     # otherwise stopped the search at its second run, not after 5
     [middle] = set(asked) - {DATES[0], DATES[-1]}
     assert asked == {DATES[0]: 5, DATES[-1]: 5, middle: 2}
+
+
+def test_a_build_whose_stored_runs_answered_both_ways_stays_flaky_with_a_smaller_repeat(
+    store, tmp_path
+):
+    """Two bisections with --repeat found a nightly flaky; a third with --repeat 1 took one of
+    its answers and reported an exact edge (exit 0) naming it, since no run of the flaky build
+    had been stored.  Now every answer is, and the third stops as the first two did."""
+    rule, listed = _script_cands()
+    asked: dict[str, int] = {}
+
+    def alternating(cell):  # 2025-08-10 answers bad, good, bad, …; the others steadily
+        asked[cell.date] = asked.get(cell.date, 0) + 1
+        bad = cell.date >= "2025-08-11" or (cell.date == "2025-08-10" and asked[cell.date] % 2)
+        return _script_doc(bool(bad), cell.date)
+
+    backend = answering(alternating)
+    with pytest.raises(FlakyScript, match=r"in 2 runs \(--repeat 2\)"):
+        _script_bisector(backend, store, tmp_path, rule, 2).search(listed)
+    assert asked["2025-08-10"] == 2
+    stored = [r for r in store.runs() if r.cell.date == "2025-08-10"]
+    assert len(stored) == 2  # both answers, the one that differed too
+    again = _script_bisector(backend, store, tmp_path, rule, 1)
+    with pytest.raises(
+        FlakyScript,
+        match=r"on the 2025-08-10 nightly .* answered good 1×, bad 1× in 2 runs "
+        r"\(kept in the store\)",
+    ):
+        again.search(listed)
+    assert asked["2025-08-10"] == 2  # read from the store, not asked a third time
 
 
 def test_a_deciding_nightly_flaky_on_its_last_answers_counts_every_answer_it_gave(store, tmp_path):

@@ -30,6 +30,8 @@ from ..outcome import Direction, NightlyPoint, Outcome
 from ..probe.scripts import probe_version
 from ..run import execute
 from ..store.db import Store
+from ..store.repeats import plain_answer
+from ..utils.clock import now
 from ..utils.gpus import Gpu
 from .candidates import Candidate, CandidateList
 from .search import SearchHandler, SearchResult, first_bad, flip
@@ -102,7 +104,9 @@ class Bisector:
         cell = with_rule(cand, self.rule).cell
         run = self._stored_run(cell)
         reused = run is not None
-        if run is None:
+        if run is not None:
+            self._check_stored(with_rule(cand, self.rule))
+        else:
             run = execute.run_cell(self.backend, cell, gpu=self.gpu, logs_dir=self.logs)
             check_script_run(run, self.rule)  # a script asking to stop: nothing stored
             self._confirm(
@@ -138,7 +142,8 @@ class Bisector:
     def reask(self, index: int, times: int) -> list[Outcome]:
         """Run the candidate `times` more times; its answers (for --script --repeat).
 
-        Not stored: they only check that the answer the search used is the script's only one.
+        Each is stored, as every measured run is: a later bisection (or the page) that finds
+        them answering two ways knows the build is flaky, whatever its own --repeat.
         """
         cell = self._cands[index].cell
         answers = []
@@ -147,6 +152,7 @@ class Bisector:
             self.new_runs += 1
             self.reasked += 1
             check_script_run(run, self.rule)
+            self.store.add(run)
             answers.append(self.rule.judge(run).verdict)
         return answers
 
@@ -164,12 +170,13 @@ class Bisector:
             before = self._answers.get(self._cands[index].key, [point.verdict])
             answers = [*before, *self.reask(index, repeat - 1)]
             if len(set(answers)) > 1:
-                raise self._flaky(self._cands[index], answers, repeat)
+                raise self._flaky(self._cands[index], answers, f"--repeat {repeat}")
 
     def _confirm(self, cand: Candidate, run: CellRun, again: Callable[[], CellRun]) -> None:
-        """--repeat N: ask a verdict just run N - 1 more times (`again`, not stored), stopping
-        at the first different answer.  A run that gave no answer (an install or import
-        failure) is not asked again: there is nothing to confirm."""
+        """--repeat N: ask a verdict just run N - 1 more times (`again`), stopping at the first
+        different answer.  Each re-ask is stored, and on a different answer `run` too (its
+        caller stores it otherwise): the store keeps what was measured.  A run that gave no
+        answer (an install or import failure) is not asked again: there is nothing to confirm."""
         if self.repeat < 2 or run.status is not RunStatus.OK:
             return
         answers = self._answers[cand.key] = [self.rule.judge(run).verdict]
@@ -178,17 +185,36 @@ class Bisector:
             self.new_runs += 1
             self.reasked += 1
             check_script_run(more, self.rule)
+            self.store.add(more)
             answers.append(self.rule.judge(more).verdict)
             if answers[-1] is not answers[0]:
-                raise self._flaky(cand, answers, self.repeat)
+                self.store.add(run)
+                raise self._flaky(cand, answers, f"--repeat {self.repeat}")
 
-    def _flaky(self, cand: Candidate, answers: list[Outcome], repeat: int) -> FlakyScript:
+    def _check_stored(self, cand: Candidate) -> None:
+        """A build whose stored runs of this script (every one the reuse rule lets answer for
+        it) answered two ways is flaky, as it was when they were measured: a later bisection
+        with a smaller --repeat must not take one of its answers for the build's."""
+        gpu, driver = execute.gpu_name(self.gpu), self.gpu.driver if self.gpu else ""
+        cell = cand.cell
+        runs = self.store.answering(
+            cell,
+            wheel_sha256=cell.sha256 or self._local_sha256(cell),
+            probe_version=self.probe_version,
+            gpu=gpu,
+            driver=driver,
+        )
+        answers = [self.rule.judge(r).verdict for r in runs if plain_answer(r) is not None]
+        if len(set(answers)) > 1:
+            raise self._flaky(cand, answers, "kept in the store")
+
+    def _flaky(self, cand: Candidate, answers: list[Outcome], how: str) -> FlakyScript:
         counts = ", ".join(f"{a.value} {answers.count(a)}×" for a in dict.fromkeys(answers))
         first = "first bad" if self.direction is Direction.REGRESSION else "first fixed"
         unit = "commit" if cand.commit else "nightly" if cand.date else "release"
         return FlakyScript(
             f"--script is flaky: on {cand.label} it answered {counts} in {len(answers)} runs "
-            f"(--repeat {repeat}), so no {first} {unit} can be trusted; make the script decide "
+            f"({how}), so no {first} {unit} can be trusted; make the script decide "
             "the same way every time (e.g. count affected trials inside it) and run again",
             build=cand.key,
         )
@@ -201,7 +227,9 @@ class Bisector:
             return Outcome.UNKNOWN
         run = self._stored.get(cand.cell.id)
         reused = run is not None
-        if run is None:
+        if run is not None:
+            self._check_stored(cand)
+        else:
             run = self._run(index)
             self.store.add(run)
             self.new_runs += 1
@@ -229,11 +257,14 @@ class Bisector:
         try:
             run = execute.probe(self.backend, staged, gpu=self.gpu, log=log)
             check_script_run(run, self.rule)  # a script asking to stop: nothing stored
-            # --repeat's answers on the same install: an overlay is made once, not N times
+            # --repeat's answers on the same install: an overlay is made once, not N times;
+            # each is a run of its own, stored under the moment it began
             self._confirm(
                 self._cands[index],
                 run,
-                lambda: execute.probe(self.backend, staged, gpu=self.gpu, log=log),
+                lambda: execute.probe(
+                    self.backend, replace(staged, started=now()), gpu=self.gpu, log=log
+                ),
             )
         finally:
             execute.release(self.backend, staged.prepared, log=log)

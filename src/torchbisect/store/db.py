@@ -219,13 +219,24 @@ class Store:
         it a nightly is looked up by its URL.  SQL narrows the rows by the skip key; `covers`
         decides.
         """
+        found = self.answering(
+            cell, wheel_sha256=wheel_sha256, probe_version=probe_version, gpu=gpu, driver=driver
+        )
+        return next(found, None)
+
+    def answering(
+        self, cell: Cell, *, wheel_sha256: str | None, probe_version: str, gpu: str, driver: str
+    ) -> Iterator[CellRun]:
+        """Every stored run that answers for `cell` by the reuse rule, in `find_ok`'s order
+        (the cell's own first, newest first): a script asked of one build several times (a
+        bisection's --repeat, `matrix --force`) left one run per answer."""
         url = cell.url if wheel_sha256 is None else None
         rows = self._db.execute(
             """SELECT * FROM runs WHERE (wheel_sha256 = ? OR json_extract(cell_json, '$.url') = ?)
                AND probe_version = ? AND gpu = ? AND driver = ? AND status = ?
                ORDER BY cell_id = ? DESC, started DESC, id DESC""",
             (wheel_sha256, url, probe_version, gpu, driver, RunStatus.OK.value, cell.id),
-        )
+        ).fetchall()
         for row in rows:
             run = self._run(row)
             if covers(
@@ -236,8 +247,7 @@ class Store:
                 gpu=gpu,
                 driver=driver,
             ):
-                return run
-        return None
+                yield run
 
     def has_run_of_url(self, url: str) -> bool:
         """Whether a run with a verdict was made of the wheel at `url` (a path or a link)."""

@@ -36,7 +36,7 @@ def latest_with_repeats(latest: list[CellRun], history: Iterable[CellRun]) -> li
     `history` (every stored run) folded into a flaky run with its count."""
     counts: dict[Key, Counter[Verdict]] = {}
     for run in history:
-        answer = _answer(run)
+        answer = plain_answer(run)
         if answer is not None:
             counts.setdefault(_key(run), Counter())[answer] += 1
     return [_folded(run, counts.get(_key(run))) for run in latest]
@@ -50,7 +50,7 @@ def _key(run: CellRun) -> Key:
     return (cell.id, cell.probe, run.gpu, run.driver, run.wheel_sha256, run.probe_version, asked)
 
 
-def _answer(run: CellRun) -> Verdict | None:
+def plain_answer(run: CellRun) -> Verdict | None:
     """The one case's answer of a plain script's run (the adapter records its `exit_status`);
     None for any other run: a document probe says what its own runs mean."""
     if run.status is not RunStatus.OK or run.result is None or len(run.result.cases) != 1:
@@ -64,7 +64,7 @@ def _answer(run: CellRun) -> Verdict | None:
 
 
 def _folded(run: CellRun, seen: Counter[Verdict] | None) -> CellRun:
-    if seen is None or _answer(run) is None or len(seen) < 2 or run.result is None:
+    if seen is None or plain_answer(run) is None or len(seen) < 2 or run.result is None:
         return run
     bad, runs = seen[Verdict.AFFECTED], sum(seen.values())
     case = run.result.cases[0]
