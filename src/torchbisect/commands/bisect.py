@@ -455,7 +455,12 @@ class _Console(Progress):
             else f" (--repeat {self.repeat}: each judged now runs "
             f"{self.repeat} times, the two that decide the range {self.repeat - 1} more)"
         )
-        gaps = f" ({len(cands.missing)} dates have none)" if first.date and not first.commit else ""
+        none = len(cands.missing)
+        gaps = (
+            f" ({none} {'date has' if none == 1 else 'dates have'} none)"
+            if first.date and not first.commit
+            else ""
+        )
         self._say(
             f"{len(cands.candidates)} {_kind(first)} from {first.key} to {last.key}{gaps}; "
             f"at most {bound} probes while none is unknown{again}; {stored} already "
