@@ -566,7 +566,8 @@ def check_all(history: History) -> None:
         fixed = re.search(r", fixed in (\S+) \(", headline)
         assert (fixed[1] if fixed else "") == t.fixed
         scope = re.search(
-            r"measured \([^)]*\)(?:, fixed in \S+)? \((.*)\)(?:; no release "
+            r"measured \([^)]*\)(?:, not measured between .+?)?(?:, fixed in \S+)? \((.*)\)"
+            r"(?:; no release "
             r"verdict on .*)?$",
             headline,
         )

@@ -143,32 +143,58 @@ def test_a_nightly_fixed_and_then_affected_again_is_no_fix():
     )
 
 
-def test_a_nightly_edge_holds_for_every_cuda_tag_that_changed():
+def test_a_nightly_fix_holds_for_every_cuda_tag_that_was_affected():
     """cu128 was affected on every nightly it ran and never ran 03-02: cu126's good 03-02 is no
-    fix of cu128's.  And a first affected nightly's bound is the last nightly measured not
-    affected on the tag that turned affected, not one measured on another tag."""
+    fix of cu128's, and "Fixed builds" says why none is claimed."""
+    from torchbisect.page.advice import fix_line
+
     runs = [
         run("2.16.0.dev20260301+cu126", BAD),
         run("2.16.0.dev20260301+cu128", BAD),
         run("2.16.0.dev20260302+cu126", GOOD),
-        run("2.16.0.dev20260303+cu128", BAD),
     ]
-    assert build_headline("H200", runs, []).first_fixed is None
+    headline = build_headline("H200", runs, [])
+    assert headline.first_fixed is None
+    assert fix_line(headline).endswith(
+        "no fixed nightly: 2026-03-02 was measured not affected, but never on cu128, where "
+        "earlier nightlies were affected: no fix is claimed there"
+    )
     runs.append(run("2.16.0.dev20260304+cu126", GOOD))
     runs.append(run("2.16.0.dev20260304+cu128", GOOD))
-    fixed = build_headline("H200", runs, []).first_fixed
-    assert (fixed.date, fixed.previous) == ("2026-03-04", "2026-03-03")
-    began = [
-        run("2.16.0.dev20260310+cu128", GOOD),
-        run("2.16.0.dev20260311+cu126", GOOD),
-        run("2.16.0.dev20260312+cu128", BAD),
+    fixed = build_headline("H200", runs, [])
+    assert (fixed.first_fixed.date, fixed.first_fixed.previous) == ("2026-03-04", "2026-03-01")
+    assert fixed.nightly_unclaimed == ""
+
+
+def test_a_first_affected_nightly_is_bounded_per_gpu_model_as_since_is():
+    """Under `cuda: auto` the nightlies move to a newer tag as the plans do: cu128 measured not
+    affected on 08-01 and 08-08 bounds the cu130 nightly that turned on 08-15 (per tag it had
+    read "no nightly before it was measured not affected")."""
+    runs = [
+        run("2.9.0.dev20250801+cu128", GOOD),
+        run("2.9.0.dev20250808+cu128", GOOD),
+        run("2.9.0.dev20250815+cu130", BAD),
+        run("2.9.0.dev20250822+cu130", BAD),
     ]
-    edge = build_headline("H200", began, []).first_affected
-    assert (edge.date, edge.previous, edge.exact) == ("2026-03-12", "2026-03-10", False)
-    alone = build_headline("H200", began[1:], []).first_affected
-    assert alone.previous == "" and alone.text == (
-        "2026-03-12 (not bisected: no nightly before it was measured not affected)"
-    )
+    edge = build_headline("H200", runs, []).first_affected
+    assert (edge.date, edge.previous, edge.exact) == ("2025-08-15", "2025-08-08", False)
+    another = [run("2.9.0.dev20250814+cu130", GOOD, gpu="NVIDIA H100"), *runs]
+    assert build_headline("H200", another, []).first_affected.previous == "2025-08-08"
+
+
+def test_two_nightlies_of_one_date_are_pooled_not_the_last_one_read():
+    """The branch cut publishes two nightlies of one date: 2.9's affected and 2.10's not made
+    that day "not affected" for the tag, and both edges came from inconclusive nightlies."""
+    odd = {"capture_data_ptr": Verdict.INCONCLUSIVE}
+    runs = [
+        run("2.9.0.dev20250731+cu128", odd),
+        run("2.9.0.dev20250801+cu128", BAD),
+        run("2.10.0.dev20250801+cu128", GOOD),
+        run("2.10.0.dev20250802+cu128", odd),
+    ]
+    headline = build_headline("H200", runs, [])
+    assert (headline.first_affected.date, headline.first_affected.previous) == ("2025-08-01", "")
+    assert headline.first_fixed is None
 
 
 def test_a_bisection_gives_the_exact_nightly_and_its_compare_link():
@@ -715,6 +741,17 @@ def test_a_range_over_a_minor_series_never_measured_says_so():
     ), text
     runs.append(run("2.10.0+cpu", BAD))
     assert "not measured" not in build_headline("NVIDIA H200", runs, []).text
+    # a new major may have nothing between: 2.11.0 – 3.0.0 names no hole
+    major = [run("2.11.0+cpu", BAD), run("3.0.0+cpu", BAD)]
+    assert "not measured" not in build_headline("NVIDIA H200", major, []).text
+    # across GPU models the clause follows the models, as on each model's own headline
+    both = [*runs[:3], *[dataclasses.replace(r, gpu="NVIDIA H100") for r in runs[:3]]]
+    both += [run("2.12.0+cpu", BAD), run("2.12.0+cpu", BAD, gpu="NVIDIA H100")]
+    said = build_view(both, [], generated=NOW).comparison.headline
+    assert said.startswith(
+        "2.9.0 – 2.12.0 affected on each of 2 GPU models measured (NVIDIA H100, NVIDIA H200), "
+        "not measured between 2.9.1 and 2.12.0 ("
+    ), said
 
 
 def test_an_edge_between_verdicts_of_two_probe_versions_is_not_claimed():
@@ -734,6 +771,9 @@ def test_an_edge_between_verdicts_of_two_probe_versions_is_not_claimed():
     )
     same = build_headline("H200", [*old, probed("2.8.0", GOOD, "0+1e585a3a9080")], [])
     assert same.fixed == "2.8.0"
+    stale = dataclasses.replace(run("2.7.0+cu124", BAD), probe_version="0+0ld0ld0ld0ld")
+    other_tag = build_headline("H200", [*old, stale, probed("2.8.0", GOOD, "0+1e585a3a9080")], [])
+    assert "another version of the probe file" not in fix_line(other_tag)  # cu124 is "never on"
     began = [probed("2.4.0", GOOD, "0+aaaa"), *old]
     assert build_headline("H200", began, []).untested == (
         "since 2.5.0 at the latest: 2.4.0 was measured not affected by another version of the "

@@ -73,16 +73,16 @@ def fix_line(h: Headline) -> str:
         release = "no tested release is affected"
     elif h.fixed:
         release = f"fixed in {h.fixed} (the first release measured after {newest})"
-    elif c.later_adjacent and c.fixed_other_probe:
-        release = (
-            f"{c.later_good} was measured not affected, but by another version of the probe "
-            f"file than {newest}: no fix is claimed"
-        )
     elif c.later_adjacent and c.unfixed:
         release = (
             f"{c.later_good} was measured not affected, but never on "
             f"{_listed(c.unfixed)}, where earlier releases were affected: no fix is "
             "claimed there"
+        )
+    elif c.later_adjacent and c.fixed_other_probe:
+        release = (
+            f"{c.later_good} was measured not affected, but by another version of the probe "
+            f"file than {newest}: no fix is claimed"
         )
     elif c.later_good:
         release = (
@@ -111,6 +111,8 @@ def fix_line(h: Headline) -> str:
     nightly = (
         f"first fixed nightly {h.first_fixed.text}"
         if h.first_fixed
+        else f"no fixed nightly: {h.nightly_unclaimed}"
+        if h.nightly_unclaimed
         else "no fixed nightly found"
         if h.first_affected
         else ""

@@ -97,6 +97,8 @@ def _edge_of(section: Section, attr: str, last: str) -> tuple[NightlyEdge | None
     nightlies never turned affected has no fix to compare."""
     if attr == "first_fixed" and section.headline.first_affected is None:
         return None, "", "never affected"
+    if attr == "first_fixed" and section.headline.nightly_unclaimed:
+        return None, "", "no fix claimed"  # measured on other tags only: no span to compare
     return getattr(section.headline, attr), last, "not tested"
 
 
@@ -168,13 +170,14 @@ def _headline(
         )
         return f"No tested stable release is affected on any of {models}{span}{note}"
     probed = sorted({public_version(r.cell.version) for r in releases}, key=version_key)
-    said = ranges_text(ranges) + unmeasured_clause(ranges, course)
+    said = ranges_text(ranges)
+    holes = unmeasured_clause(ranges, course)
     covered = since_sentence(course, api) or f"releases before {probed[0]} were not tested"
     fixed = f", fixed in {course.fixed}" if course.fixed else ""
     bad = {v for by in by_model.values() for v, state in by.items() if state == "bad"}
     every = all(by.get(v) == "bad" for by in by_model.values() for v in bad)
     which = "each" if every else "at least one"
-    return f"{said} affected on {which} of {models}{fixed} ({covered}){note}"
+    return f"{said} affected on {which} of {models}{holes}{fixed} ({covered}){note}"
 
 
 def _listed(names: list[str]) -> str:

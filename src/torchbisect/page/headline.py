@@ -87,7 +87,7 @@ class NightlyEdge:
 
     date: str
     version: str
-    previous: str = ""  # the last date on the old side, when one was tested
+    previous: str = ""  # the last date measured the other way, when one was
     bisected: bool = False
     case: str = ""
     compare_url: str = ""
@@ -96,7 +96,7 @@ class NightlyEdge:
 
     @property
     def exact(self) -> bool:
-        """Bisected to one nightly, or the previous tested nightly is the day before: no
+        """Bisected to one nightly, or the nightly measured the other way is the day before: no
         nightly lies between."""
         if self.bisected:
             return len(self.candidates) <= 1
@@ -242,6 +242,9 @@ def _next_known(known: tuple[str, ...], version: str) -> str:
     return next((v for v in known if version_key(v) > version_key(version)), "")
 
 
+GOOD = ("good", "absent")  # measured not affected, or without the API: no regression there
+
+
 def course_of(releases: list[CellRun], api: str = "") -> Course:
     """The course of `releases` (stable rows and preinstalled releases, every run of them)."""
     states = tuple(release_states(releases, api))
@@ -256,15 +259,14 @@ def course_of(releases: list[CellRun], api: str = "") -> Course:
     after = quiet[-1] if quiet else ""
     since = next(v for v in bad if key(v) > key(after)) if after else bad[0]
     uncovered: list[str] = []
+    reprobed = False
     if after:  # "since" is said per GPU model, as the ranges are: a tag that `after` was not
         # built in (`cuda: auto` takes each release's newest) bounds it no less
-        by_gpu = _state_by(releases, api, lambda r: (gpu_of(r), ""))
-        uncovered = sorted(
-            g
-            for (g, _), s in by_gpu[since].items()
-            if s == "bad" and by_gpu[after].get((g, "")) not in ("good", "absent")
-        )
-    reprobed = bool(after) and not _one_probe(releases, after, since)
+        per_gpu: Callable[[CellRun], Config] = lambda r: (gpu_of(r), "")  # noqa: E731
+        by_gpu = _state_by(releases, api, per_gpu)
+        turned = {c for c, s in by_gpu[since].items() if s == "bad"}
+        uncovered = sorted(g for g, _ in turned if by_gpu[after].get((g, "")) not in GOOD)
+        reprobed = not _one_question(releases, after, since, turned, per_gpu)
     exact = (
         bool(after)
         and not uncovered
@@ -276,7 +278,9 @@ def course_of(releases: list[CellRun], api: str = "") -> Course:
     later_good = later[0] if later else ""
     ever = {c for by in by_config.values() for c, s in by.items() if s == "bad"}
     unfixed = [c for c in ever if by_config.get(later_good, {}).get(c) != "good"]
-    other_probe = bool(later_good) and not _one_probe(releases, newest, later_good)
+    other_probe = bool(later_good) and not _one_question(
+        releases, newest, later_good, {c for c, s in by_config[newest].items() if s == "bad"}
+    )
     fixed = (
         later_good
         if (
@@ -305,21 +309,24 @@ def course_of(releases: list[CellRun], api: str = "") -> Course:
     )
 
 
-def _one_probe(releases: list[CellRun], older: str, newer: str) -> bool:
-    """Whether the verdicts of two releases answer one question (`_question`): an edge between
-    verdicts of two (a script edited, then one build re-run; a shard run with an older probe)
-    is a change of the question as much as of torch, and is claimed by neither."""
-    return (
-        len(
-            {
-                _question(r)
-                for r in releases
-                if public_version(r.cell.version) in (older, newer)
-                and mark_for_run(r).kind != "infra"
-            }
-        )
-        <= 1
-    )
+def _one_question(
+    releases: list[CellRun],
+    older: str,
+    newer: str,
+    configs: set[Config],
+    key: Callable[[CellRun], Config] = config_of,
+) -> bool:
+    """Whether each configuration that carries an edge between two releases has verdicts of one
+    question (`_question`) at both: an edge between verdicts of two (a script edited, then one
+    build re-run; a shard run with an older probe) is a change of the question as much as of
+    torch, and is claimed by neither.  A stale cell of another tag or python is no part of it."""
+    asked: dict[tuple[str, Config], set[str]] = {}
+    for run in releases:
+        version = public_version(run.cell.version)
+        if version in (older, newer) and key(run) in configs and mark_for_run(run).kind != "infra":
+            asked.setdefault((version, key(run)), set()).add(_question(run))
+    both = [c for c in configs if (older, c) in asked and (newer, c) in asked]
+    return all(asked[older, c] & asked[newer, c] for c in both)  # the others: `uncovered`/unfixed
 
 
 def _question(run: CellRun) -> str:
@@ -371,6 +378,7 @@ class Headline:
     affected: tuple[str, ...] = ()  # every affected release, ascending
     first_affected: NightlyEdge | None = None
     first_fixed: NightlyEdge | None = None
+    nightly_unclaimed: str = ""  # a later nightly not affected that is no fix: why (nightly_edges)
     newest_run: str = ""
     absent: tuple[str, ...] = ()  # releases measured without `api`, ascending
     api: str = ""  # the API the probe needs (its REQUIRES_API), "" when it names none
@@ -423,7 +431,7 @@ def unmeasured_clause(ranges: tuple[tuple[str, str], ...], course: Course) -> st
         inside = [
             v for v, _ in course.states if version_key(first) <= version_key(v) <= version_key(last)
         ]
-        pairs += [(x, y) for x, y in pairwise(inside) if course.between(x, y) or _gap(x, y)]
+        pairs += [(x, y) for x, y in pairwise(inside) if course.between(x, y) or _skipped(x, y)]
     if not pairs:
         return ""
     return ", not measured between " + ", nor between ".join(f"{x} and {y}" for x, y in pairs)
@@ -538,6 +546,17 @@ def fixed_release(releases: list[CellRun], api: str = "") -> str:
     return course_of(releases, api).fixed
 
 
+def _skipped(older: str, newer: str) -> bool:
+    """Whether a version shows that a release lies between two of one major series (a minor
+    series skipped, a series that does not start at .0): `_gap` without its doubt about a new
+    major or a version that is not PEP 440, which may have nothing between."""
+    try:
+        same = Version(older).major == Version(newer).major
+    except InvalidVersion:
+        return False
+    return same and _gap(older, newer)
+
+
 def _gap(older: str, newer: str) -> bool:
     """Whether a release must exist between two versions: a minor series skipped, a new series
     that does not start at .0, a new major; or versions that are not PEP 440 at all."""
@@ -550,36 +569,75 @@ def _gap(older: str, newer: str) -> bool:
     return b[1] > a[1] + 1 or (b[1] == a[1] + 1 and b[2] != 0)
 
 
-def nightly_edges(nightly: list[CellRun]) -> tuple[NightlyEdge | None, NightlyEdge | None]:
+@dataclass(frozen=True, kw_only=True)
+class NightlyEdges:
+    first_affected: NightlyEdge | None = None
+    first_fixed: NightlyEdge | None = None
+    unclaimed: str = ""  # why a nightly measured not affected after the newest affected one
+    # is no fix (it was never measured on a configuration affected before it), or ""
+
+
+def nightly_edges(nightly: list[CellRun]) -> NightlyEdges:
     """Where the tested nightlies first turned affected, and where they were fixed (bounds, not
-    bisected), each said per configuration (GPU model and CUDA tag) as the releases are.
+    bisected).
 
     The first affected nightly's `previous` is the newest nightly before it measured not affected
-    on every configuration affected there.  A fix is the first nightly after the newest affected
-    one measured not affected on every configuration ever measured affected: a nightly fixed and
-    then affected again has no fix, and one measured on another tag is no fix of this one's."""
+    on the GPU models affected there (per GPU model, as "since" is for releases: under
+    `cuda: auto` the nightlies move to a newer CUDA tag as the plans do).  A fix is the first
+    nightly after the newest affected one measured not affected on every configuration (GPU model
+    and CUDA tag) ever measured affected, as "fixed in" is for releases: a nightly fixed and then
+    affected again has no fix, and one measured on another tag only is none of that tag's
+    (`unclaimed` says so)."""
     dated = [r for r in nightly if nightly_date(r)]
     versions = {nightly_date(r): r.cell.version for r in dated}
     series = sorted((d, state_of(m)) for d, m in marks_by(dated, nightly_date))
     bad = [d for d, s in series if s == "bad"]
     if not bad:
-        return None, None
-    by_config = _state_by(dated, "", build=nightly_date)
+        return NightlyEdges()
+    by_config = _nightly_states(dated, config_of)
+    by_gpu = _nightly_states(dated, lambda r: (gpu_of(r), ""))
 
-    def good_on(date: str, configs: set[Config]) -> bool:
-        return all(by_config.get(date, {}).get(c) == "good" for c in configs)
+    def good_on(states: dict[str, dict[Config, str]], date: str, configs: set[Config]) -> bool:
+        return bool(configs) and all(states.get(date, {}).get(c) == "good" for c in configs)
 
     first, newest = bad[0], bad[-1]
-    at_first = {c for c, s in by_config[first].items() if s == "bad"}
-    before = [d for d, _ in series if d < first and good_on(d, at_first)]
+    at_first = {c for c, s in by_gpu[first].items() if s == "bad"}
+    before = [d for d, _ in series if d < first and good_on(by_gpu, d, at_first)]
     first_bad = NightlyEdge(
         date=first, version=versions[first], previous=before[-1] if before else ""
     )
     ever = {c for by in by_config.values() for c, s in by.items() if s == "bad"}
-    fix = next((d for d, _ in series if d > newest and good_on(d, ever)), "")
-    if not fix:
-        return first_bad, None
-    return first_bad, NightlyEdge(date=fix, version=versions[fix], previous=newest, fixes=True)
+    fix = next((d for d, _ in series if d > newest and good_on(by_config, d, ever)), "")
+    if fix:
+        edge = NightlyEdge(date=fix, version=versions[fix], previous=newest, fixes=True)
+        return NightlyEdges(first_affected=first_bad, first_fixed=edge)
+    later = next((d for d, s in series if d > newest and s == "good"), "")
+    if not later:
+        return NightlyEdges(first_affected=first_bad)
+    never = [c for c in ever if by_config.get(later, {}).get(c) != "good"]
+    return NightlyEdges(
+        first_affected=first_bad,
+        unclaimed=(
+            f"{later} was measured not affected, but never on {_listed(_names(never, dated))}, "
+            "where earlier nightlies were affected: no fix is claimed there"
+        ),
+    )
+
+
+def _nightly_states(
+    dated: list[CellRun], key: Callable[[CellRun], Config]
+) -> dict[str, dict[Config, str]]:
+    """date → configuration → good/bad/unknown: every build of that day on it pooled (two
+    nightlies of one date, the branch cut's, are affected there if either is)."""
+    found: dict[str, dict[Config, str]] = {}
+    groups: dict[tuple[str, Config], list[CellRun]] = {}
+    for run in dated:
+        groups.setdefault((nightly_date(run), key(run)), []).append(run)
+    for (date, config), runs in groups.items():
+        marks = [m for _, ms in marks_by(runs, lambda _r: "") for m in ms]
+        if marks:
+            found.setdefault(date, {})[config] = state_of(marks)
+    return found
 
 
 def _from_bisection(bisection: BisectResult) -> NightlyEdge | None:
@@ -604,13 +662,14 @@ def build_headline(
     releases = [r for r in runs if is_release(r)]
     course = course_of(releases, api)
     states = list(course.states)
-    first_bad, first_good = nightly_edges([r for r in runs if r.cell.channel is Channel.NIGHTLY])
+    edges = nightly_edges([r for r in runs if r.cell.channel is Channel.NIGHTLY])
+    first_bad, first_good, unclaimed = edges.first_affected, edges.first_fixed, edges.unclaimed
     for bisection in bisections:
         edge = _from_bisection(bisection)
         if edge and bisection.direction is Direction.REGRESSION:
             first_bad = edge
         elif edge:
-            first_good = edge
+            first_good, unclaimed = edge, ""
     newest = max((r.started for r in runs if r.started), default="")
     return Headline(
         gpu=gpu,
@@ -621,6 +680,7 @@ def build_headline(
         affected=tuple(v for v, s in states if s == "bad"),
         first_affected=first_bad,
         first_fixed=first_good,
+        nightly_unclaimed=unclaimed,
         newest_run=newest[:10],
         api=api,
         fixed=course.fixed,

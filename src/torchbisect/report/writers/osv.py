@@ -229,8 +229,8 @@ def _per_gpu(h: Headline) -> dict[str, Any]:
 
 
 def _edge(key: str, edge: NightlyEdge | None) -> dict[str, Any]:
-    """The nightly only when the edge is exact; otherwise null, and the span it lies in:
-    after `previous` (null: the first nightly tested), at or before `date`."""
+    """The nightly only when the edge is exact; otherwise null, and the span it lies in: after
+    `previous` (null: no nightly before it was measured the other way), at or before `date`."""
     if edge is None or edge.exact:
         return {key: edge.date if edge else None}
     return {
