@@ -33,3 +33,14 @@ def test_a_release_whose_git_version_is_a_sha_keeps_it():
     found = _with_main_sha(point, CommitLookup(github=False), notes)
     assert found.main_sha == sha and notes == []
     assert _line("first bad", found).endswith(f"git {sha[:12]}  main {sha[:12]}")
+
+
+@pytest.mark.parametrize(("git_version", "shown"), [("", "?"), ("0123456789ab", "0123456789ab")])
+def test_an_unknown_or_short_git_version_reads_as_it_is(git_version, shown):
+    """A script that could not tell says "?", as before; a short sha is a commit a compare URL
+    takes, said the same way by the report and its notes."""
+    point = NightlyPoint(date="", version="2.9.0", verdict=Outcome.BAD, git_version=git_version)
+    notes: list[str] = []
+    found = _with_main_sha(point, CommitLookup(github=False), notes)
+    assert notes == [] and found.main_sha == git_version
+    assert f"git {shown}  main " in _line("first bad", found)

@@ -174,12 +174,13 @@ class Bisector:
 
     def _confirm(self, cand: Candidate, run: CellRun, again: Callable[[], CellRun]) -> None:
         """--repeat N: ask a verdict just run N - 1 more times (`again`), stopping at the first
-        different answer.  Each re-ask is stored, and on a different answer `run` too (its
-        caller stores it otherwise): the store keeps what was measured.  A run that gave no
+        different answer.  `run` and each re-ask are stored as they come (its caller's store of
+        `run` then finds it there): the store keeps what was measured.  A run that gave no
         answer (an install or import failure) is not asked again: there is nothing to confirm."""
         if self.repeat < 2 or run.status is not RunStatus.OK:
             return
         answers = self._answers[cand.key] = [self.rule.judge(run).verdict]
+        self.store.add(run)  # first: whatever a re-ask ends in, the answers before it are kept
         for _ in range(self.repeat - 1):
             more = again()
             self.new_runs += 1
@@ -188,7 +189,6 @@ class Bisector:
             self.store.add(more)
             answers.append(self.rule.judge(more).verdict)
             if answers[-1] is not answers[0]:
-                self.store.add(run)
                 raise self._flaky(cand, answers, f"--repeat {self.repeat}")
 
     def _check_stored(self, cand: Candidate) -> None:

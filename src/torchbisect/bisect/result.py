@@ -94,12 +94,12 @@ def reproduce_line(before: str, after: str, ctx: Context) -> str:
     return shlex.join(argv)
 
 
-_FULL_SHA = re.compile(r"[0-9a-f]{40}")
+_SHA = re.compile(r"[0-9a-f]{7,40}")  # what a compare URL takes
 
 
 def _with_main_sha(point: NightlyPoint, lookup: CommitLookup, notes: list[str]) -> NightlyPoint:
     if not point.date:  # a release: its git_version is a commit of pytorch/pytorch already
-        if _FULL_SHA.fullmatch(point.git_version):
+        if _SHA.fullmatch(point.git_version):
             return replace(point, main_sha=point.git_version)
         # a build from a tree without git says "Unknown"; a hand-made wheel may say anything
         if point.git_version:
