@@ -84,6 +84,17 @@ def docker_names() -> dict[str, set[str]]:
     }
 
 
+TOOL_CACHE = "act-toolcache"  # the volume act mounts at /opt/hostedtoolcache in every job
+
+
+def forget_tool_cache() -> None:
+    """A rehearsal killed before its cleanup (a CI run stopped at its limit, a kill by hand)
+    leaves act's tool cache volume on the engine, and the next rehearsal's first jobs found nox
+    and uv built: the rehearsal starts as a new runner does.  act makes the volume again on its
+    first job, and the cleanup removes that one.  A volume another act run is using stays."""
+    subprocess.run(["docker", "volume", "rm", TOOL_CACHE], capture_output=True, check=False)
+
+
 def left_behind(before: dict[str, set[str]]) -> dict[str, set[str]]:
     """What act made since `before` and did not remove (act names all it makes `act-…`)."""
     now = docker_names()

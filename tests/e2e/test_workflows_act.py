@@ -56,6 +56,7 @@ from act.rehearsal import (
     World,
     build_runner_image,
     docker_names,
+    forget_tool_cache,
     left_behind,
     missing_action_trees,
     missing_prerequisite,
@@ -125,6 +126,7 @@ def rehearsal(tmp_path_factory):
     # once would share them.  Concurrent test runs take turns.
     lock = (Path(tempfile.gettempdir()) / "torchbisect-act.lock").open("w")
     fcntl.flock(lock, fcntl.LOCK_EX)
+    forget_tool_cache()  # a new runner's: what a killed rehearsal left is not this one's
     before = docker_names()
     try:
         yield from _rehearse(tmp_path_factory, before)
