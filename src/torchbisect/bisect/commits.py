@@ -24,7 +24,12 @@ from .gitrange import git_data
 PYTORCH = "https://github.com/pytorch/pytorch"
 GITHUB_API = f"{DEFAULT_API}/repos/pytorch/pytorch"
 _SUBJECT = re.compile(r"^(\d{4}-\d{2}-\d{2}) nightly release \(([0-9a-f]{7,40})\)")
-_SHA = re.compile(r"^[0-9a-f]{7,40}$")
+_SHA = re.compile(r"[0-9a-f]{7,40}")
+
+
+def is_sha(text: str) -> bool:
+    """A commit sha, whole or abbreviated, as a compare URL takes it."""
+    return _SHA.fullmatch(text) is not None
 
 
 def parse_nightly_message(message: str) -> tuple[str, str] | None:
@@ -74,7 +79,7 @@ class CommitLookup:
         self._limited = ""
 
     def main_sha(self, git_version: str) -> MainSha:
-        if not _SHA.match(git_version or ""):
+        if not is_sha(git_version or ""):
             return MainSha(note=f"no git_version to look up ({git_version or 'empty'})")
         notes = []
         if self.repo is not None:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ..backends.base import Backend
 from ..backends.wheels import local_wheel, sha256_file
@@ -84,6 +85,7 @@ class Bisector:
         self.points: dict[int, NightlyPoint] = {}
         self._cands: tuple[Candidate, ...] = ()
         self._stored: dict[str, CellRun] = {}
+        self._keys: dict[str, dict[str, Any]] = {}  # _reuse_key's, by cell id
         self._futures: dict[int, Future[execute.Staged | CellRun]] = {}
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prefetch")
 
@@ -195,15 +197,7 @@ class Bisector:
         """A build whose stored runs of this script (every one the reuse rule lets answer for
         it) answered two ways is flaky, as it was when they were measured: a later bisection
         with a smaller --repeat must not take one of its answers for the build's."""
-        gpu, driver = execute.gpu_name(self.gpu), self.gpu.driver if self.gpu else ""
-        cell = cand.cell
-        runs = self.store.answering(
-            cell,
-            wheel_sha256=cell.sha256 or self._local_sha256(cell),
-            probe_version=self.probe_version,
-            gpu=gpu,
-            driver=driver,
-        )
+        runs = self.store.answering(cand.cell, **self._reuse_key(cand.cell))
         answers = [self.rule.judge(r).verdict for r in runs if plain_answer(r) is not None]
         if len(set(answers)) > 1:
             raise self._flaky(cand, answers, "kept in the store")
@@ -279,14 +273,20 @@ class Bisector:
         return {cell_id: run for cell_id, run in found.items() if run is not None}
 
     def _stored_run(self, cell: Cell) -> CellRun | None:
-        gpu, driver = execute.gpu_name(self.gpu), self.gpu.driver if self.gpu else ""
-        return self.store.find_ok(
-            cell,
-            wheel_sha256=cell.sha256 or self._local_sha256(cell),
-            probe_version=self.probe_version,
-            gpu=gpu,
-            driver=driver,
-        )
+        return self.store.find_ok(cell, **self._reuse_key(cell))
+
+    def _reuse_key(self, cell: Cell) -> dict[str, Any]:
+        """What a stored run must match to answer for `cell` (`Store.find_ok`'s key), worked
+        out once per candidate: a local wheel is hashed once, not again when it is asked."""
+        key = self._keys.get(cell.id)
+        if key is None:
+            key = self._keys[cell.id] = {
+                "wheel_sha256": cell.sha256 or self._local_sha256(cell),
+                "probe_version": self.probe_version,
+                "gpu": execute.gpu_name(self.gpu),
+                "driver": self.gpu.driver if self.gpu else "",
+            }
+        return key
 
     def _local_sha256(self, cell: Cell) -> str | None:
         """A wheel file on this host (a folder of wheels as the index) names its bytes by its

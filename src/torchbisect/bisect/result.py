@@ -6,7 +6,6 @@ them empty and the caller is told why (through `notes`), never a guessed sha.
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass, replace
 
@@ -15,7 +14,7 @@ from packaging.version import InvalidVersion, Version
 from ..outcome import BisectResult, Direction, NightlyPoint, Outcome
 from ..utils.clock import now
 from .candidates import CandidateList, release_of
-from .commits import CommitLookup, compare_url
+from .commits import CommitLookup, compare_url, is_sha
 from .search import SearchResult
 
 
@@ -94,12 +93,9 @@ def reproduce_line(before: str, after: str, ctx: Context) -> str:
     return shlex.join(argv)
 
 
-_SHA = re.compile(r"[0-9a-f]{7,40}")  # what a compare URL takes
-
-
 def _with_main_sha(point: NightlyPoint, lookup: CommitLookup, notes: list[str]) -> NightlyPoint:
     if not point.date:  # a release: its git_version is a commit of pytorch/pytorch already
-        if _SHA.fullmatch(point.git_version):
+        if is_sha(point.git_version):
             return replace(point, main_sha=point.git_version)
         # a build from a tree without git says "Unknown"; a hand-made wheel may say anything
         if point.git_version:

@@ -206,21 +206,13 @@ class Course:
         )
 
 
-def _release_of(run: CellRun) -> str:
-    return public_version(run.cell.version)
-
-
 def _state_by(
-    releases: list[CellRun],
-    api: str,
-    key: Callable[[CellRun], Config] = config_of,
-    build: Callable[[CellRun], str] = _release_of,
+    releases: list[CellRun], api: str, key: Callable[[CellRun], Config] = config_of
 ) -> dict[str, dict[Config, str]]:
-    """release (or `build(run)`, a nightly's date) → configuration → good/bad/absent/unknown,
-    for configurations with a verdict."""
+    """release → configuration → good/bad/absent/unknown, for configurations with a verdict."""
     groups: dict[tuple[str, Config], list[CellRun]] = {}
     for run in releases:
-        groups.setdefault((build(run), key(run)), []).append(run)
+        groups.setdefault((public_version(run.cell.version), key(run)), []).append(run)
     found: dict[str, dict[Config, str]] = {}
     for (version, config), runs in groups.items():
         for _, state in release_states(runs, api):
@@ -245,6 +237,11 @@ def _next_known(known: tuple[str, ...], version: str) -> str:
 GOOD = ("good", "absent")  # measured not affected, or without the API: no regression there
 
 
+def _per_gpu(run: CellRun) -> Config:
+    """A run's GPU model alone, where a claim is said per model ("since", a nightly's bound)."""
+    return gpu_of(run), ""
+
+
 def course_of(releases: list[CellRun], api: str = "") -> Course:
     """The course of `releases` (stable rows and preinstalled releases, every run of them)."""
     states = tuple(release_states(releases, api))
@@ -262,11 +259,10 @@ def course_of(releases: list[CellRun], api: str = "") -> Course:
     reprobed = False
     if after:  # "since" is said per GPU model, as the ranges are: a tag that `after` was not
         # built in (`cuda: auto` takes each release's newest) bounds it no less
-        per_gpu: Callable[[CellRun], Config] = lambda r: (gpu_of(r), "")  # noqa: E731
-        by_gpu = _state_by(releases, api, per_gpu)
+        by_gpu = _state_by(releases, api, _per_gpu)
         turned = {c for c, s in by_gpu[since].items() if s == "bad"}
         uncovered = sorted(g for g, _ in turned if by_gpu[after].get((g, "")) not in GOOD)
-        reprobed = not _one_question(releases, after, since, turned, per_gpu)
+        reprobed = not _one_question(releases, after, since, turned, _per_gpu)
     exact = (
         bool(after)
         and not uncovered
@@ -595,7 +591,7 @@ def nightly_edges(nightly: list[CellRun]) -> NightlyEdges:
     if not bad:
         return NightlyEdges()
     by_config = _nightly_states(dated, config_of)
-    by_gpu = _nightly_states(dated, lambda r: (gpu_of(r), ""))
+    by_gpu = _nightly_states(dated, _per_gpu)
 
     def good_on(states: dict[str, dict[Config, str]], date: str, configs: set[Config]) -> bool:
         return bool(configs) and all(states.get(date, {}).get(c) == "good" for c in configs)
@@ -629,14 +625,14 @@ def _nightly_states(
 ) -> dict[str, dict[Config, str]]:
     """date → configuration → good/bad/unknown: every build of that day on it pooled (two
     nightlies of one date, the branch cut's, are affected there if either is)."""
-    found: dict[str, dict[Config, str]] = {}
-    groups: dict[tuple[str, Config], list[CellRun]] = {}
+    marks: dict[tuple[str, Config], list[Mark]] = {}
     for run in dated:
-        groups.setdefault((nightly_date(run), key(run)), []).append(run)
-    for (date, config), runs in groups.items():
-        marks = [m for _, ms in marks_by(runs, lambda _r: "") for m in ms]
-        if marks:
-            found.setdefault(date, {})[config] = state_of(marks)
+        mark = mark_for_run(run)
+        if mark.kind != "infra":  # an infrastructure failure says nothing, as in marks_by
+            marks.setdefault((nightly_date(run), key(run)), []).append(mark)
+    found: dict[str, dict[Config, str]] = {}
+    for (date, config), said in marks.items():
+        found.setdefault(date, {})[config] = state_of(said)
     return found
 
 

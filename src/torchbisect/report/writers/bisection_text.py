@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from ...bisect.commits import is_sha
 from ...outcome import BisectResult, NightlyPoint
 from ...page.bisections import inert_commits, lead, unit_count
 from .markdown import md_text, md_url
@@ -24,13 +25,7 @@ def _line(name: str, p: NightlyPoint | None) -> str:
     main = p.main_sha[:12] or "unknown"
     when = p.date or "release"
     yanked = "  (yanked on the index)" if p.yanked is not None else ""
-    git = (
-        p.git_version[:12]
-        if _HEX.fullmatch(p.git_version)
-        else "not a sha"
-        if p.git_version
-        else "?"
-    )
+    git = p.git_version[:12] if is_sha(p.git_version) else "not a sha" if p.git_version else "?"
     return f"{name + ':':11} {when}  {p.named}  git {git}  main {main}{yanked}"
 
 
@@ -186,7 +181,6 @@ def _commit_markdown(c: BisectResult) -> list[str]:
     ]
 
 
-_HEX = re.compile(r"[0-9a-f]{7,40}")
 _COMPARE = re.compile(
     r"https://github\.com/[\w.-]+/[\w.-]+/compare/[0-9a-f]{7,40}\.\.\.[0-9a-f]{7,40}"
 )
