@@ -681,3 +681,19 @@ def test_a_release_between_that_was_not_measured_keeps_the_range_open_at_the_fir
         "2.3.0": "the oldest affected release tested; 2.2.2 before it was measured "
         "without torch._lazy_clone"
     }
+
+
+def test_a_fix_affected_again_leaves_the_git_range_open(validator):
+    """A fix bisection found 03-06, and the 03-09 nightly is measured affected again: the range
+    had closed at the fix, and a scanner took every commit after it as not affected."""
+    regression = _bisection(Direction.REGRESSION, {"2026-03-01": "good", "2026-03-02": "bad"})
+    fix = _bisection(Direction.FIX, {"2026-03-05": "bad", "2026-03-06": "good"})
+    runs = [_nightly(1, GOOD), _nightly(2, BAD), _nightly(6, GOOD), _nightly(9, BAD)]
+    doc = osv_document(runs, [regression, fix], generated=NOW)
+    validator.validate(doc)
+    [git] = [r for r in doc["affected"][0]["ranges"] if r["type"] == "GIT"]
+    assert git["events"] == [{"introduced": "20260302" * 5}]
+    assert git["database_specific"]["fixed"]["affected_again"] == "2026-03-09"
+    held = osv_document(runs[:3], [regression, fix], generated=NOW)
+    [git] = [r for r in held["affected"][0]["ranges"] if r["type"] == "GIT"]
+    assert git["events"] == [{"introduced": "20260302" * 5}, {"fixed": "20260306" * 5}]

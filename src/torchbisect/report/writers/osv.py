@@ -16,7 +16,8 @@ affected, with no release the store knows of left unmeasured between them (headl
 The releases outside the tested span are named in `database_specific.not_tested`.  GIT ranges come
 from bisections, between commits a nightly was measured on, or the exact commit a commit-level
 bisection (`bisect --pytorch-repo`) found; a bisection whose answer is a range of nightlies (or
-commits) claims none of the unjudged ones (the range's `database_specific` names them).  A first
+commits) claims none of the unjudged ones (the range's `database_specific` names them), and a
+fix that a later build was measured affected again does not close it.  A first
 affected (fixed) nightly in `per_gpu` is named only when it is exact, else the span it lies in.
 
 `published` is the first time the record said anything (kept from the previous record, else the
@@ -33,7 +34,7 @@ import json
 from typing import Any
 
 from ...config.matrix import References
-from ...model import CellRun
+from ...model import CellRun, Channel
 from ...outcome import BisectResult, Direction
 from ...page.advice import upstream_of, upstream_search
 from ...page.headline import (
@@ -44,7 +45,11 @@ from ...page.headline import (
     course_of,
     gpu_of,
     is_release,
+    nightly_date,
+    public_version,
+    version_key,
 )
+from ...page.marks import mark_for_run
 from ...page.parts import Page
 from ...page.regression import Regression, probe_of, regression_for
 from ...page.timeline import safe_url
@@ -130,7 +135,9 @@ def not_tested(tested: list[str]) -> str:
     )
 
 
-def git_events(bisections: list[BisectResult]) -> tuple[list[dict[str, str]], dict[str, Any]]:
+def git_events(
+    bisections: list[BisectResult], runs: list[CellRun] | None = None
+) -> tuple[list[dict[str, str]], dict[str, Any]]:
     """Upstream commits of nightlies that were measured, and what the range cannot say.
 
     A regression bisection opens the range at its first bad nightly's commit (or, for a fix
@@ -175,6 +182,10 @@ def git_events(bisections: list[BisectResult]) -> tuple[list[dict[str, str]], di
         for key, b in (("introduced", regression), ("fixed", fix))
         if b and not b.exact and not _culprit(b)
     }
+    again = _affected_after(fix, runs or []) if fix else ""
+    if again:  # the fix did not hold: the range stays open, as the newest measurement says
+        said["fixed"] = {**said.get("fixed", {}), "affected_again": again}
+        return [{"introduced": start}], said
     if fix and _culprit(fix):
         end = {"fixed": _culprit(fix)}
     elif fix and fix.exact and fix.after:
@@ -184,6 +195,26 @@ def git_events(bisections: list[BisectResult]) -> tuple[list[dict[str, str]], di
     else:
         end = {"last_affected": _newest_bad_sha(regression or fix)}
     return [{"introduced": start}, end], said
+
+
+def _affected_after(fix: BisectResult, runs: list[CellRun]) -> str:
+    """The first build of the fix's kind (a release after a release, a nightly after a nightly)
+    measured affected after the fix a bisection found, or "": the commits after the fix are then
+    no "not affected" of the record."""
+    after = fix.after
+    if after is None:
+        return ""
+    later: list[str] = []
+    for run in runs:
+        if not mark_for_run(run).is_affected:
+            continue
+        if after.date and run.cell.channel is Channel.NIGHTLY and nightly_date(run) > after.date:
+            later.append(nightly_date(run))
+        elif not after.date and is_release(run):
+            version = public_version(run.cell.version)
+            if version_key(version) > version_key(public_version(after.version)):
+                later.append(version)
+    return min(later, key=version_key, default="")
 
 
 def _culprit(bisection: BisectResult | None) -> str:
@@ -281,7 +312,7 @@ def osv_document(
     releases = [r for r in runs if is_release(r)]
     events, affected, tested, basis = pypi_events(releases, regression.requires_api)
     ranges = _ecosystem_ranges(events, basis)
-    commits, inexact = git_events(bisections)
+    commits, inexact = git_events(bisections, runs)
     if commits:
         said = {"database_specific": inexact} if inexact else {}
         ranges.append({"type": "GIT", "repo": REPO, "events": commits, **said})
